@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+// The Parley client library. No package dependencies: only the system libraries
+// SQLite, libcurl and jansson. The reference server is a separate package (server/).
+import PackageDescription
+
+let versionScript = Context.packageDirectory + "/Sources/Parley/exports.map"
+
+let package = Package(
+    name: "Parley",
+    products: [
+        .library(name: "parley", type: .dynamic, targets: ["Parley"]),
+        .library(name: "ParleyCore", targets: ["ParleyCore"]),
+    ],
+    targets: [
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CJansson", pkgConfig: "jansson", providers: [.apt(["libjansson-dev"])]),
+        .target(
+            name: "ParleyCore",
+            dependencies: ["CSQLite", "CCurl", "CJansson"]
+        ),
+        .target(
+            name: "Parley",
+            dependencies: ["ParleyCore"],
+            linkerSettings: [
+                // Link the Swift runtime into libparley.so so that it loads without the toolchain,
+                // export only the C API, and give the library its soname.
+                .unsafeFlags([
+                    "-static-stdlib",
+                    "-Xlinker", "--version-script=\(versionScript)",
+                    "-Xlinker", "-soname=libparley.so.0",
+                ]),
+            ]
+        ),
+        .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
