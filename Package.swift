@@ -15,13 +15,15 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CJansson", pkgConfig: "jansson", providers: [.apt(["libjansson-dev"])]),
+        .systemLibrary(name: "CParleySystem"),
         .target(
             name: "ParleyCore",
-            dependencies: ["CSQLite", "CCurl", "CJansson"]
+            dependencies: ["CSQLite", "CCurl", "CJansson", "CParleySystem"]
         ),
         .target(
             name: "Parley",
             dependencies: ["ParleyCore"],
+            exclude: ["exports.map"],
             linkerSettings: [
                 // Link the Swift runtime into libparley.so so that it loads without the toolchain,
                 // export only the C API, and give the library its soname.
