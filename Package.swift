@@ -16,13 +16,14 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CJansson", pkgConfig: "jansson", providers: [.apt(["libjansson-dev"])]),
         .systemLibrary(name: "CParleySystem"),
+        .systemLibrary(name: "CParleyABI"),
         .target(
             name: "ParleyCore",
             dependencies: ["CSQLite", "CCurl", "CJansson", "CParleySystem"]
         ),
         .target(
             name: "Parley",
-            dependencies: ["ParleyCore"],
+            dependencies: ["ParleyCore", "CParleyABI"],
             exclude: ["exports.map"],
             linkerSettings: [
                 // Link the Swift runtime into libparley.so so that it loads without the toolchain,

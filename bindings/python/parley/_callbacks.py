@@ -1,0 +1,81 @@
+"""Trampolines between C callbacks and Python callables.
+
+Each C callback type has ONE module-level CFUNCTYPE object that lives as long as the
+module, so the library can never call a collected function pointer. The `user_data`
+given to C is a key into a table of pending Python callables; a completion removes
+its entry when it fires, which also keeps each callable alive exactly as long as needed.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import logging
+import threading
+from typing import Any, Callable, Dict, Optional
+
+from . import _native
+
+logger = logging.getLogger("parley")
+
+_lock = threading.Lock()
+_pending: Dict[int, Callable[..., None]] = {}
+_persistent: Dict[int, Callable[..., None]] = {}
+_keys = itertools.count(1)
+
+
+def register(callable_: Callable[..., None], persistent: bool = False) -> int:
+    """Stores a callable and returns its key (used as the C user_data)."""
+    key = next(_keys)
+    with _lock:
+        (_persistent if persistent else _pending)[key] = callable_
+    return key
+
+
+def unregister(key: int) -> None:
+    with _lock:
+        _pending.pop(key, None)
+        _persistent.pop(key, None)
+
+
+def _take(key: Optional[int]) -> Optional[Callable[..., None]]:
+    with _lock:
+        return _pending.pop(key or 0, None)
+
+
+def _peek(key: Optional[int]) -> Optional[Callable[..., None]]:
+    with _lock:
+        return _persistent.get(key or 0)
+
+
+def _run(callable_: Optional[Callable[..., None]], *args: Any) -> None:
+    if callable_ is None:
+        return
+    try:
+        callable_(*args)
+    except BaseException:  # an exception must not unwind into C
+        logger.exception("exception in a parley callback")
+
+
+@_native.CALLBACK_FN
+def callback_trampoline(user_data: Optional[int]) -> None:
+    _run(_take(user_data))
+
+
+@_native.RESULT_FN
+def result_trampoline(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
+    callable_ = _take(user_data)
+    if error:
+        details = error.contents
+        message = details.message.decode("utf-8", "replace") if details.message else ""
+        _run(callable_, None, (details.code, message, details.http_status, details.server_code))
+    else:
+        _run(callable_, (result_json or b"null").decode("utf-8"), None)
+
+
+@_native.LOG_FN
+def log_trampoline(user_data: Optional[int], level: int, message: Optional[bytes]) -> None:
+    _run(_peek(user_data), level, (message or b"").decode("utf-8", "replace"))
+
+
+def as_key(value: int) -> ctypes.c_void_p:
+    return ctypes.c_void_p(value)

@@ -1,0 +1,76 @@
+"""Loading libparley and declaring the C functions (ctypes)."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+
+c_int_p = ctypes.POINTER(ctypes.c_int)
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+CALLBACK_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class CError(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_int),
+        ("message", ctypes.c_char_p),
+        ("http_status", ctypes.c_int),
+        ("server_code", ctypes.c_int),
+    ]
+
+
+RESULT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError), ctypes.c_char_p)
+
+
+def _candidates() -> list[str]:
+    found: list[str] = []
+    explicit = os.environ.get("PARLEY_LIBRARY")
+    if explicit:
+        return [explicit]  # an explicit choice is never silently replaced
+    here = Path(__file__).resolve().parent
+    found += [str(path) for path in sorted(here.glob("libparley.so*"))]
+    system = ctypes.util.find_library("parley")
+    if system:
+        found.append(system)
+    found.append("libparley.so.0")
+    return found
+
+
+def _load() -> ctypes.CDLL:
+    errors = []
+    for candidate in _candidates():
+        try:
+            return ctypes.CDLL(candidate)
+        except OSError as error:
+            errors.append(f"{candidate}: {error}")
+    raise ImportError(
+        "cannot load libparley; set PARLEY_LIBRARY to the library's path. Tried:\n  " + "\n  ".join(errors)
+    )
+
+
+lib = _load()
+
+
+def _declare(name: str, restype, *argtypes) -> None:
+    function = getattr(lib, name)
+    function.restype = restype
+    function.argtypes = list(argtypes)
+
+
+_declare("parley_version", ctypes.c_char_p)
+_declare("parley_last_error_message", ctypes.c_char_p)
+_declare("parley_error_name", ctypes.c_char_p, ctypes.c_int)
+_declare("parley_free", None, ctypes.c_void_p)
+_declare("parley_client_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p)
+_declare("parley_client_destroy", ctypes.c_int, ctypes.c_void_p)
+_declare("parley_client_event_fd", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_client_dispatch", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, c_int_p)
+_declare("parley_client_set_log_callback", ctypes.c_int, ctypes.c_void_p, LOG_FN, ctypes.c_void_p, ctypes.c_int)
+_declare("parley_client_post", ctypes.c_int, ctypes.c_void_p, CALLBACK_FN, ctypes.c_void_p)
+_declare(
+    "parley_client_request", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+    ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, RESULT_FN, ctypes.c_void_p,
+)
+_declare("parley_client_cancel", ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64)

@@ -1,0 +1,187 @@
+"""The Client: one connection to a Parley server, over libparley's C ABI."""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import json
+import threading
+from typing import Any, Callable, Dict, Mapping, Optional, Union
+
+from . import _callbacks, _native
+from .errors import ParleyError, error_for
+
+lib = _native.lib
+
+JSONValue = Any
+LogHandler = Callable[[int, str], None]
+
+LOG_OFF, LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG, LOG_TRACE = range(6)
+
+
+def version() -> str:
+    """The loaded library's version, "MAJOR.MINOR.PATCH"."""
+    return lib.parley_version().decode()
+
+
+def _check(status: int) -> None:
+    if status != 0:
+        message = (lib.parley_last_error_message() or b"").decode("utf-8", "replace")
+        raise error_for(status, message)
+
+
+def _encode_json(value: Union[None, str, Mapping[str, Any], JSONValue]) -> Optional[bytes]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class Client:
+    """A Parley client.
+
+    `config` is the configuration document of `parley_client_create` (a mapping or JSON
+    text); keyword arguments are merged into it. With ``dispatch_mode="thread"`` (the
+    default) callbacks run on the client's callback thread; with ``"manual"`` they wait
+    until you call :meth:`dispatch` (watch :attr:`event_fd` to know when). Use
+    :class:`parley.AsyncClient` for asyncio.
+
+    Close it with :meth:`close` or a ``with`` block: operations in flight then complete
+    with :class:`parley.Cancelled`.
+    """
+
+    def __init__(self, config: Union[None, str, Mapping[str, Any]] = None, **options: Any) -> None:
+        document: Dict[str, Any] = {}
+        if isinstance(config, str):
+            document = json.loads(config) if config.strip() else {}
+            if not isinstance(document, dict):
+                raise TypeError("config must be a JSON object")
+        elif config is not None:
+            document = dict(config)
+        document.update(options)
+        handle = ctypes.c_void_p()
+        _check(lib.parley_client_create(ctypes.byref(handle), _encode_json(document)))
+        self._handle: Optional[int] = handle.value
+        self._close_lock = threading.Lock()
+        self._log_key = 0
+        self.dispatch_mode: str = document.get("dispatch_mode", "thread")
+
+    # -- lifetime --------------------------------------------------------------
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise error_for(-2, "the client is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Cancels what is in flight, runs every queued callback, and frees the client.
+        Safe to call twice, and from one of the client's callbacks."""
+        with self._close_lock:
+            handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        _check(lib.parley_client_destroy(handle))
+        if self._log_key:
+            _callbacks.unregister(self._log_key)
+            self._log_key = 0
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- callbacks ---------------------------------------------------------------
+
+    @property
+    def event_fd(self) -> int:
+        """Manual mode: a file descriptor readable while callbacks wait (do not close it)."""
+        fd = ctypes.c_int(-1)
+        _check(lib.parley_client_event_fd(self.handle, ctypes.byref(fd)))
+        return fd.value
+
+    def dispatch(self, max_callbacks: int = 0) -> int:
+        """Manual mode: runs up to `max_callbacks` waiting callbacks (0: all) here; returns how many ran."""
+        ran = ctypes.c_int(0)
+        _check(lib.parley_client_dispatch(self.handle, max_callbacks, ctypes.byref(ran)))
+        return ran.value
+
+    def set_log_handler(self, handler: Optional[LogHandler], level: int = LOG_INFO) -> None:
+        """Receives the library's log records (level, message) up to `level`; None removes it."""
+        old = self._log_key
+        if handler is None:
+            _check(lib.parley_client_set_log_callback(self.handle, _native.LOG_FN(), None, LOG_OFF))
+            self._log_key = 0
+        else:
+            key = _callbacks.register(handler, persistent=True)
+            try:
+                _check(lib.parley_client_set_log_callback(self.handle, _callbacks.log_trampoline, _callbacks.as_key(key), level))
+            except BaseException:
+                _callbacks.unregister(key)
+                raise
+            self._log_key = key
+        if old:
+            _callbacks.unregister(old)
+
+    def post(self, function: Callable[[], None]) -> None:
+        """Runs `function` on the callback context after every callback queued before it."""
+        key = _callbacks.register(function)
+        try:
+            _check(lib.parley_client_post(self.handle, _callbacks.callback_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+
+    # -- operations --------------------------------------------------------------
+
+    def request_with_callback(
+        self, method: str, path: str, body: Any, callback: Callable[[Optional[Any], Optional[ParleyError]], None]
+    ) -> int:
+        """Sends a raw REST request; `callback(result, error)` runs exactly once on the
+        callback context. Returns the operation id (for :meth:`cancel`)."""
+
+        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+            if error is not None:
+                callback(None, error_for(*error))
+            else:
+                callback(json.loads(result_json or "null"), None)
+
+        key = _callbacks.register(complete)
+        operation = ctypes.c_uint64(0)
+        try:
+            _check(lib.parley_client_request(
+                self.handle, ctypes.byref(operation), method.encode("utf-8"), path.encode("utf-8"),
+                _encode_json(body), _callbacks.result_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        return operation.value
+
+    def request(self, method: str, path: str, body: Any = None) -> "concurrent.futures.Future[Any]":
+        """Sends a raw REST request and returns a Future of the decoded JSON answer
+        (or the ParleyError). In manual mode the Future completes during :meth:`dispatch`."""
+        future: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+
+        def done(result: Optional[Any], error: Optional[ParleyError]) -> None:
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        future.operation_id = self.request_with_callback(method, path, body, done)  # type: ignore[attr-defined]
+        return future
+
+    def cancel(self, operation_id: int) -> None:
+        """Cancels an operation in flight (its completion gets Cancelled)."""
+        _check(lib.parley_client_cancel(self.handle, operation_id))

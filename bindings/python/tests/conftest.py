@@ -1,0 +1,52 @@
+"""Fixtures: the real parley-server on an ephemeral loopback port with a temp database."""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "bindings" / "python"))
+
+
+class RunningServer(NamedTuple):
+    url: str
+    api_token: str
+    process: subprocess.Popen
+
+
+def server_binary() -> Path:
+    path = Path(os.environ.get("PARLEY_SERVER_BIN", ROOT / "server" / ".build" / "debug" / "parley-server"))
+    if not path.exists():
+        pytest.fail(f"parley-server not found at {path}: build it (scripts/test.sh does) or set PARLEY_SERVER_BIN")
+    return path
+
+
+def start_server(database: Path, api_token: str) -> RunningServer:
+    process = subprocess.Popen(
+        [str(server_binary()), "--port", "0", "--database", str(database), "--api-token", api_token],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    prefix = "parley-server listening on "
+    if not line.startswith(prefix):
+        process.kill()
+        pytest.fail(f"unexpected first line from parley-server: {line!r}")
+    return RunningServer(line[len(prefix):], api_token, process)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RunningServer]:
+    running = start_server(tmp_path / "server.sqlite", secrets.token_hex(16))
+    yield running
+    running.process.terminate()
+    try:
+        running.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        running.process.kill()

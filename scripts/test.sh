@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The one test command: sets up the machine, builds everything, and runs every test
+# suite (Swift, C via ctest, Python binding, reference server). Exit code 0 = all passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+[ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
+
+bash scripts/setup.sh
+
+jobs=$(nproc)
+results=()
+record() { results+=("$1"); }
+
+echo "== Swift tests (ParleyCore)"
+mkdir -p build
+swift build --build-tests
+swift test --skip-build
+record "swift: ok"
+
+echo "== C build (CMake, release library) and C tests (ctest)"
+cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$root/build/prefix" >/dev/null
+cmake --build build/cmake -j "$jobs"
+(cd build/cmake && ctest --output-on-failure -j "$jobs")
+cmake --install build/cmake >/dev/null
+bash scripts/check-install.sh "$root/build/prefix"
+record "c: ok"
+
+echo "== Reference server build"
+if [ -z "${PARLEY_SERVER_BIN:-}" ]; then
+    swift build --package-path server -c debug
+    export PARLEY_SERVER_BIN="$root/server/.build/debug/parley-server"
+fi
+
+echo "== Python binding tests"
+export PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0"
+python3 -m pip install -q --no-deps --target "$root/build/python-install" ./bindings/python 2>/dev/null \
+    || python3 -m pip install -q --no-deps --break-system-packages --target "$root/build/python-install" ./bindings/python
+python3 -m pytest -q bindings/python/tests
+record "python: ok"
+
+echo "== Reference server tests"
+bash scripts/test-server.sh
+record "server: ok"
+
+printf '%s\n' "${results[@]}"
+echo "ALL TESTS PASSED"
