@@ -1,0 +1,110 @@
+/// One HTTP header line. Response header names are lower-cased; request header names
+/// are sent as given.
+public struct HTTPHeader: Sendable, Equatable, Hashable {
+    public var name: String
+    public var value: String
+
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A request handed to `HTTPClient`. The body is sent exactly as given, with the headers
+/// given: the client adds no `Content-Type` and no `Expect: 100-continue`.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: [HTTPHeader]
+    public var body: [UInt8]?
+    /// Whole-transfer limit in milliseconds (queueing, connecting, sending, receiving); 0 = none.
+    public var timeoutMs: Int
+    /// Limit for establishing the connection, TLS handshake included; 0 = curl's default (300 s).
+    public var connectTimeoutMs: Int
+    /// For long-lived streams: abort with `.timeout` when less than one byte per second
+    /// arrives for this many seconds in a row; 0 = off.
+    public var lowSpeedTimeoutSec: Int
+
+    public init(
+        method: String = "GET",
+        url: String,
+        headers: [HTTPHeader] = [],
+        body: [UInt8]? = nil,
+        timeoutMs: Int = 30_000,
+        connectTimeoutMs: Int = 10_000,
+        lowSpeedTimeoutSec: Int = 0
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeoutMs = timeoutMs
+        self.connectTimeoutMs = connectTimeoutMs
+        self.lowSpeedTimeoutSec = lowSpeedTimeoutSec
+    }
+}
+
+/// A received answer. Any HTTP status is a response; transport failures are `ParleyError`s.
+public struct HTTPResponse: Sendable, Equatable {
+    public var status: Int
+    /// Headers of the final response in arrival order, names lower-cased.
+    public var headers: [HTTPHeader]
+    /// The body as decoded by curl (content-encoding removed). Empty for streamed transfers,
+    /// whose bytes went to `onData`.
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [HTTPHeader], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The value of the first header with this name (case-insensitive), if any.
+    public func header(_ name: String) -> String? {
+        let wanted = asciiLowercased(name)
+        return headers.first { $0.name == wanted }?.value
+    }
+
+    /// The body decoded as UTF-8 (invalid sequences replaced).
+    public var bodyText: String { String(decoding: body, as: UTF8.self) }
+}
+
+public struct HTTPClientConfiguration: Sendable {
+    public var userAgent: String
+    /// Verify the server's certificate chain and host name. Turn off only for tests.
+    public var verifyTLS: Bool
+    /// A PEM bundle of trusted CAs instead of the system's.
+    public var caFile: String?
+    /// Upper bound of open connections across all hosts; 0 = no limit.
+    public var maxConnections: Int
+    /// Largest body a buffered (`send`) response may have; beyond it the transfer fails
+    /// with `.limitExceeded`. Streams are not bounded by it: their bytes are not kept.
+    public var maxResponseBytes: Int
+    /// nil: curl's default (the `http_proxy`/`https_proxy`/`no_proxy` environment);
+    /// "": no proxy at all; otherwise the proxy URL.
+    public var proxy: String?
+
+    public init(
+        userAgent: String = "parley/0.1",
+        verifyTLS: Bool = true,
+        caFile: String? = nil,
+        maxConnections: Int = 16,
+        maxResponseBytes: Int = 64 * 1024 * 1024,
+        proxy: String? = nil
+    ) {
+        self.userAgent = userAgent
+        self.verifyTLS = verifyTLS
+        self.caFile = caFile
+        self.maxConnections = maxConnections
+        self.maxResponseBytes = maxResponseBytes
+        self.proxy = proxy
+    }
+}
+
+func asciiLowercased(_ text: String) -> String {
+    var bytes = Array(text.utf8)
+    for index in bytes.indices where bytes[index] >= 0x41 && bytes[index] <= 0x5A {
+        bytes[index] += 0x20
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
