@@ -5,4 +5,10 @@
 /* SQLITE_TRANSIENT is a cast macro that Swift cannot import. */
 static inline sqlite3_destructor_type parley_sqlite_transient(void) { return SQLITE_TRANSIENT; }
 
+/* sqlite3_db_config is variadic. Turning the checkpoint-on-close off lets a connection
+   that only inspected a suspect file close without rewriting it or deleting its WAL. */
+static inline int parley_sqlite_set_checkpoint_on_close(sqlite3 *db, int enabled) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, enabled ? 0 : 1, (int *)0);
+}
+
 #endif

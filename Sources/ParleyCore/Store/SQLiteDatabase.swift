@@ -1,0 +1,504 @@
+/// A small SQLite wrapper for the local cache (the Store layer builds its tables on it).
+///
+/// Threading rule: a `SQLiteDatabase` and its statements are NOT thread-safe. They
+/// belong to the client's one serial engine executor, which makes every call, in order,
+/// never two at once (which thread runs a call does not matter). The connection is
+/// therefore opened with `SQLITE_OPEN_NOMUTEX` ("multi-thread" mode): SQLite's own
+/// per-connection mutex would only add locking cost to what the executor already
+/// guarantees, and it would not make a statement cache or a transaction nesting depth
+/// safe to share anyway. The types are marked non-Sendable so the compiler enforces it.
+///
+/// Recovery rule: opening never crashes and never fails just because the file is bad.
+/// A file that is not a database, fails `PRAGMA quick_check`, or whose `user_version`
+/// is newer than the newest migration (written by a newer program) is moved aside with
+/// its `-wal`/`-shm`/`-journal` to "<path>.corrupt-<unix-ms>" / "<path>.newer-<unix-ms>"
+/// and a fresh database is created; `recovery` says what happened so the caller can log
+/// it. Errors that say nothing about the file itself (busy, I/O error, disk full,
+/// permission denied) are thrown instead: moving a good cache aside because of them
+/// would throw away data for nothing.
+
+import CSQLite
+
+public enum SQLiteLocation: Sendable, Hashable {
+    case file(path: String)
+    /// A private in-memory database, gone on close.
+    case memory
+}
+
+/// One step of the schema: the database moves from `version - 1` to `version` by running
+/// `sql` (or `apply`) and setting `PRAGMA user_version`, in one transaction.
+public struct SQLiteMigration: Sendable {
+    public let version: Int32
+    /// Statements to execute; empty when the migration is a closure.
+    public let sql: String
+    let apply: (@Sendable (SQLiteDatabase) throws(ParleyError) -> Void)?
+
+    public init(version: Int32, sql: String) {
+        self.version = version
+        self.sql = sql
+        self.apply = nil
+    }
+
+    /// A migration that needs code (data rewrites). It runs inside the migration's
+    /// transaction; throwing rolls it back.
+    public init(version: Int32, apply: @escaping @Sendable (SQLiteDatabase) throws(ParleyError) -> Void) {
+        self.version = version
+        self.sql = ""
+        self.apply = apply
+    }
+}
+
+public enum SQLiteRecoveryReason: Sendable, Equatable {
+    /// Not a database, failed integrity checks, or a schema this program did not write.
+    case corrupt(detail: String)
+    /// Written by a newer program: `found` is its user_version, `newest` ours.
+    case newerVersion(found: Int32, newest: Int32)
+
+    var fileLabel: String {
+        switch self {
+        case .corrupt: "corrupt"
+        case .newerVersion: "newer"
+        }
+    }
+}
+
+/// What opening had to do to get a usable database.
+public enum SQLiteRecovery: Sendable, Equatable, CustomStringConvertible {
+    /// The old file (with its -wal/-shm/-journal, suffixed to the new name) is kept at
+    /// `movedTo`; the database now in place is fresh.
+    case movedAside(reason: SQLiteRecoveryReason, movedTo: String)
+
+    public var movedTo: String {
+        switch self {
+        case .movedAside(_, let movedTo): movedTo
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .movedAside(.corrupt(let detail), let movedTo):
+            "cache database was unusable (\(detail)); moved to \(movedTo) and recreated"
+        case .movedAside(.newerVersion(let found, let newest), let movedTo):
+            "cache database has schema version \(found), newer than \(newest); moved to \(movedTo) and recreated"
+        }
+    }
+}
+
+public final class SQLiteDatabase {
+    public static let defaultBusyTimeoutMilliseconds: Int32 = 5000
+    /// Cached statements beyond this are dropped (all at once: simple, and a workload
+    /// that exceeds it is generating SQL dynamically and gains nothing from caching).
+    static let statementCacheLimit = 256
+
+    public let location: SQLiteLocation
+    /// Nil when the file opened as it was.
+    public private(set) var recovery: SQLiteRecovery?
+    /// The journal mode in effect: "wal" for files ("memory" for in-memory databases;
+    /// something else only where the file system cannot do WAL).
+    public private(set) var journalMode: String = ""
+
+    private let connection: SQLiteConnection
+    private var cachedStatements: [String: SQLiteStatement] = [:]
+    private var savepointDepth = 0
+
+    /// Opens (creating if needed) the database, configures it (WAL, synchronous=NORMAL,
+    /// foreign_keys=ON, busy timeout), recovers from a bad file (see the file comment),
+    /// then applies the migrations newer than its `user_version`, each in its own
+    /// transaction. `migrations` must be numbered 1...N in order.
+    ///
+    /// A file is created with mode 0600 (whatever the umask) before SQLite sees it, and
+    /// an existing one is set to 0600; SQLite creates `-wal`/`-shm` with the same mode.
+    /// A failing migration throws and leaves the database at the last good version.
+    public init(
+        location: SQLiteLocation,
+        migrations: [SQLiteMigration],
+        busyTimeoutMilliseconds: Int32 = SQLiteDatabase.defaultBusyTimeoutMilliseconds
+    ) throws(ParleyError) {
+        try Self.validate(migrations)
+        let newest = migrations.last?.version ?? 0
+        let handle: OpaquePointer
+        switch location {
+        case .memory:
+            handle = try Self.openHandle(":memory:", busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        case .file(let path):
+            guard !path.isEmpty, !path.utf8.contains(0) else {
+                throw ParleyError.invalidArgument("database path must be non-empty and contain no NUL byte")
+            }
+            let opened = try Self.openFile(path: path, newest: newest, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+            handle = opened.handle
+            recovery = opened.recovery
+        }
+        self.location = location
+        self.connection = SQLiteConnection(handle: handle)
+        do throws(ParleyError) {
+            journalMode = try Self.configure(handle)
+            try migrate(migrations)
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Finalizes the cached statements and closes the connection (an open transaction is
+    /// rolled back). Idempotent. Statements still held afterwards throw `invalidState`.
+    public func close() {
+        for statement in cachedStatements.values {
+            statement.finalize()
+        }
+        cachedStatements.removeAll()
+        connection.close()
+    }
+
+    public var isClosed: Bool { connection.handle == nil }
+
+    private func liveHandle(_ operation: String) throws(ParleyError) -> OpaquePointer {
+        guard let handle = connection.handle else {
+            throw ParleyError(.invalidState, "\(operation): the database is closed")
+        }
+        return handle
+    }
+
+    // MARK: State
+
+    /// `PRAGMA user_version`: the schema version. 0 if it cannot be read (closed).
+    public var userVersion: Int32 {
+        guard let handle = connection.handle,
+              case (SQLITE_OK, .integer(let version)) = Self.firstColumn(handle, "PRAGMA user_version") else { return 0 }
+        return Int32(truncatingIfNeeded: version)
+    }
+
+    /// Rows changed by the most recent INSERT/UPDATE/DELETE.
+    public var changes: Int {
+        guard let handle = connection.handle else { return 0 }
+        return Int(sqlite3_changes64(handle))
+    }
+
+    public var lastInsertRowID: Int64 {
+        guard let handle = connection.handle else { return 0 }
+        return sqlite3_last_insert_rowid(handle)
+    }
+
+    /// True while a transaction is open (including one SQLite has not yet rolled back).
+    public var isInTransaction: Bool {
+        guard let handle = connection.handle else { return false }
+        return sqlite3_get_autocommit(handle) == 0
+    }
+
+    // MARK: Running SQL
+
+    /// Executes one or more statements, discarding any rows.
+    public func execute(_ sql: String) throws(ParleyError) {
+        let handle = try liveHandle("execute")
+        guard !sql.utf8.contains(0) else {
+            throw ParleyError.invalidArgument("execute: SQL contains a NUL byte: \(SQLiteErrorText.prefix(of: sql))")
+        }
+        var errorText: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &errorText)
+        guard code != SQLITE_OK else { return }
+        let message = errorText.map { String(cString: $0) } ?? SQLiteErrorText.message(handle: handle, code: code)
+        sqlite3_free(errorText)
+        throw ParleyError(.cache, SQLiteErrorText.make("execute", message: message, code: code, sql: sql))
+    }
+
+    /// The prepared statement for `sql` (exactly one statement), from the cache when it
+    /// was prepared before. A cached statement comes back reset with its bindings cleared,
+    /// even if its last user abandoned it mid-iteration. While it is being iterated by
+    /// `rows(_:)`, a separate uncached statement is returned instead, so that a loop body
+    /// may run the same query without restarting the loop under it.
+    public func statement(_ sql: String) throws(ParleyError) -> SQLiteStatement {
+        if let cached = cachedStatements[sql] {
+            guard !cached.isIterating else { return try prepare(sql, persistent: false) }
+            cached.resetForReuse()
+            return cached
+        }
+        let statement = try prepare(sql, persistent: true)
+        if cachedStatements.count >= Self.statementCacheLimit {
+            // Dropped statements are finalized when their last holder lets go.
+            cachedStatements.removeAll(keepingCapacity: true)
+        }
+        cachedStatements[sql] = statement
+        return statement
+    }
+
+    /// A new statement that is not cached (finalized when released).
+    public func prepare(_ sql: String) throws(ParleyError) -> SQLiteStatement {
+        try prepare(sql, persistent: false)
+    }
+
+    var cachedStatementCount: Int { cachedStatements.count }
+
+    private enum PrepareOutcome {
+        case prepared(OpaquePointer)
+        case failed(Int32)
+        case empty
+        case multiple
+    }
+
+    private func prepare(_ sql: String, persistent: Bool) throws(ParleyError) -> SQLiteStatement {
+        let handle = try liveHandle("prepare")
+        guard !sql.utf8.contains(0) else {
+            throw ParleyError.invalidArgument("prepare: SQL contains a NUL byte: \(SQLiteErrorText.prefix(of: sql))")
+        }
+        let flags = UInt32(persistent ? SQLITE_PREPARE_PERSISTENT : 0)
+        let outcome = sql.withCString { text -> PrepareOutcome in
+            var statement: OpaquePointer?
+            var tail: UnsafePointer<CChar>?
+            let code = sqlite3_prepare_v3(handle, text, -1, flags, &statement, &tail)
+            guard code == SQLITE_OK else {
+                sqlite3_finalize(statement)
+                return .failed(code)
+            }
+            guard let statement else { return .empty }
+            // Anything after the first statement other than blanks and comments is a
+            // second statement, which a prepared statement would silently ignore.
+            if let tail, tail.pointee != 0 {
+                var extra: OpaquePointer?
+                let extraCode = sqlite3_prepare_v2(handle, tail, -1, &extra, nil)
+                if extraCode != SQLITE_OK || extra != nil {
+                    sqlite3_finalize(extra)
+                    sqlite3_finalize(statement)
+                    return .multiple
+                }
+            }
+            return .prepared(statement)
+        }
+        switch outcome {
+        case .prepared(let statement):
+            return SQLiteStatement(sql: sql, connection: connection, handle: statement)
+        case .failed(let code):
+            throw SQLiteErrorText.error("prepare", handle: handle, code: code, sql: sql)
+        case .empty:
+            throw ParleyError.invalidArgument("prepare: no SQL statement in: \(SQLiteErrorText.prefix(of: sql))")
+        case .multiple:
+            throw ParleyError.invalidArgument(
+                "prepare: more than one SQL statement (use execute for scripts): \(SQLiteErrorText.prefix(of: sql))")
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a transaction: BEGIN IMMEDIATE (takes the write lock up front, so a
+    /// writer never fails half-way on a lock upgrade) ... COMMIT, or ROLLBACK if `body`
+    /// throws. Called inside another transaction it uses a SAVEPOINT, so an inner failure
+    /// undoes only the inner work and the outer body may carry on.
+    @discardableResult
+    public func transaction<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
+        let handle = try liveHandle("transaction")
+        if sqlite3_get_autocommit(handle) != 0 {
+            return try outermostTransaction(handle, body)
+        }
+        savepointDepth += 1
+        defer { savepointDepth -= 1 }
+        let name = "parley_savepoint_\(savepointDepth)"
+        try execute("SAVEPOINT \(name)")
+        let value: T
+        do throws(ParleyError) {
+            value = try body()
+        } catch {
+            // If SQLite already rolled the whole transaction back (disk full, I/O error),
+            // there is no savepoint left to roll back to.
+            if sqlite3_get_autocommit(handle) == 0 {
+                try? execute("ROLLBACK TO \(name)")
+                try? execute("RELEASE \(name)")
+            }
+            throw error
+        }
+        try execute("RELEASE \(name)")
+        return value
+    }
+
+    private func outermostTransaction<T>(_ handle: OpaquePointer, _ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
+        try execute("BEGIN IMMEDIATE")
+        do throws(ParleyError) {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            if sqlite3_get_autocommit(handle) == 0 {
+                try? execute("ROLLBACK")
+            }
+            throw error
+        }
+    }
+
+    // MARK: Opening
+
+    private static func validate(_ migrations: [SQLiteMigration]) throws(ParleyError) {
+        for (offset, migration) in migrations.enumerated() where Int(migration.version) != offset + 1 {
+            throw ParleyError.invalidArgument(
+                "migrations must be numbered 1...N in order; position \(offset + 1) has version \(migration.version)")
+        }
+    }
+
+    private func migrate(_ migrations: [SQLiteMigration]) throws(ParleyError) {
+        let handle = try liveHandle("migrate")
+        let current: Int64
+        switch Self.firstColumn(handle, "PRAGMA user_version") {
+        case (SQLITE_OK, .integer(let version)): current = version
+        case (let code, _): throw SQLiteErrorText.error("read user_version", handle: handle, code: code)
+        }
+        for migration in migrations where Int64(migration.version) > current {
+            do throws(ParleyError) {
+                try transaction { () throws(ParleyError) in
+                    if let apply = migration.apply {
+                        try apply(self)
+                    } else {
+                        try execute(migration.sql)
+                    }
+                    try execute("PRAGMA user_version = \(migration.version)")
+                }
+            } catch {
+                throw ParleyError(
+                    error.code,
+                    "migration to version \(migration.version) failed (database left at version \(migration.version - 1)): \(error.message)")
+            }
+        }
+    }
+
+    private static func openHandle(_ path: String, busyTimeoutMilliseconds: Int32) throws(ParleyError) -> OpaquePointer {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let error = SQLiteErrorText.error("open \(path)", handle: handle, code: code)
+            sqlite3_close_v2(handle)
+            throw error
+        }
+        sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
+        return handle
+    }
+
+    private enum FileHealth {
+        case healthy
+        case unusable(SQLiteRecoveryReason)
+    }
+
+    /// Opens the file; if it is corrupt or newer, moves it aside and opens a fresh one.
+    private static func openFile(
+        path: String, newest: Int32, busyTimeoutMilliseconds: Int32
+    ) throws(ParleyError) -> (handle: OpaquePointer, recovery: SQLiteRecovery?) {
+        try SQLiteFiles.prepare(path: path)
+        let existing = try openHandle(path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        // Until the file is judged, closing must not checkpoint: that would write a
+        // suspect WAL into the file and delete the WAL, altering what is moved aside.
+        parley_sqlite_set_checkpoint_on_close(existing, 0)
+        let health: FileHealth
+        do throws(ParleyError) {
+            health = try inspect(existing, newest: newest)
+        } catch {
+            sqlite3_close_v2(existing)
+            throw error
+        }
+        guard case .unusable(let reason) = health else {
+            parley_sqlite_set_checkpoint_on_close(existing, 1)
+            return (existing, nil)
+        }
+        sqlite3_close_v2(existing)
+
+        let movedTo = try SQLiteFiles.moveAside(path: path, label: reason.fileLabel)
+        try SQLiteFiles.prepare(path: path)
+        let fresh = try openHandle(path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        do throws(ParleyError) {
+            if case .unusable(let again) = try inspect(fresh, newest: newest) {
+                throw ParleyError(.cache, "open \(path): a freshly created database is unusable: \(again)")
+            }
+        } catch {
+            sqlite3_close_v2(fresh)
+            throw error
+        }
+        return (fresh, .movedAside(reason: reason, movedTo: movedTo))
+    }
+
+    /// Decides whether the file can be used. Reading `user_version` loads page 1 (so a
+    /// file that is not a database fails here); `quick_check` then walks every b-tree page
+    /// (structure, not index contents: O(file size), a fraction of `integrity_check`).
+    /// Only corruption-class codes condemn the file; other errors are thrown.
+    private static func inspect(_ handle: OpaquePointer, newest: Int32) throws(ParleyError) -> FileHealth {
+        let versionResult = firstColumn(handle, "PRAGMA user_version")
+        guard versionResult.code == SQLITE_OK else {
+            return try corruptOrThrow(handle, versionResult.code, "read user_version")
+        }
+        guard case .integer(let version) = versionResult.value, version >= 0 else {
+            return .unusable(.corrupt(detail: "invalid user_version"))
+        }
+        if version > Int64(newest) {
+            return .unusable(.newerVersion(found: Int32(truncatingIfNeeded: version), newest: newest))
+        }
+        let check = firstColumn(handle, "PRAGMA quick_check(1)")
+        guard check.code == SQLITE_OK else {
+            return try corruptOrThrow(handle, check.code, "quick_check")
+        }
+        guard check.value == .text("ok") else {
+            let detail: String = if case .text(let text) = check.value { text } else { "no answer" }
+            return .unusable(.corrupt(detail: "quick_check: \(detail)"))
+        }
+        if version == 0 && newest > 0 {
+            // Version 0 with tables means a file some other program wrote: our migrations
+            // would collide with its schema.
+            let objects = firstColumn(handle, "SELECT count(*) FROM sqlite_schema")
+            guard objects.code == SQLITE_OK else {
+                return try corruptOrThrow(handle, objects.code, "read schema")
+            }
+            if case .integer(let count) = objects.value, count > 0 {
+                return .unusable(.corrupt(detail: "user_version is 0 but the file already holds \(count) schema objects"))
+            }
+        }
+        return .healthy
+    }
+
+    private static func corruptOrThrow(_ handle: OpaquePointer, _ code: Int32, _ operation: String) throws(ParleyError) -> FileHealth {
+        let primary = code & 0xff
+        let message = SQLiteErrorText.make(operation, message: SQLiteErrorText.message(handle: handle, code: code), code: code)
+        if primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB {
+            return .unusable(.corrupt(detail: message))
+        }
+        throw ParleyError(.cache, message)
+    }
+
+    private static func configure(_ handle: OpaquePointer) throws(ParleyError) -> String {
+        let mode = firstColumn(handle, "PRAGMA journal_mode=WAL")
+        guard mode.code == SQLITE_OK else {
+            throw SQLiteErrorText.error("set journal_mode", handle: handle, code: mode.code)
+        }
+        for pragma in ["PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"] {
+            let result = firstColumn(handle, pragma)
+            guard result.code == SQLITE_OK else {
+                throw SQLiteErrorText.error(pragma, handle: handle, code: result.code, sql: pragma)
+            }
+        }
+        if case .text(let name) = mode.value { return name }
+        return ""
+    }
+
+    /// Runs a one-statement query and returns its first row's first column (.null when
+    /// there is no row), or the failing SQLite code. Used before the object exists.
+    private static func firstColumn(_ handle: OpaquePointer, _ sql: String) -> (code: Int32, value: SQLiteValue) {
+        var statement: OpaquePointer?
+        let prepared = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        guard prepared == SQLITE_OK, let statement else {
+            sqlite3_finalize(statement)
+            return (prepared == SQLITE_OK ? SQLITE_MISUSE : prepared, .null)
+        }
+        defer { sqlite3_finalize(statement) }
+        let stepped = sqlite3_step(statement)
+        if stepped == SQLITE_DONE { return (SQLITE_OK, .null) }
+        guard stepped == SQLITE_ROW else { return (stepped, .null) }
+        switch sqlite3_column_type(statement, 0) {
+        case SQLITE_INTEGER:
+            return (SQLITE_OK, .integer(sqlite3_column_int64(statement, 0)))
+        case SQLITE_TEXT:
+            guard let text = sqlite3_column_text(statement, 0) else { return (SQLITE_NOMEM, .null) }
+            let count = Int(sqlite3_column_bytes(statement, 0))
+            return (SQLITE_OK, .text(String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)))
+        default:
+            return (SQLITE_OK, .null)
+        }
+    }
+}
+
+@available(*, unavailable, message: "SQLite handles belong to one serial executor")
+extension SQLiteDatabase: Sendable {}

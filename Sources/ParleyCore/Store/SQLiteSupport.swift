@@ -1,0 +1,126 @@
+import CSQLite
+import Glibc
+
+/// The raw connection, shared by the database and its statements so that a statement
+/// can tell that its database was closed (it then refuses to run instead of touching a
+/// dead handle). Same threading rule as `SQLiteDatabase`.
+final class SQLiteConnection {
+    private(set) var handle: OpaquePointer?
+
+    init(handle: OpaquePointer) {
+        self.handle = handle
+    }
+
+    /// `sqlite3_close_v2`: if a statement held outside the cache is still alive, the
+    /// connection lingers as a zombie until that statement is finalized by its deinit.
+    func close() {
+        guard let handle else { return }
+        sqlite3_close_v2(handle)
+        self.handle = nil
+    }
+}
+
+/// Error texts of the form "<operation>: <sqlite message> (code N[, extended M])[ in SQL: ...]".
+enum SQLiteErrorText {
+    static let sqlPrefixLength = 80
+
+    static func make(_ operation: String, message: String, code: Int32, sql: String? = nil) -> String {
+        let primary = code & 0xff
+        var text = "\(operation): \(message) (code \(primary)"
+        if code != primary { text += ", extended \(code)" }
+        text += ")"
+        if let sql { text += " in SQL: \(prefix(of: sql))" }
+        return text
+    }
+
+    /// A ParleyError for `code`, with the connection's current error message.
+    static func error(_ operation: String, handle: OpaquePointer?, code: Int32, sql: String? = nil) -> ParleyError {
+        ParleyError(.cache, make(operation, message: message(handle: handle, code: code), code: code, sql: sql))
+    }
+
+    static func message(handle: OpaquePointer?, code: Int32) -> String {
+        if let handle, let text = sqlite3_errmsg(handle) { return String(cString: text) }
+        if let text = sqlite3_errstr(code) { return String(cString: text) }
+        return "unknown error"
+    }
+
+    /// The SQL's first characters on one line, so that an error names its statement.
+    static func prefix(of sql: String) -> String {
+        var result = ""
+        var count = 0
+        var lastWasSpace = true
+        for character in sql {
+            let isSpace = character.isWhitespace
+            if isSpace && lastWasSpace { continue }
+            if count == sqlPrefixLength { return result + "..." }
+            result.append(isSpace ? " " : character)
+            lastWasSpace = isSpace
+            count += 1
+        }
+        return lastWasSpace && !result.isEmpty ? String(result.dropLast()) : result
+    }
+}
+
+/// File-system steps around the database file: creation with mode 0600 and moving a bad
+/// file (with its companions) aside.
+enum SQLiteFiles {
+    /// Companion files SQLite keeps next to the database. A stale `-wal` or `-journal`
+    /// left beside a *fresh* database would be replayed into it, so they always travel
+    /// with the main file.
+    static let companionSuffixes = ["-wal", "-shm", "-journal"]
+
+    /// Creates the file with mode 0600 if it is missing and forces 0600 on it (and on
+    /// existing `-wal`/`-shm`) whatever the umask or an older mode was. SQLite gives the
+    /// `-wal`/`-shm` it creates later the main file's mode.
+    static func prepare(path: String) throws(ParleyError) {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(0o600))
+        guard descriptor >= 0 else {
+            throw ParleyError(.cache, "open database file \(path): \(errnoText())")
+        }
+        // Failure to chmod is tolerated: it only happens for a file owned by someone
+        // else that we may nevertheless write, and refusing to open it would help nobody.
+        _ = fchmod(descriptor, 0o600)
+        _ = Glibc.close(descriptor)
+        for suffix in ["-wal", "-shm"] where exists(path + suffix) {
+            _ = chmod(path + suffix, 0o600)
+        }
+    }
+
+    /// Renames `path` to "<path>.<label>-<unix ms>" (plus "-N" if taken) and its companions
+    /// to "<that>-wal" etc., so the moved file still opens with its WAL. Returns the new path.
+    static func moveAside(path: String, label: String) throws(ParleyError) -> String {
+        let base = "\(path).\(label)-\(unixMilliseconds())"
+        var target = base
+        var attempt = 1
+        while exists(target) || companionSuffixes.contains(where: { exists(target + $0) }) {
+            target = "\(base)-\(attempt)"
+            attempt += 1
+        }
+        guard rename(path, target) == 0 else {
+            throw ParleyError(.cache, "move aside \(path) to \(target): \(errnoText())")
+        }
+        for suffix in companionSuffixes where exists(path + suffix) {
+            if rename(path + suffix, target + suffix) != 0 && unlink(path + suffix) != 0 {
+                throw ParleyError(.cache, "move aside \(path + suffix): \(errnoText())")
+            }
+        }
+        return target
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    static func unixMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    static func errnoText() -> String {
+        let code = errno
+        if let text = strerror(code) { return "\(String(cString: text)) (errno \(code))" }
+        return "errno \(code)"
+    }
+}
