@@ -324,6 +324,64 @@ private func makeDatabase(at path: String, rows: Int) throws {
         }
     }
 
+    @Test func corruptionFirstSeenByAMigrationIsMovedAside() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/cache.db"
+            let indexed = SQLiteMigration(version: 1, sql: """
+                CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, tag TEXT);
+                CREATE INDEX notes_by_body ON notes (body);
+                """)
+            let old = try SQLiteDatabase(location: .file(path: path), migrations: [indexed])
+            for index in 0..<100 {
+                try old.statement("INSERT INTO notes (body, tag) VALUES (?, ?)").run([.text("b\(index)"), .text("t\(index % 7)")])
+            }
+            // Make the index describe another column: every page stays well-formed (so
+            // quick_check passes) but the index no longer matches its table.
+            try old.execute("""
+                PRAGMA writable_schema = ON;
+                UPDATE sqlite_schema SET sql = 'CREATE INDEX notes_by_body ON notes (tag)' WHERE name = 'notes_by_body';
+                """)
+            old.close()
+
+            let deleting = SQLiteMigration(version: 2, sql: "DELETE FROM notes WHERE id < 50")
+            let database = try SQLiteDatabase(location: .file(path: path), migrations: [indexed, deleting])
+            guard case .movedAside(.corrupt(let detail), let movedTo) = database.recovery else {
+                Issue.record("expected a corrupt recovery, got \(String(describing: database.recovery))")
+                return
+            }
+            #expect(detail.contains("migration to version 2"))
+            #expect(detail.contains("(code 11"))
+            #expect(fileExists(movedTo))
+            #expect(headerUserVersion(readFile(movedTo) ?? []) == 1)
+            #expect(database.userVersion == 2)
+            #expect(try count(database, "SELECT count(*) FROM notes") == 0)
+        }
+    }
+
+    @Test func lockedFileIsAnErrorAndIsNotMovedAside() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/cache.db"
+            let holder = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            // Exclusive locking mode keeps even readers out once the holder has written.
+            _ = try count(holder, "PRAGMA locking_mode = EXCLUSIVE")
+            try holder.statement("INSERT INTO notes (body) VALUES (?)").run(["held"])
+            let busy = #expect(throws: ParleyError.self) {
+                _ = try SQLiteDatabase(location: .file(path: path), migrations: schema, busyTimeoutMilliseconds: 50)
+            }
+            #expect(busy?.code == .cache)
+            #expect(busy?.message.contains("(code 5") == true)
+            var names: [String] = []
+            if let handle = opendir(directory) {
+                while let entry = readdir(handle) {
+                    names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+                }
+                closedir(handle)
+            }
+            #expect(!names.contains { $0.contains(".corrupt-") || $0.contains(".newer-") })
+            #expect(try count(holder, "SELECT count(*) FROM notes") == 1)
+        }
+    }
+
     @Test func olderVersionIsMigratedKeepingData() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/cache.db"
@@ -660,6 +718,8 @@ private func makeDatabase(at path: String, rows: Int) throws {
         }
         #expect(full?.code == .cache)
         #expect(full?.message.contains("(code 13") == true) // SQLITE_FULL
+        #expect(database.lastFailureCode == 13)
+        #expect(!database.lastFailureIsCorruption)
         #expect(!database.isInTransaction)
         try database.statement("INSERT INTO notes (body) VALUES (?)").run(["small"])
         #expect(try count(database, "SELECT count(*) FROM notes") == 1)

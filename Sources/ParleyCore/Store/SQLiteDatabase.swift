@@ -97,7 +97,7 @@ public final class SQLiteDatabase {
     /// something else only where the file system cannot do WAL).
     public private(set) var journalMode: String = ""
 
-    private let connection: SQLiteConnection
+    private var connection: SQLiteConnection
     private var cachedStatements: [String: SQLiteStatement] = [:]
     private var savepointDepth = 0
 
@@ -131,12 +131,33 @@ public final class SQLiteDatabase {
         self.location = location
         self.connection = SQLiteConnection(handle: handle)
         do throws(ParleyError) {
-            journalMode = try Self.configure(handle)
-            try migrate(migrations)
+            try configureAndMigrate(migrations)
         } catch {
+            // Damage that quick_check cannot see (index contents) may surface only when a
+            // migration touches it: that file is moved aside too, once.
+            guard case .file(let path) = location, recovery == nil, lastFailureIsCorruption else {
+                close()
+                throw error
+            }
             close()
-            throw error
+            let reason = SQLiteRecoveryReason.corrupt(detail: error.message)
+            let movedTo = try SQLiteFiles.moveAside(path: path, label: reason.fileLabel)
+            try SQLiteFiles.prepare(path: path)
+            connection = SQLiteConnection(handle: try Self.openHandle(path, busyTimeoutMilliseconds: busyTimeoutMilliseconds))
+            recovery = .movedAside(reason: reason, movedTo: movedTo)
+            do throws(ParleyError) {
+                try configureAndMigrate(migrations)
+            } catch {
+                close()
+                throw error
+            }
         }
+    }
+
+    private func configureAndMigrate(_ migrations: [SQLiteMigration]) throws(ParleyError) {
+        connection.lastFailureCode = SQLITE_OK
+        journalMode = try configure()
+        try migrate(migrations)
     }
 
     deinit {
@@ -182,6 +203,14 @@ public final class SQLiteDatabase {
         return sqlite3_last_insert_rowid(handle)
     }
 
+    /// Extended SQLite result code of the most recent failed call (`SQLITE_OK` if none):
+    /// lets the Store tell a full disk (13) or corruption from other `.cache` errors.
+    public var lastFailureCode: Int32 { connection.lastFailureCode }
+
+    /// The most recent failure says the file is damaged; closing and reopening the
+    /// database moves it aside (if `quick_check` or the migrations see it).
+    public var lastFailureIsCorruption: Bool { SQLiteErrorText.isCorruption(connection.lastFailureCode) }
+
     /// True while a transaction is open (including one SQLite has not yet rolled back).
     public var isInTransaction: Bool {
         guard let handle = connection.handle else { return false }
@@ -199,6 +228,7 @@ public final class SQLiteDatabase {
         var errorText: UnsafeMutablePointer<CChar>?
         let code = sqlite3_exec(handle, sql, nil, nil, &errorText)
         guard code != SQLITE_OK else { return }
+        connection.lastFailureCode = code
         let message = errorText.map { String(cString: $0) } ?? SQLiteErrorText.message(handle: handle, code: code)
         sqlite3_free(errorText)
         throw ParleyError(.cache, SQLiteErrorText.make("execute", message: message, code: code, sql: sql))
@@ -270,7 +300,7 @@ public final class SQLiteDatabase {
         case .prepared(let statement):
             return SQLiteStatement(sql: sql, connection: connection, handle: statement)
         case .failed(let code):
-            throw SQLiteErrorText.error("prepare", handle: handle, code: code, sql: sql)
+            throw connection.failure("prepare", code: code, sql: sql)
         case .empty:
             throw ParleyError.invalidArgument("prepare: no SQL statement in: \(SQLiteErrorText.prefix(of: sql))")
         case .multiple:
@@ -339,7 +369,7 @@ public final class SQLiteDatabase {
         let current: Int64
         switch Self.firstColumn(handle, "PRAGMA user_version") {
         case (SQLITE_OK, .integer(let version)): current = version
-        case (let code, _): throw SQLiteErrorText.error("read user_version", handle: handle, code: code)
+        case (let code, _): throw connection.failure("read user_version", code: code)
         }
         for migration in migrations where Int64(migration.version) > current {
             do throws(ParleyError) {
@@ -451,23 +481,23 @@ public final class SQLiteDatabase {
     }
 
     private static func corruptOrThrow(_ handle: OpaquePointer, _ code: Int32, _ operation: String) throws(ParleyError) -> FileHealth {
-        let primary = code & 0xff
         let message = SQLiteErrorText.make(operation, message: SQLiteErrorText.message(handle: handle, code: code), code: code)
-        if primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB {
+        if SQLiteErrorText.isCorruption(code) {
             return .unusable(.corrupt(detail: message))
         }
         throw ParleyError(.cache, message)
     }
 
-    private static func configure(_ handle: OpaquePointer) throws(ParleyError) -> String {
-        let mode = firstColumn(handle, "PRAGMA journal_mode=WAL")
+    private func configure() throws(ParleyError) -> String {
+        let handle = try liveHandle("configure")
+        let mode = Self.firstColumn(handle, "PRAGMA journal_mode=WAL")
         guard mode.code == SQLITE_OK else {
-            throw SQLiteErrorText.error("set journal_mode", handle: handle, code: mode.code)
+            throw connection.failure("set journal_mode", code: mode.code)
         }
         for pragma in ["PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"] {
-            let result = firstColumn(handle, pragma)
+            let result = Self.firstColumn(handle, pragma)
             guard result.code == SQLITE_OK else {
-                throw SQLiteErrorText.error(pragma, handle: handle, code: result.code, sql: pragma)
+                throw connection.failure(pragma, code: result.code, sql: pragma)
             }
         }
         if case .text(let name) = mode.value { return name }

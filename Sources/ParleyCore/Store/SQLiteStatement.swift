@@ -45,7 +45,7 @@ public final class SQLiteStatement {
     }
 
     private func failure(_ operation: String, _ code: Int32) -> ParleyError {
-        SQLiteErrorText.error(operation, handle: connection.handle, code: code, sql: sql)
+        connection.failure(operation, code: code, sql: sql)
     }
 
     // MARK: Binding

@@ -6,9 +6,17 @@ import Glibc
 /// dead handle). Same threading rule as `SQLiteDatabase`.
 final class SQLiteConnection {
     private(set) var handle: OpaquePointer?
+    /// Extended result code of the most recent failed call made through this connection.
+    var lastFailureCode: Int32 = SQLITE_OK
 
     init(handle: OpaquePointer) {
         self.handle = handle
+    }
+
+    /// Records `code` as the latest failure and builds its error.
+    func failure(_ operation: String, code: Int32, sql: String? = nil) -> ParleyError {
+        lastFailureCode = code
+        return SQLiteErrorText.error(operation, handle: handle, code: code, sql: sql)
     }
 
     /// `sqlite3_close_v2`: if a statement held outside the cache is still alive, the
@@ -36,6 +44,12 @@ enum SQLiteErrorText {
     /// A ParleyError for `code`, with the connection's current error message.
     static func error(_ operation: String, handle: OpaquePointer?, code: Int32, sql: String? = nil) -> ParleyError {
         ParleyError(.cache, make(operation, message: message(handle: handle, code: code), code: code, sql: sql))
+    }
+
+    /// The file itself is damaged (as opposed to busy, full, I/O or misuse errors).
+    static func isCorruption(_ code: Int32) -> Bool {
+        let primary = code & 0xff
+        return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB
     }
 
     static func message(handle: OpaquePointer?, code: Int32) -> String {
