@@ -209,7 +209,7 @@ final class NetworkLoop: @unchecked Sendable {
             let performCode = curl_multi_perform(multi, &running)
             collectFinished()
             if performCode != CURLM_OK { failAll(multiCode: performCode) }
-            let pollCode = curl_multi_poll(multi, nil, 0, 1000, nil)
+            let pollCode = curl_multi_poll(multi, nil, 0, enforceIdleDeadlines(), nil)
             if pollCode != CURLM_OK { failAll(multiCode: pollCode) }
         }
         // Submissions stopped when the phase left `.running`, so nothing new can arrive.
@@ -256,6 +256,24 @@ final class NetworkLoop: @unchecked Sendable {
             curl_multi_remove_handle(multi, easy)
             transfer.complete(with: code)
         }
+    }
+
+    /// Fails the transfers whose idle watchdog expired; returns how long the loop may
+    /// sleep before the next one could expire (at most a second).
+    private func enforceIdleDeadlines() -> Int32 {
+        let now = ContinuousClock.now
+        var sleep = Duration.seconds(1)
+        for transfer in Array(active.values) {
+            guard let deadline = transfer.idleDeadline else { continue }
+            if deadline <= now {
+                let seconds = transfer.request.lowSpeedTimeoutSec
+                cancel(transfer, ParleyError(.timeout, "no data received for \(seconds) s"))
+            } else {
+                sleep = min(sleep, deadline - now)
+            }
+        }
+        let (seconds, attoseconds) = sleep.components
+        return Int32(seconds * 1000 + attoseconds / 1_000_000_000_000_000) + 1
     }
 
     /// The multi handle itself failed (out of memory, broken wakeup pipe): no transfer can

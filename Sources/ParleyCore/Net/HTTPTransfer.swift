@@ -35,6 +35,8 @@ final class HTTPTransfer: @unchecked Sendable {
     /// Why a callback of ours stopped the transfer; takes precedence over curl's code.
     private var abortReason: ParleyError?
     private(set) var isFinished = false
+    /// When the idle watchdog (`lowSpeedTimeoutSec`) fires unless more bytes arrive.
+    private(set) var idleDeadline: ContinuousClock.Instant?
 
     init(
         request: HTTPRequest,
@@ -111,6 +113,7 @@ final class HTTPTransfer: @unchecked Sendable {
 
     /// Creates and configures the easy handle. On failure nothing is left allocated.
     func makeHandle(configuration: HTTPClientConfiguration) -> ParleyError? {
+        noteActivity()
         guard let easy = curl_easy_init() else {
             return ParleyError(.noMemory, "curl_easy_init failed")
         }
@@ -151,10 +154,6 @@ final class HTTPTransfer: @unchecked Sendable {
         if let proxy = configuration.proxy { setString(CURLOPT_PROXY, proxy, "the proxy") }
         setLong(CURLOPT_TIMEOUT_MS, request.timeoutMs, "the timeout")
         setLong(CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs, "the connect timeout")
-        if request.lowSpeedTimeoutSec > 0 {
-            setLong(CURLOPT_LOW_SPEED_LIMIT, 1, "LOW_SPEED_LIMIT")
-            setLong(CURLOPT_LOW_SPEED_TIME, request.lowSpeedTimeoutSec, "LOW_SPEED_TIME")
-        }
         // Notices a dead peer on a long idle stream.
         setLong(CURLOPT_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE")
         check(parley_curl_easy_setopt_write_fn(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback), "the write callback")
@@ -234,7 +233,14 @@ final class HTTPTransfer: @unchecked Sendable {
 
     // MARK: curl callbacks (network thread, inside curl_multi_perform)
 
+    private func noteActivity() {
+        if request.lowSpeedTimeoutSec > 0 {
+            idleDeadline = .now + .seconds(request.lowSpeedTimeoutSec)
+        }
+    }
+
     fileprivate func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        noteActivity()
         guard !bytes.isEmpty else { return 0 }
         switch mode {
         case .stream:
@@ -254,6 +260,7 @@ final class HTTPTransfer: @unchecked Sendable {
     }
 
     fileprivate func receiveHeaderLine(_ raw: UnsafeRawBufferPointer) -> Int {
+        noteActivity()
         var line = raw[...]
         while let last = line.last, last == 0x0A || last == 0x0D { line = line.dropLast() }
         if line.isEmpty {

@@ -21,8 +21,10 @@ public struct HTTPRequest: Sendable {
     public var timeoutMs: Int
     /// Limit for establishing the connection, TLS handshake included; 0 = curl's default (300 s).
     public var connectTimeoutMs: Int
-    /// For long-lived streams: abort with `.timeout` when less than one byte per second
-    /// arrives for this many seconds in a row; 0 = off.
+    /// For long-lived streams: abort with `.timeout` when no byte at all arrives for this
+    /// many seconds; 0 = off. (An idle watchdog rather than curl's LOW_SPEED option, whose
+    /// moving-average speed does not notice a dead stream that carried a few bytes shortly
+    /// before, nor sparse heartbeats.)
     public var lowSpeedTimeoutSec: Int
 
     public init(
