@@ -321,13 +321,16 @@ private func randomValue(_ rng: inout SeededGenerator, depth: Int) -> JSONValue 
 }
 
 /// Counts jansson's live allocations made on one thread, to prove every parsed tree is freed.
-private let janssonAllocations = Mutex<(thread: pthread_t?, live: Int)>((nil, 0))
+private let janssonAllocations = Mutex<(thread: pthread_t?, live: Int, total: Int)>((nil, 0, 0))
 
 private func installCountingAllocator() {
     json_set_alloc_funcs(
         { size in
             janssonAllocations.withLock { state in
-                if state.thread == pthread_self() { state.live += 1 }
+                if state.thread == pthread_self() {
+                    state.live += 1
+                    state.total += 1
+                }
             }
             return malloc(size)
         },
@@ -343,8 +346,8 @@ private func installCountingAllocator() {
 @Suite struct JSONLeakTests {
     @Test func manySmallDocumentsFreeEverything() throws {
         installCountingAllocator()
-        janssonAllocations.withLock { $0 = (pthread_self(), 0) }
-        defer { janssonAllocations.withLock { $0 = (nil, 0) } }
+        janssonAllocations.withLock { $0 = (pthread_self(), 0, 0) }
+        defer { janssonAllocations.withLock { $0 = (nil, 0, 0) } }
         var totalBytes = 0
         for index in 0..<10_000 {
             let text = #"{"message_id":\#(index),"channel_url":"c-\#(index % 7)","message":"hi \#(index)","#
@@ -358,7 +361,8 @@ private func installCountingAllocator() {
             }
         }
         #expect(totalBytes > 10_000 * 100)
-        let live = janssonAllocations.withLock { $0.live }
+        let (live, total) = janssonAllocations.withLock { ($0.live, $0.total) }
+        #expect(total > 10_000 * 10)  // the counter saw the parser's allocations
         #expect(live == 0)
     }
 }
@@ -444,6 +448,27 @@ private func installCountingAllocator() {
             #expect(error.message == "message_id: expected integer, got string")
         }
         #expect(throws: ParleyError.self) { try reader.int("req_id") }
+    }
+
+    @Test func parsesDocumentsIntoReaders() throws {
+        let reader = try JSONReader.parse(#"{"message_id": 5}"#, errorCode: .protocolViolation)
+        #expect(try reader.int("message_id") == 5)
+        let body = Array(#"{"a": "#.utf8)
+        let malformed = body.withUnsafeBytes { bytes in
+            Result { () throws(ParleyError) in try JSONReader.parse(bytes: bytes, errorCode: .protocolViolation) }
+        }
+        #expect(throws: ParleyError(.protocolViolation, "invalid JSON at line 1 column 6: unexpected token near end of file")) {
+            try malformed.get()
+        }
+        #expect(throws: ParleyError(.invalidJSON, "invalid JSON at line 1 column 1: invalid token near 'x'")) {
+            try JSONReader.parse("x")
+        }
+        #expect(throws: ParleyError(.protocolViolation, "response: expected object, got array")) {
+            try JSONReader.parse("[]", path: "response", errorCode: .protocolViolation)
+        }
+        #expect(throws: ParleyError.self) { try JSONReader.parse("[[]]", limits: JSONLimits(maxDepth: 1)) }
+        let cText: [CChar] = Array(#"{"k":[1]}"#.utf8CString)
+        #expect(try cText.withUnsafeBufferPointer { buffer in try JSONValue.parse(cString: buffer.baseAddress!) } == ["k": [1]])
     }
 
     @Test func rejectsUnknownKeys() throws {

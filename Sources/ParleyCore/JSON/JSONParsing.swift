@@ -1,4 +1,5 @@
 import CJansson
+import Glibc
 
 /// Bounds applied to JSON input before and while it is parsed.
 public struct JSONLimits: Sendable, Hashable {
@@ -46,6 +47,11 @@ extension JSONValue {
             Result { () throws(ParleyError) in try parse(bytes: buffer, limits: limits) }
         }
         return try result.get()
+    }
+
+    /// Parses a NUL-terminated UTF-8 string, as passed through the C ABI.
+    public static func parse(cString: UnsafePointer<CChar>, limits: JSONLimits = .default) throws(ParleyError) -> JSONValue {
+        try parse(bytes: UnsafeRawBufferPointer(start: cString, count: strlen(cString)), limits: limits)
     }
 
     /// Parses UTF-8 JSON bytes (not NUL-terminated; the buffer's count is the length).

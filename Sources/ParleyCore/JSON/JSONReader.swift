@@ -52,6 +52,42 @@ public struct JSONReader: Sendable {
         ParleyError(errorCode, "\(path(of: key)): \(message)")
     }
 
+    /// Parses text that must hold an object and returns a reader on it. With an `errorCode`
+    /// other than `.invalidArgument` (e.g. `.protocolViolation` for a server answer), malformed
+    /// text is reported with that code instead of `.invalidJSON`; limit errors keep their code.
+    public static func parse(
+        _ text: String, path: String = "", errorCode: ParleyErrorCode = .invalidArgument, limits: JSONLimits = .default
+    ) throws(ParleyError) -> JSONReader {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(text, limits: limits)
+        } catch {
+            throw recoded(error, errorCode)
+        }
+        return try JSONReader(value, path: path, errorCode: errorCode)
+    }
+
+    /// `parse(_:path:errorCode:limits:)` for bytes, e.g. an HTTP response body.
+    public static func parse(
+        bytes: UnsafeRawBufferPointer, path: String = "", errorCode: ParleyErrorCode = .invalidArgument,
+        limits: JSONLimits = .default
+    ) throws(ParleyError) -> JSONReader {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(bytes: bytes, limits: limits)
+        } catch {
+            throw recoded(error, errorCode)
+        }
+        return try JSONReader(value, path: path, errorCode: errorCode)
+    }
+
+    private static func recoded(_ error: ParleyError, _ errorCode: ParleyErrorCode) -> ParleyError {
+        guard error.code == .invalidJSON, errorCode != .invalidArgument else { return error }
+        var recoded = error
+        recoded.code = errorCode
+        return recoded
+    }
+
     // MARK: Unknown keys
 
     /// Refuses members outside `allowed` ("config: unknown key 'foo'"), so that a typo in a
