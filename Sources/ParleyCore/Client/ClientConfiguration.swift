@@ -1,0 +1,82 @@
+/// Log verbosity. Raw values are the ABI's `PARLEY_LOG_*`: a handler set at level N
+/// receives records of level 1...N.
+public enum LogLevel: Int32, Sendable, Comparable, CaseIterable {
+    case off = 0, error = 1, warning = 2, info = 3, debug = 4, trace = 5
+
+    public var name: String {
+        switch self {
+        case .off: "off"
+        case .error: "error"
+        case .warning: "warning"
+        case .info: "info"
+        case .debug: "debug"
+        case .trace: "trace"
+        }
+    }
+
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// Everything a client is created with. Built from a JSON document so that the C ABI can
+/// grow without breaking: unknown keys are refused (a typo must not pass silently).
+public struct ClientConfiguration: Sendable, Equatable {
+    /// Base URL of the server, e.g. `http://127.0.0.1:8080`. Required for network calls.
+    public var serverURL: String?
+    public var callbackMode: CallbackMode = .thread
+    public var logLevel: LogLevel = .warning
+    public var requestTimeoutMs = 30_000
+    public var connectTimeoutMs = 10_000
+    public var verifyTLS = true
+    public var caFile: String?
+    /// Admin credential sent as `Api-Token` on raw requests (tools and tests; apps use sessions).
+    public var apiToken: String?
+    public var userAgent = "parley/\(ParleyVersion.string)"
+
+    public init() {}
+
+    public static let documentKeys: Set<String> = [
+        "server_url", "dispatch_mode", "log_level", "request_timeout_ms", "connect_timeout_ms",
+        "tls_verify", "ca_file", "api_token", "user_agent",
+    ]
+
+    /// Parses a configuration document. An empty string or `{}` gives the defaults.
+    public init(json text: String) throws(ParleyError) {
+        self.init()
+        let trimmed = text.drop { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "\r" }
+        if trimmed.isEmpty { return }
+        let document = try JSONValue.parse(text)
+        let reader = try JSONReader(document, path: "config")
+        try reader.rejectUnknownKeys(allowed: Self.documentKeys)
+        if let url = try reader.optionalString("server_url") {
+            guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
+                throw .invalidArgument("config.server_url: expected an http:// or https:// URL, got '\(url)'")
+            }
+            serverURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+        }
+        if let mode = try reader.optionalString("dispatch_mode") {
+            guard let parsed = CallbackMode(rawValue: mode) else {
+                throw .invalidArgument("config.dispatch_mode: expected \"thread\" or \"manual\", got '\(mode)'")
+            }
+            callbackMode = parsed
+        }
+        if let level = try reader.optionalString("log_level") {
+            guard let parsed = LogLevel.allCases.first(where: { $0.name == level || (level == "warn" && $0 == .warning) }) else {
+                throw .invalidArgument("config.log_level: expected one of off, error, warning, info, debug, trace; got '\(level)'")
+            }
+            logLevel = parsed
+        }
+        if let value = try reader.optionalInt("request_timeout_ms", in: 1...3_600_000) { requestTimeoutMs = Int(value) }
+        if let value = try reader.optionalInt("connect_timeout_ms", in: 1...600_000) { connectTimeoutMs = Int(value) }
+        if let value = try reader.optionalBool("tls_verify") { verifyTLS = value }
+        caFile = try reader.optionalString("ca_file")
+        apiToken = try reader.optionalString("api_token")
+        if let agent = try reader.optionalString("user_agent") { userAgent = agent }
+    }
+}
+
+public enum ParleyVersion {
+    public static let major = 0
+    public static let minor = 1
+    public static let patch = 0
+    public static let string = "\(major).\(minor).\(patch)"
+}

@@ -1,0 +1,179 @@
+import Glibc
+import Synchronization
+import Testing
+@testable import ParleyCore
+
+/// A listening socket that never accepts, so requests to it hang until cancelled.
+private final class BlackHole {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(fd, raw, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard bound else { throw ParleyError(.io, "black hole socket failed: errno \(errno)") }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+}
+
+private final class Outcomes: Sendable {
+    let results = Mutex<[Result<JSONValue, ParleyError>]>([])
+    func add(_ result: Result<JSONValue, ParleyError>) { results.withLock { $0.append(result) } }
+    var all: [Result<JSONValue, ParleyError>] { results.withLock { $0 } }
+}
+
+private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool {
+    for _ in 0..<(timeoutMs / 5) where !condition() { usleep(5000) }
+    return condition()
+}
+
+@Suite struct ClientConfigurationTests {
+    @Test func defaultsFromEmptyDocument() throws {
+        for text in ["", "  ", "{}"] {
+            let configuration = try ClientConfiguration(json: text)
+            #expect(configuration == ClientConfiguration())
+            #expect(configuration.callbackMode == .thread)
+            #expect(configuration.verifyTLS)
+        }
+    }
+
+    @Test func parsesEveryKey() throws {
+        let configuration = try ClientConfiguration(json: """
+            {"server_url": "https://chat.example/", "dispatch_mode": "manual", "log_level": "debug",
+             "request_timeout_ms": 1500, "connect_timeout_ms": 700, "tls_verify": false,
+             "ca_file": "/etc/ca.pem", "api_token": "t", "user_agent": "app/1"}
+            """)
+        #expect(configuration.serverURL == "https://chat.example")
+        #expect(configuration.callbackMode == .manual)
+        #expect(configuration.logLevel == .debug)
+        #expect(configuration.requestTimeoutMs == 1500)
+        #expect(configuration.connectTimeoutMs == 700)
+        #expect(!configuration.verifyTLS)
+        #expect(configuration.caFile == "/etc/ca.pem")
+        #expect(configuration.apiToken == "t")
+        #expect(configuration.userAgent == "app/1")
+    }
+
+    @Test(arguments: [
+        ("{\"unknown\": 1}", "unknown"),
+        ("{\"server_url\": 5}", "server_url"),
+        ("{\"server_url\": \"ws://x\"}", "server_url"),
+        ("{\"dispatch_mode\": \"eventually\"}", "dispatch_mode"),
+        ("{\"log_level\": \"loud\"}", "log_level"),
+        ("{\"request_timeout_ms\": 0}", "request_timeout_ms"),
+        ("{\"tls_verify\": \"yes\"}", "tls_verify"),
+        ("[]", "config"),
+    ])
+    func refusesBadDocumentsNamingTheKey(text: String, key: String) {
+        do {
+            _ = try ClientConfiguration(json: text)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.code == .invalidArgument)
+            #expect(error.message.contains(key), "\(error.message)")
+        }
+    }
+
+    @Test func malformedJSONIsInvalidJSON() {
+        #expect(throws: ParleyError.self) { try ClientConfiguration(json: "{\"server_url\": ") }
+        do { _ = try ClientConfiguration(json: "{,}") } catch { #expect(error.code == .invalidJSON) }
+    }
+}
+
+@Suite struct ClientTests {
+    @Test func requestToRefusedPortFailsWithNetworkError() throws {
+        var configuration = ClientConfiguration()
+        configuration.serverURL = "http://127.0.0.1:9"
+        let client = try ParleyClient(configuration: configuration)
+        defer { client.close() }
+        let outcomes = Outcomes()
+        try client.request(method: "GET", path: "/v3/users") { outcomes.add($0) }
+        #expect(waitUntil { outcomes.all.count == 1 })
+        guard case .failure(let error) = outcomes.all.first else { Issue.record("expected a failure"); return }
+        #expect(error.code == .network)
+    }
+
+    @Test func closeCancelsInFlightRequestsExactlyOnceBeforeReturning() throws {
+        let hole = try BlackHole()
+        var configuration = ClientConfiguration()
+        configuration.serverURL = "http://127.0.0.1:\(hole.port)"
+        let client = try ParleyClient(configuration: configuration)
+        let outcomes = Outcomes()
+        for _ in 0..<5 { try client.request(method: "GET", path: "/slow") { outcomes.add($0) } }
+        let single = try client.request(method: "GET", path: "/slow") { outcomes.add($0) }
+        #expect(client.cancel(operation: single))
+        #expect(!client.cancel(operation: single))
+        usleep(50_000)
+        client.close()
+        let results = outcomes.all
+        #expect(results.count == 6)
+        #expect(results.allSatisfy { if case .failure(let error) = $0 { error.code == .cancelled } else { false } })
+        // Nothing after close: new operations are refused, nothing more arrives.
+        #expect(throws: ParleyError.self) { try client.request(method: "GET", path: "/x") { outcomes.add($0) } }
+        #expect(throws: ParleyError.self) { try client.post {} }
+        usleep(50_000)
+        #expect(outcomes.all.count == 6)
+        client.close()
+    }
+
+    @Test func requestArgumentsAreValidated() throws {
+        let client = try ParleyClient(configuration: ClientConfiguration())
+        defer { client.close() }
+        #expect(throws: ParleyError.self) { try client.request(method: "GET", path: "/v3/users") { _ in } }  // no server_url
+        var configuration = ClientConfiguration()
+        configuration.serverURL = "http://127.0.0.1:9"
+        let configured = try ParleyClient(configuration: configuration)
+        defer { configured.close() }
+        for (method, path) in [("FETCH", "/a"), ("GET", "a"), ("GET", "/a b"), ("GET", "/a\nb")] {
+            do {
+                try configured.request(method: method, path: path) { _ in }
+                Issue.record("accepted \(method) \(path)")
+            } catch {
+                #expect(error.code == .invalidArgument)
+            }
+        }
+    }
+
+    @Test func logRecordsGoThroughTheDispatcherUpToTheLevel() throws {
+        var configuration = ClientConfiguration()
+        configuration.callbackMode = .manual
+        let client = try ParleyClient(configuration: configuration)
+        defer { client.close() }
+        let records = Mutex<[String]>([])
+        client.setLogHandler(level: .info) { level, message in records.withLock { $0.append("\(level.name):\(message)") } }
+        client.log(.error, "e")
+        client.log(.info, "i")
+        client.log(.debug, "d")
+        #expect(records.withLock { $0 }.isEmpty)  // manual mode: nothing until dispatch
+        #expect(try client.dispatcher.dispatch() == 2)
+        #expect(records.withLock { $0 } == ["error:e", "info:i"])
+    }
+
+    @Test func answersMapToResultsAndErrors() {
+        let ok = HTTPResponse(status: 200, headers: [], body: Array("{\"a\":1}".utf8))
+        #expect((try? ParleyClient.decodeAnswer(ok).get()) == ["a": 1])
+        let empty = HTTPResponse(status: 204, headers: [], body: [])
+        #expect((try? ParleyClient.decodeAnswer(empty).get()) == .object([:]))
+        let garbage = HTTPResponse(status: 200, headers: [], body: Array("<html>".utf8))
+        if case .failure(let error) = ParleyClient.decodeAnswer(garbage) { #expect(error.code == .protocolViolation) } else { Issue.record("garbage accepted") }
+        let forbidden = HTTPResponse(status: 403, headers: [], body: Array("{\"error\":true,\"code\":400108,\"message\":\"not an operator\"}".utf8))
+        if case .failure(let error) = ParleyClient.decodeAnswer(forbidden) {
+            #expect(error == ParleyError(.forbidden, "not an operator", httpStatus: 403, serverCode: 400108))
+        } else { Issue.record("403 accepted") }
+        let bare = HTTPResponse(status: 502, headers: [], body: Array("Bad Gateway".utf8))
+        if case .failure(let error) = ParleyClient.decodeAnswer(bare) {
+            #expect(error.code == .server && error.httpStatus == 502)
+        } else { Issue.record("502 accepted") }
+    }
+}
