@@ -294,7 +294,8 @@ import Testing
             connection.respond(status: 201, reason: "Created", headers: ["X-Reply: yes", "Set-Thing:  padded  "], body: Array("{}".utf8))
         }
         let client = try Self.makeClient()
-        let body: [UInt8] = [0x7B, 0x00, 0xFF, 0x0D, 0x0A, 0x7D] + Array(repeating: 0x41, count: 3000)
+        // Over 1 MiB: where curl would otherwise ask "Expect: 100-continue" first.
+        let body: [UInt8] = [0x7B, 0x00, 0xFF, 0x0D, 0x0A, 0x7D] + Array(repeating: 0x41, count: 1_100_000)
         let log = CompletionLog()
         client.send(HTTPRequest(
             method: "POST",
