@@ -93,6 +93,29 @@ import Testing
         #expect(log.errorCodes == [.cancelled])
     }
 
+    @Test func racingCancellationsCompleteEachTransferOnce() throws {
+        let peer = try Self.silentPeer()
+        let client = try Self.makeClient()
+        let perTask = Mutex<[Int: Int]>([:])
+        let log = CompletionLog()
+        let tasks = (0..<40).map { index in
+            client.send(HTTPRequest(url: "\(peer.baseURL)/race/\(index)")) { result in
+                perTask.withLock { $0[index, default: 0] += 1 }
+                log.record(result)
+            }
+        }
+        // Several threads cancel every task, some before the network thread even started it.
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for task in tasks { task.cancel() }
+        }
+        #expect(log.wait(count: 40, timeoutMs: 3000))
+        usleep(50_000)
+        #expect(log.errorCodes == Array(repeating: .cancelled, count: 40))
+        #expect(perTask.withLock { $0 }.values.allSatisfy { $0 == 1 })
+        client.shutdown()
+        #expect(log.count == 40)
+    }
+
     @Test func cancelAfterCompletionChangesNothing() throws {
         let peer = try LoopbackPeer { connection in
             if connection.readRequest() != nil { connection.respond(body: Array("done".utf8)) }
