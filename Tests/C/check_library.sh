@@ -18,7 +18,9 @@ fi
 soname=$(readelf -d "$library" | awk '/SONAME/ {print $5}' | tr -d '[]')
 if [ "$soname" != "libparley.so.0" ]; then echo "FAIL: soname is '$soname'"; failed=1; fi
 
-exported=$(nm -D --defined-only "$library" | awk '{print $3}' | grep -v '^$' | sort -u)
+# Exported = defined dynamic symbols with GLOBAL or WEAK binding (LOCAL entries in .dynsym
+# cannot be bound by anyone else).
+exported=$(readelf --dyn-syms -W "$library" | awk '$7 != "UND" && ($5 == "GLOBAL" || $5 == "WEAK") {print $8}' | sort -u)
 others=$(echo "$exported" | grep -v '^parley_' || true)
 if [ -n "$others" ]; then
     echo "FAIL: symbols other than parley_* are exported:"; echo "$others" | head -20; failed=1

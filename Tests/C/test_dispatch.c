@@ -30,6 +30,11 @@ typedef struct {
 
 static recorder rec;
 
+static void sleep_ms(long milliseconds) {
+    struct timespec pause = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+}
+
 static void reset(void) {
     pthread_mutex_lock(&rec.mutex);
     rec.count = 0; rec.completions = 0; rec.last_code = 1; rec.cancelled = 0; rec.logs = 0;
@@ -175,14 +180,14 @@ static void test_cancel_on_destroy(const char *mode) {
     CHECK_STATUS(PARLEY_OK, parley_client_request(client, &cancelled_one, "GET", "/v3/users", NULL, on_result, NULL));
     CHECK_STATUS(PARLEY_OK, parley_client_cancel(client, cancelled_one));
     CHECK_STATUS(PARLEY_E_NOT_FOUND, parley_client_cancel(client, cancelled_one));
-    usleep(100 * 1000);
+    sleep_ms(100);
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(client));
     /* All four completed exactly once, cancelled, before destroy returned. */
     pthread_mutex_lock(&rec.mutex);
     CHECK(rec.completions == 4);
     CHECK(rec.cancelled == 4);
     pthread_mutex_unlock(&rec.mutex);
-    usleep(100 * 1000);
+    sleep_ms(100);
     CHECK(rec.completions == 4);
     close(listener);
 }

@@ -52,15 +52,27 @@ class Client:
 
     def __init__(self, config: Union[None, str, Mapping[str, Any]] = None, **options: Any) -> None:
         document: Dict[str, Any] = {}
-        if isinstance(config, str):
-            document = json.loads(config) if config.strip() else {}
-            if not isinstance(document, dict):
-                raise TypeError("config must be a JSON object")
-        elif config is not None:
-            document = dict(config)
-        document.update(options)
+        text: Optional[bytes]
+        if isinstance(config, str) and not options:
+            # Passed through untouched: the library reports malformed text precisely.
+            text = config.encode("utf-8")
+            try:
+                parsed = json.loads(config) if config.strip() else {}
+                document = parsed if isinstance(parsed, dict) else {}
+            except ValueError:
+                pass
+        else:
+            if isinstance(config, str):
+                parsed = json.loads(config) if config.strip() else {}
+                if not isinstance(parsed, dict):
+                    raise TypeError("config must be a JSON object")
+                document = parsed
+            elif config is not None:
+                document = dict(config)
+            document.update(options)
+            text = _encode_json(document)
         handle = ctypes.c_void_p()
-        _check(lib.parley_client_create(ctypes.byref(handle), _encode_json(document)))
+        _check(lib.parley_client_create(ctypes.byref(handle), text))
         self._handle: Optional[int] = handle.value
         self._close_lock = threading.Lock()
         self._log_key = 0
