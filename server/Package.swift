@@ -1,0 +1,36 @@
+// swift-tools-version:6.0
+// The Parley reference server: a separate package so that building the client library
+// never resolves the server's dependency graph. It shares no Swift code with the client.
+import PackageDescription
+
+let package = Package(
+    name: "ParleyServer",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "parley-server", targets: ["ParleyServer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CParleySQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .executableTarget(
+            name: "ParleyServer",
+            dependencies: [
+                "CParleySQLite",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

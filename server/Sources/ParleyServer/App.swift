@@ -1,0 +1,59 @@
+import Logging
+import ArgumentParser
+import Foundation
+import Hummingbird
+import NIOCore
+
+@main
+struct ParleyServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "parley-server",
+        abstract: "The Parley reference chat server (REST + Server-Sent Events, SQLite storage).")
+
+    @Option(help: "Address to bind.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on (0 = ephemeral).") var port = 8080
+    @Option(help: "SQLite database file (uploads go to <database>.files/).") var database = "parley-server.sqlite"
+    @Option(help: "Admin API token (default: $PARLEY_API_TOKEN, else random, printed to stderr).") var apiToken: String?
+    @Option(help: "Maximum upload size in bytes.") var uploadLimitBytes = 26_214_400
+    @Option(help: "Number of events kept for Last-Event-ID resume.") var eventRetention = 10_000
+    @Option(help: "Seconds between SSE heartbeat comments.") var heartbeatSeconds = 15.0
+
+    func validate() throws {
+        if port < 0 || port > 65535 { throw ValidationError("--port must be 0...65535") }
+        if uploadLimitBytes < 1 { throw ValidationError("--upload-limit-bytes must be positive") }
+        if eventRetention < 1 { throw ValidationError("--event-retention must be positive") }
+        if heartbeatSeconds <= 0 { throw ValidationError("--heartbeat-seconds must be positive") }
+    }
+
+    func run() async throws {
+        var token = apiToken ?? ProcessInfo.processInfo.environment["PARLEY_API_TOKEN"] ?? ""
+        if token.isEmpty {
+            token = randomHex(16)
+            FileHandle.standardError.write(Data("parley-server: generated api token \(token)\n".utf8))
+        }
+        let storage = try SQLiteChatStorage(path: database)
+        let state = try ServerState(storage: storage, retention: eventRetention)
+        state.filesDirectory = database + ".files"
+        state.uploadLimit = uploadLimitBytes
+        let service = Service(state: state)
+        let config = ServerConfig(apiToken: token, uploadLimit: uploadLimitBytes,
+                                  filesDirectory: state.filesDirectory, heartbeatSeconds: heartbeatSeconds)
+        let responder = ParleyResponder(service: service, config: config)
+        let displayHost = host
+        var logger = Logger(label: "parley-server")
+        logger.logLevel = .error
+        let app = Application(
+            responder: responder,
+            configuration: .init(address: .hostname(host, port: port), serverName: "parley-server"),
+            onServerRunning: { channel in
+                let actualPort = channel.localAddress?.port ?? 0
+                let base = "http://\(displayHost):\(actualPort)"
+                _ = try? service.run { s in s.publicBaseURL = base }
+                // One unbuffered write: tests and scripts read this line to find the port.
+                FileHandle.standardOutput.write(Data("parley-server listening on \(base)\n".utf8))
+            },
+            logger: logger)
+        try await app.runService()
+    }
+}
+

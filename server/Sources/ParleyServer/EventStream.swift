@@ -1,0 +1,79 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+// The per-user Server-Sent Events stream with Last-Event-ID replay (PROTOCOL.md §9).
+
+enum EventStream {
+    static func open(service: Service, config: ServerConfig, ctx: Ctx) throws -> Response {
+        let userId = ctx.segments[1]
+        let lastEventField = HTTPField.Name("Last-Event-ID")!
+        let lastEventText = ctx.headers[lastEventField] ?? ctx.input.query.first("last_event_id")
+        var lastEventId: Int64? = nil
+        if let text = lastEventText?.trimmingSpaces, !text.isEmpty {
+            guard let v = Int64(text), v >= 0 else { throw APIError.invalid("Last-Event-ID", "must be a non-negative integer.") }
+            lastEventId = v
+        }
+        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
+        let subscriberId: Int = try service.run { s in
+            let caller = try s.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
+            if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
+            _ = try s.user(userId)
+            let id = s.nextSubscriberId
+            s.nextSubscriberId += 1
+            continuation.yield("retry: 1000\nevent: connected\ndata: \(JSON.obj([("user_id", .string(userId)), ("last_event_id", .int(s.seq))]).serialized())\n\n")
+            if let last = lastEventId {
+                if last > s.seq || last < s.prunedThrough {
+                    let reason = last > s.seq ? "unknown_id" : "retention"
+                    let data = JSON.obj([("reason", .string(reason)), ("last_event_id", .int(s.seq))]).serialized()
+                    continuation.yield("id: \(s.seq)\nevent: resync\ndata: \(data)\n\n")
+                } else {
+                    for event in s.events where event.id > last && event.recipients.contains(userId) {
+                        continuation.yield(s.sseFrame(event))
+                    }
+                }
+            }
+            // Registered under the same lock as the replay: nothing can fall between the two.
+            s.subscribers[id] = Subscriber(id: id, userId: userId, continuation: continuation)
+            return id
+        }
+        let heartbeat = Task {
+            let interval = UInt64(max(0.05, config.heartbeatSeconds) * 1_000_000_000)
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: interval)
+                if Task.isCancelled { break }
+                continuation.yield(": heartbeat \(nowMillis())\n\n")
+            }
+        }
+        let cleanup: @Sendable () -> Void = {
+            heartbeat.cancel()
+            _ = try? service.run { s in
+                guard s.subscribers.removeValue(forKey: subscriberId) != nil else { return }
+                if !s.isOnline(userId), var u = s.users[userId] {
+                    u.lastSeenAt = nowMillis()
+                    s.save(u)
+                }
+            }
+        }
+        continuation.onTermination = { _ in
+            Task { cleanup() }
+        }
+        let body = ResponseBody { writer in
+            do {
+                for await frame in stream {
+                    try await writer.write(ByteBuffer(string: frame))
+                }
+            } catch {
+                continuation.finish()
+                cleanup()
+                throw error
+            }
+            cleanup()
+            try await writer.finish(nil)
+        }
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
+            body: body)
+    }
+}

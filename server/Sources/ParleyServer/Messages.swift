@@ -1,0 +1,644 @@
+import Foundation
+
+// Messages: send (JSON or multipart), list, get, update, delete, reactions, pin, copy,
+// sorted meta arrays (PROTOCOL.md §7).
+
+struct MessageFilter {
+    var messageType: String?
+    var customTypes: [String]?
+    var senderIds: [String]?
+    var replyType = "NONE"
+    var parentId: Int64?
+
+    static func parse(_ i: Input, defaultReplyType: String = "NONE") throws -> MessageFilter {
+        var f = MessageFilter()
+        if i.has("message_type") {
+            let t = try i.enumValue("message_type", ["MESG", "FILE", "ADMM", ""], default: "")
+            f.messageType = t.isEmpty ? nil : t
+        }
+        if let types = try i.stringList("custom_types"), !types.isEmpty, !types.contains("*") { f.customTypes = types }
+        var senders = try i.stringList("sender_ids") ?? []
+        senders += try i.stringList("sender_id") ?? []
+        if !senders.isEmpty { f.senderIds = senders }
+        f.replyType = try i.enumValue("include_reply_type", ["NONE", "ALL", "ONLY_REPLY_TO_CHANNEL"], default: defaultReplyType)
+        f.parentId = try i.int("parent_message_id", min: 1)
+        return f
+    }
+
+    func matches(_ m: MessageRecord) -> Bool {
+        if let parentId { if m.parentId != parentId { return false } } else {
+            switch replyType {
+            case "NONE": if m.parentId != 0 { return false }
+            case "ONLY_REPLY_TO_CHANNEL": if m.parentId != 0 && !m.isReplyToChannel { return false }
+            default: break
+            }
+        }
+        if let messageType, m.type != messageType { return false }
+        if let customTypes, !customTypes.contains(m.customType) { return false }
+        if let senderIds, !senderIds.contains(m.senderId ?? "") { return false }
+        return true
+    }
+}
+
+extension MessageView {
+    static func parse(_ i: Input) throws -> MessageView {
+        MessageView(
+            reactions: try i.bool("include_reactions", default: false),
+            threadInfo: try i.bool("include_thread_info", default: false),
+            parentInfo: try i.bool("include_parent_message_info", default: false),
+            metaArray: try i.bool("with_sorted_meta_array") ?? i.bool("include_meta_array", default: false))
+    }
+}
+
+extension ServerState {
+    /// The member whose history offset applies to a read (session user, or admin's `user_id`).
+    func readerMember(_ c: ChannelRecord, _ ctx: Ctx) throws -> MemberRecord? {
+        if ctx.caller.isAdmin {
+            guard let uid = try ctx.input.string("user_id", maxBytes: 80) else { return nil }
+            return c.members[uid]
+        }
+        try requireJoined(c, ctx)
+        return c.members[ctx.caller.userId!]
+    }
+
+    /// Visible messages of a channel matching a filter, ascending by (created_at, message_id).
+    func filteredMessages(_ url: String, _ filter: MessageFilter, reader: MemberRecord?) -> [MessageRecord] {
+        (channelMessages[url] ?? []).compactMap { id in
+            guard let m = messages[id], isVisible(m, to: reader), filter.matches(m) else { return nil }
+            return m
+        }
+    }
+
+    func message(_ c: ChannelRecord, _ idText: String) throws -> MessageRecord {
+        guard let id = Int64(idText), id > 0 else { throw APIError.invalid("message_id", "must be a positive integer.") }
+        guard let m = messages[id], m.channelUrl == c.url else { throw APIError.notFound("Message \(idText)") }
+        return m
+    }
+
+    func requireCanSend(_ c: ChannelRecord, sender: String, ctx: Ctx) throws {
+        guard c.isJoined(sender) else {
+            if activeBan(c, sender, ctx.now) != nil { throw APIError.banned }
+            throw APIError.forbidden("the sender is not a member of this channel.")
+        }
+        if activeMute(c, sender, ctx.now) != nil { throw APIError.muted }
+        if c.freeze && !c.isOperator(sender) && !ctx.caller.isAdmin { throw APIError.frozen }
+    }
+
+    func requireSenderOrOperator(_ c: ChannelRecord, _ m: MessageRecord, _ ctx: Ctx) throws {
+        if ctx.caller.isAdmin { return }
+        guard let me = ctx.caller.userId else { throw APIError.forbidden("no user.") }
+        if m.senderId == me && c.isJoined(me) { return }
+        if c.isOperator(me) && c.isJoined(me) { return }
+        throw APIError.forbidden("only the sender or an operator may change this message.")
+    }
+
+    /// Recomputes the channel's last message after a delete.
+    func refreshLastMessage(_ c: inout ChannelRecord) {
+        c.lastMessageId = 0
+        for id in (channelMessages[c.url] ?? []).reversed() {
+            if let m = messages[id], (m.parentId == 0 || m.isReplyToChannel), !m.silent { c.lastMessageId = id; break }
+        }
+    }
+
+    func parseMetaArray(_ i: Input, _ name: String = "sorted_metaarray") throws -> [MetaArrayItem]? {
+        guard let v = i.body[name], v != .null else {
+            if let q = i.query.first(name) {
+                guard let parsed = try? JSONParser.parse(q) else { throw APIError.invalid(name, "must be a JSON list.") }
+                return try metaArray(from: parsed, name)
+            }
+            return nil
+        }
+        return try metaArray(from: v, name)
+    }
+
+    private func metaArray(from v: JSON, _ name: String) throws -> [MetaArrayItem] {
+        guard case .array(let items) = v else { throw APIError.invalid(name, "must be a list of {key, value} objects.") }
+        var out: [MetaArrayItem] = []
+        for item in items {
+            guard case .object(let o) = item, case .string(let key)? = o["key"], !key.isEmpty, key.utf8.count <= 128 else {
+                throw APIError.invalid(name, "items need a non-empty string \"key\".")
+            }
+            var values: [String] = []
+            switch o["value"] {
+            case .array(let vs)?:
+                for x in vs {
+                    guard case .string(let s) = x else { throw APIError.invalid(name, "values must be strings.") }
+                    values.append(s)
+                }
+            case .string(let s)?: values = [s]
+            case nil, .null?: values = []
+            default: throw APIError.invalid(name, "\"value\" must be a list of strings.")
+            }
+            if let idx = out.firstIndex(where: { $0.key == key }) { out[idx].value += values } else { out.append(MetaArrayItem(key: key, value: values)) }
+        }
+        return out
+    }
+
+    func parseThumbnails(_ i: Input) throws -> [ThumbnailRecord] {
+        var raw: JSON? = i.body["thumbnails"]
+        if raw == nil || raw == .null, let q = i.query.first("thumbnails") {
+            raw = (try? JSONParser.parse(q)) ?? .array([.string(q)])
+        }
+        guard let raw, raw != .null else { return [] }
+        guard case .array(let items) = raw else { throw APIError.invalid("thumbnails", "must be a list.") }
+        var out: [ThumbnailRecord] = []
+        for item in items {
+            switch item {
+            case .string(let url): out.append(ThumbnailRecord(url: url, width: 0, height: 0, realWidth: 0, realHeight: 0))
+            case .object(let o):
+                guard case .string(let url)? = o["url"] else { throw APIError.invalid("thumbnails", "items need a string \"url\".") }
+                func num(_ k: String) throws -> Int64 {
+                    switch o[k] {
+                    case nil, .null?: return 0
+                    case .int(let n)?: return n
+                    default: throw APIError.invalid("thumbnails", "\"\(k)\" must be an integer.")
+                    }
+                }
+                out.append(ThumbnailRecord(url: url, width: try num("width"), height: try num("height"),
+                                           realWidth: try num("real_width"), realHeight: try num("real_height")))
+            default: throw APIError.invalid("thumbnails", "items must be URLs or objects.")
+            }
+        }
+        return out
+    }
+}
+
+enum Messages {
+    static func send(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        var c = try s.channel(ctx.segments[1])
+        var upload: MultipartPart? = nil
+        var input = ctx.input
+        if ctx.contentType.lowercased().hasPrefix("multipart/form-data") {
+            let parts = try Multipart.parse(body: ctx.rawBody, contentType: ctx.contentType)
+            var fields = JSONObject()
+            for part in parts {
+                if part.name == "file" && part.filename != nil { upload = part; continue }
+                let text = String(decoding: part.data, as: UTF8.self)
+                if part.name == "thumbnails" || part.name == "sorted_metaarray" || part.name == "mentioned_user_ids",
+                   let parsed = try? JSONParser.parse(text) {
+                    fields[part.name] = parsed
+                } else {
+                    fields[part.name] = .string(text)
+                }
+            }
+            input = Input(body: fields, query: ctx.input.query)
+            if let upload, upload.data.count > s.uploadLimit { throw APIError.tooLarge }
+        }
+        let i = input
+        let type = try i.enumValue("message_type", ["MESG", "FILE", "ADMM"], default: "", caseInsensitive: false)
+        if type.isEmpty { throw APIError.missing("message_type") }
+
+        // Sender.
+        var sender: String? = nil
+        if type == "ADMM" {
+            try ctx.requireAdmin()
+            sender = nil
+        } else if let me = ctx.caller.userId {
+            if let given = try i.string("user_id", maxBytes: 80), given != me { throw APIError.forbidden("a session user can only send as themselves.") }
+            sender = me
+        } else {
+            guard let given = try i.string("user_id", maxBytes: 80) else { throw APIError.missing("user_id") }
+            _ = try s.user(given)
+            sender = given
+        }
+
+        let reqId = try i.string("req_id", maxBytes: 128) ?? i.string("dedup_id", maxBytes: 128) ?? ""
+        if !reqId.isEmpty, let existing = s.reqIndex[s.reqKey(c.url, sender ?? "", reqId)], let m = s.messages[existing] {
+            return .json(s.messageJSON(m, .full))
+        }
+        if let sender { try s.requireCanSend(c, sender: sender, ctx: ctx) }
+
+        var text = ""
+        if type != "FILE" {
+            text = try i.requiredString("message", maxBytes: 65535)
+            if text.isEmpty { throw APIError.invalid("message", "must not be empty.") }
+        } else {
+            text = try i.string("message", maxBytes: 65535) ?? ""
+        }
+        let customType = try i.string("custom_type", maxBytes: 128) ?? ""
+        let data = try i.string("data") ?? ""
+        let mentionType = try i.enumValue("mention_type", ["users", "channel"], default: "users")
+        let mentioned = (try i.stringList("mentioned_user_ids") ?? []).filter { s.users[$0] != nil }
+        let metaArray = try s.parseMetaArray(i) ?? []
+        let parentId = try i.int("parent_message_id", min: 0) ?? 0
+        let replyToChannel = try i.bool("is_reply_to_channel", default: false)
+        let silent = try i.bool("is_silent", default: false)
+        let markAsRead = try i.bool("mark_as_read", default: true)
+        for flag in ["send_push", "include_poll_details", "require_auth"] { _ = try i.bool(flag) }
+        _ = try i.int("created_at")
+        if parentId != 0 {
+            guard let parent = s.messages[parentId], parent.channelUrl == c.url else {
+                throw APIError.invalid("parent_message_id", "does not name a message of this channel.")
+            }
+            if parent.parentId != 0 { throw APIError.invalid("parent_message_id", "must name a top-level message.") }
+        }
+
+        var file: FileInfoRecord? = nil
+        var thumbnails: [ThumbnailRecord] = []
+        var pendingUpload: (FileRecord, [UInt8])? = nil
+        if type == "FILE" {
+            thumbnails = try s.parseThumbnails(i)
+            let filesObject = try i.object("files")
+            func fromFiles(_ k: String) -> JSON? { filesObject?[k] }
+            var url = try i.string("url", maxBytes: 2048)
+            var name = try i.string("file_name", maxBytes: 1024)
+            var size = try i.int("file_size", min: 0)
+            var mime = try i.string("file_type", maxBytes: 256)
+            if case .string(let v)? = fromFiles("url"), url == nil { url = v }
+            if case .string(let v)? = fromFiles("file_name"), name == nil { name = v }
+            if case .int(let v)? = fromFiles("file_size"), size == nil { size = v }
+            if case .string(let v)? = fromFiles("file_type"), mime == nil { mime = v }
+            if let upload {
+                let fileId = randomHex(16)
+                let fileName = name ?? upload.filename ?? "file"
+                let record = FileRecord(id: fileId, channelUrl: c.url, messageId: 0, name: fileName,
+                                        type: mime ?? upload.contentType ?? "application/octet-stream",
+                                        size: Int64(upload.data.count), path: s.filesDirectory + "/" + fileId)
+                pendingUpload = (record, upload.data)
+                file = FileInfoRecord(url: "/v3/files/\(fileId)/\(urlPathEscape(fileName))", name: fileName,
+                                      size: record.size, type: record.type, fileId: fileId)
+            } else {
+                guard let url, !url.isEmpty else { throw APIError.missing("url") }
+                file = FileInfoRecord(url: url, name: name ?? "", size: size ?? 0, type: mime ?? "", fileId: nil)
+            }
+        }
+
+        let createdAt = s.messageTimestamp(ctx.now)
+        let id = s.allocateMessageId()
+        let m = MessageRecord(
+            id: id, channelUrl: c.url, type: type, message: text, senderId: sender, reqId: reqId,
+            customType: customType, data: data, createdAt: createdAt, updatedAt: 0, mentionType: mentionType,
+            mentionedUserIds: mentioned, isOpMsg: sender.map { c.isOperator($0) } ?? false, silent: silent,
+            parentId: parentId, isReplyToChannel: parentId != 0 && replyToChannel, file: file,
+            thumbnails: thumbnails, sortedMetaarray: metaArray, reactions: [], replyCount: 0, lastRepliedAt: 0,
+            threadUpdatedAt: 0, recentReplierIds: [], changeSeq: 0, changedAt: 0)
+
+        if var (record, bytes) = pendingUpload {
+            record.messageId = id
+            do {
+                try FileManager.default.createDirectory(atPath: s.filesDirectory, withIntermediateDirectories: true)
+                guard FileManager.default.createFile(atPath: record.path, contents: Data(bytes)) else {
+                    throw APIError.internal("cannot store the upload")
+                }
+            }
+            s.save(record)
+            bytes = []
+        }
+
+        if !c.isEphemeral {
+            s.save(m)
+            if (parentId == 0 || m.isReplyToChannel) && !silent { c.lastMessageId = id }
+        }
+        let joined = s.joinedIds(c)
+        for uid in c.members.keys.sorted() {
+            if c.members[uid]!.hiddenState == "hidden_allow_auto_unhide" { s.unhideMember(&c, uid, now: ctx.now) }
+        }
+        if let sender, markAsRead, c.members[sender] != nil {
+            c.members[sender]!.readTs = max(c.members[sender]!.readTs, createdAt)
+            s.touchMember(&c, sender, ctx.now)
+        }
+        s.touch(&c, ctx.now)
+        s.save(c)
+        let messageJSON = s.messageJSON(m, .full)
+        s.emit("message_received", channelUrl: c.url, to: joined, fields: [
+            ("channel", s.eventChannelJSON(c, now: ctx.now)), ("message", messageJSON),
+        ], now: ctx.now)
+        let mentionTargets = mentionType == "channel" ? joined.subtracting([sender ?? ""]) : Set(mentioned).intersection(joined)
+        if !mentionTargets.isEmpty {
+            s.emit("mention", channelUrl: c.url, to: mentionTargets, fields: [
+                ("channel", s.eventChannelJSON(c, now: ctx.now)), ("message", messageJSON),
+            ], now: ctx.now)
+        }
+        if parentId != 0, !c.isEphemeral, var parent = s.messages[parentId] {
+            parent.replyCount += 1
+            parent.lastRepliedAt = createdAt
+            parent.threadUpdatedAt = ctx.now
+            if let sender {
+                parent.recentReplierIds.removeAll { $0 == sender }
+                parent.recentReplierIds.insert(sender, at: 0)
+                if parent.recentReplierIds.count > 10 { parent.recentReplierIds.removeLast() }
+            }
+            s.touch(&parent, ctx.now)
+            s.save(parent)
+            s.emit("thread_info_updated", channelUrl: c.url, to: joined, fields: [
+                ("channel", s.eventChannelJSON(c, now: ctx.now)), ("parent_message_id", .int(parentId)),
+                ("thread_info", s.threadInfoJSON(parent)),
+            ], now: ctx.now)
+        }
+        return .json(messageJSON)
+    }
+
+    static func list(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let c = try s.channel(ctx.segments[1])
+        let reader = try s.readerMember(c, ctx)
+        let i = ctx.input
+        let filter = try MessageFilter.parse(i)
+        let view = try MessageView.parse(i)
+        let ts = try i.int("message_ts")
+        let anchorId = try i.int("message_id", min: 1)
+        let include = try i.bool("include", default: true)
+        let reverse = try i.bool("reverse", default: false)
+        let anchorIsNow = ts == nil && anchorId == nil
+        let prevLimit = Int(try i.int("prev_limit", min: 0, max: 200) ?? 15)
+        let nextLimit = Int(try i.int("next_limit", min: 0, max: 200) ?? (anchorIsNow ? 0 : 15))
+        for flag in ["including_removed", "include_poll_details", "show_subchannel_messages_only"] { _ = try i.bool(flag) }
+        _ = try i.enumValue("operator_filter", ["all", "operator", "nonoperator"], default: "all")
+
+        let all = s.filteredMessages(c.url, filter, reader: reader)
+        var prevEnd: Int, nextStart: Int
+        var anchorItems: [MessageRecord] = []
+        if let anchorId {
+            let anchorTs: Int64
+            if let ts { anchorTs = ts } else {
+                let m = try s.message(c, String(anchorId))
+                anchorTs = m.createdAt
+            }
+            var lo = 0, hi = all.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                let m = all[mid]
+                if m.createdAt < anchorTs || (m.createdAt == anchorTs && m.id < anchorId) { lo = mid + 1 } else { hi = mid }
+            }
+            prevEnd = lo
+            nextStart = lo
+            if lo < all.count, all[lo].id == anchorId {
+                nextStart = lo + 1
+                if include { anchorItems = [all[lo]] }
+            }
+        } else {
+            let t = ts ?? Int64.max
+            func firstIndex(_ pred: (MessageRecord) -> Bool) -> Int {
+                var lo = 0, hi = all.count
+                while lo < hi { let mid = (lo + hi) / 2; if pred(all[mid]) { lo = mid + 1 } else { hi = mid } }
+                return lo
+            }
+            prevEnd = include ? firstIndex { $0.createdAt <= t } : firstIndex { $0.createdAt < t }
+            nextStart = firstIndex { $0.createdAt <= t }
+        }
+        let prevStart = max(0, prevEnd - prevLimit)
+        let nextEnd = min(all.count, nextStart + nextLimit)
+        var page = Array(all[prevStart..<prevEnd]) + anchorItems + Array(all[nextStart..<nextEnd])
+        if reverse { page.reverse() }
+        return .json(.obj([
+            ("messages", .array(page.map { s.messageJSON($0, view) })),
+            ("has_prev", .bool(prevStart > 0)),
+            ("has_next", .bool(nextEnd < all.count)),
+            ("is_continuous_prev_messages", .bool(prevLimit > 0)),
+            ("is_continuous_next_messages", .bool(nextLimit > 0)),
+        ]))
+    }
+
+    static func get(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let c = try s.channel(ctx.segments[1])
+        let reader = try s.readerMember(c, ctx)
+        let m = try s.message(c, ctx.segments[3])
+        if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
+        for flag in ["include_reactions", "include_thread_info", "include_parent_message_info", "include_poll_details", "with_sorted_meta_array"] {
+            _ = try ctx.input.bool(flag)
+        }
+        return .json(s.messageJSON(m, .full))
+    }
+
+    static func totalCount(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let c = try s.channel(ctx.segments[1])
+        let reader = try s.readerMember(c, ctx)
+        let n = (s.channelMessages[c.url] ?? []).filter { s.messages[$0].map { s.isVisible($0, to: reader) } ?? false }.count
+        return .json(.obj([("total", .int(Int64(n)))]))
+    }
+
+    /// Records a message change: touches it (changelogs), the channel if it shows it, and tells members.
+    static func announceUpdate(_ s: ServerState, _ c: inout ChannelRecord, _ m: inout MessageRecord, now: Int64, event: Bool = true) {
+        s.touch(&m, now)
+        s.save(m)
+        if c.lastMessageId == m.id || c.pinnedMessageIds.contains(m.id) {
+            s.touch(&c, now)
+            s.save(c)
+        }
+        if event {
+            s.emit("message_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
+                ("channel", s.eventChannelJSON(c, now: now)), ("message", s.messageJSON(m, .full)),
+            ], now: now)
+        }
+    }
+
+    static func update(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        var c = try s.channel(ctx.segments[1])
+        var m = try s.message(c, ctx.segments[3])
+        try s.requireSenderOrOperator(c, m, ctx)
+        let i = ctx.input
+        if i.has("message_type") {
+            let t = try i.enumValue("message_type", ["MESG", "FILE", "ADMM"], default: m.type, caseInsensitive: false)
+            if t != m.type { throw APIError.invalid("message_type", "does not match the message (\(m.type)).") }
+        }
+        let text = try i.string("message", maxBytes: 65535)
+        if let text, text.isEmpty, m.type != "FILE" { throw APIError.invalid("message", "must not be empty.") }
+        let customType = try i.string("custom_type", maxBytes: 128)
+        let data = try i.string("data")
+        let mentionType = i.has("mention_type") ? try i.enumValue("mention_type", ["users", "channel"], default: "users") : nil
+        let mentioned = try i.stringList("mentioned_user_ids")
+        let metaArray = try s.parseMetaArray(i)
+        let url = try i.string("url", maxBytes: 2048)
+        if url != nil && m.type != "FILE" { throw APIError.invalid("url", "applies to file messages only.") }
+        if let text { m.message = text }
+        if let customType { m.customType = customType }
+        if let data { m.data = data }
+        if let mentionType { m.mentionType = mentionType }
+        if let mentioned { m.mentionedUserIds = mentioned.filter { s.users[$0] != nil } }
+        if let metaArray { m.sortedMetaarray = metaArray }
+        if let url, m.file != nil { m.file!.url = url; m.file!.fileId = nil }
+        m.updatedAt = ctx.now
+        announceUpdate(s, &c, &m, now: ctx.now)
+        return .json(s.messageJSON(m, .full))
+    }
+
+    static func delete(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        var c = try s.channel(ctx.segments[1])
+        let m = try s.message(c, ctx.segments[3])
+        try s.requireSenderOrOperator(c, m, ctx)
+        s.deleteMessage(m, at: ctx.now)
+        if let fileId = m.file?.fileId, let f = s.files[fileId] {
+            try? FileManager.default.removeItem(atPath: f.path)
+            s.files.removeValue(forKey: fileId)
+            s.pending.deletes[.file, default: []].insert(fileId)
+        }
+        c.pinnedMessageIds.removeAll { $0 == m.id }
+        if c.lastMessageId == m.id { s.refreshLastMessage(&c) }
+        s.touch(&c, ctx.now)
+        s.save(c)
+        s.emit("message_deleted", channelUrl: c.url, to: s.joinedIds(c), fields: [
+            ("channel", s.eventChannelJSON(c, now: ctx.now)), ("message_id", .int(m.id)),
+        ], now: ctx.now)
+        if m.parentId != 0, var parent = s.messages[m.parentId] {
+            parent.replyCount = max(0, parent.replyCount - 1)
+            parent.threadUpdatedAt = ctx.now
+            let remaining = (s.channelMessages[c.url] ?? []).compactMap { s.messages[$0] }.filter { $0.parentId == parent.id }
+            parent.lastRepliedAt = remaining.last?.createdAt ?? 0
+            parent.recentReplierIds = parent.recentReplierIds.filter { uid in remaining.contains { $0.senderId == uid } }
+            s.touch(&parent, ctx.now)
+            s.save(parent)
+            s.emit("thread_info_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
+                ("channel", s.eventChannelJSON(c, now: ctx.now)), ("parent_message_id", .int(parent.id)),
+                ("thread_info", s.threadInfoJSON(parent)),
+            ], now: ctx.now)
+        }
+        return .json(.obj([]))
+    }
+
+    static func listReactions(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let c = try s.channel(ctx.segments[1])
+        _ = try s.readerMember(c, ctx)
+        let m = try s.message(c, ctx.segments[3])
+        return .json(.obj([("reactions", .array(m.reactions.map {
+            .obj([("key", .string($0.key)), ("user_ids", .strings($0.userIds)), ("updated_at", .int($0.updatedAt))])
+        }))]))
+    }
+
+    static func react(_ s: ServerState, _ ctx: inout Ctx, add: Bool) throws -> Reply {
+        var c = try s.channel(ctx.segments[1])
+        var m = try s.message(c, ctx.segments[3])
+        let uid = try ctx.requiredActingUser()
+        let key = try ctx.input.requiredString("reaction", maxBytes: 128)
+        if key.isEmpty { throw APIError.invalid("reaction", "must not be empty.") }
+        guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
+        if let idx = m.reactions.firstIndex(where: { $0.key == key }) {
+            if add {
+                if !m.reactions[idx].userIds.contains(uid) { m.reactions[idx].userIds.append(uid) }
+            } else {
+                m.reactions[idx].userIds.removeAll { $0 == uid }
+            }
+            m.reactions[idx].updatedAt = ctx.now
+            if m.reactions[idx].userIds.isEmpty { m.reactions.remove(at: idx) }
+        } else if add {
+            m.reactions.append(ReactionRecord(key: key, userIds: [uid], updatedAt: ctx.now))
+        }
+        announceUpdate(s, &c, &m, now: ctx.now, event: false)
+        let op = add ? "ADD" : "DELETE"
+        s.emit("reaction_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
+            ("channel", s.eventChannelJSON(c, now: ctx.now)),
+            ("reaction", .obj([("message_id", .int(m.id)), ("key", .string(key)), ("user_id", .string(uid)),
+                               ("operation", .string(op)), ("updated_at", .int(ctx.now))])),
+        ], now: ctx.now)
+        return .json(.obj([
+            ("reaction", .string(key)), ("user_id", .string(uid)), ("success", true), ("msg_id", .int(m.id)),
+            ("updated_at", .int(ctx.now)), ("operation", .string(op)),
+        ]))
+    }
+
+    static func addReaction(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try react(s, &ctx, add: true) }
+    static func removeReaction(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try react(s, &ctx, add: false) }
+
+    static func setPin(_ s: ServerState, _ ctx: inout Ctx, pinned: Bool) throws -> Reply {
+        var c = try s.channel(ctx.segments[1])
+        var m = try s.message(c, ctx.segments[3])
+        try s.requireJoined(c, ctx)
+        let already = c.pinnedMessageIds.contains(m.id)
+        if pinned == already { return .json(.obj([])) }
+        if pinned { c.pinnedMessageIds.append(m.id) } else { c.pinnedMessageIds.removeAll { $0 == m.id } }
+        s.touch(&c, ctx.now)
+        s.save(c)
+        announceUpdate(s, &c, &m, now: ctx.now, event: false)
+        s.emit("pinned_message_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
+            ("channel", s.eventChannelJSON(c, now: ctx.now)),
+            ("pinned_message_ids", .array(c.pinnedMessageIds.map { .int($0) })),
+        ], now: ctx.now)
+        return .json(.obj([]))
+    }
+
+    static func pin(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try setPin(s, &ctx, pinned: true) }
+    static func unpin(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try setPin(s, &ctx, pinned: false) }
+
+    static func copy(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let c = try s.channel(ctx.segments[1])
+        let reader = try s.readerMember(c, ctx)
+        let m = try s.message(c, ctx.segments[3])
+        if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
+        if m.type == "ADMM" { throw APIError.invalid("message_id", "admin messages cannot be copied.") }
+        let destUrl = try ctx.input.nonEmptyString("dest_channel_url", maxBytes: 100)
+        var dest = try s.channel(destUrl)
+        let sender: String
+        if let me = ctx.caller.userId { sender = me } else { sender = try ctx.input.string("user_id", maxBytes: 80) ?? m.senderId ?? "" }
+        _ = try s.user(sender)
+        try s.requireCanSend(dest, sender: sender, ctx: ctx)
+        let createdAt = s.messageTimestamp(ctx.now)
+        var copy = m
+        copy.id = s.allocateMessageId()
+        copy.channelUrl = dest.url
+        copy.senderId = sender
+        copy.reqId = ""
+        copy.createdAt = createdAt
+        copy.updatedAt = 0
+        copy.parentId = 0
+        copy.isReplyToChannel = false
+        copy.reactions = []
+        copy.replyCount = 0; copy.lastRepliedAt = 0; copy.threadUpdatedAt = 0; copy.recentReplierIds = []
+        copy.changeSeq = 0; copy.changedAt = 0
+        copy.isOpMsg = dest.isOperator(sender)
+        if !dest.isEphemeral {
+            s.save(copy)
+            dest.lastMessageId = copy.id
+        }
+        s.touch(&dest, ctx.now)
+        s.save(dest)
+        let json = s.messageJSON(copy, .full)
+        s.emit("message_received", channelUrl: dest.url, to: s.joinedIds(dest), fields: [
+            ("channel", s.eventChannelJSON(dest, now: ctx.now)), ("message", json),
+        ], now: ctx.now)
+        return .json(json)
+    }
+
+    static func addMetaArray(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        var c = try s.channel(ctx.segments[1])
+        var m = try s.message(c, ctx.segments[3])
+        try s.requireSenderOrOperator(c, m, ctx)
+        guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
+        for item in items {
+            if let idx = m.sortedMetaarray.firstIndex(where: { $0.key == item.key }) {
+                m.sortedMetaarray[idx].value += item.value
+            } else {
+                m.sortedMetaarray.append(item)
+            }
+        }
+        m.updatedAt = ctx.now
+        announceUpdate(s, &c, &m, now: ctx.now)
+        return .json(s.messageJSON(m, .full))
+    }
+
+    static func updateMetaArray(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        var c = try s.channel(ctx.segments[1])
+        var m = try s.message(c, ctx.segments[3])
+        try s.requireSenderOrOperator(c, m, ctx)
+        guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
+        let mode = try ctx.input.enumValue("mode", ["add", "remove"], default: "add")
+        let upsert = try ctx.input.bool("upsert", default: false)
+        for item in items {
+            guard let idx = m.sortedMetaarray.firstIndex(where: { $0.key == item.key }) else {
+                if mode == "add" {
+                    if !upsert { throw APIError.notFound("Meta array key \"\(item.key)\"") }
+                    m.sortedMetaarray.append(item)
+                }
+                continue
+            }
+            if mode == "add" {
+                for v in item.value where !m.sortedMetaarray[idx].value.contains(v) { m.sortedMetaarray[idx].value.append(v) }
+            } else {
+                m.sortedMetaarray[idx].value.removeAll { item.value.contains($0) }
+            }
+        }
+        m.updatedAt = ctx.now
+        announceUpdate(s, &c, &m, now: ctx.now)
+        return .json(s.messageJSON(m, .full))
+    }
+}
+
+func urlPathEscape(_ s: String) -> String {
+    var out = ""
+    for b in s.utf8 {
+        let c = Character(Unicode.Scalar(b))
+        if (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "-._~".contains(c) {
+            out.append(c)
+        } else {
+            out += "%" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
+        }
+    }
+    return out.isEmpty ? "file" : out
+}

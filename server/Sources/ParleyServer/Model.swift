@@ -1,0 +1,169 @@
+// Persisted records. Stored as JSON documents (Codable) by the storage backend; the wire
+// format is produced separately (Render.swift) so storage can evolve independently.
+
+struct UserRecord: Codable, Sendable {
+    var userId: String
+    var nickname: String
+    var profileUrl: String
+    var isActive: Bool
+    var createdAt: Int64
+    var lastSeenAt: Int64
+    var hasEverLoggedIn: Bool
+    var metadata: [String: String]
+    var discoveryKeys: [String]
+    var preferredLanguages: [String]
+    var autoAccept: Bool
+}
+
+struct SessionRecord: Codable, Sendable {
+    var token: String
+    var userId: String
+    var expiresAt: Int64  // 0 = never
+    var createdAt: Int64
+}
+
+struct MemberRecord: Codable, Sendable {
+    var userId: String
+    var state: String  // "joined" | "invited"
+    var invitedAt: Int64
+    var inviterId: String?
+    var joinedAt: Int64
+    var readTs: Int64
+    var deliveredTs: Int64
+    var hiddenState: String  // unhidden | hidden_allow_auto_unhide | hidden_prevent_auto_unhide
+    var tsMessageOffset: Int64
+    /// Position in the global change sequence of the last per-user change (channel changelogs).
+    var changeSeq: Int64
+    var changedAt: Int64
+}
+
+struct RestrictionRecord: Codable, Sendable {
+    var userId: String
+    var startAt: Int64
+    var endAt: Int64  // -1 = indefinitely
+    var description: String
+
+    func isActive(at now: Int64) -> Bool { endAt < 0 || endAt > now }
+}
+
+struct ChannelRecord: Codable, Sendable {
+    var url: String
+    var name: String
+    var coverUrl: String
+    var customType: String
+    var data: String
+    var createdAt: Int64
+    var updatedAt: Int64
+    var createdBy: String?
+    var isDistinct: Bool
+    var isSuper: Bool
+    var isPublic: Bool
+    var isEphemeral: Bool
+    var freeze: Bool
+    var members: [String: MemberRecord]
+    var operatorIds: [String]
+    var bans: [String: RestrictionRecord]
+    var mutes: [String: RestrictionRecord]
+    var metadata: [String: String]
+    var metacounters: [String: Int64]
+    var pinnedMessageIds: [Int64]
+    var lastMessageId: Int64
+    var changeSeq: Int64
+    var changedAt: Int64
+
+    var joinedCount: Int { members.values.filter { $0.state == "joined" }.count }
+    func isJoined(_ userId: String) -> Bool { members[userId]?.state == "joined" }
+    func isOperator(_ userId: String) -> Bool { operatorIds.contains(userId) }
+}
+
+struct ThumbnailRecord: Codable, Sendable, Equatable {
+    var url: String
+    var width: Int64
+    var height: Int64
+    var realWidth: Int64
+    var realHeight: Int64
+}
+
+struct FileInfoRecord: Codable, Sendable {
+    var url: String  // absolute URL, or a server path ("/v3/files/...") for uploads
+    var name: String
+    var size: Int64
+    var type: String
+    var fileId: String?
+}
+
+struct ReactionRecord: Codable, Sendable {
+    var key: String
+    var userIds: [String]
+    var updatedAt: Int64
+}
+
+struct MetaArrayItem: Codable, Sendable, Equatable {
+    var key: String
+    var value: [String]
+}
+
+struct MessageRecord: Codable, Sendable {
+    var id: Int64
+    var channelUrl: String
+    var type: String  // MESG | FILE | ADMM
+    var message: String
+    var senderId: String?
+    var reqId: String
+    var customType: String
+    var data: String
+    var createdAt: Int64
+    var updatedAt: Int64
+    var mentionType: String
+    var mentionedUserIds: [String]
+    var isOpMsg: Bool
+    var silent: Bool
+    var parentId: Int64
+    var isReplyToChannel: Bool
+    var file: FileInfoRecord?
+    var thumbnails: [ThumbnailRecord]
+    var sortedMetaarray: [MetaArrayItem]
+    var reactions: [ReactionRecord]
+    var replyCount: Int64
+    var lastRepliedAt: Int64
+    var threadUpdatedAt: Int64
+    var recentReplierIds: [String]
+    var changeSeq: Int64
+    var changedAt: Int64
+}
+
+struct MessageTombstoneRecord: Codable, Sendable {
+    var messageId: Int64
+    var channelUrl: String
+    var deletedAt: Int64
+    var seq: Int64
+}
+
+struct MembershipTombstoneRecord: Codable, Sendable {
+    var userId: String
+    var channelUrl: String
+    var at: Int64
+    var seq: Int64
+}
+
+struct FileRecord: Codable, Sendable {
+    var id: String
+    var channelUrl: String
+    var messageId: Int64
+    var name: String
+    var type: String
+    var size: Int64
+    var path: String
+}
+
+struct ReportRecord: Codable, Sendable {
+    var id: Int64
+    var reportType: String
+    var category: String
+    var reportingUserId: String?
+    var offendingUserId: String?
+    var channelUrl: String?
+    var messageId: Int64?
+    var description: String
+    var createdAt: Int64
+}

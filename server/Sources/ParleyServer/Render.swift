@@ -1,0 +1,273 @@
+// Wire rendering of records (docs/PROTOCOL.md §4). Fields without a value are omitted,
+// never null; integers stay integers.
+
+struct ChannelView {
+    var viewer: String? = nil
+    var showMember = false
+    var showMetadata = false
+    var showReadReceipt = false
+    var showDeliveryReceipt = false
+    var includeOperators = true
+}
+
+struct MessageView {
+    var reactions = false
+    var threadInfo = false
+    var parentInfo = false
+    var metaArray = false
+
+    static let full = MessageView(reactions: true, threadInfo: true, parentInfo: true, metaArray: true)
+}
+
+extension ServerState {
+    func basicUser(_ userId: String, in channel: ChannelRecord? = nil) -> JSON {
+        let u = users[userId]
+        var fields: [(String, JSON?)] = [
+            ("user_id", .string(userId)),
+            ("nickname", .string(u?.nickname ?? "")),
+            ("profile_url", .string(u?.profileUrl ?? "")),
+            ("is_active", .bool(u?.isActive ?? false)),
+            ("require_auth_for_profile_image", false),
+            ("metadata", .stringMap(u?.metadata ?? [:])),
+        ]
+        if let channel { fields.append(("role", .string(channel.isOperator(userId) ? "operator" : ""))) }
+        return .obj(fields)
+    }
+
+    func isOnline(_ userId: String) -> Bool {
+        subscribers.values.contains { $0.userId == userId }
+    }
+
+    func userJSON(_ u: UserRecord, unread: (messages: Int64, channels: Int64)? = nil) -> JSON {
+        let online = isOnline(u.userId)
+        return .obj([
+            ("user_id", .string(u.userId)),
+            ("nickname", .string(u.nickname)),
+            ("profile_url", .string(u.profileUrl)),
+            ("is_active", .bool(u.isActive)),
+            ("is_online", .bool(online)),
+            ("last_seen_at", .int(online ? 0 : u.lastSeenAt)),
+            ("created_at", .int(u.createdAt)),
+            ("has_ever_logged_in", .bool(u.hasEverLoggedIn)),
+            ("metadata", .stringMap(u.metadata)),
+            ("discovery_keys", .strings(u.discoveryKeys)),
+            ("preferred_languages", .strings(u.preferredLanguages)),
+            ("require_auth_for_profile_image", false),
+            ("is_hide_me_from_friends", false),
+            ("is_shadow_blocked", false),
+            ("locale", ""),
+            ("unread_message_count", unread.map { .int($0.messages) }),
+            ("unread_channel_count", unread.map { .int($0.channels) }),
+        ])
+    }
+
+    func memberJSON(_ channel: ChannelRecord, _ m: MemberRecord, now: Int64) -> JSON {
+        let u = users[m.userId]
+        let mute = channel.mutes[m.userId].flatMap { $0.isActive(at: now) ? $0 : nil }
+        let online = isOnline(m.userId)
+        return .obj([
+            ("user_id", .string(m.userId)),
+            ("nickname", .string(u?.nickname ?? "")),
+            ("profile_url", .string(u?.profileUrl ?? "")),
+            ("is_active", .bool(u?.isActive ?? false)),
+            ("require_auth_for_profile_image", false),
+            ("metadata", .stringMap(u?.metadata ?? [:])),
+            ("state", .string(m.state)),
+            ("role", .string(channel.isOperator(m.userId) ? "operator" : "")),
+            ("is_muted", .bool(mute != nil)),
+            ("muted_end_at", mute.map { .int($0.endAt) }),
+            ("muted_description", mute.map { .string($0.description) }),
+            ("is_online", .bool(online)),
+            ("last_seen_at", .int(online ? 0 : (u?.lastSeenAt ?? 0))),
+            ("read_ts", .int(m.readTs)),
+            ("delivered_ts", .int(m.deliveredTs)),
+            ("push_enabled", true),
+            ("is_blocked_by_me", false),
+            ("is_blocking_me", false),
+        ])
+    }
+
+    /// Members sorted by nickname then user id (the default member order).
+    func sortedMembers(_ channel: ChannelRecord) -> [MemberRecord] {
+        channel.members.values.sorted {
+            let a = users[$0.userId]?.nickname ?? "", b = users[$1.userId]?.nickname ?? ""
+            return a != b ? a < b : $0.userId < $1.userId
+        }
+    }
+
+    func isVisible(_ m: MessageRecord, to member: MemberRecord?) -> Bool {
+        guard let member else { return true }
+        return m.createdAt > member.tsMessageOffset
+    }
+
+    /// Messages counted as unread for a member: visible, newer than the read ts, not their own.
+    func unreadCounts(_ channel: ChannelRecord, _ userId: String) -> (messages: Int64, mentions: Int64) {
+        guard let member = channel.members[userId], member.state == "joined" else { return (0, 0) }
+        let floor = max(member.readTs, member.tsMessageOffset)
+        var count: Int64 = 0, mentions: Int64 = 0
+        for id in (channelMessages[channel.url] ?? []).reversed() {
+            guard let m = messages[id] else { continue }
+            if m.createdAt <= floor { break }
+            if m.senderId == userId || m.silent { continue }
+            if m.parentId != 0 && !m.isReplyToChannel { continue }
+            count += 1
+            if m.mentionType == "channel" || m.mentionedUserIds.contains(userId) { mentions += 1 }
+        }
+        return (count, mentions)
+    }
+
+    func lastMessage(_ channel: ChannelRecord, for userId: String?) -> MessageRecord? {
+        guard channel.lastMessageId != 0, let m = messages[channel.lastMessageId] else { return nil }
+        if let userId, let member = channel.members[userId], !isVisible(m, to: member) { return nil }
+        return m
+    }
+
+    func channelJSON(_ c: ChannelRecord, _ view: ChannelView, now: Int64) -> JSON {
+        var f: [(String, JSON?)] = [
+            ("channel_url", .string(c.url)),
+            ("channel_type", "group"),
+            ("name", .string(c.name)),
+            ("cover_url", .string(c.coverUrl)),
+            ("custom_type", .string(c.customType)),
+            ("data", .string(c.data)),
+            ("created_at", .int(c.createdAt)),
+            ("updated_at", .int(c.updatedAt)),
+            ("created_by", c.createdBy.map { basicUser($0) }),
+            ("is_distinct", .bool(c.isDistinct)),
+            ("is_super", .bool(c.isSuper)),
+            ("is_public", .bool(c.isPublic)),
+            ("is_ephemeral", .bool(c.isEphemeral)),
+            ("freeze", .bool(c.freeze)),
+            ("is_broadcast", false),
+            ("is_exclusive", false),
+            ("is_access_code_required", false),
+            ("is_discoverable", .bool(c.isPublic)),
+            ("member_count", .int(Int64(c.members.count))),
+            ("joined_member_count", .int(Int64(c.joinedCount))),
+            ("max_length_message", 5000),
+            ("message_survival_seconds", -1),
+            ("pinned_message_ids", .array(c.pinnedMessageIds.map { .int($0) })),
+        ]
+        if view.includeOperators {
+            f.append(("operators", .array(c.operatorIds.map { basicUser($0, in: c) })))
+        }
+        if let last = lastMessage(c, for: view.viewer) {
+            f.append(("last_message", messageJSON(last, MessageView())))
+        }
+        if view.showMember {
+            f.append(("members", .array(sortedMembers(c).map { memberJSON(c, $0, now: now) })))
+        }
+        if view.showMetadata { f.append(("metadata", .stringMap(c.metadata))) }
+        if view.showReadReceipt {
+            f.append(("read_receipt", .intMap(c.members.values.reduce(into: [:]) { $0[$1.userId] = $1.readTs })))
+        }
+        if view.showDeliveryReceipt {
+            f.append(("delivery_receipt", .intMap(c.members.values.reduce(into: [:]) { $0[$1.userId] = $1.deliveredTs })))
+        }
+        if let viewer = view.viewer {
+            let member = c.members[viewer]
+            let unread = unreadCounts(c, viewer)
+            let mute = c.mutes[viewer].flatMap { $0.isActive(at: now) ? $0 : nil }
+            let perUser: [(String, JSON?)] = [
+                ("member_state", .string(member?.state ?? "none")),
+                ("my_role", .string(c.isOperator(viewer) ? "operator" : "")),
+                ("hidden_state", .string(member?.hiddenState ?? "unhidden")),
+                ("is_hidden", .bool((member?.hiddenState ?? "unhidden") != "unhidden")),
+                ("is_muted", .bool(mute != nil)),
+                ("is_push_enabled", true),
+                ("count_preference", "all"),
+                ("unread_message_count", .int(unread.messages)),
+                ("unread_mention_count", .int(unread.mentions)),
+                ("user_last_read", .int(member?.readTs ?? 0)),
+                ("ts_message_offset", .int(member?.tsMessageOffset ?? 0)),
+            ]
+            f.append(contentsOf: perUser)
+            if let member {
+                if member.invitedAt > 0 { f.append(("invited_at", .int(member.invitedAt))) }
+                if let inviter = member.inviterId { f.append(("inviter", basicUser(inviter))) }
+                if member.state == "joined" { f.append(("joined_ts", .int(member.joinedAt))) }
+            }
+        } else {
+            f.append(("unread_message_count", 0))
+            f.append(("unread_mention_count", 0))
+        }
+        return .obj(f)
+    }
+
+    func absoluteURL(_ url: String) -> String {
+        url.hasPrefix("/") ? publicBaseURL + url : url
+    }
+
+    func messageJSON(_ m: MessageRecord, _ view: MessageView) -> JSON {
+        let channel = channels[m.channelUrl]
+        var f: [(String, JSON?)] = [
+            ("message_id", .int(m.id)),
+            ("type", .string(m.type)),
+            ("message", .string(m.message)),
+            ("channel_url", .string(m.channelUrl)),
+            ("channel_type", "group"),
+            ("created_at", .int(m.createdAt)),
+            ("updated_at", .int(m.updatedAt)),
+            ("user", m.senderId.map { basicUser($0, in: channel) }),
+            ("req_id", .string(m.reqId)),
+            ("custom_type", .string(m.customType)),
+            ("data", .string(m.data)),
+            ("mention_type", .string(m.mentionType)),
+            ("mentioned_users", .array(m.mentionedUserIds.map { basicUser($0) })),
+            ("is_removed", false),
+            ("is_op_msg", .bool(m.isOpMsg)),
+            ("silent", .bool(m.silent)),
+            ("message_retention_hour", -1),
+            ("message_survival_seconds", -1),
+            ("translations", .object(JSONObject())),
+            ("parent_message_id", .int(m.parentId)),
+            ("is_reply_to_channel", .bool(m.isReplyToChannel)),
+            ("is_pinned", .bool(channel?.pinnedMessageIds.contains(m.id) ?? false)),
+        ]
+        if let file = m.file {
+            f.append(("file", .obj([
+                ("url", .string(absoluteURL(file.url))), ("name", .string(file.name)),
+                ("size", .int(file.size)), ("type", .string(file.type)),
+                ("require_auth", .bool(file.fileId != nil)),
+            ])))
+            f.append(("thumbnails", .array(m.thumbnails.map { t in
+                .obj([("url", .string(t.url)), ("width", .int(t.width)), ("height", .int(t.height)),
+                      ("real_width", .int(t.realWidth)), ("real_height", .int(t.realHeight))])
+            })))
+        }
+        if view.metaArray {
+            f.append(("sorted_metaarray", .array(m.sortedMetaarray.map { .obj([("key", .string($0.key)), ("value", .strings($0.value))]) })))
+        }
+        if view.reactions {
+            f.append(("reactions", .array(m.reactions.map {
+                .obj([("key", .string($0.key)), ("user_ids", .strings($0.userIds)), ("updated_at", .int($0.updatedAt))])
+            })))
+        }
+        if view.threadInfo && m.replyCount > 0 {
+            f.append(("thread_info", threadInfoJSON(m)))
+        }
+        if view.parentInfo && m.parentId != 0, let parent = messages[m.parentId] {
+            f.append(("parent_message_info", .obj([
+                ("message_id", .int(parent.id)), ("type", .string(parent.type)),
+                ("message", .string(parent.message)), ("custom_type", .string(parent.customType)),
+                ("ts", .int(parent.createdAt)),
+                ("user", parent.senderId.map { basicUser($0) }),
+            ])))
+        }
+        return .obj(f)
+    }
+
+    func threadInfoJSON(_ m: MessageRecord) -> JSON {
+        .obj([
+            ("reply_count", .int(m.replyCount)),
+            ("last_replied_at", .int(m.lastRepliedAt)),
+            ("updated_at", .int(m.threadUpdatedAt)),
+            ("most_replies", .array(m.recentReplierIds.map { basicUser($0) })),
+        ])
+    }
+
+    /// The channel as carried in events: shared by all recipients, so no per-user fields.
+    func eventChannelJSON(_ c: ChannelRecord, now: Int64) -> JSON {
+        channelJSON(c, ChannelView(), now: now)
+    }
+}

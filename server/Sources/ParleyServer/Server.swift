@@ -1,0 +1,166 @@
+import HTTPTypes
+import Foundation
+import Hummingbird
+import NIOCore
+
+struct Caller: Sendable {
+    let isAdmin: Bool
+    let userId: String?  // the session user; nil for admin
+}
+
+/// One request as handlers see it.
+struct Ctx {
+    let method: String
+    let segments: [String]
+    let input: Input
+    var caller: Caller
+    let now: Int64
+    let rawBody: [UInt8]
+    let contentType: String
+    let headers: HTTPFields
+
+    /// The user a call acts as: the session user (a differing `field` is 403), or for an
+    /// admin the `field` parameter (required unless `optional`).
+    func actingUser(_ field: String = "user_id", optional: Bool = false) throws -> String? {
+        let given = try input.string(field, maxBytes: 80)
+        if let me = caller.userId {
+            if let given, given != me { throw APIError.forbidden("a session user can only act as themselves (\"\(field)\").") }
+            return me
+        }
+        if given == nil && !optional { throw APIError.missing(field) }
+        return given
+    }
+
+    func requiredActingUser(_ field: String = "user_id") throws -> String {
+        guard let u = try actingUser(field) else { throw APIError.missing(field) }
+        return u
+    }
+
+    func requireAdmin() throws {
+        if !caller.isAdmin { throw APIError.forbidden("this endpoint needs the Api-Token.") }
+    }
+
+    func requireSelfOrAdmin(_ userId: String) throws {
+        if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only access their own data.") }
+    }
+}
+
+enum Reply {
+    case json(JSON)
+    case file(path: String, contentType: String)
+}
+
+typealias Handler = (ServerState, inout Ctx) throws -> Reply
+
+struct ServerConfig: Sendable {
+    let apiToken: String
+    let uploadLimit: Int
+    let filesDirectory: String
+    let heartbeatSeconds: Double
+}
+
+struct ParleyResponder: HTTPResponder {
+    typealias Context = BasicRequestContext
+    let service: Service
+    let config: ServerConfig
+
+    func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
+        do {
+            return try await handle(request)
+        } catch let error as APIError {
+            return Self.json(error.json, status: error.status)
+        } catch {
+            return Self.json(APIError.internal("\(error)").json, status: 500)
+        }
+    }
+
+    static func json(_ value: JSON, status: Int = 200) -> Response {
+        var buffer = ByteBuffer()
+        buffer.writeString(value.serialized())
+        return Response(
+            status: HTTPResponse.Status(code: status),
+            headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: buffer))
+    }
+
+    private func handle(_ request: Request) async throws -> Response {
+        let rawPath = request.head.path ?? "/"
+        let pathPart: Substring
+        let queryPart: Substring?
+        if let q = rawPath.firstIndex(of: "?") {
+            pathPart = rawPath[..<q]
+            queryPart = rawPath[rawPath.index(after: q)...]
+        } else {
+            pathPart = Substring(rawPath)
+            queryPart = nil
+        }
+        var segments = pathPart.split(separator: "/", omittingEmptySubsequences: true).map { percentDecode($0, plusIsSpace: false) }
+        guard segments.first == "v3" else { throw APIError.notFound("Route") }
+        segments.removeFirst()
+        let method = request.method.rawValue.uppercased()
+        let contentType = request.headers[.contentType] ?? ""
+
+        // Route first so unknown paths are 404 even without credentials.
+        let handler = try Routes.resolve(method: method, segments: segments)
+
+        var request = request
+        let body: [UInt8]
+        do {
+            let buffer = try await request.collectBody(upTo: config.uploadLimit + 1_048_576)
+            body = Array(buffer.readableBytesView)
+        } catch {
+            throw APIError.tooLarge
+        }
+        var bodyObject = JSONObject()
+        let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
+        if !isMultipart && !body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            let parsed: JSON
+            do { parsed = try JSONParser.parse(body) } catch { throw APIError.malformed(error.message) }
+            guard case .object(let o) = parsed else { throw APIError.malformed("the body must be a JSON object.") }
+            bodyObject = o
+        }
+        if !isMultipart && body.count > 1_048_576 { throw APIError.tooLarge }
+
+        var ctx = Ctx(
+            method: method, segments: segments, input: Input(body: bodyObject, query: Query(queryPart)),
+            caller: Caller(isAdmin: false, userId: nil), now: nowMillis(), rawBody: body,
+            contentType: contentType, headers: request.headers)
+
+        if case .events = handler {
+            return try EventStream.open(service: service, config: config, ctx: ctx)
+        }
+        guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
+        let reply = try service.run { state in
+            ctx.caller = try state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
+            return try run(state, &ctx)
+        }
+        switch reply {
+        case .json(let value):
+            return Self.json(value)
+        case .file(let path, let type):
+            guard let data = FileManager.default.contents(atPath: path) else { throw APIError.notFound("File") }
+            var buffer = ByteBuffer()
+            buffer.writeBytes(data)
+            return Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: buffer))
+        }
+    }
+}
+
+extension ServerState {
+    func authenticate(_ headers: HTTPFields, apiToken: String, now: Int64) throws -> Caller {
+        let apiTokenField = HTTPField.Name("Api-Token")!
+        let sessionField = HTTPField.Name("Session-Key")!
+        if let token = headers[apiTokenField] {
+            guard !apiToken.isEmpty, token == apiToken else { throw APIError.unauthorizedApiToken }
+            return Caller(isAdmin: true, userId: nil)
+        }
+        guard let key = headers[sessionField], let session = sessions[key] else { throw APIError.unauthorizedSession }
+        if session.expiresAt > 0 && session.expiresAt <= now { throw APIError.expiredSession }
+        guard var user = users[session.userId], user.isActive else { throw APIError.unauthorizedSession }
+        if !user.hasEverLoggedIn {
+            user.hasEverLoggedIn = true
+            save(user)
+        }
+        return Caller(isAdmin: false, userId: session.userId)
+    }
+}

@@ -1,0 +1,163 @@
+// Client-sync extensions: channel and message changelogs, messages_gap (PROTOCOL.md §8).
+
+enum Sync {
+    /// The starting point of a changelog read: a token (sequence position) or a time.
+    enum Start {
+        case seq(Int64)
+        case time(Int64)
+
+        func includes(seq: Int64, at: Int64) -> Bool {
+            switch self {
+            case .seq(let s): return seq > s
+            case .time(let t): return at >= t
+            }
+        }
+    }
+
+    static func parseStart(_ i: Input) throws -> Start {
+        if let token = try i.string("token"), !token.isEmpty {
+            guard let parts = decodeToken(token), parts.count == 1, case .int(let seq) = parts[0], seq >= 0 else {
+                throw APIError.badToken()
+            }
+            return .seq(seq)
+        }
+        if let ts = try i.int("change_ts", min: 0) { return .time(ts) }
+        throw APIError.missing("token")
+    }
+
+    static func page<T>(_ items: [(seq: Int64, item: T)], limit: Int, current: Int64) -> (items: [T], hasMore: Bool, next: String) {
+        let sorted = items.sorted { $0.seq < $1.seq }
+        let taken = sorted.prefix(limit)
+        let hasMore = sorted.count > limit
+        let nextSeq = hasMore ? (taken.last?.seq ?? current) : current
+        return (taken.map { $0.item }, hasMore, encodeToken([.int(nextSeq)]))
+    }
+
+    enum ChannelChange {
+        case updated(ChannelRecord)
+        case deleted(String)
+    }
+
+    static func channelChangelogs(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let u = try s.user(ctx.segments[1])
+        try ctx.requireSelfOrAdmin(u.userId)
+        let i = ctx.input
+        let start = try parseStart(i)
+        let limit = try i.limit(default: 100, max: 100)
+        let view = try s.channelView(ctx, viewer: u.userId, showMemberDefault: false)
+        let showEmpty = try i.bool("show_empty", default: true)
+        let showFrozen = try i.bool("show_frozen", default: true)
+        let customTypes = try i.stringList("custom_types")
+        var items: [(seq: Int64, item: ChannelChange)] = []
+        for c in s.channels.values {
+            guard let m = c.members[u.userId] else { continue }
+            let seq = max(c.changeSeq, m.changeSeq)
+            let at = max(c.changedAt, m.changedAt)
+            guard start.includes(seq: seq, at: at) else { continue }
+            if !showEmpty && s.lastMessage(c, for: u.userId) == nil { continue }
+            if !showFrozen && c.freeze { continue }
+            if let customTypes, !customTypes.isEmpty, !customTypes.contains(c.customType) { continue }
+            items.append((seq, .updated(c)))
+        }
+        for t in (s.membershipTombstones[u.userId] ?? [:]).values {
+            if s.channels[t.channelUrl]?.members[u.userId] != nil { continue }
+            guard start.includes(seq: t.seq, at: t.at) else { continue }
+            items.append((t.seq, .deleted(t.channelUrl)))
+        }
+        let (changes, hasMore, next) = page(items, limit: limit, current: s.seq)
+        var updated: [JSON] = [], deleted: [JSON] = []
+        for change in changes {
+            switch change {
+            case .updated(let c): updated.append(s.channelJSON(c, view, now: ctx.now))
+            case .deleted(let url): deleted.append(.string(url))
+            }
+        }
+        return .json(.obj([("updated", .array(updated)), ("deleted", .array(deleted)),
+                           ("has_more", .bool(hasMore)), ("next", .string(next))]))
+    }
+
+    enum MessageChange {
+        case updated(MessageRecord)
+        case deleted(MessageTombstoneRecord)
+    }
+
+    static func messageChangelogs(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let c = try s.channel(ctx.segments[1])
+        let reader = try s.readerMember(c, ctx)
+        let i = ctx.input
+        let start = try parseStart(i)
+        let limit = try i.limit(default: 100, max: 200)
+        let filter = try MessageFilter.parse(i, defaultReplyType: "ALL")
+        let view = try MessageView.parse(i)
+        var items: [(seq: Int64, item: MessageChange)] = []
+        for id in s.channelMessages[c.url] ?? [] {
+            guard let m = s.messages[id], m.changeSeq > 0, start.includes(seq: m.changeSeq, at: m.changedAt) else { continue }
+            guard s.isVisible(m, to: reader), filter.matches(m) else { continue }
+            items.append((m.changeSeq, .updated(m)))
+        }
+        for t in s.messageTombstones[c.url] ?? [] where start.includes(seq: t.seq, at: t.deletedAt) {
+            items.append((t.seq, .deleted(t)))
+        }
+        let (changes, hasMore, next) = page(items, limit: limit, current: s.seq)
+        var updated: [JSON] = [], deleted: [JSON] = []
+        for change in changes {
+            switch change {
+            case .updated(let m): updated.append(s.messageJSON(m, view))
+            case .deleted(let t): deleted.append(.obj([("message_id", .int(t.messageId)), ("deleted_at", .int(t.deletedAt))]))
+            }
+        }
+        return .json(.obj([("updated", .array(updated)), ("deleted", .array(deleted)),
+                           ("has_more", .bool(hasMore)), ("next", .string(next))]))
+    }
+
+    static func messagesGap(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let c = try s.channel(ctx.segments[1])
+        let reader = try s.readerMember(c, ctx)
+        let i = ctx.input
+        guard let prevStart = try i.int("prev_start_ts") else { throw APIError.missing("prev_start_ts") }
+        guard let prevEnd = try i.int("prev_end_ts") else { throw APIError.missing("prev_end_ts") }
+        if prevEnd < prevStart { throw APIError.invalid("prev_end_ts", "must not be before \"prev_start_ts\".") }
+        let prevCount = try i.int("prev_cache_count", min: 0)
+        let nextStart = try i.int("next_start_ts")
+        let nextEnd = try i.int("next_end_ts")
+        let nextCount = try i.int("next_cache_count", min: 0)
+        if (nextStart == nil) != (nextEnd == nil) { throw APIError.missing(nextStart == nil ? "next_start_ts" : "next_end_ts") }
+        if let nextStart, let nextEnd {
+            if nextEnd < nextStart { throw APIError.invalid("next_end_ts", "must not be before \"next_start_ts\".") }
+            if nextStart <= prevEnd { throw APIError.invalid("next_start_ts", "must be after \"prev_end_ts\".") }
+        }
+        let threshold = try i.int("huge_gap_threshold", min: 1) ?? 300
+        let prevLimit = Int(try i.int("prev_limit", min: 0, max: 300) ?? 100)
+        let nextLimit = Int(try i.int("next_limit", min: 0, max: 300) ?? 100)
+        let filter = try MessageFilter.parse(i)
+        let view = try MessageView.parse(i)
+
+        let all = s.filteredMessages(c.url, filter, reader: reader)
+        let serverPrevCount = Int64(all.filter { $0.createdAt >= prevStart && $0.createdAt <= prevEnd }.count)
+        let refillPrev = prevCount != nil && prevCount != serverPrevCount
+        var refillNext = false
+        if let nextStart, let nextEnd, let nextCount {
+            let serverNextCount = Int64(all.filter { $0.createdAt >= nextStart && $0.createdAt <= nextEnd }.count)
+            refillNext = nextCount != serverNextCount
+        }
+        let region = all.filter { m in
+            let afterLow = refillPrev ? m.createdAt >= prevStart : m.createdAt > prevEnd
+            guard afterLow else { return false }
+            guard let nextStart, let nextEnd else { return true }
+            return refillNext ? m.createdAt <= nextEnd : m.createdAt < nextStart
+        }
+        let gapCount = Int64(region.count)
+        if gapCount > threshold {
+            return .json(.obj([("is_huge_gap", true), ("gap_count", .int(gapCount))]))
+        }
+        let prevPart = Array(region.prefix(prevLimit))
+        let remaining = region.count - prevPart.count
+        let nextPart = nextStart != nil ? Array(region.suffix(min(nextLimit, remaining))) : []
+        let more = region.count > prevPart.count + nextPart.count
+        return .json(.obj([
+            ("is_huge_gap", false), ("gap_count", .int(gapCount)),
+            ("prev_messages", .array(prevPart.map { s.messageJSON($0, view) })), ("prev_has_more", .bool(more)),
+            ("next_messages", .array(nextPart.map { s.messageJSON($0, view) })), ("next_has_more", .bool(more)),
+        ]))
+    }
+}

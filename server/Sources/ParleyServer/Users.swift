@@ -1,0 +1,206 @@
+// Users: CRUD, session tokens, unread counts, invitation preference (PROTOCOL.md §5).
+
+func validateUserId(_ id: String, field: String = "user_id") throws {
+    if id.isEmpty { throw APIError.invalid(field, "must not be empty.") }
+    if id.utf8.count > 80 { throw APIError.tooLong(field, 80) }
+    if id.unicodeScalars.contains(where: { $0.value < 0x20 }) { throw APIError.invalid(field, "must not contain control characters.") }
+}
+
+extension ServerState {
+    func user(_ id: String) throws -> UserRecord {
+        guard let u = users[id] else { throw APIError.notFound("User \"\(id)\"") }
+        return u
+    }
+
+    func unreadTotals(_ userId: String, customTypes: [String]?, superMode: String) -> (messages: Int64, channels: Int64) {
+        var total: Int64 = 0, chans: Int64 = 0
+        for c in channels.values where c.members[userId]?.state == "joined" {
+            if let customTypes, !customTypes.isEmpty, !customTypes.contains(c.customType) { continue }
+            if superMode == "super" && !c.isSuper { continue }
+            if superMode == "nonsuper" && c.isSuper { continue }
+            let n = unreadCounts(c, userId).messages
+            total += n
+            if n > 0 { chans += 1 }
+        }
+        return (total, chans)
+    }
+}
+
+enum Users {
+    static func create(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        try ctx.requireAdmin()
+        let i = ctx.input
+        let id = try i.requiredString("user_id", maxBytes: 80)
+        try validateUserId(id)
+        let nickname = try i.string("nickname", maxBytes: 80) ?? ""
+        let profileUrl = try i.string("profile_url", maxBytes: 2048) ?? ""
+        let metadata = try i.stringMap("metadata") ?? [:]
+        let discovery = try i.stringList("discovery_keys") ?? []
+        _ = try i.bool("issue_access_token")
+        if s.users[id] != nil { throw APIError.exists("User \"\(id)\"") }
+        let u = UserRecord(userId: id, nickname: nickname, profileUrl: profileUrl, isActive: true,
+                           createdAt: ctx.now, lastSeenAt: 0, hasEverLoggedIn: false, metadata: metadata,
+                           discoveryKeys: discovery, preferredLanguages: [], autoAccept: true)
+        s.save(u)
+        return .json(s.userJSON(u))
+    }
+
+    static func list(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let i = ctx.input
+        let limit = try i.limit()
+        let after = try i.string("token").map { t throws -> String in
+            guard let decoded = decodeToken(t), case .string(let id)? = decoded.first else { throw APIError.badToken() }
+            return id
+        }
+        let ids = try i.stringList("user_ids").map(Set.init)
+        let nickname = try i.string("nickname")
+        let nicknamePrefix = try i.string("nickname_startswith")
+        let active = try i.enumValue("active_mode", ["activated", "deactivated", "all"], default: "activated")
+        let metaKey = try i.string("metadatakey")
+        let metaValues = try i.stringList("metadatavalues_in")
+        _ = try i.bool("show_bot")
+        var selected = s.users.values.filter { u in
+            if let after, u.userId <= after { return false }
+            if let ids, !ids.contains(u.userId) { return false }
+            if let nickname, u.nickname != nickname { return false }
+            if let nicknamePrefix, !u.nickname.hasPrefix(nicknamePrefix) { return false }
+            if active == "activated" && !u.isActive { return false }
+            if active == "deactivated" && u.isActive { return false }
+            if let metaKey {
+                guard let v = u.metadata[metaKey] else { return false }
+                if let metaValues, !metaValues.contains(v) { return false }
+            }
+            return true
+        }
+        selected.sort { $0.userId < $1.userId }
+        let page = Array(selected.prefix(limit))
+        let next = selected.count > limit ? encodeToken([.string(page.last!.userId)]) : ""
+        return .json(.obj([("users", .array(page.map { s.userJSON($0) })), ("next", .string(next))]))
+    }
+
+    static func get(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let u = try s.user(ctx.segments[1])
+        let include = try ctx.input.bool("include_unread_count", default: false)
+        let customTypes = try ctx.input.stringList("custom_types")
+        let superMode = try ctx.input.enumValue("super_mode", ["all", "super", "nonsuper"], default: "all")
+        if include && !ctx.caller.isAdmin && ctx.caller.userId != u.userId {
+            throw APIError.forbidden("unread counts of another user.")
+        }
+        return .json(s.userJSON(u, unread: include ? s.unreadTotals(u.userId, customTypes: customTypes, superMode: superMode) : nil))
+    }
+
+    static func update(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        var u = try s.user(ctx.segments[1])
+        try ctx.requireSelfOrAdmin(u.userId)
+        let i = ctx.input
+        let nickname = try i.string("nickname", maxBytes: 80)
+        let profileUrl = try i.string("profile_url", maxBytes: 2048)
+        let isActive = try i.bool("is_active")
+        let metadata = try i.stringMap("metadata")
+        let discovery = try i.stringList("discovery_keys")
+        let languages = try i.stringList("preferred_languages")
+        let lastSeen = try i.int("last_seen_at", min: 0)
+        _ = try i.bool("issue_access_token")
+        _ = try i.bool("leave_all_when_deactivated")
+        if isActive != nil && !ctx.caller.isAdmin { throw APIError.forbidden("only the admin may (de)activate users.") }
+        if let nickname { u.nickname = nickname }
+        if let profileUrl { u.profileUrl = profileUrl }
+        if let isActive { u.isActive = isActive }
+        if let metadata { u.metadata = metadata }
+        if let discovery { u.discoveryKeys = discovery }
+        if let languages { u.preferredLanguages = languages }
+        if let lastSeen { u.lastSeenAt = lastSeen }
+        s.save(u)
+        return .json(s.userJSON(u))
+    }
+
+    static func delete(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        try ctx.requireAdmin()
+        let u = try s.user(ctx.segments[1])
+        for url in s.channels.keys.sorted() where s.channels[url]?.members[u.userId] != nil {
+            if var c = s.channels[url] {
+                s.removeMember(&c, u.userId, now: ctx.now, category: "user_left", extra: [])
+                s.save(c)
+            }
+        }
+        for (token, session) in s.sessions where session.userId == u.userId { s.deleteSession(token) }
+        s.deleteUser(u.userId)
+        return .json(.obj([]))
+    }
+
+    static func issueToken(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        try ctx.requireAdmin()
+        let u = try s.user(ctx.segments[1])
+        let expiresAt = try ctx.input.int("expires_at", min: 0) ?? 0
+        if expiresAt != 0 && expiresAt <= ctx.now { throw APIError.invalid("expires_at", "must be in the future.") }
+        let token = randomHex(20)
+        s.save(SessionRecord(token: token, userId: u.userId, expiresAt: expiresAt, createdAt: ctx.now))
+        return .json(.obj([("user_id", .string(u.userId)), ("token", .string(token)), ("expires_at", .int(expiresAt))]))
+    }
+
+    static func unreadMessageCount(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        try unread(s, &ctx, channels: false)
+    }
+
+    static func unreadChannelCount(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        try unread(s, &ctx, channels: true)
+    }
+
+    private static func unread(_ s: ServerState, _ ctx: inout Ctx, channels: Bool) throws -> Reply {
+        let u = try s.user(ctx.segments[1])
+        try ctx.requireSelfOrAdmin(u.userId)
+        let customTypes = try ctx.input.stringList("custom_types")
+        let superMode = try ctx.input.enumValue("super_mode", ["all", "super", "nonsuper"], default: "all")
+        let totals = s.unreadTotals(u.userId, customTypes: customTypes, superMode: superMode)
+        return .json(.obj([("unread_count", .int(channels ? totals.channels : totals.messages))]))
+    }
+
+    static func markAllAsRead(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let u = try s.user(ctx.segments[1])
+        try ctx.requireSelfOrAdmin(u.userId)
+        let urls = try ctx.input.stringList("channel_urls")
+        for url in s.channels.keys.sorted() {
+            if let urls, !urls.contains(url) { continue }
+            guard var c = s.channels[url], c.isJoined(u.userId) else { continue }
+            s.markRead(&c, u.userId, now: ctx.now)
+            s.save(c)
+        }
+        return .json(.obj([]))
+    }
+
+    static func getInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let u = try s.user(ctx.segments[1])
+        try ctx.requireSelfOrAdmin(u.userId)
+        return .json(.obj([("auto_accept", .bool(u.autoAccept))]))
+    }
+
+    static func setInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        var u = try s.user(ctx.segments[1])
+        try ctx.requireSelfOrAdmin(u.userId)
+        guard let auto = try ctx.input.bool("auto_accept") else { throw APIError.missing("auto_accept") }
+        u.autoAccept = auto
+        s.save(u)
+        return .json(.obj([("auto_accept", .bool(u.autoAccept))]))
+    }
+}
+
+// MARK: - Pagination tokens (opaque: hex of a JSON array holding the last sort key)
+
+func encodeToken(_ key: [JSON]) -> String {
+    let text = JSON.array(key).serialized()
+    return text.utf8.map { b in (b < 16 ? "0" : "") + String(b, radix: 16) }.joined()
+}
+
+func decodeToken(_ token: String) -> [JSON]? {
+    let chars = Array(token.utf8)
+    guard !chars.isEmpty, chars.count % 2 == 0, chars.count <= 4096 else { return nil }
+    var bytes: [UInt8] = []
+    var i = 0
+    while i < chars.count {
+        guard let b = UInt8(String(decoding: chars[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
+        bytes.append(b)
+        i += 2
+    }
+    guard case .array(let a)? = try? JSONParser.parse(bytes) else { return nil }
+    return a
+}
