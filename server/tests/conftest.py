@@ -1,0 +1,137 @@
+"""Fixtures: start the real parley-server binary on an ephemeral port with a temp database."""
+import os
+import select
+import subprocess
+import time
+import uuid
+
+import pytest
+import requests
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+API_TOKEN = "test-admin-token"
+
+
+def server_binary():
+    path = os.environ.get("PARLEY_SERVER_BIN") or os.path.join(ROOT, ".build", "debug", "parley-server")
+    if not os.path.exists(path):
+        pytest.exit(f"parley-server binary not found at {path}; build it first", returncode=2)
+    return path
+
+
+class Server:
+    """A running server process plus a small HTTP helper."""
+
+    def __init__(self, db_path, extra_args=()):
+        self.db_path = db_path
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.base = None
+        self.start()
+
+    def start(self):
+        args = [server_binary(), "--port", "0", "--database", self.db_path, "--api-token", API_TOKEN,
+                "--heartbeat-seconds", "0.5"] + self.extra_args
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 30
+        line = b""
+        while time.time() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if ready:
+                line = self.proc.stdout.readline()
+                break
+            if self.proc.poll() is not None:
+                break
+        text = line.decode().strip()
+        assert text.startswith("parley-server listening on http://"), \
+            f"unexpected start line {text!r}; stderr: {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        self.base = text.split(" on ", 1)[1]
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def url(self, path):
+        return self.base + path
+
+    def request(self, method, path, token=API_TOKEN, session=None, json=None, params=None, headers=None, **kw):
+        h = dict(headers or {})
+        if session is not None:
+            h["Session-Key"] = session
+        elif token is not None:
+            h["Api-Token"] = token
+        kw.setdefault("timeout", 10)
+        return requests.request(method, self.url(path), json=json, params=params, headers=h, **kw)
+
+    def ok(self, method, path, **kw):
+        r = self.request(method, path, **kw)
+        assert r.status_code == 200, f"{method} {path} -> {r.status_code} {r.text}"
+        return r.json()
+
+    # Convenience builders used across tests.
+    def user(self, prefix="u", **fields):
+        uid = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        body = {"user_id": uid, "nickname": fields.pop("nickname", uid)}
+        body.update(fields)
+        self.ok("POST", "/v3/users", json=body)
+        return uid
+
+    def session(self, user_id, **body):
+        return self.ok("POST", f"/v3/users/{user_id}/token", json=body)["token"]
+
+    def channel(self, user_ids, **fields):
+        body = {"user_ids": list(user_ids)}
+        body.update(fields)
+        return self.ok("POST", "/v3/group_channels", json=body)
+
+    def send(self, url, user_id, text="hello", **fields):
+        body = {"message_type": "MESG", "user_id": user_id, "message": text}
+        body.update(fields)
+        return self.ok("POST", f"/v3/group_channels/{url}/messages", json=body)
+
+
+def assert_error(response, status, code=None, mentions=None):
+    assert response.status_code == status, f"expected {status}, got {response.status_code}: {response.text}"
+    body = response.json()
+    assert body["error"] is True
+    assert isinstance(body["code"], int)
+    if code is not None:
+        assert body["code"] == code, body
+    if mentions is not None:
+        assert mentions in body["message"], body
+    return body
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    s = Server(str(tmp_path_factory.mktemp("srv") / "db.sqlite"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def fresh_server(tmp_path):
+    """A private server for tests that restart it or need an empty database."""
+    servers = []
+
+    def make(extra_args=()):
+        s = Server(str(tmp_path / "db.sqlite"), extra_args)
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.stop()
