@@ -1,0 +1,257 @@
+import json
+import queue
+import threading
+import time
+
+import requests
+
+from conftest import API_TOKEN, assert_error
+
+
+class EventReader:
+    """Reads an SSE stream on a thread; events and comments land in a queue."""
+
+    def __init__(self, server, user_id, session=None, last_event_id=None):
+        headers = {"Session-Key": session} if session else {"Api-Token": API_TOKEN}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
+        self.resp = requests.get(server.url(f"/v3/users/{user_id}/events"), headers=headers, stream=True, timeout=(5, 10))
+        self.queue = queue.Queue()
+        self.comments = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        event = {}
+        try:
+            for raw in self.resp.iter_lines(decode_unicode=True):
+                if raw is None:
+                    continue
+                if raw == "":
+                    if event:
+                        self.queue.put(event)
+                    event = {}
+                elif raw.startswith(":"):
+                    self.comments += 1
+                else:
+                    key, _, value = raw.partition(":")
+                    event[key] = value[1:] if value.startswith(" ") else value
+        except Exception:
+            pass
+
+    def next(self, timeout=5):
+        e = self.queue.get(timeout=timeout)
+        if "data" in e:
+            e["json"] = json.loads(e["data"])
+        return e
+
+    def until(self, category, timeout=5):
+        deadline = time.time() + timeout
+        seen = []
+        while time.time() < deadline:
+            try:
+                e = self.next(timeout=max(0.05, deadline - time.time()))
+            except queue.Empty:
+                break
+            seen.append(e)
+            if e.get("event") == category:
+                return e, seen
+        raise AssertionError(f"no {category} event; got {[x.get('event') for x in seen]}")
+
+    def drain(self, wait=0.5):
+        out = []
+        deadline = time.time() + wait
+        while True:
+            try:
+                out.append(self.next(timeout=max(0.01, deadline - time.time())))
+            except queue.Empty:
+                return out
+
+    def close(self):
+        self.resp.close()
+
+
+def test_stream_delivers_member_events_only(server):
+    a, b, outsider = server.user(), server.user(), server.user()
+    url = server.channel([a, b])["channel_url"]
+    ra = EventReader(server, a, session=server.session(a))
+    ro = EventReader(server, outsider, session=server.session(outsider))
+    try:
+        assert ra.next()["event"] == "connected"
+        assert ro.next()["event"] == "connected"
+        m = server.send(url, b, "hello")
+        e, _ = ra.until("message_received")
+        assert e["json"]["message"]["message_id"] == m["message_id"]
+        assert e["json"]["channel_url"] == url and e["json"]["channel"]["channel_url"] == url
+        assert int(e["id"]) > 0
+        assert ro.drain(0.6) == []
+        assert server.ok("GET", f"/v3/users/{a}")["is_online"] is True
+    finally:
+        ra.close()
+        ro.close()
+
+
+def test_event_categories(server):
+    op, a, b = server.user(), server.user(), server.user()
+    server.ok("PUT", f"/v3/users/{b}/channel_invitation_preference", json={"auto_accept": False})
+    url = server.channel([op, a], operator_ids=[op])["channel_url"]
+    r = EventReader(server, a, session=server.session(a))
+    rb = EventReader(server, b, session=server.session(b))
+    try:
+        r.next()
+        rb.next()
+        m = server.send(url, op, "x", mentioned_user_ids=[a])
+        r.until("message_received")
+        r.until("mention")
+        server.ok("PUT", f"/v3/group_channels/{url}/messages/{m['message_id']}", json={"message": "y"})
+        r.until("message_updated")
+        server.ok("POST", f"/v3/group_channels/{url}/messages/{m['message_id']}/reactions", json={"user_id": op, "reaction": "r"})
+        e, _ = r.until("reaction_updated")
+        assert e["json"]["reaction"]["operation"] == "ADD"
+        server.send(url, op, "reply", parent_message_id=m["message_id"])
+        e, _ = r.until("thread_info_updated")
+        assert e["json"]["thread_info"]["reply_count"] == 1
+        server.ok("PUT", f"/v3/group_channels/{url}/freeze", json={"freeze": True})
+        r.until("channel_frozen")
+        server.ok("PUT", f"/v3/group_channels/{url}/freeze", json={"freeze": False})
+        r.until("channel_unfrozen")
+        server.ok("PUT", f"/v3/group_channels/{url}", json={"name": "renamed"})
+        e, _ = r.until("channel_changed")
+        assert e["json"]["channel"]["name"] == "renamed"
+        server.ok("POST", f"/v3/group_channels/{url}/metadata", json={"metadata": {"k": "v"}})
+        r.until("metadata_created")
+        server.ok("PUT", f"/v3/group_channels/{url}/metadata/k", json={"value": "w"})
+        r.until("metadata_updated")
+        server.ok("DELETE", f"/v3/group_channels/{url}/metadata/k")
+        r.until("metadata_deleted")
+        server.ok("POST", f"/v3/group_channels/{url}/metacounter", json={"metacounter": {"n": 1}})
+        r.until("metacounter_created")
+        server.ok("POST", f"/v3/group_channels/{url}/typing", json={"user_ids": [op]})
+        e, _ = r.until("typing_status")
+        assert [u["user_id"] for u in e["json"]["typing_users"]] == [op]
+        server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", json={"user_id": op})
+        r.until("read_status")
+        server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_delivered", json={"user_id": op})
+        r.until("delivery_status")
+        server.ok("POST", f"/v3/group_channels/{url}/messages/{m['message_id']}/pin", json={})
+        r.until("pinned_message_updated")
+        server.ok("POST", f"/v3/group_channels/{url}/operators", json={"operator_ids": [a]})
+        r.until("operator_updated")
+        server.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [b]})
+        r.until("invitation_received")
+        e, _ = rb.until("invitation_received")  # the invitee hears of it too
+        server.ok("PUT", f"/v3/group_channels/{url}/decline", json={"user_id": b})
+        r.until("invitation_declined")
+        server.ok("POST", f"/v3/group_channels/{url}/mute", json={"user_id": op})
+        r.until("user_muted")
+        server.ok("DELETE", f"/v3/group_channels/{url}/mute/{op}")
+        r.until("user_unmuted")
+        c = server.user()
+        server.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [c]})
+        e, _ = r.until("user_joined")
+        assert e["json"]["users"][0]["user_id"] == c
+        server.ok("PUT", f"/v3/group_channels/{url}/leave", json={"user_ids": [c]})
+        r.until("user_left")
+        server.ok("POST", f"/v3/group_channels/{url}/ban", json={"user_id": op})
+        r.until("user_banned")
+        server.ok("DELETE", f"/v3/group_channels/{url}/ban/{op}")
+        r.until("user_unbanned")
+        server.ok("DELETE", f"/v3/group_channels/{url}/messages/{m['message_id']}")
+        e, _ = r.until("message_deleted")
+        assert e["json"]["message_id"] == m["message_id"]
+        server.ok("PUT", f"/v3/group_channels/{url}/hide", json={"user_id": a})
+        r.until("channel_hidden")
+        server.ok("DELETE", f"/v3/group_channels/{url}")
+        e, _ = r.until("channel_deleted")
+        assert "channel" not in e["json"]
+    finally:
+        r.close()
+        rb.close()
+
+
+def test_resume_with_last_event_id_no_missing_no_repeats(server):
+    a, b = server.user(), server.user()
+    url = server.channel([a, b])["channel_url"]
+    sa = server.session(a)
+    r = EventReader(server, a, session=sa)
+    r.next()
+    server.send(url, b, "1")
+    first, _ = r.until("message_received")
+    r.close()
+    time.sleep(0.2)
+    sent = [server.send(url, b, str(i))["message_id"] for i in range(2, 8)]
+    server.ok("PUT", f"/v3/group_channels/{url}", json={"name": "n"})
+    r2 = EventReader(server, a, session=sa, last_event_id=first["id"])
+    try:
+        assert r2.next()["event"] == "connected"
+        events = r2.drain(0.8)
+        ids = [int(e["id"]) for e in events]
+        assert ids == sorted(ids) and len(ids) == len(set(ids))
+        got = [e["json"]["message"]["message_id"] for e in events if e["event"] == "message_received"]
+        assert got == sent
+        assert events[-1]["event"] == "channel_changed"
+        # live events continue after the replay
+        live = server.send(url, b, "live")["message_id"]
+        e, _ = r2.until("message_received")
+        assert e["json"]["message"]["message_id"] == live and int(e["id"]) > ids[-1]
+        assert r2.comments >= 1  # heartbeats arrive (0.5 s interval in tests)
+    finally:
+        r2.close()
+
+
+def test_resync_beyond_retention(fresh_server):
+    server = fresh_server(["--event-retention", "5"])
+    a, b = server.user(), server.user()
+    url = server.channel([a, b])["channel_url"]
+    sa = server.session(a)
+    r = EventReader(server, a, session=sa)
+    r.next()
+    server.send(url, b, "first")
+    first, _ = r.until("message_received")
+    r.close()
+    for i in range(10):
+        server.send(url, b, str(i))
+    r2 = EventReader(server, a, session=sa, last_event_id=first["id"])
+    try:
+        r2.next()
+        e = r2.next()
+        assert e["event"] == "resync" and e["json"]["reason"] == "retention"
+        assert int(e["id"]) == e["json"]["last_event_id"]
+        live = server.send(url, b, "after")["message_id"]
+        e, _ = r2.until("message_received")
+        assert e["json"]["message"]["message_id"] == live
+    finally:
+        r2.close()
+    r3 = EventReader(server, a, session=sa, last_event_id=10**12)
+    try:
+        r3.next()
+        assert r3.next()["json"]["reason"] == "unknown_id"
+    finally:
+        r3.close()
+
+
+def test_stream_auth(server):
+    a, b = server.user(), server.user()
+    sb = server.session(b)
+    r = requests.get(server.url(f"/v3/users/{a}/events"), headers={"Session-Key": sb}, timeout=5)
+    assert_error(r, 403, 400108)
+    r = requests.get(server.url(f"/v3/users/{a}/events"), timeout=5)
+    assert_error(r, 401, 400301)
+    r = requests.get(server.url(f"/v3/users/{a}/events"), headers={"Session-Key": sb, "Last-Event-ID": "x"}, timeout=5)
+    assert_error(r, 400, 400100, "Last-Event-ID")
+    r = requests.get(server.url("/v3/users/nobody-here/events"), headers={"Api-Token": API_TOKEN}, timeout=5)
+    assert_error(r, 404, 400201)
+
+
+def test_last_seen_after_disconnect(server):
+    a = server.user()
+    r = EventReader(server, a, session=server.session(a))
+    r.next()
+    r.close()
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        u = server.ok("GET", f"/v3/users/{a}")
+        if not u["is_online"] and u["last_seen_at"] > 0:
+            break
+        time.sleep(0.2)
+    assert u["is_online"] is False and u["last_seen_at"] > 0
