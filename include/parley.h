@@ -184,6 +184,45 @@ int parley_client_request(parley_client *client, uint64_t *out_operation_id, con
  */
 int parley_client_cancel(parley_client *client, uint64_t operation_id);
 
+
+/* ---- Session ------------------------------------------------------------------- */
+
+/**
+ * Connects as user_id with a session token issued by the server
+ * (POST /v3/users/{user_id}/token). Completes with the user object (JSON). Operations
+ * (parley_client_perform) need a connected session. Connecting as another user while
+ * connected fails with PARLEY_E_INVALID_STATE: disconnect first.
+ */
+int parley_client_connect(parley_client *client, uint64_t *out_operation_id, const char *user_id,
+                          const char *session_token, parley_result_fn fn, void *user_data);
+
+/** Ends the session (operations then fail with PARLEY_E_INVALID_STATE). Idempotent. */
+int parley_client_disconnect(parley_client *client);
+
+/** The connected user's id (free with parley_free); PARLEY_E_INVALID_STATE if none. */
+int parley_client_current_user_id(parley_client *client, char **out_user_id);
+
+/* ---- Operations ---------------------------------------------------------------- */
+
+/**
+ * Performs a group-channel or message operation as the connected user and applies its
+ * result to the local cache. `operation` is a name from the catalog (docs/C-API.md lists
+ * them, parley_operations() returns them as JSON); params_json is a JSON object (NULL
+ * for {}) whose keys are the wire parameter names, including the path parameters
+ * (channel_url, message_id, ...). Completes with the server's answer (JSON).
+ * Unknown operations, missing required parameters and non-object params are refused
+ * synchronously with PARLEY_E_INVALID_ARGUMENT; server-side validation errors arrive
+ * as PARLEY_E_INVALID_ARGUMENT with http_status 400.
+ */
+int parley_client_perform(parley_client *client, uint64_t *out_operation_id, const char *operation,
+                          const char *params_json, parley_result_fn fn, void *user_data);
+
+/**
+ * The operation catalog as a JSON array of {"name", "method", "path", "required"}
+ * (free with parley_free).
+ */
+int parley_operations(char **out_json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,13 +12,15 @@ public final class ParleyClient: Sendable {
 
     public let configuration: ClientConfiguration
     public let dispatcher: CallbackDispatcher
-    private let http: HTTPClient
-    private let operations = PendingOperations()
+    let http: HTTPClient
+    let operations = PendingOperations()
+    let engine: Engine
     private let logSink = Mutex<(level: LogLevel, handler: LogHandler?)>((.off, nil))
     private let closed = Atomic<Bool>(false)
 
     public init(configuration: ClientConfiguration) throws(ParleyError) {
         self.configuration = configuration
+        engine = Engine(configuration: configuration)
         var httpConfiguration = HTTPClientConfiguration()
         httpConfiguration.userAgent = configuration.userAgent
         httpConfiguration.verifyTLS = configuration.verifyTLS
@@ -60,8 +62,10 @@ public final class ParleyClient: Sendable {
     }
 
     /// Sends a raw REST request to the server and completes with the parsed JSON answer.
-    /// Returns an operation id for `cancel`. The completion runs exactly once, on the
-    /// callback context: with the answer, with the error, or with `.cancelled`.
+    /// It authenticates with the configured `api_token` if there is one, else with the
+    /// connected user's session. Returns an operation id for `cancel`. The completion
+    /// runs exactly once, on the callback context: with the answer, with the error, or
+    /// with `.cancelled`.
     @discardableResult
     public func request(
         method: String, path: String, body: JSONValue? = nil,
@@ -74,33 +78,78 @@ public final class ParleyClient: Sendable {
         guard path.hasPrefix("/"), !path.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
             throw .invalidArgument("path: expected an absolute path without spaces or control characters, got '\(path)'")
         }
-        guard let serverURL = configuration.serverURL else {
+        let credential: Credential? = configuration.apiToken.map(Credential.apiToken)
+        return try startOperation(completion) { id, finish in
+            self.engine.queue.async {
+                let auth = credential ?? self.engine.session.map { Credential.session($0.token) }
+                self.sendHTTP(operation: id, method: method, pathAndQuery: path, body: body, credential: auth, finish: finish)
+            }
+        }
+    }
+
+    /// Registers an operation whose completion runs exactly once on the callback context,
+    /// then lets `start` begin the work. `finish` delivers the outcome (ignored when the
+    /// operation was cancelled meanwhile).
+    func startOperation(
+        _ completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void,
+        start: (_ id: UInt64, _ finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void) throws(ParleyError) -> Void
+    ) throws(ParleyError) -> UInt64 {
+        guard configuration.serverURL != nil else {
             throw .invalidState("no server_url in the client configuration")
         }
-        var request = HTTPRequest(method: method, url: serverURL + path)
+        let dispatcher = self.dispatcher
+        let operations = self.operations
+        let id = try operations.begin {
+            dispatcher.enqueue { completion(.failure(.cancelled())) }
+        }
+        let finish: @Sendable (Result<JSONValue, ParleyError>) -> Void = { outcome in
+            guard operations.finish(id) else { return }
+            dispatcher.enqueue { completion(outcome) }
+        }
+        do {
+            try start(id, finish)
+        } catch {
+            _ = operations.finish(id)
+            throw error
+        }
+        return id
+    }
+
+    enum Credential: Sendable {
+        case apiToken(String)
+        case session(String)
+    }
+
+    /// Sends one HTTP exchange for an operation and hands the decoded answer to `finish`
+    /// (on the network thread). Cancelling the operation aborts the transfer.
+    func sendHTTP(
+        operation id: UInt64, method: String, pathAndQuery: String, body: JSONValue?, credential: Credential?,
+        finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+    ) {
+        guard let serverURL = configuration.serverURL else {
+            finish(.failure(.invalidState("no server_url in the client configuration")))
+            return
+        }
+        var request = HTTPRequest(method: method, url: serverURL + pathAndQuery)
         request.timeoutMs = configuration.requestTimeoutMs
         request.connectTimeoutMs = configuration.connectTimeoutMs
         request.headers.append(HTTPHeader("Accept", "application/json"))
-        if let token = configuration.apiToken { request.headers.append(HTTPHeader("Api-Token", token)) }
+        switch credential {
+        case .apiToken(let token): request.headers.append(HTTPHeader("Api-Token", token))
+        case .session(let token): request.headers.append(HTTPHeader("Session-Key", token))
+        case nil: break
+        }
         if let body {
             request.headers.append(HTTPHeader("Content-Type", "application/json; charset=utf-8"))
             request.body = Array(body.canonicalText.utf8)
         }
-
-        let dispatcher = self.dispatcher
-        let id = try operations.begin {
-            dispatcher.enqueue { completion(.failure(.cancelled())) }
-        }
-        log(.debug, "request #\(id): \(method) \(path)")
-        let operations = self.operations
+        log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
         let task = http.send(request) { [weak self] result in
-            guard operations.finish(id) else { return }
             let outcome = result.flatMap(Self.decodeAnswer)
-            if case .failure(let error) = outcome { self?.log(.info, "request #\(id) failed: \(error)") }
-            dispatcher.enqueue { completion(outcome) }
+            if case .failure(let error) = outcome { self?.log(.info, "operation #\(id) failed: \(error)") }
+            finish(outcome)
         }
         operations.setAbort(id) { task.cancel() }
-        return id
     }
 
     /// Cancels an operation still in flight; its completion runs with `.cancelled`.
@@ -129,6 +178,7 @@ public final class ParleyClient: Sendable {
             }
         }
         let code: ParleyErrorCode = switch status {
+        case 400: .invalidArgument
         case 401: .unauthorized
         case 403: .forbidden
         case 404: .notFound

@@ -1,6 +1,6 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
 from .aio import AsyncClient
-from .client import LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, version
+from .client import LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, operations, version
 from .errors import (
     CacheError, Cancelled, Forbidden, InternalError, InvalidArgument, InvalidHandle, InvalidJSON, InvalidState,
     IOFailure, LimitExceeded, NetworkError, NoMemory, NotFound, ParleyError, ProtocolError, ServerError, Timeout,
@@ -8,7 +8,7 @@ from .errors import (
 )
 
 __all__ = [
-    "AsyncClient", "Client", "version", "ParleyError", "error_for",
+    "AsyncClient", "Client", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
     "InvalidState", "IOFailure", "LimitExceeded", "NetworkError", "NoMemory", "NotFound", "ProtocolError",

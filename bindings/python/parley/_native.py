@@ -74,3 +74,14 @@ _declare(
     ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, RESULT_FN, ctypes.c_void_p,
 )
 _declare("parley_client_cancel", ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64)
+_declare(
+    "parley_client_connect", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+    ctypes.c_char_p, ctypes.c_char_p, RESULT_FN, ctypes.c_void_p,
+)
+_declare("parley_client_disconnect", ctypes.c_int, ctypes.c_void_p)
+_declare("parley_client_current_user_id", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+_declare(
+    "parley_client_perform", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+    ctypes.c_char_p, ctypes.c_char_p, RESULT_FN, ctypes.c_void_p,
+)
+_declare("parley_operations", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))

@@ -7,9 +7,9 @@ resolve asyncio futures directly, with no extra threads and no locking.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
-from .client import Client
+from .client import Client, operation_names
 from .errors import ParleyError
 
 
@@ -27,8 +27,7 @@ class AsyncClient:
         if not self.client.closed:
             self.client.dispatch()
 
-    async def request(self, method: str, path: str, body: Any = None) -> Any:
-        """Sends a raw REST request; returns the decoded JSON answer or raises ParleyError."""
+    async def _await(self, start: Callable[[Any], int]) -> Any:
         future: "asyncio.Future[Any]" = self._loop.create_future()
 
         def done(result: Optional[Any], error: Optional[ParleyError]) -> None:
@@ -39,7 +38,7 @@ class AsyncClient:
             else:
                 future.set_result(result)
 
-        operation = self.client.request_with_callback(method, path, body, done)
+        operation = start(done)
         try:
             return await future
         except asyncio.CancelledError:
@@ -49,6 +48,28 @@ class AsyncClient:
                 except ParleyError:
                     pass  # it completed meanwhile
             raise
+
+    async def request(self, method: str, path: str, body: Any = None) -> Any:
+        """Sends a raw REST request; returns the decoded JSON answer or raises ParleyError."""
+        return await self._await(lambda done: self.client.request_with_callback(method, path, body, done))
+
+    async def connect(self, user_id: str, session_token: str) -> Any:
+        """Connects as `user_id`; returns the user object."""
+        return await self._await(lambda done: self.client.connect_with_callback(user_id, session_token, done))
+
+    def disconnect(self) -> None:
+        self.client.disconnect()
+
+    async def perform(self, operation: str, params: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Any:
+        """Performs a catalog operation; returns the server's answer."""
+        merged = dict(params or {})
+        merged.update(kwargs)
+        return await self._await(lambda done: self.client.perform_with_callback(operation, merged, done))
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        if name.startswith("_") or name not in operation_names():
+            raise AttributeError(name)
+        return lambda params=None, **kwargs: self.perform(name, params, **kwargs)
 
     def post(self, function: Any) -> None:
         self.client.post(function)

@@ -23,6 +23,36 @@ def version() -> str:
     return lib.parley_version().decode()
 
 
+ResultCallback = Callable[[Optional[Any], Optional[ParleyError]], None]
+
+
+def _take_string(pointer: ctypes.c_void_p) -> str:
+    """Copies a string the library returned and frees it."""
+    if not pointer.value:
+        return ""
+    try:
+        return ctypes.string_at(pointer.value).decode("utf-8")
+    finally:
+        lib.parley_free(pointer.value)
+
+
+_catalog: Optional[list] = None
+
+
+def operations() -> list:
+    """The operation catalog: [{"name", "method", "path", "required"}, ...]."""
+    global _catalog
+    if _catalog is None:
+        out = ctypes.c_void_p()
+        _check(lib.parley_operations(ctypes.byref(out)))
+        _catalog = json.loads(_take_string(out))
+    return list(_catalog)
+
+
+def operation_names() -> frozenset:
+    return frozenset(entry["name"] for entry in operations())
+
+
 def _check(status: int) -> None:
     if status != 0:
         message = (lib.parley_last_error_message() or b"").decode("utf-8", "replace")
@@ -157,11 +187,8 @@ class Client:
 
     # -- operations --------------------------------------------------------------
 
-    def request_with_callback(
-        self, method: str, path: str, body: Any, callback: Callable[[Optional[Any], Optional[ParleyError]], None]
-    ) -> int:
-        """Sends a raw REST request; `callback(result, error)` runs exactly once on the
-        callback context. Returns the operation id (for :meth:`cancel`)."""
+    def _start(self, function_name: str, args: tuple, callback: "ResultCallback") -> int:
+        """Calls a libparley function of the shape (client, out_operation_id, *args, fn, user_data)."""
 
         def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
             if error is not None:
@@ -172,17 +199,15 @@ class Client:
         key = _callbacks.register(complete)
         operation = ctypes.c_uint64(0)
         try:
-            _check(lib.parley_client_request(
-                self.handle, ctypes.byref(operation), method.encode("utf-8"), path.encode("utf-8"),
-                _encode_json(body), _callbacks.result_trampoline, _callbacks.as_key(key)))
+            _check(getattr(lib, function_name)(
+                self.handle, ctypes.byref(operation), *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
         except BaseException:
             _callbacks.unregister(key)
             raise
         return operation.value
 
-    def request(self, method: str, path: str, body: Any = None) -> "concurrent.futures.Future[Any]":
-        """Sends a raw REST request and returns a Future of the decoded JSON answer
-        (or the ParleyError). In manual mode the Future completes during :meth:`dispatch`."""
+    @staticmethod
+    def _future_and_callback() -> "tuple[concurrent.futures.Future[Any], ResultCallback]":
         future: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
 
         def done(result: Optional[Any], error: Optional[ParleyError]) -> None:
@@ -191,8 +216,64 @@ class Client:
             else:
                 future.set_result(result)
 
+        return future, done
+
+    def request_with_callback(self, method: str, path: str, body: Any, callback: "ResultCallback") -> int:
+        """Sends a raw REST request; `callback(result, error)` runs exactly once on the
+        callback context. Returns the operation id (for :meth:`cancel`)."""
+        return self._start("parley_client_request", (method.encode("utf-8"), path.encode("utf-8"), _encode_json(body)), callback)
+
+    def request(self, method: str, path: str, body: Any = None) -> "concurrent.futures.Future[Any]":
+        """Sends a raw REST request and returns a Future of the decoded JSON answer
+        (or the ParleyError). In manual mode the Future completes during :meth:`dispatch`."""
+        future, done = self._future_and_callback()
         future.operation_id = self.request_with_callback(method, path, body, done)  # type: ignore[attr-defined]
         return future
+
+    # -- session -----------------------------------------------------------------
+
+    def connect_with_callback(self, user_id: str, session_token: str, callback: "ResultCallback") -> int:
+        return self._start("parley_client_connect", (user_id.encode("utf-8"), session_token.encode("utf-8")), callback)
+
+    def connect(self, user_id: str, session_token: str) -> "concurrent.futures.Future[Any]":
+        """Connects as `user_id` with a session token; the Future gives the user object."""
+        future, done = self._future_and_callback()
+        future.operation_id = self.connect_with_callback(user_id, session_token, done)  # type: ignore[attr-defined]
+        return future
+
+    def disconnect(self) -> None:
+        """Ends the session (operations then raise InvalidState until connect)."""
+        _check(lib.parley_client_disconnect(self.handle))
+
+    @property
+    def current_user_id(self) -> Optional[str]:
+        out = ctypes.c_void_p()
+        status = lib.parley_client_current_user_id(self.handle, ctypes.byref(out))
+        if status == -5:
+            return None
+        _check(status)
+        return _take_string(out)
+
+    # -- operations --------------------------------------------------------------
+
+    def perform_with_callback(self, operation: str, params: Optional[Mapping[str, Any]], callback: "ResultCallback") -> int:
+        return self._start("parley_client_perform", (operation.encode("utf-8"), _encode_json(params or {})), callback)
+
+    def perform(self, operation: str, params: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> "concurrent.futures.Future[Any]":
+        """Performs a catalog operation (see :func:`parley.operations`) as the connected
+        user; parameters are the wire names (`channel_url`, `message_id`, ...). Returns a
+        Future of the server's answer. Every operation is also a method:
+        ``client.create_group_channel(user_ids=["a", "b"])``."""
+        merged = dict(params or {})
+        merged.update(kwargs)
+        future, done = self._future_and_callback()
+        future.operation_id = self.perform_with_callback(operation, merged, done)  # type: ignore[attr-defined]
+        return future
+
+    def __getattr__(self, name: str) -> Callable[..., "concurrent.futures.Future[Any]"]:
+        if name.startswith("_") or name not in operation_names():
+            raise AttributeError(name)
+        return lambda params=None, **kwargs: self.perform(name, params, **kwargs)
 
     def cancel(self, operation_id: int) -> None:
         """Cancels an operation in flight (its completion gets Cancelled)."""

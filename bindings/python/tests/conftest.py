@@ -50,3 +50,37 @@ def server(tmp_path: Path) -> Iterator[RunningServer]:
         running.process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         running.process.kill()
+
+
+class Admin:
+    """Drives the server's REST API with the admin token (test setup only)."""
+
+    def __init__(self, server: RunningServer) -> None:
+        import requests
+
+        self.server = server
+        self.http = requests.Session()
+        self.http.headers["Api-Token"] = server.api_token
+
+    def call(self, method: str, path: str, body=None, **params):
+        response = self.http.request(method, self.server.url + path, json=body, params=params or None, timeout=10)
+        if response.status_code >= 400:
+            raise AssertionError(f"{method} {path} -> {response.status_code}: {response.text}")
+        return response.json()
+
+    def user(self, user_id: str, nickname: str = "", **extra) -> str:
+        """Creates a user and returns a fresh session token for it."""
+        self.call("POST", "/v3/users", {"user_id": user_id, "nickname": nickname or user_id.title(), **extra})
+        return self.token(user_id)
+
+    def token(self, user_id: str, **extra) -> str:
+        return self.call("POST", f"/v3/users/{user_id}/token", extra)["token"]
+
+    def send(self, channel_url: str, user_id: str, text: str, **extra):
+        return self.call("POST", f"/v3/group_channels/{channel_url}/messages",
+                         {"message_type": "MESG", "user_id": user_id, "message": text, **extra})
+
+
+@pytest.fixture
+def admin(server: RunningServer) -> Admin:
+    return Admin(server)

@@ -1,0 +1,250 @@
+/// The catalog of REST operations a client can perform on the user's behalf: one entry
+/// per group-channel and message operation of the protocol (docs/PROTOCOL.md). The
+/// C ABI and the Python binding expose exactly these names, so the catalog is the
+/// single list to extend.
+///
+/// Parameters arrive as one JSON object. Placeholders in `path` (`{channel_url}`,
+/// `{message_id}`, ...) are taken out of it; `{user_id}` defaults to the connected user.
+/// The rest goes to the query string (GET, DELETE) or the JSON body (POST, PUT).
+public struct OperationSpec: Sendable {
+    public let name: String
+    public let method: String
+    public let path: String
+    /// Parameters that must be present (checked before any network I/O).
+    public let required: [String]
+    /// Parameters fixed by the operation itself (e.g. `freeze: true`).
+    public let fixed: [String: JSONValue]
+    /// What a successful answer writes to (or removes from) the cache.
+    public let effect: CacheEffect
+
+    init(_ name: String, _ method: String, _ path: String, required: [String] = [], fixed: [String: JSONValue] = [:],
+         effect: CacheEffect = .none) {
+        self.name = name
+        self.method = method
+        self.path = path
+        self.required = required
+        self.fixed = fixed
+        self.effect = effect
+    }
+
+    /// Placeholder names in `path`, in order.
+    public var pathParameters: [String] {
+        var names: [String] = []
+        var rest = path[...]
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            names.append(String(rest[rest.index(after: open)..<close]))
+            rest = rest[rest.index(after: close)...]
+        }
+        return names
+    }
+}
+
+/// How an operation's answer changes the cache.
+public enum CacheEffect: Sendable, Equatable {
+    case none
+    /// The answer is a channel: store it.
+    case storeChannel
+    /// The answer holds channels under this key: store them.
+    case storeChannels(key: String)
+    /// The channel of `channel_url` is gone for this user: remove it and its messages.
+    case removeChannel
+    /// The answer is a message: store it.
+    case storeMessage
+    /// The answer holds messages under this key: store them (continuity is recorded by the collections).
+    case storeMessages(key: String)
+    /// The message of `message_id` in `channel_url` was deleted: remove it.
+    case removeMessage
+    /// The user's history was reset: cached messages up to the answer's `ts_message_offset` are invisible now.
+    case truncateHistory
+}
+
+public enum OperationCatalog {
+    private static let channel = "/v3/group_channels/{channel_url}"
+    private static let message = "/v3/group_channels/{channel_url}/messages/{message_id}"
+    private static let me = "/v3/users/{user_id}"
+
+    public static let all: [OperationSpec] = [
+        // The current user
+        OperationSpec("get_current_user", "GET", me),
+        OperationSpec("update_current_user", "PUT", me),
+        OperationSpec("get_unread_message_count", "GET", me + "/unread_message_count"),
+        OperationSpec("get_unread_channel_count", "GET", me + "/unread_channel_count"),
+        OperationSpec("mark_all_as_read", "PUT", me + "/mark_as_read_all"),
+        OperationSpec("get_channel_invitation_preference", "GET", me + "/channel_invitation_preference"),
+        OperationSpec("set_channel_invitation_preference", "PUT", me + "/channel_invitation_preference", required: ["auto_accept"]),
+        // Channel lists
+        OperationSpec("list_my_group_channels", "GET", me + "/my_group_channels", effect: .storeChannels(key: "channels")),
+        OperationSpec("list_group_channels", "GET", "/v3/group_channels", effect: .storeChannels(key: "channels")),
+        // One channel
+        OperationSpec("create_group_channel", "POST", "/v3/group_channels", effect: .storeChannel),
+        OperationSpec("get_group_channel", "GET", channel, effect: .storeChannel),
+        OperationSpec("update_group_channel", "PUT", channel, effect: .storeChannel),
+        OperationSpec("delete_group_channel", "DELETE", channel, effect: .removeChannel),
+        OperationSpec("invite_users", "POST", channel + "/invite", required: ["user_ids"], effect: .storeChannel),
+        OperationSpec("accept_invitation", "PUT", channel + "/accept", effect: .storeChannel),
+        OperationSpec("decline_invitation", "PUT", channel + "/decline", effect: .removeChannel),
+        OperationSpec("join_channel", "PUT", channel + "/join", effect: .storeChannel),
+        OperationSpec("leave_channel", "PUT", channel + "/leave", effect: .removeChannel),
+        OperationSpec("freeze_channel", "PUT", channel + "/freeze", fixed: ["freeze": true], effect: .storeChannel),
+        OperationSpec("unfreeze_channel", "PUT", channel + "/freeze", fixed: ["freeze": false], effect: .storeChannel),
+        OperationSpec("hide_channel", "PUT", channel + "/hide"),
+        OperationSpec("unhide_channel", "DELETE", channel + "/hide"),
+        OperationSpec("reset_my_history", "PUT", channel + "/reset_user_history", effect: .truncateHistory),
+        OperationSpec("start_typing", "POST", channel + "/typing"),
+        OperationSpec("end_typing", "DELETE", channel + "/typing"),
+        OperationSpec("mark_as_read", "PUT", channel + "/messages/mark_as_read"),
+        OperationSpec("mark_as_delivered", "PUT", channel + "/messages/mark_as_delivered"),
+        // Members and moderation
+        OperationSpec("list_members", "GET", channel + "/members"),
+        OperationSpec("get_member_state", "GET", channel + "/members/{member_id}"),
+        OperationSpec("list_operators", "GET", channel + "/operators"),
+        OperationSpec("add_operators", "POST", channel + "/operators", required: ["operator_ids"]),
+        OperationSpec("remove_operators", "DELETE", channel + "/operators", required: ["operator_ids"]),
+        OperationSpec("remove_all_operators", "DELETE", channel + "/operators", fixed: ["delete_all": true]),
+        OperationSpec("ban_user", "POST", channel + "/ban", required: ["user_id"]),
+        OperationSpec("unban_user", "DELETE", channel + "/ban/{target_user_id}"),
+        OperationSpec("get_ban", "GET", channel + "/ban/{target_user_id}"),
+        OperationSpec("list_banned_users", "GET", channel + "/ban"),
+        OperationSpec("mute_user", "POST", channel + "/mute", required: ["user_id"]),
+        OperationSpec("unmute_user", "DELETE", channel + "/mute/{target_user_id}"),
+        OperationSpec("get_mute", "GET", channel + "/mute/{target_user_id}"),
+        OperationSpec("list_muted_users", "GET", channel + "/mute"),
+        // Reports
+        OperationSpec("report_channel", "POST", "/v3/report/group_channels/{channel_url}", required: ["report_category"]),
+        OperationSpec("report_message", "POST", "/v3/report/group_channels/{channel_url}/messages/{message_id}", required: ["report_category"]),
+        OperationSpec("report_user", "POST", "/v3/report/users/{offending_user_id}", required: ["report_category"]),
+        // Metadata and metacounters
+        OperationSpec("get_metadata", "GET", channel + "/metadata"),
+        OperationSpec("create_metadata", "POST", channel + "/metadata", required: ["metadata"]),
+        OperationSpec("update_metadata", "PUT", channel + "/metadata", required: ["metadata"]),
+        OperationSpec("delete_metadata", "DELETE", channel + "/metadata/{key}"),
+        OperationSpec("delete_all_metadata", "DELETE", channel + "/metadata"),
+        OperationSpec("get_metacounters", "GET", channel + "/metacounter"),
+        OperationSpec("create_metacounters", "POST", channel + "/metacounter", required: ["metacounter"]),
+        OperationSpec("update_metacounters", "PUT", channel + "/metacounter", required: ["metacounter"]),
+        OperationSpec("delete_metacounter", "DELETE", channel + "/metacounter/{key}"),
+        OperationSpec("delete_all_metacounters", "DELETE", channel + "/metacounter"),
+        // Messages
+        OperationSpec("list_messages", "GET", channel + "/messages", effect: .storeMessages(key: "messages")),
+        OperationSpec("list_thread_replies", "GET", channel + "/messages", required: ["parent_message_id"], effect: .storeMessages(key: "messages")),
+        OperationSpec("get_total_message_count", "GET", channel + "/messages/total_count"),
+        OperationSpec("get_message", "GET", message, effect: .storeMessage),
+        OperationSpec("update_message", "PUT", message, effect: .storeMessage),
+        OperationSpec("delete_message", "DELETE", message, effect: .removeMessage),
+        OperationSpec("copy_message", "POST", message + "/copy", required: ["dest_channel_url"], effect: .storeMessage),
+        OperationSpec("add_reaction", "POST", message + "/reactions", required: ["reaction"]),
+        OperationSpec("remove_reaction", "DELETE", message + "/reactions", required: ["reaction"]),
+        OperationSpec("list_reactions", "GET", message + "/reactions"),
+        OperationSpec("pin_message", "POST", message + "/pin"),
+        OperationSpec("unpin_message", "DELETE", message + "/pin"),
+        OperationSpec("add_message_meta_array", "POST", message + "/sorted_metaarray", required: ["sorted_metaarray"], effect: .storeMessage),
+        OperationSpec("update_message_meta_array", "PUT", message + "/sorted_metaarray", required: ["sorted_metaarray"], effect: .storeMessage),
+    ]
+
+    private static let byName: [String: OperationSpec] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
+
+    public static func spec(named name: String) -> OperationSpec? { byName[name] }
+}
+
+/// A REST call ready to send: the path with its query string, and the JSON body.
+public struct PreparedCall: Sendable, Equatable {
+    public var method: String
+    public var pathAndQuery: String
+    public var body: JSONValue?
+}
+
+extension OperationSpec {
+    /// Checks the parameters and builds the call. `currentUserID` fills `{user_id}`.
+    public func prepare(params: JSONValue, currentUserID: String) throws(ParleyError) -> PreparedCall {
+        guard case .object(var fields) = params else {
+            throw .invalidArgument("\(name): params must be a JSON object, got \(params.typeName)")
+        }
+        var path = ""
+        var rest = self.path[...]
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            path += rest[..<open]
+            let key = String(rest[rest.index(after: open)..<close])
+            let value: String
+            switch fields.removeValue(forKey: key) {
+            case .string(let text) where !text.isEmpty: value = text
+            case .int(let number) where number >= 0: value = String(number)
+            case nil where key == "user_id": value = currentUserID
+            case nil: throw .invalidArgument("\(name): \(key) is required")
+            case let other?: throw .invalidArgument("\(name): \(key) must be a non-empty string or a non-negative integer, got \(other.typeName == "string" ? "an empty string" : other.typeName)")
+            }
+            path += URLEncoding.encodePathSegment(value)
+            rest = rest[rest.index(after: close)...]
+        }
+        path += rest
+        for key in required where fields[key] == nil || fields[key] == .null {
+            throw .invalidArgument("\(name): \(key) is required")
+        }
+        for (key, value) in fixed { fields[key] = value }
+        if method == "GET" || method == "DELETE" {
+            let query = try URLEncoding.queryString(fields, operation: name)
+            return PreparedCall(method: method, pathAndQuery: query.isEmpty ? path : path + "?" + query, body: nil)
+        }
+        return PreparedCall(method: method, pathAndQuery: path, body: .object(fields))
+    }
+}
+
+/// Percent-encoding for paths and query strings (RFC 3986 unreserved characters stay).
+public enum URLEncoding {
+    static func isUnreserved(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+            || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x7E
+    }
+
+    public static func encodePathSegment(_ text: String) -> String { percentEncode(text) }
+
+    public static func percentEncode(_ text: String) -> String {
+        let hex: [UInt8] = Array("0123456789ABCDEF".utf8)
+        var output: [UInt8] = []
+        output.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            if isUnreserved(byte) {
+                output.append(byte)
+            } else {
+                output += [0x25, hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// Encodes query parameters: lists comma-separated, booleans `true`/`false`,
+    /// objects as JSON text. Keys are sorted so the same call gives the same URL.
+    public static func queryString(_ fields: [String: JSONValue], operation: String) throws(ParleyError) -> String {
+        var parts: [String] = []
+        for key in fields.keys.sorted() {
+            guard let value = fields[key] else { continue }
+            let text: String
+            switch value {
+            case .null: continue
+            case .array(let items):
+                var rendered: [String] = []
+                for item in items {
+                    guard let scalar = scalarText(item) else {
+                        throw .invalidArgument("\(operation): \(key) must be a list of strings, numbers or booleans")
+                    }
+                    rendered.append(percentEncode(scalar))
+                }
+                parts.append(percentEncode(key) + "=" + rendered.joined(separator: ","))
+                continue
+            case .object: text = value.canonicalText
+            default: text = scalarText(value) ?? ""
+            }
+            parts.append(percentEncode(key) + "=" + percentEncode(text))
+        }
+        return parts.joined(separator: "&")
+    }
+
+    private static func scalarText(_ value: JSONValue) -> String? {
+        switch value {
+        case .string(let text): text
+        case .int(let number): String(number)
+        case .double(let number): number == number.rounded() && abs(number) < 9e15 ? String(Int64(number)) : "\(number)"
+        case .bool(let flag): flag ? "true" : "false"
+        default: nil
+        }
+    }
+}
