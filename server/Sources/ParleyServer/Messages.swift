@@ -335,7 +335,8 @@ enum Messages {
         let filter = try MessageFilter.parse(i)
         let view = try MessageView.parse(i)
         let ts = try i.int("message_ts")
-        let anchorId = try i.int("message_id", min: 1)
+        // 0 means "no message id" (the platform SDK always sends both anchors).
+        let anchorId = try i.int("message_id", min: 0).flatMap { $0 == 0 ? nil : $0 }
         let include = try i.bool("include", default: true)
         let reverse = try i.bool("reverse", default: false)
         let anchorIsNow = ts == nil && anchorId == nil

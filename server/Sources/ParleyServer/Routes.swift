@@ -15,6 +15,7 @@ enum Routes {
         (["users", "*", "channel_invitation_preference"], ["GET": .plain(Users.getInvitationPreference), "PUT": .plain(Users.setInvitationPreference)]),
         (["users", "*", "my_group_channels"], ["GET": .plain(Channels.listMine)]),
         (["users", "*", "my_group_channels", "changelogs"], ["GET": .plain(Sync.channelChangelogs)]),
+        (["users", "*", "my_group_channels", "leave"], ["PUT": .plain(Users.leaveAll)]),
         (["users", "*", "events"], ["GET": .events]),
         (["group_channels"], ["GET": .plain(Channels.listAll), "POST": .plain(Channels.create)]),
         (["group_channels", "*"], ["GET": .plain(Channels.get), "PUT": .plain(Channels.update), "DELETE": .plain(Channels.delete)]),

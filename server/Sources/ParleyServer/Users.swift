@@ -168,6 +168,20 @@ enum Users {
         return .json(.obj([]))
     }
 
+    /// Leaves every channel of the user (optionally only those of one custom type).
+    static func leaveAll(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+        let u = try s.user(ctx.segments[1])
+        try ctx.requireSelfOrAdmin(u.userId)
+        let customType = try ctx.input.string("custom_type", maxBytes: 128)
+        for url in s.channels.keys.sorted() {
+            guard var c = s.channels[url], c.members[u.userId] != nil else { continue }
+            if let customType, c.customType != customType { continue }
+            s.removeMember(&c, u.userId, now: ctx.now, category: "user_left", extra: [])
+            s.save(c)
+        }
+        return .json(.obj([]))
+    }
+
     static func getInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
         let u = try s.user(ctx.segments[1])
         try ctx.requireSelfOrAdmin(u.userId)
