@@ -1,0 +1,172 @@
+// Channels: upsert, get, delete, keyset-paged lists in the collection's orders, access times.
+
+extension ChatCache {
+    /// The columns a stored channel needs, read from its object.
+    struct ChannelColumns {
+        var orderKey: ChannelOrderKey
+        var customType: String
+
+        init(_ channel: JSONValue) throws(ParleyError) {
+            let reader = try JSONReader(channel, path: "channel", errorCode: .protocolViolation)
+            let url = try reader.string("channel_url")
+            guard !url.isEmpty else { throw reader.error("channel_url", "must not be empty") }
+            // Times are non-negative so that their negation (the stored sort key) cannot overflow.
+            let createdAt = try reader.int("created_at", default: 0, in: 0...Int64.max)
+            var lastMessageCreatedAt: Int64?
+            if let lastMessage = try reader.optionalObject("last_message") {
+                lastMessageCreatedAt = try lastMessage.int("created_at", in: 0...Int64.max)
+            }
+            orderKey = ChannelOrderKey(
+                channelURL: url, createdAt: createdAt, lastMessageCreatedAt: lastMessageCreatedAt,
+                name: try reader.string("name", default: ""))
+            customType = try reader.string("custom_type", default: "")
+        }
+    }
+
+    /// Stores a channel object (it must have a non-empty `channel_url`; `created_at`,
+    /// `name`, `custom_type`, `last_message.created_at` are read for ordering), replacing
+    /// the stored one. A malformed object is refused with `.protocolViolation`.
+    @discardableResult
+    public func upsertChannel(_ channel: JSONValue) throws(ParleyError) -> ChannelUpsertOutcome {
+        let columns = try ChannelColumns(channel)
+        return try storeChannel(columns, json: channel.canonicalText)
+    }
+
+    /// Stores several channels in one transaction (all or none); outcomes in input order.
+    @discardableResult
+    public func upsertChannels(_ channels: [JSONValue]) throws(ParleyError) -> [ChannelUpsertOutcome] {
+        try transaction { () throws(ParleyError) in
+            var outcomes: [ChannelUpsertOutcome] = []
+            outcomes.reserveCapacity(channels.count)
+            for channel in channels {
+                outcomes.append(try upsertChannel(channel))
+            }
+            return outcomes
+        }
+    }
+
+    private func storeChannel(_ columns: ChannelColumns, json: String) throws(ParleyError) -> ChannelUpsertOutcome {
+        let key = columns.orderKey
+        var stored: String?
+        try database.statement("SELECT json FROM channels WHERE channel_url = ?1").rows([.text(key.channelURL)]) { row in
+            stored = row.string(0)
+        }
+        if let stored, utf8Equal(stored, json) { return .unchanged }
+        let activityRank: Int64 = key.lastMessageCreatedAt == nil ? 1 : 0
+        try database.statement("""
+            INSERT INTO channels (channel_url, created_at, last_message_created_at, name, custom_type,
+                                  chronological_key, activity_rank, activity_key, json)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+            ON CONFLICT (channel_url) DO UPDATE SET
+                created_at = excluded.created_at, last_message_created_at = excluded.last_message_created_at,
+                name = excluded.name, custom_type = excluded.custom_type,
+                chronological_key = excluded.chronological_key, activity_rank = excluded.activity_rank,
+                activity_key = excluded.activity_key, json = excluded.json
+            """).run([
+                .text(key.channelURL), .integer(key.createdAt), SQLiteValue(key.lastMessageCreatedAt),
+                .text(key.name), .text(columns.customType),
+                .integer(-key.createdAt), .integer(activityRank), .integer(-(key.lastMessageCreatedAt ?? key.createdAt)),
+                .text(json),
+            ])
+        return stored == nil ? .inserted : .updated
+    }
+
+    /// The stored channel, nil when not cached.
+    public func channel(url: String) throws(ParleyError) -> CachedChannel? {
+        var result: CachedChannel?
+        try database.statement("SELECT \(Self.channelColumns) FROM channels WHERE channel_url = ?1")
+            .rows([.text(url)]) { row in result = Self.readChannel(row) }
+        return result
+    }
+
+    /// Removes a channel and everything cached for it: its messages (succeeded, pending and
+    /// failed: a deleted or left channel cannot be sent to), outbox rows, chunks, message
+    /// token and access time. True when the channel row or any message existed.
+    @discardableResult
+    public func deleteChannel(url: String) throws(ParleyError) -> Bool {
+        try transaction { () throws(ParleyError) in
+            var removed = try database.statement("DELETE FROM channels WHERE channel_url = ?1").run([.text(url)])
+            removed += try removeChannelMessages(url: url)
+            removed += try database.statement("DELETE FROM local_messages WHERE channel_url = ?1").run([.text(url)])
+            try database.statement("DELETE FROM outbox WHERE channel_url = ?1").run([.text(url)])
+            try database.statement("DELETE FROM channel_access WHERE channel_url = ?1").run([.text(url)])
+            return removed > 0
+        }
+    }
+
+    /// Removes a channel's succeeded messages, chunks and message token (what eviction
+    /// drops); returns the number of messages removed.
+    func removeChannelMessages(url: String) throws(ParleyError) -> Int {
+        let removed = try database.statement("DELETE FROM messages WHERE channel_url = ?1").run([.text(url)])
+        try database.statement("DELETE FROM chunks WHERE channel_url = ?1").run([.text(url)])
+        try removeSyncToken(scope: Self.messagesTokenScope(channelURL: url))
+        return removed
+    }
+
+    /// A page of channels in `order`, starting strictly after `after` (nil: from the
+    /// start). Keyset pagination: channels inserted or moved meanwhile never cause a skip
+    /// or a duplicate among the unchanged ones.
+    public func channels(order: ChannelListOrder, after: ChannelOrderKey? = nil, limit: Int) throws(ParleyError) -> [CachedChannel] {
+        guard limit >= 0 else { throw ParleyError.invalidArgument("channel page limit must not be negative, got \(limit)") }
+        if limit == 0 { return [] }
+        let sortColumns: String
+        var values: [SQLiteValue]
+        switch order {
+        case .chronological:
+            sortColumns = "chronological_key, channel_url"
+            values = after.map { [.integer(-$0.createdAt), .text($0.channelURL)] } ?? []
+        case .latestLastMessage:
+            sortColumns = "activity_rank, activity_key, chronological_key, channel_url"
+            values = after.map { key in
+                [.integer(key.lastMessageCreatedAt == nil ? 1 : 0), .integer(-(key.lastMessageCreatedAt ?? key.createdAt)),
+                 .integer(-key.createdAt), .text(key.channelURL)]
+            } ?? []
+        case .channelNameAlphabetical:
+            sortColumns = "name, channel_url"
+            values = after.map { [.text($0.name), .text($0.channelURL)] } ?? []
+        }
+        var sql = "SELECT \(Self.channelColumns) FROM channels"
+        if !values.isEmpty {
+            let placeholders = (1...values.count).map { "?\($0)" }.joined(separator: ", ")
+            sql += " WHERE (\(sortColumns)) > (\(placeholders))"
+        }
+        sql += " ORDER BY \(sortColumns) LIMIT ?\(values.count + 1)"
+        values.append(.integer(Int64(limit)))
+        var result: [CachedChannel] = []
+        try database.statement(sql).rows(values) { row in result.append(Self.readChannel(row)) }
+        return result
+    }
+
+    /// Number of cached channels.
+    public func channelCount() throws(ParleyError) -> Int {
+        Int(try scalarInt("SELECT count(*) FROM channels"))
+    }
+
+    /// Records that the app used the channel at `at` (ms): eviction removes the least
+    /// recently accessed channels first. Works whether or not the channel row is cached.
+    public func touchChannel(url: String, at: Int64) throws(ParleyError) {
+        try database.statement("""
+            INSERT INTO channel_access (channel_url, accessed_at) VALUES (?1, ?2)
+            ON CONFLICT (channel_url) DO UPDATE SET accessed_at = max(accessed_at, excluded.accessed_at)
+            """).run([.text(url), .integer(at)])
+    }
+
+    /// The last access time recorded by `touchChannel`, nil if never.
+    public func channelAccessTime(url: String) throws(ParleyError) -> Int64? {
+        var result: Int64?
+        try database.statement("SELECT accessed_at FROM channel_access WHERE channel_url = ?1").rows([.text(url)]) { row in
+            result = row.int64(0)
+        }
+        return result
+    }
+
+    static let channelColumns = "channel_url, created_at, last_message_created_at, name, json"
+
+    static func readChannel(_ row: SQLiteStatement) -> CachedChannel {
+        CachedChannel(
+            orderKey: ChannelOrderKey(
+                channelURL: row.string(0) ?? "", createdAt: row.int64(1),
+                lastMessageCreatedAt: row.isNull(2) ? nil : row.int64(2), name: row.string(3) ?? ""),
+            json: row.string(4) ?? "")
+    }
+}

@@ -1,0 +1,259 @@
+// Server messages: upsert with dedupe (by message_id, and by req_id against local
+// messages), update-only-when-newer, delete, and keyset pages with filters.
+
+extension ChatCache {
+    /// The columns a stored server message needs, read from its object.
+    struct MessageColumns {
+        var messageID: Int64
+        var channelURL: String
+        var createdAt: Int64
+        var updatedAt: Int64
+        var reqID: String
+        var type: String
+        var customType: String
+        var senderID: String
+        var parentMessageID: Int64
+        var isReplyToChannel: Bool
+
+        init(_ message: JSONValue) throws(ParleyError) {
+            let reader = try JSONReader(message, path: "message", errorCode: .protocolViolation)
+            messageID = try reader.int("message_id", in: 1...Int64.max)
+            channelURL = try reader.string("channel_url")
+            guard !channelURL.isEmpty else { throw reader.error("channel_url", "must not be empty") }
+            createdAt = try reader.int("created_at")
+            updatedAt = try reader.int("updated_at", default: 0)
+            reqID = try reader.string("req_id", default: "")
+            type = try reader.string("type", default: "")
+            customType = try reader.string("custom_type", default: "")
+            senderID = try reader.optionalObject("user")?.string("user_id", default: "") ?? ""
+            parentMessageID = try reader.int("parent_message_id", default: 0)
+            isReplyToChannel = try reader.bool("is_reply_to_channel", default: false)
+        }
+    }
+
+    /// Stores one message the server sent (it must have `message_id` > 0, `channel_url`
+    /// and `created_at`; else `.protocolViolation` naming the field).
+    ///
+    /// - A local (pending/failed) message of the same channel with the same non-empty
+    ///   `req_id` is replaced by it, and its outbox row removed: `.replacedLocal`.
+    /// - A message already stored under `message_id` is replaced only when the incoming
+    ///   `updated_at` is newer, or when `force` is true (reaction, thread-info and poll
+    ///   changes do not move `updated_at`); otherwise it is kept (`.unchanged`).
+    @discardableResult
+    public func upsertMessage(_ message: JSONValue, force: Bool = false) throws(ParleyError) -> MessageUpsertOutcome {
+        let columns = try MessageColumns(message)
+        return try transaction { () throws(ParleyError) in
+            try storeMessage(columns, json: message.canonicalText, force: force)
+        }
+    }
+
+    /// Stores several messages in one transaction (all or none); outcomes in input order.
+    @discardableResult
+    public func upsertMessages(_ messages: [JSONValue], force: Bool = false) throws(ParleyError) -> [MessageUpsertOutcome] {
+        // Validate everything first so that a bad element fails before any write.
+        var prepared: [(MessageColumns, JSONValue)] = []
+        prepared.reserveCapacity(messages.count)
+        for (index, message) in messages.enumerated() {
+            do throws(ParleyError) {
+                prepared.append((try MessageColumns(message), message))
+            } catch {
+                throw ParleyError(error.code, "messages[\(index)]: \(error.message)")
+            }
+        }
+        return try transaction { () throws(ParleyError) in
+            var outcomes: [MessageUpsertOutcome] = []
+            outcomes.reserveCapacity(prepared.count)
+            for (columns, message) in prepared {
+                outcomes.append(try storeMessage(columns, json: message.canonicalText, force: force))
+            }
+            return outcomes
+        }
+    }
+
+    /// The upsert itself; runs inside the caller's transaction.
+    func storeMessage(_ columns: MessageColumns, json: String, force: Bool) throws(ParleyError) -> MessageUpsertOutcome {
+        var replacedReqID: String?
+        if !columns.reqID.isEmpty {
+            let removed = try database.statement(
+                "DELETE FROM local_messages WHERE req_id = ?1 AND channel_url = ?2"
+            ).run([.text(columns.reqID), .text(columns.channelURL)])
+            if removed > 0 {
+                replacedReqID = columns.reqID
+                try database.statement("DELETE FROM outbox WHERE req_id = ?1").run([.text(columns.reqID)])
+            }
+        }
+        var stored: (updatedAt: Int64, json: String)?
+        try database.statement("SELECT updated_at, json FROM messages WHERE message_id = ?1")
+            .rows([.integer(columns.messageID)]) { row in stored = (row.int64(0), row.string(1) ?? "") }
+        let outcome: MessageUpsertOutcome
+        if let stored {
+            let isNewer = columns.updatedAt > stored.updatedAt
+            if (isNewer || force) && !utf8Equal(stored.json, json) {
+                try writeMessage(columns, json: json)
+                outcome = .updated
+            } else {
+                outcome = .unchanged
+            }
+        } else {
+            try writeMessage(columns, json: json)
+            outcome = .inserted
+        }
+        if let replacedReqID { return .replacedLocal(reqID: replacedReqID) }
+        return outcome
+    }
+
+    private func writeMessage(_ columns: MessageColumns, json: String) throws(ParleyError) {
+        try database.statement("""
+            INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type,
+                                  sender_id, parent_message_id, is_reply_to_channel, json)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+            ON CONFLICT (message_id) DO UPDATE SET
+                channel_url = excluded.channel_url, created_at = excluded.created_at, updated_at = excluded.updated_at,
+                req_id = excluded.req_id, type = excluded.type, custom_type = excluded.custom_type,
+                sender_id = excluded.sender_id, parent_message_id = excluded.parent_message_id,
+                is_reply_to_channel = excluded.is_reply_to_channel, json = excluded.json
+            """).run([
+                .integer(columns.messageID), .text(columns.channelURL), .integer(columns.createdAt),
+                .integer(columns.updatedAt), .text(columns.reqID), .text(columns.type), .text(columns.customType),
+                .text(columns.senderID), .integer(columns.parentMessageID), SQLiteValue(columns.isReplyToChannel),
+                .text(json),
+            ])
+    }
+
+    /// Removes a server message (a delete event or changelog); true when it was stored.
+    /// Chunks are unaffected: a range stays continuous when a message leaves it.
+    @discardableResult
+    public func deleteMessage(messageID: Int64) throws(ParleyError) -> Bool {
+        try database.statement("DELETE FROM messages WHERE message_id = ?1").run([.integer(messageID)]) > 0
+    }
+
+    /// Removes several messages in one transaction; returns the ids that were stored.
+    @discardableResult
+    public func deleteMessages(messageIDs: [Int64]) throws(ParleyError) -> [Int64] {
+        try transaction { () throws(ParleyError) in
+            var removed: [Int64] = []
+            for id in messageIDs where try deleteMessage(messageID: id) {
+                removed.append(id)
+            }
+            return removed
+        }
+    }
+
+    /// The stored server message with this id.
+    public func message(id messageID: Int64) throws(ParleyError) -> CachedMessage? {
+        var result: CachedMessage?
+        try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE message_id = ?1")
+            .rows([.integer(messageID)]) { row in result = Self.readMessage(row) }
+        return result
+    }
+
+    /// The stored server message of `channelURL` sent with `reqID` (non-empty).
+    public func message(channelURL: String, reqID: String) throws(ParleyError) -> CachedMessage? {
+        guard !reqID.isEmpty else { return nil }
+        var result: CachedMessage?
+        try database.statement(
+            "SELECT \(Self.messageColumns) FROM messages WHERE channel_url = ?1 AND req_id = ?2 LIMIT 1"
+        ).rows([.text(channelURL), .text(reqID)]) { row in result = Self.readMessage(row) }
+        return result
+    }
+
+    // MARK: Pages
+
+    /// Up to `limit` messages of the channel older than `key` (`<= key` when `inclusive`)
+    /// that match `filter`: the nearest ones to `key`, returned oldest first.
+    public func messages(
+        channelURL: String, before key: MessageKey, inclusive: Bool = false, limit: Int,
+        filter: MessageFilter = MessageFilter()
+    ) throws(ParleyError) -> [CachedMessage] {
+        let comparison = inclusive ? "<=" : "<"
+        var page = try messagePage(
+            channelURL: channelURL, key: key, limit: limit, filter: filter,
+            bound: "(created_at, message_id) \(comparison) (?2, ?3)", order: "DESC")
+        page.reverse()
+        return page
+    }
+
+    /// Up to `limit` messages of the channel newer than `key` (`>= key` when `inclusive`)
+    /// that match `filter`: the nearest ones to `key`, oldest first.
+    public func messages(
+        channelURL: String, after key: MessageKey, inclusive: Bool = false, limit: Int,
+        filter: MessageFilter = MessageFilter()
+    ) throws(ParleyError) -> [CachedMessage] {
+        let comparison = inclusive ? ">=" : ">"
+        return try messagePage(
+            channelURL: channelURL, key: key, limit: limit, filter: filter,
+            bound: "(created_at, message_id) \(comparison) (?2, ?3)", order: "ASC")
+    }
+
+    /// How many of the channel's messages with keys in `from...to` match `filter` (the
+    /// counts a gap check reports).
+    public func messageCount(
+        channelURL: String, from: MessageKey, to: MessageKey, filter: MessageFilter = MessageFilter()
+    ) throws(ParleyError) -> Int {
+        var values = Self.filterValues(filter)
+        values.insert(contentsOf: [.text(channelURL), .integer(from.createdAt), .integer(from.messageID)], at: 0)
+        values.append(contentsOf: [.integer(to.createdAt), .integer(to.messageID)])
+        return Int(try scalarInt("""
+            SELECT count(*) FROM messages
+            WHERE channel_url = ?1 AND (created_at, message_id) >= (?2, ?3) AND (created_at, message_id) <= (?8, ?9)
+            AND \(Self.filterSQL)
+            """, values))
+    }
+
+    /// Number of stored server messages of the channel (all of them, unfiltered).
+    public func messageCount(channelURL: String) throws(ParleyError) -> Int {
+        Int(try scalarInt("SELECT count(*) FROM messages WHERE channel_url = ?1", [.text(channelURL)]))
+    }
+
+    private func messagePage(
+        channelURL: String, key: MessageKey, limit: Int, filter: MessageFilter, bound: String, order: String
+    ) throws(ParleyError) -> [CachedMessage] {
+        guard limit >= 0 else { throw ParleyError.invalidArgument("message page limit must not be negative, got \(limit)") }
+        if limit == 0 { return [] }
+        var values = Self.filterValues(filter)
+        values.insert(contentsOf: [.text(channelURL), .integer(key.createdAt), .integer(key.messageID)], at: 0)
+        values.append(.integer(Int64(limit)))
+        // One SQL text per (direction, inclusive): the filters are parameters that switch
+        // themselves off when NULL, so the statement cache holds four page statements.
+        let sql = """
+            SELECT \(Self.messageColumns) FROM messages
+            WHERE channel_url = ?1 AND \(bound) AND \(Self.filterSQL)
+            ORDER BY created_at \(order), message_id \(order) LIMIT ?8
+            """
+        var page: [CachedMessage] = []
+        page.reserveCapacity(min(limit, 1024))
+        try database.statement(sql).rows(values) { row in page.append(Self.readMessage(row)) }
+        return page
+    }
+
+    /// Filter conditions on parameters ?4 type, ?5 custom types (JSON array), ?6 sender ids
+    /// (JSON array), ?7 reply type (0 all, 1 none, 2 only reply to channel).
+    static let filterSQL = """
+        (?4 IS NULL OR type = ?4)
+        AND (?5 IS NULL OR custom_type IN (SELECT value FROM json_each(?5)))
+        AND (?6 IS NULL OR sender_id IN (SELECT value FROM json_each(?6)))
+        AND (?7 = 0 OR parent_message_id = 0 OR (?7 = 2 AND is_reply_to_channel = 1))
+        """
+
+    static func filterValues(_ filter: MessageFilter) -> [SQLiteValue] {
+        let replyCode: Int64 = switch filter.replyType {
+        case .all: 0
+        case .none: 1
+        case .onlyReplyToChannel: 2
+        }
+        return [
+            SQLiteValue(filter.messageType.wireType),
+            SQLiteValue(filter.effectiveCustomTypes.map(jsonArrayText)),
+            SQLiteValue(filter.effectiveSenderUserIDs.map(jsonArrayText)),
+            .integer(replyCode),
+        ]
+    }
+
+    static let messageColumns = "message_id, channel_url, created_at, updated_at, req_id, json"
+
+    static func readMessage(_ row: SQLiteStatement) -> CachedMessage {
+        CachedMessage(
+            messageID: row.int64(0), channelURL: row.string(1) ?? "", createdAt: row.int64(2),
+            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: row.string(5) ?? "")
+    }
+}

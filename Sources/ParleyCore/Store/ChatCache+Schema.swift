@@ -1,0 +1,114 @@
+// The cache schema, as ordered migrations (PRAGMA user_version = the last one applied).
+// Never edit a shipped migration: append a new one. Files from older versions are brought
+// forward keeping their data; newer or corrupt files are moved aside by SQLiteDatabase.
+
+extension ChatCache {
+    /// Every table, in an order that deletion may follow.
+    static let allTables = [
+        "outbox", "local_messages", "chunks", "messages", "channels", "channel_access", "sync_tokens", "meta",
+    ]
+
+    static let migrations: [SQLiteMigration] = [
+        SQLiteMigration(version: 1, sql: schemaVersion1),
+        SQLiteMigration(version: 2, sql: schemaVersion2),
+    ]
+
+    /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
+    static let schemaVersion1 = """
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY NOT NULL,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
+
+        CREATE TABLE sync_tokens (
+            scope TEXT PRIMARY KEY NOT NULL,
+            token TEXT NOT NULL
+        ) WITHOUT ROWID;
+
+        -- Sort keys are stored so that every list order is ascending over its columns
+        -- (newest-first orders use negated times): keyset pages are then one index seek
+        -- with a row-value comparison.
+        CREATE TABLE channels (
+            channel_url TEXT PRIMARY KEY NOT NULL,
+            created_at INTEGER NOT NULL,
+            last_message_created_at INTEGER,          -- NULL when the channel has no last message
+            name TEXT NOT NULL,
+            custom_type TEXT NOT NULL,
+            chronological_key INTEGER NOT NULL,       -- -created_at
+            activity_rank INTEGER NOT NULL,           -- 0 with a last message, 1 without
+            activity_key INTEGER NOT NULL,            -- -last_message.created_at, else -created_at
+            json TEXT NOT NULL
+        );
+        CREATE INDEX channels_chronological ON channels (chronological_key, channel_url);
+        CREATE INDEX channels_latest_last_message ON channels (activity_rank, activity_key, chronological_key, channel_url);
+        CREATE INDEX channels_name ON channels (name, channel_url);
+
+        -- Messages the server accepted (message_id > 0).
+        CREATE TABLE messages (
+            message_id INTEGER PRIMARY KEY NOT NULL,
+            channel_url TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            req_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            custom_type TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            parent_message_id INTEGER NOT NULL,
+            json TEXT NOT NULL
+        );
+        CREATE INDEX messages_by_channel_key ON messages (channel_url, created_at, message_id);
+
+        -- Messages not yet accepted by the server; local_id is the creation order.
+        CREATE TABLE local_messages (
+            local_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            req_id TEXT NOT NULL UNIQUE,
+            channel_url TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            sending_status TEXT NOT NULL CHECK (sending_status IN ('pending', 'failed')),
+            error_code INTEGER NOT NULL DEFAULT 0,
+            error_message TEXT NOT NULL DEFAULT '',
+            json TEXT NOT NULL
+        );
+        CREATE INDEX local_messages_by_channel ON local_messages (channel_url, local_id);
+
+        -- Continuous ranges [start, end] of keys (created_at, message_id), per channel and scope.
+        CREATE TABLE chunks (
+            chunk_id INTEGER PRIMARY KEY,
+            channel_url TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            start_created_at INTEGER NOT NULL,
+            start_message_id INTEGER NOT NULL,
+            end_created_at INTEGER NOT NULL,
+            end_message_id INTEGER NOT NULL,
+            reaches_oldest INTEGER NOT NULL,
+            reaches_newest INTEGER NOT NULL
+        );
+        CREATE INDEX chunks_by_channel ON chunks (channel_url, scope);
+        """
+
+    /// Version 2: the `is_reply_to_channel` column (filled from the stored JSON of existing
+    /// messages), the outbox, and channel access times for eviction.
+    static let schemaVersion2 = """
+        ALTER TABLE messages ADD COLUMN is_reply_to_channel INTEGER NOT NULL DEFAULT 0;
+        UPDATE messages SET is_reply_to_channel = 1 WHERE json_extract(json, '$.is_reply_to_channel') = 1;
+
+        -- sequence is AUTOINCREMENT so that it is never reused: it is the send order.
+        CREATE TABLE outbox (
+            sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+            req_id TEXT NOT NULL UNIQUE,
+            channel_url TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            request_json TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            retryable INTEGER NOT NULL DEFAULT 1,
+            last_error_code INTEGER NOT NULL DEFAULT 0,
+            last_error_message TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX outbox_by_channel ON outbox (channel_url, sequence);
+
+        CREATE TABLE channel_access (
+            channel_url TEXT PRIMARY KEY NOT NULL,
+            accessed_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        """
+}

@@ -1,0 +1,163 @@
+/// The client's local cache (one SQLite file per user, or in memory): channels, messages,
+/// continuous message ranges ("chunks"), changelog tokens, key-value meta, pending/failed
+/// local messages and the outbox of sends waiting for the network.
+///
+/// Threading: NOT thread-safe and deliberately not `Sendable`. A cache belongs to its
+/// client's one serial engine executor, which makes every call in order, never two at
+/// once; no locks are taken inside.
+///
+/// Storage: each object is stored as its canonical JSON text (`JSONValue.canonicalText`)
+/// plus the columns that queries and ordering need; reads hand that text back unchanged
+/// (no decode / re-encode on the read path). Field names are the wire names of
+/// docs/PROTOCOL.md. Server messages live in `messages` (keyed by `message_id`, paged by
+/// `(created_at, message_id)` keysets, never OFFSET); messages not yet accepted by the
+/// server live apart in `local_messages` (pending / failed, in creation order), which is
+/// how they always sort after succeeded ones: a view appends the local list to its page.
+///
+/// Errors are `ParleyError`: `.cache` for SQLite failures, `.protocolViolation` for a server
+/// object missing what the cache needs (the message names the field), `.invalidArgument`
+/// for bad input from the engine. Multi-step changes run in one transaction.
+public final class ChatCache {
+    /// `clear_cached_data` and eviction never go below this limit (public init).
+    public static let minimumSizeLimitBytes: Int64 = 64 << 20
+    public static let defaultSizeLimitBytes: Int64 = 256 << 20
+    /// Eviction stops once the used size is at or below this fraction of the limit, so
+    /// that it does not run again after every write near the limit.
+    static let evictionTargetPercent: Int64 = 90
+
+    /// Sync-token scope of the channel changelog token.
+    public static let channelsTokenScope = "channels"
+    /// Sync-token scope of one channel's message changelog token.
+    public static func messagesTokenScope(channelURL: String) -> String { "messages:\(channelURL)" }
+
+    let database: SQLiteDatabase
+    /// The size above which `evictIfNeeded` removes channels' messages.
+    public let sizeLimitBytes: Int64
+
+    /// Opens (creating or migrating) the cache at `location`. A corrupt file, or one
+    /// written by a newer version, is moved aside and a fresh cache created: `recovery`
+    /// says so, for the log. `sizeLimitBytes` below `minimumSizeLimitBytes` is refused.
+    public convenience init(location: SQLiteLocation, sizeLimitBytes: Int64 = ChatCache.defaultSizeLimitBytes) throws(ParleyError) {
+        guard sizeLimitBytes >= Self.minimumSizeLimitBytes else {
+            throw ParleyError.invalidArgument(
+                "cache size limit must be at least \(Self.minimumSizeLimitBytes) bytes (64 MiB), got \(sizeLimitBytes)")
+        }
+        try self.init(location: location, uncheckedSizeLimitBytes: sizeLimitBytes)
+    }
+
+    /// Any positive limit, so that tests can exercise eviction with small files.
+    init(location: SQLiteLocation, uncheckedSizeLimitBytes: Int64) throws(ParleyError) {
+        guard uncheckedSizeLimitBytes > 0 else {
+            throw ParleyError.invalidArgument("cache size limit must be positive, got \(uncheckedSizeLimitBytes)")
+        }
+        database = try SQLiteDatabase(location: location, migrations: Self.migrations)
+        sizeLimitBytes = uncheckedSizeLimitBytes
+    }
+
+    /// Nil when the file opened as it was; otherwise where the unusable file was moved.
+    public var recovery: SQLiteRecovery? { database.recovery }
+
+    /// The schema version in effect (the newest migration once opened).
+    public var schemaVersion: Int32 { database.userVersion }
+
+    /// Closes the database; later calls throw `.invalidState`. Idempotent.
+    public func close() {
+        database.close()
+    }
+
+    /// Runs `body` atomically: everything it does to the cache is committed together or
+    /// not at all. Nested calls are savepoints.
+    @discardableResult
+    public func transaction<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
+        try database.transaction(body)
+    }
+
+    // MARK: Meta
+
+    /// The meta value stored under `key` (e.g. "last_event_id", "current_user").
+    public func metaValue(_ key: String) throws(ParleyError) -> String? {
+        var value: String?
+        try database.statement("SELECT value FROM meta WHERE key = ?1").rows([.text(key)]) { row in
+            value = row.string(0)
+        }
+        return value
+    }
+
+    /// Stores `value` under `key`, replacing any previous value.
+    public func setMetaValue(_ value: String, forKey key: String) throws(ParleyError) {
+        try database.statement(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        ).run([.text(key), .text(value)])
+    }
+
+    /// Removes `key`; true when it was there.
+    @discardableResult
+    public func removeMetaValue(_ key: String) throws(ParleyError) -> Bool {
+        try database.statement("DELETE FROM meta WHERE key = ?1").run([.text(key)]) > 0
+    }
+
+    // MARK: Sync tokens
+
+    /// The changelog token saved for `scope` (`channelsTokenScope`, `messagesTokenScope(...)`).
+    public func syncToken(scope: String) throws(ParleyError) -> String? {
+        var token: String?
+        try database.statement("SELECT token FROM sync_tokens WHERE scope = ?1").rows([.text(scope)]) { row in
+            token = row.string(0)
+        }
+        return token
+    }
+
+    /// Saves the `next` token of a changelog answer for `scope`.
+    public func setSyncToken(_ token: String, scope: String) throws(ParleyError) {
+        try database.statement(
+            "INSERT INTO sync_tokens (scope, token) VALUES (?1, ?2) ON CONFLICT (scope) DO UPDATE SET token = excluded.token"
+        ).run([.text(scope), .text(token)])
+    }
+
+    /// Forgets the token of `scope` (an expired token resets what it covers); true when one was saved.
+    @discardableResult
+    public func removeSyncToken(scope: String) throws(ParleyError) -> Bool {
+        try database.statement("DELETE FROM sync_tokens WHERE scope = ?1").run([.text(scope)]) > 0
+    }
+
+    /// Forgets every saved token.
+    public func removeAllSyncTokens() throws(ParleyError) {
+        try database.statement("DELETE FROM sync_tokens").run()
+    }
+
+    // MARK: Clearing
+
+    /// `clear_cached_data`: removes everything — channels, messages, chunks, tokens, meta,
+    /// local (pending/failed) messages and the outbox — then compacts the file. The schema
+    /// stays; the cache is usable afterwards.
+    public func clear() throws(ParleyError) {
+        try transaction { () throws(ParleyError) in
+            for table in Self.allTables {
+                try database.execute("DELETE FROM \(table)")
+            }
+        }
+        // Outside the transaction (VACUUM cannot run inside one): give the space back to
+        // the file system, since clearing is how an app frees it. In-memory: nothing to do.
+        if case .file = database.location {
+            try database.execute("VACUUM")
+            try database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+    }
+
+    // MARK: Helpers shared by the extensions
+
+    /// Reads one integer from a single-row query (0 when there is no row).
+    func scalarInt(_ sql: String, _ values: [SQLiteValue] = []) throws(ParleyError) -> Int64 {
+        var result: Int64 = 0
+        try database.statement(sql).rows(values) { row in result = row.int64(0) }
+        return result
+    }
+
+    /// A JSON array text of strings, bound where SQL reads a list with `json_each`.
+    static func jsonArrayText(_ strings: [String]) -> String {
+        JSONValue.array(strings.map { .string($0) }).canonicalText
+    }
+}
+
+@available(*, unavailable, message: "a ChatCache belongs to its client's serial engine executor")
+extension ChatCache: Sendable {}
