@@ -24,9 +24,17 @@ final class HTTPTransfer: @unchecked Sendable {
     private var onResponseStart: (@Sendable (Int, [HTTPHeader]) -> Void)?
     private var onData: (@Sendable ([UInt8]) -> Bool)?
     private var completion: (@Sendable (Result<HTTPResponse, ParleyError>) -> Void)?
+    private var uploadProgress: HTTPUploadProgress?
 
     private(set) var easy: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The multipart body; curl reads it until the easy handle is cleaned up.
+    private var mime: OpaquePointer?
+    /// The files of the multipart body, kept to learn why reading one failed.
+    private var uploadSources: [UploadFileSource] = []
+    /// Upload bytes curl reported last, to notice sending as activity.
+    private var uploadedSoFar: Int64 = 0
+    private var lastReportedUpload: (sent: Int64, total: Int64, at: ContinuousClock.Instant)?
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private var status = 0
     private var headers: [HTTPHeader] = []
@@ -45,11 +53,16 @@ final class HTTPTransfer: @unchecked Sendable {
         onData: (@Sendable ([UInt8]) -> Bool)? = nil,
         completion: @escaping @Sendable (Result<HTTPResponse, ParleyError>) -> Void
     ) {
-        self.request = request
+        // The progress closure lives apart from the kept request, so that clearing it at the
+        // end breaks any cycle through a captured `HTTPTask`.
+        var kept = request
+        kept.uploadProgress = nil
+        self.request = kept
         self.mode = mode
         self.onResponseStart = onResponseStart
         self.onData = onData
         self.completion = completion
+        self.uploadProgress = request.uploadProgress
         self.validationError = HTTPTransfer.validate(request)
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
@@ -76,6 +89,7 @@ final class HTTPTransfer: @unchecked Sendable {
         self.completion = nil
         onResponseStart = nil
         onData = nil
+        uploadProgress = nil
         completion?(result)
     }
 
@@ -85,9 +99,12 @@ final class HTTPTransfer: @unchecked Sendable {
         if code == CURLE_OK {
             status = responseCode()
             if isStream { startResponseIfNeeded() }
+            reportFinalUploadProgress()
             result = .success(HTTPResponse(status: status, headers: headers, body: body))
         } else if let abortReason {
             result = .failure(abortReason)
+        } else if let readFailure = uploadSources.lazy.compactMap(\.failure).first {
+            result = .failure(readFailure)
         } else {
             let detail = String(cString: errorBuffer)
             result = .failure(parleyError(forCurlCode: code, detail: detail))
@@ -102,6 +119,11 @@ final class HTTPTransfer: @unchecked Sendable {
         if let easy {
             curl_easy_cleanup(easy)
             self.easy = nil
+        }
+        // After the easy handle, which may read the body until its cleanup.
+        if let mime {
+            curl_mime_free(mime)
+            self.mime = nil
         }
         if let headerList {
             curl_slist_free_all(headerList)
@@ -166,11 +188,37 @@ final class HTTPTransfer: @unchecked Sendable {
             // Refuses early when Content-Length already says too much.
             check(parley_curl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(maxBodyBytes)), "MAXFILESIZE")
         }
+        if uploadProgress != nil || request.lowSpeedTimeoutSec > 0 {
+            check(parley_curl_easy_setopt_xferinfo_fn(easy, CURLOPT_XFERINFOFUNCTION, curlTransferInfoCallback), "the progress callback")
+            check(parley_curl_easy_setopt_ptr(easy, CURLOPT_XFERINFODATA, context), "the progress context")
+            setLong(CURLOPT_NOPROGRESS, 0, "NOPROGRESS")
+        }
         if let error = failure { return error }
 
+        if let parts = request.multipart {
+            if let error = setMultipart(easy, parts) { return error }
+            return setHeaders(easy, usesBody: true, multipart: true)
+        }
         let usesBody = setMethodAndBody(easy, check: check)
         if let error = failure { return error }
-        return setHeaders(easy, usesBody: usesBody)
+        return setHeaders(easy, usesBody: usesBody, multipart: false)
+    }
+
+    /// Opens the files and builds the multipart body; curl then sends it with POST (or the
+    /// request's own method).
+    private func setMultipart(_ easy: UnsafeMutableRawPointer, _ parts: [HTTPBodyPart]) -> ParleyError? {
+        switch MultipartBody.build(parts, on: easy) {
+        case .failure(let error):
+            return error
+        case .success(let (mime, sources)):
+            self.mime = mime
+            uploadSources = sources
+        }
+        var code = parley_curl_easy_setopt_ptr(easy, CURLOPT_MIMEPOST, UnsafeRawPointer(mime))
+        if code == CURLE_OK && request.method != "POST" {
+            code = request.method.withCString { parley_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, $0) }
+        }
+        return code == CURLE_OK ? nil : parleyError(forCurlCode: code, detail: "cannot set the multipart body")
     }
 
     /// Returns whether the request carries a body (curl's POSTFIELDS path).
@@ -203,7 +251,7 @@ final class HTTPTransfer: @unchecked Sendable {
         return body != nil
     }
 
-    private func setHeaders(_ easy: UnsafeMutableRawPointer, usesBody: Bool) -> ParleyError? {
+    private func setHeaders(_ easy: UnsafeMutableRawPointer, usesBody: Bool, multipart: Bool) -> ParleyError? {
         var lines: [String] = []
         var hasExpect = false
         var hasContentType = false
@@ -216,8 +264,9 @@ final class HTTPTransfer: @unchecked Sendable {
         }
         // No "Expect: 100-continue" round trip before sending a body.
         if !hasExpect { lines.append("Expect:") }
-        // No invented form content type: the body goes out as the caller labelled it.
-        if usesBody && !hasContentType { lines.append("Content-Type:") }
+        // No invented form content type: the body goes out as the caller labelled it. A
+        // multipart body's type names its boundary, which only curl knows.
+        if usesBody && !multipart && !hasContentType { lines.append("Content-Type:") }
         var list: UnsafeMutablePointer<curl_slist>?
         for line in lines {
             guard let extended = curl_slist_append(list, line) else {
@@ -286,6 +335,47 @@ final class HTTPTransfer: @unchecked Sendable {
         return raw.count
     }
 
+    /// curl's progress report (upload and download counters), inside curl_multi_perform.
+    fileprivate func transferInfo(uploadTotal: Int64, uploaded: Int64) -> Int32 {
+        if uploaded > uploadedSoFar {
+            uploadedSoFar = uploaded
+            noteActivity()
+        }
+        // curl reports a total of 0 until it knows the body's size.
+        if uploadTotal > 0 { reportUploadProgress(sent: uploaded, total: uploadTotal) }
+        return 0
+    }
+
+    /// Throttled: a call when 50 ms passed or another percent went out since the last
+    /// call, and always for the last byte. Never a smaller `sent` than reported before
+    /// (curl restarts its counter when it rewinds the body for a retry).
+    private func reportUploadProgress(sent: Int64, total: Int64) {
+        guard let uploadProgress, sent <= total else { return }
+        let now = ContinuousClock.now
+        if let last = lastReportedUpload {
+            if sent < last.sent || (sent == last.sent && total == last.total) { return }
+            let newPercent = sent * 100 / total > last.sent * 100 / total
+            if sent != total && !newPercent && now - last.at < .milliseconds(50) { return }
+        }
+        lastReportedUpload = (sent, total, now)
+        uploadProgress(sent, total)
+    }
+
+    /// The transfer succeeded: if the whole body went out and the last report did not say
+    /// so yet (curl had no callback after the last byte), say it now, before the completion.
+    private func reportFinalUploadProgress() {
+        guard uploadProgress != nil, let easy else { return }
+        var total: curl_off_t = -1
+        var sent: curl_off_t = -1
+        guard parley_curl_easy_getinfo_off(easy, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &total) == CURLE_OK,
+            parley_curl_easy_getinfo_off(easy, CURLINFO_SIZE_UPLOAD_T, &sent) == CURLE_OK,
+            total >= 0, sent == total
+        else { return }
+        if let last = lastReportedUpload, last.sent == sent, last.total == total { return }
+        lastReportedUpload = (Int64(sent), Int64(total), .now)
+        uploadProgress?(Int64(sent), Int64(total))
+    }
+
     private func startResponseIfNeeded() {
         guard !responseStarted else { return }
         responseStarted = true
@@ -326,6 +416,18 @@ final class HTTPTransfer: @unchecked Sendable {
         if request.timeoutMs < 0 || request.connectTimeoutMs < 0 || request.lowSpeedTimeoutSec < 0 {
             return .invalidArgument("timeouts must not be negative")
         }
+        if let parts = request.multipart {
+            if request.body != nil {
+                return .invalidArgument("a request has either a body or a multipart body, not both")
+            }
+            if request.method == "HEAD" {
+                return .invalidArgument("a HEAD request cannot carry a multipart body")
+            }
+            if request.headers.contains(where: { asciiLowercased($0.name) == "content-type" }) {
+                return .invalidArgument("a multipart request gets its Content-Type (with the boundary) from the client")
+            }
+            return MultipartBody.validationError(of: parts)
+        }
         return nil
     }
 
@@ -345,6 +447,12 @@ private let curlWriteCallback: curl_write_callback = { data, size, count, contex
     guard let data, let context else { return 0 }
     let transfer = Unmanaged<HTTPTransfer>.fromOpaque(context).takeUnretainedValue()
     return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: size * count))
+}
+
+private let curlTransferInfoCallback: curl_xferinfo_callback = { context, _, _, uploadTotal, uploaded in
+    guard let context else { return 0 }
+    let transfer = Unmanaged<HTTPTransfer>.fromOpaque(context).takeUnretainedValue()
+    return transfer.transferInfo(uploadTotal: Int64(uploadTotal), uploaded: Int64(uploaded))
 }
 
 private let curlHeaderCallback: curl_write_callback = { data, size, count, context in

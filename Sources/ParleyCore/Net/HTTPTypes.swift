@@ -10,6 +10,9 @@ public struct HTTPHeader: Sendable, Equatable, Hashable {
     }
 }
 
+/// Reports how much of a request's body has been sent: `sentBytes` of `totalBytes`.
+public typealias HTTPUploadProgress = @Sendable (_ sentBytes: Int64, _ totalBytes: Int64) -> Void
+
 /// A request handed to `HTTPClient`. The body is sent exactly as given, with the headers
 /// given: the client adds no `Content-Type` and no `Expect: 100-continue`.
 public struct HTTPRequest: Sendable {
@@ -17,14 +20,25 @@ public struct HTTPRequest: Sendable {
     public var url: String
     public var headers: [HTTPHeader]
     public var body: [UInt8]?
+    /// A `multipart/form-data` body instead of `body` (a request with both fails with
+    /// `.invalidArgument`). The client sets `Content-Type: multipart/form-data; boundary=…`
+    /// and `Content-Length`; a caller's own `Content-Type` header is refused. Parts are
+    /// laid out as `HTTPBodyPart` describes.
+    public var multipart: [HTTPBodyPart]?
+    /// Called on the network thread while the body goes out, with the bytes sent so far and
+    /// the body's total size: at most once per 50 ms or per further 1 % of the body,
+    /// `sentBytes` never decreasing. When the whole body was sent, the last call has
+    /// `sentBytes == totalBytes` and comes before the completion. Not called for requests
+    /// without a body. It must not block: it runs inside the transfer loop.
+    public var uploadProgress: HTTPUploadProgress?
     /// Whole-transfer limit in milliseconds (queueing, connecting, sending, receiving); 0 = none.
     public var timeoutMs: Int
     /// Limit for establishing the connection, TLS handshake included; 0 = curl's default (300 s).
     public var connectTimeoutMs: Int
-    /// For long-lived streams: abort with `.timeout` when no byte at all arrives for this
-    /// many seconds; 0 = off. (An idle watchdog rather than curl's LOW_SPEED option, whose
-    /// moving-average speed does not notice a dead stream that carried a few bytes shortly
-    /// before, nor sparse heartbeats.)
+    /// For long-lived streams: abort with `.timeout` when no byte at all arrives (nor, while
+    /// a body is being sent, leaves) for this many seconds; 0 = off. (An idle watchdog
+    /// rather than curl's LOW_SPEED option, whose moving-average speed does not notice a
+    /// dead stream that carried a few bytes shortly before, nor sparse heartbeats.)
     public var lowSpeedTimeoutSec: Int
 
     public init(
@@ -34,7 +48,9 @@ public struct HTTPRequest: Sendable {
         body: [UInt8]? = nil,
         timeoutMs: Int = 30_000,
         connectTimeoutMs: Int = 10_000,
-        lowSpeedTimeoutSec: Int = 0
+        lowSpeedTimeoutSec: Int = 0,
+        multipart: [HTTPBodyPart]? = nil,
+        uploadProgress: HTTPUploadProgress? = nil
     ) {
         self.method = method
         self.url = url
@@ -43,6 +59,8 @@ public struct HTTPRequest: Sendable {
         self.timeoutMs = timeoutMs
         self.connectTimeoutMs = connectTimeoutMs
         self.lowSpeedTimeoutSec = lowSpeedTimeoutSec
+        self.multipart = multipart
+        self.uploadProgress = uploadProgress
     }
 }
 
