@@ -101,7 +101,16 @@ typedef struct parley_client parley_client;
  *     "tls_verify": true,                       verify the server's certificate and name
  *     "ca_file": "/path/ca.pem",                trust these CAs instead of the system's
  *     "api_token": "...",                       admin token for parley_client_request
- *     "user_agent": "..."
+ *     "user_agent": "...",
+ *     "cache_mode": "persistent" | "memory",    default "persistent" (a SQLite file per user)
+ *     "cache_dir": "/path",                     default $XDG_CACHE_HOME/parley, else $HOME/.cache/parley;
+ *                                               the file is <cache_dir>/<server>/<user_id>.sqlite (mode 0600)
+ *     "cache_size_limit_mb": 256,               64..1048576; whole channels are evicted beyond it
+ *     "auto_resend": true,                      resend messages that failed for connection reasons
+ *     "reconnect_initial_delay_ms": 500,        backoff of the event stream (doubling, with jitter)
+ *     "reconnect_max_delay_ms": 30000,
+ *     "reconnect_max_attempts": 0,              0 = never give up
+ *     "stream_idle_timeout_s": 45               reconnect when nothing (not even a heartbeat) arrives
  *   }
  *
  * Unknown keys and wrong types are refused with PARLEY_E_INVALID_ARGUMENT (malformed
@@ -189,14 +198,23 @@ int parley_client_cancel(parley_client *client, uint64_t operation_id);
 
 /**
  * Connects as user_id with a session token issued by the server
- * (POST /v3/users/{user_id}/token). Completes with the user object (JSON). Operations
- * (parley_client_perform) need a connected session. Connecting as another user while
- * connected fails with PARLEY_E_INVALID_STATE: disconnect first.
+ * (POST /v3/users/{user_id}/token): opens the user's cache, fetches the user, starts the
+ * real-time event stream (resuming after the last event the cache saw), catches the
+ * cache up with changelogs and resends the outbox. Completes with the user object
+ * (JSON). When the server is unreachable but the cache knows this user, it completes
+ * with the cached user and keeps reconnecting in the background. A cache that cannot be
+ * opened, or is corrupt, is logged and replaced (never an error). Operations need a
+ * connected session. Connecting as another user while connected fails with
+ * PARLEY_E_INVALID_STATE: disconnect first.
  */
 int parley_client_connect(parley_client *client, uint64_t *out_operation_id, const char *user_id,
                           const char *session_token, parley_result_fn fn, void *user_data);
 
-/** Ends the session (operations then fail with PARLEY_E_INVALID_STATE). Idempotent. */
+/**
+ * Ends the session and stops the event stream (operations then fail with
+ * PARLEY_E_INVALID_STATE; the connection handler gets DISCONNECTED). The cache stays
+ * open for cached reads. Idempotent.
+ */
 int parley_client_disconnect(parley_client *client);
 
 /** The connected user's id (free with parley_free); PARLEY_E_INVALID_STATE if none. */
@@ -222,6 +240,126 @@ int parley_client_perform(parley_client *client, uint64_t *out_operation_id, con
  * (free with parley_free).
  */
 int parley_operations(char **out_json);
+
+/* ---- Connection and real-time events ------------------------------------------- */
+
+/* Connection events (parley_connection_fn's `event`). */
+#define PARLEY_CONNECTION_CONNECTING 1             /* a session started; the stream is connecting */
+#define PARLEY_CONNECTION_CONNECTED 2              /* the event stream is open (first time in the session) */
+#define PARLEY_CONNECTION_RECONNECT_STARTED 3      /* the stream dropped; reconnecting with backoff */
+#define PARLEY_CONNECTION_RECONNECT_SUCCEEDED 4    /* back, and the cache caught up (changelogs) */
+#define PARLEY_CONNECTION_RECONNECT_FAILED 5       /* an attempt failed; another follows after a delay */
+#define PARLEY_CONNECTION_DISCONNECTED 6           /* parley_client_disconnect, or the stream stopped for good (error set) */
+#define PARLEY_CONNECTION_SESSION_TOKEN_REQUIRED 7 /* the token expired: call parley_client_set_session_token */
+
+/* Stream states (parley_client_connection_state). */
+#define PARLEY_STATE_CLOSED 0
+#define PARLEY_STATE_CONNECTING 1
+#define PARLEY_STATE_OPEN 2
+#define PARLEY_STATE_RECONNECTING 3
+
+/**
+ * Told about connection changes. `error` (borrowed, may be NULL) says why for
+ * RECONNECT_STARTED, RECONNECT_FAILED and DISCONNECTED.
+ */
+typedef void (*parley_connection_fn)(void *user_data, int event, const parley_error *error);
+
+/** Sets (fn NULL: removes) the connection handler. Runs on the callback context. */
+int parley_client_set_connection_handler(parley_client *client, parley_connection_fn fn, void *user_data);
+
+/**
+ * A real-time event, after it was applied to the cache. `category` is a server event
+ * category of docs/PROTOCOL.md section 9 (message_received, channel_changed, ...), a sync
+ * category (channel_changelog, message_changelog: an object the catch-up changed), or a
+ * local sending category (message_pending, message_sent, message_failed,
+ * message_canceled, message_resend_started). `channel_url` may be "". `payload_json` is
+ * the event's data object (server events) or the message / channel (sync and local
+ * events; message_failed adds error_code and error_message). All borrowed.
+ */
+typedef void (*parley_event_fn)(void *user_data, const char *category, const char *channel_url, const char *payload_json);
+
+/** Sets (fn NULL: removes) the event handler. Runs on the callback context. */
+int parley_client_set_event_handler(parley_client *client, parley_event_fn fn, void *user_data);
+
+/** Reconnects the event stream now instead of after the backoff delay. PARLEY_E_INVALID_STATE if not connected. */
+int parley_client_reconnect(parley_client *client);
+
+/**
+ * Replaces the session token: REST calls use it at once, and a stream waiting after
+ * PARLEY_CONNECTION_SESSION_TOKEN_REQUIRED reconnects with it.
+ */
+int parley_client_set_session_token(parley_client *client, const char *session_token);
+
+/** The event stream's state (PARLEY_STATE_*). */
+int parley_client_connection_state(parley_client *client, int *out_state);
+
+/* ---- Sending (the outbox) -------------------------------------------------------- */
+
+/** Upload progress of a file message: bytes sent of total. Runs on the callback context. */
+typedef void (*parley_progress_fn)(void *user_data, const char *req_id, int64_t sent_bytes, int64_t total_bytes);
+
+/**
+ * Sends a user message to channel_url. params_json: {"message": "...", and optionally
+ * "req_id", "custom_type", "data", "mention_type", "mentioned_user_ids",
+ * "sorted_metaarray", "parent_message_id", "is_reply_to_channel", "is_silent",
+ * "mark_as_read"}; unknown keys are refused. Before returning, the pending message
+ * (message_id 0, sending_status "pending", its req_id) is stored with its outbox entry;
+ * *out_pending_json (may be NULL; free with parley_free) receives it. fn runs once with
+ * the server's message (sending_status "succeeded") or the error. A message that failed
+ * for connection reasons is resent automatically on reconnect (config auto_resend) and
+ * after a restart, with the same req_id: the server stores it exactly once.
+ */
+int parley_client_send_user_message(parley_client *client, char **out_pending_json, uint64_t *out_operation_id,
+                                    const char *channel_url, const char *params_json, parley_result_fn fn,
+                                    void *user_data);
+
+/**
+ * Sends a file message: params_json has either "url" (a hosted file; "file_name",
+ * "file_size", "file_type" optional) or "file_path" (a local file uploaded with the
+ * message; "file_name", "file_type" optional), plus "thumbnails" and the keys of
+ * parley_client_send_user_message except "message". progress (may be NULL) reports the
+ * upload, with the same user_data as fn.
+ */
+int parley_client_send_file_message(parley_client *client, char **out_pending_json, uint64_t *out_operation_id,
+                                    const char *channel_url, const char *params_json, parley_progress_fn progress,
+                                    parley_result_fn fn, void *user_data);
+
+/** Resends a failed message (same req_id). PARLEY_E_NOT_FOUND / PARLEY_E_INVALID_STATE if there is none / it is pending. */
+int parley_client_resend_message(parley_client *client, uint64_t *out_operation_id, const char *req_id,
+                                 parley_progress_fn progress, parley_result_fn fn, void *user_data);
+
+/**
+ * Cancels a pending message not yet sent, an upload in progress, or a failed message:
+ * it is removed (event message_canceled) and its completion gets PARLEY_E_CANCELLED.
+ * A user message already on its way returns PARLEY_E_INVALID_STATE.
+ */
+int parley_client_cancel_message(parley_client *client, const char *req_id);
+
+/** Removes the channel's failed messages; *out_req_ids_json (may be NULL) lists their req_ids. */
+int parley_client_remove_failed_messages(parley_client *client, char **out_req_ids_json, const char *channel_url);
+
+/* ---- The cache ------------------------------------------------------------------- */
+
+/**
+ * Up to `limit` (1..1000) cached channels as a JSON array, in `order`
+ * ("latest_last_message" if NULL, "chronological", "channel_name_alphabetical").
+ * Works without the network and after disconnect (the last user's cache stays open).
+ */
+int parley_client_cached_channels(parley_client *client, char **out_json, const char *order, int limit);
+
+/** One cached channel as JSON; PARLEY_E_NOT_FOUND when not cached. */
+int parley_client_cached_channel(parley_client *client, char **out_json, const char *channel_url);
+
+/**
+ * The newest `limit` (1..1000) cached messages of the channel created before before_ts
+ * (ms; -1 = the newest), oldest first, as a JSON array; with -1 the channel's pending
+ * and failed messages follow.
+ */
+int parley_client_cached_messages(parley_client *client, char **out_json, const char *channel_url, int64_t before_ts,
+                                  int limit);
+
+/** Removes everything cached for the current user (pending and failed messages too). */
+int parley_client_clear_cached_data(parley_client *client);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,13 @@ jobs=$(nproc)
 results=()
 record() { results+=("$1"); }
 
-echo "== Swift tests (ParleyCore)"
+echo "== Reference server build"
+if [ -z "${PARLEY_SERVER_BIN:-}" ]; then
+    swift build --package-path server -c debug
+    export PARLEY_SERVER_BIN="$root/server/.build/debug/parley-server"
+fi
+
+echo "== Swift tests (ParleyCore; they start the reference server)"
 mkdir -p build
 swift build --build-tests
 swift test --skip-build
@@ -25,12 +31,6 @@ cmake --build build/cmake -j "$jobs"
 cmake --install build/cmake >/dev/null
 bash scripts/check-install.sh "$root/build/prefix"
 record "c: ok"
-
-echo "== Reference server build"
-if [ -z "${PARLEY_SERVER_BIN:-}" ]; then
-    swift build --package-path server -c debug
-    export PARLEY_SERVER_BIN="$root/server/.build/debug/parley-server"
-fi
 
 echo "== Python binding tests"
 export PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0"

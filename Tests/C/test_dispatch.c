@@ -25,6 +25,7 @@ typedef struct {
     int last_code;
     int cancelled;
     int logs;
+    int gate_open;
     parley_client *client;
 } recorder;
 
@@ -96,6 +97,21 @@ static void reentrant_callback(void *user_data) {
     on_post((void *)(intptr_t)6);
 }
 
+/* Holds the callback thread until the test has queued everything (slow runs, valgrind). */
+static void gate_callback(void *user_data) {
+    (void)user_data;
+    pthread_mutex_lock(&rec.mutex);
+    while (!rec.gate_open) pthread_cond_wait(&rec.cond, &rec.mutex);
+    pthread_mutex_unlock(&rec.mutex);
+}
+
+static void open_gate(void) {
+    pthread_mutex_lock(&rec.mutex);
+    rec.gate_open = 1;
+    pthread_cond_broadcast(&rec.cond);
+    pthread_mutex_unlock(&rec.mutex);
+}
+
 /* Destroys its own client from inside a callback. */
 static void destroying_callback(void *user_data) {
     (void)user_data;
@@ -158,10 +174,13 @@ static void test_thread_mode(void) {
     reset();
     CHECK_STATUS(PARLEY_OK, parley_client_create(&client, NULL));
     rec.client = client;
+    rec.gate_open = 0;
+    CHECK_STATUS(PARLEY_OK, parley_client_post(client, gate_callback, NULL));
     CHECK_STATUS(PARLEY_OK, parley_client_post(client, on_post, (void *)(intptr_t)1));
     CHECK_STATUS(PARLEY_OK, parley_client_post(client, destroying_callback, NULL));
     CHECK_STATUS(PARLEY_OK, parley_client_post(client, on_post, (void *)(intptr_t)2));
     CHECK_STATUS(PARLEY_OK, parley_client_post(client, on_post, (void *)(intptr_t)3));
+    open_gate();
     CHECK(wait_for(&rec.count, 4, 5000));
     CHECK(rec.order[3] == 100);
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_post(client, on_post, NULL));

@@ -31,12 +31,28 @@ public struct ClientConfiguration: Sendable, Equatable {
     /// Admin credential sent as `Api-Token` on raw requests (tools and tests; apps use sessions).
     public var apiToken: String?
     public var userAgent = "parley/\(ParleyVersion.string)"
+    /// Where the per-user cache lives: a file under `cacheDirectory`, or memory only.
+    public var cacheMode: CacheMode = .persistent
+    /// Directory of the cache files; nil = `$XDG_CACHE_HOME/parley`, else `$HOME/.cache/parley`.
+    public var cacheDirectory: String?
+    /// The cache's size limit; eviction keeps it below (minimum 64 MiB).
+    public var cacheSizeLimitBytes: Int64 = 256 << 20
+    /// Resend pending/failed-for-connection-reasons messages on connect and reconnect.
+    public var autoResend = true
+    /// Reconnection backoff of the event stream.
+    public var reconnectPolicy = ReconnectPolicy()
+
+    public enum CacheMode: String, Sendable, Equatable {
+        case persistent, memory
+    }
 
     public init() {}
 
     public static let documentKeys: Set<String> = [
         "server_url", "dispatch_mode", "log_level", "request_timeout_ms", "connect_timeout_ms",
-        "tls_verify", "ca_file", "api_token", "user_agent",
+        "tls_verify", "ca_file", "api_token", "user_agent", "cache_mode", "cache_dir", "cache_size_limit_mb",
+        "auto_resend", "reconnect_initial_delay_ms", "reconnect_max_delay_ms", "reconnect_max_attempts",
+        "stream_idle_timeout_s",
     ]
 
     /// Parses a configuration document. An empty string or `{}` gives the defaults.
@@ -71,6 +87,32 @@ public struct ClientConfiguration: Sendable, Equatable {
         caFile = try reader.optionalString("ca_file")
         apiToken = try reader.optionalString("api_token")
         if let agent = try reader.optionalString("user_agent") { userAgent = agent }
+        if let mode = try reader.optionalString("cache_mode") {
+            guard let parsed = CacheMode(rawValue: mode) else {
+                throw .invalidArgument("config.cache_mode: expected \"persistent\" or \"memory\", got '\(mode)'")
+            }
+            cacheMode = parsed
+        }
+        if let directory = try reader.optionalString("cache_dir") {
+            guard !directory.isEmpty else { throw .invalidArgument("config.cache_dir: must not be empty") }
+            cacheDirectory = directory
+        }
+        if let megabytes = try reader.optionalInt("cache_size_limit_mb", in: 64...1_048_576) {
+            cacheSizeLimitBytes = megabytes << 20
+        }
+        if let value = try reader.optionalBool("auto_resend") { autoResend = value }
+        if let value = try reader.optionalInt("reconnect_initial_delay_ms", in: 0...600_000) {
+            reconnectPolicy.initialDelayMs = Int(value)
+            reconnectPolicy.maxDelayMs = max(reconnectPolicy.maxDelayMs, Int(value))
+        }
+        if let value = try reader.optionalInt("reconnect_max_delay_ms", in: 0...3_600_000) {
+            guard Int(value) >= reconnectPolicy.initialDelayMs else {
+                throw .invalidArgument("config.reconnect_max_delay_ms: must be at least reconnect_initial_delay_ms (\(reconnectPolicy.initialDelayMs))")
+            }
+            reconnectPolicy.maxDelayMs = Int(value)
+        }
+        if let value = try reader.optionalInt("reconnect_max_attempts", in: 0...1_000_000) { reconnectPolicy.maxAttempts = Int(value) }
+        if let value = try reader.optionalInt("stream_idle_timeout_s", in: 0...3600) { reconnectPolicy.idleTimeoutSec = Int(value) }
     }
 }
 

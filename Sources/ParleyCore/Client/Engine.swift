@@ -35,6 +35,36 @@ final class Engine: @unchecked Sendable {
     // Guarded by `queue`.
     var session: Session?
     var user: JSONValue?
+    /// The connected user's cache (kept open after disconnect so that cached reads work
+    /// offline; replaced when another user connects).
+    var cache: ChatCache?
+    var cacheUserID: String?
+    /// The real-time stream while connected.
+    var stream: EventStreamConnection?
+    /// Bumped by connect/disconnect so that late stream callbacks of an old session are ignored.
+    var sessionEpoch: UInt64 = 0
+    /// The stream was open at least once in this session (tells "connected" from "reconnected").
+    var streamWasOpen = false
+    /// Failed reconnection attempts since the stream was last open.
+    var reconnectFailures = 0
+    /// The current session's stream is being caught up by changelogs.
+    var syncInProgress = false
+    /// req_ids of sends in flight, so that a resend or drain never sends one twice at once.
+    var sendsInFlight: Set<String> = []
+    /// Uploads in flight by req_id, to cancel them.
+    var uploadTasks: [String: HTTPTask] = [:]
+    /// Completions of sends the app started (by req_id); auto-resends after a restart have none.
+    var sendFinishers: [String: @Sendable (Result<JSONValue, ParleyError>) -> Void] = [:]
+    /// Upload progress handlers of file sends (by req_id).
+    var uploadProgress: [String: HTTPUploadProgress] = [:]
+    /// Uploads the app canceled while in flight.
+    var canceledUploads: Set<String> = []
+    /// The outbox is being drained; `drainRequestedAgain` asks for another pass after it.
+    var draining = false
+    var drainRequestedAgain = false
+    /// Callers waiting for the running catch-up, and whether another was asked for meanwhile.
+    var syncWaiters: [@Sendable () -> Void] = []
+    var syncRequestedAgain = false
 
     init(configuration: ClientConfiguration) {
         self.configuration = configuration
@@ -42,13 +72,24 @@ final class Engine: @unchecked Sendable {
     }
 
     func assertOnQueue() { dispatchPrecondition(condition: .onQueue(queue)) }
+
+    /// Runs `body` on the engine queue and waits for it (never call from the queue itself).
+    func sync<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
+        let result: Result<T, ParleyError> = queue.sync {
+            do throws(ParleyError) {
+                return .success(try body())
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
 }
 
-extension Engine {
-    /// Applies an operation's effect to the cache. A cache failure never fails the
-    /// operation (the server accepted it); it is logged through `warn`.
-    func applyToCache(_ effect: CacheEffect, params: JSONValue, answer: JSONValue, warn: (String) -> Void) {
-        assertOnQueue()
-        _ = (effect, params, answer, warn)  // the cache arrives with the Store layer
-    }
+
+/// A reference that does not keep the client alive (the stream's callbacks hold it).
+final class WeakClient: Sendable {
+    weak let client: ParleyClient?
+
+    init(_ client: ParleyClient) { self.client = client }
 }

@@ -1,49 +1,5 @@
 /// Connecting as a user, and the catalog operations performed on the user's behalf.
 extension ParleyClient {
-    /// Connects as `userID` with a session token issued by the server
-    /// (`POST /v3/users/{user_id}/token`). Completes with the user object.
-    @discardableResult
-    public func connect(
-        userID: String, sessionToken: String,
-        completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
-    ) throws(ParleyError) -> UInt64 {
-        guard !userID.isEmpty, userID.utf8.count <= 80 else {
-            throw .invalidArgument("user_id must be 1 to 80 bytes long")
-        }
-        guard !sessionToken.isEmpty, !sessionToken.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
-            throw .invalidArgument("session_token must be non-empty and free of control characters")
-        }
-        return try startOperation(completion) { id, finish in
-            self.engine.queue.async {
-                if let current = self.engine.session, current.userID != userID {
-                    finish(.failure(.invalidState("already connected as '\(current.userID)': disconnect first")))
-                    return
-                }
-                let path = "/v3/users/" + URLEncoding.encodePathSegment(userID)
-                self.sendHTTP(operation: id, method: "GET", pathAndQuery: path, body: nil, credential: .session(sessionToken)) { result in
-                    self.engine.queue.async {
-                        switch result {
-                        case .success(let user):
-                            self.engine.session = Session(userID: userID, token: sessionToken)
-                            self.engine.user = user
-                            finish(.success(user))
-                        case .failure(let error):
-                            finish(.failure(error))
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Forgets the session: operations then fail with `.invalidState` until `connect`.
-    public func disconnect() {
-        engine.queue.sync {
-            engine.session = nil
-            engine.user = nil
-        }
-    }
-
     /// The connected user's id, if any.
     public var currentUserID: String? { engine.queue.sync { engine.session?.userID } }
 
@@ -91,6 +47,6 @@ extension ParleyClient {
     /// Writes what an operation's answer says to the cache (engine queue).
     func applyEffect(_ effect: CacheEffect, params: JSONValue, answer: JSONValue) {
         engine.assertOnQueue()
-        engine.applyToCache(effect, params: params, answer: answer) { [weak self] message in self?.log(.warning, message) }
+        engine.applyToCache(effect, params: params, answer: answer) { [weak self] level, message in self?.log(level, message) }
     }
 }

@@ -16,6 +16,8 @@ public final class ParleyClient: Sendable {
     let operations = PendingOperations()
     let engine: Engine
     private let logSink = Mutex<(level: LogLevel, handler: LogHandler?)>((.off, nil))
+    /// The application's connection and event handlers (set any time, from any thread).
+    let appHandlers = Mutex<AppHandlers>(AppHandlers())
     private let closed = Atomic<Bool>(false)
 
     public init(configuration: ClientConfiguration) throws(ParleyError) {
@@ -126,10 +128,22 @@ public final class ParleyClient: Sendable {
         operation id: UInt64, method: String, pathAndQuery: String, body: JSONValue?, credential: Credential?,
         finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) {
-        guard let serverURL = configuration.serverURL else {
+        guard let request = makeRequest(method: method, pathAndQuery: pathAndQuery, body: body, credential: credential) else {
             finish(.failure(.invalidState("no server_url in the client configuration")))
             return
         }
+        log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
+        let task = http.send(request) { [weak self] result in
+            let outcome = result.flatMap(Self.decodeAnswer)
+            if case .failure(let error) = outcome { self?.log(.info, "operation #\(id) failed: \(error)") }
+            finish(outcome)
+        }
+        operations.setAbort(id) { task.cancel() }
+    }
+
+    /// The HTTP request of a REST call (nil without a server URL).
+    func makeRequest(method: String, pathAndQuery: String, body: JSONValue?, credential: Credential?) -> HTTPRequest? {
+        guard let serverURL = configuration.serverURL else { return nil }
         var request = HTTPRequest(method: method, url: serverURL + pathAndQuery)
         request.timeoutMs = configuration.requestTimeoutMs
         request.connectTimeoutMs = configuration.connectTimeoutMs
@@ -143,13 +157,7 @@ public final class ParleyClient: Sendable {
             request.headers.append(HTTPHeader("Content-Type", "application/json; charset=utf-8"))
             request.body = Array(body.canonicalText.utf8)
         }
-        log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
-        let task = http.send(request) { [weak self] result in
-            let outcome = result.flatMap(Self.decodeAnswer)
-            if case .failure(let error) = outcome { self?.log(.info, "operation #\(id) failed: \(error)") }
-            finish(outcome)
-        }
-        operations.setAbort(id) { task.cancel() }
+        return request
     }
 
     /// Cancels an operation still in flight; its completion runs with `.cancelled`.
@@ -161,9 +169,20 @@ public final class ParleyClient: Sendable {
     /// still queued. No callback of this client runs after it returns. Idempotent.
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let engine = self.engine
+        let stream = engine.queue.sync { () -> EventStreamConnection? in
+            engine.sessionEpoch &+= 1
+            defer { engine.stream = nil }
+            return engine.stream
+        }
+        stream?.stop()
         operations.cancelAll()
         http.shutdown()
         dispatcher.close()
+        engine.queue.sync {
+            engine.cache?.close()
+            engine.cache = nil
+        }
     }
 
     /// Maps an HTTP answer to the protocol's result: JSON on 2xx, the error body otherwise.

@@ -77,5 +77,27 @@ def log_trampoline(user_data: Optional[int], level: int, message: Optional[bytes
     _run(_peek(user_data), level, (message or b"").decode("utf-8", "replace"))
 
 
+@_native.CONNECTION_FN
+def connection_trampoline(user_data: Optional[int], event: int, error: Any) -> None:
+    details = None
+    if error:
+        e = error.contents
+        details = (e.code, e.message.decode("utf-8", "replace") if e.message else "", e.http_status, e.server_code)
+    _run(_peek(user_data), event, details)
+
+
+@_native.EVENT_FN
+def event_trampoline(user_data: Optional[int], category: Optional[bytes], channel_url: Optional[bytes], payload: Optional[bytes]) -> None:
+    _run(_peek(user_data), (category or b"").decode("utf-8"), (channel_url or b"").decode("utf-8"), (payload or b"null").decode("utf-8"))
+
+
+@_native.PROGRESS_FN
+def progress_trampoline(user_data: Optional[int], req_id: Optional[bytes], sent: int, total: int) -> None:
+    with _lock:
+        complete = _pending.get(user_data or 0)
+    progress = getattr(complete, "progress", None)
+    _run(progress, (req_id or b"").decode("utf-8"), sent, total)
+
+
 def as_key(value: int) -> ctypes.c_void_p:
     return ctypes.c_void_p(value)

@@ -22,6 +22,9 @@ class CError(ctypes.Structure):
 
 
 RESULT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError), ctypes.c_char_p)
+CONNECTION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(CError))
+EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p)
+PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
 
 
 def _candidates() -> list[str]:
@@ -85,3 +88,29 @@ _declare(
     ctypes.c_char_p, ctypes.c_char_p, RESULT_FN, ctypes.c_void_p,
 )
 _declare("parley_operations", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_declare("parley_client_set_connection_handler", ctypes.c_int, ctypes.c_void_p, CONNECTION_FN, ctypes.c_void_p)
+_declare("parley_client_set_event_handler", ctypes.c_int, ctypes.c_void_p, EVENT_FN, ctypes.c_void_p)
+_declare("parley_client_reconnect", ctypes.c_int, ctypes.c_void_p)
+_declare("parley_client_set_session_token", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+_declare("parley_client_connection_state", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare(
+    "parley_client_send_user_message", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_char_p, RESULT_FN, ctypes.c_void_p,
+)
+_declare(
+    "parley_client_send_file_message", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_char_p, PROGRESS_FN, RESULT_FN, ctypes.c_void_p,
+)
+_declare(
+    "parley_client_resend_message", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+    ctypes.c_char_p, PROGRESS_FN, RESULT_FN, ctypes.c_void_p,
+)
+_declare("parley_client_cancel_message", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+_declare("parley_client_remove_failed_messages", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p)
+_declare("parley_client_cached_channels", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_int)
+_declare("parley_client_cached_channel", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p)
+_declare(
+    "parley_client_cached_messages", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p,
+    ctypes.c_int64, ctypes.c_int,
+)
+_declare("parley_client_clear_cached_data", ctypes.c_int, ctypes.c_void_p)

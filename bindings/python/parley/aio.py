@@ -74,6 +74,54 @@ class AsyncClient:
     def post(self, function: Any) -> None:
         self.client.post(function)
 
+    # Handlers run on the loop's thread (during dispatch); the rest is synchronous.
+    def set_connection_handler(self, handler: Any) -> None:
+        self.client.set_connection_handler(handler)
+
+    def set_event_handler(self, handler: Any) -> None:
+        self.client.set_event_handler(handler)
+
+    def reconnect(self) -> None:
+        self.client.reconnect()
+
+    def set_session_token(self, token: str) -> None:
+        self.client.set_session_token(token)
+
+    @property
+    def connection_state(self) -> str:
+        return self.client.connection_state
+
+    def send_user_message(self, channel_url: str, message: Optional[str] = None, **params: Any) -> "tuple[Any, asyncio.Future[Any]]":
+        """Returns (pending_message, awaitable of the server's message)."""
+        pending, future = self.client.send_user_message(channel_url, message, **params)
+        return pending, asyncio.wrap_future(future, loop=self._loop)
+
+    def send_file_message(self, channel_url: str, progress: Any = None, **params: Any) -> "tuple[Any, asyncio.Future[Any]]":
+        """Returns (pending_message, awaitable of the server's message); progress(req_id, sent, total)."""
+        pending, future = self.client.send_file_message(channel_url, progress, **params)
+        return pending, asyncio.wrap_future(future, loop=self._loop)
+
+    async def resend_message(self, req_id: str, progress: Any = None) -> Any:
+        return await asyncio.wrap_future(self.client.resend_message(req_id, progress), loop=self._loop)
+
+    def cancel_message(self, req_id: str) -> None:
+        self.client.cancel_message(req_id)
+
+    def remove_failed_messages(self, channel_url: str) -> list:
+        return self.client.remove_failed_messages(channel_url)
+
+    def cached_channels(self, order: str = "latest_last_message", limit: int = 100) -> list:
+        return self.client.cached_channels(order, limit)
+
+    def cached_channel(self, channel_url: str) -> Any:
+        return self.client.cached_channel(channel_url)
+
+    def cached_messages(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> list:
+        return self.client.cached_messages(channel_url, before_ts, limit)
+
+    def clear_cached_data(self) -> None:
+        self.client.clear_cached_data()
+
     async def close(self) -> None:
         """Removes the fd watch and closes the client (pending operations get Cancelled)."""
         if self.client.closed:

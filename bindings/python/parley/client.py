@@ -17,6 +17,18 @@ LogHandler = Callable[[int, str], None]
 
 LOG_OFF, LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG, LOG_TRACE = range(6)
 
+# Connection events (PARLEY_CONNECTION_*), given to the connection handler.
+CONNECTING, CONNECTED, RECONNECT_STARTED, RECONNECT_SUCCEEDED, RECONNECT_FAILED, DISCONNECTED, SESSION_TOKEN_REQUIRED = range(1, 8)
+CONNECTION_EVENT_NAMES = {
+    CONNECTING: "connecting", CONNECTED: "connected", RECONNECT_STARTED: "reconnect_started",
+    RECONNECT_SUCCEEDED: "reconnect_succeeded", RECONNECT_FAILED: "reconnect_failed",
+    DISCONNECTED: "disconnected", SESSION_TOKEN_REQUIRED: "session_token_required",
+}
+STATE_NAMES = ("closed", "connecting", "open", "reconnecting")
+ConnectionHandler = Callable[[str, Optional[ParleyError]], None]
+EventHandler = Callable[[str, str, Any], None]
+ProgressHandler = Callable[[str, int, int], None]
+
 
 def version() -> str:
     """The loaded library's version, "MAJOR.MINOR.PATCH"."""
@@ -106,6 +118,8 @@ class Client:
         self._handle: Optional[int] = handle.value
         self._close_lock = threading.Lock()
         self._log_key = 0
+        self._connection_key = 0
+        self._event_key = 0
         self.dispatch_mode: str = document.get("dispatch_mode", "thread")
 
     # -- lifetime --------------------------------------------------------------
@@ -128,9 +142,11 @@ class Client:
         if handle is None:
             return
         _check(lib.parley_client_destroy(handle))
-        if self._log_key:
-            _callbacks.unregister(self._log_key)
-            self._log_key = 0
+        for attribute in ("_log_key", "_connection_key", "_event_key"):
+            key = getattr(self, attribute)
+            if key:
+                _callbacks.unregister(key)
+                setattr(self, attribute, 0)
 
     def __enter__(self) -> "Client":
         return self
@@ -278,3 +294,159 @@ class Client:
     def cancel(self, operation_id: int) -> None:
         """Cancels an operation in flight (its completion gets Cancelled)."""
         _check(lib.parley_client_cancel(self.handle, operation_id))
+
+    # -- connection and events ---------------------------------------------------
+
+    def _set_persistent(self, attribute: str, setter: str, trampoline: Any, null: Any, wrapped: Optional[Callable[..., None]]) -> None:
+        old = getattr(self, attribute)
+        if wrapped is None:
+            _check(getattr(lib, setter)(self.handle, null, None))
+            setattr(self, attribute, 0)
+        else:
+            key = _callbacks.register(wrapped, persistent=True)
+            try:
+                _check(getattr(lib, setter)(self.handle, trampoline, _callbacks.as_key(key)))
+            except BaseException:
+                _callbacks.unregister(key)
+                raise
+            setattr(self, attribute, key)
+        if old:
+            _callbacks.unregister(old)
+
+    def set_connection_handler(self, handler: Optional[ConnectionHandler]) -> None:
+        """`handler(event_name, error_or_None)` for connection changes ("connecting",
+        "connected", "reconnect_started", "reconnect_succeeded", "reconnect_failed",
+        "disconnected", "session_token_required"). None removes it."""
+        wrapped = None
+        if handler is not None:
+            def wrapped(event: int, details: Optional[tuple]) -> None:
+                handler(CONNECTION_EVENT_NAMES.get(event, str(event)), error_for(*details) if details else None)
+        self._set_persistent("_connection_key", "parley_client_set_connection_handler",
+                             _callbacks.connection_trampoline, _native.CONNECTION_FN(), wrapped)
+
+    def set_event_handler(self, handler: Optional[EventHandler]) -> None:
+        """`handler(category, channel_url, payload)` for every real-time, sync and local
+        sending event (payload decoded from JSON), after the cache was updated."""
+        wrapped = None
+        if handler is not None:
+            def wrapped(category: str, channel_url: str, payload: str) -> None:
+                handler(category, channel_url, json.loads(payload))
+        self._set_persistent("_event_key", "parley_client_set_event_handler",
+                             _callbacks.event_trampoline, _native.EVENT_FN(), wrapped)
+
+    def reconnect(self) -> None:
+        """Reconnects the event stream now instead of after the backoff delay."""
+        _check(lib.parley_client_reconnect(self.handle))
+
+    def set_session_token(self, token: str) -> None:
+        """Replaces the session token (answer to "session_token_required")."""
+        _check(lib.parley_client_set_session_token(self.handle, token.encode("utf-8")))
+
+    @property
+    def connection_state(self) -> str:
+        """"closed", "connecting", "open" or "reconnecting"."""
+        state = ctypes.c_int(0)
+        _check(lib.parley_client_connection_state(self.handle, ctypes.byref(state)))
+        return STATE_NAMES[state.value]
+
+    # -- sending -----------------------------------------------------------------
+
+    def _send(self, function_name: str, channel_url: str, params: Mapping[str, Any],
+              progress: Optional[ProgressHandler], with_progress: bool) -> "tuple[Any, concurrent.futures.Future[Any]]":
+        future, done = self._future_and_callback()
+
+        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+            if error is not None:
+                done(None, error_for(*error))
+            else:
+                done(json.loads(result_json or "null"), None)
+
+        complete.progress = progress  # type: ignore[attr-defined]
+        key = _callbacks.register(complete)
+        operation = ctypes.c_uint64(0)
+        pending = ctypes.c_void_p()
+        args: list = [self.handle, ctypes.byref(pending), ctypes.byref(operation),
+                      channel_url.encode("utf-8"), _encode_json(dict(params))]
+        if with_progress:
+            args.append(_callbacks.progress_trampoline if progress else _native.PROGRESS_FN())
+        try:
+            _check(getattr(lib, function_name)(*args, _callbacks.result_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        future.operation_id = operation.value  # type: ignore[attr-defined]
+        return json.loads(_take_string(pending)), future
+
+    def send_user_message(self, channel_url: str, message: Optional[str] = None, **params: Any) -> "tuple[Any, concurrent.futures.Future[Any]]":
+        """Sends a user message. Returns (pending_message, future): the pending message is
+        already stored (``sending_status`` "pending", its ``req_id``); the future gives the
+        server's message or raises the failure."""
+        if message is not None:
+            params["message"] = message
+        return self._send("parley_client_send_user_message", channel_url, params, None, False)
+
+    def send_file_message(self, channel_url: str, progress: Optional[ProgressHandler] = None, **params: Any) -> "tuple[Any, concurrent.futures.Future[Any]]":
+        """Sends a file message: ``url=...`` for a hosted file or ``file_path=...`` to upload
+        one (``progress(req_id, sent, total)`` reports the upload). Returns (pending, future)."""
+        return self._send("parley_client_send_file_message", channel_url, params, progress, True)
+
+    def resend_message(self, req_id: str, progress: Optional[ProgressHandler] = None) -> "concurrent.futures.Future[Any]":
+        """Resends a failed message (same req_id); the future gives the server's message."""
+        future, done = self._future_and_callback()
+
+        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+            if error is not None:
+                done(None, error_for(*error))
+            else:
+                done(json.loads(result_json or "null"), None)
+
+        complete.progress = progress  # type: ignore[attr-defined]
+        key = _callbacks.register(complete)
+        operation = ctypes.c_uint64(0)
+        try:
+            _check(lib.parley_client_resend_message(
+                self.handle, ctypes.byref(operation), req_id.encode("utf-8"),
+                _callbacks.progress_trampoline if progress else _native.PROGRESS_FN(),
+                _callbacks.result_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        future.operation_id = operation.value  # type: ignore[attr-defined]
+        return future
+
+    def cancel_message(self, req_id: str) -> None:
+        """Cancels a pending message not yet sent, an upload in progress, or a failed message."""
+        _check(lib.parley_client_cancel_message(self.handle, req_id.encode("utf-8")))
+
+    def remove_failed_messages(self, channel_url: str) -> list:
+        """Removes the channel's failed messages; returns their req_ids."""
+        out = ctypes.c_void_p()
+        _check(lib.parley_client_remove_failed_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8")))
+        return json.loads(_take_string(out) or "[]")
+
+    # -- the cache -----------------------------------------------------------------
+
+    def cached_channels(self, order: str = "latest_last_message", limit: int = 100) -> list:
+        """Cached channels (works offline)."""
+        out = ctypes.c_void_p()
+        _check(lib.parley_client_cached_channels(self.handle, ctypes.byref(out), order.encode("utf-8"), limit))
+        return json.loads(_take_string(out))
+
+    def cached_channel(self, channel_url: str) -> Optional[Any]:
+        """The cached channel, or None."""
+        out = ctypes.c_void_p()
+        status = lib.parley_client_cached_channel(self.handle, ctypes.byref(out), channel_url.encode("utf-8"))
+        if status == -12:
+            return None
+        _check(status)
+        return json.loads(_take_string(out))
+
+    def cached_messages(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> list:
+        """Cached messages of the channel, oldest first (pending/failed ones last when before_ts is -1)."""
+        out = ctypes.c_void_p()
+        _check(lib.parley_client_cached_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts, limit))
+        return json.loads(_take_string(out))
+
+    def clear_cached_data(self) -> None:
+        """Removes everything cached for the current user."""
+        _check(lib.parley_client_clear_cached_data(self.handle))

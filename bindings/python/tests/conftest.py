@@ -41,6 +41,12 @@ def start_server(database: Path, api_token: str) -> RunningServer:
     return RunningServer(line[len(prefix):], api_token, process)
 
 
+@pytest.fixture(autouse=True)
+def private_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's clients keep their default cache files under its own temp dir."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RunningServer]:
     running = start_server(tmp_path / "server.sqlite", secrets.token_hex(16))

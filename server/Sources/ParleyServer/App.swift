@@ -53,6 +53,22 @@ struct ParleyServerCommand: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("parley-server listening on \(base)\n".utf8))
             },
             logger: logger)
+        // Event streams never end by themselves, and a graceful shutdown waits for open
+        // responses: on SIGTERM/SIGINT end them first, so that the server stops promptly
+        // (clients reconnect and resume by Last-Event-ID).
+        let endStreams: @Sendable () -> Void = {
+            _ = try? service.run { s in
+                for subscriber in s.subscribers.values { subscriber.continuation.finish() }
+            }
+        }
+        var signalSources: [DispatchSourceSignal] = []
+        for signalNumber in [SIGTERM, SIGINT] {
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler(handler: endStreams)
+            source.resume()
+            signalSources.append(source)
+        }
+        defer { signalSources.forEach { $0.cancel() } }
         try await app.runService()
     }
 }

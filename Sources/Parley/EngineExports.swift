@@ -1,0 +1,224 @@
+import CParleyABI
+import Glibc
+import ParleyCore
+
+// Connection handlers, sending through the outbox, and cached reads.
+
+@_cdecl("parley_client_set_connection_handler")
+public func exportSetConnectionHandler(
+    _ client: OpaquePointer?, _ function: parley_connection_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        guard let function else {
+            object.setConnectionHandler(nil)
+            return
+        }
+        let callback = CCallback(function: function, userData: userData)
+        object.setConnectionHandler { event, error in
+            if let error {
+                withCError(error) { callback.function(callback.userData, event.rawValue, $0) }
+            } else {
+                callback.function(callback.userData, event.rawValue, nil)
+            }
+        }
+    }
+}
+
+@_cdecl("parley_client_set_event_handler")
+public func exportSetEventHandler(
+    _ client: OpaquePointer?, _ function: parley_event_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        guard let function else {
+            object.setEventHandler(nil)
+            return
+        }
+        let callback = CCallback(function: function, userData: userData)
+        object.setEventHandler { category, channelURL, payload in
+            category.withCString { category in
+                channelURL.withCString { url in
+                    payload.withCString { callback.function(callback.userData, category, url, $0) }
+                }
+            }
+        }
+    }
+}
+
+@_cdecl("parley_client_reconnect")
+public func exportReconnect(_ client: OpaquePointer?) -> Int32 {
+    withStatus { () throws(ParleyError) in try clients.lookup(client).reconnect() }
+}
+
+@_cdecl("parley_client_set_session_token")
+public func exportSetSessionToken(_ client: OpaquePointer?, _ token: UnsafePointer<CChar>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        try object.setSessionToken(try requiredString(token, "session_token"))
+    }
+}
+
+@_cdecl("parley_client_connection_state")
+public func exportConnectionState(_ client: OpaquePointer?, _ outState: UnsafeMutablePointer<Int32>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outState else { throw .invalidArgument("out_state is NULL") }
+        outState.pointee = PARLEY_STATE_CLOSED
+        outState.pointee =
+            switch try clients.lookup(client).connectionState {
+            case .closed: PARLEY_STATE_CLOSED
+            case .connecting: PARLEY_STATE_CONNECTING
+            case .open: PARLEY_STATE_OPEN
+            case .reconnecting: PARLEY_STATE_RECONNECTING
+            }
+    }
+}
+
+// MARK: Sending
+
+/// Wraps an optional C progress callback (called on the callback context).
+private func progressHandler(_ function: parley_progress_fn?, _ userData: UnsafeMutableRawPointer?, reqID: @escaping @Sendable () -> String) -> HTTPUploadProgress? {
+    guard let function else { return nil }
+    let callback = CCallback(function: function, userData: userData)
+    return { sent, total in
+        reqID().withCString { callback.function(callback.userData, $0, sent, total) }
+    }
+}
+
+private func sendMessage(
+    _ client: OpaquePointer?, _ outPending: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ outOperationID: UnsafeMutablePointer<UInt64>?, _ channelURL: UnsafePointer<CChar>?, _ paramsJSON: UnsafePointer<CChar>?,
+    _ function: parley_result_fn?, _ userData: UnsafeMutableRawPointer?,
+    send: (ParleyClient, String, JSONValue, @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void) throws(ParleyError) -> AcceptedSend
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        outPending?.pointee = nil
+        outOperationID?.pointee = 0
+        let object = try clients.lookup(client)
+        let url = try requiredString(channelURL, "channel_url")
+        guard let params = try optionalJSON(paramsJSON, "params_json") else { throw .invalidArgument("params_json is NULL") }
+        guard let function else { throw .invalidArgument("fn is NULL") }
+        let callback = CCallback(function: function, userData: userData)
+        let accepted = try send(object, url, params) { deliver($0, to: callback) }
+        outOperationID?.pointee = accepted.operationID
+        if let outPending { outPending.pointee = try ownedCString(accepted.pendingMessage) }
+    }
+}
+
+@_cdecl("parley_client_send_user_message")
+public func exportSendUserMessage(
+    _ client: OpaquePointer?, _ outPending: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ outOperationID: UnsafeMutablePointer<UInt64>?, _ channelURL: UnsafePointer<CChar>?, _ paramsJSON: UnsafePointer<CChar>?,
+    _ function: parley_result_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    sendMessage(client, outPending, outOperationID, channelURL, paramsJSON, function, userData) { object, url, params, completion throws(ParleyError) in
+        try object.sendUserMessage(channelURL: url, params: params, completion: completion)
+    }
+}
+
+@_cdecl("parley_client_send_file_message")
+public func exportSendFileMessage(
+    _ client: OpaquePointer?, _ outPending: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ outOperationID: UnsafeMutablePointer<UInt64>?, _ channelURL: UnsafePointer<CChar>?, _ paramsJSON: UnsafePointer<CChar>?,
+    _ progress: parley_progress_fn?, _ function: parley_result_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    sendMessage(client, outPending, outOperationID, channelURL, paramsJSON, function, userData) { object, url, params, completion throws(ParleyError) in
+        // The progress callback names the message, so the req_id is fixed before sending.
+        var params = params
+        if case .object(var fields) = params, fields["req_id"] == nil {
+            fields["req_id"] = .string(ParleyClient.newRequestID())
+            params = .object(fields)
+        }
+        let reqID = params["req_id"]?.stringValue ?? ""
+        return try object.sendFileMessage(
+            channelURL: url, params: params, progress: progressHandler(progress, userData) { reqID }, completion: completion)
+    }
+}
+
+@_cdecl("parley_client_resend_message")
+public func exportResendMessage(
+    _ client: OpaquePointer?, _ outOperationID: UnsafeMutablePointer<UInt64>?, _ reqID: UnsafePointer<CChar>?,
+    _ progress: parley_progress_fn?, _ function: parley_result_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        outOperationID?.pointee = 0
+        let object = try clients.lookup(client)
+        let id = try requiredString(reqID, "req_id")
+        guard let function else { throw .invalidArgument("fn is NULL") }
+        let callback = CCallback(function: function, userData: userData)
+        outOperationID?.pointee = try object.resendMessage(reqID: id, progress: progressHandler(progress, userData) { id }) {
+            deliver($0, to: callback)
+        }
+    }
+}
+
+@_cdecl("parley_client_cancel_message")
+public func exportCancelMessage(_ client: OpaquePointer?, _ reqID: UnsafePointer<CChar>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        try object.cancelMessage(reqID: try requiredString(reqID, "req_id"))
+    }
+}
+
+@_cdecl("parley_client_remove_failed_messages")
+public func exportRemoveFailedMessages(
+    _ client: OpaquePointer?, _ outReqIDs: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ channelURL: UnsafePointer<CChar>?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        outReqIDs?.pointee = nil
+        let object = try clients.lookup(client)
+        let removed = try object.removeFailedMessages(channelURL: try requiredString(channelURL, "channel_url"))
+        if let outReqIDs { outReqIDs.pointee = try ownedCString(JSONValue.array(removed.map { .string($0) }).canonicalText) }
+    }
+}
+
+// MARK: Cache
+
+@_cdecl("parley_client_cached_channels")
+public func exportCachedChannels(
+    _ client: OpaquePointer?, _ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ order: UnsafePointer<CChar>?,
+    _ limit: Int32
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        outJSON.pointee = nil
+        let object = try clients.lookup(client)
+        let order = try order.map { p throws(ParleyError) in try validatedString(p, "order") } ?? "latest_last_message"
+        outJSON.pointee = try ownedCString(try object.cachedChannels(order: order, limit: Int(limit)))
+    }
+}
+
+@_cdecl("parley_client_cached_channel")
+public func exportCachedChannel(
+    _ client: OpaquePointer?, _ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ channelURL: UnsafePointer<CChar>?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        outJSON.pointee = nil
+        let object = try clients.lookup(client)
+        let url = try requiredString(channelURL, "channel_url")
+        guard let json = try object.cachedChannel(url: url) else { throw ParleyError(.notFound, "channel '\(url)' is not cached") }
+        outJSON.pointee = try ownedCString(json)
+    }
+}
+
+@_cdecl("parley_client_cached_messages")
+public func exportCachedMessages(
+    _ client: OpaquePointer?, _ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ channelURL: UnsafePointer<CChar>?,
+    _ beforeTs: Int64, _ limit: Int32
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        outJSON.pointee = nil
+        let object = try clients.lookup(client)
+        let url = try requiredString(channelURL, "channel_url")
+        guard beforeTs >= -1 else { throw .invalidArgument("before_ts must be a timestamp in ms, or -1 for the newest") }
+        outJSON.pointee = try ownedCString(
+            try object.cachedMessages(channelURL: url, beforeTs: beforeTs == -1 ? nil : beforeTs, limit: Int(limit)))
+    }
+}
+
+@_cdecl("parley_client_clear_cached_data")
+public func exportClearCachedData(_ client: OpaquePointer?) -> Int32 {
+    withStatus { () throws(ParleyError) in try clients.lookup(client).clearCachedData() }
+}

@@ -1,0 +1,57 @@
+// Reading the cache directly (what the app can show without the network), and clearing it.
+// Results are JSON array texts assembled from the stored canonical texts, never re-encoded.
+
+extension ParleyClient {
+    /// Up to `limit` cached channels in `order` ("chronological", "latest_last_message",
+    /// "channel_name_alphabetical"), as a JSON array. Works offline and after `disconnect`.
+    public func cachedChannels(order: String = "latest_last_message", limit: Int = 100) throws(ParleyError) -> String {
+        guard let listOrder = ChannelListOrder(rawValue: order) else {
+            throw .invalidArgument("order: expected chronological, latest_last_message or channel_name_alphabetical; got '\(order)'")
+        }
+        guard (1...1000).contains(limit) else { throw .invalidArgument("limit: expected 1...1000, got \(limit)") }
+        let engine = self.engine
+        return try engine.sync { () throws(ParleyError) -> String in
+            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
+            return "[" + (try cache.channels(order: listOrder, limit: limit)).map(\.json).joined(separator: ",") + "]"
+        }
+    }
+
+    /// The cached channel with `channelURL` as JSON, nil when not cached.
+    public func cachedChannel(url channelURL: String) throws(ParleyError) -> String? {
+        let engine = self.engine
+        return try engine.sync { () throws(ParleyError) -> String? in
+            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
+            return try cache.channel(url: channelURL)?.json
+        }
+    }
+
+    /// The newest `limit` cached messages of the channel created before `beforeTs` (nil:
+    /// the newest), oldest first, followed by the channel's pending and failed messages
+    /// when `beforeTs` is nil (they always sort after succeeded ones). A JSON array.
+    public func cachedMessages(channelURL: String, beforeTs: Int64? = nil, limit: Int = 30) throws(ParleyError) -> String {
+        guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
+        guard (1...1000).contains(limit) else { throw .invalidArgument("limit: expected 1...1000, got \(limit)") }
+        let engine = self.engine
+        return try engine.sync { () throws(ParleyError) -> String in
+            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
+            let key = beforeTs.map { MessageKey(createdAt: $0, messageID: .min) } ?? .newest
+            var texts = try cache.messages(channelURL: channelURL, before: key, limit: limit).map(\.json)
+            if beforeTs == nil {
+                texts += try cache.localMessages(channelURL: channelURL).map(\.json)
+            }
+            try cache.touchChannel(url: channelURL, at: Self.nowMs())
+            return "[" + texts.joined(separator: ",") + "]"
+        }
+    }
+
+    /// Removes everything cached for the current user — channels, messages, tokens, and the
+    /// pending/failed messages with their outbox — and compacts the file. The cache stays
+    /// usable; the next catch-up refills it.
+    public func clearCachedData() throws(ParleyError) {
+        let engine = self.engine
+        try engine.sync { () throws(ParleyError) in
+            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
+            try cache.clear()
+        }
+    }
+}

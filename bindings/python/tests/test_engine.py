@@ -1,0 +1,454 @@
+"""The client engine against the real server: connection, events, cache, outbox, files,
+changelog catch-up, restarts, token expiry and crash durability."""
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Tuple
+
+import pytest
+
+import parley
+from conftest import ROOT, Admin, RunningServer, server_binary
+
+TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class RestartableServer:
+    """parley-server on a fixed port, so that it can be stopped and started again."""
+
+    def __init__(self, database: Path) -> None:
+        self.database = database
+        self.port = free_port()
+        self.api_token = secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: Optional[subprocess.Popen] = None
+
+    def start(self) -> None:
+        for _ in range(50):
+            self.process = subprocess.Popen(
+                [str(server_binary()), "--port", str(self.port), "--database", str(self.database),
+                 "--api-token", self.api_token, "--heartbeat-seconds", "2"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            assert self.process.stdout is not None
+            if self.process.stdout.readline().startswith("parley-server listening on "):
+                return
+            self.process.wait()
+            time.sleep(0.2)  # the port may still be held by the previous instance
+        pytest.fail("parley-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def running(self) -> RunningServer:
+        assert self.process is not None
+        return RunningServer(self.url, self.api_token, self.process)
+
+
+@pytest.fixture
+def restartable(tmp_path: Path):
+    server = RestartableServer(tmp_path / "server.sqlite")
+    server.start()
+    yield server
+    server.stop()
+
+
+class Recorder:
+    """Collects connection and engine events; waits for conditions."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.connection: List[Tuple[str, Optional[parley.ParleyError]]] = []
+        self.events: List[Tuple[str, str, Any]] = []
+
+    def on_connection(self, event: str, error: Optional[parley.ParleyError]) -> None:
+        with self.lock:
+            self.connection.append((event, error))
+            self.lock.notify_all()
+
+    def on_event(self, category: str, channel_url: str, payload: Any) -> None:
+        with self.lock:
+            self.events.append((category, channel_url, payload))
+            self.lock.notify_all()
+
+    def wait(self, condition: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while not condition():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out; connection={[c for c, _ in self.connection]} "
+                                         f"events={[(c, u) for c, u, _ in self.events]}")
+                self.lock.wait(left)
+
+    def names(self) -> List[str]:
+        with self.lock:
+            return [name for name, _ in self.connection]
+
+    def of(self, category: str) -> List[Any]:
+        with self.lock:
+            return [payload for c, _, payload in self.events if c == category]
+
+
+def make_client(url: str, cache_dir: Path, **options: Any) -> Tuple[parley.Client, Recorder]:
+    client = parley.Client(server_url=url, cache_dir=str(cache_dir), reconnect_initial_delay_ms=100,
+                           reconnect_max_delay_ms=500, request_timeout_ms=5000, connect_timeout_ms=2000, **options)
+    recorder = Recorder()
+    client.set_connection_handler(recorder.on_connection)
+    client.set_event_handler(recorder.on_event)
+    return client, recorder
+
+
+def connect(client: parley.Client, recorder: Recorder, user_id: str, token: str) -> Any:
+    user = client.connect(user_id, token).result(TIMEOUT)
+    recorder.wait(lambda: "connected" in recorder.names() or "reconnect_succeeded" in recorder.names())
+    return user
+
+
+def setup_pair(admin: Admin) -> Tuple[str, str, str]:
+    alice = admin.user("alice")
+    bob = admin.user("bob")
+    channel = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "pair", "name": "Pair"})
+    return alice, bob, channel["channel_url"]
+
+
+def server_messages(admin: Admin, channel_url: str) -> List[Any]:
+    return admin.call("GET", f"/v3/group_channels/{channel_url}/messages", message_ts=int(time.time() * 1000) + 60_000,
+                      prev_limit=200, next_limit=0)["messages"]
+
+
+def test_connect_catch_up_events_and_cache(restartable: RestartableServer, tmp_path: Path) -> None:
+    admin = Admin(restartable.running())
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(restartable.url, tmp_path / "cache")
+    with client:
+        user = connect(client, recorder, "alice", alice_token)
+        assert user["user_id"] == "alice"
+        assert recorder.names()[:2] == ["connecting", "connected"]
+        assert client.connection_state == "open"
+        # The catch-up stored the channel created before connecting.
+        recorder.wait(lambda: client.cached_channel(url) is not None)
+        assert client.cached_channel(url)["name"] == "Pair"
+        # A message from bob arrives as an event and lands in the cache.
+        sent = admin.send(url, "bob", "hello alice")
+        recorder.wait(lambda: any(p["message"]["message_id"] == sent["message_id"] for p in recorder.of("message_received")))
+        cached = client.cached_messages(url)
+        assert [m["message_id"] for m in cached] == [sent["message_id"]]
+        # An edit updates the cached copy; a delete removes it.
+        admin.call("PUT", f"/v3/group_channels/{url}/messages/{sent['message_id']}", {"message": "edited"})
+        recorder.wait(lambda: len(recorder.of("message_updated")) == 1)
+        assert client.cached_messages(url)[0]["message"] == "edited"
+        admin.call("DELETE", f"/v3/group_channels/{url}/messages/{sent['message_id']}")
+        recorder.wait(lambda: len(recorder.of("message_deleted")) == 1)
+        assert client.cached_messages(url) == []
+        client.disconnect()
+        recorder.wait(lambda: "disconnected" in recorder.names())
+        assert client.connection_state == "closed"
+        # The cache stays readable after disconnect.
+        assert client.cached_channel(url) is not None
+
+
+def test_send_user_message_pending_then_succeeded_once(restartable: RestartableServer, tmp_path: Path) -> None:
+    admin = Admin(restartable.running())
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(restartable.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        pending, future = client.send_user_message(url, "hi bob", custom_type="greeting")
+        assert pending["message_id"] == 0 and pending["sending_status"] == "pending"
+        assert pending["req_id"] and pending["message"] == "hi bob" and pending["user"]["user_id"] == "alice"
+        message = future.result(TIMEOUT)
+        assert message["message_id"] > 0 and message["req_id"] == pending["req_id"]
+        assert message["sending_status"] == "succeeded" and message["custom_type"] == "greeting"
+        recorder.wait(lambda: len(recorder.of("message_sent")) == 1)
+        assert [p["req_id"] for p in recorder.of("message_pending")] == [pending["req_id"]]
+        # Exactly one copy, in the cache and on the server, even after our own event echo.
+        recorder.wait(lambda: len(recorder.of("message_received")) == 1)
+        cached = client.cached_messages(url)
+        assert [m["req_id"] for m in cached] == [pending["req_id"]]
+        assert [m["req_id"] for m in server_messages(admin, url)] == [pending["req_id"]]
+
+
+def test_send_validation_errors_are_synchronous(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        with pytest.raises(parley.InvalidState):
+            client.send_user_message(url, "not connected yet")
+        connect(client, recorder, "alice", alice_token)
+        with pytest.raises(parley.InvalidArgument, match="message"):
+            client.send_user_message(url, "")
+        with pytest.raises(parley.InvalidArgument, match="unknown|colour"):
+            client.send_user_message(url, "x", colour="red")
+        with pytest.raises(parley.InvalidArgument):
+            client.send_file_message(url)  # neither url nor file_path
+        with pytest.raises(parley.IOFailure):
+            client.send_file_message(url, file_path=str(tmp_path / "missing.bin"))
+        with pytest.raises(parley.NotFound):
+            client.resend_message("no-such-req")
+        with pytest.raises(parley.NotFound):
+            client.cancel_message("no-such-req")
+        with pytest.raises(parley.InvalidArgument):
+            client.cached_channels(order="sideways")
+        assert client.cached_messages(url) == []
+
+
+def test_refused_send_fails_with_server_code_and_is_not_resent(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, _ = setup_pair(admin)
+    admin.user("carol")
+    admin.call("POST", "/v3/group_channels", {"user_ids": ["bob", "carol"], "channel_url": "private"})
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        pending, future = client.send_user_message("private", "let me in")
+        with pytest.raises(parley.ParleyError) as raised:
+            future.result(TIMEOUT)
+        assert isinstance(raised.value, (parley.Forbidden, parley.NotFound))
+        assert raised.value.http_status in (403, 404) and raised.value.server_code != 0
+        recorder.wait(lambda: len(recorder.of("message_failed")) == 1)
+        failed = recorder.of("message_failed")[0]
+        assert failed["req_id"] == pending["req_id"] and failed["sending_status"] == "failed"
+        assert failed["error_code"] == raised.value.code
+        assert [m["sending_status"] for m in client.cached_messages("private")] == ["failed"]
+        # A manual resend is refused the same way; removing it clears the list.
+        with pytest.raises(parley.ParleyError):
+            client.resend_message(pending["req_id"]).result(TIMEOUT)
+        assert client.remove_failed_messages("private") == [pending["req_id"]]
+        assert client.cached_messages("private") == []
+
+
+def test_server_down_cache_answers_and_outbox_delivers_after_restart(restartable: RestartableServer, tmp_path: Path) -> None:
+    admin = Admin(restartable.running())
+    alice_token, _, url = setup_pair(admin)
+    first = admin.send(url, "bob", "before the outage")
+    client, recorder = make_client(restartable.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        client.list_messages(channel_url=url).result(TIMEOUT)
+        restartable.stop()
+        recorder.wait(lambda: "reconnect_started" in recorder.names())
+        # Offline: the cache answers.
+        assert client.cached_channel(url)["channel_url"] == url
+        assert [m["message_id"] for m in client.cached_messages(url)] == [first["message_id"]]
+        # Offline send: pending, then failed for a connection reason.
+        pending, future = client.send_user_message(url, "sent while offline")
+        with pytest.raises((parley.NetworkError, parley.Timeout)):
+            future.result(TIMEOUT)
+        assert client.cached_messages(url)[-1]["sending_status"] == "failed"
+        restartable.start()
+        recorder.wait(lambda: "reconnect_succeeded" in recorder.names())
+        recorder.wait(lambda: any(p["req_id"] == pending["req_id"] for p in recorder.of("message_sent")))
+        copies = [m for m in server_messages(admin, url) if m["req_id"] == pending["req_id"]]
+        assert len(copies) == 1
+        assert [m["sending_status"] if "sending_status" in m else "ok" for m in client.cached_messages(url)] == ["ok", "ok"]
+
+
+def test_resume_after_disconnect_replays_missed_events_once(restartable: RestartableServer, tmp_path: Path) -> None:
+    admin = Admin(restartable.running())
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(restartable.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        admin.send(url, "bob", "one")
+        recorder.wait(lambda: len(recorder.of("message_received")) == 1)
+        client.disconnect()
+        missed = [admin.send(url, "bob", f"missed {i}")["message_id"] for i in range(5)]
+        restartable.stop()
+        restartable.start()
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: len(recorder.of("message_received")) == 6)
+        time.sleep(0.5)
+        received = [p["message"]["message_id"] for p in recorder.of("message_received")]
+        assert received[1:] == missed
+        assert len(received) == len(set(received)) == 6
+
+
+def test_reconnect_after_restart_delivers_new_events(restartable: RestartableServer, tmp_path: Path) -> None:
+    admin = Admin(restartable.running())
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(restartable.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        restartable.stop()
+        recorder.wait(lambda: "reconnect_failed" in recorder.names())
+        restartable.start()
+        client.reconnect()
+        recorder.wait(lambda: "reconnect_succeeded" in recorder.names())
+        sent = admin.send(url, "bob", "after restart")
+        recorder.wait(lambda: any(p["message"]["message_id"] == sent["message_id"] for p in recorder.of("message_received")))
+
+
+def test_expired_token_asks_for_a_new_one(restartable: RestartableServer, tmp_path: Path) -> None:
+    admin = Admin(restartable.running())
+    setup_pair(admin)
+    short = admin.token("alice", expires_at=int(time.time() * 1000) + 3000)
+    client, recorder = make_client(restartable.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", short)
+        time.sleep(3.5)
+        restartable.stop()
+        restartable.start()
+        recorder.wait(lambda: "session_token_required" in recorder.names())
+        assert client.connection_state == "reconnecting"
+        client.set_session_token(admin.token("alice"))
+        recorder.wait(lambda: "reconnect_succeeded" in recorder.names())
+        assert client.connection_state == "open"
+        # REST calls use the new token too.
+        assert client.get_current_user().result(TIMEOUT)["user_id"] == "alice"
+
+
+def test_file_upload_with_progress_and_cancel(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    import requests
+
+    alice_token, _, url = setup_pair(admin)
+    payload = os.urandom(600_000)
+    path = tmp_path / "photo.bin"
+    path.write_bytes(payload)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        reports: List[Tuple[str, int, int]] = []
+        pending, future = client.send_file_message(url, progress=lambda r, s, t: reports.append((r, s, t)),
+                                                   file_path=str(path), file_type="application/octet-stream")
+        assert pending["type"] == "FILE" and pending["file"]["size"] == len(payload)
+        message = future.result(TIMEOUT)
+        assert message["file"]["size"] == len(payload)
+        assert reports, "no progress reported"
+        assert all(r == pending["req_id"] for r, _, _ in reports)
+        sent = [s for _, s, _ in reports]
+        assert sent == sorted(sent) and reports[-1][1] == reports[-1][2]
+        body = requests.get(message["file"]["url"], headers={"Api-Token": server.api_token}, timeout=10).content
+        assert body == payload
+        # Cancel an upload in flight: canceled, never on the server.
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(20_000_000))
+        started = threading.Event()
+        pending, future = client.send_file_message(url, progress=lambda *_: started.set(), file_path=str(big))
+        started.wait(TIMEOUT)
+        try:
+            client.cancel_message(pending["req_id"])
+        except parley.ParleyError:
+            pass  # it finished first on a fast machine: then it must be on the server
+        try:
+            future.result(TIMEOUT)
+            canceled = False
+        except parley.Cancelled:
+            canceled = True
+        on_server = [m for m in server_messages(admin, url) if m["req_id"] == pending["req_id"]]
+        assert len(on_server) == (0 if canceled else 1)
+        if canceled:
+            recorder.wait(lambda: len(recorder.of("message_canceled")) == 1)
+            assert all(m["req_id"] != pending["req_id"] for m in client.cached_messages(url))
+
+
+def test_clear_cached_data_and_memory_mode(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache", cache_mode="memory")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: client.cached_channel(url) is not None)
+        assert not (tmp_path / "cache").exists()
+        client.clear_cached_data()
+        assert client.cached_channels() == []
+
+
+def test_corrupt_cache_file_is_replaced(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    logs: List[str] = []
+    client.set_log_handler(lambda level, message: logs.append(message), parley.LOG_WARNING)
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: client.cached_channel(url) is not None)
+    files = list((tmp_path / "cache").rglob("alice.sqlite"))
+    assert len(files) == 1 and (files[0].stat().st_mode & 0o777) == 0o600
+    files[0].write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        Path(str(files[0]) + suffix).unlink(missing_ok=True)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    client.set_log_handler(lambda level, message: logs.append(message), parley.LOG_WARNING)
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: client.cached_channel(url) is not None)
+    assert any("corrupt" in line for line in logs), logs
+
+
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, sys.argv[1])
+    import parley
+    url, cache, token, mode = sys.argv[2:6]
+    client = parley.Client(server_url=url, cache_dir=cache, reconnect_initial_delay_ms=100,
+                           reconnect_max_delay_ms=300, request_timeout_ms=3000)
+    client.connect("alice", token).result(20)
+    if mode == "send":
+        pending, _ = client.send_user_message("pair", "survives kill -9")
+        print(json.dumps(pending), flush=True)
+        time.sleep(60)
+    else:
+        sent = []
+        client.set_event_handler(lambda c, u, p: sent.append(p) if c == "message_sent" else None)
+        deadline = time.time() + 20
+        while not sent and time.time() < deadline:
+            time.sleep(0.05)
+        print(json.dumps(sent[0] if sent else None), flush=True)
+        client.close()
+""")
+
+
+@pytest.mark.parametrize("server_up_at_kill", [True, False])
+def test_kill_9_after_pending_delivers_exactly_once(restartable: RestartableServer, tmp_path: Path, server_up_at_kill: bool) -> None:
+    import json
+
+    admin = Admin(restartable.running())
+    alice_token, _, url = setup_pair(admin)
+    cache = tmp_path / "cache"
+    binding = str(ROOT / "bindings" / "python")
+    env = dict(os.environ)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "connect"],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    child.communicate(timeout=60)  # a first session fills the cache (user, resume point)
+    if not server_up_at_kill:
+        restartable.stop()
+        # Offline connect works from the cache; the send stays pending or fails.
+    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "send"],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    assert child.stdout is not None
+    pending = json.loads(child.stdout.readline())
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert pending["sending_status"] == "pending"
+    if not server_up_at_kill:
+        restartable.start()
+        assert all(m["req_id"] != pending["req_id"] for m in server_messages(admin, url))
+    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "resend"],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    out, _ = child.communicate(timeout=60)
+    deadline = time.time() + TIMEOUT
+    copies: List[Any] = []
+    while time.time() < deadline:
+        copies = [m for m in server_messages(admin, url) if m["req_id"] == pending["req_id"]]
+        if copies:
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)
+    copies = [m for m in server_messages(admin, url) if m["req_id"] == pending["req_id"]]
+    assert len(copies) == 1, copies
+    assert copies[0]["message"] == "survives kill -9"
