@@ -146,9 +146,11 @@ public func exportResendMessage(
         let id = try requiredString(reqID, "req_id")
         guard let function else { throw .invalidArgument("fn is NULL") }
         let callback = CCallback(function: function, userData: userData)
-        outOperationID?.pointee = try object.resendMessage(reqID: id, progress: progressHandler(progress, userData) { id }) {
+        // Not `outOperationID?.pointee = try ...`: optional chaining would skip the call when NULL.
+        let operationID = try object.resendMessage(reqID: id, progress: progressHandler(progress, userData) { id }) {
             deliver($0, to: callback)
         }
+        outOperationID?.pointee = operationID
     }
 }
 

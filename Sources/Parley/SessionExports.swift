@@ -20,7 +20,9 @@ public func exportClientConnect(
         let token = try requiredString(sessionToken, "session_token")
         guard let function else { throw .invalidArgument("fn is NULL") }
         let callback = CCallback(function: function, userData: userData)
-        outOperationID?.pointee = try object.connect(userID: userID, sessionToken: token) { deliver($0, to: callback) }
+        // Not `outOperationID?.pointee = try ...`: optional chaining would skip the call when NULL.
+        let operationID = try object.connect(userID: userID, sessionToken: token) { deliver($0, to: callback) }
+        outOperationID?.pointee = operationID
     }
 }
 
@@ -52,7 +54,8 @@ public func exportClientPerform(
         let params = try optionalJSON(paramsJSON, "params_json") ?? .object([:])
         guard let function else { throw .invalidArgument("fn is NULL") }
         let callback = CCallback(function: function, userData: userData)
-        outOperationID?.pointee = try object.perform(operation, params: params) { deliver($0, to: callback) }
+        let operationID = try object.perform(operation, params: params) { deliver($0, to: callback) }
+        outOperationID?.pointee = operationID
     }
 }
 

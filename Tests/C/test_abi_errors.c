@@ -7,6 +7,124 @@ static void ignore_result(void *user_data, const parley_error *error, const char
 }
 static void ignore_callback(void *user_data) { (void)user_data; }
 static void ignore_log(void *user_data, int level, const char *message) { (void)user_data; (void)level; (void)message; }
+static void ignore_connection(void *user_data, int event, const parley_error *error) {
+    (void)user_data; (void)event; (void)error;
+}
+static void ignore_event(void *user_data, const char *category, const char *channel_url, const char *payload) {
+    (void)user_data; (void)category; (void)channel_url; (void)payload;
+}
+static void ignore_progress(void *user_data, const char *req_id, int64_t sent, int64_t total) {
+    (void)user_data; (void)req_id; (void)sent; (void)total;
+}
+
+/* Every session, engine and cache function refuses `client` (NULL or not live) with
+ * PARLEY_E_INVALID_HANDLE and clears its outputs. */
+static void check_refuses_handle(parley_client *client) {
+    uint64_t operation = 7;
+    char *text = (char *)"untouched";
+    int state = 9;
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_connect(client, &operation, "u", "t", ignore_result, NULL));
+    CHECK(operation == 0);
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_disconnect(client));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_current_user_id(client, &text));
+    CHECK(text == NULL);
+    operation = 7;
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_perform(client, &operation, "get_current_user", NULL, ignore_result, NULL));
+    CHECK(operation == 0);
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_set_connection_handler(client, ignore_connection, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_set_event_handler(client, ignore_event, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_reconnect(client));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_set_session_token(client, "t"));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_connection_state(client, &state));
+    CHECK(state == PARLEY_STATE_CLOSED);
+    text = (char *)"untouched";
+    operation = 7;
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_send_user_message(client, &text, &operation, "c", "{\"message\":\"x\"}", ignore_result, NULL));
+    CHECK(text == NULL && operation == 0);
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_send_file_message(client, NULL, NULL, "c", "{\"url\":\"http://x/y\"}", ignore_progress, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_resend_message(client, NULL, "r", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cancel_message(client, "r"));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_remove_failed_messages(client, NULL, "c"));
+    text = (char *)"untouched";
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cached_channels(client, &text, NULL, 10));
+    CHECK(text == NULL);
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cached_channel(client, &text, "c"));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cached_messages(client, &text, "c", -1, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_clear_cached_data(client));
+}
+
+/* A live client that is not connected: bad arguments first, then the state errors. */
+static void check_engine_arguments(parley_client *client) {
+    uint64_t operation = 7;
+    char *text = NULL;
+    int state = 9;
+    /* NULL and invalid arguments. */
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_connect(client, &operation, NULL, "t", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_connect(client, &operation, "u", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_connect(client, &operation, "u", "t", NULL, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_connect(client, &operation, "", "t", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_connect(client, &operation, "u", "bad\ntoken", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_connect(client, &operation, "\xff", "t", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_current_user_id(client, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_perform(client, &operation, NULL, NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_perform(client, &operation, "no_such_operation", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_JSON, parley_client_perform(client, &operation, "get_group_channel", "{oops", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_perform(client, &operation, "get_group_channel", "[]", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_perform(client, &operation, "get_group_channel", NULL, NULL, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_set_session_token(client, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_set_session_token(client, ""));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_connection_state(client, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_user_message(client, &text, &operation, NULL, "{\"message\":\"x\"}", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_user_message(client, &text, &operation, "c", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_JSON, parley_client_send_user_message(client, &text, &operation, "c", "{\"message\":", ignore_result, NULL));
+    CHECK_ERROR_MENTIONS("params_json");
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_user_message(client, &text, &operation, "c", "{\"message\":\"x\"}", NULL, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_user_message(client, &text, &operation, "c", "{\"message\":\"\"}", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_user_message(client, &text, &operation, "c", "{\"message\":\"x\",\"colour\":1}", ignore_result, NULL));
+    CHECK_ERROR_MENTIONS("colour");
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_user_message(client, &text, &operation, "c", "{\"message\":7}", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_message(client, &text, &operation, "c", "{}", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_message(client, &text, &operation, "c", "{\"url\":\"ftp://x\"}", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_IO, parley_client_send_file_message(client, &text, &operation, "c", "{\"file_path\":\"/nonexistent/parley\"}", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_message(client, &text, &operation, "c", "{\"file_path\":\"/\"}", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_resend_message(client, &operation, NULL, NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_resend_message(client, &operation, "r", NULL, NULL, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cancel_message(client, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_remove_failed_messages(client, NULL, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_channels(client, NULL, NULL, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_channels(client, &text, "sideways", 10));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_channels(client, &text, NULL, 0));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_channel(client, NULL, "c"));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_channel(client, &text, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_messages(client, NULL, "c", -1, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_messages(client, &text, NULL, -1, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_messages(client, &text, "c", -7, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_messages(client, &text, "c", -1, 100000));
+    CHECK(text == NULL);
+    /* Well-formed, but there is no session or cache yet. */
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_current_user_id(client, &text));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_reconnect(client));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_set_session_token(client, "t"));
+    CHECK_STATUS(PARLEY_OK, parley_client_connection_state(client, &state));
+    CHECK(state == PARLEY_STATE_CLOSED);
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_send_user_message(client, &text, &operation, "c", "{\"message\":\"x\"}", ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_resend_message(client, &operation, "r", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_cancel_message(client, "r"));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_remove_failed_messages(client, NULL, "c"));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_cached_channels(client, &text, NULL, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_cached_messages(client, &text, "c", -1, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_clear_cached_data(client));
+    CHECK(text == NULL);
+    CHECK_STATUS(PARLEY_OK, parley_client_disconnect(client)); /* idempotent */
+    CHECK_STATUS(PARLEY_OK, parley_client_set_connection_handler(client, ignore_connection, NULL));
+    CHECK_STATUS(PARLEY_OK, parley_client_set_connection_handler(client, NULL, NULL));
+    CHECK_STATUS(PARLEY_OK, parley_client_set_event_handler(client, ignore_event, NULL));
+    CHECK_STATUS(PARLEY_OK, parley_client_set_event_handler(client, NULL, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_operations(NULL));
+    CHECK_STATUS(PARLEY_OK, parley_operations(&text));
+    CHECK(text != NULL && strstr(text, "create_group_channel") != NULL);
+    parley_free(text);
+}
 
 int main(void) {
     parley_client *client = NULL;
@@ -32,6 +150,7 @@ int main(void) {
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_request(NULL, &operation, "GET", "/v3/users", NULL, ignore_result, NULL));
     CHECK(operation == 0);
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cancel(NULL, 1));
+    check_refuses_handle(NULL);
 
     /* A pointer that was never a handle. */
     int not_a_client = 0;
@@ -82,6 +201,7 @@ int main(void) {
     CHECK_STATUS(PARLEY_E_NOT_FOUND, parley_client_cancel(client, 424242));
     CHECK_STATUS(PARLEY_OK, parley_client_event_fd(client, &fd));
     CHECK(fd >= 0);
+    check_engine_arguments(client);
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(client));
 
     /* Use after destroy: every call refuses the handle. */
@@ -93,6 +213,8 @@ int main(void) {
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_post(client, ignore_callback, NULL));
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_request(client, NULL, "GET", "/v3/users", NULL, ignore_result, NULL));
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cancel(client, 1));
+    check_refuses_handle(client);
+    check_refuses_handle((parley_client *)&not_a_client);
 
     return check_report("test_abi_errors");
 }
