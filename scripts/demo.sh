@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The main job: sets the machine up, builds libparley and parley-server, then runs the
+# Python demo (two users, the cache while the server is down, the outbox delivering an
+# offline message) and the C example (connect, send, print events) against a local
+# parley-server on its embedded defaults (SQLite storage).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+[ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
+
+bash scripts/setup.sh
+
+echo "== Building libparley (release) and the C examples"
+cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$root/build/prefix" >/dev/null
+cmake --build build/cmake -j "$(nproc)"
+echo "== Building parley-server"
+swift build --package-path server -c debug
+server_bin="$root/server/.build/debug/parley-server"
+export PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0"
+
+work=$(mktemp -d /tmp/parley-demo-XXXXXX)
+trap 'kill "${server_pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+echo
+echo "== Python demo"
+python3 examples/python/demo.py --server-bin "$server_bin" --workdir "$work/python"
+
+echo
+echo "== C example (examples/c/chat.c)"
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+"$server_bin" --port 0 --database "$work/c-server.sqlite" --api-token "$token" > "$work/server.out" 2>/dev/null &
+server_pid=$!
+for _ in $(seq 100); do grep -q "listening on" "$work/server.out" 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/^parley-server listening on //p' "$work/server.out")
+admin() { curl -sf -X "$1" -H "Api-Token: $token" -H "Content-Type: application/json" -d "$3" "$url$2"; }
+admin POST /v3/users '{"user_id": "carol", "nickname": "Carol"}' >/dev/null
+admin POST /v3/users '{"user_id": "dave", "nickname": "Dave"}' >/dev/null
+admin POST /v3/group_channels '{"user_ids": ["carol", "dave"], "channel_url": "c-demo"}' >/dev/null
+session=$(admin POST /v3/users/carol/token '{}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+# Dave writes while carol's example runs, so that it prints a received event.
+(sleep 2; admin POST /v3/group_channels/c-demo/messages '{"message_type": "MESG", "user_id": "dave", "message": "hello carol"}' >/dev/null) &
+(cd "$work" && "$root/build/cmake/chat" "$url" carol "$session" c-demo "hello from C" 4)
+echo
+echo "DEMO FINISHED"
