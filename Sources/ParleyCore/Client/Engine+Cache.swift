@@ -95,6 +95,7 @@ extension Engine {
                 try cache.upsertMessage(answer)
             case .storeMessages(let key):
                 try cache.upsertMessages(answer[key]?.arrayValue ?? [])
+                try evictIfNeeded(cache, log: log)
             case .removeMessage:
                 if let id = params["message_id"]?.int64Value ?? params["message_id"]?.stringValue.flatMap({ Int64($0) }) {
                     try cache.deleteMessage(messageID: id)
@@ -104,6 +105,16 @@ extension Engine {
                     try cache.deleteMessages(channelURL: url, createdAtOrBefore: offset)
                 }
             }
+        }
+    }
+
+    /// Keeps the cache under its size limit (whole channels, least recently read first;
+    /// never pending or failed messages).
+    func evictIfNeeded(_ cache: ChatCache, log: (LogLevel, String) -> Void) throws(ParleyError) {
+        let report = try cache.evictIfNeeded()
+        if !report.evictedChannelURLs.isEmpty {
+            log(.info, "cache: over its size limit (\(report.usedBytesBefore) bytes): evicted the messages of "
+                + "\(report.evictedChannelURLs.count) channel(s), now \(report.usedBytesAfter) bytes")
         }
     }
 
@@ -162,6 +173,7 @@ extension Engine {
                 }
             }
             cache.touchLastEvent(event.id)
+            if event.category == "message_received" { try evictIfNeeded(cache, log: log) }
         }
     }
 

@@ -49,6 +49,9 @@ extension ParleyClient {
                     self.catchUp(then: nil)
                     return
                 }
+                engine.withCache("keeping the size limit", log: self.engineLog) { cache throws(ParleyError) in
+                    try engine.evictIfNeeded(cache, log: self.engineLog)
+                }
                 if self.configuration.autoResend { self.drainOutbox() }
                 self.finishCatchUp()
             }

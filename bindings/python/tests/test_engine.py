@@ -31,8 +31,9 @@ def free_port() -> int:
 class RestartableServer:
     """parley-server on a fixed port, so that it can be stopped and started again."""
 
-    def __init__(self, database: Path) -> None:
+    def __init__(self, database: Path, *extra: str) -> None:
         self.database = database
+        self.extra = list(extra)
         self.port = free_port()
         self.api_token = secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -42,7 +43,7 @@ class RestartableServer:
         for _ in range(50):
             self.process = subprocess.Popen(
                 [str(server_binary()), "--port", str(self.port), "--database", str(self.database),
-                 "--api-token", self.api_token, "--heartbeat-seconds", "2"],
+                 "--api-token", self.api_token, "--heartbeat-seconds", "2", *self.extra],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             assert self.process.stdout is not None
             if self.process.stdout.readline().startswith("parley-server listening on "):
@@ -452,3 +453,93 @@ def test_kill_9_after_pending_delivers_exactly_once(restartable: RestartableServ
     copies = [m for m in server_messages(admin, url) if m["req_id"] == pending["req_id"]]
     assert len(copies) == 1, copies
     assert copies[0]["message"] == "survives kill -9"
+
+
+def test_catch_up_by_changelogs_after_retention_is_exceeded(tmp_path: Path) -> None:
+    server = RestartableServer(tmp_path / "server.sqlite", "--event-retention", "3")
+    server.start()
+    try:
+        admin = Admin(server.running())
+        alice_token, _, url = setup_pair(admin)
+        keep = admin.send(url, "bob", "will be edited")
+        gone = admin.send(url, "bob", "will be deleted")
+        client, recorder = make_client(server.url, tmp_path / "cache")
+        with client:
+            connect(client, recorder, "alice", alice_token)
+            client.list_messages(channel_url=url).result(TIMEOUT)
+            assert len(client.cached_messages(url)) == 2
+            client.disconnect()
+            # More changes than the server keeps events for: resuming is impossible.
+            admin.call("PUT", f"/v3/group_channels/{url}/messages/{keep['message_id']}", {"message": "edited while away"})
+            admin.call("DELETE", f"/v3/group_channels/{url}/messages/{gone['message_id']}")
+            admin.call("PUT", f"/v3/group_channels/{url}", {"name": "Renamed while away"})
+            for i in range(5):
+                admin.call("PUT", f"/v3/group_channels/{url}", {"data": f"churn {i}"})
+            connect(client, recorder, "alice", alice_token)
+            recorder.wait(lambda: any(p["message_id"] == keep["message_id"] for p in recorder.of("message_changelog")))
+            recorder.wait(lambda: client.cached_channel(url)["name"] == "Renamed while away")
+            cached = client.cached_messages(url)
+            assert [(m["message_id"], m["message"]) for m in cached] == [(keep["message_id"], "edited while away")]
+    finally:
+        server.stop()
+
+
+def test_refused_changelog_token_resets_instead_of_failing(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    import sqlite3
+
+    alice_token, _, url = setup_pair(admin)
+    admin.send(url, "bob", "hello")
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        client.list_messages(channel_url=url).result(TIMEOUT)
+        recorder.wait(lambda: client.cached_channel(url) is not None)
+    cache_file = next((tmp_path / "cache").rglob("alice.sqlite"))
+    with sqlite3.connect(cache_file) as db:
+        assert db.execute("SELECT count(*) FROM sync_tokens").fetchone()[0] >= 1
+        db.execute("UPDATE sync_tokens SET token = 'garbage-token'")
+    admin.call("PUT", f"/v3/group_channels/{url}", {"name": "After the reset"})
+    logs: List[str] = []
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    client.set_log_handler(lambda level, message: logs.append(message), parley.LOG_INFO)
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: client.cached_channel(url)["name"] == "After the reset")
+        recorder.wait(lambda: any("refused" in line for line in logs))
+    with sqlite3.connect(cache_file) as db:
+        tokens = [row[0] for row in db.execute("SELECT token FROM sync_tokens")]
+    assert tokens and "garbage-token" not in tokens
+
+
+def test_reaction_and_thread_events_patch_the_cached_message(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    parent = admin.send(url, "bob", "parent")
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        client.list_messages(channel_url=url).result(TIMEOUT)
+        client.add_reaction(channel_url=url, message_id=parent["message_id"], reaction="thumbsup").result(TIMEOUT)
+        recorder.wait(lambda: len(recorder.of("reaction_updated")) == 1)
+        cached = client.cached_messages(url)[0]
+        assert [(r["key"], r["user_ids"]) for r in cached["reactions"]] == [("thumbsup", ["alice"])]
+        client.remove_reaction(channel_url=url, message_id=parent["message_id"], reaction="thumbsup").result(TIMEOUT)
+        recorder.wait(lambda: len(recorder.of("reaction_updated")) == 2)
+        assert client.cached_messages(url)[0].get("reactions", []) == []
+        admin.send(url, "bob", "a reply", parent_message_id=parent["message_id"])
+        recorder.wait(lambda: len(recorder.of("thread_info_updated")) == 1)
+        parent_cached = next(m for m in client.cached_messages(url) if m["message_id"] == parent["message_id"])
+        assert parent_cached["thread_info"]["reply_count"] == 1
+
+
+def test_channel_removed_from_cache_when_user_leaves(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: client.cached_channel(url) is not None)
+        client.leave_channel(channel_url=url).result(TIMEOUT)
+        assert client.cached_channel(url) is None
+        admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "second"})
+        recorder.wait(lambda: client.cached_channel("second") is not None)
+        admin.call("DELETE", "/v3/group_channels/second")
+        recorder.wait(lambda: client.cached_channel("second") is None)
