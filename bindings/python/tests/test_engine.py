@@ -543,3 +543,36 @@ def test_channel_removed_from_cache_when_user_leaves(server: RunningServer, admi
         recorder.wait(lambda: client.cached_channel("second") is not None)
         admin.call("DELETE", "/v3/group_channels/second")
         recorder.wait(lambda: client.cached_channel("second") is None)
+
+
+def test_async_client_sends_and_receives_on_the_loop(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    import asyncio
+
+    alice_token, _, url = setup_pair(admin)
+
+    async def scenario() -> None:
+        loop_thread = threading.get_ident()
+        async with parley.AsyncClient(server_url=server.url, cache_dir=str(tmp_path / "cache")) as client:
+            received: "asyncio.Queue[Any]" = asyncio.Queue()
+            threads = set()
+
+            def on_event(category: str, channel_url: str, payload: Any) -> None:
+                threads.add(threading.get_ident())
+                received.put_nowait((category, payload))
+
+            client.set_event_handler(on_event)
+            user = await client.connect("alice", alice_token)
+            assert user["user_id"] == "alice"
+            pending, delivered = client.send_user_message(url, "from asyncio")
+            assert pending["sending_status"] == "pending"
+            message = await asyncio.wait_for(delivered, TIMEOUT)
+            assert message["message_id"] > 0
+            admin.send(url, "bob", "to asyncio")
+            while True:
+                category, payload = await asyncio.wait_for(received.get(), TIMEOUT)
+                if category == "message_received" and payload["message"]["message"] == "to asyncio":
+                    break
+            assert threads == {loop_thread}
+            assert [m["message"] for m in client.cached_messages(url)] == ["from asyncio", "to asyncio"]
+
+    asyncio.run(scenario())
