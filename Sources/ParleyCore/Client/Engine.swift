@@ -66,9 +66,21 @@ final class Engine: @unchecked Sendable {
     var syncWaiters: [@Sendable () -> Void] = []
     var syncRequestedAgain = false
 
+    private static let queueKey = DispatchSpecificKey<UInt8>()
+
     init(configuration: ClientConfiguration) {
         self.configuration = configuration
         queue = DispatchQueue(label: "parley.engine")
+        queue.setSpecific(key: Self.queueKey, value: 1)
+    }
+
+    /// True on the engine queue (where waiting for the queue would deadlock).
+    var isOnQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) != nil }
+
+    /// Runs `body` on the queue and waits, or inline when already there (a client released
+    /// for the last time by engine work closes itself from the queue).
+    func runNow<T>(_ body: () -> T) -> T {
+        isOnQueue ? body() : queue.sync(execute: body)
     }
 
     func assertOnQueue() { dispatchPrecondition(condition: .onQueue(queue)) }

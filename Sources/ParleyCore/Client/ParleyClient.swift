@@ -170,7 +170,7 @@ public final class ParleyClient: Sendable {
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let engine = self.engine
-        let stream = engine.queue.sync { () -> EventStreamConnection? in
+        let stream = engine.runNow { () -> EventStreamConnection? in
             engine.sessionEpoch &+= 1
             defer { engine.stream = nil }
             return engine.stream
@@ -179,7 +179,7 @@ public final class ParleyClient: Sendable {
         operations.cancelAll()
         http.shutdown()
         dispatcher.close()
-        engine.queue.sync {
+        engine.runNow {
             engine.cache?.close()
             engine.cache = nil
         }
