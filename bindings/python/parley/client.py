@@ -351,8 +351,9 @@ class Client:
 
     # -- sending -----------------------------------------------------------------
 
-    def _send(self, function_name: str, channel_url: str, params: Mapping[str, Any],
-              progress: Optional[ProgressHandler], with_progress: bool) -> "tuple[Any, concurrent.futures.Future[Any]]":
+    def _start_send(self, progress: Optional[ProgressHandler], call: Callable[[int], int]) -> "concurrent.futures.Future[Any]":
+        """Registers the completion (carrying the progress handler, which the progress
+        trampoline finds through the same key) and runs `call(key)`, which returns a status."""
         future, done = self._future_and_callback()
 
         def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
@@ -363,17 +364,26 @@ class Client:
 
         complete.progress = progress  # type: ignore[attr-defined]
         key = _callbacks.register(complete)
+        try:
+            _check(call(key))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        return future
+
+    def _progress_fn(self, progress: Optional[ProgressHandler]) -> Any:
+        return _callbacks.progress_trampoline if progress else _native.PROGRESS_FN()
+
+    def _send(self, function_name: str, channel_url: str, params: Mapping[str, Any],
+              progress: Optional[ProgressHandler], with_progress: bool) -> "tuple[Any, concurrent.futures.Future[Any]]":
         operation = ctypes.c_uint64(0)
         pending = ctypes.c_void_p()
         args: list = [self.handle, ctypes.byref(pending), ctypes.byref(operation),
                       channel_url.encode("utf-8"), _encode_json(dict(params))]
         if with_progress:
-            args.append(_callbacks.progress_trampoline if progress else _native.PROGRESS_FN())
-        try:
-            _check(getattr(lib, function_name)(*args, _callbacks.result_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+            args.append(self._progress_fn(progress))
+        future = self._start_send(progress, lambda key: getattr(lib, function_name)(
+            *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
         future.operation_id = operation.value  # type: ignore[attr-defined]
         return json.loads(_take_string(pending)), future
 
@@ -392,25 +402,10 @@ class Client:
 
     def resend_message(self, req_id: str, progress: Optional[ProgressHandler] = None) -> "concurrent.futures.Future[Any]":
         """Resends a failed message (same req_id); the future gives the server's message."""
-        future, done = self._future_and_callback()
-
-        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
-            if error is not None:
-                done(None, error_for(*error))
-            else:
-                done(json.loads(result_json or "null"), None)
-
-        complete.progress = progress  # type: ignore[attr-defined]
-        key = _callbacks.register(complete)
         operation = ctypes.c_uint64(0)
-        try:
-            _check(lib.parley_client_resend_message(
-                self.handle, ctypes.byref(operation), req_id.encode("utf-8"),
-                _callbacks.progress_trampoline if progress else _native.PROGRESS_FN(),
-                _callbacks.result_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        future = self._start_send(progress, lambda key: lib.parley_client_resend_message(
+            self.handle, ctypes.byref(operation), req_id.encode("utf-8"), self._progress_fn(progress),
+            _callbacks.result_trampoline, _callbacks.as_key(key)))
         future.operation_id = operation.value  # type: ignore[attr-defined]
         return future
 
