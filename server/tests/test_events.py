@@ -255,3 +255,22 @@ def test_last_seen_after_disconnect(server):
             break
         time.sleep(0.2)
     assert u["is_online"] is False and u["last_seen_at"] > 0
+
+
+def test_sigterm_ends_open_streams_and_stops_promptly(fresh_server):
+    server = fresh_server()
+    a = server.user()
+    readers = [EventReader(server, a) for _ in range(3)]
+    try:
+        for reader in readers:
+            assert reader.next()["event"] == "connected"
+        started = time.time()
+        server.proc.terminate()
+        server.proc.wait(timeout=8)
+        assert time.time() - started < 8
+        for reader in readers:
+            reader.thread.join(timeout=5)
+            assert not reader.thread.is_alive(), "the stream was not ended by the shutdown"
+    finally:
+        for reader in readers:
+            reader.close()
