@@ -1,0 +1,151 @@
+import Glibc
+import Testing
+@testable import ParleyCore
+
+// The cache rules the client engine promises: files from an older schema are migrated with
+// their data, unusable files are replaced (never fatal), eviction removes whole channels
+// least recently read first and never pending or failed messages.
+
+private func temporaryDirectory() throws -> String {
+    var template = Array("/tmp/parley-cache-test-XXXXXX".utf8CString)
+    let made: String? = template.withUnsafeMutableBufferPointer { buffer in
+        guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return nil }
+        return String(cString: base)
+    }
+    guard let path = made else { throw ParleyError(.io, "mkdtemp failed: errno \(errno)") }
+    return path
+}
+
+private func removeTree(_ path: String) { _ = system("rm -rf '\(path)'") }
+
+private func message(_ id: Int64, channel: String, text: String = "hello", padding: Int = 0) -> JSONValue {
+    [
+        "message_id": .int(id), "channel_url": .string(channel), "created_at": .int(1_700_000_000_000 + id),
+        "updated_at": 0, "type": "MESG", "message": .string(text + String(repeating: "x", count: padding)),
+        "req_id": .string("r\(id)"), "user": ["user_id": "u1"], "custom_type": "", "parent_message_id": 0,
+    ]
+}
+
+private func channel(_ url: String) -> JSONValue {
+    ["channel_url": .string(url), "name": .string(url), "created_at": 1_700_000_000_000, "custom_type": ""]
+}
+
+@Suite struct CacheAcceptanceTests {
+    @Test func aVersion1FileIsMigratedWithItsData() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        // A file as the first released schema wrote it.
+        let old = try SQLiteDatabase(location: .file(path: path), migrations: [ChatCache.migrations[0]])
+        #expect(old.userVersion == 1)
+        let stored = message(7, channel: "c1").canonicalText
+        try old.statement("""
+            INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                  parent_message_id, json)
+            VALUES (7, 'c1', 1700000000007, 0, 'r7', 'MESG', '', 'u1', 0, ?1)
+            """).run([.text(stored)])
+        try old.statement("INSERT INTO meta (key, value) VALUES ('last_event_id', '41')").run()
+        old.close()
+
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        #expect(cache.recovery == nil)
+        #expect(cache.schemaVersion == ChatCache.migrations.last?.version)
+        #expect(try cache.message(id: 7)?.json == stored)
+        #expect(try cache.metaValue("last_event_id") == "41")
+        // The tables version 2 added work.
+        try cache.insertPendingMessage(
+            ["req_id": "p1", "channel_url": "c1", "created_at": 1_700_000_000_100, "message": "later"],
+            outbox: OutboxRequest(kind: "user", requestJSON: "{}"))
+        #expect(try cache.outboxEntries().map(\.reqID) == ["p1"])
+    }
+
+    @Test func aCorruptFileIsMovedAsideAndReplaced() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        let garbage = Array("definitely not an SQLite database ".utf8) + [UInt8](repeating: 0xAB, count: 8192)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        #expect(descriptor >= 0)
+        _ = garbage.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        let recovery = try #require(cache.recovery)
+        #expect(recovery.movedTo.hasPrefix(path + ".corrupt-"))
+        #expect(access(recovery.movedTo, F_OK) == 0)
+        #expect(try cache.channelCount() == 0)
+        try cache.upsertChannel(channel("c1"))
+        #expect(try cache.channel(url: "c1") != nil)
+    }
+
+    @Test func aFileFromANewerVersionIsMovedAside() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        do {
+            let cache = try ChatCache(location: .file(path: path))
+            try cache.database.execute("PRAGMA user_version = 999")
+            cache.close()
+        }
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        #expect(cache.recovery?.movedTo.hasPrefix(path + ".newer-") == true)
+        #expect(cache.schemaVersion == ChatCache.migrations.last?.version)
+    }
+
+    @Test func evictionTakesWholeChannelsLeastRecentlyReadFirstAndKeepsLocalMessages() throws {
+        // A small limit so that a few hundred KB of messages exceed it.
+        let cache = try ChatCache(location: .memory, uncheckedSizeLimitBytes: 600_000)
+        defer { cache.close() }
+        var id: Int64 = 0
+        for url in ["old", "recent", "never-read"] {
+            try cache.upsertChannel(channel(url))
+            for _ in 0..<60 {
+                id += 1
+                try cache.upsertMessage(message(id, channel: url, padding: 4000))
+            }
+        }
+        try cache.touchChannel(url: "old", at: 1_000)
+        try cache.touchChannel(url: "recent", at: 2_000)
+        try cache.insertPendingMessage(
+            ["req_id": "keep-me", "channel_url": "never-read", "created_at": 1_800_000_000_000, "message": "pending"],
+            outbox: OutboxRequest(kind: "user", requestJSON: "{}"))
+        try cache.markFailed(reqID: "keep-me", error: ParleyError(.network, "offline"), retryable: true)
+        #expect(try cache.usedBytes() > cache.sizeLimitBytes)
+
+        let report = try cache.evictIfNeeded()
+        // Never-read goes first, then the least recently read; the most recent survives.
+        #expect(report.evictedChannelURLs.first == "never-read")
+        #expect(!report.evictedChannelURLs.contains("recent"))
+        #expect(report.usedBytesAfter <= cache.sizeLimitBytes)
+        #expect(try cache.messageCount(channelURL: "never-read") == 0)
+        #expect(try cache.messageCount(channelURL: "recent") == 60)
+        // Whole channels only: an evicted channel keeps no stray messages.
+        for url in report.evictedChannelURLs {
+            #expect(try cache.messageCount(channelURL: url) == 0)
+        }
+        // The failed message, its outbox row and the channel rows stay.
+        #expect(try cache.localMessages(channelURL: "never-read").map(\.reqID) == ["keep-me"])
+        #expect(try cache.outboxEntries().map(\.reqID) == ["keep-me"])
+        #expect(try cache.channelCount() == 3)
+        // Under the limit, nothing happens.
+        #expect(try cache.evictIfNeeded().evictedChannelURLs.isEmpty)
+    }
+
+    @Test func protectedChannelsAreNotEvicted() throws {
+        let cache = try ChatCache(location: .memory, uncheckedSizeLimitBytes: 300_000)
+        defer { cache.close() }
+        var id: Int64 = 0
+        for url in ["a", "b"] {
+            for _ in 0..<60 {
+                id += 1
+                try cache.upsertMessage(message(id, channel: url, padding: 4000))
+            }
+        }
+        let report = try cache.evictIfNeeded(protecting: ["a"])
+        #expect(report.evictedChannelURLs == ["b"])
+        #expect(try cache.messageCount(channelURL: "a") == 60)
+    }
+}
