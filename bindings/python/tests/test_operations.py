@@ -234,3 +234,53 @@ def test_async_client_connects_and_performs(server, admin):
                 await client.get_group_channel(channel_url="nope")
 
     asyncio.run(scenario())
+
+
+def _pages(client: parley.Client, operation: str, key: str, **params) -> list:
+    """Follows `next` tokens to the end; every page respects the limit."""
+    items, token, pages = [], None, 0
+    while True:
+        query = dict(params, limit=2)
+        if token:
+            query["token"] = token
+        answer = client.perform(operation, query).result(TIMEOUT)
+        assert len(answer[key]) <= 2
+        items += answer[key]
+        pages += 1
+        token = answer["next"]
+        if not token:
+            return items
+        assert pages < 50, "paging did not end"
+
+
+def test_list_queries_page_with_tokens_without_skips_or_duplicates(server, admin):
+    tokens = {name: admin.user(name) for name in ["owner", "m1", "m2", "m3", "m4"]}
+    url = admin.call("POST", "/v3/group_channels", {"user_ids": list(tokens), "channel_url": "paged",
+                                                    "operator_ids": ["owner", "m1", "m2"]})["channel_url"]
+    for i in range(4):
+        admin.call("POST", "/v3/group_channels", {"user_ids": ["owner", "m1"], "channel_url": f"extra-{i}"})
+    for name in ["b1", "b2", "b3"]:
+        admin.user(name)
+        admin.call("POST", f"/v3/group_channels/{url}/ban", {"user_id": name})
+    for name in ["m3", "m4"]:
+        admin.call("POST", f"/v3/group_channels/{url}/mute", {"user_id": name})
+    for i in range(5):
+        admin.send(url, "m1", f"message {i}")
+    with connected(server, "owner", tokens["owner"]) as client:
+        channels = [c["channel_url"] for c in _pages(client, "list_my_group_channels", "channels", show_empty=True)]
+        assert sorted(channels) == sorted(["paged"] + [f"extra-{i}" for i in range(4)])
+        members = [m["user_id"] for m in _pages(client, "list_members", "members", channel_url=url)]
+        assert sorted(members) == sorted(tokens)
+        operators = [o["user_id"] for o in _pages(client, "list_operators", "operators", channel_url=url)]
+        assert sorted(operators) == ["m1", "m2", "owner"]
+        banned = [b["user"]["user_id"] for b in _pages(client, "list_banned_users", "banned_list", channel_url=url)]
+        assert sorted(banned) == ["b1", "b2", "b3"]
+        muted = [m["user"]["user_id"] for m in _pages(client, "list_muted_users", "muted_list", channel_url=url)]
+        assert sorted(muted) == ["m3", "m4"]
+        # The previous-message list pages backwards from the oldest message it has (by id,
+        # so that equal timestamps are neither lost nor repeated).
+        newest = client.list_messages(channel_url=url, prev_limit=2).result(TIMEOUT)["messages"]
+        older = client.list_messages(channel_url=url, prev_limit=10, next_limit=0, include=False,
+                                     message_id=newest[0]["message_id"]).result(TIMEOUT)["messages"]
+        texts = [m["message"] for m in older + newest]
+        assert texts == [f"message {i}" for i in range(5)]
