@@ -576,3 +576,34 @@ def test_async_client_sends_and_receives_on_the_loop(server: RunningServer, admi
             assert [m["message"] for m in client.cached_messages(url)] == ["from asyncio", "to asyncio"]
 
     asyncio.run(scenario())
+
+
+def test_cancel_failed_message_and_manual_resend(restartable: RestartableServer, tmp_path: Path) -> None:
+    admin = Admin(restartable.running())
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(restartable.url, tmp_path / "cache", auto_resend=False)
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        restartable.stop()
+        recorder.wait(lambda: "reconnect_started" in recorder.names())
+        dropped, dropped_result = client.send_user_message(url, "never mind")
+        kept, kept_result = client.send_user_message(url, "send me later")
+        for future in (dropped_result, kept_result):
+            with pytest.raises((parley.NetworkError, parley.Timeout)):
+                future.result(TIMEOUT)
+        assert [m["sending_status"] for m in client.cached_messages(url)] == ["failed", "failed"]
+        client.cancel_message(dropped["req_id"])
+        recorder.wait(lambda: len(recorder.of("message_canceled")) == 1)
+        assert recorder.of("message_canceled")[0]["req_id"] == dropped["req_id"]
+        assert [m["req_id"] for m in client.cached_messages(url)] == [kept["req_id"]]
+        with pytest.raises(parley.NotFound):
+            client.cancel_message(dropped["req_id"])
+        restartable.start()
+        recorder.wait(lambda: "reconnect_succeeded" in recorder.names())
+        time.sleep(1.0)
+        # auto_resend is off: nothing went out by itself.
+        assert server_messages(admin, url) == []
+        message = client.resend_message(kept["req_id"]).result(TIMEOUT)
+        assert message["req_id"] == kept["req_id"] and message["message_id"] > 0
+        assert [m["req_id"] for m in server_messages(admin, url)] == [kept["req_id"]]
+        assert [m.get("sending_status", "succeeded") for m in client.cached_messages(url)] == ["succeeded"]
