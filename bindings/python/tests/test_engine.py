@@ -109,8 +109,10 @@ class Recorder:
 
 
 def make_client(url: str, cache_dir: Path, **options: Any) -> Tuple[parley.Client, Recorder]:
-    client = parley.Client(server_url=url, cache_dir=str(cache_dir), reconnect_initial_delay_ms=100,
-                           reconnect_max_delay_ms=500, request_timeout_ms=5000, connect_timeout_ms=2000, **options)
+    settings = dict(server_url=url, cache_dir=str(cache_dir), reconnect_initial_delay_ms=100,
+                    reconnect_max_delay_ms=500, request_timeout_ms=5000, connect_timeout_ms=2000)
+    settings.update(options)
+    client = parley.Client(**settings)
     recorder = Recorder()
     client.set_connection_handler(recorder.on_connection)
     client.set_event_handler(recorder.on_event)
@@ -284,16 +286,26 @@ def test_resume_after_disconnect_replays_missed_events_once(restartable: Restart
 def test_reconnect_after_restart_delivers_new_events(restartable: RestartableServer, tmp_path: Path) -> None:
     admin = Admin(restartable.running())
     alice_token, _, url = setup_pair(admin)
-    client, recorder = make_client(restartable.url, tmp_path / "cache")
+    client, recorder = make_client(restartable.url, tmp_path / "cache", reconnect_initial_delay_ms=1500,
+                                   reconnect_max_delay_ms=2000)
     with client:
         connect(client, recorder, "alice", alice_token)
         restartable.stop()
         recorder.wait(lambda: "reconnect_failed" in recorder.names())
         restartable.start()
-        client.reconnect()
+        # Sent while the client is still waiting out its backoff: the resume must replay them.
+        early = [admin.send(url, "bob", f"early {i}")["message_id"] for i in range(3)]
         recorder.wait(lambda: "reconnect_succeeded" in recorder.names())
-        sent = admin.send(url, "bob", "after restart")
-        recorder.wait(lambda: any(p["message"]["message_id"] == sent["message_id"] for p in recorder.of("message_received")))
+        late = admin.send(url, "bob", "after reconnect")["message_id"]
+        recorder.wait(lambda: any(p["message"]["message_id"] == late for p in recorder.of("message_received")))
+        received = [p["message"]["message_id"] for p in recorder.of("message_received")]
+        assert received == early + [late]
+        # reconnect() on demand skips the wait.
+        restartable.stop()
+        recorder.wait(lambda: recorder.names().count("reconnect_started") == 2)
+        restartable.start()
+        client.reconnect()
+        recorder.wait(lambda: recorder.names().count("reconnect_succeeded") == 2, timeout=5)
 
 
 def test_expired_token_asks_for_a_new_one(restartable: RestartableServer, tmp_path: Path) -> None:
