@@ -2,23 +2,7 @@
  * connect, connection events, sending with the pending message, events into the cache,
  * cached reads, permission errors with server codes, destroy while connected. */
 #define _POSIX_C_SOURCE 200809L
-#include "check.h"
-#include <pthread.h>
-#include <signal.h>
-#include <stdint.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-typedef struct {
-    pthread_mutex_t mutex;
-    pthread_cond_t cond;
-    int done;
-    int code;
-    int http_status;
-    int server_code;
-    char json[8192];
-} result_slot;
+#include "server_support.h"
 
 static pthread_mutex_t events_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t events_cond = PTHREAD_COND_INITIALIZER;
@@ -26,42 +10,6 @@ static int connected_events = 0;
 static int received_events = 0;
 static int sent_events = 0;
 static int disconnected_events = 0;
-
-static void slot_init(result_slot *slot) {
-    memset(slot, 0, sizeof *slot);
-    pthread_mutex_init(&slot->mutex, NULL);
-    pthread_cond_init(&slot->cond, NULL);
-}
-
-static void on_result(void *user_data, const parley_error *error, const char *json) {
-    result_slot *slot = user_data;
-    pthread_mutex_lock(&slot->mutex);
-    slot->code = error ? error->code : 0;
-    slot->http_status = error ? error->http_status : 0;
-    slot->server_code = error ? error->server_code : 0;
-    snprintf(slot->json, sizeof slot->json, "%s", json ? json : "");
-    slot->done = 1;
-    pthread_cond_broadcast(&slot->cond);
-    pthread_mutex_unlock(&slot->mutex);
-}
-
-static int deadline_in(struct timespec *deadline, int ms) {
-    clock_gettime(CLOCK_REALTIME, deadline);
-    deadline->tv_sec += ms / 1000;
-    deadline->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (deadline->tv_nsec >= 1000000000L) { deadline->tv_sec++; deadline->tv_nsec -= 1000000000L; }
-    return 0;
-}
-
-static int wait_slot(result_slot *slot) {
-    struct timespec deadline;
-    deadline_in(&deadline, 20000);
-    pthread_mutex_lock(&slot->mutex);
-    while (!slot->done && pthread_cond_timedwait(&slot->cond, &slot->mutex, &deadline) == 0) {}
-    int done = slot->done;
-    pthread_mutex_unlock(&slot->mutex);
-    return done;
-}
 
 static int wait_count(int *counter, int target) {
     struct timespec deadline;
@@ -99,52 +47,6 @@ static void on_event(void *user_data, const char *category, const char *channel_
     pthread_mutex_unlock(&events_mutex);
 }
 
-/* Starts parley-server on an ephemeral port; fills in its URL. */
-static pid_t start_server(const char *binary, const char *database, char *url, size_t url_size) {
-    int pipe_fds[2];
-    if (pipe(pipe_fds) != 0) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipe_fds[1], STDOUT_FILENO);
-        close(pipe_fds[0]);
-        execl(binary, binary, "--port", "0", "--database", database, "--api-token", "c-test-token", (char *)NULL);
-        _exit(127);
-    }
-    close(pipe_fds[1]);
-    FILE *out = fdopen(pipe_fds[0], "r");
-    char line[200] = "";
-    const char *prefix = "parley-server listening on ";
-    if (out == NULL || fgets(line, sizeof line, out) == NULL || strncmp(line, prefix, strlen(prefix)) != 0) {
-        fprintf(stderr, "parley-server did not start (%s)\n", line);
-        kill(pid, SIGKILL);
-        return -1;
-    }
-    line[strcspn(line, "\n")] = '\0';
-    snprintf(url, url_size, "%s", line + strlen(prefix));
-    return pid;
-}
-
-/* Runs one admin REST call and waits for it. */
-static int admin_call(parley_client *admin, const char *method, const char *path, const char *body, result_slot *slot) {
-    slot_init(slot);
-    if (parley_client_request(admin, NULL, method, path, body, on_result, slot) != PARLEY_OK) return 0;
-    return wait_slot(slot) && slot->code == 0;
-}
-
-/* Copies the string value of "key" out of a flat JSON text (enough for tokens here). */
-static int json_string(const char *json, const char *key, char *out, size_t size) {
-    char pattern[64];
-    snprintf(pattern, sizeof pattern, "\"%s\":\"", key);
-    const char *start = strstr(json, pattern);
-    if (start == NULL) return 0;
-    start += strlen(pattern);
-    const char *end = strchr(start, '"');
-    if (end == NULL || (size_t)(end - start) >= size) return 0;
-    memcpy(out, start, (size_t)(end - start));
-    out[end - start] = '\0';
-    return 1;
-}
-
 int main(void) {
     const char *binary = getenv("PARLEY_SERVER_BIN");
     if (binary == NULL || access(binary, X_OK) != 0) {
@@ -162,11 +64,12 @@ int main(void) {
     snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"c-test-token\", \"cache_mode\": \"memory\"}", url);
     CHECK_STATUS(PARLEY_OK, parley_client_create(&admin, config));
     result_slot slot;
+    memset(&slot, 0, sizeof slot);
     char token[256] = "";
     CHECK(admin_call(admin, "POST", "/v3/users", "{\"user_id\": \"alice\", \"nickname\": \"Alice\"}", &slot));
     CHECK(admin_call(admin, "POST", "/v3/users", "{\"user_id\": \"bob\", \"nickname\": \"Bob\"}", &slot));
     CHECK(admin_call(admin, "POST", "/v3/users/alice/token", "{}", &slot));
-    CHECK(json_string(slot.json, "token", token, sizeof token));
+    CHECK(json_field_text(slot.json, "token", token, sizeof token));
     CHECK(admin_call(admin, "POST", "/v3/group_channels", "{\"user_ids\": [\"alice\", \"bob\"], \"channel_url\": \"c-room\"}", &slot));
 
     parley_client *client = NULL;
@@ -191,6 +94,7 @@ int main(void) {
 
     /* Send: the pending message comes back at once, the completion with the real one. */
     result_slot sent;
+    memset(&sent, 0, sizeof sent);
     slot_init(&sent);
     char *pending = NULL;
     CHECK_STATUS(PARLEY_OK, parley_client_send_user_message(client, &pending, &operation, "c-room",
@@ -222,6 +126,8 @@ int main(void) {
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(client));
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(admin));
 
+    free(slot.json);
+    free(sent.json);
     kill(server, SIGTERM);
     waitpid(server, NULL, 0);
     char command[512];

@@ -1,0 +1,97 @@
+import Glibc
+import Synchronization
+@testable import ParleyCore
+
+// Shared by the engine tests: the real reference server and small waiting helpers.
+
+/// The reference server for engine tests: `parley-server --port 0` on a temp database,
+/// binary from PARLEY_SERVER_BIN or the package's server/.build/debug.
+final class EngineTestServer: Sendable {
+    let url: String
+    let apiToken = "engine-test-token"
+    let directory: String
+    private let pid: pid_t
+
+    init() throws {
+        var template = Array("/tmp/parley-engine-test-XXXXXX".utf8CString)
+        let made: String? = template.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return nil }
+            return String(cString: base)
+        }
+        guard let directory = made else { throw ParleyError(.io, "mkdtemp failed") }
+        self.directory = directory
+        let root = String(#filePath.split(separator: "/").dropLast(3).joined(separator: "/"))
+        let binary = getenv("PARLEY_SERVER_BIN").map { String(cString: $0) } ?? "/\(root)/server/.build/debug/parley-server"
+        guard access(binary, X_OK) == 0 else {
+            throw ParleyError(.io, "parley-server not found at \(binary): build it or set PARLEY_SERVER_BIN")
+        }
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else { throw ParleyError(.io, "pipe failed") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], STDOUT_FILENO)
+        posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
+        let arguments = [binary, "--port", "0", "--database", directory + "/server.sqlite", "--api-token", apiToken]
+        var cArguments: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        var child: pid_t = 0
+        let spawned = posix_spawn(&child, binary, &actions, nil, &cArguments, environ)
+        close(pipeFDs[1])
+        guard spawned == 0 else {
+            close(pipeFDs[0])
+            throw ParleyError(.io, "posix_spawn failed: \(spawned)")
+        }
+        pid = child
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(pipeFDs[0], &byte, 1) == 1 && byte != 10 { line.append(byte) }
+        close(pipeFDs[0])
+        let text = String(decoding: line, as: UTF8.self)
+        let prefix = "parley-server listening on "
+        guard text.hasPrefix(prefix) else {
+            kill(child, SIGKILL)
+            throw ParleyError(.io, "parley-server did not start: '\(text)'")
+        }
+        url = String(text.dropFirst(prefix.count))
+    }
+
+    /// A client that authenticates raw requests with the admin token.
+    func adminClient() throws -> ParleyClient {
+        var configuration = ClientConfiguration()
+        configuration.serverURL = url
+        configuration.apiToken = apiToken
+        configuration.cacheMode = .memory
+        return try ParleyClient(configuration: configuration)
+    }
+
+    func stop() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        _ = system("rm -rf '\(directory)'")
+    }
+}
+
+final class Box<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    func update(_ change: (inout Value) -> Void) { storage.withLock { change(&$0) } }
+    var value: Value { storage.withLock { $0 } }
+}
+
+func engineWaitUntil(timeoutMs: Int = 20_000, _ condition: () -> Bool) -> Bool {
+    for _ in 0..<(timeoutMs / 10) where !condition() { usleep(10_000) }
+    return condition()
+}
+
+/// Runs an async client call and waits for its completion.
+func waitFor(_ start: (@escaping @Sendable (Result<JSONValue, ParleyError>) -> Void) throws(ParleyError) -> UInt64) throws -> JSONValue {
+    let outcome = Box<Result<JSONValue, ParleyError>?>(nil)
+    _ = try start { result in outcome.update { $0 = result } }
+    guard engineWaitUntil({ outcome.value != nil }), let result = outcome.value else {
+        throw ParleyError(.timeout, "no completion")
+    }
+    return try result.get()
+}
+
