@@ -1,0 +1,211 @@
+/* bench_engine: what the engine costs over the floor it sits on, measured in one run.
+ *
+ *   bench_engine SERVER_URL API_TOKEN [MESSAGES] [READS]
+ *
+ * 1. Sending: MESSAGES user messages, one after another (each waits for the server's
+ *    answer), through parley_client_send_user_message (pending message stored in SQLite
+ *    first, then the POST, then the cache update) versus raw libcurl POSTs of the same
+ *    JSON to the same endpoint over one keep-alive connection.
+ * 2. Reading the cache: READS pages of the 50 newest messages through
+ *    parley_client_cached_messages versus the same SELECT on the same cache file with
+ *    raw sqlite3 (a second, read-only connection).
+ *
+ * Numbers are wall-clock medians per operation and throughput. The server must be running
+ * (scripts/bench.sh starts one); users and a channel are created with the admin token. */
+#define _POSIX_C_SOURCE 200809L
+#include <curl/curl.h>
+#include <parley.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int done;
+    int code;
+    char text[4096];
+} waiter;
+
+static void on_result(void *user_data, const parley_error *error, const char *json) {
+    waiter *w = user_data;
+    pthread_mutex_lock(&w->mutex);
+    w->code = error ? error->code : 0;
+    snprintf(w->text, sizeof w->text, "%s", error ? error->message : json);
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mutex);
+}
+
+static void wait_done(waiter *w) {
+    pthread_mutex_lock(&w->mutex);
+    while (!w->done) pthread_cond_wait(&w->cond, &w->mutex);
+    w->done = 0;
+    pthread_mutex_unlock(&w->mutex);
+}
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *values, int count) {
+    qsort(values, (size_t)count, sizeof *values, compare_doubles);
+    return values[count / 2];
+}
+
+static void report(const char *what, double *samples, int count, double total_us) {
+    printf("  %-44s median %8.1f us   %9.0f ops/s\n", what, median(samples, count), count / (total_us / 1e6));
+}
+
+static int admin(parley_client *client, waiter *w, const char *method, const char *path, const char *body) {
+    if (parley_client_request(client, NULL, method, path, body, on_result, w) != PARLEY_OK) return 0;
+    wait_done(w);
+    if (w->code != 0) fprintf(stderr, "%s %s failed: %s\n", method, path, w->text);
+    return w->code == 0;
+}
+
+static size_t discard(char *data, size_t size, size_t count, void *user_data) {
+    (void)data; (void)user_data;
+    return size * count;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SERVER_URL API_TOKEN [MESSAGES] [READS]\n", argv[0]);
+        return 2;
+    }
+    const char *url = argv[1], *api_token = argv[2];
+    int messages = argc > 3 ? atoi(argv[3]) : 300;
+    int reads = argc > 4 ? atoi(argv[4]) : 2000;
+    if (messages < 1 || reads < 1) return 2;
+    double *samples = malloc(sizeof(double) * (size_t)(messages > reads ? messages : reads));
+    char config[1024], path[512], cache_dir[] = "/tmp/parley-bench-XXXXXX";
+    if (samples == NULL || mkdtemp(cache_dir) == NULL) return 1;
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""};
+
+    /* Setup: two users, a channel, a session for the sender. */
+    parley_client *root = NULL;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
+    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, "%ld", (long)time(NULL));
+    char body[512], channel[128], token[256] = "";
+    snprintf(channel, sizeof channel, "bench-%s", suffix);
+    snprintf(body, sizeof body, "{\"user_id\": \"bench-a-%s\", \"nickname\": \"a\"}", suffix);
+    if (!admin(root, &w, "POST", "/v3/users", body)) return 1;
+    snprintf(body, sizeof body, "{\"user_id\": \"bench-b-%s\", \"nickname\": \"b\"}", suffix);
+    if (!admin(root, &w, "POST", "/v3/users", body)) return 1;
+    snprintf(body, sizeof body, "{\"user_ids\": [\"bench-a-%s\", \"bench-b-%s\"], \"channel_url\": \"%s\"}", suffix, suffix, channel);
+    if (!admin(root, &w, "POST", "/v3/group_channels", body)) return 1;
+    snprintf(path, sizeof path, "/v3/users/bench-a-%s/token", suffix);
+    if (!admin(root, &w, "POST", path, "{}")) return 1;
+    const char *found = strstr(w.text, "\"token\":\"");
+    if (found == NULL) return 1;
+    sscanf(found + 9, "%255[^\"]", token);
+
+    parley_client *client = NULL;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
+    if (parley_client_create(&client, config) != PARLEY_OK) return 1;
+    char user[64];
+    snprintf(user, sizeof user, "bench-a-%s", suffix);
+    if (parley_client_connect(client, NULL, user, token, on_result, &w) != PARLEY_OK) return 1;
+    wait_done(&w);
+    if (w.code != 0) { fprintf(stderr, "connect failed: %s\n", w.text); return 1; }
+
+    printf("parley %s — %d sends, %d cache reads (server %s)\n\n", parley_version(), messages, reads, url);
+    printf("Sending (each waits for the server's answer)\n");
+
+    /* 1a. Raw libcurl POSTs (the floor). */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURL *curl = curl_easy_init();
+    char endpoint[512], header[300];
+    snprintf(endpoint, sizeof endpoint, "%s/v3/group_channels/%s/messages", url, channel);
+    snprintf(header, sizeof header, "Session-Key: %s", token);
+    struct curl_slist *headers = curl_slist_append(NULL, header);
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_URL, endpoint);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
+    double started = now_us();
+    for (int i = 0; i < messages; i++) {
+        snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"message\": \"raw %d\", \"req_id\": \"raw-%s-%d\"}", i, suffix, i);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        double t0 = now_us();
+        CURLcode code = curl_easy_perform(curl);
+        samples[i] = now_us() - t0;
+        if (code != CURLE_OK) { fprintf(stderr, "curl: %s\n", curl_easy_strerror(code)); return 1; }
+    }
+    report("raw libcurl POST (floor)", samples, messages, now_us() - started);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+
+    /* 1b. Through the engine. */
+    started = now_us();
+    for (int i = 0; i < messages; i++) {
+        snprintf(body, sizeof body, "{\"message\": \"engine %d\"}", i);
+        double t0 = now_us();
+        if (parley_client_send_user_message(client, NULL, NULL, channel, body, on_result, &w) != PARLEY_OK) return 1;
+        wait_done(&w);
+        samples[i] = now_us() - t0;
+        if (w.code != 0) { fprintf(stderr, "send failed: %s\n", w.text); return 1; }
+    }
+    report("parley_client_send_user_message (outbox)", samples, messages, now_us() - started);
+
+    /* 2. Reading the newest page from the cache. */
+    printf("\nReading the 50 newest cached messages\n");
+    char *page = NULL;
+    started = now_us();
+    for (int i = 0; i < reads; i++) {
+        double t0 = now_us();
+        if (parley_client_cached_messages(client, &page, channel, -1, 50) != PARLEY_OK) return 1;
+        samples[i] = now_us() - t0;
+        parley_free(page);
+    }
+    double engine_total = now_us() - started;
+
+    char cache_file[1024];
+    snprintf(cache_file, sizeof cache_file, "find '%s' -name '*.sqlite' | head -1", cache_dir);
+    FILE *finder = popen(cache_file, "r");
+    if (finder == NULL || fgets(cache_file, sizeof cache_file, finder) == NULL) return 1;
+    pclose(finder);
+    cache_file[strcspn(cache_file, "\n")] = '\0';
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(cache_file, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return 1;
+    sqlite3_stmt *select = NULL;
+    sqlite3_prepare_v2(db, "SELECT json FROM messages WHERE channel_url = ?1 ORDER BY created_at DESC, message_id DESC LIMIT 50", -1, &select, NULL);
+    double *raw = malloc(sizeof(double) * (size_t)reads);
+    started = now_us();
+    for (int i = 0; i < reads; i++) {
+        double t0 = now_us();
+        sqlite3_bind_text(select, 1, channel, -1, SQLITE_STATIC);
+        size_t bytes = 0;
+        while (sqlite3_step(select) == SQLITE_ROW) bytes += (size_t)sqlite3_column_bytes(select, 0);
+        sqlite3_reset(select);
+        raw[i] = now_us() - t0;
+        if (bytes == 0) { fprintf(stderr, "the cache holds no messages\n"); return 1; }
+    }
+    report("raw sqlite3 SELECT on the cache file (floor)", raw, reads, now_us() - started);
+    report("parley_client_cached_messages", samples, reads, engine_total);
+    sqlite3_finalize(select);
+    sqlite3_close(db);
+
+    parley_client_destroy(client);
+    parley_client_destroy(root);
+    curl_global_cleanup();
+    free(raw);
+    free(samples);
+    snprintf(cache_file, sizeof cache_file, "rm -rf '%s'", cache_dir);
+    if (system(cache_file) != 0) return 1;
+    return 0;
+}
