@@ -11,6 +11,7 @@ extension Engine {
         if cache != nil, cacheUserID == userID { return }
         cache?.close()
         cache = nil
+        lastTouched = [:]
         let limit = configuration.cacheSizeLimitBytes
         var location = SQLiteLocation.memory
         if configuration.cacheMode == .persistent {

@@ -62,6 +62,8 @@ final class Engine: @unchecked Sendable {
     /// The outbox is being drained; `drainRequestedAgain` asks for another pass after it.
     var draining = false
     var drainRequestedAgain = false
+    /// When each channel's access time was last written (to write it at most once a minute).
+    var lastTouched: [String: Int64] = [:]
     /// Callers waiting for the running catch-up, and whether another was asked for meanwhile.
     var syncWaiters: [@Sendable () -> Void] = []
     var syncRequestedAgain = false

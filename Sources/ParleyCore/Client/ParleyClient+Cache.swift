@@ -39,7 +39,12 @@ extension ParleyClient {
             if beforeTs == nil {
                 texts += try cache.localMessages(channelURL: channelURL).map(\.json)
             }
-            try cache.touchChannel(url: channelURL, at: Self.nowMs())
+            // Access times order eviction; minute precision is plenty and spares a write per read.
+            let now = Self.nowMs()
+            if now - (engine.lastTouched[channelURL] ?? .min / 2) >= 60_000 {
+                try cache.touchChannel(url: channelURL, at: now)
+                engine.lastTouched[channelURL] = now
+            }
             return "[" + texts.joined(separator: ",") + "]"
         }
     }
@@ -52,6 +57,7 @@ extension ParleyClient {
         try engine.sync { () throws(ParleyError) in
             guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
             try cache.clear()
+            engine.lastTouched = [:]
         }
     }
 }
