@@ -6,11 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
-bash scripts/setup.sh >/dev/null
-cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/cmake -j "$(nproc)" --target bench_engine >/dev/null
-swift build --package-path server -c release >/dev/null
 work=$(mktemp -d /tmp/parley-bench-server-XXXXXX)
+quietly() { "$@" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }; }
+echo "building (release)..."
+quietly bash scripts/setup.sh
+quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release
+quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine
+quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 server/.build/release/parley-server --port 0 --database "$work/server.sqlite" --api-token "$token" > "$work/out" 2>/dev/null &
 server_pid=$!
