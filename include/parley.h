@@ -281,7 +281,13 @@ typedef void (*parley_event_fn)(void *user_data, const char *category, const cha
 /** Sets (fn NULL: removes) the event handler. Runs on the callback context. */
 int parley_client_set_event_handler(parley_client *client, parley_event_fn fn, void *user_data);
 
-/** Reconnects the event stream now instead of after the backoff delay. PARLEY_E_INVALID_STATE if not connected. */
+/**
+ * Reconnects the event stream now. While waiting to reconnect it skips the backoff delay;
+ * while open it drops the connection (which may be silently dead after a network change)
+ * and opens a new one that resumes where the old one stopped: the connection handler sees
+ * RECONNECT_STARTED, then RECONNECT_SUCCEEDED after the changelog catch-up.
+ * PARLEY_E_INVALID_STATE if not connected.
+ */
 int parley_client_reconnect(parley_client *client);
 
 /**

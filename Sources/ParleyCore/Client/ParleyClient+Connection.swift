@@ -199,7 +199,7 @@ extension ParleyClient {
         if stream != nil { emitConnection(.disconnected, nil) }
     }
 
-    /// Reconnects the stream now instead of waiting for the backoff delay. Throws
+    /// Reconnects the stream now (`EventStreamConnection.reconnectNow`). Throws
     /// `.invalidState` when not connected.
     public func reconnect() throws(ParleyError) {
         let stream = engine.queue.sync { engine.session == nil ? nil : engine.stream }

@@ -125,13 +125,28 @@ public final class EventStreamConnection: Sendable {
         }
     }
 
-    /// Skips the backoff wait: when waiting to reconnect, tries at once. Does nothing when
-    /// open, connecting, closed, or waiting for a new token after `tokenExpired`.
+    /// Reconnects at once. Waiting to reconnect: skips the backoff wait. Open: drops the
+    /// connection (it may be silently dead, e.g. after a network change) and opens a new
+    /// one resuming from the last accepted event, passing through `.reconnecting` so the
+    /// handler sees a regular drop and recovery. Connecting: restarts the attempt. Does
+    /// nothing when closed or waiting for a new token after `tokenExpired`.
     public func reconnectNow() {
         perform { core in
-            guard core.state == .reconnecting, !core.awaitingToken else { return }
-            core.timerID &+= 1
-            self.move(to: .connecting, error: nil, &core)
+            switch core.state {
+            case .closed:
+                return
+            case .connecting:
+                self.abandonAttempt(&core)
+            case .reconnecting:
+                guard !core.awaitingToken else { return }
+                core.timerID &+= 1
+                self.move(to: .connecting, error: nil, &core)
+            case .open:
+                self.abandonAttempt(&core)
+                core.reconnectCount = 0
+                self.move(to: .reconnecting, error: nil, &core)
+                self.move(to: .connecting, error: nil, &core)
+            }
             self.beginAttempt(&core)
         }
     }

@@ -335,7 +335,9 @@ class Client:
                              _callbacks.event_trampoline, _native.EVENT_FN(), wrapped)
 
     def reconnect(self) -> None:
-        """Reconnects the event stream now instead of after the backoff delay."""
+        """Reconnects the event stream now: skips the backoff wait, or, when open, replaces the
+        connection with a new one that resumes where it stopped (reconnect_started, then
+        reconnect_succeeded after the catch-up)."""
         _check(lib.parley_client_reconnect(self.handle))
 
     def set_session_token(self, token: str) -> None:

@@ -22,6 +22,15 @@ from conftest import ROOT, Admin, RunningServer, server_binary
 TIMEOUT = 20.0
 
 
+def poll_until(condition: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+    """For conditions no callback announces (log lines, files): checks every 20 ms."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for a condition")
+        time.sleep(0.02)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -308,6 +317,31 @@ def test_reconnect_after_restart_delivers_new_events(restartable: RestartableSer
         recorder.wait(lambda: recorder.names().count("reconnect_succeeded") == 2, timeout=5)
 
 
+def test_reconnect_while_open_replaces_the_connection_and_misses_nothing(server: RunningServer, admin: Admin,
+                                                                         tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        assert client.connection_state == "open"
+        sent: List[int] = []
+        for round_number in range(3):
+            # Messages sent around the switch, some while the old stream is being dropped
+            # and before the new one is open: the resume id must bring each exactly once.
+            sent.append(admin.send(url, "bob", f"before {round_number}")["message_id"])
+            client.reconnect()
+            sent.append(admin.send(url, "bob", f"during {round_number}")["message_id"])
+            recorder.wait(lambda: recorder.names().count("reconnect_succeeded") == round_number + 1)
+            assert client.connection_state == "open"
+        sent.append(admin.send(url, "bob", "after")["message_id"])
+        recorder.wait(lambda: any(p["message"]["message_id"] == sent[-1] for p in recorder.of("message_received")))
+        received = [p["message"]["message_id"] for p in recorder.of("message_received")]
+        assert received == sent
+        names = recorder.names()
+        assert names.count("reconnect_started") == 3 and "disconnected" not in names
+        assert [m["message_id"] for m in client.cached_messages(url)][-len(sent):] == sent
+
+
 def test_expired_token_asks_for_a_new_one(restartable: RestartableServer, tmp_path: Path) -> None:
     admin = Admin(restartable.running())
     setup_pair(admin)
@@ -506,9 +540,18 @@ def test_refused_changelog_token_resets_instead_of_failing(server: RunningServer
         connect(client, recorder, "alice", alice_token)
         client.list_messages(channel_url=url).result(TIMEOUT)
         recorder.wait(lambda: client.cached_channel(url) is not None)
+        # A catch-up now that messages are cached gives the channel its own message token
+        # beside the global channel token.
+        client.reconnect()
+        recorder.wait(lambda: "reconnect_succeeded" in recorder.names())
     cache_file = next((tmp_path / "cache").rglob("alice.sqlite"))
+
+    def saved_tokens() -> List[str]:
+        with sqlite3.connect(cache_file) as db:
+            return sorted(row[0] for row in db.execute("SELECT scope FROM sync_tokens"))
+
+    assert saved_tokens() == ["channels", f"messages:{url}"]
     with sqlite3.connect(cache_file) as db:
-        assert db.execute("SELECT count(*) FROM sync_tokens").fetchone()[0] >= 1
         db.execute("UPDATE sync_tokens SET token = 'garbage-token'")
     admin.call("PUT", f"/v3/group_channels/{url}", {"name": "After the reset"})
     logs: List[str] = []
@@ -517,10 +560,14 @@ def test_refused_changelog_token_resets_instead_of_failing(server: RunningServer
     with client:
         connect(client, recorder, "alice", alice_token)
         recorder.wait(lambda: client.cached_channel(url)["name"] == "After the reset")
-        recorder.wait(lambda: any("refused" in line for line in logs))
+        # Both refusals are logged; the catch-up runs the channel token first, then the
+        # channel's message token, and saves a fresh token after each restart.
+        poll_until(lambda: sum("refused" in line for line in logs) >= 2)
+        poll_until(lambda: saved_tokens() == ["channels", f"messages:{url}"])
     with sqlite3.connect(cache_file) as db:
         tokens = [row[0] for row in db.execute("SELECT token FROM sync_tokens")]
-    assert tokens and "garbage-token" not in tokens
+    assert len(tokens) == 2 and "garbage-token" not in tokens
+    assert not any("changelogs failed" in line for line in logs), logs
 
 
 def test_reaction_and_thread_events_patch_the_cached_message(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
