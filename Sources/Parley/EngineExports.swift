@@ -216,7 +216,7 @@ public func exportCachedMessages(
         let url = try requiredString(channelURL, "channel_url")
         guard beforeTs >= -1 else { throw .invalidArgument("before_ts must be a timestamp in ms, or -1 for the newest") }
         outJSON.pointee = try ownedCString(
-            try object.cachedMessages(channelURL: url, beforeTs: beforeTs == -1 ? nil : beforeTs, limit: Int(limit)))
+            bytes: try object.cachedMessagesJSON(channelURL: url, beforeTs: beforeTs == -1 ? nil : beforeTs, limit: Int(limit)))
     }
 }
 

@@ -8,6 +8,18 @@ func ownedCString(_ text: String) throws(ParleyError) -> UnsafeMutablePointer<CC
     return copy
 }
 
+/// A malloc'ed, NUL-terminated copy of UTF-8 `bytes` for the caller to `parley_free`.
+func ownedCString(bytes: [UInt8]) throws(ParleyError) -> UnsafeMutablePointer<CChar> {
+    guard let copy = malloc(bytes.count + 1)?.assumingMemoryBound(to: CChar.self) else {
+        throw ParleyError(.noMemory, "out of memory copying a result")
+    }
+    bytes.withUnsafeBytes { source in
+        if let base = source.baseAddress { memcpy(copy, base, source.count) }
+    }
+    copy[bytes.count] = 0
+    return copy
+}
+
 @_cdecl("parley_client_connect")
 public func exportClientConnect(
     _ client: OpaquePointer?, _ outOperationID: UnsafeMutablePointer<UInt64>?, _ userID: UnsafePointer<CChar>?,

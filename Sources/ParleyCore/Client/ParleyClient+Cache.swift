@@ -29,23 +29,32 @@ extension ParleyClient {
     /// the newest), oldest first, followed by the channel's pending and failed messages
     /// when `beforeTs` is nil (they always sort after succeeded ones). A JSON array.
     public func cachedMessages(channelURL: String, beforeTs: Int64? = nil, limit: Int = 30) throws(ParleyError) -> String {
+        String(decoding: try cachedMessagesJSON(channelURL: channelURL, beforeTs: beforeTs, limit: limit), as: UTF8.self)
+    }
+
+    /// `cachedMessages` as the UTF-8 bytes of the JSON array, assembled straight from the
+    /// stored texts (what the C ABI copies out).
+    public func cachedMessagesJSON(channelURL: String, beforeTs: Int64? = nil, limit: Int = 30) throws(ParleyError) -> [UInt8] {
         guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
         guard (1...1000).contains(limit) else { throw .invalidArgument("limit: expected 1...1000, got \(limit)") }
         let engine = self.engine
-        return try engine.sync { () throws(ParleyError) -> String in
+        return try engine.sync { () throws(ParleyError) -> [UInt8] in
             guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
             let key = beforeTs.map { MessageKey(createdAt: $0, messageID: .min) } ?? .newest
-            var texts = try cache.messages(channelURL: channelURL, before: key, limit: limit).map(\.json)
+            var json: [UInt8] = [UInt8(ascii: "[")]
+            json.reserveCapacity(limit * 512)
+            try cache.appendMessageTexts(channelURL: channelURL, before: key, limit: limit, to: &json)
             if beforeTs == nil {
-                texts += try cache.localMessages(channelURL: channelURL).map(\.json)
+                try cache.appendLocalMessageTexts(channelURL: channelURL, to: &json)
             }
+            json.append(UInt8(ascii: "]"))
             // Access times order eviction; minute precision is plenty and spares a write per read.
             let now = Self.nowMs()
             if now - (engine.lastTouched[channelURL] ?? .min / 2) >= 60_000 {
                 try cache.touchChannel(url: channelURL, at: now)
                 engine.lastTouched[channelURL] = now
             }
-            return "[" + texts.joined(separator: ",") + "]"
+            return json
         }
     }
 

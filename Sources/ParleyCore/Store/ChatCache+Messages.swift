@@ -173,6 +173,48 @@ extension ChatCache {
         return page
     }
 
+    /// Appends the stored JSON texts of up to `limit` messages of the channel older than
+    /// `key` — the nearest ones, oldest first — to `buffer`, each preceded by a comma unless
+    /// the buffer is empty or ends with `[`. The bytes go from SQLite straight into the
+    /// buffer: no per-row objects, for results handed to the app as one JSON array.
+    /// Returns how many texts were appended.
+    @discardableResult
+    public func appendMessageTexts(
+        channelURL: String, before key: MessageKey, limit: Int, to buffer: inout [UInt8]
+    ) throws(ParleyError) -> Int {
+        guard limit >= 0 else { throw ParleyError.invalidArgument("message page limit must not be negative, got \(limit)") }
+        if limit == 0 { return 0 }
+        // Walk the index newest first (what LIMIT needs), then lay the texts out oldest first.
+        let statement = try database.statement("""
+            SELECT json FROM messages WHERE channel_url = ?1 AND (created_at, message_id) < (?2, ?3)
+            ORDER BY created_at DESC, message_id DESC LIMIT ?4
+            """)
+        var scratch: [UInt8] = []
+        var ranges: [Range<Int>] = []
+        ranges.reserveCapacity(min(limit, 1024))
+        try statement.rows([.text(channelURL), .integer(key.createdAt), .integer(key.messageID), .integer(Int64(limit))]) { row in
+            _ = row.withTextBytes(0) { bytes in
+                let start = scratch.count
+                scratch.append(contentsOf: bytes)
+                ranges.append(start..<scratch.count)
+            }
+        }
+        buffer.reserveCapacity(buffer.count + scratch.count + ranges.count + 2)
+        for range in ranges.reversed() {
+            if let last = buffer.last, last != UInt8(ascii: "[") { buffer.append(UInt8(ascii: ",")) }
+            buffer.append(contentsOf: scratch[range])
+        }
+        return ranges.count
+    }
+
+    /// Appends column `column` of `row` to a comma-separated JSON array being built.
+    static func appendText(of row: SQLiteStatement, column: Int32, to buffer: inout [UInt8]) {
+        _ = row.withTextBytes(column) { bytes in
+            if let last = buffer.last, last != UInt8(ascii: "[") { buffer.append(UInt8(ascii: ",")) }
+            buffer.append(contentsOf: bytes)
+        }
+    }
+
     /// Up to `limit` messages of the channel newer than `key` (`>= key` when `inclusive`)
     /// that match `filter`: the nearest ones to `key`, oldest first.
     public func messages(

@@ -65,6 +65,20 @@ extension ChatCache {
         return result
     }
 
+    /// Appends the JSON texts of the channel's pending and failed messages, in creation
+    /// order, to a comma-separated JSON array being built in `buffer` (see
+    /// `appendMessageTexts`). Returns how many.
+    @discardableResult
+    public func appendLocalMessageTexts(channelURL: String, to buffer: inout [UInt8]) throws(ParleyError) -> Int {
+        var count = 0
+        try database.statement("SELECT json FROM local_messages WHERE channel_url = ?1 ORDER BY local_id")
+            .rows([.text(channelURL)]) { row in
+                Self.appendText(of: row, column: 0, to: &buffer)
+                count += 1
+            }
+        return count
+    }
+
     /// Marks a local message failed with `error` (its JSON's `sending_status` becomes
     /// "failed") and records the failure on its outbox row: `retryable` false means
     /// auto-resend skips it (a manual resend calls `markPending`). False when there is
