@@ -1,6 +1,7 @@
 /* The engine through the C ABI against the real parley-server (PARLEY_SERVER_BIN):
  * connect, connection events, sending with the pending message, events into the cache,
- * cached reads, permission errors with server codes, destroy while connected. */
+ * cached reads, reconnect on demand while open, permission errors with server codes,
+ * destroy while connected. */
 #define _POSIX_C_SOURCE 200809L
 #include "server_support.h"
 
@@ -10,6 +11,8 @@ static int connected_events = 0;
 static int received_events = 0;
 static int sent_events = 0;
 static int disconnected_events = 0;
+static int reconnect_started_events = 0;
+static int reconnect_succeeded_events = 0;
 
 static int wait_count(int *counter, int target) {
     struct timespec deadline;
@@ -32,6 +35,8 @@ static void on_connection(void *user_data, int event, const parley_error *error)
     pthread_mutex_lock(&events_mutex);
     if (event == PARLEY_CONNECTION_CONNECTED) connected_events++;
     if (event == PARLEY_CONNECTION_DISCONNECTED) disconnected_events++;
+    if (event == PARLEY_CONNECTION_RECONNECT_STARTED) reconnect_started_events++;
+    if (event == PARLEY_CONNECTION_RECONNECT_SUCCEEDED) reconnect_succeeded_events++;
     pthread_cond_broadcast(&events_cond);
     pthread_mutex_unlock(&events_mutex);
 }
@@ -116,11 +121,29 @@ int main(void) {
     parley_free(text);
     CHECK_STATUS(PARLEY_E_NOT_FOUND, parley_client_cached_channel(client, &text, "no-such-room"));
 
+    /* Reconnect on demand while open: a new connection that resumes where the old one
+     * stopped, so a message sent meanwhile arrives exactly once. */
+    CHECK_STATUS(PARLEY_OK, parley_client_reconnect(client));
+    CHECK(admin_call(admin, "POST", "/v3/group_channels/c-room/messages",
+                     "{\"message_type\": \"MESG\", \"user_id\": \"bob\", \"message\": \"from admin again\"}", &slot));
+    CHECK(wait_count(&reconnect_succeeded_events, 1));
+    CHECK(wait_count(&received_events, 2));
+    CHECK_STATUS(PARLEY_OK, parley_client_connection_state(client, &state));
+    CHECK(state == PARLEY_STATE_OPEN);
+    pthread_mutex_lock(&events_mutex);
+    CHECK(reconnect_started_events == 1 && disconnected_events == 0);
+    pthread_mutex_unlock(&events_mutex);
+
     /* A permission error carries the HTTP status and the server's code. */
     slot_init(&slot);
     CHECK_STATUS(PARLEY_OK, parley_client_perform(client, NULL, "delete_group_channel", "{\"channel_url\": \"c-room\"}", on_result, &slot));
     CHECK(wait_slot(&slot));
     CHECK(slot.done && slot.code == PARLEY_E_FORBIDDEN && slot.http_status == 403 && slot.server_code != 0);
+
+    /* No message arrived twice across the reconnect. */
+    pthread_mutex_lock(&events_mutex);
+    CHECK(received_events == 2);
+    pthread_mutex_unlock(&events_mutex);
 
     /* Destroy while connected: no callback afterwards, nothing leaks into the next client. */
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(client));
