@@ -1,8 +1,9 @@
 import Glibc
 
 // Catching the cache up after (re)connecting: channel changelogs with the global token,
-// message changelogs with each cached channel's token, then the outbox. Runs on the
-// engine queue, one step after another; the network calls go out with the session key.
+// message changelogs with each cached channel's token (a few channels in flight at once),
+// then the outbox. Every step runs on the engine queue; the network calls go out with the
+// session key.
 
 extension ParleyClient {
     /// A REST call the engine makes on its own behalf (no operation id); the outcome is
@@ -43,7 +44,7 @@ extension ParleyClient {
         engine.syncRequestedAgain = false
         let epoch = engine.sessionEpoch
         syncChannelChangelogs(epoch: epoch, resetOnce: true) {
-            self.syncMessageChangelogs(epoch: epoch, urls: self.channelsWithMessages(), index: 0) {
+            self.syncMessageChangelogs(epoch: epoch, urls: self.channelsWithMessages()) {
                 engine.syncInProgress = false
                 if engine.syncRequestedAgain && engine.sessionEpoch == epoch {
                     self.catchUp(then: nil)
@@ -130,10 +131,40 @@ extension ParleyClient {
         }
     }
 
-    private func syncMessageChangelogs(epoch: UInt64, urls: [String], index: Int, then next: @escaping @Sendable () -> Void) {
-        guard index < urls.count else { return next() }
-        syncMessageChangelog(epoch: epoch, channelURL: urls[index], resetOnce: true) {
-            self.syncMessageChangelogs(epoch: epoch, urls: urls, index: index + 1, then: next)
+    /// How many channels' message changelogs are fetched at once: with many cached
+    /// channels a reconnect costs about channels / this many round trips, not one each.
+    static let messageChangelogConcurrency = 4
+
+    /// The channels still to catch up, shared by the workers. Only touched on the engine
+    /// queue (every step of a changelog runs there), hence unchecked.
+    private final class ChangelogQueue: @unchecked Sendable {
+        var remaining: [String]
+        var runningWorkers: Int
+        init(_ urls: [String], workers: Int) {
+            remaining = urls.reversed()
+            runningWorkers = workers
+        }
+    }
+
+    /// Runs the message changelogs of `urls`, a few channels at a time, then `next` once.
+    private func syncMessageChangelogs(epoch: UInt64, urls: [String], then next: @escaping @Sendable () -> Void) {
+        let workers = min(Self.messageChangelogConcurrency, urls.count)
+        guard workers > 0 else { return next() }
+        let queue = ChangelogQueue(urls, workers: workers)
+        for _ in 0..<workers {
+            pullMessageChangelog(epoch: epoch, from: queue, then: next)
+        }
+    }
+
+    private func pullMessageChangelog(epoch: UInt64, from queue: ChangelogQueue, then next: @escaping @Sendable () -> Void) {
+        engine.assertOnQueue()
+        guard let url = queue.remaining.popLast() else {
+            queue.runningWorkers -= 1
+            if queue.runningWorkers == 0 { next() }
+            return
+        }
+        syncMessageChangelog(epoch: epoch, channelURL: url, resetOnce: true) {
+            self.pullMessageChangelog(epoch: epoch, from: queue, then: next)
         }
     }
 

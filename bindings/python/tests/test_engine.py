@@ -530,6 +530,34 @@ def test_catch_up_by_changelogs_after_retention_is_exceeded(tmp_path: Path) -> N
         server.stop()
 
 
+def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    # More channels than the engine fetches changelogs for at once (4): every one is caught up.
+    alice_token, _, _ = setup_pair(admin)
+    urls = [f"room-{index}" for index in range(9)]
+    kept, gone = {}, {}
+    for url in urls:
+        admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": url})
+        kept[url] = admin.send(url, "bob", f"keep {url}")["message_id"]
+        gone[url] = admin.send(url, "bob", f"delete {url}")["message_id"]
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        for url in urls:
+            client.list_messages(channel_url=url).result(TIMEOUT)
+            assert len(client.cached_messages(url)) == 2
+    for url in urls:
+        admin.call("PUT", f"/v3/group_channels/{url}/messages/{kept[url]}", {"message": f"edited {url}"})
+        admin.call("DELETE", f"/v3/group_channels/{url}/messages/{gone[url]}")
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: len(recorder.of("message_changelog")) == len(urls))
+        assert sorted(p["message_id"] for p in recorder.of("message_changelog")) == sorted(kept.values())
+        for url in urls:
+            poll_until(lambda: [m["message_id"] for m in client.cached_messages(url)] == [kept[url]])
+            assert client.cached_messages(url)[0]["message"] == f"edited {url}"
+
+
 def test_refused_changelog_token_resets_instead_of_failing(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     import sqlite3
 
