@@ -3,9 +3,10 @@
  *   bench_engine SERVER_URL API_TOKEN [MESSAGES] [READS]
  *
  * 1. Sending: MESSAGES user messages, one after another (each waits for the server's
- *    answer), through parley_client_send_user_message (pending message stored in SQLite
- *    first, then the POST, then the cache update) versus raw libcurl POSTs of the same
- *    JSON to the same endpoint over one keep-alive connection.
+ *    answer): raw libcurl POSTs over one keep-alive connection (the floor); the same POST
+ *    through parley_client_request (the engine's HTTP and callback threads, no outbox);
+ *    and parley_client_send_user_message (pending message stored in SQLite first, then the
+ *    POST, then the cache update), timed both to its return and to its completion.
  * 2. Reading the cache: READS pages of the 50 newest messages through
  *    parley_client_cached_messages versus the same SELECT on the same cache file with
  *    raw sqlite3 (a second, read-only connection).
@@ -150,17 +151,38 @@ int main(int argc, char **argv) {
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
 
-    /* 1b. Through the engine. */
+    /* 1b. The same POST through the engine's HTTP layer (network thread, callback thread),
+     * without the outbox: separates transport overhead from outbox bookkeeping. */
+    snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
+    started = now_us();
+    for (int i = 0; i < messages; i++) {
+        snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"request %d\"}", user, i);
+        double t0 = now_us();
+        if (parley_client_request(root, NULL, "POST", path, body, on_result, &w) != PARLEY_OK) return 1;
+        wait_done(&w);
+        samples[i] = now_us() - t0;
+        if (w.code != 0) { fprintf(stderr, "request failed: %s\n", w.text); return 1; }
+    }
+    report("parley_client_request POST (no outbox)", samples, messages, now_us() - started);
+
+    /* 1c. Through the outbox: the call returns once the pending message is stored; the
+     * completion arrives with the server's copy. */
+    double *returned = malloc(sizeof(double) * (size_t)messages);
+    if (returned == NULL) return 1;
     started = now_us();
     for (int i = 0; i < messages; i++) {
         snprintf(body, sizeof body, "{\"message\": \"engine %d\"}", i);
         double t0 = now_us();
         if (parley_client_send_user_message(client, NULL, NULL, channel, body, on_result, &w) != PARLEY_OK) return 1;
+        returned[i] = now_us() - t0;
         wait_done(&w);
         samples[i] = now_us() - t0;
         if (w.code != 0) { fprintf(stderr, "send failed: %s\n", w.text); return 1; }
     }
-    report("parley_client_send_user_message (outbox)", samples, messages, now_us() - started);
+    double send_total = now_us() - started;
+    report("parley_client_send_user_message, returned", returned, messages, send_total);
+    report("parley_client_send_user_message, completed", samples, messages, send_total);
+    free(returned);
 
     /* 2. Reading the newest page from the cache. */
     printf("\nReading the 50 newest cached messages\n");
