@@ -274,7 +274,9 @@ int parley_client_set_connection_handler(parley_client *client, parley_connectio
  * local sending category (message_pending, message_sent, message_failed,
  * message_canceled, message_resend_started). `channel_url` may be "". `payload_json` is
  * the event's data object (server events) or the message / channel (sync and local
- * events; message_failed adds error_code and error_message). All borrowed.
+ * events; message_failed adds error_code and error_message). All borrowed. A message this
+ * client sent is reported once, as message_sent, never also as message_received (the
+ * server's echo of it only updates the cache).
  */
 typedef void (*parley_event_fn)(void *user_data, const char *category, const char *channel_url, const char *payload_json);
 

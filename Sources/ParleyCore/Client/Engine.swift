@@ -51,6 +51,9 @@ final class Engine: @unchecked Sendable {
     var syncInProgress = false
     /// req_ids of sends in flight, so that a resend or drain never sends one twice at once.
     var sendsInFlight: Set<String> = []
+    /// req_ids this client delivered lately, newest last (bounded): the server's
+    /// `message_received` echo of one of them is not reported, `message_sent` was.
+    var recentlySent = RecentKeys(capacity: 1024)
     /// Uploads in flight by req_id, to cancel them.
     var uploadTasks: [String: HTTPTask] = [:]
     /// Completions of sends the app started (by req_id); auto-resends after a restart have none.
@@ -106,4 +109,27 @@ final class WeakClient: Sendable {
     weak let client: ParleyClient?
 
     init(_ client: ParleyClient) { self.client = client }
+}
+
+/// A bounded set that forgets its oldest keys first.
+struct RecentKeys {
+    private var order: [String] = []
+    private var members: Set<String> = []
+    private var head = 0
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    func contains(_ key: String) -> Bool { members.contains(key) }
+
+    mutating func insert(_ key: String) {
+        guard members.insert(key).inserted else { return }
+        if order.count < capacity {
+            order.append(key)
+        } else {
+            members.remove(order[head])
+            order[head] = key
+            head = (head + 1) % capacity
+        }
+    }
 }

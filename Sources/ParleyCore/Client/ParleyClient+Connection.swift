@@ -177,8 +177,47 @@ extension ParleyClient {
     }
 
     private func streamEvent(_ event: StreamEvent) {
+        // The server also streams a sender's own messages. One this client sent reaches the
+        // app as `message_sent` (with its req_id), so its echo is applied but not reported
+        // as received: a second report would show the message twice. Other devices' sends
+        // are reported as usual.
+        let echo = event.category == "message_received" ? ownSend(event.data["message"]) : nil
         engine.applyEvent(event, log: engineLog)
-        emitEvent(event.category, channelURL: event.data["channel_url"]?.stringValue ?? "", payload: event.data)
+        guard let echo else {
+            emitEvent(event.category, channelURL: event.data["channel_url"]?.stringValue ?? "", payload: event.data)
+            return
+        }
+        if case .waitingLocally(let reqID, let channelURL) = echo, let message = event.data["message"] {
+            // Not on the wire from here (e.g. sent before a crash, the answer never seen): the
+            // echo is the delivery confirmation once it replaced the local copy (and with it
+            // the outbox entry).
+            var replaced = false
+            engine.withCache("checking a confirmed send", log: engineLog) { cache throws(ParleyError) in
+                replaced = try cache.localMessage(reqID: reqID) == nil
+            }
+            if replaced { reportSent(message, reqID: reqID, channelURL: channelURL) }
+        }
+    }
+
+    enum OwnSend {
+        /// On the wire now, or confirmed lately: its `message_sent` comes or came from the answer.
+        case inFlightOrSent
+        /// A pending or failed local message not being sent right now.
+        case waitingLocally(reqID: String, channelURL: String)
+    }
+
+    /// Whether `message` is one this client sent (by req_id and sender), nil when not.
+    private func ownSend(_ message: JSONValue?) -> OwnSend? {
+        guard let message, let reqID = message["req_id"]?.stringValue, !reqID.isEmpty,
+            let me = engine.session?.userID, message["user"]?["user_id"]?.stringValue == me
+        else { return nil }
+        if engine.sendsInFlight.contains(reqID) || engine.recentlySent.contains(reqID) { return .inFlightOrSent }
+        var local: CachedLocalMessage?
+        engine.withCache("looking up a local message", log: engineLog) { cache throws(ParleyError) in
+            local = try cache.localMessage(reqID: reqID)
+        }
+        guard let local, local.channelURL == message["channel_url"]?.stringValue else { return nil }
+        return .waitingLocally(reqID: reqID, channelURL: local.channelURL)
     }
 
     /// Forgets the session and stops the stream: operations then fail with `.invalidState`

@@ -371,19 +371,20 @@ extension ParleyClient {
     ) {
         let engine = self.engine
         switch outcome {
-        case .success(var message):
+        case .success(let message):
             engine.withCache("storing a sent message", log: engineLog) { cache throws(ParleyError) in
                 try cache.appendRealtimeMessage(message)
                 // An answer without our req_id (never from parley-server) must not leave the copy behind.
                 try cache.removeLocalMessage(reqID: reqID)
             }
-            if case .object(var fields) = message {
-                fields["sending_status"] = .string("succeeded")
-                message = .object(fields)
-            }
-            emitEvent("message_sent", channelURL: channelURL, payload: message)
-            engine.uploadProgress[reqID] = nil
-            engine.sendFinishers.removeValue(forKey: reqID)?(.success(message))
+            reportSent(message, reqID: reqID, channelURL: channelURL)
+            done(nil)
+        case .failure(let error) where error.code != .cancelled && acceptedCopy(reqID: reqID, channelURL: channelURL) != nil:
+            // The answer was lost, but the server's real-time echo already brought the message
+            // (it replaced the pending one): it was delivered, so this is a success.
+            guard let message = acceptedCopy(reqID: reqID, channelURL: channelURL) else { return done(nil) }
+            log(.info, "outbox: \(reqID) failed on the way back (\(error.message)) but the server has it")
+            reportSent(message, reqID: reqID, channelURL: channelURL)
             done(nil)
         case .failure(let error):
             if error.code == .cancelled && engine.canceledUploads.remove(reqID) != nil {
@@ -401,6 +402,31 @@ extension ParleyClient {
             if let failed { reportFailure(failed, error: error) }
             done(connectionLost ? error : nil)
         }
+    }
+
+    /// Tells the app a send was delivered: `message_sent` and the send's completion.
+    func reportSent(_ message: JSONValue, reqID: String, channelURL: String) {
+        var message = message
+        if case .object(var fields) = message {
+            fields["sending_status"] = .string("succeeded")
+            message = .object(fields)
+        }
+        engine.recentlySent.insert(reqID)
+        emitEvent("message_sent", channelURL: channelURL, payload: message)
+        engine.uploadProgress[reqID] = nil
+        engine.sendFinishers.removeValue(forKey: reqID)?(.success(message))
+    }
+
+    /// The server's copy of a send whose local message is gone (replaced by the echo).
+    private func acceptedCopy(reqID: String, channelURL: String) -> JSONValue? {
+        var copy: JSONValue?
+        engine.withCache("looking up a sent message", log: engineLog) { cache throws(ParleyError) in
+            guard try cache.localMessage(reqID: reqID) == nil,
+                let stored = try cache.message(channelURL: channelURL, reqID: reqID)
+            else { return }
+            copy = try JSONValue.parse(stored.json)
+        }
+        return copy
     }
 
     /// Failures that resending can fix: the network, timeouts, the server's own trouble.

@@ -191,11 +191,14 @@ def test_send_user_message_pending_then_succeeded_once(restartable: RestartableS
         assert message["sending_status"] == "succeeded" and message["custom_type"] == "greeting"
         recorder.wait(lambda: len(recorder.of("message_sent")) == 1)
         assert [p["req_id"] for p in recorder.of("message_pending")] == [pending["req_id"]]
-        # Exactly one copy, in the cache and on the server, even after our own event echo.
+        # Exactly one copy, in the cache and on the server, even after our own event echo
+        # (applied, not reported as received; bob's later message proves it was processed).
+        from_bob = admin.send(url, "bob", "later")
         recorder.wait(lambda: len(recorder.of("message_received")) == 1)
+        assert recorder.of("message_received")[0]["message"]["message_id"] == from_bob["message_id"]
         cached = client.cached_messages(url)
-        assert [m["req_id"] for m in cached] == [pending["req_id"]]
-        assert [m["req_id"] for m in server_messages(admin, url)] == [pending["req_id"]]
+        assert [m["req_id"] for m in cached] == [pending["req_id"], from_bob["req_id"]]
+        assert [m["req_id"] for m in server_messages(admin, url)] == [pending["req_id"], from_bob["req_id"]]
 
 
 def test_send_validation_errors_are_synchronous(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
@@ -340,6 +343,54 @@ def test_reconnect_while_open_replaces_the_connection_and_misses_nothing(server:
         names = recorder.names()
         assert names.count("reconnect_started") == 3 and "disconnected" not in names
         assert [m["message_id"] for m in client.cached_messages(url)][-len(sent):] == sent
+
+
+def test_own_sends_are_reported_as_sent_not_as_received(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        pending, result = client.send_user_message(url, "mine")
+        sent = result.result(TIMEOUT)
+        # A message from alice's other device (no req_id of ours) and one from bob are received.
+        other_device = admin.send(url, "alice", "from my phone")
+        from_bob = admin.send(url, "bob", "from bob")
+        recorder.wait(lambda: any(p["message"]["message_id"] == from_bob["message_id"] for p in recorder.of("message_received")))
+        received = [p["message"]["message_id"] for p in recorder.of("message_received")]
+        assert received == [other_device["message_id"], from_bob["message_id"]]
+        assert [p["req_id"] for p in recorder.of("message_sent")] == [pending["req_id"]]
+        assert [m["message_id"] for m in client.cached_messages(url)] == [sent["message_id"], other_device["message_id"],
+                                                                           from_bob["message_id"]]
+
+
+def test_a_waiting_message_the_server_already_has_is_confirmed_by_its_echo(restartable: RestartableServer,
+                                                                            tmp_path: Path) -> None:
+    # The server holds a message with the req_id of a failed local one (as when the answer to a
+    # send was lost): its echo on the stream confirms the send instead of showing it twice.
+    admin = Admin(restartable.running())
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(restartable.url, tmp_path / "cache", auto_resend=False)
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        restartable.stop()
+        recorder.wait(lambda: "reconnect_started" in recorder.names())
+        pending, result = client.send_user_message(url, "answer lost")
+        with pytest.raises((parley.NetworkError, parley.Timeout)):
+            result.result(TIMEOUT)
+        assert [m["sending_status"] for m in client.cached_messages(url)] == ["failed"]
+        restartable.start()
+        accepted = admin.send(url, "alice", "answer lost", req_id=pending["req_id"])
+        recorder.wait(lambda: len(recorder.of("message_sent")) == 1)
+        sent = recorder.of("message_sent")[0]
+        assert sent["req_id"] == pending["req_id"] and sent["message_id"] == accepted["message_id"]
+        assert sent["sending_status"] == "succeeded"
+        recorder.wait(lambda: "reconnect_succeeded" in recorder.names())
+        assert recorder.of("message_received") == []
+        cached = client.cached_messages(url)
+        assert [(m["message_id"], m.get("sending_status", "succeeded")) for m in cached] == [(accepted["message_id"], "succeeded")]
+        with pytest.raises(parley.NotFound):
+            client.resend_message(pending["req_id"])
+    assert [m["req_id"] for m in server_messages(admin, url)] == [pending["req_id"]]
 
 
 def test_expired_token_asks_for_a_new_one(restartable: RestartableServer, tmp_path: Path) -> None:
