@@ -495,18 +495,20 @@ CHILD = textwrap.dedent("""
     url, cache, token, mode = sys.argv[2:6]
     client = parley.Client(server_url=url, cache_dir=cache, reconnect_initial_delay_ms=100,
                            reconnect_max_delay_ms=300, request_timeout_ms=3000)
+    sent = []
+    # Before connecting: the restart's resend (or the echo confirming it) may come at once.
+    client.set_event_handler(lambda c, u, p: sent.append(p) if c == "message_sent" else None)
     client.connect("alice", token).result(20)
     if mode == "send":
         pending, _ = client.send_user_message("pair", "survives kill -9")
         print(json.dumps(pending), flush=True)
         time.sleep(60)
     else:
-        sent = []
-        client.set_event_handler(lambda c, u, p: sent.append(p) if c == "message_sent" else None)
-        deadline = time.time() + 20
+        deadline = time.time() + float(sys.argv[6])
         while not sent and time.time() < deadline:
             time.sleep(0.05)
-        print(json.dumps(sent[0] if sent else None), flush=True)
+        time.sleep(0.5)  # a second report would come now
+        print(json.dumps(sent), flush=True)
         client.close()
 """)
 
@@ -520,13 +522,13 @@ def test_kill_9_after_pending_delivers_exactly_once(restartable: RestartableServ
     cache = tmp_path / "cache"
     binding = str(ROOT / "bindings" / "python")
     env = dict(os.environ)
-    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "connect"],
+    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "connect", "0"],
                              stdout=subprocess.PIPE, text=True, env=env)
     child.communicate(timeout=60)  # a first session fills the cache (user, resume point)
     if not server_up_at_kill:
         restartable.stop()
         # Offline connect works from the cache; the send stays pending or fails.
-    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "send"],
+    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "send", "0"],
                              stdout=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None
     pending = json.loads(child.stdout.readline())
@@ -536,9 +538,17 @@ def test_kill_9_after_pending_delivers_exactly_once(restartable: RestartableServ
     if not server_up_at_kill:
         restartable.start()
         assert all(m["req_id"] != pending["req_id"] for m in server_messages(admin, url))
-    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "resend"],
-                             stdout=subprocess.PIPE, text=True, env=env)
+    # Still waiting in the cache, unless the killed process saw it confirmed just before dying.
+    import sqlite3
+    with sqlite3.connect(next(cache.rglob("alice.sqlite"))) as db:
+        waiting = db.execute("SELECT count(*) FROM local_messages WHERE req_id = ?", (pending["req_id"],)).fetchone()[0]
+    child = subprocess.Popen([sys.executable, "-c", CHILD, binding, restartable.url, str(cache), alice_token, "resend",
+                              "20" if waiting else "2"], stdout=subprocess.PIPE, text=True, env=env)
     out, _ = child.communicate(timeout=60)
+    # Whichever way the restart learns of a waiting message (the resend's answer, or the echo
+    # of the copy the killed process delivered), the app is told exactly once.
+    reported = json.loads(out.strip().splitlines()[-1])
+    assert [(p["req_id"], p["sending_status"]) for p in reported] == ([(pending["req_id"], "succeeded")] if waiting else [])
     deadline = time.time() + TIMEOUT
     copies: List[Any] = []
     while time.time() < deadline:
