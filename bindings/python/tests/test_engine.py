@@ -141,6 +141,14 @@ def setup_pair(admin: Admin) -> Tuple[str, str, str]:
     return alice, bob, channel["channel_url"]
 
 
+def connect_then_lose_the_server(client: parley.Client, recorder: Recorder, restartable: RestartableServer,
+                                 token: str) -> None:
+    """Connects alice, stops the server and waits until the client noticed."""
+    connect(client, recorder, "alice", token)
+    restartable.stop()
+    recorder.wait(lambda: "reconnect_started" in recorder.names())
+
+
 def server_messages(admin: Admin, channel_url: str) -> List[Any]:
     return admin.call("GET", f"/v3/group_channels/{channel_url}/messages", message_ts=int(time.time() * 1000) + 60_000,
                       prev_limit=200, next_limit=0)["messages"]
@@ -371,9 +379,7 @@ def test_a_waiting_message_the_server_already_has_is_confirmed_by_its_echo(resta
     alice_token, _, url = setup_pair(admin)
     client, recorder = make_client(restartable.url, tmp_path / "cache", auto_resend=False)
     with client:
-        connect(client, recorder, "alice", alice_token)
-        restartable.stop()
-        recorder.wait(lambda: "reconnect_started" in recorder.names())
+        connect_then_lose_the_server(client, recorder, restartable, alice_token)
         pending, result = client.send_user_message(url, "answer lost")
         with pytest.raises((parley.NetworkError, parley.Timeout)):
             result.result(TIMEOUT)
@@ -731,9 +737,7 @@ def test_cancel_failed_message_and_manual_resend(restartable: RestartableServer,
     alice_token, _, url = setup_pair(admin)
     client, recorder = make_client(restartable.url, tmp_path / "cache", auto_resend=False)
     with client:
-        connect(client, recorder, "alice", alice_token)
-        restartable.stop()
-        recorder.wait(lambda: "reconnect_started" in recorder.names())
+        connect_then_lose_the_server(client, recorder, restartable, alice_token)
         dropped, dropped_result = client.send_user_message(url, "never mind")
         kept, kept_result = client.send_user_message(url, "send me later")
         for future in (dropped_result, kept_result):
