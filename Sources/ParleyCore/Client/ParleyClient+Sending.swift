@@ -379,14 +379,14 @@ extension ParleyClient {
             }
             reportSent(message, reqID: reqID, channelURL: channelURL)
             done(nil)
-        case .failure(let error) where error.code != .cancelled && acceptedCopy(reqID: reqID, channelURL: channelURL) != nil:
-            // The answer was lost, but the server's real-time echo already brought the message
-            // (it replaced the pending one): it was delivered, so this is a success.
-            guard let message = acceptedCopy(reqID: reqID, channelURL: channelURL) else { return done(nil) }
-            log(.info, "outbox: \(reqID) failed on the way back (\(error.message)) but the server has it")
-            reportSent(message, reqID: reqID, channelURL: channelURL)
-            done(nil)
         case .failure(let error):
+            if error.code != .cancelled, let message = acceptedCopy(reqID: reqID, channelURL: channelURL) {
+                // The answer was lost, but the server's real-time echo already brought the
+                // message (it replaced the pending one): it was delivered, so this is a success.
+                log(.info, "outbox: \(reqID) failed on the way back (\(error.message)) but the server has it")
+                reportSent(message, reqID: reqID, channelURL: channelURL)
+                return done(nil)
+            }
             if error.code == .cancelled && engine.canceledUploads.remove(reqID) != nil {
                 engine.withCache("canceling an upload", log: engineLog) { cache throws(ParleyError) in
                     if let local = try cache.localMessage(reqID: reqID) { try cancelLocal(local, cache: cache) }

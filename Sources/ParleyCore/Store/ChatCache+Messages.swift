@@ -201,18 +201,15 @@ extension ChatCache {
         }
         buffer.reserveCapacity(buffer.count + scratch.count + ranges.count + 2)
         for range in ranges.reversed() {
-            if let last = buffer.last, last != UInt8(ascii: "[") { buffer.append(UInt8(ascii: ",")) }
-            buffer.append(contentsOf: scratch[range])
+            Self.appendArrayElement(scratch[range], to: &buffer)
         }
         return ranges.count
     }
 
-    /// Appends column `column` of `row` to a comma-separated JSON array being built.
-    static func appendText(of row: SQLiteStatement, column: Int32, to buffer: inout [UInt8]) {
-        _ = row.withTextBytes(column) { bytes in
-            if let last = buffer.last, last != UInt8(ascii: "[") { buffer.append(UInt8(ascii: ",")) }
-            buffer.append(contentsOf: bytes)
-        }
+    /// Appends one element's JSON text to a comma-separated JSON array being built.
+    static func appendArrayElement(_ bytes: some Collection<UInt8>, to buffer: inout [UInt8]) {
+        if let last = buffer.last, last != UInt8(ascii: "[") { buffer.append(UInt8(ascii: ",")) }
+        buffer.append(contentsOf: bytes)
     }
 
     /// Up to `limit` messages of the channel newer than `key` (`>= key` when `inclusive`)

@@ -73,7 +73,7 @@ extension ChatCache {
         var count = 0
         try database.statement("SELECT json FROM local_messages WHERE channel_url = ?1 ORDER BY local_id")
             .rows([.text(channelURL)]) { row in
-                Self.appendText(of: row, column: 0, to: &buffer)
+                _ = row.withTextBytes(0) { Self.appendArrayElement($0, to: &buffer) }
                 count += 1
             }
         return count

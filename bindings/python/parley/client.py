@@ -326,7 +326,8 @@ class Client:
 
     def set_event_handler(self, handler: Optional[EventHandler]) -> None:
         """`handler(category, channel_url, payload)` for every real-time, sync and local
-        sending event (payload decoded from JSON), after the cache was updated."""
+        sending event (payload decoded from JSON), after the cache was updated. A message this
+        client sent is reported once, as "message_sent", never also as "message_received"."""
         wrapped = None
         if handler is not None:
             def wrapped(category: str, channel_url: str, payload: str) -> None:
