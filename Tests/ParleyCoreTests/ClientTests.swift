@@ -162,17 +162,17 @@ private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool
 
     @Test func answersMapToResultsAndErrors() {
         let ok = HTTPResponse(status: 200, headers: [], body: Array("{\"a\":1}".utf8))
-        #expect((try? ParleyClient.decodeAnswer(ok).get()) == ["a": 1])
+        #expect((try? APIEndpoint.decodeAnswer(ok).get()) == ["a": 1])
         let empty = HTTPResponse(status: 204, headers: [], body: [])
-        #expect((try? ParleyClient.decodeAnswer(empty).get()) == .object([:]))
+        #expect((try? APIEndpoint.decodeAnswer(empty).get()) == .object([:]))
         let garbage = HTTPResponse(status: 200, headers: [], body: Array("<html>".utf8))
-        if case .failure(let error) = ParleyClient.decodeAnswer(garbage) { #expect(error.code == .protocolViolation) } else { Issue.record("garbage accepted") }
+        if case .failure(let error) = APIEndpoint.decodeAnswer(garbage) { #expect(error.code == .protocolViolation) } else { Issue.record("garbage accepted") }
         let forbidden = HTTPResponse(status: 403, headers: [], body: Array("{\"error\":true,\"code\":400108,\"message\":\"not an operator\"}".utf8))
-        if case .failure(let error) = ParleyClient.decodeAnswer(forbidden) {
+        if case .failure(let error) = APIEndpoint.decodeAnswer(forbidden) {
             #expect(error == ParleyError(.forbidden, "not an operator", httpStatus: 403, serverCode: 400108))
         } else { Issue.record("403 accepted") }
         let bare = HTTPResponse(status: 502, headers: [], body: Array("Bad Gateway".utf8))
-        if case .failure(let error) = ParleyClient.decodeAnswer(bare) {
+        if case .failure(let error) = APIEndpoint.decodeAnswer(bare) {
             #expect(error.code == .server && error.httpStatus == 502)
         } else { Issue.record("502 accepted") }
     }

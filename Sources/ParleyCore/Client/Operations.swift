@@ -47,7 +47,7 @@ public enum CacheEffect: Sendable, Equatable {
     /// The answer holds channels under this key: store them.
     case storeChannels(key: String)
     /// The channel of `channel_url` is gone for this user: remove it and its messages.
-    case removeChannel
+    case removeChannel(ChannelRemovalReason)
     /// The answer is a message: store it.
     case storeMessage
     /// The answer holds messages under this key: store them (continuity is recorded by the collections).
@@ -56,6 +56,10 @@ public enum CacheEffect: Sendable, Equatable {
     case removeMessage
     /// The user's history was reset: cached messages up to the answer's `ts_message_offset` are invisible now.
     case truncateHistory
+    /// A channel changelog page: store `updated`, remove `deleted`.
+    case channelChangelog
+    /// A message changelog page: update the cached messages of `updated`, remove `deleted`.
+    case messageChangelog
 }
 
 public enum OperationCatalog {
@@ -72,19 +76,22 @@ public enum OperationCatalog {
         OperationSpec("mark_all_as_read", "PUT", me + "/mark_as_read_all"),
         OperationSpec("get_channel_invitation_preference", "GET", me + "/channel_invitation_preference"),
         OperationSpec("set_channel_invitation_preference", "PUT", me + "/channel_invitation_preference", required: ["auto_accept"]),
+        // Users
+        OperationSpec("list_users", "GET", "/v3/users"),
         // Channel lists
         OperationSpec("list_my_group_channels", "GET", me + "/my_group_channels", effect: .storeChannels(key: "channels")),
         OperationSpec("list_group_channels", "GET", "/v3/group_channels", effect: .storeChannels(key: "channels")),
+        OperationSpec("list_channel_changelogs", "GET", me + "/my_group_channels/changelogs", effect: .channelChangelog),
         // One channel
         OperationSpec("create_group_channel", "POST", "/v3/group_channels", effect: .storeChannel),
         OperationSpec("get_group_channel", "GET", channel, effect: .storeChannel),
         OperationSpec("update_group_channel", "PUT", channel, effect: .storeChannel),
-        OperationSpec("delete_group_channel", "DELETE", channel, effect: .removeChannel),
+        OperationSpec("delete_group_channel", "DELETE", channel, effect: .removeChannel(.deleted)),
         OperationSpec("invite_users", "POST", channel + "/invite", required: ["user_ids"], effect: .storeChannel),
         OperationSpec("accept_invitation", "PUT", channel + "/accept", effect: .storeChannel),
-        OperationSpec("decline_invitation", "PUT", channel + "/decline", effect: .removeChannel),
+        OperationSpec("decline_invitation", "PUT", channel + "/decline", effect: .removeChannel(.invitationDeclined)),
         OperationSpec("join_channel", "PUT", channel + "/join", effect: .storeChannel),
-        OperationSpec("leave_channel", "PUT", channel + "/leave", effect: .removeChannel),
+        OperationSpec("leave_channel", "PUT", channel + "/leave", effect: .removeChannel(.left)),
         OperationSpec("freeze_channel", "PUT", channel + "/freeze", fixed: ["freeze": true], effect: .storeChannel),
         OperationSpec("unfreeze_channel", "PUT", channel + "/freeze", fixed: ["freeze": false], effect: .storeChannel),
         OperationSpec("hide_channel", "PUT", channel + "/hide"),
@@ -128,6 +135,7 @@ public enum OperationCatalog {
         OperationSpec("list_messages", "GET", channel + "/messages", effect: .storeMessages(key: "messages")),
         OperationSpec("list_thread_replies", "GET", channel + "/messages", required: ["parent_message_id"], effect: .storeMessages(key: "messages")),
         OperationSpec("get_total_message_count", "GET", channel + "/messages/total_count"),
+        OperationSpec("list_message_changelogs", "GET", channel + "/messages/changelogs", effect: .messageChangelog),
         OperationSpec("get_message", "GET", message, effect: .storeMessage),
         OperationSpec("update_message", "PUT", message, effect: .storeMessage),
         OperationSpec("delete_message", "DELETE", message, effect: .removeMessage),

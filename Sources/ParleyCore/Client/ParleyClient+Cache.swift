@@ -50,9 +50,9 @@ extension ParleyClient {
             json.append(UInt8(ascii: "]"))
             // Access times order eviction; minute precision is plenty and spares a write per read.
             let now = Self.nowMs()
-            if now - (engine.lastTouched[channelURL] ?? .min / 2) >= 60_000 {
-                try cache.touchChannel(url: channelURL, at: now)
-                engine.lastTouched[channelURL] = now
+            if now - (engine.store.lastTouched[channelURL] ?? .min / 2) >= 60_000, let writer = engine.store.writer {
+                try writer.write(.apiLoad) { transaction throws(ParleyError) in try transaction.touchChannel(url: channelURL, at: now) }
+                engine.store.lastTouched[channelURL] = now
             }
             return json
         }
@@ -64,9 +64,9 @@ extension ParleyClient {
     public func clearCachedData() throws(ParleyError) {
         let engine = self.engine
         try engine.sync { () throws(ParleyError) in
-            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
-            try cache.clear()
-            engine.lastTouched = [:]
+            guard let writer = engine.store.writer else { throw .invalidState("no cache open (call connect first)") }
+            try writer.clear()
+            engine.store.lastTouched = [:]
         }
     }
 }

@@ -1,7 +1,7 @@
 /// Connecting as a user, and the catalog operations performed on the user's behalf.
 extension ParleyClient {
     /// The connected user's id, if any.
-    public var currentUserID: String? { engine.queue.sync { engine.session?.userID } }
+    public var currentUserID: String? { engine.queue.sync { engine.session.current?.userID } }
 
     /// Performs a catalog operation (`OperationCatalog`) as the connected user and applies
     /// its result to the cache. Completes with the server's answer.
@@ -18,7 +18,7 @@ extension ParleyClient {
         }
         return try startOperation(completion) { id, finish in
             self.engine.queue.async {
-                guard let session = self.engine.session else {
+                guard let session = self.engine.session.current else {
                     finish(.failure(.invalidState("\(operation): not connected (call connect first)")))
                     return
                 }
@@ -36,17 +36,11 @@ extension ParleyClient {
                         return
                     }
                     self.engine.queue.async {
-                        self.applyEffect(spec.effect, params: params, answer: answer)
+                        self.engine.applyOperationResult(operation, spec.effect, params: params, answer: answer)
                         finish(.success(answer))
                     }
                 }
             }
         }
-    }
-
-    /// Writes what an operation's answer says to the cache (engine queue).
-    func applyEffect(_ effect: CacheEffect, params: JSONValue, answer: JSONValue) {
-        engine.assertOnQueue()
-        engine.applyToCache(effect, params: params, answer: answer) { [weak self] level, message in self?.log(level, message) }
     }
 }

@@ -5,6 +5,8 @@ import Glibc
 // outbox is drained in order, one channel at a time. The server dedups by `req_id`, so a
 // resend after a timeout or a crash never makes a second copy.
 //
+// The client side checks the parameters and builds the pending message; the outbox itself
+// (storing, draining, resending, canceling) is the Sync layer's (Sync/Engine+Outbox.swift).
 // Local events (through the event handler): `message_pending` (stored), `message_sent`
 // (accepted; payload = the server's message), `message_failed` (payload = the failed local
 // message, with `error_code` / `error_message`), `message_canceled`, `message_resend_started`.
@@ -132,33 +134,20 @@ extension ParleyClient {
         message["updated_at"] = .int(0)
         let engine = self.engine
         var accepted: (UInt64, String)?
-        var failure: ParleyError?
         _ = try startOperation(completion) { (id, finish) throws(ParleyError) in
-            engine.queue.sync { () -> Void in
-                guard let session = engine.session, let cache = engine.cache else {
-                    failure = .invalidState("send: not connected (call connect first)")
-                    return
-                }
-                var sender: [String: JSONValue] = ["user_id": .string(session.userID)]
-                for key in ["nickname", "profile_url"] { if let value = engine.user?[key] { sender[key] = value } }
+            let progress = progress.map(self.onCallbackContext)
+            let stored = try engine.sync { () throws(ParleyError) -> CachedLocalMessage in
+                guard let current = engine.session.current else { throw .invalidState("send: not connected (call connect first)") }
+                var sender: [String: JSONValue] = ["user_id": .string(current.userID)]
+                for key in ["nickname", "profile_url"] { if let value = engine.session.user?[key] { sender[key] = value } }
                 message["user"] = .object(sender)
-                do throws(ParleyError) {
-                    let stored = try cache.insertPendingMessage(
-                        .object(message), outbox: OutboxRequest(kind: kind, requestJSON: JSONValue.object(request).canonicalText))
-                    engine.sendFinishers[reqID] = finish
-                    if let progress { engine.uploadProgress[reqID] = self.onCallbackContext(progress) }
-                    accepted = (id, stored.json)
-                    if let json = try? JSONValue.parse(stored.json) {
-                        self.emitEvent("message_pending", channelURL: channelURL, payload: json)
-                    }
-                    self.drainOutbox()
-                } catch {
-                    failure = error
-                }
+                return try engine.acceptSend(
+                    .object(message), outbox: OutboxRequest(kind: kind, requestJSON: JSONValue.object(request).canonicalText),
+                    progress: progress, finish: finish)
             }
-            if let failure { throw failure }
+            accepted = (id, stored.json)
         }
-        guard let accepted else { throw failure ?? ParleyError(.internalError, "send: not accepted") }
+        guard let accepted else { throw ParleyError(.internalError, "send: not accepted") }
         return AcceptedSend(operationID: accepted.0, pendingMessage: accepted.1, reqID: reqID)
     }
 
@@ -168,32 +157,10 @@ extension ParleyClient {
         completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) throws(ParleyError) -> UInt64 {
         let engine = self.engine
-        var failure: ParleyError?
-        let id = try startOperation(completion) { (_, finish) throws(ParleyError) in
-            engine.queue.sync { () -> Void in
-                guard engine.session != nil, let cache = engine.cache else {
-                    failure = .invalidState("resend: not connected (call connect first)")
-                    return
-                }
-                do throws(ParleyError) {
-                    guard let local = try cache.localMessage(reqID: reqID) else {
-                        throw ParleyError(.notFound, "resend: no pending or failed message with req_id '\(reqID)'")
-                    }
-                    guard local.status == .failed else { throw .invalidState("resend: message '\(reqID)' is already pending") }
-                    try cache.markPending(reqID: reqID)
-                    engine.sendFinishers[reqID] = finish
-                    if let progress { engine.uploadProgress[reqID] = self.onCallbackContext(progress) }
-                    if let json = try cache.localMessage(reqID: reqID).flatMap({ try? JSONValue.parse($0.json) }) {
-                        self.emitEvent("message_resend_started", channelURL: local.channelURL, payload: json)
-                    }
-                    self.drainOutbox()
-                } catch {
-                    failure = error
-                }
-            }
-            if let failure { throw failure }
+        return try startOperation(completion) { (_, finish) throws(ParleyError) in
+            let progress = progress.map(self.onCallbackContext)
+            try engine.sync { () throws(ParleyError) in try engine.resend(reqID: reqID, progress: progress, finish: finish) }
         }
-        return id
     }
 
     /// Cancels a pending message not yet on the wire, or a file upload in progress: it is
@@ -202,240 +169,14 @@ extension ParleyClient {
     /// canceled (`.invalidState`): the server may have it already.
     public func cancelMessage(reqID: String) throws(ParleyError) {
         let engine = self.engine
-        try engine.sync { () throws(ParleyError) in
-            guard let cache = engine.cache else { throw .invalidState("cancel: no cache open (call connect first)") }
-            guard let local = try cache.localMessage(reqID: reqID) else {
-                throw ParleyError(.notFound, "cancel: no pending or failed message with req_id '\(reqID)'")
-            }
-            if engine.sendsInFlight.contains(reqID) {
-                guard let task = engine.uploadTasks[reqID] else {
-                    throw .invalidState("cancel: message '\(reqID)' is on its way to the server and cannot be canceled")
-                }
-                engine.canceledUploads.insert(reqID)
-                task.cancel()
-                return
-            }
-            try cancelLocal(local, cache: cache)
-        }
+        try engine.sync { () throws(ParleyError) in try engine.cancel(reqID: reqID) }
     }
 
-    private func cancelLocal(_ local: CachedLocalMessage, cache: ChatCache) throws(ParleyError) {
-        try cache.removeLocalMessage(reqID: local.reqID)
-        var fields = (try? JSONValue.parse(local.json))?.objectValue ?? [:]
-        fields["sending_status"] = .string("canceled")
-        emitEvent("message_canceled", channelURL: local.channelURL, payload: .object(fields))
-        engine.uploadProgress[local.reqID] = nil
-        engine.sendFinishers.removeValue(forKey: local.reqID)?(.failure(.cancelled("the message was canceled")))
-    }
-
-    /// Removes the channel's failed messages; returns their req_ids.
+    /// Removes the channel's failed messages (event `message_canceled` each); returns their req_ids.
     @discardableResult
     public func removeFailedMessages(channelURL: String) throws(ParleyError) -> [String] {
         let engine = self.engine
-        return try engine.sync { () throws(ParleyError) -> [String] in
-            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
-            return try cache.removeFailedMessages(channelURL: channelURL)
-        }
-    }
-
-    // MARK: Draining the outbox (engine queue)
-
-    /// Sends what the outbox holds, oldest first, one channel at a time; a connection
-    /// failure stops that channel (its later messages fail with it and wait for the next
-    /// reconnect), a refusal fails only the message refused.
-    func drainOutbox() {
-        let engine = self.engine
-        engine.assertOnQueue()
-        if engine.draining {
-            engine.drainRequestedAgain = true
-            return
-        }
-        guard engine.session != nil else { return }
-        var channels: [String] = []
-        engine.withCache("reading the outbox", log: engineLog) { cache throws(ParleyError) in
-            channels = try cache.outboxChannelURLs(retryableOnly: true)
-        }
-        guard !channels.isEmpty else { return }
-        engine.draining = true
-        engine.drainRequestedAgain = false
-        drainChannels(channels, index: 0)
-    }
-
-    private func drainChannels(_ channels: [String], index: Int) {
-        let engine = self.engine
-        guard index < channels.count, engine.session != nil else {
-            engine.draining = false
-            if engine.drainRequestedAgain { drainOutbox() }
-            return
-        }
-        drainChannel(channels[index]) { self.drainChannels(channels, index: index + 1) }
-    }
-
-    private func drainChannel(_ channelURL: String, then next: @escaping @Sendable () -> Void) {
-        let engine = self.engine
-        var entry: OutboxEntry?
-        engine.withCache("reading the outbox", log: engineLog) { cache throws(ParleyError) in
-            entry = try cache.outboxEntries(channelURL: channelURL, retryableOnly: true).first
-        }
-        guard let entry, engine.session != nil else { return next() }
-        sendEntry(entry) { connectionLost in
-            if let connectionLost {
-                self.failRemaining(channelURL: channelURL, error: connectionLost)
-                next()
-            } else {
-                self.drainChannel(channelURL, then: next)
-            }
-        }
-    }
-
-    /// After a connection failure: the channel's other queued messages fail too (retryable),
-    /// so that the app sees their state; the next reconnect resends them in order.
-    private func failRemaining(channelURL: String, error: ParleyError) {
-        var failed: [CachedLocalMessage] = []
-        engine.withCache("failing queued messages", log: engineLog) { cache throws(ParleyError) in
-            for local in try cache.localMessages(channelURL: channelURL, status: .pending) where !engine.sendsInFlight.contains(local.reqID) {
-                try cache.markFailed(reqID: local.reqID, error: error, retryable: true)
-                if let updated = try cache.localMessage(reqID: local.reqID) { failed.append(updated) }
-            }
-        }
-        for local in failed { reportFailure(local, error: error) }
-    }
-
-    private func reportFailure(_ local: CachedLocalMessage, error: ParleyError) {
-        var fields = (try? JSONValue.parse(local.json))?.objectValue ?? [:]
-        fields["error_code"] = .int(Int64(error.code.rawValue))
-        fields["error_message"] = .string(error.message)
-        emitEvent("message_failed", channelURL: local.channelURL, payload: .object(fields))
-        engine.uploadProgress[local.reqID] = nil
-        engine.sendFinishers.removeValue(forKey: local.reqID)?(.failure(error))
-    }
-
-    /// Sends one outbox entry; `done(nil)` unless the connection failed (then `done(error)`).
-    private func sendEntry(_ entry: OutboxEntry, done: @escaping @Sendable (ParleyError?) -> Void) {
-        let engine = self.engine
-        guard let session = engine.session else { return done(nil) }
-        let reqID = entry.reqID
-        var request: HTTPRequest?
-        do throws(ParleyError) {
-            guard case .object(var body) = try JSONValue.parse(entry.requestJSON) else {
-                throw ParleyError(.cache, "outbox entry \(reqID): request is not a JSON object")
-            }
-            let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(entry.channelURL))/messages"
-            if entry.kind == "file_upload" {
-                guard let filePath = body.removeValue(forKey: "file_path")?.stringValue else {
-                    throw ParleyError(.cache, "outbox entry \(reqID): upload without file_path")
-                }
-                request = makeRequest(method: "POST", pathAndQuery: path, body: nil, credential: .session(session.token))
-                var parts: [HTTPBodyPart] = []
-                for key in body.keys.sorted() {
-                    guard let value = body[key] else { continue }
-                    let text: String =
-                        switch value {
-                        case .string(let string): string
-                        case .bool(let flag): flag ? "true" : "false"
-                        default: value.canonicalText
-                        }
-                    parts.append(.field(name: key, value: text))
-                }
-                parts.append(.file(name: "file", path: filePath, fileName: body["file_name"]?.stringValue,
-                                   contentType: body["file_type"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }))
-                request?.multipart = parts
-                request?.uploadProgress = engine.uploadProgress[reqID]
-                // Uploads may take long: no whole-transfer limit, a stall limit instead.
-                request?.timeoutMs = 0
-                request?.lowSpeedTimeoutSec = max(30, configuration.requestTimeoutMs / 1000)
-            } else {
-                request = makeRequest(method: "POST", pathAndQuery: path, body: .object(body), credential: .session(session.token))
-            }
-            try engine.cache?.recordOutboxAttempt(reqID: reqID)
-        } catch {
-            finishSend(reqID: reqID, channelURL: entry.channelURL, .failure(error), done: done)
-            return
-        }
-        guard let request else { return finishSend(reqID: reqID, channelURL: entry.channelURL, .failure(.invalidState("no server_url")), done: done) }
-        engine.sendsInFlight.insert(reqID)
-        log(.debug, "outbox: sending \(reqID) to \(entry.channelURL)")
-        let task = http.send(request) { result in
-            let outcome = result.flatMap(Self.decodeAnswer)
-            engine.queue.async {
-                engine.sendsInFlight.remove(reqID)
-                engine.uploadTasks[reqID] = nil
-                self.finishSend(reqID: reqID, channelURL: entry.channelURL, outcome, done: done)
-            }
-        }
-        if entry.kind == "file_upload" { engine.uploadTasks[reqID] = task }
-    }
-
-    private func finishSend(
-        reqID: String, channelURL: String, _ outcome: Result<JSONValue, ParleyError>, done: @escaping @Sendable (ParleyError?) -> Void
-    ) {
-        let engine = self.engine
-        switch outcome {
-        case .success(let message):
-            engine.withCache("storing a sent message", log: engineLog) { cache throws(ParleyError) in
-                try cache.appendRealtimeMessage(message)
-                // An answer without our req_id (never from parley-server) must not leave the copy behind.
-                try cache.removeLocalMessage(reqID: reqID)
-            }
-            reportSent(message, reqID: reqID, channelURL: channelURL)
-            done(nil)
-        case .failure(let error):
-            if error.code != .cancelled, let message = acceptedCopy(reqID: reqID, channelURL: channelURL) {
-                // The answer was lost, but the server's real-time echo already brought the
-                // message (it replaced the pending one): it was delivered, so this is a success.
-                log(.info, "outbox: \(reqID) failed on the way back (\(error.message)) but the server has it")
-                reportSent(message, reqID: reqID, channelURL: channelURL)
-                return done(nil)
-            }
-            if error.code == .cancelled && engine.canceledUploads.remove(reqID) != nil {
-                engine.withCache("canceling an upload", log: engineLog) { cache throws(ParleyError) in
-                    if let local = try cache.localMessage(reqID: reqID) { try cancelLocal(local, cache: cache) }
-                }
-                return done(nil)
-            }
-            let connectionLost = Self.isConnectionFailure(error)
-            var failed: CachedLocalMessage?
-            engine.withCache("marking a send failed", log: engineLog) { cache throws(ParleyError) in
-                try cache.markFailed(reqID: reqID, error: error, retryable: connectionLost)
-                failed = try cache.localMessage(reqID: reqID)
-            }
-            if let failed { reportFailure(failed, error: error) }
-            done(connectionLost ? error : nil)
-        }
-    }
-
-    /// Tells the app a send was delivered: `message_sent` and the send's completion.
-    func reportSent(_ message: JSONValue, reqID: String, channelURL: String) {
-        var message = message
-        if case .object(var fields) = message {
-            fields["sending_status"] = .string("succeeded")
-            message = .object(fields)
-        }
-        engine.recentlySent.insert(reqID)
-        emitEvent("message_sent", channelURL: channelURL, payload: message)
-        engine.uploadProgress[reqID] = nil
-        engine.sendFinishers.removeValue(forKey: reqID)?(.success(message))
-    }
-
-    /// The server's copy of a send whose local message is gone (replaced by the echo).
-    private func acceptedCopy(reqID: String, channelURL: String) -> JSONValue? {
-        var copy: JSONValue?
-        engine.withCache("looking up a sent message", log: engineLog) { cache throws(ParleyError) in
-            guard try cache.localMessage(reqID: reqID) == nil,
-                let stored = try cache.message(channelURL: channelURL, reqID: reqID)
-            else { return }
-            copy = try JSONValue.parse(stored.json)
-        }
-        return copy
-    }
-
-    /// Failures that resending can fix: the network, timeouts, the server's own trouble.
-    static func isConnectionFailure(_ error: ParleyError) -> Bool {
-        switch error.code {
-        case .network, .timeout: true
-        case .server: error.httpStatus >= 500 || error.httpStatus == 429 || error.httpStatus == 408
-        default: false
-        }
+        return try engine.sync { () throws(ParleyError) -> [String] in try engine.removeFailedMessages(channelURL: channelURL) }
     }
 
     /// A fresh random request id (32 hex digits).
@@ -453,9 +194,5 @@ extension ParleyClient {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    static func nowMs() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-    }
+    static func nowMs() -> Int64 { Engine.nowMs() }
 }

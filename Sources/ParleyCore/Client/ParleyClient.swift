@@ -13,16 +13,16 @@ public final class ParleyClient: Sendable {
     public let configuration: ClientConfiguration
     public let dispatcher: CallbackDispatcher
     let http: HTTPClient
+    let endpoint: APIEndpoint
     let operations = PendingOperations()
     let engine: Engine
-    private let logSink = Mutex<(level: LogLevel, handler: LogHandler?)>((.off, nil))
+    private let logSink = LogSink((.off, nil))
     /// The application's connection and event handlers (set any time, from any thread).
-    let appHandlers = Mutex<AppHandlers>(AppHandlers())
+    let appHandlers = AppHandlers()
     private let closed = Atomic<Bool>(false)
 
     public init(configuration: ClientConfiguration) throws(ParleyError) {
         self.configuration = configuration
-        engine = Engine(configuration: configuration)
         var httpConfiguration = HTTPClientConfiguration()
         httpConfiguration.userAgent = configuration.userAgent
         httpConfiguration.verifyTLS = configuration.verifyTLS
@@ -34,7 +34,19 @@ public final class ParleyClient: Sendable {
             http.shutdown()
             throw error
         }
-        logSink.withLock { $0.level = configuration.logLevel }
+        logSink.state.withLock { $0.level = configuration.logLevel }
+        endpoint = APIEndpoint(
+            serverURL: configuration.serverURL, timeoutMs: configuration.requestTimeoutMs,
+            connectTimeoutMs: configuration.connectTimeoutMs)
+        let logSink = self.logSink
+        let dispatcher = self.dispatcher
+        engine = Engine(
+            configuration: configuration,
+            services: EngineServices(http: http, endpoint: endpoint) { level, message in
+                ParleyClient.log(level, message, sink: logSink, dispatcher: dispatcher)
+            })
+        let reporter = AppEventReporter(handlers: appHandlers, dispatcher: dispatcher)
+        engine.queue.sync { _ = engine.feed.subscribe(reporter.report) }
     }
 
     deinit { close() }
@@ -45,12 +57,22 @@ public final class ParleyClient: Sendable {
 
     /// Sets (or with nil, removes) the log handler and the most verbose level it receives.
     public func setLogHandler(level: LogLevel, _ handler: LogHandler?) {
-        logSink.withLock { $0 = (handler == nil ? .off : level, handler) }
+        logSink.state.withLock { $0 = (handler == nil ? .off : level, handler) }
     }
 
     public func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
+        Self.log(level, message(), sink: logSink, dispatcher: dispatcher)
+    }
+
+    /// The log handler and its level, shared with the engine.
+    final class LogSink: Sendable {
+        let state: Mutex<(level: LogLevel, handler: LogHandler?)>
+        init(_ initial: (level: LogLevel, handler: LogHandler?)) { state = Mutex(initial) }
+    }
+
+    private static func log(_ level: LogLevel, _ message: @autoclosure () -> String, sink: LogSink, dispatcher: CallbackDispatcher) {
         guard level != .off else { return }
-        let handler: LogHandler? = logSink.withLock { sink in level <= sink.level ? sink.handler : nil }
+        let handler: LogHandler? = sink.state.withLock { sink in level <= sink.level ? sink.handler : nil }
         guard let handler else { return }
         let text = message()
         dispatcher.enqueue { handler(level, text) }
@@ -80,10 +102,10 @@ public final class ParleyClient: Sendable {
         guard path.hasPrefix("/"), !path.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
             throw .invalidArgument("path: expected an absolute path without spaces or control characters, got '\(path)'")
         }
-        let credential: Credential? = configuration.apiToken.map(Credential.apiToken)
+        let credential: APIEndpoint.Credential? = configuration.apiToken.map(APIEndpoint.Credential.apiToken)
         return try startOperation(completion) { id, finish in
             self.engine.queue.async {
-                let auth = credential ?? self.engine.session.map { Credential.session($0.token) }
+                let auth = credential ?? self.engine.session.current.map { APIEndpoint.Credential.session($0.token) }
                 self.sendHTTP(operation: id, method: method, pathAndQuery: path, body: body, credential: auth, finish: finish)
             }
         }
@@ -117,47 +139,23 @@ public final class ParleyClient: Sendable {
         return id
     }
 
-    enum Credential: Sendable {
-        case apiToken(String)
-        case session(String)
-    }
-
     /// Sends one HTTP exchange for an operation and hands the decoded answer to `finish`
     /// (on the network thread). Cancelling the operation aborts the transfer.
     func sendHTTP(
-        operation id: UInt64, method: String, pathAndQuery: String, body: JSONValue?, credential: Credential?,
+        operation id: UInt64, method: String, pathAndQuery: String, body: JSONValue?, credential: APIEndpoint.Credential?,
         finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) {
-        guard let request = makeRequest(method: method, pathAndQuery: pathAndQuery, body: body, credential: credential) else {
+        guard let request = endpoint.request(method: method, pathAndQuery: pathAndQuery, body: body, credential: credential) else {
             finish(.failure(.invalidState("no server_url in the client configuration")))
             return
         }
         log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
         let task = http.send(request) { [weak self] result in
-            let outcome = result.flatMap(Self.decodeAnswer)
+            let outcome = result.flatMap(APIEndpoint.decodeAnswer)
             if case .failure(let error) = outcome { self?.log(.info, "operation #\(id) failed: \(error)") }
             finish(outcome)
         }
         operations.setAbort(id) { task.cancel() }
-    }
-
-    /// The HTTP request of a REST call (nil without a server URL).
-    func makeRequest(method: String, pathAndQuery: String, body: JSONValue?, credential: Credential?) -> HTTPRequest? {
-        guard let serverURL = configuration.serverURL else { return nil }
-        var request = HTTPRequest(method: method, url: serverURL + pathAndQuery)
-        request.timeoutMs = configuration.requestTimeoutMs
-        request.connectTimeoutMs = configuration.connectTimeoutMs
-        request.headers.append(HTTPHeader("Accept", "application/json"))
-        switch credential {
-        case .apiToken(let token): request.headers.append(HTTPHeader("Api-Token", token))
-        case .session(let token): request.headers.append(HTTPHeader("Session-Key", token))
-        case nil: break
-        }
-        if let body {
-            request.headers.append(HTTPHeader("Content-Type", "application/json; charset=utf-8"))
-            request.body = Array(body.canonicalText.utf8)
-        }
-        return request
     }
 
     /// Cancels an operation still in flight; its completion runs with `.cancelled`.
@@ -171,42 +169,14 @@ public final class ParleyClient: Sendable {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let engine = self.engine
         let stream = engine.runNow { () -> EventStreamConnection? in
-            engine.sessionEpoch &+= 1
-            defer { engine.stream = nil }
-            return engine.stream
+            engine.session.epoch &+= 1
+            defer { engine.session.stream = nil }
+            return engine.session.stream
         }
         stream?.stop()
         operations.cancelAll()
         http.shutdown()
         dispatcher.close()
-        engine.runNow {
-            engine.cache?.close()
-            engine.cache = nil
-        }
-    }
-
-    /// Maps an HTTP answer to the protocol's result: JSON on 2xx, the error body otherwise.
-    static func decodeAnswer(_ response: HTTPResponse) -> Result<JSONValue, ParleyError> {
-        let status = response.status
-        if (200..<300).contains(status) {
-            if response.body.isEmpty { return .success(.object([:])) }
-            do {
-                return .success(try JSONValue.parse(response.body))
-            } catch {
-                return .failure(ParleyError(.protocolViolation, "HTTP \(status) answer is not valid JSON: \(error.message)", httpStatus: status))
-            }
-        }
-        let code: ParleyErrorCode = switch status {
-        case 400: .invalidArgument
-        case 401: .unauthorized
-        case 403: .forbidden
-        case 404: .notFound
-        default: .server
-        }
-        guard let body = try? JSONValue.parse(response.body), let message = body["message"]?.stringValue else {
-            return .failure(ParleyError(code, "the server answered HTTP \(status) without a JSON error body", httpStatus: status))
-        }
-        let serverCode = body["code"]?.int64Value.map { Int(clamping: $0) } ?? 0
-        return .failure(ParleyError(code, message, httpStatus: status, serverCode: serverCode))
+        engine.runNow { engine.closeCache() }
     }
 }

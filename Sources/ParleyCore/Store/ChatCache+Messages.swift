@@ -296,3 +296,24 @@ extension ChatCache {
             updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: row.string(5) ?? "")
     }
 }
+
+extension ChatCache {
+    /// Removes the channel's server messages created at or before `offset` (the user's
+    /// history now starts after it: reset history, hide with previous messages) and cuts
+    /// the ranges there: what is left of a range starts after `offset` and reaches the
+    /// oldest end the user can see. Returns the number of messages removed.
+    @discardableResult
+    public func truncateHistory(channelURL: String, through offset: Int64) throws(ParleyError) -> Int {
+        try transaction { () throws(ParleyError) in
+            let removed = try database.statement("DELETE FROM messages WHERE channel_url = ?1 AND created_at <= ?2")
+                .run([.text(channelURL), .integer(offset)])
+            try database.statement("DELETE FROM chunks WHERE channel_url = ?1 AND end_created_at <= ?2")
+                .run([.text(channelURL), .integer(offset)])
+            try database.statement("""
+                UPDATE chunks SET start_created_at = ?2 + 1, start_message_id = -9223372036854775808, reaches_oldest = 1
+                WHERE channel_url = ?1 AND start_created_at <= ?2
+                """).run([.text(channelURL), .integer(offset)])
+            return removed
+        }
+    }
+}

@@ -88,6 +88,13 @@ def test_every_operation_against_the_real_server(server, admin):
             with pytest.raises(parley.Forbidden):
                 run(erin, "list_members", channel_url=url)
 
+        users = run(bob, "list_users", user_ids=["alice", "carol"])["users"]
+        assert [user["user_id"] for user in users] == ["alice", "carol"]
+        changes = run(bob, "list_channel_changelogs", change_ts=0, show_metadata=True)
+        assert url in [entry["channel_url"] for entry in changes["updated"]] and changes["has_more"] is False
+        before = run(alice, "list_message_changelogs", channel_url=url, change_ts=0)
+        assert before["updated"] == [] and before["deleted"] == []
+
         listed = run(alice, "list_my_group_channels", show_empty=True)
         assert url in [entry["channel_url"] for entry in listed["channels"]]
         assert listed["next"] == ""
@@ -154,6 +161,8 @@ def test_every_operation_against_the_real_server(server, admin):
                         sorted_metaarray=[{"key": "tags", "value": ["b"]}], mode="add")
         assert with_meta["sorted_metaarray"][0]["value"] == ["a", "b"]
         other = run(alice, "create_group_channel", user_ids=["bob"], name="Other")
+        with pytest.raises(parley.Forbidden):
+            run(bob, "copy_message", channel_url=url, message_id=first["message_id"], dest_channel_url=other["channel_url"])
         copied = run(alice, "copy_message", channel_url=url, message_id=first["message_id"], dest_channel_url=other["channel_url"])
         assert copied["channel_url"] == other["channel_url"] and copied["message"] == "hello!"
         run(alice, "delete_message", channel_url=url, message_id=first["message_id"])
@@ -179,11 +188,15 @@ def test_every_operation_against_the_real_server(server, admin):
         run(alice, "mute_user", channel_url=url, user_id="carol", seconds=60, description="calm down")
         assert run(alice, "get_mute", channel_url=url, target_user_id="carol")["is_muted"] is True
         assert [entry["user"]["user_id"] for entry in run(alice, "list_muted_users", channel_url=url)["muted_list"]] == ["carol"]
+        with pytest.raises(parley.Forbidden):
+            run(bob, "list_muted_users", channel_url=url)  # operators only
         run(alice, "unmute_user", channel_url=url, target_user_id="carol")
         assert run(alice, "get_mute", channel_url=url, target_user_id="carol")["is_muted"] is False
         run(alice, "ban_user", channel_url=url, user_id="dave", seconds=-1)
         assert run(alice, "get_ban", channel_url=url, target_user_id="dave")["is_banned"] is True
         assert [entry["user"]["user_id"] for entry in run(alice, "list_banned_users", channel_url=url)["banned_list"]] == ["dave"]
+        with pytest.raises(parley.Forbidden):
+            run(bob, "list_banned_users", channel_url=url)  # operators only
         run(alice, "unban_user", channel_url=url, target_user_id="dave")
         assert run(alice, "get_ban", channel_url=url, target_user_id="dave")["is_banned"] is False
 

@@ -3,55 +3,36 @@ import Glibc
 // Catching the cache up after (re)connecting: channel changelogs with the global token,
 // message changelogs with each cached channel's token (a few channels in flight at once),
 // then the outbox. Every step runs on the engine queue; the network calls go out with the
-// session key.
+// session key. Changes are written with the changelog as their cause, so the feed tells
+// every view (and the application) what the catch-up found, deletions included.
 
-extension ParleyClient {
-    /// A REST call the engine makes on its own behalf (no operation id); the outcome is
-    /// handed to `done` on the engine queue.
-    func engineCall(
-        _ method: String, _ pathAndQuery: String, body: JSONValue? = nil,
-        _ done: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
-    ) {
-        let engine = self.engine
-        guard let session = engine.session,
-            let request = makeRequest(method: method, pathAndQuery: pathAndQuery, body: body, credential: .session(session.token))
-        else {
-            done(.failure(.invalidState("not connected")))
-            return
-        }
-        log(.debug, "sync: \(method) \(pathAndQuery)")
-        _ = http.send(request) { result in
-            let outcome = result.flatMap(Self.decodeAnswer)
-            engine.queue.async { done(outcome) }
-        }
-    }
-
+extension Engine {
     /// Runs the changelogs, then the outbox (auto-resend), then `done`. A catch-up asked
     /// for while one runs is folded into a second pass after it.
-    func catchUp(then done: (@Sendable () -> Void)?) {
-        let engine = self.engine
-        engine.assertOnQueue()
-        if let done { engine.syncWaiters.append(done) }
-        if engine.syncInProgress {
-            engine.syncRequestedAgain = true
+    func runCatchUp(then done: (@Sendable () -> Void)?) {
+        let engine = self
+        assertOnQueue()
+        if let done { engine.catchUp.waiters.append(done) }
+        if engine.catchUp.inProgress {
+            engine.catchUp.requestedAgain = true
             return
         }
-        guard engine.session != nil else {
+        guard engine.session.current != nil else {
             finishCatchUp()
             return
         }
-        engine.syncInProgress = true
-        engine.syncRequestedAgain = false
-        let epoch = engine.sessionEpoch
+        engine.catchUp.inProgress = true
+        engine.catchUp.requestedAgain = false
+        let epoch = engine.session.epoch
         syncChannelChangelogs(epoch: epoch, resetOnce: true) {
             self.syncMessageChangelogs(epoch: epoch, urls: self.channelsWithMessages()) {
-                engine.syncInProgress = false
-                if engine.syncRequestedAgain && engine.sessionEpoch == epoch {
-                    self.catchUp(then: nil)
+                engine.catchUp.inProgress = false
+                if engine.catchUp.requestedAgain && engine.session.epoch == epoch {
+                    self.runCatchUp(then: nil)
                     return
                 }
-                engine.withCache("keeping the size limit", log: self.engineLog) { cache throws(ParleyError) in
-                    try engine.evictIfNeeded(cache, log: self.engineLog)
+                engine.write(.eviction, "keeping the size limit") { transaction throws(ParleyError) in
+                    try engine.evictIfNeeded(transaction)
                 }
                 if self.configuration.autoResend { self.drainOutbox() }
                 self.finishCatchUp()
@@ -59,15 +40,18 @@ extension ParleyClient {
         }
     }
 
+    /// The query options of a channel render that carries everything the cache keeps.
+    static let fullChannelView = "&show_member=true&show_metadata=true&show_metacounter=true"
+
     private func finishCatchUp() {
-        let waiters = engine.syncWaiters
-        engine.syncWaiters = []
+        let waiters = catchUp.waiters
+        catchUp.waiters = []
         for waiter in waiters { waiter() }
     }
 
     private func channelsWithMessages() -> [String] {
-        var urls: [String] = []
-        engine.withCache("listing channels", log: engineLog) { cache throws(ParleyError) in
+        read("listing channels") { cache throws(ParleyError) -> [String] in
+            var urls: [String] = []
             var after: ChannelOrderKey?
             while true {
                 let page = try cache.channels(order: .chronological, after: after, limit: 200)
@@ -77,40 +61,35 @@ extension ParleyClient {
                 guard let last = page.last, page.count == 200 else { break }
                 after = last.orderKey
             }
-        }
-        return urls
+            return urls
+        } ?? []
     }
 
     /// Pages through channel changelogs from the saved token (first time: from the start).
     private func syncChannelChangelogs(epoch: UInt64, resetOnce: Bool, then next: @escaping @Sendable () -> Void) {
-        let engine = self.engine
-        guard engine.sessionEpoch == epoch, let session = engine.session else { return next() }
-        var token: String?
-        engine.withCache("reading the channel token", log: engineLog) { cache throws(ParleyError) in
-            token = try cache.syncToken(scope: ChatCache.channelsTokenScope)
-        }
+        let engine = self
+        guard engine.session.epoch == epoch, let session = engine.session.current else { return next() }
+        let token = read("reading the channel token") { cache throws(ParleyError) in
+            try cache.syncToken(scope: ChatCache.channelsTokenScope)
+        } ?? nil
         let hadToken = token != nil
         let position = token.map { "token=" + URLEncoding.percentEncode($0) } ?? "change_ts=0"
-        let path = "/v3/users/\(URLEncoding.encodePathSegment(session.userID))/my_group_channels/changelogs?\(position)&limit=100&show_member=true"
-        engineCall("GET", path) { result in
-            guard engine.sessionEpoch == epoch else { return next() }
+        let path = "/v3/users/\(URLEncoding.encodePathSegment(session.userID))/my_group_channels/changelogs?\(position)&limit=100"
+            + Self.fullChannelView
+        call("GET", path) { result in
+            guard engine.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
-                engine.withCache("applying channel changelogs", log: self.engineLog) { cache throws(ParleyError) in
-                    try cache.transaction { () throws(ParleyError) in
-                        for channel in answer["updated"]?.arrayValue ?? [] {
-                            try engine.storeChannelMerged(channel, in: cache)
-                        }
-                        for url in answer["deleted"]?.arrayValue ?? [] {
-                            if let url = url.stringValue { try cache.deleteChannel(url: url) }
-                        }
-                        if let next = answer["next"]?.stringValue, !next.isEmpty {
-                            try cache.setSyncToken(next, scope: ChatCache.channelsTokenScope)
-                        }
+                engine.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
+                    for channel in answer["updated"]?.arrayValue ?? [] {
+                        try transaction.storeChannel(channel)
                     }
-                }
-                for channel in answer["updated"]?.arrayValue ?? [] {
-                    self.emitEvent("channel_changelog", channelURL: channel["channel_url"]?.stringValue ?? "", payload: channel)
+                    for url in answer["deleted"]?.arrayValue ?? [] {
+                        if let url = url.stringValue { try transaction.removeChannel(url, reason: .changelog) }
+                    }
+                    if let next = answer["next"]?.stringValue, !next.isEmpty {
+                        try transaction.setSyncToken(next, scope: ChatCache.channelsTokenScope)
+                    }
                 }
                 if answer["has_more"]?.boolValue == true {
                     self.syncChannelChangelogs(epoch: epoch, resetOnce: resetOnce, then: next)
@@ -120,8 +99,8 @@ extension ParleyClient {
             case .failure(let error) where error.code == .invalidArgument && hadToken && resetOnce:
                 // An expired or unreadable token: start over from the beginning.
                 self.log(.info, "sync: channel changelog token refused (\(error.message)); starting over")
-                engine.withCache("resetting the channel token", log: self.engineLog) { cache throws(ParleyError) in
-                    try cache.removeSyncToken(scope: ChatCache.channelsTokenScope)
+                engine.write(.channelChangelog, "resetting the channel token") { transaction throws(ParleyError) in
+                    try transaction.removeSyncToken(scope: ChatCache.channelsTokenScope)
                 }
                 self.syncChannelChangelogs(epoch: epoch, resetOnce: false, then: next)
             case .failure(let error):
@@ -157,7 +136,7 @@ extension ParleyClient {
     }
 
     private func pullMessageChangelog(epoch: UInt64, from queue: ChangelogQueue, then next: @escaping @Sendable () -> Void) {
-        engine.assertOnQueue()
+        assertOnQueue()
         guard let url = queue.remaining.popLast() else {
             queue.runningWorkers -= 1
             if queue.runningWorkers == 0 { next() }
@@ -169,39 +148,30 @@ extension ParleyClient {
     }
 
     private func syncMessageChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, then next: @escaping @Sendable () -> Void) {
-        let engine = self.engine
-        guard engine.sessionEpoch == epoch else { return next() }
+        let engine = self
+        guard engine.session.epoch == epoch else { return next() }
         let scope = ChatCache.messagesTokenScope(channelURL: channelURL)
-        var token: String?
-        engine.withCache("reading a message token", log: engineLog) { cache throws(ParleyError) in
-            token = try cache.syncToken(scope: scope)
-        }
+        let token = read("reading a message token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
         let hadToken = token != nil
         let position = token.map { "token=" + URLEncoding.percentEncode($0) } ?? "change_ts=0"
         let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(channelURL))/messages/changelogs?\(position)&limit=200"
             + "&include_reactions=true&include_thread_info=true&include_parent_message_info=true&with_sorted_meta_array=true"
-        engineCall("GET", path) { result in
-            guard engine.sessionEpoch == epoch else { return next() }
+        call("GET", path) { result in
+            guard engine.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
-                var changed: [JSONValue] = []
-                engine.withCache("applying message changelogs", log: self.engineLog) { cache throws(ParleyError) in
-                    try cache.transaction { () throws(ParleyError) in
-                        // Only messages the cache holds: new ones are found by listing.
-                        for message in answer["updated"]?.arrayValue ?? [] {
-                            guard let id = message["message_id"]?.int64Value, try cache.message(id: id) != nil else { continue }
-                            if try cache.upsertMessage(message) == .updated { changed.append(message) }
-                        }
-                        for deleted in answer["deleted"]?.arrayValue ?? [] {
-                            if let id = deleted["message_id"]?.int64Value { try cache.deleteMessage(messageID: id) }
-                        }
-                        if let next = answer["next"]?.stringValue, !next.isEmpty {
-                            try cache.setSyncToken(next, scope: scope)
-                        }
+                engine.write(.messageChangelog(channelURL: channelURL), "applying message changelogs") { transaction throws(ParleyError) in
+                    // Only messages the cache holds: new ones are found by listing.
+                    for message in answer["updated"]?.arrayValue ?? [] {
+                        guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else { continue }
+                        try transaction.storeMessage(message)
                     }
-                }
-                for message in changed {
-                    self.emitEvent("message_changelog", channelURL: channelURL, payload: message)
+                    for deleted in answer["deleted"]?.arrayValue ?? [] {
+                        if let id = deleted["message_id"]?.int64Value { try transaction.removeMessage(id) }
+                    }
+                    if let next = answer["next"]?.stringValue, !next.isEmpty {
+                        try transaction.setSyncToken(next, scope: scope)
+                    }
                 }
                 if answer["has_more"]?.boolValue == true {
                     self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, then: next)
@@ -210,14 +180,14 @@ extension ParleyClient {
                 }
             case .failure(let error) where error.code == .forbidden || error.code == .notFound:
                 // No longer ours to see: forget it.
-                engine.withCache("removing a channel", log: self.engineLog) { cache throws(ParleyError) in
-                    try cache.deleteChannel(url: channelURL)
+                engine.write(.messageChangelog(channelURL: channelURL), "removing a channel") { transaction throws(ParleyError) in
+                    try transaction.removeChannel(channelURL, reason: .accessLost)
                 }
                 next()
             case .failure(let error) where error.code == .invalidArgument && hadToken && resetOnce:
                 self.log(.info, "sync: message changelog token of \(channelURL) refused (\(error.message)); starting over")
-                engine.withCache("resetting a message token", log: self.engineLog) { cache throws(ParleyError) in
-                    try cache.removeSyncToken(scope: scope)
+                engine.write(.messageChangelog(channelURL: channelURL), "resetting a message token") { transaction throws(ParleyError) in
+                    try transaction.removeSyncToken(scope: scope)
                 }
                 self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: false, then: next)
             case .failure(let error):

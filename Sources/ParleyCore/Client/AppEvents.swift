@@ -1,0 +1,119 @@
+import Synchronization
+
+/// The application's handlers for connection changes and events (set any time, from any thread).
+final class AppHandlers: Sendable {
+    typealias ConnectionHandler = @Sendable (ConnectionEvent, ParleyError?) -> Void
+    typealias EventHandler = @Sendable (_ category: String, _ channelURL: String, _ payloadJSON: String) -> Void
+
+    private let handlers = Mutex<(connection: ConnectionHandler?, event: EventHandler?)>((nil, nil))
+
+    var connection: ConnectionHandler? {
+        get { handlers.withLock { $0.connection } }
+        set { handlers.withLock { $0.connection = newValue } }
+    }
+
+    var event: EventHandler? {
+        get { handlers.withLock { $0.event } }
+        set { handlers.withLock { $0.event = newValue } }
+    }
+}
+
+/// The application's event handler as one subscriber of the change feed: it turns each
+/// committed batch into the events the application sees (category name, channel URL, JSON
+/// payload) and queues them on the callback context. Runs on the engine queue.
+///
+/// - a real-time event: the event itself (after the cache was updated), except the server's
+///   echo of a message this client sent, which is reported once, as `message_sent`;
+/// - channel changelogs: `channel_changelog` (the stored channel) and
+///   `channel_changelog_deleted` (`{"channel_url"}`);
+/// - message changelogs: `message_changelog` (a cached message that changed) and
+///   `message_changelog_deleted` (`{"channel_url", "message_id"}`, a cached message deleted);
+/// - sending: `message_pending`, `message_resend_started`, `message_failed` (with
+///   `error_code` / `error_message`), `message_canceled`, `message_sent` (the server's message).
+struct AppEventReporter: Sendable {
+    let handlers: AppHandlers
+    let dispatcher: CallbackDispatcher
+
+    func report(_ batch: ChangeBatch) {
+        guard let handler = handlers.event else { return }
+        for (name, channelURL, payload) in Self.events(of: batch) {
+            let text = payload.canonicalText
+            dispatcher.enqueue { handler(name, channelURL, text) }
+        }
+    }
+
+    /// The application events a batch stands for, in order.
+    static func events(of batch: ChangeBatch) -> [(String, String, JSONValue)] {
+        var events: [(String, String, JSONValue)] = []
+        switch batch.cause {
+        case .realtime(let event) where !event.isOwnEcho:
+            events.append((event.name, event.channelURL, event.data))
+        case .channelChangelog:
+            for change in batch.changes {
+                switch change {
+                case .channelUpserted(let upsert):
+                    events.append((EventCategory.channelChangelog.name, upsert.url, upsert.channel))
+                case .channelRemoved(let url, _):
+                    events.append((EventCategory.channelChangelogDeleted.name, url, .object(["channel_url": .string(url)])))
+                default: break
+                }
+            }
+        case .messageChangelog:
+            for change in batch.changes {
+                switch change {
+                case .messageUpserted(let upsert) where !upsert.inserted:
+                    events.append((EventCategory.messageChangelog.name, upsert.channelURL, upsert.message))
+                case .messageRemoved(let url, let id):
+                    events.append((EventCategory.messageChangelogDeleted.name, url, .object(["channel_url": .string(url), "message_id": .int(id)])))
+                default: break
+                }
+            }
+        default:
+            break
+        }
+        for change in batch.changes {
+            guard case .localMessageStatusChanged(let local) = change else { continue }
+            let category: EventCategory =
+                switch local.status {
+                case .pending:
+                    if case .resend = batch.cause { .messageResendStarted } else { .messagePending }
+                case .failed: .messageFailed
+                case .canceled: .messageCanceled
+                case .succeeded: .messageSent
+                }
+            events.append((category.name, local.channelURL, local.message))
+        }
+        return events
+    }
+}
+
+/// An observer of the change feed, until `cancel()` (or until the client closes).
+public final class ChangeObservation: Sendable {
+    private let engine: Engine
+    private let id: UInt64
+
+    init(engine: Engine, id: UInt64) {
+        self.engine = engine
+        self.id = id
+    }
+
+    /// Stops delivery; after it returns the observer is not called again. Idempotent.
+    public func cancel() {
+        let engine = self.engine
+        let id = self.id
+        engine.runNow { engine.feed.unsubscribe(id) }
+    }
+}
+
+extension ParleyClient {
+    /// Calls `observer` with every batch of cache changes committed from now on, in commit
+    /// order, each with its cause. It runs on the engine queue, after the commit and before
+    /// anything else changes the cache: it must return quickly and must not call this
+    /// client's synchronous methods (they wait for that queue). The application's event
+    /// handler is one such observer.
+    public func observeChanges(_ observer: @escaping @Sendable (ChangeBatch) -> Void) -> ChangeObservation {
+        let engine = self.engine
+        let id = engine.runNow { engine.feed.subscribe(observer) }
+        return ChangeObservation(engine: engine, id: id)
+    }
+}

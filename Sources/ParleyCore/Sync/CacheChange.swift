@@ -1,0 +1,133 @@
+// The typed changes the cache writer reports, and why each happened. A view (a collection,
+// the application's event handler) learns everything it needs from these values: it never
+// re-reads the cache to find out what changed.
+
+/// Why a channel left the cache.
+public enum ChannelRemovalReason: String, Sendable, CaseIterable {
+    /// The channel was deleted on the server.
+    case deleted
+    /// The user left it.
+    case left
+    /// The user was banned from it.
+    case banned
+    /// The user declined the invitation to it.
+    case invitationDeclined = "invitation_declined"
+    /// A channel changelog listed it as no longer visible to the user (the reason is not told).
+    case changelog
+    /// The server refused to show the channel to the user any more (403 / 404).
+    case accessLost = "access_lost"
+}
+
+/// The sending state of a message this client sent, as views show it.
+public enum LocalMessageStatus: String, Sendable, CaseIterable {
+    case pending
+    case failed
+    case canceled
+    case succeeded
+}
+
+/// A channel as stored after a change, with its position before and after (the sort keys of
+/// every list order live in `ChannelOrderKey`), so that a list view can move it.
+public struct ChannelUpsert: Sendable {
+    public var channel: JSONValue
+    public var url: String
+    /// nil when the channel was not cached before.
+    public var oldKey: ChannelOrderKey?
+    public var newKey: ChannelOrderKey
+}
+
+/// A server message as stored after a change.
+public struct MessageUpsert: Sendable {
+    public var message: JSONValue
+    public var channelURL: String
+    public var key: MessageKey
+    /// New to the cache (false: an existing copy was replaced).
+    public var inserted: Bool
+    /// A real-time message that extended (or already lay in) the continuous range reaching
+    /// the newest end. A view at the newest end shows it; other views only learn there is more.
+    public var extendedRange: Bool
+    /// The pending/failed local message this one replaced (matched by `req_id`).
+    public var replacedLocalReqID: String?
+}
+
+/// A message this client sent changed its sending state.
+public struct LocalMessageChange: Sendable {
+    public var reqID: String
+    public var channelURL: String
+    public var status: LocalMessageStatus
+    /// The local message (pending, failed, canceled: `message_id` 0, `sending_status`), or
+    /// the server's message when `status` is succeeded.
+    public var message: JSONValue
+    /// Why it failed (status failed).
+    public var error: ParleyError?
+}
+
+/// One change of the cache.
+public enum CacheChange: Sendable {
+    case channelUpserted(ChannelUpsert)
+    case channelRemoved(url: String, reason: ChannelRemovalReason)
+    case messageUpserted(MessageUpsert)
+    case messageRemoved(channelURL: String, messageID: Int64)
+    /// The user's history of the channel now starts after `through` (reset history, hide
+    /// with previous messages): every cached message created at or before it was removed.
+    case messagesTruncated(channelURL: String, through: Int64, removedCount: Int)
+    case localMessageStatusChanged(LocalMessageChange)
+    /// A continuous range of the channel's messages grew (or was recorded).
+    case rangeExtended(MessageChunk)
+    /// No range of the channel (of every channel when nil) is known to reach the newest end
+    /// any more (the stream dropped: messages may arrive unseen).
+    case newestEndUnknown(channelURL: String?)
+    /// Eviction removed the channel's server messages and ranges (the channel stays).
+    case channelMessagesEvicted(channelURL: String)
+    /// Everything was removed (`clear_cached_data`).
+    case cleared
+}
+
+/// A real-time event as the engine applied it.
+public struct RealtimeEvent: Sendable {
+    public var id: Int64
+    /// nil for a category this engine does not know (it is still passed on to the app).
+    public var category: EventCategory?
+    /// The category's name as the server sent it.
+    public var name: String
+    public var data: JSONValue
+    public var channelURL: String
+    /// The server's copy of a message this client sent itself: the app learns of it as
+    /// `message_sent`, not as a received message.
+    public var isOwnEcho: Bool
+}
+
+/// Why a batch of changes was made.
+public enum ChangeCause: Sendable {
+    /// A real-time event (published even when it changed nothing, so every event is seen).
+    case realtime(RealtimeEvent)
+    /// The channel changelog catch-up.
+    case channelChangelog
+    /// The message changelog catch-up of one channel.
+    case messageChangelog(channelURL: String)
+    /// The app sent a message (stored as pending).
+    case send
+    /// The app resent a failed message.
+    case resend
+    /// The server answered a send (or its echo confirmed it), or the send failed.
+    case sendResult
+    /// The app canceled a message, or removed failed messages.
+    case cancel
+    /// A catalog operation's answer (by operation name).
+    case operation(String)
+    /// Messages or channels loaded from the server for a view.
+    case apiLoad
+    /// The real-time stream dropped.
+    case connectionLost
+    /// The cache went over its size limit.
+    case eviction
+    /// `clear_cached_data`.
+    case clear
+}
+
+/// Changes committed together, in commit order (`sequence` increases by one per batch).
+public struct ChangeBatch: Sendable {
+    public var sequence: UInt64
+    public var cause: ChangeCause
+    public var changes: [CacheChange]
+}

@@ -1,0 +1,279 @@
+// The one writer of the cache. Every mutation of a client's cache goes through
+// `CacheWriter.write`, which runs it in one SQLite transaction, collects what each step
+// changed as `CacheChange` values, and after the commit hands them, with their cause, to
+// the change feed. A rolled-back write publishes nothing (except a real-time event's
+// batch, published empty, so that the event still reaches its observers).
+//
+// Reads go straight to the cache (`writer.cache`); only writes are funnelled here.
+
+final class CacheWriter {
+    let cache: ChatCache
+    private let feed: ChangeFeed
+    private var open: CacheTransaction?
+
+    init(cache: ChatCache, feed: ChangeFeed) {
+        self.cache = cache
+        self.feed = feed
+    }
+
+    /// Runs `body` in one transaction and publishes its changes with `cause`. A write
+    /// started inside another (from an observer or a nested step) joins it.
+    @discardableResult
+    func write<T>(_ cause: ChangeCause, _ body: (CacheTransaction) throws(ParleyError) -> T) throws(ParleyError) -> T {
+        if let open { return try cache.transaction { () throws(ParleyError) in try body(open) } }
+        let transaction = CacheTransaction(cache: cache)
+        open = transaction
+        let result: Result<T, ParleyError>
+        do throws(ParleyError) {
+            result = .success(try cache.transaction { () throws(ParleyError) in try body(transaction) })
+        } catch {
+            result = .failure(error)
+        }
+        open = nil
+        switch result {
+        case .success:
+            if !transaction.changes.isEmpty || cause.publishesWhenEmpty {
+                feed.publish(cause: cause, changes: transaction.changes)
+            }
+        case .failure:
+            if cause.publishesWhenEmpty { feed.publish(cause: cause, changes: []) }
+        }
+        return try result.get()
+    }
+
+    /// `clear_cached_data`: everything goes, and the file is compacted (which cannot run
+    /// inside a transaction, hence not through `write`).
+    func clear() throws(ParleyError) {
+        precondition(open == nil, "clear() inside a write")
+        try cache.clear()
+        feed.publish(cause: .clear, changes: [.cleared])
+    }
+}
+
+extension ChangeCause {
+    /// Real-time events reach observers even when they changed nothing in the cache.
+    var publishesWhenEmpty: Bool {
+        if case .realtime = self { return true }
+        return false
+    }
+}
+
+/// The mutations available inside `CacheWriter.write`; each records what it changed.
+final class CacheTransaction {
+    let cache: ChatCache
+    fileprivate(set) var changes: [CacheChange] = []
+
+    fileprivate init(cache: ChatCache) { self.cache = cache }
+
+    func record(_ change: CacheChange) { changes.append(change) }
+
+    // MARK: Channels
+
+    /// Fields that only some renders of a channel carry (they depend on the query's show_*
+    /// options): a render without one says nothing about it, so the cached value stays.
+    static let viewDependentKeys = ["members", "metadata", "metacounter", "operators", "read_receipt", "delivery_receipt"]
+
+    /// Stores a channel the server sent. A render for this user (it has `member_state`)
+    /// replaces every per-user field, `last_message` included (absent: none visible to the
+    /// user); a shared render (no per-user fields) keeps the cached per-user fields. Fields
+    /// of other views are kept when absent. A grown `ts_message_offset` removes the
+    /// messages the user can no longer see.
+    func storeChannel(_ channel: JSONValue) throws(ParleyError) {
+        guard case .object(let incoming) = channel, let url = incoming["channel_url"]?.stringValue, !url.isEmpty else {
+            throw ParleyError(.protocolViolation, "channel: expected an object with a non-empty channel_url")
+        }
+        let stored = try cache.channel(url: url)
+        var merged = incoming
+        var oldOffset: Int64 = 0
+        if let stored, case .object(let old)? = try? JSONValue.parse(stored.json) {
+            oldOffset = old["ts_message_offset"]?.int64Value ?? 0
+            if incoming["member_state"] != nil {
+                for key in Self.viewDependentKeys where merged[key] == nil {
+                    if let value = old[key] { merged[key] = value }
+                }
+            } else {
+                for (key, value) in old where merged[key] == nil { merged[key] = value }
+            }
+        }
+        let value = JSONValue.object(merged)
+        let outcome = try cache.upsertChannel(value)
+        if outcome != .unchanged {
+            let newKey = try ChatCache.ChannelColumns(value).orderKey
+            record(.channelUpserted(ChannelUpsert(channel: value, url: url, oldKey: stored?.orderKey, newKey: newKey)))
+        }
+        let offset = merged["ts_message_offset"]?.int64Value ?? 0
+        if offset > oldOffset {
+            let removed = try cache.truncateHistory(channelURL: url, through: offset)
+            if removed > 0 { record(.messagesTruncated(channelURL: url, through: offset, removedCount: removed)) }
+        }
+    }
+
+    /// Rewrites the cached channel through `change` (when cached).
+    func patchChannel(_ url: String, _ change: (inout [String: JSONValue]) -> Void) throws(ParleyError) {
+        guard let stored = try cache.channel(url: url), case .object(var fields) = try JSONValue.parse(stored.json) else { return }
+        change(&fields)
+        try storeChannel(.object(fields))
+    }
+
+    /// Removes a channel with its messages, local messages and outbox rows.
+    func removeChannel(_ url: String, reason: ChannelRemovalReason) throws(ParleyError) {
+        if try cache.deleteChannel(url: url) { record(.channelRemoved(url: url, reason: reason)) }
+    }
+
+    // MARK: Server messages
+
+    private func recordUpsert(_ outcome: MessageUpsertOutcome, _ message: JSONValue, extendedRange: Bool) throws(ParleyError) {
+        let inserted: Bool
+        var replaced: String?
+        switch outcome {
+        case .unchanged: return
+        case .inserted: inserted = true
+        case .updated: inserted = false
+        case .replacedLocal(let reqID):
+            inserted = true
+            replaced = reqID
+        }
+        let columns = try ChatCache.MessageColumns(message)
+        record(.messageUpserted(MessageUpsert(
+            message: message, channelURL: columns.channelURL,
+            key: MessageKey(createdAt: columns.createdAt, messageID: columns.messageID),
+            inserted: inserted, extendedRange: extendedRange, replacedLocalReqID: replaced)))
+    }
+
+    /// Stores a message from the real-time stream (extends the range reaching the newest end).
+    @discardableResult
+    func appendRealtimeMessage(_ message: JSONValue) throws(ParleyError) -> MessageUpsertOutcome {
+        let result = try cache.appendRealtimeMessage(message)
+        try recordUpsert(result.outcome, message, extendedRange: result.isContinuous)
+        return result.outcome
+    }
+
+    /// Stores one message (newer-only unless `force`).
+    @discardableResult
+    func storeMessage(_ message: JSONValue, force: Bool = false) throws(ParleyError) -> MessageUpsertOutcome {
+        let outcome = try cache.upsertMessage(message, force: force)
+        try recordUpsert(outcome, message, extendedRange: false)
+        return outcome
+    }
+
+    /// Stores messages of a list answer.
+    func storeMessages(_ messages: [JSONValue]) throws(ParleyError) {
+        let outcomes = try cache.upsertMessages(messages)
+        for (outcome, message) in zip(outcomes, messages) {
+            try recordUpsert(outcome, message, extendedRange: false)
+        }
+    }
+
+    /// Rewrites a cached message through `change` (when cached): reactions and thread info
+    /// do not move `updated_at`, so the write is forced.
+    func patchMessage(_ messageID: Int64, _ change: (inout [String: JSONValue]) -> Void) throws(ParleyError) {
+        guard let stored = try cache.message(id: messageID), case .object(var fields) = try JSONValue.parse(stored.json) else { return }
+        change(&fields)
+        try storeMessage(.object(fields), force: true)
+    }
+
+    /// Removes a server message; true when it was cached.
+    @discardableResult
+    func removeMessage(_ messageID: Int64) throws(ParleyError) -> Bool {
+        guard let stored = try cache.message(id: messageID), try cache.deleteMessage(messageID: messageID) else { return false }
+        record(.messageRemoved(channelURL: stored.channelURL, messageID: messageID))
+        return true
+    }
+
+    /// Removes the channel's messages created at or before `offset` (reset history).
+    func truncateHistory(channelURL: String, through offset: Int64) throws(ParleyError) {
+        let removed = try cache.truncateHistory(channelURL: channelURL, through: offset)
+        if removed > 0 { record(.messagesTruncated(channelURL: channelURL, through: offset, removedCount: removed)) }
+    }
+
+    /// Records a continuous range of a channel's messages.
+    func addContinuousRange(
+        channelURL: String, scope: String, from start: MessageKey, to end: MessageKey, reachesOldest: Bool, reachesNewest: Bool
+    ) throws(ParleyError) {
+        let chunk = try cache.addContinuousRange(
+            channelURL: channelURL, scope: scope, from: start, to: end, reachesOldest: reachesOldest, reachesNewest: reachesNewest)
+        record(.rangeExtended(chunk))
+    }
+
+    /// No range (of the channel, or of any channel) reaches the newest end any more.
+    func forgetNewestEnd(channelURL: String? = nil) throws(ParleyError) {
+        try cache.clearReachesNewest(channelURL: channelURL)
+        record(.newestEndUnknown(channelURL: channelURL))
+    }
+
+    // MARK: Local messages (sending)
+
+    /// Stores a pending message and its outbox request together.
+    func insertPending(_ message: JSONValue, outbox: OutboxRequest) throws(ParleyError) -> CachedLocalMessage {
+        let stored = try cache.insertPendingMessage(message, outbox: outbox)
+        try recordLocal(stored, status: .pending, error: nil)
+        return stored
+    }
+
+    private func recordLocal(_ local: CachedLocalMessage, status: LocalMessageStatus, error: ParleyError?) throws(ParleyError) {
+        var message = try JSONValue.parse(local.json)
+        if status == .failed, let error, case .object(var fields) = message {
+            fields["error_code"] = .int(Int64(error.code.rawValue))
+            fields["error_message"] = .string(error.message)
+            message = .object(fields)
+        } else if status == .canceled, case .object(var fields) = message {
+            fields["sending_status"] = .string(LocalMessageStatus.canceled.rawValue)
+            message = .object(fields)
+        }
+        record(.localMessageStatusChanged(LocalMessageChange(
+            reqID: local.reqID, channelURL: local.channelURL, status: status, message: message, error: error)))
+    }
+
+    /// A failed message is pending again (resend).
+    func markPending(reqID: String) throws(ParleyError) {
+        guard try cache.markPending(reqID: reqID), let local = try cache.localMessage(reqID: reqID) else { return }
+        try recordLocal(local, status: .pending, error: nil)
+    }
+
+    /// A pending message failed (`retryable`: auto-resend may try again).
+    func markFailed(reqID: String, error: ParleyError, retryable: Bool) throws(ParleyError) {
+        guard try cache.markFailed(reqID: reqID, error: error, retryable: retryable),
+            let local = try cache.localMessage(reqID: reqID)
+        else { return }
+        try recordLocal(local, status: .failed, error: error)
+    }
+
+    /// Removes a local message and its outbox row (cancel, remove failed).
+    func cancelLocal(_ local: CachedLocalMessage) throws(ParleyError) {
+        guard try cache.removeLocalMessage(reqID: local.reqID) else { return }
+        try recordLocal(local, status: .canceled, error: nil)
+    }
+
+    /// A send was delivered: the server's copy replaces the local one (once), and the
+    /// success is recorded even when the echo replaced it already.
+    func confirmSent(reqID: String, channelURL: String, message: JSONValue) throws(ParleyError) {
+        // An answer that is not a storable message (never from parley-server) still confirms
+        // the send; the local copy must not stay behind either way.
+        if (try? ChatCache.MessageColumns(message)) != nil { try appendRealtimeMessage(message) }
+        try cache.removeLocalMessage(reqID: reqID)
+        var confirmed = message
+        if case .object(var fields) = message {
+            fields["sending_status"] = .string(LocalMessageStatus.succeeded.rawValue)
+            confirmed = .object(fields)
+        }
+        record(.localMessageStatusChanged(LocalMessageChange(
+            reqID: reqID, channelURL: channelURL, status: .succeeded, message: confirmed, error: nil)))
+    }
+
+    // MARK: Bookkeeping (no change a view sees)
+
+    func setSyncToken(_ token: String, scope: String) throws(ParleyError) { try cache.setSyncToken(token, scope: scope) }
+    func removeSyncToken(scope: String) throws(ParleyError) { try cache.removeSyncToken(scope: scope) }
+    func setMetaValue(_ value: String, forKey key: String) throws(ParleyError) { try cache.setMetaValue(value, forKey: key) }
+    func touchChannel(url: String, at time: Int64) throws(ParleyError) { try cache.touchChannel(url: url, at: time) }
+    func recordOutboxAttempt(reqID: String) throws(ParleyError) { try cache.recordOutboxAttempt(reqID: reqID) }
+
+    // MARK: Whole-cache
+
+    /// Keeps the cache under its size limit (whole channels' messages, least recently read first).
+    func evictIfNeeded(protecting: Set<String> = []) throws(ParleyError) -> EvictionReport {
+        let report = try cache.evictIfNeeded(protecting: protecting)
+        for url in report.evictedChannelURLs { record(.channelMessagesEvicted(channelURL: url)) }
+        return report
+    }
+}

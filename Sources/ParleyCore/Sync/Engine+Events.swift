@@ -1,0 +1,250 @@
+import Glibc
+
+// Opening the per-user cache, and applying real-time events and operation results to it
+// (through the cache writer). Everything here runs on the engine queue.
+
+extension Engine {
+    /// Opens the cache of `userID` (closing another user's). A cache that cannot be opened
+    /// is never fatal: the engine logs why and continues with an in-memory cache.
+    func openCache(userID: String) {
+        assertOnQueue()
+        if cache != nil, store.userID == userID { return }
+        closeCache()
+        let limit = configuration.cacheSizeLimitBytes
+        var location = SQLiteLocation.memory
+        if configuration.cacheMode == .persistent {
+            switch Self.cacheFilePath(configuration: configuration, userID: userID) {
+            case .success(let path): location = .file(path: path)
+            case .failure(let error): log(.error, "cache: \(error.message); using an in-memory cache")
+            }
+        }
+        var opened: ChatCache?
+        do {
+            opened = try ChatCache(location: location, sizeLimitBytes: limit)
+        } catch {
+            log(.error, "cache: cannot open \(location): \(error); using an in-memory cache")
+            opened = try? ChatCache(location: .memory, sizeLimitBytes: limit)
+        }
+        if let recovery = opened?.recovery {
+            log(.warning, "cache: \(recovery); starting with an empty cache")
+        }
+        store.writer = opened.map { CacheWriter(cache: $0, feed: feed) }
+        store.userID = userID
+    }
+
+    func closeCache() {
+        assertOnQueue()
+        cache?.close()
+        store = StoreState()
+    }
+
+    /// `<dir>/<server host>/<user id>.sqlite`, names percent-encoded so that any user id or
+    /// server URL makes one safe file name; directories created with mode 0700.
+    static func cacheFilePath(configuration: ClientConfiguration, userID: String) -> Result<String, ParleyError> {
+        var directory: String
+        if let configured = configuration.cacheDirectory {
+            directory = configured
+        } else if let xdg = getenv("XDG_CACHE_HOME").map({ String(cString: $0) }), xdg.hasPrefix("/") {
+            directory = xdg + "/parley"
+        } else if let home = getenv("HOME").map({ String(cString: $0) }), !home.isEmpty {
+            directory = home + "/.cache/parley"
+        } else {
+            return .failure(.invalidState("no cache_dir configured and neither XDG_CACHE_HOME nor HOME is set"))
+        }
+        var server = configuration.serverURL ?? "no-server"
+        for scheme in ["https://", "http://"] where server.hasPrefix(scheme) {
+            server.removeFirst(scheme.count)
+        }
+        directory += "/" + URLEncoding.percentEncode(server)
+        if let error = makeDirectories(directory) { return .failure(error) }
+        return .success(directory + "/" + URLEncoding.percentEncode(userID) + ".sqlite")
+    }
+
+    private static func makeDirectories(_ path: String) -> ParleyError? {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                return .invalidState("cannot create the cache directory '\(prefix)': \(String(cString: strerror(errno)))")
+            }
+            prefix += "/"
+        }
+        return nil
+    }
+}
+
+// MARK: Real-time events
+
+extension Engine {
+    /// Applies one real-time event to the cache (one transaction, with the resume point) and
+    /// publishes it with what it changed.
+    func applyStreamEvent(_ stream: StreamEvent) {
+        assertOnQueue()
+        let data = stream.data
+        let url = data["channel_url"]?.stringValue ?? ""
+        let category = EventCategory(rawValue: stream.category)
+        // The server also streams a sender's own messages. One this client sent reaches the
+        // app as `message_sent` (with its req_id), so its echo is applied but not reported
+        // as received: a second report would show the message twice. Other devices' sends
+        // are reported as usual.
+        let echo = category == .messageReceived ? ownSend(data["message"]) : nil
+        let event = RealtimeEvent(id: stream.id, category: category, name: stream.category, data: data, channelURL: url,
+                                  isOwnEcho: echo != nil)
+        var confirmed: (reqID: String, message: JSONValue)?
+        write(.realtime(event), "applying event \(stream.id) (\(stream.category))") { transaction throws(ParleyError) in
+            try apply(event, transaction)
+            if case .waitingLocally(let reqID, let channelURL)? = echo, let message = data["message"],
+                try transaction.cache.localMessage(reqID: reqID) == nil
+            {
+                // Not on the wire from here (e.g. sent before a crash, the answer never seen):
+                // the echo replaced the local copy (and with it the outbox entry), so it is
+                // the delivery confirmation.
+                try transaction.confirmSent(reqID: reqID, channelURL: channelURL, message: message)
+                confirmed = (reqID, message)
+            }
+            try transaction.setMetaValue(String(stream.id), forKey: "last_event_id")
+            if category == .messageReceived { try evictIfNeeded(transaction) }
+        }
+        if let confirmed { completeSend(reqID: confirmed.reqID, .success(confirmed.message)) }
+    }
+
+    private func apply(_ event: RealtimeEvent, _ transaction: CacheTransaction) throws(ParleyError) {
+        let data = event.data
+        let url = event.channelURL
+        let me = session.current?.userID
+        let removal: ChannelRemovalReason? =
+            switch event.category {
+            case .channelDeleted: .deleted
+            case .userLeft where data["user"]?["user_id"]?.stringValue == me: .left
+            case .userBanned where data["user"]?["user_id"]?.stringValue == me: .banned
+            case .invitationDeclined where data["invitee"]?["user_id"]?.stringValue == me: .invitationDeclined
+            default: nil
+            }
+        if let removal {
+            if !url.isEmpty { try transaction.removeChannel(url, reason: removal) }
+            return
+        }
+        if let channel = data["channel"], case .object = channel {
+            try transaction.storeChannel(channel)
+        }
+        switch event.category {
+        case .messageReceived:
+            if let message = data["message"] { try transaction.appendRealtimeMessage(message) }
+        case .messageUpdated:
+            if let message = data["message"] { try transaction.storeMessage(message) }
+        case .messageDeleted:
+            if let id = data["message_id"]?.int64Value { try transaction.removeMessage(id) }
+        case .reactionUpdated:
+            if let reaction = data["reaction"] { try applyReaction(reaction, transaction) }
+        case .threadInfoUpdated:
+            if let parent = data["parent_message_id"]?.int64Value, let info = data["thread_info"] {
+                try transaction.patchMessage(parent) { $0["thread_info"] = info }
+            }
+        default:
+            break
+        }
+    }
+
+    private func applyReaction(_ reaction: JSONValue, _ transaction: CacheTransaction) throws(ParleyError) {
+        guard let messageID = reaction["message_id"]?.int64Value, let key = reaction["key"]?.stringValue,
+            let user = reaction["user_id"]?.stringValue
+        else { throw ParleyError(.protocolViolation, "reaction_updated: reaction needs message_id, key and user_id") }
+        let adding = reaction["operation"]?.stringValue != "DELETE"
+        let updatedAt = reaction["updated_at"] ?? .int(0)
+        try transaction.patchMessage(messageID) { fields in
+            var reactions = fields["reactions"]?.arrayValue ?? []
+            let index = reactions.firstIndex { $0["key"]?.stringValue == key }
+            var users = index.flatMap { reactions[$0]["user_ids"]?.arrayValue } ?? []
+            users.removeAll { $0.stringValue == user }
+            if adding { users.append(.string(user)) }
+            let entry: JSONValue = .object(["key": .string(key), "user_ids": .array(users), "updated_at": updatedAt])
+            switch (index, users.isEmpty) {
+            case (let at?, true): reactions.remove(at: at)
+            case (let at?, false): reactions[at] = entry
+            case (nil, false): reactions.append(entry)
+            case (nil, true): break
+            }
+            fields["reactions"] = .array(reactions)
+        }
+    }
+
+    enum OwnSend {
+        /// On the wire now, or confirmed lately: its `message_sent` comes or came from the answer.
+        case inFlightOrSent
+        /// A pending or failed local message not being sent right now.
+        case waitingLocally(reqID: String, channelURL: String)
+    }
+
+    /// Whether `message` is one this client sent (by req_id and sender), nil when not.
+    private func ownSend(_ message: JSONValue?) -> OwnSend? {
+        guard let message, let reqID = message["req_id"]?.stringValue, !reqID.isEmpty,
+            let me = session.current?.userID, message["user"]?["user_id"]?.stringValue == me
+        else { return nil }
+        if outbox.sendsInFlight.contains(reqID) || outbox.recentlySent.contains(reqID) { return .inFlightOrSent }
+        let local = read("looking up a local message") { cache throws(ParleyError) in try cache.localMessage(reqID: reqID) } ?? nil
+        guard let local, local.channelURL == message["channel_url"]?.stringValue else { return nil }
+        return .waitingLocally(reqID: reqID, channelURL: local.channelURL)
+    }
+
+    /// Keeps the cache under its size limit (whole channels, least recently read first;
+    /// never pending or failed messages).
+    func evictIfNeeded(_ transaction: CacheTransaction) throws(ParleyError) {
+        let report = try transaction.evictIfNeeded()
+        if !report.evictedChannelURLs.isEmpty {
+            log(.info, "cache: over its size limit (\(report.usedBytesBefore) bytes): evicted the messages of "
+                + "\(report.evictedChannelURLs.count) channel(s), now \(report.usedBytesAfter) bytes")
+        }
+    }
+}
+
+// MARK: Operation results
+
+extension Engine {
+    /// Applies a catalog operation's answer to the cache.
+    func applyOperationResult(_ operation: String, _ effect: CacheEffect, params: JSONValue, answer: JSONValue) {
+        write(.operation(operation), "storing the result of \(operation)") { transaction throws(ParleyError) in
+            switch effect {
+            case .none:
+                break
+            case .storeChannel:
+                try transaction.storeChannel(answer)
+            case .storeChannels(let key):
+                for channel in answer[key]?.arrayValue ?? [] { try transaction.storeChannel(channel) }
+            case .removeChannel(let reason):
+                if let url = params["channel_url"]?.stringValue { try transaction.removeChannel(url, reason: reason) }
+            case .storeMessage:
+                try transaction.storeMessage(answer)
+            case .storeMessages(let key):
+                try transaction.storeMessages(answer[key]?.arrayValue ?? [])
+                try evictIfNeeded(transaction)
+            case .removeMessage:
+                if let id = params["message_id"]?.int64Value ?? params["message_id"]?.stringValue.flatMap({ Int64($0) }) {
+                    try transaction.removeMessage(id)
+                }
+            case .truncateHistory:
+                if let url = params["channel_url"]?.stringValue, let offset = answer["ts_message_offset"]?.int64Value {
+                    try transaction.truncateHistory(channelURL: url, through: offset)
+                    try transaction.patchChannel(url) { fields in
+                        fields["ts_message_offset"] = .int(offset)
+                        fields["last_message"] = nil
+                        fields["unread_message_count"] = .int(0)
+                        fields["unread_mention_count"] = .int(0)
+                    }
+                }
+            case .channelChangelog:
+                for channel in answer["updated"]?.arrayValue ?? [] { try transaction.storeChannel(channel) }
+                for url in answer["deleted"]?.arrayValue ?? [] {
+                    if let url = url.stringValue { try transaction.removeChannel(url, reason: .changelog) }
+                }
+            case .messageChangelog:
+                for message in answer["updated"]?.arrayValue ?? [] {
+                    guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else { continue }
+                    try transaction.storeMessage(message)
+                }
+                for deleted in answer["deleted"]?.arrayValue ?? [] {
+                    if let id = deleted["message_id"]?.int64Value { try transaction.removeMessage(id) }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,279 @@
+import Glibc
+
+// The outbox (shared/SEMANTICS.md "Sending").
+//
+// Design note. A send is stored as a pending local message plus an outbox row in one
+// transaction before any network I/O (durable across a crash), then the outbox is drained
+// in order, one channel at a time. The server dedups by `req_id`, so a resend after a
+// timeout or a crash never makes a second copy.
+//
+// States of a local message: pending → (on the wire) → succeeded (the server's copy replaces
+// it by req_id) | failed. A failure is either retryable (the connection: network, timeout,
+// 5xx, 429 — auto-resend retries on reconnect and start) or final (a refusal: only a manual
+// resend or removal helps). A connection failure stops the channel's drain: its later
+// messages fail with it (retryable) so the app sees their state, and go again in order.
+// Every state change is a `localMessageStatusChanged` on the change feed; the completion of
+// a send the app started runs once, from `completeSend`.
+
+extension Engine {
+    /// Stores a pending message with its outbox request and starts draining. Returns the
+    /// stored local message.
+    func acceptSend(
+        _ message: JSONValue, outbox request: OutboxRequest, progress: HTTPUploadProgress?,
+        finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+    ) throws(ParleyError) -> CachedLocalMessage {
+        assertOnQueue()
+        guard session.current != nil, let writer = store.writer else {
+            throw .invalidState("send: not connected (call connect first)")
+        }
+        let stored = try writer.write(.send) { transaction throws(ParleyError) in
+            try transaction.insertPending(message, outbox: request)
+        }
+        outbox.finishers[stored.reqID] = finish
+        if let progress { outbox.uploadProgress[stored.reqID] = progress }
+        drainOutbox()
+        return stored
+    }
+
+    /// Resends a failed message (same `req_id`).
+    func resend(
+        reqID: String, progress: HTTPUploadProgress?, finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+    ) throws(ParleyError) {
+        assertOnQueue()
+        guard session.current != nil, let writer = store.writer else {
+            throw .invalidState("resend: not connected (call connect first)")
+        }
+        guard let local = try writer.cache.localMessage(reqID: reqID) else {
+            throw ParleyError(.notFound, "resend: no pending or failed message with req_id '\(reqID)'")
+        }
+        guard local.status == .failed else { throw .invalidState("resend: message '\(reqID)' is already pending") }
+        try writer.write(.resend) { transaction throws(ParleyError) in try transaction.markPending(reqID: reqID) }
+        outbox.finishers[reqID] = finish
+        if let progress { outbox.uploadProgress[reqID] = progress }
+        drainOutbox()
+    }
+
+    /// Cancels a pending message not yet on the wire, or a file upload in progress, or
+    /// removes a failed message.
+    func cancel(reqID: String) throws(ParleyError) {
+        assertOnQueue()
+        guard let writer = store.writer else { throw .invalidState("cancel: no cache open (call connect first)") }
+        guard let local = try writer.cache.localMessage(reqID: reqID) else {
+            throw ParleyError(.notFound, "cancel: no pending or failed message with req_id '\(reqID)'")
+        }
+        if outbox.sendsInFlight.contains(reqID) {
+            guard let task = outbox.uploadTasks[reqID] else {
+                throw .invalidState("cancel: message '\(reqID)' is on its way to the server and cannot be canceled")
+            }
+            outbox.canceledUploads.insert(reqID)
+            task.cancel()
+            return
+        }
+        try cancelLocal(local, writer: writer)
+    }
+
+    private func cancelLocal(_ local: CachedLocalMessage, writer: CacheWriter) throws(ParleyError) {
+        try writer.write(.cancel) { transaction throws(ParleyError) in try transaction.cancelLocal(local) }
+        completeSend(reqID: local.reqID, .failure(.cancelled("the message was canceled")))
+    }
+
+    /// Removes the channel's failed messages; returns their req_ids.
+    func removeFailedMessages(channelURL: String) throws(ParleyError) -> [String] {
+        assertOnQueue()
+        guard let writer = store.writer else { throw .invalidState("no cache open (call connect first)") }
+        return try writer.write(.cancel) { transaction throws(ParleyError) -> [String] in
+            let failed = try transaction.cache.localMessages(channelURL: channelURL, status: .failed)
+            for local in failed { try transaction.cancelLocal(local) }
+            return failed.map(\.reqID)
+        }
+    }
+
+    /// Runs the completion of a send the app started (once) and forgets its handlers.
+    func completeSend(reqID: String, _ outcome: Result<JSONValue, ParleyError>) {
+        if case .success = outcome { outbox.recentlySent.insert(reqID) }
+        outbox.uploadProgress[reqID] = nil
+        outbox.finishers.removeValue(forKey: reqID)?(outcome)
+    }
+
+    // MARK: Draining
+
+    /// Sends what the outbox holds, oldest first, one channel at a time; a connection
+    /// failure stops that channel (its later messages fail with it and wait for the next
+    /// reconnect), a refusal fails only the message refused.
+    func drainOutbox() {
+        assertOnQueue()
+        if outbox.draining {
+            outbox.drainRequestedAgain = true
+            return
+        }
+        guard session.current != nil else { return }
+        let channels = read("reading the outbox") { cache throws(ParleyError) in try cache.outboxChannelURLs(retryableOnly: true) } ?? []
+        guard !channels.isEmpty else { return }
+        outbox.draining = true
+        outbox.drainRequestedAgain = false
+        drainChannels(channels, index: 0)
+    }
+
+    private func drainChannels(_ channels: [String], index: Int) {
+        guard index < channels.count, session.current != nil else {
+            outbox.draining = false
+            if outbox.drainRequestedAgain { drainOutbox() }
+            return
+        }
+        drainChannel(channels[index]) { self.drainChannels(channels, index: index + 1) }
+    }
+
+    private func drainChannel(_ channelURL: String, then next: @escaping @Sendable () -> Void) {
+        let entry = read("reading the outbox") { cache throws(ParleyError) in
+            try cache.outboxEntries(channelURL: channelURL, retryableOnly: true).first
+        } ?? nil
+        guard let entry, session.current != nil else { return next() }
+        sendEntry(entry) { connectionLost in
+            if let connectionLost {
+                self.failRemaining(channelURL: channelURL, error: connectionLost)
+                next()
+            } else {
+                self.drainChannel(channelURL, then: next)
+            }
+        }
+    }
+
+    /// After a connection failure: the channel's other queued messages fail too (retryable),
+    /// so that the app sees their state; the next reconnect resends them in order.
+    private func failRemaining(channelURL: String, error: ParleyError) {
+        var failed: [String] = []
+        write(.sendResult, "failing queued messages") { transaction throws(ParleyError) in
+            for local in try transaction.cache.localMessages(channelURL: channelURL, status: .pending)
+            where !outbox.sendsInFlight.contains(local.reqID) {
+                try transaction.markFailed(reqID: local.reqID, error: error, retryable: true)
+                failed.append(local.reqID)
+            }
+        }
+        for reqID in failed { completeSend(reqID: reqID, .failure(error)) }
+    }
+
+    /// Sends one outbox entry; `done(nil)` unless the connection failed (then `done(error)`).
+    private func sendEntry(_ entry: OutboxEntry, done: @escaping @Sendable (ParleyError?) -> Void) {
+        guard let current = session.current else { return done(nil) }
+        let reqID = entry.reqID
+        var request: HTTPRequest?
+        do throws(ParleyError) {
+            guard case .object(var body) = try JSONValue.parse(entry.requestJSON) else {
+                throw ParleyError(.cache, "outbox entry \(reqID): request is not a JSON object")
+            }
+            let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(entry.channelURL))/messages"
+            let endpoint = services.endpoint
+            if entry.kind == "file_upload" {
+                guard let filePath = body.removeValue(forKey: "file_path")?.stringValue else {
+                    throw ParleyError(.cache, "outbox entry \(reqID): upload without file_path")
+                }
+                request = endpoint.request(method: "POST", pathAndQuery: path, body: nil, credential: .session(current.token))
+                var parts: [HTTPBodyPart] = []
+                for key in body.keys.sorted() {
+                    guard let value = body[key] else { continue }
+                    let text: String =
+                        switch value {
+                        case .string(let string): string
+                        case .bool(let flag): flag ? "true" : "false"
+                        default: value.canonicalText
+                        }
+                    parts.append(.field(name: key, value: text))
+                }
+                parts.append(.file(name: "file", path: filePath, fileName: body["file_name"]?.stringValue,
+                                   contentType: body["file_type"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }))
+                request?.multipart = parts
+                request?.uploadProgress = outbox.uploadProgress[reqID]
+                // Uploads may take long: no whole-transfer limit, a stall limit instead.
+                request?.timeoutMs = 0
+                request?.lowSpeedTimeoutSec = max(30, configuration.requestTimeoutMs / 1000)
+            } else {
+                request = endpoint.request(method: "POST", pathAndQuery: path, body: .object(body), credential: .session(current.token))
+            }
+            try store.writer?.write(.sendResult) { transaction throws(ParleyError) in try transaction.recordOutboxAttempt(reqID: reqID) }
+        } catch {
+            finishSend(reqID: reqID, channelURL: entry.channelURL, .failure(error), done: done)
+            return
+        }
+        guard let request else {
+            return finishSend(reqID: reqID, channelURL: entry.channelURL, .failure(.invalidState("no server_url")), done: done)
+        }
+        outbox.sendsInFlight.insert(reqID)
+        log(.debug, "outbox: sending \(reqID) to \(entry.channelURL)")
+        let task = services.http.send(request) { result in
+            let outcome = result.flatMap(APIEndpoint.decodeAnswer)
+            self.queue.async {
+                self.outbox.sendsInFlight.remove(reqID)
+                self.outbox.uploadTasks[reqID] = nil
+                self.finishSend(reqID: reqID, channelURL: entry.channelURL, outcome, done: done)
+            }
+        }
+        if entry.kind == "file_upload" { outbox.uploadTasks[reqID] = task }
+    }
+
+    private func finishSend(
+        reqID: String, channelURL: String, _ outcome: Result<JSONValue, ParleyError>, done: @escaping @Sendable (ParleyError?) -> Void
+    ) {
+        switch outcome {
+        case .success(let message):
+            write(.sendResult, "storing a sent message") { transaction throws(ParleyError) in
+                try transaction.confirmSent(reqID: reqID, channelURL: channelURL, message: message)
+            }
+            completeSend(reqID: reqID, .success(Self.succeeded(message)))
+            done(nil)
+        case .failure(let error):
+            if error.code != .cancelled, let message = acceptedCopy(reqID: reqID, channelURL: channelURL) {
+                // The answer was lost, but the server's real-time echo already brought the
+                // message (it replaced the pending one): it was delivered, so this is a success.
+                log(.info, "outbox: \(reqID) failed on the way back (\(error.message)) but the server has it")
+                write(.sendResult, "confirming a sent message") { transaction throws(ParleyError) in
+                    try transaction.confirmSent(reqID: reqID, channelURL: channelURL, message: message)
+                }
+                completeSend(reqID: reqID, .success(Self.succeeded(message)))
+                return done(nil)
+            }
+            if error.code == .cancelled && outbox.canceledUploads.remove(reqID) != nil {
+                if let writer = store.writer, let local = try? writer.cache.localMessage(reqID: reqID) {
+                    do { try cancelLocal(local, writer: writer) } catch { log(.warning, "cache: canceling an upload: \(error)") }
+                }
+                return done(nil)
+            }
+            let connectionLost = Self.isConnectionFailure(error)
+            write(.sendResult, "marking a send failed") { transaction throws(ParleyError) in
+                try transaction.markFailed(reqID: reqID, error: error, retryable: connectionLost)
+            }
+            completeSend(reqID: reqID, .failure(error))
+            done(connectionLost ? error : nil)
+        }
+    }
+
+    private static func succeeded(_ message: JSONValue) -> JSONValue {
+        guard case .object(var fields) = message else { return message }
+        fields["sending_status"] = .string(LocalMessageStatus.succeeded.rawValue)
+        return .object(fields)
+    }
+
+    /// The server's copy of a send whose local message is gone (replaced by the echo).
+    private func acceptedCopy(reqID: String, channelURL: String) -> JSONValue? {
+        read("looking up a sent message") { cache throws(ParleyError) -> JSONValue? in
+            guard try cache.localMessage(reqID: reqID) == nil,
+                let stored = try cache.message(channelURL: channelURL, reqID: reqID)
+            else { return nil }
+            return try JSONValue.parse(stored.json)
+        } ?? nil
+    }
+
+    /// Failures that resending can fix: the network, timeouts, the server's own trouble.
+    static func isConnectionFailure(_ error: ParleyError) -> Bool {
+        switch error.code {
+        case .network, .timeout: true
+        case .server: error.httpStatus >= 500 || error.httpStatus == 429 || error.httpStatus == 408
+        default: false
+        }
+    }
+
+    static func nowMs() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+}

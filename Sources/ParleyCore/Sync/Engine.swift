@@ -1,0 +1,219 @@
+import Dispatch
+import Synchronization
+
+// The Sync layer's core: the engine that keeps a client's cache in step with the server.
+//
+// Design note. One serial queue (`queue`, shared/DESIGN.md §3) owns all of it; nothing here
+// takes a lock. Its state is split by concern:
+// - `session`: who is connected, the event stream, and its lifecycle counters;
+// - `store`: the open cache and its one writer (`CacheWriter`, the only code that mutates
+//   the cache; every write is published as typed changes on `feed`);
+// - `outbox`: sends in flight, their completions and uploads (Engine+Outbox.swift);
+// - `catchUp`: the changelog catch-up after (re)connecting (Engine+Catchup.swift).
+// Real-time events are applied in Engine+Events.swift. Views (the application's event
+// handler, later the collections) subscribe to `feed` and learn every change from it, in
+// commit order, with its cause.
+
+/// Connection states reported to the application (`PARLEY_CONNECTION_*`).
+public enum ConnectionEvent: Int32, Sendable {
+    /// `connect` started (first connection).
+    case connecting = 1
+    /// The event stream is open.
+    case connected = 2
+    /// The stream dropped; automatic reconnection started.
+    case reconnectStarted = 3
+    /// A reconnection attempt succeeded (after catching up with changelogs).
+    case reconnectSucceeded = 4
+    /// A reconnection attempt failed; another will follow after a backoff delay.
+    case reconnectFailed = 5
+    /// `disconnect` was called, or the connection stopped for good (see the error).
+    case disconnected = 6
+    /// The session token expired: call `setSessionToken` with a new one.
+    case sessionTokenRequired = 7
+}
+
+/// The user a client acts for, and the credential it acts with.
+struct Session: Sendable {
+    var userID: String
+    var token: String
+}
+
+/// Who is connected and the stream that keeps them current.
+struct SessionState {
+    var current: Session?
+    var user: JSONValue?
+    /// The real-time stream while connected.
+    var stream: EventStreamConnection?
+    /// Bumped by connect/disconnect so that late stream callbacks of an old session are ignored.
+    var epoch: UInt64 = 0
+    /// The stream was open at least once in this session (tells "connected" from "reconnected").
+    var streamWasOpen = false
+    /// Failed reconnection attempts since the stream was last open.
+    var reconnectFailures = 0
+}
+
+/// The open cache: its writer (reads go through `writer.cache`).
+struct StoreState {
+    var writer: CacheWriter?
+    var userID: String?
+    /// When each channel's access time was last written (to write it at most once a minute).
+    var lastTouched: [String: Int64] = [:]
+}
+
+/// Sends in flight and what hangs off them.
+struct OutboxState {
+    /// req_ids of sends in flight, so that a resend or drain never sends one twice at once.
+    var sendsInFlight: Set<String> = []
+    /// req_ids this client delivered lately, newest last (bounded): the server's
+    /// `message_received` echo of one of them is not reported, `message_sent` was.
+    var recentlySent = RecentKeys(capacity: 1024)
+    /// Uploads in flight by req_id, to cancel them.
+    var uploadTasks: [String: HTTPTask] = [:]
+    /// Completions of sends the app started (by req_id); auto-resends after a restart have none.
+    var finishers: [String: @Sendable (Result<JSONValue, ParleyError>) -> Void] = [:]
+    /// Upload progress handlers of file sends (by req_id).
+    var uploadProgress: [String: HTTPUploadProgress] = [:]
+    /// Uploads the app canceled while in flight.
+    var canceledUploads: Set<String> = []
+    /// The outbox is being drained; `drainRequestedAgain` asks for another pass after it.
+    var draining = false
+    var drainRequestedAgain = false
+}
+
+/// The changelog catch-up.
+struct CatchUpState {
+    var inProgress = false
+    /// Callers waiting for the running catch-up, and whether another was asked for meanwhile.
+    var waiters: [@Sendable () -> Void] = []
+    var requestedAgain = false
+}
+
+/// How the engine reaches the server and the application's log.
+struct EngineServices: Sendable {
+    let http: HTTPClient
+    let endpoint: APIEndpoint
+    let log: @Sendable (LogLevel, String) -> Void
+}
+
+/// The mutable heart of a client. Everything in it is touched only on `queue`.
+final class Engine: @unchecked Sendable {
+    let queue: DispatchQueue
+    let configuration: ClientConfiguration
+    let services: EngineServices
+    /// Every committed change of the cache, in order, with its cause.
+    let feed = ChangeFeed()
+
+    // Guarded by `queue`.
+    var session = SessionState()
+    var store = StoreState()
+    var outbox = OutboxState()
+    var catchUp = CatchUpState()
+
+    private static let queueKey = DispatchSpecificKey<UInt8>()
+
+    init(configuration: ClientConfiguration, services: EngineServices) {
+        self.configuration = configuration
+        self.services = services
+        queue = DispatchQueue(label: "parley.engine")
+        queue.setSpecific(key: Self.queueKey, value: 1)
+    }
+
+    /// The open cache, for reads.
+    var cache: ChatCache? { store.writer?.cache }
+
+    func log(_ level: LogLevel, _ message: String) { services.log(level, message) }
+
+    /// True on the engine queue (where waiting for the queue would deadlock).
+    var isOnQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) != nil }
+
+    /// Runs `body` on the queue and waits, or inline when already there (a client released
+    /// for the last time by engine work closes itself from the queue).
+    func runNow<T>(_ body: () -> T) -> T {
+        isOnQueue ? body() : queue.sync(execute: body)
+    }
+
+    func assertOnQueue() { dispatchPrecondition(condition: .onQueue(queue)) }
+
+    /// Runs `body` on the engine queue and waits for it (never call from the queue itself).
+    func sync<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
+        let result: Result<T, ParleyError> = queue.sync {
+            do throws(ParleyError) {
+                return .success(try body())
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Writes to the cache through its writer; a failure is logged, never passed on (the
+    /// cache is a copy of the server's state, and what fed it already succeeded). Real-time
+    /// causes are published even without a cache.
+    func write(_ cause: ChangeCause, _ what: String, _ body: (CacheTransaction) throws(ParleyError) -> Void) {
+        assertOnQueue()
+        guard let writer = store.writer else {
+            if cause.publishesWhenEmpty { feed.publish(cause: cause, changes: []) }
+            return
+        }
+        do {
+            try writer.write(cause, body)
+        } catch {
+            log(.warning, "cache: \(what): \(error)")
+        }
+    }
+
+    /// Reads the cache; a failure is logged and gives nil.
+    func read<T>(_ what: String, _ body: (ChatCache) throws(ParleyError) -> T) -> T? {
+        assertOnQueue()
+        guard let cache else { return nil }
+        do {
+            return try body(cache)
+        } catch {
+            log(.warning, "cache: \(what): \(error)")
+            return nil
+        }
+    }
+
+    /// A REST call the engine makes on its own behalf with the session key; the outcome is
+    /// handed to `done` on the engine queue.
+    func call(
+        _ method: String, _ pathAndQuery: String, body: JSONValue? = nil,
+        _ done: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+    ) {
+        assertOnQueue()
+        guard let current = session.current,
+            let request = services.endpoint.request(method: method, pathAndQuery: pathAndQuery, body: body, credential: .session(current.token))
+        else {
+            done(.failure(.invalidState("not connected")))
+            return
+        }
+        log(.debug, "sync: \(method) \(pathAndQuery)")
+        _ = services.http.send(request) { result in
+            let outcome = result.flatMap(APIEndpoint.decodeAnswer)
+            self.queue.async { done(outcome) }
+        }
+    }
+}
+
+/// A bounded set that forgets its oldest keys first.
+struct RecentKeys {
+    private var order: [String] = []
+    private var members: Set<String> = []
+    private var head = 0
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    func contains(_ key: String) -> Bool { members.contains(key) }
+
+    mutating func insert(_ key: String) {
+        guard members.insert(key).inserted else { return }
+        if order.count < capacity {
+            order.append(key)
+        } else {
+            members.remove(order[head])
+            order[head] = key
+            head = (head + 1) % capacity
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import Glibc
+import Synchronization
+import Testing
+@testable import ParleyCore
+
+/// A change and its cause, reduced to what the tests compare.
+private struct Seen: Sendable, Equatable, CustomStringConvertible {
+    var sequence: UInt64
+    var cause: String
+    var change: String
+    var description: String { "#\(sequence) \(cause): \(change)" }
+}
+
+private func causeName(_ cause: ChangeCause) -> String {
+    switch cause {
+    case .realtime(let event): "realtime:\(event.name)\(event.isOwnEcho ? ":echo" : "")"
+    case .channelChangelog: "channel_changelog"
+    case .messageChangelog(let url): "message_changelog:\(url)"
+    case .send: "send"
+    case .resend: "resend"
+    case .sendResult: "send_result"
+    case .cancel: "cancel"
+    case .operation(let name): "operation:\(name)"
+    case .apiLoad: "api_load"
+    case .connectionLost: "connection_lost"
+    case .eviction: "eviction"
+    case .clear: "clear"
+    }
+}
+
+private func changeName(_ change: CacheChange) -> String {
+    switch change {
+    case .channelUpserted(let upsert): "channel_upserted:\(upsert.url):\(upsert.oldKey == nil ? "new" : "old")"
+    case .channelRemoved(let url, let reason): "channel_removed:\(url):\(reason.rawValue)"
+    case .messageUpserted(let upsert):
+        "message_upserted:\(upsert.inserted ? "inserted" : "updated")\(upsert.extendedRange ? ":extended" : "")"
+            + (upsert.replacedLocalReqID == nil ? "" : ":replaced_local")
+    case .messageRemoved(_, let id): "message_removed:\(id)"
+    case .messagesTruncated(let url, _, let count): "messages_truncated:\(url):\(count)"
+    case .localMessageStatusChanged(let local): "local:\(local.status.rawValue)"
+    case .rangeExtended(let chunk): "range_extended:\(chunk.reachesNewest ? "newest" : "inner")"
+    case .newestEndUnknown: "newest_end_unknown"
+    case .channelMessagesEvicted(let url): "evicted:\(url)"
+    case .cleared: "cleared"
+    }
+}
+
+@Suite struct ChangeFeedUnitTests {
+    /// Batches committed while another is being delivered reach every observer after it, in
+    /// commit order; an observer that unsubscribes (itself) during delivery is not called again.
+    @Test func nestedPublishesKeepOneOrderForEveryObserver() {
+        let feed = ChangeFeed()
+        var first: [UInt64] = []
+        var second: [UInt64] = []
+        var third: [UInt64] = []
+        var thirdID: UInt64 = 0
+        feed.subscribe { batch in
+            first.append(batch.sequence)
+            // The first batch makes an observer write again (a nested commit).
+            if batch.sequence == 1 { feed.publish(cause: .apiLoad, changes: [.cleared]) }
+        }
+        feed.subscribe { batch in second.append(batch.sequence) }
+        thirdID = feed.subscribe { batch in
+            third.append(batch.sequence)
+            feed.unsubscribe(thirdID)
+        }
+        feed.publish(cause: .clear, changes: [.cleared])
+        feed.publish(cause: .clear, changes: [.cleared])
+        #expect(first == [1, 2, 3])
+        #expect(second == [1, 2, 3])
+        #expect(third == [1])
+        #expect(feed.observerCount == 2)
+    }
+}
+
+@Suite(.serialized) struct ChangeFeedTests {
+    /// Every kind of change a view depends on is observed exactly once, in commit order,
+    /// with its cause, against the real server.
+    @Test func everyChangeIsObservedOnceInCommitOrderWithItsCause() throws {
+        let server = try EngineTestServer()
+        defer { server.stop() }
+        let admin = try server.adminClient()
+        defer { admin.close() }
+        for id in ["alice", "bob"] {
+            _ = try waitFor { done throws(ParleyError) in
+                try admin.request(method: "POST", path: "/v3/users", body: ["user_id": .string(id), "nickname": .string(id)], completion: done)
+            }
+        }
+        let token = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "POST", path: "/v3/users/alice/token", body: [:], completion: done)
+        }["token"]?.stringValue ?? ""
+        var configuration = ClientConfiguration()
+        configuration.serverURL = server.url
+        configuration.cacheMode = .memory
+        let client = try ParleyClient(configuration: configuration)
+        defer { client.close() }
+        let seen = Box<[Seen]>([])
+        let observation = client.observeChanges { batch in
+            seen.update { list in
+                if batch.changes.isEmpty { list.append(Seen(sequence: batch.sequence, cause: causeName(batch.cause), change: "-")) }
+                for change in batch.changes {
+                    list.append(Seen(sequence: batch.sequence, cause: causeName(batch.cause), change: changeName(change)))
+                }
+            }
+        }
+        _ = try waitFor { done throws(ParleyError) in try client.connect(userID: "alice", sessionToken: token, completion: done) }
+        #expect(engineWaitUntil { client.connectionState == .open })
+        func has(_ cause: String, _ change: String) -> Bool { seen.value.contains { $0.cause == cause && $0.change == change } }
+        func count(_ cause: String, _ change: String) -> Int { seen.value.filter { $0.cause == cause && $0.change == change }.count }
+
+        // A channel created by an operation: new to the cache exactly once (from the answer
+        // or from the real-time event that may come first).
+        let created = try waitFor { done throws(ParleyError) in
+            try client.perform("create_group_channel", params: ["user_ids": ["alice", "bob"], "channel_url": "feed-room"], completion: done)
+        }
+        #expect(created["channel_url"]?.stringValue == "feed-room")
+        #expect(engineWaitUntil { seen.value.filter { $0.change == "channel_upserted:feed-room:new" }.count == 1 })
+
+        // A range reaching the newest end, then a message from bob extends it.
+        client.engine.queue.sync {
+            client.engine.write(.apiLoad, "test range") { transaction throws(ParleyError) in
+                try transaction.addContinuousRange(channelURL: "feed-room", scope: "", from: .oldest, to: MessageKey(createdAt: 1, messageID: 1),
+                                                   reachesOldest: true, reachesNewest: true)
+            }
+        }
+        #expect(count("api_load", "range_extended:newest") == 1)
+        let fromBob = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "POST", path: "/v3/group_channels/feed-room/messages",
+                              body: ["message_type": "MESG", "user_id": "bob", "message": "hi"], completion: done)
+        }
+        #expect(engineWaitUntil { has("realtime:message_received", "message_upserted:inserted:extended") })
+        #expect(has("realtime:message_received", "channel_upserted:feed-room:old"))
+
+        // Our own send: pending, then succeeded once; the echo replaces the local copy.
+        let sent = Box<Bool>(false)
+        _ = try client.sendUserMessage(channelURL: "feed-room", params: ["message": "mine"]) { _ in sent.update { $0 = true } }
+        #expect(engineWaitUntil { sent.value })
+        #expect(engineWaitUntil { count("send_result", "local:succeeded") == 1 })
+        #expect(count("send", "local:pending") == 1)
+        #expect(engineWaitUntil { seen.value.contains { $0.cause == "realtime:message_received:echo" } })
+
+        // A refused send fails; removing it reports it canceled.
+        _ = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "POST", path: "/v3/group_channels",
+                              body: ["user_ids": ["bob"], "channel_url": "not-mine"], completion: done)
+        }
+        let failed = Box<Bool>(false)
+        _ = try client.sendUserMessage(channelURL: "not-mine", params: ["message": "refused"]) { _ in failed.update { $0 = true } }
+        #expect(engineWaitUntil { failed.value })
+        #expect(count("send_result", "local:failed") == 1)
+        #expect(try client.removeFailedMessages(channelURL: "not-mine").count == 1)
+        #expect(count("cancel", "local:canceled") == 1)
+
+        // An update and a delete from the server.
+        let bobID = fromBob["message_id"]?.int64Value ?? 0
+        _ = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "PUT", path: "/v3/group_channels/feed-room/messages/\(bobID)",
+                              body: ["message": "edited"], completion: done)
+        }
+        #expect(engineWaitUntil { has("realtime:message_updated", "message_upserted:updated") })
+        _ = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "DELETE", path: "/v3/group_channels/feed-room/messages/\(bobID)", completion: done)
+        }
+        #expect(engineWaitUntil { has("realtime:message_deleted", "message_removed:\(bobID)") })
+
+        // Reset history truncates what the user can no longer see.
+        _ = try waitFor { done throws(ParleyError) in
+            try client.perform("reset_my_history", params: ["channel_url": "feed-room"], completion: done)
+        }
+        #expect(has("operation:reset_my_history", "messages_truncated:feed-room:1"))
+
+        // Leaving removes the channel, with its reason.
+        _ = try waitFor { done throws(ParleyError) in
+            try client.perform("leave_channel", params: ["channel_url": "feed-room"], completion: done)
+        }
+        #expect(engineWaitUntil { seen.value.filter { $0.change.hasPrefix("channel_removed:feed-room:left") }.count == 1 })
+
+        // Clearing.
+        try client.clearCachedData()
+        #expect(count("clear", "cleared") == 1)
+
+        // Commit order: sequence numbers strictly increase without holes.
+        let sequences = seen.value.map(\.sequence)
+        var distinct: [UInt64] = []
+        for sequence in sequences where distinct.last != sequence { distinct.append(sequence) }
+        #expect(distinct == Array(distinct.first!...distinct.last!), "\(seen.value)")
+        #expect(distinct.count == Set(distinct).count)
+
+        observation.cancel()
+        let before = seen.value.count
+        try client.clearCachedData()
+        #expect(seen.value.count == before)
+    }
+}
