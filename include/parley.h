@@ -241,6 +241,13 @@ int parley_client_perform(parley_client *client, uint64_t *out_operation_id, con
  */
 int parley_operations(char **out_json);
 
+/**
+ * Every event category the event handler can receive, as a JSON array of
+ * {"name", "source"} with source "server" (the real-time stream), "sync" (the changelog
+ * catch-up) or "local" (sending). Free with parley_free.
+ */
+int parley_event_categories(char **out_json);
+
 /* ---- Connection and real-time events ------------------------------------------- */
 
 /* Connection events (parley_connection_fn's `event`). */
@@ -270,11 +277,13 @@ int parley_client_set_connection_handler(parley_client *client, parley_connectio
 /**
  * A real-time event, after it was applied to the cache. `category` is a server event
  * category of docs/PROTOCOL.md section 9 (message_received, channel_changed, ...), a sync
- * category (channel_changelog, message_changelog: an object the catch-up changed), or a
- * local sending category (message_pending, message_sent, message_failed,
- * message_canceled, message_resend_started). `channel_url` may be "". `payload_json` is
- * the event's data object (server events) or the message / channel (sync and local
- * events; message_failed adds error_code and error_message). All borrowed. A message this
+ * category (channel_changelog, message_changelog: an object the catch-up changed;
+ * channel_changelog_deleted {"channel_url"}, message_changelog_deleted {"channel_url",
+ * "message_id"}: a cached object the catch-up found gone), or a local sending category
+ * (message_pending, message_sent, message_failed, message_canceled, message_resend_started;
+ * see parley_event_categories). `channel_url` may be "". `payload_json` is the event's data
+ * object (server events) or the message / channel (sync and local events; message_failed
+ * adds error_code and error_message). All borrowed. A message this
  * client sent is reported once, as message_sent, never also as message_received (the
  * server's echo of it only updates the cache).
  */

@@ -82,3 +82,14 @@ public func exportOperations(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointe
         outJSON.pointee = try ownedCString(catalog.canonicalText)
     }
 }
+
+@_cdecl("parley_event_categories")
+public func exportEventCategories(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        let categories: JSONValue = .array(EventCategory.allCases.map { category in
+            ["name": .string(category.name), "source": .string(category.source)]
+        })
+        outJSON.pointee = try ownedCString(categories.canonicalText)
+    }
+}

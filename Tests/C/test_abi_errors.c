@@ -121,8 +121,13 @@ static void check_engine_arguments(parley_client *client) {
     CHECK_STATUS(PARLEY_OK, parley_client_set_event_handler(client, ignore_event, NULL));
     CHECK_STATUS(PARLEY_OK, parley_client_set_event_handler(client, NULL, NULL));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_operations(NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_event_categories(NULL));
     CHECK_STATUS(PARLEY_OK, parley_operations(&text));
     CHECK(text != NULL && strstr(text, "create_group_channel") != NULL);
+    parley_free(text);
+    text = NULL;
+    CHECK_STATUS(PARLEY_OK, parley_event_categories(&text));
+    CHECK(text != NULL && strstr(text, "\"channel_changelog_deleted\"") != NULL);
     parley_free(text);
 }
 

@@ -317,3 +317,22 @@ extension ChatCache {
         }
     }
 }
+
+extension ChatCache {
+    /// The channel's cached messages sent by `senderID` (their copy of the sender carries
+    /// the sender's role in the channel).
+    public func messages(channelURL: String, senderID: String) throws(ParleyError) -> [CachedMessage] {
+        var result: [CachedMessage] = []
+        try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE channel_url = ?1 AND sender_id = ?2")
+            .rows([.text(channelURL), .text(senderID)]) { row in result.append(Self.readMessage(row)) }
+        return result
+    }
+
+    /// The cached replies to `parentMessageID` (they carry a summary of their parent).
+    public func replies(to parentMessageID: Int64) throws(ParleyError) -> [CachedMessage] {
+        var result: [CachedMessage] = []
+        try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE parent_message_id = ?1")
+            .rows([.integer(parentMessageID)]) { row in result.append(Self.readMessage(row)) }
+        return result
+    }
+}

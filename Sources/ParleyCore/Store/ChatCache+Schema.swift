@@ -11,6 +11,7 @@ extension ChatCache {
     static let migrations: [SQLiteMigration] = [
         SQLiteMigration(version: 1, sql: schemaVersion1),
         SQLiteMigration(version: 2, sql: schemaVersion2),
+        SQLiteMigration(version: 3, sql: schemaVersion3),
     ]
 
     /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
@@ -110,5 +111,12 @@ extension ChatCache {
             channel_url TEXT PRIMARY KEY NOT NULL,
             accessed_at INTEGER NOT NULL
         ) WITHOUT ROWID;
+        """
+
+    /// Version 3: lookups of a channel's messages by sender (a role change rewrites their
+    /// copy of the sender) and of replies by parent (a parent's edit rewrites their summary).
+    static let schemaVersion3 = """
+        CREATE INDEX messages_by_sender ON messages (channel_url, sender_id);
+        CREATE INDEX messages_by_parent ON messages (parent_message_id) WHERE parent_message_id != 0;
         """
 }

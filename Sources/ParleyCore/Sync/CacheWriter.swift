@@ -85,7 +85,9 @@ final class CacheTransaction {
         let stored = try cache.channel(url: url)
         var merged = incoming
         var oldOffset: Int64 = 0
+        var previous: [String: JSONValue] = [:]
         if let stored, case .object(let old)? = try? JSONValue.parse(stored.json) {
+            previous = old
             oldOffset = old["ts_message_offset"]?.int64Value ?? 0
             if incoming["member_state"] != nil {
                 for key in Self.viewDependentKeys where merged[key] == nil {
@@ -105,6 +107,37 @@ final class CacheTransaction {
         if offset > oldOffset {
             let removed = try cache.truncateHistory(channelURL: url, through: offset)
             if removed > 0 { record(.messagesTruncated(channelURL: url, through: offset, removedCount: removed)) }
+        }
+        if stored != nil { try updateDerivedMessageFields(url, old: previous, new: merged) }
+    }
+
+    /// Messages carry copies of channel state that no message event reports: the sender's
+    /// role (`user.role`, from the channel's operators) and `is_pinned` (from its pinned
+    /// ids). When the channel's copy changes, the cached messages are rewritten to match.
+    private func updateDerivedMessageFields(_ url: String, old: [String: JSONValue], new: [String: JSONValue]) throws(ParleyError) {
+        func ids(_ value: JSONValue?, _ key: String?) -> Set<String>? {
+            guard let items = value?.arrayValue else { return nil }
+            return Set(items.compactMap { item in key.map { item[$0]?.stringValue } ?? item.int64Value.map(String.init) })
+        }
+        if let before = ids(old["operators"], "user_id"), let after = ids(new["operators"], "user_id"), before != after {
+            for user in before.symmetricDifference(after) {
+                let role: JSONValue = .string(after.contains(user) ? "operator" : "")
+                for message in try cache.messages(channelURL: url, senderID: user) {
+                    try patchMessage(message.messageID) { fields in
+                        guard case .object(var sender)? = fields["user"], sender["role"] != nil else { return }
+                        sender["role"] = role
+                        fields["user"] = .object(sender)
+                    }
+                }
+            }
+        }
+        if let before = ids(old["pinned_message_ids"], nil), let after = ids(new["pinned_message_ids"], nil), before != after {
+            for id in before.symmetricDifference(after) {
+                guard let messageID = Int64(id) else { continue }
+                try patchMessage(messageID) { fields in
+                    if fields["is_pinned"] != nil { fields["is_pinned"] = .bool(after.contains(id)) }
+                }
+            }
         }
     }
 
@@ -153,7 +186,27 @@ final class CacheTransaction {
     func storeMessage(_ message: JSONValue, force: Bool = false) throws(ParleyError) -> MessageUpsertOutcome {
         let outcome = try cache.upsertMessage(message, force: force)
         try recordUpsert(outcome, message, extendedRange: false)
+        if outcome == .updated { try updateReplies(of: message) }
         return outcome
+    }
+
+    /// Replies carry a summary of their parent (`parent_message_info`); an edit of the
+    /// parent rewrites it, a deletion removes it (as the server renders them).
+    private func updateReplies(of parent: JSONValue?, deletedID: Int64? = nil) throws(ParleyError) {
+        guard let parentID = deletedID ?? parent?["message_id"]?.int64Value, (parent?["parent_message_id"]?.int64Value ?? 0) == 0 else {
+            return
+        }
+        for reply in try cache.replies(to: parentID) {
+            try patchMessage(reply.messageID) { fields in
+                guard case .object(var info)? = fields["parent_message_info"] else { return }
+                guard let parent else {
+                    fields["parent_message_info"] = nil
+                    return
+                }
+                for key in ["message", "custom_type", "type"] { if let value = parent[key] { info[key] = value } }
+                fields["parent_message_info"] = .object(info)
+            }
+        }
     }
 
     /// Stores messages of a list answer.
@@ -177,6 +230,7 @@ final class CacheTransaction {
     func removeMessage(_ messageID: Int64) throws(ParleyError) -> Bool {
         guard let stored = try cache.message(id: messageID), try cache.deleteMessage(messageID: messageID) else { return false }
         record(.messageRemoved(channelURL: stored.channelURL, messageID: messageID))
+        try updateReplies(of: nil, deletedID: messageID)
         return true
     }
 

@@ -50,14 +50,13 @@ public enum EventCategory: String, Sendable, CaseIterable {
     /// The name at the ABI.
     public var name: String { rawValue }
 
-    /// True for the categories the server's stream delivers.
-    public var isRealtime: Bool {
+    /// Where events of this category come from: "server" (the real-time stream), "sync"
+    /// (the changelog catch-up) or "local" (sending).
+    public var source: String {
         switch self {
-        case .messagePending, .messageSent, .messageFailed, .messageCanceled, .messageResendStarted,
-            .channelChangelog, .channelChangelogDeleted, .messageChangelog, .messageChangelogDeleted:
-            false
-        default:
-            true
+        case .messagePending, .messageSent, .messageFailed, .messageCanceled, .messageResendStarted: "local"
+        case .channelChangelog, .channelChangelogDeleted, .messageChangelog, .messageChangelogDeleted: "sync"
+        default: "server"
         }
     }
 }

@@ -1,6 +1,9 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
 from .aio import AsyncClient
-from .client import LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, operations, version
+from .client import (
+    LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, event_categories, operations, version,
+)
+from .events import EventCategory
 from .errors import (
     CacheError, Cancelled, Forbidden, InternalError, InvalidArgument, InvalidHandle, InvalidJSON, InvalidState,
     IOFailure, LimitExceeded, NetworkError, NoMemory, NotFound, ParleyError, ProtocolError, ServerError, Timeout,
@@ -8,7 +11,7 @@ from .errors import (
 )
 
 __all__ = [
-    "AsyncClient", "Client", "operations", "version", "ParleyError", "error_for",
+    "AsyncClient", "Client", "EventCategory", "event_categories", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
     "InvalidState", "IOFailure", "LimitExceeded", "NetworkError", "NoMemory", "NotFound", "ProtocolError",

@@ -88,6 +88,7 @@ _declare(
     ctypes.c_char_p, ctypes.c_char_p, RESULT_FN, ctypes.c_void_p,
 )
 _declare("parley_operations", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_declare("parley_event_categories", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
 _declare("parley_client_set_connection_handler", ctypes.c_int, ctypes.c_void_p, CONNECTION_FN, ctypes.c_void_p)
 _declare("parley_client_set_event_handler", ctypes.c_int, ctypes.c_void_p, EVENT_FN, ctypes.c_void_p)
 _declare("parley_client_reconnect", ctypes.c_int, ctypes.c_void_p)

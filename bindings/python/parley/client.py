@@ -8,6 +8,7 @@ import threading
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 from . import _callbacks, _native
+from .events import EventCategory
 from .errors import ParleyError, error_for
 
 lib = _native.lib
@@ -59,6 +60,16 @@ def operations() -> list:
         _check(lib.parley_operations(ctypes.byref(out)))
         _catalog = json.loads(_take_string(out))
     return list(_catalog)
+
+
+_CATEGORIES = {category.value: category for category in EventCategory}
+
+
+def event_categories() -> list:
+    """Every event category the library reports: [{"name", "source"}, ...]."""
+    out = ctypes.c_void_p()
+    _check(lib.parley_event_categories(ctypes.byref(out)))
+    return json.loads(_take_string(out))
 
 
 def operation_names() -> frozenset:
@@ -326,12 +337,15 @@ class Client:
 
     def set_event_handler(self, handler: Optional[EventHandler]) -> None:
         """`handler(category, channel_url, payload)` for every real-time, sync and local
-        sending event (payload decoded from JSON), after the cache was updated. A message this
+        sending event (payload decoded from JSON), after the cache was updated. `category`
+        is an :class:`EventCategory` (a str), or the plain name of a category this binding
+        does not know. A message this
         client sent is reported once, as "message_sent", never also as "message_received"."""
         wrapped = None
         if handler is not None:
             def wrapped(category: str, channel_url: str, payload: str) -> None:
-                handler(category, channel_url, json.loads(payload))
+                known = _CATEGORIES.get(category)
+                handler(known if known is not None else category, channel_url, json.loads(payload))
         self._set_persistent("_event_key", "parley_client_set_event_handler",
                              _callbacks.event_trampoline, _native.EVENT_FN(), wrapped)
 

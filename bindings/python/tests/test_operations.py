@@ -19,6 +19,13 @@ def connected(server, user_id: str, token: str) -> parley.Client:
     return client
 
 
+def test_event_categories_enum_is_the_librarys_list():
+    listed = {entry["name"]: entry["source"] for entry in parley.event_categories()}
+    assert listed == {category.value: category.source for category in parley.EventCategory}
+    assert parley.EventCategory.CHANNEL_CHANGELOG_DELETED == "channel_changelog_deleted"
+    assert f"{parley.EventCategory.MESSAGE_SENT}" == "message_sent"
+
+
 def test_catalog_lists_operations_with_their_routes():
     names = {entry["name"]: entry for entry in parley.operations()}
     assert names["create_group_channel"]["method"] == "POST"

@@ -1,0 +1,283 @@
+"""Randomized convergence: after random operations by several users on several clients,
+disconnected and reconnected at random points, every client's cache equals, field by field,
+what the server returns to that user for the same channels and messages.
+
+One fixed seed runs in the suite. The long mode runs more seeds:
+``PARLEY_CONVERGENCE_RUNS=20 python3 -m pytest bindings/python/tests/test_convergence.py``
+(seeds are ``PARLEY_CONVERGENCE_SEED`` + 0 .. RUNS-1; ``PARLEY_CONVERGENCE_STEPS`` sets the
+number of operations, 300 by default). A failure names its seed.
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+import requests
+
+import parley
+from conftest import Admin, RunningServer
+
+TIMEOUT = 20.0
+BASE_SEED = int(os.environ.get("PARLEY_CONVERGENCE_SEED", "20261123"))
+RUNS = int(os.environ.get("PARLEY_CONVERGENCE_RUNS", "1"))
+STEPS = int(os.environ.get("PARLEY_CONVERGENCE_STEPS", "300"))
+USERS = ["ann", "ben", "cat"]
+CLIENTS_PER_USER = 2
+# Member fields that follow presence (connecting, disconnecting), which no event reports:
+# they are not part of the state a cache can equal (docs/PROTOCOL.md).
+PRESENCE_FIELDS = ("is_online", "last_seen_at")
+FULL_CHANNEL_VIEW = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
+FULL_MESSAGE_VIEW = {"include_reactions": "true", "include_thread_info": "true",
+                     "include_parent_message_info": "true", "with_sorted_meta_array": "true",
+                     "include_reply_type": "ALL"}
+
+
+class Device:
+    """One client of one user, with its own cache file."""
+
+    def __init__(self, server: RunningServer, user: str, token: str, cache_dir: Path) -> None:
+        self.user = user
+        self.token = token
+        self.client = parley.Client(server_url=server.url, cache_dir=str(cache_dir), reconnect_initial_delay_ms=50,
+                                    reconnect_max_delay_ms=300, request_timeout_ms=10_000)
+        self.connected = False
+
+    def connect(self) -> None:
+        self.client.connect(self.user, self.token).result(TIMEOUT)
+        self.connected = True
+
+    def disconnect(self) -> None:
+        self.client.disconnect()
+        self.connected = False
+
+
+class World:
+    """The random operations, chosen from what the server says is possible right now."""
+
+    def __init__(self, server: RunningServer, admin: Admin, tokens: Dict[str, str], rng: random.Random) -> None:
+        self.server = server
+        self.admin = admin
+        self.tokens = tokens
+        self.rng = rng
+        self.refusals = 0
+        self.performed: Dict[str, int] = {}
+
+    def as_user(self, user: str, method: str, path: str, **params: Any) -> Any:
+        response = requests.request(method, self.server.url + path, params=params,
+                                    headers={"Session-Key": self.tokens[user]}, timeout=10)
+        assert response.status_code < 400, f"{method} {path} -> {response.status_code}: {response.text}"
+        return response.json()
+
+    def channels_of(self, user: str) -> List[Any]:
+        channels: List[Any] = []
+        paging: Dict[str, str] = {}
+        while True:
+            page = self.as_user(user, "GET", f"/v3/users/{user}/my_group_channels", show_empty="true",
+                                hidden_mode="all", limit=100, **paging, **FULL_CHANNEL_VIEW)
+            channels += page["channels"]
+            if not page["next"]:
+                return channels
+            paging = {"token": page["next"]}
+
+    def messages_of(self, user: str, channel_url: str) -> List[Any]:
+        """Every message of the channel the user can see, oldest first."""
+        page = self.as_user(user, "GET", f"/v3/group_channels/{channel_url}/messages",
+                            message_ts=int(time.time() * 1000) + 3_600_000, prev_limit=200, next_limit=0,
+                            **FULL_MESSAGE_VIEW)
+        assert len(page["messages"]) < 200, "more messages than one page holds: raise the limit"
+        return page["messages"]
+
+    def step(self, device: Device) -> None:
+        user = device.user
+        client = device.client
+        channels = self.channels_of(user)
+        joined = [c for c in channels if c.get("member_state") == "joined"]
+        invited = [c for c in channels if c.get("member_state") == "invited"]
+        kinds = ["send"] * 10 + ["reply"] * 3 + ["edit"] * 3 + ["delete"] * 2 + ["react"] * 3 + ["hide"] * 2 \
+            + ["unhide"] + ["reset"] + ["metadata"] * 2 + ["metacounter"] * 2 + ["invite"] * 2 + ["accept"] * 2 \
+            + ["leave"] + ["freeze"] + ["read"] * 2 + ["create"]
+        kind = self.rng.choice(kinds)
+        if kind == "accept" and not invited:
+            kind = "create"
+        if not joined and kind not in ("accept", "create"):
+            kind = "create"
+        channel = self.rng.choice(joined)["channel_url"] if joined else ""
+        others = [u for u in USERS if u != user]
+
+        def perform(operation: str, **params: Any) -> Any:
+            return client.perform(operation, params).result(TIMEOUT)
+
+        def own_message() -> Optional[Any]:
+            mine = [m for m in self.messages_of(user, channel) if (m.get("user") or {}).get("user_id") == user]
+            return self.rng.choice(mine) if mine else None
+
+        try:
+            if kind == "send":
+                params: Dict[str, Any] = {}
+                if self.rng.random() < 0.3:
+                    params["mentioned_user_ids"] = [self.rng.choice(others)]
+                if self.rng.random() < 0.2:
+                    params["custom_type"] = self.rng.choice(["note", "alert"])
+                _, done = client.send_user_message(channel, f"{user} says {self.rng.randrange(10**6)}", **params)
+                done.result(TIMEOUT)
+            elif kind == "reply":
+                messages = [m for m in self.messages_of(user, channel) if m["parent_message_id"] == 0]
+                if not messages:
+                    return
+                parent = self.rng.choice(messages)["message_id"]
+                _, done = client.send_user_message(channel, f"reply by {user}", parent_message_id=parent,
+                                                   is_reply_to_channel=self.rng.random() < 0.5)
+                done.result(TIMEOUT)
+            elif kind == "edit":
+                message = own_message()
+                if message:
+                    perform("update_message", channel_url=channel, message_id=message["message_id"],
+                            message=f"edited {self.rng.randrange(10**6)}")
+            elif kind == "delete":
+                message = own_message()
+                if message:
+                    perform("delete_message", channel_url=channel, message_id=message["message_id"])
+            elif kind == "react":
+                messages = self.messages_of(user, channel)
+                if not messages:
+                    return
+                message = self.rng.choice(messages)
+                operation = "add_reaction" if self.rng.random() < 0.7 else "remove_reaction"
+                perform(operation, channel_url=channel, message_id=message["message_id"],
+                        reaction=self.rng.choice(["+1", "heart"]))
+            elif kind == "hide":
+                perform("hide_channel", channel_url=channel, hide_previous_messages=self.rng.random() < 0.5,
+                        allow_auto_unhide=self.rng.random() < 0.5)
+            elif kind == "unhide":
+                perform("unhide_channel", channel_url=channel)
+            elif kind == "reset":
+                perform("reset_my_history", channel_url=channel)
+            elif kind == "metadata":
+                key = self.rng.choice(["topic", "color"])
+                choice = self.rng.random()
+                if choice < 0.6:
+                    perform("update_metadata", channel_url=channel, metadata={key: str(self.rng.randrange(100))},
+                            upsert=True)
+                else:
+                    perform("delete_metadata", channel_url=channel, key=key)
+            elif kind == "metacounter":
+                key = self.rng.choice(["likes", "views"])
+                choice = self.rng.random()
+                if choice < 0.4:
+                    perform("create_metacounters", channel_url=channel, metacounter={key: self.rng.randrange(10)})
+                elif choice < 0.8:
+                    perform("update_metacounters", channel_url=channel, metacounter={key: 1}, mode="increase")
+                else:
+                    perform("delete_metacounter", channel_url=channel, key=key)
+            elif kind == "invite":
+                perform("invite_users", channel_url=channel, user_ids=[self.rng.choice(others)])
+            elif kind == "accept":
+                perform("accept_invitation", channel_url=self.rng.choice(invited)["channel_url"])
+            elif kind == "leave":
+                perform("leave_channel", channel_url=channel)
+            elif kind == "freeze":
+                operation = "freeze_channel" if self.rng.random() < 0.5 else "unfreeze_channel"
+                perform(operation, channel_url=channel)
+            elif kind == "read":
+                perform("mark_as_read", channel_url=channel)
+            elif kind == "create":
+                members = [user] + [u for u in others if self.rng.random() < 0.7]
+                perform("create_group_channel", user_ids=members, operator_ids=[user],
+                        name=f"room {self.rng.randrange(1000)}")
+            self.performed[kind] = self.performed.get(kind, 0) + 1
+        except parley.ParleyError:
+            # Refusals are part of the game (muted, frozen, not an operator, already exists...).
+            self.refusals += 1
+
+
+def normalized_channel(channel: Dict[str, Any]) -> Dict[str, Any]:
+    result = dict(channel)
+    if "members" in result:
+        result["members"] = [{k: v for k, v in member.items() if k not in PRESENCE_FIELDS} for member in result["members"]]
+    return result
+
+
+def differences(world: World, device: Device) -> List[str]:
+    """Where the device's cache differs from what the server returns to its user."""
+    found: List[str] = []
+    truth = {c["channel_url"]: normalized_channel(c) for c in world.channels_of(device.user)}
+    cached = {c["channel_url"]: normalized_channel(c) for c in device.client.cached_channels(limit=1000)}
+    for url in sorted(set(truth) | set(cached)):
+        if url not in cached:
+            found.append(f"channel {url}: on the server, not cached")
+            continue
+        if url not in truth:
+            found.append(f"channel {url}: cached, not on the server")
+            continue
+        for key in sorted(set(truth[url]) | set(cached[url])):
+            if truth[url].get(key, "<absent>") != cached[url].get(key, "<absent>"):
+                found.append(f"channel {url}.{key}: server {truth[url].get(key, '<absent>')!r} "
+                             f"cache {cached[url].get(key, '<absent>')!r}")
+        server_messages = {m["message_id"]: m for m in world.messages_of(device.user, url)}
+        for message in device.client.cached_messages(url, limit=1000):
+            if message.get("sending_status") in ("pending", "failed"):
+                found.append(f"message {message.get('req_id')} in {url}: still {message['sending_status']}")
+                continue
+            truth_message = server_messages.get(message["message_id"])
+            if truth_message is None:
+                found.append(f"message {message['message_id']} in {url}: cached, not visible on the server")
+                continue
+            for key in sorted(set(truth_message) | set(message)):
+                if truth_message.get(key, "<absent>") != message.get(key, "<absent>"):
+                    found.append(f"message {message['message_id']}.{key}: server {truth_message.get(key, '<absent>')!r} "
+                                 f"cache {message.get(key, '<absent>')!r}")
+    return found
+
+
+@pytest.mark.parametrize("seed", [BASE_SEED + i for i in range(RUNS)])
+def test_every_cache_converges_to_the_server(server: RunningServer, admin: Admin, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    tokens = {user: admin.user(user) for user in USERS}
+    admin.call("POST", "/v3/group_channels", {"user_ids": USERS, "channel_url": "all-three", "name": "All",
+                                              "operator_ids": ["ann"]})
+    admin.call("POST", "/v3/group_channels", {"user_ids": USERS[:2], "channel_url": "pair", "name": "Pair",
+                                              "operator_ids": ["ben"]})
+    world = World(server, admin, tokens, rng)
+    devices = [Device(server, user, tokens[user], tmp_path / f"cache-{user}-{index}")
+               for user in USERS for index in range(CLIENTS_PER_USER)]
+    try:
+        for device in devices:
+            device.connect()
+        for _ in range(STEPS):
+            if rng.random() < 0.08:
+                device = rng.choice(devices)
+                if not device.connected:
+                    device.connect()
+                elif rng.random() < 0.5:
+                    device.disconnect()
+                else:
+                    device.client.reconnect()
+            user = rng.choice(USERS)
+            candidates = [d for d in devices if d.user == user and d.connected]
+            if not candidates:
+                candidates = [rng.choice([d for d in devices if d.user == user])]
+                candidates[0].connect()
+            world.step(rng.choice(candidates))
+        for device in devices:
+            if not device.connected:
+                device.connect()
+
+        deadline = time.monotonic() + 30
+        remaining: List[Tuple[str, List[str]]] = []
+        while True:
+            remaining = [(f"{d.user}#{i % CLIENTS_PER_USER}", found) for i, d in enumerate(devices)
+                         if (found := differences(world, d))]
+            if not remaining or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        report = "\n".join(f"{name}: {line}" for name, found in remaining for line in found[:15])
+        assert not remaining, (f"seed {seed}: caches differ from the server after {STEPS} operations "
+                               f"({world.performed}, {world.refusals} refused):\n{report}")
+        assert sum(world.performed.values()) > STEPS // 2, f"seed {seed}: too few operations took effect: {world.performed}"
+    finally:
+        for device in devices:
+            device.client.close()

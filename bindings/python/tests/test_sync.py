@@ -1,0 +1,166 @@
+"""The cache equals the server, for what the server keeps per user: one test per defect
+that used to make them differ (unread counts, hiding, metadata, changelog deletions, the
+last message after a history reset)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Dict
+
+import requests
+
+from conftest import Admin, RunningServer
+from test_engine import RestartableServer, connect, make_client, poll_until
+
+FULL_VIEW = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
+PRESENCE_FIELDS = ("is_online", "last_seen_at")
+
+
+def server_channel(server_url: str, token: str, channel_url: str) -> Dict[str, Any]:
+    """The channel as the server shows it to the token's user, with everything a cache keeps."""
+    response = requests.get(f"{server_url}/v3/group_channels/{channel_url}", params=FULL_VIEW,
+                            headers={"Session-Key": token}, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def without_presence(channel: Dict[str, Any]) -> Dict[str, Any]:
+    result = dict(channel)
+    if "members" in result:
+        result["members"] = [{k: v for k, v in m.items() if k not in PRESENCE_FIELDS} for m in result["members"]]
+    return result
+
+
+def wait_equal(client, server_url: str, token: str, channel_url: str) -> Dict[str, Any]:
+    """Waits until the cached channel equals the server's, field by field; returns it."""
+    def same() -> bool:
+        cached = client.cached_channel(channel_url)
+        return cached is not None and without_presence(cached) == without_presence(server_channel(server_url, token, channel_url))
+    try:
+        poll_until(same, timeout=10)
+    except AssertionError:
+        cached = without_presence(client.cached_channel(channel_url) or {})
+        truth = without_presence(server_channel(server_url, token, channel_url))
+        diff = {k: (truth.get(k), cached.get(k)) for k in set(truth) | set(cached) if truth.get(k) != cached.get(k)}
+        raise AssertionError(f"cached channel differs from the server's (server, cache): {diff}")
+    return client.cached_channel(channel_url)
+
+
+def setup(admin: Admin):
+    tokens = {name: admin.user(name) for name in ("alice", "bob")}
+    url = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "sync-room",
+                                                    "name": "Sync", "operator_ids": ["alice"]})["channel_url"]
+    return tokens, url
+
+
+def test_unread_counts_are_the_recipients_own(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    tokens, url = setup(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", tokens["alice"])
+        for i in range(3):
+            admin.send(url, "bob", f"unread {i}", mentioned_user_ids=["alice"] if i == 0 else [])
+        recorder.wait(lambda: len(recorder.of("message_received")) == 3)
+        cached = wait_equal(client, server.url, tokens["alice"], url)
+        assert cached["unread_message_count"] == 3 and cached["unread_mention_count"] == 1
+        # The event carried alice's own count, not bob's (who sent them: 0 unread).
+        assert recorder.of("message_received")[-1]["channel"]["unread_message_count"] == 3
+        client.mark_as_read(channel_url=url).result(10)
+        assert wait_equal(client, server.url, tokens["alice"], url)["unread_message_count"] == 0
+
+
+def test_hiding_is_cached_and_hidden_messages_leave_the_cache(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    tokens, url = setup(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", tokens["alice"])
+        for i in range(3):
+            admin.send(url, "bob", f"before hiding {i}")
+        recorder.wait(lambda: len(recorder.of("message_received")) == 3)
+        assert len(client.cached_messages(url)) == 3
+        client.hide_channel(channel_url=url, allow_auto_unhide=False).result(10)
+        cached = wait_equal(client, server.url, tokens["alice"], url)
+        assert cached["hidden_state"] == "hidden_prevent_auto_unhide" and cached["is_hidden"] is True
+        assert len(client.cached_messages(url)) == 3  # hiding alone keeps the history
+        client.unhide_channel(channel_url=url).result(10)
+        assert wait_equal(client, server.url, tokens["alice"], url)["hidden_state"] == "unhidden"
+        client.hide_channel(channel_url=url, hide_previous_messages=True).result(10)
+        cached = wait_equal(client, server.url, tokens["alice"], url)
+        assert cached["hidden_state"] == "hidden_allow_auto_unhide" and "last_message" not in cached
+        poll_until(lambda: client.cached_messages(url) == [], timeout=10)
+        # A new message unhides the channel and is the only one the user sees.
+        admin.send(url, "bob", "after hiding")
+        cached = wait_equal(client, server.url, tokens["alice"], url)
+        assert cached["hidden_state"] == "unhidden"
+        poll_until(lambda: [m["message"] for m in client.cached_messages(url)] == ["after hiding"], timeout=10)
+
+
+def test_metadata_and_metacounters_are_cached_live_and_after_being_away(server: RunningServer, admin: Admin,
+                                                                       tmp_path: Path) -> None:
+    tokens, url = setup(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", tokens["alice"])
+        admin.call("POST", f"/v3/group_channels/{url}/metadata", {"metadata": {"topic": "cats", "color": "red"}})
+        admin.call("POST", f"/v3/group_channels/{url}/metacounter", {"metacounter": {"likes": 2}})
+        cached = wait_equal(client, server.url, tokens["alice"], url)
+        assert cached["metadata"] == {"topic": "cats", "color": "red"} and cached["metacounter"] == {"likes": 2}
+        admin.call("DELETE", f"/v3/group_channels/{url}/metadata/color")
+        admin.call("PUT", f"/v3/group_channels/{url}/metacounter", {"metacounter": {"likes": 3}, "mode": "increase"})
+        cached = wait_equal(client, server.url, tokens["alice"], url)
+        assert cached["metadata"] == {"topic": "cats"} and cached["metacounter"] == {"likes": 5}
+        client.disconnect()
+        admin.call("PUT", f"/v3/group_channels/{url}/metadata", {"metadata": {"topic": "dogs"}})
+        admin.call("DELETE", f"/v3/group_channels/{url}/metacounter/likes")
+        connect(client, recorder, "alice", tokens["alice"])
+        cached = wait_equal(client, server.url, tokens["alice"], url)
+        assert cached["metadata"] == {"topic": "dogs"} and cached["metacounter"] == {}
+
+
+def test_last_message_respects_the_users_history_reset(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    tokens, url = setup(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "bob", tokens["bob"])
+        admin.send(url, "alice", "before the reset")
+        recorder.wait(lambda: len(recorder.of("message_received")) == 1)
+        client.reset_my_history(channel_url=url).result(10)
+        # An event about the channel that brings no message: bob's copy has no last message.
+        admin.call("PUT", f"/v3/group_channels/{url}", {"name": "Renamed"})
+        recorder.wait(lambda: len(recorder.of("channel_changed")) == 1)
+        assert "last_message" not in recorder.of("channel_changed")[0]["channel"]
+        cached = wait_equal(client, server.url, tokens["bob"], url)
+        assert cached["name"] == "Renamed" and "last_message" not in cached
+        assert client.cached_messages(url) == []
+
+
+def test_changelog_deletions_are_reported_and_applied(tmp_path: Path) -> None:
+    server = RestartableServer(tmp_path / "server.sqlite", "--event-retention", "3")
+    server.start()
+    try:
+        admin = Admin(server.running())
+        tokens, url = setup(admin)
+        gone = admin.send(url, "bob", "will be deleted")
+        admin.send(url, "bob", "stays")
+        client, recorder = make_client(server.url, tmp_path / "cache")
+        with client:
+            connect(client, recorder, "alice", tokens["alice"])
+            client.list_messages(channel_url=url).result(10)
+            other = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "leaving"})
+            poll_until(lambda: client.cached_channel(other["channel_url"]) is not None)
+            assert len(client.cached_messages(url)) == 2
+            client.disconnect()
+            # More changes than the server keeps events for: only changelogs can tell.
+            admin.call("DELETE", f"/v3/group_channels/{url}/messages/{gone['message_id']}")
+            admin.call("PUT", "/v3/group_channels/leaving/leave", {"user_ids": ["alice"]})
+            for i in range(5):
+                admin.call("PUT", f"/v3/group_channels/{url}", {"data": f"churn {i}"})
+            connect(client, recorder, "alice", tokens["alice"])
+            recorder.wait(lambda: recorder.of("channel_changelog_deleted") == [{"channel_url": "leaving"}])
+            recorder.wait(lambda: recorder.of("message_changelog_deleted")
+                          == [{"channel_url": url, "message_id": gone["message_id"]}])
+            assert client.cached_channel("leaving") is None
+            assert [m["message"] for m in client.cached_messages(url)] == ["stays"]
+            wait_equal(client, server.url, tokens["alice"], url)
+    finally:
+        server.stop()
