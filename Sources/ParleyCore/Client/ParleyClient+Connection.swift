@@ -1,11 +1,5 @@
-// Connecting, the real-time event stream, and catching up after a disconnection.
-
-/// A reference that does not keep the client alive (the stream's callbacks hold it).
-final class WeakClient: Sendable {
-    weak let client: ParleyClient?
-
-    init(_ client: ParleyClient) { self.client = client }
-}
+// Connecting and disconnecting: argument checks and the operation; the session and its
+// stream are the Sync layer's (Sync/Engine+Session.swift).
 
 extension ParleyClient {
     /// Sets (nil: removes) the handler told about connection changes (`ConnectionEvent`),
@@ -19,11 +13,6 @@ extension ParleyClient {
     /// URL and the event's JSON. The cache is updated before the handler runs.
     public func setEventHandler(_ handler: (@Sendable (_ category: String, _ channelURL: String, _ payloadJSON: String) -> Void)?) {
         appHandlers.event = handler
-    }
-
-    func emitConnection(_ event: ConnectionEvent, _ error: ParleyError?) {
-        guard let handler = appHandlers.connection else { return }
-        dispatcher.enqueue { handler(event, error) }
     }
 
     /// Connects as `userID` with a session token issued by the server
@@ -58,7 +47,7 @@ extension ParleyClient {
                             engine.write(.operation("connect"), "storing the user") { transaction throws(ParleyError) in
                                 try transaction.setMetaValue(user.canonicalText, forKey: "current_user")
                             }
-                            self.beginSession(userID: userID, token: sessionToken, user: user)
+                            engine.beginSession(userID: userID, token: sessionToken, user: user)
                             finish(.success(user))
                         case .failure(let error) where error.code == .network || error.code == .timeout:
                             let cached = engine.read("reading the cached user") { cache throws(ParleyError) in
@@ -69,7 +58,7 @@ extension ParleyClient {
                                 return
                             }
                             self.log(.info, "connect: server unreachable (\(error.message)); working from the cache")
-                            self.beginSession(userID: userID, token: sessionToken, user: cached)
+                            engine.beginSession(userID: userID, token: sessionToken, user: cached)
                             finish(.success(cached))
                         case .failure(let error):
                             finish(.failure(error))
@@ -78,95 +67,6 @@ extension ParleyClient {
                 }
             }
         }
-    }
-
-    /// Engine queue: the session starts; the stream follows.
-    private func beginSession(userID: String, token: String, user: JSONValue) {
-        let engine = self.engine
-        engine.assertOnQueue()
-        engine.session.stream?.stop()
-        engine.session.epoch &+= 1
-        engine.session.current = Session(userID: userID, token: token)
-        engine.session.user = user
-        engine.session.streamWasOpen = false
-        emitConnection(.connecting, nil)
-        let lastEventID = engine.read("reading the resume point") { cache throws(ParleyError) in
-            try cache.metaValue("last_event_id").flatMap { Int64($0) }
-        } ?? nil
-        let epoch = engine.session.epoch
-        do {
-            let stream = try EventStreamConnection(
-                http: http, serverURL: configuration.serverURL ?? "", userID: userID, sessionToken: token,
-                lastEventID: lastEventID, policy: configuration.reconnectPolicy, handler: streamHandler(epoch: epoch))
-            engine.session.stream = stream
-            stream.start()
-        } catch {
-            log(.error, "event stream: \(error)")
-            emitConnection(.disconnected, error)
-        }
-    }
-
-    /// The stream's callbacks, each hopping to the engine queue and ignored once the
-    /// session they belong to has ended.
-    private func streamHandler(epoch: UInt64) -> EventStreamHandler {
-        let engine = self.engine
-        let weak = WeakClient(self)
-        let onEngine: @Sendable (@escaping @Sendable (ParleyClient) -> Void) -> Void = { work in
-            engine.queue.async {
-                guard let client = weak.client, engine.session.epoch == epoch else { return }
-                work(client)
-            }
-        }
-        return EventStreamHandler(
-            stateChanged: { old, new, error in
-                onEngine { $0.streamStateChanged(old, new, error) }
-            },
-            event: { event in
-                onEngine { $0.engine.applyStreamEvent(event) }
-            },
-            resyncRequired: { reason, _ in
-                onEngine { client in
-                    client.log(.info, "event stream: resync required (\(reason)); running changelogs")
-                    client.engine.runCatchUp(then: nil)
-                }
-            },
-            tokenExpired: {
-                onEngine { $0.emitConnection(.sessionTokenRequired, nil) }
-            },
-            eventSkipped: { reason in
-                weak.client?.log(.warning, "event stream: skipped an event: \(reason)")
-            })
-    }
-
-    private func streamStateChanged(_ old: ConnectionState, _ new: ConnectionState, _ error: ParleyError?) {
-        let engine = self.engine
-        switch new {
-        case .open:
-            if !engine.session.streamWasOpen {
-                engine.session.streamWasOpen = true
-                emitConnection(.connected, nil)
-                engine.runCatchUp(then: nil)
-            } else {
-                engine.runCatchUp { self.emitConnection(.reconnectSucceeded, nil) }
-            }
-        case .reconnecting:
-            if old == .open || !engine.session.streamWasOpen && old == .closed {
-                // Messages may arrive unseen until the stream is back: no range reaches the newest end.
-                engine.write(.connectionLost, "marking ranges") { transaction throws(ParleyError) in
-                    try transaction.forgetNewestEnd()
-                }
-                emitConnection(.reconnectStarted, error)
-            } else if old == .connecting {
-                if !engine.session.streamWasOpen && engine.session.reconnectFailures == 0 { emitConnection(.reconnectStarted, error) }
-                engine.session.reconnectFailures += 1
-                emitConnection(.reconnectFailed, error)
-            }
-        case .closed:
-            if let error { emitConnection(.disconnected, error) }
-        case .connecting:
-            break
-        }
-        if new == .open { engine.session.reconnectFailures = 0 }
     }
 
     /// Forgets the session and stops the stream: operations then fail with `.invalidState`
@@ -184,7 +84,7 @@ extension ParleyClient {
             return engine.session.stream
         }
         stream?.stop()
-        if stream != nil { emitConnection(.disconnected, nil) }
+        if stream != nil { engine.services.connectionEvent(.disconnected, nil) }
     }
 
     /// Reconnects the stream now (`EventStreamConnection.reconnectNow`). Throws

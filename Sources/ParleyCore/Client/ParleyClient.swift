@@ -40,11 +40,16 @@ public final class ParleyClient: Sendable {
             connectTimeoutMs: configuration.connectTimeoutMs)
         let logSink = self.logSink
         let dispatcher = self.dispatcher
+        let handlers = self.appHandlers
         engine = Engine(
             configuration: configuration,
-            services: EngineServices(http: http, endpoint: endpoint) { level, message in
-                ParleyClient.log(level, message, sink: logSink, dispatcher: dispatcher)
-            })
+            services: EngineServices(
+                http: http, endpoint: endpoint,
+                log: { level, message in ParleyClient.log(level, message, sink: logSink, dispatcher: dispatcher) },
+                connectionEvent: { event, error in
+                    guard let handler = handlers.connection else { return }
+                    dispatcher.enqueue { handler(event, error) }
+                }))
         let reporter = AppEventReporter(handlers: appHandlers, dispatcher: dispatcher)
         engine.queue.sync { _ = engine.feed.subscribe(reporter.report) }
     }

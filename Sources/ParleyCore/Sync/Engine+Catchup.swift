@@ -10,29 +10,28 @@ extension Engine {
     /// Runs the changelogs, then the outbox (auto-resend), then `done`. A catch-up asked
     /// for while one runs is folded into a second pass after it.
     func runCatchUp(then done: (@Sendable () -> Void)?) {
-        let engine = self
         assertOnQueue()
-        if let done { engine.catchUp.waiters.append(done) }
-        if engine.catchUp.inProgress {
-            engine.catchUp.requestedAgain = true
+        if let done { self.catchUp.waiters.append(done) }
+        if self.catchUp.inProgress {
+            self.catchUp.requestedAgain = true
             return
         }
-        guard engine.session.current != nil else {
+        guard self.session.current != nil else {
             finishCatchUp()
             return
         }
-        engine.catchUp.inProgress = true
-        engine.catchUp.requestedAgain = false
-        let epoch = engine.session.epoch
+        self.catchUp.inProgress = true
+        self.catchUp.requestedAgain = false
+        let epoch = self.session.epoch
         syncChannelChangelogs(epoch: epoch, resetOnce: true) {
             self.syncMessageChangelogs(epoch: epoch, urls: self.channelsWithMessages()) {
-                engine.catchUp.inProgress = false
-                if engine.catchUp.requestedAgain && engine.session.epoch == epoch {
+                self.catchUp.inProgress = false
+                if self.catchUp.requestedAgain && self.session.epoch == epoch {
                     self.runCatchUp(then: nil)
                     return
                 }
-                engine.write(.eviction, "keeping the size limit") { transaction throws(ParleyError) in
-                    try engine.evictIfNeeded(transaction)
+                self.write(.eviction, "keeping the size limit") { transaction throws(ParleyError) in
+                    try self.evictIfNeeded(transaction)
                 }
                 if self.configuration.autoResend { self.drainOutbox() }
                 self.finishCatchUp()
@@ -67,8 +66,7 @@ extension Engine {
 
     /// Pages through channel changelogs from the saved token (first time: from the start).
     private func syncChannelChangelogs(epoch: UInt64, resetOnce: Bool, then next: @escaping @Sendable () -> Void) {
-        let engine = self
-        guard engine.session.epoch == epoch, let session = engine.session.current else { return next() }
+        guard self.session.epoch == epoch, let session = self.session.current else { return next() }
         let token = read("reading the channel token") { cache throws(ParleyError) in
             try cache.syncToken(scope: ChatCache.channelsTokenScope)
         } ?? nil
@@ -77,10 +75,10 @@ extension Engine {
         let path = "/v3/users/\(URLEncoding.encodePathSegment(session.userID))/my_group_channels/changelogs?\(position)&limit=100"
             + Self.fullChannelView
         call("GET", path) { result in
-            guard engine.session.epoch == epoch else { return next() }
+            guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
-                engine.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
+                self.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
                     for channel in answer["updated"]?.arrayValue ?? [] {
                         try transaction.storeChannel(channel)
                     }
@@ -99,7 +97,7 @@ extension Engine {
             case .failure(let error) where error.code == .invalidArgument && hadToken && resetOnce:
                 // An expired or unreadable token: start over from the beginning.
                 self.log(.info, "sync: channel changelog token refused (\(error.message)); starting over")
-                engine.write(.channelChangelog, "resetting the channel token") { transaction throws(ParleyError) in
+                self.write(.channelChangelog, "resetting the channel token") { transaction throws(ParleyError) in
                     try transaction.removeSyncToken(scope: ChatCache.channelsTokenScope)
                 }
                 self.syncChannelChangelogs(epoch: epoch, resetOnce: false, then: next)
@@ -148,8 +146,7 @@ extension Engine {
     }
 
     private func syncMessageChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, then next: @escaping @Sendable () -> Void) {
-        let engine = self
-        guard engine.session.epoch == epoch else { return next() }
+        guard self.session.epoch == epoch else { return next() }
         let scope = ChatCache.messagesTokenScope(channelURL: channelURL)
         let token = read("reading a message token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
         let hadToken = token != nil
@@ -157,10 +154,10 @@ extension Engine {
         let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(channelURL))/messages/changelogs?\(position)&limit=200"
             + "&include_reactions=true&include_thread_info=true&include_parent_message_info=true&with_sorted_meta_array=true"
         call("GET", path) { result in
-            guard engine.session.epoch == epoch else { return next() }
+            guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
-                engine.write(.messageChangelog(channelURL: channelURL), "applying message changelogs") { transaction throws(ParleyError) in
+                self.write(.messageChangelog(channelURL: channelURL), "applying message changelogs") { transaction throws(ParleyError) in
                     // Only messages the cache holds: new ones are found by listing.
                     for message in answer["updated"]?.arrayValue ?? [] {
                         guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else { continue }
@@ -180,13 +177,13 @@ extension Engine {
                 }
             case .failure(let error) where error.code == .forbidden || error.code == .notFound:
                 // No longer ours to see: forget it.
-                engine.write(.messageChangelog(channelURL: channelURL), "removing a channel") { transaction throws(ParleyError) in
+                self.write(.messageChangelog(channelURL: channelURL), "removing a channel") { transaction throws(ParleyError) in
                     try transaction.removeChannel(channelURL, reason: .accessLost)
                 }
                 next()
             case .failure(let error) where error.code == .invalidArgument && hadToken && resetOnce:
                 self.log(.info, "sync: message changelog token of \(channelURL) refused (\(error.message)); starting over")
-                engine.write(.messageChangelog(channelURL: channelURL), "resetting a message token") { transaction throws(ParleyError) in
+                self.write(.messageChangelog(channelURL: channelURL), "resetting a message token") { transaction throws(ParleyError) in
                     try transaction.removeSyncToken(scope: scope)
                 }
                 self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: false, then: next)

@@ -88,11 +88,12 @@ struct CatchUpState {
     var requestedAgain = false
 }
 
-/// How the engine reaches the server and the application's log.
+/// How the engine reaches the server, the application's log and its connection handler.
 struct EngineServices: Sendable {
     let http: HTTPClient
     let endpoint: APIEndpoint
     let log: @Sendable (LogLevel, String) -> Void
+    let connectionEvent: @Sendable (ConnectionEvent, ParleyError?) -> Void
 }
 
 /// The mutable heart of a client. Everything in it is touched only on `queue`.
