@@ -20,7 +20,22 @@ extension ChatCache {
                 channelURL: url, createdAt: createdAt, lastMessageCreatedAt: lastMessageCreatedAt,
                 name: try reader.string("name", default: ""))
             customType = try reader.string("custom_type", default: "")
+            historyOffset = try reader.int("ts_message_offset", default: 0)
+            var operators: [String]?
+            if let list = reader.fields["operators"]?.arrayValue {
+                operators = list.compactMap { $0["user_id"]?.stringValue }
+            }
+            operatorIDs = operators.map { ChatCache.jsonArrayText($0.sorted(by: utf8Precedes)) } ?? ""
+            var pinned: [Int64]?
+            if let list = reader.fields["pinned_message_ids"]?.arrayValue { pinned = list.compactMap(\.int64Value) }
+            pinnedMessageIDs = pinned.map { JSONValue.array($0.sorted().map { .int($0) }).canonicalText } ?? ""
         }
+
+        var historyOffset: Int64
+        /// JSON array text of the operators' user ids, "" when the render did not list them.
+        var operatorIDs: String
+        /// JSON array text of the pinned message ids, "" when the render did not list them.
+        var pinnedMessageIDs: String
     }
 
     /// Stores a channel object (it must have a non-empty `channel_url`; `created_at`,
@@ -55,18 +70,20 @@ extension ChatCache {
         let activityRank: Int64 = key.lastMessageCreatedAt == nil ? 1 : 0
         try database.statement("""
             INSERT INTO channels (channel_url, created_at, last_message_created_at, name, custom_type,
-                                  chronological_key, activity_rank, activity_key, json)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                                  chronological_key, activity_rank, activity_key, json,
+                                  history_offset, operator_ids, pinned_message_ids)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
             ON CONFLICT (channel_url) DO UPDATE SET
                 created_at = excluded.created_at, last_message_created_at = excluded.last_message_created_at,
                 name = excluded.name, custom_type = excluded.custom_type,
                 chronological_key = excluded.chronological_key, activity_rank = excluded.activity_rank,
-                activity_key = excluded.activity_key, json = excluded.json
+                activity_key = excluded.activity_key, json = excluded.json, history_offset = excluded.history_offset,
+                operator_ids = excluded.operator_ids, pinned_message_ids = excluded.pinned_message_ids
             """).run([
                 .text(key.channelURL), .integer(key.createdAt), SQLiteValue(key.lastMessageCreatedAt),
                 .text(key.name), .text(columns.customType),
                 .integer(-key.createdAt), .integer(activityRank), .integer(-(key.lastMessageCreatedAt ?? key.createdAt)),
-                .text(json),
+                .text(json), .integer(columns.historyOffset), .text(columns.operatorIDs), .text(columns.pinnedMessageIDs),
             ])
         return stored == nil ? .inserted : .updated
     }
@@ -168,5 +185,31 @@ extension ChatCache {
                 channelURL: row.string(0) ?? "", createdAt: row.int64(1),
                 lastMessageCreatedAt: row.isNull(2) ? nil : row.int64(2), name: row.string(3) ?? ""),
             json: row.string(4) ?? "")
+    }
+}
+
+/// What a channel's messages copy from it: messages created at or before `historyOffset`
+/// are hidden from the user; a sender's `role` follows `operatorIDs`; `is_pinned` follows
+/// `pinnedMessageIDs` (nil: the stored render did not list them).
+public struct MessageChannelContext: Sendable, Equatable {
+    public var historyOffset: Int64
+    public var operatorIDs: Set<String>?
+    public var pinnedMessageIDs: Set<Int64>?
+}
+
+extension ChatCache {
+    /// The context of a cached channel's messages, nil when the channel is not cached.
+    public func messageContext(channelURL: String) throws(ParleyError) -> MessageChannelContext? {
+        var result: MessageChannelContext?
+        try database.statement("SELECT history_offset, operator_ids, pinned_message_ids FROM channels WHERE channel_url = ?1")
+            .rows([.text(channelURL)]) { row in
+                let operators = row.string(1).flatMap { $0.isEmpty ? nil : try? JSONValue.parse($0) }
+                let pinned = row.string(2).flatMap { $0.isEmpty ? nil : try? JSONValue.parse($0) }
+                result = MessageChannelContext(
+                    historyOffset: row.int64(0),
+                    operatorIDs: operators?.arrayValue.map { Set($0.compactMap(\.stringValue)) },
+                    pinnedMessageIDs: pinned?.arrayValue.map { Set($0.compactMap(\.int64Value)) })
+            }
+        return result
     }
 }

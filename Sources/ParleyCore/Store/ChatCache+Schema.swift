@@ -113,9 +113,15 @@ extension ChatCache {
         ) WITHOUT ROWID;
         """
 
-    /// Version 3: lookups of a channel's messages by sender (a role change rewrites their
-    /// copy of the sender) and of replies by parent (a parent's edit rewrites their summary).
+    /// Version 3: what a message copies from its channel, as columns (the user's history
+    /// offset, the operators' ids, the pinned ids; "" when the stored render lacked them), and
+    /// lookups of a channel's messages by sender (a role change rewrites their copy of the
+    /// sender) and of replies by parent (a parent's edit rewrites their summary).
     static let schemaVersion3 = """
+        ALTER TABLE channels ADD COLUMN history_offset INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE channels ADD COLUMN operator_ids TEXT NOT NULL DEFAULT '';
+        ALTER TABLE channels ADD COLUMN pinned_message_ids TEXT NOT NULL DEFAULT '';
+        UPDATE channels SET history_offset = coalesce(json_extract(json, '$.ts_message_offset'), 0);
         CREATE INDEX messages_by_sender ON messages (channel_url, sender_id);
         CREATE INDEX messages_by_parent ON messages (parent_message_id) WHERE parent_message_id != 0;
         """

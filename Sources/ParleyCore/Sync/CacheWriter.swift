@@ -62,6 +62,8 @@ extension ChangeCause {
 final class CacheTransaction {
     let cache: ChatCache
     fileprivate(set) var changes: [CacheChange] = []
+    /// Channels' message contexts read in this transaction (nil inside: not cached).
+    private var contexts: [String: MessageChannelContext?] = [:]
 
     fileprivate init(cache: ChatCache) { self.cache = cache }
 
@@ -84,6 +86,8 @@ final class CacheTransaction {
         }
         let stored = try cache.channel(url: url)
         var merged = incoming
+        // Only the answer to creating a channel says whether it was created: not channel state.
+        merged["is_created"] = nil
         var oldOffset: Int64 = 0
         var previous: [String: JSONValue] = [:]
         if let stored, case .object(let old)? = try? JSONValue.parse(stored.json) {
@@ -99,6 +103,7 @@ final class CacheTransaction {
         }
         let value = JSONValue.object(merged)
         let outcome = try cache.upsertChannel(value)
+        contexts[url] = nil
         if outcome != .unchanged {
             let newKey = try ChatCache.ChannelColumns(value).orderKey
             record(.channelUpserted(ChannelUpsert(channel: value, url: url, oldKey: stored?.orderKey, newKey: newKey)))
@@ -176,6 +181,7 @@ final class CacheTransaction {
     /// Stores a message from the real-time stream (extends the range reaching the newest end).
     @discardableResult
     func appendRealtimeMessage(_ message: JSONValue) throws(ParleyError) -> MessageUpsertOutcome {
+        guard let message = try prepared(message) else { return .unchanged }
         let result = try cache.appendRealtimeMessage(message)
         try recordUpsert(result.outcome, message, extendedRange: result.isContinuous)
         return result.outcome
@@ -184,9 +190,15 @@ final class CacheTransaction {
     /// Stores one message (newer-only unless `force`).
     @discardableResult
     func storeMessage(_ message: JSONValue, force: Bool = false) throws(ParleyError) -> MessageUpsertOutcome {
+        guard let message = try prepared(message) else {
+            // Hidden from the user, but its replies may be visible and summarize it.
+            try updateReplies(of: message)
+            return .unchanged
+        }
         let outcome = try cache.upsertMessage(message, force: force)
         try recordUpsert(outcome, message, extendedRange: false)
-        if outcome == .updated { try updateReplies(of: message) }
+        // Also when new here: replies may be cached from before the parent was.
+        if outcome == .updated || outcome == .inserted { try updateReplies(of: message) }
         return outcome
     }
 
@@ -211,10 +223,44 @@ final class CacheTransaction {
 
     /// Stores messages of a list answer.
     func storeMessages(_ messages: [JSONValue]) throws(ParleyError) {
+        var kept: [JSONValue] = []
+        kept.reserveCapacity(messages.count)
+        for message in messages {
+            if let message = try prepared(message) { kept.append(message) }
+        }
+        let messages = kept
         let outcomes = try cache.upsertMessages(messages)
         for (outcome, message) in zip(outcomes, messages) {
             try recordUpsert(outcome, message, extendedRange: false)
         }
+    }
+
+    /// A message as this cache keeps it, nil when the user no longer sees it (created at or
+    /// before the channel's history offset: a replayed event may bring it back after the
+    /// history was cut). Its copies of channel state (the sender's `role`, `is_pinned`) are
+    /// set from the cached channel: a replayed event carries them as they were when it was
+    /// sent, the channel as it is now.
+    private func prepared(_ message: JSONValue) throws(ParleyError) -> JSONValue? {
+        guard case .object(var fields) = message, let url = fields["channel_url"]?.stringValue else { return message }
+        let context: MessageChannelContext?
+        if let known = contexts[url] {
+            context = known
+        } else {
+            context = try cache.messageContext(channelURL: url)
+            contexts[url] = context
+        }
+        guard let context else { return message }
+        if let createdAt = fields["created_at"]?.int64Value, createdAt <= context.historyOffset { return nil }
+        if let operators = context.operatorIDs, case .object(var sender)? = fields["user"], sender["role"] != nil,
+            let id = sender["user_id"]?.stringValue
+        {
+            sender["role"] = .string(operators.contains(id) ? "operator" : "")
+            fields["user"] = .object(sender)
+        }
+        if let pinned = context.pinnedMessageIDs, fields["is_pinned"] != nil, let id = fields["message_id"]?.int64Value {
+            fields["is_pinned"] = .bool(pinned.contains(id))
+        }
+        return .object(fields)
     }
 
     /// Rewrites a cached message through `change` (when cached): reactions and thread info

@@ -125,6 +125,12 @@ extension Engine {
             return
         }
         if let channel = data["channel"], case .object = channel {
+            // Rendered for this user without a membership (e.g. unbanned after the ban
+            // removed them): not one of the user's channels.
+            if channel["member_state"]?.stringValue == "none" {
+                if !url.isEmpty { try transaction.removeChannel(url, reason: .accessLost) }
+                return
+            }
             try transaction.storeChannel(channel)
         }
         switch event.category {
@@ -138,7 +144,11 @@ extension Engine {
             if let reaction = data["reaction"] { try applyReaction(reaction, transaction) }
         case .threadInfoUpdated:
             if let parent = data["parent_message_id"]?.int64Value, let info = data["thread_info"] {
-                try transaction.patchMessage(parent) { $0["thread_info"] = info }
+                // The server shows no thread info once a thread has no replies left.
+                let empty = (info["reply_count"]?.int64Value ?? 0) == 0
+                try transaction.patchMessage(parent) { fields in
+                    if empty { fields.removeValue(forKey: "thread_info") } else { fields["thread_info"] = info }
+                }
             }
         default:
             break

@@ -65,6 +65,7 @@ class World:
         self.rng = rng
         self.refusals = 0
         self.performed: Dict[str, int] = {}
+        self.refused_sends: set = set()
 
     def as_user(self, user: str, method: str, path: str, **params: Any) -> Any:
         response = requests.request(method, self.server.url + path, params=params,
@@ -90,6 +91,15 @@ class World:
                             **FULL_MESSAGE_VIEW)
         assert len(page["messages"]) < 200, "more messages than one page holds: raise the limit"
         return page["messages"]
+
+    def await_send(self, pending: Any, done: Any) -> None:
+        try:
+            done.result(TIMEOUT)
+        except parley.NetworkError:
+            raise AssertionError("a send failed for a connection reason while the server was up")
+        except parley.ParleyError:
+            self.refused_sends.add(pending["req_id"])
+            raise
 
     def step(self, device: Device) -> None:
         user = device.user
@@ -122,16 +132,16 @@ class World:
                     params["mentioned_user_ids"] = [self.rng.choice(others)]
                 if self.rng.random() < 0.2:
                     params["custom_type"] = self.rng.choice(["note", "alert"])
-                _, done = client.send_user_message(channel, f"{user} says {self.rng.randrange(10**6)}", **params)
-                done.result(TIMEOUT)
+                pending, done = client.send_user_message(channel, f"{user} says {self.rng.randrange(10**6)}", **params)
+                self.await_send(pending, done)
             elif kind == "reply":
                 messages = [m for m in self.messages_of(user, channel) if m["parent_message_id"] == 0]
                 if not messages:
                     return
                 parent = self.rng.choice(messages)["message_id"]
-                _, done = client.send_user_message(channel, f"reply by {user}", parent_message_id=parent,
-                                                   is_reply_to_channel=self.rng.random() < 0.5)
-                done.result(TIMEOUT)
+                pending, done = client.send_user_message(channel, f"reply by {user}", parent_message_id=parent,
+                                                         is_reply_to_channel=self.rng.random() < 0.5)
+                self.await_send(pending, done)
             elif kind == "edit":
                 message = own_message()
                 if message:
@@ -201,6 +211,21 @@ def normalized_channel(channel: Dict[str, Any]) -> Dict[str, Any]:
     return result
 
 
+def describe(truth: Any, cached: Any) -> str:
+    """A short account of how two values differ (member lists by user and field)."""
+    if isinstance(truth, list) and isinstance(cached, list) and all(isinstance(x, dict) and "user_id" in x for x in truth + cached):
+        by_truth = {m["user_id"]: m for m in truth}
+        by_cache = {m["user_id"]: m for m in cached}
+        parts = [f"{u}: server only" for u in by_truth.keys() - by_cache.keys()]
+        parts += [f"{u}: cache only" for u in by_cache.keys() - by_truth.keys()]
+        for u in by_truth.keys() & by_cache.keys():
+            for k in set(by_truth[u]) | set(by_cache[u]):
+                if by_truth[u].get(k) != by_cache[u].get(k):
+                    parts.append(f"{u}.{k}: server {by_truth[u].get(k)!r} cache {by_cache[u].get(k)!r}")
+        return "; ".join(sorted(parts))
+    return f"server {truth!r} cache {cached!r}"
+
+
 def differences(world: World, device: Device) -> List[str]:
     """Where the device's cache differs from what the server returns to its user."""
     found: List[str] = []
@@ -215,10 +240,11 @@ def differences(world: World, device: Device) -> List[str]:
             continue
         for key in sorted(set(truth[url]) | set(cached[url])):
             if truth[url].get(key, "<absent>") != cached[url].get(key, "<absent>"):
-                found.append(f"channel {url}.{key}: server {truth[url].get(key, '<absent>')!r} "
-                             f"cache {cached[url].get(key, '<absent>')!r}")
+                found.append(f"channel {url}.{key}: " + describe(truth[url].get(key, "<absent>"), cached[url].get(key, "<absent>")))
         server_messages = {m["message_id"]: m for m in world.messages_of(device.user, url)}
         for message in device.client.cached_messages(url, limit=1000):
+            if message.get("sending_status") == "failed" and message.get("req_id") in world.refused_sends:
+                continue  # refused (frozen, not a member...): it stays local until resent or removed, by design
             if message.get("sending_status") in ("pending", "failed"):
                 found.append(f"message {message.get('req_id')} in {url}: still {message['sending_status']}")
                 continue
