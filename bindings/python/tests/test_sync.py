@@ -127,8 +127,9 @@ def test_last_message_respects_the_users_history_reset(server: RunningServer, ad
         client.reset_my_history(channel_url=url).result(10)
         # An event about the channel that brings no message: bob's copy has no last message.
         admin.call("PUT", f"/v3/group_channels/{url}", {"name": "Renamed"})
-        recorder.wait(lambda: len(recorder.of("channel_changed")) == 1)
-        assert "last_message" not in recorder.of("channel_changed")[0]["channel"]
+        renamed = lambda: [e for e in recorder.of("channel_changed") if e["channel"]["name"] == "Renamed"]
+        recorder.wait(lambda: len(renamed()) == 1)
+        assert "last_message" not in renamed()[0]["channel"]
         cached = wait_equal(client, server.url, tokens["bob"], url)
         assert cached["name"] == "Renamed" and "last_message" not in cached
         assert client.cached_messages(url) == []
