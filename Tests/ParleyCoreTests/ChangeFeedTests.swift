@@ -81,14 +81,7 @@ private func changeName(_ change: CacheChange) -> String {
         defer { server.stop() }
         let admin = try server.adminClient()
         defer { admin.close() }
-        for id in ["alice", "bob"] {
-            _ = try waitFor { done throws(ParleyError) in
-                try admin.request(method: "POST", path: "/v3/users", body: ["user_id": .string(id), "nickname": .string(id)], completion: done)
-            }
-        }
-        let token = try waitFor { done throws(ParleyError) in
-            try admin.request(method: "POST", path: "/v3/users/alice/token", body: [:], completion: done)
-        }["token"]?.stringValue ?? ""
+        let token = try server.createUsers(["alice", "bob"], admin: admin)["alice"] ?? ""
         var configuration = ClientConfiguration()
         configuration.serverURL = server.url
         configuration.cacheMode = .memory

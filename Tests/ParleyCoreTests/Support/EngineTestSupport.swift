@@ -65,6 +65,20 @@ final class EngineTestServer: Sendable {
         return try ParleyClient(configuration: configuration)
     }
 
+    /// Creates the users (nickname = id) and returns a session token of each, by id.
+    func createUsers(_ ids: [String], admin: ParleyClient) throws -> [String: String] {
+        var tokens: [String: String] = [:]
+        for id in ids {
+            _ = try waitFor { done throws(ParleyError) in
+                try admin.request(method: "POST", path: "/v3/users", body: ["user_id": .string(id), "nickname": .string(id)], completion: done)
+            }
+            tokens[id] = try waitFor { done throws(ParleyError) in
+                try admin.request(method: "POST", path: "/v3/users/\(id)/token", body: [:], completion: done)
+            }["token"]?.stringValue ?? ""
+        }
+        return tokens
+    }
+
     func stop() {
         kill(pid, SIGTERM)
         var status: Int32 = 0
