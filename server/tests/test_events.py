@@ -1,74 +1,8 @@
-import json
-import queue
-import threading
 import time
 
 import requests
 
-from conftest import API_TOKEN, assert_error
-
-
-class EventReader:
-    """Reads an SSE stream on a thread; events and comments land in a queue."""
-
-    def __init__(self, server, user_id, session=None, last_event_id=None):
-        headers = {"Session-Key": session} if session else {"Api-Token": API_TOKEN}
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = str(last_event_id)
-        self.resp = requests.get(server.url(f"/v3/users/{user_id}/events"), headers=headers, stream=True, timeout=(5, 10))
-        self.queue = queue.Queue()
-        self.comments = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        event = {}
-        try:
-            for raw in self.resp.iter_lines(decode_unicode=True):
-                if raw is None:
-                    continue
-                if raw == "":
-                    if event:
-                        self.queue.put(event)
-                    event = {}
-                elif raw.startswith(":"):
-                    self.comments += 1
-                else:
-                    key, _, value = raw.partition(":")
-                    event[key] = value[1:] if value.startswith(" ") else value
-        except Exception:
-            pass
-
-    def next(self, timeout=5):
-        e = self.queue.get(timeout=timeout)
-        if "data" in e:
-            e["json"] = json.loads(e["data"])
-        return e
-
-    def until(self, category, timeout=5):
-        deadline = time.time() + timeout
-        seen = []
-        while time.time() < deadline:
-            try:
-                e = self.next(timeout=max(0.05, deadline - time.time()))
-            except queue.Empty:
-                break
-            seen.append(e)
-            if e.get("event") == category:
-                return e, seen
-        raise AssertionError(f"no {category} event; got {[x.get('event') for x in seen]}")
-
-    def drain(self, wait=0.5):
-        out = []
-        deadline = time.time() + wait
-        while True:
-            try:
-                out.append(self.next(timeout=max(0.01, deadline - time.time())))
-            except queue.Empty:
-                return out
-
-    def close(self):
-        self.resp.close()
+from conftest import API_TOKEN, EventReader, assert_error
 
 
 def test_stream_delivers_member_events_only(server):

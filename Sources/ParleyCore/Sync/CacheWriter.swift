@@ -204,7 +204,7 @@ final class CacheTransaction {
 
     /// Replies carry a summary of their parent (`parent_message_info`); an edit of the
     /// parent rewrites it, a deletion removes it (as the server renders them).
-    private func updateReplies(of parent: JSONValue?, deletedID: Int64? = nil) throws(ParleyError) {
+    func updateReplies(of parent: JSONValue?, deletedID: Int64? = nil) throws(ParleyError) {
         guard let parentID = deletedID ?? parent?["message_id"]?.int64Value, (parent?["parent_message_id"]?.int64Value ?? 0) == 0 else {
             return
         }
@@ -274,9 +274,10 @@ final class CacheTransaction {
     /// Removes a server message; true when it was cached.
     @discardableResult
     func removeMessage(_ messageID: Int64) throws(ParleyError) -> Bool {
+        // Replies summarize their parent even when the parent itself is not cached.
+        try updateReplies(of: nil, deletedID: messageID)
         guard let stored = try cache.message(id: messageID), try cache.deleteMessage(messageID: messageID) else { return false }
         record(.messageRemoved(channelURL: stored.channelURL, messageID: messageID))
-        try updateReplies(of: nil, deletedID: messageID)
         return true
     }
 

@@ -160,7 +160,11 @@ extension Engine {
                 self.write(.messageChangelog(channelURL: channelURL), "applying message changelogs") { transaction throws(ParleyError) in
                     // Only messages the cache holds: new ones are found by listing.
                     for message in answer["updated"]?.arrayValue ?? [] {
-                        guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else { continue }
+                        guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else {
+                            // Not cached (e.g. hidden by the user's offset): its cached replies still summarize it.
+                            try transaction.updateReplies(of: message)
+                            continue
+                        }
                         try transaction.storeMessage(message)
                     }
                     for deleted in answer["deleted"]?.arrayValue ?? [] {

@@ -55,7 +55,38 @@ extension ServerState {
         Set(c.members.values.filter { $0.state == "joined" }.map(\.userId))
     }
 
+    /// Joined and invited members: everyone whose channel list shows the channel, so every
+    /// change to the channel as they see it reaches them in an event.
     func allMemberIds(_ c: ChannelRecord) -> Set<String> { Set(c.members.keys) }
+
+    /// Emits `channel_changed` (the channel rendered for each recipient) to `recipients`.
+    func emitChannelChanged(_ c: ChannelRecord, to recipients: Set<String>, now: Int64) {
+        emit("channel_changed", channelUrl: c.url, to: recipients, fields: [("channel", eventChannelJSON(c, now: now))], now: now)
+    }
+
+    /// Emits an event about a message to the joined members who can see `message` (nil: all
+    /// joined members). Invitees cannot read messages and a history offset may hide the
+    /// message, so the others do not receive it; when `channelChanged` (last message,
+    /// `updated_at`, read receipts), they receive `channel_changed` instead.
+    func emitMessageEvent(_ category: String, _ c: ChannelRecord, about message: MessageRecord?,
+                          fields: [(String, JSON?)], channelChanged: Bool, now: Int64) {
+        var told = Set<String>(), others = Set<String>()
+        for m in c.members.values {
+            if m.state == "joined" && (message.map { isVisible($0, to: m) || hasVisibleReplies($0, to: m) } ?? true) {
+                told.insert(m.userId)
+            } else {
+                others.insert(m.userId)
+            }
+        }
+        emit(category, channelUrl: c.url, to: told, fields: [("channel", eventChannelJSON(c, now: now))] + fields, now: now)
+        if channelChanged { emitChannelChanged(c, to: others, now: now) }
+    }
+
+    /// A message hidden by the member's history offset still shows, as `parent_message_info`,
+    /// in its replies the member can see: its changes concern them too.
+    func hasVisibleReplies(_ m: MessageRecord, to member: MemberRecord?) -> Bool {
+        m.replyCount > 0 && m.lastRepliedAt > (member?.tsMessageOffset ?? 0)
+    }
 
     func activeBan(_ c: ChannelRecord, _ userId: String, _ now: Int64) -> RestrictionRecord? {
         c.bans[userId].flatMap { $0.isActive(at: now) ? $0 : nil }
@@ -96,14 +127,14 @@ extension ServerState {
 
     func announceNewMembers(_ c: ChannelRecord, joined: [String], invited: [String], inviter: String?, now: Int64) {
         if !invited.isEmpty {
-            emit("invitation_received", channelUrl: c.url, to: joinedIds(c).union(invited), fields: [
+            emit("invitation_received", channelUrl: c.url, to: allMemberIds(c), fields: [
                 ("channel", eventChannelJSON(c, now: now)),
                 ("inviter", inviter.map { basicUser($0) }),
                 ("invitees", .array(invited.map { basicUser($0) })),
             ], now: now)
         }
         if !joined.isEmpty {
-            emit("user_joined", channelUrl: c.url, to: joinedIds(c), fields: [
+            emit("user_joined", channelUrl: c.url, to: allMemberIds(c), fields: [
                 ("channel", eventChannelJSON(c, now: now)),
                 ("users", .array(joined.map { basicUser($0, in: c) })),
             ], now: now)
@@ -113,7 +144,7 @@ extension ServerState {
     /// Removes a member (leave, decline, ban, user deletion) and tells the channel and the user.
     func removeMember(_ c: inout ChannelRecord, _ userId: String, now: Int64, category: String, extra: [(String, JSON?)]) {
         guard c.members[userId] != nil else { return }
-        let audience = joinedIds(c).union([userId])
+        let audience = allMemberIds(c)
         c.members.removeValue(forKey: userId)
         c.operatorIds.removeAll { $0 == userId }
         typing[c.url]?.removeValue(forKey: userId)
@@ -128,7 +159,9 @@ extension ServerState {
         guard c.members[userId] != nil else { return }
         c.members[userId]!.readTs = max(c.members[userId]!.readTs, now)
         touchMember(&c, userId, now)
-        emit("read_status", channelUrl: c.url, to: joinedIds(c), fields: [
+        // Every member's render lists read receipts (`members[].read_ts`): changelogs show it to all.
+        markChanged(&c, now)
+        emit("read_status", channelUrl: c.url, to: allMemberIds(c), fields: [
             ("channel", eventChannelJSON(c, now: now)), ("user", basicUser(userId)), ("read_ts", .int(c.members[userId]!.readTs)),
         ], now: now)
     }
@@ -143,6 +176,7 @@ extension ServerState {
             viewer: viewer,
             showMember: try i.bool("show_member", default: showMemberDefault),
             showMetadata: try i.bool("show_metadata", default: false),
+            showMetacounter: try i.bool("show_metacounter", default: false),
             showReadReceipt: try i.bool("show_read_receipt", default: false),
             showDeliveryReceipt: try i.bool("show_delivery_receipt", default: false))
     }
@@ -414,7 +448,7 @@ enum Channels {
         for op in operatorIds ?? [] where !c.operatorIds.contains(op) { c.operatorIds.append(op) }
         s.touch(&c, ctx.now)
         s.save(c)
-        s.emit("channel_changed", channelUrl: c.url, to: s.joinedIds(c), fields: [("channel", s.eventChannelJSON(c, now: ctx.now))], now: ctx.now)
+        s.emitChannelChanged(c, to: s.allMemberIds(c), now: ctx.now)
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
     }
 
@@ -446,9 +480,12 @@ enum Channels {
             if s.activeBan(c, id, ctx.now) != nil { throw APIError.banned }
         }
         let added = s.addMembers(&c, ids, inviter: inviter, forceJoin: [], now: ctx.now)
-        s.touch(&c, ctx.now)
-        s.save(c)
-        s.announceNewMembers(c, joined: added.joined, invited: added.invited, inviter: inviter, now: ctx.now)
+        // Inviting only existing members changes nothing (and no event would tell of a change).
+        if !added.joined.isEmpty || !added.invited.isEmpty {
+            s.touch(&c, ctx.now)
+            s.save(c)
+            s.announceNewMembers(c, joined: added.joined, invited: added.invited, inviter: inviter, now: ctx.now)
+        }
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
     }
 
@@ -462,7 +499,7 @@ enum Channels {
         s.touchMember(&c, uid, ctx.now)
         s.touch(&c, ctx.now)
         s.save(c)
-        s.emit("user_joined", channelUrl: c.url, to: s.joinedIds(c), fields: [
+        s.emit("user_joined", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("users", .array([s.basicUser(uid, in: c)])),
         ], now: ctx.now)
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: uid, showMemberDefault: true), now: ctx.now))
@@ -472,7 +509,7 @@ enum Channels {
         var c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
-        let audience = s.joinedIds(c).union([uid])
+        let audience = s.allMemberIds(c)
         c.members.removeValue(forKey: uid)
         s.touch(&c, ctx.now)
         s.addMembershipTombstone(user: uid, channel: c.url, at: ctx.now)
@@ -503,7 +540,7 @@ enum Channels {
         }
         s.touch(&c, ctx.now)
         s.save(c)
-        s.emit("user_joined", channelUrl: c.url, to: s.joinedIds(c), fields: [
+        s.emit("user_joined", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("users", .array([s.basicUser(uid, in: c)])),
         ], now: ctx.now)
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: uid, showMemberDefault: true), now: ctx.now))
@@ -553,10 +590,14 @@ enum Channels {
             ch.members[uid]!.hiddenState = allowAuto ? "hidden_allow_auto_unhide" : "hidden_prevent_auto_unhide"
             if hidePrevious {
                 ch.members[uid]!.tsMessageOffset = max(ch.members[uid]!.tsMessageOffset, s.newestMessageTs(url))
-                ch.members[uid]!.readTs = max(ch.members[uid]!.readTs, ctx.now)
             }
             s.touchMember(&ch, uid, ctx.now)
             s.save(ch)
+            if hidePrevious {
+                // Hiding the history reads it: the members see the read receipt move (read_status).
+                s.markRead(&ch, uid, now: ctx.now)
+                s.save(ch)
+            }
             s.emit("channel_hidden", channelUrl: url, to: [uid], fields: [
                 ("channel", s.eventChannelJSON(ch, now: ctx.now)), ("user_id", .string(uid)),
                 ("hide_previous_messages", .bool(hidePrevious)), ("allow_auto_unhide", .bool(allowAuto)),
@@ -593,6 +634,8 @@ enum Channels {
             if url == c.url { offset = ch.members[uid]!.tsMessageOffset }
             s.touchMember(&ch, uid, ctx.now)
             s.save(ch)
+            // The user's other clients learn of the new offset (and the last message it hides).
+            s.emitChannelChanged(ch, to: [uid], now: ctx.now)
         }
         return .json(.obj([("ts_message_offset", .int(offset))]))
     }
@@ -683,8 +726,10 @@ enum Channels {
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
         c.members[uid]!.deliveredTs = max(c.members[uid]!.deliveredTs, ctx.now)
         s.touchMember(&c, uid, ctx.now)
+        // Every member's render lists delivery receipts (`members[].delivered_ts`).
+        s.markChanged(&c, ctx.now)
         s.save(c)
-        s.emit("delivery_status", channelUrl: c.url, to: s.joinedIds(c), fields: [
+        s.emit("delivery_status", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(uid)),
             ("delivered_ts", .int(c.members[uid]!.deliveredTs)),
         ], now: ctx.now)
@@ -696,7 +741,7 @@ extension ServerState {
     func unhideMember(_ c: inout ChannelRecord, _ uid: String, now: Int64) {
         c.members[uid]?.hiddenState = "unhidden"
         touchMember(&c, uid, now)
-        emit("channel_changed", channelUrl: c.url, to: [uid], fields: [("channel", eventChannelJSON(c, now: now))], now: now)
+        emitChannelChanged(c, to: [uid], now: now)
     }
 
     /// Drops a deleted channel's messages without tombstones (the channel tombstone covers them).

@@ -29,7 +29,7 @@ enum EventStream {
                     continuation.yield("id: \(s.seq)\nevent: resync\ndata: \(data)\n\n")
                 } else {
                     for event in s.events where event.id > last && event.recipients.contains(userId) {
-                        continuation.yield(s.sseFrame(event))
+                        continuation.yield(s.framer(event, now: ctx.now)(userId))
                     }
                 }
             }

@@ -92,6 +92,13 @@ extension ServerState {
         throw APIError.forbidden("only the sender or an operator may change this message.")
     }
 
+    /// A new message shows the channel again to members who hid it allowing auto-unhide.
+    func unhideOnNewMessage(_ c: inout ChannelRecord, now: Int64) {
+        for uid in c.members.keys.sorted() where c.members[uid]!.hiddenState == "hidden_allow_auto_unhide" {
+            unhideMember(&c, uid, now: now)
+        }
+    }
+
     /// Recomputes the channel's last message after a delete.
     func refreshLastMessage(_ c: inout ChannelRecord) {
         c.lastMessageId = 0
@@ -225,7 +232,17 @@ enum Messages {
         let silent = try i.bool("is_silent", default: false)
         let markAsRead = try i.bool("mark_as_read", default: true)
         for flag in ["send_push", "include_poll_details", "require_auth"] { _ = try i.bool(flag) }
-        _ = try i.int("created_at")
+        // Test hook, admin only: a creation time from the newest message's (server-wide) to
+        // now, so that messages can share a millisecond on purpose; ids stay in time order.
+        var createdAtGiven: Int64? = nil
+        if ctx.caller.isAdmin, let given = try i.int("created_at") {
+            if given < s.lastMessageTs || given > ctx.now {
+                throw APIError.invalid("created_at", "must be from the newest message's created_at (\(s.lastMessageTs)) to now.")
+            }
+            createdAtGiven = given
+        } else {
+            _ = try i.int("created_at")
+        }
         if parentId != 0 {
             guard let parent = s.messages[parentId], parent.channelUrl == c.url else {
                 throw APIError.invalid("parent_message_id", "does not name a message of this channel.")
@@ -263,7 +280,7 @@ enum Messages {
             }
         }
 
-        let createdAt = s.messageTimestamp(ctx.now)
+        let createdAt = s.messageTimestamp(createdAtGiven ?? ctx.now)
         let id = s.allocateMessageId()
         let m = MessageRecord(
             id: id, channelUrl: c.url, type: type, message: text, senderId: sender, reqId: reqId,
@@ -289,10 +306,7 @@ enum Messages {
             s.save(m)
             if (parentId == 0 || m.isReplyToChannel) && !silent { c.lastMessageId = id }
         }
-        let joined = s.joinedIds(c)
-        for uid in c.members.keys.sorted() {
-            if c.members[uid]!.hiddenState == "hidden_allow_auto_unhide" { s.unhideMember(&c, uid, now: ctx.now) }
-        }
+        s.unhideOnNewMessage(&c, now: ctx.now)
         if let sender, markAsRead, c.members[sender] != nil {
             c.members[sender]!.readTs = max(c.members[sender]!.readTs, createdAt)
             s.touchMember(&c, sender, ctx.now)
@@ -300,10 +314,10 @@ enum Messages {
         s.touch(&c, ctx.now)
         s.save(c)
         let messageJSON = s.messageJSON(m, .full)
-        s.emit("message_received", channelUrl: c.url, to: joined, fields: [
-            ("channel", s.eventChannelJSON(c, now: ctx.now)), ("message", messageJSON),
-        ], now: ctx.now)
-        let mentionTargets = mentionType == "channel" ? joined.subtracting([sender ?? ""]) : Set(mentioned).intersection(joined)
+        s.emitMessageEvent("message_received", c, about: m, fields: [("message", messageJSON)], channelChanged: true, now: ctx.now)
+        let joined = s.joinedIds(c)
+        let mentionTargets = (mentionType == "channel" ? joined.subtracting([sender ?? ""]) : Set(mentioned).intersection(joined))
+            .filter { s.isVisible(m, to: c.members[$0]) }
         if !mentionTargets.isEmpty {
             s.emit("mention", channelUrl: c.url, to: mentionTargets, fields: [
                 ("channel", s.eventChannelJSON(c, now: ctx.now)), ("message", messageJSON),
@@ -320,10 +334,9 @@ enum Messages {
             }
             s.touch(&parent, ctx.now)
             s.save(parent)
-            s.emit("thread_info_updated", channelUrl: c.url, to: joined, fields: [
-                ("channel", s.eventChannelJSON(c, now: ctx.now)), ("parent_message_id", .int(parentId)),
-                ("thread_info", s.threadInfoJSON(parent)),
-            ], now: ctx.now)
+            s.emitMessageEvent("thread_info_updated", c, about: parent, fields: [
+                ("parent_message_id", .int(parentId)), ("thread_info", s.threadInfoJSON(parent)),
+            ], channelChanged: false, now: ctx.now)
         }
         return .json(messageJSON)
     }
@@ -407,18 +420,20 @@ enum Messages {
         return .json(.obj([("total", .int(Int64(n)))]))
     }
 
-    /// Records a message change: touches it (changelogs), the channel if it shows it, and tells members.
-    static func announceUpdate(_ s: ServerState, _ c: inout ChannelRecord, _ m: inout MessageRecord, now: Int64, event: Bool = true) {
+    /// Records a message change: touches it (message changelogs) and, when `channelChanged`
+    /// (the channel renders it as `last_message`, or unread mention counts moved), the
+    /// channel; then, unless the caller sends its own event, tells the members.
+    static func announceUpdate(_ s: ServerState, _ c: inout ChannelRecord, _ m: inout MessageRecord, now: Int64,
+                               event: Bool = true, channelChanged: Bool) {
         s.touch(&m, now)
         s.save(m)
-        if c.lastMessageId == m.id || c.pinnedMessageIds.contains(m.id) {
+        if channelChanged {
             s.touch(&c, now)
             s.save(c)
         }
         if event {
-            s.emit("message_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
-                ("channel", s.eventChannelJSON(c, now: now)), ("message", s.messageJSON(m, .full)),
-            ], now: now)
+            s.emitMessageEvent("message_updated", c, about: m, fields: [("message", s.messageJSON(m, .full))],
+                               channelChanged: channelChanged, now: now)
         }
     }
 
@@ -448,7 +463,9 @@ enum Messages {
         if let metaArray { m.sortedMetaarray = metaArray }
         if let url, m.file != nil { m.file!.url = url; m.file!.fileId = nil }
         m.updatedAt = ctx.now
-        announceUpdate(s, &c, &m, now: ctx.now)
+        // Mentions count in members' unread mention counts, wherever the message is.
+        let mentionsChanged = mentionType != nil || mentioned != nil
+        announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id || mentionsChanged)
         return .json(s.messageJSON(m, .full))
     }
 
@@ -466,9 +483,8 @@ enum Messages {
         if c.lastMessageId == m.id { s.refreshLastMessage(&c) }
         s.touch(&c, ctx.now)
         s.save(c)
-        s.emit("message_deleted", channelUrl: c.url, to: s.joinedIds(c), fields: [
-            ("channel", s.eventChannelJSON(c, now: ctx.now)), ("message_id", .int(m.id)),
-        ], now: ctx.now)
+        // Every member hears of it: it may have been their last message or counted as unread.
+        s.emitMessageEvent("message_deleted", c, about: nil, fields: [("message_id", .int(m.id))], channelChanged: true, now: ctx.now)
         if m.parentId != 0, var parent = s.messages[m.parentId] {
             parent.replyCount = max(0, parent.replyCount - 1)
             parent.threadUpdatedAt = ctx.now
@@ -477,10 +493,9 @@ enum Messages {
             parent.recentReplierIds = parent.recentReplierIds.filter { uid in remaining.contains { $0.senderId == uid } }
             s.touch(&parent, ctx.now)
             s.save(parent)
-            s.emit("thread_info_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
-                ("channel", s.eventChannelJSON(c, now: ctx.now)), ("parent_message_id", .int(parent.id)),
-                ("thread_info", s.threadInfoJSON(parent)),
-            ], now: ctx.now)
+            s.emitMessageEvent("thread_info_updated", c, about: parent, fields: [
+                ("parent_message_id", .int(parent.id)), ("thread_info", s.threadInfoJSON(parent)),
+            ], channelChanged: false, now: ctx.now)
         }
         return .json(.obj([]))
     }
@@ -512,13 +527,13 @@ enum Messages {
         } else if add {
             m.reactions.append(ReactionRecord(key: key, userIds: [uid], updatedAt: ctx.now))
         }
-        announceUpdate(s, &c, &m, now: ctx.now, event: false)
+        // Reactions are not part of a channel's `last_message`: the channel does not change.
+        announceUpdate(s, &c, &m, now: ctx.now, event: false, channelChanged: false)
         let op = add ? "ADD" : "DELETE"
-        s.emit("reaction_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
-            ("channel", s.eventChannelJSON(c, now: ctx.now)),
+        s.emitMessageEvent("reaction_updated", c, about: m, fields: [
             ("reaction", .obj([("message_id", .int(m.id)), ("key", .string(key)), ("user_id", .string(uid)),
                                ("operation", .string(op)), ("updated_at", .int(ctx.now))])),
-        ], now: ctx.now)
+        ], channelChanged: false, now: ctx.now)
         return .json(.obj([
             ("reaction", .string(key)), ("user_id", .string(uid)), ("success", true), ("msg_id", .int(m.id)),
             ("updated_at", .int(ctx.now)), ("operation", .string(op)),
@@ -537,8 +552,8 @@ enum Messages {
         if pinned { c.pinnedMessageIds.append(m.id) } else { c.pinnedMessageIds.removeAll { $0 == m.id } }
         s.touch(&c, ctx.now)
         s.save(c)
-        announceUpdate(s, &c, &m, now: ctx.now, event: false)
-        s.emit("pinned_message_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
+        announceUpdate(s, &c, &m, now: ctx.now, event: false, channelChanged: false)  // touched just above
+        s.emit("pinned_message_updated", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)),
             ("pinned_message_ids", .array(c.pinnedMessageIds.map { .int($0) })),
         ], now: ctx.now)
@@ -554,6 +569,9 @@ enum Messages {
         let m = try s.message(c, ctx.segments[3])
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
         if m.type == "ADMM" { throw APIError.invalid("message_id", "admin messages cannot be copied.") }
+        if let me = ctx.caller.userId, !ctx.caller.isAdmin, m.senderId != me {
+            throw APIError.forbidden("only the sender of a message may copy it.")
+        }
         let destUrl = try ctx.input.nonEmptyString("dest_channel_url", maxBytes: 100)
         var dest = try s.channel(destUrl)
         let sender: String
@@ -578,12 +596,11 @@ enum Messages {
             s.save(copy)
             dest.lastMessageId = copy.id
         }
+        s.unhideOnNewMessage(&dest, now: ctx.now)
         s.touch(&dest, ctx.now)
         s.save(dest)
         let json = s.messageJSON(copy, .full)
-        s.emit("message_received", channelUrl: dest.url, to: s.joinedIds(dest), fields: [
-            ("channel", s.eventChannelJSON(dest, now: ctx.now)), ("message", json),
-        ], now: ctx.now)
+        s.emitMessageEvent("message_received", dest, about: copy, fields: [("message", json)], channelChanged: true, now: ctx.now)
         return .json(json)
     }
 
@@ -600,7 +617,7 @@ enum Messages {
             }
         }
         m.updatedAt = ctx.now
-        announceUpdate(s, &c, &m, now: ctx.now)
+        announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id)
         return .json(s.messageJSON(m, .full))
     }
 
@@ -626,7 +643,7 @@ enum Messages {
             }
         }
         m.updatedAt = ctx.now
-        announceUpdate(s, &c, &m, now: ctx.now)
+        announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id)
         return .json(s.messageJSON(m, .full))
     }
 }

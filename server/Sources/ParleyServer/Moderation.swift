@@ -9,7 +9,7 @@ enum Moderation {
             c.freeze = freeze
             s.touch(&c, ctx.now)
             s.save(c)
-            s.emit(freeze ? "channel_frozen" : "channel_unfrozen", channelUrl: c.url, to: s.joinedIds(c),
+            s.emit(freeze ? "channel_frozen" : "channel_unfrozen", channelUrl: c.url, to: s.allMemberIds(c),
                    fields: [("channel", s.eventChannelJSON(c, now: ctx.now))], now: ctx.now)
         }
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
@@ -23,7 +23,7 @@ enum Moderation {
     }
 
     private static func announceOperators(_ s: ServerState, _ c: ChannelRecord, now: Int64) {
-        s.emit("operator_updated", channelUrl: c.url, to: s.joinedIds(c), fields: [
+        s.emit("operator_updated", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: now)), ("operators", .array(c.operatorIds.map { s.basicUser($0, in: c) })),
         ], now: now)
     }
@@ -79,7 +79,7 @@ enum Moderation {
             s.removeMember(&c, r.userId, now: ctx.now, category: "user_banned", extra: extra)
         } else {
             s.touch(&c, ctx.now)
-            s.emit("user_banned", channelUrl: c.url, to: s.joinedIds(c).union([r.userId]), fields: [
+            s.emit("user_banned", channelUrl: c.url, to: s.allMemberIds(c).union([r.userId]), fields: [
                 ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(r.userId)),
             ] + extra, now: ctx.now)
         }
@@ -97,7 +97,8 @@ enum Moderation {
 
     private static func listRestrictions(_ s: ServerState, _ ctx: inout Ctx, bans: Bool) throws -> Reply {
         let c = try s.channel(ctx.segments[1])
-        try s.requireJoined(c, ctx)
+        // Who is banned or muted is for the channel's operators (and admins) to see.
+        try s.requireOperator(c, ctx)
         let items = (bans ? c.bans : c.mutes).values.filter { $0.isActive(at: ctx.now) }
         let (page, next) = try keysetPage(Array(items), key: { [.string($0.userId)] }, token: try ctx.input.string("token"), limit: try ctx.input.limit())
         return .json(.obj([(bans ? "banned_list" : "muted_list", .array(page.map { restrictionJSON(s, $0) })), ("next", .string(next))]))
@@ -118,7 +119,7 @@ enum Moderation {
         guard c.bans.removeValue(forKey: uid) != nil else { throw APIError.notFound("Ban of \"\(uid)\"") }
         s.touch(&c, ctx.now)
         s.save(c)
-        s.emit("user_unbanned", channelUrl: c.url, to: s.joinedIds(c).union([uid]), fields: [
+        s.emit("user_unbanned", channelUrl: c.url, to: s.allMemberIds(c).union([uid]), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(uid)),
         ], now: ctx.now)
         return .json(.obj([]))
@@ -132,7 +133,7 @@ enum Moderation {
         c.mutes[r.userId] = r
         s.touch(&c, ctx.now)
         s.save(c)
-        s.emit("user_muted", channelUrl: c.url, to: s.joinedIds(c), fields: [
+        s.emit("user_muted", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(r.userId)),
             ("end_at", .int(r.endAt)), ("description", .string(r.description)),
         ], now: ctx.now)
@@ -156,7 +157,7 @@ enum Moderation {
         guard c.mutes.removeValue(forKey: uid) != nil else { throw APIError.notFound("Mute of \"\(uid)\"") }
         s.touch(&c, ctx.now)
         s.save(c)
-        s.emit("user_unmuted", channelUrl: c.url, to: s.joinedIds(c), fields: [
+        s.emit("user_unmuted", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(uid)),
         ], now: ctx.now)
         return .json(.obj([]))
@@ -198,7 +199,7 @@ enum Meta {
             let payload: JSON = counter
                 ? .intMap(c.metacounters.filter { keys.contains($0.key) })
                 : .stringMap(c.metadata.filter { keys.contains($0.key) })
-            s.emit(category, channelUrl: c.url, to: s.joinedIds(c), fields: [
+            s.emit(category, channelUrl: c.url, to: s.allMemberIds(c), fields: [
                 ("channel", s.eventChannelJSON(c, now: now)), (prefix, payload),
             ], now: now)
         }
@@ -252,9 +253,12 @@ enum Meta {
                 c.metadata[k] = v
             }
         }
-        s.touch(&c, ctx.now)
-        s.save(c)
-        emitChange(s, c, counter: counter, created: created.sorted(), updated: updated.sorted(), now: ctx.now)
+        // An empty map changes nothing (and no event would tell of a change).
+        if !created.isEmpty || !updated.isEmpty {
+            s.touch(&c, ctx.now)
+            s.save(c)
+            emitChange(s, c, counter: counter, created: created.sorted(), updated: updated.sorted(), now: ctx.now)
+        }
         let keys = Set(created + updated)
         return render(counter, c.metadata.filter { keys.contains($0.key) }, c.metacounters.filter { keys.contains($0.key) })
     }
@@ -312,10 +316,10 @@ enum Meta {
     }
 
     private static func finishDelete(_ s: ServerState, _ ctx: Ctx, _ c: inout ChannelRecord, keys: [String], counter: Bool) throws {
-        s.touch(&c, ctx.now)
-        s.save(c)
         if !keys.isEmpty {
-            s.emit(counter ? "metacounter_deleted" : "metadata_deleted", channelUrl: c.url, to: s.joinedIds(c), fields: [
+            s.touch(&c, ctx.now)
+            s.save(c)
+            s.emit(counter ? "metacounter_deleted" : "metadata_deleted", channelUrl: c.url, to: s.allMemberIds(c), fields: [
                 ("channel", s.eventChannelJSON(c, now: ctx.now)), ("keys", .strings(keys)),
             ], now: ctx.now)
         }

@@ -5,9 +5,11 @@ struct ChannelView {
     var viewer: String? = nil
     var showMember = false
     var showMetadata = false
+    var showMetacounter = false
     var showReadReceipt = false
     var showDeliveryReceipt = false
     var includeOperators = true
+    var showLastMessage = true
 }
 
 struct MessageView {
@@ -38,7 +40,9 @@ extension ServerState {
         subscribers.values.contains { $0.userId == userId }
     }
 
-    func userJSON(_ u: UserRecord, unread: (messages: Int64, channels: Int64)? = nil) -> JSON {
+    /// `privateFields`: `discovery_keys` (contact keys for finding friends) are for the user
+    /// and admins only.
+    func userJSON(_ u: UserRecord, unread: (messages: Int64, channels: Int64)? = nil, privateFields: Bool = true) -> JSON {
         let online = isOnline(u.userId)
         return .obj([
             ("user_id", .string(u.userId)),
@@ -50,7 +54,7 @@ extension ServerState {
             ("created_at", .int(u.createdAt)),
             ("has_ever_logged_in", .bool(u.hasEverLoggedIn)),
             ("metadata", .stringMap(u.metadata)),
-            ("discovery_keys", .strings(u.discoveryKeys)),
+            ("discovery_keys", privateFields ? .strings(u.discoveryKeys) : nil),
             ("preferred_languages", .strings(u.preferredLanguages)),
             ("require_auth_for_profile_image", false),
             ("is_hide_me_from_friends", false),
@@ -151,13 +155,14 @@ extension ServerState {
         if view.includeOperators {
             f.append(("operators", .array(c.operatorIds.map { basicUser($0, in: c) })))
         }
-        if let last = lastMessage(c, for: view.viewer) {
+        if view.showLastMessage, let last = lastMessage(c, for: view.viewer) {
             f.append(("last_message", messageJSON(last, MessageView())))
         }
         if view.showMember {
             f.append(("members", .array(sortedMembers(c).map { memberJSON(c, $0, now: now) })))
         }
         if view.showMetadata { f.append(("metadata", .stringMap(c.metadata))) }
+        if view.showMetacounter { f.append(("metacounter", .intMap(c.metacounters))) }
         if view.showReadReceipt {
             f.append(("read_receipt", .intMap(c.members.values.reduce(into: [:]) { $0[$1.userId] = $1.readTs })))
         }
@@ -266,8 +271,42 @@ extension ServerState {
         ])
     }
 
-    /// The channel as carried in events: shared by all recipients, so no per-user fields.
+    /// The channel as stored with an event, as of the event and without per-user fields. Each
+    /// recipient receives the channel rendered for them instead (`framer`); this copy goes out
+    /// only once the channel is gone.
     func eventChannelJSON(_ c: ChannelRecord, now: Int64) -> JSON {
         channelJSON(c, ChannelView(), now: now)
+    }
+
+    /// The channel as `userId` receives it in an event. Someone who can view it (a member or
+    /// invitee, anyone for a public channel) gets what `GET /v3/group_channels/{url}` with
+    /// `show_member`, `show_metadata` and `show_metacounter` returns them; someone who cannot
+    /// (they left, declined or were banned) learns only that: `member_state` is `none`, and
+    /// neither members, metadata nor the last message are shown.
+    func recipientChannelJSON(_ c: ChannelRecord, for userId: String, now: Int64) -> JSON {
+        if c.members[userId] != nil || c.isPublic {
+            return channelJSON(c, ChannelView(viewer: userId, showMember: true, showMetadata: true, showMetacounter: true), now: now)
+        }
+        return channelJSON(c, ChannelView(viewer: userId, showLastMessage: false), now: now)
+    }
+
+    /// The SSE frame of an event for each recipient: the stored data with its `channel`
+    /// rendered for that recipient from the current state. Live delivery runs right after the
+    /// change is committed, so that is the state as of the event; a replay gets the newest
+    /// state, which is what the client converges to anyway. Events without a channel, or
+    /// whose channel is gone, go out as stored. The data is parsed once per event.
+    func framer(_ event: StoredEvent, now: Int64) -> (String) -> String {
+        let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
+        guard case .object(let data)? = try? JSONParser.parse(event.data), data["channel"] != nil,
+            case .string(let url)? = data["channel_url"], let c = channels[url]
+        else {
+            let frame = head + event.data + "\n\n"
+            return { _ in frame }
+        }
+        return { userId in
+            var mine = data
+            mine["channel"] = self.recipientChannelJSON(c, for: userId, now: now)
+            return head + JSON.object(mine).serialized() + "\n\n"
+        }
     }
 }

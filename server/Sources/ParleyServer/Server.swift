@@ -40,6 +40,9 @@ struct Ctx {
         if !caller.isAdmin { throw APIError.forbidden("this endpoint needs the Api-Token.") }
     }
 
+    /// Admins, and users about themselves.
+    func mayReadPrivateFields(of userId: String) -> Bool { caller.isAdmin || caller.userId == userId }
+
     func requireSelfOrAdmin(_ userId: String) throws {
         if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only access their own data.") }
     }

@@ -208,11 +208,18 @@ final class ServerState {
         return lastMessageTs
     }
 
-    /// Marks a channel-level change (for channel changelogs).
+    /// Marks a change to the channel itself (for channel changelogs; `updated_at` moves).
     func touch(_ channel: inout ChannelRecord, _ now: Int64) {
+        markChanged(&channel, now)
+        channel.updatedAt = now
+    }
+
+    /// Marks a change every member's render shows but that is not a change to the channel
+    /// itself (read receipts in `members`, a member's profile): changelogs list it for all,
+    /// `updated_at` stays.
+    func markChanged(_ channel: inout ChannelRecord, _ now: Int64) {
         channel.changeSeq = nextSeq()
         channel.changedAt = now
-        channel.updatedAt = now
     }
 
     /// Marks a change visible only to one member (read state, hide, offset).
@@ -263,13 +270,15 @@ final class ServerState {
 
     func deliver(_ event: StoredEvent) {
         let recipients = Set(event.recipients)
-        for sub in subscribers.values where recipients.contains(sub.userId) {
-            sub.continuation.yield(sseFrame(event))
+        let targets = subscribers.values.filter { recipients.contains($0.userId) }
+        guard !targets.isEmpty else { return }
+        let frame = framer(event, now: nowMillis())
+        var frames: [String: String] = [:]  // one rendering per user, whatever their number of streams
+        for sub in targets {
+            let text = frames[sub.userId] ?? frame(sub.userId)
+            frames[sub.userId] = text
+            sub.continuation.yield(text)
         }
-    }
-
-    func sseFrame(_ event: StoredEvent) -> String {
-        "id: \(event.id)\nevent: \(event.category)\ndata: \(event.data)\n\n"
     }
 }
 

@@ -92,7 +92,7 @@ enum Sync {
         var items: [(seq: Int64, item: MessageChange)] = []
         for id in s.channelMessages[c.url] ?? [] {
             guard let m = s.messages[id], m.changeSeq > 0, start.includes(seq: m.changeSeq, at: m.changedAt) else { continue }
-            guard s.isVisible(m, to: reader), filter.matches(m) else { continue }
+            guard s.isVisible(m, to: reader) || s.hasVisibleReplies(m, to: reader), filter.matches(m) else { continue }
             items.append((m.changeSeq, .updated(m)))
         }
         for t in s.messageTombstones[c.url] ?? [] where start.includes(seq: t.seq, at: t.deletedAt) {
@@ -116,15 +116,28 @@ enum Sync {
         let i = ctx.input
         guard let prevStart = try i.int("prev_start_ts") else { throw APIError.missing("prev_start_ts") }
         guard let prevEnd = try i.int("prev_end_ts") else { throw APIError.missing("prev_end_ts") }
-        if prevEnd < prevStart { throw APIError.invalid("prev_end_ts", "must not be before \"prev_start_ts\".") }
+        // Each bound is a (created_at, message_id) pair: many messages can share a millisecond.
+        // Without its id (or with 0), a start bound takes the whole millisecond from its first
+        // message and an end bound up to its last.
+        func bound(_ ts: Int64, _ idName: String, start: Bool) throws -> MessageKey {
+            let id = try i.int(idName, min: 0) ?? 0
+            return MessageKey(ts, id != 0 ? id : (start ? .min : .max))
+        }
+        let prevLow = try bound(prevStart, "prev_start_id", start: true)
+        let prevHigh = try bound(prevEnd, "prev_end_id", start: false)
+        if prevHigh < prevLow { throw APIError.invalid("prev_end_ts", "(with \"prev_end_id\") must not be before \"prev_start_ts\" (with \"prev_start_id\").") }
         let prevCount = try i.int("prev_cache_count", min: 0)
         let nextStart = try i.int("next_start_ts")
         let nextEnd = try i.int("next_end_ts")
         let nextCount = try i.int("next_cache_count", min: 0)
         if (nextStart == nil) != (nextEnd == nil) { throw APIError.missing(nextStart == nil ? "next_start_ts" : "next_end_ts") }
+        var next: (low: MessageKey, high: MessageKey)?
         if let nextStart, let nextEnd {
-            if nextEnd < nextStart { throw APIError.invalid("next_end_ts", "must not be before \"next_start_ts\".") }
-            if nextStart <= prevEnd { throw APIError.invalid("next_start_ts", "must be after \"prev_end_ts\".") }
+            let low = try bound(nextStart, "next_start_id", start: true)
+            let high = try bound(nextEnd, "next_end_id", start: false)
+            if high < low { throw APIError.invalid("next_end_ts", "(with \"next_end_id\") must not be before \"next_start_ts\" (with \"next_start_id\").") }
+            if low <= prevHigh { throw APIError.invalid("next_start_ts", "(with \"next_start_id\") must be after \"prev_end_ts\" (with \"prev_end_id\").") }
+            next = (low, high)
         }
         let threshold = try i.int("huge_gap_threshold", min: 1) ?? 300
         let prevLimit = Int(try i.int("prev_limit", min: 0, max: 300) ?? 100)
@@ -133,18 +146,18 @@ enum Sync {
         let view = try MessageView.parse(i)
 
         let all = s.filteredMessages(c.url, filter, reader: reader)
-        let serverPrevCount = Int64(all.filter { $0.createdAt >= prevStart && $0.createdAt <= prevEnd }.count)
+        func key(_ m: MessageRecord) -> MessageKey { MessageKey(m.createdAt, m.id) }
+        let serverPrevCount = Int64(all.filter { prevLow <= key($0) && key($0) <= prevHigh }.count)
         let refillPrev = prevCount != nil && prevCount != serverPrevCount
         var refillNext = false
-        if let nextStart, let nextEnd, let nextCount {
-            let serverNextCount = Int64(all.filter { $0.createdAt >= nextStart && $0.createdAt <= nextEnd }.count)
-            refillNext = nextCount != serverNextCount
+        if let next, let nextCount {
+            refillNext = nextCount != Int64(all.filter { next.low <= key($0) && key($0) <= next.high }.count)
         }
         let region = all.filter { m in
-            let afterLow = refillPrev ? m.createdAt >= prevStart : m.createdAt > prevEnd
+            let afterLow = refillPrev ? key(m) >= prevLow : key(m) > prevHigh
             guard afterLow else { return false }
-            guard let nextStart, let nextEnd else { return true }
-            return refillNext ? m.createdAt <= nextEnd : m.createdAt < nextStart
+            guard let next else { return true }
+            return refillNext ? key(m) <= next.high : key(m) < next.low
         }
         let gapCount = Int64(region.count)
         if gapCount > threshold {
@@ -152,7 +165,7 @@ enum Sync {
         }
         let prevPart = Array(region.prefix(prevLimit))
         let remaining = region.count - prevPart.count
-        let nextPart = nextStart != nil ? Array(region.suffix(min(nextLimit, remaining))) : []
+        let nextPart = next != nil ? Array(region.suffix(min(nextLimit, remaining))) : []
         let more = region.count > prevPart.count + nextPart.count
         return .json(.obj([
             ("is_huge_gap", false), ("gap_count", .int(gapCount)),
@@ -160,4 +173,17 @@ enum Sync {
             ("next_messages", .array(nextPart.map { s.messageJSON($0, view) })), ("next_has_more", .bool(more)),
         ]))
     }
+}
+
+/// A message's position: `(created_at, message_id)`, compared in that order.
+struct MessageKey: Comparable {
+    let createdAt: Int64
+    let messageId: Int64
+
+    init(_ createdAt: Int64, _ messageId: Int64) {
+        self.createdAt = createdAt
+        self.messageId = messageId
+    }
+
+    static func < (a: MessageKey, b: MessageKey) -> Bool { (a.createdAt, a.messageId) < (b.createdAt, b.messageId) }
 }

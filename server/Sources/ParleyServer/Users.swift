@@ -24,6 +24,23 @@ extension ServerState {
         }
         return (total, chans)
     }
+
+    /// After a change to a user's profile (what a basic user shows): every channel whose render
+    /// shows that user (as a member, operator, creator, inviter, or in the last message) changed
+    /// for all its members, so changelogs list it and the members receive `channel_changed`.
+    func announceProfileChange(of userId: String, now: Int64) {
+        for url in channels.keys.sorted() {
+            guard var c = channels[url] else { continue }
+            let last = c.lastMessageId != 0 ? messages[c.lastMessageId] : nil
+            let shows = c.members[userId] != nil || c.createdBy == userId
+                || c.members.values.contains { $0.inviterId == userId }
+                || last?.senderId == userId || (last?.mentionedUserIds.contains(userId) ?? false)
+            guard shows else { continue }
+            markChanged(&c, now)
+            save(c)
+            emitChannelChanged(c, to: allMemberIds(c), now: now)
+        }
+    }
 }
 
 enum Users {
@@ -75,7 +92,8 @@ enum Users {
         selected.sort { $0.userId < $1.userId }
         let page = Array(selected.prefix(limit))
         let next = selected.count > limit ? encodeToken([.string(page.last!.userId)]) : ""
-        return .json(.obj([("users", .array(page.map { s.userJSON($0) })), ("next", .string(next))]))
+        return .json(.obj([("users", .array(page.map { s.userJSON($0, privateFields: ctx.mayReadPrivateFields(of: $0.userId)) })),
+                           ("next", .string(next))]))
     }
 
     static func get(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
@@ -86,7 +104,8 @@ enum Users {
         if include && !ctx.caller.isAdmin && ctx.caller.userId != u.userId {
             throw APIError.forbidden("unread counts of another user.")
         }
-        return .json(s.userJSON(u, unread: include ? s.unreadTotals(u.userId, customTypes: customTypes, superMode: superMode) : nil))
+        return .json(s.userJSON(u, unread: include ? s.unreadTotals(u.userId, customTypes: customTypes, superMode: superMode) : nil,
+                                privateFields: ctx.mayReadPrivateFields(of: u.userId)))
     }
 
     static func update(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
@@ -103,6 +122,7 @@ enum Users {
         _ = try i.bool("issue_access_token")
         _ = try i.bool("leave_all_when_deactivated")
         if isActive != nil && !ctx.caller.isAdmin { throw APIError.forbidden("only the admin may (de)activate users.") }
+        let before = (u.nickname, u.profileUrl, u.isActive, u.metadata)
         if let nickname { u.nickname = nickname }
         if let profileUrl { u.profileUrl = profileUrl }
         if let isActive { u.isActive = isActive }
@@ -111,6 +131,9 @@ enum Users {
         if let languages { u.preferredLanguages = languages }
         if let lastSeen { u.lastSeenAt = lastSeen }
         s.save(u)
+        if before != (u.nickname, u.profileUrl, u.isActive, u.metadata) {
+            s.announceProfileChange(of: u.userId, now: ctx.now)
+        }
         return .json(s.userJSON(u))
     }
 
@@ -125,6 +148,7 @@ enum Users {
         }
         for (token, session) in s.sessions where session.userId == u.userId { s.deleteSession(token) }
         s.deleteUser(u.userId)
+        s.announceProfileChange(of: u.userId, now: ctx.now)  // creator, inviter or last sender now renders as unknown
         return .json(.obj([]))
     }
 
