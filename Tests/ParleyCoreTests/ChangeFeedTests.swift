@@ -73,6 +73,58 @@ private func changeName(_ change: CacheChange) -> String {
     }
 }
 
+@Suite struct CacheWriterTests {
+    private func channel(_ url: String, offset: Int64 = 0) -> JSONValue {
+        ["channel_url": .string(url), "created_at": 1, "name": .string(url), "member_state": "joined",
+         "ts_message_offset": .int(offset)]
+    }
+
+    /// A nested write that fails leaves nothing behind: neither rows nor recorded changes;
+    /// a failed outer write publishes nothing.
+    @Test func failedWritesPublishNothingOfWhatTheyDid() throws {
+        let feed = ChangeFeed()
+        let writer = CacheWriter(cache: try ChatCache(location: .memory), feed: feed)
+        var batches: [ChangeBatch] = []
+        feed.subscribe { batches.append($0) }
+        try writer.write(.apiLoad) { transaction throws(ParleyError) in
+            try transaction.storeChannel(channel("kept"))
+            _ = try? writer.write(.apiLoad) { nested throws(ParleyError) in
+                try nested.storeChannel(channel("dropped"))
+                throw ParleyError.invalidState("fails after writing")
+            }
+        }
+        #expect(batches.count == 1)
+        #expect(batches.first?.changes.count == 1)
+        #expect(try writer.cache.channel(url: "dropped") == nil)
+        #expect(try writer.cache.channel(url: "kept") != nil)
+        #expect(throws: ParleyError.self) {
+            try writer.write(.apiLoad) { transaction throws(ParleyError) in
+                try transaction.storeChannel(channel("never"))
+                throw ParleyError.invalidState("fails")
+            }
+        }
+        #expect(batches.count == 1)
+        #expect(try writer.cache.channel(url: "never") == nil)
+    }
+
+    /// Messages at or before the user's history offset are not stored again (a replayed
+    /// event), and a grown offset removes those already stored.
+    @Test func theHistoryOffsetKeepsHiddenMessagesOut() throws {
+        let writer = CacheWriter(cache: try ChatCache(location: .memory), feed: ChangeFeed())
+        func message(_ id: Int64, at time: Int64) -> JSONValue {
+            ["message_id": .int(id), "channel_url": "room", "created_at": .int(time), "type": "MESG", "message": "m"]
+        }
+        try writer.write(.apiLoad) { transaction throws(ParleyError) in
+            try transaction.storeChannel(channel("room"))
+            try transaction.storeMessages([message(1, at: 10), message(2, at: 20), message(3, at: 30)])
+            try transaction.storeChannel(channel("room", offset: 20))
+            try transaction.appendRealtimeMessage(message(2, at: 20))
+            try transaction.storeMessage(message(4, at: 15))
+        }
+        #expect(try writer.cache.messages(channelURL: "room", after: .oldest, limit: 10).map(\.messageID) == [3])
+    }
+}
+
 @Suite(.serialized) struct ChangeFeedTests {
     /// Every kind of change a view depends on is observed exactly once, in commit order,
     /// with its cause, against the real server.

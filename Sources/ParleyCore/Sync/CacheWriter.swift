@@ -20,7 +20,16 @@ final class CacheWriter {
     /// started inside another (from an observer or a nested step) joins it.
     @discardableResult
     func write<T>(_ cause: ChangeCause, _ body: (CacheTransaction) throws(ParleyError) -> T) throws(ParleyError) -> T {
-        if let open { return try cache.transaction { () throws(ParleyError) in try body(open) } }
+        if let open {
+            // A savepoint: if it fails, what it recorded is dropped with what it wrote.
+            let mark = open.changes.count
+            do {
+                return try cache.transaction { () throws(ParleyError) in try body(open) }
+            } catch {
+                open.dropChanges(after: mark)
+                throw error
+            }
+        }
         let transaction = CacheTransaction(cache: cache)
         open = transaction
         let result: Result<T, ParleyError>
@@ -44,7 +53,7 @@ final class CacheWriter {
     /// `clear_cached_data`: everything goes, and the file is compacted (which cannot run
     /// inside a transaction, hence not through `write`).
     func clear() throws(ParleyError) {
-        precondition(open == nil, "clear() inside a write")
+        guard open == nil else { throw .invalidState("the cache cannot be cleared inside a write") }
         try cache.clear()
         feed.publish(cause: .clear, changes: [.cleared])
     }
@@ -68,6 +77,11 @@ final class CacheTransaction {
     fileprivate init(cache: ChatCache) { self.cache = cache }
 
     func record(_ change: CacheChange) { changes.append(change) }
+
+    fileprivate func dropChanges(after mark: Int) {
+        changes.removeSubrange(mark...)
+        contexts = [:]
+    }
 
     // MARK: Channels
 
