@@ -7,6 +7,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 test -f "$prefix/include/parley.h"
+for module in common client session operations sending cache group_channel_collection; do
+    test -f "$prefix/include/parley/$module.h"
+done
 test -L "$prefix/lib/libparley.so" && test -L "$prefix/lib/libparley.so.0" && test -f "$prefix/lib/libparley.so.0.1.0"
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

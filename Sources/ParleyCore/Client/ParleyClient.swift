@@ -19,6 +19,8 @@ public final class ParleyClient: Sendable {
     private let logSink = LogSink((.off, nil))
     /// The application's connection and event handlers (set any time, from any thread).
     let appHandlers = AppHandlers()
+    /// Collections created from this client, disposed when it closes.
+    let collections = CollectionRegistry()
     private let closed = Atomic<Bool>(false)
 
     public init(configuration: ClientConfiguration) throws(ParleyError) {
@@ -179,6 +181,7 @@ public final class ParleyClient: Sendable {
             return engine.session.stream
         }
         stream?.stop()
+        collections.disposeAll()
         operations.cancelAll()
         http.shutdown()
         dispatcher.close()

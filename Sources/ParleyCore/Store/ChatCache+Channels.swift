@@ -213,3 +213,62 @@ extension ChatCache {
         return result
     }
 }
+
+/// The orders a channel list view pages the cache in. Each sorts by a tuple of columns
+/// ending with the URL; `ChannelListSort.sortColumns` names them.
+public enum ChannelListSort: Sendable, Hashable {
+    case chronological
+    case latestLastMessage
+    case channelName
+    /// By the value of one metadata key; channels without the key last (rank 1, value "").
+    case metadataValue(key: String)
+
+    /// The sort tuple as SQL expressions (the metadata order reads the value with
+    /// json_each, so that any key, quotes included, is looked up exactly).
+    var sortColumns: [String] {
+        switch self {
+        case .chronological: ["chronological_key", "channel_url"]
+        case .latestLastMessage: ["activity_rank", "activity_key", "chronological_key", "channel_url"]
+        case .channelName: ["name", "channel_url"]
+        case .metadataValue: ["metadata_rank", "coalesce(metadata_value, '')", "channel_url"]
+        }
+    }
+}
+
+extension ChatCache {
+    /// Up to `limit` channels in `sort` order, starting strictly after the sort tuple
+    /// `after` (its elements in `sort.sortColumns` order; nil: from the start). The
+    /// collections filter what this returns; the tuples agree with the server's listing.
+    public func channels(sort: ChannelListSort, after: [SQLiteValue]?, limit: Int) throws(ParleyError) -> [CachedChannel] {
+        guard limit > 0 else { return [] }
+        let columns = sort.sortColumns
+        if let after, after.count != columns.count {
+            throw .invalidArgument("channel page: expected \(columns.count) sort values, got \(after.count)")
+        }
+        var values: [SQLiteValue] = []
+        var source = "channels"
+        if case .metadataValue(let key) = sort {
+            values.append(.text(key))
+            source = """
+                (SELECT *, CASE WHEN metadata_value IS NULL THEN 1 ELSE 0 END AS metadata_rank
+                 FROM (SELECT channel_url, created_at, last_message_created_at, name, json,
+                              (SELECT value FROM json_each(channels.json, '$.metadata') WHERE key = ?1 AND type = 'text')
+                              AS metadata_value
+                       FROM channels))
+                """
+        }
+        let ordered = columns
+        var sql = "SELECT \(Self.channelColumns) FROM \(source)"
+        if let after {
+            let first = values.count + 1
+            let placeholders = (first..<(first + after.count)).map { "?\($0)" }.joined(separator: ", ")
+            sql += " WHERE (\(ordered.joined(separator: ", "))) > (\(placeholders))"
+            values += after
+        }
+        sql += " ORDER BY \(ordered.joined(separator: ", ")) LIMIT ?\(values.count + 1)"
+        values.append(.integer(Int64(limit)))
+        var result: [CachedChannel] = []
+        try database.statement(sql).rows(values) { row in result.append(Self.readChannel(row)) }
+        return result
+    }
+}

@@ -30,6 +30,10 @@ public final class ChatCache {
     /// Sync-token scope of one channel's message changelog token.
     public static func messagesTokenScope(channelURL: String) -> String { "messages:\(channelURL)" }
 
+    /// Sync-token scope that marks a channel list query (by its identity) as held whole by
+    /// the cache: its listing was walked to the end and changes have been applied since.
+    public static func channelListScope(queryIdentity: String) -> String { "channel_list:\(queryIdentity)" }
+
     let database: SQLiteDatabase
     /// The size above which `evictIfNeeded` removes channels' messages.
     public let sizeLimitBytes: Int64
@@ -118,6 +122,12 @@ public final class ChatCache {
     @discardableResult
     public func removeSyncToken(scope: String) throws(ParleyError) -> Bool {
         try database.statement("DELETE FROM sync_tokens WHERE scope = ?1").run([.text(scope)]) > 0
+    }
+
+    /// Forgets every mark of a channel list held whole (the channel changelog starts over:
+    /// changes may have been missed).
+    public func removeChannelListMarks() throws(ParleyError) {
+        try database.statement("DELETE FROM sync_tokens WHERE substr(scope, 1, 13) = 'channel_list:'").run()
     }
 
     /// Forgets every saved token.

@@ -123,6 +123,12 @@ public enum ChangeCause: Sendable {
     case eviction
     /// `clear_cached_data`.
     case clear
+    /// A catch-up (replayed events, changelogs) began after the stream opened; an empty batch.
+    /// Views may hold back what they report until `catchUpFinished` and then report the net
+    /// difference, as the changelog's.
+    case catchUpStarted
+    /// The catch-up ended (also when it failed or the session ended); an empty batch.
+    case catchUpFinished
 }
 
 /// Changes committed together, in commit order (`sequence` increases by one per batch).

@@ -379,6 +379,7 @@ final class CacheTransaction {
 
     func setSyncToken(_ token: String, scope: String) throws(ParleyError) { try cache.setSyncToken(token, scope: scope) }
     func removeSyncToken(scope: String) throws(ParleyError) { try cache.removeSyncToken(scope: scope) }
+    func removeChannelListMarks() throws(ParleyError) { try cache.removeChannelListMarks() }
     func setMetaValue(_ value: String, forKey key: String) throws(ParleyError) { try cache.setMetaValue(value, forKey: key) }
     func touchChannel(url: String, at time: Int64) throws(ParleyError) { try cache.touchChannel(url: url, at: time) }
     func recordOutboxAttempt(reqID: String) throws(ParleyError) { try cache.recordOutboxAttempt(reqID: reqID) }

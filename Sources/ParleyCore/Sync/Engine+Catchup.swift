@@ -20,6 +20,10 @@ extension Engine {
             finishCatchUp()
             return
         }
+        if !self.catchUp.announced {
+            self.catchUp.announced = true
+            feed.publish(cause: .catchUpStarted, changes: [])
+        }
         self.catchUp.inProgress = true
         self.catchUp.requestedAgain = false
         let epoch = self.session.epoch
@@ -43,6 +47,10 @@ extension Engine {
     static let fullChannelView = "&show_member=true&show_metadata=true&show_metacounter=true"
 
     private func finishCatchUp() {
+        if catchUp.announced {
+            catchUp.announced = false
+            feed.publish(cause: .catchUpFinished, changes: [])
+        }
         let waiters = catchUp.waiters
         catchUp.waiters = []
         for waiter in waiters { waiter() }
@@ -99,6 +107,8 @@ extension Engine {
                 self.log(.info, "sync: channel changelog token refused (\(error.message)); starting over")
                 self.write(.channelChangelog, "resetting the channel token") { transaction throws(ParleyError) in
                     try transaction.removeSyncToken(scope: ChatCache.channelsTokenScope)
+                    // Changes may have been missed: no channel list is known to be held whole.
+                    try transaction.removeChannelListMarks()
                 }
                 self.syncChannelChangelogs(epoch: epoch, resetOnce: false, then: next)
             case .failure(let error):

@@ -83,6 +83,9 @@ struct OutboxState {
 /// The changelog catch-up.
 struct CatchUpState {
     var inProgress = false
+    /// `catchUpStarted` was published and `catchUpFinished` is owed (a second pass folded
+    /// into the first announces nothing new).
+    var announced = false
     /// Callers waiting for the running catch-up, and whether another was asked for meanwhile.
     var waiters: [@Sendable () -> Void] = []
     var requestedAgain = false

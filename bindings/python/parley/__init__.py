@@ -1,5 +1,10 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
-from .aio import AsyncClient
+from .aio import AsyncClient, AsyncGroupChannelCollection
+from .channel_collection import (
+    ChangeKind, ChannelChange, ChannelContext, CollectionEventSource, GroupChannelCollection, GroupChannelListOrder,
+    GroupChannelListQuery, HiddenStateFilter, MemberStateFilter, PublicChannelFilter, SuperChannelFilter,
+    UnreadChannelFilter, UserIdsQueryType, collection_sources,
+)
 from .client import (
     LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, event_categories, operations, version,
 )
@@ -11,6 +16,10 @@ from .errors import (
 )
 
 __all__ = [
+    "AsyncGroupChannelCollection", "ChangeKind", "ChannelChange", "ChannelContext", "CollectionEventSource",
+    "GroupChannelCollection", "GroupChannelListOrder", "GroupChannelListQuery", "HiddenStateFilter",
+    "MemberStateFilter", "PublicChannelFilter", "SuperChannelFilter", "UnreadChannelFilter", "UserIdsQueryType",
+    "collection_sources",
     "AsyncClient", "Client", "EventCategory", "event_categories", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",

@@ -7,9 +7,10 @@ resolve asyncio futures directly, with no extra threads and no locking.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Mapping, Optional, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Union
 
 from .client import Client, operation_names
+from .channel_collection import ChannelChange, GroupChannelCollection, GroupChannelListQuery
 from .errors import ParleyError
 
 
@@ -122,6 +123,13 @@ class AsyncClient:
     def clear_cached_data(self) -> None:
         self.client.clear_cached_data()
 
+    def group_channel_collection(
+        self, query: Union[None, GroupChannelListQuery, Dict[str, Any]] = None, **options: Any
+    ) -> "AsyncGroupChannelCollection":
+        """A live channel list whose changes are read with ``async for change in collection.changes()``
+        (the on_* handlers of :meth:`Client.group_channel_collection` work too)."""
+        return AsyncGroupChannelCollection(self, self.client.group_channel_collection(query, **options))
+
     async def close(self) -> None:
         """Removes the fd watch and closes the client (pending operations get Cancelled)."""
         if self.client.closed:
@@ -134,3 +142,51 @@ class AsyncClient:
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
+
+
+class AsyncGroupChannelCollection:
+    """A :class:`GroupChannelCollection` on an :class:`AsyncClient`: awaitable pages and an
+    async iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, collection: GroupChannelCollection) -> None:
+        self._owner = owner
+        self.collection = collection
+        self._queue: "asyncio.Queue[Optional[ChannelChange]]" = asyncio.Queue()
+        collection.add_listener(self._queue.put_nowait)
+
+    async def load_more(self) -> List[Any]:
+        """The next page: the channels it added."""
+        return await asyncio.wrap_future(self.collection.load_more(), loop=self._owner._loop)
+
+    @property
+    def has_more(self) -> bool:
+        return self.collection.has_more
+
+    @property
+    def channels(self) -> List[Any]:
+        return self.collection.channels
+
+    async def changes(self) -> AsyncIterator[ChannelChange]:
+        """Every change, in order, until the collection is disposed."""
+        while True:
+            change = await self._queue.get()
+            if change is None:
+                return
+            yield change
+
+    def dispose(self) -> None:
+        if not self.collection.disposed:
+            self.collection.dispose()
+            self._queue.put_nowait(None)
+
+    def __enter__(self) -> "AsyncGroupChannelCollection":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+    async def __aenter__(self) -> "AsyncGroupChannelCollection":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self.dispose()

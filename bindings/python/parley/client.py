@@ -8,6 +8,9 @@ import threading
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 from . import _callbacks, _native
+from .channel_collection import (
+    ChannelsHandler, DeletedHandler, ErrorHandler, GroupChannelCollection, GroupChannelListQuery, make_query,
+)
 from .events import EventCategory
 from .errors import ParleyError, error_for
 
@@ -458,6 +461,19 @@ class Client:
         out = ctypes.c_void_p()
         _check(lib.parley_client_cached_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts, limit))
         return json.loads(_take_string(out))
+
+    # -- collections ---------------------------------------------------------------
+
+    def group_channel_collection(
+        self, query: "Union[None, GroupChannelListQuery, Dict[str, Any]]" = None, *,
+        on_added: "Optional[ChannelsHandler]" = None, on_updated: "Optional[ChannelsHandler]" = None,
+        on_deleted: "Optional[DeletedHandler]" = None, on_error: "Optional[ErrorHandler]" = None, **options: Any,
+    ) -> "GroupChannelCollection":
+        """A live list of the connected user's channels. `query` is a
+        :class:`GroupChannelListQuery` (or its dict form); keyword options override its
+        fields (``order=GroupChannelListOrder.CHRONOLOGICAL, limit=50``). Invalid options
+        raise :class:`InvalidArgument` naming the field. Use it as a context manager."""
+        return GroupChannelCollection(self, make_query(query, options), on_added, on_updated, on_deleted, on_error)
 
     def clear_cached_data(self) -> None:
         """Removes everything cached for the current user."""

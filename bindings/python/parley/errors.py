@@ -25,28 +25,131 @@ class ParleyError(Exception):
         return f"{type(self).__name__}(code={self.code}, message={self.message!r}, http_status={self.http_status}, server_code={self.server_code})"
 
 
-def _kind(name: str, code: int, base: Type[ParleyError] = ParleyError) -> Type[ParleyError]:
-    return type(name, (base,), {"code": code, "name": name})
+class InvalidArgument(ParleyError):
+    """A parameter is missing, out of range or malformed."""
+
+    code = -1
+    name = "InvalidArgument"
 
 
-InvalidArgument = _kind("InvalidArgument", -1)
-InvalidHandle = _kind("InvalidHandle", -2)
-InvalidJSON = _kind("InvalidJSON", -3, InvalidArgument)
-NoMemory = _kind("NoMemory", -4)
-InvalidState = _kind("InvalidState", -5)
-NetworkError = _kind("NetworkError", -6)
-Timeout = _kind("Timeout", -7, NetworkError)
-Cancelled = _kind("Cancelled", -8)
-ServerError = _kind("ServerError", -9)
-Unauthorized = _kind("Unauthorized", -10, ServerError)
-Forbidden = _kind("Forbidden", -11, ServerError)
-NotFound = _kind("NotFound", -12, ServerError)
-CacheError = _kind("CacheError", -13)
-ProtocolError = _kind("ProtocolError", -14)
-TLSError = _kind("TLSError", -15, NetworkError)
-IOFailure = _kind("IOFailure", -16)
-LimitExceeded = _kind("LimitExceeded", -17)
-InternalError = _kind("InternalError", -99)
+class InvalidHandle(ParleyError):
+    """The handle is closed, disposed or of another kind."""
+
+    code = -2
+    name = "InvalidHandle"
+
+
+class InvalidJSON(InvalidArgument):
+    """A JSON argument does not parse."""
+
+    code = -3
+    name = "InvalidJSON"
+
+
+class NoMemory(ParleyError):
+    """The library ran out of memory."""
+
+    code = -4
+    name = "NoMemory"
+
+
+class InvalidState(ParleyError):
+    """The call does not fit the current state (closed, not connected, busy)."""
+
+    code = -5
+    name = "InvalidState"
+
+
+class NetworkError(ParleyError):
+    """The server could not be reached."""
+
+    code = -6
+    name = "NetworkError"
+
+
+class Timeout(NetworkError):
+    """The server did not answer in time."""
+
+    code = -7
+    name = "Timeout"
+
+
+class Cancelled(ParleyError):
+    """Cancelled, or the client or collection was closed."""
+
+    code = -8
+    name = "Cancelled"
+
+
+class ServerError(ParleyError):
+    """The server answered with an error (see http_status, server_code)."""
+
+    code = -9
+    name = "ServerError"
+
+
+class Unauthorized(ServerError):
+    """HTTP 401: missing, wrong or expired credentials."""
+
+    code = -10
+    name = "Unauthorized"
+
+
+class Forbidden(ServerError):
+    """HTTP 403: not allowed for this user."""
+
+    code = -11
+    name = "Forbidden"
+
+
+class NotFound(ServerError):
+    """HTTP 404."""
+
+    code = -12
+    name = "NotFound"
+
+
+class CacheError(ParleyError):
+    """The local cache (SQLite) failed."""
+
+    code = -13
+    name = "CacheError"
+
+
+class ProtocolError(ParleyError):
+    """The server's answer broke the protocol."""
+
+    code = -14
+    name = "ProtocolError"
+
+
+class TLSError(NetworkError):
+    """TLS handshake or certificate verification failed."""
+
+    code = -15
+    name = "TLSError"
+
+
+class IOFailure(ParleyError):
+    """A local file could not be read or written."""
+
+    code = -16
+    name = "IOFailure"
+
+
+class LimitExceeded(ParleyError):
+    """A size, depth or count limit was exceeded."""
+
+    code = -17
+    name = "LimitExceeded"
+
+
+class InternalError(ParleyError):
+    """A bug in the library: please report it."""
+
+    code = -99
+    name = "InternalError"
+
 
 _BY_CODE: Dict[int, Type[ParleyError]] = {
     kind.code: kind

@@ -1,0 +1,49 @@
+import Synchronization
+
+// Creating collections, and disposing them when the client closes.
+
+/// The client's live collections, held weakly: closing the client disposes them.
+final class CollectionRegistry: Sendable {
+    private final class WeakEntry: @unchecked Sendable {
+        weak var collection: (any DisposableCollection)?
+        init(_ collection: any DisposableCollection) { self.collection = collection }
+    }
+
+    private let entries = Mutex<[WeakEntry]>([])
+
+    func add(_ collection: any DisposableCollection) {
+        entries.withLock { list in
+            list.removeAll { $0.collection == nil }
+            list.append(WeakEntry(collection))
+        }
+    }
+
+    func disposeAll() {
+        let live = entries.withLock { list in
+            defer { list.removeAll() }
+            return list.compactMap(\.collection)
+        }
+        for collection in live { collection.dispose() }
+    }
+}
+
+/// A view that the client disposes when it closes.
+protocol DisposableCollection: AnyObject, Sendable {
+    func dispose()
+}
+
+extension GroupChannelCollection: DisposableCollection {}
+
+extension ParleyClient {
+    /// A live list of the connected user's channels for `query` (see GroupChannelCollection).
+    /// Needs a connected client (the cache is per user; it may be offline). Nothing loads
+    /// until the first `loadMore`.
+    public func groupChannelCollection(
+        query: GroupChannelListQuery, handler: GroupChannelCollectionHandler
+    ) throws(ParleyError) -> GroupChannelCollection {
+        guard !isClosed else { throw .invalidState("the client is closed") }
+        let collection = try GroupChannelCollection(client: self, query: query, handler: handler)
+        collections.add(collection)
+        return collection
+    }
+}

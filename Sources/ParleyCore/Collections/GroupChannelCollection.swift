@@ -1,0 +1,565 @@
+import Synchronization
+
+// The group channel collection: the live list of the user's channels for one query.
+//
+// Design note. The list is a *loaded range* of the query's order: every channel that
+// matches the query and sorts at or before `boundary` (the last channel of the last page;
+// everything once `hasMore` is false). The collection is a subscriber of the change feed
+// (Sync/ChangeFeed.swift), so it sees every change of the cache in commit order and keeps
+// the range exact with three rules:
+// - a channel that matches and sorts inside the range is shown (`added` if new, else
+//   `updated`, also when it moved);
+// - a shown channel that stops matching, leaves the range or leaves the cache is `deleted`;
+// - nothing outside the range is reported (it arrives with the page that reaches it).
+//
+// Pages come from the cache when the cache holds the query's listing whole (a mark per query
+// identity in the cache: the server's listing was walked to the end and every change since
+// was applied), else from the server, whose answer is stored first (through the cache
+// writer, so other views learn of it too). The first page is read from the cache at once,
+// also offline; when the cache is not known whole the server's first page follows and
+// the difference is reported with source `api_load`.
+//
+// During a catch-up (replayed events and changelogs after the stream opens) the view is
+// kept exact but nothing is reported; at its end the net difference is reported with source
+// `channel_changelog`, once.
+//
+// State lives on the engine queue. What the application reads (`hasMore`, `channels`) is
+// a copy updated in callback order, so it always agrees with the callbacks received.
+
+/// The callbacks of a group channel collection. They run on the client's callback context
+/// (docs/THREADING.md), one at a time, never after `dispose()` returned.
+public struct GroupChannelCollectionHandler: Sendable {
+    public var added: @Sendable (CollectionEventContext, [JSONValue]) -> Void
+    public var updated: @Sendable (CollectionEventContext, [JSONValue]) -> Void
+    public var deleted: @Sendable (CollectionEventContext, [String]) -> Void
+    /// A background step failed (the server's first page after the cached one); the view
+    /// keeps what it has.
+    public var error: @Sendable (ParleyError) -> Void
+
+    public init(
+        added: @escaping @Sendable (CollectionEventContext, [JSONValue]) -> Void = { _, _ in },
+        updated: @escaping @Sendable (CollectionEventContext, [JSONValue]) -> Void = { _, _ in },
+        deleted: @escaping @Sendable (CollectionEventContext, [String]) -> Void = { _, _ in },
+        error: @escaping @Sendable (ParleyError) -> Void = { _ in }
+    ) {
+        self.added = added
+        self.updated = updated
+        self.deleted = deleted
+        self.error = error
+    }
+}
+
+public final class GroupChannelCollection: Sendable {
+    public let query: GroupChannelListQuery
+    private let engine: Engine
+    private let dispatcher: CallbackDispatcher
+    private let handler: GroupChannelCollectionHandler
+    private let guardState = DisposeGuard()
+    private let published = PublishedList()
+    /// Engine-queue state.
+    private let view: ViewState
+
+    init(client: ParleyClient, query: GroupChannelListQuery, handler: GroupChannelCollectionHandler) throws(ParleyError) {
+        try query.validate()
+        self.query = query
+        self.engine = client.engine
+        self.dispatcher = client.dispatcher
+        self.handler = handler
+        let engine = client.engine
+        let userID: String? = engine.runNow { engine.store.userID }
+        guard let userID else { throw .invalidState("group channel collection: connect first (the cache is per user)") }
+        view = ViewState(userID: userID)
+        let weakSelf = WeakCollection()
+        engine.runNow {
+            view.observerID = engine.feed.subscribe { batch in weakSelf.collection?.observe(batch) }
+        }
+        weakSelf.collection = self
+    }
+
+    deinit { dispose() }
+
+    // MARK: What the application reads
+
+    /// True while the server (or the cache) has channels after the loaded ones. Updated in
+    /// callback order: it agrees with the callbacks delivered so far.
+    public var hasMore: Bool { published.state.withLock { $0.hasMore } }
+
+    /// The loaded channels in the query's order, as the callbacks delivered so far left them.
+    public var channels: [JSONValue] { published.state.withLock { $0.channels } }
+
+    public var isDisposed: Bool { guardState.isDisposed }
+
+    // MARK: Loading
+
+    /// Loads the next page: the first call the first page. The completion runs once on the
+    /// callback context with the channels the page added to the view (in order), or an
+    /// error: `.invalidState` when disposed, when a page is loading, or when there is no
+    /// more; a network error when offline and the cache does not hold the list whole;
+    /// `.cancelled` when the collection is disposed meanwhile.
+    public func loadMore(completion: @escaping @Sendable (Result<[JSONValue], ParleyError>) -> Void) {
+        guard !guardState.isDisposed else {
+            dispatcher.enqueue { completion(.failure(.invalidState("the collection is disposed"))) }
+            return
+        }
+        engine.queue.async { self.startLoad(completion) }
+    }
+
+    // MARK: Disposing
+
+    /// Stops the event callbacks: after it returns none runs. A `loadMore` in flight still
+    /// completes, once, with `.cancelled` (queued now, so it may run after this returns).
+    /// Idempotent; safe inside a callback and while a page loads.
+    public func dispose() {
+        guard guardState.markDisposed() else { return }
+        let engine = self.engine
+        let view = self.view
+        let pending: (@Sendable (Result<[JSONValue], ParleyError>) -> Void)? = engine.runNow {
+            if let id = view.observerID { engine.feed.unsubscribe(id) }
+            view.observerID = nil
+            defer {
+                view.loadCompletion = nil
+                view.waitingLoad = nil
+            }
+            guard let waiting = view.waitingLoad else { return view.loadCompletion }
+            let running = view.loadCompletion
+            return { result in
+                running?(result)
+                waiting(result)
+            }
+        }
+        if let pending {
+            // Completions run exactly once, even after dispose.
+            dispatcher.enqueue { pending(.failure(.cancelled("the collection was disposed"))) }
+        }
+        guardState.waitForRunningCallback(dispatcher: dispatcher)
+    }
+
+    // MARK: Engine queue
+
+    private final class WeakCollection: @unchecked Sendable {
+        weak var collection: GroupChannelCollection?
+    }
+
+    /// One shown channel.
+    struct Entry {
+        var url: String
+        var key: ChannelSortKey
+        var channel: JSONValue
+    }
+
+    final class ViewState: @unchecked Sendable {
+        let userID: String
+        var observerID: UInt64?
+        /// The loaded range, sorted by key.
+        var entries: [Entry] = []
+        /// The last channel's key of the last page; nil before the first page or once `hasMore` is false.
+        var boundary: ChannelSortKey?
+        var loadedOnce = false
+        var hasMore = true
+        /// Where the next page comes from: the server's `next`, when the last page came from it.
+        var serverToken: String?
+        /// The server's listing was walked from its first page (so reaching its end proves the cache whole).
+        var walkedFromStart = false
+        var loadCompletion: (@Sendable (Result<[JSONValue], ParleyError>) -> Void)?
+        /// The load in flight is the server's first page after a cached one (no caller waits).
+        var backgroundLoad = false
+        /// A `loadMore` that arrived while the background page loads; it runs after it.
+        var waitingLoad: (@Sendable (Result<[JSONValue], ParleyError>) -> Void)?
+        /// Channels changed by anything but a page load while a page is loading: the page's
+        /// older copy must not overwrite them, nor its absence remove them.
+        var touchedDuringLoad: Set<String> = []
+        /// The shown channels (url → JSON text) when a catch-up began; nil outside one.
+        var catchUpSnapshot: [String: String]?
+
+        init(userID: String) { self.userID = userID }
+
+        func index(of url: String) -> Int? { entries.firstIndex { $0.url == url } }
+
+        func inRange(_ key: ChannelSortKey) -> Bool {
+            guard loadedOnce else { return false }
+            guard hasMore, let boundary else { return !hasMore }
+            return !(boundary < key)
+        }
+
+        /// Inserts at the sorted position.
+        func insert(_ entry: Entry) {
+            var low = 0, high = entries.count
+            while low < high {
+                let middle = (low + high) / 2
+                if entries[middle].key < entry.key { low = middle + 1 } else { high = middle }
+            }
+            entries.insert(entry, at: low)
+        }
+    }
+
+    /// What one step changed in the view, to be reported.
+    struct Diff {
+        var added: [JSONValue] = []
+        var updated: [JSONValue] = []
+        var deleted: [String] = []
+        var isEmpty: Bool { added.isEmpty && updated.isEmpty && deleted.isEmpty }
+    }
+
+    /// Applies the current state of one channel (nil: gone) to the view.
+    private func apply(url: String, channel: JSONValue?, into diff: inout Diff) {
+        let existing = view.index(of: url)
+        if let channel, query.matches(channel, userID: view.userID) {
+            let key = query.sortKey(channel)
+            if view.inRange(key) {
+                if let existing {
+                    let unchanged = view.entries[existing].channel == channel && !(view.entries[existing].key < key || key < view.entries[existing].key)
+                    view.entries.remove(at: existing)
+                    view.insert(Entry(url: url, key: key, channel: channel))
+                    if !unchanged { diff.updated.append(channel) }
+                } else {
+                    view.insert(Entry(url: url, key: key, channel: channel))
+                    diff.added.append(channel)
+                }
+                return
+            }
+        }
+        if let existing {
+            view.entries.remove(at: existing)
+            diff.deleted.append(url)
+        }
+    }
+
+    private func observe(_ batch: ChangeBatch) {
+        switch batch.cause {
+        case .catchUpStarted:
+            view.catchUpSnapshot = Dictionary(view.entries.map { ($0.url, $0.channel.canonicalText) }, uniquingKeysWith: { a, _ in a })
+            return
+        case .catchUpFinished:
+            guard let snapshot = view.catchUpSnapshot else { return }
+            view.catchUpSnapshot = nil
+            var diff = Diff()
+            var current = Set<String>()
+            for entry in view.entries {
+                current.insert(entry.url)
+                if let before = snapshot[entry.url] {
+                    if before != entry.channel.canonicalText { diff.updated.append(entry.channel) }
+                } else {
+                    diff.added.append(entry.channel)
+                }
+            }
+            diff.deleted = snapshot.keys.filter { !current.contains($0) }.sorted()
+            report(diff, CollectionEventContext(source: .channelChangelog, detail: ""))
+            return
+        default:
+            break
+        }
+        var diff = Diff()
+        var seen = Set<String>()
+        let isOwnLoad: Bool = if case .apiLoad = batch.cause { true } else { false }
+        for change in batch.changes {
+            switch change {
+            case .channelUpserted(let upsert):
+                seen.insert(upsert.url)
+                if !isOwnLoad, view.loadCompletion != nil { view.touchedDuringLoad.insert(upsert.url) }
+                apply(url: upsert.url, channel: upsert.channel, into: &diff)
+            case .channelRemoved(let url, _):
+                seen.insert(url)
+                if view.loadCompletion != nil { view.touchedDuringLoad.insert(url) }
+                apply(url: url, channel: nil, into: &diff)
+            case .cleared:
+                for entry in view.entries { diff.deleted.append(entry.url) }
+                view.entries.removeAll()
+            default:
+                break
+            }
+        }
+        // Typing changes no stored field: the shown channel is reported with its typers.
+        if case .realtime(let event) = batch.cause, event.category == .typingStatus, !seen.contains(event.channelURL),
+            let index = view.index(of: event.channelURL), case .object(var fields) = view.entries[index].channel
+        {
+            fields["typing_users"] = event.data["typing_users"] ?? .array([])
+            diff.updated.append(.object(fields))
+        }
+        let context: CollectionEventContext
+        switch batch.cause {
+        case .realtime(let event): context = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: event.name)
+        case .operation(let name): context = CollectionEventContext(source: .localOperation, detail: name)
+        default: context = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: "")
+        }
+        if view.catchUpSnapshot == nil { report(diff, context) }
+    }
+
+    /// Queues the callbacks of a diff (deleted, then updated, then added), each updating the
+    /// application's copy of the list just before its handler runs.
+    private func report(_ diff: Diff, _ context: CollectionEventContext) {
+        guard !diff.isEmpty else { return }
+        let hasMore = view.hasMore
+        let query = self.query
+        let snapshot = view.entries.map { query.presented($0.channel) }
+        let handler = self.handler
+        deliver(hasMore: hasMore, channels: snapshot) {
+            if !diff.deleted.isEmpty { handler.deleted(context, diff.deleted) }
+            if !diff.updated.isEmpty { handler.updated(context, diff.updated.map(query.presented)) }
+            if !diff.added.isEmpty { handler.added(context, diff.added.map(query.presented)) }
+        }
+    }
+
+    private func deliver(hasMore: Bool, channels: [JSONValue], _ job: @escaping @Sendable () -> Void) {
+        let guardState = self.guardState
+        let published = self.published
+        dispatcher.enqueue {
+            guardState.run {
+                published.state.withLock { $0 = (hasMore, channels) }
+                job()
+            }
+        }
+    }
+
+    private func startLoad(_ completion: @escaping @Sendable (Result<[JSONValue], ParleyError>) -> Void) {
+        guard !guardState.isDisposed else {
+            dispatcher.enqueue { completion(.failure(.invalidState("the collection is disposed"))) }
+            return
+        }
+        if view.loadCompletion != nil {
+            if view.backgroundLoad && view.waitingLoad == nil {
+                // The server's first page is on its way: this one follows it.
+                view.waitingLoad = completion
+            } else {
+                dispatcher.enqueue { completion(.failure(.invalidState("load_more: a page is already loading"))) }
+            }
+            return
+        }
+        guard !view.loadedOnce || view.hasMore else {
+            dispatcher.enqueue { completion(.failure(.invalidState("load_more: there are no more channels (has_more is false)"))) }
+            return
+        }
+        guard let cache = engine.cache else {
+            dispatcher.enqueue { completion(.failure(.invalidState("the client is disconnected from its cache"))) }
+            return
+        }
+        let complete = (try? cache.syncToken(scope: ChatCache.channelListScope(queryIdentity: query.identity))) != nil
+        let online = engine.session.current != nil
+        if complete || (!view.loadedOnce && !(online && ((try? cachedPage(cache, after: nil).0.isEmpty) ?? true))) {
+            // From the cache: the whole page when the cache holds the list, else the first page at once.
+            let page: (channels: [JSONValue], more: Bool)
+            do {
+                page = try cachedPage(cache, after: view.boundary)
+            } catch {
+                dispatcher.enqueue { completion(.failure(error)) }
+                return
+            }
+            let firstOnly = !complete
+            view.loadedOnce = true
+            var added: [JSONValue] = []
+            for channel in page.channels {
+                guard let url = channel["channel_url"]?.stringValue, view.index(of: url) == nil else { continue }
+                view.insert(Entry(url: url, key: query.sortKey(channel), channel: channel))
+                added.append(channel)
+            }
+            view.hasMore = firstOnly || page.more
+            view.boundary = view.hasMore ? (page.channels.last.map(query.sortKey) ?? view.boundary) : nil
+            finishLoad(completion, added: added)
+            if firstOnly { loadFromServer(completion: nil) }
+            return
+        }
+        guard engine.session.current != nil else {
+            dispatcher.enqueue {
+                completion(.failure(ParleyError(.network, "load_more: offline, and the cache does not hold this channel list whole")))
+            }
+            return
+        }
+        loadFromServer(completion: completion)
+    }
+
+    /// Reads up to `limit` matching channels after `after` from the cache, and whether more match.
+    private func cachedPage(_ cache: ChatCache, after: ChannelSortKey?) throws(ParleyError) -> ([JSONValue], Bool) {
+        let sort: ChannelListSort =
+            switch query.order {
+            case .chronological: .chronological
+            case .latestLastMessage: .latestLastMessage
+            case .channelNameAlphabetical: .channelName
+            case .metadataValueAlphabetical: .metadataValue(key: query.metadataOrderKey ?? "")
+            }
+        var position: [SQLiteValue]? = after.map { $0.elements.map(\.sqliteValue) }
+        var result: [JSONValue] = []
+        let batch = max(query.limit * 2, 50)
+        while true {
+            let rows = try cache.channels(sort: sort, after: position, limit: batch)
+            for row in rows {
+                guard let channel = try? JSONValue.parse(row.json), query.matches(channel, userID: view.userID) else { continue }
+                if result.count == query.limit { return (result, true) }
+                result.append(channel)
+            }
+            guard rows.count == batch, let last = rows.last, let channel = try? JSONValue.parse(last.json) else { return (result, false) }
+            position = query.sortKey(channel).elements.map(\.sqliteValue)
+        }
+    }
+
+    /// Loads the next page from the server (the first when nothing came from it yet), stores
+    /// it, and brings the view to it. `completion` nil: the background page after a cached
+    /// first page (its changes are reported as events, a failure to the error handler).
+    private func loadFromServer(completion: (@Sendable (Result<[JSONValue], ParleyError>) -> Void)?) {
+        let token = view.serverToken
+        let fromStart = token == nil
+        var path = "/v3/users/\(URLEncoding.encodePathSegment(view.userID))/my_group_channels?" + query.serverQuery
+            + "&limit=\(query.limit)"
+        if let token { path += "&token=" + URLEncoding.percentEncode(token) }
+        // Set while loading; dispose takes it and cancels.
+        view.loadCompletion = completion ?? { _ in }
+        view.backgroundLoad = completion == nil
+        view.touchedDuringLoad = []
+        engine.call("GET", path) { result in
+            guard self.view.loadCompletion != nil else { return }  // disposed meanwhile
+            self.view.loadCompletion = nil
+            self.view.backgroundLoad = false
+            defer {
+                if let waiting = self.view.waitingLoad {
+                    self.view.waitingLoad = nil
+                    self.startLoad(waiting)
+                }
+            }
+            do throws(ParleyError) {
+                let added = try self.applyServerPage(try result.get(), fromStart: fromStart, background: completion == nil)
+                if let completion { self.finishLoad(completion, added: added) }
+            } catch {
+                self.view.touchedDuringLoad = []
+                if let completion {
+                    self.finishLoad(completion, failure: error)
+                } else if error.code != .network && error.code != .timeout {
+                    let handler = self.handler
+                    self.deliver(hasMore: self.view.hasMore, channels: self.view.entries.map { self.query.presented($0.channel) }) {
+                        handler.error(error)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stores a server page and brings the view to it; returns the channels it added (for a
+    /// background page they are reported as `added` events instead).
+    private func applyServerPage(_ answer: JSONValue, fromStart: Bool, background: Bool) throws(ParleyError) -> [JSONValue] {
+        guard let list = answer["channels"]?.arrayValue, let next = answer["next"]?.stringValue else {
+            throw ParleyError(.protocolViolation, "channel list: expected channels and next")
+        }
+        var pageURLs: [String] = []
+        var lastKey: ChannelSortKey?
+        for channel in list {
+            guard let url = channel["channel_url"]?.stringValue, !url.isEmpty else {
+                throw ParleyError(.protocolViolation, "channel list: a channel without channel_url")
+            }
+            pageURLs.append(url)
+            lastKey = query.sortKey(channel)
+        }
+        let touched = view.touchedDuringLoad
+        view.touchedDuringLoad = []
+        // Store first (changes reach every view through the feed, this one included).
+        engine.write(.apiLoad, "storing a channel page") { transaction throws(ParleyError) in
+            for (channel, url) in zip(list, pageURLs) where !touched.contains(url) {
+                try transaction.storeChannel(channel)
+            }
+            if next.isEmpty && (fromStart || self.view.walkedFromStart) {
+                try transaction.setSyncToken("1", scope: ChatCache.channelListScope(queryIdentity: self.query.identity))
+            }
+        }
+        if fromStart { view.walkedFromStart = true }
+        view.loadedOnce = true
+        view.serverToken = next.isEmpty ? nil : next
+        view.hasMore = !next.isEmpty
+        view.boundary = view.hasMore ? (lastKey ?? view.boundary) : nil
+        // Bring the view to the page: its channels (as now cached) in, and within the range
+        // the server's word for what is not there.
+        var diff = Diff()
+        let cache = engine.cache
+        let pageSet = Set(pageURLs)
+        var added: [JSONValue] = []
+        for url in pageURLs {
+            let current = try? cache?.channel(url: url).flatMap { try? JSONValue.parse($0.json) }
+            var step = Diff()
+            apply(url: url, channel: current ?? nil, into: &step)
+            added += step.added
+            diff.updated += step.updated
+            diff.deleted += step.deleted
+        }
+        for entry in view.entries where !pageSet.contains(entry.url) && !touched.contains(entry.url) {
+            // Shown from the cache, but the server's page (from the start) does not list it.
+            if fromStart || !view.inRange(entry.key) {
+                if let index = view.index(of: entry.url) { view.entries.remove(at: index) }
+                diff.deleted.append(entry.url)
+            }
+        }
+        if background { diff.added = added }
+        if view.catchUpSnapshot != nil {
+            // Reported now: the catch-up's difference must not repeat them.
+            for entry in view.entries where pageSet.contains(entry.url) { view.catchUpSnapshot?[entry.url] = entry.channel.canonicalText }
+            for url in diff.deleted { view.catchUpSnapshot?[url] = nil }
+        }
+        report(diff, CollectionEventContext(source: .apiLoad, detail: ""))
+        return background ? [] : added
+    }
+
+    private func finishLoad(
+        _ completion: @escaping @Sendable (Result<[JSONValue], ParleyError>) -> Void, added: [JSONValue] = [], failure: ParleyError? = nil
+    ) {
+        let hasMore = view.hasMore
+        let snapshot = view.entries.map { query.presented($0.channel) }
+        let presented = added.map(query.presented)
+        let guardState = self.guardState
+        let published = self.published
+        // A completion runs even after dispose (exactly once); the list copy only while live.
+        dispatcher.enqueue {
+            if !guardState.isDisposed { published.state.withLock { $0 = (hasMore, snapshot) } }
+            if let failure { completion(.failure(failure)) } else { completion(.success(presented)) }
+        }
+    }
+}
+
+extension ChannelSortElement {
+    var sqliteValue: SQLiteValue {
+        switch self {
+        case .int(let value): .integer(value)
+        case .string(let value): .text(value)
+        }
+    }
+}
+
+/// The list as the application sees it, updated in callback order.
+final class PublishedList: Sendable {
+    let state = Mutex<(hasMore: Bool, channels: [JSONValue])>((true, []))
+}
+
+/// Makes "no callback after dispose returns" structural: every callback runs inside
+/// `run`, which skips it once disposed; `waitForRunningCallback` waits for one already
+/// running on another thread.
+final class DisposeGuard: @unchecked Sendable {
+    private let lock = ConditionLock()
+    private var disposed = false
+    private var running = false
+
+    var isDisposed: Bool { lock.withLock { disposed } }
+
+    /// True for the first call.
+    func markDisposed() -> Bool {
+        lock.withLock {
+            defer { disposed = true }
+            return !disposed
+        }
+    }
+
+    func run(_ body: () -> Void) {
+        let go = lock.withLock { () -> Bool in
+            guard !disposed else { return false }
+            running = true
+            return true
+        }
+        guard go else { return }
+        body()
+        lock.withLock {
+            running = false
+            lock.broadcast()
+        }
+    }
+
+    /// Waits until no callback of this guard runs, unless the caller is inside a callback of
+    /// the same client (callbacks never overlap, so the one running is the caller's own).
+    func waitForRunningCallback(dispatcher: CallbackDispatcher) {
+        guard !dispatcher.isCallbackThread else { return }
+        lock.lock()
+        while running { _ = lock.wait() }
+        lock.unlock()
+    }
+}

@@ -1,0 +1,416 @@
+"""Collections: live views over the cache (include/parley/group_channel_collection.h).
+
+A :class:`GroupChannelCollection` lists the connected user's group channels for a
+:class:`GroupChannelListQuery`, page by page, and reports every change to the loaded part
+as added / updated / deleted, each with a :class:`ChannelContext` saying why.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import enum
+import json
+import threading
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from . import _callbacks, _native
+from .errors import ParleyError, error_for
+
+lib = _native.lib
+
+
+class GroupChannelListOrder(str, enum.Enum):
+    CHRONOLOGICAL = "chronological"
+    LATEST_LAST_MESSAGE = "latest_last_message"
+    CHANNEL_NAME_ALPHABETICAL = "channel_name_alphabetical"
+    METADATA_VALUE_ALPHABETICAL = "metadata_value_alphabetical"
+
+
+class MemberStateFilter(str, enum.Enum):
+    ALL = "all"
+    JOINED_ONLY = "joined_only"
+    INVITED_ONLY = "invited_only"
+    INVITED_BY_FRIEND = "invited_by_friend"
+    INVITED_BY_NON_FRIEND = "invited_by_non_friend"
+
+
+class HiddenStateFilter(str, enum.Enum):
+    UNHIDDEN_ONLY = "unhidden_only"
+    HIDDEN_ONLY = "hidden_only"
+    HIDDEN_ALLOW_AUTO_UNHIDE = "hidden_allow_auto_unhide"
+    HIDDEN_PREVENT_AUTO_UNHIDE = "hidden_prevent_auto_unhide"
+    ALL = "all"
+
+
+class SuperChannelFilter(str, enum.Enum):
+    ALL = "all"
+    SUPER = "super"
+    NONSUPER = "nonsuper"
+
+
+class PublicChannelFilter(str, enum.Enum):
+    ALL = "all"
+    PUBLIC = "public"
+    PRIVATE = "private"
+
+
+class UnreadChannelFilter(str, enum.Enum):
+    ALL = "all"
+    UNREAD_MESSAGE = "unread_message"
+
+
+class UserIdsQueryType(str, enum.Enum):
+    AND = "and"
+    OR = "or"
+
+
+class CollectionEventSource(str, enum.Enum):
+    """Why a collection reported a change (the C ``PARLEY_SOURCE_*`` by name)."""
+
+    MESSAGE_RECEIVED = "message_received"
+    MESSAGE_UPDATED = "message_updated"
+    MESSAGE_DELETED = "message_deleted"
+    MENTION = "mention"
+    REACTION_UPDATED = "reaction_updated"
+    THREAD_INFO_UPDATED = "thread_info_updated"
+    READ_STATUS = "read_status"
+    DELIVERY_STATUS = "delivery_status"
+    TYPING_STATUS = "typing_status"
+    USER_MUTED = "user_muted"
+    USER_UNMUTED = "user_unmuted"
+    USER_BANNED = "user_banned"
+    USER_UNBANNED = "user_unbanned"
+    CHANNEL_FROZEN = "channel_frozen"
+    CHANNEL_UNFROZEN = "channel_unfrozen"
+    CHANNEL_CHANGED = "channel_changed"
+    CHANNEL_DELETED = "channel_deleted"
+    CHANNEL_HIDDEN = "channel_hidden"
+    METADATA_CREATED = "metadata_created"
+    METADATA_UPDATED = "metadata_updated"
+    METADATA_DELETED = "metadata_deleted"
+    METACOUNTER_CREATED = "metacounter_created"
+    METACOUNTER_UPDATED = "metacounter_updated"
+    METACOUNTER_DELETED = "metacounter_deleted"
+    OPERATOR_UPDATED = "operator_updated"
+    INVITATION_RECEIVED = "invitation_received"
+    INVITATION_DECLINED = "invitation_declined"
+    USER_JOINED = "user_joined"
+    USER_LEFT = "user_left"
+    PINNED_MESSAGE_UPDATED = "pinned_message_updated"
+    CHANNEL_CHANGELOG = "channel_changelog"
+    MESSAGE_CHANGELOG = "message_changelog"
+    MESSAGE_FILL = "message_fill"
+    LOCAL_OPERATION = "local_operation"
+    LOCAL_SEND = "local_send"
+    LOCAL_CACHE = "local_cache"
+    CACHE_LOAD = "cache_load"
+    API_LOAD = "api_load"
+    UNKNOWN_EVENT = "unknown_event"
+
+
+@dataclass
+class GroupChannelListQuery:
+    """Which of the user's channels a collection lists, and in which order (defaults as
+    the reference SDK: newest activity first, empty and frozen channels included)."""
+
+    order: GroupChannelListOrder = GroupChannelListOrder.LATEST_LAST_MESSAGE
+    metadata_order_key: Optional[str] = None
+    include_empty: bool = True
+    include_frozen: bool = True
+    include_member_list: bool = True
+    include_metadata: bool = True
+    member_state_filter: MemberStateFilter = MemberStateFilter.ALL
+    hidden_state_filter: HiddenStateFilter = HiddenStateFilter.UNHIDDEN_ONLY
+    custom_types: Optional[List[str]] = None
+    custom_type_starts_with: Optional[str] = None
+    channel_name_contains: Optional[str] = None
+    channel_urls: Optional[List[str]] = None
+    user_ids_exact_filter: Optional[List[str]] = None
+    user_ids_include_filter: Optional[List[str]] = None
+    user_ids_include_query_type: UserIdsQueryType = UserIdsQueryType.AND
+    super_channel_filter: SuperChannelFilter = SuperChannelFilter.ALL
+    public_channel_filter: PublicChannelFilter = PublicChannelFilter.ALL
+    unread_channel_filter: UnreadChannelFilter = UnreadChannelFilter.ALL
+    limit: int = 20
+
+    def to_json(self) -> Dict[str, Any]:
+        """The query document of ``parley_group_channel_collection_create`` (None fields left out)."""
+        document: Dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            document[item.name] = value.value if isinstance(value, enum.Enum) else value
+        return document
+
+
+@dataclass(frozen=True)
+class ChannelContext:
+    """Why a change was reported: its source and, for real-time events, the category (for
+    local operations, the operation's name)."""
+
+    source: CollectionEventSource
+    detail: str = ""
+
+
+class ChangeKind(str, enum.Enum):
+    ADDED = "added"
+    UPDATED = "updated"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True)
+class ChannelChange:
+    """One report of a collection: channels for added/updated, channel URLs for deleted."""
+
+    kind: ChangeKind
+    context: ChannelContext
+    channels: List[Any] = field(default_factory=list)
+    channel_urls: List[str] = field(default_factory=list)
+
+
+ChannelsHandler = Callable[[ChannelContext, List[Any]], None]
+DeletedHandler = Callable[[ChannelContext, List[str]], None]
+ErrorHandler = Callable[[ParleyError], None]
+
+
+class _CContext(ctypes.Structure):
+    _fields_ = [("source", ctypes.c_int), ("source_name", ctypes.c_char_p), ("detail", ctypes.c_char_p)]
+
+
+CHANNELS_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_CContext), ctypes.c_char_p)
+COLLECTION_ERROR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_native.CError))
+HANDLER_VERSION = 1
+
+
+class _CHandler(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_int),
+        ("added", CHANNELS_EVENT_FN),
+        ("updated", CHANNELS_EVENT_FN),
+        ("deleted", CHANNELS_EVENT_FN),
+        ("error", COLLECTION_ERROR_FN),
+        ("user_data", ctypes.c_void_p),
+    ]
+
+
+def _declare(name: str, restype: Any, *argtypes: Any) -> None:
+    function = getattr(lib, name)
+    function.restype = restype
+    function.argtypes = list(argtypes)
+
+
+_declare("parley_collection_sources", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_declare("parley_group_channel_collection_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+         ctypes.c_char_p, ctypes.POINTER(_CHandler))
+_declare("parley_group_channel_collection_load_more", ctypes.c_int, ctypes.c_void_p, _native.RESULT_FN, ctypes.c_void_p)
+_declare("parley_group_channel_collection_has_more", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+_declare("parley_group_channel_collection_channels", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+_declare("parley_group_channel_collection_dispose", ctypes.c_int, ctypes.c_void_p)
+
+
+def _context(pointer: Any) -> ChannelContext:
+    c = pointer.contents
+    name = (c.source_name or b"").decode("utf-8")
+    try:
+        source = CollectionEventSource(name)
+    except ValueError:
+        source = CollectionEventSource.UNKNOWN_EVENT
+    return ChannelContext(source, (c.detail or b"").decode("utf-8"))
+
+
+def _dispatch(user_data: Optional[int], kind: ChangeKind, context: Any, text: Optional[bytes]) -> None:
+    target = _callbacks._peek(user_data)
+    if target is not None:
+        _callbacks._run(target, kind, _context(context), json.loads((text or b"[]").decode("utf-8")))
+
+
+@CHANNELS_EVENT_FN
+def _added_trampoline(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
+    _dispatch(user_data, ChangeKind.ADDED, context, text)
+
+
+@CHANNELS_EVENT_FN
+def _updated_trampoline(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
+    _dispatch(user_data, ChangeKind.UPDATED, context, text)
+
+
+@CHANNELS_EVENT_FN
+def _deleted_trampoline(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
+    _dispatch(user_data, ChangeKind.DELETED, context, text)
+
+
+@COLLECTION_ERROR_FN
+def _error_trampoline(user_data: Optional[int], error: Any) -> None:
+    target = _callbacks._peek(user_data)
+    e = error.contents
+    failure = error_for(e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code)
+    _callbacks._run(target, None, None, failure)
+
+
+def _check(status: int) -> None:
+    if status != 0:
+        raise error_for(status, (lib.parley_last_error_message() or b"").decode("utf-8", "replace"))
+
+
+def collection_sources() -> List[Dict[str, Any]]:
+    """The table of sources: ``[{"code", "name"}, ...]``."""
+    out = ctypes.c_void_p()
+    _check(lib.parley_collection_sources(ctypes.byref(out)))
+    try:
+        return json.loads(ctypes.string_at(out.value).decode("utf-8"))
+    finally:
+        lib.parley_free(out.value)
+
+
+def make_query(query: Union[None, GroupChannelListQuery, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
+    """A query document from a dataclass, a mapping, keyword options or a mix (options win)."""
+    if isinstance(query, GroupChannelListQuery):
+        document = query.to_json()
+    elif query is None:
+        document = {}
+    elif isinstance(query, dict):
+        document = dict(query)
+    else:
+        raise TypeError("query must be a GroupChannelListQuery, a dict or None")
+    for key, value in options.items():
+        document[key] = value.value if isinstance(value, enum.Enum) else value
+    return document
+
+
+class GroupChannelCollection:
+    """The live list of the user's channels for one query. Create it with
+    :meth:`parley.Client.group_channel_collection`; dispose it with :meth:`dispose` or a
+    ``with`` block. Callbacks run on the client's callback context, never after
+    :meth:`dispose` returned."""
+
+    def __init__(self, client: Any, query: Dict[str, Any], on_added: Optional[ChannelsHandler] = None,
+                 on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
+                 on_error: Optional[ErrorHandler] = None) -> None:
+        self._client = client
+        self.on_added = on_added
+        self.on_updated = on_updated
+        self.on_deleted = on_deleted
+        self.on_error = on_error
+        self._listeners: List[Callable[[ChannelChange], None]] = []
+        self._lock = threading.Lock()
+        self._key = _callbacks.register(self._receive, persistent=True)
+        handler = _CHandler(HANDLER_VERSION, _added_trampoline, _updated_trampoline, _deleted_trampoline,
+                            _error_trampoline, _callbacks.as_key(self._key))
+        handle = ctypes.c_void_p()
+        text = json.dumps(query, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:
+            _check(lib.parley_group_channel_collection_create(ctypes.byref(handle), client.handle, text, ctypes.byref(handler)))
+        except BaseException:
+            _callbacks.unregister(self._key)
+            raise
+        self._handle: Optional[int] = handle.value
+
+    def add_listener(self, listener: Callable[[ChannelChange], None]) -> None:
+        """Also calls `listener` with every change (after the on_* handlers)."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _receive(self, kind: Optional[ChangeKind], context: Optional[ChannelContext], payload: Any) -> None:
+        if kind is None:
+            if self.on_error is not None:
+                self.on_error(payload)
+            return
+        assert context is not None
+        if kind is ChangeKind.DELETED:
+            change = ChannelChange(kind, context, channel_urls=list(payload))
+            if self.on_deleted is not None:
+                self.on_deleted(context, change.channel_urls)
+        else:
+            change = ChannelChange(kind, context, channels=list(payload))
+            handler = self.on_added if kind is ChangeKind.ADDED else self.on_updated
+            if handler is not None:
+                handler(context, change.channels)
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(change)
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise error_for(-2, "the collection is disposed")
+        return self._handle
+
+    @property
+    def disposed(self) -> bool:
+        return self._handle is None
+
+    def load_more_with_callback(self, callback: Callable[[Optional[List[Any]], Optional[ParleyError]], None]) -> None:
+        """Loads the next page; `callback(channels, error)` runs once on the callback context."""
+
+        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+            if error is not None:
+                callback(None, error_for(*error))
+            else:
+                callback(json.loads(result_json or "[]"), None)
+
+        key = _callbacks.register(complete)
+        try:
+            _check(lib.parley_group_channel_collection_load_more(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+
+    def load_more(self) -> "concurrent.futures.Future[List[Any]]":
+        """Loads the next page (the first call: the first page): a Future of the channels it added."""
+        future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
+
+        def done(channels: Optional[List[Any]], error: Optional[ParleyError]) -> None:
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(channels or [])
+
+        self.load_more_with_callback(done)
+        return future
+
+    @property
+    def has_more(self) -> bool:
+        """True while channels follow the loaded ones (as of the callbacks delivered so far)."""
+        out = ctypes.c_int(0)
+        _check(lib.parley_group_channel_collection_has_more(self.handle, ctypes.byref(out)))
+        return bool(out.value)
+
+    @property
+    def channels(self) -> List[Any]:
+        """The loaded channels in the query's order (as of the callbacks delivered so far)."""
+        out = ctypes.c_void_p()
+        _check(lib.parley_group_channel_collection_channels(self.handle, ctypes.byref(out)))
+        try:
+            return json.loads(ctypes.string_at(out.value).decode("utf-8"))
+        finally:
+            lib.parley_free(out.value)
+
+    @property
+    def channel_urls(self) -> List[str]:
+        return [channel["channel_url"] for channel in self.channels]
+
+    def dispose(self) -> None:
+        """Stops the collection: no callback runs after this returns. Safe twice and from a callback."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        try:
+            _check(lib.parley_group_channel_collection_dispose(handle))
+        finally:
+            _callbacks.unregister(self._key)
+
+    def __enter__(self) -> "GroupChannelCollection":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+    def __del__(self) -> None:
+        try:
+            self.dispose()
+        except Exception:
+            pass

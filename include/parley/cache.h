@@ -1,0 +1,41 @@
+/*
+ * parley/cache.h — Reading the local cache directly.
+ * Part of the Parley C interface; include <parley.h> for all of it. Conventions: parley.h.
+ */
+#ifndef PARLEY_CACHE_H
+#define PARLEY_CACHE_H
+
+#include "client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- The cache ------------------------------------------------------------------- */
+
+/**
+ * Up to `limit` (1..1000) cached channels as a JSON array, in `order`
+ * ("latest_last_message" if NULL, "chronological", "channel_name_alphabetical").
+ * Works without the network and after disconnect (the last user's cache stays open).
+ */
+int parley_client_cached_channels(parley_client *client, char **out_json, const char *order, int limit);
+
+/** One cached channel as JSON; PARLEY_E_NOT_FOUND when not cached. */
+int parley_client_cached_channel(parley_client *client, char **out_json, const char *channel_url);
+
+/**
+ * The newest `limit` (1..1000) cached messages of the channel created before before_ts
+ * (ms; -1 = the newest), oldest first, as a JSON array; with -1 the channel's pending
+ * and failed messages follow.
+ */
+int parley_client_cached_messages(parley_client *client, char **out_json, const char *channel_url, int64_t before_ts,
+                                  int limit);
+
+/** Removes everything cached for the current user (pending and failed messages too). */
+int parley_client_clear_cached_data(parley_client *client);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PARLEY_CACHE_H */

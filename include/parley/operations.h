@@ -1,0 +1,46 @@
+/*
+ * parley/operations.h — Group channel and message operations by name, the operation catalog, event categories.
+ * Part of the Parley C interface; include <parley.h> for all of it. Conventions: parley.h.
+ */
+#ifndef PARLEY_OPERATIONS_H
+#define PARLEY_OPERATIONS_H
+
+#include "client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Operations ---------------------------------------------------------------- */
+
+/**
+ * Performs a group-channel or message operation as the connected user and applies its
+ * result to the local cache. `operation` is a name from the catalog (docs/C-API.md lists
+ * them, parley_operations() returns them as JSON); params_json is a JSON object (NULL
+ * for {}) whose keys are the wire parameter names, including the path parameters
+ * (channel_url, message_id, ...). Completes with the server's answer (JSON).
+ * Unknown operations, missing required parameters and non-object params are refused
+ * synchronously with PARLEY_E_INVALID_ARGUMENT; server-side validation errors arrive
+ * as PARLEY_E_INVALID_ARGUMENT with http_status 400.
+ */
+int parley_client_perform(parley_client *client, uint64_t *out_operation_id, const char *operation,
+                          const char *params_json, parley_result_fn fn, void *user_data);
+
+/**
+ * The operation catalog as a JSON array of {"name", "method", "path", "required"}
+ * (free with parley_free).
+ */
+int parley_operations(char **out_json);
+
+/**
+ * Every event category the event handler can receive, as a JSON array of
+ * {"name", "source"} with source "server" (the real-time stream), "sync" (the changelog
+ * catch-up) or "local" (sending). Free with parley_free.
+ */
+int parley_event_categories(char **out_json);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PARLEY_OPERATIONS_H */

@@ -1,0 +1,106 @@
+/*
+ * parley/session.h — The session: connecting as a user, the connection handler and real-time events.
+ * Part of the Parley C interface; include <parley.h> for all of it. Conventions: parley.h.
+ */
+#ifndef PARLEY_SESSION_H
+#define PARLEY_SESSION_H
+
+#include "client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Session ------------------------------------------------------------------- */
+
+/**
+ * Connects as user_id with a session token issued by the server
+ * (POST /v3/users/{user_id}/token): opens the user's cache, fetches the user, starts the
+ * real-time event stream (resuming after the last event the cache saw), catches the
+ * cache up with changelogs and resends the outbox. Completes with the user object
+ * (JSON). When the server is unreachable but the cache knows this user, it completes
+ * with the cached user and keeps reconnecting in the background. A cache that cannot be
+ * opened, or is corrupt, is logged and replaced (never an error). Operations need a
+ * connected session. Connecting as another user while connected fails with
+ * PARLEY_E_INVALID_STATE: disconnect first.
+ */
+int parley_client_connect(parley_client *client, uint64_t *out_operation_id, const char *user_id,
+                          const char *session_token, parley_result_fn fn, void *user_data);
+
+/**
+ * Ends the session and stops the event stream (operations then fail with
+ * PARLEY_E_INVALID_STATE; the connection handler gets DISCONNECTED). The cache stays
+ * open for cached reads. Idempotent.
+ */
+int parley_client_disconnect(parley_client *client);
+
+/** The connected user's id (free with parley_free); PARLEY_E_INVALID_STATE if none. */
+int parley_client_current_user_id(parley_client *client, char **out_user_id);
+
+/* ---- Connection and real-time events ------------------------------------------- */
+
+/* Connection events (parley_connection_fn's `event`). */
+#define PARLEY_CONNECTION_CONNECTING 1             /* a session started; the stream is connecting */
+#define PARLEY_CONNECTION_CONNECTED 2              /* the event stream is open (first time in the session) */
+#define PARLEY_CONNECTION_RECONNECT_STARTED 3      /* the stream dropped; reconnecting with backoff */
+#define PARLEY_CONNECTION_RECONNECT_SUCCEEDED 4    /* back, and the cache caught up (changelogs) */
+#define PARLEY_CONNECTION_RECONNECT_FAILED 5       /* an attempt failed; another follows after a delay */
+#define PARLEY_CONNECTION_DISCONNECTED 6           /* parley_client_disconnect, or the stream stopped for good (error set) */
+#define PARLEY_CONNECTION_SESSION_TOKEN_REQUIRED 7 /* the token expired: call parley_client_set_session_token */
+
+/* Stream states (parley_client_connection_state). */
+#define PARLEY_STATE_CLOSED 0
+#define PARLEY_STATE_CONNECTING 1
+#define PARLEY_STATE_OPEN 2
+#define PARLEY_STATE_RECONNECTING 3
+
+/**
+ * Told about connection changes. `error` (borrowed, may be NULL) says why for
+ * RECONNECT_STARTED, RECONNECT_FAILED and DISCONNECTED.
+ */
+typedef void (*parley_connection_fn)(void *user_data, int event, const parley_error *error);
+
+/** Sets (fn NULL: removes) the connection handler. Runs on the callback context. */
+int parley_client_set_connection_handler(parley_client *client, parley_connection_fn fn, void *user_data);
+
+/**
+ * A real-time event, after it was applied to the cache. `category` is a server event
+ * category of docs/PROTOCOL.md section 9 (message_received, channel_changed, ...), a sync
+ * category (channel_changelog, message_changelog: an object the catch-up changed;
+ * channel_changelog_deleted {"channel_url"}, message_changelog_deleted {"channel_url",
+ * "message_id"}: a cached object the catch-up found gone), or a local sending category
+ * (message_pending, message_sent, message_failed, message_canceled, message_resend_started;
+ * see parley_event_categories). `channel_url` may be "". `payload_json` is the event's data
+ * object (server events) or the message / channel (sync and local events; message_failed
+ * adds error_code and error_message). All borrowed. A message this
+ * client sent is reported once, as message_sent, never also as message_received (the
+ * server's echo of it only updates the cache).
+ */
+typedef void (*parley_event_fn)(void *user_data, const char *category, const char *channel_url, const char *payload_json);
+
+/** Sets (fn NULL: removes) the event handler. Runs on the callback context. */
+int parley_client_set_event_handler(parley_client *client, parley_event_fn fn, void *user_data);
+
+/**
+ * Reconnects the event stream now. While waiting to reconnect it skips the backoff delay;
+ * while open it drops the connection (which may be silently dead after a network change)
+ * and opens a new one that resumes where the old one stopped: the connection handler sees
+ * RECONNECT_STARTED, then RECONNECT_SUCCEEDED after the changelog catch-up.
+ * PARLEY_E_INVALID_STATE if not connected.
+ */
+int parley_client_reconnect(parley_client *client);
+
+/**
+ * Replaces the session token: REST calls use it at once, and a stream waiting after
+ * PARLEY_CONNECTION_SESSION_TOKEN_REQUIRED reconnects with it.
+ */
+int parley_client_set_session_token(parley_client *client, const char *session_token);
+
+/** The event stream's state (PARLEY_STATE_*). */
+int parley_client_connection_state(parley_client *client, int *out_state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PARLEY_SESSION_H */
