@@ -135,8 +135,8 @@ int parley_group_channel_collection_create(parley_group_channel_collection **out
 
 /**
  * Completion of load_more: error NULL and channels_json the JSON array of the channels the
- * page added (in order), or the error: PARLEY_E_INVALID_STATE (a page is loading, no more
- * channels, disposed), PARLEY_E_NETWORK (offline and the cache does not hold the whole list),
+ * page added (in order; "[]" when there is no more), or the error: PARLEY_E_INVALID_STATE
+ * (a page is loading, disposed), PARLEY_E_NETWORK (offline and the cache does not hold the whole list),
  * PARLEY_E_CANCELLED (disposed meanwhile), server errors. Runs exactly once.
  */
 typedef void (*parley_channels_result_fn)(void *user_data, const parley_error *error, const char *channels_json);

@@ -92,9 +92,9 @@ public final class GroupChannelCollection: Sendable {
     // MARK: Loading
 
     /// Loads the next page: the first call the first page. The completion runs once on the
-    /// callback context with the channels the page added to the view (in order), or an
-    /// error: `.invalidState` when disposed, when a page is loading, or when there is no
-    /// more; a network error when offline and the cache does not hold the list whole;
+    /// callback context with the channels the page added to the view (in order; none when
+    /// there is no more), or an error: `.invalidState` when disposed or when a page is
+    /// loading; a network error when offline and the cache does not hold the list whole;
     /// `.cancelled` when the collection is disposed meanwhile.
     public func loadMore(completion: @escaping @Sendable (Result<[JSONValue], ParleyError>) -> Void) {
         guard !guardState.isDisposed else {
@@ -325,7 +325,8 @@ public final class GroupChannelCollection: Sendable {
             return
         }
         guard !view.loadedOnce || view.hasMore else {
-            dispatcher.enqueue { completion(.failure(.invalidState("load_more: there are no more channels (has_more is false)"))) }
+            // The application may have asked on a has_more its callbacks had not updated yet.
+            finishLoad(completion, added: [])
             return
         }
         guard let cache = engine.cache else {
@@ -487,6 +488,9 @@ public final class GroupChannelCollection: Sendable {
             // Reported now: the catch-up's difference must not repeat them.
             for entry in view.entries where pageSet.contains(entry.url) { view.catchUpSnapshot?[entry.url] = entry.channel.canonicalText }
             for url in diff.deleted { view.catchUpSnapshot?[url] = nil }
+        }
+        if diff.isEmpty && background {
+            deliver(hasMore: view.hasMore, channels: view.entries.map { query.presented($0.channel) }) {}
         }
         report(diff, CollectionEventContext(source: .apiLoad, detail: ""))
         return background ? [] : added
