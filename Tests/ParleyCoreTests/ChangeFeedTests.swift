@@ -25,6 +25,8 @@ private func causeName(_ cause: ChangeCause) -> String {
     case .connectionLost: "connection_lost"
     case .eviction: "eviction"
     case .clear: "clear"
+    case .catchUpStarted: "catch_up_started"
+    case .catchUpFinished: "catch_up_finished"
     }
 }
 
