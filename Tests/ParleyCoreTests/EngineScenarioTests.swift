@@ -5,7 +5,7 @@ import Testing
 // The shared operations scenario (Tests/scenarios/operations.json) through the Swift API.
 // The C and Python suites run the same file; the format is described in the file itself.
 
-private func readTextFile(_ path: String) throws -> String {
+func readTextFile(_ path: String) throws -> String {
     guard let file = fopen(path, "rb") else { throw ParleyError(.io, "cannot open \(path)") }
     defer { fclose(file) }
     var bytes: [UInt8] = []

@@ -74,4 +74,108 @@ import Testing
         collection.dispose()
         #expect(collection.isDisposed)
     }
+
+    /// The shared scenario (Tests/scenarios/channel_collection.json; its format is described
+    /// in the file), as the C and Python suites run it.
+    @Test func sharedChannelCollectionScenario() throws {
+        let server = try EngineTestServer()
+        defer { server.stop() }
+        let admin = try server.adminClient()
+        defer { admin.close() }
+        let root = "/" + #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
+        let scenario = try JSONValue.parse(try readTextFile(root + "/Tests/scenarios/channel_collection.json"))
+        let viewer = scenario["viewer"]?.stringValue ?? ""
+        let others = scenario["others"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let tokens = try server.createUsers([viewer] + others, admin: admin)
+        let token = tokens[viewer] ?? ""
+        func adminCall(_ step: JSONValue) throws {
+            _ = try waitFor { done throws(ParleyError) in
+                try admin.request(method: step["admin"]?.stringValue ?? "", path: step["path"]?.stringValue ?? "",
+                                  body: step["body"], completion: done)
+            }
+        }
+        for step in scenario["setup"]?.arrayValue ?? [] { try adminCall(step) }
+
+        var configuration = ClientConfiguration()
+        configuration.serverURL = server.url
+        configuration.cacheDirectory = server.directory + "/cache"
+        var policy = configuration.reconnectPolicy
+        policy.initialDelayMs = 50
+        configuration.reconnectPolicy = policy
+        let client = try ParleyClient(configuration: configuration)
+        defer { client.close() }
+        _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
+
+        // (view, kind, channel, source) per changed channel.
+        let seen = Box<[(String, String, String, String)]>([])
+        var views: [(name: String, collection: GroupChannelCollection, listing: String)] = []
+        for (name, view) in (scenario["views"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
+            let query = try GroupChannelListQuery(json: view["query"] ?? [:])
+            let record: @Sendable (String, CollectionEventContext, [String]) -> Void = { kind, context, urls in
+                seen.update { $0 += urls.map { (name, kind, $0, context.source.rawValue) } }
+            }
+            let urls: @Sendable ([JSONValue]) -> [String] = { $0.compactMap { $0["channel_url"]?.stringValue } }
+            let collection = try client.groupChannelCollection(query: query, handler: GroupChannelCollectionHandler(
+                added: { record("added", $0, urls($1)) }, updated: { record("updated", $0, urls($1)) },
+                deleted: { record("deleted", $0, $1) }))
+            for _ in 0..<100 where collection.hasMore {
+                let page = Box<Result<[JSONValue], ParleyError>?>(nil)
+                collection.loadMore { result in page.update { $0 = result } }
+                #expect(engineWaitUntil { page.value != nil })
+            }
+            views.append((name, collection, view["listing"]?.stringValue ?? ""))
+        }
+        defer { views.forEach { $0.collection.dispose() } }
+
+        func listingsMatch(_ place: String) throws {
+            for view in views {
+                var truth: [String] = []
+                var position = ""
+                while true {
+                    let page = try waitFor { done throws(ParleyError) in
+                        try admin.request(method: "GET", path: "/v3/users/\(viewer)/my_group_channels?\(view.listing)&limit=100\(position)",
+                                          completion: done)
+                    }
+                    truth += page["channels"]?.arrayValue?.compactMap { $0["channel_url"]?.stringValue } ?? []
+                    guard let next = page["next"]?.stringValue, !next.isEmpty else { break }
+                    position = "&token=" + URLEncoding.percentEncode(next)
+                }
+                let matched = engineWaitUntil { view.collection.channels.compactMap { $0["channel_url"]?.stringValue } == truth }
+                #expect(matched, "\(place): view \(view.name) \(view.collection.channels.compactMap { $0["channel_url"]?.stringValue }) != \(truth)")
+            }
+        }
+        try listingsMatch("after loading")
+        var online = true
+        for (number, step) in (scenario["steps"]?.arrayValue ?? []).enumerated() {
+            let place = "step \(number)"
+            if step["admin"] != nil {
+                try adminCall(step)
+            } else if let operation = step["op"]?.stringValue {
+                _ = try waitFor { done throws(ParleyError) in try client.perform(operation, params: step["params"] ?? [:], completion: done) }
+            } else if step["disconnect"]?.boolValue == true {
+                client.disconnect()
+                online = false
+            } else if step["connect"]?.boolValue == true {
+                _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
+                online = true
+            }
+            for expected in step["expect"]?.arrayValue ?? [] {
+                let view = expected["view"]?.stringValue ?? "", kind = expected["kind"]?.stringValue ?? ""
+                let channel = expected["channel"]?.stringValue ?? "", source = expected["source"]?.stringValue
+                var taken = false  // engineWaitUntil asks once more at the end: take only once
+                _ = engineWaitUntil {
+                    guard !taken else { return true }
+                    seen.update { entries in
+                        if let index = entries.firstIndex(where: { $0.0 == view && $0.1 == kind && $0.2 == channel && (source == nil || $0.3 == source) }) {
+                            entries.remove(at: index)
+                            taken = true
+                        }
+                    }
+                    return taken
+                }
+                #expect(taken, "\(place): no \(kind) of \(channel) in \(view) (\(source ?? "any source")); seen \(seen.value)")
+            }
+            if online { try listingsMatch(place) }
+        }
+    }
 }
