@@ -2,19 +2,9 @@ import CParleyABI
 import Glibc
 import ParleyCore
 
+// include/parley/client.h: creating and destroying clients, dispatch, logging, raw requests.
+
 let clients = HandleTable<ParleyClient>(kind: "client")
-
-@_cdecl("parley_version")
-public func exportVersion() -> UnsafePointer<CChar> { staticStrings.pointer(for: ParleyVersion.string) }
-
-@_cdecl("parley_error_name")
-public func exportErrorName(_ code: Int32) -> UnsafePointer<CChar> {
-    if code == 0 { return staticStrings.pointer(for: "ok") }
-    return staticStrings.pointer(for: ParleyErrorCode(rawValue: code)?.name ?? "unknown")
-}
-
-@_cdecl("parley_free")
-public func exportFree(_ pointer: UnsafeMutableRawPointer?) { free(pointer) }
 
 @_cdecl("parley_client_create")
 public func exportClientCreate(_ outClient: UnsafeMutablePointer<OpaquePointer?>?, _ configJSON: UnsafePointer<CChar>?) -> Int32 {

@@ -2,22 +2,76 @@ import CParleyABI
 import Glibc
 import ParleyCore
 
-/// Returns a malloc'd copy of `text` for the caller to `parley_free`.
-func ownedCString(_ text: String) throws(ParleyError) -> UnsafeMutablePointer<CChar> {
-    guard let copy = strdup(text) else { throw ParleyError(.noMemory, "out of memory copying a result") }
-    return copy
+// include/parley/session.h: connecting, the connection and event handlers.
+
+@_cdecl("parley_client_set_connection_handler")
+public func exportSetConnectionHandler(
+    _ client: OpaquePointer?, _ function: parley_connection_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        guard let function else {
+            object.setConnectionHandler(nil)
+            return
+        }
+        let callback = CCallback(function: function, userData: userData)
+        object.setConnectionHandler { event, error in
+            if let error {
+                withCError(error) { callback.function(callback.userData, event.rawValue, $0) }
+            } else {
+                callback.function(callback.userData, event.rawValue, nil)
+            }
+        }
+    }
 }
 
-/// A malloc'ed, NUL-terminated copy of UTF-8 `bytes` for the caller to `parley_free`.
-func ownedCString(bytes: [UInt8]) throws(ParleyError) -> UnsafeMutablePointer<CChar> {
-    guard let copy = malloc(bytes.count + 1)?.assumingMemoryBound(to: CChar.self) else {
-        throw ParleyError(.noMemory, "out of memory copying a result")
+@_cdecl("parley_client_set_event_handler")
+public func exportSetEventHandler(
+    _ client: OpaquePointer?, _ function: parley_event_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        guard let function else {
+            object.setEventHandler(nil)
+            return
+        }
+        let callback = CCallback(function: function, userData: userData)
+        object.setEventHandler { category, channelURL, payload in
+            category.withCString { category in
+                channelURL.withCString { url in
+                    payload.withCString { callback.function(callback.userData, category, url, $0) }
+                }
+            }
+        }
     }
-    bytes.withUnsafeBytes { source in
-        if let base = source.baseAddress { memcpy(copy, base, source.count) }
+}
+
+@_cdecl("parley_client_reconnect")
+public func exportReconnect(_ client: OpaquePointer?) -> Int32 {
+    withStatus { () throws(ParleyError) in try clients.lookup(client).reconnect() }
+}
+
+@_cdecl("parley_client_set_session_token")
+public func exportSetSessionToken(_ client: OpaquePointer?, _ token: UnsafePointer<CChar>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        try object.setSessionToken(try requiredString(token, "session_token"))
     }
-    copy[bytes.count] = 0
-    return copy
+}
+
+@_cdecl("parley_client_connection_state")
+public func exportConnectionState(_ client: OpaquePointer?, _ outState: UnsafeMutablePointer<Int32>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outState else { throw .invalidArgument("out_state is NULL") }
+        outState.pointee = PARLEY_STATE_CLOSED
+        outState.pointee =
+            switch try clients.lookup(client).connectionState {
+            case .closed: PARLEY_STATE_CLOSED
+            case .connecting: PARLEY_STATE_CONNECTING
+            case .open: PARLEY_STATE_OPEN
+            case .reconnecting: PARLEY_STATE_RECONNECTING
+            }
+    }
 }
 
 @_cdecl("parley_client_connect")
@@ -51,45 +105,5 @@ public func exportClientCurrentUserID(_ client: OpaquePointer?, _ outUserID: Uns
         let object = try clients.lookup(client)
         guard let userID = object.currentUserID else { throw .invalidState("not connected") }
         outUserID.pointee = try ownedCString(userID)
-    }
-}
-
-@_cdecl("parley_client_perform")
-public func exportClientPerform(
-    _ client: OpaquePointer?, _ outOperationID: UnsafeMutablePointer<UInt64>?, _ operation: UnsafePointer<CChar>?,
-    _ paramsJSON: UnsafePointer<CChar>?, _ function: parley_result_fn?, _ userData: UnsafeMutableRawPointer?
-) -> Int32 {
-    withStatus { () throws(ParleyError) in
-        outOperationID?.pointee = 0
-        let object = try clients.lookup(client)
-        let operation = try requiredString(operation, "operation")
-        let params = try optionalJSON(paramsJSON, "params_json") ?? .object([:])
-        guard let function else { throw .invalidArgument("fn is NULL") }
-        let callback = CCallback(function: function, userData: userData)
-        let operationID = try object.perform(operation, params: params) { deliver($0, to: callback) }
-        outOperationID?.pointee = operationID
-    }
-}
-
-@_cdecl("parley_operations")
-public func exportOperations(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
-    withStatus { () throws(ParleyError) in
-        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
-        let catalog: JSONValue = .array(OperationCatalog.all.map { spec in
-            ["name": .string(spec.name), "method": .string(spec.method), "path": .string(spec.path),
-             "required": .array(spec.required.map { .string($0) })]
-        })
-        outJSON.pointee = try ownedCString(catalog.canonicalText)
-    }
-}
-
-@_cdecl("parley_event_categories")
-public func exportEventCategories(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
-    withStatus { () throws(ParleyError) in
-        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
-        let categories: JSONValue = .array(EventCategory.allCases.map { category in
-            ["name": .string(category.name), "source": .string(category.source)]
-        })
-        outJSON.pointee = try ownedCString(categories.canonicalText)
     }
 }

@@ -254,14 +254,22 @@ def _check(status: int) -> None:
         raise error_for(status, (lib.parley_last_error_message() or b"").decode("utf-8", "replace"))
 
 
-def collection_sources() -> List[Dict[str, Any]]:
-    """The table of sources: ``[{"code", "name"}, ...]``."""
-    out = ctypes.c_void_p()
-    _check(lib.parley_collection_sources(ctypes.byref(out)))
+def _take_json(out: ctypes.c_void_p) -> Any:
+    """Decodes a JSON text the library returned, and frees it."""
+    if not out.value:
+        return None
     try:
         return json.loads(ctypes.string_at(out.value).decode("utf-8"))
     finally:
         lib.parley_free(out.value)
+
+
+def collection_sources() -> List[Dict[str, Any]]:
+    """The table of sources: ``[{"code", "name"}, ...]``."""
+    out = ctypes.c_void_p()
+    _check(lib.parley_collection_sources(ctypes.byref(out)))
+    table: List[Dict[str, Any]] = _take_json(out)
+    return table
 
 
 def make_query(query: Union[None, GroupChannelListQuery, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
@@ -383,10 +391,8 @@ class GroupChannelCollection:
         """The loaded channels in the query's order (as of the callbacks delivered so far)."""
         out = ctypes.c_void_p()
         _check(lib.parley_group_channel_collection_channels(self.handle, ctypes.byref(out)))
-        try:
-            return json.loads(ctypes.string_at(out.value).decode("utf-8"))
-        finally:
-            lib.parley_free(out.value)
+        channels: List[Any] = _take_json(out) or []
+        return channels
 
     @property
     def channel_urls(self) -> List[str]:

@@ -257,7 +257,7 @@ class Client:
         """Sends a raw REST request and returns a Future of the decoded JSON answer
         (or the ParleyError). In manual mode the Future completes during :meth:`dispatch`."""
         future, done = self._future_and_callback()
-        future.operation_id = self.request_with_callback(method, path, body, done)  # type: ignore[attr-defined]
+        setattr(future, "operation_id", self.request_with_callback(method, path, body, done))
         return future
 
     # -- session -----------------------------------------------------------------
@@ -268,7 +268,7 @@ class Client:
     def connect(self, user_id: str, session_token: str) -> "concurrent.futures.Future[Any]":
         """Connects as `user_id` with a session token; the Future gives the user object."""
         future, done = self._future_and_callback()
-        future.operation_id = self.connect_with_callback(user_id, session_token, done)  # type: ignore[attr-defined]
+        setattr(future, "operation_id", self.connect_with_callback(user_id, session_token, done))
         return future
 
     def disconnect(self) -> None:
@@ -297,7 +297,7 @@ class Client:
         merged = dict(params or {})
         merged.update(kwargs)
         future, done = self._future_and_callback()
-        future.operation_id = self.perform_with_callback(operation, merged, done)  # type: ignore[attr-defined]
+        setattr(future, "operation_id", self.perform_with_callback(operation, merged, done))
         return future
 
     def __getattr__(self, name: str) -> Callable[..., "concurrent.futures.Future[Any]"]:
@@ -382,7 +382,7 @@ class Client:
             else:
                 done(json.loads(result_json or "null"), None)
 
-        complete.progress = progress  # type: ignore[attr-defined]
+        setattr(complete, "progress", progress)
         key = _callbacks.register(complete)
         try:
             _check(call(key))
@@ -404,7 +404,7 @@ class Client:
             args.append(self._progress_fn(progress))
         future = self._start_send(progress, lambda key: getattr(lib, function_name)(
             *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
-        future.operation_id = operation.value  # type: ignore[attr-defined]
+        setattr(future, "operation_id", operation.value)
         return json.loads(_take_string(pending)), future
 
     def send_user_message(self, channel_url: str, message: Optional[str] = None, **params: Any) -> "tuple[Any, concurrent.futures.Future[Any]]":
@@ -426,7 +426,7 @@ class Client:
         future = self._start_send(progress, lambda key: lib.parley_client_resend_message(
             self.handle, ctypes.byref(operation), req_id.encode("utf-8"), self._progress_fn(progress),
             _callbacks.result_trampoline, _callbacks.as_key(key)))
-        future.operation_id = operation.value  # type: ignore[attr-defined]
+        setattr(future, "operation_id", operation.value)
         return future
 
     def cancel_message(self, req_id: str) -> None:

@@ -484,3 +484,23 @@ def test_sources_table_matches_the_enum() -> None:
     assert [entry["name"] for entry in table] == [source.value for source in Source]
     assert [entry["code"] for entry in table] == list(range(1, len(table) + 1))
     assert HiddenStateFilter("all") is HiddenStateFilter.ALL
+
+
+def test_dispose_from_inside_a_callback(world: Tuple[parley.Client, str, Admin]) -> None:
+    client, _, admin = world
+    admin.call("POST", "/v3/group_channels", {"channel_url": "self", "user_ids": [ME, "bob"]})
+    calls: List[str] = []
+    holder: Dict[str, parley.GroupChannelCollection] = {}
+
+    def on_updated(context: Any, channels: Any) -> None:
+        calls.append(context.source.value)
+        holder["collection"].dispose()  # from inside its own callback
+
+    holder["collection"] = client.group_channel_collection(on_updated=on_updated)
+    holder["collection"].load_more().result(TIMEOUT)
+    wait_until(lambda: not holder["collection"].disposed and holder["collection"].channel_urls == ["self"], "the channel")
+    admin.send("self", "bob", "one")
+    wait_until(lambda: len(calls) == 1, "the first update")
+    admin.send("self", "bob", "two")
+    time.sleep(0.3)
+    assert calls == ["message_received"] and holder["collection"].disposed

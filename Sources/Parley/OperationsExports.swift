@@ -1,0 +1,45 @@
+import CParleyABI
+import Glibc
+import ParleyCore
+
+// include/parley/operations.h: operations by name, the catalog, event categories.
+
+@_cdecl("parley_client_perform")
+public func exportClientPerform(
+    _ client: OpaquePointer?, _ outOperationID: UnsafeMutablePointer<UInt64>?, _ operation: UnsafePointer<CChar>?,
+    _ paramsJSON: UnsafePointer<CChar>?, _ function: parley_result_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        outOperationID?.pointee = 0
+        let object = try clients.lookup(client)
+        let operation = try requiredString(operation, "operation")
+        let params = try optionalJSON(paramsJSON, "params_json") ?? .object([:])
+        guard let function else { throw .invalidArgument("fn is NULL") }
+        let callback = CCallback(function: function, userData: userData)
+        let operationID = try object.perform(operation, params: params) { deliver($0, to: callback) }
+        outOperationID?.pointee = operationID
+    }
+}
+
+@_cdecl("parley_operations")
+public func exportOperations(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        let catalog: JSONValue = .array(OperationCatalog.all.map { spec in
+            ["name": .string(spec.name), "method": .string(spec.method), "path": .string(spec.path),
+             "required": .array(spec.required.map { .string($0) })]
+        })
+        outJSON.pointee = try ownedCString(catalog.canonicalText)
+    }
+}
+
+@_cdecl("parley_event_categories")
+public func exportEventCategories(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        let categories: JSONValue = .array(EventCategory.allCases.map { category in
+            ["name": .string(category.name), "source": .string(category.source)]
+        })
+        outJSON.pointee = try ownedCString(categories.canonicalText)
+    }
+}
