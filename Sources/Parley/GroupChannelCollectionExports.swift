@@ -11,7 +11,7 @@ let groupChannelCollections = HandleTable<GroupChannelCollection>(kind: "group c
 public func exportCollectionSources(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     withStatus { () throws(ParleyError) in
         guard let outJSON else { throw .invalidArgument("out_json is NULL") }
-        let table = JSONValue.array(CollectionEventSource.allCases.map { .object(["code": .int(Int64($0.code)), "name": .string($0.rawValue)]) })
+        let table = JSONValue.array(CollectionEventSource.allCases.map { .object(["code": .int(Int64($0.code)), "name": .string($0.name)]) })
         outJSON.pointee = try ownedCString(table.canonicalText)
     }
 }
@@ -32,7 +32,7 @@ public func exportGroupChannelCollectionHandlerInit(
 
 /// Calls `body` with a borrowed C context.
 func withCContext(_ context: CollectionEventContext, _ body: (UnsafePointer<parley_collection_context>) -> Void) {
-    context.source.rawValue.withCString { name in
+    context.source.name.withCString { name in
         context.detail.withCString { detail in
             var cContext = parley_collection_context(source: context.source.code, source_name: name, detail: detail)
             withUnsafePointer(to: &cContext) { body($0) }

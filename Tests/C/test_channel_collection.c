@@ -131,6 +131,18 @@ int main(void) {
     CHECK_STATUS(PARLEY_OK, parley_client_connect(client, NULL, "alice", token, on_result, &slot));
     CHECK(wait_slot(&slot) && slot.code == 0);
 
+    /* The header's source codes are the library's. */
+    char *sources = NULL;
+    CHECK_STATUS(PARLEY_OK, parley_collection_sources(&sources));
+    CHECK(sources != NULL && strstr(sources, "{\"code\":1,\"name\":\"message_received\"}") != NULL);
+    CHECK(PARLEY_SOURCE_MESSAGE_RECEIVED == 1 && PARLEY_SOURCE_PINNED_MESSAGE_UPDATED == 30);
+    char expected_entry[96];
+    snprintf(expected_entry, sizeof expected_entry, "{\"code\":%d,\"name\":\"channel_changelog\"}", PARLEY_SOURCE_CHANNEL_CHANGELOG);
+    CHECK(sources != NULL && strstr(sources, expected_entry) != NULL);
+    snprintf(expected_entry, sizeof expected_entry, "{\"code\":%d,\"name\":\"unknown_event\"}", PARLEY_SOURCE_UNKNOWN_EVENT);
+    CHECK(sources != NULL && strstr(sources, expected_entry) != NULL);
+    parley_free(sources);
+
     /* Handler versions: INIT and _init agree; an unknown version is refused. */
     parley_group_channel_collection_handler handler = PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT;
     parley_group_channel_collection_handler initialized;

@@ -69,7 +69,7 @@ import Testing
         _ = try waitFor { done throws(ParleyError) in
             try admin.request(method: "PUT", path: "/v3/group_channels/s0", body: ["name": "aaa"], completion: done)
         }
-        #expect(engineWaitUntil { updates.value.contains { $0 == (.channelChanged, "s0") } })
+        #expect(engineWaitUntil { updates.value.contains { $0 == (.realtime(.channelChanged), "s0") } })
         #expect(engineWaitUntil { collection.channels.first?["channel_url"]?.stringValue == "s0" })
         collection.dispose()
         #expect(collection.isDisposed)
@@ -112,7 +112,7 @@ import Testing
         for (name, view) in (scenario["views"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
             let query = try GroupChannelListQuery(json: view["query"] ?? [:])
             let record: @Sendable (String, CollectionEventContext, [String]) -> Void = { kind, context, urls in
-                seen.update { $0 += urls.map { (name, kind, $0, context.source.rawValue) } }
+                seen.update { $0 += urls.map { (name, kind, $0, context.source.name) } }
             }
             let urls: @Sendable ([JSONValue]) -> [String] = { $0.compactMap { $0["channel_url"]?.stringValue } }
             let collection = try client.groupChannelCollection(query: query, handler: GroupChannelCollectionHandler(

@@ -23,7 +23,7 @@ extern "C" {
 
 /* ---- Event sources (why a collection reported a change) ------------------------------- */
 
-/* Real-time categories (docs/PROTOCOL.md §9), then sync, local and load sources. Stable. */
+/* Real-time categories (docs/PROTOCOL.md §9) from 1, the engine's own sources from 100. Stable. */
 #define PARLEY_SOURCE_MESSAGE_RECEIVED             1
 #define PARLEY_SOURCE_MESSAGE_UPDATED              2
 #define PARLEY_SOURCE_MESSAGE_DELETED              3
@@ -54,15 +54,15 @@ extern "C" {
 #define PARLEY_SOURCE_USER_JOINED                  28
 #define PARLEY_SOURCE_USER_LEFT                    29
 #define PARLEY_SOURCE_PINNED_MESSAGE_UPDATED       30
-#define PARLEY_SOURCE_CHANNEL_CHANGELOG            31
-#define PARLEY_SOURCE_MESSAGE_CHANGELOG            32
-#define PARLEY_SOURCE_MESSAGE_FILL                 33
-#define PARLEY_SOURCE_LOCAL_OPERATION              34
-#define PARLEY_SOURCE_LOCAL_SEND                   35
-#define PARLEY_SOURCE_LOCAL_CACHE                  36
-#define PARLEY_SOURCE_CACHE_LOAD                   37
-#define PARLEY_SOURCE_API_LOAD                     38
-#define PARLEY_SOURCE_UNKNOWN_EVENT                39
+#define PARLEY_SOURCE_CHANNEL_CHANGELOG            100
+#define PARLEY_SOURCE_MESSAGE_CHANGELOG            101
+#define PARLEY_SOURCE_MESSAGE_FILL                 102
+#define PARLEY_SOURCE_LOCAL_OPERATION              103
+#define PARLEY_SOURCE_LOCAL_SEND                   104
+#define PARLEY_SOURCE_LOCAL_CACHE                  105
+#define PARLEY_SOURCE_CACHE_LOAD                   106
+#define PARLEY_SOURCE_API_LOAD                     107
+#define PARLEY_SOURCE_UNKNOWN_EVENT                108
 
 /** Every source as a JSON array of {"code", "name"} (free with parley_free). */
 int parley_collection_sources(char **out_json);

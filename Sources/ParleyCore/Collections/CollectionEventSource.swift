@@ -1,68 +1,74 @@
 // Why a collection reported a change: one table for Swift, C (`PARLEY_SOURCE_*`, the code)
-// and Python (`CollectionEventSource`, the name). Codes are stable: append, never renumber.
+// and Python (`CollectionEventSource`, the name). Codes never change: a real-time source
+// is 1 + its place among the server's categories (EventCategory only appends), the
+// engine's own sources count from 100. include/parley/group_channel_collection.h spells
+// them out; the C and Python tests compare both with `parley_collection_sources`.
 
-public enum CollectionEventSource: String, Sendable, CaseIterable {
-    // Real-time events (the server's categories, docs/PROTOCOL.md §9).
-    case messageReceived = "message_received"
-    case messageUpdated = "message_updated"
-    case messageDeleted = "message_deleted"
-    case mention
-    case reactionUpdated = "reaction_updated"
-    case threadInfoUpdated = "thread_info_updated"
-    case readStatus = "read_status"
-    case deliveryStatus = "delivery_status"
-    case typingStatus = "typing_status"
-    case userMuted = "user_muted"
-    case userUnmuted = "user_unmuted"
-    case userBanned = "user_banned"
-    case userUnbanned = "user_unbanned"
-    case channelFrozen = "channel_frozen"
-    case channelUnfrozen = "channel_unfrozen"
-    case channelChanged = "channel_changed"
-    case channelDeleted = "channel_deleted"
-    case channelHidden = "channel_hidden"
-    case metadataCreated = "metadata_created"
-    case metadataUpdated = "metadata_updated"
-    case metadataDeleted = "metadata_deleted"
-    case metacounterCreated = "metacounter_created"
-    case metacounterUpdated = "metacounter_updated"
-    case metacounterDeleted = "metacounter_deleted"
-    case operatorUpdated = "operator_updated"
-    case invitationReceived = "invitation_received"
-    case invitationDeclined = "invitation_declined"
-    case userJoined = "user_joined"
-    case userLeft = "user_left"
-    case pinnedMessageUpdated = "pinned_message_updated"
-    // Sync.
+public enum CollectionEventSource: Sendable, Hashable {
+    /// A real-time event of this category (the server's categories only).
+    case realtime(EventCategory)
     /// The catch-up after (re)connecting: the net difference it made to the view.
-    case channelChangelog = "channel_changelog"
-    case messageChangelog = "message_changelog"
-    case messageFill = "message_fill"
-    // Local.
+    case channelChangelog
+    case messageChangelog
+    case messageFill
     /// An operation of this client (hide, leave, update, ...) whose answer changed the cache.
-    case localOperation = "local_operation"
+    case localOperation
     /// Sending: a message stored as pending, resent, confirmed, failed or canceled.
-    case localSend = "local_send"
+    case localSend
     /// The cache went over its size limit, or was cleared.
-    case localCache = "local_cache"
-    // Loads.
+    case localCache
     /// A page read from the cache.
-    case cacheLoad = "cache_load"
+    case cacheLoad
     /// A page (or a refresh) from the server.
-    case apiLoad = "api_load"
+    case apiLoad
     /// A real-time category this version does not know.
-    case unknownEvent = "unknown_event"
+    case unknownEvent
+
+    /// Every source, in code order.
+    public static let allCases: [CollectionEventSource] =
+        EventCategory.allCases.filter { $0.source == "server" }.map(CollectionEventSource.realtime)
+        + [.channelChangelog, .messageChangelog, .messageFill, .localOperation, .localSend, .localCache, .cacheLoad, .apiLoad, .unknownEvent]
+
+    private static let codes: [CollectionEventSource: Int32] = {
+        var table: [CollectionEventSource: Int32] = [:]
+        var realtime: Int32 = 1
+        var own: Int32 = 100
+        for source in allCases {
+            if case .realtime = source {
+                table[source] = realtime
+                realtime += 1
+            } else {
+                table[source] = own
+                own += 1
+            }
+        }
+        return table
+    }()
 
     /// The stable number of the source (`PARLEY_SOURCE_*`).
-    public var code: Int32 {
-        Int32(Self.allCases.firstIndex(of: self)! + 1)
+    public var code: Int32 { Self.codes[self] ?? 0 }
+
+    /// The name at the ABI and in Python.
+    public var name: String {
+        switch self {
+        case .realtime(let category): category.name
+        case .channelChangelog: "channel_changelog"
+        case .messageChangelog: "message_changelog"
+        case .messageFill: "message_fill"
+        case .localOperation: "local_operation"
+        case .localSend: "local_send"
+        case .localCache: "local_cache"
+        case .cacheLoad: "cache_load"
+        case .apiLoad: "api_load"
+        case .unknownEvent: "unknown_event"
+        }
     }
 
     /// The source of a batch of cache changes.
     init(_ cause: ChangeCause) {
         switch cause {
         case .realtime(let event):
-            self = event.category.flatMap { Self(rawValue: $0.rawValue) } ?? .unknownEvent
+            if let category = event.category, category.source == "server" { self = .realtime(category) } else { self = .unknownEvent }
         case .channelChangelog, .catchUpStarted, .catchUpFinished: self = .channelChangelog
         case .messageChangelog: self = .messageChangelog
         case .send, .resend, .sendResult, .cancel: self = .localSend
