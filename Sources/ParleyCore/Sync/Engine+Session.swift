@@ -51,6 +51,9 @@ extension Engine {
             stateChanged: { old, new, error in
                 onEngine { $0.streamStateChanged(old, new, error) }
             },
+            connected: { _ in
+                onEngine { $0.streamOpened() }
+            },
             event: { event in
                 onEngine { $0.applyStreamEvent(event) }
             },
@@ -68,16 +71,34 @@ extension Engine {
             })
     }
 
+    /// The server's `connected` event: the stream is open and its position known. The
+    /// position is stored as the resume point before anything is reported (on a fresh
+    /// connection it is the server's newest event id, so a client that sees no event before it
+    /// goes away, or exits, still resumes from there and misses nothing); then the catch-up.
+    private func streamOpened() {
+        storeStreamPosition()
+        if !self.session.streamWasOpen {
+            self.session.streamWasOpen = true
+            services.connectionEvent(.connected, nil)
+            self.runCatchUp(then: nil)
+        } else {
+            self.runCatchUp { self.services.connectionEvent(.reconnectSucceeded, nil) }
+        }
+    }
+
+    private func storeStreamPosition() {
+        guard let position = session.stream?.lastEventID else { return }
+        let stored = read("reading the resume point") { cache throws(ParleyError) in try cache.metaValue("last_event_id") } ?? nil
+        guard stored != String(position) else { return }
+        write(.operation("stream_position"), "storing the resume point") { transaction throws(ParleyError) in
+            try transaction.setMetaValue(String(position), forKey: "last_event_id")
+        }
+    }
+
     private func streamStateChanged(_ old: ConnectionState, _ new: ConnectionState, _ error: ParleyError?) {
         switch new {
         case .open:
-            if !self.session.streamWasOpen {
-                self.session.streamWasOpen = true
-                services.connectionEvent(.connected, nil)
-                self.runCatchUp(then: nil)
-            } else {
-                self.runCatchUp { self.services.connectionEvent(.reconnectSucceeded, nil) }
-            }
+            break  // reported when the `connected` event has told the stream's position (streamOpened)
         case .reconnecting:
             if old == .open || !self.session.streamWasOpen && old == .closed {
                 // Messages may arrive unseen until the stream is back: no range reaches the newest end.

@@ -303,6 +303,30 @@ def test_resume_after_disconnect_replays_missed_events_once(restartable: Restart
         assert len(received) == len(set(received)) == 6
 
 
+@pytest.mark.parametrize("away", ["disconnect", "exit"])
+def test_a_client_that_saw_no_event_still_resumes(server: RunningServer, admin: Admin, tmp_path: Path, away: str) -> None:
+    """The stream's position is stored as soon as it opens: a client that received no event
+    before going away (disconnect, or process exit with the cache kept) resumes from it, so
+    what was sent meanwhile is replayed and cached."""
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    connect(client, recorder, "alice", alice_token)
+    if away == "disconnect":
+        client.disconnect()
+    else:
+        client.close()
+    missed = [admin.send(url, "bob", f"missed {i}")["message_id"] for i in range(20)]
+    if away == "exit":
+        client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: len(recorder.of("message_received")) == 20)
+        received = [p["message"]["message_id"] for p in recorder.of("message_received")]
+        assert received == missed
+        cached = [m["message_id"] for m in client.cached_messages(url, -1, 100)]
+        assert cached == missed
+
+
 def test_reconnect_after_restart_delivers_new_events(restartable: RestartableServer, tmp_path: Path) -> None:
     admin = Admin(restartable.running())
     alice_token, _, url = setup_pair(admin)
