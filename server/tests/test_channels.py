@@ -18,6 +18,8 @@ def test_create_variants(server):
     assert c["is_created"] is True
     assert_error(server.request("POST", "/v3/group_channels", json={"channel_url": url}), 400, 400202)
     assert_error(server.request("POST", "/v3/group_channels", json={"channel_url": "bad url!"}), 400, 400100, "channel_url")
+    for dots in (".", ".."):  # URL normalization would drop the segment: no route could reach it
+        assert_error(server.request("POST", "/v3/group_channels", json={"channel_url": dots}), 400, 400100, "channel_url")
     assert_error(server.request("POST", "/v3/group_channels", json={"is_super": True, "is_distinct": True}), 400, 400100, "is_distinct")
     assert_error(server.request("POST", "/v3/group_channels", json={"user_ids": "x", "strict": True}), 404, 400201)
     assert_error(server.request("POST", "/v3/group_channels", json={"is_public": "maybe"}), 400, 400100, "is_public")

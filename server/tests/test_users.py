@@ -23,6 +23,11 @@ def test_duplicate_user_and_bad_fields(server):
     assert_error(server.request("POST", "/v3/users", json={"user_id": 5, "nickname": "x"}), 400, 400100, "user_id")
     assert_error(server.request("POST", "/v3/users", json={"user_id": "", "nickname": "x"}), 400, 400100, "user_id")
     assert_error(server.request("POST", "/v3/users", json={"user_id": "a" * 81}), 400, 400104, "user_id")
+    # 80 bytes is the limit, not 80 characters: 27 three-byte characters are 81 bytes.
+    assert_error(server.request("POST", "/v3/users", json={"user_id": "\u20ac" * 27}), 400, 400104, "user_id")
+    assert server.request("POST", "/v3/users", json={"user_id": "\u20ac" * 26}).status_code == 200
+    for dots in (".", ".."):  # no route could reach such an id
+        assert_error(server.request("POST", "/v3/users", json={"user_id": dots}), 400, 400100, "user_id")
     assert_error(server.request("POST", "/v3/users", json={"user_id": "m1", "metadata": {"k": 1}}), 400, 400100, "metadata")
     assert_error(server.request("PUT", f"/v3/users/{uid}", json={"nickname": True}), 400, 400100, "nickname")
 

@@ -203,7 +203,12 @@ public enum URLEncoding {
             || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x7E
     }
 
-    public static func encodePathSegment(_ text: String) -> String { percentEncode(text) }
+    /// A path segment that cannot change the route: besides percent-encoding, "." and ".."
+    /// have their dots encoded (%2E), which URL normalization leaves alone.
+    public static func encodePathSegment(_ text: String) -> String {
+        if text == "." || text == ".." { return String(repeating: "%2E", count: text.count) }
+        return percentEncode(text)
+    }
 
     public static func percentEncode(_ text: String) -> String {
         let hex: [UInt8] = Array("0123456789ABCDEF".utf8)

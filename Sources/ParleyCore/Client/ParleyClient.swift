@@ -24,6 +24,7 @@ public final class ParleyClient: Sendable {
     private let closed = Atomic<Bool>(false)
 
     public init(configuration: ClientConfiguration) throws(ParleyError) {
+        try configuration.validate()
         self.configuration = configuration
         var httpConfiguration = HTTPClientConfiguration()
         httpConfiguration.userAgent = configuration.userAgent

@@ -113,6 +113,19 @@ public struct ClientConfiguration: Sendable, Equatable {
         }
         if let value = try reader.optionalInt("reconnect_max_attempts", in: 0...1_000_000) { reconnectPolicy.maxAttempts = Int(value) }
         if let value = try reader.optionalInt("stream_idle_timeout_s", in: 0...3600) { reconnectPolicy.idleTimeoutSec = Int(value) }
+        try validate()
+    }
+
+    /// Refuses values that would change the requests they go into: a control character in
+    /// a value that becomes a header (CR/LF would add headers of the caller's choosing) or
+    /// in the server URL, and spaces in the URL.
+    public func validate() throws(ParleyError) {
+        func hasControl(_ text: String) -> Bool { text.utf8.contains { $0 < 0x20 || $0 == 0x7F } }
+        if hasControl(userAgent) { throw .invalidArgument("config.user_agent: must not contain control characters (CR, LF, ...)") }
+        if let apiToken, hasControl(apiToken) { throw .invalidArgument("config.api_token: must not contain control characters") }
+        if let serverURL, hasControl(serverURL) || serverURL.utf8.contains(0x20) {
+            throw .invalidArgument("config.server_url: must not contain spaces or control characters")
+        }
     }
 }
 

@@ -215,3 +215,11 @@ def test_raw_requests_async_against_the_real_server(server):
             assert sorted(result["user_id"] for result in results) == sorted(f"user{index}" for index in range(20))
 
     asyncio.run(scenario())
+
+
+def test_header_values_with_control_characters_are_refused() -> None:
+    for options, field in (({"user_agent": "x\r\nX-Injected: 1"}, "user_agent"), ({"api_token": "t\n"}, "api_token"),
+                           ({"server_url": "http://127.0.0.1:1/a b"}, "server_url")):
+        with pytest.raises(parley.InvalidArgument) as failure:
+            parley.Client(**options)
+        assert field in str(failure.value)

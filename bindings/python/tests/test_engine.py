@@ -639,6 +639,10 @@ def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer,
     for url in urls:
         admin.call("PUT", f"/v3/group_channels/{url}/messages/{kept[url]}", {"message": f"edited {url}"})
         admin.call("DELETE", f"/v3/group_channels/{url}/messages/{gone[url]}")
+    # Without a resume point nothing is replayed: only the changelogs can find the changes.
+    import sqlite3
+    with sqlite3.connect(next((tmp_path / "cache").rglob("alice.sqlite"))) as db:
+        db.execute("DELETE FROM meta WHERE key = 'last_event_id'")
     client, recorder = make_client(server.url, tmp_path / "cache")
     with client:
         connect(client, recorder, "alice", alice_token)
@@ -783,3 +787,22 @@ def test_cancel_failed_message_and_manual_resend(restartable: RestartableServer,
         assert message["req_id"] == kept["req_id"] and message["message_id"] > 0
         assert [m["req_id"] for m in server_messages(admin, url)] == [kept["req_id"]]
         assert [m.get("sending_status", "succeeded") for m in client.cached_messages(url)] == ["succeeded"]
+
+
+def test_dot_segment_ids_cannot_change_the_route(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    """A channel URL "." or ".." is encoded so that URL normalization cannot drop it:
+    leave_channel(".") must not become PUT /v3/group_channels/leave, and nothing changes."""
+    alice_token, _, url = setup_pair(admin)
+    admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "leave"})
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        for dots in (".", ".."):
+            with pytest.raises(parley.NotFound):
+                client.leave_channel(channel_url=dots).result(TIMEOUT)
+            with pytest.raises(parley.NotFound):
+                client.get_group_channel(channel_url=dots).result(TIMEOUT)
+        members = admin.call("GET", "/v3/group_channels/leave/members")["members"]
+        assert sorted(m["user_id"] for m in members) == ["alice", "bob"]
+        members = admin.call("GET", f"/v3/group_channels/{url}/members")["members"]
+        assert sorted(m["user_id"] for m in members) == ["alice", "bob"]

@@ -6,6 +6,8 @@ func validateChannelURL(_ url: String, field: String = "channel_url") throws {
         (c >= "a" && c <= "z") || (c >= "A" && c <= "Z") || (c >= "0" && c <= "9") || c == "_" || c == "-" || c == "."
     }
     if !ok { throw APIError.invalid(field, "may contain only letters, digits, '_', '-' and '.'.") }
+    // A path segment of "." or ".." is removed or climbs by URL normalization: no route could reach it.
+    if url == "." || url == ".." { throw APIError.invalid(field, "must not be \".\" or \"..\".") }
 }
 
 /// Lexicographic sort keys for keyset pagination.

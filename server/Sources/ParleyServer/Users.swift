@@ -4,6 +4,8 @@ func validateUserId(_ id: String, field: String = "user_id") throws {
     if id.isEmpty { throw APIError.invalid(field, "must not be empty.") }
     if id.utf8.count > 80 { throw APIError.tooLong(field, 80) }
     if id.unicodeScalars.contains(where: { $0.value < 0x20 }) { throw APIError.invalid(field, "must not contain control characters.") }
+    // A path segment of "." or ".." is removed or climbs by URL normalization: no route could reach it.
+    if id == "." || id == ".." { throw APIError.invalid(field, "must not be \".\" or \"..\".") }
 }
 
 extension ServerState {
