@@ -10,6 +10,7 @@ import concurrent.futures
 import ctypes
 import enum
 import json
+import sys
 import threading
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -416,6 +417,8 @@ class GroupChannelCollection:
         self.dispose()
 
     def __del__(self) -> None:
+        if sys.is_finalizing():
+            return  # the client's atexit close has stopped it; waiting now could hang
         try:
             self.dispose()
         except Exception:

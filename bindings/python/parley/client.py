@@ -1,10 +1,13 @@
 """The Client: one connection to a Parley server, over libparley's C ABI."""
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import ctypes
 import json
+import sys
 import threading
+import weakref
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 from . import _callbacks, _native
@@ -93,6 +96,21 @@ def _encode_json(value: Union[None, str, Mapping[str, Any], JSONValue]) -> Optio
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+# Clients still open when the interpreter exits are closed while it is fully alive: the
+# library's callback thread may need the GIL to finish a callback, which a finalizer running
+# during interpreter shutdown could never give it (destroy would wait forever).
+_open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_clients() -> None:
+    for client in list(_open_clients):
+        try:
+            client.close()
+        except Exception:
+            pass
+
+
 class Client:
     """A Parley client.
 
@@ -131,6 +149,7 @@ class Client:
         _check(lib.parley_client_create(ctypes.byref(handle), text))
         self._handle: Optional[int] = handle.value
         self._close_lock = threading.Lock()
+        _open_clients.add(self)
         self._log_key = 0
         self._connection_key = 0
         self._event_key = 0
@@ -169,6 +188,8 @@ class Client:
         self.close()
 
     def __del__(self) -> None:
+        if sys.is_finalizing():
+            return  # too late to wait for the callback thread; atexit closed what it could
         try:
             self.close()
         except Exception:

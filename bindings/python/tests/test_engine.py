@@ -806,3 +806,31 @@ def test_dot_segment_ids_cannot_change_the_route(server: RunningServer, admin: A
         assert sorted(m["user_id"] for m in members) == ["alice", "bob"]
         members = admin.call("GET", f"/v3/group_channels/{url}/members")["members"]
         assert sorted(m["user_id"] for m in members) == ["alice", "bob"]
+
+
+def test_the_process_exits_promptly_with_a_connected_client_left_open(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    """A connected client with handlers, never closed: the interpreter still exits at once."""
+    import subprocess
+    import sys
+    alice_token, _, url = setup_pair(admin)
+    script = f"""
+import parley, time
+client = parley.Client(server_url={server.url!r}, cache_dir={str(tmp_path / 'cache')!r})
+client.set_event_handler(lambda *event: time.sleep(0.05))
+client.set_connection_handler(lambda *event: None)
+client.connect("alice", {alice_token!r}).result(10)
+collection = client.group_channel_collection()
+collection.load_more().result(10)
+print("connected", flush=True)
+"""
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(Path(parley.__file__).parent.parent)})
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "connected"
+    for index in range(20):  # events arriving while it exits
+        admin.send(url, "bob", f"late {index}")
+    try:
+        assert process.wait(timeout=15) == 0
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("the process did not exit")
