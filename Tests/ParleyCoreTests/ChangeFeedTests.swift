@@ -27,6 +27,7 @@ private func causeName(_ cause: ChangeCause) -> String {
     case .clear: "clear"
     case .catchUpStarted: "catch_up_started"
     case .catchUpFinished: "catch_up_finished"
+    case .cacheUnavailable: "cache_unavailable"
     }
 }
 

@@ -70,7 +70,9 @@ int parley_client_set_connection_handler(parley_client *client, parley_connectio
  * channel_changelog_deleted {"channel_url"}, message_changelog_deleted {"channel_url",
  * "message_id"}: a cached object the catch-up found gone), or a local sending category
  * (message_pending, message_sent, message_failed, message_canceled, message_resend_started;
- * see parley_event_categories). `channel_url` may be "". `payload_json` is the event's data
+ * see parley_event_categories), or cache_unavailable {"reason"} (the cache file could not be
+ * opened: the client works on an in-memory cache, so nothing, pending messages included,
+ * survives the process). `channel_url` may be "". `payload_json` is the event's data
  * object (server events) or the message / channel (sync and local events; message_failed
  * adds error_code and error_message). All borrowed. A message this
  * client sent is reported once, as message_sent, never also as message_received (the

@@ -68,6 +68,8 @@ struct AppEventReporter: Sendable {
                 default: break
                 }
             }
+        case .cacheUnavailable(let reason):
+            events.append((EventCategory.cacheUnavailable.name, "", .object(["reason": .string(reason)])))
         default:
             break
         }

@@ -374,6 +374,12 @@ public final class SQLiteDatabase {
         for migration in migrations where Int64(migration.version) > current {
             do throws(ParleyError) {
                 try transaction { () throws(ParleyError) in
+                    // Another process may have migrated since the version was read: under the
+                    // write lock (BEGIN IMMEDIATE) the version read again is the truth.
+                    guard case (SQLITE_OK, .integer(let now)) = Self.firstColumn(handle, "PRAGMA user_version") else {
+                        throw connection.failure("read user_version", code: sqlite3_errcode(handle))
+                    }
+                    guard now < Int64(migration.version) else { return }
                     if let apply = migration.apply {
                         try apply(self)
                     } else {
@@ -490,7 +496,15 @@ public final class SQLiteDatabase {
 
     private func configure() throws(ParleyError) -> String {
         let handle = try liveHandle("configure")
-        let mode = Self.firstColumn(handle, "PRAGMA journal_mode=WAL")
+        var mode = Self.firstColumn(handle, "PRAGMA journal_mode=WAL")
+        // Switching a new file to WAL needs it alone; SQLite answers BUSY at once (no busy
+        // handler) while another process creates the same file, so wait here, bounded.
+        var waitedMs = 0
+        while mode.code & 0xFF == SQLITE_BUSY || mode.code & 0xFF == SQLITE_LOCKED, waitedMs < 5_000 {
+            sqlite3_sleep(10)
+            waitedMs += 10
+            mode = Self.firstColumn(handle, "PRAGMA journal_mode=WAL")
+        }
         guard mode.code == SQLITE_OK else {
             throw connection.failure("set journal_mode", code: mode.code)
         }

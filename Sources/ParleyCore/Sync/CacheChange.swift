@@ -129,6 +129,9 @@ public enum ChangeCause: Sendable {
     case catchUpStarted
     /// The catch-up ended (also when it failed or the session ended); an empty batch.
     case catchUpFinished
+    /// The persistent cache could not be opened: the client runs on an in-memory cache
+    /// (nothing survives the process, pending messages included); an empty batch.
+    case cacheUnavailable(reason: String)
 }
 
 /// Changes committed together, in commit order (`sequence` increases by one per batch).

@@ -12,17 +12,18 @@ extension Engine {
         closeCache()
         let limit = configuration.cacheSizeLimitBytes
         var location = SQLiteLocation.memory
+        var fallback: String?
         if configuration.cacheMode == .persistent {
             switch Self.cacheFilePath(configuration: configuration, userID: userID) {
             case .success(let path): location = .file(path: path)
-            case .failure(let error): log(.error, "cache: \(error.message); using an in-memory cache")
+            case .failure(let error): fallback = error.message
             }
         }
         var opened: ChatCache?
         do {
             opened = try ChatCache(location: location, sizeLimitBytes: limit)
         } catch {
-            log(.error, "cache: cannot open \(location): \(error); using an in-memory cache")
+            fallback = "cannot open \(location): \(error)"
             opened = try? ChatCache(location: .memory, sizeLimitBytes: limit)
         }
         if let recovery = opened?.recovery {
@@ -30,6 +31,11 @@ extension Engine {
         }
         store.writer = opened.map { CacheWriter(cache: $0, feed: feed) }
         store.userID = userID
+        if let fallback {
+            // Nothing sent from now on survives the process: the application must know.
+            log(.error, "cache: \(fallback); using an in-memory cache")
+            feed.publish(cause: .cacheUnavailable(reason: fallback), changes: [])
+        }
     }
 
     func closeCache() {

@@ -40,6 +40,8 @@ public enum EventCategory: String, Sendable, CaseIterable {
     case messageFailed = "message_failed"
     case messageCanceled = "message_canceled"
     case messageResendStarted = "message_resend_started"
+    /// The cache file could not be opened; the client works on an in-memory cache.
+    case cacheUnavailable = "cache_unavailable"
 
     // Catch-up.
     case channelChangelog = "channel_changelog"
@@ -54,7 +56,7 @@ public enum EventCategory: String, Sendable, CaseIterable {
     /// (the changelog catch-up) or "local" (sending).
     public var source: String {
         switch self {
-        case .messagePending, .messageSent, .messageFailed, .messageCanceled, .messageResendStarted: "local"
+        case .messagePending, .messageSent, .messageFailed, .messageCanceled, .messageResendStarted, .cacheUnavailable: "local"
         case .channelChangelog, .channelChangelogDeleted, .messageChangelog, .messageChangelogDeleted: "sync"
         default: "server"
         }

@@ -43,6 +43,7 @@ class EventCategory(str, enum.Enum):
     MESSAGE_FAILED = "message_failed"
     MESSAGE_CANCELED = "message_canceled"
     MESSAGE_RESEND_STARTED = "message_resend_started"
+    CACHE_UNAVAILABLE = "cache_unavailable"
     CHANNEL_CHANGELOG = "channel_changelog"
     CHANNEL_CHANGELOG_DELETED = "channel_changelog_deleted"
     MESSAGE_CHANGELOG = "message_changelog"
@@ -53,7 +54,7 @@ class EventCategory(str, enum.Enum):
 
     @property
     def source(self) -> str:
-        """"server" (the real-time stream), "sync" (the changelog catch-up) or "local" (sending)."""
+        """"server" (the real-time stream), "sync" (the changelog catch-up) or "local" (sending, the cache)."""
         if self in _LOCAL:
             return "local"
         if self in _SYNC:
@@ -62,6 +63,7 @@ class EventCategory(str, enum.Enum):
 
 
 _LOCAL = frozenset({EventCategory.MESSAGE_PENDING, EventCategory.MESSAGE_SENT, EventCategory.MESSAGE_FAILED,
-                    EventCategory.MESSAGE_CANCELED, EventCategory.MESSAGE_RESEND_STARTED})
+                    EventCategory.MESSAGE_CANCELED, EventCategory.MESSAGE_RESEND_STARTED,
+                    EventCategory.CACHE_UNAVAILABLE})
 _SYNC = frozenset({EventCategory.CHANNEL_CHANGELOG, EventCategory.CHANNEL_CHANGELOG_DELETED,
                    EventCategory.MESSAGE_CHANGELOG, EventCategory.MESSAGE_CHANGELOG_DELETED})

@@ -834,3 +834,47 @@ print("connected", flush=True)
     except subprocess.TimeoutExpired:
         process.kill()
         raise AssertionError("the process did not exit")
+
+
+def test_an_unusable_cache_directory_is_reported_not_only_logged(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, _ = setup_pair(admin)
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the cache directory should be")
+    client, recorder = make_client(server.url, blocked)
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        recorder.wait(lambda: len(recorder.of("cache_unavailable")) == 1)
+        assert recorder.of("cache_unavailable")[0]["reason"]
+
+
+def test_two_processes_creating_one_cache_at_once_both_get_it(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    """Migrations are race-free: two processes opening a new cache for the same user at the
+    same moment both end up on the file (no fallback to memory)."""
+    import subprocess
+    import sys
+    alice_token, _, _ = setup_pair(admin)
+    script = f"""
+import parley, sys, time
+events = []
+client = parley.Client(server_url={server.url!r}, cache_dir=sys.argv[1])
+def on_event(category, url, payload):
+    events.append(category)
+    if category == "cache_unavailable":
+        print(payload, file=sys.stderr, flush=True)  # the reason, for a failing run
+client.set_event_handler(on_event)
+start = float(sys.argv[2])
+time.sleep(max(0.0, start - time.time()))
+client.connect("alice", {alice_token!r}).result(10)
+time.sleep(0.3)
+client.close()
+print("fallback" if "cache_unavailable" in events else "file", flush=True)
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(parley.__file__).parent.parent)}
+    for run in range(6):
+        directory = tmp_path / f"race-{run}"
+        start = str(time.time() + 1.0)
+        processes = [subprocess.Popen([sys.executable, "-c", script, str(directory), start], stdout=subprocess.PIPE,
+                                      text=True, env=env) for _ in range(2)]
+        outputs = [process.communicate(timeout=30)[0].strip() for process in processes]
+        assert outputs == ["file", "file"], f"run {run}: {outputs}"
+        assert all(process.returncode == 0 for process in processes)
