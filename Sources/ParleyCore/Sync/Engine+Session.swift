@@ -60,6 +60,10 @@ extension Engine {
             resyncRequired: { reason, _ in
                 onEngine { engine in
                     engine.log(.info, "event stream: resync required (\(reason)); running changelogs")
+                    // Events were lost: no range may be extended over them by the next live message.
+                    engine.write(.connectionLost, "marking ranges after a resync") { transaction throws(ParleyError) in
+                        try transaction.forgetNewestEnd()
+                    }
                     engine.runCatchUp(then: nil)
                 }
             },

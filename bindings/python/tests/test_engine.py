@@ -621,6 +621,46 @@ def test_catch_up_by_changelogs_after_retention_is_exceeded(tmp_path: Path) -> N
         server.stop()
 
 
+def test_after_a_resync_the_cache_claims_no_continuity_over_the_hole(tmp_path: Path) -> None:
+    """Events lost beyond the server's retention: the range that reached the newest end
+    before must not be extended over the messages that were never received."""
+    import sqlite3
+    server = RestartableServer(tmp_path / "server.sqlite", "--event-retention", "3")
+    server.start()
+    try:
+        admin = Admin(server.running())
+        alice_token, _, url = setup_pair(admin)
+        before = admin.send(url, "bob", "before")
+        client, recorder = make_client(server.url, tmp_path / "cache")
+        with client:
+            connect(client, recorder, "alice", alice_token)
+            client.list_messages(channel_url=url).result(TIMEOUT)
+        # The range a message view records after loading the newest page (scope "" = no filter).
+        with sqlite3.connect(next((tmp_path / "cache").rglob("alice.sqlite"))) as db:
+            db.execute("INSERT INTO chunks (channel_url, scope, start_created_at, start_message_id, end_created_at, "
+                       "end_message_id, reaches_oldest, reaches_newest) VALUES (?, '', ?, ?, ?, ?, 1, 1)",
+                       (url, before["created_at"], before["message_id"], before["created_at"], before["message_id"]))
+        missed = [admin.send(url, "bob", f"missed {i}") for i in range(10)]
+        client, recorder = make_client(server.url, tmp_path / "cache")
+        with client:
+            connect(client, recorder, "alice", alice_token)  # resync: the missed events are gone
+            recorder.wait(lambda: "reconnect_succeeded" in recorder.names() or "connected" in recorder.names())
+            time.sleep(0.3)
+            live = admin.send(url, "bob", "live")
+            recorder.wait(lambda: any(p["message"]["message_id"] == live["message_id"] for p in recorder.of("message_received")))
+        cache_file = next((tmp_path / "cache").rglob("alice.sqlite"))
+        with sqlite3.connect(cache_file) as db:
+            chunks = db.execute("SELECT start_created_at, start_message_id, end_created_at, end_message_id FROM chunks "
+                                "WHERE channel_url = ?", (url,)).fetchall()
+        assert chunks, "the recorded range is kept"
+        for start_ts, start_id, end_ts, end_id in chunks:
+            covers_before = (start_ts, start_id) <= (before["created_at"], before["message_id"]) <= (end_ts, end_id)
+            covers_live = (start_ts, start_id) <= (live["created_at"], live["message_id"]) <= (end_ts, end_id)
+            assert not (covers_before and covers_live), f"a range spans the hole of {len(missed)} messages: {chunks}"
+    finally:
+        server.stop()
+
+
 def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     # More channels than the engine fetches changelogs for at once (4): every one is caught up.
     alice_token, _, _ = setup_pair(admin)
