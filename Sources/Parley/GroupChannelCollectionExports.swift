@@ -60,31 +60,30 @@ public func exportGroupChannelCollectionCreate(
             guard copy.version == PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION else {
                 throw .invalidArgument("handler.version is \(copy.version); set it with PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT")
             }
-            let userData = CCallback(function: (), userData: copy.user_data)
             if let added = copy.added {
-                let fn = CCallback(function: added, userData: nil)
+                let fn = CCallback(function: added, userData: copy.user_data)
                 swiftHandler.added = { context, channels in
                     let text = JSONValue.array(channels).canonicalText
-                    withCContext(context) { c in text.withCString { fn.function(userData.userData, c, $0) } }
+                    withCContext(context) { c in text.withCString { fn.function(fn.userData, c, $0) } }
                 }
             }
             if let updated = copy.updated {
-                let fn = CCallback(function: updated, userData: nil)
+                let fn = CCallback(function: updated, userData: copy.user_data)
                 swiftHandler.updated = { context, channels in
                     let text = JSONValue.array(channels).canonicalText
-                    withCContext(context) { c in text.withCString { fn.function(userData.userData, c, $0) } }
+                    withCContext(context) { c in text.withCString { fn.function(fn.userData, c, $0) } }
                 }
             }
             if let deleted = copy.deleted {
-                let fn = CCallback(function: deleted, userData: nil)
+                let fn = CCallback(function: deleted, userData: copy.user_data)
                 swiftHandler.deleted = { context, urls in
                     let text = JSONValue.array(urls.map(JSONValue.string)).canonicalText
-                    withCContext(context) { c in text.withCString { fn.function(userData.userData, c, $0) } }
+                    withCContext(context) { c in text.withCString { fn.function(fn.userData, c, $0) } }
                 }
             }
             if let error = copy.error {
-                let fn = CCallback(function: error, userData: nil)
-                swiftHandler.error = { failure in withCError(failure) { fn.function(userData.userData, $0) } }
+                let fn = CCallback(function: error, userData: copy.user_data)
+                swiftHandler.error = { failure in withCError(failure) { fn.function(fn.userData, $0) } }
             }
         }
         let collection = try object.groupChannelCollection(query: query, handler: swiftHandler)

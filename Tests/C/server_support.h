@@ -83,6 +83,48 @@ static pid_t start_server(const char *binary, const char *database, char *url, s
     return pid;
 }
 
+/* A running parley-server in a temporary directory, with an admin client (memory cache). */
+typedef struct {
+    char directory[64];
+    char url[256];
+    pid_t pid;
+    parley_client *admin;
+} test_server;
+
+/* Starts the server named by PARLEY_SERVER_BIN; 0 on success (a message on failure). */
+static int test_server_start(test_server *server, const char *test_name) {
+    memset(server, 0, sizeof *server);
+    const char *binary = getenv("PARLEY_SERVER_BIN");
+    if (binary == NULL || access(binary, X_OK) != 0) {
+        fprintf(stderr, "%s: set PARLEY_SERVER_BIN to the parley-server binary\n", test_name);
+        return -1;
+    }
+    snprintf(server->directory, sizeof server->directory, "/tmp/parley-c-%s-XXXXXX", test_name);
+    if (mkdtemp(server->directory) == NULL) return -1;
+    char database[128], config[512];
+    snprintf(database, sizeof database, "%s/server.sqlite", server->directory);
+    server->pid = start_server(binary, database, server->url, sizeof server->url);
+    if (server->pid < 0) return -1;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"c-test-token\", \"cache_mode\": \"memory\"}",
+             server->url);
+    if (parley_client_create(&server->admin, config) != PARLEY_OK) {
+        fprintf(stderr, "%s: admin client: %s\n", test_name, parley_last_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+/* Destroys the admin client, stops the server and removes its directory. */
+static void test_server_stop(test_server *server) {
+    if (server->admin != NULL) parley_client_destroy(server->admin);
+    server->admin = NULL;
+    kill(server->pid, SIGTERM);
+    waitpid(server->pid, NULL, 0);
+    char command[128];
+    snprintf(command, sizeof command, "rm -rf '%s'", server->directory);
+    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", server->directory);
+}
+
 /* Runs one admin REST call and waits for it. */
 static int admin_call(parley_client *admin, const char *method, const char *path, const char *body, result_slot *slot) {
     slot_init(slot);

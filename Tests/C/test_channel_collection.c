@@ -94,21 +94,11 @@ static void *chatter(void *argument) {
 }
 
 int main(void) {
-    const char *binary = getenv("PARLEY_SERVER_BIN");
-    if (binary == NULL || access(binary, X_OK) != 0) {
-        fprintf(stderr, "test_channel_collection: set PARLEY_SERVER_BIN to the parley-server binary\n");
-        return 1;
-    }
-    char directory[] = "/tmp/parley-c-collection-XXXXXX";
-    if (mkdtemp(directory) == NULL) return 1;
-    char database[256], url[256], config[1024], path[256];
-    snprintf(database, sizeof database, "%s/server.sqlite", directory);
-    pid_t server = start_server(binary, database, url, sizeof url);
-    if (server < 0) return 1;
-
-    parley_client *admin = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"c-test-token\", \"cache_mode\": \"memory\"}", url);
-    CHECK_STATUS(PARLEY_OK, parley_client_create(&admin, config));
+    test_server server;
+    if (test_server_start(&server, "collection") != 0) return 1;
+    parley_client *admin = server.admin;
+    const char *url = server.url, *directory = server.directory;
+    char config[1024], path[256];
     result_slot slot;
     memset(&slot, 0, sizeof slot);
     char token[256] = "";
@@ -234,8 +224,8 @@ int main(void) {
     CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_dispose(collection));
     free(slot.json);
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(admin));
-    kill(server, SIGTERM);
-    waitpid(server, NULL, 0);
+    server.admin = NULL;  /* destroyed above */
+    test_server_stop(&server);
     printf("test_channel_collection: %d dispose rounds\n", rounds);
     return check_report("test_channel_collection");
 }

@@ -134,16 +134,11 @@ int main(void) {
         return 1;
     }
     seen = json_array();
-    char directory[] = "/tmp/parley-c-channel-scenario-XXXXXX";
-    if (mkdtemp(directory) == NULL) return 1;
-    char database[256], url[256], config[1024], path[256];
-    snprintf(database, sizeof database, "%s/server.sqlite", directory);
-    pid_t server = start_server(binary, database, url, sizeof url);
-    if (server < 0) return 1;
-
-    parley_client *admin = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"c-test-token\", \"cache_mode\": \"memory\"}", url);
-    CHECK_STATUS(PARLEY_OK, parley_client_create(&admin, config));
+    test_server server;
+    if (test_server_start(&server, "channel-scenario") != 0) return 1;
+    parley_client *admin = server.admin;
+    const char *url = server.url, *directory = server.directory;
+    char config[1024], path[256];
     result_slot slot;
     memset(&slot, 0, sizeof slot);
     const char *viewer = json_string_value(json_object_get(scenario, "viewer"));
@@ -243,7 +238,7 @@ int main(void) {
     free(slot.json);
     json_decref(seen);
     json_decref(scenario);
-    kill(server, SIGTERM);
-    waitpid(server, NULL, 0);
+    server.admin = NULL;  /* destroyed above */
+    test_server_stop(&server);
     return check_report("test_channel_scenario");
 }

@@ -119,16 +119,11 @@ int main(void) {
         fprintf(stderr, "%s:%d: %s\n", scenario_path, json_error.line, json_error.text);
         return 1;
     }
-    char directory[] = "/tmp/parley-c-scenario-XXXXXX";
-    if (mkdtemp(directory) == NULL) return 1;
-    char database[256], url[256], config[1024], path[512];
-    snprintf(database, sizeof database, "%s/server.sqlite", directory);
-    pid_t server = start_server(binary, database, url, sizeof url);
-    if (server < 0) return 1;
-
-    parley_client *admin = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"c-test-token\", \"cache_mode\": \"memory\"}", url);
-    CHECK_STATUS(PARLEY_OK, parley_client_create(&admin, config));
+    test_server server;
+    if (test_server_start(&server, "scenario") != 0) return 1;
+    parley_client *admin = server.admin;
+    const char *url = server.url;
+    char config[1024], path[512];
     result_slot slot;
     memset(&slot, 0, sizeof slot);
     saved = json_object();
@@ -235,10 +230,7 @@ int main(void) {
     json_decref(exercised);
     json_decref(saved);
     json_decref(scenario);
-    kill(server, SIGTERM);
-    waitpid(server, NULL, 0);
-    char command[512];
-    snprintf(command, sizeof command, "rm -rf '%s'", directory);
-    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", directory);
+    server.admin = NULL;  /* destroyed above */
+    test_server_stop(&server);
     return check_report("test_scenario");
 }

@@ -53,21 +53,11 @@ static void on_event(void *user_data, const char *category, const char *channel_
 }
 
 int main(void) {
-    const char *binary = getenv("PARLEY_SERVER_BIN");
-    if (binary == NULL || access(binary, X_OK) != 0) {
-        fprintf(stderr, "test_session: set PARLEY_SERVER_BIN to the parley-server binary\n");
-        return 1;
-    }
-    char directory[] = "/tmp/parley-c-test-XXXXXX";
-    if (mkdtemp(directory) == NULL) return 1;
-    char database[256], url[256], config[1024];
-    snprintf(database, sizeof database, "%s/server.sqlite", directory);
-    pid_t server = start_server(binary, database, url, sizeof url);
-    if (server < 0) return 1;
-
-    parley_client *admin = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"c-test-token\", \"cache_mode\": \"memory\"}", url);
-    CHECK_STATUS(PARLEY_OK, parley_client_create(&admin, config));
+    test_server server;
+    if (test_server_start(&server, "session") != 0) return 1;
+    parley_client *admin = server.admin;
+    const char *url = server.url, *directory = server.directory;
+    char config[1024];
     result_slot slot;
     memset(&slot, 0, sizeof slot);
     char token[256] = "";
@@ -151,10 +141,7 @@ int main(void) {
 
     free(slot.json);
     free(sent.json);
-    kill(server, SIGTERM);
-    waitpid(server, NULL, 0);
-    char command[512];
-    snprintf(command, sizeof command, "rm -rf '%s'", directory);
-    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", directory);
+    server.admin = NULL;  /* destroyed above */
+    test_server_stop(&server);
     return check_report("test_session");
 }
