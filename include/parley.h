@@ -29,5 +29,6 @@
 #include "parley/sending.h"
 #include "parley/cache.h"
 #include "parley/group_channel_collection.h"
+#include "parley/message_collection.h"
 
 #endif /* PARLEY_H */

@@ -33,6 +33,7 @@ protocol DisposableCollection: AnyObject, Sendable {
 }
 
 extension GroupChannelCollection: DisposableCollection {}
+extension MessageCollection: DisposableCollection {}
 
 extension ParleyClient {
     /// A live list of the connected user's channels for `query` (see GroupChannelCollection).
@@ -43,6 +44,22 @@ extension ParleyClient {
     ) throws(ParleyError) -> GroupChannelCollection {
         guard !isClosed else { throw .invalidState("the client is closed") }
         let collection = try GroupChannelCollection(client: self, query: query, handler: handler)
+        collections.add(collection)
+        return collection
+    }
+}
+
+extension ParleyClient {
+    /// The live chat view of one channel (see MessageCollection), from `startingPoint` (ms;
+    /// `MessageCollection.newestStartingPoint` for the newest end). Needs a connected client
+    /// (it may be offline since). Nothing loads until `start`.
+    public func messageCollection(
+        channelURL: String, startingPoint: Int64 = MessageCollection.newestStartingPoint, params: MessageListParams = MessageListParams(),
+        handler: MessageCollectionHandler
+    ) throws(ParleyError) -> MessageCollection {
+        guard !isClosed else { throw .invalidState("the client is closed") }
+        let collection = try MessageCollection(
+            client: self, channelURL: channelURL, startingPoint: startingPoint, params: params, handler: handler)
         collections.add(collection)
         return collection
     }

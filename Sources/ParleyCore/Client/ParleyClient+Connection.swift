@@ -75,6 +75,12 @@ extension ParleyClient {
     public func disconnect() {
         let engine = self.engine
         let stream = engine.queue.sync { () -> EventStreamConnection? in
+            if engine.session.stream != nil {
+                // Messages may arrive unseen until the next connection: no range reaches the newest end.
+                engine.write(.connectionLost, "marking ranges") { transaction throws(ParleyError) in
+                    try transaction.forgetNewestEnd()
+                }
+            }
             defer {
                 engine.session.stream = nil
                 engine.session.current = nil

@@ -239,6 +239,24 @@ extension ChatCache {
             """, values))
     }
 
+    /// The channel's messages with keys in `from...through` that match `filter`, oldest first.
+    public func messages(
+        channelURL: String, from: MessageKey, through: MessageKey, filter: MessageFilter = MessageFilter()
+    ) throws(ParleyError) -> [CachedMessage] {
+        guard from <= through else { return [] }
+        var values = Self.filterValues(filter)
+        values.insert(contentsOf: [.text(channelURL), .integer(from.createdAt), .integer(from.messageID)], at: 0)
+        values.append(contentsOf: [.integer(through.createdAt), .integer(through.messageID)])
+        var result: [CachedMessage] = []
+        try database.statement("""
+            SELECT \(Self.messageColumns) FROM messages
+            WHERE channel_url = ?1 AND (created_at, message_id) >= (?2, ?3) AND (created_at, message_id) <= (?8, ?9)
+            AND \(Self.filterSQL)
+            ORDER BY created_at, message_id
+            """).rows(values) { row in result.append(Self.readMessage(row)) }
+        return result
+    }
+
     /// Number of stored server messages of the channel (all of them, unfiltered).
     public func messageCount(channelURL: String) throws(ParleyError) -> Int {
         Int(try scalarInt("SELECT count(*) FROM messages WHERE channel_url = ?1", [.text(channelURL)]))

@@ -205,7 +205,7 @@ extension Engine {
     /// Keeps the cache under its size limit (whole channels, least recently read first;
     /// never pending or failed messages).
     func evictIfNeeded(_ transaction: CacheTransaction) throws(ParleyError) {
-        let report = try transaction.evictIfNeeded()
+        let report = try transaction.evictIfNeeded(protecting: Set(openMessageViews.keys))
         if !report.evictedChannelURLs.isEmpty {
             log(.info, "cache: over its size limit (\(report.usedBytesBefore) bytes): evicted the messages of "
                 + "\(report.evictedChannelURLs.count) channel(s), now \(report.usedBytesAfter) bytes")

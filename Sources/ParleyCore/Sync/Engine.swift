@@ -112,6 +112,8 @@ final class Engine: @unchecked Sendable {
     var store = StoreState()
     var outbox = OutboxState()
     var catchUp = CatchUpState()
+    /// Channels with an open message collection, and how many: eviction spares them.
+    var openMessageViews: [String: Int] = [:]
 
     private static let queueKey = DispatchSpecificKey<UInt8>()
 
@@ -124,6 +126,10 @@ final class Engine: @unchecked Sendable {
 
     /// The open cache, for reads.
     var cache: ChatCache? { store.writer?.cache }
+
+    /// The real-time stream is open: from now on every change reaches the cache (a drop is
+    /// published as `newestEndUnknown` when the engine queue learns of it).
+    var isStreamOpen: Bool { session.current != nil && session.stream?.state == .open }
 
     func log(_ level: LogLevel, _ message: String) { services.log(level, message) }
 

@@ -1,5 +1,5 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
-from .aio import AsyncClient, AsyncGroupChannelCollection
+from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncMessageCollection
 from .channel_collection import (
     ChangeKind, ChannelChange, ChannelContext, CollectionEventSource, GroupChannelCollection, GroupChannelListOrder,
     GroupChannelListQuery, HiddenStateFilter, MemberStateFilter, PublicChannelFilter, SuperChannelFilter,
@@ -9,6 +9,10 @@ from .client import (
     LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, event_categories, operations, version,
 )
 from .events import EventCategory
+from .message_collection import (
+    NEWEST, MessageChange, MessageChangeKind, MessageCollection, MessageContext, MessageListParams, MessageTypeFilter,
+    ReplyType, SendingStatus,
+)
 from .errors import (
     CacheError, Cancelled, Forbidden, InternalError, InvalidArgument, InvalidHandle, InvalidJSON, InvalidState,
     IOFailure, LimitExceeded, NetworkError, NoMemory, NotFound, ParleyError, ProtocolError, ServerError, Timeout,
@@ -19,7 +23,8 @@ __all__ = [
     "AsyncGroupChannelCollection", "ChangeKind", "ChannelChange", "ChannelContext", "CollectionEventSource",
     "GroupChannelCollection", "GroupChannelListOrder", "GroupChannelListQuery", "HiddenStateFilter",
     "MemberStateFilter", "PublicChannelFilter", "SuperChannelFilter", "UnreadChannelFilter", "UserIdsQueryType",
-    "collection_sources",
+    "collection_sources", "NEWEST", "MessageChange", "MessageChangeKind", "MessageCollection", "MessageContext",
+    "MessageListParams", "MessageTypeFilter", "ReplyType", "SendingStatus", "AsyncMessageCollection",
     "AsyncClient", "Client", "EventCategory", "event_categories", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",

@@ -12,6 +12,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping,
 from .client import Client, operation_names
 from .channel_collection import ChannelChange, GroupChannelCollection, GroupChannelListQuery
 from .errors import ParleyError
+from .message_collection import NEWEST, MessageChange, MessageCollection, MessageListParams
 
 
 class AsyncClient:
@@ -130,6 +131,13 @@ class AsyncClient:
         (the on_* handlers of :meth:`Client.group_channel_collection` work too)."""
         return AsyncGroupChannelCollection(self, self.client.group_channel_collection(query, **options))
 
+    def message_collection(
+        self, channel_url: str, starting_point: int = NEWEST, params: Union[None, MessageListParams, Dict[str, Any]] = None,
+        **options: Any,
+    ) -> "AsyncMessageCollection":
+        """A live chat view whose changes are read with ``async for change in collection.changes()``."""
+        return AsyncMessageCollection(self, self.client.message_collection(channel_url, starting_point, params, **options))
+
     async def close(self) -> None:
         """Removes the fd watch and closes the client (pending operations get Cancelled)."""
         if self.client.closed:
@@ -186,6 +194,73 @@ class AsyncGroupChannelCollection:
         self.dispose()
 
     async def __aenter__(self) -> "AsyncGroupChannelCollection":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+
+class AsyncMessageCollection:
+    """A :class:`MessageCollection` on an :class:`AsyncClient`: awaitable loads and an async
+    iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, collection: MessageCollection) -> None:
+        self._owner = owner
+        self.collection = collection
+        self._queue: "asyncio.Queue[Optional[MessageChange]]" = asyncio.Queue()
+        collection.add_listener(self._queue.put_nowait)
+
+    async def start(self) -> List[Any]:
+        """Starts the view; returns the server's list (or, offline, the cache's after raising
+        nothing: check ``messages``). Raises what the server's page raised, except NetworkError."""
+        cache, api = self.collection.start()
+        cached: List[Any] = await asyncio.wrap_future(cache, loop=self._owner._loop)
+        try:
+            result: List[Any] = await asyncio.wrap_future(api, loop=self._owner._loop)
+            return result
+        except ParleyError as error:
+            if type(error).__name__ == "NetworkError":
+                return cached
+            raise
+
+    async def load_previous(self) -> List[Any]:
+        return await asyncio.wrap_future(self.collection.load_previous(), loop=self._owner._loop)
+
+    async def load_next(self) -> List[Any]:
+        return await asyncio.wrap_future(self.collection.load_next(), loop=self._owner._loop)
+
+    @property
+    def has_previous(self) -> bool:
+        return self.collection.has_previous
+
+    @property
+    def has_next(self) -> bool:
+        return self.collection.has_next
+
+    @property
+    def messages(self) -> List[Any]:
+        return self.collection.messages
+
+    async def changes(self) -> AsyncIterator[MessageChange]:
+        """Every change, in order, until the collection is disposed."""
+        while True:
+            change = await self._queue.get()
+            if change is None:
+                return
+            yield change
+
+    def dispose(self) -> None:
+        if not self.collection.disposed:
+            self.collection.dispose()
+            self._queue.put_nowait(None)
+
+    def __enter__(self) -> "AsyncMessageCollection":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+    async def __aenter__(self) -> "AsyncMessageCollection":
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:

@@ -15,6 +15,7 @@ from .channel_collection import (
     ChannelsHandler, DeletedHandler, ErrorHandler, GroupChannelCollection, GroupChannelListQuery, make_query,
 )
 from .events import EventCategory
+from .message_collection import NEWEST, MessageCollection, MessageListParams, make_params
 from .errors import ParleyError, error_for
 
 lib = _native.lib
@@ -495,6 +496,18 @@ class Client:
         fields (``order=GroupChannelListOrder.CHRONOLOGICAL, limit=50``). Invalid options
         raise :class:`InvalidArgument` naming the field. Use it as a context manager."""
         return GroupChannelCollection(self, make_query(query, options), on_added, on_updated, on_deleted, on_error)
+
+    def message_collection(
+        self, channel_url: str, starting_point: int = NEWEST, params: "Union[None, MessageListParams, Dict[str, Any]]" = None, *,
+        on_added: Any = None, on_updated: Any = None, on_deleted: Any = None, on_channel_updated: Any = None,
+        on_channel_deleted: Any = None, on_huge_gap_detected: Any = None, on_error: Any = None, **options: Any,
+    ) -> "MessageCollection":
+        """The live chat view of `channel_url` from `starting_point` (ms; default the newest
+        end). `params` is a :class:`MessageListParams` (or its dict form); keyword options
+        override its fields (``previous_result_size=50, reverse=True``). Call ``start()``,
+        then page; use it as a context manager."""
+        return MessageCollection(self, channel_url, starting_point, make_params(params, options), on_added, on_updated,
+                                 on_deleted, on_channel_updated, on_channel_deleted, on_huge_gap_detected, on_error)
 
     def clear_cached_data(self) -> None:
         """Removes everything cached for the current user."""

@@ -1,0 +1,308 @@
+// The message collection's side of the change feed: every committed change of the cache
+// that concerns its channel is applied to the view and reported (design note in
+// MessageCollection.swift).
+
+/// Reports queued by one step, in order; consecutive ones of the same kind and status merge.
+struct MessageEvents {
+    enum Kind { case added, updated, deleted }
+    var items: [(kind: Kind, status: MessageSendingStatus, messages: [JSONValue])] = []
+    var channelChanged = false
+    var channelDeleted = false
+
+    mutating func add(_ kind: Kind, _ status: MessageSendingStatus, _ message: JSONValue) {
+        if let last = items.last, last.kind == kind, last.status == status {
+            items[items.count - 1].messages.append(message)
+        } else {
+            items.append((kind, status, [message]))
+        }
+    }
+
+    var isEmpty: Bool { items.isEmpty && !channelChanged && !channelDeleted }
+}
+
+extension MessageCollection {
+    func observe(_ batch: ChangeBatch) {
+        switch batch.cause {
+        case .catchUpStarted:
+            view.catchingUp = true
+            return
+        case .catchUpFinished:
+            view.catchingUp = false
+            scheduleCatchUpWork()
+            return
+        default:
+            break
+        }
+        if view.ownWrite { return }
+        var events = MessageEvents()
+        for change in batch.changes {
+            apply(change, into: &events)
+        }
+        report(events, context(of: batch.cause))
+    }
+
+    /// After a catch-up: the server's page a start could not get, and the gap check.
+    func scheduleCatchUpWork() {
+        guard view.started else { return }
+        let queued = view.operations.map(\.kind)
+        if !view.verified && !queued.contains(where: { if case .reload = $0 { true } else { false } }) {
+            view.operations.append(Operation(kind: .reload, fail: { _ in }))
+        }
+        if view.gapCheckOwed && !queued.contains(where: { if case .gapCheck = $0 { true } else { false } }) {
+            view.operations.append(Operation(kind: .gapCheck, fail: { _ in }))
+        }
+        // Never from inside the feed's delivery: a load's own write must not be delivered late.
+        engine.queue.async { self.runOperations() }
+    }
+
+    func context(of cause: ChangeCause) -> MessageEventContext {
+        switch cause {
+        case .realtime(let event):
+            MessageEventContext(source: CollectionEventSource(cause), detail: event.name, sendingStatus: .succeeded)
+        case .operation(let name):
+            MessageEventContext(source: .localOperation, detail: name, sendingStatus: .succeeded)
+        case .messageChangelog:
+            MessageEventContext(source: .messageChangelog, detail: "", sendingStatus: .succeeded)
+        default:
+            MessageEventContext(source: CollectionEventSource(cause), detail: "", sendingStatus: .succeeded)
+        }
+    }
+
+    private func apply(_ change: CacheChange, into events: inout MessageEvents) {
+        switch change {
+        case .messageUpserted(let upsert) where upsert.channelURL == channelURL:
+            if view.loading { view.touched.insert(upsert.key.messageID) }
+            guard view.started else { return }
+            if let reqID = upsert.replacedLocalReqID {
+                confirmLocal(reqID: reqID, message: upsert.message, key: upsert.key, into: &events)
+            } else {
+                applyMessage(upsert.message, key: upsert.key, into: &events)
+            }
+        case .messageRemoved(let url, let id) where url == channelURL:
+            if view.loading { view.touched.insert(id) }
+            if let removed = view.remove(id: id) { events.add(.deleted, .succeeded, removed) }
+        case .messagesTruncated(let url, let through, _) where url == channelURL:
+            while let first = view.keys.first, first.createdAt <= through, let removed = view.remove(id: first.messageID) {
+                events.add(.deleted, .succeeded, removed)
+            }
+            if view.started && view.low.createdAt <= through {
+                view.low = MessageKey(createdAt: through, messageID: .max)
+                view.hasPrevious = false
+                if view.high < view.low { view.high = view.low }
+            }
+        case .localMessageStatusChanged(let local) where local.channelURL == channelURL:
+            guard view.started else { return }
+            applyLocal(local, into: &events)
+        case .channelUpserted(let upsert) where upsert.url == channelURL:
+            view.channel = upsert.channel
+            events.channelChanged = true
+        case .channelRemoved(let url, _) where url == channelURL:
+            view.channelDeleted = true
+            events.channelDeleted = true
+        case .newestEndUnknown(let url) where url == nil || url == channelURL:
+            if view.loading { view.droppedDuringLoad = true }
+            if view.started && view.atNewestEnd { stopAtLastMessage() }
+        case .channelMessagesEvicted(let url) where url == channelURL:
+            forgetMessages(into: &events)
+        case .cleared:
+            forgetMessages(into: &events)
+        default:
+            break
+        }
+    }
+
+    /// The stream dropped while the view showed the newest end: messages may arrive unseen,
+    /// so the view ends at its last message until a gap check brings it to the end again.
+    /// The application's `has_next` stays false: nothing newer is known.
+    func stopAtLastMessage() {
+        view.high = view.keys.last ?? view.low
+        view.gapCheckOwed = true
+    }
+
+    /// The cache lost the channel's messages: the view empties and loads again from its bounds.
+    private func forgetMessages(into events: inout MessageEvents) {
+        guard view.started else { return }
+        for message in view.messages { events.add(.deleted, .succeeded, message) }
+        if view.atNewestEnd { view.high = view.keys.last ?? view.low }
+        if let first = view.keys.first { view.low = first }
+        view.removeAll()
+        view.high = max(view.low, view.high)
+        view.hasPrevious = true
+        view.hasNext = true
+        view.gapCheckOwed = false
+    }
+
+    /// A server message changed (or is new): shown when it lies in the range and matches,
+    /// else removed from the view.
+    func applyMessage(_ message: JSONValue, key: MessageKey, into events: inout MessageEvents) {
+        let matches = view.filter.matches(message)
+        if view.keyByID[key.messageID] != nil {
+            if matches {
+                view.put(message, key: key, id: key.messageID)
+                events.add(.updated, .succeeded, message)
+            } else if let removed = view.remove(id: key.messageID) {
+                events.add(.deleted, .succeeded, removed)
+            }
+        } else if matches && view.contains(key) {
+            view.put(message, key: key, id: key.messageID)
+            if !adoptConfirmedLocal(message) { events.add(.added, .succeeded, message) }
+        }
+    }
+
+    /// A server message now in range that the view already shows as a confirmed local
+    /// message (sent while a gap check was owed): it moves into place, unreported.
+    func adoptConfirmedLocal(_ message: JSONValue) -> Bool {
+        guard let reqID = message["req_id"]?.stringValue, !reqID.isEmpty, let index = view.localIndex(reqID),
+            view.locals[index].status == .succeeded
+        else { return false }
+        view.locals.remove(at: index)
+        return true
+    }
+
+    /// The server's copy of a message this client sent replaced the local one.
+    private func confirmLocal(reqID: String, message: JSONValue, key: MessageKey, into events: inout MessageEvents) {
+        let shown = view.filter.matches(message) && view.contains(key)
+        if !shown, let index = view.localIndex(reqID), view.gapCheckOwed, !view.hasNext {
+            // The view stops at its last message until the gap check: the confirmed message
+            // stays where the application saw it, and the fill will not add it again.
+            if view.locals[index].status != .succeeded {
+                view.locals[index].status = .succeeded
+                view.locals[index].message = message
+                events.add(.updated, .succeeded, message)
+            }
+            return
+        }
+        let local = view.localIndex(reqID).map { view.locals.remove(at: $0) }
+        let isNew = shown ? view.put(message, key: key, id: key.messageID) : false
+        if let local {
+            if shown { events.add(.updated, .succeeded, message) } else { events.add(.deleted, .succeeded, local.message) }
+        } else if isNew {
+            events.add(.added, .succeeded, message)
+        }
+    }
+
+    private func applyLocal(_ change: LocalMessageChange, into events: inout MessageEvents) {
+        switch change.status {
+        case .pending, .failed:
+            let status: MessageSendingStatus = change.status == .pending ? .pending : .failed
+            if let index = view.localIndex(change.reqID) {
+                view.locals[index].status = status
+                view.locals[index].message = change.message
+                events.add(.updated, status, change.message)
+            } else if view.filter.matches(change.message) {
+                view.insertLocal(LocalEntry(
+                    reqID: change.reqID, createdAt: change.message["created_at"]?.int64Value ?? 0, status: status,
+                    message: change.message))
+                events.add(.added, status, change.message)
+            }
+        case .canceled:
+            if let index = view.localIndex(change.reqID) {
+                view.locals.remove(at: index)
+                events.add(.deleted, .canceled, change.message)
+            }
+        case .succeeded:
+            var message = change.message
+            if case .object(var fields) = message {
+                fields["sending_status"] = nil
+                message = .object(fields)
+            }
+            if let id = message["message_id"]?.int64Value, id > 0, let createdAt = message["created_at"]?.int64Value {
+                confirmLocal(reqID: change.reqID, message: message, key: MessageKey(createdAt: createdAt, messageID: id), into: &events)
+            } else if let index = view.localIndex(change.reqID) {
+                let removed = view.locals.remove(at: index)
+                events.add(.deleted, .succeeded, removed.message)
+            }
+        }
+    }
+
+    /// After a page this view wrote itself (its feed report is skipped): local messages the
+    /// page's copies replaced are reported as confirmed.
+    func reconcileLocals(into events: inout MessageEvents) {
+        guard !view.locals.isEmpty, let cache = engine.cache,
+            let stored = try? cache.localMessages(channelURL: channelURL)
+        else { return }
+        let still = Set(stored.map(\.reqID))
+        for local in view.locals where local.status != .succeeded && !still.contains(local.reqID) {
+            view.locals.removeAll { $0.reqID == local.reqID }
+            if let copy = try? cache.message(channelURL: channelURL, reqID: local.reqID), view.keyByID[copy.messageID] != nil,
+                let message = try? JSONValue.parse(copy.json)
+            {
+                events.add(.updated, .succeeded, message)
+            } else {
+                events.add(.deleted, .succeeded, local.message)
+            }
+        }
+    }
+
+    // MARK: Reporting
+
+    /// The published state as the view is now.
+    func snapshot() -> PublishedMessages {
+        PublishedMessages(
+            messages: view.messages, locals: view.locals.map(\.message),
+            hasPrevious: view.hasPrevious, hasNext: view.hasNext)
+    }
+
+    /// Messages in the order the application sees them.
+    func presentedList(_ messages: [JSONValue]) -> [JSONValue] {
+        let list = messages.map(params.presented)
+        return params.reverse ? list.reversed() : list
+    }
+
+    /// Queues the callbacks of `events`, each updating the application's copy first.
+    func report(_ events: MessageEvents, _ context: MessageEventContext) {
+        guard !events.isEmpty else { return }
+        let state = snapshot()
+        let channel = view.channel ?? .null
+        let handler = self.handler
+        let channelURL = self.channelURL
+        let items = events.items.map { ($0.kind, $0.status, presentedList($0.messages)) }
+        let channelChanged = events.channelChanged
+        let channelDeleted = events.channelDeleted
+        deliver(state) {
+            for (kind, status, messages) in items {
+                var itemContext = context
+                itemContext.sendingStatus = status
+                switch kind {
+                case .added: handler.added(itemContext, channel, messages)
+                case .updated: handler.updated(itemContext, channel, messages)
+                case .deleted: handler.deleted(itemContext, channel, messages)
+                }
+            }
+            var channelContext = context
+            channelContext.sendingStatus = .none
+            if channelChanged && !channelDeleted { handler.channelUpdated(channelContext, channel) }
+            if channelDeleted { handler.channelDeleted(channelContext, channelURL) }
+        }
+    }
+
+    /// Queues `job` on the callback context, publishing `state` just before it (skipped once disposed).
+    func deliver(_ state: PublishedMessages, _ job: @escaping @Sendable () -> Void) {
+        let guardState = self.guardState
+        let published = self.published
+        dispatcher.enqueue {
+            guardState.run {
+                published.state.withLock { $0 = state }
+                job()
+            }
+        }
+    }
+
+    /// Queues a load's completion: it runs even after dispose (exactly once); the published
+    /// copy is updated only while the view lives.
+    func complete(_ completion: @escaping MessagesCompletion, _ result: Result<[JSONValue], ParleyError>) {
+        let state = snapshot()
+        let guardState = self.guardState
+        let published = self.published
+        let outcome = result.map(presentedList)
+        dispatcher.enqueue {
+            if !guardState.isDisposed { published.state.withLock { $0 = state } }
+            completion(outcome)
+        }
+    }
+
+    /// The whole list as shown (for the start's results).
+    func wholeList() -> [JSONValue] {
+        view.messages + view.locals.map(\.message)
+    }
+}

@@ -1,0 +1,395 @@
+import Synchronization
+
+// The message collection: the live chat view of one channel.
+//
+// Design note. The view holds a *key range* `low...high` of the channel's messages (keys
+// are (created_at, message_id), the server's order) and shows every message in it that
+// matches the filters; `high` is `MessageKey.newest` while the view reaches the newest end
+// and the real-time stream vouches that nothing was missed. Three rules keep it exact, all
+// driven by the change feed (Sync/ChangeFeed.swift), in commit order:
+// - a message whose key lies in the range and matches is shown (`added`, or `updated`);
+//   one shown that stops matching or leaves the cache is `deleted`; nothing outside the
+//   range is reported (it arrives with the page that reaches it);
+// - a range grows only by a page the cache provably holds (a chunk covers it) or the
+//   server's answer (stored first, recorded as a chunk); `has_previous` / `has_next` come
+//   from the server's flags or a chunk's end flags, never from "the page was full";
+// - when the stream drops, a view at the newest end stops at its last message and owes a
+//   gap check: after the catch-up it asks the server what it missed (`messages_gap`) and
+//   fills it (`message_fill`) or reports a huge gap.
+// Messages this client sends (pending, failed) are shown after the server's messages, in
+// send order, until the server's copy replaces them (`updated`, succeeded) or they go.
+//
+// Loads (start, pages, gap checks) run one at a time, in the order asked. While one waits
+// for the server, everything the feed reports for the channel is noted (`touched`): the
+// page's older copy never overwrites it, nor does its absence remove it.
+//
+// State lives on the engine queue. What the application reads (`messages`, `hasPrevious`,
+// `hasNext`) is a copy updated in callback order.
+
+/// The sending state a collection event carries (`PARLEY_SENDING_STATUS_*`).
+public enum MessageSendingStatus: Int32, Sendable, CaseIterable {
+    /// Not about a message (channel events, huge gap).
+    case none = 0
+    case pending = 1
+    case failed = 2
+    case canceled = 3
+    /// A server message (sent by anyone), or this client's message once accepted.
+    case succeeded = 4
+
+    public var name: String {
+        switch self {
+        case .none: "none"
+        case .pending: "pending"
+        case .failed: "failed"
+        case .canceled: "canceled"
+        case .succeeded: "succeeded"
+        }
+    }
+}
+
+/// Why a message collection reported a change.
+public struct MessageEventContext: Sendable {
+    public var source: CollectionEventSource
+    /// The real-time event's category as the server named it, or the operation's name; "" otherwise.
+    public var detail: String
+    public var sendingStatus: MessageSendingStatus
+
+    public init(source: CollectionEventSource, detail: String, sendingStatus: MessageSendingStatus) {
+        self.source = source
+        self.detail = detail
+        self.sendingStatus = sendingStatus
+    }
+}
+
+/// The callbacks of a message collection. They run on the client's callback context
+/// (docs/THREADING.md), one at a time, never after `dispose()` returned. Message lists are
+/// in the view's order (newest first with `reverse`); `channel` is the channel as cached.
+public struct MessageCollectionHandler: Sendable {
+    public var added: @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void
+    public var updated: @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void
+    public var deleted: @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void
+    public var channelUpdated: @Sendable (MessageEventContext, JSONValue) -> Void
+    public var channelDeleted: @Sendable (MessageEventContext, String) -> Void
+    /// More messages than the threshold were missed while offline: dispose the view and
+    /// create a new one (it shows the newest end, or the point the application chooses).
+    public var hugeGapDetected: @Sendable () -> Void
+    /// A background step failed (a gap check, the server's page after an offline start).
+    public var error: @Sendable (ParleyError) -> Void
+
+    public init(
+        added: @escaping @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void = { _, _, _ in },
+        updated: @escaping @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void = { _, _, _ in },
+        deleted: @escaping @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void = { _, _, _ in },
+        channelUpdated: @escaping @Sendable (MessageEventContext, JSONValue) -> Void = { _, _ in },
+        channelDeleted: @escaping @Sendable (MessageEventContext, String) -> Void = { _, _ in },
+        hugeGapDetected: @escaping @Sendable () -> Void = {},
+        error: @escaping @Sendable (ParleyError) -> Void = { _ in }
+    ) {
+        self.added = added
+        self.updated = updated
+        self.deleted = deleted
+        self.channelUpdated = channelUpdated
+        self.channelDeleted = channelDeleted
+        self.hugeGapDetected = hugeGapDetected
+        self.error = error
+    }
+}
+
+public typealias MessagesCompletion = @Sendable (Result<[JSONValue], ParleyError>) -> Void
+
+public final class MessageCollection: Sendable {
+    public let channelURL: String
+    /// The starting point (ms); `Int64.max` for the newest end.
+    public let startingPoint: Int64
+    public let params: MessageListParams
+    let engine: Engine
+    let dispatcher: CallbackDispatcher
+    let handler: MessageCollectionHandler
+    let guardState = DisposeGuard()
+    let published = PublishedMessagesBox()
+    /// Engine-queue state.
+    let view: MessageViewState
+
+    /// The starting point that means "the newest end".
+    public static let newestStartingPoint = Int64.max
+
+    init(client: ParleyClient, channelURL: String, startingPoint: Int64, params: MessageListParams, handler: MessageCollectionHandler)
+        throws(ParleyError)
+    {
+        try params.validate()
+        guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
+        guard startingPoint >= 0 else { throw .invalidArgument("starting_point must be a time in ms (>= 0), got \(startingPoint)") }
+        self.channelURL = channelURL
+        self.startingPoint = startingPoint
+        self.params = params
+        self.engine = client.engine
+        self.dispatcher = client.dispatcher
+        self.handler = handler
+        let engine = client.engine
+        let userID: String? = engine.runNow { engine.store.userID }
+        guard userID != nil else { throw .invalidState("message collection: connect first (the cache is per user)") }
+        view = MessageViewState(filter: params.filter)
+        let weakSelf = WeakMessageCollection()
+        let view = self.view
+        engine.runNow {
+            view.channel = engine.read("reading the channel") { cache throws(ParleyError) in
+                try cache.channel(url: channelURL).flatMap { try? JSONValue.parse($0.json) }
+            } ?? nil
+            view.observerID = engine.feed.subscribe { batch in weakSelf.collection?.observe(batch) }
+            engine.openMessageViews[channelURL, default: 0] += 1
+        }
+        weakSelf.collection = self
+    }
+
+    deinit { dispose() }
+
+    // MARK: What the application reads
+
+    /// The shown messages in the view's order: the server's messages by (created_at,
+    /// message_id), then this client's pending and failed ones in send order (all reversed
+    /// with `reverse`). Updated in callback order.
+    public var messages: [JSONValue] {
+        let state = published.state.withLock { $0 }
+        var list = state.messages.map(params.presented)
+        list += state.locals.map(params.presented)
+        return params.reverse ? list.reversed() : list
+    }
+
+    /// True while older messages (matching the filters) exist beyond the loaded ones.
+    public var hasPrevious: Bool { published.state.withLock { $0.hasPrevious } }
+    /// True while newer messages exist beyond the loaded ones (false at the newest end).
+    public var hasNext: Bool { published.state.withLock { $0.hasNext } }
+
+    public var isDisposed: Bool { guardState.isDisposed }
+
+    // MARK: Loading
+
+    /// Loads the view around the starting point: `cacheResult` gets what the cache holds there
+    /// (possibly empty or stale, also offline), then `apiResult` the server's page, which
+    /// replaces it (in the view and in the cache). Each gets the whole list as shown then.
+    /// When the server cannot be reached, `apiResult` gets the error and the view keeps the
+    /// cached list; the server's page then follows after the next connection, its difference
+    /// reported as events (source `api_load`). Both run exactly once.
+    public func start(cacheResult: @escaping MessagesCompletion, apiResult: @escaping MessagesCompletion) {
+        schedule(.start(cache: cacheResult, api: apiResult)) { error in
+            cacheResult(.failure(error))
+            apiResult(.failure(error))
+        }
+    }
+
+    /// Loads `previousResultSize` older messages; the completion gets those it added (in the
+    /// view's order; none when `hasPrevious` is false). From the cache when a chunk covers
+    /// them, else from the server. Loads run one after another.
+    public func loadPrevious(completion: @escaping MessagesCompletion) {
+        schedule(.previous(completion)) { completion(.failure($0)) }
+    }
+
+    /// Loads newer messages (`nextResultSize`, or `previousResultSize` when that is 0).
+    public func loadNext(completion: @escaping MessagesCompletion) {
+        schedule(.next(completion)) { completion(.failure($0)) }
+    }
+
+    // MARK: Sending through the view
+
+    /// Sends a user message into this channel (see `ParleyClient.sendUserMessage`): it appears
+    /// at once as `added` (pending), then `updated` (succeeded or failed).
+    public func sendUserMessage(
+        _ client: ParleyClient, params: JSONValue, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void = { _ in }
+    ) throws(ParleyError) -> AcceptedSend {
+        try client.sendUserMessage(channelURL: channelURL, params: params, completion: completion)
+    }
+
+    // MARK: Disposing
+
+    /// Stops the event callbacks: after it returns none runs. Loads in flight or waiting
+    /// complete, once, with `.cancelled` (queued now, so they may run after this returns).
+    /// Idempotent; safe inside a callback and while a page loads.
+    public func dispose() {
+        guard guardState.markDisposed() else { return }
+        let engine = self.engine
+        let view = self.view
+        let channelURL = self.channelURL
+        let pending: [@Sendable (ParleyError) -> Void] = engine.runNow {
+            if let id = view.observerID {
+                engine.feed.unsubscribe(id)
+                view.observerID = nil
+                if let count = engine.openMessageViews[channelURL], count > 1 {
+                    engine.openMessageViews[channelURL] = count - 1
+                } else {
+                    engine.openMessageViews[channelURL] = nil
+                }
+            }
+            var failures = view.running.map { [$0] } ?? []
+            failures += view.operations.map(\.fail)
+            view.running = nil
+            view.operations = []
+            return failures
+        }
+        if !pending.isEmpty {
+            dispatcher.enqueue {
+                for fail in pending { fail(.cancelled("the collection was disposed")) }
+            }
+        }
+        guardState.waitForRunningCallback(dispatcher: dispatcher)
+    }
+
+    // MARK: Engine queue
+
+    final class WeakMessageCollection: @unchecked Sendable {
+        weak var collection: MessageCollection?
+    }
+
+    /// A load waiting to run, with what to tell its caller when it cannot.
+    struct Operation {
+        enum Kind {
+            case start(cache: MessagesCompletion, api: MessagesCompletion)
+            case previous(MessagesCompletion)
+            case next(MessagesCompletion)
+            /// After a reconnection: what did the view miss at its newest end?
+            case gapCheck
+            /// The server's page after a start that could not reach it.
+            case reload
+        }
+        var kind: Kind
+        var fail: @Sendable (ParleyError) -> Void
+    }
+
+    private func schedule(_ kind: Operation.Kind, fail: @escaping @Sendable (ParleyError) -> Void) {
+        guard !guardState.isDisposed else {
+            dispatcher.enqueue { fail(.invalidState("the collection is disposed")) }
+            return
+        }
+        engine.queue.async {
+            guard self.view.observerID != nil else {
+                self.dispatcher.enqueue { fail(.invalidState("the collection is disposed")) }
+                return
+            }
+            self.view.operations.append(Operation(kind: kind, fail: fail))
+            self.runOperations()
+        }
+    }
+
+    /// Starts the next waiting load when none runs.
+    func runOperations() {
+        while view.running == nil, view.observerID != nil, !view.operations.isEmpty {
+            let operation = view.operations.removeFirst()
+            view.running = operation.fail
+            perform(operation.kind)
+        }
+    }
+
+    /// The running load has finished (its completions are queued).
+    func operationFinished() {
+        view.running = nil
+        view.loading = false
+        view.touched = []
+        view.droppedDuringLoad = false
+        engine.queue.async { self.runOperations() }
+    }
+}
+
+/// What the application reads, as the callbacks delivered so far left it.
+struct PublishedMessages: Sendable {
+    var messages: [JSONValue] = []
+    var locals: [JSONValue] = []
+    var hasPrevious = true
+    var hasNext = true
+}
+
+final class PublishedMessagesBox: Sendable {
+    let state = Mutex(PublishedMessages())
+}
+
+/// One shown message of this client that the server has not accepted yet.
+struct LocalEntry {
+    var reqID: String
+    var createdAt: Int64
+    var status: MessageSendingStatus
+    var message: JSONValue
+}
+
+/// The view's state on the engine queue.
+final class MessageViewState: @unchecked Sendable {
+    let filter: MessageFilter
+    var observerID: UInt64?
+    var channel: JSONValue?
+    var channelDeleted = false
+    /// Shown server messages in key order (two arrays, so the list is handed out without copying).
+    var keys: [MessageKey] = []
+    var messages: [JSONValue] = []
+    var keyByID: [Int64: MessageKey] = [:]
+    var locals: [LocalEntry] = []
+    /// The range the view holds whole (inclusive bounds).
+    var low = MessageKey.newest
+    var high = MessageKey.oldest
+    var hasPrevious = true
+    var hasNext = true
+    var started = false
+    /// The server vouched for the range (false after a start that only reached the cache).
+    var verified = false
+    /// The view showed the newest end when the stream dropped: it owes a gap check.
+    var gapCheckOwed = false
+    var catchingUp = false
+    // Loads.
+    var operations: [MessageCollection.Operation] = []
+    var running: (@Sendable (ParleyError) -> Void)?
+    /// A load waits for the server.
+    var loading = false
+    /// Messages of the channel changed by anything but this view's own writes while loading.
+    var touched: Set<Int64> = []
+    var droppedDuringLoad = false
+    /// This view is writing (its own page): the feed's report of it is not news to it.
+    var ownWrite = false
+
+    init(filter: MessageFilter) { self.filter = filter }
+
+    var atNewestEnd: Bool { high == MessageKey.newest }
+
+    func contains(_ key: MessageKey) -> Bool { started && low <= key && key <= high }
+
+    /// The index where `key` is or would be inserted.
+    func position(of key: MessageKey) -> Int {
+        var lowIndex = 0, highIndex = keys.count
+        while lowIndex < highIndex {
+            let middle = (lowIndex + highIndex) / 2
+            if keys[middle] < key { lowIndex = middle + 1 } else { highIndex = middle }
+        }
+        return lowIndex
+    }
+
+    /// Inserts or replaces a message; true when it was new to the view.
+    @discardableResult
+    func put(_ message: JSONValue, key: MessageKey, id: Int64) -> Bool {
+        let index = position(of: key)
+        if index < keys.count, keys[index] == key {
+            messages[index] = message
+            return false
+        }
+        keys.insert(key, at: index)
+        messages.insert(message, at: index)
+        keyByID[id] = key
+        return true
+    }
+
+    /// Removes a shown message; returns it.
+    func remove(id: Int64) -> JSONValue? {
+        guard let key = keyByID.removeValue(forKey: id) else { return nil }
+        let index = position(of: key)
+        guard index < keys.count, keys[index] == key else { return nil }
+        keys.remove(at: index)
+        return messages.remove(at: index)
+    }
+
+    func removeAll() {
+        keys = []
+        messages = []
+        keyByID = [:]
+    }
+
+    func localIndex(_ reqID: String) -> Int? { locals.firstIndex { $0.reqID == reqID } }
+
+    func insertLocal(_ entry: LocalEntry) {
+        let index = locals.firstIndex { $0.createdAt > entry.createdAt } ?? locals.count
+        locals.insert(entry, at: index)
+    }
+}

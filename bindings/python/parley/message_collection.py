@@ -1,0 +1,410 @@
+"""The chat view of one channel (include/parley/message_collection.h).
+
+A :class:`MessageCollection` shows a channel's messages around a starting point, pages
+both ways, and reports every change to what it shows as a :class:`MessageChange`
+(added / updated / deleted messages, channel updated / deleted, huge gap detected), each
+with a :class:`MessageContext` saying why and in which sending state.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import enum
+import json
+import sys
+import threading
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from . import _callbacks, _native
+from .channel_collection import COLLECTION_ERROR_FN, CollectionEventSource, _check, _take_json
+from .errors import ParleyError, error_for
+
+lib = _native.lib
+
+NEWEST = 2**63 - 1
+"""The starting point meaning "the newest end" (the default)."""
+
+
+class MessageTypeFilter(str, enum.Enum):
+    ALL = "all"
+    USER = "user"
+    FILE = "file"
+    ADMIN = "admin"
+
+
+class ReplyType(str, enum.Enum):
+    NONE = "none"
+    ALL = "all"
+    ONLY_REPLY_TO_CHANNEL = "only_reply_to_channel"
+
+
+class SendingStatus(enum.IntEnum):
+    """The sending state of the messages a change carries (``PARLEY_SENDING_STATUS_*``)."""
+
+    NONE = 0
+    PENDING = 1
+    FAILED = 2
+    CANCELED = 3
+    SUCCEEDED = 4
+
+
+class MessageChangeKind(enum.IntEnum):
+    """What a change reports (``PARLEY_MESSAGE_EVENT_*``)."""
+
+    ADDED = 1
+    UPDATED = 2
+    DELETED = 3
+    CHANNEL_UPDATED = 4
+    CHANNEL_DELETED = 5
+    HUGE_GAP_DETECTED = 6
+
+
+@dataclass
+class MessageListParams:
+    """Which messages the view shows and how many a page holds (defaults as the reference
+    SDK's message list parameters)."""
+
+    previous_result_size: int = 20
+    next_result_size: int = 0
+    is_inclusive: bool = False
+    reverse: bool = False
+    message_type_filter: MessageTypeFilter = MessageTypeFilter.ALL
+    custom_types: Optional[List[str]] = None
+    sender_user_ids: Optional[List[str]] = None
+    reply_type: ReplyType = ReplyType.NONE
+    include_thread_info: bool = False
+    include_parent_message_info: bool = False
+    include_reactions: bool = False
+    include_meta_array: bool = False
+    huge_gap_threshold: int = 300
+
+    def to_json(self) -> Dict[str, Any]:
+        """The params document of ``parley_message_collection_create`` (None fields left out)."""
+        document: Dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            document[item.name] = value.value if isinstance(value, enum.Enum) else value
+        return document
+
+
+@dataclass(frozen=True)
+class MessageContext:
+    """Why a change was reported: its source, the real-time category (or operation), and
+    the sending state of the messages it carries."""
+
+    source: CollectionEventSource
+    detail: str = ""
+    sending_status: SendingStatus = SendingStatus.NONE
+
+
+@dataclass(frozen=True)
+class MessageChange:
+    """One report of a message collection."""
+
+    kind: MessageChangeKind
+    context: MessageContext
+    channel: Any = None
+    messages: List[Any] = field(default_factory=list)
+
+
+MessagesHandler = Callable[[MessageContext, Any, List[Any]], None]
+ChannelHandler = Callable[[MessageContext, Any], None]
+ChannelDeletedHandler = Callable[[MessageContext, str], None]
+HugeGapHandler = Callable[[], None]
+ErrorHandler = Callable[[ParleyError], None]
+
+
+class _CEvent(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int), ("source", ctypes.c_int), ("source_name", ctypes.c_char_p), ("detail", ctypes.c_char_p),
+        ("sending_status", ctypes.c_int), ("channel_url", ctypes.c_char_p), ("channel_json", ctypes.c_char_p),
+        ("messages_json", ctypes.c_char_p),
+    ]
+
+
+MESSAGE_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_CEvent))
+HANDLER_VERSION = 1
+
+
+class _CHandler(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_int), ("event", MESSAGE_EVENT_FN), ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
+    ]
+
+
+def _declare(name: str, restype: Any, *argtypes: Any) -> None:
+    function = getattr(lib, name)
+    function.restype = restype
+    function.argtypes = list(argtypes)
+
+
+_declare("parley_message_collection_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p,
+         ctypes.c_int64, ctypes.c_char_p, ctypes.POINTER(_CHandler))
+_declare("parley_message_collection_start", ctypes.c_int, ctypes.c_void_p, _native.RESULT_FN, _native.RESULT_FN, ctypes.c_void_p)
+_declare("parley_message_collection_load_previous", ctypes.c_int, ctypes.c_void_p, _native.RESULT_FN, ctypes.c_void_p)
+_declare("parley_message_collection_load_next", ctypes.c_int, ctypes.c_void_p, _native.RESULT_FN, ctypes.c_void_p)
+_declare("parley_message_collection_has_previous", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+_declare("parley_message_collection_has_next", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+_declare("parley_message_collection_messages", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+_declare("parley_message_collection_dispose", ctypes.c_int, ctypes.c_void_p)
+
+
+@MESSAGE_EVENT_FN
+def _event_trampoline(user_data: Optional[int], event: Any) -> None:
+    target = _callbacks._peek(user_data)
+    if target is None:
+        return
+    e = event.contents
+    name = (e.source_name or b"").decode("utf-8")
+    try:
+        source = CollectionEventSource(name)
+    except ValueError:
+        source = CollectionEventSource.UNKNOWN_EVENT
+    context = MessageContext(source, (e.detail or b"").decode("utf-8"), SendingStatus(e.sending_status))
+    change = MessageChange(
+        MessageChangeKind(e.kind), context, json.loads((e.channel_json or b"null").decode("utf-8")),
+        json.loads((e.messages_json or b"[]").decode("utf-8")))
+    _callbacks._run(target, change)
+
+
+@COLLECTION_ERROR_FN
+def _error_trampoline(user_data: Optional[int], error: Any) -> None:
+    target = _callbacks._peek(user_data)
+    e = error.contents
+    _callbacks._run(target, error_for(e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code))
+
+
+def make_params(params: Union[None, MessageListParams, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
+    """A params document from a dataclass, a mapping, keyword options or a mix (options win)."""
+    if isinstance(params, MessageListParams):
+        document = params.to_json()
+    elif params is None:
+        document = {}
+    elif isinstance(params, dict):
+        document = dict(params)
+    else:
+        raise TypeError("params must be a MessageListParams, a dict or None")
+    for key, value in options.items():
+        document[key] = value.value if isinstance(value, enum.Enum) else value
+    return document
+
+
+def _future_callback(future: "concurrent.futures.Future[List[Any]]") -> Callable[[Optional[str], Optional[tuple]], None]:
+    def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+        if error is not None:
+            future.set_exception(error_for(*error))
+        else:
+            future.set_result(json.loads(result_json or "[]"))
+    return complete
+
+
+class MessageCollection:
+    """The live chat view of one channel. Create it with :meth:`parley.Client.message_collection`,
+    :meth:`start` it, page with :meth:`load_previous` / :meth:`load_next`, and dispose it
+    with :meth:`dispose` or a ``with`` block. Callbacks run on the client's callback context,
+    never after :meth:`dispose` returned."""
+
+    def __init__(self, client: Any, channel_url: str, starting_point: int, params: Dict[str, Any],
+                 on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
+                 on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
+                 on_channel_deleted: Optional[ChannelDeletedHandler] = None,
+                 on_huge_gap_detected: Optional[HugeGapHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
+        self._client = client
+        self.channel_url = channel_url
+        self.on_added = on_added
+        self.on_updated = on_updated
+        self.on_deleted = on_deleted
+        self.on_channel_updated = on_channel_updated
+        self.on_channel_deleted = on_channel_deleted
+        self.on_huge_gap_detected = on_huge_gap_detected
+        self.on_error = on_error
+        self._listeners: List[Callable[[MessageChange], None]] = []
+        self._lock = threading.Lock()
+        self._key = _callbacks.register(self._receive, persistent=True)
+        # One user_data serves both callbacks: `_receive` tells errors from changes.
+        handler = _CHandler(HANDLER_VERSION, _event_trampoline, _error_trampoline, _callbacks.as_key(self._key))
+        handle = ctypes.c_void_p()
+        text = json.dumps(params, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:
+            _check(lib.parley_message_collection_create(
+                ctypes.byref(handle), client.handle, channel_url.encode("utf-8"), starting_point, text, ctypes.byref(handler)))
+        except BaseException:
+            _callbacks.unregister(self._key)
+            raise
+        self._handle: Optional[int] = handle.value
+
+    def add_listener(self, listener: Callable[[MessageChange], None]) -> None:
+        """Also calls `listener` with every change (after the on_* handlers)."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _receive(self, change: Any) -> None:
+        if isinstance(change, ParleyError):
+            self._receive_error(change)
+            return
+        kind = change.kind
+        if kind in (MessageChangeKind.ADDED, MessageChangeKind.UPDATED, MessageChangeKind.DELETED):
+            handler = {MessageChangeKind.ADDED: self.on_added, MessageChangeKind.UPDATED: self.on_updated,
+                       MessageChangeKind.DELETED: self.on_deleted}[kind]
+            if handler is not None:
+                handler(change.context, change.channel, change.messages)
+        elif kind is MessageChangeKind.CHANNEL_UPDATED and self.on_channel_updated is not None:
+            self.on_channel_updated(change.context, change.channel)
+        elif kind is MessageChangeKind.CHANNEL_DELETED and self.on_channel_deleted is not None:
+            self.on_channel_deleted(change.context, self.channel_url)
+        elif kind is MessageChangeKind.HUGE_GAP_DETECTED and self.on_huge_gap_detected is not None:
+            self.on_huge_gap_detected()
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(change)
+
+    def _receive_error(self, error: ParleyError) -> None:
+        if self.on_error is not None:
+            self.on_error(error)
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise error_for(-2, "the collection is disposed")
+        return self._handle
+
+    @property
+    def disposed(self) -> bool:
+        return self._handle is None
+
+    def start(self) -> "Tuple[concurrent.futures.Future[List[Any]], concurrent.futures.Future[List[Any]]]":
+        """Starts the view: two futures, the cache's list (at once) and the server's list that
+        replaces it (raises NetworkError offline; the view then keeps the cached list)."""
+        cache_future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
+        api_future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
+        # Both completions share one user_data; the cache's always comes first.
+        results = [_future_callback(cache_future), _future_callback(api_future)]
+
+        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+            results.pop(0)(result_json, error)
+
+        key = _callbacks.register(complete, persistent=True)
+
+        def finish_later(future: "concurrent.futures.Future[List[Any]]") -> None:
+            _callbacks.unregister(key)
+
+        api_future.add_done_callback(finish_later)
+        try:
+            _check(lib.parley_message_collection_start(self.handle, _START_FN, _START_FN, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        return cache_future, api_future
+
+    def _load(self, function: Any) -> "concurrent.futures.Future[List[Any]]":
+        future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
+        key = _callbacks.register(_future_callback(future))
+        try:
+            _check(function(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        return future
+
+    def load_previous(self) -> "concurrent.futures.Future[List[Any]]":
+        """Loads older messages: a Future of those it added (in the view's order)."""
+        return self._load(lib.parley_message_collection_load_previous)
+
+    def load_next(self) -> "concurrent.futures.Future[List[Any]]":
+        """Loads newer messages: a Future of those it added."""
+        return self._load(lib.parley_message_collection_load_next)
+
+    @property
+    def has_previous(self) -> bool:
+        out = ctypes.c_int(0)
+        _check(lib.parley_message_collection_has_previous(self.handle, ctypes.byref(out)))
+        return bool(out.value)
+
+    @property
+    def has_next(self) -> bool:
+        out = ctypes.c_int(0)
+        _check(lib.parley_message_collection_has_next(self.handle, ctypes.byref(out)))
+        return bool(out.value)
+
+    @property
+    def messages(self) -> List[Any]:
+        """The shown messages: the server's in order, then pending and failed ones (as of the
+        callbacks delivered so far)."""
+        out = ctypes.c_void_p()
+        _check(lib.parley_message_collection_messages(self.handle, ctypes.byref(out)))
+        messages: List[Any] = _take_json(out) or []
+        return messages
+
+    @property
+    def succeeded_messages(self) -> List[Any]:
+        return [m for m in self.messages if "sending_status" not in m]
+
+    @property
+    def pending_messages(self) -> List[Any]:
+        return [m for m in self.messages if m.get("sending_status") == "pending"]
+
+    @property
+    def failed_messages(self) -> List[Any]:
+        return [m for m in self.messages if m.get("sending_status") == "failed"]
+
+    # -- sending through the view ------------------------------------------------------
+
+    def send_user_message(self, message: Optional[str] = None, **params: Any) -> "Tuple[Any, concurrent.futures.Future[Any]]":
+        """Sends a user message into this channel; it shows up as added (pending) at once."""
+        result: "Tuple[Any, concurrent.futures.Future[Any]]" = self._client.send_user_message(self.channel_url, message, **params)
+        return result
+
+    def send_file_message(self, **params: Any) -> "Tuple[Any, concurrent.futures.Future[Any]]":
+        result: "Tuple[Any, concurrent.futures.Future[Any]]" = self._client.send_file_message(self.channel_url, **params)
+        return result
+
+    def resend_message(self, req_id: str) -> "concurrent.futures.Future[Any]":
+        future: "concurrent.futures.Future[Any]" = self._client.resend_message(req_id)
+        return future
+
+    def cancel_message(self, req_id: str) -> None:
+        self._client.cancel_message(req_id)
+
+    def remove_failed_messages(self) -> List[str]:
+        removed: List[str] = self._client.remove_failed_messages(self.channel_url)
+        return removed
+
+    def dispose(self) -> None:
+        """Stops the view: no callback runs after this returns. Safe twice and from a callback."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        try:
+            _check(lib.parley_message_collection_dispose(handle))
+        finally:
+            _callbacks.unregister(self._key)
+
+    def __enter__(self) -> "MessageCollection":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+    def __del__(self) -> None:
+        if sys.is_finalizing():
+            return
+        try:
+            self.dispose()
+        except Exception:
+            pass
+
+
+@_native.RESULT_FN
+def _START_FN(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
+    callable_ = _callbacks._peek(user_data)
+    if error:
+        details = error.contents
+        message = details.message.decode("utf-8", "replace") if details.message else ""
+        _callbacks._run(callable_, None, (details.code, message, details.http_status, details.server_code))
+    else:
+        _callbacks._run(callable_, (result_json or b"null").decode("utf-8"), None)

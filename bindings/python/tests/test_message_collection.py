@@ -1,0 +1,492 @@
+"""The message collection against the real server: paging both ways from the newest end,
+the middle and the oldest end equals the server's own listing (every filter, both
+orders, runs of equal timestamps); live messages at the end and scrolled up; edits,
+deletes, reactions and threads in view; sending through the view; the gap check after
+offline (fill below the threshold, huge gap above it); dispose races."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+import requests
+
+import parley
+from parley import CollectionEventSource as Source, MessageChange, MessageChangeKind as Kind, SendingStatus
+from conftest import Admin, RunningServer
+
+TIMEOUT = 30.0
+ME = "me"
+CHANNEL = "room"
+
+
+def wait_until(condition: Any, what: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def server_listing(server: RunningServer, token: str, channel: str, **filters: Any) -> List[int]:
+    """The server's own listing of the channel for the user, oldest first, walked whole."""
+    params: Dict[str, Any] = {"message_ts": 0, "prev_limit": 0, "next_limit": 200, "include": "true", **filters}
+    ids: List[int] = []
+    while True:
+        response = requests.get(f"{server.url}/v3/group_channels/{channel}/messages", params=params,
+                                headers={"Session-Key": token}, timeout=10)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        ids += [m["message_id"] for m in page["messages"]]
+        if not page["has_next"]:
+            return ids
+        last = page["messages"][-1]
+        params.update(message_ts=last["created_at"], message_id=last["message_id"], include="false")
+
+
+def server_filters(options: Dict[str, Any]) -> Dict[str, Any]:
+    """The listing's query for collection params (the test's own translation of PROTOCOL.md §7.2)."""
+    query: Dict[str, Any] = {"include_reply_type": options.get("reply_type", "none").upper()}
+    types = {"user": "MESG", "file": "FILE", "admin": "ADMM"}
+    if options.get("message_type_filter", "all") != "all":
+        query["message_type"] = types[options["message_type_filter"]]
+    if options.get("custom_types"):
+        query["custom_types"] = ",".join(options["custom_types"])
+    if options.get("sender_user_ids"):
+        query["sender_ids"] = ",".join(options["sender_user_ids"])
+    return query
+
+
+class Recorder:
+    """Collects a collection's changes."""
+
+    def __init__(self) -> None:
+        self.changes: List[MessageChange] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, change: MessageChange) -> None:
+        with self.lock:
+            self.changes.append(change)
+
+    def of(self, kind: Kind, source: Optional[Source] = None) -> List[Any]:
+        with self.lock:
+            return [m for c in self.changes if c.kind is kind and (source is None or c.context.source is source)
+                    for m in c.messages]
+
+    def kinds(self) -> List[Kind]:
+        with self.lock:
+            return [c.kind for c in self.changes]
+
+
+def ids(messages: List[Any]) -> List[int]:
+    return [m["message_id"] for m in messages]
+
+
+def seed(admin: Admin, count: int, channel: str = CHANNEL, start: int = 0) -> List[Any]:
+    """`count` messages from bob and carol with a few custom types, replies and file
+    messages; every fifth group of four shares one millisecond."""
+    sent: List[Any] = []
+    last_ts: Optional[int] = None
+    for index in range(start, start + count):
+        extra: Dict[str, Any] = {"custom_type": ["", "news", "chat"][index % 3]}
+        if last_ts is not None and index % 20 < 4:
+            extra["created_at"] = last_ts
+        sender = "bob" if index % 2 else "carol"
+        if index % 11 == 5 and sent:
+            parent = next((m for m in reversed(sent) if not m.get("parent_message_id")), None)
+            if parent:
+                extra["parent_message_id"] = parent["message_id"]
+                extra["is_reply_to_channel"] = index % 22 == 5
+        if index % 13 == 7:
+            body = {"message_type": "FILE", "user_id": sender, "url": "https://example.com/f.png", **extra}
+            message = admin.call("POST", f"/v3/group_channels/{channel}/messages", body)
+        else:
+            message = admin.send(channel, sender, f"m{index}", **extra)
+        last_ts = message["created_at"]
+        sent.append(message)
+    return sent
+
+
+@pytest.fixture
+def world(server: RunningServer, admin: Admin, tmp_path: Path) -> Tuple[parley.Client, str, Admin]:
+    token = admin.user(ME)
+    admin.user("bob")
+    admin.user("carol")
+    admin.call("POST", "/v3/group_channels", {"channel_url": CHANNEL, "user_ids": [ME, "bob", "carol"]})
+    client = parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache"), reconnect_initial_delay_ms=50,
+                           reconnect_max_delay_ms=300)
+    client.connect(ME, token).result(TIMEOUT)
+    yield client, token, admin
+    client.close()
+
+
+def walk(collection: parley.MessageCollection) -> List[int]:
+    """Starts the view and pages both ways to the ends; returns the shown ids oldest first."""
+    cache, api = collection.start()
+    cache.result(TIMEOUT)
+    api.result(TIMEOUT)
+    for _ in range(1000):
+        if not collection.has_previous:
+            break
+        collection.load_previous().result(TIMEOUT)
+    for _ in range(1000):
+        if not collection.has_next:
+            break
+        collection.load_next().result(TIMEOUT)
+    assert not collection.has_previous and not collection.has_next
+    shown = ids(collection.succeeded_messages)
+    return list(reversed(shown)) if collection_reverse(collection) else shown
+
+
+def collection_reverse(collection: parley.MessageCollection) -> bool:
+    return bool(getattr(collection, "_reverse", False))
+
+
+FILTERS: List[Dict[str, Any]] = [
+    {},
+    {"reply_type": "all"},
+    {"reply_type": "only_reply_to_channel", "custom_types": ["news"]},
+    {"message_type_filter": "user", "sender_user_ids": ["bob"]},
+    {"message_type_filter": "file", "reply_type": "all"},
+]
+
+
+@pytest.mark.parametrize("options", FILTERS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "unfiltered")
+def test_paging_both_ways_equals_the_server_listing(world: Tuple[parley.Client, str, Admin], server: RunningServer,
+                                                    options: Dict[str, Any]) -> None:
+    client, token, admin = world
+    sent = seed(admin, 400)
+    truth = server_listing(server, token, CHANNEL, **server_filters(options))
+    assert truth, "the filter keeps some messages"
+    middle = sent[len(sent) // 2]["created_at"]
+    oldest = sent[0]["created_at"]
+    for starting_point in (parley.NEWEST, middle, oldest):
+        for reverse in (False, True):
+            for inclusive in (False, True):
+                with client.message_collection(CHANNEL, starting_point, previous_result_size=37, next_result_size=23,
+                                               reverse=reverse, is_inclusive=inclusive, **options) as collection:
+                    collection._reverse = reverse  # type: ignore[attr-defined]
+                    shown = walk(collection)
+                    assert shown == truth, (starting_point, reverse, inclusive, len(shown), len(truth))
+
+
+def test_the_first_page_and_flags_are_exact(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
+    client, token, admin = world
+    sent = seed(admin, 120)
+    truth = server_listing(server, token, CHANNEL)
+    point = sent[60]["created_at"]
+    older = [i for i, m in zip(truth, (admin.call("GET", f"/v3/group_channels/{CHANNEL}/messages/{i}") for i in truth))
+             if m["created_at"] <= point]
+    with client.message_collection(CHANNEL, point, previous_result_size=10, next_result_size=5, is_inclusive=True) as view:
+        cache, api = view.start()
+        cache.result(TIMEOUT)
+        first = ids(api.result(TIMEOUT))
+        assert first == truth[len(older) - 10:len(older) + 5]
+        assert view.has_previous and view.has_next
+    with client.message_collection(CHANNEL, previous_result_size=200) as view:
+        cache, api = view.start()
+        assert cache.result(TIMEOUT) is not None
+        assert ids(api.result(TIMEOUT)) == truth
+        assert not view.has_previous and not view.has_next, (len(truth), view.has_previous, view.has_next)
+    # Started again: the whole first page is now in the cache, and the start shows it at once.
+    with client.message_collection(CHANNEL, previous_result_size=30) as view:
+        cache, api = view.start()
+        assert ids(cache.result(TIMEOUT)) == truth[-30:]
+        assert ids(api.result(TIMEOUT)) == truth[-30:]
+
+
+def test_pages_inside_a_chunk_come_from_the_cache(world: Tuple[parley.Client, str, Admin], server: RunningServer,
+                                                   tmp_path: Path) -> None:
+    client, token, admin = world
+    seed(admin, 150)
+    truth = server_listing(server, token, CHANNEL)
+    with client.message_collection(CHANNEL, previous_result_size=40) as view:
+        assert walk(view) == truth
+    client.disconnect()
+    # Offline: the whole history is one chunk, so every page comes from the cache, with exact flags.
+    with client.message_collection(CHANNEL, previous_result_size=40) as view:
+        cache, api = view.start()
+        assert ids(cache.result(TIMEOUT)) == truth[-40:]
+        with pytest.raises(parley.NetworkError):
+            api.result(TIMEOUT)
+        while view.has_previous:
+            view.load_previous().result(TIMEOUT)
+        assert ids(view.messages) == truth
+
+
+def test_live_messages_at_the_end_and_scrolled_up(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
+    client, token, admin = world
+    sent = seed(admin, 60)
+    at_end, scrolled = Recorder(), Recorder()
+    with client.message_collection(CHANNEL, previous_result_size=20) as end_view, \
+            client.message_collection(CHANNEL, sent[10]["created_at"], previous_result_size=5, next_result_size=5) as up_view:
+        end_view.add_listener(at_end)
+        up_view.add_listener(scrolled)
+        for view in (end_view, up_view):
+            cache, api = view.start()
+            api.result(TIMEOUT)
+        assert not end_view.has_next and up_view.has_next
+        fresh = admin.send(CHANNEL, "bob", "live one")
+        wait_until(lambda: fresh["message_id"] in ids(at_end.of(Kind.ADDED, Source.MESSAGE_RECEIVED)), "live add at the end")
+        assert ids(end_view.messages)[-1] == fresh["message_id"]
+        time.sleep(0.3)
+        assert fresh["message_id"] not in ids(scrolled.of(Kind.ADDED)) and up_view.has_next
+        # Scrolling down to the end picks it up, in order, once.
+        while up_view.has_next:
+            up_view.load_next().result(TIMEOUT)
+        assert ids(up_view.messages) == server_listing(server, token, CHANNEL)[-len(up_view.messages):]
+        assert ids(up_view.messages).count(fresh["message_id"]) == 1
+
+
+def test_changes_to_shown_messages_are_reported_and_filters_rechecked(world: Tuple[parley.Client, str, Admin]) -> None:
+    client, token, admin = world
+    sent = [admin.send(CHANNEL, "bob", f"n{i}", custom_type="news") for i in range(5)]
+    recorder = Recorder()
+    with client.message_collection(CHANNEL, custom_types=["news"], include_reactions=True, include_thread_info=True,
+                                   reply_type="all") as view:
+        view.add_listener(recorder)
+        view.start()[1].result(TIMEOUT)
+        assert ids(view.messages) == ids(sent)
+        target = sent[1]["message_id"]
+        base = f"/v3/group_channels/{CHANNEL}/messages/{target}"
+        admin.call("PUT", base, {"message": "edited"})
+        wait_until(lambda: any(m["message"] == "edited" for m in recorder.of(Kind.UPDATED, Source.MESSAGE_UPDATED)), "edit")
+        admin.call("POST", base + "/reactions", {"user_id": "carol", "reaction": "+1"})
+        wait_until(lambda: any(m.get("reactions") for m in recorder.of(Kind.UPDATED, Source.REACTION_UPDATED)), "reaction")
+        reply = admin.send(CHANNEL, "carol", "a reply", parent_message_id=target, custom_type="news")
+        wait_until(lambda: reply["message_id"] in ids(recorder.of(Kind.ADDED)), "reply added")
+        wait_until(lambda: any(m.get("thread_info", {}).get("reply_count") == 1
+                               for m in recorder.of(Kind.UPDATED, Source.THREAD_INFO_UPDATED)), "thread info")
+        # A custom type change makes a shown message stop matching: deleted from the view.
+        admin.call("PUT", f"/v3/group_channels/{CHANNEL}/messages/{sent[2]['message_id']}", {"custom_type": "chat"})
+        wait_until(lambda: sent[2]["message_id"] in ids(recorder.of(Kind.DELETED)), "filtered out")
+        # A message of another custom type never shows.
+        other = admin.send(CHANNEL, "bob", "other", custom_type="chat")
+        admin.call("DELETE", f"/v3/group_channels/{CHANNEL}/messages/{sent[0]['message_id']}")
+        wait_until(lambda: sent[0]["message_id"] in ids(recorder.of(Kind.DELETED, Source.MESSAGE_DELETED)), "delete")
+        assert other["message_id"] not in ids(view.messages)
+        admin.call("POST", f"/v3/group_channels/{CHANNEL}/messages/{sent[3]['message_id']}/pin", {})
+        wait_until(lambda: any(m.get("is_pinned") for m in recorder.of(Kind.UPDATED)), "pin")
+        admin.call("PUT", f"/v3/group_channels/{CHANNEL}", {"name": "renamed"})
+        wait_until(lambda: any(c.kind is Kind.CHANNEL_UPDATED and c.channel["name"] == "renamed" for c in recorder.changes),
+                   "channel updated")
+        assert ids(view.messages) == [sent[1]["message_id"], sent[3]["message_id"], sent[4]["message_id"], reply["message_id"]]
+        admin.call("DELETE", f"/v3/group_channels/{CHANNEL}")
+        wait_until(lambda: Kind.CHANNEL_DELETED in recorder.kinds(), "channel deleted")
+
+
+def test_sending_through_the_view(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
+    client, token, admin = world
+    seed(admin, 5)
+    recorder = Recorder()
+    with client.message_collection(CHANNEL) as view:
+        view.add_listener(recorder)
+        view.start()[1].result(TIMEOUT)
+        pending, done = view.send_user_message("hello")
+        sent = done.result(TIMEOUT)
+        wait_until(lambda: any(c.kind is Kind.UPDATED and c.context.sending_status is SendingStatus.SUCCEEDED
+                               for c in recorder.changes), "succeeded")
+        statuses = [(c.kind, c.context.sending_status) for c in recorder.changes]
+        assert statuses[0] == (Kind.ADDED, SendingStatus.PENDING)
+        assert (Kind.UPDATED, SendingStatus.SUCCEEDED) in statuses
+        assert ids(view.messages).count(sent["message_id"]) == 1 and not view.pending_messages
+        # A refused send fails and stays after the succeeded messages until removed.
+        admin.call("POST", f"/v3/group_channels/{CHANNEL}/mute", {"user_id": ME, "seconds": 60})
+        _, refused = view.send_user_message("muted")
+        with pytest.raises(parley.ParleyError):
+            refused.result(TIMEOUT)
+        wait_until(lambda: len(view.failed_messages) == 1, "failed shown")
+        assert view.messages[-1]["sending_status"] == "failed"
+        assert any(c.context.sending_status is SendingStatus.FAILED for c in recorder.changes)
+        admin.call("DELETE", f"/v3/group_channels/{CHANNEL}/mute/{ME}")
+        view.resend_message(view.failed_messages[0]["req_id"]).result(TIMEOUT)
+        wait_until(lambda: not view.failed_messages and view.messages[-1]["message"] == "muted", "resent")
+        assert server_listing(server, token, CHANNEL)[-2:] == ids(view.messages)[-2:]
+
+
+def restart_server(server: RunningServer, tmp_path: Path) -> subprocess.Popen:
+    """Starts the server again on the same port and database (after it was killed)."""
+    port = server.url.rsplit(":", 1)[1]
+    process = subprocess.Popen([os.environ.get("PARLEY_SERVER_BIN", ""), "--port", port, "--database",
+                                str(tmp_path / "server.sqlite"), "--api-token", server.api_token],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None and "listening" in process.stdout.readline()
+    return process
+
+
+def test_sent_while_the_server_is_down_is_delivered_once_in_order(
+        world: Tuple[parley.Client, str, Admin], server: RunningServer, tmp_path: Path) -> None:
+    client, token, admin = world
+    seed(admin, 3)
+    recorder = Recorder()
+    with client.message_collection(CHANNEL) as view:
+        view.add_listener(recorder)
+        view.start()[1].result(TIMEOUT)
+        server.process.kill()
+        server.process.wait()
+        futures = [view.send_user_message(f"offline {i}")[1] for i in range(3)]
+        wait_until(lambda: len(view.pending_messages) + len(view.failed_messages) == 3, "shown at once")
+        assert [m["message"] for m in view.messages[-3:]] == ["offline 0", "offline 1", "offline 2"]
+        again = restart_server(server, tmp_path)
+        try:
+            for future in futures:
+                try:
+                    future.result(TIMEOUT)
+                except parley.ParleyError:
+                    pass  # failed for the connection; auto-resend delivers it after the reconnection
+            wait_until(lambda: not view.pending_messages and not view.failed_messages, "all delivered")
+            wait_until(lambda: [m["message"] for m in view.messages[-3:]] == ["offline 0", "offline 1", "offline 2"], "in order")
+            listing = server_listing(server, token, CHANNEL)
+            texts = [admin.call("GET", f"/v3/group_channels/{CHANNEL}/messages/{i}")["message"] for i in listing]
+            assert texts[-3:] == ["offline 0", "offline 1", "offline 2"] and len(texts) == 6
+            assert ids(view.messages) == listing
+            added = [m["req_id"] for m in recorder.of(Kind.ADDED) if m.get("req_id")]
+            assert len(added) == len(set(added)) == 3  # each shown once, as pending
+        finally:
+            again.terminate()
+            again.wait()
+
+
+KILLED_SENDER = textwrap.dedent("""
+    import os, sys, parley
+    client = parley.Client(server_url=sys.argv[1], cache_dir=sys.argv[2])
+    client.connect("me", sys.argv[3]).result(30)
+    view = client.message_collection("room")
+    view.start()[1].result(30)
+    pending, _ = view.send_user_message("survivor")
+    print(pending["req_id"], flush=True)
+    os.kill(os.getpid(), 9)
+""")
+
+
+def test_host_killed_right_after_send_delivers_once_after_restart(
+        world: Tuple[parley.Client, str, Admin], server: RunningServer, tmp_path: Path) -> None:
+    client, token, admin = world
+    client.close()
+    seed(admin, 2)
+    cache_dir = str(tmp_path / "killed-cache")
+    env = dict(os.environ, PYTHONPATH=str(Path(parley.__file__).resolve().parents[1]))
+    result = subprocess.run([sys.executable, "-c", KILLED_SENDER, server.url, cache_dir, token], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    req_id = result.stdout.strip()
+    with parley.Client(server_url=server.url, cache_dir=cache_dir) as restarted:
+        restarted.connect(ME, token).result(TIMEOUT)
+        with restarted.message_collection(CHANNEL) as view:
+            view.start()[1].result(TIMEOUT)
+            wait_until(lambda: not view.pending_messages and any(m.get("req_id") == req_id for m in view.messages), "delivered")
+            time.sleep(0.5)
+            shown = [m for m in view.messages if m.get("req_id") == req_id]
+            assert len(shown) == 1 and shown[0]["message_id"] > 0
+    listing = server_listing(server, token, CHANNEL)
+    assert sum(1 for i in listing if admin.call("GET", f"/v3/group_channels/{CHANNEL}/messages/{i}")["req_id"] == req_id) == 1
+
+
+@pytest.mark.parametrize("missed,huge", [(10, False), (299, False), (300, False), (301, True)])
+def test_offline_gap_is_filled_or_huge(world: Tuple[parley.Client, str, Admin], server: RunningServer,
+                                        missed: int, huge: bool) -> None:
+    client, token, admin = world
+    seed(admin, 30)
+    recorder = Recorder()
+    with client.message_collection(CHANNEL, previous_result_size=30) as view:
+        view.add_listener(recorder)
+        view.start()[1].result(TIMEOUT)
+        client.disconnect()
+        extra = [admin.send(CHANNEL, "bob" if i % 2 else "carol", f"missed {i}") for i in range(missed)]
+        admin.call("DELETE", f"/v3/group_channels/{CHANNEL}/messages/{view.messages[-1]['message_id']}")
+        client.connect(ME, token).result(TIMEOUT)
+        if huge:
+            wait_until(lambda: Kind.HUGE_GAP_DETECTED in recorder.kinds(), "huge gap")
+            assert view.has_next
+            assert not recorder.of(Kind.ADDED, Source.MESSAGE_FILL)
+        else:
+            wait_until(lambda: ids(view.messages)[-1:] == server_listing(server, token, CHANNEL)[-1:], "filled")
+            filled = ids(recorder.of(Kind.ADDED, Source.MESSAGE_FILL))
+            expected = [i for i in server_listing(server, token, CHANNEL) if i in {m["message_id"] for m in extra}]
+            assert filled == expected
+            assert Kind.HUGE_GAP_DETECTED not in recorder.kinds()
+            assert not view.has_next
+        # The deletion comes back once: replayed as its event, or found by the changelog.
+        assert len(recorder.of(Kind.DELETED, Source.MESSAGE_CHANGELOG) + recorder.of(Kind.DELETED, Source.MESSAGE_DELETED)) == 1
+
+
+def test_huge_gap_counts_only_what_the_filter_keeps(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
+    client, token, admin = world
+    seed(admin, 10)
+    recorder = Recorder()
+    with client.message_collection(CHANNEL, sender_user_ids=["bob"], huge_gap_threshold=20) as view:
+        view.add_listener(recorder)
+        view.start()[1].result(TIMEOUT)
+        client.disconnect()
+        for index in range(40):  # 20 from bob: exactly the threshold, not more
+            admin.send(CHANNEL, "bob" if index % 2 else "carol", f"x{index}")
+        client.connect(ME, token).result(TIMEOUT)
+        wait_until(lambda: len(recorder.of(Kind.ADDED, Source.MESSAGE_FILL)) == 20, "fill of bob's 20")
+        assert Kind.HUGE_GAP_DETECTED not in recorder.kinds()
+        assert ids(view.messages) == server_listing(server, token, CHANNEL, sender_ids="bob", include_reply_type="NONE")[-len(view.messages):]
+
+
+def test_dispose_racing_events(world: Tuple[parley.Client, str, Admin]) -> None:
+    client, token, admin = world
+    seed(admin, 5)
+    stop = threading.Event()
+
+    def chatter() -> None:
+        index = 0
+        while not stop.is_set():
+            admin.send(CHANNEL, "bob", f"race {index}")
+            index += 1
+
+    thread = threading.Thread(target=chatter)
+    thread.start()
+    try:
+        for _ in range(100):
+            disposed = threading.Event()
+            late: List[Any] = []
+
+            def record(change: MessageChange) -> None:
+                if disposed.is_set():
+                    late.append(change)
+
+            view = client.message_collection(CHANNEL)
+            view.add_listener(record)
+            view.start()
+            view.load_previous()
+            view.dispose()
+            disposed.set()
+            time.sleep(0.005)
+            assert not late
+            view.dispose()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_misuse_gives_clear_errors(world: Tuple[parley.Client, str, Admin]) -> None:
+    client, token, admin = world
+    with pytest.raises(parley.InvalidArgument, match="previous_result_size"):
+        client.message_collection(CHANNEL, previous_result_size=0)
+    with pytest.raises(parley.InvalidArgument, match="colour"):
+        client.message_collection(CHANNEL, colour="red")
+    with pytest.raises(parley.InvalidArgument, match="starting_point"):
+        client.message_collection(CHANNEL, -5)
+    view = client.message_collection(CHANNEL)
+    with pytest.raises(parley.InvalidState):
+        view.load_previous().result(TIMEOUT)
+    cache, api = view.start()
+    api.result(TIMEOUT)
+    again_cache, again_api = view.start()
+    with pytest.raises(parley.InvalidState):
+        again_api.result(TIMEOUT)
+    view.dispose()
+    with pytest.raises(parley.InvalidHandle):
+        view.load_next()
+    client.close()
+    view2 = None
+    assert view2 is None
