@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The main job: sets the machine up, builds libparley and parley-server, then runs the
-# Python demo (two users, the cache while the server is down, the outbox delivering an
-# offline message) and the C example (connect, send, print events) against a local
-# parley-server on its embedded defaults (SQLite storage).
+# The main job: sets the machine up, builds libparley and parley-server, then runs, each
+# against a local parley-server on its embedded defaults (SQLite storage):
+# - the live view (examples/python/live_view.py): a channel list and two chat views in the
+#   terminal while bob chats, alice's connection is cut and comes back (changelog, fill,
+#   huge gap, a message sent offline delivered once);
+# - the Python demo (two users, the cache while the server is down, the outbox);
+# - the C examples: chat.c (connect, send, print events) and chat_view.c (a message
+#   collection printing its events).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -20,6 +24,10 @@ export PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0"
 
 work=$(mktemp -d /tmp/parley-demo-XXXXXX)
 trap 'kill "${server_pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+echo
+echo "== Live view (examples/python/live_view.py)"
+python3 examples/python/live_view.py --server-bin "$server_bin" --workdir "$work/live"
 
 echo
 echo "== Python demo"
@@ -40,5 +48,9 @@ session=$(admin POST /v3/users/carol/token '{}' | python3 -c 'import json, sys; 
 # Dave writes while carol's example runs, so that it prints a received event.
 (sleep 2; admin POST /v3/group_channels/c-demo/messages '{"message_type": "MESG", "user_id": "dave", "message": "hello carol"}' >/dev/null) &
 (cd "$work" && "$root/build/cmake/chat" "$url" carol "$session" c-demo "hello from C" 4)
+echo
+echo "== C message collection (examples/c/chat_view.c)"
+(sleep 2; admin POST /v3/group_channels/c-demo/messages '{"message_type": "MESG", "user_id": "dave", "message": "seen by the view"}' >/dev/null) &
+(cd "$work" && "$root/build/cmake/chat_view" "$url" carol "$session" c-demo 4 "sent through the view")
 echo
 echo "DEMO FINISHED"
