@@ -1,0 +1,227 @@
+import Glibc
+import Synchronization
+import Testing
+
+@testable import ParleyCore
+
+/// The message collection used from Swift directly, against the real server.
+@Suite(.serialized) struct MessageCollectionTests {
+    @Test func paramsParsingRefusesBadFieldsAndKeepsDefaults() throws {
+        let defaults = try MessageListParams(json: [:])
+        #expect(defaults == MessageListParams())
+        #expect(defaults.previousResultSize == 20 && defaults.nextResultSize == 0 && !defaults.isInclusive && !defaults.reverse)
+        #expect(defaults.replyType == .none && defaults.messageTypeFilter == .all && defaults.hugeGapThreshold == 300)
+        let refused: [(JSONValue, String)] = [
+            (["previous_result_size": 0], "previous_result_size"), (["next_result_size": 201], "next_result_size"),
+            (["reply_type": "some"], "reply_type"), (["message_type_filter": 3], "message_type_filter"),
+            (["custom_types": ["a,b"]], "custom_types"), (["huge_gap_threshold": 0], "huge_gap_threshold"), (["sort": 1], "sort"),
+        ]
+        for (json, field) in refused {
+            #expect(throws: ParleyError.self) { try MessageListParams(json: json) }
+            do { _ = try MessageListParams(json: json) } catch { #expect(error.message.contains(field)) }
+        }
+        var params = MessageListParams()
+        params.reverse = true
+        params.customTypes = ["news"]
+        params.senderUserIDs = ["bob"]
+        #expect(try MessageListParams(json: params.json) == params)
+    }
+
+    @Test func theViewEqualsTheServerListingAndFollowsChanges() throws {
+        let server = try EngineTestServer()
+        defer { server.stop() }
+        let admin = try server.adminClient()
+        defer { admin.close() }
+        let tokens = try server.createUsers(["alice", "bob"], admin: admin)
+        _ = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "POST", path: "/v3/group_channels", body: ["user_ids": ["alice", "bob"], "channel_url": "room"],
+                              completion: done)
+        }
+        for index in 0..<45 {
+            _ = try waitFor { done throws(ParleyError) in
+                try admin.request(method: "POST", path: "/v3/group_channels/room/messages",
+                                  body: ["message_type": "MESG", "user_id": "bob", "message": .string("m\(index)")], completion: done)
+            }
+        }
+        var configuration = ClientConfiguration()
+        configuration.serverURL = server.url
+        configuration.cacheDirectory = server.directory + "/cache"
+        let client = try ParleyClient(configuration: configuration)
+        defer { client.close() }
+        _ = try waitFor { done throws(ParleyError) in try client.connect(userID: "alice", sessionToken: tokens["alice"] ?? "", completion: done) }
+
+        let added = Box<[(CollectionEventSource, MessageSendingStatus, String)]>([])
+        var params = MessageListParams()
+        params.previousResultSize = 10
+        let collection = try client.messageCollection(channelURL: "room", params: params, handler: MessageCollectionHandler(
+            added: { context, _, messages in
+                added.update { $0 += messages.map { (context.source, context.sendingStatus, $0["message"]?.stringValue ?? "") } }
+            }))
+        defer { collection.dispose() }
+        let cacheResult = Box<Result<[JSONValue], ParleyError>?>(nil)
+        let apiResult = Box<Result<[JSONValue], ParleyError>?>(nil)
+        collection.start(cacheResult: { result in cacheResult.update { $0 = result } }, apiResult: { result in apiResult.update { $0 = result } })
+        #expect(engineWaitUntil { apiResult.value != nil })
+        #expect(try cacheResult.value?.get().isEmpty == true)
+        #expect(try apiResult.value?.get().count == 10)
+        for _ in 0..<10 where collection.hasPrevious {
+            let page = Box<Result<[JSONValue], ParleyError>?>(nil)
+            collection.loadPrevious { result in page.update { $0 = result } }
+            #expect(engineWaitUntil { page.value != nil })
+        }
+        let truth = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "GET", path: "/v3/group_channels/room/messages?prev_limit=200&user_id=alice", completion: done)
+        }["messages"]?.arrayValue?.compactMap { $0["message_id"]?.int64Value } ?? []
+        #expect(truth.count == 45)
+        #expect(engineWaitUntil { !collection.hasPrevious && collection.messages.compactMap { $0["message_id"]?.int64Value } == truth })
+
+        _ = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "POST", path: "/v3/group_channels/room/messages",
+                              body: ["message_type": "MESG", "user_id": "bob", "message": "live"], completion: done)
+        }
+        #expect(engineWaitUntil { added.value.contains { $0 == (.realtime(.messageReceived), .succeeded, "live") } })
+        _ = try collection.sendUserMessage(client, params: ["message": "mine"])
+        #expect(engineWaitUntil { added.value.contains { $0 == (.localSend, .pending, "mine") } })
+        #expect(engineWaitUntil { collection.messages.last?["message"]?.stringValue == "mine" && collection.messages.last?["sending_status"] == nil })
+        collection.dispose()
+        #expect(collection.isDisposed)
+    }
+
+    /// The shared scenario (Tests/scenarios/message_collection.json; its format is described
+    /// in the file), as the C and Python suites run it.
+    @Test func sharedMessageCollectionScenario() throws {
+        let server = try EngineTestServer()
+        defer { server.stop() }
+        let admin = try server.adminClient()
+        defer { admin.close() }
+        let root = "/" + #filePath.split(separator: "/").dropLast(3).joined(separator: "/")
+        let scenario = try JSONValue.parse(try readTextFile(root + "/Tests/scenarios/message_collection.json"))
+        let viewer = scenario["viewer"]?.stringValue ?? ""
+        let channel = scenario["channel"]?.stringValue ?? ""
+        let others = scenario["others"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let tokens = try server.createUsers([viewer] + others, admin: admin)
+        let token = tokens[viewer] ?? ""
+        var ids: [String: Int64] = [:]
+        /// Replaces `"{msg:TEXT}"` (a JSON string) and `{msg:TEXT}` by the message's id.
+        func substitute(_ text: String) -> String {
+            var result = text
+            for (name, id) in ids {
+                result = result.replacing("\"{msg:\(name)}\"", with: String(id)).replacing("{msg:\(name)}", with: String(id))
+            }
+            return result
+        }
+        func adminCall(_ step: JSONValue) throws {
+            let method = step["admin"]?.stringValue ?? "", path = step["path"]?.stringValue ?? ""
+            let body = try step["body"].map { body throws in try JSONValue.parse(substitute(body.canonicalText)) }
+            let answer = try waitFor { done throws(ParleyError) in
+                try admin.request(method: method, path: substitute(path), body: body, completion: done)
+            }
+            if method == "POST", path.hasSuffix("/messages"), let id = answer["message_id"]?.int64Value, let text = answer["message"]?.stringValue {
+                ids[text] = id
+            }
+        }
+        for step in scenario["setup"]?.arrayValue ?? [] { try adminCall(step) }
+
+        var configuration = ClientConfiguration()
+        configuration.serverURL = server.url
+        configuration.cacheDirectory = server.directory + "/cache"
+        var policy = configuration.reconnectPolicy
+        policy.initialDelayMs = 50
+        configuration.reconnectPolicy = policy
+        let client = try ParleyClient(configuration: configuration)
+        defer { client.close() }
+        _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
+
+        // (view, kind, message text, source, status) per reported message.
+        let seen = Box<[(String, String, String, String, String)]>([])
+        var views: [(name: String, collection: MessageCollection, listing: String, reverse: Bool)] = []
+        for (name, spec) in (scenario["views"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
+            let params = try MessageListParams(json: spec["params"] ?? [:])
+            let record: @Sendable (String, MessageEventContext, [JSONValue]) -> Void = { kind, context, messages in
+                let texts = messages.isEmpty ? [""] : messages.map { $0["message"]?.stringValue ?? "" }
+                seen.update { $0 += texts.map { (name, kind, $0, context.source.name, context.sendingStatus.name) } }
+            }
+            let point = spec["starting_point"]?.stringValue == "oldest" ? 0 : MessageCollection.newestStartingPoint
+            let collection = try client.messageCollection(
+                channelURL: channel, startingPoint: point, params: params,
+                handler: MessageCollectionHandler(
+                    added: { record("added", $0, $2) }, updated: { record("updated", $0, $2) }, deleted: { record("deleted", $0, $2) },
+                    channelUpdated: { context, _ in record("channel_updated", context, []) }))
+            let started = Box<Bool>(false)
+            collection.start(cacheResult: { _ in }, apiResult: { _ in started.update { $0 = true } })
+            #expect(engineWaitUntil { started.value })
+            for _ in 0..<100 where collection.hasPrevious {
+                let page = Box<Result<[JSONValue], ParleyError>?>(nil)
+                collection.loadPrevious { result in page.update { $0 = result } }
+                #expect(engineWaitUntil { page.value != nil })
+            }
+            for _ in 0..<100 where collection.hasNext {
+                let page = Box<Result<[JSONValue], ParleyError>?>(nil)
+                collection.loadNext { result in page.update { $0 = result } }
+                #expect(engineWaitUntil { page.value != nil })
+            }
+            views.append((name, collection, spec["listing"]?.stringValue ?? "", params.reverse))
+        }
+        defer { views.forEach { $0.collection.dispose() } }
+
+        func listingsMatch(_ place: String) throws {
+            for view in views {
+                var truth: [Int64] = []
+                var position = "message_ts=0&include=true"
+                while true {
+                    let page = try waitFor { done throws(ParleyError) in
+                        try admin.request(method: "GET", path: "/v3/group_channels/\(channel)/messages?\(view.listing)&prev_limit=0&next_limit=200"
+                                          + "&user_id=\(viewer)&\(position)", completion: done)
+                    }
+                    let messages = page["messages"]?.arrayValue ?? []
+                    truth += messages.compactMap { $0["message_id"]?.int64Value }
+                    guard page["has_next"]?.boolValue == true, let last = messages.last else { break }
+                    position = "message_ts=\(last["created_at"]?.int64Value ?? 0)&message_id=\(last["message_id"]?.int64Value ?? 0)&include=false"
+                }
+                let shown: @Sendable () -> [Int64] = { [collection = view.collection, reverse = view.reverse] in
+                    let ids = collection.messages.filter { $0["sending_status"] == nil }.compactMap { $0["message_id"]?.int64Value }
+                    return reverse ? ids.reversed() : ids
+                }
+                #expect(engineWaitUntil { shown() == truth }, "\(place): view \(view.name) \(shown()) != \(truth)")
+            }
+        }
+        try listingsMatch("after loading")
+        var online = true
+        for (number, step) in (scenario["steps"]?.arrayValue ?? []).enumerated() {
+            let place = "step \(number)"
+            if step["admin"] != nil {
+                try adminCall(step)
+            } else if let text = step["send"]?.stringValue {
+                _ = try waitFor { done throws(ParleyError) in
+                    try client.sendUserMessage(channelURL: channel, params: ["message": .string(text)], completion: done).operationID
+                }
+            } else if step["disconnect"]?.boolValue == true {
+                client.disconnect()
+                online = false
+            } else if step["connect"]?.boolValue == true {
+                _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
+                online = true
+            }
+            for expected in step["expect"]?.arrayValue ?? [] {
+                let view = expected["view"]?.stringValue ?? "", kind = expected["kind"]?.stringValue ?? ""
+                let text = expected["message"]?.stringValue ?? ""
+                let source = expected["source"]?.stringValue, status = expected["status"]?.stringValue
+                var taken = false  // engineWaitUntil asks once more at the end: take only once
+                _ = engineWaitUntil {
+                    guard !taken else { return true }
+                    seen.update { entries in
+                        if let index = entries.firstIndex(where: {
+                            $0.0 == view && $0.1 == kind && $0.2 == text && (source == nil || $0.3 == source) && (status == nil || $0.4 == status)
+                        }) {
+                            entries.remove(at: index)
+                            taken = true
+                        }
+                    }
+                    return taken
+                }
+                #expect(taken, "\(place): no \(kind) of '\(text)' in \(view) (\(source ?? "any source")); seen \(seen.value.filter { $0.0 == view })")
+            }
+            if online { try listingsMatch(place) }
+        }
+    }
+}
