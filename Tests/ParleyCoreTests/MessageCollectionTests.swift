@@ -87,6 +87,67 @@ import Testing
         #expect(collection.isDisposed)
     }
 
+    /// A channel with an open view keeps its messages when the cache goes over its size
+    /// limit (the other channel's go); dispose lifts the protection.
+    @Test func evictionSparesTheChannelOfAnOpenView() throws {
+        let server = try EngineTestServer()
+        defer { server.stop() }
+        let admin = try server.adminClient()
+        defer { admin.close() }
+        let tokens = try server.createUsers(["alice", "bob"], admin: admin)
+        for url in ["shown", "other"] {
+            _ = try waitFor { done throws(ParleyError) in
+                try admin.request(method: "POST", path: "/v3/group_channels", body: ["user_ids": ["alice", "bob"], "channel_url": .string(url)],
+                                  completion: done)
+            }
+        }
+        func post(_ url: String, _ text: String) throws {
+            _ = try waitFor { done throws(ParleyError) in
+                try admin.request(method: "POST", path: "/v3/group_channels/\(url)/messages",
+                                  body: ["message_type": "MESG", "user_id": "bob", "message": .string(text)], completion: done)
+            }
+        }
+        for index in 0..<30 { try post("shown", "shown \(index)") }
+        try post("other", "other 0")
+        var configuration = ClientConfiguration()
+        configuration.serverURL = server.url
+        configuration.cacheDirectory = server.directory + "/cache"
+        configuration.cacheSizeLimitBytes = ChatCache.minimumSizeLimitBytes
+        let client = try ParleyClient(configuration: configuration)
+        defer { client.close() }
+        _ = try waitFor { done throws(ParleyError) in try client.connect(userID: "alice", sessionToken: tokens["alice"] ?? "", completion: done) }
+        let engine = client.engine
+        func cachedCount(_ url: String) -> Int {
+            engine.runNow { (try? engine.cache?.messageCount(channelURL: url)) ?? -1 }
+        }
+        /// Fills the cache past its limit with old messages of "other" (written directly: the
+        /// limit is 64 MiB) and makes a live message of "other" trigger eviction.
+        func overfill(_ round: Int) throws {
+            engine.runNow {
+                try? engine.cache?.database.execute("""
+                    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 17000)
+                    INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                          parent_message_id, is_reply_to_channel, json)
+                    SELECT 1000000 * \(round) + i, 'other', i, 0, '', 'MESG', '', 'bob', 0, 0, printf('{"pad":"%.4000c"}', 'x') FROM n
+                    """)
+            }
+            try post("other", "trigger \(round)")
+        }
+        var params = MessageListParams()
+        params.previousResultSize = 100
+        let view = try client.messageCollection(channelURL: "shown", params: params, handler: MessageCollectionHandler())
+        let started = Box<Bool>(false)
+        view.start(cacheResult: { _ in }, apiResult: { _ in started.update { $0 = true } })
+        #expect(engineWaitUntil { started.value })
+        #expect(cachedCount("shown") == 30)
+        try overfill(1)
+        #expect(engineWaitUntil { cachedCount("other") == 0 })
+        #expect(cachedCount("shown") == 30)
+        #expect(view.messages.count == 30)
+        view.dispose()
+        #expect(engine.runNow { engine.openMessageViews["shown"] } == nil)  // evictable again
+    }
+
     /// The shared scenario (Tests/scenarios/message_collection.json; its format is described
     /// in the file), as the C and Python suites run it.
     @Test func sharedMessageCollectionScenario() throws {
