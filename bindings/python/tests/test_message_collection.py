@@ -626,3 +626,37 @@ def test_dispose_from_inside_a_callback(world: Tuple[parley.Client, str, Admin])
     admin.send(CHANNEL, "bob", "two")
     time.sleep(0.3)
     assert not after and view.disposed
+
+
+def test_messages_arriving_during_the_start_are_neither_lost_nor_doubled(
+        world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
+    client, token, admin = world
+    seed(admin, 50)
+    wait_until(lambda: client.connection_state == "open", "the stream")
+    stop = threading.Event()
+
+    def chatter() -> None:
+        index = 0
+        while not stop.is_set():
+            admin.send(CHANNEL, "bob" if index % 2 else "carol", f"during {index}")
+            index += 1
+
+    thread = threading.Thread(target=chatter)
+    thread.start()
+    views = []
+    try:
+        for size in (5, 17, 40, 200):
+            view = client.message_collection(CHANNEL, previous_result_size=size)
+            view.start()
+            views.append(view)
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join()
+    truth = server_listing(server, token, CHANNEL)
+    for view in views:
+        wait_until(lambda: ids(view.messages) == truth[-len(view.messages):] and ids(view.messages)[-1] == truth[-1],
+                   "the view ends like the server's listing")
+        shown = ids(view.messages)
+        assert len(shown) == len(set(shown))
+        view.dispose()
