@@ -208,3 +208,80 @@ def test_sigterm_ends_open_streams_and_stops_promptly(fresh_server):
     finally:
         for reader in readers:
             reader.close()
+
+
+def _stream_ends_with_error(reader, code, timeout=5):
+    """Reads until the stream's `error` event; returns it (the stream must end after it)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        e = reader.next(timeout=max(0.05, deadline - time.time()))
+        if e.get("event") == "error":
+            assert e["json"]["code"] == code and e["json"]["message"]
+            reader.thread.join(timeout=5)
+            assert not reader.thread.is_alive(), "the stream stays open after its error event"
+            return e
+    raise AssertionError("no error event")
+
+
+def test_stream_ends_when_its_session_key_expires(server):
+    a, b = server.user(), server.user()
+    url = server.channel([a, b])["channel_url"]
+    expires = int(time.time() * 1000) + 1500
+    r = EventReader(server, a, session=server.session(a, expires_at=expires))
+    try:
+        r.next()
+        server.send(url, b, "before")
+        r.until("message_received")
+        _stream_ends_with_error(r, 400302)
+        assert time.time() * 1000 >= expires - 50  # not before the moment
+        server.send(url, b, "after")
+    finally:
+        r.close()
+
+
+def test_stream_of_a_deactivated_or_deleted_user_ends(server):
+    a, b = server.user(), server.user()
+    url = server.channel([a, b])["channel_url"]
+    r = EventReader(server, a, session=server.session(a))
+    try:
+        r.next()
+        server.ok("PUT", f"/v3/users/{a}", json={"is_active": False})
+        _stream_ends_with_error(r, 400301)
+        server.send(url, b, "not for a deactivated user")
+    finally:
+        r.close()
+    c = server.user()
+    r = EventReader(server, c, session=server.session(c))
+    try:
+        r.next()
+        server.ok("DELETE", f"/v3/users/{c}")
+        _stream_ends_with_error(r, 400301)
+    finally:
+        r.close()
+
+
+def test_open_streams_per_user_are_limited(fresh_server):
+    server = fresh_server(["--max-streams-per-user", "2", "--heartbeat-seconds", "0.2"])
+    a = server.user()
+    session = server.session(a)
+    readers = [EventReader(server, a, session=session) for _ in range(2)]
+    try:
+        for reader in readers:
+            assert reader.next()["event"] == "connected"
+        r = requests.get(server.url(f"/v3/users/{a}/events"), headers={"Session-Key": session}, timeout=5)
+        assert_error(r, 429, 400120, a)
+        readers.pop().close()
+        deadline = time.time() + 5
+        while True:  # a closed stream is noticed when the server next writes to it (a heartbeat at the latest)
+            third = EventReader(server, a, session=session)
+            if third.resp.status_code == 200:
+                assert third.next()["event"] == "connected"
+                readers.append(third)
+                break
+            assert third.resp.status_code == 429
+            third.close()
+            assert time.time() < deadline, "a closed stream never frees its place"
+            time.sleep(0.2)
+    finally:
+        for reader in readers:
+            reader.close()

@@ -491,6 +491,19 @@ public final class EventStreamConnection: Sendable {
             // Even when lower (the server lost its log): the server's newest id is the new baseline.
             core.resumeID = newest
             post(.resync(reason: data?["reason"]?.stringValue ?? "unknown", newestID: newest), &core)
+        case "error":
+            // The server ends the stream: its credential no longer holds (the session key
+            // expired, the user was deactivated or deleted). A new token is needed; retrying
+            // with the old one would only be refused.
+            let data = try? JSONValue.parse(event.data)
+            let serverCode = Int(data?["code"]?.int64Value ?? 0)
+            let text = data?["message"]?.stringValue ?? "the server ended the event stream"
+            let error = ParleyError(.unauthorized, "event stream: \(text)", httpStatus: 401, serverCode: serverCode)
+            if serverCode == 400302 || serverCode == 400301 {
+                waitForToken(error, &core)
+            } else {
+                scheduleReconnect(after: ParleyError(.server, "event stream: \(text)", serverCode: serverCode), &core)
+            }
         default:
             guard let idText = event.id, let id = Int64(idText) else {
                 skip("an event of type '\(event.type)' without an integer id (id: \(event.id ?? "none"))", &core)

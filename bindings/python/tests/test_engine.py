@@ -918,3 +918,20 @@ print("fallback" if "cache_unavailable" in events else "file", flush=True)
         outputs = [process.communicate(timeout=30)[0].strip() for process in processes]
         assert outputs == ["file", "file"], f"run {run}: {outputs}"
         assert all(process.returncode == 0 for process in processes)
+
+
+def test_the_server_ends_a_stream_whose_key_expires_and_the_client_asks_for_a_token(
+        server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    admin.user("alice")
+    token = admin.token("alice", expires_at=int(time.time() * 1000) + 1500)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    try:
+        connect(client, recorder, "alice", token)
+        started = time.monotonic()
+        recorder.wait(lambda: "session_token_required" in recorder.names(), timeout=10)
+        assert time.monotonic() - started < 5
+        assert "reconnect_failed" not in recorder.names()  # no retry with the dead key
+        client.set_session_token(admin.token("alice"))
+        recorder.wait(lambda: recorder.names().count("connected") + recorder.names().count("reconnect_succeeded") >= 2)
+    finally:
+        client.close()

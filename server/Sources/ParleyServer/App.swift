@@ -17,12 +17,14 @@ struct ParleyServerCommand: AsyncParsableCommand {
     @Option(help: "Maximum upload size in bytes.") var uploadLimitBytes = 26_214_400
     @Option(help: "Number of events kept for Last-Event-ID resume.") var eventRetention = 10_000
     @Option(help: "Seconds between SSE heartbeat comments.") var heartbeatSeconds = 15.0
+    @Option(help: "Event streams one user may have open at once.") var maxStreamsPerUser = 20
 
     func validate() throws {
         if port < 0 || port > 65535 { throw ValidationError("--port must be 0...65535") }
         if uploadLimitBytes < 1 { throw ValidationError("--upload-limit-bytes must be positive") }
         if eventRetention < 1 { throw ValidationError("--event-retention must be positive") }
         if heartbeatSeconds <= 0 { throw ValidationError("--heartbeat-seconds must be positive") }
+        if maxStreamsPerUser < 1 { throw ValidationError("--max-streams-per-user must be positive") }
     }
 
     func run() async throws {
@@ -37,7 +39,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
         state.uploadLimit = uploadLimitBytes
         let service = Service(state: state)
         let config = ServerConfig(apiToken: token, uploadLimit: uploadLimitBytes,
-                                  filesDirectory: state.filesDirectory, heartbeatSeconds: heartbeatSeconds)
+                                  filesDirectory: state.filesDirectory, heartbeatSeconds: heartbeatSeconds,
+                                  maxStreamsPerUser: maxStreamsPerUser)
         let responder = ParleyResponder(service: service, config: config)
         let displayHost = host
         var logger = Logger(label: "parley-server")

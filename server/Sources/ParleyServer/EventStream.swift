@@ -15,10 +15,19 @@ enum EventStream {
             lastEventId = v
         }
         let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
+        var expiresAt: Int64 = 0
         let subscriberId: Int = try service.run { s in
             let caller = try s.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
             _ = try s.user(userId)
+            let open = s.subscribers.values.reduce(0) { $0 + ($1.userId == userId ? 1 : 0) }
+            if open >= config.maxStreamsPerUser {
+                throw APIError(status: 429, code: 400120,
+                               message: "\"\(userId)\" already has \(open) open event streams (at most \(config.maxStreamsPerUser)).")
+            }
+            if !caller.isAdmin, let key = ctx.headers[HTTPField.Name("Session-Key")!], let session = s.sessions[key] {
+                expiresAt = session.expiresAt
+            }
             let id = s.nextSubscriberId
             s.nextSubscriberId += 1
             continuation.yield("retry: 1000\nevent: connected\ndata: \(JSON.obj([("user_id", .string(userId)), ("last_event_id", .int(s.seq))]).serialized())\n\n")
@@ -45,8 +54,19 @@ enum EventStream {
                 continuation.yield(": heartbeat \(nowMillis())\n\n")
             }
         }
+        // A stream opened with an expiring session key ends when the key expires.
+        let expiry = Task { [expiresAt] in
+            guard expiresAt > 0 else { return }
+            let wait = max(0, expiresAt - nowMillis())
+            try? await Task.sleep(nanoseconds: UInt64(wait) * 1_000_000)
+            if Task.isCancelled { return }
+            _ = try? service.run { s in
+                s.subscribers.removeValue(forKey: subscriberId)?.end(code: 400302, message: "The session key expired.")
+            }
+        }
         let cleanup: @Sendable () -> Void = {
             heartbeat.cancel()
+            expiry.cancel()
             _ = try? service.run { s in
                 guard s.subscribers.removeValue(forKey: subscriberId) != nil else { return }
                 if !s.isOnline(userId), var u = s.users[userId] {

@@ -60,6 +60,7 @@ struct ServerConfig: Sendable {
     let uploadLimit: Int
     let filesDirectory: String
     let heartbeatSeconds: Double
+    var maxStreamsPerUser = 20
 }
 
 struct ParleyResponder: HTTPResponder {

@@ -27,6 +27,13 @@ final class Subscriber: @unchecked Sendable {
         self.userId = userId
         self.continuation = continuation
     }
+
+    /// Ends the stream with an `error` event (PROTOCOL.md §9): its credential no longer holds.
+    func end(code: Int, message: String) {
+        let data = JSON.obj([("code", .int(Int64(code))), ("message", .string(message))]).serialized()
+        continuation.yield("event: error\ndata: \(data)\n\n")
+        continuation.finish()
+    }
 }
 
 /// The whole server state, kept in memory and written through to storage. Only touched
@@ -133,6 +140,15 @@ final class ServerState {
     }
 
     func save(_ u: UserRecord) { users[u.userId] = u; put(.user, u.userId, u) }
+    /// Ends every open event stream of the user (deactivated or deleted): their session keys
+    /// no longer authenticate, so what the streams would still deliver is not theirs to see.
+    func endStreams(of userId: String, message: String) {
+        for (id, subscriber) in subscribers where subscriber.userId == userId {
+            subscribers.removeValue(forKey: id)
+            subscriber.end(code: 400301, message: message)
+        }
+    }
+
     func deleteUser(_ id: String) { users.removeValue(forKey: id); remove(.user, id) }
     func save(_ s: SessionRecord) { sessions[s.token] = s; put(.session, s.token, s) }
     func deleteSession(_ token: String) { sessions.removeValue(forKey: token); remove(.session, token) }

@@ -133,6 +133,7 @@ enum Users {
         if let languages { u.preferredLanguages = languages }
         if let lastSeen { u.lastSeenAt = lastSeen }
         s.save(u)
+        if before.2 && !u.isActive { s.endStreams(of: u.userId, message: "The user was deactivated.") }
         if before != (u.nickname, u.profileUrl, u.isActive, u.metadata) {
             s.announceProfileChange(of: u.userId, now: ctx.now)
         }
@@ -142,6 +143,7 @@ enum Users {
     static func delete(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
         try ctx.requireAdmin()
         let u = try s.user(ctx.segments[1])
+        s.endStreams(of: u.userId, message: "The user was deleted.")
         for url in s.channels.keys.sorted() where s.channels[url]?.members[u.userId] != nil {
             if var c = s.channels[url] {
                 s.removeMember(&c, u.userId, now: ctx.now, category: "user_left", extra: [])
