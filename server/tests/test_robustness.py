@@ -129,7 +129,8 @@ def test_fuzz_10000_requests_no_500_state_unchanged(fresh_server):
             assert body["error"] is True and isinstance(body["code"], int) and body["message"]
     assert server.alive()
     assert snapshot(server, [a, b], url) == before
-    assert statuses.get(200, 0) > 100 and statuses.get(400, 0) > 100
+    # Credentials are checked before the body is read: unauthenticated garbage is a 401, not a 400.
+    assert statuses.get(200, 0) > 100 and statuses.get(400, 0) > 50 and statuses.get(401, 0) > 100
 
     # Authenticated writes whose bodies carry a wrong-typed field the endpoint reads: always 400, no change.
     m = msgs[0]["message_id"]
@@ -195,3 +196,64 @@ def test_restart_loses_nothing_acknowledged(fresh_server):
     assert new["message_id"] > sent[-1]["message_id"] and new["created_at"] >= sent[-1]["created_at"]
     page = server.ok("GET", f"/v3/group_channels/{url}/messages/changelogs", params={"token": token})
     assert page["updated"] == [] and page["deleted"] == []
+
+
+def _cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_credentials_and_size_are_checked_before_the_body_is_read(fresh_server):
+    server = fresh_server()
+    a = server.user()
+    session = server.session(a)
+    big = b'{"message_type": "MESG", "message": "' + b"x" * (27 << 20) + b'"}'
+    before = _cpu_seconds(server.proc.pid)
+    for headers in ({}, {"Session-Key": "not-a-key"}, {"Api-Token": "wrong"}):
+        for _ in range(4):
+            r = requests.post(server.url("/v3/group_channels/any/messages"), data=big,
+                              headers={"Content-Type": "application/json", **headers}, timeout=30)
+            assert r.status_code == 401
+    # Authenticated, but larger than a JSON body may be: refused unread (declared) or once
+    # the limit is passed (chunked, no length declared).
+    r = requests.post(server.url("/v3/group_channels/any/messages"), data=big,
+                      headers={"Content-Type": "application/json", "Session-Key": session}, timeout=30)
+    assert r.status_code == 413 and r.json()["code"] == 400113
+    r = requests.post(server.url("/v3/group_channels/any/messages"), data=iter([big[i:i + 65536] for i in range(0, 4 << 20, 65536)]),
+                      headers={"Content-Type": "application/json", "Session-Key": session}, timeout=30)
+    assert r.status_code == 413
+    spent = _cpu_seconds(server.proc.pid) - before
+    assert spent < 3.0, f"the server spent {spent:.1f} s of CPU on bodies it should not have read"
+    assert server.alive()
+
+
+def test_a_refused_first_request_costs_no_more_than_an_accepted_one(fresh_server):
+    import statistics
+    import time
+
+    server = fresh_server()
+    a, b = server.user(), server.user()
+    url = server.channel([a, b])["channel_url"]
+    for i in range(1500):  # enough state that reloading it all would show
+        server.send(url, a, f"m{i}")
+    other = server.channel([a, b])["channel_url"]
+
+    def timed(session, path):
+        start = time.perf_counter()
+        r = requests.get(server.url(path), headers={"Session-Key": session}, timeout=30)
+        return time.perf_counter() - start, r.status_code
+
+    accepted = []
+    member_session = server.session(a)
+    for _ in range(15):
+        elapsed, status = timed(member_session, f"/v3/group_channels/{other}")
+        assert status == 200
+        accepted.append(elapsed)
+    refused = []
+    for _ in range(15):
+        stranger = server.user()  # never logged in: its first request records the login
+        elapsed, status = timed(server.session(stranger), f"/v3/group_channels/{other}")
+        assert status == 403
+        refused.append(elapsed)
+    assert statistics.median(refused) < 3 * statistics.median(accepted) + 0.005, (accepted, refused)

@@ -36,6 +36,7 @@ struct APIError: Error, Sendable {
     static let notPublic = APIError(status: 403, code: 400109, message: "The channel is not public.")
     static let methodNotAllowed = APIError(status: 405, code: 400105, message: "Method not allowed on this path.")
     static let tooLarge = APIError(status: 413, code: 400113, message: "The upload is larger than the server's limit.")
+    static let bodyTooLarge = APIError(status: 413, code: 400113, message: "The request body is larger than 1 MiB.")
     static let unauthorizedSession = APIError(status: 401, code: 400301, message: "Invalid or missing \"Session-Key\".")
     static let expiredSession = APIError(status: 401, code: 400302, message: "The session key has expired.")
     static let unauthorizedApiToken = APIError(status: 401, code: 400401, message: "Invalid \"Api-Token\".")

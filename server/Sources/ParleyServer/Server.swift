@@ -87,6 +87,9 @@ struct ParleyResponder: HTTPResponder {
             body: ResponseBody(byteBuffer: buffer))
     }
 
+    /// The largest JSON body accepted (PROTOCOL.md §1).
+    static let jsonBodyLimit = 1_048_576
+
     private func handle(_ request: Request) async throws -> Response {
         let rawPath = request.head.path ?? "/"
         let pathPart: Substring
@@ -107,23 +110,31 @@ struct ParleyResponder: HTTPResponder {
         // Route first so unknown paths are 404 even without credentials.
         let handler = try Routes.resolve(method: method, segments: segments)
 
+        // Credentials and size before a byte of the body is read: a stranger's request, or an
+        // oversized one, costs no more than its head.
+        let now = nowMillis()
+        _ = try service.run { state in try state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
+        let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
+        let limit = isMultipart ? config.uploadLimit + 1_048_576 : Self.jsonBodyLimit
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw isMultipart ? APIError.tooLarge : APIError.bodyTooLarge
+        }
         var request = request
         let body: [UInt8]
         do {
-            let buffer = try await request.collectBody(upTo: config.uploadLimit + 1_048_576)
+            // Stops reading (and fails) past the limit, whatever Content-Length said.
+            let buffer = try await request.collectBody(upTo: limit)
             body = Array(buffer.readableBytesView)
         } catch {
-            throw APIError.tooLarge
+            throw isMultipart ? APIError.tooLarge : APIError.bodyTooLarge
         }
         var bodyObject = JSONObject()
-        let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
         if !isMultipart && !body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             let parsed: JSON
             do { parsed = try JSONParser.parse(body) } catch { throw APIError.malformed(error.message) }
             guard case .object(let o) = parsed else { throw APIError.malformed("the body must be a JSON object.") }
             bodyObject = o
         }
-        if !isMultipart && body.count > 1_048_576 { throw APIError.tooLarge }
 
         var ctx = Ctx(
             method: method, segments: segments, input: Input(body: bodyObject, query: Query(queryPart)),
@@ -136,6 +147,9 @@ struct ParleyResponder: HTTPResponder {
         guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
         let reply = try service.run { state in
             ctx.caller = try state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
+            // A first login is recorded now, so that a refused request leaves nothing half
+            // done in memory (which would cost a reload of everything from storage).
+            if !state.pending.isEmpty { try state.commitPending() }
             return try run(state, &ctx)
         }
         switch reply {
