@@ -28,6 +28,7 @@ private func causeName(_ cause: ChangeCause) -> String {
     case .catchUpStarted: "catch_up_started"
     case .catchUpFinished: "catch_up_finished"
     case .cacheUnavailable: "cache_unavailable"
+    case .cacheRecovered: "cache_recovered"
     }
 }
 

@@ -72,7 +72,10 @@ int parley_client_set_connection_handler(parley_client *client, parley_connectio
  * (message_pending, message_sent, message_failed, message_canceled, message_resend_started;
  * see parley_event_categories), or cache_unavailable {"reason"} (the cache file could not be
  * opened: the client works on an in-memory cache, so nothing, pending messages included,
- * survives the process). `channel_url` may be "". `payload_json` is the event's data
+ * survives the process), or cache_recovered {"reason", "moved_to", "restored_req_ids",
+ * "lost": [{"req_id", "channel_url"}], "unreadable"?} (the cache file was damaged and
+ * replaced; the unsent messages that read back whole were carried over and are sent as
+ * usual; each lost one is also reported as message_failed). `channel_url` may be "". `payload_json` is the event's data
  * object (server events) or the message / channel (sync and local events; message_failed
  * adds error_code and error_message). All borrowed. A message this
  * client sent is reported once, as message_sent, never also as message_received (the

@@ -70,6 +70,14 @@ struct AppEventReporter: Sendable {
             }
         case .cacheUnavailable(let reason):
             events.append((EventCategory.cacheUnavailable.name, "", .object(["reason": .string(reason)])))
+        case .cacheRecovered(let salvage):
+            var fields: [String: JSONValue] = [
+                "reason": .string(salvage.reason), "moved_to": .string(salvage.movedTo),
+                "restored_req_ids": .array(salvage.restoredReqIDs.map(JSONValue.string)),
+                "lost": .array(salvage.lost.map { .object(["req_id": .string($0.reqID), "channel_url": .string($0.channelURL)]) }),
+            ]
+            if let unreadable = salvage.unreadable { fields["unreadable"] = .string(unreadable) }
+            events.append((EventCategory.cacheRecovered.name, "", .object(fields)))
         default:
             break
         }

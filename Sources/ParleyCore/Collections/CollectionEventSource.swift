@@ -74,7 +74,7 @@ public enum CollectionEventSource: Sendable, Hashable {
         case .send, .resend, .sendResult, .cancel: self = .localSend
         case .operation: self = .localOperation
         case .apiLoad: self = .apiLoad
-        case .connectionLost, .eviction, .clear, .cacheUnavailable: self = .localCache
+        case .connectionLost, .eviction, .clear, .cacheUnavailable, .cacheRecovered: self = .localCache
         }
     }
 }

@@ -92,7 +92,7 @@ extension ChatCache {
     public func channel(url: String) throws(ParleyError) -> CachedChannel? {
         var result: CachedChannel?
         try database.statement("SELECT \(Self.channelColumns) FROM channels WHERE channel_url = ?1")
-            .rows([.text(url)]) { row in result = Self.readChannel(row) }
+            .rows([.text(url)]) { row throws(ParleyError) in result = try self.readChannel(row) }
         return result
     }
 
@@ -150,7 +150,7 @@ extension ChatCache {
         sql += " ORDER BY \(sortColumns) LIMIT ?\(values.count + 1)"
         values.append(.integer(Int64(limit)))
         var result: [CachedChannel] = []
-        try database.statement(sql).rows(values) { row in result.append(Self.readChannel(row)) }
+        try database.statement(sql).rows(values) { row throws(ParleyError) in result.append(try self.readChannel(row)) }
         return result
     }
 
@@ -179,12 +179,12 @@ extension ChatCache {
 
     static let channelColumns = "channel_url, created_at, last_message_created_at, name, json"
 
-    static func readChannel(_ row: SQLiteStatement) -> CachedChannel {
+    func readChannel(_ row: SQLiteStatement) throws(ParleyError) -> CachedChannel {
         CachedChannel(
             orderKey: ChannelOrderKey(
                 channelURL: row.string(0) ?? "", createdAt: row.int64(1),
                 lastMessageCreatedAt: row.isNull(2) ? nil : row.int64(2), name: row.string(3) ?? ""),
-            json: row.string(4) ?? "")
+            json: try storedJSON(row, 4, "a channel"))
     }
 }
 
@@ -268,7 +268,7 @@ extension ChatCache {
         sql += " ORDER BY \(ordered.joined(separator: ", ")) LIMIT ?\(values.count + 1)"
         values.append(.integer(Int64(limit)))
         var result: [CachedChannel] = []
-        try database.statement(sql).rows(values) { row in result.append(Self.readChannel(row)) }
+        try database.statement(sql).rows(values) { row throws(ParleyError) in result.append(try self.readChannel(row)) }
         return result
     }
 }

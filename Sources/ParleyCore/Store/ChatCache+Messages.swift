@@ -143,7 +143,7 @@ extension ChatCache {
     public func message(id messageID: Int64) throws(ParleyError) -> CachedMessage? {
         var result: CachedMessage?
         try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE message_id = ?1")
-            .rows([.integer(messageID)]) { row in result = Self.readMessage(row) }
+            .rows([.integer(messageID)]) { row throws(ParleyError) in result = try self.readMessage(row) }
         return result
     }
 
@@ -153,7 +153,7 @@ extension ChatCache {
         var result: CachedMessage?
         try database.statement(
             "SELECT \(Self.messageColumns) FROM messages WHERE channel_url = ?1 AND req_id = ?2 LIMIT 1"
-        ).rows([.text(channelURL), .text(reqID)]) { row in result = Self.readMessage(row) }
+        ).rows([.text(channelURL), .text(reqID)]) { row throws(ParleyError) in result = try self.readMessage(row) }
         return result
     }
 
@@ -192,12 +192,15 @@ extension ChatCache {
         var scratch: [UInt8] = []
         var ranges: [Range<Int>] = []
         ranges.reserveCapacity(min(limit, 1024))
-        try statement.rows([.text(channelURL), .integer(key.createdAt), .integer(key.messageID), .integer(Int64(limit))]) { row in
-            _ = row.withTextBytes(0) { bytes in
+        try statement.rows([.text(channelURL), .integer(key.createdAt), .integer(key.messageID), .integer(Int64(limit))]) { row throws(ParleyError) in
+            let valid = row.withTextBytes(0) { bytes in
+                guard Self.isStoredObject(bytes) else { return false }
                 let start = scratch.count
                 scratch.append(contentsOf: bytes)
                 ranges.append(start..<scratch.count)
+                return true
             }
+            if valid == false { throw damaged("a message of \(channelURL)") }
         }
         buffer.reserveCapacity(buffer.count + scratch.count + ranges.count + 2)
         for range in ranges.reversed() {
@@ -253,7 +256,7 @@ extension ChatCache {
             WHERE channel_url = ?1 AND (created_at, message_id) >= (?2, ?3) AND (created_at, message_id) <= (?8, ?9)
             AND \(Self.filterSQL)
             ORDER BY created_at, message_id
-            """).rows(values) { row in result.append(Self.readMessage(row)) }
+            """).rows(values) { row throws(ParleyError) in result.append(try self.readMessage(row)) }
         return result
     }
 
@@ -279,7 +282,7 @@ extension ChatCache {
             """
         var page: [CachedMessage] = []
         page.reserveCapacity(min(limit, 1024))
-        try database.statement(sql).rows(values) { row in page.append(Self.readMessage(row)) }
+        try database.statement(sql).rows(values) { row throws(ParleyError) in page.append(try self.readMessage(row)) }
         return page
     }
 
@@ -308,10 +311,10 @@ extension ChatCache {
 
     static let messageColumns = "message_id, channel_url, created_at, updated_at, req_id, json"
 
-    static func readMessage(_ row: SQLiteStatement) -> CachedMessage {
+    func readMessage(_ row: SQLiteStatement) throws(ParleyError) -> CachedMessage {
         CachedMessage(
             messageID: row.int64(0), channelURL: row.string(1) ?? "", createdAt: row.int64(2),
-            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: row.string(5) ?? "")
+            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: try storedJSON(row, 5, "message \(row.int64(0))"))
     }
 }
 
@@ -342,7 +345,7 @@ extension ChatCache {
     public func messages(channelURL: String, senderID: String) throws(ParleyError) -> [CachedMessage] {
         var result: [CachedMessage] = []
         try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE channel_url = ?1 AND sender_id = ?2")
-            .rows([.text(channelURL), .text(senderID)]) { row in result.append(Self.readMessage(row)) }
+            .rows([.text(channelURL), .text(senderID)]) { row throws(ParleyError) in result.append(try self.readMessage(row)) }
         return result
     }
 
@@ -350,7 +353,40 @@ extension ChatCache {
     public func replies(to parentMessageID: Int64) throws(ParleyError) -> [CachedMessage] {
         var result: [CachedMessage] = []
         try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE parent_message_id = ?1")
-            .rows([.integer(parentMessageID)]) { row in result.append(Self.readMessage(row)) }
+            .rows([.integer(parentMessageID)]) { row throws(ParleyError) in result.append(try self.readMessage(row)) }
         return result
+    }
+}
+
+extension ChatCache {
+    /// A stored JSON text as read: valid UTF-8 holding a JSON object (what the cache writes).
+    /// Anything else is damage the checks at open did not see: the file is marked for
+    /// replacement and the read fails, so that no invalid text ever reaches the application.
+    func storedJSON(_ row: SQLiteStatement, _ column: Int32, _ what: String) throws(ParleyError) -> String {
+        let text = row.withTextBytes(column) { bytes in Self.isStoredObject(bytes) ? String(decoding: bytes, as: UTF8.self) : nil }
+        guard let text = text ?? nil else { throw damaged(what) }
+        return text
+    }
+
+    /// Appends a stored JSON text to an array being built (see `storedJSON`).
+    func appendStoredJSON(_ row: SQLiteStatement, _ column: Int32, _ what: String, to buffer: inout [UInt8]) throws(ParleyError) {
+        let valid = row.withTextBytes(column) { bytes in
+            guard Self.isStoredObject(bytes) else { return false }
+            Self.appendArrayElement(bytes, to: &buffer)
+            return true
+        }
+        if valid != true { throw damaged(what) }
+    }
+
+    /// Canonical JSON of an object: `{` ... `}`, valid UTF-8.
+    static func isStoredObject(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count >= 2, bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") else { return false }
+        return String(validating: bytes, as: UTF8.self) != nil
+    }
+
+    func damaged(_ what: String) -> ParleyError {
+        let detail = "\(what) is not valid UTF-8 JSON"
+        database.markDamaged(detail)
+        return ParleyError(.cache, "the cache is damaged (\(detail)); it is replaced, unsent messages kept, when it is next opened")
     }
 }

@@ -48,7 +48,7 @@ extension ChatCache {
     public func localMessage(reqID: String) throws(ParleyError) -> CachedLocalMessage? {
         var result: CachedLocalMessage?
         try database.statement("SELECT \(Self.localMessageColumns) FROM local_messages WHERE req_id = ?1")
-            .rows([.text(reqID)]) { row in result = Self.readLocalMessage(row) }
+            .rows([.text(reqID)]) { row throws(ParleyError) in result = try self.readLocalMessage(row) }
         return result
     }
 
@@ -59,8 +59,8 @@ extension ChatCache {
         try database.statement("""
             SELECT \(Self.localMessageColumns) FROM local_messages
             WHERE channel_url = ?1 AND (?2 IS NULL OR sending_status = ?2) ORDER BY local_id
-            """).rows([.text(channelURL), SQLiteValue(status?.rawValue)]) { row in
-            result.append(Self.readLocalMessage(row))
+            """).rows([.text(channelURL), SQLiteValue(status?.rawValue)]) { row throws(ParleyError) in
+            result.append(try self.readLocalMessage(row))
         }
         return result
     }
@@ -72,8 +72,8 @@ extension ChatCache {
     public func appendLocalMessageTexts(channelURL: String, to buffer: inout [UInt8]) throws(ParleyError) -> Int {
         var count = 0
         try database.statement("SELECT json FROM local_messages WHERE channel_url = ?1 ORDER BY local_id")
-            .rows([.text(channelURL)]) { row in
-                _ = row.withTextBytes(0) { Self.appendArrayElement($0, to: &buffer) }
+            .rows([.text(channelURL)]) { row throws(ParleyError) in
+                try appendStoredJSON(row, 0, "a local message", to: &buffer)
                 count += 1
             }
         return count
@@ -201,10 +201,10 @@ extension ChatCache {
 
     static let localMessageColumns = "req_id, channel_url, created_at, sending_status, error_code, error_message, json"
 
-    static func readLocalMessage(_ row: SQLiteStatement) -> CachedLocalMessage {
+    func readLocalMessage(_ row: SQLiteStatement) throws(ParleyError) -> CachedLocalMessage {
         CachedLocalMessage(
             reqID: row.string(0) ?? "", channelURL: row.string(1) ?? "", createdAt: row.int64(2),
             status: LocalSendingStatus(rawValue: row.string(3) ?? "") ?? .failed,
-            errorCode: Int32(truncatingIfNeeded: row.int64(4)), errorMessage: row.string(5) ?? "", json: row.string(6) ?? "")
+            errorCode: Int32(truncatingIfNeeded: row.int64(4)), errorMessage: row.string(5) ?? "", json: try storedJSON(row, 6, "a local message"))
     }
 }

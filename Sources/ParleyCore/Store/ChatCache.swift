@@ -56,7 +56,14 @@ public final class ChatCache {
         }
         database = try SQLiteDatabase(location: location, migrations: Self.migrations)
         sizeLimitBytes = uncheckedSizeLimitBytes
+        if case .movedAside(.corrupt(let detail), let movedTo)? = database.recovery {
+            salvage = salvageUnsentMessages(from: movedTo, reason: detail)
+        }
     }
+
+    /// After a damaged file was replaced: the unsent messages carried over from it, and
+    /// what could not be (see `CacheSalvage`). Nil when the file opened as it was.
+    public private(set) var salvage: CacheSalvage?
 
     /// Nil when the file opened as it was; otherwise where the unusable file was moved.
     public var recovery: SQLiteRecovery? { database.recovery }

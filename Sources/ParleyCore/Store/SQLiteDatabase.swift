@@ -18,6 +18,7 @@
 /// would throw away data for nothing.
 
 import CSQLite
+import Glibc
 
 public enum SQLiteLocation: Sendable, Hashable {
     case file(path: String)
@@ -395,6 +396,52 @@ public final class SQLiteDatabase {
         }
     }
 
+    /// Beside a database file: "replace me at the next open" (`markDamaged`).
+    public static let damageMarkerSuffix = ".damaged"
+
+    /// Records that this file holds damage found while reading it: the next open moves it
+    /// aside (see the file comment) as if its checks had failed. No effect in memory.
+    public func markDamaged(_ detail: String) {
+        guard case .file(let path) = location else { return }
+        SQLiteFiles.writeSmallFile(path + Self.damageMarkerSuffix, detail)
+    }
+
+    /// Reads what it can of `sql`'s rows from a database file opened read-only, without any
+    /// check or migration (salvaging a damaged file). Returns the rows read before a
+    /// failure, and the failure.
+    public static func salvageRows(path: String, sql: String) -> (rows: [[SQLiteValue]], failure: String?) {
+        var handle: OpaquePointer?
+        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
+        defer { sqlite3_close_v2(handle) }
+        guard code == SQLITE_OK, let handle else { return ([], "open: \(String(cString: sqlite3_errstr(code)))") }
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
+            return ([], String(cString: sqlite3_errmsg(handle)))
+        }
+        defer { sqlite3_finalize(statement) }
+        var rows: [[SQLiteValue]] = []
+        while true {
+            let step = sqlite3_step(statement)
+            if step == SQLITE_DONE { return (rows, nil) }
+            guard step == SQLITE_ROW else { return (rows, String(cString: sqlite3_errmsg(handle))) }
+            var row: [SQLiteValue] = []
+            for column in 0..<sqlite3_column_count(statement) {
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
+                case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
+                case SQLITE_NULL: row.append(.null)
+                default:
+                    let count = Int(sqlite3_column_bytes(statement, column))
+                    let bytes = sqlite3_column_blob(statement, column).map {
+                        Array(UnsafeRawBufferPointer(start: $0, count: count).bindMemory(to: UInt8.self))
+                    } ?? []
+                    row.append(.blob(bytes))
+                }
+            }
+            rows.append(row)
+        }
+    }
+
     private static func openHandle(_ path: String, busyTimeoutMilliseconds: Int32) throws(ParleyError) -> OpaquePointer {
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
@@ -422,12 +469,18 @@ public final class SQLiteDatabase {
         // Until the file is judged, closing must not checkpoint: that would write a
         // suspect WAL into the file and delete the WAL, altering what is moved aside.
         parley_sqlite_set_checkpoint_on_close(existing, 0)
-        let health: FileHealth
+        var health: FileHealth
         do throws(ParleyError) {
             health = try inspect(existing, newest: newest)
         } catch {
             sqlite3_close_v2(existing)
             throw error
+        }
+        let marker = path + damageMarkerSuffix
+        if case .healthy = health, let detail = SQLiteFiles.readSmallFile(marker) {
+            // Its owner found damage that the checks at open do not see (a row that is not
+            // valid UTF-8, say): replaced like any corrupt file.
+            health = .unusable(.corrupt(detail: "marked damaged: \(detail)"))
         }
         guard case .unusable(let reason) = health else {
             parley_sqlite_set_checkpoint_on_close(existing, 1)
@@ -436,6 +489,7 @@ public final class SQLiteDatabase {
         sqlite3_close_v2(existing)
 
         let movedTo = try SQLiteFiles.moveAside(path: path, label: reason.fileLabel)
+        unlink(marker)
         try SQLiteFiles.prepare(path: path)
         let fresh = try openHandle(path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         do throws(ParleyError) {

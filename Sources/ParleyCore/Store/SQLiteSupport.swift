@@ -102,6 +102,26 @@ enum SQLiteFiles {
 
     /// Renames `path` to "<path>.<label>-<unix ms>" (plus "-N" if taken) and its companions
     /// to "<that>-wal" etc., so the moved file still opens with its WAL. Returns the new path.
+    /// The first KiB of a small file, nil when it does not exist.
+    static func readSmallFile(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let count = read(descriptor, &buffer, buffer.count)
+        return String(decoding: buffer.prefix(max(0, count)), as: UTF8.self)
+    }
+
+    /// Writes a small file (best effort: the caller reports the failure it describes anyway).
+    static func writeSmallFile(_ path: String, _ text: String) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        let bytes = Array(text.utf8.prefix(1024))
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        fsync(descriptor)
+    }
+
     static func moveAside(path: String, label: String) throws(ParleyError) -> String {
         let base = "\(path).\(label)-\(unixMilliseconds())"
         var target = base

@@ -132,6 +132,10 @@ public enum ChangeCause: Sendable {
     /// The persistent cache could not be opened: the client runs on an in-memory cache
     /// (nothing survives the process, pending messages included); an empty batch.
     case cacheUnavailable(reason: String)
+    /// The cache file was damaged and replaced by a fresh one; the unsent messages that read
+    /// back whole were carried over (they are sent as usual), the others are listed. Its
+    /// changes report each lost message as failed.
+    case cacheRecovered(CacheSalvage)
 }
 
 /// Changes committed together, in commit order (`sequence` increases by one per batch).

@@ -31,6 +31,22 @@ extension Engine {
         }
         store.writer = opened.map { CacheWriter(cache: $0, feed: feed) }
         store.userID = userID
+        if let salvage = opened?.salvage {
+            log(.warning, "cache: carried over \(salvage.restoredReqIDs.count) unsent message(s) from the damaged file; "
+                + "\(salvage.lost.count) lost\(salvage.unreadable.map { " (\($0))" } ?? "")")
+            // Each lost message is reported as failed: the application learns which sends did not survive.
+            let lost = salvage.lost.filter { !$0.reqID.isEmpty }.map { message in
+                CacheChange.localMessageStatusChanged(LocalMessageChange(
+                    reqID: message.reqID, channelURL: message.channelURL, status: .failed,
+                    message: .object([
+                        "req_id": .string(message.reqID), "channel_url": .string(message.channelURL), "message_id": .int(0),
+                        "sending_status": .string("failed"), "error_code": .int(Int64(ParleyErrorCode.cache.rawValue)),
+                        "error_message": .string("lost with the damaged cache file"),
+                    ]),
+                    error: ParleyError(.cache, "lost with the damaged cache file")))
+            }
+            feed.publish(cause: .cacheRecovered(salvage), changes: lost)
+        }
         if let fallback {
             // Nothing sent from now on survives the process: the application must know.
             log(.error, "cache: \(fallback); using an in-memory cache")

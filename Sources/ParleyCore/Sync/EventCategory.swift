@@ -42,6 +42,8 @@ public enum EventCategory: String, Sendable, CaseIterable {
     case messageResendStarted = "message_resend_started"
     /// The cache file could not be opened; the client works on an in-memory cache.
     case cacheUnavailable = "cache_unavailable"
+    /// The cache file was damaged and replaced; unsent messages were carried over where possible.
+    case cacheRecovered = "cache_recovered"
 
     // Catch-up.
     case channelChangelog = "channel_changelog"
@@ -56,7 +58,7 @@ public enum EventCategory: String, Sendable, CaseIterable {
     /// (the changelog catch-up) or "local" (sending).
     public var source: String {
         switch self {
-        case .messagePending, .messageSent, .messageFailed, .messageCanceled, .messageResendStarted, .cacheUnavailable: "local"
+        case .messagePending, .messageSent, .messageFailed, .messageCanceled, .messageResendStarted, .cacheUnavailable, .cacheRecovered: "local"
         case .channelChangelog, .channelChangelogDeleted, .messageChangelog, .messageChangelogDeleted: "sync"
         default: "server"
         }

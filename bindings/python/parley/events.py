@@ -44,6 +44,7 @@ class EventCategory(str, enum.Enum):
     MESSAGE_CANCELED = "message_canceled"
     MESSAGE_RESEND_STARTED = "message_resend_started"
     CACHE_UNAVAILABLE = "cache_unavailable"
+    CACHE_RECOVERED = "cache_recovered"
     CHANNEL_CHANGELOG = "channel_changelog"
     CHANNEL_CHANGELOG_DELETED = "channel_changelog_deleted"
     MESSAGE_CHANGELOG = "message_changelog"
@@ -64,6 +65,6 @@ class EventCategory(str, enum.Enum):
 
 _LOCAL = frozenset({EventCategory.MESSAGE_PENDING, EventCategory.MESSAGE_SENT, EventCategory.MESSAGE_FAILED,
                     EventCategory.MESSAGE_CANCELED, EventCategory.MESSAGE_RESEND_STARTED,
-                    EventCategory.CACHE_UNAVAILABLE})
+                    EventCategory.CACHE_UNAVAILABLE, EventCategory.CACHE_RECOVERED})
 _SYNC = frozenset({EventCategory.CHANNEL_CHANGELOG, EventCategory.CHANNEL_CHANGELOG_DELETED,
                    EventCategory.MESSAGE_CHANGELOG, EventCategory.MESSAGE_CHANGELOG_DELETED})
