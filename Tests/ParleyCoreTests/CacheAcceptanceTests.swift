@@ -80,6 +80,60 @@ private func channel(_ url: String) -> JSONValue {
         #expect(try cache.channel(url: "c1") != nil)
     }
 
+    /// Opening a large file reads its schema only (its cost does not grow with the file); the
+    /// full walk (`quickCheck`) finds damage deep inside it, and a file marked damaged is
+    /// replaced at the next open with its unsent messages carried over.
+    @Test func aLargeFileOpensWithoutAFullWalkAndItsDamageIsFoundLater() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        do {
+            let cache = try ChatCache(location: .file(path: path))
+            #expect(!cache.integrityCheckDeferred)  // a new, small file: fully checked
+            try cache.upsertChannel(channel("c1"))
+            try cache.database.execute("""
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 18000)
+                INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                      parent_message_id, is_reply_to_channel, json)
+                SELECT i, 'c1', i, 0, '', 'MESG', '', 'u1', 0, 0, printf('{"pad":"%.4000c"}', 'x') FROM n
+                """)
+            _ = try cache.insertPendingMessage(
+                ["req_id": "unsent", "channel_url": "c1", "created_at": 1, "message": "keep me", "sending_status": "pending"],
+                outbox: OutboxRequest(kind: "user", requestJSON: #"{"message":"keep me","message_type":"MESG","req_id":"unsent"}"#))
+            cache.close()
+        }
+        var pageCount: Int64 = 0
+        do {
+            let started = Engine.nowMs()
+            let cache = try ChatCache(location: .file(path: path))
+            let elapsed = Engine.nowMs() - started
+            #expect(cache.integrityCheckDeferred && cache.recovery == nil)
+            #expect(elapsed < 1_000, "opening took \(elapsed) ms")
+            pageCount = try cache.scalarInt("PRAGMA page_count")
+            cache.close()
+        }
+        #expect(SQLiteDatabase.quickCheck(path: path) == nil)
+        // Garbage in a page near the end (message rows, far from the schema).
+        let descriptor = open(path, O_WRONLY)
+        let garbage = [UInt8](repeating: 0xAB, count: 4096)
+        _ = garbage.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t((pageCount - 20) * 4096)) }
+        close(descriptor)
+        let problem = try #require(SQLiteDatabase.quickCheck(path: path))
+        #expect(!problem.isEmpty)
+        do {
+            let cache = try ChatCache(location: .file(path: path))  // still opens: the walk is deferred
+            #expect(cache.recovery == nil)
+            cache.database.markDamaged("quick_check: \(problem)")
+            cache.close()
+        }
+        let replaced = try ChatCache(location: .file(path: path))
+        defer { replaced.close() }
+        #expect(replaced.recovery != nil)
+        #expect(replaced.salvage?.restoredReqIDs == ["unsent"])
+        #expect(try replaced.localMessages(channelURL: "c1").map(\.reqID) == ["unsent"])
+        #expect(try replaced.outboxEntries().map(\.reqID) == ["unsent"])
+    }
+
     @Test func aFileFromANewerVersionIsMovedAside() throws {
         let directory = try temporaryDirectory()
         defer { removeTree(directory) }

@@ -65,6 +65,10 @@ public final class ChatCache {
     /// what could not be (see `CacheSalvage`). Nil when the file opened as it was.
     public private(set) var salvage: CacheSalvage?
 
+    /// Opening skipped the full structural check of a large file (`SQLiteDatabase.quickCheck`
+    /// runs it later).
+    public var integrityCheckDeferred: Bool { database.integrityCheckDeferred }
+
     /// Nil when the file opened as it was; otherwise where the unusable file was moved.
     public var recovery: SQLiteRecovery? { database.recovery }
 

@@ -94,6 +94,11 @@ public final class SQLiteDatabase {
     public let location: SQLiteLocation
     /// Nil when the file opened as it was.
     public private(set) var recovery: SQLiteRecovery?
+    /// The file was larger than `fullCheckLimitBytes`: opening read its schema but did not
+    /// walk every page; run `quickCheck` on it (off the owner's thread) to finish the job.
+    public private(set) var integrityCheckDeferred = false
+    /// Files up to this size get the full structural check (`quick_check`) at every open.
+    public static let fullCheckLimitBytes: Int64 = 64 << 20
     /// The journal mode in effect: "wal" for files ("memory" for in-memory databases;
     /// something else only where the file system cannot do WAL).
     public private(set) var journalMode: String = ""
@@ -128,6 +133,7 @@ public final class SQLiteDatabase {
             let opened = try Self.openFile(path: path, newest: newest, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
             handle = opened.handle
             recovery = opened.recovery
+            integrityCheckDeferred = opened.checkDeferred
         }
         self.location = location
         self.connection = SQLiteConnection(handle: handle)
@@ -396,6 +402,22 @@ public final class SQLiteDatabase {
         }
     }
 
+    /// Walks every page of the file on a connection of its own, read-only (a deferred check
+    /// at open); nil when the structure is sound, else what is wrong. Safe beside the owner's
+    /// connection (WAL: it reads a snapshot).
+    public static func quickCheck(path: String) -> String? {
+        let result = salvageRows(path: path, sql: "PRAGMA quick_check(1)")
+        if let failure = result.failure { return failure }
+        guard let first = result.rows.first?.first else { return "quick_check gave no answer" }
+        switch first {
+        case .text(let text) where text == "ok": return nil
+        case .blob(let bytes) where bytes == Array("ok".utf8): return nil
+        case .text(let text): return text
+        case .blob(let bytes): return String(decoding: bytes, as: UTF8.self)
+        default: return "quick_check gave no answer"
+        }
+    }
+
     /// Beside a database file: "replace me at the next open" (`markDamaged`).
     public static let damageMarkerSuffix = ".damaged"
 
@@ -456,14 +478,14 @@ public final class SQLiteDatabase {
     }
 
     private enum FileHealth {
-        case healthy
+        case healthy(checkDeferred: Bool)
         case unusable(SQLiteRecoveryReason)
     }
 
     /// Opens the file; if it is corrupt or newer, moves it aside and opens a fresh one.
     private static func openFile(
         path: String, newest: Int32, busyTimeoutMilliseconds: Int32
-    ) throws(ParleyError) -> (handle: OpaquePointer, recovery: SQLiteRecovery?) {
+    ) throws(ParleyError) -> (handle: OpaquePointer, recovery: SQLiteRecovery?, checkDeferred: Bool) {
         try SQLiteFiles.prepare(path: path)
         let existing = try openHandle(path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         // Until the file is judged, closing must not checkpoint: that would write a
@@ -484,7 +506,8 @@ public final class SQLiteDatabase {
         }
         guard case .unusable(let reason) = health else {
             parley_sqlite_set_checkpoint_on_close(existing, 1)
-            return (existing, nil)
+            if case .healthy(checkDeferred: true) = health { return (existing, nil, true) }
+            return (existing, nil, false)
         }
         sqlite3_close_v2(existing)
 
@@ -500,7 +523,7 @@ public final class SQLiteDatabase {
             sqlite3_close_v2(fresh)
             throw error
         }
-        return (fresh, .movedAside(reason: reason, movedTo: movedTo))
+        return (fresh, .movedAside(reason: reason, movedTo: movedTo), false)
     }
 
     /// Decides whether the file can be used. Reading `user_version` loads page 1 (so a
@@ -518,13 +541,28 @@ public final class SQLiteDatabase {
         if version > Int64(newest) {
             return .unusable(.newerVersion(found: Int32(truncatingIfNeeded: version), newest: newest))
         }
-        let check = firstColumn(handle, "PRAGMA quick_check(1)")
-        guard check.code == SQLITE_OK else {
-            return try corruptOrThrow(handle, check.code, "quick_check")
+        let pages = firstColumn(handle, "PRAGMA page_count")
+        let pageSize = firstColumn(handle, "PRAGMA page_size")
+        guard pages.code == SQLITE_OK, pageSize.code == SQLITE_OK else {
+            return try corruptOrThrow(handle, pages.code == SQLITE_OK ? pageSize.code : pages.code, "read the page count")
         }
-        guard check.value == .text("ok") else {
-            let detail: String = if case .text(let text) = check.value { text } else { "no answer" }
-            return .unusable(.corrupt(detail: "quick_check: \(detail)"))
+        var checkDeferred = false
+        if case .integer(let count) = pages.value, case .integer(let size) = pageSize.value, count * size > fullCheckLimitBytes {
+            // Walking every page of a large file at each open would make opening cost grow
+            // with the cache: the schema is read below (every table's root), the full walk
+            // runs later on its own connection (`quickCheck`).
+            let schema = firstColumn(handle, "SELECT count(*) FROM sqlite_schema")
+            guard schema.code == SQLITE_OK else { return try corruptOrThrow(handle, schema.code, "read schema") }
+            checkDeferred = true
+        } else {
+            let check = firstColumn(handle, "PRAGMA quick_check(1)")
+            guard check.code == SQLITE_OK else {
+                return try corruptOrThrow(handle, check.code, "quick_check")
+            }
+            guard check.value == .text("ok") else {
+                let detail: String = if case .text(let text) = check.value { text } else { "no answer" }
+                return .unusable(.corrupt(detail: "quick_check: \(detail)"))
+            }
         }
         if version == 0 && newest > 0 {
             // Version 0 with tables means a file some other program wrote: our migrations
@@ -537,7 +575,7 @@ public final class SQLiteDatabase {
                 return .unusable(.corrupt(detail: "user_version is 0 but the file already holds \(count) schema objects"))
             }
         }
-        return .healthy
+        return .healthy(checkDeferred: checkDeferred)
     }
 
     private static func corruptOrThrow(_ handle: OpaquePointer, _ code: Int32, _ operation: String) throws(ParleyError) -> FileHealth {

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 
 // Opening the per-user cache, and applying real-time events and operation results to it
@@ -31,6 +32,17 @@ extension Engine {
         }
         store.writer = opened.map { CacheWriter(cache: $0, feed: feed) }
         store.userID = userID
+        if let opened, opened.integrityCheckDeferred, case .file(let path) = location {
+            // A large file was opened on its schema alone: the full walk runs beside the
+            // engine; damage it finds is replaced at the next open, like a bad row.
+            let weak = WeakEngine(self)
+            DispatchQueue.global(qos: .utility).async {
+                guard let problem = SQLiteDatabase.quickCheck(path: path) else { return }
+                SQLiteFiles.writeSmallFile(path + SQLiteDatabase.damageMarkerSuffix, "quick_check: \(problem)")
+                weak.engine?.log(.error, "cache: the integrity check found damage (\(problem)); the file is replaced, "
+                    + "unsent messages kept, when it is next opened")
+            }
+        }
         if let salvage = opened?.salvage {
             log(.warning, "cache: carried over \(salvage.restoredReqIDs.count) unsent message(s) from the damaged file; "
                 + "\(salvage.lost.count) lost\(salvage.unreadable.map { " (\($0))" } ?? "")")
