@@ -1,0 +1,239 @@
+"""Fault injection: every client reaches the server through a TCP proxy the test controls,
+which cuts connections, stalls them, swallows their bytes (a black hole) and cuts a stream
+in the middle of an event frame, at random points of a random workload (three users, two
+clients each, the convergence test's operations, fixed seed). Afterwards every cache
+equals, field by field, what the server returns to its user.
+
+One seed runs in the suite. The long mode:
+``PARLEY_FAULT_RUNS=10 PARLEY_FAULT_STEPS=600 python3 -m pytest bindings/python/tests/test_fault_injection.py``
+(seeds ``PARLEY_FAULT_SEED`` + 0 .. RUNS-1). A failure names its seed and the faults injected.
+"""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+import parley
+from conftest import Admin, RunningServer
+from test_convergence import CLIENTS_PER_USER, TIMEOUT, USERS, Device, World, differences
+
+BASE_SEED = int(os.environ.get("PARLEY_FAULT_SEED", "7001"))
+RUNS = int(os.environ.get("PARLEY_FAULT_RUNS", "1"))
+STEPS = int(os.environ.get("PARLEY_FAULT_STEPS", "150"))
+
+
+class FaultyProxy:
+    """Forwards TCP connections to the server, with faults on demand."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.lock = threading.Condition()
+        self.pairs: List[Tuple[socket.socket, socket.socket]] = []
+        self.stalled = False
+        self.blackhole = False
+        self.cut_in_frame = False
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.pairs.append((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, from_server: bool) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                with self.lock:
+                    while self.stalled and not self.closed:
+                        self.lock.wait(0.05)
+                    if self.blackhole:
+                        continue
+                    cut_now = from_server and self.cut_in_frame and b"\ndata: " in data
+                    if cut_now:
+                        self.cut_in_frame = False
+                if cut_now:
+                    # Half of an event frame reaches the client, then the connection dies.
+                    sink.sendall(data[: data.index(b"\ndata: ") + 12])
+                    self.cut()
+                    return
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                end.close()
+
+    def cut(self) -> None:
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+        for pair in pairs:
+            for end in pair:
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def stall(self, seconds: float) -> None:
+        with self.lock:
+            self.stalled = True
+        threading.Timer(seconds, self._unstall).start()
+
+    def _unstall(self) -> None:
+        with self.lock:
+            self.stalled = False
+            self.lock.notify_all()
+
+    def swallow(self, seconds: float) -> None:
+        """A black hole: bytes vanish, connections stay open; then they are cut."""
+        with self.lock:
+            self.blackhole = True
+
+        def end() -> None:
+            with self.lock:
+                self.blackhole = False
+            self.cut()
+
+        threading.Timer(seconds, end).start()
+
+    def cut_inside_next_frame(self) -> None:
+        with self.lock:
+            self.cut_in_frame = True
+
+    def heal(self) -> None:
+        with self.lock:
+            self.stalled = False
+            self.blackhole = False
+            self.cut_in_frame = False
+            self.lock.notify_all()
+
+    def close(self) -> None:
+        self.closed = True
+        self.heal()
+        self.listener.close()
+        self.cut()
+
+
+class FaultyWorld(World):
+    """The convergence workload, where a send may fail for the connection: the message then
+    waits in the outbox and is delivered after the reconnection (checked at the end)."""
+
+    lost_sends = 0
+
+    def await_send(self, pending: Any, done: Any) -> None:
+        try:
+            done.result(TIMEOUT)
+        except (parley.NetworkError, parley.Timeout):
+            self.lost_sends += 1
+            raise
+        except parley.ParleyError:
+            self.refused_sends.add(pending["req_id"])
+            raise
+
+
+class ProxiedDevice(Device):
+    """A device whose client reaches the server through its proxy, with short timeouts (a
+    black hole must not hold a step for long)."""
+
+    def __init__(self, url: str, user: str, token: str, cache_dir: Path) -> None:
+        self.user = user
+        self.token = token
+        self.connected = False
+        self.client = parley.Client(server_url=url, cache_dir=str(cache_dir), reconnect_initial_delay_ms=50,
+                                    reconnect_max_delay_ms=300, request_timeout_ms=2000, connect_timeout_ms=1000)
+
+
+@pytest.mark.parametrize("seed", [BASE_SEED + i for i in range(RUNS)])
+def test_caches_converge_through_cuts_stalls_and_black_holes(server: RunningServer, admin: Admin, tmp_path: Path,
+                                                             seed: int) -> None:
+    rng = random.Random(seed)
+    tokens = {user: admin.user(user) for user in USERS}
+    admin.call("POST", "/v3/group_channels", {"user_ids": USERS, "channel_url": "all-three", "name": "All",
+                                              "operator_ids": ["ann"]})
+    admin.call("POST", "/v3/group_channels", {"user_ids": USERS[:2], "channel_url": "pair", "name": "Pair",
+                                              "operator_ids": ["ben"]})
+    world = FaultyWorld(server, admin, tokens, rng)
+    port = int(server.url.rsplit(":", 1)[1])
+    proxies: List[FaultyProxy] = []
+    devices: List[Device] = []
+    for user in USERS:
+        for index in range(CLIENTS_PER_USER):
+            proxy = FaultyProxy(port)
+            proxies.append(proxy)
+            devices.append(ProxiedDevice(proxy.url, user, tokens[user], tmp_path / f"cache-{user}-{index}"))
+    injected: Dict[str, int] = {}
+    try:
+        for device in devices:
+            device.connect()
+        for _ in range(STEPS):
+            if rng.random() < 0.15:
+                proxy = rng.choice(proxies)
+                fault = rng.choice(["cut", "stall", "swallow", "frame"])
+                injected[fault] = injected.get(fault, 0) + 1
+                if fault == "cut":
+                    proxy.cut()
+                elif fault == "stall":
+                    proxy.stall(rng.uniform(0.05, 0.6))
+                elif fault == "swallow":
+                    proxy.swallow(rng.uniform(0.1, 0.8))
+                else:
+                    proxy.cut_inside_next_frame()
+            user = rng.choice(USERS)
+            candidates = [d for d in devices if d.user == user and d.connected]
+            world.step(rng.choice(candidates))  # an operation lost to a fault counts as refused
+        for proxy in proxies:
+            proxy.heal()
+        for device in devices:
+            try:
+                device.client.reconnect()
+            except Exception:
+                pass
+
+        deadline = time.monotonic() + 60
+        remaining: List[Tuple[str, List[str]]] = []
+        while True:
+            remaining = [(f"{d.user}#{i % CLIENTS_PER_USER}", found) for i, d in enumerate(devices)
+                         if (found := differences(world, d))]
+            if not remaining or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        report = "\n".join(f"{name}: {line}" for name, found in remaining for line in found[:15])
+        assert not remaining, (f"seed {seed}: caches differ from the server after {STEPS} operations with faults "
+                               f"{injected} ({world.performed}, {world.refusals} refused, {world.lost_sends} sends failed for the "
+                               f"connection):\n{report}")
+        assert sum(injected.values()) >= STEPS // 20, f"seed {seed}: too few faults: {injected}"
+    finally:
+        for device in devices:
+            device.client.close()
+        for proxy in proxies:
+            proxy.close()
