@@ -10,7 +10,7 @@ import Synchronization
 /// counter and are never reused, so a destroyed or wrong-kind handle is simply not
 /// found (PARLEY_E_INVALID_HANDLE) instead of pointing at freed memory.
 final class HandleTable<Object: AnyObject & Sendable>: Sendable {
-    private let objects = Mutex<[UInt: Object]>([:])
+    private let objects = Locked<[UInt: Object]>([:])
     let kind: String
 
     init(kind: String) { self.kind = kind }
@@ -113,7 +113,7 @@ func optionalJSON(_ pointer: UnsafePointer<CChar>?, _ name: String) throws(Parle
 
 /// Static C strings for names returned by the library (never freed).
 final class StaticCStrings: Sendable {
-    private let strings: Mutex<[String: UInt]> = Mutex([:])
+    private let strings: Locked<[String: UInt]> = Locked([:])
 
     func pointer(for string: String) -> UnsafePointer<CChar> {
         let address = strings.withLock { table in

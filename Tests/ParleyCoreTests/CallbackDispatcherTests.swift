@@ -5,7 +5,7 @@ import Testing
 
 /// Records what callbacks observed, from any thread.
 private final class Recorder: Sendable {
-    let values = Mutex<[Int]>([])
+    let values = Locked<[Int]>([])
     let concurrent = Atomic<Int>(0)
     let maxConcurrent = Atomic<Int>(0)
 

@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import Testing
 @testable import ParleyCore
 
@@ -58,13 +57,13 @@ private func changeName(_ change: CacheChange) -> String {
         var second: [UInt64] = []
         var third: [UInt64] = []
         var thirdID: UInt64 = 0
-        feed.subscribe { batch in
+        feed.subscribe { [unowned feed] batch in
             first.append(batch.sequence)
             // The first batch makes an observer write again (a nested commit).
             if batch.sequence == 1 { feed.publish(cause: .apiLoad, changes: [.cleared]) }
         }
         feed.subscribe { batch in second.append(batch.sequence) }
-        thirdID = feed.subscribe { batch in
+        thirdID = feed.subscribe { [unowned feed] batch in
             third.append(batch.sequence)
             feed.unsubscribe(thirdID)
         }

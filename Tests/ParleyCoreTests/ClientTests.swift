@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import Testing
 @testable import ParleyCore
 
@@ -28,7 +27,7 @@ private final class BlackHole {
 }
 
 private final class Outcomes: Sendable {
-    let results = Mutex<[Result<JSONValue, ParleyError>]>([])
+    let results = Locked<[Result<JSONValue, ParleyError>]>([])
     func add(_ result: Result<JSONValue, ParleyError>) { results.withLock { $0.append(result) } }
     var all: [Result<JSONValue, ParleyError>] { results.withLock { $0 } }
 }
@@ -150,7 +149,7 @@ private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool
         configuration.callbackMode = .manual
         let client = try ParleyClient(configuration: configuration)
         defer { client.close() }
-        let records = Mutex<[String]>([])
+        let records = Locked<[String]>([])
         client.setLogHandler(level: .info) { level, message in records.withLock { $0.append("\(level.name):\(message)") } }
         client.log(.error, "e")
         client.log(.info, "i")

@@ -21,10 +21,10 @@ private final class StreamRecorder: Sendable {
         case skipped
     }
 
-    private let entries = Mutex<[Entry]>([])
-    private let errors = Mutex<[ParleyError]>([])
+    private let entries = Locked<[Entry]>([])
+    private let errors = Locked<[ParleyError]>([])
     /// Runs inside the handler for each entry (on the callback queue).
-    let onEntry: Mutex<(@Sendable (Entry) -> Void)?> = Mutex(nil)
+    let onEntry: Locked<(@Sendable (Entry) -> Void)?> = Locked(nil)
 
     private func add(_ entry: Entry) {
         entries.withLock { $0.append(entry) }

@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import Testing
 
 @testable import ParleyCore

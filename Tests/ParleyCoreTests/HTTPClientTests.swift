@@ -30,7 +30,7 @@ import Testing
             }
         }
         let client = try Self.makeClient()
-        let bodies = Mutex<[Int: Result<HTTPResponse, ParleyError>]>([:])
+        let bodies = Locked<[Int: Result<HTTPResponse, ParleyError>]>([:])
         let log = CompletionLog()
         for index in 0..<20 {
             client.send(HTTPRequest(url: "\(peer.baseURL)/item/\(index)")) { result in
@@ -96,7 +96,7 @@ import Testing
     @Test func racingCancellationsCompleteEachTransferOnce() throws {
         let peer = try Self.silentPeer()
         let client = try Self.makeClient()
-        let perTask = Mutex<[Int: Int]>([:])
+        let perTask = Locked<[Int: Int]>([:])
         let log = CompletionLog()
         let tasks = (0..<40).map { index in
             client.send(HTTPRequest(url: "\(peer.baseURL)/race/\(index)")) { result in
@@ -195,7 +195,7 @@ import Testing
             connection.send("0\r\n\r\n")
         }
         let client = try Self.makeClient()
-        let events = Mutex<[String]>([])
+        let events = Locked<[String]>([])
         let log = CompletionLog()
         client.stream(
             HTTPRequest(url: "\(peer.baseURL)/events", headers: [HTTPHeader("Accept", "text/event-stream")]),
@@ -224,7 +224,7 @@ import Testing
             if connection.readRequest() != nil { connection.respond(status: 204, reason: "No Content", body: []) }
         }
         let client = try Self.makeClient()
-        let starts = Mutex<[Int]>([])
+        let starts = Locked<[Int]>([])
         let log = CompletionLog()
         client.stream(
             HTTPRequest(url: "\(peer.baseURL)/"),

@@ -1,6 +1,5 @@
 import CJansson
 import Glibc
-import Synchronization
 import Testing
 @testable import ParleyCore
 
@@ -321,7 +320,7 @@ private func randomValue(_ rng: inout SeededGenerator, depth: Int) -> JSONValue 
 }
 
 /// Counts jansson's live allocations made on one thread, to prove every parsed tree is freed.
-private let janssonAllocations = Mutex<(thread: pthread_t?, live: Int, total: Int)>((nil, 0, 0))
+private let janssonAllocations = Locked<(thread: pthread_t?, live: Int, total: Int)>((nil, 0, 0))
 
 private func installCountingAllocator() {
     json_set_alloc_funcs(

@@ -30,13 +30,19 @@ public final class CallbackDispatcher: Sendable {
         var runner: pthread_t?
         var callbackThreadFinished = false
         var count: Int { queue.count - head }
+        static let done: Job = {}
 
         mutating func pop() -> Job? {
             guard head < queue.count else { return nil }
             let job = queue[head]
+            // The slot lets go of the job at once: what it captured must not outlive its run.
+            queue[head] = State.done
             head += 1
-            // Compact occasionally instead of removeFirst (O(n) each time).
-            if head > 256 && head * 2 > queue.count {
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head > 256 && head * 2 > queue.count {
+                // Compact occasionally instead of removeFirst (O(n) each time).
                 queue.removeFirst(head)
                 head = 0
             }
@@ -134,8 +140,12 @@ public final class CallbackDispatcher: Sendable {
                 lock.lock()
             }
             if eventFD >= 0 { drainFD() }
+            // The thread's closure holds this dispatcher: dropping the thread object here
+            // breaks that cycle (the thread ends by itself once the callback returns).
+            let thread = callbackThread
+            callbackThread = nil
             lock.unlock()
-            if mode == .thread { callbackThread?.detach() }
+            if mode == .thread { thread?.detach() }
             return
         }
         switch mode {

@@ -1,11 +1,10 @@
-import Synchronization
 
 /// The application's handlers for connection changes and events (set any time, from any thread).
 final class AppHandlers: Sendable {
     typealias ConnectionHandler = @Sendable (ConnectionEvent, ParleyError?) -> Void
     typealias EventHandler = @Sendable (_ category: String, _ channelURL: String, _ payloadJSON: String) -> Void
 
-    private let handlers = Mutex<(connection: ConnectionHandler?, event: EventHandler?)>((nil, nil))
+    private let handlers = Locked<(connection: ConnectionHandler?, event: EventHandler?)>((nil, nil))
 
     var connection: ConnectionHandler? {
         get { handlers.withLock { $0.connection } }

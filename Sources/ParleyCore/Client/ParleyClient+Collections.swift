@@ -1,4 +1,3 @@
-import Synchronization
 
 // Creating collections, and disposing them when the client closes.
 
@@ -9,7 +8,7 @@ final class CollectionRegistry: Sendable {
         init(_ collection: any DisposableCollection) { self.collection = collection }
     }
 
-    private let entries = Mutex<[WeakEntry]>([])
+    private let entries = Locked<[WeakEntry]>([])
 
     func add(_ collection: any DisposableCollection) {
         entries.withLock { list in

@@ -74,8 +74,8 @@ public final class ParleyClient: Sendable {
 
     /// The log handler and its level, shared with the engine.
     final class LogSink: Sendable {
-        let state: Mutex<(level: LogLevel, handler: LogHandler?)>
-        init(_ initial: (level: LogLevel, handler: LogHandler?)) { state = Mutex(initial) }
+        let state: Locked<(level: LogLevel, handler: LogHandler?)>
+        init(_ initial: (level: LogLevel, handler: LogHandler?)) { state = Locked(initial) }
     }
 
     private static func log(_ level: LogLevel, _ message: @autoclosure () -> String, sink: LogSink, dispatcher: CallbackDispatcher) {

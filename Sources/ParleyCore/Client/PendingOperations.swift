@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The set of a client's asynchronous operations that have not completed yet.
 ///
@@ -19,7 +18,7 @@ final class PendingOperations: Sendable {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Registers an operation. Throws once the client is closing, so no operation can
     /// start after `cancelAll`.

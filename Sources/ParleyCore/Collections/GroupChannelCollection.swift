@@ -1,4 +1,3 @@
-import Synchronization
 
 // The group channel collection: the live list of the user's channels for one query.
 //
@@ -523,7 +522,7 @@ extension ChannelSortElement {
 
 /// The list as the application sees it, updated in callback order.
 final class PublishedList: Sendable {
-    let state = Mutex<(hasMore: Bool, channels: [JSONValue])>((true, []))
+    let state = Locked<(hasMore: Bool, channels: [JSONValue])>((true, []))
 }
 
 /// Makes "no callback after dispose returns" structural: every callback runs inside

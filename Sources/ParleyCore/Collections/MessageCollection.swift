@@ -1,4 +1,3 @@
-import Synchronization
 
 // The message collection: the live chat view of one channel.
 //
@@ -297,7 +296,7 @@ struct PublishedMessages: Sendable {
 }
 
 final class PublishedMessagesBox: Sendable {
-    let state = Mutex(PublishedMessages())
+    let state = Locked(PublishedMessages())
 }
 
 /// One shown message of this client that the server has not accepted yet.

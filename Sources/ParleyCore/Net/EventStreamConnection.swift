@@ -1,6 +1,5 @@
 import Dispatch
 import Glibc
-import Synchronization
 
 /// The client's real-time connection: `GET /v3/users/{user_id}/events` (Server-Sent
 /// Events, docs/PROTOCOL.md §9) with a state machine, backoff and resume.
@@ -31,7 +30,7 @@ public final class EventStreamConnection: Sendable {
     private let streamURL: String
     private let policy: ReconnectPolicy
     private let handler: EventStreamHandler
-    private let core: Mutex<Core>
+    private let core: Locked<Core>
     private let callbackQueue = DispatchQueue(label: "parley.event-stream.callbacks")
 
     /// Bodies of error answers are kept up to this size for their error code.
@@ -64,7 +63,7 @@ public final class EventStreamConnection: Sendable {
         self.streamURL = "\(base)/v3/users/\(Self.percentEncoded(userID))/events"
         self.policy = policy
         self.handler = handler
-        self.core = Mutex(Core(token: sessionToken, resumeID: lastEventID))
+        self.core = Locked(Core(token: sessionToken, resumeID: lastEventID))
     }
 
     deinit {

@@ -1,6 +1,5 @@
 import CCurl
 import Glibc
-import Synchronization
 
 /// curl_global_init must run once per process before any other curl call; a global's
 /// lazy initializer runs exactly once, thread-safely.
@@ -11,7 +10,7 @@ private let curlGlobalInitCode: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFA
 /// hop to their own executor in their callbacks and must not block there.
 public final class HTTPClient: Sendable {
     private let loop: NetworkLoop
-    private let thread: Mutex<pthread_t?>
+    private let thread: Locked<pthread_t?>
 
     public init(configuration: HTTPClientConfiguration = HTTPClientConfiguration()) throws(ParleyError) {
         guard curlGlobalInitCode == CURLE_OK else {
@@ -43,7 +42,7 @@ public final class HTTPClient: Sendable {
             throw ParleyError(.internalError, "cannot start the network thread (error \(created))")
         }
         self.loop = loop
-        self.thread = Mutex(threadID)
+        self.thread = Locked(threadID)
     }
 
     deinit {
@@ -133,7 +132,7 @@ public final class HTTPTask: Sendable {
 /// handle with its transfers, which only the network thread touches.
 ///
 /// `@unchecked Sendable`: `active` and the multi handle's transfers belong to the network
-/// thread; other threads only use `mailbox` (a Mutex) and `curl_multi_wakeup`, which curl
+/// thread; other threads only use `mailbox` (a lock) and `curl_multi_wakeup`, which curl
 /// documents as callable from any thread, and which is only called under the mailbox lock
 /// while the multi handle is alive.
 final class NetworkLoop: @unchecked Sendable {
@@ -147,7 +146,7 @@ final class NetworkLoop: @unchecked Sendable {
 
     let configuration: HTTPClientConfiguration
     private let multi: UnsafeMutableRawPointer
-    private let mailbox = Mutex(Mailbox())
+    private let mailbox = Locked(Mailbox())
     private var active: [UnsafeMutableRawPointer: HTTPTransfer] = [:]
 
     init(multi: UnsafeMutableRawPointer, configuration: HTTPClientConfiguration) {

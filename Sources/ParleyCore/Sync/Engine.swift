@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 // The Sync layer's core: the engine that keeps a client's cache in step with the server.
 //

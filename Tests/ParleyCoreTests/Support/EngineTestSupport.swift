@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 @testable import ParleyCore
 
 // Shared by the engine tests: the real reference server and small waiting helpers.
@@ -88,8 +87,8 @@ final class EngineTestServer: Sendable {
 }
 
 final class Box<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ value: Value) { storage = Mutex(value) }
+    private let storage: Locked<Value>
+    init(_ value: Value) { storage = Locked(value) }
     func update(_ change: (inout Value) -> Void) { storage.withLock { change(&$0) } }
     var value: Value { storage.withLock { $0 } }
 }

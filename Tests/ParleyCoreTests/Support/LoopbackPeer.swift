@@ -201,7 +201,7 @@ final class LoopbackPeer: Sendable {
         let fd: Int32
         let stopping = Atomic<Bool>(false)
         let acceptLoopDone = DispatchSemaphore(value: 0)
-        let recorded = Mutex<[RecordedRequest]>([])
+        let recorded = Locked<[RecordedRequest]>([])
         let accepted = Atomic<Int>(0)
 
         init(fd: Int32) { self.fd = fd }
@@ -291,7 +291,7 @@ final class LoopbackPeer: Sendable {
 
 /// Collects completion results across threads and lets a test wait for them, bounded.
 final class CompletionLog: Sendable {
-    private let results = Mutex<[Result<HTTPResponse, ParleyError>]>([])
+    private let results = Locked<[Result<HTTPResponse, ParleyError>]>([])
     private let arrivals = DispatchSemaphore(value: 0)
 
     func record(_ result: Result<HTTPResponse, ParleyError>) {
@@ -304,7 +304,7 @@ final class CompletionLog: Sendable {
     }
 
     /// Waits until `count` results have arrived in total; false on timeout.
-    func wait(count: Int = 1, timeoutMs: Int = 3000) -> Bool {
+    func wait(count: Int = 1, timeoutMs: Int = 10_000) -> Bool {
         let deadline = DispatchTime.now() + .milliseconds(timeoutMs)
         while all.count < count {
             if arrivals.wait(timeout: deadline) == .timedOut { return all.count >= count }
