@@ -256,12 +256,7 @@ extension MessageCollection {
                 more = false
             }
             if let page {
-                let added = page.compactMap { message in
-                    (try? JSONValue.parse(message.json)).map { value in
-                        view.put(value, key: message.key, id: message.messageID)
-                        return value
-                    }
-                }
+                let added = showCached(page)
                 view.low = more ? (page.first?.key ?? low) : .oldest
                 view.hasPrevious = more
                 complete(completion, .success(added))
@@ -324,12 +319,7 @@ extension MessageCollection {
                 more = false
             }
             if let page {
-                let added = page.compactMap { message in
-                    (try? JSONValue.parse(message.json)).map { value in
-                        view.put(value, key: message.key, id: message.messageID)
-                        return value
-                    }
-                }
+                let added = showCached(page)
                 view.high = more ? (page.last?.key ?? high) : .newest
                 view.hasNext = more
                 complete(completion, .success(added))
@@ -366,6 +356,16 @@ extension MessageCollection {
                 self.complete(completion, .failure(error))
             }
             self.afterServerLoad()
+        }
+    }
+
+    /// Puts a page read from the cache into the view; returns its messages.
+    private func showCached(_ page: [CachedMessage]) -> [JSONValue] {
+        page.compactMap { message in
+            (try? JSONValue.parse(message.json)).map { value in
+                view.put(value, key: message.key, id: message.messageID)
+                return value
+            }
         }
     }
 

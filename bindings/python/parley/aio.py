@@ -7,7 +7,7 @@ resolve asyncio futures directly, with no extra threads and no locking.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generic, List, Mapping, Optional, TypeVar, Union
 
 from .client import Client, operation_names
 from .channel_collection import ChannelChange, GroupChannelCollection, GroupChannelListQuery
@@ -152,15 +152,53 @@ class AsyncClient:
         await self.close()
 
 
-class AsyncGroupChannelCollection:
+ChangeT = TypeVar("ChangeT")
+AsyncSelfT = TypeVar("AsyncSelfT", bound="AsyncView[Any]")
+
+
+class AsyncView(Generic[ChangeT]):
+    """What the async collections share: an async iterator of changes and disposal.
+    Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, collection: Any) -> None:
+        self._owner = owner
+        self._collection = collection
+        self._queue: "asyncio.Queue[Optional[ChangeT]]" = asyncio.Queue()
+        collection.add_listener(self._queue.put_nowait)
+
+    async def changes(self) -> AsyncIterator[ChangeT]:
+        """Every change, in order, until the collection is disposed."""
+        while True:
+            change = await self._queue.get()
+            if change is None:
+                return
+            yield change
+
+    def dispose(self) -> None:
+        if not self._collection.disposed:
+            self._collection.dispose()
+            self._queue.put_nowait(None)
+
+    def __enter__(self: AsyncSelfT) -> AsyncSelfT:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+    async def __aenter__(self: AsyncSelfT) -> AsyncSelfT:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+
+class AsyncGroupChannelCollection(AsyncView[ChannelChange]):
     """A :class:`GroupChannelCollection` on an :class:`AsyncClient`: awaitable pages and an
     async iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
 
     def __init__(self, owner: AsyncClient, collection: GroupChannelCollection) -> None:
-        self._owner = owner
+        super().__init__(owner, collection)
         self.collection = collection
-        self._queue: "asyncio.Queue[Optional[ChannelChange]]" = asyncio.Queue()
-        collection.add_listener(self._queue.put_nowait)
 
     async def load_more(self) -> List[Any]:
         """The next page: the channels it added."""
@@ -174,41 +212,15 @@ class AsyncGroupChannelCollection:
     def channels(self) -> List[Any]:
         return self.collection.channels
 
-    async def changes(self) -> AsyncIterator[ChannelChange]:
-        """Every change, in order, until the collection is disposed."""
-        while True:
-            change = await self._queue.get()
-            if change is None:
-                return
-            yield change
-
-    def dispose(self) -> None:
-        if not self.collection.disposed:
-            self.collection.dispose()
-            self._queue.put_nowait(None)
-
-    def __enter__(self) -> "AsyncGroupChannelCollection":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.dispose()
-
-    async def __aenter__(self) -> "AsyncGroupChannelCollection":
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        self.dispose()
 
 
-class AsyncMessageCollection:
+class AsyncMessageCollection(AsyncView[MessageChange]):
     """A :class:`MessageCollection` on an :class:`AsyncClient`: awaitable loads and an async
     iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
 
     def __init__(self, owner: AsyncClient, collection: MessageCollection) -> None:
-        self._owner = owner
+        super().__init__(owner, collection)
         self.collection = collection
-        self._queue: "asyncio.Queue[Optional[MessageChange]]" = asyncio.Queue()
-        collection.add_listener(self._queue.put_nowait)
 
     async def start(self) -> List[Any]:
         """Starts the view; returns the server's list (or, offline, the cache's after raising
@@ -240,28 +252,3 @@ class AsyncMessageCollection:
     @property
     def messages(self) -> List[Any]:
         return self.collection.messages
-
-    async def changes(self) -> AsyncIterator[MessageChange]:
-        """Every change, in order, until the collection is disposed."""
-        while True:
-            change = await self._queue.get()
-            if change is None:
-                return
-            yield change
-
-    def dispose(self) -> None:
-        if not self.collection.disposed:
-            self.collection.dispose()
-            self._queue.put_nowait(None)
-
-    def __enter__(self) -> "AsyncMessageCollection":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.dispose()
-
-    async def __aenter__(self) -> "AsyncMessageCollection":
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        self.dispose()

@@ -13,7 +13,7 @@ import json
 import sys
 import threading
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, Generic, List, Optional, TypeVar, Union
 
 from . import _callbacks, _native
 from .errors import ParleyError, error_for
@@ -288,22 +288,86 @@ def make_query(query: Union[None, GroupChannelListQuery, Dict[str, Any]], option
     return document
 
 
-class GroupChannelCollection:
+ChangeT = TypeVar("ChangeT")
+SelfT = TypeVar("SelfT", bound="NativeCollection[Any]")
+
+
+class NativeCollection(Generic[ChangeT]):
+    """What every collection shares: its library handle, its listeners, and disposal (safe
+    twice, from a callback, at interpreter exit). Subclasses set `_dispose_function`."""
+
+    _dispose_function: Any = None
+
+    def __init__(self) -> None:
+        self._listeners: List[Callable[[ChangeT], None]] = []
+        self._lock = threading.Lock()
+        self._handle: Optional[int] = None
+        self._key = 0
+
+    def add_listener(self, listener: Callable[[ChangeT], None]) -> None:
+        """Also calls `listener` with every change (after the on_* handlers)."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _notify(self, change: ChangeT) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(change)
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise error_for(-2, "the collection is disposed")
+        return self._handle
+
+    @property
+    def disposed(self) -> bool:
+        return self._handle is None
+
+    def dispose(self) -> None:
+        """Stops the collection: no callback runs after this returns. Safe twice and from a callback."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        try:
+            _check(type(self)._dispose_function(handle))
+        finally:
+            _callbacks.unregister(self._key)
+
+    def __enter__(self: SelfT) -> SelfT:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+    def __del__(self) -> None:
+        if sys.is_finalizing():
+            return  # the client's atexit close has stopped it; waiting now could hang
+        try:
+            self.dispose()
+        except Exception:
+            pass
+
+
+class GroupChannelCollection(NativeCollection[ChannelChange]):
     """The live list of the user's channels for one query. Create it with
     :meth:`parley.Client.group_channel_collection`; dispose it with :meth:`dispose` or a
     ``with`` block. Callbacks run on the client's callback context, never after
     :meth:`dispose` returned."""
 
+    _dispose_function = lib.parley_group_channel_collection_dispose
+
     def __init__(self, client: Any, query: Dict[str, Any], on_added: Optional[ChannelsHandler] = None,
                  on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
                  on_error: Optional[ErrorHandler] = None) -> None:
+        super().__init__()
         self._client = client
         self.on_added = on_added
         self.on_updated = on_updated
         self.on_deleted = on_deleted
         self.on_error = on_error
-        self._listeners: List[Callable[[ChannelChange], None]] = []
-        self._lock = threading.Lock()
         self._key = _callbacks.register(self._receive, persistent=True)
         handler = _CHandler(HANDLER_VERSION, _added_trampoline, _updated_trampoline, _deleted_trampoline,
                             _error_trampoline, _callbacks.as_key(self._key))
@@ -314,12 +378,7 @@ class GroupChannelCollection:
         except BaseException:
             _callbacks.unregister(self._key)
             raise
-        self._handle: Optional[int] = handle.value
-
-    def add_listener(self, listener: Callable[[ChannelChange], None]) -> None:
-        """Also calls `listener` with every change (after the on_* handlers)."""
-        with self._lock:
-            self._listeners.append(listener)
+        self._handle = handle.value
 
     def _receive(self, kind: Optional[ChangeKind], context: Optional[ChannelContext], payload: Any) -> None:
         if kind is None:
@@ -336,20 +395,7 @@ class GroupChannelCollection:
             handler = self.on_added if kind is ChangeKind.ADDED else self.on_updated
             if handler is not None:
                 handler(context, change.channels)
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(change)
-
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise error_for(-2, "the collection is disposed")
-        return self._handle
-
-    @property
-    def disposed(self) -> bool:
-        return self._handle is None
+        self._notify(change)
 
     def load_more_with_callback(self, callback: Callable[[Optional[List[Any]], Optional[ParleyError]], None]) -> None:
         """Loads the next page; `callback(channels, error)` runs once on the callback context."""
@@ -399,27 +445,3 @@ class GroupChannelCollection:
     def channel_urls(self) -> List[str]:
         return [channel["channel_url"] for channel in self.channels]
 
-    def dispose(self) -> None:
-        """Stops the collection: no callback runs after this returns. Safe twice and from a callback."""
-        with self._lock:
-            handle, self._handle = self._handle, None
-        if handle is None:
-            return
-        try:
-            _check(lib.parley_group_channel_collection_dispose(handle))
-        finally:
-            _callbacks.unregister(self._key)
-
-    def __enter__(self) -> "GroupChannelCollection":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.dispose()
-
-    def __del__(self) -> None:
-        if sys.is_finalizing():
-            return  # the client's atexit close has stopped it; waiting now could hang
-        try:
-            self.dispose()
-        except Exception:
-            pass

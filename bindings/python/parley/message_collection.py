@@ -11,13 +11,11 @@ import concurrent.futures
 import ctypes
 import enum
 import json
-import sys
-import threading
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _callbacks, _native
-from .channel_collection import COLLECTION_ERROR_FN, CollectionEventSource, _check, _take_json
+from .channel_collection import COLLECTION_ERROR_FN, CollectionEventSource, NativeCollection, _check, _take_json
 from .errors import ParleyError, error_for
 
 lib = _native.lib
@@ -201,17 +199,20 @@ def _future_callback(future: "concurrent.futures.Future[List[Any]]") -> Callable
     return complete
 
 
-class MessageCollection:
+class MessageCollection(NativeCollection[MessageChange]):
     """The live chat view of one channel. Create it with :meth:`parley.Client.message_collection`,
     :meth:`start` it, page with :meth:`load_previous` / :meth:`load_next`, and dispose it
     with :meth:`dispose` or a ``with`` block. Callbacks run on the client's callback context,
     never after :meth:`dispose` returned."""
+
+    _dispose_function = lib.parley_message_collection_dispose
 
     def __init__(self, client: Any, channel_url: str, starting_point: int, params: Dict[str, Any],
                  on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
                  on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
                  on_channel_deleted: Optional[ChannelDeletedHandler] = None,
                  on_huge_gap_detected: Optional[HugeGapHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
+        super().__init__()
         self._client = client
         self.channel_url = channel_url
         self.on_added = on_added
@@ -221,8 +222,6 @@ class MessageCollection:
         self.on_channel_deleted = on_channel_deleted
         self.on_huge_gap_detected = on_huge_gap_detected
         self.on_error = on_error
-        self._listeners: List[Callable[[MessageChange], None]] = []
-        self._lock = threading.Lock()
         self._key = _callbacks.register(self._receive, persistent=True)
         # One user_data serves both callbacks: `_receive` tells errors from changes.
         handler = _CHandler(HANDLER_VERSION, _event_trampoline, _error_trampoline, _callbacks.as_key(self._key))
@@ -234,12 +233,7 @@ class MessageCollection:
         except BaseException:
             _callbacks.unregister(self._key)
             raise
-        self._handle: Optional[int] = handle.value
-
-    def add_listener(self, listener: Callable[[MessageChange], None]) -> None:
-        """Also calls `listener` with every change (after the on_* handlers)."""
-        with self._lock:
-            self._listeners.append(listener)
+        self._handle = handle.value
 
     def _receive(self, change: Any) -> None:
         if isinstance(change, ParleyError):
@@ -257,24 +251,11 @@ class MessageCollection:
             self.on_channel_deleted(change.context, self.channel_url)
         elif kind is MessageChangeKind.HUGE_GAP_DETECTED and self.on_huge_gap_detected is not None:
             self.on_huge_gap_detected()
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(change)
+        self._notify(change)
 
     def _receive_error(self, error: ParleyError) -> None:
         if self.on_error is not None:
             self.on_error(error)
-
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise error_for(-2, "the collection is disposed")
-        return self._handle
-
-    @property
-    def disposed(self) -> bool:
-        return self._handle is None
 
     def start(self) -> "Tuple[concurrent.futures.Future[List[Any]], concurrent.futures.Future[List[Any]]]":
         """Starts the view: two futures, the cache's list (at once) and the server's list that
@@ -372,31 +353,6 @@ class MessageCollection:
     def remove_failed_messages(self) -> List[str]:
         removed: List[str] = self._client.remove_failed_messages(self.channel_url)
         return removed
-
-    def dispose(self) -> None:
-        """Stops the view: no callback runs after this returns. Safe twice and from a callback."""
-        with self._lock:
-            handle, self._handle = self._handle, None
-        if handle is None:
-            return
-        try:
-            _check(lib.parley_message_collection_dispose(handle))
-        finally:
-            _callbacks.unregister(self._key)
-
-    def __enter__(self) -> "MessageCollection":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.dispose()
-
-    def __del__(self) -> None:
-        if sys.is_finalizing():
-            return
-        try:
-            self.dispose()
-        except Exception:
-            pass
 
 
 @_native.RESULT_FN
