@@ -4,6 +4,9 @@
 import PackageDescription
 
 let versionScript = Context.packageDirectory + "/Sources/Parley/exports.map"
+// scripts/sanitize.sh builds libparley against the toolchain's shared runtime: statically
+// linked, libdispatch's calls would stay inside the library, out of ThreadSanitizer's sight.
+let runtimeLinking: [String] = Context.environment["PARLEY_SHARED_SWIFT_RUNTIME"] == nil ? ["-static-stdlib"] : []
 
 let package = Package(
     name: "Parley",
@@ -28,8 +31,7 @@ let package = Package(
             linkerSettings: [
                 // Link the Swift runtime into libparley.so so that it loads without the toolchain,
                 // export only the C API, and give the library its soname.
-                .unsafeFlags([
-                    "-static-stdlib",
+                .unsafeFlags(runtimeLinking + [
                     "-Xlinker", "--version-script=\(versionScript)",
                     "-Xlinker", "-soname=libparley.so.0",
                 ]),

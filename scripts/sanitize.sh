@@ -3,7 +3,8 @@
 # toolchain's sanitizer runtimes):
 #   bash scripts/sanitize.sh address   # Swift suite under ASan + LeakSanitizer, then the C ABI,
 #                                      # session and collection tests against an ASan-built libparley
-#   bash scripts/sanitize.sh thread    # Swift suite (engine, collections, network, dispatcher) under TSan
+#   bash scripts/sanitize.sh thread    # Swift suite under TSan, then the same C tests built with
+#                                      # -fsanitize=thread against a TSan-built libparley
 # Run scripts/test.sh (or at least its builds) first: it builds parley-server and the C tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,25 @@ if [ "$mode" = address ]; then
         echo "-- $test"
         env LD_LIBRARY_PATH="$root/.build-address-lib/soname" LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=1 \
             PARLEY_DISPOSE_ROUNDS=300 "build/cmake/Tests/C/$test"
+    done
+fi
+if [ "$mode" = thread ]; then
+    echo "== C tests under TSan against a TSan-built libparley"
+    # On the toolchain's shared runtime (Package.swift): linked statically, libdispatch's
+    # calls would stay inside the library and TSan would not see the queues' ordering.
+    PARLEY_SHARED_SWIFT_RUNTIME=1 swift build -c release --product parley --disable-local-rpath --sanitize=thread \
+        --scratch-path .build-thread-lib
+    mkdir -p .build-thread-lib/soname
+    cp .build-thread-lib/release/libparley.so .build-thread-lib/soname/libparley.so.0
+    toolchain=$(dirname "$(dirname "$(command -v swift)")")
+    for test in test_abi_errors test_dispatch test_session test_channel_collection test_message_collection; do
+        echo "-- $test"
+        "$toolchain/bin/clang" -fsanitize=thread -g -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -ITests/C \
+            -c "Tests/C/$test.c" -o ".build-thread-lib/$test.o"
+        swiftc -sanitize=thread ".build-thread-lib/$test.o" -L.build-thread-lib/soname -Xlinker -l:libparley.so.0 -ljansson \
+            -o ".build-thread-lib/$test"
+        env LD_LIBRARY_PATH="$root/.build-thread-lib/soname:$toolchain/lib/swift/linux" PARLEY_DISPOSE_ROUNDS=300 \
+            ".build-thread-lib/$test"
     done
 fi
 echo "SANITIZER ($mode): CLEAN"
