@@ -309,4 +309,25 @@ extension ServerState {
             return head + JSON.object(mine).serialized() + "\n\n"
         }
     }
+
+    /// The frame of a replayed event for one recipient. A replay renders the newest state of
+    /// each channel (see `framer`), so the rendering is made once per channel and replay
+    /// (`rendered`), not once per event: replaying thousands of events of a few channels
+    /// costs their serialization, not thousands of channel renders.
+    func replayFrame(_ event: StoredEvent, for userId: String, now: Int64, rendered: inout [String: JSON]) -> String {
+        let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
+        guard case .object(var data)? = try? JSONParser.parse(event.data), data["channel"] != nil,
+            case .string(let url)? = data["channel_url"], let c = channels[url]
+        else {
+            return head + event.data + "\n\n"
+        }
+        if let channel = rendered[url] {
+            data["channel"] = channel
+        } else {
+            let channel = recipientChannelJSON(c, for: userId, now: now)
+            rendered[url] = channel
+            data["channel"] = channel
+        }
+        return head + JSON.object(data).serialized() + "\n\n"
+    }
 }
