@@ -79,7 +79,7 @@ import Testing
                               body: ["message_type": "MESG", "user_id": "bob", "message": "live"], completion: done)
         }
         #expect(engineWaitUntil { added.value.contains { $0 == (.realtime(.messageReceived), .succeeded, "live") } })
-        _ = try collection.sendUserMessage(client, params: ["message": "mine"])
+        _ = try collection.sendUserMessage(params: ["message": "mine"])
         #expect(engineWaitUntil { added.value.contains { $0 == (.localSend, .pending, "mine") } })
         #expect(engineWaitUntil { collection.messages.last?["message"]?.stringValue == "mine" && collection.messages.last?["sending_status"] == nil })
         collection.dispose()

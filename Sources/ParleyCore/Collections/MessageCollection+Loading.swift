@@ -80,7 +80,8 @@ extension MessageCollection {
     /// The older side of the first page ends here: messages at or before it (`created_at`
     /// up to the starting point, or just before it when not inclusive). nil: the newest end.
     var startAnchorTime: Int64? {
-        guard startingPoint != Self.newestStartingPoint else { return nil }
+        // A point in the future is the newest end: nothing can be created after it yet.
+        guard startingPoint != Self.newestStartingPoint, startingPoint <= Engine.nowMs() else { return nil }
         return params.isInclusive ? startingPoint : startingPoint - 1
     }
 

@@ -106,6 +106,8 @@ public final class MessageCollection: Sendable {
     let handler: MessageCollectionHandler
     let guardState = DisposeGuard()
     let published = PublishedMessagesBox()
+    /// The client, held weakly: a collection does not keep its client alive.
+    private let owner: WeakClient
     /// Engine-queue state.
     let view: MessageViewState
 
@@ -124,6 +126,7 @@ public final class MessageCollection: Sendable {
         self.engine = client.engine
         self.dispatcher = client.dispatcher
         self.handler = handler
+        self.owner = WeakClient(client)
         let engine = client.engine
         let userID: String? = engine.runNow { engine.store.userID }
         guard userID != nil else { throw .invalidState("message collection: connect first (the cache is per user)") }
@@ -193,9 +196,25 @@ public final class MessageCollection: Sendable {
     /// Sends a user message into this channel (see `ParleyClient.sendUserMessage`): it appears
     /// at once as `added` (pending), then `updated` (succeeded or failed).
     public func sendUserMessage(
-        _ client: ParleyClient, params: JSONValue, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void = { _ in }
+        params: JSONValue, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void = { _ in }
     ) throws(ParleyError) -> AcceptedSend {
-        try client.sendUserMessage(channelURL: channelURL, params: params, completion: completion)
+        guard let client = owner.client else { throw .invalidState("the collection's client is closed") }
+        return try client.sendUserMessage(channelURL: channelURL, params: params, completion: completion)
+    }
+
+    /// Resends a failed message of this view (same `req_id`).
+    public func resendMessage(reqID: String, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void = { _ in })
+        throws(ParleyError)
+    {
+        guard let client = owner.client else { throw .invalidState("the collection's client is closed") }
+        _ = try client.resendMessage(reqID: reqID, completion: completion)
+    }
+
+    /// Removes this channel's failed messages (reported as deleted, status canceled); returns their req_ids.
+    @discardableResult
+    public func removeFailedMessages() throws(ParleyError) -> [String] {
+        guard let client = owner.client else { throw .invalidState("the collection's client is closed") }
+        return try client.removeFailedMessages(channelURL: channelURL)
     }
 
     // MARK: Disposing
@@ -285,6 +304,11 @@ public final class MessageCollection: Sendable {
         view.droppedDuringLoad = false
         engine.queue.async { self.runOperations() }
     }
+}
+
+final class WeakClient: Sendable {
+    weak let client: ParleyClient?
+    init(_ client: ParleyClient) { self.client = client }
 }
 
 /// What the application reads, as the callbacks delivered so far left it.
