@@ -276,18 +276,12 @@ extension MessageCollection {
                 let coveredLow: MessageKey = page.hasPrev ? (page.keys.first ?? low) : .oldest
                 var added: [JSONValue] = []
                 if let through = low.predecessor, coveredLow <= through {
-                    let stored = try self.storePage(
-                        page.messages, from: coveredLow, through: through, reachesOldest: !page.hasPrev, reachesNewest: false)
-                    for message in stored where self.view.put(message.value, key: message.key, id: message.key.messageID) {
-                        added.append(message.value)
-                    }
+                    added = self.showStored(try self.storePage(
+                        page.messages, from: coveredLow, through: through, reachesOldest: !page.hasPrev, reachesNewest: false))
                 }
                 self.view.low = coveredLow
                 self.view.hasPrevious = page.hasPrev
-                var events = MessageEvents()
-                self.reconcileLocals(into: &events)
-                self.report(events, MessageEventContext(source: .localSend, detail: "", sendingStatus: .succeeded))
-                self.complete(completion, .success(added))
+                self.finishServerPage(completion, added: added)
             } catch {
                 self.complete(completion, .failure(error))
             }
@@ -341,23 +335,33 @@ extension MessageCollection {
                 let live = !page.hasNext && liveAtRequest && !self.view.droppedDuringLoad && self.engine.isStreamOpen
                 var added: [JSONValue] = []
                 if let from = high.successor, from <= coveredHigh {
-                    let stored = try self.storePage(page.messages, from: from, through: coveredHigh, reachesOldest: false, reachesNewest: live)
-                    for message in stored where self.view.put(message.value, key: message.key, id: message.key.messageID) {
-                        added.append(message.value)
-                    }
+                    added = self.showStored(try self.storePage(
+                        page.messages, from: from, through: coveredHigh, reachesOldest: false, reachesNewest: live))
                 }
                 self.view.hasNext = page.hasNext
                 self.view.high = coveredHigh
                 if !page.hasNext && !live { self.stopAtLastMessage() }
-                var events = MessageEvents()
-                self.reconcileLocals(into: &events)
-                self.report(events, MessageEventContext(source: .localSend, detail: "", sendingStatus: .succeeded))
-                self.complete(completion, .success(added))
+                self.finishServerPage(completion, added: added)
             } catch {
                 self.complete(completion, .failure(error))
             }
             self.afterServerLoad()
         }
+    }
+
+    /// Puts a page the server vouched for (as now stored) into the view; returns the messages
+    /// new to it.
+    private func showStored(_ stored: [(key: MessageKey, value: JSONValue)]) -> [JSONValue] {
+        stored.filter { view.put($0.value, key: $0.key, id: $0.key.messageID) }.map(\.value)
+    }
+
+    /// Ends a page load from the server: local messages its copies confirmed are reported,
+    /// then the caller gets the page.
+    private func finishServerPage(_ completion: @escaping MessagesCompletion, added: [JSONValue]) {
+        var events = MessageEvents()
+        reconcileLocals(into: &events)
+        report(events, MessageEventContext(source: .localSend, detail: "", sendingStatus: .succeeded))
+        complete(completion, .success(added))
     }
 
     /// Puts a page read from the cache into the view; returns its messages.
@@ -518,11 +522,13 @@ extension MessageCollection {
         defer { view.ownWrite = false }
         let stored = try writer.write(.apiLoad) { transaction throws(ParleyError) -> [CachedMessage] in
             try transaction.storeMessages(fresh)
-            for cached in try transaction.cache.messages(channelURL: channelURL, from: from, through: through, filter: filter)
-            where !listed.contains(cached.messageID) && !touched.contains(cached.messageID) {
-                try transaction.removeMessage(cached.messageID)
+            var now = try transaction.cache.messages(channelURL: channelURL, from: from, through: through, filter: filter)
+            let stale = now.filter { !listed.contains($0.messageID) && !touched.contains($0.messageID) }
+            if !stale.isEmpty {
+                for message in stale { try transaction.removeMessage(message.messageID) }
+                // A removal can rewrite the replies it summarized: read the range as it is now.
+                now = try transaction.cache.messages(channelURL: channelURL, from: from, through: through, filter: filter)
             }
-            let now = try transaction.cache.messages(channelURL: channelURL, from: from, through: through, filter: filter)
             // A chunk ends at a real key: past the last message only the stream can vouch.
             let end = through == .newest ? (now.last?.key ?? from.predecessor ?? from) : through
             let start = min(from, end)

@@ -137,13 +137,7 @@ class GroupChannelListQuery:
 
     def to_json(self) -> Dict[str, Any]:
         """The query document of ``parley_group_channel_collection_create`` (None fields left out)."""
-        document: Dict[str, Any] = {}
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if value is None:
-                continue
-            document[item.name] = value.value if isinstance(value, enum.Enum) else value
-        return document
+        return dataclass_document(self)
 
 
 @dataclass(frozen=True)
@@ -273,19 +267,35 @@ def collection_sources() -> List[Dict[str, Any]]:
     return table
 
 
-def make_query(query: Union[None, GroupChannelListQuery, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
-    """A query document from a dataclass, a mapping, keyword options or a mix (options win)."""
-    if isinstance(query, GroupChannelListQuery):
-        document = query.to_json()
-    elif query is None:
+def dataclass_document(value: Any) -> Dict[str, Any]:
+    """A dataclass of options as its JSON document: enums by value, None fields left out."""
+    document: Dict[str, Any] = {}
+    for item in fields(value):
+        field_value = getattr(value, item.name)
+        if field_value is not None:
+            document[item.name] = field_value.value if isinstance(field_value, enum.Enum) else field_value
+    return document
+
+
+def options_document(base: Any, kind: type, options: Dict[str, Any]) -> Dict[str, Any]:
+    """An options document from a dataclass of `kind`, a mapping, keyword options or a mix
+    (keyword options win)."""
+    if isinstance(base, kind):
+        document = dataclass_document(base)
+    elif base is None:
         document = {}
-    elif isinstance(query, dict):
-        document = dict(query)
+    elif isinstance(base, dict):
+        document = dict(base)
     else:
-        raise TypeError("query must be a GroupChannelListQuery, a dict or None")
+        raise TypeError(f"expected a {kind.__name__}, a dict or None")
     for key, value in options.items():
         document[key] = value.value if isinstance(value, enum.Enum) else value
     return document
+
+
+def make_query(query: Union[None, GroupChannelListQuery, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
+    """A query document from a dataclass, a mapping, keyword options or a mix (options win)."""
+    return options_document(query, GroupChannelListQuery, options)
 
 
 ChangeT = TypeVar("ChangeT")

@@ -11,11 +11,13 @@ import concurrent.futures
 import ctypes
 import enum
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _callbacks, _native
-from .channel_collection import COLLECTION_ERROR_FN, CollectionEventSource, NativeCollection, _check, _take_json
+from .channel_collection import (
+    COLLECTION_ERROR_FN, CollectionEventSource, NativeCollection, _check, _take_json, dataclass_document, options_document,
+)
 from .errors import ParleyError, error_for
 
 lib = _native.lib
@@ -79,13 +81,7 @@ class MessageListParams:
 
     def to_json(self) -> Dict[str, Any]:
         """The params document of ``parley_message_collection_create`` (None fields left out)."""
-        document: Dict[str, Any] = {}
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if value is None:
-                continue
-            document[item.name] = value.value if isinstance(value, enum.Enum) else value
-        return document
+        return dataclass_document(self)
 
 
 @dataclass(frozen=True)
@@ -177,17 +173,7 @@ def _error_trampoline(user_data: Optional[int], error: Any) -> None:
 
 def make_params(params: Union[None, MessageListParams, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
     """A params document from a dataclass, a mapping, keyword options or a mix (options win)."""
-    if isinstance(params, MessageListParams):
-        document = params.to_json()
-    elif params is None:
-        document = {}
-    elif isinstance(params, dict):
-        document = dict(params)
-    else:
-        raise TypeError("params must be a MessageListParams, a dict or None")
-    for key, value in options.items():
-        document[key] = value.value if isinstance(value, enum.Enum) else value
-    return document
+    return options_document(params, MessageListParams, options)
 
 
 def _future_callback(future: "concurrent.futures.Future[List[Any]]") -> Callable[[Optional[str], Optional[tuple]], None]:
