@@ -73,4 +73,43 @@ import Testing
         #expect(cached.arrayValue?.compactMap { $0["message"]?.stringValue } == ["good"])
         #expect(try client.cachedChannel(url: "c1") != nil)
     }
+
+    /// A message listing the view cannot read (wrong types, another channel's message, no
+    /// list at all) fails that load with a protocol error; the view keeps what it had and
+    /// the cache gets nothing from it.
+    @Test func malformedMessageListingsFailTheLoadAndChangeNothing() throws {
+        let answers = [
+            #"{"messages": [{"message_id": "seven", "channel_url": "c1", "created_at": 1}], "has_prev": false, "has_next": false}"#,
+            #"{"messages": [{"message_id": 7, "channel_url": "other", "created_at": 1}], "has_prev": false, "has_next": false}"#,
+            #"{"messages": "none"}"#,
+        ]
+        for answer in answers {
+            let peer = try LoopbackPeer { connection in
+                while let request = connection.readRequest(timeoutMs: 10_000) {
+                    if request.target.hasPrefix("/v3/group_channels/c1/messages") {
+                        connection.respond(headers: ["Content-Type: application/json"], body: Array(answer.utf8))
+                    } else if request.target.hasPrefix("/v3/users/alice/events") {
+                        connection.respond(status: 503, body: [])
+                    } else {
+                        connection.respond(headers: ["Content-Type: application/json"], body: Array(#"{"user_id": "alice"}"#.utf8))
+                    }
+                }
+            }
+            let client = try client(peer)
+            defer { client.close() }
+            _ = try waitFor { done throws(ParleyError) in try client.connect(userID: "alice", sessionToken: "t", completion: done) }
+            let view = try client.messageCollection(channelURL: "c1", handler: MessageCollectionHandler())
+            defer { view.dispose() }
+            let apiResult = Box<Result<[JSONValue], ParleyError>?>(nil)
+            view.start(cacheResult: { _ in }, apiResult: { result in apiResult.update { $0 = result } })
+            #expect(engineWaitUntil { apiResult.value != nil })
+            guard case .failure(let error)? = apiResult.value else {
+                Issue.record("the start accepted \(answer)")
+                continue
+            }
+            #expect(error.code == .protocolViolation, "\(answer): \(error)")
+            #expect(view.messages.isEmpty)
+            #expect(try JSONValue.parse(try client.cachedMessages(channelURL: "c1")).arrayValue?.isEmpty == true)
+        }
+    }
 }
