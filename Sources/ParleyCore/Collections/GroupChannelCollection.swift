@@ -54,7 +54,8 @@ public final class GroupChannelCollection: Sendable {
     private let dispatcher: CallbackDispatcher
     private let handler: GroupChannelCollectionHandler
     private let guardState = DisposeGuard()
-    private let published = PublishedList()
+    /// The list as the application sees it, updated in callback order.
+    private let published = Locked<(hasMore: Bool, channels: [JSONValue])>((true, []))
     /// Engine-queue state.
     private let view: ViewState
 
@@ -81,10 +82,10 @@ public final class GroupChannelCollection: Sendable {
 
     /// True while the server (or the cache) has channels after the loaded ones. Updated in
     /// callback order: it agrees with the callbacks delivered so far.
-    public var hasMore: Bool { published.state.withLock { $0.hasMore } }
+    public var hasMore: Bool { published.withLock { $0.hasMore } }
 
     /// The loaded channels in the query's order, as the callbacks delivered so far left them.
-    public var channels: [JSONValue] { published.state.withLock { $0.channels } }
+    public var channels: [JSONValue] { published.withLock { $0.channels } }
 
     public var isDisposed: Bool { guardState.isDisposed }
 
@@ -303,7 +304,7 @@ public final class GroupChannelCollection: Sendable {
         let published = self.published
         dispatcher.enqueue {
             guardState.run {
-                published.state.withLock { $0 = (hasMore, channels) }
+                published.withLock { $0 = (hasMore, channels) }
                 job()
             }
         }
@@ -505,7 +506,7 @@ public final class GroupChannelCollection: Sendable {
         let published = self.published
         // A completion runs even after dispose (exactly once); the list copy only while live.
         dispatcher.enqueue {
-            if !guardState.isDisposed { published.state.withLock { $0 = (hasMore, snapshot) } }
+            if !guardState.isDisposed { published.withLock { $0 = (hasMore, snapshot) } }
             if let failure { completion(.failure(failure)) } else { completion(.success(presented)) }
         }
     }
@@ -518,11 +519,6 @@ extension ChannelSortElement {
         case .string(let value): .text(value)
         }
     }
-}
-
-/// The list as the application sees it, updated in callback order.
-final class PublishedList: Sendable {
-    let state = Locked<(hasMore: Bool, channels: [JSONValue])>((true, []))
 }
 
 /// Makes "no callback after dispose returns" structural: every callback runs inside

@@ -282,7 +282,7 @@ extension MessageCollection {
         let published = self.published
         dispatcher.enqueue {
             guardState.run {
-                published.state.withLock { $0 = state }
+                published.withLock { $0 = state }
                 job()
             }
         }
@@ -296,7 +296,7 @@ extension MessageCollection {
         let published = self.published
         let outcome = result.map(presentedList)
         dispatcher.enqueue {
-            if !guardState.isDisposed { published.state.withLock { $0 = state } }
+            if !guardState.isDisposed { published.withLock { $0 = state } }
             completion(outcome)
         }
     }

@@ -105,7 +105,7 @@ public final class MessageCollection: Sendable {
     let dispatcher: CallbackDispatcher
     let handler: MessageCollectionHandler
     let guardState = DisposeGuard()
-    let published = PublishedMessagesBox()
+    let published = Locked(PublishedMessages())
     /// The client, held weakly: a collection does not keep its client alive.
     private let owner: WeakClient
     /// Engine-queue state.
@@ -151,16 +151,16 @@ public final class MessageCollection: Sendable {
     /// message_id), then this client's pending and failed ones in send order (all reversed
     /// with `reverse`). Updated in callback order.
     public var messages: [JSONValue] {
-        let state = published.state.withLock { $0 }
+        let state = published.withLock { $0 }
         var list = state.messages.map(params.presented)
         list += state.locals.map(params.presented)
         return params.reverse ? list.reversed() : list
     }
 
     /// True while older messages (matching the filters) exist beyond the loaded ones.
-    public var hasPrevious: Bool { published.state.withLock { $0.hasPrevious } }
+    public var hasPrevious: Bool { published.withLock { $0.hasPrevious } }
     /// True while newer messages exist beyond the loaded ones (false at the newest end).
-    public var hasNext: Bool { published.state.withLock { $0.hasNext } }
+    public var hasNext: Bool { published.withLock { $0.hasNext } }
 
     public var isDisposed: Bool { guardState.isDisposed }
 
@@ -317,10 +317,6 @@ struct PublishedMessages: Sendable {
     var locals: [JSONValue] = []
     var hasPrevious = true
     var hasNext = true
-}
-
-final class PublishedMessagesBox: Sendable {
-    let state = Locked(PublishedMessages())
 }
 
 /// One shown message of this client that the server has not accepted yet.
