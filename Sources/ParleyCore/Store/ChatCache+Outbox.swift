@@ -160,13 +160,18 @@ extension ChatCache {
     }
 
     /// Queued requests in send order (oldest first), of one channel or of all;
-    /// `retryableOnly` leaves out those whose last failure cannot be fixed by resending.
-    public func outboxEntries(channelURL: String? = nil, retryableOnly: Bool = false) throws(ParleyError) -> [OutboxEntry] {
+    /// `retryableOnly` leaves out those whose last failure cannot be fixed by resending,
+    /// `pendingOnly` those of failed messages (only a resend makes them pending again).
+    public func outboxEntries(
+        channelURL: String? = nil, retryableOnly: Bool = false, pendingOnly: Bool = false
+    ) throws(ParleyError) -> [OutboxEntry] {
         var result: [OutboxEntry] = []
         try database.statement("""
             SELECT sequence, req_id, channel_url, kind, request_json, attempts, retryable, last_error_code, last_error_message
-            FROM outbox WHERE (?1 IS NULL OR channel_url = ?1) AND (?2 = 0 OR retryable = 1) ORDER BY sequence
-            """).rows([SQLiteValue(channelURL), SQLiteValue(retryableOnly)]) { row in
+            FROM outbox WHERE (?1 IS NULL OR channel_url = ?1) AND (?2 = 0 OR retryable = 1)
+            AND (?3 = 0 OR req_id IN (SELECT req_id FROM local_messages WHERE sending_status = 'pending'))
+            ORDER BY sequence
+            """).rows([SQLiteValue(channelURL), SQLiteValue(retryableOnly), SQLiteValue(pendingOnly)]) { row in
             result.append(OutboxEntry(
                 sequence: row.int64(0), reqID: row.string(1) ?? "", channelURL: row.string(2) ?? "",
                 kind: row.string(3) ?? "", requestJSON: row.string(4) ?? "", attempts: row.int(5),
@@ -178,12 +183,13 @@ extension ChatCache {
 
     /// The channels with queued requests, ordered by their oldest request (the order in
     /// which auto-resend visits them, one channel at a time).
-    public func outboxChannelURLs(retryableOnly: Bool = false) throws(ParleyError) -> [String] {
+    public func outboxChannelURLs(retryableOnly: Bool = false, pendingOnly: Bool = false) throws(ParleyError) -> [String] {
         var result: [String] = []
         try database.statement("""
             SELECT channel_url FROM outbox WHERE (?1 = 0 OR retryable = 1)
+            AND (?2 = 0 OR req_id IN (SELECT req_id FROM local_messages WHERE sending_status = 'pending'))
             GROUP BY channel_url ORDER BY min(sequence)
-            """).rows([SQLiteValue(retryableOnly)]) { row in result.append(row.string(0) ?? "") }
+            """).rows([SQLiteValue(retryableOnly), SQLiteValue(pendingOnly)]) { row in result.append(row.string(0) ?? "") }
         return result
     }
 

@@ -107,12 +107,19 @@ extension Engine {
             return
         }
         guard session.current != nil else { return }
-        let channels = read("reading the outbox") { cache throws(ParleyError) in try cache.outboxChannelURLs(retryableOnly: true) } ?? []
+        let pendingOnly = drainsPendingOnly
+        let channels = read("reading the outbox") { cache throws(ParleyError) in
+            try cache.outboxChannelURLs(retryableOnly: true, pendingOnly: pendingOnly)
+        } ?? []
         guard !channels.isEmpty else { return }
         outbox.draining = true
         outbox.drainRequestedAgain = false
         drainChannels(channels, index: 0)
     }
+
+    /// Without auto-resend a failed message goes out again only when the app resends it
+    /// (which makes it pending): a drain started by another send must not pick it up.
+    private var drainsPendingOnly: Bool { !configuration.autoResend }
 
     private func drainChannels(_ channels: [String], index: Int) {
         guard index < channels.count, session.current != nil else {
@@ -124,8 +131,9 @@ extension Engine {
     }
 
     private func drainChannel(_ channelURL: String, then next: @escaping @Sendable () -> Void) {
+        let pendingOnly = drainsPendingOnly
         let entry = read("reading the outbox") { cache throws(ParleyError) in
-            try cache.outboxEntries(channelURL: channelURL, retryableOnly: true).first
+            try cache.outboxEntries(channelURL: channelURL, retryableOnly: true, pendingOnly: pendingOnly).first
         } ?? nil
         guard let entry, session.current != nil else { return next() }
         sendEntry(entry) { connectionLost in
