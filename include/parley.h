@@ -30,5 +30,6 @@
 #include "parley/cache.h"
 #include "parley/group_channel_collection.h"
 #include "parley/message_collection.h"
+#include "parley/sync_view.h"
 
 #endif /* PARLEY_H */

@@ -5,6 +5,7 @@
  * callback is a use after free that valgrind reports). */
 #define _POSIX_C_SOURCE 200809L
 #include "server_support.h"
+#include "collection_support.h"
 #include <jansson.h>
 #include <stdatomic.h>
 
@@ -26,11 +27,6 @@ static char *channel_urls(const char *json_text) {
     }
     json_decref(array);
     return joined;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&pause, NULL);
 }
 
 static pthread_mutex_t seen_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -63,34 +59,6 @@ static void on_any(void *user_data, const parley_collection_context *context, co
 
 static void on_page_ignored(void *user_data, const parley_error *error, const char *json) {
     (void)user_data; (void)error; (void)json;
-}
-
-typedef struct {
-    parley_client *admin;
-    atomic_int stop;
-} chatter_args;
-
-static void on_sent(void *user_data, const parley_error *error, const char *json) {
-    (void)error; (void)json;
-    atomic_int *in_flight = user_data;
-    atomic_fetch_sub(in_flight, 1);
-}
-
-static void *chatter(void *argument) {
-    chatter_args *args = argument;
-    static atomic_int in_flight = 0;
-    while (!atomic_load(&args->stop)) {
-        if (atomic_load(&in_flight) < 4) {
-            atomic_fetch_add(&in_flight, 1);
-            if (parley_client_request(args->admin, NULL, "POST", "/v3/group_channels/c-busy/messages",
-                                      "{\"message_type\": \"MESG\", \"user_id\": \"bob\", \"message\": \"busy\"}",
-                                      on_sent, &in_flight) != PARLEY_OK) {
-                atomic_fetch_sub(&in_flight, 1);
-            }
-        }
-        sleep_ms(2);
-    }
-    return NULL;
 }
 
 int main(void) {
@@ -195,7 +163,7 @@ int main(void) {
     /* Dispose racing events: no callback after dispose returns. */
     const char *rounds_text = getenv("PARLEY_DISPOSE_ROUNDS");
     int rounds = rounds_text ? atoi(rounds_text) : 1000;
-    chatter_args args = {admin, 0};
+    chatter_args args = {admin, "/v3/group_channels/c-busy/messages", 0};
     pthread_t thread;
     pthread_create(&thread, NULL, chatter, &args);
     for (int round = 0; round < rounds; round++) {

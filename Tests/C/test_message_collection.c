@@ -5,28 +5,14 @@
  * freed right after dispose, so a late callback is a use after free that valgrind reports). */
 #define _POSIX_C_SOURCE 200809L
 #include "server_support.h"
+#include "collection_support.h"
 #include <jansson.h>
 #include <stdatomic.h>
 
-static void sleep_ms(long ms) {
-    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&pause, NULL);
-}
-
 /* The message ids of a JSON array of messages, comma-separated (malloc'd). */
 static char *message_ids(const char *json_text) {
-    json_error_t error;
-    json_t *array = json_loads(json_text ? json_text : "[]", 0, &error);
-    size_t size = 16 + 24 * (array ? json_array_size(array) : 0);
-    char *out = calloc(1, size);
-    size_t index;
-    json_t *message;
-    json_array_foreach(array, index, message) {
-        char item[32];
-        snprintf(item, sizeof item, "%lld,", (long long)json_integer_value(json_object_get(message, "message_id")));
-        strcat(out, item);
-    }
-    json_decref(array);
+    char *out = calloc(1, 1);
+    append_message_ids(&out, json_text);
     return out;
 }
 
@@ -83,61 +69,6 @@ static void on_any(void *user_data, const parley_message_event *event) {
 
 static void on_ignored(void *user_data, const parley_error *error, const char *json) {
     (void)user_data; (void)error; (void)json;
-}
-
-typedef struct {
-    parley_client *admin;
-    atomic_int stop;
-} chatter_args;
-
-static void on_sent(void *user_data, const parley_error *error, const char *json) {
-    (void)error; (void)json;
-    atomic_int *in_flight = user_data;
-    atomic_fetch_sub(in_flight, 1);
-}
-
-static void *chatter(void *argument) {
-    chatter_args *args = argument;
-    static atomic_int in_flight = 0;
-    while (!atomic_load(&args->stop)) {
-        if (atomic_load(&in_flight) < 4) {
-            atomic_fetch_add(&in_flight, 1);
-            if (parley_client_request(args->admin, NULL, "POST", "/v3/group_channels/room/messages",
-                                      "{\"message_type\": \"MESG\", \"user_id\": \"bob\", \"message\": \"busy\"}",
-                                      on_sent, &in_flight) != PARLEY_OK) {
-                atomic_fetch_sub(&in_flight, 1);
-            }
-        }
-        sleep_ms(2);
-    }
-    return NULL;
-}
-
-/* The server's listing of the room for alice, walked whole, as ids. */
-static char *server_listing(parley_client *admin, result_slot *slot) {
-    char path[256], *all = calloc(1, 1);
-    snprintf(path, sizeof path, "/v3/group_channels/room/messages?message_ts=0&prev_limit=0&next_limit=200&include=true&user_id=alice");
-    for (int pages = 0; pages < 100; pages++) {
-        if (!admin_call(admin, "GET", path, NULL, slot)) break;
-        json_error_t error;
-        json_t *answer = json_loads(slot->json, 0, &error);
-        char *text = json_dumps(json_object_get(answer, "messages"), 0);
-        char *ids = message_ids(text);
-        all = realloc(all, strlen(all) + strlen(ids) + 1);
-        strcat(all, ids);
-        json_t *messages = json_object_get(answer, "messages");
-        json_t *last = json_array_get(messages, json_array_size(messages) - 1);
-        int more = json_is_true(json_object_get(answer, "has_next")) && last != NULL;
-        if (more) {
-            snprintf(path, sizeof path,
-                     "/v3/group_channels/room/messages?message_ts=%lld&message_id=%lld&prev_limit=0&next_limit=200&include=false&user_id=alice",
-                     (long long)json_integer_value(json_object_get(last, "created_at")),
-                     (long long)json_integer_value(json_object_get(last, "message_id")));
-        }
-        free(ids); free(text); json_decref(answer);
-        if (!more) break;
-    }
-    return all;
 }
 
 int main(void) {
@@ -219,7 +150,7 @@ int main(void) {
     char *shown_json = NULL;
     CHECK_STATUS(PARLEY_OK, parley_message_collection_messages(collection, &shown_json));
     char *shown = message_ids(shown_json);
-    char *truth = server_listing(admin, &slot);
+    char *truth = server_listing(admin, &slot, "");
     if (strcmp(truth, shown) != 0) fprintf(stderr, "shown  %s\nserver %s\n", shown, truth);
     CHECK(strcmp(truth, shown) == 0 && strlen(truth) > 0);
     CHECK(strlen(first_page) > 0 && strstr(truth, first_page) != NULL);  /* the first page is the newest 25 */
@@ -250,7 +181,7 @@ int main(void) {
     /* Dispose racing events: no callback after dispose returns. */
     const char *rounds_text = getenv("PARLEY_DISPOSE_ROUNDS");
     int rounds = rounds_text ? atoi(rounds_text) : 1000;
-    chatter_args args = {admin, 0};
+    chatter_args args = {admin, "/v3/group_channels/room/messages", 0};
     pthread_t thread;
     pthread_create(&thread, NULL, chatter, &args);
     for (int round = 0; round < rounds; round++) {

@@ -36,7 +36,16 @@ typedef struct parley_client parley_client;
  *     "cache_dir": "/path",                     default $XDG_CACHE_HOME/parley, else $HOME/.cache/parley;
  *                                               the file is <cache_dir>/<server>/<user_id>.sqlite (mode 0600)
  *     "cache_size_limit_mb": 256,               64..1048576; whole channels are evicted beyond it
- *     "auto_resend": true,                      resend messages that failed for connection reasons
+ *     "resend_policy": "automatic",             what a failed send becomes: "none" (dropped at once,
+ *                                               local copy and outbox), "manual" (kept as failed until
+ *                                               resent or removed), "automatic" (a connection failure is
+ *                                               resent by itself on reconnect, up to resend_retry_count
+ *                                               times, then kept; a refusal is kept as failed at once)
+ *     "auto_resend": true,                      the older switch: true = "automatic", false = "manual"
+ *                                               (giving both, they must agree)
+ *     "resend_retry_count": -1,                 automatic resends per message; -1 = no limit
+ *     "max_failed_messages_per_channel": -1,    failed messages kept per channel; beyond it the oldest
+ *                                               are removed (message_canceled); -1 = no limit
  *     "reconnect_initial_delay_ms": 500,        backoff of the event stream (doubling, with jitter)
  *     "reconnect_max_delay_ms": 30000,
  *     "reconnect_max_attempts": 0,              0 = never give up

@@ -23,9 +23,10 @@ typedef void (*parley_progress_fn)(void *user_data, const char *req_id, int64_t 
  * "mark_as_read"}; unknown keys are refused. Before returning, the pending message
  * (message_id 0, sending_status "pending", its req_id) is stored with its outbox entry;
  * *out_pending_json (may be NULL; free with parley_free) receives it. fn runs once with
- * the server's message (sending_status "succeeded") or the error. A message that failed
- * for connection reasons is resent automatically on reconnect (config auto_resend) and
- * after a restart, with the same req_id: the server stores it exactly once.
+ * the server's message (sending_status "succeeded") or the error. What a failed message
+ * becomes is the client's resend policy (config "resend_policy", client.h): with the
+ * default ("automatic") a message that failed for connection reasons is resent by itself
+ * on reconnect and after a restart, with the same req_id: the server stores it at most once.
  */
 int parley_client_send_user_message(parley_client *client, char **out_pending_json, uint64_t *out_operation_id,
                                     const char *channel_url, const char *params_json, parley_result_fn fn,

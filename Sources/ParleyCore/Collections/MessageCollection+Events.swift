@@ -48,7 +48,13 @@ extension MessageCollection {
         if !view.verified && !queued.contains(where: { if case .reload = $0 { true } else { false } }) {
             view.operations.append(Operation(kind: .reload, fail: { _ in }))
         }
-        if view.gapCheckOwed && !queued.contains(where: { if case .gapCheck = $0 { true } else { false } }) {
+        if view.gapCheckOwed && view.waitsForFetchNext {
+            // The application fetches what it missed: tell it there may be more.
+            if !view.hasNext {
+                view.hasNext = true
+                deliver(snapshot()) {}
+            }
+        } else if view.gapCheckOwed && !queued.contains(where: { if case .gapCheck = $0 { true } else { false } }) {
             view.operations.append(Operation(kind: .gapCheck, fail: { _ in }))
         }
         // Never from inside the feed's delivery: a load's own write must not be delivered late.
@@ -101,7 +107,10 @@ extension MessageCollection {
             events.channelDeleted = true
         case .newestEndUnknown(let url) where url == nil || url == channelURL:
             if view.loading { view.droppedDuringLoad = true }
-            if view.started && view.atNewestEnd { stopAtLastMessage() }
+            if view.started && view.atNewestEnd {
+                stopAtLastMessage()
+                if !fillsGapsByItself { view.waitsForFetchNext = true }
+            }
         case .channelMessagesEvicted(let url) where url == channelURL:
             forgetMessages(into: &events)
         case .cleared:
@@ -130,6 +139,7 @@ extension MessageCollection {
         view.hasPrevious = true
         view.hasNext = true
         view.gapCheckOwed = false
+        view.waitsForFetchNext = false
     }
 
     /// A server message changed (or is new): shown when it lies in the range and matches,
@@ -183,6 +193,12 @@ extension MessageCollection {
 
     private func applyLocal(_ change: LocalMessageChange, into events: inout MessageEvents) {
         switch change.status {
+        case .failed where change.dropped:
+            // Resend policy none: the failed message is gone with its failure.
+            if let index = view.localIndex(change.reqID) {
+                view.locals.remove(at: index)
+                events.add(.deleted, .failed, change.message)
+            }
         case .pending, .failed:
             let status: MessageSendingStatus = change.status == .pending ? .pending : .failed
             if let index = view.localIndex(change.reqID) {

@@ -197,6 +197,7 @@ extension MessageCollection {
                     self.view.hasNext = false
                     self.view.high = .newest
                     self.view.gapCheckOwed = false
+                    self.view.waitsForFetchNext = false
                     if !live { self.stopAtLastMessage() }
                 } else {
                     self.view.hasNext = page.hasNext
@@ -291,7 +292,8 @@ extension MessageCollection {
 
     private func performNext(_ completion: @escaping MessagesCompletion) {
         guard view.started else { return fail(completion, .invalidState("load_next: call start first")) }
-        guard view.hasNext, !view.atNewestEnd else {
+        // A view that does not fill gaps by itself reaches the newest end again this way.
+        guard view.hasNext || view.waitsForFetchNext, !view.atNewestEnd else {
             complete(completion, .success([]))
             return operationFinished()
         }
@@ -317,6 +319,10 @@ extension MessageCollection {
                 let added = showCached(page)
                 view.high = more ? (page.last?.key ?? high) : .newest
                 view.hasNext = more
+                if !more {
+                    view.gapCheckOwed = false
+                    view.waitsForFetchNext = false
+                }
                 complete(completion, .success(added))
                 return operationFinished()
             }
@@ -340,6 +346,12 @@ extension MessageCollection {
                 }
                 self.view.hasNext = page.hasNext
                 self.view.high = coveredHigh
+                if coveredHigh == .newest {
+                    // The application fetched up to the end: what the stream may still have
+                    // missed is filled like any gap.
+                    self.view.gapCheckOwed = false
+                    self.view.waitsForFetchNext = false
+                }
                 if !page.hasNext && !live { self.stopAtLastMessage() }
                 self.finishServerPage(completion, added: added)
             } catch {
@@ -381,7 +393,9 @@ extension MessageCollection {
     /// the missing messages are stored and reported as added (`message_fill`), and the view
     /// shows the newest end again.
     private func performGapCheck() {
-        guard view.started, view.gapCheckOwed, !view.atNewestEnd, !view.channelDeleted else { return operationFinished() }
+        guard view.started, view.gapCheckOwed, !view.waitsForFetchNext, !view.atNewestEnd, !view.channelDeleted else {
+            return operationFinished()
+        }
         guard engine.isStreamOpen, !view.catchingUp else { return operationFinished() }  // again after the next catch-up
         gapRound(liveAtRequest: true, filled: 0)
     }
@@ -486,7 +500,7 @@ extension MessageCollection {
     /// Ends a server load; a view that reached the newest end without the stream's word
     /// checks the gap as soon as the stream is open.
     private func afterServerLoad(checksGapAfter: Bool = true) {
-        let owesGapCheck = checksGapAfter && view.gapCheckOwed && engine.isStreamOpen && !view.catchingUp
+        let owesGapCheck = checksGapAfter && view.gapCheckOwed && !view.waitsForFetchNext && engine.isStreamOpen && !view.catchingUp
         operationFinished()
         if owesGapCheck && !view.operations.contains(where: { if case .gapCheck = $0.kind { true } else { false } }) {
             view.operations.append(Operation(kind: .gapCheck, fail: { _ in }))

@@ -110,13 +110,18 @@ public final class MessageCollection: Sendable {
     private let owner: WeakClient
     /// Engine-queue state.
     let view: MessageViewState
+    /// After the stream dropped the view checks and fills what it missed at its newest end by
+    /// itself; false for the SyncManager-style view (SyncView.swift), whose application asks
+    /// with a fetch of newer messages (`has_next` turns true once the stream is back).
+    let fillsGapsByItself: Bool
 
     /// The starting point that means "the newest end".
     public static let newestStartingPoint = Int64.max
 
-    init(client: ParleyClient, channelURL: String, startingPoint: Int64, params: MessageListParams, handler: MessageCollectionHandler)
-        throws(ParleyError)
-    {
+    init(
+        client: ParleyClient, channelURL: String, startingPoint: Int64, params: MessageListParams, handler: MessageCollectionHandler,
+        fillsGapsByItself: Bool = true
+    ) throws(ParleyError) {
         try params.validate()
         guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
         guard startingPoint >= 0 else { throw .invalidArgument("starting_point must be a time in ms (>= 0), got \(startingPoint)") }
@@ -126,6 +131,7 @@ public final class MessageCollection: Sendable {
         self.engine = client.engine
         self.dispatcher = client.dispatcher
         self.handler = handler
+        self.fillsGapsByItself = fillsGapsByItself
         self.owner = WeakClient(client)
         let engine = client.engine
         let userID: String? = engine.runNow { engine.store.userID }
@@ -348,6 +354,10 @@ final class MessageViewState: @unchecked Sendable {
     var verified = false
     /// The view showed the newest end when the stream dropped: it owes a gap check.
     var gapCheckOwed = false
+    /// A view that does not fill gaps by itself stays where the stream dropped until the
+    /// application fetches newer messages up to the end (then anything still missing is
+    /// filled like any gap).
+    var waitsForFetchNext = false
     var catchingUp = false
     // Loads.
     var operations: [MessageCollection.Operation] = []

@@ -40,7 +40,12 @@ public struct MessageListParams: Sendable, Equatable {
     /// Reads the parameters from their JSON form (the C ABI's and Python's): the field names
     /// above, every one optional. Unknown fields and wrong types are refused, naming the field.
     public init(json: JSONValue) throws(ParleyError) {
-        let reader = try JSONReader(json, path: "params")
+        try self.init(json: json, path: "params")
+    }
+
+    /// `path` names the document in errors.
+    init(json: JSONValue, path: String) throws(ParleyError) {
+        let reader = try JSONReader(json, path: path)
         try reader.rejectUnknownKeys(allowed: Self.fieldNames)
         previousResultSize = Int(try reader.int("previous_result_size", default: Int64(previousResultSize), in: 1...200))
         nextResultSize = Int(try reader.int("next_result_size", default: Int64(nextResultSize), in: 0...200))

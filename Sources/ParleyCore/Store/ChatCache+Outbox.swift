@@ -97,12 +97,15 @@ extension ChatCache {
     }
 
     /// Puts a failed message back to pending for a resend (same `req_id`, so the server
-    /// dedups): error cleared, outbox row retryable again. False when there is none.
+    /// dedups): error cleared, outbox row retryable again; `resetAttempts` (a resend the
+    /// application asked for) gives automatic resends their full count again. False when
+    /// there is none.
     @discardableResult
-    public func markPending(reqID: String) throws(ParleyError) -> Bool {
+    public func markPending(reqID: String, resetAttempts: Bool = true) throws(ParleyError) -> Bool {
         try transaction { () throws(ParleyError) in
             guard try setLocalStatus(reqID: reqID, .pending, errorCode: 0, errorMessage: "") else { return false }
-            try database.statement("UPDATE outbox SET retryable = 1 WHERE req_id = ?1").run([.text(reqID)])
+            try database.statement("UPDATE outbox SET retryable = 1, attempts = CASE WHEN ?2 THEN 0 ELSE attempts END WHERE req_id = ?1")
+                .run([.text(reqID), SQLiteValue(resetAttempts)])
             return true
         }
     }

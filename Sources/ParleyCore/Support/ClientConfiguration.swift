@@ -37,8 +37,19 @@ public struct ClientConfiguration: Sendable, Equatable {
     public var cacheDirectory: String?
     /// The cache's size limit; eviction keeps it below (minimum 64 MiB).
     public var cacheSizeLimitBytes: Int64 = 256 << 20
-    /// Resend pending/failed-for-connection-reasons messages on connect and reconnect.
-    public var autoResend = true
+    /// What happens to a message whose send failed (see `ResendPolicy`).
+    public var resendPolicy: ResendPolicy = .automatic
+    /// With `.automatic`: how many times a message is resent after its first failure before
+    /// it is kept as failed (nil: no limit).
+    public var resendRetryLimit: Int?
+    /// The most failed messages kept per channel: past it the oldest are removed (reported
+    /// as canceled). nil: no limit.
+    public var maxFailedMessagesPerChannel: Int?
+    /// The older switch: true is `.automatic`, false `.manual`.
+    public var autoResend: Bool {
+        get { resendPolicy == .automatic }
+        set { resendPolicy = newValue ? .automatic : .manual }
+    }
     /// Reconnection backoff of the event stream.
     public var reconnectPolicy = ReconnectPolicy()
 
@@ -46,12 +57,26 @@ public struct ClientConfiguration: Sendable, Equatable {
         case persistent, memory
     }
 
+    /// What the outbox does with a message whose send failed. A failure is either the
+    /// connection's (network, timeout, 5xx, 408, 429: a resend can fix it) or a refusal
+    /// (any other answer of the server: the same request gets the same answer).
+    public enum ResendPolicy: String, Sendable, Equatable, CaseIterable {
+        /// A failed message is dropped at once (local copy and outbox row), whatever the failure.
+        case none
+        /// A failed message is kept until the application resends or removes it.
+        case manual
+        /// A message failed for the connection's reasons is resent by itself (on reconnect,
+        /// on the next connect, and when another send drains the channel), up to
+        /// `resendRetryLimit` times; then, like a refused one, it is kept as failed.
+        case automatic
+    }
+
     public init() {}
 
     public static let documentKeys: Set<String> = [
         "server_url", "dispatch_mode", "log_level", "request_timeout_ms", "connect_timeout_ms",
         "tls_verify", "ca_file", "api_token", "user_agent", "cache_mode", "cache_dir", "cache_size_limit_mb",
-        "auto_resend", "reconnect_initial_delay_ms", "reconnect_max_delay_ms", "reconnect_max_attempts",
+        "auto_resend", "resend_policy", "resend_retry_count", "max_failed_messages_per_channel", "reconnect_initial_delay_ms", "reconnect_max_delay_ms", "reconnect_max_attempts",
         "stream_idle_timeout_s",
     ]
 
@@ -101,6 +126,23 @@ public struct ClientConfiguration: Sendable, Equatable {
             cacheSizeLimitBytes = megabytes << 20
         }
         if let value = try reader.optionalBool("auto_resend") { autoResend = value }
+        if let name = try reader.optionalString("resend_policy") {
+            guard let policy = ResendPolicy(rawValue: name) else {
+                throw .invalidArgument("config.resend_policy: expected \"none\", \"manual\" or \"automatic\", got '\(name)'")
+            }
+            if let legacy = try reader.optionalBool("auto_resend"), legacy != (policy == .automatic) {
+                throw .invalidArgument(
+                    "config.auto_resend: \(legacy) contradicts resend_policy \"\(name)\" (auto_resend true is \"automatic\", false is \"manual\"); give one of them")
+            }
+            resendPolicy = policy
+        }
+        if let value = try reader.optionalInt("resend_retry_count", in: -1...1_000_000) { resendRetryLimit = value < 0 ? nil : Int(value) }
+        if let value = try reader.optionalInt("max_failed_messages_per_channel", in: -1...1_000_000) {
+            guard value != 0 else {
+                throw .invalidArgument("config.max_failed_messages_per_channel: must be at least 1, or -1 for no limit")
+            }
+            maxFailedMessagesPerChannel = value < 0 ? nil : Int(value)
+        }
         if let value = try reader.optionalInt("reconnect_initial_delay_ms", in: 0...600_000) {
             reconnectPolicy.initialDelayMs = Int(value)
             reconnectPolicy.maxDelayMs = max(reconnectPolicy.maxDelayMs, Int(value))

@@ -60,6 +60,9 @@ public struct LocalMessageChange: Sendable {
     public var message: JSONValue
     /// Why it failed (status failed).
     public var error: ParleyError?
+    /// Status failed: the message was dropped with its failure (resend policy none), so it
+    /// is gone from the cache rather than kept as failed.
+    public var dropped = false
 }
 
 /// One change of the cache.

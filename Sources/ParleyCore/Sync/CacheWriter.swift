@@ -325,7 +325,9 @@ final class CacheTransaction {
         return stored
     }
 
-    private func recordLocal(_ local: CachedLocalMessage, status: LocalMessageStatus, error: ParleyError?) throws(ParleyError) {
+    private func recordLocal(
+        _ local: CachedLocalMessage, status: LocalMessageStatus, error: ParleyError?, dropped: Bool = false
+    ) throws(ParleyError) {
         var message = try JSONValue.parse(local.json)
         if status == .failed, let error, case .object(var fields) = message {
             fields["error_code"] = .int(Int64(error.code.rawValue))
@@ -336,13 +338,39 @@ final class CacheTransaction {
             message = .object(fields)
         }
         record(.localMessageStatusChanged(LocalMessageChange(
-            reqID: local.reqID, channelURL: local.channelURL, status: status, message: message, error: error)))
+            reqID: local.reqID, channelURL: local.channelURL, status: status, message: message, error: error, dropped: dropped)))
     }
 
-    /// A failed message is pending again (resend).
-    func markPending(reqID: String) throws(ParleyError) {
-        guard try cache.markPending(reqID: reqID), let local = try cache.localMessage(reqID: reqID) else { return }
+    /// A failed message is pending again (resend; `resetAttempts` when the application asked).
+    func markPending(reqID: String, resetAttempts: Bool = true) throws(ParleyError) {
+        guard try cache.markPending(reqID: reqID, resetAttempts: resetAttempts), let local = try cache.localMessage(reqID: reqID) else {
+            return
+        }
         try recordLocal(local, status: .pending, error: nil)
+    }
+
+    /// A send failed and the message goes with its failure (resend policy none): the local
+    /// message and its outbox row are removed, the change says failed and dropped.
+    func dropFailed(reqID: String, error: ParleyError) throws(ParleyError) {
+        guard let local = try cache.localMessage(reqID: reqID), try cache.removeLocalMessage(reqID: reqID) else { return }
+        var failed = local
+        if var fields = try? JSONReader.parse(local.json, path: "local message", errorCode: .cache).fields {
+            fields["sending_status"] = .string(LocalMessageStatus.failed.rawValue)
+            failed = CachedLocalMessage(
+                reqID: local.reqID, channelURL: local.channelURL, createdAt: local.createdAt, status: .failed,
+                errorCode: error.code.rawValue, errorMessage: error.message, json: JSONValue.object(fields).canonicalText)
+        }
+        try recordLocal(failed, status: .failed, error: error, dropped: true)
+    }
+
+    /// Keeps at most `limit` failed messages in the channel: the oldest others are removed
+    /// (reported as canceled). Returns their req_ids.
+    func trimFailed(channelURL: String, keeping limit: Int) throws(ParleyError) -> [String] {
+        let failed = try cache.localMessages(channelURL: channelURL, status: .failed)
+        guard failed.count > limit else { return [] }
+        let excess = failed.prefix(failed.count - limit)
+        for local in excess { try cancelLocal(local) }
+        return excess.map(\.reqID)
     }
 
     /// A pending message failed (`retryable`: auto-resend may try again).

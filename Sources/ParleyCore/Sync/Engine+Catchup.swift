@@ -37,7 +37,8 @@ extension Engine {
                 self.write(.eviction, "keeping the size limit") { transaction throws(ParleyError) in
                     try self.evictIfNeeded(transaction)
                 }
-                if self.configuration.autoResend { self.drainOutbox() }
+                // Pending messages go out under every policy; failed ones only with automatic resend.
+                self.drainOutbox()
                 self.finishCatchUp()
             }
         }

@@ -117,9 +117,9 @@ extension Engine {
         drainChannels(channels, index: 0)
     }
 
-    /// Without auto-resend a failed message goes out again only when the app resends it
+    /// Without automatic resend a failed message goes out again only when the app resends it
     /// (which makes it pending): a drain started by another send must not pick it up.
-    private var drainsPendingOnly: Bool { !configuration.autoResend }
+    private var drainsPendingOnly: Bool { configuration.resendPolicy != .automatic }
 
     private func drainChannels(_ channels: [String], index: Int) {
         guard index < channels.count, session.current != nil else {
@@ -146,18 +146,45 @@ extension Engine {
         }
     }
 
-    /// After a connection failure: the channel's other queued messages fail too (retryable),
-    /// so that the app sees their state; the next reconnect resends them in order.
+    /// After a connection failure: the channel's other queued messages fail too, so that the
+    /// app sees their state; with automatic resend the next reconnect resends them in order
+    /// (with policy none they are dropped like the one that failed).
     private func failRemaining(channelURL: String, error: ParleyError) {
         var failed: [String] = []
         write(.sendResult, "failing queued messages") { transaction throws(ParleyError) in
+            let attempts = Dictionary(
+                try transaction.cache.outboxEntries(channelURL: channelURL).map { ($0.reqID, $0.attempts) }, uniquingKeysWith: { a, _ in a })
             for local in try transaction.cache.localMessages(channelURL: channelURL, status: .pending)
             where !outbox.sendsInFlight.contains(local.reqID) {
-                try transaction.markFailed(reqID: local.reqID, error: error, retryable: true)
+                try recordFailure(transaction, reqID: local.reqID, error: error, connectionLost: true, attempts: attempts[local.reqID] ?? 0)
                 failed.append(local.reqID)
             }
+            try trimFailed(transaction, channelURL: channelURL)
         }
         for reqID in failed { completeSend(reqID: reqID, .failure(error)) }
+    }
+
+    /// Records a failed send as the resend policy says: dropped (none), or kept as failed,
+    /// marked for automatic resend when the connection failed and resends are left.
+    private func recordFailure(
+        _ transaction: CacheTransaction, reqID: String, error: ParleyError, connectionLost: Bool, attempts: Int
+    ) throws(ParleyError) {
+        switch configuration.resendPolicy {
+        case .none:
+            try transaction.dropFailed(reqID: reqID, error: error)
+        case .manual:
+            try transaction.markFailed(reqID: reqID, error: error, retryable: connectionLost)
+        case .automatic:
+            // `attempts` counts the first send too: attempts - 1 resends were made.
+            let resendsLeft = configuration.resendRetryLimit.map { attempts - 1 < $0 } ?? true
+            try transaction.markFailed(reqID: reqID, error: error, retryable: connectionLost && resendsLeft)
+        }
+    }
+
+    private func trimFailed(_ transaction: CacheTransaction, channelURL: String) throws(ParleyError) {
+        guard let limit = configuration.maxFailedMessagesPerChannel else { return }
+        let removed = try transaction.trimFailed(channelURL: channelURL, keeping: limit)
+        for reqID in removed { outbox.finishers[reqID] = nil }
     }
 
     /// Sends one outbox entry; `done(nil)` unless the connection failed (then `done(error)`).
@@ -197,13 +224,19 @@ extension Engine {
             } else {
                 request = endpoint.request(method: "POST", pathAndQuery: path, body: .object(body), credential: .session(current.token))
             }
-            try store.writer?.write(.sendResult) { transaction throws(ParleyError) in try transaction.recordOutboxAttempt(reqID: reqID) }
+            // An automatic resend of a failed message shows it pending again (message_resend_started).
+            let resending = try store.writer?.cache.localMessage(reqID: reqID)?.status == .failed
+            try store.writer?.write(resending ? .resend : .sendResult) { transaction throws(ParleyError) in
+                if resending { try transaction.markPending(reqID: reqID, resetAttempts: false) }
+                try transaction.recordOutboxAttempt(reqID: reqID)
+            }
         } catch {
-            finishSend(reqID: reqID, channelURL: entry.channelURL, .failure(error), done: done)
+            finishSend(reqID: reqID, channelURL: entry.channelURL, attempts: entry.attempts + 1, .failure(error), done: done)
             return
         }
+        let attempts = entry.attempts + 1
         guard let request else {
-            return finishSend(reqID: reqID, channelURL: entry.channelURL, .failure(.invalidState("no server_url")), done: done)
+            return finishSend(reqID: reqID, channelURL: entry.channelURL, attempts: attempts, .failure(.invalidState("no server_url")), done: done)
         }
         outbox.sendsInFlight.insert(reqID)
         log(.debug, "outbox: sending \(reqID) to \(entry.channelURL)")
@@ -212,14 +245,16 @@ extension Engine {
             self.queue.async {
                 self.outbox.sendsInFlight.remove(reqID)
                 self.outbox.uploadTasks[reqID] = nil
-                self.finishSend(reqID: reqID, channelURL: entry.channelURL, outcome, done: done)
+                self.finishSend(reqID: reqID, channelURL: entry.channelURL, attempts: attempts, outcome, done: done)
             }
         }
         if entry.kind == "file_upload" { outbox.uploadTasks[reqID] = task }
     }
 
+    /// `attempts`: how many times the request went out, this one included.
     private func finishSend(
-        reqID: String, channelURL: String, _ outcome: Result<JSONValue, ParleyError>, done: @escaping @Sendable (ParleyError?) -> Void
+        reqID: String, channelURL: String, attempts: Int, _ outcome: Result<JSONValue, ParleyError>,
+        done: @escaping @Sendable (ParleyError?) -> Void
     ) {
         switch outcome {
         case .success(let message):
@@ -247,7 +282,8 @@ extension Engine {
             }
             let connectionLost = Self.isConnectionFailure(error)
             write(.sendResult, "marking a send failed") { transaction throws(ParleyError) in
-                try transaction.markFailed(reqID: reqID, error: error, retryable: connectionLost)
+                try recordFailure(transaction, reqID: reqID, error: error, connectionLost: connectionLost, attempts: attempts)
+                try trimFailed(transaction, channelURL: channelURL)
             }
             completeSend(reqID: reqID, .failure(error))
             done(connectionLost ? error : nil)

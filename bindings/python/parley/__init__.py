@@ -1,5 +1,5 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
-from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncMessageCollection
+from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncMessageCollection, AsyncSyncView
 from .channel_collection import (
     ChangeKind, ChannelChange, ChannelContext, CollectionEventSource, GroupChannelCollection, GroupChannelListOrder,
     GroupChannelListQuery, HiddenStateFilter, MemberStateFilter, PublicChannelFilter, SuperChannelFilter,
@@ -9,6 +9,9 @@ from .client import (
     LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, event_categories, operations, version,
 )
 from .events import EventCategory
+from .sync_view import (
+    NEWEST_VIEWPOINT, FetchResult, SyncAction, SyncActionKind, SyncDirection, SyncList, SyncView, SyncViewOptions,
+)
 from .message_collection import (
     NEWEST, MessageChange, MessageChangeKind, MessageCollection, MessageContext, MessageListParams, MessageTypeFilter,
     ReplyType, SendingStatus,
@@ -25,7 +28,8 @@ __all__ = [
     "MemberStateFilter", "PublicChannelFilter", "SuperChannelFilter", "UnreadChannelFilter", "UserIdsQueryType",
     "collection_sources", "NEWEST", "MessageChange", "MessageChangeKind", "MessageCollection", "MessageContext",
     "MessageListParams", "MessageTypeFilter", "ReplyType", "SendingStatus", "AsyncMessageCollection",
-    "AsyncClient", "Client", "EventCategory", "event_categories", "operations", "version", "ParleyError", "error_for",
+    "NEWEST_VIEWPOINT", "FetchResult", "SyncAction", "SyncActionKind", "SyncDirection", "SyncList", "SyncView",
+    "SyncViewOptions", "AsyncSyncView", "AsyncClient", "Client", "EventCategory", "event_categories", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
     "InvalidState", "IOFailure", "LimitExceeded", "NetworkError", "NoMemory", "NotFound", "ProtocolError",

@@ -13,6 +13,7 @@ from .client import Client, operation_names
 from .channel_collection import ChannelChange, GroupChannelCollection, GroupChannelListQuery
 from .errors import ParleyError
 from .message_collection import NEWEST, MessageChange, MessageCollection, MessageListParams
+from .sync_view import NEWEST_VIEWPOINT, FetchResult, SyncAction, SyncDirection, SyncList, SyncView, SyncViewOptions
 
 
 class AsyncClient:
@@ -138,6 +139,13 @@ class AsyncClient:
         """A live chat view whose changes are read with ``async for change in collection.changes()``."""
         return AsyncMessageCollection(self, self.client.message_collection(channel_url, starting_point, params, **options))
 
+    def sync_view(
+        self, channel_url: str, viewpoint: int = NEWEST_VIEWPOINT, options: Union[None, SyncViewOptions, Dict[str, Any]] = None,
+        **overrides: Any,
+    ) -> "AsyncSyncView":
+        """The SyncManager-style view, its actions read with ``async for action in view.actions()``."""
+        return AsyncSyncView(self, self.client.sync_view(channel_url, viewpoint, options, **overrides))
+
     async def close(self) -> None:
         """Removes the fd watch and closes the client (pending operations get Cancelled)."""
         if self.client.closed:
@@ -252,3 +260,28 @@ class AsyncMessageCollection(AsyncView[MessageChange]):
     @property
     def messages(self) -> List[Any]:
         return self.collection.messages
+
+
+class AsyncSyncView(AsyncView[SyncAction]):
+    """A :class:`SyncView` on an :class:`AsyncClient`: awaitable fetches and an async iterator
+    of actions. Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, view: SyncView) -> None:
+        super().__init__(owner, view)
+        self.view = view
+
+    async def fetch(self, direction: SyncDirection = SyncDirection.PREVIOUS) -> FetchResult:
+        return await asyncio.wrap_future(self.view.fetch(direction), loop=self._owner._loop)
+
+    async def fetch_all_next(self) -> FetchResult:
+        return await asyncio.wrap_future(self.view.fetch_all_next(), loop=self._owner._loop)
+
+    def reset_viewpoint(self, viewpoint: int) -> None:
+        self.view.reset_viewpoint(viewpoint)
+
+    def actions(self) -> AsyncIterator[SyncAction]:
+        """Every action, in order, until the view is disposed."""
+        return self.changes()
+
+    def messages(self, which: SyncList) -> List[Any]:
+        return self.view.messages(which)

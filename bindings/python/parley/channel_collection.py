@@ -314,6 +314,18 @@ class NativeCollection(Generic[ChangeT]):
         self._handle: Optional[int] = None
         self._key = 0
 
+    def _open(self, create: Callable[..., int], *arguments: Any, document: Any) -> None:
+        """Creates the library object: `create(&handle, *arguments, document as JSON text, &handler)`
+        with the handler made by the subclass; the callback key is released if it fails."""
+        handle = ctypes.c_void_p()
+        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:
+            _check(create(ctypes.byref(handle), *arguments, text))
+        except BaseException:
+            _callbacks.unregister(self._key)
+            raise
+        self._handle = handle.value
+
     def add_listener(self, listener: Callable[[ChangeT], None]) -> None:
         """Also calls `listener` with every change (after the on_* handlers)."""
         with self._lock:
@@ -381,14 +393,8 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
         self._key = _callbacks.register(self._receive, persistent=True)
         handler = _CHandler(HANDLER_VERSION, _added_trampoline, _updated_trampoline, _deleted_trampoline,
                             _error_trampoline, _callbacks.as_key(self._key))
-        handle = ctypes.c_void_p()
-        text = json.dumps(query, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        try:
-            _check(lib.parley_group_channel_collection_create(ctypes.byref(handle), client.handle, text, ctypes.byref(handler)))
-        except BaseException:
-            _callbacks.unregister(self._key)
-            raise
-        self._handle = handle.value
+        self._open(lambda out, owner, text: lib.parley_group_channel_collection_create(out, owner, text, ctypes.byref(handler)),
+                   client.handle, document=query)
 
     def _receive(self, kind: Optional[ChangeKind], context: Optional[ChannelContext], payload: Any) -> None:
         if kind is None:

@@ -16,6 +16,7 @@ from .channel_collection import (
 )
 from .events import EventCategory
 from .message_collection import NEWEST, MessageCollection, MessageListParams, make_params
+from .sync_view import NEWEST_VIEWPOINT, SyncView, SyncViewOptions, make_options
 from .errors import ParleyError, error_for
 
 lib = _native.lib
@@ -508,6 +509,16 @@ class Client:
         then page; use it as a context manager."""
         return MessageCollection(self, channel_url, starting_point, make_params(params, options), on_added, on_updated,
                                  on_deleted, on_channel_updated, on_channel_deleted, on_huge_gap_detected, on_error)
+
+    def sync_view(
+        self, channel_url: str, viewpoint: int = NEWEST_VIEWPOINT, options: "Union[None, SyncViewOptions, Dict[str, Any]]" = None, *,
+        on_action: Any = None, on_error: Any = None, **overrides: Any,
+    ) -> "SyncView":
+        """The SyncManager-style view of `channel_url` from `viewpoint` (ms; default the newest
+        end). `options` is a :class:`SyncViewOptions` (or its dict form); keyword options
+        override its fields (``limit=50, sender_user_ids=["bob"]``). Nothing loads until the
+        first ``fetch``; use it as a context manager."""
+        return SyncView(self, channel_url, viewpoint, make_options(options, overrides), on_action, on_error)
 
     def clear_cached_data(self) -> None:
         """Removes everything cached for the current user."""

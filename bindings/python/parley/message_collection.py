@@ -211,15 +211,8 @@ class MessageCollection(NativeCollection[MessageChange]):
         self._key = _callbacks.register(self._receive, persistent=True)
         # One user_data serves both callbacks: `_receive` tells errors from changes.
         handler = _CHandler(HANDLER_VERSION, _event_trampoline, _error_trampoline, _callbacks.as_key(self._key))
-        handle = ctypes.c_void_p()
-        text = json.dumps(params, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        try:
-            _check(lib.parley_message_collection_create(
-                ctypes.byref(handle), client.handle, channel_url.encode("utf-8"), starting_point, text, ctypes.byref(handler)))
-        except BaseException:
-            _callbacks.unregister(self._key)
-            raise
-        self._handle = handle.value
+        self._open(lambda out, *arguments: lib.parley_message_collection_create(out, *arguments, ctypes.byref(handler)),
+                   client.handle, channel_url.encode("utf-8"), starting_point, document=params)
 
     def _receive(self, change: Any) -> None:
         if isinstance(change, ParleyError):

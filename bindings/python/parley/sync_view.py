@@ -1,0 +1,236 @@
+"""The SyncManager-style message view (include/parley/sync_view.h), for applications written
+against the older sync API.
+
+A :class:`SyncView` shows one channel's messages around a viewpoint timestamp and reports
+every change as a :class:`SyncAction` (insert / update / remove / clear) on one of three
+lists: succeeded, pending and failed messages. It runs on a message collection: the same
+cache and the same exactness rules.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from . import _callbacks, _native
+from .channel_collection import COLLECTION_ERROR_FN, NativeCollection, _check, _take_json, dataclass_document, options_document
+from .errors import ParleyError, error_for
+from .message_collection import MessageTypeFilter, ReplyType
+
+lib = _native.lib
+
+NEWEST_VIEWPOINT = 2**63 - 1
+"""The viewpoint meaning "the newest end" (the default)."""
+
+
+class SyncDirection(enum.IntEnum):
+    """Which way a fetch pages (``PARLEY_SYNC_DIRECTION_*``)."""
+
+    PREVIOUS = 1
+    NEXT = 2
+
+
+class SyncActionKind(enum.IntEnum):
+    """What the application does to a list (``PARLEY_SYNC_ACTION_*``)."""
+
+    INSERT = 1
+    UPDATE = 2
+    REMOVE = 3
+    CLEAR = 4
+
+
+class SyncList(enum.IntEnum):
+    """The three lists (``PARLEY_SYNC_LIST_*``)."""
+
+    SUCCEEDED = 1
+    PENDING = 2
+    FAILED = 3
+
+
+@dataclass
+class SyncViewOptions:
+    """How many messages a fetch loads and which messages the view shows."""
+
+    limit: int = 30
+    message_type_filter: MessageTypeFilter = MessageTypeFilter.ALL
+    custom_types: Optional[List[str]] = None
+    sender_user_ids: Optional[List[str]] = None
+    reply_type: ReplyType = ReplyType.ALL
+    include_thread_info: bool = False
+    include_parent_message_info: bool = False
+    include_reactions: bool = False
+    include_meta_array: bool = False
+
+    def to_json(self) -> Dict[str, Any]:
+        """The options document of ``parley_sync_view_create`` (None fields left out)."""
+        return dataclass_document(self)
+
+
+@dataclass(frozen=True)
+class SyncAction:
+    """One action on one list (no messages for CLEAR)."""
+
+    action: SyncActionKind
+    list: SyncList
+    messages: List[Any] = field(default_factory=lambda: [])
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """How a fetch ended: more messages exist that way; the server could not be reached (the
+    fetch gave what the cache holds)."""
+
+    has_more: bool
+    offline: bool
+
+
+ActionHandler = Callable[[SyncAction], None]
+ErrorHandler = Callable[[ParleyError], None]
+
+ACTION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p)
+FETCH_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_native.CError), ctypes.c_int, ctypes.c_int)
+HANDLER_VERSION = 1
+
+
+class _CHandler(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_int), ("action", ACTION_FN), ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
+    ]
+
+
+def _declare(name: str, restype: Any, *argtypes: Any) -> None:
+    function = getattr(lib, name)
+    function.restype = restype
+    function.argtypes = list(argtypes)
+
+
+_declare("parley_sync_view_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p,
+         ctypes.c_int64, ctypes.c_char_p, ctypes.POINTER(_CHandler))
+_declare("parley_sync_view_fetch", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, FETCH_FN, ctypes.c_void_p)
+_declare("parley_sync_view_fetch_all_next", ctypes.c_int, ctypes.c_void_p, FETCH_FN, ctypes.c_void_p)
+_declare("parley_sync_view_reset_viewpoint", ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
+_declare("parley_sync_view_viewpoint", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64))
+_declare("parley_sync_view_messages", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_declare("parley_sync_view_dispose", ctypes.c_int, ctypes.c_void_p)
+
+
+@ACTION_FN
+def _action_trampoline(user_data: Optional[int], action: int, list_: int, messages_json: Optional[bytes]) -> None:
+    target = _callbacks._peek(user_data)
+    if target is None:
+        return
+    _callbacks._run(target, SyncAction(SyncActionKind(action), SyncList(list_), json.loads((messages_json or b"[]").decode("utf-8"))))
+
+
+@COLLECTION_ERROR_FN
+def _error_trampoline(user_data: Optional[int], error: Any) -> None:
+    target = _callbacks._peek(user_data)
+    e = error.contents
+    _callbacks._run(target, error_for(e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code))
+
+
+@FETCH_FN
+def _fetch_trampoline(user_data: Optional[int], error: Any, has_more: int, offline: int) -> None:
+    future = _callbacks._take(user_data)
+    if future is None:
+        return
+    if error:
+        e = error.contents
+        _callbacks._run(future, None, error_for(e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code))
+    else:
+        _callbacks._run(future, FetchResult(bool(has_more), bool(offline)), None)
+
+
+def make_options(options: Union[None, SyncViewOptions, Dict[str, Any]], overrides: Dict[str, Any]) -> Dict[str, Any]:
+    """An options document from a dataclass, a mapping, keyword options or a mix (keywords win)."""
+    return options_document(options, SyncViewOptions, overrides)
+
+
+class SyncView(NativeCollection[SyncAction]):
+    """The SyncManager-style view of one channel. Create it with :meth:`parley.Client.sync_view`,
+    :meth:`fetch` both ways, call :meth:`fetch_all_next` when coming back online, and dispose
+    it with :meth:`dispose` (the older API's ``remove``) or a ``with`` block. ``on_action``
+    runs on the client's callback context, never after :meth:`dispose` returned."""
+
+    _dispose_function = lib.parley_sync_view_dispose
+
+    def __init__(self, client: Any, channel_url: str, viewpoint: int, options: Dict[str, Any],
+                 on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
+        super().__init__()
+        self._client = client
+        self.channel_url = channel_url
+        self.on_action = on_action
+        self.on_error = on_error
+        self._key = _callbacks.register(self._receive, persistent=True)
+        handler = _CHandler(HANDLER_VERSION, _action_trampoline, _error_trampoline, _callbacks.as_key(self._key))
+        self._open(lambda out, *arguments: lib.parley_sync_view_create(out, *arguments, ctypes.byref(handler)),
+                   client.handle, channel_url.encode("utf-8"), viewpoint, document=options)
+
+    def _receive(self, change: Any) -> None:
+        if isinstance(change, ParleyError):
+            if self.on_error is not None:
+                self.on_error(change)
+            return
+        if self.on_action is not None:
+            self.on_action(change)
+        self._notify(change)
+
+    def _fetch(self, call: Callable[[Any, Any], int]) -> "concurrent.futures.Future[FetchResult]":
+        future: "concurrent.futures.Future[FetchResult]" = concurrent.futures.Future()
+
+        def complete(result: Optional[FetchResult], error: Optional[ParleyError]) -> None:
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)  # type: ignore[arg-type]
+
+        key = _callbacks.register(complete)
+        try:
+            _check(call(_fetch_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        return future
+
+    def fetch(self, direction: SyncDirection = SyncDirection.PREVIOUS) -> "concurrent.futures.Future[FetchResult]":
+        """Fetches ``limit`` messages that way (the first fetch: around the viewpoint); they
+        arrive as INSERT actions before the Future completes."""
+        handle = self.handle
+        return self._fetch(lambda fn, key: lib.parley_sync_view_fetch(handle, int(direction), fn, key))
+
+    def fetch_all_next(self) -> "concurrent.futures.Future[FetchResult]":
+        """Fetches every newer message, whatever the limit (call it when back online)."""
+        handle = self.handle
+        return self._fetch(lambda fn, key: lib.parley_sync_view_fetch_all_next(handle, fn, key))
+
+    def reset_viewpoint(self, viewpoint: int) -> None:
+        """Starts over from `viewpoint` (ms, or NEWEST_VIEWPOINT): a CLEAR on each list first."""
+        _check(lib.parley_sync_view_reset_viewpoint(self.handle, viewpoint))
+
+    @property
+    def viewpoint(self) -> int:
+        out = ctypes.c_int64(0)
+        _check(lib.parley_sync_view_viewpoint(self.handle, ctypes.byref(out)))
+        return out.value
+
+    def messages(self, which: SyncList) -> List[Any]:
+        """One list as the actions delivered so far left it."""
+        out = ctypes.c_void_p()
+        _check(lib.parley_sync_view_messages(self.handle, int(which), ctypes.byref(out)))
+        messages: List[Any] = _take_json(out) or []
+        return messages
+
+    @property
+    def succeeded_messages(self) -> List[Any]:
+        return self.messages(SyncList.SUCCEEDED)
+
+    @property
+    def pending_messages(self) -> List[Any]:
+        return self.messages(SyncList.PENDING)
+
+    @property
+    def failed_messages(self) -> List[Any]:
+        return self.messages(SyncList.FAILED)
