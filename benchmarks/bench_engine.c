@@ -14,66 +14,13 @@
  * Numbers are wall-clock medians per operation and throughput. The server must be running
  * (scripts/bench.sh starts one); users and a channel are created with the admin token. */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_support.h"
 #include <curl/curl.h>
-#include <parley.h>
-#include <pthread.h>
 #include <sqlite3.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-typedef struct {
-    pthread_mutex_t mutex;
-    pthread_cond_t cond;
-    int done;
-    int code;
-    char text[4096];
-} waiter;
-
-static void on_result(void *user_data, const parley_error *error, const char *json) {
-    waiter *w = user_data;
-    pthread_mutex_lock(&w->mutex);
-    w->code = error ? error->code : 0;
-    snprintf(w->text, sizeof w->text, "%s", error ? error->message : json);
-    w->done = 1;
-    pthread_cond_signal(&w->cond);
-    pthread_mutex_unlock(&w->mutex);
-}
-
-static void wait_done(waiter *w) {
-    pthread_mutex_lock(&w->mutex);
-    while (!w->done) pthread_cond_wait(&w->cond, &w->mutex);
-    w->done = 0;
-    pthread_mutex_unlock(&w->mutex);
-}
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *values, int count) {
-    qsort(values, (size_t)count, sizeof *values, compare_doubles);
-    return values[count / 2];
-}
 
 static void report(const char *what, double *samples, int count, double total_us) {
     printf("  %-44s median %8.1f us   %9.0f ops/s\n", what, median(samples, count), count / (total_us / 1e6));
-}
-
-static int admin(parley_client *client, waiter *w, const char *method, const char *path, const char *body) {
-    if (parley_client_request(client, NULL, method, path, body, on_result, w) != PARLEY_OK) return 0;
-    wait_done(w);
-    if (w->code != 0) fprintf(stderr, "%s %s failed: %s\n", method, path, w->text);
-    return w->code == 0;
 }
 
 static size_t discard(char *data, size_t size, size_t count, void *user_data) {
@@ -93,7 +40,7 @@ int main(int argc, char **argv) {
     double *samples = malloc(sizeof(double) * (size_t)(messages > reads ? messages : reads));
     char config[1024], path[512], cache_dir[] = "/tmp/parley-bench-XXXXXX";
     if (samples == NULL || mkdtemp(cache_dir) == NULL) return 1;
-    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""};
+    waiter w = WAITER_INIT;
 
     /* Setup: two users, a channel, a session for the sender. */
     parley_client *root = NULL;

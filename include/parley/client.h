@@ -39,10 +39,11 @@ typedef struct parley_client parley_client;
  *     "resend_policy": "automatic",             what a failed send becomes: "none" (dropped at once,
  *                                               local copy and outbox), "manual" (kept as failed until
  *                                               resent or removed), "automatic" (a connection failure is
- *                                               resent by itself on reconnect, up to resend_retry_count
- *                                               times, then kept; a refusal is kept as failed at once)
+ *                                               resent by itself on reconnect and whenever a send starts
+ *                                               the outbox, up to resend_retry_count times, then kept; a
+ *                                               refusal is kept as failed at once)
  *     "auto_resend": true,                      the older switch: true = "automatic", false = "manual"
- *                                               (giving both, they must agree)
+ *                                               (giving both: true exactly when the policy is "automatic")
  *     "resend_retry_count": -1,                 automatic resends per message; -1 = no limit
  *     "max_failed_messages_per_channel": -1,    failed messages kept per channel; beyond it the oldest
  *                                               are removed (message_canceled); -1 = no limit

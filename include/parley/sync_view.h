@@ -16,9 +16,10 @@
  *     who was at the newest end comes back online (the view does not fill what it missed
  *     by itself; has_more toward newer messages turns 1 once the stream is back);
  *   - sending (parley_client_send_user_message into the channel): insert on PENDING; then
- *     remove on PENDING and insert on SUCCEEDED, or remove on PENDING and (unless the
- *     resend policy is "none") insert on FAILED; a resend: remove on FAILED, insert on
- *     PENDING. The resend policy is the client's ("resend_policy" in client.h);
+ *     remove on PENDING and insert on SUCCEEDED (only the remove when the view is scrolled
+ *     away from the newest end: the message comes with a later fetch), or remove on PENDING
+ *     and (unless the resend policy is "none") insert on FAILED; a resend: remove on FAILED,
+ *     insert on PENDING. The resend policy is the client's ("resend_policy" in client.h);
  *   - real time: a new message is inserted only while the view shows the newest end (else
  *     it comes with a later fetch); updates and removals only for messages it shows;
  *   - reset_viewpoint: a CLEAR on each list, then only messages of the new viewpoint.
@@ -92,10 +93,10 @@ int parley_sync_view_create(parley_sync_view **out_view, parley_client *client, 
 
 /**
  * Completion of a fetch: error NULL with has_more (more messages exist that way) and
- * offline (the server could not be reached; the fetch gave what the cache holds), or the
- * error (then has_more and offline are 0). The fetched messages arrive as INSERT actions
- * before it. Runs exactly once (PARLEY_E_CANCELLED when the view is disposed or its
- * viewpoint reset meanwhile).
+ * offline (the server could not be reached, or the client is disconnected; the fetch gave
+ * what the cache holds), or the error (then has_more and offline are 0). The fetched
+ * messages arrive as INSERT actions before it. Runs exactly once (PARLEY_E_CANCELLED when
+ * the view is disposed or its viewpoint reset meanwhile).
  */
 typedef void (*parley_sync_fetch_fn)(void *user_data, const parley_error *error, int has_more, int offline);
 

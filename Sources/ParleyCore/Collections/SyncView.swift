@@ -149,6 +149,8 @@ public final class SyncView: Sendable {
     let guardState = DisposeGuard()
     private let owner: WeakClient
     private let state: Locked<SyncViewState>
+    /// Held for a whole `resetViewpoint`.
+    private let resetting = Locked<Void>(())
 
     /// The viewpoint that means "the newest end" (the default).
     public static let newestViewpoint = Int64.max
@@ -192,38 +194,24 @@ public final class SyncView: Sendable {
     /// rather than giving a short page). They arrive as `insert` actions before the
     /// completion. Offline the completion says so and the view keeps what the cache gave.
     public func fetch(_ direction: SyncViewDirection, completion: @escaping SyncFetchCompletion) {
-        guard let (collection, generation, first) = claimFetch(completion) else { return }
-        if first {
-            // Online the server's page is what the view shows (no stale cached page first);
-            // offline, what the cache held.
-            let cached = Locked<[JSONValue]>([])
-            collection.start(
-                cacheResult: { result in
-                    if case .success(let list) = result { cached.withLock { $0 = list } }
-                },
-                apiResult: { result in
-                    if case .failure(let error) = result, error.code == .network || error.code == .timeout {
-                        self.show(whole: cached.withLock { $0 }, generation: generation, removingOthers: false)
-                    }
-                    self.finish(result, direction: direction, collection: collection, generation: generation, whole: true, completion)
-                })
-            return
-        }
-        let finish: MessagesCompletion = { result in
-            self.finish(result, direction: direction, collection: collection, generation: generation, whole: false, completion)
-        }
-        switch direction {
-        case .previous: collection.loadPrevious(completion: finish)
-        case .next: collection.loadNext(completion: finish)
-        }
+        guard let claimed = claimFetch(completion) else { return }
+        fetch(direction, claimed) { result, _ in completion(result) }
     }
 
     /// Fetches every newer message, whatever the limit (for a user who was at the newest end
     /// and comes back online), page after page until none is left.
     public func fetchAllNext(completion: @escaping SyncFetchCompletion) {
-        fetch(.next) { result in
-            guard case .success(let outcome) = result, outcome.hasMore, !outcome.offline else { return completion(result) }
-            self.fetchAllNext(completion: completion)
+        guard let claimed = claimFetch(completion) else { return }
+        fetchAllNext(claimed, completion: completion)
+    }
+
+    private func fetchAllNext(_ claimed: ClaimedFetch, completion: @escaping SyncFetchCompletion) {
+        fetch(.next, claimed) { result, added in
+            // Stops at the end, offline, on an error, and on a page that brought nothing (no
+            // loop on a view that cannot move).
+            guard case .success(let outcome) = result, outcome.hasMore, !outcome.offline, added > 0 else { return completion(result) }
+            guard let next = self.claimFetch(completion, generation: claimed.generation) else { return }
+            self.fetchAllNext(next, completion: completion)
         }
     }
 
@@ -232,38 +220,49 @@ public final class SyncView: Sendable {
     /// `.cancelled` and change nothing.
     public func resetViewpoint(_ viewpoint: Int64) throws(ParleyError) {
         guard viewpoint >= 0 else { throw .invalidArgument("viewpoint must be a time in ms (>= 0), got \(viewpoint)") }
-        guard !guardState.isDisposed else { throw .invalidState("the sync view is disposed") }
-        guard let client = owner.client else { throw .invalidState("the sync view's client is closed") }
-        let generation = state.withLock { $0.generation } + 1
-        let fresh = try makeCollection(client: client, viewpoint: viewpoint, generation: generation)
-        let old = state.withLock { view -> MessageCollection? in
-            view.generation = generation
-            view.viewpoint = viewpoint
-            view.started = false
-            defer { view.collection = fresh }
-            return view.collection
-        }
-        old?.dispose()
-        let state = self.state
-        let handler = self.handler
-        let guardState = self.guardState
-        dispatcher.enqueue {
-            guardState.run {
-                let current = state.withLock { view -> Bool in
-                    guard view.generation == generation else { return false }
-                    view.lists = SyncViewLists()
-                    return true
+        // Resets run one at a time: each gets the next generation and its own collection.
+        try resetting.withLock { _ throws(ParleyError) in
+            guard !guardState.isDisposed else { throw .invalidState("the sync view is disposed") }
+            guard let client = owner.client else { throw .invalidState("the sync view's client is closed") }
+            let generation = state.withLock { $0.generation } + 1
+            let fresh = try makeCollection(client: client, viewpoint: viewpoint, generation: generation)
+            let state = self.state
+            let handler = self.handler
+            let guardState = self.guardState
+            // The swap and the queued clears in one step: a fetch of the new collection can
+            // only be claimed after it, so its actions follow the clears.
+            let old = state.withLock { view -> MessageCollection?? in
+                guard !guardState.isDisposed else { return .none }
+                view.generation = generation
+                view.viewpoint = viewpoint
+                view.started = false
+                defer { view.collection = fresh }
+                dispatcher.enqueue {
+                    guardState.run {
+                        let current = state.withLock { view -> Bool in
+                            guard view.generation == generation else { return false }
+                            view.lists = SyncViewLists()
+                            return true
+                        }
+                        guard current else { return }
+                        for list in SyncViewList.allCases { handler.action(.clear, list, []) }
+                    }
                 }
-                guard current else { return }
-                for list in SyncViewList.allCases { handler.action(.clear, list, []) }
+                return .some(view.collection)
             }
+            guard let old else {
+                fresh.dispose()
+                throw .invalidState("the sync view is disposed")
+            }
+            old?.dispose()
         }
     }
 
     // MARK: Disposing
 
     /// Stops the view (the older API's `remove`): after it returns no callback of it runs.
-    /// Fetches in flight complete with `.cancelled`. Idempotent; safe inside a callback.
+    /// Fetches in flight complete with `.cancelled` (one asked at the same moment may get
+    /// `.invalidState`). Idempotent; safe inside a callback.
     public func dispose() {
         guard guardState.markDisposed() else { return }
         let collection = state.withLock { view -> MessageCollection? in
@@ -288,51 +287,93 @@ public final class SyncView: Sendable {
             fillsGapsByItself: false)
     }
 
-    /// The collection a fetch goes to, its generation, and whether it is the first fetch;
-    /// nil when the view is disposed (the completion is told).
-    private func claimFetch(_ completion: @escaping SyncFetchCompletion) -> (MessageCollection, UInt64, Bool)? {
-        let claimed = state.withLock { view -> (MessageCollection, UInt64, Bool)? in
-            guard let collection = view.collection else { return nil }
+    /// The collection a fetch goes to, with its generation and whether it is the first fetch.
+    struct ClaimedFetch {
+        var collection: MessageCollection
+        var generation: UInt64
+        var first: Bool
+    }
+
+    /// Claims the current collection for a fetch; nil (and the completion told) when the view
+    /// is disposed, or when `generation` is given and the viewpoint was reset since.
+    private func claimFetch(_ completion: @escaping SyncFetchCompletion, generation: UInt64? = nil) -> ClaimedFetch? {
+        let claimed = state.withLock { view -> Result<ClaimedFetch, ParleyError> in
+            guard let collection = view.collection else { return .failure(.invalidState("the sync view is disposed")) }
+            if let generation, generation != view.generation { return .failure(.cancelled("the viewpoint was reset")) }
             defer { view.started = true }
-            return (collection, view.generation, !view.started)
+            return .success(ClaimedFetch(collection: collection, generation: view.generation, first: !view.started))
         }
-        guard let claimed, !guardState.isDisposed else {
+        switch claimed {
+        case .success(let fetch) where !guardState.isDisposed:
+            return fetch
+        case .success:
             dispatcher.enqueue { completion(.failure(.invalidState("the sync view is disposed"))) }
-            return nil
+        case .failure(let error):
+            dispatcher.enqueue { completion(.failure(error)) }
         }
-        return claimed
+        return nil
+    }
+
+    /// Runs one claimed fetch; `done` gets the outcome and how many messages it showed.
+    private func fetch(
+        _ direction: SyncViewDirection, _ claimed: ClaimedFetch, done: @escaping @Sendable (Result<SyncFetchResult, ParleyError>, Int) -> Void
+    ) {
+        let collection = claimed.collection
+        let generation = claimed.generation
+        if claimed.first {
+            // Online the server's page is what the view shows (no stale cached page first);
+            // when the server cannot give it, what the cache held.
+            let cached = Locked<[JSONValue]>([])
+            collection.start(
+                cacheResult: { result in
+                    if case .success(let list) = result { cached.withLock { $0 = list } }
+                },
+                apiResult: { result in
+                    if case .failure(let error) = result, error.code != .cancelled {
+                        _ = self.show(cached.withLock { $0 }, generation: generation, removingOthers: false)
+                    }
+                    self.finish(result, direction: direction, collection: collection, generation: generation, whole: true, done)
+                })
+            return
+        }
+        let finish: MessagesCompletion = { result in
+            self.finish(result, direction: direction, collection: collection, generation: generation, whole: false, done)
+        }
+        switch direction {
+        case .previous: collection.loadPrevious(completion: finish)
+        case .next: collection.loadNext(completion: finish)
+        }
     }
 
     /// Ends a fetch: its messages are shown (unless the viewpoint was reset or the view
     /// disposed meanwhile), then the completion runs.
     private func finish(
         _ result: Result<[JSONValue], ParleyError>, direction: SyncViewDirection, collection: MessageCollection, generation: UInt64,
-        whole: Bool, _ completion: SyncFetchCompletion
+        whole: Bool, _ done: @Sendable (Result<SyncFetchResult, ParleyError>, Int) -> Void
     ) {
-        guard state.withLock({ $0.generation }) == generation else {
-            return completion(.failure(.cancelled("the viewpoint was reset")))
-        }
+        guard isCurrent(generation) else { return done(.failure(.cancelled("the viewpoint was reset")), 0) }
         let hasMore = direction == .previous ? collection.hasPrevious : collection.hasNext
         switch result {
         case .success(let messages):
-            show(whole: messages, generation: generation, removingOthers: whole)
+            let shown = show(messages, generation: generation, removingOthers: whole)
             // An action callback may have reset the viewpoint: this fetch then belongs to the old one.
-            guard state.withLock({ $0.generation }) == generation else {
-                return completion(.failure(.cancelled("the viewpoint was reset")))
-            }
-            let offline = owner.client.map { $0.connectionState != .open } ?? true
-            completion(.success(SyncFetchResult(hasMore: hasMore, offline: offline)))
-        case .failure(let error) where error.code == .network || error.code == .timeout:
-            completion(.success(SyncFetchResult(hasMore: hasMore, offline: true)))
+            guard isCurrent(generation) else { return done(.failure(.cancelled("the viewpoint was reset")), 0) }
+            let offline = owner.client.map { $0.connectionState == .closed } ?? true
+            done(.success(SyncFetchResult(hasMore: hasMore, offline: offline)), shown)
+        case .failure(let error) where Engine.isConnectionFailure(error):
+            done(.success(SyncFetchResult(hasMore: hasMore, offline: true)), 0)
         case .failure(let error):
-            completion(.failure(error))
+            done(.failure(error), 0)
         }
     }
 
+    private func isCurrent(_ generation: UInt64) -> Bool { state.withLock { $0.generation } == generation }
+
     /// Shows messages a load returned (each in the list its sending status names); with
     /// `removingOthers` they are the whole view, and succeeded messages shown but not among
-    /// them are removed.
-    private func show(whole messages: [JSONValue], generation: UInt64, removingOthers: Bool) {
+    /// them are removed. Returns how many it inserted or updated.
+    private func show(_ messages: [JSONValue], generation: UInt64, removingOthers: Bool) -> Int {
+        var shown = 0
         guardState.run {
             let actions = state.withLock { view -> [SyncViewLists.Action] in
                 guard view.generation == generation else { return [] }
@@ -351,8 +392,10 @@ public final class SyncView: Sendable {
                 }
                 return actions
             }
-            deliver(actions)
+            shown = actions.reduce(0) { $0 + ($1.action == .remove ? 0 : $1.messages.count) }
+            deliver(actions, generation: generation)
         }
+        return shown
     }
 
     /// A report of the inner collection, as actions.
@@ -364,17 +407,21 @@ public final class SyncView: Sendable {
                 for message in messages { view.lists.apply(kind, status, message, into: &actions) }
                 return actions
             }
-            deliver(actions)
+            deliver(actions, generation: generation)
         }
     }
 
     private func reportError(_ error: ParleyError, _ generation: UInt64) {
-        guard state.withLock({ $0.generation }) == generation else { return }
+        guard isCurrent(generation) else { return }
         guardState.run { handler.error(error) }
     }
 
-    private func deliver(_ actions: [SyncViewLists.Action]) {
-        for action in actions { handler.action(action.action, action.list, action.messages) }
+    /// Hands actions to the application, stopping if one of them reset the viewpoint.
+    private func deliver(_ actions: [SyncViewLists.Action], generation: UInt64) {
+        for action in actions {
+            guard isCurrent(generation) else { return }
+            handler.action(action.action, action.list, action.messages)
+        }
     }
 }
 

@@ -117,6 +117,9 @@ extension ChatCache {
         // Rewriting the JSON costs a parse, but only on a state change, never on reads.
         var fields = try JSONReader.parse(local.json, path: "local message", errorCode: .cache).fields
         fields["sending_status"] = .string(status.rawValue)
+        // A failed message carries its failure wherever it is read (pages, cached reads).
+        fields["error_code"] = status == .failed ? .int(Int64(errorCode)) : nil
+        fields["error_message"] = status == .failed ? .string(errorMessage) : nil
         try database.statement("""
             UPDATE local_messages SET sending_status = ?2, error_code = ?3, error_message = ?4, json = ?5 WHERE req_id = ?1
             """).run([

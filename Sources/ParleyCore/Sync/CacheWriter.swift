@@ -50,6 +50,59 @@ final class CacheWriter {
         return try result.get()
     }
 
+    /// Runs several steps in one transaction, each in its own savepoint (a failing step is
+    /// rolled back alone and reported in the result; the others stay), then `finishing`, and
+    /// after the commit publishes each step's changes with the cause it named, in order (then
+    /// `finishing`'s with `finishingCause`): observers see the same batches as from one
+    /// `write` per step, at the cost of one commit. `step(index, transaction)` returns its
+    /// cause; it is asked for in order, inside the transaction, so it may read what the
+    /// steps before it wrote. If the whole transaction fails nothing is kept, and only the
+    /// causes that publish when empty are published (without changes).
+    func writeBatch(
+        count: Int, step: (Int, CacheTransaction) throws(ParleyError) -> ChangeCause,
+        failedCause: (Int) -> ChangeCause,
+        finishing: (CacheTransaction) throws(ParleyError) -> Void, finishingCause: ChangeCause
+    ) -> (stepErrors: [ParleyError?], error: ParleyError?) {
+        precondition(open == nil, "writeBatch inside another write")
+        let transaction = CacheTransaction(cache: cache)
+        open = transaction
+        var segments: [(cause: ChangeCause, range: Range<Int>)] = []
+        var stepErrors: [ParleyError?] = []
+        var finishingStart = 0
+        var failure: ParleyError?
+        do throws(ParleyError) {
+            try cache.transaction { () throws(ParleyError) in
+                for index in 0..<count {
+                    let mark = transaction.changes.count
+                    var cause = failedCause(index)
+                    do throws(ParleyError) {
+                        try cache.transaction { () throws(ParleyError) in cause = try step(index, transaction) }
+                        stepErrors.append(nil)
+                    } catch {
+                        transaction.dropChanges(after: mark)
+                        stepErrors.append(error)
+                    }
+                    segments.append((cause, mark..<transaction.changes.count))
+                }
+                finishingStart = transaction.changes.count
+                try finishing(transaction)
+            }
+        } catch {
+            failure = error
+        }
+        open = nil
+        if failure != nil {
+            for segment in segments where segment.cause.publishesWhenEmpty { feed.publish(cause: segment.cause, changes: []) }
+            return (stepErrors, failure)
+        }
+        let changes = transaction.changes
+        for segment in segments where !segment.range.isEmpty || segment.cause.publishesWhenEmpty {
+            feed.publish(cause: segment.cause, changes: Array(changes[segment.range]))
+        }
+        if finishingStart < changes.count { feed.publish(cause: finishingCause, changes: Array(changes[finishingStart...])) }
+        return (stepErrors, nil)
+    }
+
     /// `clear_cached_data`: everything goes, and the file is compacted (which cannot run
     /// inside a transaction, hence not through `write`).
     func clear() throws(ParleyError) {

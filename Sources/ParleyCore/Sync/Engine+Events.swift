@@ -110,36 +110,69 @@ extension Engine {
 // MARK: Real-time events
 
 extension Engine {
-    /// Applies one real-time event to the cache (one transaction, with the resume point) and
-    /// publishes it with what it changed.
-    func applyStreamEvent(_ stream: StreamEvent) {
+    /// Applies real-time events to the cache in one transaction (each event in its own
+    /// savepoint, so a bad one is skipped alone), the resume point written once after the
+    /// last, and publishes each event with what it changed, in order.
+    func applyStreamEvents(_ streams: [StreamEvent]) {
         assertOnQueue()
+        guard let writer = store.writer, let last = streams.last else {
+            log(.warning, "cache: no cache open; \(streams.count) event(s) not applied")
+            return
+        }
+        var confirmed: [(reqID: String, message: JSONValue)] = []
+        var receivedMessages = false
+        let outcome = writer.writeBatch(
+            count: streams.count,
+            step: { (index, transaction) throws(ParleyError) -> ChangeCause in
+                let (event, confirmation) = try applyStreamEvent(streams[index], transaction)
+                if let confirmation { confirmed.append(confirmation) }
+                if event.category == .messageReceived { receivedMessages = true }
+                return .realtime(event)
+            },
+            failedCause: { index in .realtime(Self.realtimeEvent(streams[index], isOwnEcho: false)) },
+            finishing: { (transaction) throws(ParleyError) in
+                try transaction.setMetaValue(String(last.id), forKey: "last_event_id")
+                if receivedMessages { try evictIfNeeded(transaction) }
+            },
+            finishingCause: .eviction)
+        for (index, error) in outcome.stepErrors.enumerated() {
+            if let error { log(.warning, "cache: applying event \(streams[index].id) (\(streams[index].category)) failed: \(error)") }
+        }
+        if let error = outcome.error {
+            log(.error, "cache: applying \(streams.count) event(s) failed: \(error)")
+            return
+        }
+        for confirmation in confirmed { completeSend(reqID: confirmation.reqID, .success(confirmation.message)) }
+    }
+
+    static func realtimeEvent(_ stream: StreamEvent, isOwnEcho: Bool) -> RealtimeEvent {
+        RealtimeEvent(id: stream.id, category: EventCategory(rawValue: stream.category), name: stream.category, data: stream.data,
+                      channelURL: stream.data["channel_url"]?.stringValue ?? "", isOwnEcho: isOwnEcho)
+    }
+
+    /// One event's step of `applyStreamEvents`: returns the event as applied and, for the
+    /// echo of a send waiting locally, its confirmation.
+    private func applyStreamEvent(
+        _ stream: StreamEvent, _ transaction: CacheTransaction
+    ) throws(ParleyError) -> (RealtimeEvent, (reqID: String, message: JSONValue)?) {
         let data = stream.data
-        let url = data["channel_url"]?.stringValue ?? ""
-        let category = EventCategory(rawValue: stream.category)
         // The server also streams a sender's own messages. One this client sent reaches the
         // app as `message_sent` (with its req_id), so its echo is applied but not reported
         // as received: a second report would show the message twice. Other devices' sends
         // are reported as usual.
-        let echo = category == .messageReceived ? ownSend(data["message"]) : nil
-        let event = RealtimeEvent(id: stream.id, category: category, name: stream.category, data: data, channelURL: url,
-                                  isOwnEcho: echo != nil)
-        var confirmed: (reqID: String, message: JSONValue)?
-        write(.realtime(event), "applying event \(stream.id) (\(stream.category))") { transaction throws(ParleyError) in
-            try apply(event, transaction)
-            if case .waitingLocally(let reqID, let channelURL)? = echo, let message = data["message"],
-                try transaction.cache.localMessage(reqID: reqID) == nil
-            {
-                // Not on the wire from here (e.g. sent before a crash, the answer never seen):
-                // the echo replaced the local copy (and with it the outbox entry), so it is
-                // the delivery confirmation.
-                try transaction.confirmSent(reqID: reqID, channelURL: channelURL, message: message)
-                confirmed = (reqID, message)
-            }
-            try transaction.setMetaValue(String(stream.id), forKey: "last_event_id")
-            if category == .messageReceived { try evictIfNeeded(transaction) }
+        let echo = EventCategory(rawValue: stream.category) == .messageReceived ? ownSend(data["message"]) : nil
+        let event = Self.realtimeEvent(stream, isOwnEcho: echo != nil)
+        try apply(event, transaction)
+        if case .waitingLocally(let reqID, let channelURL)? = echo, let message = data["message"],
+            try transaction.cache.localMessage(reqID: reqID) == nil
+        {
+            // Not on the wire from here (e.g. sent before a crash, the answer never seen):
+            // the echo replaced the local copy (and with it the outbox entry), so it is
+            // the delivery confirmation.
+            try transaction.confirmSent(reqID: reqID, channelURL: channelURL, message: message)
+            return (event, (reqID, message))
         }
-        if let confirmed { completeSend(reqID: confirmed.reqID, .success(confirmed.message)) }
+        return (event, nil)
     }
 
     private func apply(_ event: RealtimeEvent, _ transaction: CacheTransaction) throws(ParleyError) {

@@ -151,6 +151,7 @@ extension Engine {
     /// (with policy none they are dropped like the one that failed).
     private func failRemaining(channelURL: String, error: ParleyError) {
         var failed: [String] = []
+        var trimmed: [String] = []
         write(.sendResult, "failing queued messages") { transaction throws(ParleyError) in
             let attempts = Dictionary(
                 try transaction.cache.outboxEntries(channelURL: channelURL).map { ($0.reqID, $0.attempts) }, uniquingKeysWith: { a, _ in a })
@@ -159,8 +160,9 @@ extension Engine {
                 try recordFailure(transaction, reqID: local.reqID, error: error, connectionLost: true, attempts: attempts[local.reqID] ?? 0)
                 failed.append(local.reqID)
             }
-            try trimFailed(transaction, channelURL: channelURL)
+            trimmed = try trimFailed(transaction, channelURL: channelURL)
         }
+        completeTrimmed(trimmed, after: error)
         for reqID in failed { completeSend(reqID: reqID, .failure(error)) }
     }
 
@@ -181,10 +183,20 @@ extension Engine {
         }
     }
 
-    private func trimFailed(_ transaction: CacheTransaction, channelURL: String) throws(ParleyError) {
-        guard let limit = configuration.maxFailedMessagesPerChannel else { return }
-        let removed = try transaction.trimFailed(channelURL: channelURL, keeping: limit)
-        for reqID in removed { outbox.finishers[reqID] = nil }
+    /// Keeps the channel's failed messages within the configured maximum; returns the
+    /// req_ids removed (their completions are still owed: `completeTrimmed`).
+    private func trimFailed(_ transaction: CacheTransaction, channelURL: String) throws(ParleyError) -> [String] {
+        guard let limit = configuration.maxFailedMessagesPerChannel else { return [] }
+        return try transaction.trimFailed(channelURL: channelURL, keeping: limit)
+    }
+
+    /// Sends removed over the per-channel maximum of failed messages end now (once).
+    private func completeTrimmed(_ reqIDs: [String], after error: ParleyError) {
+        for reqID in reqIDs {
+            completeSend(reqID: reqID, .failure(ParleyError(
+                error.code, "\(error.message) (removed: more failed messages in the channel than max_failed_messages_per_channel)",
+                httpStatus: error.httpStatus, serverCode: error.serverCode)))
+        }
     }
 
     /// Sends one outbox entry; `done(nil)` unless the connection failed (then `done(error)`).
@@ -281,10 +293,12 @@ extension Engine {
                 return done(nil)
             }
             let connectionLost = Self.isConnectionFailure(error)
+            var trimmed: [String] = []
             write(.sendResult, "marking a send failed") { transaction throws(ParleyError) in
                 try recordFailure(transaction, reqID: reqID, error: error, connectionLost: connectionLost, attempts: attempts)
-                try trimFailed(transaction, channelURL: channelURL)
+                trimmed = try trimFailed(transaction, channelURL: channelURL)
             }
+            completeTrimmed(trimmed, after: error)
             completeSend(reqID: reqID, .failure(error))
             done(connectionLost ? error : nil)
         }

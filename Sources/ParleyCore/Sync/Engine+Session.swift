@@ -10,7 +10,65 @@ final class WeakEngine: Sendable {
     init(_ engine: Engine) { self.engine = engine }
 }
 
+/// What the event stream delivered, waiting for the engine queue: events and state changes
+/// in arrival order, each with the session epoch it belongs to. One drain job is scheduled
+/// while anything waits.
+final class StreamInbox: Sendable {
+    enum Item: Sendable {
+        case event(StreamEvent)
+        case control(@Sendable (Engine) -> Void)
+    }
+
+    private let state = Locked<(items: [(epoch: UInt64, item: Item)], drainScheduled: Bool)>(([], false))
+
+    /// Adds an item; true when the caller must schedule a drain.
+    func push(_ item: Item, epoch: UInt64) -> Bool {
+        state.withLock { inbox in
+            inbox.items.append((epoch, item))
+            if inbox.drainScheduled { return false }
+            inbox.drainScheduled = true
+            return true
+        }
+    }
+
+    /// Takes up to `limit` items in order; `more` tells whether items remain (then the drain
+    /// stays scheduled and the caller schedules the next one).
+    func take(limit: Int) -> (items: [(epoch: UInt64, item: Item)], more: Bool) {
+        state.withLock { inbox in
+            let taken = Array(inbox.items.prefix(limit))
+            inbox.items.removeFirst(taken.count)
+            if inbox.items.isEmpty { inbox.drainScheduled = false }
+            return (taken, !inbox.items.isEmpty)
+        }
+    }
+}
+
 extension Engine {
+    /// Events applied per transaction at most: big enough that a catch-up of thousands of
+    /// events costs few commits, small enough that other work on the queue (cached reads,
+    /// sends) waits for one batch at most.
+    static let streamBatchLimit = 128
+
+    /// Engine queue: applies what the stream inbox holds, consecutive events in batches.
+    func drainStreamInbox() {
+        assertOnQueue()
+        let (items, more) = streamInbox.take(limit: Self.streamBatchLimit)
+        var events: [StreamEvent] = []
+        for (epoch, item) in items where epoch == session.epoch {
+            switch item {
+            case .event(let event):
+                events.append(event)
+            case .control(let work):
+                if !events.isEmpty { applyStreamEvents(events) }
+                events = []
+                work(self)
+            }
+        }
+        if !events.isEmpty { applyStreamEvents(events) }
+        // The rest waits behind whatever else was queued meanwhile.
+        if more { queue.async { self.drainStreamInbox() } }
+    }
+
     /// Engine queue: the session starts; the stream follows.
     func beginSession(userID: String, token: String, user: JSONValue) {
         assertOnQueue()
@@ -36,17 +94,19 @@ extension Engine {
         }
     }
 
-    /// The stream's callbacks, each hopping to the engine queue and ignored once the
-    /// session they belong to has ended.
+    /// The stream's callbacks. They go through the stream inbox, in the order they came, so
+    /// that events waiting there are applied in batches (one transaction each) while state
+    /// changes still take effect between the events they came between; each is ignored once
+    /// the session it belongs to has ended.
     private func streamHandler(epoch: UInt64) -> EventStreamHandler {
         let weak = WeakEngine(self)
         let queue = self.queue
-        let onEngine: @Sendable (@escaping @Sendable (Engine) -> Void) -> Void = { work in
-            queue.async {
-                guard let engine = weak.engine, engine.session.epoch == epoch else { return }
-                work(engine)
-            }
+        let inbox = self.streamInbox
+        let push: @Sendable (StreamInbox.Item) -> Void = { item in
+            guard inbox.push(item, epoch: epoch) else { return }
+            queue.async { weak.engine?.drainStreamInbox() }
         }
+        let onEngine: @Sendable (@escaping @Sendable (Engine) -> Void) -> Void = { work in push(.control(work)) }
         return EventStreamHandler(
             stateChanged: { old, new, error in
                 onEngine { $0.streamStateChanged(old, new, error) }
@@ -54,9 +114,7 @@ extension Engine {
             connected: { _ in
                 onEngine { $0.streamOpened() }
             },
-            event: { event in
-                onEngine { $0.applyStreamEvent(event) }
-            },
+            event: { event in push(.event(event)) },
             resyncRequired: { reason, _ in
                 onEngine { engine in
                     engine.log(.info, "event stream: resync required (\(reason)); running changelogs")

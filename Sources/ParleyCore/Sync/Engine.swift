@@ -113,6 +113,8 @@ final class Engine: @unchecked Sendable {
     var catchUp = CatchUpState()
     /// Channels with an open message collection, and how many: eviction spares them.
     var openMessageViews: [String: Int] = [:]
+    /// What the event stream delivered and the engine queue has not taken yet (any thread).
+    let streamInbox = StreamInbox()
 
     private static let queueKey = DispatchSpecificKey<UInt8>()
 

@@ -310,7 +310,29 @@ def test_failed_messages_beyond_the_maximum_are_removed_oldest_first(
                 assert isinstance(send_and_wait(client, text), parley.Forbidden)
             wait_until(lambda: [m["message"] for m in view.failed_messages] == ["two", "three"], "two kept")
             assert (Act.REMOVE, SyncList.FAILED, "one") in actions.flat()
-            assert [m["message"] for m in client.cached_messages(CHANNEL) if m.get("sending_status") == "failed"] == ["two", "three"]
+            cached_failed = [m for m in client.cached_messages(CHANNEL) if m.get("sending_status") == "failed"]
+            assert [m["message"] for m in cached_failed] == ["two", "three"]
+            # A failed message carries its failure wherever it is read.
+            assert all(m["error_code"] == parley.Forbidden.code and "frozen" in m["error_message"] for m in cached_failed)
+    finally:
+        client.close()
+
+
+def test_messages_removed_over_the_maximum_still_complete_once(
+        server: RunningServer, admin: Admin, room: str, tmp_path: Path) -> None:
+    """Sends queued behind a connection failure fail with it; those removed over the maximum
+    of failed messages still get their completion (exactly once)."""
+    client = make_client(server, tmp_path, resend_policy="manual", max_failed_messages_per_channel=1)
+    try:
+        client.connect(ME, room).result(TIMEOUT)
+        server.process.kill()
+        server.process.wait()
+        futures = [client.send_user_message(CHANNEL, f"queued {i}")[1] for i in range(4)]
+        for future in futures:
+            with pytest.raises((parley.NetworkError, parley.Timeout)):
+                future.result(TIMEOUT)
+        failed = [m["message"] for m in client.cached_messages(CHANNEL) if m.get("sending_status") == "failed"]
+        assert failed == ["queued 3"]
     finally:
         client.close()
 

@@ -1,0 +1,84 @@
+/* What the benchmark programs share: waiting for a completion, a monotonic clock, sorted
+ * statistics, admin calls. Header-only (static functions); C11. */
+#ifndef PARLEY_BENCH_SUPPORT_H
+#define PARLEY_BENCH_SUPPORT_H
+#include <parley.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int done;
+    int code;
+    char text[4096];
+} waiter;
+
+#define WAITER_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""}
+
+static inline void on_result(void *user_data, const parley_error *error, const char *json) {
+    waiter *w = user_data;
+    pthread_mutex_lock(&w->mutex);
+    w->code = error ? error->code : 0;
+    snprintf(w->text, sizeof w->text, "%s", error ? error->message : json);
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mutex);
+}
+
+static inline void wait_done(waiter *w) {
+    pthread_mutex_lock(&w->mutex);
+    while (!w->done) pthread_cond_wait(&w->cond, &w->mutex);
+    w->done = 0;
+    pthread_mutex_unlock(&w->mutex);
+}
+
+static inline double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static inline void sleep_ms(long ms) {
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+}
+
+static inline int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile (0..1) of `values` (sorted in place). */
+static inline double quantile(double *values, int count, double q) {
+    if (count <= 0) return 0;
+    qsort(values, (size_t)count, sizeof *values, compare_doubles);
+    int index = (int)(q * (count - 1) + 0.5);
+    return values[index];
+}
+
+static inline double median(double *values, int count) { return quantile(values, count, 0.5); }
+
+/* Runs one admin REST call and waits; prints the failure. */
+static inline int admin(parley_client *client, waiter *w, const char *method, const char *path, const char *body) {
+    if (parley_client_request(client, NULL, method, path, body, on_result, w) != PARLEY_OK) return 0;
+    wait_done(w);
+    if (w->code != 0) fprintf(stderr, "%s %s failed: %s\n", method, path, w->text);
+    return w->code == 0;
+}
+
+/* The session token of `user` (admin call), into `token`. */
+static inline int user_token(parley_client *root, waiter *w, const char *user, char *token, size_t size) {
+    char path[256], format[32];
+    snprintf(path, sizeof path, "/v3/users/%s/token", user);
+    if (!admin(root, w, "POST", path, "{}")) return 0;
+    const char *found = strstr(w->text, "\"token\":\"");
+    if (found == NULL) return 0;
+    snprintf(format, sizeof format, "%%%zu[^\"]", size - 1);
+    return sscanf(found + 9, format, token) == 1;
+}
+
+#endif
