@@ -16,13 +16,14 @@
 #include <unistd.h>
 
 static atomic_int received = 0;
+static _Atomic double first_event_at = 0;
 /* Names are unique per run (several runs may share one server). */
 static char run[32];
 static atomic_int catching_up = 0;
 
 static void on_event(void *user_data, const char *category, const char *channel_url, const char *payload) {
     (void)user_data; (void)channel_url; (void)payload;
-    if (strcmp(category, "message_received") == 0) atomic_fetch_add(&received, 1);
+    if (strcmp(category, "message_received") == 0 && atomic_fetch_add(&received, 1) == 0) atomic_store(&first_event_at, now_us());
 }
 
 typedef struct {
@@ -136,6 +137,7 @@ int main(int argc, char **argv) {
     }
     printf("\nCatch-up of %d messages in %d channels (from the connect call)\n", messages, channels);
     printf("  connect returned after            %8.1f ms\n", connected / 1e3);
+    printf("  first missed message applied after %7.1f ms\n", (atomic_load(&first_event_at) - started) / 1e3);
     printf("  every message cached after        %8.1f ms   %s\n", converged / 1e3, complete ? "(all there)" : "(INCOMPLETE)");
     printf("  events applied                    %8.0f /s\n", atomic_load(&received) / (converged / 1e6));
     printf("\nCached page (50 newest) while catching up, %d reads\n", busy.count);

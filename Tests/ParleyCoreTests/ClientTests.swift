@@ -91,6 +91,26 @@ private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool
 }
 
 @Suite struct ClientTests {
+    /// The application's handlers are read for every event and log record. Read through a
+    /// generic lock holding them in a tuple, each read wrapped the stored closure in two more
+    /// thunks for good: after 300,000 reads a call walked 600,000 frames and overflowed the
+    /// stack (and long before that, a catch-up spent its time there).
+    @Test func handlersReadManyTimesStayOneCallDeep() {
+        let handlers = AppHandlers()
+        let events = Box(0)
+        handlers.event = { _, _, _ in events.update { $0 += 1 } }
+        var event: AppHandlers.EventHandler?
+        for _ in 0..<300_000 { event = handlers.event }
+        event?("message_received", "room", "{}")
+        #expect(events.value == 1)
+
+        let sink = ParleyClient.LogSink(level: .debug, handler: { _, _ in events.update { $0 += 1 } })
+        var log: ParleyClient.LogHandler?
+        for _ in 0..<300_000 { log = sink.state.withLock { $0.handler } }
+        log?(.info, "still one call deep")
+        #expect(events.value == 2)
+    }
+
     @Test func requestToRefusedPortFailsWithNetworkError() throws {
         var configuration = ClientConfiguration()
         configuration.serverURL = "http://127.0.0.1:9"

@@ -4,7 +4,13 @@ final class AppHandlers: Sendable {
     typealias ConnectionHandler = @Sendable (ConnectionEvent, ParleyError?) -> Void
     typealias EventHandler = @Sendable (_ category: String, _ channelURL: String, _ payloadJSON: String) -> Void
 
-    private let handlers = Locked<(connection: ConnectionHandler?, event: EventHandler?)>((nil, nil))
+    /// A struct, not a tuple: see `Locked` on closures in its value.
+    private struct Handlers {
+        var connection: ConnectionHandler?
+        var event: EventHandler?
+    }
+
+    private let handlers = Locked(Handlers())
 
     var connection: ConnectionHandler? {
         get { handlers.withLock { $0.connection } }

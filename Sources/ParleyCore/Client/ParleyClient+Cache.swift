@@ -9,20 +9,14 @@ extension ParleyClient {
             throw .invalidArgument("order: expected chronological, latest_last_message or channel_name_alphabetical; got '\(order)'")
         }
         guard (1...1000).contains(limit) else { throw .invalidArgument("limit: expected 1...1000, got \(limit)") }
-        let engine = self.engine
-        return try engine.sync { () throws(ParleyError) -> String in
-            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
-            return "[" + (try cache.channels(order: listOrder, limit: limit)).map(\.json).joined(separator: ",") + "]"
+        return try readCache { cache throws(ParleyError) -> String in
+            "[" + (try cache.channels(order: listOrder, limit: limit)).map(\.json).joined(separator: ",") + "]"
         }
     }
 
     /// The cached channel with `channelURL` as JSON, nil when not cached.
     public func cachedChannel(url channelURL: String) throws(ParleyError) -> String? {
-        let engine = self.engine
-        return try engine.sync { () throws(ParleyError) -> String? in
-            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
-            return try cache.channel(url: channelURL)?.json
-        }
+        try readCache { cache throws(ParleyError) -> String? in try cache.channel(url: channelURL)?.json }
     }
 
     /// The newest `limit` cached messages of the channel created before `beforeTs` (nil:
@@ -37,24 +31,42 @@ extension ParleyClient {
     public func cachedMessagesJSON(channelURL: String, beforeTs: Int64? = nil, limit: Int = 30) throws(ParleyError) -> [UInt8] {
         guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
         guard (1...1000).contains(limit) else { throw .invalidArgument("limit: expected 1...1000, got \(limit)") }
-        let engine = self.engine
-        return try engine.sync { () throws(ParleyError) -> [UInt8] in
-            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
+        let json = try readCache { cache throws(ParleyError) -> [UInt8] in
             let key = beforeTs.map { MessageKey(createdAt: $0, messageID: .min) } ?? .newest
             var json: [UInt8] = [UInt8(ascii: "[")]
             json.reserveCapacity(limit * 512)
-            try cache.appendMessageTexts(channelURL: channelURL, before: key, limit: limit, to: &json)
-            if beforeTs == nil {
-                try cache.appendLocalMessageTexts(channelURL: channelURL, to: &json)
+            // One read transaction: the messages and the local ones from the same commit.
+            try cache.transactionForReading { () throws(ParleyError) in
+                try cache.appendMessageTexts(channelURL: channelURL, before: key, limit: limit, to: &json)
+                if beforeTs == nil {
+                    try cache.appendLocalMessageTexts(channelURL: channelURL, to: &json)
+                }
             }
             json.append(UInt8(ascii: "]"))
-            // Access times order eviction; minute precision is plenty and spares a write per read.
-            let now = Self.nowMs()
-            if now - (engine.store.lastTouched[channelURL] ?? .min / 2) >= 60_000, let writer = engine.store.writer {
-                try writer.write(.apiLoad) { transaction throws(ParleyError) in try transaction.touchChannel(url: channelURL, at: now) }
-                engine.store.lastTouched[channelURL] = now
-            }
             return json
+        }
+        // Access times order eviction; minute precision is plenty and spares a write per read.
+        // Written on the engine queue, without making the read wait for it.
+        let engine = self.engine
+        let now = Self.nowMs()
+        engine.queue.async {
+            guard engine.store.writer != nil, now - (engine.store.lastTouched[channelURL] ?? .min / 2) >= 60_000 else { return }
+            engine.write(.apiLoad, "recording a channel's access time") { transaction throws(ParleyError) in
+                try transaction.touchChannel(url: channelURL, at: now)
+            }
+            engine.store.lastTouched[channelURL] = now
+        }
+        return json
+    }
+
+    /// Runs a read of the cache: on the cache's read-only connection when it is a file (the
+    /// read does not wait for the engine queue), else on the engine queue.
+    private func readCache<T>(_ body: (ChatCache) throws(ParleyError) -> T) throws(ParleyError) -> T {
+        let engine = self.engine
+        if let result = try engine.cacheReader.read(body) { return result }
+        return try engine.sync { () throws(ParleyError) -> T in
+            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
+            return try body(cache)
         }
     }
 

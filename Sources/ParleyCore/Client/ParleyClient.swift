@@ -16,7 +16,7 @@ public final class ParleyClient: Sendable {
     let endpoint: APIEndpoint
     let operations = PendingOperations()
     let engine: Engine
-    private let logSink = LogSink((.off, nil))
+    private let logSink = LogSink(level: .off, handler: nil)
     /// The application's connection and event handlers (set any time, from any thread).
     let appHandlers = AppHandlers()
     /// Collections created from this client, disposed when it closes.
@@ -65,7 +65,7 @@ public final class ParleyClient: Sendable {
 
     /// Sets (or with nil, removes) the log handler and the most verbose level it receives.
     public func setLogHandler(level: LogLevel, _ handler: LogHandler?) {
-        logSink.state.withLock { $0 = (handler == nil ? .off : level, handler) }
+        logSink.state.withLock { $0 = LogSink.State(level: handler == nil ? .off : level, handler: handler) }
     }
 
     public func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
@@ -74,8 +74,14 @@ public final class ParleyClient: Sendable {
 
     /// The log handler and its level, shared with the engine.
     final class LogSink: Sendable {
-        let state: Locked<(level: LogLevel, handler: LogHandler?)>
-        init(_ initial: (level: LogLevel, handler: LogHandler?)) { state = Locked(initial) }
+        /// A struct, not a tuple: see `Locked` on closures in its value.
+        struct State {
+            var level: LogLevel
+            var handler: LogHandler?
+        }
+
+        let state: Locked<State>
+        init(level: LogLevel, handler: LogHandler?) { state = Locked(State(level: level, handler: handler)) }
     }
 
     private static func log(_ level: LogLevel, _ message: @autoclosure () -> String, sink: LogSink, dispatcher: CallbackDispatcher) {

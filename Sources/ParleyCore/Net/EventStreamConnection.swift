@@ -182,6 +182,8 @@ public final class EventStreamConnection: Sendable {
         var timerID: UInt64 = 0
         var task: HTTPTask?
         var parser = SSEParser()
+        /// Events parsed from the chunk being read, handed over together (one hop per chunk).
+        var eventBatch: [StreamEvent] = []
         var responseStatus = 0
         var errorBody: [UInt8] = []
         /// The `Last-Event-ID` the current attempt sent.
@@ -214,7 +216,8 @@ public final class EventStreamConnection: Sendable {
     private enum Notification: Sendable {
         case stateChanged(ConnectionState, ConnectionState, ParleyError?)
         case connected(resumedFrom: Int64?, adoptedPosition: Int64?)
-        case event(StreamEvent)
+        /// Consecutive events, in order.
+        case events([StreamEvent])
         case resync(reason: String, newestID: Int64)
         case tokenExpired
         case reconnectAttempt(attempt: Int, delayMs: Int)
@@ -266,19 +269,33 @@ public final class EventStreamConnection: Sendable {
         }
     }
 
-    /// Queues a handler call. Called under the lock, so queue order is state order.
+    /// Queues a handler call. Called under the lock, so queue order is state order (events
+    /// parsed before it go first).
     private func post(_ notification: Notification, _ core: inout Core) {
+        flushEvents(&core)
+        enqueue(notification, &core)
+    }
+
+    private func enqueue(_ notification: Notification, _ core: inout Core) {
         let epoch = core.epoch
         callbackQueue.async { [weak self] in
             self?.deliver(notification, epoch: epoch)
         }
     }
 
+    /// Hands over the events parsed so far, as one notification.
+    private func flushEvents(_ core: inout Core) {
+        guard !core.eventBatch.isEmpty else { return }
+        let events = core.eventBatch
+        core.eventBatch = []
+        enqueue(.events(events), &core)
+    }
+
     private func deliver(_ notification: Notification, epoch: UInt64) {
         let isCurrent = core.withLock { core -> Bool in
             guard core.epoch == epoch else { return false }
             switch notification {
-            case .event(let event): core.deliveredID = event.id
+            case .events(let events): core.deliveredID = events.last?.id ?? core.deliveredID
             case .resync(_, let newestID): core.deliveredID = newestID
             case .connected(_, let adopted?): if core.deliveredID == nil { core.deliveredID = adopted }
             default: break
@@ -291,7 +308,7 @@ public final class EventStreamConnection: Sendable {
         switch notification {
         case .stateChanged(let old, let new, let error): handler.stateChanged(old, new, error)
         case .connected(let resumedFrom, _): handler.connected(resumedFrom)
-        case .event(let event): handler.event(event)
+        case .events(let events): for event in events { handler.event(event) }
         case .resync(let reason, let newestID): handler.resyncRequired(reason, newestID)
         case .tokenExpired: handler.tokenExpired()
         case .reconnectAttempt(let attempt, let delayMs): handler.reconnectAttempt(attempt, delayMs)
@@ -407,7 +424,9 @@ public final class EventStreamConnection: Sendable {
             defer { swap(&parser, &core.parser) }
             do throws(ParleyError) {
                 try parser.feed(chunk) { event in handle(event, &core) }
+                flushEvents(&core)
             } catch {
+                flushEvents(&core)
                 scheduleReconnect(after: error, &core)
                 return false
             }
@@ -528,7 +547,7 @@ public final class EventStreamConnection: Sendable {
                 return
             }
             core.resumeID = id
-            post(.event(StreamEvent(id: id, category: category, data: data)), &core)
+            core.eventBatch.append(StreamEvent(id: id, category: category, data: data))
         }
     }
 

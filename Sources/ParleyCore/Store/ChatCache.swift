@@ -61,6 +61,13 @@ public final class ChatCache {
         }
     }
 
+    /// A read-only second connection to the cache file at `path` (opened by a `ChatCache`
+    /// already): only the read methods work; writes fail.
+    public init(readerOf path: String) throws(ParleyError) {
+        database = try SQLiteDatabase(readingExisting: path)
+        sizeLimitBytes = Self.minimumSizeLimitBytes
+    }
+
     /// After a damaged file was replaced: the unsent messages carried over from it, and
     /// what could not be (see `CacheSalvage`). Nil when the file opened as it was.
     public private(set) var salvage: CacheSalvage?
@@ -85,6 +92,21 @@ public final class ChatCache {
     @discardableResult
     public func transaction<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
         try database.transaction(body)
+    }
+
+    /// Runs `body`'s reads in one read transaction (one committed state for all of them);
+    /// inside a transaction already, simply runs it. Works on a read-only connection.
+    public func transactionForReading<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
+        guard !database.isInTransaction else { return try body() }
+        try database.execute("BEGIN DEFERRED")
+        do throws(ParleyError) {
+            let value = try body()
+            try database.execute("COMMIT")
+            return value
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
     }
 
     // MARK: Meta

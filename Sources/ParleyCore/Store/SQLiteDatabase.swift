@@ -161,6 +161,24 @@ public final class SQLiteDatabase {
         }
     }
 
+    /// Opens an existing database file read-only, as is (no check, no migration): a second
+    /// connection beside the writer's, for reads that must not wait for its transactions
+    /// (WAL lets readers and the writer work at once).
+    public init(readingExisting path: String, busyTimeoutMilliseconds: Int32 = SQLiteDatabase.defaultBusyTimeoutMilliseconds)
+        throws(ParleyError)
+    {
+        var handle: OpaquePointer?
+        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
+        guard code == SQLITE_OK, let handle else {
+            let message = handle.map { SQLiteErrorText.message(handle: $0, code: code) } ?? String(cString: sqlite3_errstr(code))
+            sqlite3_close_v2(handle)
+            throw ParleyError(.cache, "opening \(path) for reading: \(message)")
+        }
+        sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
+        location = .file(path: path)
+        connection = SQLiteConnection(handle: handle)
+    }
+
     private func configureAndMigrate(_ migrations: [SQLiteMigration]) throws(ParleyError) {
         connection.lastFailureCode = SQLITE_OK
         journalMode = try configure()

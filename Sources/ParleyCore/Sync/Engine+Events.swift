@@ -32,6 +32,11 @@ extension Engine {
         }
         store.writer = opened.map { CacheWriter(cache: $0, feed: feed) }
         store.userID = userID
+        if opened != nil, fallback == nil, case .file(let path) = location {
+            cacheReader.attach(path: path)
+        } else {
+            cacheReader.attach(path: nil)
+        }
         if let opened, opened.integrityCheckDeferred, case .file(let path) = location {
             // A large file was opened on its schema alone: the full walk runs beside the
             // engine; damage it finds is replaced at the next open, like a bad row.
@@ -68,6 +73,7 @@ extension Engine {
 
     func closeCache() {
         assertOnQueue()
+        cacheReader.attach(path: nil)
         cache?.close()
         store = StoreState()
     }

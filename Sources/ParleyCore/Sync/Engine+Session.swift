@@ -19,7 +19,12 @@ final class StreamInbox: Sendable {
         case control(@Sendable (Engine) -> Void)
     }
 
-    private let state = Locked<(items: [(epoch: UInt64, item: Item)], drainScheduled: Bool)>(([], false))
+    private struct State {
+        var items: [(epoch: UInt64, item: Item)] = []
+        var drainScheduled = false
+    }
+
+    private let state = Locked(State())
 
     /// Adds an item; true when the caller must schedule a drain.
     func push(_ item: Item, epoch: UInt64) -> Bool {

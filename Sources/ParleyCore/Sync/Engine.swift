@@ -115,6 +115,8 @@ final class Engine: @unchecked Sendable {
     var openMessageViews: [String: Int] = [:]
     /// What the event stream delivered and the engine queue has not taken yet (any thread).
     let streamInbox = StreamInbox()
+    /// The application's cached reads, beside the engine queue (any thread).
+    let cacheReader = CacheReader()
 
     private static let queueKey = DispatchSpecificKey<UInt8>()
 

@@ -37,7 +37,7 @@ enum EventStream {
                     let data = JSON.obj([("reason", .string(reason)), ("last_event_id", .int(s.seq))]).serialized()
                     continuation.yield("id: \(s.seq)\nevent: resync\ndata: \(data)\n\n")
                 } else {
-                    var rendered: [String: JSON] = [:]
+                    var rendered: Set<String> = []
                     for event in s.events where event.id > last && event.recipients.contains(userId) {
                         continuation.yield(s.replayFrame(event, for: userId, now: ctx.now, rendered: &rendered))
                     }

@@ -311,22 +311,21 @@ extension ServerState {
     }
 
     /// The frame of a replayed event for one recipient. A replay renders the newest state of
-    /// each channel (see `framer`), so the rendering is made once per channel and replay
-    /// (`rendered`), not once per event: replaying thousands of events of a few channels
-    /// costs their serialization, not thousands of channel renders.
-    func replayFrame(_ event: StoredEvent, for userId: String, now: Int64, rendered: inout [String: JSON]) -> String {
+    /// each channel (see `framer`), the same for every replayed event of the channel: only
+    /// the channel's first replayed event carries it (PROTOCOL.md §9), so replaying
+    /// thousands of events of a few channels costs neither thousands of channel renders nor
+    /// thousands of copies of their member lists on the wire.
+    func replayFrame(_ event: StoredEvent, for userId: String, now: Int64, rendered: inout Set<String>) -> String {
         let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
         guard case .object(var data)? = try? JSONParser.parse(event.data), data["channel"] != nil,
             case .string(let url)? = data["channel_url"], let c = channels[url]
         else {
             return head + event.data + "\n\n"
         }
-        if let channel = rendered[url] {
-            data["channel"] = channel
+        if rendered.insert(url).inserted {
+            data["channel"] = recipientChannelJSON(c, for: userId, now: now)
         } else {
-            let channel = recipientChannelJSON(c, for: userId, now: now)
-            rendered[url] = channel
-            data["channel"] = channel
+            data["channel"] = nil
         }
         return head + JSON.object(data).serialized() + "\n\n"
     }

@@ -1,0 +1,40 @@
+// Reads of the cache that do not wait for the engine queue.
+//
+// The application's cached reads (`cached_messages`, `cached_channels`, `cached_channel`)
+// used to run on the engine queue, behind whatever it was doing: during a catch-up of
+// thousands of events a page waited for seconds. A persistent cache is a WAL file, where a
+// second connection reads the last committed state while the writer works, so these reads
+// go to a read-only connection of their own, on the caller's thread. What they see is
+// always committed: everything the engine reported (a send returned, a completion ran, an
+// event was delivered) was committed before it was reported. An in-memory cache has no
+// second connection; its reads still go to the engine queue.
+
+final class CacheReader: Sendable {
+    private struct State {
+        /// The file of the open cache; nil when none is open or it lives in memory.
+        var path: String?
+        var reader: ChatCache?
+    }
+
+    private let state = Locked(State())
+
+    /// Engine queue: the cache at `path` is open now (nil: none, or in memory).
+    func attach(path: String?) {
+        state.withLock { state in
+            state.reader?.close()
+            state.reader = nil
+            state.path = path
+        }
+    }
+
+    /// Runs `body` with the read-only connection (opened on first use), one read at a time;
+    /// nil when there is no file to read (the caller reads on the engine queue instead).
+    func read<T>(_ body: (ChatCache) throws(ParleyError) -> T) throws(ParleyError) -> T? {
+        try state.withLock { state throws(ParleyError) -> T? in
+            guard let path = state.path else { return nil }
+            if state.reader == nil { state.reader = try ChatCache(readerOf: path) }
+            guard let reader = state.reader else { return nil }
+            return try body(reader)
+        }
+    }
+}
