@@ -62,6 +62,12 @@ static inline double quantile(double *values, int count, double q) {
 
 static inline double median(double *values, int count) { return quantile(values, count, 0.5); }
 
+/* One row of the summary table scripts/bench.sh prints (tab-separated, read by the script):
+ * the measure, Parley's figure, what it is compared with (measured in the same run), the goal. */
+static inline void summary_row(const char *measure, const char *parley, const char *comparison, const char *goal) {
+    printf("ROW\t%s\t%s\t%s\t%s\n", measure, parley, comparison, goal);
+}
+
 /* Runs one admin REST call and waits; prints the failure. */
 static inline int admin(parley_client *client, waiter *w, const char *method, const char *path, const char *body) {
     if (parley_client_request(client, NULL, method, path, body, on_result, w) != PARLEY_OK) return 0;

@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
-# Runs the benchmark programs against a local parley-server (release builds), printing the
-# engine's numbers beside the floor (raw libcurl, raw sqlite3) measured in the same run.
-#   bash scripts/bench.sh [MESSAGES] [READS]
+# Runs the benchmark programs against a local parley-server (release builds): each prints
+# its measures beside what they are compared with, measured in the same run (raw libcurl,
+# raw sqlite3, an empty cache, an idle client); at the end one table of the rows with their
+# goals. docs/BENCHMARKS.md explains every row.
+#   bash scripts/bench.sh            full run (about 2 minutes here)
+#   bash scripts/bench.sh --quick    smaller sizes (well under a minute)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+sends=300 reads=2000 missed=10000 channels=10 cache_mb=700
+if [[ "${1:-}" == "--quick" ]]; then
+    sends=100 reads=500 missed=2000 cache_mb=100
+fi
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 work=$(mktemp -d /tmp/parley-bench-server-XXXXXX)
 quietly() { "$@" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }; }
 echo "building (release)..."
 quietly bash scripts/setup.sh
 quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release
-quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine
+quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open
 quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-server/.build/release/parley-server --port 0 --database "$work/server.sqlite" --api-token "$token" > "$work/out" 2>/dev/null &
+# The catch-up replays every missed event: the server keeps enough of them.
+server/.build/release/parley-server --port 0 --database "$work/server.sqlite" --api-token "$token" \
+    --event-retention $((missed * 2 + 1000)) > "$work/out" 2>/dev/null &
 server_pid=$!
 trap 'kill $server_pid 2>/dev/null || true; wait $server_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do grep -q "listening on" "$work/out" 2>/dev/null && break; sleep 0.1; done
 url=$(sed -n 's/^parley-server listening on //p' "$work/out")
-"$root/build/cmake/bench_engine" "$url" "$token" "${1:-300}" "${2:-2000}"
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -sr)"
+run() {
+    "$@" > "$work/run.log"
+    grep -v $'^ROW\t' "$work/run.log"
+    grep $'^ROW\t' "$work/run.log" >> "$work/rows" || true
+    echo
+}
+: > "$work/rows"
+run "$root/build/cmake/bench_engine" "$url" "$token" "$sends" "$reads"
+run "$root/build/cmake/bench_catchup" "$url" "$token" "$missed" "$channels"
+run "$root/build/cmake/bench_open" "$url" "$token" "$cache_mb"
+
+echo "Summary (Parley's figure | compared with, same run | goal)"
+awk -F'\t' '{ printf "  %-62s %-22s %-52s %s\n", $2, $3, $4, $5 }' "$work/rows"

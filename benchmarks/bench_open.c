@@ -1,0 +1,154 @@
+/* bench_open: what opening a big cache costs.
+ *
+ *   bench_open SERVER_URL API_TOKEN [CACHE_MB]
+ *
+ * A user's cache is filled with copies of a real cached message (raw sqlite3 on the cache
+ * file, each copy with its own id and a ~2 KB data field) until the file holds CACHE_MB
+ * (default 700) megabytes; then parley_client_connect is timed to its completion (cache
+ * opened, session started) with that cache, beside the same with an empty cache (the
+ * floor: the server round trip). Median of 5 connects each, a new client every time. */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_support.h"
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static atomic_int received = 0;
+
+static void on_event(void *user_data, const char *category, const char *channel_url, const char *payload) {
+    (void)user_data; (void)channel_url; (void)payload;
+    if (strcmp(category, "message_received") == 0) atomic_fetch_add(&received, 1);
+}
+
+/* Connects a new client on cache_dir and returns the time to the completion (us). */
+static double timed_connect(const char *url, const char *cache_dir, const char *user, const char *token) {
+    char config[1024];
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
+    parley_client *client = NULL;
+    if (parley_client_create(&client, config) != PARLEY_OK) return -1;
+    waiter w = WAITER_INIT;
+    double t0 = now_us();
+    if (parley_client_connect(client, NULL, user, token, on_result, &w) != PARLEY_OK) return -1;
+    wait_done(&w);
+    double elapsed = now_us() - t0;
+    if (w.code != 0) fprintf(stderr, "connect failed: %s\n", w.text);
+    parley_client_destroy(client);
+    return w.code == 0 ? elapsed : -1;
+}
+
+static long long file_bytes(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0 ? (long long)info.st_size : 0;
+}
+
+/* Fills the cache file with copies of its first message until it holds `megabytes`. */
+static int fill(const char *path, int megabytes) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return 0;
+    char *error = NULL;
+    const char *setup =
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
+        "CREATE TEMP TABLE template AS SELECT * FROM messages ORDER BY message_id LIMIT 1;"
+        "UPDATE template SET json = json_set(json, '$.data', hex(randomblob(1024))), message_id = 1000000000;";
+    if (sqlite3_exec(db, setup, NULL, NULL, &error) != SQLITE_OK) {
+        fprintf(stderr, "fill: %s\n", error);
+        return 0;
+    }
+    sqlite3_stmt *bump = NULL, *copy = NULL;
+    sqlite3_prepare_v2(db, "UPDATE template SET message_id = message_id + 1, created_at = created_at - 1", -1, &bump, NULL);
+    sqlite3_prepare_v2(db, "INSERT INTO messages SELECT * FROM template", -1, &copy, NULL);
+    while (file_bytes(path) < (long long)megabytes << 20) {
+        sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+        for (int i = 0; i < 20000; i++) {
+            sqlite3_step(bump);
+            sqlite3_reset(bump);
+            if (sqlite3_step(copy) != SQLITE_DONE) {
+                fprintf(stderr, "fill: %s\n", sqlite3_errmsg(db));
+                return 0;
+            }
+            sqlite3_reset(copy);
+        }
+        sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL);
+    }
+    sqlite3_finalize(bump);
+    sqlite3_finalize(copy);
+    sqlite3_close(db);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SERVER_URL API_TOKEN [CACHE_MB]\n", argv[0]);
+        return 2;
+    }
+    const char *url = argv[1], *api_token = argv[2];
+    int megabytes = argc > 3 ? atoi(argv[3]) : 700;
+    char config[1024], body[512], token[256], user[64], channel[64], path[256];
+    char big_dir[] = "/tmp/parley-bench-open-XXXXXX", empty_dir[] = "/tmp/parley-bench-empty-XXXXXX";
+    if (mkdtemp(big_dir) == NULL || mkdtemp(empty_dir) == NULL || megabytes < 1) return 1;
+    waiter w = WAITER_INIT;
+    snprintf(user, sizeof user, "open-%ld-%d", (long)time(NULL), (int)getpid());
+    snprintf(channel, sizeof channel, "open-%ld-%d", (long)time(NULL), (int)getpid());
+
+    parley_client *root = NULL;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
+    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
+    snprintf(body, sizeof body, "{\"user_id\": \"%s\"}", user);
+    if (!admin(root, &w, "POST", "/v3/users", body)) return 1;
+    snprintf(body, sizeof body, "{\"user_ids\": [\"%s\"], \"channel_url\": \"%s\"}", user, channel);
+    if (!admin(root, &w, "POST", "/v3/group_channels", body)) return 1;
+    if (!user_token(root, &w, user, token, sizeof token)) return 1;
+
+    /* A real cached message to copy: received live by a connected client. */
+    parley_client *client = NULL;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, big_dir);
+    if (parley_client_create(&client, config) != PARLEY_OK) return 1;
+    parley_client_set_event_handler(client, on_event, NULL);
+    if (parley_client_connect(client, NULL, user, token, on_result, &w) != PARLEY_OK) return 1;
+    wait_done(&w);
+    for (int i = 0; i < 300; i++) {
+        int state = 0;
+        parley_client_connection_state(client, &state);
+        if (state == PARLEY_STATE_OPEN) break;
+        sleep_ms(10);
+    }
+    snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
+    snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"template\"}", user);
+    if (!admin(root, &w, "POST", path, body)) return 1;
+    for (int i = 0; i < 500 && atomic_load(&received) < 1; i++) sleep_ms(10);
+    parley_client_destroy(client);
+    if (atomic_load(&received) < 1) { fprintf(stderr, "no message arrived\n"); return 1; }
+
+    char find[512], cache_file[1024];
+    snprintf(find, sizeof find, "find '%s' -name '*.sqlite' | head -1", big_dir);
+    FILE *finder = popen(find, "r");
+    if (finder == NULL || fgets(cache_file, sizeof cache_file, finder) == NULL) return 1;
+    pclose(finder);
+    cache_file[strcspn(cache_file, "\n")] = '\0';
+    printf("filling the cache to %d MB...\n", megabytes);
+    double filling = now_us();
+    if (!fill(cache_file, megabytes)) return 1;
+    printf("  %lld MB in %.1f s\n", file_bytes(cache_file) >> 20, (now_us() - filling) / 1e6);
+
+    double big[5], empty[5];
+    for (int i = 0; i < 5; i++) {
+        big[i] = timed_connect(url, big_dir, user, token);
+        char fresh[300];
+        snprintf(fresh, sizeof fresh, "%s/%d", empty_dir, i);
+        empty[i] = timed_connect(url, fresh, user, token);
+        if (big[i] < 0 || empty[i] < 0) return 1;
+    }
+    double big_median = median(big, 5), empty_median = median(empty, 5);
+    printf("\nConnect to completion (median of 5)\n");
+    printf("  with a %4lld MB cache      %8.1f ms\n", file_bytes(cache_file) >> 20, big_median / 1e3);
+    printf("  with an empty cache (floor) %7.1f ms\n", empty_median / 1e3);
+    char measure[96], figure[64], comparison[96];
+    snprintf(measure, sizeof measure, "connect with a %lld MB cache (to completion)", file_bytes(cache_file) >> 20);
+    snprintf(figure, sizeof figure, "%.1f ms", big_median / 1e3);
+    snprintf(comparison, sizeof comparison, "empty cache %.1f ms", empty_median / 1e3);
+    summary_row(measure, figure, comparison, "<= 50 ms");
+    parley_client_destroy(root);
+    snprintf(find, sizeof find, "rm -rf '%s' '%s'", big_dir, empty_dir);
+    return system(find) == 0 ? 0 : 1;
+}
