@@ -1,0 +1,150 @@
+/* bench_live: what a live message costs its receiver, in a small and in a big channel.
+ *
+ *   bench_live SERVER_URL API_TOKEN [MESSAGES] [BIG_MEMBERS]
+ *
+ * A receiving client is connected; MESSAGES messages (default 500) are posted, 100 per
+ * second, into a channel of 2 members, then into one of BIG_MEMBERS members (default 500).
+ * For each: the latency from the POST (sent by another client of the same process) to the
+ * receiver's event callback (p50, p99, max), and the process CPU time per message (the sender's work is the same in both runs,
+ * so the difference is what the channel's size costs the receiver). A message should cost
+ * its receiver the message, not the channel's size. */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_support.h"
+#include <stdatomic.h>
+#include <unistd.h>
+
+#define MAX_MESSAGES 20000
+
+static double sent_at[MAX_MESSAGES];
+static double latency[MAX_MESSAGES];
+static atomic_int received = 0;
+
+/* Payload has "message":"live <n>": the index of the send. */
+static void on_event(void *user_data, const char *category, const char *channel_url, const char *payload) {
+    (void)user_data; (void)channel_url;
+    if (strcmp(category, "message_received") != 0) return;
+    double now = now_us();
+    const char *at = strstr(payload, "\"message\":\"live ");
+    if (at == NULL) return;
+    int index = atoi(at + strlen("\"message\":\"live "));
+    if (index < 0 || index >= MAX_MESSAGES || sent_at[index] == 0) return;
+    latency[index] = now - sent_at[index];
+    atomic_fetch_add(&received, 1);
+}
+
+static double process_cpu_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+typedef struct {
+    double p50, p99, max, cpu_per_message;
+    int lost;
+} live_result;
+
+static live_result run(parley_client *root, waiter *w, const char *channel, const char *sender, int messages) {
+    char path[256], body[256];
+    snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
+    memset(sent_at, 0, sizeof sent_at);
+    memset(latency, 0, sizeof latency);
+    atomic_store(&received, 0);
+    double cpu = process_cpu_us();
+    double next = now_us();
+    for (int i = 0; i < messages; i++) {
+        while (now_us() < next) sleep_ms(1);
+        next += 10000;  /* 100 per second */
+        snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"live %d\"}", sender, i);
+        sent_at[i] = now_us();
+        if (parley_client_request(root, NULL, "POST", path, body, on_result, w) != PARLEY_OK) break;
+        wait_done(w);
+    }
+    double waited = now_us();
+    while (atomic_load(&received) < messages && now_us() - waited < 5e6) sleep_ms(5);
+    live_result result = {0, 0, 0, (process_cpu_us() - cpu) / messages, messages - atomic_load(&received)};
+    int count = 0;
+    for (int i = 0; i < messages; i++) {
+        if (latency[i] > 0) latency[count++] = latency[i];
+    }
+    result.p50 = quantile(latency, count, 0.5);
+    result.p99 = quantile(latency, count, 0.99);
+    result.max = quantile(latency, count, 1.0);
+    return result;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SERVER_URL API_TOKEN [MESSAGES] [BIG_MEMBERS]\n", argv[0]);
+        return 2;
+    }
+    const char *url = argv[1], *api_token = argv[2];
+    int messages = argc > 3 ? atoi(argv[3]) : 500;
+    int big = argc > 4 ? atoi(argv[4]) : 500;
+    if (messages < 1 || messages > MAX_MESSAGES || big < 3) return 2;
+    char config[1024], run_id[48], me[64], bob[64], small_channel[96], big_channel[96], token[256];
+    char cache_dir[] = "/tmp/parley-bench-live-XXXXXX";
+    if (mkdtemp(cache_dir) == NULL) return 1;
+    waiter w = WAITER_INIT;
+    snprintf(run_id, sizeof run_id, "%ld-%d", (long)time(NULL), (int)getpid());
+    snprintf(me, sizeof me, "live-me-%s", run_id);
+    snprintf(bob, sizeof bob, "live-bob-%s", run_id);
+    snprintf(small_channel, sizeof small_channel, "live-small-%s", run_id);
+    snprintf(big_channel, sizeof big_channel, "live-big-%s", run_id);
+
+    parley_client *root = NULL;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
+    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
+    char *body = malloc((size_t)big * 64 + 256);
+    size_t used = 0;
+    used += (size_t)sprintf(body, "{\"channel_url\": \"%s\", \"user_ids\": [\"%s\", \"%s\"", big_channel, me, bob);
+    for (int i = 0; i < big - 2; i++) {
+        char user[96], create[160];
+        snprintf(user, sizeof user, "live-member-%s-%d", run_id, i);
+        snprintf(create, sizeof create, "{\"user_id\": \"%s\", \"nickname\": \"member %d\"}", user, i);
+        if (!admin(root, &w, "POST", "/v3/users", create)) return 1;
+        used += (size_t)sprintf(body + used, ", \"%s\"", user);
+    }
+    sprintf(body + used, "]}");
+    char create[512];
+    snprintf(create, sizeof create, "{\"user_id\": \"%s\"}", me);
+    if (!admin(root, &w, "POST", "/v3/users", create)) return 1;
+    snprintf(create, sizeof create, "{\"user_id\": \"%s\"}", bob);
+    if (!admin(root, &w, "POST", "/v3/users", create)) return 1;
+    if (!admin(root, &w, "POST", "/v3/group_channels", body)) return 1;
+    snprintf(create, sizeof create, "{\"channel_url\": \"%s\", \"user_ids\": [\"%s\", \"%s\"]}", small_channel, me, bob);
+    if (!admin(root, &w, "POST", "/v3/group_channels", create)) return 1;
+    free(body);
+    if (!user_token(root, &w, me, token, sizeof token)) return 1;
+
+    parley_client *client = NULL;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
+    if (parley_client_create(&client, config) != PARLEY_OK) return 1;
+    parley_client_set_event_handler(client, on_event, NULL);
+    if (parley_client_connect(client, NULL, me, token, on_result, &w) != PARLEY_OK) return 1;
+    wait_done(&w);
+    for (int i = 0; i < 300; i++) {
+        int state = 0;
+        parley_client_connection_state(client, &state);
+        if (state == PARLEY_STATE_OPEN) break;
+        sleep_ms(10);
+    }
+    live_result small = run(root, &w, small_channel, bob, messages);
+    live_result large = run(root, &w, big_channel, bob, messages);
+    printf("Live messages, 100/s, POST sent -> receiver's callback (%d each)\n", messages);
+    printf("  %4d members   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   process CPU %6.0f us/message\n", 2,
+           small.p50 / 1e3, small.p99 / 1e3, small.max / 1e3, small.lost, small.cpu_per_message);
+    printf("  %4d members   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   process CPU %6.0f us/message\n", big,
+           large.p50 / 1e3, large.p99 / 1e3, large.max / 1e3, large.lost, large.cpu_per_message);
+    char measure[96], figure[64], comparison[96];
+    snprintf(measure, sizeof measure, "live message in a %d-member channel: process CPU", big);
+    snprintf(figure, sizeof figure, "%.0f us/message", large.cpu_per_message);
+    snprintf(comparison, sizeof comparison, "2 members: %.0f us/message", small.cpu_per_message);
+    summary_row(measure, figure, comparison, "flat in channel size");
+    snprintf(figure, sizeof figure, "p50 %.2f p99 %.2f ms", large.p50 / 1e3, large.p99 / 1e3);
+    snprintf(comparison, sizeof comparison, "2 members: p50 %.2f p99 %.2f ms", small.p50 / 1e3, small.p99 / 1e3);
+    summary_row("  its delivery, POST sent to the receiver's callback", figure, comparison, "p50 <= 3, p99 <= 15 ms");
+    parley_client_destroy(client);
+    parley_client_destroy(root);
+    snprintf(config, sizeof config, "rm -rf '%s'", cache_dir);
+    return system(config) == 0 && small.lost == 0 && large.lost == 0 ? 0 : 1;
+}
