@@ -1,0 +1,291 @@
+/* bench_views: the message collection over a big cache.
+ *
+ *   bench_views SERVER_URL API_TOKEN [CACHED_MESSAGES] [SMALL_MESSAGES]
+ *
+ * A user's cache holds CACHED_MESSAGES (default 100,000) messages of one channel: real ones
+ * fetched through a collection (so that the cache provably holds them continuously), then
+ * copies written with raw sqlite3 below them. Measured:
+ *   - a cached page of 100 through parley_message_collection_load_previous (inside the
+ *     fetched range, so from the cache), start to completion, against the raw sqlite3 read
+ *     of the same 100 rows (P1);
+ *   - opening a collection at the newest end: parley_message_collection_create + start to
+ *     its cache result, the first page (P5);
+ *   - the resident memory of the process with 10 collections open on that cache, beside the
+ *     same with a cache of SMALL_MESSAGES (default 1,000) (P6). */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_support.h"
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+typedef struct {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int done, code;
+    double at;
+    size_t bytes;
+} page_slot;
+
+static void page_init(page_slot *slot) {
+    memset(slot, 0, sizeof *slot);
+    pthread_mutex_init(&slot->mutex, NULL);
+    pthread_cond_init(&slot->cond, NULL);
+}
+
+static void on_page(void *user_data, const parley_error *error, const char *json) {
+    page_slot *slot = user_data;
+    double now = now_us();
+    pthread_mutex_lock(&slot->mutex);
+    slot->code = error ? error->code : 0;
+    slot->bytes = json ? strlen(json) : 0;
+    slot->at = now;
+    slot->done = 1;
+    pthread_cond_broadcast(&slot->cond);
+    pthread_mutex_unlock(&slot->mutex);
+}
+
+static void wait_page(page_slot *slot) {
+    pthread_mutex_lock(&slot->mutex);
+    while (!slot->done) pthread_cond_wait(&slot->cond, &slot->mutex);
+    pthread_mutex_unlock(&slot->mutex);
+}
+
+static void on_ignored(void *user_data, const parley_error *error, const char *json) {
+    (void)user_data; (void)error; (void)json;
+}
+
+static long rss_kb(void) {
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = 0;
+    while (status && fgets(line, sizeof line, status)) {
+        if (strncmp(line, "VmRSS:", 6) == 0) kb = atol(line + 6);
+    }
+    if (status) fclose(status);
+    return kb;
+}
+
+static char *cache_file_in(const char *directory) {
+    char find[512];
+    static char path[1024];
+    snprintf(find, sizeof find, "find '%s' -name '*.sqlite' | head -1", directory);
+    FILE *finder = popen(find, "r");
+    if (finder == NULL || fgets(path, sizeof path, finder) == NULL) return NULL;
+    pclose(finder);
+    path[strcspn(path, "\n")] = '\0';
+    return path;
+}
+
+/* Adds `count` copies of the channel's oldest message below it (older ids and times). */
+static int add_copies(const char *path, int count) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return 0;
+    char *error = NULL;
+    if (sqlite3_exec(db,
+                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
+                     "CREATE TEMP TABLE template AS SELECT * FROM messages ORDER BY created_at, message_id LIMIT 1;",
+                     NULL, NULL, &error) != SQLITE_OK) {
+        fprintf(stderr, "copies: %s\n", error);
+        return 0;
+    }
+    sqlite3_stmt *bump = NULL, *copy = NULL;
+    /* Ids above the server's, times below the real messages: older copies, each its own key. */
+    sqlite3_exec(db, "UPDATE template SET message_id = 1000000000", NULL, NULL, NULL);
+    sqlite3_prepare_v2(db, "UPDATE template SET message_id = message_id + 1, created_at = created_at - 1", -1, &bump, NULL);
+    sqlite3_prepare_v2(db, "INSERT INTO messages SELECT * FROM template", -1, &copy, NULL);
+    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    for (int i = 0; i < count; i++) {
+        sqlite3_step(bump);
+        sqlite3_reset(bump);
+        if (sqlite3_step(copy) != SQLITE_DONE) {
+            fprintf(stderr, "copies: %s\n", sqlite3_errmsg(db));
+            return 0;
+        }
+        sqlite3_reset(copy);
+    }
+    sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL);
+    sqlite3_finalize(bump);
+    sqlite3_finalize(copy);
+    sqlite3_close(db);
+    return 1;
+}
+
+typedef struct {
+    double page_us[64], raw_us[64], first_page_us;
+    int pages;
+    long rss_kb;
+} view_figures;
+
+/* Connects on cache_dir, measures, disconnects. */
+static int measure(const char *url, const char *cache_dir, const char *user, const char *token, const char *channel,
+                   int pages, view_figures *out) {
+    char config[1024];
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
+    parley_client *client = NULL;
+    waiter w = WAITER_INIT;
+    if (parley_client_create(&client, config) != PARLEY_OK) return 0;
+    if (parley_client_connect(client, NULL, user, token, on_result, &w) != PARLEY_OK) return 0;
+    wait_done(&w);
+    if (w.code != 0) return 0;
+    /* The first page of a new view at the newest end. */
+    parley_message_collection *views[10] = {0};
+    page_slot first;
+    page_init(&first);
+    double t0 = now_us();
+    if (parley_message_collection_create(&views[0], client, channel, PARLEY_STARTING_POINT_NEWEST, "{\"previous_result_size\": 100}", NULL) !=
+            PARLEY_OK ||
+        parley_message_collection_start(views[0], on_page, on_ignored, &first) != PARLEY_OK) {
+        return 0;
+    }
+    wait_page(&first);
+    out->first_page_us = first.at - t0;
+    /* Pages of 100 inside the fetched range: from the cache. */
+    out->pages = 0;
+    for (int i = 0; i < pages && i < 64; i++) {
+        page_slot page;
+        page_init(&page);
+        double start = now_us();
+        if (parley_message_collection_load_previous(views[0], on_page, &page) != PARLEY_OK) return 0;
+        wait_page(&page);
+        if (page.code != 0) break;
+        out->page_us[out->pages++] = page.at - start;
+    }
+    for (int i = 1; i < 10; i++) {
+        if (parley_message_collection_create(&views[i], client, channel, PARLEY_STARTING_POINT_NEWEST, NULL, NULL) != PARLEY_OK) return 0;
+        page_init(&first);
+        parley_message_collection_start(views[i], on_page, on_ignored, &first);
+        wait_page(&first);
+    }
+    sleep_ms(300);
+    out->rss_kb = rss_kb();
+    for (int i = 0; i < 10; i++) parley_message_collection_dispose(views[i]);
+    parley_client_destroy(client);
+    return 1;
+}
+
+/* The raw sqlite3 read of pages of 100, walking down from the newest. */
+static void raw_pages(const char *path, const char *channel, int pages, double *samples) {
+    sqlite3 *db = NULL;
+    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+    sqlite3_stmt *select = NULL;
+    sqlite3_prepare_v2(db,
+                       "SELECT json, created_at, message_id FROM messages WHERE channel_url = ?1 AND (created_at, message_id) < (?2, ?3)"
+                       " ORDER BY created_at DESC, message_id DESC LIMIT 100",
+                       -1, &select, NULL);
+    long long created = 0x7fffffffffffffffLL, id = 0x7fffffffffffffffLL;
+    for (int i = 0; i < pages; i++) {
+        double t0 = now_us();
+        sqlite3_bind_text(select, 1, channel, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(select, 2, created);
+        sqlite3_bind_int64(select, 3, id);
+        size_t bytes = 0;
+        while (sqlite3_step(select) == SQLITE_ROW) {
+            bytes += (size_t)sqlite3_column_bytes(select, 0);
+            created = sqlite3_column_int64(select, 1);
+            id = sqlite3_column_int64(select, 2);
+        }
+        sqlite3_reset(select);
+        samples[i] = now_us() - t0;
+    }
+    sqlite3_finalize(select);
+    sqlite3_close(db);
+}
+
+static int setup_cache(parley_client *root, waiter *w, const char *url, const char *dir, const char *user, const char *token,
+                       const char *channel, int fetched) {
+    char config[1024];
+    (void)root;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, dir);
+    parley_client *client = NULL;
+    if (parley_client_create(&client, config) != PARLEY_OK) return 0;
+    if (parley_client_connect(client, NULL, user, token, on_result, w) != PARLEY_OK) return 0;
+    wait_done(w);
+    parley_message_collection *view = NULL;
+    if (parley_message_collection_create(&view, client, channel, PARLEY_STARTING_POINT_NEWEST, "{\"previous_result_size\": 200}", NULL) !=
+        PARLEY_OK)
+        return 0;
+    page_slot page;
+    page_init(&page);
+    parley_message_collection_start(view, on_ignored, on_page, &page);
+    wait_page(&page);
+    for (int loaded = 200; loaded < fetched; loaded += 200) {
+        page_init(&page);
+        parley_message_collection_load_previous(view, on_page, &page);
+        wait_page(&page);
+    }
+    parley_message_collection_dispose(view);
+    parley_client_destroy(client);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SERVER_URL API_TOKEN [CACHED_MESSAGES] [SMALL_MESSAGES]\n", argv[0]);
+        return 2;
+    }
+    const char *url = argv[1], *api_token = argv[2];
+    int cached = argc > 3 ? atoi(argv[3]) : 100000;
+    int small = argc > 4 ? atoi(argv[4]) : 1000;
+    int fetched = 2000;
+    if (cached < fetched + 1 || small < 101 || small > fetched) return 2;
+    char config[1024], body[512], token[256], user[64], channel[64], path[256];
+    char big_dir[] = "/tmp/parley-bench-views-XXXXXX", small_dir[] = "/tmp/parley-bench-views-small-XXXXXX";
+    if (mkdtemp(big_dir) == NULL || mkdtemp(small_dir) == NULL) return 1;
+    waiter w = WAITER_INIT;
+    snprintf(user, sizeof user, "views-%ld-%d", (long)time(NULL), (int)getpid());
+    snprintf(channel, sizeof channel, "views-%ld-%d", (long)time(NULL), (int)getpid());
+    parley_client *root = NULL;
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
+    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
+    snprintf(body, sizeof body, "{\"user_id\": \"%s\"}", user);
+    if (!admin(root, &w, "POST", "/v3/users", body)) return 1;
+    snprintf(body, sizeof body, "{\"user_ids\": [\"%s\"], \"channel_url\": \"%s\"}", user, channel);
+    if (!admin(root, &w, "POST", "/v3/group_channels", body)) return 1;
+    if (!user_token(root, &w, user, token, sizeof token)) return 1;
+    snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
+    printf("posting %d messages...\n", fetched);
+    for (int i = 0; i < fetched; i++) {
+        snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"view %d\"}", user, i);
+        if (!admin(root, &w, "POST", path, body)) return 1;
+    }
+    /* Both caches hold real messages fetched through a collection; the big one gets copies below. */
+    if (!setup_cache(root, &w, url, big_dir, user, token, channel, fetched)) return 1;
+    if (!setup_cache(root, &w, url, small_dir, user, token, channel, small)) return 1;
+    char big_file[1024];
+    char *found = cache_file_in(big_dir);
+    if (found == NULL) return 1;
+    snprintf(big_file, sizeof big_file, "%s", found);
+    printf("adding %d cached copies below them...\n", cached - fetched);
+    if (!add_copies(big_file, cached - fetched)) return 1;
+
+    view_figures big_figures, small_figures;
+    int pages = 15;  /* 1,500 of the 2,000 fetched: inside the range the cache holds continuously */
+    if (!measure(url, big_dir, user, token, channel, pages, &big_figures)) return 1;
+    if (!measure(url, small_dir, user, token, channel, 0, &small_figures)) return 1;
+    double raw[64];
+    raw_pages(big_file, channel, big_figures.pages, raw);
+    double page_median = median(big_figures.page_us, big_figures.pages), raw_median = median(raw, big_figures.pages);
+    printf("\nMessage collection over a cache of %d messages in one channel\n", cached);
+    printf("  cached page of 100 (load_previous)   median %8.1f us   p99 %8.1f us   (%d pages)\n", page_median,
+           quantile(big_figures.page_us, big_figures.pages, 0.99), big_figures.pages);
+    printf("  raw sqlite3 read of 100 rows (floor) median %8.1f us\n", raw_median);
+    printf("  create + start to the first page     %8.2f ms (cache of %d)   %8.2f ms (cache of %d)\n",
+           big_figures.first_page_us / 1e3, cached, small_figures.first_page_us / 1e3, small);
+    printf("  RSS with 10 collections open         %8.1f MB (cache of %d)   %8.1f MB (cache of %d)\n", big_figures.rss_kb / 1024.0,
+           cached, small_figures.rss_kb / 1024.0, small);
+    char measure_text[96], figure[64], comparison[96];
+    snprintf(figure, sizeof figure, "%.0f us (%.2fx)", page_median, page_median / raw_median);
+    snprintf(comparison, sizeof comparison, "raw sqlite3 read of the rows %.0f us", raw_median);
+    summary_row("P1 cached page of 100, load_previous (C)", figure, comparison, "<= 1.5x");
+    snprintf(measure_text, sizeof measure_text, "P5 open a collection on %d cached: first page", cached);
+    snprintf(figure, sizeof figure, "%.2f ms", big_figures.first_page_us / 1e3);
+    snprintf(comparison, sizeof comparison, "cache of %d: %.2f ms", small, small_figures.first_page_us / 1e3);
+    summary_row(measure_text, figure, comparison, "<= 2 ms");
+    snprintf(measure_text, sizeof measure_text, "P6 RSS, 10 collections, %d cached messages", cached);
+    snprintf(figure, sizeof figure, "%.1f MB", big_figures.rss_kb / 1024.0);
+    snprintf(comparison, sizeof comparison, "cache of %d: %.1f MB", small, small_figures.rss_kb / 1024.0);
+    summary_row(measure_text, figure, comparison, "<= 64 MB, flat");
+    parley_client_destroy(root);
+    snprintf(config, sizeof config, "rm -rf '%s' '%s'", big_dir, small_dir);
+    return system(config) == 0 ? 0 : 1;
+}
