@@ -86,18 +86,8 @@ int main(int argc, char **argv) {
     }
     if (!user_token(root, &w, me, token, sizeof token)) return 1;
 
-    parley_client *client = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
-    if (parley_client_create(&client, config) != PARLEY_OK) return 1;
-    parley_client_set_event_handler(client, on_event, NULL);
-    if (parley_client_connect(client, NULL, me, token, on_result, &w) != PARLEY_OK) return 1;
-    wait_done(&w);
-    for (int i = 0; i < 200; i++) {
-        int state = 0;
-        parley_client_connection_state(client, &state);
-        if (state == PARLEY_STATE_OPEN) break;
-        sleep_ms(10);
-    }
+    parley_client *client = connected_client(url, cache_dir, me, token, on_event);
+    if (client == NULL) return 1;
     /* Idle reads: the same pages with nothing else running. */
     reader_state idle = {client, channels, malloc(sizeof(double) * 500), 500, 0};
     atomic_store(&catching_up, 1);

@@ -116,18 +116,8 @@ int main(int argc, char **argv) {
     free(body);
     if (!user_token(root, &w, me, token, sizeof token)) return 1;
 
-    parley_client *client = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
-    if (parley_client_create(&client, config) != PARLEY_OK) return 1;
-    parley_client_set_event_handler(client, on_event, NULL);
-    if (parley_client_connect(client, NULL, me, token, on_result, &w) != PARLEY_OK) return 1;
-    wait_done(&w);
-    for (int i = 0; i < 300; i++) {
-        int state = 0;
-        parley_client_connection_state(client, &state);
-        if (state == PARLEY_STATE_OPEN) break;
-        sleep_ms(10);
-    }
+    parley_client *client = connected_client(url, cache_dir, me, token, on_event);
+    if (client == NULL) return 1;
     live_result small = run(root, &w, small_channel, bob, messages);
     live_result large = run(root, &w, big_channel, bob, messages);
     printf("Live messages, 100/s, POST sent -> receiver's callback (%d each)\n", messages);

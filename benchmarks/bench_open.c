@@ -101,18 +101,8 @@ int main(int argc, char **argv) {
     if (!user_token(root, &w, user, token, sizeof token)) return 1;
 
     /* A real cached message to copy: received live by a connected client. */
-    parley_client *client = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, big_dir);
-    if (parley_client_create(&client, config) != PARLEY_OK) return 1;
-    parley_client_set_event_handler(client, on_event, NULL);
-    if (parley_client_connect(client, NULL, user, token, on_result, &w) != PARLEY_OK) return 1;
-    wait_done(&w);
-    for (int i = 0; i < 300; i++) {
-        int state = 0;
-        parley_client_connection_state(client, &state);
-        if (state == PARLEY_STATE_OPEN) break;
-        sleep_ms(10);
-    }
+    parley_client *client = connected_client(url, big_dir, user, token, on_event);
+    if (client == NULL) return 1;
     snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
     snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"template\"}", user);
     if (!admin(root, &w, "POST", path, body)) return 1;
@@ -121,11 +111,9 @@ int main(int argc, char **argv) {
     if (atomic_load(&received) < 1) { fprintf(stderr, "no message arrived\n"); return 1; }
 
     char find[512], cache_file[1024];
-    snprintf(find, sizeof find, "find '%s' -name '*.sqlite' | head -1", big_dir);
-    FILE *finder = popen(find, "r");
-    if (finder == NULL || fgets(cache_file, sizeof cache_file, finder) == NULL) return 1;
-    pclose(finder);
-    cache_file[strcspn(cache_file, "\n")] = '\0';
+    const char *found = cache_file_in(big_dir);
+    if (found == NULL) return 1;
+    snprintf(cache_file, sizeof cache_file, "%s", found);
     printf("filling the cache to %d MB...\n", megabytes);
     double filling = now_us();
     if (!fill(cache_file, megabytes)) return 1;

@@ -87,4 +87,44 @@ static inline int user_token(parley_client *root, waiter *w, const char *user, c
     return sscanf(found + 9, format, token) == 1;
 }
 
+/* A client with its cache under `cache_dir`, the event handler set (when `on_event` is not
+ * NULL), connected as `user`, its event stream open. NULL on failure (printed). */
+static inline parley_client *connected_client(const char *url, const char *cache_dir, const char *user, const char *token,
+                                              parley_event_fn on_event) {
+    char config[1024];
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
+    parley_client *client = NULL;
+    waiter w = WAITER_INIT;
+    if (parley_client_create(&client, config) != PARLEY_OK) return NULL;
+    if (on_event) parley_client_set_event_handler(client, on_event, NULL);
+    if (parley_client_connect(client, NULL, user, token, on_result, &w) != PARLEY_OK) return NULL;
+    wait_done(&w);
+    if (w.code != 0) {
+        fprintf(stderr, "connect failed: %s\n", w.text);
+        parley_client_destroy(client);
+        return NULL;
+    }
+    for (int i = 0; i < 300; i++) {
+        int state = 0;
+        parley_client_connection_state(client, &state);
+        if (state == PARLEY_STATE_OPEN) break;
+        sleep_ms(10);
+    }
+    return client;
+}
+
+/* The path of the cache file under `directory` (static storage), NULL when there is none. */
+static inline const char *cache_file_in(const char *directory) {
+    char find[512];
+    static char path[1024];
+    snprintf(find, sizeof find, "find '%s' -name '*.sqlite' | head -1", directory);
+    FILE *finder = popen(find, "r");
+    if (finder == NULL) return NULL;
+    char *line = fgets(path, sizeof path, finder);
+    pclose(finder);
+    if (line == NULL) return NULL;
+    path[strcspn(path, "\n")] = '\0';
+    return path;
+}
+
 #endif

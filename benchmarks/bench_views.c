@@ -65,17 +65,6 @@ static long rss_kb(void) {
     return kb;
 }
 
-static char *cache_file_in(const char *directory) {
-    char find[512];
-    static char path[1024];
-    snprintf(find, sizeof find, "find '%s' -name '*.sqlite' | head -1", directory);
-    FILE *finder = popen(find, "r");
-    if (finder == NULL || fgets(path, sizeof path, finder) == NULL) return NULL;
-    pclose(finder);
-    path[strcspn(path, "\n")] = '\0';
-    return path;
-}
-
 /* Adds `count` copies of the channel's oldest message below it (older ids and times). */
 static int add_copies(const char *path, int count) {
     sqlite3 *db = NULL;
@@ -119,14 +108,8 @@ typedef struct {
 /* Connects on cache_dir, measures, disconnects. */
 static int measure(const char *url, const char *cache_dir, const char *user, const char *token, const char *channel,
                    int pages, view_figures *out) {
-    char config[1024];
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
-    parley_client *client = NULL;
-    waiter w = WAITER_INIT;
-    if (parley_client_create(&client, config) != PARLEY_OK) return 0;
-    if (parley_client_connect(client, NULL, user, token, on_result, &w) != PARLEY_OK) return 0;
-    wait_done(&w);
-    if (w.code != 0) return 0;
+    parley_client *client = connected_client(url, cache_dir, user, token, NULL);
+    if (client == NULL) return 0;
     /* The first page of a new view at the newest end. */
     parley_message_collection *views[10] = {0};
     page_slot first;
@@ -193,13 +176,10 @@ static void raw_pages(const char *path, const char *channel, int pages, double *
 
 static int setup_cache(parley_client *root, waiter *w, const char *url, const char *dir, const char *user, const char *token,
                        const char *channel, int fetched) {
-    char config[1024];
     (void)root;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, dir);
-    parley_client *client = NULL;
-    if (parley_client_create(&client, config) != PARLEY_OK) return 0;
-    if (parley_client_connect(client, NULL, user, token, on_result, w) != PARLEY_OK) return 0;
-    wait_done(w);
+    (void)w;
+    parley_client *client = connected_client(url, dir, user, token, NULL);
+    if (client == NULL) return 0;
     parley_message_collection *view = NULL;
     if (parley_message_collection_create(&view, client, channel, PARLEY_STARTING_POINT_NEWEST, "{\"previous_result_size\": 200}", NULL) !=
         PARLEY_OK)
@@ -252,7 +232,7 @@ int main(int argc, char **argv) {
     if (!setup_cache(root, &w, url, big_dir, user, token, channel, fetched)) return 1;
     if (!setup_cache(root, &w, url, small_dir, user, token, channel, small)) return 1;
     char big_file[1024];
-    char *found = cache_file_in(big_dir);
+    const char *found = cache_file_in(big_dir);
     if (found == NULL) return 1;
     snprintf(big_file, sizeof big_file, "%s", found);
     printf("adding %d cached copies below them...\n", cached - fetched);
