@@ -2,8 +2,9 @@
  *
  *   bench_live SERVER_URL API_TOKEN [MESSAGES] [BIG_MEMBERS]
  *
- * A receiving client is connected; MESSAGES messages (default 500) are posted, 100 per
- * second, into a channel of 2 members, then into one of BIG_MEMBERS members (default 500).
+ * A receiving client is connected; MESSAGES messages (default 500) are posted into a channel
+ * of 2 members at 50 and at 200 per second (P3: latency and loss), then at 100 per second
+ * into it again and into one of BIG_MEMBERS members (default 500).
  * For each: the latency from the POST (sent by another client of the same process) to the
  * receiver's event callback (p50, p99, max), and the process CPU time per message (the sender's work is the same in both runs,
  * so the difference is what the channel's size costs the receiver). A message should cost
@@ -43,7 +44,7 @@ typedef struct {
     int lost;
 } live_result;
 
-static live_result run(parley_client *root, waiter *w, const char *channel, const char *sender, int messages) {
+static live_result run(parley_client *root, waiter *w, const char *channel, const char *sender, int messages, int rate) {
     char path[256], body[256];
     snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
     memset(sent_at, 0, sizeof sent_at);
@@ -53,7 +54,7 @@ static live_result run(parley_client *root, waiter *w, const char *channel, cons
     double next = now_us();
     for (int i = 0; i < messages; i++) {
         while (now_us() < next) sleep_ms(1);
-        next += 10000;  /* 100 per second */
+        next += 1e6 / rate;
         snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"live %d\"}", sender, i);
         sent_at[i] = now_us();
         if (parley_client_request(root, NULL, "POST", path, body, on_result, w) != PARLEY_OK) break;
@@ -118,14 +119,28 @@ int main(int argc, char **argv) {
 
     parley_client *client = connected_client(url, cache_dir, me, token, on_event);
     if (client == NULL) return 1;
-    live_result small = run(root, &w, small_channel, bob, messages);
-    live_result large = run(root, &w, big_channel, bob, messages);
+    /* P3: delivery at 50 and 200 messages per second in a small channel. */
+    live_result slow = run(root, &w, small_channel, bob, messages, 50);
+    live_result fast = run(root, &w, small_channel, bob, messages, 200);
+    printf("Live messages in a 2-member channel, POST sent -> receiver's callback (%d each)\n", messages);
+    printf("   50/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d\n", slow.p50 / 1e3, slow.p99 / 1e3, slow.max / 1e3, slow.lost);
+    printf("  200/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d\n\n", fast.p50 / 1e3, fast.p99 / 1e3, fast.max / 1e3, fast.lost);
+    live_result small = run(root, &w, small_channel, bob, messages, 100);
+    live_result large = run(root, &w, big_channel, bob, messages, 100);
     printf("Live messages, 100/s, POST sent -> receiver's callback (%d each)\n", messages);
     printf("  %4d members   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   process CPU %6.0f us/message\n", 2,
            small.p50 / 1e3, small.p99 / 1e3, small.max / 1e3, small.lost, small.cpu_per_message);
     printf("  %4d members   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   process CPU %6.0f us/message\n", big,
            large.p50 / 1e3, large.p99 / 1e3, large.max / 1e3, large.lost, large.cpu_per_message);
     char measure[96], figure[64], comparison[96];
+    int rates[2] = {50, 200};
+    live_result *results[2] = {&slow, &fast};
+    for (int i = 0; i < 2; i++) {
+        snprintf(measure, sizeof measure, "P3 live delivery at %d msg/s, POST sent to callback", rates[i]);
+        snprintf(figure, sizeof figure, "p50 %.2f p99 %.2f ms", results[i]->p50 / 1e3, results[i]->p99 / 1e3);
+        snprintf(comparison, sizeof comparison, "max %.2f ms, lost %d of %d", results[i]->max / 1e3, results[i]->lost, messages);
+        summary_row(measure, figure, comparison, "p50 <= 3, p99 <= 15 ms");
+    }
     snprintf(measure, sizeof measure, "live message in a %d-member channel: process CPU", big);
     snprintf(figure, sizeof figure, "%.0f us/message", large.cpu_per_message);
     snprintf(comparison, sizeof comparison, "2 members: %.0f us/message", small.cpu_per_message);
@@ -136,5 +151,5 @@ int main(int argc, char **argv) {
     parley_client_destroy(client);
     parley_client_destroy(root);
     snprintf(config, sizeof config, "rm -rf '%s'", cache_dir);
-    return system(config) == 0 && small.lost == 0 && large.lost == 0 ? 0 : 1;
+    return system(config) == 0 && small.lost == 0 && large.lost == 0 && slow.lost == 0 && fast.lost == 0 ? 0 : 1;
 }
