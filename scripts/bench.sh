@@ -42,6 +42,9 @@ run "$root/build/cmake/bench_catchup" "$url" "$token" "$missed" "$channels"
 run "$root/build/cmake/bench_open" "$url" "$token" "$cache_mb"
 run "$root/build/cmake/bench_live" "$url" "$token" "$live" "$members"
 run "$root/build/cmake/bench_views" "$url" "$token" "$viewed" 1000
+# The Python binding beside the platform package (scripts/setup.sh installs it from PyPI).
+run env PYTHONPATH="$root/bindings/python" PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0" \
+    python3 "$root/benchmarks/bench_python.py" "$url" "$token" 15
 
 echo "Summary (Parley's figure | compared with, same run | goal)"
 awk -F'\t' '{ printf "  %-62s %-22s %-52s %s\n", $2, $3, $4, $5 }' "$work/rows"
