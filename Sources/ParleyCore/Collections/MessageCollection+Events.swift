@@ -159,6 +159,15 @@ extension MessageCollection {
         }
     }
 
+    /// A server message a page brought is this client's message the view still shows as
+    /// pending or failed (the page's store replaced the local copy before the send's answer
+    /// came back): not news, `reconcileLocals` reports it as `updated`, which the application
+    /// applies to the pending entry by req_id. Reporting it as added too would show it twice.
+    func replacesShownLocal(_ message: JSONValue) -> Bool {
+        guard let reqID = message["req_id"]?.stringValue, !reqID.isEmpty, let index = view.localIndex(reqID) else { return false }
+        return view.locals[index].status != .succeeded
+    }
+
     /// A server message now in range that the view already shows as a confirmed local
     /// message (sent while a gap check was owed): it moves into place, unreported.
     func adoptConfirmedLocal(_ message: JSONValue) -> Bool {

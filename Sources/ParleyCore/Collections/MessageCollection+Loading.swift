@@ -205,6 +205,8 @@ extension MessageCollection {
                     self.view.gapCheckOwed = false
                 }
                 var events = MessageEvents()
+                // Before reconciling: the page's copies of messages still shown as pending or failed.
+                let replacing = Set(self.view.messages.filter(self.replacesShownLocal).compactMap { $0["message_id"]?.int64Value })
                 self.reconcileLocals(into: &events)
                 if background {
                     var after = Set<Int64>()
@@ -212,7 +214,7 @@ extension MessageCollection {
                         after.insert(key.messageID)
                         if let old = before[key.messageID] {
                             if old != message { events.add(.updated, .succeeded, message) }
-                        } else {
+                        } else if !replacing.contains(key.messageID) {
                             events.add(.added, .succeeded, message)
                         }
                     }
@@ -364,7 +366,7 @@ extension MessageCollection {
     /// Puts a page the server vouched for (as now stored) into the view; returns the messages
     /// new to it.
     private func showStored(_ stored: [(key: MessageKey, value: JSONValue)]) -> [JSONValue] {
-        stored.filter { view.put($0.value, key: $0.key, id: $0.key.messageID) }.map(\.value)
+        stored.filter { view.put($0.value, key: $0.key, id: $0.key.messageID) && !replacesShownLocal($0.value) }.map(\.value)
     }
 
     /// Ends a page load from the server: local messages its copies confirmed are reported,
@@ -456,7 +458,9 @@ extension MessageCollection {
                         _ = message
                     }
                     for message in stored where self.view.put(message.value, key: message.key, id: message.key.messageID) {
-                        if !self.adoptConfirmedLocal(message.value) { events.add(.added, .succeeded, message.value) }
+                        if !self.adoptConfirmedLocal(message.value) && !self.replacesShownLocal(message.value) {
+                            events.add(.added, .succeeded, message.value)
+                        }
                     }
                 }
                 self.view.high = through

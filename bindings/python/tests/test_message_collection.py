@@ -660,3 +660,60 @@ def test_messages_arriving_during_the_start_are_neither_lost_nor_doubled(
         shown = ids(view.messages)
         assert len(shown) == len(set(shown))
         view.dispose()
+
+
+def test_a_gap_fill_that_brings_a_failed_message_reports_it_once(server: RunningServer, tmp_path: Path) -> None:
+    """The server stores a message this client still shows as failed (its answer was lost),
+    and the view learns of it through a gap fill, not an event (the server kept too few
+    events to replay): the fill's copy replaces the failed entry as `updated`, never a second
+    `added` of the same message."""
+    server.process.terminate()
+    server.process.wait()
+    port = server.url.rsplit(":", 1)[1]
+    database = tmp_path / "retention.sqlite"
+
+    def start() -> subprocess.Popen:
+        process = subprocess.Popen([os.environ.get("PARLEY_SERVER_BIN", ""), "--port", port, "--database", str(database),
+                                    "--api-token", server.api_token, "--event-retention", "3"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert process.stdout is not None and "listening" in process.stdout.readline()
+        return process
+
+    process = start()
+    try:
+        admin = Admin(server)
+        token = admin.user(ME)
+        admin.user("bob")
+        admin.call("POST", "/v3/group_channels", {"channel_url": CHANNEL, "user_ids": [ME, "bob"]})
+        for index in range(3):
+            admin.send(CHANNEL, "bob", f"before {index}")
+        recorder = Recorder()
+        with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache"), resend_policy="manual",
+                           reconnect_initial_delay_ms=50, reconnect_max_delay_ms=300) as client:
+            client.connect(ME, token).result(TIMEOUT)
+            wait_until(lambda: client.connection_state == "open", "the stream")
+            with client.message_collection(CHANNEL) as view:
+                view.add_listener(recorder)
+                view.start()[1].result(TIMEOUT)
+                process.kill()
+                process.wait()
+                pending, future = view.send_user_message("answer lost")
+                with pytest.raises((parley.NetworkError, parley.Timeout)):
+                    future.result(TIMEOUT)
+                wait_until(lambda: [m["message"] for m in view.failed_messages] == ["answer lost"], "shown as failed")
+                client.disconnect()  # back only once the server has everything below
+                process = start()
+                stored = admin.send(CHANNEL, ME, "answer lost", req_id=pending["req_id"])
+                for index in range(5):  # more events than the server keeps: no replay, a resync and a gap fill
+                    admin.send(CHANNEL, "bob", f"after {index}")
+                client.connect(ME, token).result(TIMEOUT)
+                wait_until(lambda: not view.failed_messages and len(view.messages) == 9, "filled")
+                shown = [m for m in view.messages if m.get("req_id") == pending["req_id"]]
+                assert len(shown) == 1 and shown[0]["message_id"] == stored["message_id"]
+                added = [m for m in recorder.of(Kind.ADDED) if m.get("req_id") == pending["req_id"]]
+                assert [m["message_id"] for m in added] == [0], added  # the pending entry only
+                updated = [m for m in recorder.of(Kind.UPDATED) if m.get("req_id") == pending["req_id"]]
+                assert updated and updated[-1]["message_id"] == stored["message_id"]
+    finally:
+        process.terminate()
+        process.wait()
