@@ -260,6 +260,11 @@ extension ChatCache {
         return result
     }
 
+    /// Whether the channel has any stored server message (one index probe, whatever their number).
+    public func hasMessages(channelURL: String) throws(ParleyError) -> Bool {
+        try scalarInt("SELECT EXISTS (SELECT 1 FROM messages WHERE channel_url = ?1)", [.text(channelURL)]) != 0
+    }
+
     /// Number of stored server messages of the channel (all of them, unfiltered).
     public func messageCount(channelURL: String) throws(ParleyError) -> Int {
         Int(try scalarInt("SELECT count(*) FROM messages WHERE channel_url = ?1", [.text(channelURL)]))

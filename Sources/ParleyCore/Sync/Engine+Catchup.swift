@@ -63,7 +63,8 @@ extension Engine {
             var after: ChannelOrderKey?
             while true {
                 let page = try cache.channels(order: .chronological, after: after, limit: 200)
-                for channel in page where try cache.messageCount(channelURL: channel.channelURL) > 0 {
+                // Whether any is cached, not how many: a count walks every cached message of the channel.
+                for channel in page where try cache.hasMessages(channelURL: channel.channelURL) {
                     urls.append(channel.channelURL)
                 }
                 guard let last = page.last, page.count == 200 else { break }
