@@ -139,6 +139,9 @@ import Testing
         view.start(cacheResult: { _ in }, apiResult: { _ in started.update { $0 = true } })
         #expect(engineWaitUntil { started.value })
         #expect(cachedCount("shown") == 30)
+        // The trigger must come as a live event: posted before the stream opens it would be
+        // behind the position the stream starts from (seen under TSan with the suite running).
+        #expect(engineWaitUntil { engine.runNow { engine.isStreamOpen } })
         try overfill(1)
         #expect(engineWaitUntil { cachedCount("other") == 0 })
         #expect(cachedCount("shown") == 30)
