@@ -9,9 +9,7 @@
  * floor: the server round trip). Median of 5 connects each, a new client every time. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_support.h"
-#include <sqlite3.h>
 #include <stdatomic.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static atomic_int received = 0;
@@ -35,46 +33,6 @@ static double timed_connect(const char *url, const char *cache_dir, const char *
     if (w.code != 0) fprintf(stderr, "connect failed: %s\n", w.text);
     parley_client_destroy(client);
     return w.code == 0 ? elapsed : -1;
-}
-
-static long long file_bytes(const char *path) {
-    struct stat info;
-    return stat(path, &info) == 0 ? (long long)info.st_size : 0;
-}
-
-/* Fills the cache file with copies of its first message until it holds `megabytes`. */
-static int fill(const char *path, int megabytes) {
-    sqlite3 *db = NULL;
-    if (sqlite3_open(path, &db) != SQLITE_OK) return 0;
-    char *error = NULL;
-    const char *setup =
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
-        "CREATE TEMP TABLE template AS SELECT * FROM messages ORDER BY message_id LIMIT 1;"
-        "UPDATE template SET json = json_set(json, '$.data', hex(randomblob(1024))), message_id = 1000000000;";
-    if (sqlite3_exec(db, setup, NULL, NULL, &error) != SQLITE_OK) {
-        fprintf(stderr, "fill: %s\n", error);
-        return 0;
-    }
-    sqlite3_stmt *bump = NULL, *copy = NULL;
-    sqlite3_prepare_v2(db, "UPDATE template SET message_id = message_id + 1, created_at = created_at - 1", -1, &bump, NULL);
-    sqlite3_prepare_v2(db, "INSERT INTO messages SELECT * FROM template", -1, &copy, NULL);
-    while (file_bytes(path) < (long long)megabytes << 20) {
-        sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-        for (int i = 0; i < 20000; i++) {
-            sqlite3_step(bump);
-            sqlite3_reset(bump);
-            if (sqlite3_step(copy) != SQLITE_DONE) {
-                fprintf(stderr, "fill: %s\n", sqlite3_errmsg(db));
-                return 0;
-            }
-            sqlite3_reset(copy);
-        }
-        sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL);
-    }
-    sqlite3_finalize(bump);
-    sqlite3_finalize(copy);
-    sqlite3_close(db);
-    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -116,7 +74,7 @@ int main(int argc, char **argv) {
     snprintf(cache_file, sizeof cache_file, "%s", found);
     printf("filling the cache to %d MB...\n", megabytes);
     double filling = now_us();
-    if (!fill(cache_file, megabytes)) return 1;
+    if (!add_message_copies(cache_file, 0, 2048, (long long)megabytes << 20)) return 1;
     printf("  %lld MB in %.1f s\n", file_bytes(cache_file) >> 20, (now_us() - filling) / 1e6);
 
     double big[5], empty[5];

@@ -4,6 +4,8 @@
 #define PARLEY_BENCH_SUPPORT_H
 #include <parley.h>
 #include <pthread.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +127,56 @@ static inline const char *cache_file_in(const char *directory) {
     if (line == NULL) return NULL;
     path[strcspn(path, "\n")] = '\0';
     return path;
+}
+
+static inline long long file_bytes(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0 ? (long long)info.st_size : 0;
+}
+
+/* Adds copies of the oldest cached message of the cache file at `path` below it (older
+ * times, ids from 1,000,000,000 up, each copy its own key), `pad_bytes` of random data in
+ * each (0: none): `count` of them, or with `until_bytes` > 0, batches of 20,000 until the
+ * file holds that many bytes. Written with raw sqlite3 (the cache's own schema). */
+static inline int add_message_copies(const char *path, int count, int pad_bytes, long long until_bytes) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return 0;
+    char padding[96] = "", setup[512], *error = NULL;
+    if (pad_bytes > 0) snprintf(padding, sizeof padding, ", json = json_set(json, '$.data', hex(randomblob(%d)))", pad_bytes / 2);
+    snprintf(setup, sizeof setup,
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
+             "CREATE TEMP TABLE template AS SELECT * FROM messages ORDER BY created_at, message_id LIMIT 1;"
+             "UPDATE template SET message_id = 1000000000%s;",
+             padding);
+    if (sqlite3_exec(db, setup, NULL, NULL, &error) != SQLITE_OK) {
+        fprintf(stderr, "copies: %s\n", error);
+        sqlite3_close(db);
+        return 0;
+    }
+    sqlite3_stmt *bump = NULL, *copy = NULL;
+    sqlite3_prepare_v2(db, "UPDATE template SET message_id = message_id + 1, created_at = created_at - 1", -1, &bump, NULL);
+    sqlite3_prepare_v2(db, "INSERT INTO messages SELECT * FROM template", -1, &copy, NULL);
+    int ok = 1;
+    for (int done = 0; ok && (until_bytes > 0 ? file_bytes(path) < until_bytes : done < count);) {
+        int batch = until_bytes > 0 ? 20000 : (count - done < 20000 ? count - done : 20000);
+        sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+        for (int i = 0; i < batch; i++) {
+            sqlite3_step(bump);
+            sqlite3_reset(bump);
+            if (sqlite3_step(copy) != SQLITE_DONE) {
+                fprintf(stderr, "copies: %s\n", sqlite3_errmsg(db));
+                ok = 0;
+                break;
+            }
+            sqlite3_reset(copy);
+        }
+        sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL);
+        done += batch;
+    }
+    sqlite3_finalize(bump);
+    sqlite3_finalize(copy);
+    sqlite3_close(db);
+    return ok;
 }
 
 #endif

@@ -68,40 +68,6 @@ static long rss_kb(void) {
     return kb;
 }
 
-/* Adds `count` copies of the channel's oldest message below it (older ids and times). */
-static int add_copies(const char *path, int count) {
-    sqlite3 *db = NULL;
-    if (sqlite3_open(path, &db) != SQLITE_OK) return 0;
-    char *error = NULL;
-    if (sqlite3_exec(db,
-                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
-                     "CREATE TEMP TABLE template AS SELECT * FROM messages ORDER BY created_at, message_id LIMIT 1;",
-                     NULL, NULL, &error) != SQLITE_OK) {
-        fprintf(stderr, "copies: %s\n", error);
-        return 0;
-    }
-    sqlite3_stmt *bump = NULL, *copy = NULL;
-    /* Ids above the server's, times below the real messages: older copies, each its own key. */
-    sqlite3_exec(db, "UPDATE template SET message_id = 1000000000", NULL, NULL, NULL);
-    sqlite3_prepare_v2(db, "UPDATE template SET message_id = message_id + 1, created_at = created_at - 1", -1, &bump, NULL);
-    sqlite3_prepare_v2(db, "INSERT INTO messages SELECT * FROM template", -1, &copy, NULL);
-    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-    for (int i = 0; i < count; i++) {
-        sqlite3_step(bump);
-        sqlite3_reset(bump);
-        if (sqlite3_step(copy) != SQLITE_DONE) {
-            fprintf(stderr, "copies: %s\n", sqlite3_errmsg(db));
-            return 0;
-        }
-        sqlite3_reset(copy);
-    }
-    sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE);", NULL, NULL, NULL);
-    sqlite3_finalize(bump);
-    sqlite3_finalize(copy);
-    sqlite3_close(db);
-    return 1;
-}
-
 typedef struct {
     double page_us[64], raw_us[64], first_page_us;
     int pages;
@@ -275,7 +241,7 @@ int main(int argc, char **argv) {
     if (found == NULL) return 1;
     snprintf(big_file, sizeof big_file, "%s", found);
     printf("adding %d cached copies below them...\n", cached - fetched);
-    if (!add_copies(big_file, cached - fetched)) return 1;
+    if (!add_message_copies(big_file, cached - fetched, 0, 0)) return 1;
 
     view_figures big_figures, small_figures;
     int pages = 15;  /* 1,500 of the 2,000 fetched: inside the range the cache holds continuously */
