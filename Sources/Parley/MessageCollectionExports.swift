@@ -20,10 +20,10 @@ public func exportMessageCollectionHandlerInit(_ handler: UnsafeMutablePointer<p
 /// Hands one event to the C callback, every string borrowed for the call.
 private func sendEvent(
     _ callback: CCallback<parley_message_event_fn>, kind: Int32, context: MessageEventContext, channelURL: String,
-    channel: JSONValue, messages: [JSONValue]
+    channel: JSONValue, messages: MessageList
 ) {
     let channelText = channel.canonicalText
-    let messagesText = JSONValue.array(messages).canonicalText
+    let messagesText = messages.jsonText
     context.source.name.withCString { sourceName in
         context.detail.withCString { detail in
             channelURL.withCString { url in
@@ -101,7 +101,7 @@ private func messagesCompletion(_ function: parley_messages_result_fn?, _ userDa
     return { result in
         switch result {
         case .success(let messages):
-            JSONValue.array(messages).canonicalText.withCString { callback.function(callback.userData, nil, $0) }
+            messages.jsonText.withCString { callback.function(callback.userData, nil, $0) }
         case .failure(let error):
             withCError(error) { callback.function(callback.userData, $0, nil) }
         }
@@ -168,8 +168,7 @@ public func exportMessageCollectionMessages(_ collection: OpaquePointer?, _ outJ
     withStatus { () throws(ParleyError) in
         guard let outJSON else { throw .invalidArgument("out_json is NULL") }
         outJSON.pointee = nil
-        let messages = try messageCollections.lookup(collection).messages
-        outJSON.pointee = try ownedCString(JSONValue.array(messages).canonicalText)
+        outJSON.pointee = try ownedCString(try messageCollections.lookup(collection).messagesJSON)
     }
 }
 

@@ -100,7 +100,7 @@ import Testing
             _ = try waitFor { done throws(ParleyError) in try client.connect(userID: "alice", sessionToken: "t", completion: done) }
             let view = try client.messageCollection(channelURL: "c1", handler: MessageCollectionHandler())
             defer { view.dispose() }
-            let apiResult = Box<Result<[JSONValue], ParleyError>?>(nil)
+            let apiResult = Box<Result<MessageList, ParleyError>?>(nil)
             view.start(cacheResult: { _ in }, apiResult: { result in apiResult.update { $0 = result } })
             #expect(engineWaitUntil { apiResult.value != nil })
             guard case .failure(let error)? = apiResult.value else {

@@ -57,14 +57,14 @@ import Testing
                 added.update { $0 += messages.map { (context.source, context.sendingStatus, $0["message"]?.stringValue ?? "") } }
             }))
         defer { collection.dispose() }
-        let cacheResult = Box<Result<[JSONValue], ParleyError>?>(nil)
-        let apiResult = Box<Result<[JSONValue], ParleyError>?>(nil)
+        let cacheResult = Box<Result<MessageList, ParleyError>?>(nil)
+        let apiResult = Box<Result<MessageList, ParleyError>?>(nil)
         collection.start(cacheResult: { result in cacheResult.update { $0 = result } }, apiResult: { result in apiResult.update { $0 = result } })
         #expect(engineWaitUntil { apiResult.value != nil })
         #expect(try cacheResult.value?.get().isEmpty == true)
         #expect(try apiResult.value?.get().count == 10)
         for _ in 0..<10 where collection.hasPrevious {
-            let page = Box<Result<[JSONValue], ParleyError>?>(nil)
+            let page = Box<Result<MessageList, ParleyError>?>(nil)
             collection.loadPrevious { result in page.update { $0 = result } }
             #expect(engineWaitUntil { page.value != nil })
         }
@@ -200,7 +200,7 @@ import Testing
         var views: [(name: String, collection: MessageCollection, listing: String, reverse: Bool)] = []
         for (name, spec) in (scenario["views"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
             let params = try MessageListParams(json: spec["params"] ?? [:])
-            let record: @Sendable (String, MessageEventContext, [JSONValue]) -> Void = { kind, context, messages in
+            let record: @Sendable (String, MessageEventContext, MessageList) -> Void = { kind, context, messages in
                 let texts = messages.isEmpty ? [""] : messages.map { $0["message"]?.stringValue ?? "" }
                 seen.update { $0 += texts.map { (name, kind, $0, context.source.name, context.sendingStatus.name) } }
             }
@@ -214,12 +214,12 @@ import Testing
             collection.start(cacheResult: { _ in }, apiResult: { _ in started.update { $0 = true } })
             #expect(engineWaitUntil { started.value })
             for _ in 0..<100 where collection.hasPrevious {
-                let page = Box<Result<[JSONValue], ParleyError>?>(nil)
+                let page = Box<Result<MessageList, ParleyError>?>(nil)
                 collection.loadPrevious { result in page.update { $0 = result } }
                 #expect(engineWaitUntil { page.value != nil })
             }
             for _ in 0..<100 where collection.hasNext {
-                let page = Box<Result<[JSONValue], ParleyError>?>(nil)
+                let page = Box<Result<MessageList, ParleyError>?>(nil)
                 collection.loadNext { result in page.update { $0 = result } }
                 #expect(engineWaitUntil { page.value != nil })
             }

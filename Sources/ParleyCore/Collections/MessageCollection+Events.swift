@@ -5,11 +5,15 @@
 /// Reports queued by one step, in order; consecutive ones of the same kind and status merge.
 struct MessageEvents {
     enum Kind { case added, updated, deleted }
-    var items: [(kind: Kind, status: MessageSendingStatus, messages: [JSONValue])] = []
+    var items: [(kind: Kind, status: MessageSendingStatus, messages: [MessageItem])] = []
     var channelChanged = false
     var channelDeleted = false
 
     mutating func add(_ kind: Kind, _ status: MessageSendingStatus, _ message: JSONValue) {
+        add(kind, status, .value(message))
+    }
+
+    mutating func add(_ kind: Kind, _ status: MessageSendingStatus, _ message: MessageItem) {
         if let last = items.last, last.kind == kind, last.status == status {
             items[items.count - 1].messages.append(message)
         } else {
@@ -155,7 +159,7 @@ extension MessageCollection {
             }
         } else if matches && view.contains(key) {
             view.put(message, key: key, id: key.messageID)
-            if !adoptConfirmedLocal(message) { events.add(.added, .succeeded, message) }
+            if !adoptConfirmedLocal(.value(message)) { events.add(.added, .succeeded, message) }
         }
     }
 
@@ -163,15 +167,17 @@ extension MessageCollection {
     /// pending or failed (the page's store replaced the local copy before the send's answer
     /// came back): not news, `reconcileLocals` reports it as `updated`, which the application
     /// applies to the pending entry by req_id. Reporting it as added too would show it twice.
-    func replacesShownLocal(_ message: JSONValue) -> Bool {
-        guard let reqID = message["req_id"]?.stringValue, !reqID.isEmpty, let index = view.localIndex(reqID) else { return false }
+    func replacesShownLocal(_ message: MessageItem) -> Bool {
+        let reqID = message.reqID
+        guard !reqID.isEmpty, let index = view.localIndex(reqID) else { return false }
         return view.locals[index].status != .succeeded
     }
 
     /// A server message now in range that the view already shows as a confirmed local
     /// message (sent while a gap check was owed): it moves into place, unreported.
-    func adoptConfirmedLocal(_ message: JSONValue) -> Bool {
-        guard let reqID = message["req_id"]?.stringValue, !reqID.isEmpty, let index = view.localIndex(reqID),
+    func adoptConfirmedLocal(_ message: MessageItem) -> Bool {
+        let reqID = message.reqID
+        guard !reqID.isEmpty, let index = view.localIndex(reqID),
             view.locals[index].status == .succeeded
         else { return false }
         view.locals.remove(at: index)
@@ -249,10 +255,8 @@ extension MessageCollection {
         let still = Set(stored.map(\.reqID))
         for local in view.locals where local.status != .succeeded && !still.contains(local.reqID) {
             view.locals.removeAll { $0.reqID == local.reqID }
-            if let copy = try? cache.message(channelURL: channelURL, reqID: local.reqID), view.keyByID[copy.messageID] != nil,
-                let message = try? JSONValue.parse(copy.json)
-            {
-                events.add(.updated, .succeeded, message)
+            if let copy = try? cache.message(channelURL: channelURL, reqID: local.reqID), view.keyByID[copy.messageID] != nil {
+                events.add(.updated, .succeeded, .text(copy.json, reqID: copy.reqID))
             } else {
                 events.add(.deleted, .succeeded, local.message)
             }
@@ -269,9 +273,10 @@ extension MessageCollection {
     }
 
     /// Messages in the order the application sees them.
-    func presentedList(_ messages: [JSONValue]) -> [JSONValue] {
-        let list = messages.map(params.presented)
-        return params.reverse ? list.reversed() : list
+    func presentedList(_ messages: [MessageItem]) -> MessageList {
+        let omitted = params.omittedMessageKeys.map { Array($0.utf8) }
+        let list = messages.map { $0.presented(params, omitted: omitted) }
+        return MessageList(items: params.reverse ? list.reversed() : list)
     }
 
     /// Queues the callbacks of `events`, each updating the application's copy first.
@@ -315,7 +320,7 @@ extension MessageCollection {
 
     /// Queues a load's completion: it runs even after dispose (exactly once); the published
     /// copy is updated only while the view lives.
-    func complete(_ completion: @escaping MessagesCompletion, _ result: Result<[JSONValue], ParleyError>) {
+    func complete(_ completion: @escaping MessagesCompletion, _ result: Result<[MessageItem], ParleyError>) {
         let state = snapshot()
         let guardState = self.guardState
         let published = self.published
@@ -327,7 +332,7 @@ extension MessageCollection {
     }
 
     /// The whole list as shown (for the start's results).
-    func wholeList() -> [JSONValue] {
-        view.messages + view.locals.map(\.message)
+    func wholeList() -> [MessageItem] {
+        view.messages + view.locals.map { .value($0.message) }
     }
 }

@@ -139,8 +139,7 @@ extension MessageCollection {
         }
         view.started = true
         for message in older + newer {
-            guard let value = try? JSONValue.parse(message.json) else { continue }
-            view.put(value, key: message.key, id: message.messageID)
+            view.put(.text(message.json, reqID: message.reqID), key: message.key, id: message.messageID)
         }
         for local in locals {
             guard let value = try? JSONValue.parse(local.json), filter.matches(value) else { continue }
@@ -187,8 +186,8 @@ extension MessageCollection {
                 let before = background ? Dictionary(zip(self.view.keys.map(\.messageID), self.view.messages), uniquingKeysWith: { a, _ in a }) : [:]
                 self.view.removeAll()
                 for message in stored {
-                    self.view.put(message.value, key: message.key, id: message.key.messageID)
-                    _ = self.adoptConfirmedLocal(message.value)
+                    self.view.put(message.item, key: message.key, id: message.key.messageID)
+                    _ = self.adoptConfirmedLocal(message.item)
                 }
                 self.view.low = coveredLow
                 self.view.hasPrevious = page.hasPrev
@@ -206,14 +205,14 @@ extension MessageCollection {
                 }
                 var events = MessageEvents()
                 // Before reconciling: the page's copies of messages still shown as pending or failed.
-                let replacing = Set(self.view.messages.filter(self.replacesShownLocal).compactMap { $0["message_id"]?.int64Value })
+                let replacing = Set(zip(self.view.keys, self.view.messages).filter { self.replacesShownLocal($0.1) }.map(\.0.messageID))
                 self.reconcileLocals(into: &events)
                 if background {
                     var after = Set<Int64>()
                     for (key, message) in zip(self.view.keys, self.view.messages) {
                         after.insert(key.messageID)
                         if let old = before[key.messageID] {
-                            if old != message { events.add(.updated, .succeeded, message) }
+                            if !old.sameContent(as: message) { events.add(.updated, .succeeded, message) }
                         } else if !replacing.contains(key.messageID) {
                             events.add(.added, .succeeded, message)
                         }
@@ -277,7 +276,7 @@ extension MessageCollection {
             do throws(ParleyError) {
                 let page = try ServerMessagePage(try result.get(), channelURL: self.channelURL)
                 let coveredLow: MessageKey = page.hasPrev ? (page.keys.first ?? low) : .oldest
-                var added: [JSONValue] = []
+                var added: [MessageItem] = []
                 if let through = low.predecessor, coveredLow <= through {
                     added = self.showStored(try self.storePage(
                         page.messages, from: coveredLow, through: through, reachesOldest: !page.hasPrev, reachesNewest: false))
@@ -341,7 +340,7 @@ extension MessageCollection {
                 let page = try ServerMessagePage(try result.get(), channelURL: self.channelURL)
                 let coveredHigh: MessageKey = page.hasNext ? (page.keys.last ?? high) : .newest
                 let live = !page.hasNext && liveAtRequest && !self.view.droppedDuringLoad && self.engine.isStreamOpen
-                var added: [JSONValue] = []
+                var added: [MessageItem] = []
                 if let from = high.successor, from <= coveredHigh {
                     added = self.showStored(try self.storePage(
                         page.messages, from: from, through: coveredHigh, reachesOldest: false, reachesNewest: live))
@@ -365,27 +364,25 @@ extension MessageCollection {
 
     /// Puts a page the server vouched for (as now stored) into the view; returns the messages
     /// new to it.
-    private func showStored(_ stored: [(key: MessageKey, value: JSONValue)]) -> [JSONValue] {
-        stored.filter { view.put($0.value, key: $0.key, id: $0.key.messageID) && !replacesShownLocal($0.value) }.map(\.value)
+    private func showStored(_ stored: [(key: MessageKey, item: MessageItem)]) -> [MessageItem] {
+        zip(stored, view.putPage(stored)).filter { $1 && !replacesShownLocal($0.item) }.map(\.0.item)
     }
 
     /// Ends a page load from the server: local messages its copies confirmed are reported,
     /// then the caller gets the page.
-    private func finishServerPage(_ completion: @escaping MessagesCompletion, added: [JSONValue]) {
+    private func finishServerPage(_ completion: @escaping MessagesCompletion, added: [MessageItem]) {
         var events = MessageEvents()
         reconcileLocals(into: &events)
         report(events, MessageEventContext(source: .localSend, detail: "", sendingStatus: .succeeded))
         complete(completion, .success(added))
     }
 
-    /// Puts a page read from the cache into the view; returns its messages.
-    private func showCached(_ page: [CachedMessage]) -> [JSONValue] {
-        page.compactMap { message in
-            (try? JSONValue.parse(message.json)).map { value in
-                view.put(value, key: message.key, id: message.messageID)
-                return value
-            }
-        }
+    /// Puts a page read from the cache into the view; returns its messages (the stored texts,
+    /// not parsed: the cache checked them when it read them).
+    private func showCached(_ page: [CachedMessage]) -> [MessageItem] {
+        let items = page.map { message in (key: message.key, item: MessageItem.text(message.json, reqID: message.reqID)) }
+        _ = view.putPage(items)
+        return items.map(\.item)
     }
 
     // MARK: Gap check
@@ -457,9 +454,9 @@ extension MessageCollection {
                         if let removed = self.view.remove(id: key.messageID) { events.add(.deleted, .succeeded, removed) }
                         _ = message
                     }
-                    for message in stored where self.view.put(message.value, key: message.key, id: message.key.messageID) {
-                        if !self.adoptConfirmedLocal(message.value) && !self.replacesShownLocal(message.value) {
-                            events.add(.added, .succeeded, message.value)
+                    for message in stored where self.view.put(message.item, key: message.key, id: message.key.messageID) {
+                        if !self.adoptConfirmedLocal(message.item) && !self.replacesShownLocal(message.item) {
+                            events.add(.added, .succeeded, message.item)
                         }
                     }
                 }
@@ -524,7 +521,7 @@ extension MessageCollection {
     /// chunk. Returns the range's messages as the cache now holds them.
     func storePage(
         _ messages: [JSONValue], from: MessageKey, through: MessageKey, reachesOldest: Bool, reachesNewest: Bool
-    ) throws(ParleyError) -> [(key: MessageKey, value: JSONValue)] {
+    ) throws(ParleyError) -> [(key: MessageKey, item: MessageItem)] {
         guard let writer = engine.store.writer else { throw .invalidState("the client has no cache open") }
         let touched = view.touched
         let filter = view.filter
@@ -555,6 +552,6 @@ extension MessageCollection {
                 reachesOldest: reachesOldest, reachesNewest: reachesNewest)
             return now
         }
-        return stored.compactMap { message in (try? JSONValue.parse(message.json)).map { (message.key, $0) } }
+        return stored.map { message in (message.key, MessageItem.text(message.json, reqID: message.reqID)) }
     }
 }

@@ -64,9 +64,9 @@ public struct MessageEventContext: Sendable {
 /// (docs/THREADING.md), one at a time, never after `dispose()` returned. Message lists are
 /// in the view's order (newest first with `reverse`); `channel` is the channel as cached.
 public struct MessageCollectionHandler: Sendable {
-    public var added: @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void
-    public var updated: @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void
-    public var deleted: @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void
+    public var added: @Sendable (MessageEventContext, JSONValue, MessageList) -> Void
+    public var updated: @Sendable (MessageEventContext, JSONValue, MessageList) -> Void
+    public var deleted: @Sendable (MessageEventContext, JSONValue, MessageList) -> Void
     public var channelUpdated: @Sendable (MessageEventContext, JSONValue) -> Void
     public var channelDeleted: @Sendable (MessageEventContext, String) -> Void
     /// More messages than the threshold were missed while offline: dispose the view and
@@ -76,9 +76,9 @@ public struct MessageCollectionHandler: Sendable {
     public var error: @Sendable (ParleyError) -> Void
 
     public init(
-        added: @escaping @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void = { _, _, _ in },
-        updated: @escaping @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void = { _, _, _ in },
-        deleted: @escaping @Sendable (MessageEventContext, JSONValue, [JSONValue]) -> Void = { _, _, _ in },
+        added: @escaping @Sendable (MessageEventContext, JSONValue, MessageList) -> Void = { _, _, _ in },
+        updated: @escaping @Sendable (MessageEventContext, JSONValue, MessageList) -> Void = { _, _, _ in },
+        deleted: @escaping @Sendable (MessageEventContext, JSONValue, MessageList) -> Void = { _, _, _ in },
         channelUpdated: @escaping @Sendable (MessageEventContext, JSONValue) -> Void = { _, _ in },
         channelDeleted: @escaping @Sendable (MessageEventContext, String) -> Void = { _, _ in },
         hugeGapDetected: @escaping @Sendable () -> Void = {},
@@ -94,7 +94,7 @@ public struct MessageCollectionHandler: Sendable {
     }
 }
 
-public typealias MessagesCompletion = @Sendable (Result<[JSONValue], ParleyError>) -> Void
+public typealias MessagesCompletion = @Sendable (Result<MessageList, ParleyError>) -> Void
 
 public final class MessageCollection: Sendable {
     public let channelURL: String
@@ -158,9 +158,20 @@ public final class MessageCollection: Sendable {
     /// with `reverse`). Updated in callback order.
     public var messages: [JSONValue] {
         let state = published.withLock { $0 }
-        var list = state.messages.map(params.presented)
+        let omitted = params.omittedMessageKeys.map { Array($0.utf8) }
+        var list = state.messages.map { $0.presented(params, omitted: omitted).value }
         list += state.locals.map(params.presented)
         return params.reverse ? list.reversed() : list
+    }
+
+    /// `messages` as one JSON array text (canonical form), built without parsing what came
+    /// from the cache.
+    public var messagesJSON: String {
+        let state = published.withLock { $0 }
+        let omitted = params.omittedMessageKeys.map { Array($0.utf8) }
+        var items = state.messages.map { $0.presented(params, omitted: omitted) }
+        items += state.locals.map { MessageItem.value(params.presented($0)) }
+        return MessageList(items: params.reverse ? items.reversed() : items).jsonText
     }
 
     /// True while older messages (matching the filters) exist beyond the loaded ones.
@@ -319,7 +330,7 @@ final class WeakClient: Sendable {
 
 /// What the application reads, as the callbacks delivered so far left it.
 struct PublishedMessages: Sendable {
-    var messages: [JSONValue] = []
+    var messages: [MessageItem] = []
     var locals: [JSONValue] = []
     var hasPrevious = true
     var hasNext = true
@@ -341,7 +352,7 @@ final class MessageViewState: @unchecked Sendable {
     var channelDeleted = false
     /// Shown server messages in key order (two arrays, so the list is handed out without copying).
     var keys: [MessageKey] = []
-    var messages: [JSONValue] = []
+    var messages: [MessageItem] = []
     var keyByID: [Int64: MessageKey] = [:]
     var locals: [LocalEntry] = []
     /// The range the view holds whole (inclusive bounds).
@@ -389,6 +400,12 @@ final class MessageViewState: @unchecked Sendable {
     /// Inserts or replaces a message; true when it was new to the view.
     @discardableResult
     func put(_ message: JSONValue, key: MessageKey, id: Int64) -> Bool {
+        put(.value(message), key: key, id: id)
+    }
+
+    /// Inserts or replaces a message; true when it was new to the view.
+    @discardableResult
+    func put(_ message: MessageItem, key: MessageKey, id: Int64) -> Bool {
         let index = position(of: key)
         if index < keys.count, keys[index] == key {
             messages[index] = message
@@ -400,8 +417,25 @@ final class MessageViewState: @unchecked Sendable {
         return true
     }
 
+    /// Inserts or replaces a page sorted by key; returns which were new to the view. A page
+    /// wholly before or after the shown messages goes in with one move of the arrays (a page
+    /// inserted message by message at the front shifts the whole view each time).
+    func putPage(_ page: [(key: MessageKey, item: MessageItem)]) -> [Bool] {
+        guard let first = page.first?.key, let last = page.last?.key else { return [] }
+        let before = keys.first.map { last < $0 } ?? true
+        let after = keys.last.map { first > $0 } ?? true
+        guard before || after, zip(page, page.dropFirst()).allSatisfy({ $0.key < $1.key }) else {
+            return page.map { put($0.item, key: $0.key, id: $0.key.messageID) }
+        }
+        let index = before ? 0 : keys.count
+        keys.insert(contentsOf: page.map(\.key), at: index)
+        messages.insert(contentsOf: page.map(\.item), at: index)
+        for entry in page { keyByID[entry.key.messageID] = entry.key }
+        return Array(repeating: true, count: page.count)
+    }
+
     /// Removes a shown message; returns it.
-    func remove(id: Int64) -> JSONValue? {
+    func remove(id: Int64) -> MessageItem? {
         guard let key = keyByID.removeValue(forKey: id) else { return nil }
         let index = position(of: key)
         guard index < keys.count, keys[index] == key else { return nil }

@@ -124,6 +124,16 @@ public struct MessageListParams: Sendable, Equatable {
     }
 
     /// A message as the application is handed it: without the optional parts it did not ask for.
+    /// The top-level message members `presented` leaves out.
+    var omittedMessageKeys: [String] {
+        var keys: [String] = []
+        if !includeReactions { keys.append("reactions") }
+        if !includeThreadInfo { keys.append("thread_info") }
+        if !includeParentMessageInfo { keys.append("parent_message_info") }
+        if !includeMetaArray { keys.append("sorted_metaarray") }
+        return keys
+    }
+
     func presented(_ message: JSONValue) -> JSONValue {
         guard case .object(var fields) = message else { return message }
         if !includeReactions { fields["reactions"] = nil }

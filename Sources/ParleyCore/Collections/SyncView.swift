@@ -278,9 +278,9 @@ public final class SyncView: Sendable {
     private func makeCollection(client: ParleyClient, viewpoint: Int64, generation: UInt64) throws(ParleyError) -> MessageCollection {
         let weakSelf = WeakSyncView(self)
         let handler = MessageCollectionHandler(
-            added: { context, _, messages in weakSelf.view?.translate(.added, context.sendingStatus, messages, generation) },
-            updated: { context, _, messages in weakSelf.view?.translate(.updated, context.sendingStatus, messages, generation) },
-            deleted: { context, _, messages in weakSelf.view?.translate(.deleted, context.sendingStatus, messages, generation) },
+            added: { context, _, messages in weakSelf.view?.translate(.added, context.sendingStatus, Array(messages), generation) },
+            updated: { context, _, messages in weakSelf.view?.translate(.updated, context.sendingStatus, Array(messages), generation) },
+            deleted: { context, _, messages in weakSelf.view?.translate(.deleted, context.sendingStatus, Array(messages), generation) },
             error: { failure in weakSelf.view?.reportError(failure, generation) })
         return try MessageCollection(
             client: client, channelURL: channelURL, startingPoint: viewpoint, params: options.collectionParams, handler: handler,
@@ -326,7 +326,7 @@ public final class SyncView: Sendable {
             let cached = Locked<[JSONValue]>([])
             collection.start(
                 cacheResult: { result in
-                    if case .success(let list) = result { cached.withLock { $0 = list } }
+                    if case .success(let list) = result { cached.withLock { $0 = Array(list) } }
                 },
                 apiResult: { result in
                     if case .failure(let error) = result, error.code != .cancelled {
@@ -348,14 +348,14 @@ public final class SyncView: Sendable {
     /// Ends a fetch: its messages are shown (unless the viewpoint was reset or the view
     /// disposed meanwhile), then the completion runs.
     private func finish(
-        _ result: Result<[JSONValue], ParleyError>, direction: SyncViewDirection, collection: MessageCollection, generation: UInt64,
+        _ result: Result<MessageList, ParleyError>, direction: SyncViewDirection, collection: MessageCollection, generation: UInt64,
         whole: Bool, _ done: @Sendable (Result<SyncFetchResult, ParleyError>, Int) -> Void
     ) {
         guard isCurrent(generation) else { return done(.failure(.cancelled("the viewpoint was reset")), 0) }
         let hasMore = direction == .previous ? collection.hasPrevious : collection.hasNext
         switch result {
         case .success(let messages):
-            let shown = show(messages, generation: generation, removingOthers: whole)
+            let shown = show(Array(messages), generation: generation, removingOthers: whole)
             // An action callback may have reset the viewpoint: this fetch then belongs to the old one.
             guard isCurrent(generation) else { return done(.failure(.cancelled("the viewpoint was reset")), 0) }
             let offline = owner.client.map { $0.connectionState == .closed } ?? true

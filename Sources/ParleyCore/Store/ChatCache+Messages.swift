@@ -314,12 +314,16 @@ extension ChatCache {
         ]
     }
 
-    static let messageColumns = "message_id, channel_url, created_at, updated_at, req_id, json"
+    /// SQLite's own JSON check comes with every row: collections hand stored texts to the
+    /// application without parsing them (Collections/MessageList.swift).
+    static let messageColumns = "message_id, channel_url, created_at, updated_at, req_id, json, json_valid(json)"
 
     func readMessage(_ row: SQLiteStatement) throws(ParleyError) -> CachedMessage {
-        CachedMessage(
+        let what = "message \(row.int64(0))"
+        guard row.int64(6) != 0 else { throw damaged(what) }
+        return CachedMessage(
             messageID: row.int64(0), channelURL: row.string(1) ?? "", createdAt: row.int64(2),
-            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: try storedJSON(row, 5, "message \(row.int64(0))"))
+            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: try storedJSON(row, 5, what))
     }
 }
 
@@ -368,7 +372,11 @@ extension ChatCache {
     /// Anything else is damage the checks at open did not see: the file is marked for
     /// replacement and the read fails, so that no invalid text ever reaches the application.
     func storedJSON(_ row: SQLiteStatement, _ column: Int32, _ what: String) throws(ParleyError) -> String {
-        let text = row.withTextBytes(column) { bytes in Self.isStoredObject(bytes) ? String(decoding: bytes, as: UTF8.self) : nil }
+        // One pass: validating the UTF-8 gives the string.
+        let text = row.withTextBytes(column) { bytes -> String? in
+            guard bytes.count >= 2, bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") else { return nil }
+            return String(validating: bytes, as: UTF8.self)
+        }
         guard let text = text ?? nil else { throw damaged(what) }
         return text
     }

@@ -1,0 +1,191 @@
+import Glibc
+
+// Messages as a message collection holds and hands them out. A page read from the cache stays
+// the cache's canonical JSON text (never parsed into a value and encoded again); messages that
+// came as values (events, the server's pages) stay values. The C ABI gets the array text by
+// joining; Swift callers get values, parsed when they read them.
+
+/// One message of a view: the cache's canonical text (with its `req_id`, which the view
+/// needs without parsing), or a value.
+enum MessageItem: Sendable {
+    case text(String, reqID: String)
+    case value(JSONValue)
+
+    /// The message as a value (a stored text is parsed; the cache vouched that it is valid).
+    var value: JSONValue {
+        switch self {
+        case .text(let text, _): (try? JSONValue.parse(text)) ?? .null
+        case .value(let value): value
+        }
+    }
+
+    var reqID: String {
+        switch self {
+        case .text(_, let reqID): reqID
+        case .value(let value): value["req_id"]?.stringValue ?? ""
+        }
+    }
+
+    var canonicalText: String {
+        switch self {
+        case .text(let text, _): text
+        case .value(let value): value.canonicalText
+        }
+    }
+
+    /// Same message content, byte for byte in canonical form.
+    func sameContent(as other: MessageItem) -> Bool {
+        if case .value(let mine) = self, case .value(let theirs) = other { return mine == theirs }
+        return canonicalText == other.canonicalText
+    }
+
+    /// Without the top-level members the application did not ask for (MessageListParams;
+    /// `omitted` is its `omittedMessageKeys` as bytes).
+    func presented(_ params: MessageListParams, omitted: [[UInt8]]) -> MessageItem {
+        switch self {
+        case .value(let value):
+            return .value(params.presented(value))
+        case .text(let text, let reqID):
+            return omitted.isEmpty ? self : .text(CanonicalObjectText.removingMembers(omitted, from: text), reqID: reqID)
+        }
+    }
+
+    func presented(_ params: MessageListParams) -> MessageItem {
+        presented(params, omitted: params.omittedMessageKeys.map { Array($0.utf8) })
+    }
+}
+
+/// Messages handed to the application by a message collection, in the view's order. Reading
+/// an element gives its value (parsed on each read for messages that came from the cache);
+/// `jsonText` is the JSON array of them all, built without parsing.
+public struct MessageList: RandomAccessCollection, Sendable, Equatable, ExpressibleByArrayLiteral {
+    let items: [MessageItem]
+
+    init(items: [MessageItem]) { self.items = items }
+
+    public init(_ values: [JSONValue] = []) { items = values.map(MessageItem.value) }
+
+    public init(arrayLiteral values: JSONValue...) { self.init(values) }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { items.count }
+    public subscript(position: Int) -> JSONValue { items[position].value }
+
+    /// The messages as one JSON array (canonical form).
+    public var jsonText: String {
+        var text = "["
+        text.reserveCapacity(items.reduce(2) { total, item in
+            if case .text(let stored, _) = item { total + stored.utf8.count + 1 } else { total + 512 }
+        })
+        for (index, item) in items.enumerated() {
+            if index > 0 { text += "," }
+            text += item.canonicalText
+        }
+        text += "]"
+        return text
+    }
+
+    public static func == (lhs: MessageList, rhs: MessageList) -> Bool {
+        lhs.count == rhs.count && zip(lhs.items, rhs.items).allSatisfy { $0.sameContent(as: $1) }
+    }
+}
+
+/// Text operations on canonical JSON objects as the cache stores them (no whitespace, valid).
+enum CanonicalObjectText {
+    /// `text` without its top-level members named in `names`. Text that is not an object is
+    /// returned as it is.
+    static func removingMembers(_ names: [[UInt8]], from text: String) -> String {
+        var text = text
+        return text.withUTF8 { bytes -> String in
+            guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{") else { return String(decoding: bytes, as: UTF8.self) }
+            // Member ranges to drop (with the comma that separates each from its neighbour).
+            var dropped: [Range<Int>] = []
+            var index = 1
+            var previousEnd = 1
+            var keptAny = false
+            while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+                let memberStart = index
+                let keyEnd = endOfString(bytes, from: index)
+                let valueEnd = endOfValue(bytes, from: keyEnd + 1)  // past the ':'
+                let keyLength = keyEnd - memberStart - 2
+                let named = names.contains { name in
+                    name.count == keyLength
+                        && name.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress! + memberStart + 1, keyLength) == 0 }
+                }
+                if named {
+                    // Before any kept member a member goes with the comma after it; after one,
+                    // with the comma before it.
+                    if !keptAny {
+                        let end = valueEnd < bytes.count && bytes[valueEnd] == UInt8(ascii: ",") ? valueEnd + 1 : valueEnd
+                        dropped.append(memberStart..<end)
+                    } else {
+                        dropped.append(previousEnd..<valueEnd)
+                    }
+                } else {
+                    keptAny = true
+                }
+                previousEnd = valueEnd
+                index = valueEnd
+                if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
+            }
+            guard !dropped.isEmpty else { return String(decoding: bytes, as: UTF8.self) }
+            let ranges = dropped
+            let length = bytes.count - ranges.reduce(0) { $0 + $1.count }
+            return String(unsafeUninitializedCapacity: length) { output in
+                var written = 0
+                var from = 0
+                for range in ranges + [bytes.count..<bytes.count] {
+                    let count = range.lowerBound - from
+                    if count > 0 {
+                        (output.baseAddress! + written).update(from: bytes.baseAddress! + from, count: count)
+                        written += count
+                    }
+                    from = range.upperBound
+                }
+                return written
+            }
+        }
+    }
+
+    /// The index just past the string that starts (with its quote) at `start`.
+    private static func endOfString(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        var index = start + 1
+        let base = bytes.baseAddress!
+        while index < bytes.count {
+            // Jump to the next quote; it ends the string unless an odd run of backslashes escapes it.
+            guard let found = memchr(base + index, Int32(UInt8(ascii: "\"")), bytes.count - index) else { return bytes.count }
+            let quote = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+            var backslashes = 0
+            while quote - backslashes - 1 > start, bytes[quote - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+            if backslashes % 2 == 0 { return quote + 1 }
+            index = quote + 1
+        }
+        return bytes.count
+    }
+
+    /// The index just past the value that starts at `start`.
+    private static func endOfValue(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        var index = start
+        var depth = 0
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                index = endOfString(bytes, from: index)
+                if depth == 0 { return index }
+                continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 0 { return index }
+                depth -= 1
+                if depth == 0 { return index + 1 }
+            case UInt8(ascii: ","):
+                if depth == 0 { return index }
+            default:
+                break
+            }
+            index += 1
+        }
+        return bytes.count
+    }
+}

@@ -1,0 +1,124 @@
+import Glibc
+import Testing
+@testable import ParleyCore
+
+// Collections hand cached messages out as the stored text, with the members the application
+// did not ask for cut out of the text (Collections/MessageList.swift). The cut must give
+// exactly what presenting the parsed value and encoding it again gives, and a damaged stored
+// text must never reach the application.
+
+private struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Keys that matter to the cut, and keys and strings that could fool a scanner.
+private let keyPool = ["reactions", "thread_info", "parent_message_info", "sorted_metaarray", "message", "a\"b", "r\\", "{", "}",
+                       ",", "reactions2", "", "é"]
+private let stringPool = ["", "}", "{\"reactions\":1}", "\\", "\"", ",", "]", "[", "x\ny", "😀"]
+
+private func randomValue(_ rng: inout SplitMix, depth: Int) -> JSONValue {
+    switch Int.random(in: 0..<(depth > 2 ? 5 : 7), using: &rng) {
+    case 0: return .null
+    case 1: return .bool(Bool.random(using: &rng))
+    case 2: return .int(Int64.random(in: -1000...1000, using: &rng))
+    case 3: return .double(Double(Int.random(in: -100...100, using: &rng)) / 8)
+    case 4: return .string(stringPool.randomElement(using: &rng) ?? "")
+    case 5: return .array((0..<Int.random(in: 0...3, using: &rng)).map { _ in randomValue(&rng, depth: depth + 1) })
+    default: return randomObject(&rng, depth: depth + 1)
+    }
+}
+
+private func randomObject(_ rng: inout SplitMix, depth: Int) -> JSONValue {
+    var fields: [String: JSONValue] = [:]
+    for _ in 0..<Int.random(in: 0...6, using: &rng) {
+        fields[keyPool.randomElement(using: &rng) ?? "k"] = randomValue(&rng, depth: depth)
+    }
+    return .object(fields)
+}
+
+@Suite struct MessageListTests {
+    @Test func cuttingTheStoredTextEqualsPresentingTheValue() throws {
+        var rng = SplitMix(state: 7)
+        var checked = 0
+        for round in 0..<3000 {
+            let message = randomObject(&rng, depth: 0)
+            var params = MessageListParams()
+            params.includeReactions = round % 2 == 0
+            params.includeThreadInfo = round % 3 == 0
+            params.includeParentMessageInfo = round % 5 == 0
+            params.includeMetaArray = round % 7 == 0
+            let cut = MessageItem.text(message.canonicalText, reqID: "").presented(params).canonicalText
+            let expected = params.presented(message).canonicalText
+            #expect(cut == expected, "\(message.canonicalText)")
+            if cut != expected { break }
+            checked += 1
+        }
+        #expect(checked == 3000)
+        // Dropped members first, last, side by side, and all of them.
+        let none = MessageListParams()
+        let cases: [JSONValue] = [
+            ["parent_message_info": ["reactions": 1], "reactions": [], "z": "}"],
+            ["a": 1, "reactions": [["x": "\\\""]], "sorted_metaarray": [], "thread_info": [:]],
+            ["reactions": [], "sorted_metaarray": [], "thread_info": ["a": [1, 2, "]"]]],
+            [:], ["reactions": "only"],
+        ]
+        for message in cases {
+            #expect(MessageItem.text(message.canonicalText, reqID: "").presented(none).canonicalText == none.presented(message).canonicalText)
+        }
+        // Nothing asked to be left out: the text is handed out as stored.
+        var all = MessageListParams()
+        all.includeReactions = true
+        all.includeThreadInfo = true
+        all.includeParentMessageInfo = true
+        all.includeMetaArray = true
+        #expect(all.omittedMessageKeys.isEmpty)
+    }
+
+    @Test func aListJoinsTextsAndValuesIntoOneArray() throws {
+        let stored: JSONValue = ["message_id": 1, "message": "from the cache", "req_id": "r1"]
+        let live: JSONValue = ["message_id": 2, "message": "from an event"]
+        let list = MessageList(items: [.text(stored.canonicalText, reqID: "r1"), .value(live)])
+        #expect(try JSONValue.parse(list.jsonText) == .array([stored, live]))
+        #expect(Array(list) == [stored, live])
+        #expect(list == MessageList([stored, live]))
+        #expect(list != MessageList([live, stored]))
+        #expect(list.items.map(\.reqID) == ["r1", ""])
+        #expect(MessageList().jsonText == "[]")
+    }
+
+    /// A stored text that is not JSON (damage the checks at open could not see) fails the
+    /// read with a cache error and marks the file for replacement; nothing invalid is handed out.
+    @Test func aDamagedStoredMessageFailsThePageRead() throws {
+        var template = Array("/tmp/parley-list-test-XXXXXX".utf8CString)
+        let directory: String = template.withUnsafeMutableBufferPointer { buffer in
+            mkdtemp(buffer.baseAddress!) != nil ? String(cString: buffer.baseAddress!) : "/tmp"
+        }
+        defer { _ = system("rm -rf '\(directory)'") }
+        let path = directory + "/user.sqlite"
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        try cache.database.execute("""
+            INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                  parent_message_id, is_reply_to_channel, json)
+            VALUES (1, 'c1', 10, 0, '', 'MESG', '', 'u1', 0, 0, '{"message":"fine"}'),
+                   (2, 'c1', 20, 0, '', 'MESG', '', 'u1', 0, 0, '{"message":"cut off}')
+            """)
+        #expect(throws: ParleyError.self) { try cache.messages(channelURL: "c1", before: .newest, limit: 10) }
+        do {
+            _ = try cache.messages(channelURL: "c1", before: .newest, limit: 10)
+        } catch {
+            #expect(error.code == .cache)
+            #expect(error.message.contains("message 2"))
+        }
+        #expect(access(path + SQLiteDatabase.damageMarkerSuffix, F_OK) == 0)
+        // The row before it is still readable on its own.
+        #expect(try cache.messages(channelURL: "c1", before: MessageKey(createdAt: 15, messageID: 0), limit: 10).map(\.messageID) == [1])
+    }
+}
