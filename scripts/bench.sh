@@ -8,9 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-sends=300 reads=2000 missed=10000 channels=10 cache_mb=700 live=500 members=500 viewed=100000
+sends=300 reads=2000 missed=10000 channels=10 cache_mb=700 live=500 members=500 viewed=1000000
+fanout_seconds=5 stored=1000000
 if [[ "${1:-}" == "--quick" ]]; then
     sends=100 reads=500 missed=2000 cache_mb=100 live=200 members=100 viewed=20000
+    fanout_seconds=2 stored=100000
 fi
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 work=$(mktemp -d /tmp/parley-bench-server-XXXXXX)
@@ -18,7 +20,7 @@ quietly() { "$@" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; };
 echo "building (release)..."
 quietly bash scripts/setup.sh
 quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release
-quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views
+quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views bench_server
 quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 # The catch-up replays every missed event: the server keeps enough of them.
@@ -45,6 +47,9 @@ run "$root/build/cmake/bench_views" "$url" "$token" "$viewed" 1000
 # The Python binding beside the platform package (scripts/setup.sh installs it from PyPI).
 run env PYTHONPATH="$root/bindings/python" PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0" \
     python3 "$root/benchmarks/bench_python.py" "$url" "$token" 15
+# The server itself under fan-out, raw libcurl (last: it leaves a 50-member channel behind);
+# it starts its own servers for the start-up measures.
+run "$root/build/cmake/bench_server" "$url" "$token" "$root/server/.build/release/parley-server" 5000 "$fanout_seconds" "$stored"
 
 echo "Summary (Parley's figure | compared with, same run | goal)"
 awk -F'\t' '{ printf "  %-62s %-22s %-52s %s\n", $2, $3, $4, $5 }' "$work/rows"

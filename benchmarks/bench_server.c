@@ -1,0 +1,826 @@
+/* bench_server: the reference server itself (P7), driven with raw libcurl and raw sqlite3;
+ * no Parley client is involved.
+ *
+ *   bench_server SERVER_URL API_TOKEN SERVER_BINARY [MESSAGES] [SECONDS] [STORED]
+ *
+ * 1. A group channel of 50 members, each with its own event stream open (Session-Key), all
+ *    of them past their `connected` event. Up to MESSAGES messages (default 5000; at most
+ *    SECONDS, default 8, of sending) are posted as fast as SENDERS requests in flight allow
+ *    (Api-Token, each message from the next member in turn); the same first, for half as long,
+ *    into a channel of 2 of those members (what the fan-out costs). Then 2 x SECONDS of messages at a fixed
+ *    moderate rate: PACED_RATE per second, or half the burst's rate when the server cannot
+ *    take twice PACED_RATE (a rate it cannot keep up with only measures its queue). Per
+ *    message: the time from its POST being handed to curl to the moment the last stream has
+ *    it (p50, p99, max), and loss (accepted messages some stream still lacks after a grace
+ *    period). Throughput = 2xx answers / wall time of the burst.
+ * 2. The server's start with STORED messages (default 1,000,000) in its database: a server
+ *    this program starts (SERVER_BINARY) on a database holding one real message, then on the
+ *    same database with STORED messages (copies of that message written with raw sqlite3
+ *    into the server's own records table). Each start is timed from exec to the "listening"
+ *    line and to the first answer of a page of 100 messages, with VmRSS after start and after
+ *    that page; the stored messages are then checked through REST (count, newest, oldest). */
+#define _GNU_SOURCE
+#include "bench_support.h"
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MEMBERS 50
+#define SENDERS 4
+#define PACED_RATE 200
+
+/* ---- small blocking HTTP helper (setup and checks) ------------------------------------ */
+
+typedef struct {
+    char *data;
+    size_t length, capacity;
+} buffer;
+
+static void buffer_append(buffer *b, const char *bytes, size_t count) {
+    if (b->length + count + 1 > b->capacity) {
+        size_t capacity = b->capacity ? b->capacity : 4096;
+        while (capacity < b->length + count + 1) capacity *= 2;
+        b->data = realloc(b->data, capacity);
+        b->capacity = capacity;
+    }
+    memcpy(b->data + b->length, bytes, count);
+    b->length += count;
+    b->data[b->length] = '\0';
+}
+
+static size_t collect(char *bytes, size_t size, size_t count, void *user) {
+    buffer_append(user, bytes, size * count);
+    return size * count;
+}
+
+static size_t discard(char *bytes, size_t size, size_t count, void *user) {
+    (void)bytes; (void)user;
+    return size * count;
+}
+
+static CURL *setup_handle;
+
+/* One request on a kept-alive connection; the answer's body in `answer` (reset first).
+ * Returns the HTTP status, 0 when the request did not complete. */
+static long http(const char *method, const char *url, const char *auth, const char *body, buffer *answer) {
+    if (setup_handle == NULL) setup_handle = curl_easy_init();
+    CURL *h = setup_handle;
+    curl_easy_reset(h);
+    struct curl_slist *headers = curl_slist_append(NULL, auth);
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    answer->length = 0;
+    buffer_append(answer, "", 0);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, answer);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    if (body) curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    long status = 0;
+    if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    return status;
+}
+
+/* The same, printing a failure; 1 on a 2xx answer. */
+static int call(const char *method, const char *url, const char *auth, const char *body, buffer *answer) {
+    long status = http(method, url, auth, body, answer);
+    if (status >= 200 && status < 300) return 1;
+    fprintf(stderr, "%s %s: %ld %s\n", method, url, status, answer->data ? answer->data : "");
+    return 0;
+}
+
+/* The string value of "key" in a JSON text, into `out`. */
+static int json_string(const char *json, const char *key, char *out, size_t size) {
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":\"", key);
+    const char *at = strstr(json, pattern);
+    if (at == NULL) return 0;
+    at += strlen(pattern);
+    const char *end = strchr(at, '"');
+    if (end == NULL || (size_t)(end - at) >= size) return 0;
+    memcpy(out, at, (size_t)(end - at));
+    out[end - at] = '\0';
+    return 1;
+}
+
+static long long wall_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* ---- part 1: fan-out to 50 streams ------------------------------------------------------ */
+
+/* One run of sends: what was sent when, and when the first and the last stream had it. */
+typedef struct {
+    char tag;  /* in the message text ("p7 <tag> <n>"), so a late event of another run is not counted */
+    int count; /* messages to send; lowered when the run reaches its time limit */
+    int capacity;
+    int streams; /* how many streams each message goes to */
+    long long frame_bytes; /* of the message_received frames counted */
+    double *sent_at, *answered_at, *first_at, *last_at;
+    unsigned char *got;  /* streams that have message n */
+    unsigned char *seen; /* [n * MEMBERS + stream] */
+    int accepted, refused, complete, duplicates;
+    double started, finished, last_delivery;
+} run;
+
+typedef struct {
+    int index;
+    buffer in;
+    size_t scanned; /* bytes of `in` already searched for a frame end */
+    int connected;
+} stream;
+
+static pthread_mutex_t runs_lock = PTHREAD_MUTEX_INITIALIZER;
+static run *current_run; /* guarded by runs_lock, as are the arrays of the run it points to */
+static long stray_events;
+static atomic_int connected_streams, ended_streams, stop_receiving;
+
+static run *run_new(char tag, int count, int streams) {
+    run *r = calloc(1, sizeof *r);
+    r->tag = tag;
+    r->streams = streams;
+    r->count = r->capacity = count;
+    r->sent_at = calloc((size_t)count, sizeof(double));
+    r->answered_at = calloc((size_t)count, sizeof(double));
+    r->first_at = calloc((size_t)count, sizeof(double));
+    r->last_at = calloc((size_t)count, sizeof(double));
+    r->got = calloc((size_t)count, 1);
+    r->seen = calloc((size_t)count * MEMBERS, 1);
+    return r;
+}
+
+static void run_free(run *r) {
+    free(r->sent_at); free(r->answered_at); free(r->first_at); free(r->last_at);
+    free(r->got); free(r->seen); free(r);
+}
+
+static int line_is(const char *line, const char *end, const char *prefix, const char **rest) {
+    size_t n = strlen(prefix);
+    if ((size_t)(end - line) < n || memcmp(line, prefix, n) != 0) return 0;
+    *rest = line + n;
+    return 1;
+}
+
+/* One complete SSE frame of a stream. Only `connected` and `message_received` matter here. */
+static void on_frame(stream *s, const char *frame, size_t length, double now) {
+    const char *end = frame + length, *name = NULL, *name_end = NULL, *data = NULL, *data_end = NULL;
+    for (const char *line = frame; line < end;) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        if (eol == NULL) eol = end;
+        const char *rest;
+        if (line_is(line, eol, "event: ", &rest)) name = rest, name_end = eol;
+        else if (line_is(line, eol, "data: ", &rest)) data = rest, data_end = eol;
+        line = eol + 1;
+    }
+    if (name == NULL) return;
+    size_t name_length = (size_t)(name_end - name);
+    if (name_length == 9 && memcmp(name, "connected", 9) == 0) {
+        if (!s->connected) atomic_fetch_add(&connected_streams, 1);
+        s->connected = 1;
+        return;
+    }
+    if (name_length != 16 || memcmp(name, "message_received", 16) != 0 || data == NULL) return;
+    /* The event's own message object; the channel's last_message sits under another key. */
+    const char *message = memmem(data, (size_t)(data_end - data), "\"message\":{", 11);
+    if (message == NULL) return;
+    static const char marker[] = "\"message\":\"p7 ";
+    const char *text = memmem(message, (size_t)(data_end - message), marker, sizeof marker - 1);
+    if (text == NULL) return;
+    text += sizeof marker - 1;
+    char tag = text[0];
+    int n = (int)strtol(text + 2, NULL, 10);
+    pthread_mutex_lock(&runs_lock);
+    run *r = current_run;
+    if (r == NULL || r->tag != tag || n < 0 || n >= r->capacity) {
+        stray_events++;
+    } else if (r->seen[(size_t)n * MEMBERS + (size_t)s->index]) {
+        r->duplicates++;
+    } else {
+        r->seen[(size_t)n * MEMBERS + (size_t)s->index] = 1;
+        if (r->got[n]++ == 0) r->first_at[n] = now;
+        r->frame_bytes += (long long)length;
+        if (r->got[n] == r->streams) {
+            r->last_at[n] = now;
+            r->complete++;
+        }
+        r->last_delivery = now;
+    }
+    pthread_mutex_unlock(&runs_lock);
+}
+
+/* Bytes of a stream: complete frames (ended by a blank line) are handled, the rest kept. */
+static size_t on_stream_bytes(char *bytes, size_t size, size_t count, void *user) {
+    stream *s = user;
+    double now = now_us();
+    buffer_append(&s->in, bytes, size * count);
+    size_t start = 0;
+    for (;;) {
+        size_t from = s->scanned > start + 1 ? s->scanned - 1 : start;
+        char *end = memmem(s->in.data + from, s->in.length - from, "\n\n", 2);
+        if (end == NULL) break;
+        on_frame(s, s->in.data + start, (size_t)(end - (s->in.data + start)), now);
+        start = (size_t)(end - s->in.data) + 2;
+        s->scanned = start;
+    }
+    /* One move per chunk, not per frame: a chunk may hold many frames of ~25 KB. */
+    if (start > 0) {
+        memmove(s->in.data, s->in.data + start, s->in.length - start);
+        s->in.length -= start;
+    }
+    s->scanned = s->in.length;
+    return size * count;
+}
+
+static void *receive(void *arg) {
+    CURLM *multi = arg;
+    while (!atomic_load(&stop_receiving)) {
+        int running = 0, left = 0;
+        curl_multi_perform(multi, &running);
+        CURLMsg *message;
+        while ((message = curl_multi_info_read(multi, &left)) != NULL) {
+            if (message->msg != CURLMSG_DONE) continue;
+            atomic_fetch_add(&ended_streams, 1);
+            long status = 0;
+            curl_easy_getinfo(message->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+            fprintf(stderr, "an event stream ended: HTTP %ld, %s\n", status, curl_easy_strerror(message->data.result));
+        }
+        curl_multi_poll(multi, NULL, 0, 100, NULL);
+    }
+    return NULL;
+}
+
+typedef struct {
+    CURL *easy;
+    int n; /* the message in flight, -1 when free */
+    char body[256];
+} sender;
+
+/* Sends r->count messages to `url` through `in_flight` requests at once, at `rate` per second
+ * (0: as fast as they are answered), each from the next of `senders_count` members in turn;
+ * sending stops after `seconds`. */
+static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const char *url, char members[][64],
+                     int senders_count, int rate, double seconds) {
+    pthread_mutex_lock(&runs_lock);
+    current_run = r;
+    pthread_mutex_unlock(&runs_lock);
+    int next = 0, done = 0, busy = 0;
+    r->started = now_us();
+    while (done < next || next < r->count) {
+        double now = now_us();
+        if (now - r->started > seconds * 1e6 && next < r->count) r->count = next;
+        for (int i = 0; i < in_flight && next < r->count; i++) {
+            if (senders[i].n >= 0) continue;
+            if (rate > 0 && now < r->started + next * 1e6 / rate) break;
+            sender *s = &senders[i];
+            s->n = next;
+            snprintf(s->body, sizeof s->body, "{\"message_type\":\"MESG\",\"user_id\":\"%s\",\"message\":\"p7 %c %d\"}",
+                     members[next % senders_count], r->tag, next);
+            curl_easy_setopt(s->easy, CURLOPT_URL, url);
+            curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
+            curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
+            r->sent_at[next] = now_us();
+            curl_multi_add_handle(multi, s->easy);
+            next++;
+            busy++;
+        }
+        int running = 0, left = 0;
+        curl_multi_perform(multi, &running);
+        CURLMsg *message;
+        while ((message = curl_multi_info_read(multi, &left)) != NULL) {
+            if (message->msg != CURLMSG_DONE) continue;
+            sender *s = NULL;
+            long status = 0;
+            curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+            curl_easy_getinfo(message->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+            r->answered_at[s->n] = now_us();
+            if (message->data.result == CURLE_OK && status >= 200 && status < 300) {
+                r->accepted++;
+            } else {
+                if (r->refused++ == 0) fprintf(stderr, "POST refused: HTTP %ld, %s\n", status, curl_easy_strerror(message->data.result));
+                r->sent_at[s->n] = 0; /* not expected on the streams */
+            }
+            curl_multi_remove_handle(multi, s->easy);
+            s->n = -1;
+            busy--;
+            done++;
+        }
+        int wait_ms = 100;
+        if (rate > 0 && next < r->count) {
+            double due = r->started + next * 1e6 / rate - now_us();
+            wait_ms = due <= 0 ? 0 : (int)(due / 1e3) + 1;
+            if (wait_ms > 100) wait_ms = 100;
+        }
+        if (busy > 0 || wait_ms > 0) curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
+    }
+    r->finished = now_us();
+}
+
+/* Waits until every stream has every accepted message, or `grace_s` pass without a new
+ * delivery (frames already queued on the server keep arriving a while after the last answer). */
+static void wait_deliveries(run *r, double grace_s) {
+    for (;;) {
+        pthread_mutex_lock(&runs_lock);
+        int complete = r->complete, accepted = r->accepted;
+        double last = r->last_delivery > r->finished ? r->last_delivery : r->finished;
+        pthread_mutex_unlock(&runs_lock);
+        if (complete >= accepted || now_us() - last > grace_s * 1e6) return;
+        sleep_ms(20);
+    }
+}
+
+typedef struct {
+    double rate, p50, p99, max, first_p50, answer_p50, frame_kb;
+    int sent, accepted, refused, lost, partial;
+} run_result;
+
+static run_result summarize(run *r) {
+    run_result out = {0};
+    pthread_mutex_lock(&runs_lock);
+    current_run = NULL;
+    pthread_mutex_unlock(&runs_lock);
+    double *last = calloc((size_t)r->count + 1, sizeof(double));
+    double *first = calloc((size_t)r->count + 1, sizeof(double));
+    double *answer = calloc((size_t)r->count + 1, sizeof(double));
+    int n_last = 0, n_first = 0, n_answer = 0;
+    for (int i = 0; i < r->count; i++) {
+        if (r->sent_at[i] == 0) continue; /* refused */
+        answer[n_answer++] = r->answered_at[i] - r->sent_at[i];
+        if (r->got[i] > 0) first[n_first++] = r->first_at[i] - r->sent_at[i];
+        if (r->got[i] == r->streams) last[n_last++] = r->last_at[i] - r->sent_at[i];
+        else {
+            out.lost++;
+            if (r->got[i] > 0) out.partial++;
+        }
+    }
+    out.sent = r->count;
+    out.accepted = r->accepted;
+    int frames = 0;
+    for (int i = 0; i < r->count; i++) frames += r->got[i];
+    out.frame_kb = frames ? r->frame_bytes / 1024.0 / frames : 0;
+    out.refused = r->refused;
+    out.rate = r->accepted / ((r->finished - r->started) / 1e6);
+    out.p50 = quantile(last, n_last, 0.5) / 1e3;
+    out.p99 = quantile(last, n_last, 0.99) / 1e3;
+    out.max = quantile(last, n_last, 1.0) / 1e3;
+    out.first_p50 = quantile(first, n_first, 0.5) / 1e3;
+    out.answer_p50 = quantile(answer, n_answer, 0.5) / 1e3;
+    free(last); free(first); free(answer);
+    return out;
+}
+
+static void print_run(const char *title, const run_result *r, int streams) {
+    printf("  %-26s %5d sent, %5d accepted: %6.1f msg/s; %.1f KB per event frame\n", title, r->sent, r->accepted, r->rate,
+           r->frame_kb);
+    printf("  %-26s POST answered p50 %.1f ms; first stream p50 %.1f ms; last of %d streams p50 %.1f  p99 %.1f  max %.1f ms; "
+           "lost %d (%d partly delivered)\n",
+           "", r->answer_p50, r->first_p50, streams, r->p50, r->p99, r->max, r->lost, r->partial);
+}
+
+/* ---- part 2: a server of our own, started on a prepared database ------------------------ */
+
+typedef struct {
+    pid_t pid;
+    int out; /* its stdout */
+    char url[128];
+} server_process;
+
+static server_process child = {0, -1, ""};
+static char temp_dir[] = "/tmp/parley-bench-p7-XXXXXX";
+static int temp_made;
+
+static void stop_server(server_process *s) {
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        int status, gone = 0;
+        for (int i = 0; i < 500 && !gone; i++) {
+            gone = waitpid(s->pid, &status, WNOHANG) != 0;
+            if (!gone) sleep_ms(20);
+        }
+        if (!gone) { /* 10 s without stopping: no more waiting */
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, &status, 0);
+        }
+    }
+    if (s->out >= 0) close(s->out);
+    s->pid = 0;
+    s->out = -1;
+}
+
+static void cleanup(void) {
+    stop_server(&child);
+    if (temp_made) {
+        char command[256];
+        snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);
+        if (system(command) != 0) fprintf(stderr, "could not remove %s\n", temp_dir);
+        temp_made = 0;
+    }
+}
+
+static void on_signal(int number) {
+    (void)number;
+    exit(1); /* runs cleanup (atexit): the server we started goes too */
+}
+
+/* Starts the server on `database`; returns the time from exec to its listening line (us), or
+ * a negative value. The process is left running in `child`. */
+static double start_server(const char *binary, const char *database, const char *token) {
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) return -1;
+    double started = now_us();
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(pipe_fds[1], STDOUT_FILENO);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDERR_FILENO);
+        close(pipe_fds[0]);
+        close(pipe_fds[1]);
+        execl(binary, binary, "--port", "0", "--database", database, "--api-token", token, (char *)NULL);
+        _exit(127);
+    }
+    close(pipe_fds[1]);
+    child.pid = pid;
+    child.out = pipe_fds[0];
+    char line[512];
+    size_t used = 0;
+    while (used < sizeof line - 1) {
+        struct pollfd p = {child.out, POLLIN, 0};
+        if (poll(&p, 1, 300000) <= 0) break;
+        ssize_t got = read(child.out, line + used, sizeof line - 1 - used);
+        if (got <= 0) break;
+        used += (size_t)got;
+        line[used] = '\0';
+        char *eol = strchr(line, '\n');
+        if (eol == NULL) continue;
+        double ready = now_us();
+        *eol = '\0';
+        const char *prefix = "parley-server listening on ";
+        if (strncmp(line, prefix, strlen(prefix)) != 0) break;
+        snprintf(child.url, sizeof child.url, "%.127s", line + strlen(prefix));
+        return ready - started;
+    }
+    fprintf(stderr, "%s did not start on %s\n", binary, database);
+    stop_server(&child);
+    return -1;
+}
+
+static long proc_status_kb(pid_t pid, const char *field) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    long value = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            value = atol(line + n + 1);
+            break;
+        }
+    }
+    fclose(f);
+    return value;
+}
+
+typedef struct {
+    double listening_ms, first_page_ms, page_ms;
+    long rss_start_kb, rss_page_kb, peak_kb;
+} start_result;
+
+/* Starts the server on `database` and reads it: exec to listening, exec to the first page of
+ * 100 messages of `channel`, VmRSS at both points, then the median of 3 more pages. The
+ * server stays up (in `child`) for checks. */
+static int measure_start(const char *binary, const char *database, const char *token, const char *channel,
+                         start_result *out, buffer *page) {
+    char auth[128], url[512];
+    snprintf(auth, sizeof auth, "Api-Token: %s", token);
+    double exec_at = now_us();
+    double listening = start_server(binary, database, token);
+    if (listening < 0) return 0;
+    out->listening_ms = listening / 1e3;
+    out->rss_start_kb = proc_status_kb(child.pid, "VmRSS");
+    snprintf(url, sizeof url, "%s/v3/group_channels/%s/messages?prev_limit=100", child.url, channel);
+    long status = 0;
+    for (int i = 0; i < 200 && (status = http("GET", url, auth, NULL, page)) != 200; i++) sleep_ms(10);
+    if (status != 200) {
+        fprintf(stderr, "no page from the server on %s: %ld %s\n", database, status, page->data);
+        return 0;
+    }
+    out->first_page_ms = (now_us() - exec_at) / 1e3;
+    out->rss_page_kb = proc_status_kb(child.pid, "VmRSS");
+    double times[3];
+    buffer scratch = {0};
+    for (int i = 0; i < 3; i++) {
+        double t0 = now_us();
+        if (http("GET", url, auth, NULL, &scratch) != 200) return 0;
+        times[i] = now_us() - t0;
+    }
+    free(scratch.data);
+    out->page_ms = median(times, 3) / 1e3;
+    out->peak_kb = proc_status_kb(child.pid, "VmHWM");
+    return 1;
+}
+
+/* Adds `count` - 1 copies of the one message in the database after it (ids 2..count, one
+ * millisecond apart, texts "stored <n>"), as the server would have stored them: same table,
+ * same JSON document (the server's own record with id, time and text changed); then points
+ * the channel's last message, the sender's read position and the counters at the newest. */
+static int add_stored_copies(const char *database, const char *channel, const char *sender, int count,
+                             long long first_ts) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open(database, &db) != SQLITE_OK) return 0;
+    long long last_ts = first_ts + count - 1;
+    char *sql = sqlite3_mprintf(
+        /* No journal while filling (the server is stopped): the rows go to the file once. */
+        "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+        "BEGIN;"
+        "CREATE TEMP TABLE template AS SELECT body FROM records WHERE kind = 'message' AND key = '1';"
+        "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < %d)"
+        " INSERT INTO records (kind, key, body)"
+        " SELECT 'message', CAST(i AS TEXT),"
+        "  json_set(body, '$.id', i, '$.createdAt', %lld + i - 1, '$.message', 'stored ' || (i - 1))"
+        " FROM n, template;"
+        "UPDATE records SET body = json_set(body, '$.lastMessageId', %d, '$.updatedAt', %lld,"
+        "  '$.members.%s.readTs', %lld) WHERE kind = 'channel' AND key = %Q;"
+        "INSERT OR REPLACE INTO counters (name, value) VALUES ('next_message_id', %d), ('last_message_ts', %lld);"
+        "COMMIT; PRAGMA journal_mode=WAL;",
+        count, first_ts, count, last_ts, sender, last_ts, channel, count + 1, last_ts);
+    char *error = NULL;
+    int ok = sqlite3_exec(db, sql, NULL, NULL, &error) == SQLITE_OK;
+    if (!ok) fprintf(stderr, "stored copies: %s\n", error);
+    sqlite3_free(error);
+    sqlite3_free(sql);
+    sqlite3_stmt *check = NULL;
+    int rows = 0;
+    if (ok && sqlite3_prepare_v2(db, "SELECT count(*) FROM records WHERE kind = 'message'", -1, &check, NULL) == SQLITE_OK &&
+        sqlite3_step(check) == SQLITE_ROW) {
+        rows = sqlite3_column_int(check, 0);
+    }
+    sqlite3_finalize(check);
+    sqlite3_close(db);
+    if (ok && rows != count) fprintf(stderr, "stored copies: %d rows, expected %d\n", rows, count);
+    return ok && rows == count;
+}
+
+/* The text of the last "message" string in a page (its newest message; ascending order). */
+static int last_text(const char *page, char *out, size_t size) {
+    const char *at = NULL;
+    for (const char *p = page; (p = strstr(p, "\"message\":\"")) != NULL; p++) at = p;
+    return at != NULL && json_string(at, "message", out, size);
+}
+
+static int count_of(const char *text, const char *needle) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s SERVER_URL API_TOKEN SERVER_BINARY [MESSAGES] [SECONDS] [STORED]\n", argv[0]);
+        return 2;
+    }
+    const char *url = argv[1], *api_token = argv[2], *binary = argv[3];
+    int messages = argc > 4 ? atoi(argv[4]) : 5000;
+    double seconds = argc > 5 ? atof(argv[5]) : 8;
+    int stored = argc > 6 ? atoi(argv[6]) : 1000000;
+    if (messages < 1 || seconds <= 0 || stored < 2) return 2;
+    curl_global_init(CURL_GLOBAL_ALL);
+    atexit(cleanup);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+
+    char auth[128], path[512], body[4096], run_id[48], channel[96], pair[96], members[MEMBERS][64], tokens[MEMBERS][128];
+    snprintf(auth, sizeof auth, "Api-Token: %s", api_token);
+    snprintf(run_id, sizeof run_id, "%ld-%d", (long)time(NULL), (int)getpid());
+    snprintf(channel, sizeof channel, "p7-%s", run_id);
+    snprintf(pair, sizeof pair, "p7-pair-%s", run_id);
+    buffer answer = {0};
+    printf("P7: the server with %d members, %d event streams (%ld cores, shared by the server and this benchmark)\n",
+           MEMBERS, MEMBERS, sysconf(_SC_NPROCESSORS_ONLN));
+
+    /* Members, their channel, their session keys. */
+    size_t used = (size_t)snprintf(body, sizeof body, "{\"channel_url\":\"%s\",\"user_ids\":[", channel);
+    for (int i = 0; i < MEMBERS; i++) {
+        char create[256];
+        snprintf(members[i], sizeof members[i], "p7-%s-%d", run_id, i);
+        snprintf(create, sizeof create, "{\"user_id\":\"%.63s\",\"nickname\":\"member %d\"}", members[i], i);
+        snprintf(path, sizeof path, "%s/v3/users", url);
+        if (!call("POST", path, auth, create, &answer)) return 1;
+        used += (size_t)snprintf(body + used, sizeof body - used, "%s\"%s\"", i ? "," : "", members[i]);
+    }
+    snprintf(body + used, sizeof body - used, "]}");
+    snprintf(path, sizeof path, "%s/v3/group_channels", url);
+    if (!call("POST", path, auth, body, &answer)) return 1;
+    snprintf(body, sizeof body, "{\"channel_url\":\"%s\",\"user_ids\":[\"%s\",\"%s\"]}", pair, members[0], members[1]);
+    if (!call("POST", path, auth, body, &answer)) return 1;
+    for (int i = 0; i < MEMBERS; i++) {
+        snprintf(path, sizeof path, "%s/v3/users/%.63s/token", url, members[i]);
+        if (!call("POST", path, auth, "{}", &answer) || !json_string(answer.data, "token", tokens[i], sizeof tokens[i])) return 1;
+    }
+
+    /* Every member's stream, read on a thread of its own. */
+    CURLM *streams_multi = curl_multi_init();
+    stream streams[MEMBERS];
+    CURL *stream_handles[MEMBERS];
+    struct curl_slist *stream_headers[MEMBERS];
+    for (int i = 0; i < MEMBERS; i++) {
+        char key[192];
+        streams[i] = (stream){i, {0}, 0, 0};
+        snprintf(key, sizeof key, "Session-Key: %s", tokens[i]);
+        stream_headers[i] = curl_slist_append(curl_slist_append(NULL, key), "Accept: text/event-stream");
+        snprintf(path, sizeof path, "%s/v3/users/%s/events", url, members[i]);
+        CURL *h = stream_handles[i] = curl_easy_init();
+        curl_easy_setopt(h, CURLOPT_URL, path);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, stream_headers[i]);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream_bytes);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &streams[i]);
+        curl_multi_add_handle(streams_multi, h);
+    }
+    pthread_t receiver;
+    pthread_create(&receiver, NULL, receive, streams_multi);
+    double opening = now_us();
+    while (atomic_load(&connected_streams) < MEMBERS && atomic_load(&ended_streams) == 0 && now_us() - opening < 30e6) sleep_ms(5);
+    if (atomic_load(&connected_streams) < MEMBERS) {
+        fprintf(stderr, "only %d of %d streams connected\n", atomic_load(&connected_streams), MEMBERS);
+        return 1;
+    }
+    printf("  %d streams connected in %.0f ms\n", MEMBERS, (now_us() - opening) / 1e3);
+
+    CURLM *send_multi = curl_multi_init();
+    sender senders[SENDERS];
+    struct curl_slist *send_headers = curl_slist_append(curl_slist_append(NULL, auth), "Content-Type: application/json");
+    for (int i = 0; i < SENDERS; i++) {
+        senders[i].n = -1;
+        CURL *h = senders[i].easy = curl_easy_init();
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, send_headers);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    }
+    char big_url[512], pair_url[512];
+    snprintf(big_url, sizeof big_url, "%s/v3/group_channels/%s/messages", url, channel);
+    snprintf(pair_url, sizeof pair_url, "%s/v3/group_channels/%s/messages", url, pair);
+
+    /* The same burst into 2 of the members first: what the server does without the fan-out. */
+    run *small = run_new('s', messages, 2);
+    send_run(send_multi, senders, SENDERS, small, pair_url, members, 2, 0, seconds / 2);
+    wait_deliveries(small, 5);
+    run_result small_result = summarize(small);
+    run *burst = run_new('b', messages, MEMBERS);
+    send_run(send_multi, senders, SENDERS, burst, big_url, members, MEMBERS, 0, seconds);
+    wait_deliveries(burst, 5);
+    run_result burst_result = summarize(burst);
+    /* A rate the server can take, so that the latency is not the length of its queue. */
+    int rate = burst_result.rate >= 2 * PACED_RATE ? PACED_RATE : (int)(burst_result.rate / 2);
+    if (rate < 1) rate = 1;
+    int paced_count = (int)(rate * seconds * 2); /* twice as long: a low rate gives few samples */
+    if (paced_count < 10) paced_count = 10;
+    run *slow = run_new('r', paced_count, MEMBERS);
+    send_run(send_multi, senders, SENDERS, slow, big_url, members, MEMBERS, rate, seconds * 2 + 5);
+    wait_deliveries(slow, 5);
+    run_result paced_result = summarize(slow);
+
+    printf("Messages posted (Api-Token, %d in flight, sender = the next member in turn) -> every member's stream\n", SENDERS);
+    print_run("2 members, burst:", &small_result, 2);
+    print_run("50 members, burst:", &burst_result, MEMBERS);
+    char title[64];
+    snprintf(title, sizeof title, "50 members, %d msg/s:", rate);
+    print_run(title, &paced_result, MEMBERS);
+    if (rate != PACED_RATE)
+        printf("  (paced at half the burst's rate: the server does not take twice %d msg/s, the rate asked for)\n", PACED_RATE);
+    if (stray_events > 0 || small->duplicates + slow->duplicates + burst->duplicates > 0)
+        printf("  events outside a run: %ld; duplicates: %d\n", stray_events, small->duplicates + slow->duplicates + burst->duplicates);
+    int streams_ended = atomic_load(&ended_streams);
+    if (streams_ended > 0) printf("  %d event streams ended during the runs\n", streams_ended);
+
+    atomic_store(&stop_receiving, 1);
+    curl_multi_wakeup(streams_multi);
+    pthread_join(receiver, NULL);
+    for (int i = 0; i < MEMBERS; i++) {
+        curl_multi_remove_handle(streams_multi, stream_handles[i]);
+        curl_easy_cleanup(stream_handles[i]);
+        curl_slist_free_all(stream_headers[i]);
+        free(streams[i].in.data);
+    }
+    curl_multi_cleanup(streams_multi);
+    for (int i = 0; i < SENDERS; i++) curl_easy_cleanup(senders[i].easy);
+    curl_slist_free_all(send_headers);
+    curl_multi_cleanup(send_multi);
+
+    /* Part 2. One real message through the API (dated back far enough for the copies after
+     * it to stay in the past), then the start with 1 message and with `stored`. */
+    if (mkdtemp(temp_dir) == NULL) return 1;
+    temp_made = 1;
+    char database[256], token[64], stored_channel[] = "p7-stored", stored_sender[] = "p7sender", text[128];
+    snprintf(database, sizeof database, "%s/server.sqlite", temp_dir);
+    snprintf(token, sizeof token, "p7-%s", run_id);
+    snprintf(auth, sizeof auth, "Api-Token: %s", token);
+    if (start_server(binary, database, token) < 0) return 1;
+    long long first_ts = wall_ms() - stored - 60000;
+    snprintf(path, sizeof path, "%s/v3/users", child.url);
+    snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"nickname\":\"sender\"}", stored_sender);
+    if (!call("POST", path, auth, body, &answer)) return 1;
+    snprintf(path, sizeof path, "%s/v3/group_channels", child.url);
+    snprintf(body, sizeof body, "{\"channel_url\":\"%s\",\"user_ids\":[\"%s\"]}", stored_channel, stored_sender);
+    if (!call("POST", path, auth, body, &answer)) return 1;
+    snprintf(path, sizeof path, "%s/v3/group_channels/%s/messages", child.url, stored_channel);
+    snprintf(body, sizeof body, "{\"message_type\":\"MESG\",\"user_id\":\"%s\",\"message\":\"stored 0\",\"created_at\":%lld}",
+             stored_sender, first_ts);
+    if (!call("POST", path, auth, body, &answer)) return 1;
+    if (strstr(answer.data, "\"message_id\":1,") == NULL) {
+        fprintf(stderr, "the first message is not message 1: %s\n", answer.data);
+        return 1;
+    }
+    stop_server(&child);
+
+    start_result few = {0}, many = {0};
+    if (!measure_start(binary, database, token, stored_channel, &few, &answer)) return 1;
+    stop_server(&child);
+    double filling = now_us();
+    if (!add_stored_copies(database, stored_channel, stored_sender, stored, first_ts)) return 1;
+    double filled_ms = (now_us() - filling) / 1e3;
+    if (!measure_start(binary, database, token, stored_channel, &many, &answer)) return 1;
+
+    /* The server really serves them: the count, the newest page, the oldest message. */
+    int verified = 1;
+    char expected[64];
+    snprintf(expected, sizeof expected, "stored %d", stored - 1);
+    int page_size = stored < 100 ? stored : 100;
+    if (count_of(answer.data, "\"message_id\":") != page_size || !last_text(answer.data, text, sizeof text) || strcmp(text, expected) != 0) {
+        fprintf(stderr, "newest page: expected %d messages ending with \"%s\"\n", page_size, expected);
+        verified = 0;
+    }
+    snprintf(path, sizeof path, "%s/v3/group_channels/%s/messages/total_count", child.url, stored_channel);
+    snprintf(expected, sizeof expected, "\"total\":%d", stored);
+    if (!call("GET", path, auth, NULL, &answer) || strstr(answer.data, expected) == NULL) {
+        fprintf(stderr, "total count: %s, expected %s\n", answer.data, expected);
+        verified = 0;
+    }
+    snprintf(path, sizeof path, "%s/v3/group_channels/%s/messages?message_ts=0&prev_limit=0&next_limit=1", child.url, stored_channel);
+    if (!call("GET", path, auth, NULL, &answer) || !last_text(answer.data, text, sizeof text) || strcmp(text, "stored 0") != 0 ||
+        strstr(answer.data, "\"message_id\":1,") == NULL) {
+        fprintf(stderr, "oldest message: %s\n", answer.data);
+        verified = 0;
+    }
+    stop_server(&child);
+    struct stat info;
+    long long db_bytes = stat(database, &info) == 0 ? (long long)info.st_size : 0;
+
+    printf("\nServer start (this program's own server, same binary)\n");
+    printf("  %d stored messages written with raw sqlite3 in %.1f s (database %.0f MB); through REST: total %s, newest and oldest %s\n",
+           stored, filled_ms / 1e3, db_bytes / 1e6, verified ? "matches" : "WRONG", verified ? "match" : "WRONG");
+    const char *names[2] = {"1 message", NULL};
+    char big_name[32];
+    snprintf(big_name, sizeof big_name, "%d messages", stored);
+    names[1] = big_name;
+    start_result *starts[2] = {&few, &many};
+    for (int i = 0; i < 2; i++) {
+        printf("  %-16s exec -> listening %8.1f ms   -> first page of 100 %8.1f ms   VmRSS %6.1f MB started, %6.1f MB after the page "
+               "(peak %.1f MB); a page then %.2f ms\n",
+               names[i], starts[i]->listening_ms, starts[i]->first_page_ms, starts[i]->rss_start_kb / 1024.0,
+               starts[i]->rss_page_kb / 1024.0, starts[i]->peak_kb / 1024.0, starts[i]->page_ms);
+    }
+
+    char measure[128], figure[96], comparison[128];
+    snprintf(measure, sizeof measure, "P7 server: accepted messages, %d members, %d streams", MEMBERS, MEMBERS);
+    snprintf(figure, sizeof figure, "%.0f msg/s", burst_result.rate);
+    snprintf(comparison, sizeof comparison, "2 members: %.0f msg/s; %d in flight, %d cores", small_result.rate, SENDERS,
+             (int)sysconf(_SC_NPROCESSORS_ONLN));
+    summary_row(measure, figure, comparison, ">= 1000 msg/s");
+    snprintf(measure, sizeof measure, "  delivery to all %d streams at %d msg/s, POST sent to last", MEMBERS, rate);
+    snprintf(figure, sizeof figure, "p50 %.1f p99 %.1f ms", paced_result.p50, paced_result.p99);
+    snprintf(comparison, sizeof comparison, "max %.1f ms, lost %d of %d", paced_result.max, paced_result.lost, paced_result.accepted);
+    summary_row(measure, figure, comparison, "p99 <= 50 ms");
+    snprintf(measure, sizeof measure, "  delivery to all %d streams at %.0f msg/s (burst)", MEMBERS, burst_result.rate);
+    snprintf(figure, sizeof figure, "p50 %.0f p99 %.0f ms", burst_result.p50, burst_result.p99);
+    snprintf(comparison, sizeof comparison, "max %.0f ms, lost %d of %d", burst_result.max, burst_result.lost, burst_result.accepted);
+    summary_row(measure, figure, comparison, "p99 <= 50 ms");
+    snprintf(measure, sizeof measure, "P7 server start with %d stored messages, to first page", stored);
+    snprintf(figure, sizeof figure, "%.0f ms", many.first_page_ms);
+    snprintf(comparison, sizeof comparison, "1 message: %.0f ms", few.first_page_ms);
+    summary_row(measure, figure, comparison, "-");
+    snprintf(measure, sizeof measure, "P7 server RSS with %d stored messages, after a page", stored);
+    snprintf(figure, sizeof figure, "%.0f MB", many.rss_page_kb / 1024.0);
+    snprintf(comparison, sizeof comparison, "1 message: %.0f MB", few.rss_page_kb / 1024.0);
+    summary_row(measure, figure, comparison, "-");
+    snprintf(figure, sizeof figure, "%.1f ms", many.page_ms);
+    snprintf(comparison, sizeof comparison, "1 message: %.1f ms", few.page_ms);
+    summary_row("  a page of 100 from it, once started (median of 3)", figure, comparison, "-");
+
+    run_free(small);
+    run_free(burst);
+    run_free(slow);
+    free(answer.data);
+    if (setup_handle) curl_easy_cleanup(setup_handle);
+    return verified ? 0 : 1;
+}
