@@ -94,7 +94,10 @@ static inline int user_token(parley_client *root, waiter *w, const char *user, c
 static inline parley_client *connected_client(const char *url, const char *cache_dir, const char *user, const char *token,
                                               parley_event_fn on_event) {
     char config[1024];
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
+    /* A limit above every cache the benchmarks build: a client that keeps a million messages is
+     * configured to (with the default 256 MB the connect would start evicting them). */
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\", \"cache_size_limit_mb\": 8192}", url,
+             cache_dir);
     parley_client *client = NULL;
     waiter w = WAITER_INIT;
     if (parley_client_create(&client, config) != PARLEY_OK) return NULL;

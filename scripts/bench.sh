@@ -51,5 +51,17 @@ run env PYTHONPATH="$root/bindings/python" PARLEY_LIBRARY="$root/build/cmake/lib
 # it starts its own servers for the start-up measures.
 run "$root/build/cmake/bench_server" "$url" "$token" "$root/server/.build/release/parley-server" 5000 "$fanout_seconds" "$stored"
 
+# The peer: Synapse + matrix-nio from PyPI in their own virtual environment, P3 and P7 on it.
+# If it cannot be installed, the rows say so and the run goes on.
+peer_args=()
+[[ "${1:-}" == "--quick" ]] && peer_args=(--quick)
+peer_python=python3
+if bash scripts/bench-peer-setup.sh "$root/build/peer-venv" > "$work/peer-setup.log" 2>&1; then
+    peer_python="$root/build/peer-venv/bin/python"
+else
+    echo "peer: $(tail -1 "$work/peer-setup.log")"
+fi
+run "$peer_python" "$root/benchmarks/bench_peer_matrix.py" "${peer_args[@]}"
+
 echo "Summary (Parley's figure | compared with, same run | goal)"
 awk -F'\t' '{ printf "  %-62s %-22s %-52s %s\n", $2, $3, $4, $5 }' "$work/rows"

@@ -134,6 +134,32 @@ private func channel(_ url: String) -> JSONValue {
         #expect(try replaced.outboxEntries().map(\.reqID) == ["unsent"])
     }
 
+    /// The deferred full check runs at most once a day per file (its marker's age), on a
+    /// thread at the lowest CPU priority.
+    @Test func theDeferredCheckIsSkippedWhileItsMarkerIsFreshAndRunsAtTheLowestPriority() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let marker = directory + "/user.sqlite" + SQLiteDatabase.checkedMarkerSuffix
+        #expect(!SQLiteFiles.modifiedWithin(marker, seconds: SQLiteDatabase.fullCheckIntervalSeconds))
+        SQLiteFiles.writeSmallFile(marker, "quick_check ok")
+        #expect(SQLiteFiles.modifiedWithin(marker, seconds: SQLiteDatabase.fullCheckIntervalSeconds))
+        var old = utimbuf(actime: time(nil) - 2 * 86_400, modtime: time(nil) - 2 * 86_400)
+        #expect(utime(marker, &old) == 0)
+        #expect(!SQLiteFiles.modifiedWithin(marker, seconds: SQLiteDatabase.fullCheckIntervalSeconds))
+
+        let seen = Locked<Int32>(-100)
+        let thread = try NativeThread.start(name: "nice-test") {
+            SQLiteFiles.lowerThisThreadsPriority()
+            errno = 0
+            let value = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+            seen.withLock { $0 = value }
+        }
+        thread.join()
+        #expect(seen.withLock { $0 } == 19)
+        // The caller's own priority is untouched.
+        #expect(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) != 19)
+    }
+
     @Test func aFileFromANewerVersionIsMovedAside() throws {
         let directory = try temporaryDirectory()
         defer { removeTree(directory) }

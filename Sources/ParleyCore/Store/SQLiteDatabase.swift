@@ -438,6 +438,10 @@ public final class SQLiteDatabase {
 
     /// Beside a database file: "replace me at the next open" (`markDamaged`).
     public static let damageMarkerSuffix = ".damaged"
+    /// Written beside a large file when its deferred full check found nothing; while it is
+    /// younger than `fullCheckIntervalSeconds` connects skip that check.
+    public static let checkedMarkerSuffix = ".checked"
+    public static let fullCheckIntervalSeconds = 86_400
 
     /// Records that this file holds damage found while reading it: the next open moves it
     /// aside (see the file comment) as if its checks had failed. No effect in memory.

@@ -1,3 +1,4 @@
+import CParleySystem
 import CSQLite
 import Glibc
 
@@ -113,6 +114,19 @@ enum SQLiteFiles {
     }
 
     /// Writes a small file (best effort: the caller reports the failure it describes anyway).
+    /// Whether the file exists and was written less than `seconds` ago.
+    static func modifiedWithin(_ path: String, seconds: Int) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return false }
+        let age = Int(time(nil)) - Int(info.st_mtim.tv_sec)
+        return age >= 0 && age < seconds
+    }
+
+    /// Puts the calling thread at the lowest CPU priority (nice 19) for the rest of its life.
+    static func lowerThisThreadsPriority() {
+        _ = parley_thread_lower_priority(19)
+    }
+
     static func writeSmallFile(_ path: String, _ text: String) {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return }

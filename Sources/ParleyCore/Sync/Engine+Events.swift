@@ -37,16 +37,27 @@ extension Engine {
         } else {
             cacheReader.attach(path: nil)
         }
-        if let opened, opened.integrityCheckDeferred, case .file(let path) = location {
+        if let opened, opened.integrityCheckDeferred, case .file(let path) = location,
+            !SQLiteFiles.modifiedWithin(path + SQLiteDatabase.checkedMarkerSuffix, seconds: SQLiteDatabase.fullCheckIntervalSeconds)
+        {
             // A large file was opened on its schema alone: the full walk runs beside the
-            // engine; damage it finds is replaced at the next open, like a bad row.
+            // engine, at most once a day and at the lowest CPU priority (it reads the whole
+            // file; reads and writes right after connect must not wait for it); damage it
+            // finds is replaced at the next open, like a bad row.
             let weak = WeakEngine(self)
-            DispatchQueue.global(qos: .utility).async {
-                guard let problem = SQLiteDatabase.quickCheck(path: path) else { return }
+            // A thread of its own that ends with the walk: its priority is never handed back
+            // (raising it again needs a privilege) and must not stay on a shared pool's thread.
+            let thread = try? NativeThread.start(name: "parley-check") {
+                SQLiteFiles.lowerThisThreadsPriority()
+                guard let problem = SQLiteDatabase.quickCheck(path: path) else {
+                    SQLiteFiles.writeSmallFile(path + SQLiteDatabase.checkedMarkerSuffix, "quick_check ok")
+                    return
+                }
                 SQLiteFiles.writeSmallFile(path + SQLiteDatabase.damageMarkerSuffix, "quick_check: \(problem)")
                 weak.engine?.log(.error, "cache: the integrity check found damage (\(problem)); the file is replaced, "
                     + "unsent messages kept, when it is next opened")
             }
+            thread?.detach()
         }
         if let salvage = opened?.salvage {
             log(.warning, "cache: carried over \(salvage.restoredReqIDs.count) unsent message(s) from the damaged file; "
