@@ -2,6 +2,7 @@
 their recipient, changelogs list every channel that changed for the user, messages_gap
 bounds are exact (created_at, message_id) pairs, and the permission rules of PROTOCOL.md."""
 import copy
+import json
 import time
 
 from conftest import EventReader, assert_error
@@ -502,3 +503,34 @@ def test_users_can_list_users(server):
     assert [u["user_id"] for u in server.ok("GET", "/v3/users", session=s, params={"nickname": f"{tag}-3"})["users"]] == [made[3]]
     assert [u["user_id"] for u in server.ok("GET", "/v3/users", session=s, params={"nickname_startswith": tag, "limit": 100})["users"]] == ids
     assert_error(server.request("POST", "/v3/users", session=s, json={"user_id": f"{tag}-x", "nickname": "x"}), 403, 400108)
+
+
+def test_event_channel_of_many_members_with_strings_to_escape(server):
+    """Frames are spliced from parts rendered once per event (members, last message) and per
+    recipient (their fields): each recipient still gets what GET returns them, with every
+    string intact through JSON escaping, and the members in the default order."""
+    nicks = ['q"uote', "back\\slash", "ctl\x01\t\n\r", '"\u0301', "é", "e\u0301", "😀", "", "same", "same"]
+    users = [server.user(nickname=n, metadata={'k"': "v\\\x1f"}) for n in nicks]
+    sessions = [server.session(u) for u in users]
+    url = server.channel(users, name='n"\\', data="d\n")["channel_url"]
+    server.ok("POST", f"/v3/group_channels/{url}/mute", json={"user_id": users[1], "description": 'lo"ud'})
+    readers = [reader(server, u, s) for u, s in zip(users, sessions)]
+    try:
+        text = 'te"xt \\ \x02 😀'
+        server.send(url, users[0], text)
+        for u, s, r in zip(users, sessions, readers):
+            e, _ = r.until("message_received")
+            # EventReader decodes the stream as Latin-1 (no charset): the frame's UTF-8, as sent
+            data = json.loads(e["data"].encode("latin-1").decode("utf-8"))
+            c = data["channel"]
+            assert data["message"]["message"] == text and c["last_message"]["message"] == text
+            assert c["name"] == 'n"\\' and c["data"] == "d\n"
+            assert [m["nickname"] for m in c["members"]] == [m["nickname"] for m in full_get(server, url, s)["members"]]
+            assert sorted(m["nickname"] for m in c["members"]) == sorted(nicks)
+            assert all(m["metadata"] == {'k"': "v\\\x1f"} for m in c["members"])
+            assert all(m["is_online"] for m in c["members"])
+            assert c["unread_message_count"] == (0 if u == users[0] else 1)
+            assert_same_as_get(server, c, s)
+    finally:
+        for r in readers:
+            r.close()

@@ -103,35 +103,61 @@ extension JSON {
         case .object(let o):
             out += "{"
             var first = true
-            for (k, v) in o.entries {
-                if !first { out += "," }
-                first = false
-                JSON.writeString(k, to: &out)
-                out += ":"
-                v.write(to: &out)
+            for k in o.keys {
+                JSON.writeMember(k, o[k] ?? .null, first: &first, to: &out)
             }
             out += "}"
         }
     }
 
+    /// One `"key":value` of an object, with the comma before it unless it is the first.
+    static func writeMember(_ key: String, _ value: JSON, first: inout Bool, to out: inout String) {
+        if !first { out += "," }
+        first = false
+        writeString(key, to: &out)
+        out += ":"
+        value.write(to: &out)
+    }
+
+    /// The members an object built by `JSON.obj(fields)` would have (nil values left out),
+    /// without the braces: lets a caller splice parts rendered once into many objects.
+    /// The fields' keys must be distinct (`obj` keeps one member for a repeated key).
+    static func writeFields(_ fields: [(String, JSON?)], first: inout Bool, to out: inout String) {
+        for (k, v) in fields { if let v { writeMember(k, v, first: &first, to: &out) } }
+    }
+
     static func writeString(_ s: String, to out: inout String) {
         out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
+        // Bytes are scanned, and runs without anything to escape appended whole (most strings
+        // are one such run). Escapes are all ASCII, so runs start and end on scalar
+        // boundaries and the output equals a scalar-by-scalar copy.
+        var s = s
+        let plain: Bool = s.withUTF8 { bytes in
+            guard var i = bytes.firstIndex(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else { return true }
+            var runStart = 0
+            while i < bytes.count {
+                let b = bytes[i]
+                if b >= 0x20 && b != 0x22 && b != 0x5C { i += 1; continue }
+                if runStart < i { out += String(decoding: UnsafeBufferPointer(rebasing: bytes[runStart..<i]), as: UTF8.self) }
+                switch b {
+                case 0x22: out += "\\\""
+                case 0x5C: out += "\\\\"
+                case 0x0A: out += "\\n"
+                case 0x0D: out += "\\r"
+                case 0x09: out += "\\t"
+                default:
+                    let hex = String(b, radix: 16)
                     out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
                 }
+                i += 1
+                runStart = i
             }
+            if runStart < bytes.count {
+                out += String(decoding: UnsafeBufferPointer(rebasing: bytes[runStart...]), as: UTF8.self)
+            }
+            return false
         }
+        if plain { out += s }
         out += "\""
     }
 }

@@ -37,7 +37,7 @@ extension ServerState {
     }
 
     func isOnline(_ userId: String) -> Bool {
-        subscribers.values.contains { $0.userId == userId }
+        openStreams[userId] != nil
     }
 
     /// `privateFields`: `discovery_keys` (contact keys for finding friends) are for the user
@@ -93,10 +93,11 @@ extension ServerState {
 
     /// Members sorted by nickname then user id (the default member order).
     func sortedMembers(_ channel: ChannelRecord) -> [MemberRecord] {
-        channel.members.values.sorted {
-            let a = users[$0.userId]?.nickname ?? "", b = users[$1.userId]?.nickname ?? ""
-            return a != b ? a < b : $0.userId < $1.userId
-        }
+        // Nicknames looked up once each, not twice per comparison; same comparison and input
+        // order as ever, and the sort is stable, so the same order.
+        channel.members.values.map { (users[$0.userId]?.nickname ?? "", $0) }.sorted {
+            $0.0 != $1.0 ? $0.0 < $1.0 : $0.1.userId < $1.1.userId
+        }.map { $0.1 }
     }
 
     func isVisible(_ m: MessageRecord, to member: MemberRecord?) -> Bool {
@@ -127,7 +128,36 @@ extension ServerState {
     }
 
     func channelJSON(_ c: ChannelRecord, _ view: ChannelView, now: Int64) -> JSON {
-        var f: [(String, JSON?)] = [
+        var f = channelCommonFields(c)
+        if view.includeOperators {
+            f.append(("operators", .array(c.operatorIds.map { basicUser($0, in: c) })))
+        }
+        if view.showLastMessage, let last = lastMessage(c, for: view.viewer) {
+            f.append(("last_message", messageJSON(last, MessageView())))
+        }
+        if view.showMember {
+            f.append(("members", .array(sortedMembers(c).map { memberJSON(c, $0, now: now) })))
+        }
+        if view.showMetadata { f.append(("metadata", .stringMap(c.metadata))) }
+        if view.showMetacounter { f.append(("metacounter", .intMap(c.metacounters))) }
+        if view.showReadReceipt {
+            f.append(("read_receipt", .intMap(c.members.values.reduce(into: [:]) { $0[$1.userId] = $1.readTs })))
+        }
+        if view.showDeliveryReceipt {
+            f.append(("delivery_receipt", .intMap(c.members.values.reduce(into: [:]) { $0[$1.userId] = $1.deliveredTs })))
+        }
+        if let viewer = view.viewer {
+            f.append(contentsOf: channelViewerFields(c, viewer, now: now))
+        } else {
+            f.append(("unread_message_count", 0))
+            f.append(("unread_mention_count", 0))
+        }
+        return .obj(f)
+    }
+
+    /// The fields every rendering of the channel starts with, whoever views it.
+    func channelCommonFields(_ c: ChannelRecord) -> [(String, JSON?)] {
+        [
             ("channel_url", .string(c.url)),
             ("channel_type", "group"),
             ("name", .string(c.name)),
@@ -152,51 +182,32 @@ extension ServerState {
             ("message_survival_seconds", -1),
             ("pinned_message_ids", .array(c.pinnedMessageIds.map { .int($0) })),
         ]
-        if view.includeOperators {
-            f.append(("operators", .array(c.operatorIds.map { basicUser($0, in: c) })))
+    }
+
+    /// The fields that end the channel as `viewer` sees it (their membership and read state).
+    func channelViewerFields(_ c: ChannelRecord, _ viewer: String, now: Int64) -> [(String, JSON?)] {
+        let member = c.members[viewer]
+        let unread = unreadCounts(c, viewer)
+        let mute = c.mutes[viewer].flatMap { $0.isActive(at: now) ? $0 : nil }
+        var f: [(String, JSON?)] = [
+            ("member_state", .string(member?.state ?? "none")),
+            ("my_role", .string(c.isOperator(viewer) ? "operator" : "")),
+            ("hidden_state", .string(member?.hiddenState ?? "unhidden")),
+            ("is_hidden", .bool((member?.hiddenState ?? "unhidden") != "unhidden")),
+            ("is_muted", .bool(mute != nil)),
+            ("is_push_enabled", true),
+            ("count_preference", "all"),
+            ("unread_message_count", .int(unread.messages)),
+            ("unread_mention_count", .int(unread.mentions)),
+            ("user_last_read", .int(member?.readTs ?? 0)),
+            ("ts_message_offset", .int(member?.tsMessageOffset ?? 0)),
+        ]
+        if let member {
+            if member.invitedAt > 0 { f.append(("invited_at", .int(member.invitedAt))) }
+            if let inviter = member.inviterId { f.append(("inviter", basicUser(inviter))) }
+            if member.state == "joined" { f.append(("joined_ts", .int(member.joinedAt))) }
         }
-        if view.showLastMessage, let last = lastMessage(c, for: view.viewer) {
-            f.append(("last_message", messageJSON(last, MessageView())))
-        }
-        if view.showMember {
-            f.append(("members", .array(sortedMembers(c).map { memberJSON(c, $0, now: now) })))
-        }
-        if view.showMetadata { f.append(("metadata", .stringMap(c.metadata))) }
-        if view.showMetacounter { f.append(("metacounter", .intMap(c.metacounters))) }
-        if view.showReadReceipt {
-            f.append(("read_receipt", .intMap(c.members.values.reduce(into: [:]) { $0[$1.userId] = $1.readTs })))
-        }
-        if view.showDeliveryReceipt {
-            f.append(("delivery_receipt", .intMap(c.members.values.reduce(into: [:]) { $0[$1.userId] = $1.deliveredTs })))
-        }
-        if let viewer = view.viewer {
-            let member = c.members[viewer]
-            let unread = unreadCounts(c, viewer)
-            let mute = c.mutes[viewer].flatMap { $0.isActive(at: now) ? $0 : nil }
-            let perUser: [(String, JSON?)] = [
-                ("member_state", .string(member?.state ?? "none")),
-                ("my_role", .string(c.isOperator(viewer) ? "operator" : "")),
-                ("hidden_state", .string(member?.hiddenState ?? "unhidden")),
-                ("is_hidden", .bool((member?.hiddenState ?? "unhidden") != "unhidden")),
-                ("is_muted", .bool(mute != nil)),
-                ("is_push_enabled", true),
-                ("count_preference", "all"),
-                ("unread_message_count", .int(unread.messages)),
-                ("unread_mention_count", .int(unread.mentions)),
-                ("user_last_read", .int(member?.readTs ?? 0)),
-                ("ts_message_offset", .int(member?.tsMessageOffset ?? 0)),
-            ]
-            f.append(contentsOf: perUser)
-            if let member {
-                if member.invitedAt > 0 { f.append(("invited_at", .int(member.invitedAt))) }
-                if let inviter = member.inviterId { f.append(("inviter", basicUser(inviter))) }
-                if member.state == "joined" { f.append(("joined_ts", .int(member.joinedAt))) }
-            }
-        } else {
-            f.append(("unread_message_count", 0))
-            f.append(("unread_mention_count", 0))
-        }
-        return .obj(f)
+        return f
     }
 
     func absoluteURL(_ url: String) -> String {
@@ -282,7 +293,8 @@ extension ServerState {
     /// invitee, anyone for a public channel) gets what `GET /v3/group_channels/{url}` with
     /// `show_member`, `show_metadata` and `show_metacounter` returns them; someone who cannot
     /// (they left, declined or were banned) learns only that: `member_state` is `none`, and
-    /// neither members, metadata nor the last message are shown.
+    /// neither members, metadata nor the last message are shown. `framer` splices the same
+    /// fields from parts rendered once per event: keep the two in step.
     func recipientChannelJSON(_ c: ChannelRecord, for userId: String, now: Int64) -> JSON {
         if c.members[userId] != nil || c.isPublic {
             return channelJSON(c, ChannelView(viewer: userId, showMember: true, showMetadata: true, showMetacounter: true), now: now)
@@ -303,10 +315,76 @@ extension ServerState {
             let frame = head + event.data + "\n\n"
             return { _ in frame }
         }
+        // What every recipient's frame shares is serialized once per event, and each frame
+        // spliced from those parts: the same bytes as serializing `data` with `channel`
+        // replaced by `recipientChannelJSON` (same keys, same order, nothing repeated).
+        var before = head + "{", after = ""
+        var first = true
+        var seenChannel = false
+        for k in data.keys {
+            if k == "channel" {
+                if !first { before += "," }
+                first = false
+                JSON.writeString(k, to: &before)
+                before += ":"
+                seenChannel = true
+            } else if seenChannel {
+                JSON.writeMember(k, data[k] ?? .null, first: &first, to: &after)
+            } else {
+                JSON.writeMember(k, data[k] ?? .null, first: &first, to: &before)
+            }
+        }
+        after += "}\n\n"
+        var common = "{"
+        var commonFirst = true
+        JSON.writeFields(channelCommonFields(c), first: &commonFirst, to: &common)
+        JSON.writeMember("operators", .array(c.operatorIds.map { basicUser($0, in: c) }), first: &commonFirst, to: &common)
+        // The last message (for recipients who see it) and the members and metadata (for those
+        // who see the channel) are rendered once, for the first recipient who needs them.
+        // Each part follows other fields, so it starts with its comma (`first` is false).
+        var lastMessageText: String? = nil
+        var sharedText: String? = nil
         return { userId in
-            var mine = data
-            mine["channel"] = self.recipientChannelJSON(c, for: userId, now: now)
-            return head + JSON.object(mine).serialized() + "\n\n"
+            let full = c.members[userId] != nil || c.isPublic
+            var lastText: Substring = ""
+            if full, let last = self.lastMessage(c, for: userId) {
+                if lastMessageText == nil {
+                    var text = ""
+                    var first = false
+                    JSON.writeMember("last_message", self.messageJSON(last, MessageView()), first: &first, to: &text)
+                    lastMessageText = text
+                }
+                lastText = lastMessageText![...]
+            }
+            var sharedPart: Substring = ""
+            if full {
+                if sharedText == nil {
+                    var text = ""
+                    var first = false
+                    JSON.writeFields([
+                        ("members", .array(self.sortedMembers(c).map { self.memberJSON(c, $0, now: now) })),
+                        ("metadata", .stringMap(c.metadata)),
+                        ("metacounter", .intMap(c.metacounters)),
+                    ], first: &first, to: &text)
+                    sharedText = text
+                }
+                sharedPart = sharedText![...]
+            }
+            var viewerText = ""
+            var first = false
+            JSON.writeFields(self.channelViewerFields(c, userId, now: now), first: &first, to: &viewerText)
+            // Assembled in one buffer of the right size: each part is copied once.
+            var frame = ""
+            frame.reserveCapacity(before.utf8.count + common.utf8.count + lastText.utf8.count
+                + sharedPart.utf8.count + viewerText.utf8.count + 1 + after.utf8.count)
+            frame += before
+            frame += common
+            frame += lastText
+            frame += sharedPart
+            frame += viewerText
+            frame += "}"
+            frame += after
+            return frame
         }
     }
 

@@ -66,7 +66,13 @@ final class ServerState {
 
     // Transient.
     var typing: [String: [String: Int64]] = [:]
-    var subscribers: [Int: Subscriber] = [:]
+    var subscribers: [Int: Subscriber] = [:] {
+        // Kept beside the streams so `isOnline` (asked for every member of every render) is a
+        // lookup; streams open and close rarely, so recounting them then is cheap.
+        didSet { openStreams = subscribers.values.reduce(into: [:]) { $0[$1.userId, default: 0] += 1 } }
+    }
+    /// Open event streams per user, derived from `subscribers`.
+    private(set) var openStreams: [String: Int] = [:]
     var nextSubscriberId = 1
     var publicBaseURL = ""
     var filesDirectory = ""
