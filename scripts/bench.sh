@@ -3,8 +3,8 @@
 # its measures beside what they are compared with, measured in the same run (raw libcurl,
 # raw sqlite3, an empty cache, an idle client); at the end one table of the rows with their
 # goals. docs/BENCHMARKS.md explains every row.
-#   bash scripts/bench.sh            full run (about 2 minutes here)
-#   bash scripts/bench.sh --quick    smaller sizes (well under a minute)
+#   bash scripts/bench.sh            full run (about 6 minutes here once built)
+#   bash scripts/bench.sh --quick    smaller sizes (under 2 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
