@@ -350,16 +350,18 @@ import Testing
 
     @Test func methodsAndEmptyBodies() throws {
         let peer = try LoopbackPeer { connection in
-            // The connection is kept for all five requests however slowly the test runs; the
-            // loop ends when the client hangs up.
+            // One connection for all five requests however slowly the test runs; the loop ends
+            // when the client hangs up.
             while connection.readRequest(timeoutMs: 60_000) != nil { connection.respond(body: []) }
         }
         let client = try Self.makeClient()
         let log = CompletionLog()
         let cases: [(String, [UInt8]?)] = [("GET", nil), ("DELETE", nil), ("PUT", Array("p".utf8)), ("POST", nil), ("PATCH", Array("q".utf8))]
-        for (method, body) in cases {
+        for (index, (method, body)) in cases.enumerated() {
             client.send(HTTPRequest(method: method, url: "\(peer.baseURL)/\(method)", body: body), completion: log.callback)
-            #expect(log.wait(count: log.count + 1, timeoutMs: 20_000), "\(method) did not complete")
+            // The count to wait for is fixed before the send can complete (reading `log.count`
+            // after `send` raced a fast completion and then waited for one that never came).
+            #expect(log.wait(count: index + 1, timeoutMs: 20_000), "\(method) did not complete")
         }
         let seen = peer.requests
         #expect(seen.map(\.method) == cases.map(\.0))
