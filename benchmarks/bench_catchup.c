@@ -73,9 +73,8 @@ int main(int argc, char **argv) {
     snprintf(me, sizeof me, "catchup-me-%s", run);
     snprintf(bob, sizeof bob, "catchup-bob-%s", run);
 
-    parley_client *root = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
-    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
+    parley_client *root = admin_client(url, api_token);
+    if (root == NULL) return 1;
     snprintf(body, sizeof body, "{\"user_id\": \"%s\"}", me);
     if (!admin(root, &w, "POST", "/v3/users", body)) return 1;
     snprintf(body, sizeof body, "{\"user_id\": \"%s\"}", bob);

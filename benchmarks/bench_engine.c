@@ -55,9 +55,8 @@ int main(int argc, char **argv) {
     waiter w = WAITER_INIT;
 
     /* Setup: two users, a channel, a session for the sender. */
-    parley_client *root = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
-    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
+    parley_client *root = admin_client(url, api_token);
+    if (root == NULL) return 1;
     char suffix[32];
     snprintf(suffix, sizeof suffix, "%ld", (long)time(NULL));
     char body[512], channel[128], token[256] = "";

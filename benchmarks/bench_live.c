@@ -92,9 +92,8 @@ int main(int argc, char **argv) {
     snprintf(small_channel, sizeof small_channel, "live-small-%s", run_id);
     snprintf(big_channel, sizeof big_channel, "live-big-%s", run_id);
 
-    parley_client *root = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
-    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
+    parley_client *root = admin_client(url, api_token);
+    if (root == NULL) return 1;
     char *body = malloc((size_t)big * 64 + 256);
     size_t used = 0;
     used += (size_t)sprintf(body, "{\"channel_url\": \"%s\", \"user_ids\": [\"%s\", \"%s\"", big_channel, me, bob);

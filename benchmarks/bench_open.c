@@ -42,21 +42,13 @@ int main(int argc, char **argv) {
     }
     const char *url = argv[1], *api_token = argv[2];
     int megabytes = argc > 3 ? atoi(argv[3]) : 700;
-    char config[1024], body[512], token[256], user[64], channel[64], path[256];
+    char body[512], token[256], user[64], channel[64], path[256];
     char big_dir[] = "/tmp/parley-bench-open-XXXXXX", empty_dir[] = "/tmp/parley-bench-empty-XXXXXX";
     if (mkdtemp(big_dir) == NULL || mkdtemp(empty_dir) == NULL || megabytes < 1) return 1;
     waiter w = WAITER_INIT;
-    snprintf(user, sizeof user, "open-%ld-%d", (long)time(NULL), (int)getpid());
-    snprintf(channel, sizeof channel, "open-%ld-%d", (long)time(NULL), (int)getpid());
-
-    parley_client *root = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
-    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
-    snprintf(body, sizeof body, "{\"user_id\": \"%s\"}", user);
-    if (!admin(root, &w, "POST", "/v3/users", body)) return 1;
-    snprintf(body, sizeof body, "{\"user_ids\": [\"%s\"], \"channel_url\": \"%s\"}", user, channel);
-    if (!admin(root, &w, "POST", "/v3/group_channels", body)) return 1;
-    if (!user_token(root, &w, user, token, sizeof token)) return 1;
+    parley_client *root = admin_client(url, api_token);
+    if (root == NULL) return 1;
+    if (!solo_user_and_channel(root, &w, "open", user, sizeof user, channel, sizeof channel, token, sizeof token)) return 1;
 
     /* A real cached message to copy: received live by a connected client. */
     parley_client *client = connected_client(url, big_dir, user, token, on_event);

@@ -5,6 +5,7 @@
 #include <parley.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,28 @@ static inline int user_token(parley_client *root, waiter *w, const char *user, c
     if (found == NULL) return 0;
     snprintf(format, sizeof format, "%%%zu[^\"]", size - 1);
     return sscanf(found + 9, format, token) == 1;
+}
+
+/* A client with the server's API token and an in-memory cache, for setting the scene. */
+static inline parley_client *admin_client(const char *url, const char *api_token) {
+    char config[1024];
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
+    parley_client *root = NULL;
+    return parley_client_create(&root, config) == PARLEY_OK ? root : NULL;
+}
+
+/* A new user PREFIX-<time>-<pid> alone in a new channel of the same name, and the user's
+ * session token. */
+static inline int solo_user_and_channel(parley_client *root, waiter *w, const char *prefix, char *user, size_t user_size,
+                                        char *channel, size_t channel_size, char *token, size_t token_size) {
+    char body[512];
+    snprintf(user, user_size, "%s-%ld-%d", prefix, (long)time(NULL), (int)getpid());
+    snprintf(channel, channel_size, "%s", user);
+    snprintf(body, sizeof body, "{\"user_id\": \"%s\"}", user);
+    if (!admin(root, w, "POST", "/v3/users", body)) return 0;
+    snprintf(body, sizeof body, "{\"user_ids\": [\"%s\"], \"channel_url\": \"%s\"}", user, channel);
+    if (!admin(root, w, "POST", "/v3/group_channels", body)) return 0;
+    return user_token(root, w, user, token, token_size);
 }
 
 /* A client with its cache under `cache_dir`, the event handler set (when `on_event` is not

@@ -217,16 +217,9 @@ int main(int argc, char **argv) {
     char big_dir[] = "/tmp/parley-bench-views-XXXXXX", small_dir[] = "/tmp/parley-bench-views-small-XXXXXX";
     if (mkdtemp(big_dir) == NULL || mkdtemp(small_dir) == NULL) return 1;
     waiter w = WAITER_INIT;
-    snprintf(user, sizeof user, "views-%ld-%d", (long)time(NULL), (int)getpid());
-    snprintf(channel, sizeof channel, "views-%ld-%d", (long)time(NULL), (int)getpid());
-    parley_client *root = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"cache_mode\": \"memory\"}", url, api_token);
-    if (parley_client_create(&root, config) != PARLEY_OK) return 1;
-    snprintf(body, sizeof body, "{\"user_id\": \"%s\"}", user);
-    if (!admin(root, &w, "POST", "/v3/users", body)) return 1;
-    snprintf(body, sizeof body, "{\"user_ids\": [\"%s\"], \"channel_url\": \"%s\"}", user, channel);
-    if (!admin(root, &w, "POST", "/v3/group_channels", body)) return 1;
-    if (!user_token(root, &w, user, token, sizeof token)) return 1;
+    parley_client *root = admin_client(url, api_token);
+    if (root == NULL) return 1;
+    if (!solo_user_and_channel(root, &w, "views", user, sizeof user, channel, sizeof channel, token, sizeof token)) return 1;
     snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
     printf("posting %d messages...\n", fetched);
     for (int i = 0; i < fetched; i++) {

@@ -21,18 +21,6 @@ private func parseError(bytes: [UInt8], limits: JSONLimits = .default) -> Parley
     }
 }
 
-/// Deterministic generator for randomized round trips (SplitMix64).
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 private func randomString(_ rng: inout SeededGenerator) -> String {
     let pool: [Unicode.Scalar] = ["a", "Z", "0", " ", "\"", "\\", "/", "\n", "\t", "\u{1}", "\u{1F}", "\u{7F}",
                                   "é", "\u{301}", "€", "\u{2028}", "\u{FFFF}", "😀", "\u{10FFFF}", "中"]

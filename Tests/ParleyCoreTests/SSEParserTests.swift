@@ -1,18 +1,6 @@
 import Testing
 @testable import ParleyCore
 
-/// SplitMix64: a tiny deterministic generator so that "random" splits are reproducible.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 private func parseWhole(_ text: String, maxEventBytes: Int = 1 << 20) throws -> [SSEEvent] {
     var parser = SSEParser(maxEventBytes: maxEventBytes)
     return try parser.feed(Array(text.utf8))

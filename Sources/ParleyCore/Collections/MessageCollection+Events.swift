@@ -274,7 +274,7 @@ extension MessageCollection {
 
     /// Messages in the order the application sees them.
     func presentedList(_ messages: [MessageItem]) -> MessageList {
-        let omitted = params.omittedMessageKeys.map { Array($0.utf8) }
+        let omitted = params.omittedMessageKeys
         let list = messages.map { $0.presented(params, omitted: omitted) }
         return MessageList(items: params.reverse ? list.reversed() : list)
     }

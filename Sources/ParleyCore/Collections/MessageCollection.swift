@@ -158,7 +158,7 @@ public final class MessageCollection: Sendable {
     /// with `reverse`). Updated in callback order.
     public var messages: [JSONValue] {
         let state = published.withLock { $0 }
-        let omitted = params.omittedMessageKeys.map { Array($0.utf8) }
+        let omitted = params.omittedMessageKeys
         var list = state.messages.map { $0.presented(params, omitted: omitted).value }
         list += state.locals.map(params.presented)
         return params.reverse ? list.reversed() : list
@@ -168,7 +168,7 @@ public final class MessageCollection: Sendable {
     /// from the cache.
     public var messagesJSON: String {
         let state = published.withLock { $0 }
-        let omitted = params.omittedMessageKeys.map { Array($0.utf8) }
+        let omitted = params.omittedMessageKeys
         var items = state.messages.map { $0.presented(params, omitted: omitted) }
         items += state.locals.map { MessageItem.value(params.presented($0)) }
         return MessageList(items: params.reverse ? items.reversed() : items).jsonText

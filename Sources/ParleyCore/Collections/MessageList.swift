@@ -40,7 +40,7 @@ enum MessageItem: Sendable {
     }
 
     /// Without the top-level members the application did not ask for (MessageListParams;
-    /// `omitted` is its `omittedMessageKeys` as bytes).
+    /// `omitted` is its `omittedMessageKeys`, computed once per list).
     func presented(_ params: MessageListParams, omitted: [[UInt8]]) -> MessageItem {
         switch self {
         case .value(let value):
@@ -48,10 +48,6 @@ enum MessageItem: Sendable {
         case .text(let text, let reqID):
             return omitted.isEmpty ? self : .text(CanonicalObjectText.removingMembers(omitted, from: text), reqID: reqID)
         }
-    }
-
-    func presented(_ params: MessageListParams) -> MessageItem {
-        presented(params, omitted: params.omittedMessageKeys.map { Array($0.utf8) })
     }
 }
 

@@ -124,14 +124,14 @@ public struct MessageListParams: Sendable, Equatable {
     }
 
     /// A message as the application is handed it: without the optional parts it did not ask for.
-    /// The top-level message members `presented` leaves out.
-    var omittedMessageKeys: [String] {
+    /// The names (UTF-8) of the top-level message members `presented` leaves out.
+    var omittedMessageKeys: [[UInt8]] {
         var keys: [String] = []
         if !includeReactions { keys.append("reactions") }
         if !includeThreadInfo { keys.append("thread_info") }
         if !includeParentMessageInfo { keys.append("parent_message_info") }
         if !includeMetaArray { keys.append("sorted_metaarray") }
-        return keys
+        return keys.map { Array($0.utf8) }
     }
 
     func presented(_ message: JSONValue) -> JSONValue {
