@@ -8,7 +8,10 @@
  * For each: the latency from the POST (sent by another client of the same process) to the
  * receiver's event callback (p50, p99, max), and the process CPU time per message (the sender's work is the same in both runs,
  * so the difference is what the channel's size costs the receiver). A message should cost
- * its receiver the message, not the channel's size. */
+ * its receiver the message, not the channel's size. Then both again with views open, as a
+ * chat screen has them: a message collection on the channel (its callbacks hand the channel
+ * with its member list on every message) and a channel collection with the default query
+ * (members included). */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_support.h"
 #include <stdatomic.h>
@@ -31,6 +34,36 @@ static void on_event(void *user_data, const char *category, const char *channel_
     if (index < 0 || index >= MAX_MESSAGES || sent_at[index] == 0) return;
     latency[index] = now - sent_at[index];
     atomic_fetch_add(&received, 1);
+}
+
+/* The views' callbacks read what they are handed, as an application would. */
+static atomic_long view_bytes = 0;
+
+static void on_view_event(void *user_data, const parley_message_event *event) {
+    (void)user_data;
+    atomic_fetch_add(&view_bytes, (long)(strlen(event->channel_json) + strlen(event->messages_json)));
+}
+
+static void on_channels_event(void *user_data, const parley_collection_context *context, const char *json) {
+    (void)user_data; (void)context;
+    atomic_fetch_add(&view_bytes, (long)strlen(json));
+}
+
+static void on_loaded(void *user_data, const parley_error *error, const char *json) {
+    (void)error; (void)json;
+    atomic_store((atomic_int *)user_data, 1);
+}
+
+static int open_message_view(parley_client *client, const char *channel, parley_message_collection **messages) {
+    parley_message_collection_handler handler = PARLEY_MESSAGE_COLLECTION_HANDLER_INIT;
+    handler.event = on_view_event;
+    atomic_int started = 0;
+    if (parley_message_collection_create(messages, client, channel, PARLEY_STARTING_POINT_NEWEST, NULL, &handler) != PARLEY_OK ||
+        parley_message_collection_start(*messages, on_loaded, NULL, &started) != PARLEY_OK) {
+        return 0;
+    }
+    while (!atomic_load(&started)) sleep_ms(1);
+    return 1;
 }
 
 static double process_cpu_us(void) {
@@ -131,6 +164,31 @@ int main(int argc, char **argv) {
            small.p50 / 1e3, small.p99 / 1e3, small.max / 1e3, small.lost, small.cpu_per_message);
     printf("  %4d members   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   process CPU %6.0f us/message\n", big,
            large.p50 / 1e3, large.p99 / 1e3, large.max / 1e3, large.lost, large.cpu_per_message);
+    /* Views open: a channel collection over both channels, a message collection on each. */
+    parley_group_channel_collection_handler channels_handler = PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT;
+    channels_handler.added = on_channels_event;
+    channels_handler.updated = on_channels_event;
+    parley_group_channel_collection *channels = NULL;
+    atomic_int listed = 0;
+    if (parley_group_channel_collection_create(&channels, client, NULL, &channels_handler) != PARLEY_OK ||
+        parley_group_channel_collection_load_more(channels, on_loaded, &listed) != PARLEY_OK) {
+        return 1;
+    }
+    while (!atomic_load(&listed)) sleep_ms(1);
+    parley_message_collection *small_view = NULL, *big_view = NULL;
+    if (!open_message_view(client, small_channel, &small_view) || !open_message_view(client, big_channel, &big_view)) return 1;
+    live_result small_viewed = run(root, &w, small_channel, bob, messages, 100);
+    live_result large_viewed = run(root, &w, big_channel, bob, messages, 100);
+    printf("The same with a channel collection and a message collection open (%ld bytes handed to their callbacks)\n",
+           atomic_load(&view_bytes));
+    printf("  %4d members   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   process CPU %6.0f us/message\n", 2,
+           small_viewed.p50 / 1e3, small_viewed.p99 / 1e3, small_viewed.max / 1e3, small_viewed.lost, small_viewed.cpu_per_message);
+    printf("  %4d members   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   process CPU %6.0f us/message\n", big,
+           large_viewed.p50 / 1e3, large_viewed.p99 / 1e3, large_viewed.max / 1e3, large_viewed.lost, large_viewed.cpu_per_message);
+    parley_message_collection_dispose(small_view);
+    parley_message_collection_dispose(big_view);
+    parley_group_channel_collection_dispose(channels);
+
     char measure[96], figure[64], comparison[96];
     int rates[2] = {50, 200};
     live_result *results[2] = {&slow, &fast};
@@ -147,8 +205,14 @@ int main(int argc, char **argv) {
     snprintf(figure, sizeof figure, "p50 %.2f p99 %.2f ms", large.p50 / 1e3, large.p99 / 1e3);
     snprintf(comparison, sizeof comparison, "2 members: p50 %.2f p99 %.2f ms", small.p50 / 1e3, small.p99 / 1e3);
     summary_row("  its delivery, POST sent to the receiver's callback", figure, comparison, "p50 <= 3, p99 <= 15 ms");
+    snprintf(figure, sizeof figure, "%.0f us/message", large_viewed.cpu_per_message);
+    snprintf(comparison, sizeof comparison, "2 members: %.0f us/message", small_viewed.cpu_per_message);
+    summary_row("  the same with a channel and a message collection open", figure, comparison, "flat in channel size");
     parley_client_destroy(client);
     parley_client_destroy(root);
     snprintf(config, sizeof config, "rm -rf '%s'", cache_dir);
-    return system(config) == 0 && small.lost == 0 && large.lost == 0 && slow.lost == 0 && fast.lost == 0 ? 0 : 1;
+    return system(config) == 0 && small.lost == 0 && large.lost == 0 && slow.lost == 0 && fast.lost == 0 &&
+                   small_viewed.lost == 0 && large_viewed.lost == 0
+               ? 0
+               : 1;
 }

@@ -20,9 +20,9 @@ public func exportMessageCollectionHandlerInit(_ handler: UnsafeMutablePointer<p
 /// Hands one event to the C callback, every string borrowed for the call.
 private func sendEvent(
     _ callback: CCallback<parley_message_event_fn>, kind: Int32, context: MessageEventContext, channelURL: String,
-    channel: JSONValue, messages: MessageList
+    channel: JSONText, messages: MessageList
 ) {
-    let channelText = channel.canonicalText
+    let channelText = channel.text
     let messagesText = messages.jsonText
     context.source.name.withCString { sourceName in
         context.detail.withCString { detail in

@@ -228,4 +228,71 @@ private func channel(_ url: String) -> JSONValue {
         #expect(report.evictedChannelURLs == ["b"])
         #expect(try cache.messageCount(channelURL: "a") == 60)
     }
+
+    @Test func aVersion3FileKeepsItsChannelsMembersAsRows() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        let old = try SQLiteDatabase(location: .file(path: path), migrations: Array(ChatCache.migrations.prefix(3)))
+        let members: JSONValue = [["user_id": "zed", "nickname": "a", "read_ts": 5], ["user_id": "amy", "nickname": "b\"}", "read_ts": 0]]
+        var full = channel("c1")
+        full = .object((full.objectValue ?? [:]).merging(["members": members, "metadata": ["k": "v"]]) { $1 })
+        for (url, json) in [("c1", full.canonicalText), ("c2", channel("c2").canonicalText)] {
+            try old.statement("""
+                INSERT INTO channels (channel_url, created_at, name, custom_type, chronological_key, activity_rank, activity_key, json)
+                VALUES (?1, 1700000000000, ?1, '', -1700000000000, 1, -1700000000000, ?2)
+                """).run([.text(url), .text(json)])
+        }
+        old.close()
+
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        #expect(cache.schemaVersion == ChatCache.migrations.last?.version)
+        // Read back exactly as stored before, members in their order, from rows of their own.
+        #expect(try cache.channel(url: "c1")?.json == full.canonicalText)
+        #expect(try cache.channel(url: "c1", withMembers: false)?.json.contains("members") == false)
+        #expect(try cache.channelMemberTexts(url: "c1") == members.arrayValue?.map(\.canonicalText))
+        #expect(try cache.channel(url: "c2")?.json == channel("c2").canonicalText)
+        #expect(try cache.channelMemberTexts(url: "c2") == nil)
+    }
+
+    @Test func membersAreStoredPerRowAndChangedOneAtATime() throws {
+        let cache = try ChatCache(location: .memory)
+        defer { cache.close() }
+        let alice: JSONValue = ["user_id": "alice", "read_ts": 1]
+        let bob: JSONValue = ["user_id": "bob", "read_ts": 2]
+        func with(_ members: [JSONValue]?, name: String = "c") -> JSONValue {
+            var fields = channel("c1").objectValue ?? [:]
+            fields["name"] = .string(name)
+            if let members { fields["members"] = .array(members) }
+            return .object(fields)
+        }
+        // A render without members stores none; changed members of an unknown list are not guessed.
+        #expect(try cache.upsertChannel(with(nil)) == .inserted)
+        #expect(try cache.updateChannelMembers(url: "c1", [alice]) == false)
+        #expect(try cache.channel(url: "c1")?.json == with(nil).canonicalText)
+        // A full list is stored; the same again is no change; a render without members keeps it.
+        #expect(try cache.upsertChannel(with([bob, alice])) == .updated)
+        #expect(try cache.upsertChannel(with([bob, alice])) == .unchanged)
+        #expect(try cache.upsertChannel(with(nil, name: "renamed")) == .updated)
+        #expect(try cache.channel(url: "c1")?.json == with([bob, alice], name: "renamed").canonicalText)
+        // One member changes in place (its position kept); a non-member is not added.
+        let newerAlice: JSONValue = ["user_id": "alice", "read_ts": 9]
+        #expect(try cache.updateChannelMembers(url: "c1", [newerAlice, ["user_id": "carol"]]) == true)
+        #expect(try cache.updateChannelMembers(url: "c1", [newerAlice]) == false)
+        #expect(try cache.channel(url: "c1")?.json == with([bob, newerAlice], name: "renamed").canonicalText)
+        // A new full list replaces the old one, order included; an empty list is a list.
+        #expect(try cache.upsertChannel(with([alice])) == .updated)
+        #expect(try cache.channelMemberTexts(url: "c1") == [alice.canonicalText])
+        #expect(try cache.upsertChannel(with([])) == .updated)
+        #expect(try cache.channel(url: "c1")?.json == with([]).canonicalText)
+        // Malformed members are refused with a clear error; the stored channel stays.
+        #expect(throws: ParleyError.self) { try cache.upsertChannel(with([["nickname": "no id"]], name: "bad")) }
+        #expect(throws: ParleyError.self) { try cache.updateChannelMembers(url: "c1", [.string("x")]) }
+        #expect(try cache.channel(url: "c1")?.json == with([]).canonicalText)
+        // Deleting the channel deletes its members.
+        #expect(try cache.upsertChannel(with([alice, bob])) == .updated)
+        try cache.deleteChannel(url: "c1")
+        #expect(try cache.scalarInt("SELECT count(*) FROM channel_members") == 0)
+    }
 }

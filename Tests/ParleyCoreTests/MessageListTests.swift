@@ -33,6 +33,30 @@ private func randomObject(_ rng: inout SeededGenerator, depth: Int) -> JSONValue
 }
 
 @Suite struct MessageListTests {
+    @Test func insertingAMemberIntoTheTextEqualsSettingItOnTheValue() throws {
+        // A cached channel's member list is spliced into its stored text (ChatCache+Channels.swift).
+        var rng = SeededGenerator(state: 11)
+        var checked = 0
+        for _ in 0..<3000 {
+            let object = randomObject(&rng, depth: 0)
+            let name = keyPool.randomElement(using: &rng) ?? "k"
+            let value = randomValue(&rng, depth: 1)
+            guard case .object(var fields) = object else { continue }
+            fields[name] = value
+            let spliced = CanonicalObjectText.inserting(name: name, value: value.canonicalText, into: object.canonicalText)
+            let expected = JSONValue.object(fields).canonicalText
+            #expect(spliced == expected, "\(object.canonicalText) + \(name)")
+            if spliced != expected { break }
+            checked += 1
+        }
+        #expect(checked == 3000)
+        #expect(CanonicalObjectText.inserting(name: "members", value: "[]", into: "{}") == #"{"members":[]}"#)
+        #expect(CanonicalObjectText.inserting(name: "members", value: "[1]", into: #"{"a":1}"#) == #"{"a":1,"members":[1]}"#)
+        #expect(CanonicalObjectText.inserting(name: "members", value: "[1]", into: #"{"z":1}"#) == #"{"members":[1],"z":1}"#)
+        #expect(CanonicalObjectText.inserting(name: "members", value: "2", into: #"{"a":"}","members":1,"n":{}}"#)
+            == #"{"a":"}","members":2,"n":{}}"#)
+    }
+
     @Test func cuttingTheStoredTextEqualsPresentingTheValue() throws {
         var rng = SeededGenerator(state: 7)
         var checked = 0

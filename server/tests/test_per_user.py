@@ -10,6 +10,13 @@ from conftest import EventReader, assert_error
 FULL = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
 # Presence fields change without events (PROTOCOL.md §4.2).
 PRESENCE = ("is_online", "last_seen_at")
+# Live, these events carry the channel without `members`, and `changed_members` beside it (§9.1).
+MEMBERLESS = {"message_received", "message_updated", "message_deleted", "mention", "reaction_updated",
+              "thread_info_updated", "read_status", "delivery_status", "typing_status"}
+
+
+def member_without_presence(member):
+    return {k: v for k, v in member.items() if k not in PRESENCE}
 
 
 def without_presence(channel):
@@ -39,68 +46,149 @@ def channel_of(event):
     return event["json"]["channel"]
 
 
+def payload(event):
+    """An event's data as the server wrote it: EventReader decodes the stream as Latin-1 (no
+    charset), the frame is UTF-8 (the same as event["json"] for ASCII-only data)."""
+    return json.loads(event["data"].encode("latin-1").decode("utf-8"))
+
+
+def apply_event(held, data):
+    """The channel a client holds after the event `data`, given `held`, what it held before (a
+    full render, members included, or None): a full render replaces it; a memberless one brings
+    the channel without `members`, and the members it lists in `changed_members` replace theirs
+    in the held member list (by user_id, in their place), the others kept; an event without
+    `channel` (a later replayed event of the channel) changes nothing."""
+    if "channel" not in data:
+        return held
+    channel = copy.deepcopy(data["channel"])
+    if "changed_members" in data:
+        assert "members" not in channel and held is not None and "members" in held
+        changed = {m["user_id"]: m for m in data["changed_members"]}
+        assert len(changed) == len(data["changed_members"])
+        assert set(changed) <= {m["user_id"] for m in held["members"]}
+        channel["members"] = [copy.deepcopy(changed.get(m["user_id"], m)) for m in held["members"]]
+    else:
+        assert "members" in channel or channel.get("member_state") == "none"
+    return channel
+
+
+def follow(held, events):
+    """Apply events the test does not check to what the client holds (`held`: channel url ->
+    channel), as a client would."""
+    for e in events:
+        if "data" not in e:
+            continue
+        data = payload(e)
+        if "channel_url" in data:
+            held[data["channel_url"]] = apply_event(held.get(data["channel_url"]), data)
+
+
+def until(r, category, held):
+    """The next `category` event of `r`, the events before it applied to `held`."""
+    e, seen = r.until(category)
+    follow(held, seen[:-1])
+    return e
+
+
+def check_event(server, event, session, held=None, changed=None):
+    """Check a live event's channel against what GET returns its recipient now, field by field
+    except the presence fields, and record in `held` (channel url -> channel) what the client
+    holds after it. A memberless event (MEMBERLESS) carries the channel without `members` and
+    lists in `changed_members` exactly the members `changed` (user ids, in order), each as GET
+    shows it; applied to the member list held from earlier events they give GET's members. Any
+    other event carries the full render, `members` included, and no `changed_members`.
+    Returns the event's channel."""
+    held = {} if held is None else held
+    data = payload(event)
+    c = data["channel"]
+    url = c["channel_url"]
+    truth = without_presence(full_get(server, url, session))
+    if data["category"] in MEMBERLESS:
+        assert "members" not in c
+        assert without_presence(c) == {k: v for k, v in truth.items() if k != "members"}
+        assert [m["user_id"] for m in data["changed_members"]] == changed
+        by_id = {m["user_id"]: m for m in truth["members"]}
+        assert [member_without_presence(m) for m in data["changed_members"]] == [by_id[u] for u in changed]
+    else:
+        assert changed is None, "only a memberless event lists changed members"
+        assert "changed_members" not in data and "members" in c
+        assert without_presence(c) == truth
+    held[url] = apply_event(held.get(url), data)
+    assert without_presence(held[url]) == truth
+    return c
+
+
 def test_event_channel_is_rendered_for_each_recipient(server):
     a, b = server.user(), server.user()
     sa, sb = server.session(a), server.session(b)
     url = server.channel([a, b])["channel_url"]
     ra, rb = reader(server, a, sa), reader(server, b, sb)
+    # what each client holds of the channel: a full render (GET), then as its events change it
+    held_a, held_b = {url: full_get(server, url, sa)}, {url: full_get(server, url, sb)}
     try:
         sent = []
         for i in range(3):
             sent.append(server.send(url, a, f"m{i}"))
-            eb, _ = rb.until("message_received")
-            ea, _ = ra.until("message_received")
-            assert channel_of(eb)["unread_message_count"] == i + 1
-            assert channel_of(ea)["unread_message_count"] == 0
-        cb, ca = channel_of(eb), channel_of(ea)
-        # the full view, with the per-user fields of the recipient
+            eb = until(rb, "message_received", held_b)
+            ea = until(ra, "message_received", held_a)
+            # sending marks the sender read: the sender's member object changed, for every recipient
+            cb = check_event(server, eb, sb, held_b, changed=[a])
+            ca = check_event(server, ea, sa, held_a, changed=[a])
+            assert cb["unread_message_count"] == i + 1
+            assert ca["unread_message_count"] == 0
+            for e in (ea, eb):
+                assert e["json"]["changed_members"][0]["read_ts"] == sent[-1]["created_at"]
+        # the view, with the per-user fields of the recipient (the members are in what the
+        # client holds, not in the message's event)
         assert cb["member_state"] == "joined" and cb["my_role"] == "" and cb["hidden_state"] == "unhidden"
         assert cb["is_hidden"] is False and cb["is_muted"] is False and cb["ts_message_offset"] == 0
         assert cb["user_last_read"] == 0 and isinstance(cb["joined_ts"], int)
         assert ca["user_last_read"] == sent[-1]["created_at"]
-        assert {m["user_id"] for m in cb["members"]} == {a, b}
+        assert {m["user_id"] for m in held_b[url]["members"]} == {a, b}
+        assert [m["read_ts"] for m in held_b[url]["members"] if m["user_id"] == b] == [0]
         assert cb["metadata"] == {} and cb["metacounter"] == {}
         assert cb["last_message"]["message_id"] == sent[-1]["message_id"]
-        assert_same_as_get(server, cb, sb)
-        assert_same_as_get(server, ca, sa)
 
         # b resets their history: the next events' last_message respects b's offset only
         server.ok("PUT", f"/v3/group_channels/{url}/reset_user_history", session=sb, json={})
-        e, _ = rb.until("channel_changed")
-        assert channel_of(e)["ts_message_offset"] == sent[-1]["created_at"]
-        assert "last_message" not in channel_of(e) and channel_of(e)["unread_message_count"] == 0
-        server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", session=sa, json={})
-        eb, _ = rb.until("read_status")
-        ea, _ = ra.until("read_status")
-        assert "last_message" not in channel_of(eb)
-        assert channel_of(ea)["last_message"]["message_id"] == sent[-1]["message_id"]
-        assert_same_as_get(server, channel_of(eb), sb)
+        e = until(rb, "channel_changed", held_b)
+        c = check_event(server, e, sb, held_b)
+        assert c["ts_message_offset"] == sent[-1]["created_at"]
+        assert "last_message" not in c and c["unread_message_count"] == 0
+        ts = server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", session=sa, json={})["ts"]
+        eb = until(rb, "read_status", held_b)
+        ea = until(ra, "read_status", held_a)
+        # the reader's member object, with its new read_ts, to every member
+        assert "last_message" not in check_event(server, eb, sb, held_b, changed=[a])
+        assert check_event(server, ea, sa, held_a, changed=[a])["last_message"]["message_id"] == sent[-1]["message_id"]
+        for e in (ea, eb):
+            assert e["json"]["read_ts"] == ts and e["json"]["changed_members"][0]["read_ts"] == ts
         new = server.send(url, a, "after reset")
-        eb, _ = rb.until("message_received")
-        assert channel_of(eb)["last_message"]["message_id"] == new["message_id"]
-        assert channel_of(eb)["unread_message_count"] == 1
+        eb = until(rb, "message_received", held_b)
+        ea = until(ra, "message_received", held_a)
+        cb = check_event(server, eb, sb, held_b, changed=[a])
+        check_event(server, ea, sa, held_a, changed=[a])
+        assert cb["last_message"]["message_id"] == new["message_id"]
+        assert cb["unread_message_count"] == 1
 
         # hiding shows in b's copy of the channel, not in a's
         server.ok("PUT", f"/v3/group_channels/{url}/hide", session=sb, json={})
-        eb, _ = rb.until("channel_hidden")
-        assert channel_of(eb)["hidden_state"] == "hidden_allow_auto_unhide" and channel_of(eb)["is_hidden"] is True
-        assert_same_as_get(server, channel_of(eb), sb)
+        eb = until(rb, "channel_hidden", held_b)
+        cb = check_event(server, eb, sb, held_b)
+        assert cb["hidden_state"] == "hidden_allow_auto_unhide" and cb["is_hidden"] is True
         server.ok("PUT", f"/v3/group_channels/{url}/hide", session=sb,
                   json={"hide_previous_messages": True, "allow_auto_unhide": False})
-        eb, _ = rb.until("channel_hidden")
-        cb = channel_of(eb)
+        eb = until(rb, "channel_hidden", held_b)
+        cb = check_event(server, eb, sb, held_b)
         assert cb["hidden_state"] == "hidden_prevent_auto_unhide"
         assert cb["ts_message_offset"] == new["created_at"] and "last_message" not in cb
         assert cb["unread_message_count"] == 0
-        assert_same_as_get(server, cb, sb)
-        ra.drain(0.3)
+        follow(held_a, ra.drain(0.3))
         server.send(url, a, "still hidden")
-        eb, _ = rb.until("message_received")
-        ea, _ = ra.until("message_received")
-        assert channel_of(eb)["hidden_state"] == "hidden_prevent_auto_unhide"
-        assert channel_of(ea)["hidden_state"] == "unhidden"
-        assert_same_as_get(server, channel_of(eb), sb)
-        assert_same_as_get(server, channel_of(ea), sa)
+        eb = until(rb, "message_received", held_b)
+        ea = until(ra, "message_received", held_a)
+        assert check_event(server, eb, sb, held_b, changed=[a])["hidden_state"] == "hidden_prevent_auto_unhide"
+        assert check_event(server, ea, sa, held_a, changed=[a])["hidden_state"] == "unhidden"
     finally:
         ra.close()
         rb.close()
@@ -112,58 +200,66 @@ def test_events_carry_roles_mutes_metadata_metacounters_and_invitations(server):
     sa, sb, sc = server.session(a), server.session(b), server.session(c)
     url = server.channel([a, b], operator_ids=[a])["channel_url"]
     ra, rb, rc = reader(server, a, sa), reader(server, b, sb), reader(server, c, sc)
+    # these events change no message: each carries the full render, members included (check_event)
     try:
         server.ok("POST", f"/v3/group_channels/{url}/metadata", session=sb, json={"metadata": {"k": "v"}})
         e, _ = rb.until("metadata_created")
-        assert channel_of(e)["metadata"] == {"k": "v"}
+        assert check_event(server, e, sb)["metadata"] == {"k": "v"}
         server.ok("POST", f"/v3/group_channels/{url}/metacounter", session=sb, json={"metacounter": {"n": 1}})
         e, _ = rb.until("metacounter_created")
         assert channel_of(e)["metacounter"] == {"n": 1}
         server.ok("PUT", f"/v3/group_channels/{url}/metacounter/n", session=sb, json={"value": 2, "mode": "increase"})
         e, _ = rb.until("metacounter_updated")
-        assert channel_of(e)["metacounter"] == {"n": 3}
-        assert_same_as_get(server, channel_of(e), sb)
+        assert check_event(server, e, sb)["metacounter"] == {"n": 3}
 
         server.ok("POST", f"/v3/group_channels/{url}/operators", session=sa, json={"operator_ids": [b]})
         eb, _ = rb.until("operator_updated")
-        assert channel_of(eb)["my_role"] == "operator"
+        cb = check_event(server, eb, sb)
+        assert cb["my_role"] == "operator"
+        assert [m["role"] for m in cb["members"] if m["user_id"] == b] == ["operator"]
         server.ok("DELETE", f"/v3/group_channels/{url}/operators", session=sa, params={"operator_ids": b})
         eb, _ = rb.until("operator_updated")
-        assert channel_of(eb)["my_role"] == ""
-        assert_same_as_get(server, channel_of(eb), sb)
+        cb = check_event(server, eb, sb)
+        assert cb["my_role"] == ""
+        assert [m["role"] for m in cb["members"] if m["user_id"] == b] == [""]
 
         server.ok("POST", f"/v3/group_channels/{url}/mute", session=sa, json={"user_id": b, "description": "calm"})
         eb, _ = rb.until("user_muted")
         ea, _ = ra.until("user_muted")
-        assert channel_of(eb)["is_muted"] is True and channel_of(ea)["is_muted"] is False
-        assert_same_as_get(server, channel_of(eb), sb)
+        cb, ca = check_event(server, eb, sb), check_event(server, ea, sa)
+        assert cb["is_muted"] is True and ca["is_muted"] is False
+        for ch in (ca, cb):
+            assert [(m["is_muted"], m.get("muted_description")) for m in ch["members"] if m["user_id"] == b] == [(True, "calm")]
         server.ok("DELETE", f"/v3/group_channels/{url}/mute/{b}", session=sa)
         eb, _ = rb.until("user_unmuted")
-        assert channel_of(eb)["is_muted"] is False
+        cb = check_event(server, eb, sb)
+        assert cb["is_muted"] is False
+        assert [m["is_muted"] for m in cb["members"] if m["user_id"] == b] == [False]
 
         # an invitee sees the channel: channel-level events reach them, rendered for them
         server.ok("POST", f"/v3/group_channels/{url}/invite", session=sa, json={"user_ids": [c]})
         ec, _ = rc.until("invitation_received")
-        cc = channel_of(ec)
+        cc = check_event(server, ec, sc)
         assert cc["member_state"] == "invited" and cc["inviter"]["user_id"] == a and isinstance(cc["invited_at"], int)
         assert "joined_ts" not in cc
-        assert_same_as_get(server, cc, sc)
+        assert [m["state"] for m in cc["members"] if m["user_id"] == c] == ["invited"]
         server.ok("PUT", f"/v3/group_channels/{url}", session=sa, json={"name": "renamed"})
         ec, _ = rc.until("channel_changed")
-        assert channel_of(ec)["name"] == "renamed"
+        assert check_event(server, ec, sc)["name"] == "renamed"
         # a message is not sent to the invitee, but the channel as they see it changed
         m = server.send(url, b, "hello")
         ec, seen = rc.until("channel_changed")
         assert "message_received" not in [x["event"] for x in seen]
-        assert channel_of(ec)["last_message"]["message_id"] == m["message_id"]
-        assert_same_as_get(server, channel_of(ec), sc)
+        assert check_event(server, ec, sc)["last_message"]["message_id"] == m["message_id"]
         server.ok("PUT", f"/v3/group_channels/{url}/accept", session=sc, json={})
         ec, _ = rc.until("user_joined")
-        assert channel_of(ec)["member_state"] == "joined" and isinstance(channel_of(ec)["joined_ts"], int)
-        assert_same_as_get(server, channel_of(ec), sc)
-        eb, _ = rb.until("user_joined")
-        assert channel_of(eb)["joined_member_count"] == 3 and channel_of(eb)["member_count"] == 3
-        assert_same_as_get(server, channel_of(eb), sb)
+        cc = check_event(server, ec, sc)
+        assert cc["member_state"] == "joined" and isinstance(cc["joined_ts"], int)
+        for r, s in ((rb, sb), (ra, sa)):
+            e, _ = r.until("user_joined")
+            ch = check_event(server, e, s)
+            assert ch["joined_member_count"] == 3 and ch["member_count"] == 3
+            assert {m["user_id"]: m["state"] for m in ch["members"]} == {a: "joined", b: "joined", c: "joined"}
     finally:
         ra.close()
         rb.close()
@@ -176,59 +272,61 @@ def test_changes_of_counts_reach_the_affected_user(server):
     c1 = server.channel([a, b])["channel_url"]
     c2 = server.channel([a, b])["channel_url"]
     rb = reader(server, b, sb)
+    # what b's client holds of its channels: a full render (GET), then as its events change it
+    held = {url: full_get(server, url, sb) for url in (c1, c2)}
     try:
         server.send(c1, a, "one")
         server.send(c2, a, "two")
-        rb.drain(0.3)
-        # mark_as_read_all tells b of each channel whose counts changed
+        follow(held, rb.drain(0.3))
+        # mark_as_read_all tells b of each channel whose counts changed, with b's member object
         server.ok("PUT", f"/v3/users/{b}/mark_as_read_all", session=sb, json={})
         got = {}
         for _ in range(2):
-            e, _ = rb.until("read_status")
-            got[e["json"]["channel_url"]] = channel_of(e)
+            e = until(rb, "read_status", held)
+            got[e["json"]["channel_url"]] = check_event(server, e, sb, held, changed=[b])
+            assert e["json"]["user"]["user_id"] == b
+            assert e["json"]["changed_members"][0]["read_ts"] == e["json"]["read_ts"] > 0
         assert set(got) == {c1, c2} and all(c["unread_message_count"] == 0 for c in got.values())
-        for c in got.values():
-            assert_same_as_get(server, c, sb)
 
-        # a deletion changes b's unread count and last_message
+        # a deletion changes b's unread count and last_message, and no member
         m1 = server.send(c1, a, "m1")
         m2 = server.send(c1, a, "m2", mentioned_user_ids=[b])
-        rb.drain(0.3)
+        follow(held, rb.drain(0.3))
         server.ok("DELETE", f"/v3/group_channels/{c1}/messages/{m2['message_id']}", session=sa)
-        e, _ = rb.until("message_deleted")
-        assert channel_of(e)["unread_message_count"] == 1 and channel_of(e)["unread_mention_count"] == 0
-        assert channel_of(e)["last_message"]["message_id"] == m1["message_id"]
-        assert_same_as_get(server, channel_of(e), sb)
+        e = until(rb, "message_deleted", held)
+        c = check_event(server, e, sb, held, changed=[])
+        assert c["unread_message_count"] == 1 and c["unread_mention_count"] == 0
+        assert c["last_message"]["message_id"] == m1["message_id"]
 
         # an edit that adds a mention to an older message changes b's mention count
         server.send(c1, a, "m3")
-        rb.drain(0.3)
+        follow(held, rb.drain(0.3))
         server.ok("PUT", f"/v3/group_channels/{c1}/messages/{m1['message_id']}", json={"mentioned_user_ids": [b]})
-        e, _ = rb.until("message_updated")
-        assert channel_of(e)["unread_mention_count"] == 1
-        assert_same_as_get(server, channel_of(e), sb)
+        e = until(rb, "message_updated", held)
+        assert check_event(server, e, sb, held, changed=[])["unread_mention_count"] == 1
 
         # a message hidden by b's offset: its edit does not reach b (a still hears of it)
         ra = reader(server, a, sa)
         try:
             server.ok("PUT", f"/v3/group_channels/{c1}/reset_user_history", session=sb, json={})
-            rb.until("channel_changed")
+            check_event(server, until(rb, "channel_changed", held), sb, held)
             server.ok("PUT", f"/v3/group_channels/{c1}/messages/{m1['message_id']}", json={"message": "edited"})
             ra.until("message_updated")
-            assert "message_updated" not in [x["event"] for x in rb.drain(0.5)]
+            rest = rb.drain(0.5)
+            assert "message_updated" not in [x["event"] for x in rest]
+            follow(held, rest)
         finally:
             ra.close()
 
-        # a's profile shows in b's channels: a change of it reaches b
+        # a's profile shows in b's channels: a change of it reaches b, with the members
         server.ok("PUT", f"/v3/users/{a}", session=sa, json={"nickname": "Ann the Second"})
         seen = {}
         for _ in range(2):
-            e, _ = rb.until("channel_changed")
-            seen[e["json"]["channel_url"]] = channel_of(e)
+            e = until(rb, "channel_changed", held)
+            seen[e["json"]["channel_url"]] = check_event(server, e, sb, held)
         assert set(seen) == {c1, c2}
         for c in seen.values():
             assert [m["nickname"] for m in c["members"] if m["user_id"] == a] == ["Ann the Second"]
-            assert_same_as_get(server, c, sb)
     finally:
         rb.close()
 
@@ -254,6 +352,62 @@ def test_replay_renders_the_channel_for_the_recipient(server):
         assert first_replayed["unread_message_count"] == 3 and first_replayed["member_state"] == "joined"
         assert_same_as_get(server, first_replayed, sb)
         assert "channel" not in replayed[1]["json"] and replayed[1]["json"]["channel_url"] == url
+    finally:
+        rb.close()
+
+
+def test_replay_carries_the_full_channel_once_and_live_receipts_their_reader(server):
+    """A replay gives the first replayed event of each channel the full render, members
+    included, whatever its category, and the channel's later events only its url; no replayed
+    event lists changed members. Live again, a read receipt carries the reader's member object
+    with the new read_ts, and a message its sender's, beside the channel without members."""
+    a, b = server.user(), server.user()
+    sa, sb = server.session(a), server.session(b)
+    url = server.channel([a, b])["channel_url"]
+    other = server.channel([a, b])["channel_url"]
+    rb = reader(server, b, sb)
+    server.send(url, a, "before")
+    mark, _ = rb.until("message_received")
+    rb.close()
+    time.sleep(0.2)
+    server.send(url, a, "r0")
+    server.send(other, a, "o0")
+    mine = server.send(url, b, "r1")
+    server.send(url, a, "r2")
+    rb = reader(server, b, sb, last_event_id=mark["id"])
+    try:
+        replayed = rb.drain(0.6)
+        assert [e["event"] for e in replayed] == ["message_received"] * 4
+        assert [(e["json"]["channel_url"], e["json"]["message"]["message"]) for e in replayed] == \
+            [(url, "r0"), (other, "o0"), (url, "r1"), (url, "r2")]
+        assert all("changed_members" not in e["json"] for e in replayed)
+        for e, s in ((replayed[0], url), (replayed[1], other)):
+            c = channel_of(e)
+            assert c["channel_url"] == s and "members" in c
+            assert {m["user_id"] for m in c["members"]} == {a, b}
+            assert_same_as_get(server, c, sb)
+        assert channel_of(replayed[0])["unread_message_count"] == 1  # r2: sending r1 marked b read
+        assert [m["read_ts"] for m in channel_of(replayed[0])["members"] if m["user_id"] == b] == [mine["created_at"]]
+        assert all("channel" not in e["json"] for e in replayed[2:])
+        # what the client holds after the replay: each channel's first replayed render
+        held = {}
+        follow(held, replayed)
+        assert held == {url: channel_of(replayed[0]), other: channel_of(replayed[1])}
+
+        # live: b reads the channel; the receipt carries b's member object, read_ts moved
+        ts = server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", session=sb, json={})["ts"]
+        e = until(rb, "read_status", held)
+        assert e["json"]["user"]["user_id"] == b and e["json"]["read_ts"] == ts
+        c = check_event(server, e, sb, held, changed=[b])
+        assert c["unread_message_count"] == 0 and c["user_last_read"] == ts
+        assert [m["read_ts"] for m in e["json"]["changed_members"]] == [ts] and ts > mine["created_at"]
+        assert [m["read_ts"] for m in held[url]["members"] if m["user_id"] == b] == [ts]
+        # and a message carries its sender's
+        live = server.send(url, a, "live")
+        e = until(rb, "message_received", held)
+        c = check_event(server, e, sb, held, changed=[a])
+        assert c["unread_message_count"] == 1 and c["last_message"]["message_id"] == live["message_id"]
+        assert {m["user_id"]: m["read_ts"] for m in held[url]["members"]} == {a: live["created_at"], b: ts}
     finally:
         rb.close()
 
@@ -508,29 +662,44 @@ def test_users_can_list_users(server):
 def test_event_channel_of_many_members_with_strings_to_escape(server):
     """Frames are spliced from parts rendered once per event (members, last message) and per
     recipient (their fields): each recipient still gets what GET returns them, with every
-    string intact through JSON escaping, and the members in the default order."""
+    string intact through JSON escaping, and the members in the default order — in full in an
+    event that carries them, and as the changed members of a message's event."""
     nicks = ['q"uote', "back\\slash", "ctl\x01\t\n\r", '"\u0301', "é", "e\u0301", "😀", "", "same", "same"]
     users = [server.user(nickname=n, metadata={'k"': "v\\\x1f"}) for n in nicks]
     sessions = [server.session(u) for u in users]
     url = server.channel(users, name='n"\\', data="d\n")["channel_url"]
     server.ok("POST", f"/v3/group_channels/{url}/mute", json={"user_id": users[1], "description": 'lo"ud'})
     readers = [reader(server, u, s) for u, s in zip(users, sessions)]
+    # what each client holds of the channel: a full render (GET), then as its events change it
+    held = [{url: full_get(server, url, s)} for s in sessions]
     try:
         text = 'te"xt \\ \x02 😀'
-        server.send(url, users[0], text)
-        for u, s, r in zip(users, sessions, readers):
-            e, _ = r.until("message_received")
-            # EventReader decodes the stream as Latin-1 (no charset): the frame's UTF-8, as sent
-            data = json.loads(e["data"].encode("latin-1").decode("utf-8"))
-            c = data["channel"]
-            assert data["message"]["message"] == text and c["last_message"]["message"] == text
-            assert c["name"] == 'n"\\' and c["data"] == "d\n"
+        for sender in (0, 2):
+            server.send(url, users[sender], text)
+            for u, s, r, h in zip(users, sessions, readers, held):
+                e = until(r, "message_received", h)
+                c = check_event(server, e, s, h, changed=[users[sender]])
+                data = payload(e)
+                assert data["message"]["message"] == text and c["last_message"]["message"] == text
+                assert c["name"] == 'n"\\' and c["data"] == "d\n"
+                [m] = data["changed_members"]
+                assert m["nickname"] == nicks[sender] and m["metadata"] == {'k"': "v\\\x1f"} and m["is_online"]
+                assert c["unread_message_count"] == (0 if u == users[sender] else 1 + (sender == 2 and u != users[0]))
+                assert [m["nickname"] for m in h[url]["members"]] == [m["nickname"] for m in full_get(server, url, s)["members"]]
+
+        # an event that carries the members: all of them, in the default order, strings intact
+        server.ok("PUT", f"/v3/group_channels/{url}", json={"name": 'n"\\\x03 é'})
+        for u, s, r, h in zip(users, sessions, readers, held):
+            e = until(r, "channel_changed", h)
+            check_event(server, e, s, h)
+            c = payload(e)["channel"]
+            assert c["name"] == 'n"\\\x03 é'
             assert [m["nickname"] for m in c["members"]] == [m["nickname"] for m in full_get(server, url, s)["members"]]
             assert sorted(m["nickname"] for m in c["members"]) == sorted(nicks)
             assert all(m["metadata"] == {'k"': "v\\\x1f"} for m in c["members"])
+            assert [m["muted_description"] for m in c["members"] if m.get("is_muted")] == ['lo"ud']
             assert all(m["is_online"] for m in c["members"])
-            assert c["unread_message_count"] == (0 if u == users[0] else 1)
-            assert_same_as_get(server, c, s)
+            assert c["unread_message_count"] == {users[0]: 1, users[2]: 0}.get(u, 2)
     finally:
         for r in readers:
             r.close()

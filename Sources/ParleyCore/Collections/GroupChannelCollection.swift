@@ -202,6 +202,7 @@ public final class GroupChannelCollection: Sendable {
 
     /// Applies the current state of one channel (nil: gone) to the view.
     private func apply(url: String, channel: JSONValue?, into diff: inout Diff) {
+        let channel = channel.map(query.kept)
         let existing = view.index(of: url)
         if let channel, query.matches(channel, userID: view.userID) {
             let key = query.sortKey(channel)
@@ -256,7 +257,7 @@ public final class GroupChannelCollection: Sendable {
             case .channelUpserted(let upsert):
                 seen.insert(upsert.url)
                 if !isOwnLoad, view.loadCompletion != nil { view.touchedDuringLoad.insert(upsert.url) }
-                apply(url: upsert.url, channel: upsert.channel, into: &diff)
+                apply(url: upsert.url, channel: query.needsMembers ? upsert.channel : upsert.channelWithoutMembers, into: &diff)
             case .channelRemoved(let url, _):
                 seen.insert(url)
                 if view.loadCompletion != nil { view.touchedDuringLoad.insert(url) }
@@ -347,7 +348,7 @@ public final class GroupChannelCollection: Sendable {
             let firstOnly = !complete
             view.loadedOnce = true
             var added: [JSONValue] = []
-            for channel in page.channels {
+            for channel in page.channels.map(query.kept) {
                 guard let url = channel["channel_url"]?.stringValue, view.index(of: url) == nil else { continue }
                 view.insert(Entry(url: url, key: query.sortKey(channel), channel: channel))
                 added.append(channel)

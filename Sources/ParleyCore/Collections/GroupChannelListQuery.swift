@@ -311,6 +311,18 @@ public struct GroupChannelListQuery: Sendable, Equatable {
         }
     }
 
+    /// Whether the query looks at members (to hand them out, or to filter by them): if
+    /// not, the view keeps its channels without them, and a live message never reads a
+    /// channel's member list.
+    var needsMembers: Bool { includeMemberList || userIDsExactFilter != nil || userIDsIncludeFilter != nil }
+
+    /// The channel as the view keeps it (without `members` when the query does not need them).
+    func kept(_ channel: JSONValue) -> JSONValue {
+        guard !needsMembers, case .object(var fields) = channel, fields["members"] != nil else { return channel }
+        fields["members"] = nil
+        return .object(fields)
+    }
+
     /// The channel as this query hands it to the application (without `members` or
     /// `metadata` / `metacounter` when they are not asked for).
     func presented(_ channel: JSONValue) -> JSONValue {

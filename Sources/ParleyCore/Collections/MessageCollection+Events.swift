@@ -104,7 +104,7 @@ extension MessageCollection {
             guard view.started else { return }
             applyLocal(local, into: &events)
         case .channelUpserted(let upsert) where upsert.url == channelURL:
-            view.channel = upsert.channel
+            view.channel = upsert.channelText
             events.channelChanged = true
         case .channelRemoved(let url, _) where url == channelURL:
             view.channelDeleted = true

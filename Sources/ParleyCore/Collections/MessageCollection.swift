@@ -62,12 +62,14 @@ public struct MessageEventContext: Sendable {
 
 /// The callbacks of a message collection. They run on the client's callback context
 /// (docs/THREADING.md), one at a time, never after `dispose()` returned. Message lists are
-/// in the view's order (newest first with `reverse`); `channel` is the channel as cached.
+/// in the view's order (newest first with `reverse`); `channel` is the channel as cached, as
+/// its stored text (every live message changes the channel: handing on its text costs
+/// nothing per member; `.value` parses it).
 public struct MessageCollectionHandler: Sendable {
-    public var added: @Sendable (MessageEventContext, JSONValue, MessageList) -> Void
-    public var updated: @Sendable (MessageEventContext, JSONValue, MessageList) -> Void
-    public var deleted: @Sendable (MessageEventContext, JSONValue, MessageList) -> Void
-    public var channelUpdated: @Sendable (MessageEventContext, JSONValue) -> Void
+    public var added: @Sendable (MessageEventContext, JSONText, MessageList) -> Void
+    public var updated: @Sendable (MessageEventContext, JSONText, MessageList) -> Void
+    public var deleted: @Sendable (MessageEventContext, JSONText, MessageList) -> Void
+    public var channelUpdated: @Sendable (MessageEventContext, JSONText) -> Void
     public var channelDeleted: @Sendable (MessageEventContext, String) -> Void
     /// More messages than the threshold were missed while offline: dispose the view and
     /// create a new one (it shows the newest end, or the point the application chooses).
@@ -76,10 +78,10 @@ public struct MessageCollectionHandler: Sendable {
     public var error: @Sendable (ParleyError) -> Void
 
     public init(
-        added: @escaping @Sendable (MessageEventContext, JSONValue, MessageList) -> Void = { _, _, _ in },
-        updated: @escaping @Sendable (MessageEventContext, JSONValue, MessageList) -> Void = { _, _, _ in },
-        deleted: @escaping @Sendable (MessageEventContext, JSONValue, MessageList) -> Void = { _, _, _ in },
-        channelUpdated: @escaping @Sendable (MessageEventContext, JSONValue) -> Void = { _, _ in },
+        added: @escaping @Sendable (MessageEventContext, JSONText, MessageList) -> Void = { _, _, _ in },
+        updated: @escaping @Sendable (MessageEventContext, JSONText, MessageList) -> Void = { _, _, _ in },
+        deleted: @escaping @Sendable (MessageEventContext, JSONText, MessageList) -> Void = { _, _, _ in },
+        channelUpdated: @escaping @Sendable (MessageEventContext, JSONText) -> Void = { _, _ in },
         channelDeleted: @escaping @Sendable (MessageEventContext, String) -> Void = { _, _ in },
         hugeGapDetected: @escaping @Sendable () -> Void = {},
         error: @escaping @Sendable (ParleyError) -> Void = { _ in }
@@ -141,7 +143,7 @@ public final class MessageCollection: Sendable {
         let view = self.view
         engine.runNow {
             view.channel = engine.read("reading the channel") { cache throws(ParleyError) in
-                try cache.channel(url: channelURL).flatMap { try? JSONValue.parse($0.json) }
+                try cache.channel(url: channelURL).map { JSONText($0.json) }
             } ?? nil
             view.observerID = engine.feed.subscribe { batch in weakSelf.collection?.observe(batch) }
             engine.openMessageViews[channelURL, default: 0] += 1
@@ -348,7 +350,7 @@ struct LocalEntry {
 final class MessageViewState: @unchecked Sendable {
     let filter: MessageFilter
     var observerID: UInt64?
-    var channel: JSONValue?
+    var channel: JSONText?
     var channelDeleted = false
     /// Shown server messages in key order (two arrays, so the list is handed out without copying).
     var keys: [MessageKey] = []

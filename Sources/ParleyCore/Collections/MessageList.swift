@@ -143,6 +143,49 @@ enum CanonicalObjectText {
         }
     }
 
+    /// `text` with the member `name: value` (`value` is JSON text) added at its place in
+    /// key order (UTF-8 bytes of the unescaped keys, as the canonical writer sorts them),
+    /// replacing a member of that name. Text that is not an object is returned as it is.
+    static func inserting(name: String, value: String, into text: String) -> String {
+        var text = text
+        let key = Array(name.utf8)
+        return text.withUTF8 { bytes -> String in
+            guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{") else { return String(decoding: bytes, as: UTF8.self) }
+            var index = 1
+            var replaced: Range<Int>?
+            while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+                let keyEnd = endOfString(bytes, from: index)
+                let valueEnd = endOfValue(bytes, from: keyEnd + 1)
+                let quoted = UnsafeBufferPointer(rebasing: bytes[index..<keyEnd])
+                var current = Array(quoted.dropFirst().dropLast())
+                if current.contains(UInt8(ascii: "\\")) {
+                    // An escaped key (rare) compares by what it stands for.
+                    current = Array(((try? JSONValue.parse(String(decoding: quoted, as: UTF8.self)))?.stringValue ?? "").utf8)
+                }
+                if current == key {
+                    replaced = index..<valueEnd
+                    break
+                }
+                if key.lexicographicallyPrecedes(current) { break }
+                index = valueEnd
+                if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
+            }
+            var member = JSONValue.string(name).canonicalText + ":" + value
+            let head = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<index]), as: UTF8.self)
+            if let replaced {
+                return head + member + String(decoding: UnsafeBufferPointer(rebasing: bytes[replaced.upperBound...]), as: UTF8.self)
+            }
+            // Before a following member the new one takes a comma after it; at the end, before it.
+            if index < bytes.count - 1 {
+                member += ","
+            } else if index > 1 {
+                member = "," + member
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<(bytes.count - 1)]), as: UTF8.self) + member + "}"
+            }
+            return head + member + String(decoding: UnsafeBufferPointer(rebasing: bytes[index...]), as: UTF8.self)
+        }
+    }
+
     /// The index just past the string that starts (with its quote) at `start`.
     private static func endOfString(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
         var index = start + 1

@@ -209,3 +209,21 @@ extension JSONValue: CustomStringConvertible {
     /// The canonical text (handy in logs and test failures).
     public var description: String { canonicalText }
 }
+
+/// JSON as text, parsed only when read as a value: what the cache stores can be handed on
+/// (to C callers, into another text) without a parse and an encode on the way.
+public struct JSONText: Sendable, Hashable, CustomStringConvertible {
+    /// The JSON text (canonical when it comes from the cache).
+    public let text: String
+
+    public init(_ text: String) { self.text = text }
+
+    public init(encoding value: JSONValue) { text = value.canonicalText }
+
+    /// The text parsed (`.null` if it is not JSON, which the cache never hands out).
+    public var value: JSONValue { (try? JSONValue.parse(text)) ?? .null }
+
+    public static let null = JSONText("null")
+
+    public var description: String { text }
+}

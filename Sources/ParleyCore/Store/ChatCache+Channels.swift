@@ -40,11 +40,69 @@ extension ChatCache {
 
     /// Stores a channel object (it must have a non-empty `channel_url`; `created_at`,
     /// `name`, `custom_type`, `last_message.created_at` are read for ordering), replacing
-    /// the stored one. A malformed object is refused with `.protocolViolation`.
+    /// the stored one. Its `members`, when listed (each an object with a string `user_id`),
+    /// replace the stored member list; when not listed, the stored list stays. A malformed
+    /// object is refused with `.protocolViolation`.
     @discardableResult
     public func upsertChannel(_ channel: JSONValue) throws(ParleyError) -> ChannelUpsertOutcome {
         let columns = try ChannelColumns(channel)
-        return try storeChannel(columns, json: channel.canonicalText)
+        guard case .object(var fields) = channel, let members = fields.removeValue(forKey: "members") else {
+            return try storeChannel(columns, json: channel.canonicalText, members: nil)
+        }
+        guard case .array(let list) = members else {
+            throw ParleyError(.protocolViolation, "channel.members: expected an array")
+        }
+        var memberRows: [(userID: String, json: String)] = []
+        memberRows.reserveCapacity(list.count)
+        for (index, member) in list.enumerated() {
+            guard case .object = member, let userID = member["user_id"]?.stringValue else {
+                throw ParleyError(.protocolViolation, "channel.members[\(index)]: expected an object with a string user_id")
+            }
+            memberRows.append((userID, member.canonicalText))
+        }
+        let json = JSONValue.object(fields).canonicalText
+        // The member rows and the channel row change together.
+        return try transaction { () throws(ParleyError) in try storeChannel(columns, json: json, members: memberRows) }
+    }
+
+    /// Replaces the stored objects of the members in `members` (by `user_id`, keeping their
+    /// place in the list) when the channel's member list is stored; members not in it are
+    /// not added (a list that misses one is stale and is replaced by the next full render).
+    /// True when a stored member changed.
+    public func updateChannelMembers(url: String, _ members: [JSONValue]) throws(ParleyError) -> Bool {
+        var known = false
+        try database.statement("SELECT members_known FROM channels WHERE channel_url = ?1").rows([.text(url)]) { row in
+            known = row.int64(0) != 0
+        }
+        guard known else { return false }
+        var changed = false
+        for (index, member) in members.enumerated() {
+            guard case .object = member, let userID = member["user_id"]?.stringValue else {
+                throw ParleyError(.protocolViolation, "changed_members[\(index)]: expected an object with a string user_id")
+            }
+            let updated = try database.statement(
+                "UPDATE channel_members SET json = ?3 WHERE channel_url = ?1 AND user_id = ?2 AND json != ?3"
+            ).run([.text(url), .text(userID), .text(member.canonicalText)])
+            if updated > 0 { changed = true }
+        }
+        return changed
+    }
+
+    /// The stored member list of a channel in the server's order (canonical texts), nil
+    /// when the channel is not cached or its stored render did not list members.
+    public func channelMemberTexts(url: String) throws(ParleyError) -> [String]? {
+        var known = false
+        try database.statement("SELECT members_known FROM channels WHERE channel_url = ?1").rows([.text(url)]) { row in
+            known = row.int64(0) != 0
+        }
+        return known ? try memberTexts(url: url) : nil
+    }
+
+    private func memberTexts(url: String) throws(ParleyError) -> [String] {
+        var texts: [String] = []
+        try database.statement("SELECT json FROM channel_members WHERE channel_url = ?1 ORDER BY position")
+            .rows([.text(url)]) { row throws(ParleyError) in texts.append(try storedJSON(row, 0, "a channel member")) }
+        return texts
     }
 
     /// Stores several channels in one transaction (all or none); outcomes in input order.
@@ -60,39 +118,73 @@ extension ChatCache {
         }
     }
 
-    private func storeChannel(_ columns: ChannelColumns, json: String) throws(ParleyError) -> ChannelUpsertOutcome {
+    /// `json` is the channel without `members`; `members` (nil: not listed) replace the
+    /// stored list when they differ from it.
+    private func storeChannel(
+        _ columns: ChannelColumns, json: String, members: [(userID: String, json: String)]?
+    ) throws(ParleyError) -> ChannelUpsertOutcome {
         let key = columns.orderKey
         var stored: String?
-        try database.statement("SELECT json FROM channels WHERE channel_url = ?1").rows([.text(key.channelURL)]) { row in
+        var storedMembersKnown = false
+        try database.statement("SELECT json, members_known FROM channels WHERE channel_url = ?1").rows([.text(key.channelURL)]) { row in
             stored = row.string(0)
+            storedMembersKnown = row.int64(1) != 0
         }
-        if let stored, utf8Equal(stored, json) { return .unchanged }
+        var membersChanged = false
+        if let members {
+            var storedMembers: [(userID: String, json: String)] = []
+            if storedMembersKnown {
+                try database.statement("SELECT user_id, json FROM channel_members WHERE channel_url = ?1 ORDER BY position")
+                    .rows([.text(key.channelURL)]) { row in storedMembers.append((row.string(0) ?? "", row.string(1) ?? "")) }
+            }
+            membersChanged = !storedMembersKnown || storedMembers.count != members.count
+                || !zip(storedMembers, members).allSatisfy { $0.userID == $1.userID && utf8Equal($0.json, $1.json) }
+            if membersChanged {
+                try database.statement("DELETE FROM channel_members WHERE channel_url = ?1").run([.text(key.channelURL)])
+                let insert = try database.statement(
+                    "INSERT OR REPLACE INTO channel_members (channel_url, user_id, position, json) VALUES (?1, ?2, ?3, ?4)")
+                for (position, member) in members.enumerated() {
+                    try insert.run([.text(key.channelURL), .text(member.userID), .integer(Int64(position)), .text(member.json)])
+                }
+            }
+        }
+        if let stored, utf8Equal(stored, json) {
+            guard membersChanged else { return .unchanged }
+            if !storedMembersKnown {
+                try database.statement("UPDATE channels SET members_known = 1 WHERE channel_url = ?1").run([.text(key.channelURL)])
+            }
+            return .updated
+        }
         let activityRank: Int64 = key.lastMessageCreatedAt == nil ? 1 : 0
         try database.statement("""
             INSERT INTO channels (channel_url, created_at, last_message_created_at, name, custom_type,
                                   chronological_key, activity_rank, activity_key, json,
-                                  history_offset, operator_ids, pinned_message_ids)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                                  history_offset, operator_ids, pinned_message_ids, members_known)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
             ON CONFLICT (channel_url) DO UPDATE SET
                 created_at = excluded.created_at, last_message_created_at = excluded.last_message_created_at,
                 name = excluded.name, custom_type = excluded.custom_type,
                 chronological_key = excluded.chronological_key, activity_rank = excluded.activity_rank,
                 activity_key = excluded.activity_key, json = excluded.json, history_offset = excluded.history_offset,
-                operator_ids = excluded.operator_ids, pinned_message_ids = excluded.pinned_message_ids
+                operator_ids = excluded.operator_ids, pinned_message_ids = excluded.pinned_message_ids,
+                members_known = excluded.members_known
             """).run([
                 .text(key.channelURL), .integer(key.createdAt), SQLiteValue(key.lastMessageCreatedAt),
                 .text(key.name), .text(columns.customType),
                 .integer(-key.createdAt), .integer(activityRank), .integer(-(key.lastMessageCreatedAt ?? key.createdAt)),
                 .text(json), .integer(columns.historyOffset), .text(columns.operatorIDs), .text(columns.pinnedMessageIDs),
+                .integer(members != nil || storedMembersKnown ? 1 : 0),
             ])
         return stored == nil ? .inserted : .updated
     }
 
-    /// The stored channel, nil when not cached.
-    public func channel(url: String) throws(ParleyError) -> CachedChannel? {
+    /// The stored channel, nil when not cached. With `withMembers` its JSON carries the
+    /// stored member list (when one is stored); without, it is the row alone (what a write
+    /// merges into: reading it costs nothing per member).
+    public func channel(url: String, withMembers: Bool = true) throws(ParleyError) -> CachedChannel? {
         var result: CachedChannel?
         try database.statement("SELECT \(Self.channelColumns) FROM channels WHERE channel_url = ?1")
-            .rows([.text(url)]) { row throws(ParleyError) in result = try self.readChannel(row) }
+            .rows([.text(url)]) { row throws(ParleyError) in result = try self.readChannel(row, withMembers: withMembers) }
         return result
     }
 
@@ -103,6 +195,7 @@ extension ChatCache {
     public func deleteChannel(url: String) throws(ParleyError) -> Bool {
         try transaction { () throws(ParleyError) in
             var removed = try database.statement("DELETE FROM channels WHERE channel_url = ?1").run([.text(url)])
+            try database.statement("DELETE FROM channel_members WHERE channel_url = ?1").run([.text(url)])
             removed += try removeChannelMessages(url: url)
             removed += try database.statement("DELETE FROM local_messages WHERE channel_url = ?1").run([.text(url)])
             try database.statement("DELETE FROM outbox WHERE channel_url = ?1").run([.text(url)])
@@ -177,14 +270,20 @@ extension ChatCache {
         return result
     }
 
-    static let channelColumns = "channel_url, created_at, last_message_created_at, name, json"
+    static let channelColumns = "channel_url, created_at, last_message_created_at, name, json, members_known"
 
-    func readChannel(_ row: SQLiteStatement) throws(ParleyError) -> CachedChannel {
-        CachedChannel(
+    func readChannel(_ row: SQLiteStatement, withMembers: Bool = true) throws(ParleyError) -> CachedChannel {
+        let url = row.string(0) ?? ""
+        var json = try storedJSON(row, 4, "a channel")
+        if withMembers, row.int64(5) != 0 {
+            let members = try memberTexts(url: url)
+            json = CanonicalObjectText.inserting(name: "members", value: "[" + members.joined(separator: ",") + "]", into: json)
+        }
+        return CachedChannel(
             orderKey: ChannelOrderKey(
-                channelURL: row.string(0) ?? "", createdAt: row.int64(1),
+                channelURL: url, createdAt: row.int64(1),
                 lastMessageCreatedAt: row.isNull(2) ? nil : row.int64(2), name: row.string(3) ?? ""),
-            json: try storedJSON(row, 4, "a channel"))
+            json: json)
     }
 }
 
@@ -251,7 +350,7 @@ extension ChatCache {
             values.append(.text(key))
             source = """
                 (SELECT *, CASE WHEN metadata_value IS NULL THEN 1 ELSE 0 END AS metadata_rank
-                 FROM (SELECT channel_url, created_at, last_message_created_at, name, json,
+                 FROM (SELECT channel_url, created_at, last_message_created_at, name, json, members_known,
                               (SELECT value FROM json_each(channels.json, '$.metadata') WHERE key = ?1 AND type = 'text')
                               AS metadata_value
                        FROM channels))

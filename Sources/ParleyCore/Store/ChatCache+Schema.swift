@@ -5,13 +5,14 @@
 extension ChatCache {
     /// Every table, in an order that deletion may follow.
     static let allTables = [
-        "outbox", "local_messages", "chunks", "messages", "channels", "channel_access", "sync_tokens", "meta",
+        "outbox", "local_messages", "chunks", "messages", "channel_members", "channels", "channel_access", "sync_tokens", "meta",
     ]
 
     static let migrations: [SQLiteMigration] = [
         SQLiteMigration(version: 1, sql: schemaVersion1),
         SQLiteMigration(version: 2, sql: schemaVersion2),
         SQLiteMigration(version: 3, sql: schemaVersion3),
+        SQLiteMigration(version: 4, sql: schemaVersion4),
     ]
 
     /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
@@ -124,5 +125,27 @@ extension ChatCache {
         UPDATE channels SET history_offset = coalesce(json_extract(json, '$.ts_message_offset'), 0);
         CREATE INDEX messages_by_sender ON messages (channel_url, sender_id);
         CREATE INDEX messages_by_parent ON messages (parent_message_id) WHERE parent_message_id != 0;
+        """
+
+    /// Version 4: a channel's members one row each, out of its JSON (`members_known`: the
+    /// stored render listed them). A message event changes one member (PROTOCOL.md §9.1):
+    /// rewriting that row, not the channel with its whole member list, keeps a live message's
+    /// cost independent of the channel's size.
+    static let schemaVersion4 = """
+        CREATE TABLE channel_members (
+            channel_url TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            position INTEGER NOT NULL,                -- the server's order of the list
+            json TEXT NOT NULL,                       -- canonical JSON of the member object
+            PRIMARY KEY (channel_url, user_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX channel_members_in_order ON channel_members (channel_url, position);
+        ALTER TABLE channels ADD COLUMN members_known INTEGER NOT NULL DEFAULT 0;
+        INSERT OR REPLACE INTO channel_members (channel_url, user_id, position, json)
+            SELECT channels.channel_url, json_extract(member.value, '$.user_id'), member.key, member.value
+            FROM channels, json_each(channels.json, '$.members') AS member
+            WHERE json_type(member.value, '$.user_id') = 'text';
+        UPDATE channels SET members_known = 1, json = json_remove(json, '$.members')
+            WHERE json_type(json, '$.members') = 'array';
         """
 }

@@ -29,7 +29,16 @@ public enum LocalMessageStatus: String, Sendable, CaseIterable {
 /// A channel as stored after a change, with its position before and after (the sort keys of
 /// every list order live in `ChannelOrderKey`), so that a list view can move it.
 public struct ChannelUpsert: Sendable {
-    public var channel: JSONValue
+    /// The channel as stored, `members` included when its member list is stored. When the
+    /// write did not carry the list (a message event: PROTOCOL.md §9.1), the list is read
+    /// from the cache the first time this is used: an observer that never looks at the
+    /// channel pays nothing per member. Use it on the engine queue, where feed observers run.
+    public var channel: JSONValue { stored.value }
+    /// The same channel as canonical JSON text (read as stored, without parsing).
+    public var channelText: JSONText { JSONText(stored.text) }
+    /// The channel as stored without `members` (known at once, whatever the write carried).
+    public var channelWithoutMembers: JSONValue
+    let stored: StoredChannelValue
     public var url: String
     /// nil when the channel was not cached before.
     public var oldKey: ChannelOrderKey?
@@ -146,4 +155,46 @@ public struct ChangeBatch: Sendable {
     public var sequence: UInt64
     public var cause: ChangeCause
     public var changes: [CacheChange]
+}
+
+/// A stored channel's value, either known at once or read from the cache on first use (then
+/// kept: every observer of a batch sees the same value), as a value or as its text.
+final class StoredChannelValue: Sendable {
+    private struct State {
+        var value: JSONValue?
+        var text: String?
+        var load: Loader?
+    }
+
+    /// Boxed: `Locked` wants no bare closure in its value.
+    private struct Loader: @unchecked Sendable {
+        let read: () -> String
+    }
+
+    private let state: Locked<State>
+
+    init(_ value: JSONValue) { state = Locked(State(value: value)) }
+
+    /// `read` (the stored channel's text) runs at most once, on the thread of the first use;
+    /// `ChatCache` is not `Sendable`, and only the engine queue uses these values' loaders.
+    init(reading read: @escaping () -> String) { state = Locked(State(load: Loader(read: read))) }
+
+    var value: JSONValue {
+        state.withLock { state in
+            if let value = state.value { return value }
+            let value = (try? JSONValue.parse(Self.text(&state))) ?? .null
+            state.value = value
+            return value
+        }
+    }
+
+    var text: String { state.withLock { state in Self.text(&state) } }
+
+    private static func text(_ state: inout State) -> String {
+        if let text = state.text { return text }
+        let text = state.value?.canonicalText ?? state.load?.read() ?? "null"
+        state.text = text
+        state.load = nil
+        return text
+    }
 }

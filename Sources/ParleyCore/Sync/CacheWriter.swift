@@ -146,12 +146,14 @@ final class CacheTransaction {
     /// replaces every per-user field, `last_message` included (absent: none visible to the
     /// user); a shared render (no per-user fields) keeps the cached per-user fields. Fields
     /// of other views are kept when absent. A grown `ts_message_offset` removes the
-    /// messages the user can no longer see.
-    func storeChannel(_ channel: JSONValue) throws(ParleyError) {
+    /// messages the user can no longer see. `changedMembers` (from an event whose channel
+    /// comes without `members`, PROTOCOL.md §9.1) replace those members in the stored list.
+    func storeChannel(_ channel: JSONValue, changedMembers: [JSONValue] = []) throws(ParleyError) {
         guard case .object(let incoming) = channel, let url = incoming["channel_url"]?.stringValue, !url.isEmpty else {
             throw ParleyError(.protocolViolation, "channel: expected an object with a non-empty channel_url")
         }
-        let stored = try cache.channel(url: url)
+        // The row without its member list: merging into it costs nothing per member.
+        let stored = try cache.channel(url: url, withMembers: false)
         var merged = incoming
         // Only the answer to creating a channel says whether it was created: not channel state.
         merged["is_created"] = nil
@@ -169,11 +171,26 @@ final class CacheTransaction {
             }
         }
         let value = JSONValue.object(merged)
-        let outcome = try cache.upsertChannel(value)
+        var outcome = try cache.upsertChannel(value)
+        if merged["members"] == nil, !changedMembers.isEmpty, try cache.updateChannelMembers(url: url, changedMembers),
+            outcome == .unchanged
+        {
+            outcome = .updated
+        }
         contexts[url] = nil
         if outcome != .unchanged {
             let newKey = try ChatCache.ChannelColumns(value).orderKey
-            record(.channelUpserted(ChannelUpsert(channel: value, url: url, oldKey: stored?.orderKey, newKey: newKey)))
+            let current: StoredChannelValue
+            if merged["members"] != nil {
+                current = StoredChannelValue(value)
+            } else {
+                let cache = self.cache
+                current = StoredChannelValue(reading: { (try? cache.channel(url: url))??.json ?? value.canonicalText })
+            }
+            var withoutMembers = merged
+            withoutMembers["members"] = nil
+            record(.channelUpserted(ChannelUpsert(
+                channelWithoutMembers: .object(withoutMembers), stored: current, url: url, oldKey: stored?.orderKey, newKey: newKey)))
         }
         let offset = merged["ts_message_offset"]?.int64Value ?? 0
         if offset > oldOffset {
@@ -215,7 +232,8 @@ final class CacheTransaction {
 
     /// Rewrites the cached channel through `change` (when cached).
     func patchChannel(_ url: String, _ change: (inout [String: JSONValue]) -> Void) throws(ParleyError) {
-        guard let stored = try cache.channel(url: url), case .object(var fields) = try JSONValue.parse(stored.json) else { return }
+        guard let stored = try cache.channel(url: url, withMembers: false), case .object(var fields) = try JSONValue.parse(stored.json)
+        else { return }
         change(&fields)
         try storeChannel(.object(fields))
     }

@@ -215,7 +215,14 @@ extension Engine {
                 if !url.isEmpty { try transaction.removeChannel(url, reason: .accessLost) }
                 return
             }
-            try transaction.storeChannel(channel)
+            var changedMembers: [JSONValue] = []
+            if let changed = data["changed_members"] {
+                guard let list = changed.arrayValue else {
+                    throw ParleyError(.protocolViolation, "\(event.name): changed_members must be an array")
+                }
+                changedMembers = list
+            }
+            try transaction.storeChannel(channel, changedMembers: changedMembers)
         }
         switch event.category {
         case .messageReceived:

@@ -334,7 +334,19 @@ extension ServerState {
                 JSON.writeMember(k, data[k] ?? .null, first: &first, to: &before)
             }
         }
+        // Live, an event that changes no membership carries the channel without `members`
+        // and, for its recipients who see the channel, the members it changed (§9.1): what a
+        // message costs on the wire does not grow with the channel.
+        let memberless = Self.memberlessCategories.contains(event.category)
+        var afterForViewers = after
+        if memberless {
+            var first = false
+            let changed = Self.changedMemberIDs(event.category, data).compactMap { c.members[$0] }
+            JSON.writeMember("changed_members", .array(changed.map { self.memberJSON(c, $0, now: now) }), first: &first,
+                             to: &afterForViewers)
+        }
         after += "}\n\n"
+        afterForViewers += "}\n\n"
         var common = "{"
         var commonFirst = true
         JSON.writeFields(channelCommonFields(c), first: &commonFirst, to: &common)
@@ -362,7 +374,7 @@ extension ServerState {
                     var text = ""
                     var first = false
                     JSON.writeFields([
-                        ("members", .array(self.sortedMembers(c).map { self.memberJSON(c, $0, now: now) })),
+                        ("members", memberless ? nil : .array(self.sortedMembers(c).map { self.memberJSON(c, $0, now: now) })),
                         ("metadata", .stringMap(c.metadata)),
                         ("metacounter", .intMap(c.metacounters)),
                     ], first: &first, to: &text)
@@ -373,6 +385,7 @@ extension ServerState {
             var viewerText = ""
             var first = false
             JSON.writeFields(self.channelViewerFields(c, userId, now: now), first: &first, to: &viewerText)
+            let after = full ? afterForViewers : after
             // Assembled in one buffer of the right size: each part is copied once.
             var frame = ""
             frame.reserveCapacity(before.utf8.count + common.utf8.count + lastText.utf8.count
@@ -385,6 +398,32 @@ extension ServerState {
             frame += "}"
             frame += after
             return frame
+        }
+    }
+
+    /// Categories whose change leaves the member set and every member's profile, role and
+    /// mute as they were: live, their channel comes without `members`, with `changed_members`
+    /// beside it (PROTOCOL.md §9.1). A replay renders the whole channel instead.
+    static let memberlessCategories: Set<String> = [
+        "message_received", "message_updated", "message_deleted", "mention", "reaction_updated", "thread_info_updated",
+        "read_status", "delivery_status", "typing_status",
+    ]
+
+    /// Whose member render such an event changed: a new message marks its sender read; a
+    /// read or delivery receipt moves its user's `read_ts` / `delivered_ts`.
+    static func changedMemberIDs(_ category: String, _ data: JSONObject) -> [String] {
+        func userID(_ value: JSON?) -> String? {
+            guard case .object(let fields)? = value, case .string(let id)? = fields["user_id"] else { return nil }
+            return id
+        }
+        switch category {
+        case "message_received", "mention":
+            guard case .object(let message)? = data["message"], let sender = userID(message["user"]) else { return [] }
+            return [sender]
+        case "read_status", "delivery_status":
+            return userID(data["user"]).map { [$0] } ?? []
+        default:
+            return []
         }
     }
 
