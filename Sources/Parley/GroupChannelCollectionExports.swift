@@ -63,14 +63,14 @@ public func exportGroupChannelCollectionCreate(
             if let added = copy.added {
                 let fn = CCallback(function: added, userData: copy.user_data)
                 swiftHandler.added = { context, channels in
-                    let text = JSONValue.array(channels).canonicalText
+                    let text = JSONText.arrayText(channels)
                     withCContext(context) { c in text.withCString { fn.function(fn.userData, c, $0) } }
                 }
             }
             if let updated = copy.updated {
                 let fn = CCallback(function: updated, userData: copy.user_data)
                 swiftHandler.updated = { context, channels in
-                    let text = JSONValue.array(channels).canonicalText
+                    let text = JSONText.arrayText(channels)
                     withCContext(context) { c in text.withCString { fn.function(fn.userData, c, $0) } }
                 }
             }
@@ -103,7 +103,7 @@ public func exportGroupChannelCollectionLoadMore(
         object.loadMore { result in
             switch result {
             case .success(let channels):
-                JSONValue.array(channels).canonicalText.withCString { callback.function(callback.userData, nil, $0) }
+                JSONText.arrayText(channels).withCString { callback.function(callback.userData, nil, $0) }
             case .failure(let error):
                 withCError(error) { callback.function(callback.userData, $0, nil) }
             }
@@ -126,8 +126,8 @@ public func exportGroupChannelCollectionChannels(
     withStatus { () throws(ParleyError) in
         guard let outJSON else { throw .invalidArgument("out_json is NULL") }
         outJSON.pointee = nil
-        let channels = try groupChannelCollections.lookup(collection).channels
-        outJSON.pointee = try ownedCString(JSONValue.array(channels).canonicalText)
+        let channels = try groupChannelCollections.lookup(collection).channelTexts
+        outJSON.pointee = try ownedCString(JSONText.arrayText(channels))
     }
 }
 

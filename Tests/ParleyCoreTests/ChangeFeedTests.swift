@@ -110,6 +110,50 @@ private func changeName(_ change: CacheChange) -> String {
         #expect(try writer.cache.channel(url: "never") == nil)
     }
 
+    /// A message event changes its channel's member rows one member at a time and tells
+    /// observers without reading the member list; an answer rendered before events that were
+    /// applied meanwhile does not take the members' receipts back.
+    @Test func eventsChangeOneMemberAndOlderAnswersKeepTheLaterReceipts() throws {
+        let feed = ChangeFeed()
+        let writer = CacheWriter(cache: try ChatCache(location: .memory), feed: feed)
+        var upserts: [ChannelUpsert] = []
+        feed.subscribe { batch in
+            for case .channelUpserted(let upsert) in batch.changes { upserts.append(upsert) }
+        }
+        func member(_ id: String, read: Int64, delivered: Int64 = 0) -> JSONValue {
+            ["user_id": .string(id), "read_ts": .int(read), "delivered_ts": .int(delivered), "role": ""]
+        }
+        func room(_ members: [JSONValue]?, lastRead: Int64 = 0) -> JSONValue {
+            guard case .object(var fields) = channel("room") else { return .null }
+            fields["user_last_read"] = .int(lastRead)
+            if let members { fields["members"] = .array(members) }
+            return .object(fields)
+        }
+        try writer.write(.apiLoad) { transaction throws(ParleyError) in
+            try transaction.storeChannel(room([member("ann", read: 1), member("bob", read: 1)]), fromEvent: true)
+        }
+        // A message from bob: the channel without members, bob's member object beside it.
+        try writer.write(.apiLoad) { transaction throws(ParleyError) in
+            try transaction.storeChannel(room(nil, lastRead: 5), changedMembers: [member("bob", read: 50)], fromEvent: true)
+        }
+        #expect(try writer.cache.channelMemberTexts(url: "room") == [member("ann", read: 1), member("bob", read: 50)].map(\.canonicalText))
+        let upsert = try #require(upserts.last)
+        #expect(upsert.channelWithoutMembers["members"] == nil)
+        #expect(upsert.channel["members"]?.arrayValue?.count == 2)
+        #expect(upsert.channelText.text == upsert.channel.canonicalText)
+        // A changelog rendered before that message (bob at 40), and after a read by ann (9).
+        try writer.write(.channelChangelog) { transaction throws(ParleyError) in
+            try transaction.storeChannel(room([member("ann", read: 9, delivered: 3), member("bob", read: 40)]))
+        }
+        #expect(try writer.cache.channelMemberTexts(url: "room")
+            == [member("ann", read: 9, delivered: 3), member("bob", read: 50)].map(\.canonicalText))
+        // An event renders the list as it is: a new membership starts over.
+        try writer.write(.apiLoad) { transaction throws(ParleyError) in
+            try transaction.storeChannel(room([member("bob", read: 0)]), fromEvent: true)
+        }
+        #expect(try writer.cache.channelMemberTexts(url: "room") == [member("bob", read: 0)].map(\.canonicalText))
+    }
+
     /// Messages at or before the user's history offset are not stored again (a replayed
     /// event), and a grown offset removes those already stored.
     @Test func theHistoryOffsetKeepsHiddenMessagesOut() throws {

@@ -50,11 +50,11 @@ import Testing
         let collection = try client.groupChannelCollection(
             query: query,
             handler: GroupChannelCollectionHandler(updated: { context, channels in
-                updates.update { $0 += channels.map { (context.source, $0["channel_url"]?.stringValue ?? "") } }
+                updates.update { $0 += channels.map { (context.source, $0.value["channel_url"]?.stringValue ?? "") } }
             }))
         defer { collection.dispose() }
         for _ in 0..<10 where collection.hasMore {
-            let box = Box<Result<[JSONValue], ParleyError>?>(nil)
+            let box = Box<Result<[JSONText], ParleyError>?>(nil)
             collection.loadMore { result in box.update { $0 = result } }
             #expect(engineWaitUntil { box.value != nil })
         }
@@ -113,12 +113,12 @@ import Testing
             let record: @Sendable (String, CollectionEventContext, [String]) -> Void = { kind, context, urls in
                 seen.update { $0 += urls.map { (name, kind, $0, context.source.name) } }
             }
-            let urls: @Sendable ([JSONValue]) -> [String] = { $0.compactMap { $0["channel_url"]?.stringValue } }
+            let urls: @Sendable ([JSONText]) -> [String] = { $0.compactMap { $0.value["channel_url"]?.stringValue } }
             let collection = try client.groupChannelCollection(query: query, handler: GroupChannelCollectionHandler(
                 added: { record("added", $0, urls($1)) }, updated: { record("updated", $0, urls($1)) },
                 deleted: { record("deleted", $0, $1) }))
             for _ in 0..<100 where collection.hasMore {
-                let page = Box<Result<[JSONValue], ParleyError>?>(nil)
+                let page = Box<Result<[JSONText], ParleyError>?>(nil)
                 collection.loadMore { result in page.update { $0 = result } }
                 #expect(engineWaitUntil { page.value != nil })
             }

@@ -33,6 +33,22 @@ private func randomObject(_ rng: inout SeededGenerator, depth: Int) -> JSONValue
 }
 
 @Suite struct MessageListTests {
+    @Test func aChannelListCutsTheStoredTextAsItPresentsTheValue() throws {
+        var rng = SeededGenerator(state: 13)
+        let keys = ["members", "metadata", "metacounter", "name", "last_message", "a\"b", ""]
+        for round in 0..<2000 {
+            var fields: [String: JSONValue] = [:]
+            for _ in 0..<Int.random(in: 0...6, using: &rng) {
+                fields[keys.randomElement(using: &rng) ?? "k"] = randomValue(&rng, depth: 1)
+            }
+            var query = GroupChannelListQuery()
+            query.includeMemberList = round % 2 == 0
+            query.includeMetadata = round % 3 == 0
+            let channel = JSONValue.object(fields)
+            #expect(query.presented(text: channel.canonicalText).text == query.presented(channel).canonicalText)
+        }
+    }
+
     @Test func insertingAMemberIntoTheTextEqualsSettingItOnTheValue() throws {
         // A cached channel's member list is spliced into its stored text (ChatCache+Channels.swift).
         var rng = SeededGenerator(state: 11)

@@ -24,20 +24,26 @@
 //
 // State lives on the engine queue. What the application reads (`hasMore`, `channels`) is
 // a copy updated in callback order, so it always agrees with the callbacks received.
+//
+// Channels are handed out as the cache's text (`JSONText`), cut to what the query shows: a
+// live message changes its channel, and a channel of thousands of members would otherwise
+// be parsed and encoded again for every message. The view keeps a parsed copy without
+// members for matching and sorting (with them only when the query filters by members).
 
 /// The callbacks of a group channel collection. They run on the client's callback context
-/// (docs/THREADING.md), one at a time, never after `dispose()` returned.
+/// (docs/THREADING.md), one at a time, never after `dispose()` returned. Channels come as
+/// their JSON text (`.value` parses one).
 public struct GroupChannelCollectionHandler: Sendable {
-    public var added: @Sendable (CollectionEventContext, [JSONValue]) -> Void
-    public var updated: @Sendable (CollectionEventContext, [JSONValue]) -> Void
+    public var added: @Sendable (CollectionEventContext, [JSONText]) -> Void
+    public var updated: @Sendable (CollectionEventContext, [JSONText]) -> Void
     public var deleted: @Sendable (CollectionEventContext, [String]) -> Void
     /// A background step failed (the server's first page after the cached one); the view
     /// keeps what it has.
     public var error: @Sendable (ParleyError) -> Void
 
     public init(
-        added: @escaping @Sendable (CollectionEventContext, [JSONValue]) -> Void = { _, _ in },
-        updated: @escaping @Sendable (CollectionEventContext, [JSONValue]) -> Void = { _, _ in },
+        added: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
+        updated: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         deleted: @escaping @Sendable (CollectionEventContext, [String]) -> Void = { _, _ in },
         error: @escaping @Sendable (ParleyError) -> Void = { _ in }
     ) {
@@ -55,7 +61,7 @@ public final class GroupChannelCollection: Sendable {
     private let handler: GroupChannelCollectionHandler
     private let guardState = DisposeGuard()
     /// The list as the application sees it, updated in callback order.
-    private let published = Locked<(hasMore: Bool, channels: [JSONValue])>((true, []))
+    private let published = Locked<(hasMore: Bool, channels: [JSONText])>((true, []))
     /// Engine-queue state.
     private let view: ViewState
 
@@ -85,7 +91,10 @@ public final class GroupChannelCollection: Sendable {
     public var hasMore: Bool { published.withLock { $0.hasMore } }
 
     /// The loaded channels in the query's order, as the callbacks delivered so far left them.
-    public var channels: [JSONValue] { published.withLock { $0.channels } }
+    public var channelTexts: [JSONText] { published.withLock { $0.channels } }
+
+    /// `channelTexts` parsed.
+    public var channels: [JSONValue] { channelTexts.map(\.value) }
 
     public var isDisposed: Bool { guardState.isDisposed }
 
@@ -96,7 +105,7 @@ public final class GroupChannelCollection: Sendable {
     /// there is no more), or an error: `.invalidState` when disposed or when a page is
     /// loading; a network error when offline and the cache does not hold the list whole;
     /// `.cancelled` when the collection is disposed meanwhile.
-    public func loadMore(completion: @escaping @Sendable (Result<[JSONValue], ParleyError>) -> Void) {
+    public func loadMore(completion: @escaping @Sendable (Result<[JSONText], ParleyError>) -> Void) {
         guard !guardState.isDisposed else {
             dispatcher.enqueue { completion(.failure(.invalidState("the collection is disposed"))) }
             return
@@ -113,7 +122,7 @@ public final class GroupChannelCollection: Sendable {
         guard guardState.markDisposed() else { return }
         let engine = self.engine
         let view = self.view
-        let pending: (@Sendable (Result<[JSONValue], ParleyError>) -> Void)? = engine.runNow {
+        let pending: (@Sendable (Result<[JSONText], ParleyError>) -> Void)? = engine.runNow {
             if let id = view.observerID { engine.feed.unsubscribe(id) }
             view.observerID = nil
             defer {
@@ -140,11 +149,13 @@ public final class GroupChannelCollection: Sendable {
         weak var collection: GroupChannelCollection?
     }
 
-    /// One shown channel.
+    /// One shown channel: as the query matches and sorts it (`GroupChannelListQuery.kept`),
+    /// and as the application gets it.
     struct Entry {
         var url: String
         var key: ChannelSortKey
         var channel: JSONValue
+        var text: JSONText
     }
 
     final class ViewState: @unchecked Sendable {
@@ -160,16 +171,16 @@ public final class GroupChannelCollection: Sendable {
         var serverToken: String?
         /// The server's listing was walked from its first page (so reaching its end proves the cache whole).
         var walkedFromStart = false
-        var loadCompletion: (@Sendable (Result<[JSONValue], ParleyError>) -> Void)?
+        var loadCompletion: (@Sendable (Result<[JSONText], ParleyError>) -> Void)?
         /// The load in flight is the server's first page after a cached one (no caller waits).
         var backgroundLoad = false
         /// A `loadMore` that arrived while the background page loads; it runs after it.
-        var waitingLoad: (@Sendable (Result<[JSONValue], ParleyError>) -> Void)?
+        var waitingLoad: (@Sendable (Result<[JSONText], ParleyError>) -> Void)?
         /// Channels changed by anything but a page load while a page is loading: the page's
         /// older copy must not overwrite them, nor its absence remove them.
         var touchedDuringLoad: Set<String> = []
         /// The shown channels (url → JSON text) when a catch-up began; nil outside one.
-        var catchUpSnapshot: [String: String]?
+        var catchUpSnapshot: [String: JSONText]?
 
         init(userID: String) { self.userID = userID }
 
@@ -194,27 +205,28 @@ public final class GroupChannelCollection: Sendable {
 
     /// What one step changed in the view, to be reported.
     struct Diff {
-        var added: [JSONValue] = []
-        var updated: [JSONValue] = []
+        var added: [JSONText] = []
+        var updated: [JSONText] = []
         var deleted: [String] = []
         var isEmpty: Bool { added.isEmpty && updated.isEmpty && deleted.isEmpty }
     }
 
-    /// Applies the current state of one channel (nil: gone) to the view.
-    private func apply(url: String, channel: JSONValue?, into diff: inout Diff) {
-        let channel = channel.map(query.kept)
+    /// Applies the current state of one channel (nil: gone) to the view: `channel` to match
+    /// and sort, `text` (the stored text; read only when the channel is shown) to hand out.
+    private func apply(url: String, channel: JSONValue?, text: () -> String, into diff: inout Diff) {
         let existing = view.index(of: url)
         if let channel, query.matches(channel, userID: view.userID) {
             let key = query.sortKey(channel)
             if view.inRange(key) {
+                let entry = Entry(url: url, key: key, channel: query.kept(channel), text: query.presented(text: text()))
                 if let existing {
-                    let unchanged = view.entries[existing].channel == channel && !(view.entries[existing].key < key || key < view.entries[existing].key)
+                    let unchanged = view.entries[existing].text == entry.text && !(view.entries[existing].key < key || key < view.entries[existing].key)
                     view.entries.remove(at: existing)
-                    view.insert(Entry(url: url, key: key, channel: channel))
-                    if !unchanged { diff.updated.append(channel) }
+                    view.insert(entry)
+                    if !unchanged { diff.updated.append(entry.text) }
                 } else {
-                    view.insert(Entry(url: url, key: key, channel: channel))
-                    diff.added.append(channel)
+                    view.insert(entry)
+                    diff.added.append(entry.text)
                 }
                 return
             }
@@ -228,7 +240,7 @@ public final class GroupChannelCollection: Sendable {
     private func observe(_ batch: ChangeBatch) {
         switch batch.cause {
         case .catchUpStarted:
-            view.catchUpSnapshot = Dictionary(view.entries.map { ($0.url, $0.channel.canonicalText) }, uniquingKeysWith: { a, _ in a })
+            view.catchUpSnapshot = Dictionary(view.entries.map { ($0.url, $0.text) }, uniquingKeysWith: { a, _ in a })
             return
         case .catchUpFinished:
             guard let snapshot = view.catchUpSnapshot else { return }
@@ -238,9 +250,9 @@ public final class GroupChannelCollection: Sendable {
             for entry in view.entries {
                 current.insert(entry.url)
                 if let before = snapshot[entry.url] {
-                    if before != entry.channel.canonicalText { diff.updated.append(entry.channel) }
+                    if before != entry.text { diff.updated.append(entry.text) }
                 } else {
-                    diff.added.append(entry.channel)
+                    diff.added.append(entry.text)
                 }
             }
             diff.deleted = snapshot.keys.filter { !current.contains($0) }.sorted()
@@ -257,11 +269,16 @@ public final class GroupChannelCollection: Sendable {
             case .channelUpserted(let upsert):
                 seen.insert(upsert.url)
                 if !isOwnLoad, view.loadCompletion != nil { view.touchedDuringLoad.insert(upsert.url) }
-                apply(url: upsert.url, channel: query.needsMembers ? upsert.channel : upsert.channelWithoutMembers, into: &diff)
+                // The member list is read (and parsed) only for a query that filters by members,
+                // and handed on as stored text only to one that shows them.
+                let includeMembers = query.includeMemberList
+                apply(
+                    url: upsert.url, channel: query.filtersByMembers ? upsert.channel : upsert.channelWithoutMembers,
+                    text: { includeMembers ? upsert.channelText.text : upsert.channelWithoutMembers.canonicalText }, into: &diff)
             case .channelRemoved(let url, _):
                 seen.insert(url)
                 if view.loadCompletion != nil { view.touchedDuringLoad.insert(url) }
-                apply(url: url, channel: nil, into: &diff)
+                apply(url: url, channel: nil, text: { "null" }, into: &diff)
             case .cleared:
                 for entry in view.entries { diff.deleted.append(entry.url) }
                 view.entries.removeAll()
@@ -271,10 +288,10 @@ public final class GroupChannelCollection: Sendable {
         }
         // Typing changes no stored field: the shown channel is reported with its typers.
         if case .realtime(let event) = batch.cause, event.category == .typingStatus, !seen.contains(event.channelURL),
-            let index = view.index(of: event.channelURL), case .object(var fields) = view.entries[index].channel
+            let index = view.index(of: event.channelURL)
         {
-            fields["typing_users"] = event.data["typing_users"] ?? .array([])
-            diff.updated.append(.object(fields))
+            let typers = (event.data["typing_users"] ?? .array([])).canonicalText
+            diff.updated.append(JSONText(CanonicalObjectText.inserting(name: "typing_users", value: typers, into: view.entries[index].text.text)))
         }
         let context: CollectionEventContext
         switch batch.cause {
@@ -290,17 +307,16 @@ public final class GroupChannelCollection: Sendable {
     private func report(_ diff: Diff, _ context: CollectionEventContext) {
         guard !diff.isEmpty else { return }
         let hasMore = view.hasMore
-        let query = self.query
-        let snapshot = view.entries.map { query.presented($0.channel) }
+        let snapshot = view.entries.map(\.text)
         let handler = self.handler
         deliver(hasMore: hasMore, channels: snapshot) {
             if !diff.deleted.isEmpty { handler.deleted(context, diff.deleted) }
-            if !diff.updated.isEmpty { handler.updated(context, diff.updated.map(query.presented)) }
-            if !diff.added.isEmpty { handler.added(context, diff.added.map(query.presented)) }
+            if !diff.updated.isEmpty { handler.updated(context, diff.updated) }
+            if !diff.added.isEmpty { handler.added(context, diff.added) }
         }
     }
 
-    private func deliver(hasMore: Bool, channels: [JSONValue], _ job: @escaping @Sendable () -> Void) {
+    private func deliver(hasMore: Bool, channels: [JSONText], _ job: @escaping @Sendable () -> Void) {
         let guardState = self.guardState
         let published = self.published
         dispatcher.enqueue {
@@ -311,7 +327,7 @@ public final class GroupChannelCollection: Sendable {
         }
     }
 
-    private func startLoad(_ completion: @escaping @Sendable (Result<[JSONValue], ParleyError>) -> Void) {
+    private func startLoad(_ completion: @escaping @Sendable (Result<[JSONText], ParleyError>) -> Void) {
         guard !guardState.isDisposed else {
             dispatcher.enqueue { completion(.failure(.invalidState("the collection is disposed"))) }
             return
@@ -338,7 +354,7 @@ public final class GroupChannelCollection: Sendable {
         let online = engine.session.current != nil
         if complete || (!view.loadedOnce && !(online && ((try? cachedPage(cache, after: nil).0.isEmpty) ?? true))) {
             // From the cache: the whole page when the cache holds the list, else the first page at once.
-            let page: (channels: [JSONValue], more: Bool)
+            let page: (channels: [(value: JSONValue, text: String)], more: Bool)
             do {
                 page = try cachedPage(cache, after: view.boundary)
             } catch {
@@ -347,14 +363,15 @@ public final class GroupChannelCollection: Sendable {
             }
             let firstOnly = !complete
             view.loadedOnce = true
-            var added: [JSONValue] = []
-            for channel in page.channels.map(query.kept) {
+            var added: [JSONText] = []
+            for (channel, text) in page.channels {
                 guard let url = channel["channel_url"]?.stringValue, view.index(of: url) == nil else { continue }
-                view.insert(Entry(url: url, key: query.sortKey(channel), channel: channel))
-                added.append(channel)
+                let entry = Entry(url: url, key: query.sortKey(channel), channel: query.kept(channel), text: query.presented(text: text))
+                view.insert(entry)
+                added.append(entry.text)
             }
             view.hasMore = firstOnly || page.more
-            view.boundary = view.hasMore ? (page.channels.last.map(query.sortKey) ?? view.boundary) : nil
+            view.boundary = view.hasMore ? (page.channels.last.map { query.sortKey($0.value) } ?? view.boundary) : nil
             finishLoad(completion, added: added)
             if firstOnly { loadFromServer(completion: nil) }
             return
@@ -369,7 +386,9 @@ public final class GroupChannelCollection: Sendable {
     }
 
     /// Reads up to `limit` matching channels after `after` from the cache, and whether more match.
-    private func cachedPage(_ cache: ChatCache, after: ChannelSortKey?) throws(ParleyError) -> ([JSONValue], Bool) {
+    private func cachedPage(
+        _ cache: ChatCache, after: ChannelSortKey?
+    ) throws(ParleyError) -> ([(value: JSONValue, text: String)], Bool) {
         let sort: ChannelListSort =
             switch query.order {
             case .chronological: .chronological
@@ -378,14 +397,14 @@ public final class GroupChannelCollection: Sendable {
             case .metadataValueAlphabetical: .metadataValue(key: query.metadataOrderKey ?? "")
             }
         var position: [SQLiteValue]? = after.map { $0.elements.map(\.sqliteValue) }
-        var result: [JSONValue] = []
+        var result: [(value: JSONValue, text: String)] = []
         let batch = max(query.limit * 2, 50)
         while true {
             let rows = try cache.channels(sort: sort, after: position, limit: batch)
             for row in rows {
                 guard let channel = try? JSONValue.parse(row.json), query.matches(channel, userID: view.userID) else { continue }
                 if result.count == query.limit { return (result, true) }
-                result.append(channel)
+                result.append((channel, row.json))
             }
             guard rows.count == batch, let last = rows.last, let channel = try? JSONValue.parse(last.json) else { return (result, false) }
             position = query.sortKey(channel).elements.map(\.sqliteValue)
@@ -395,7 +414,7 @@ public final class GroupChannelCollection: Sendable {
     /// Loads the next page from the server (the first when nothing came from it yet), stores
     /// it, and brings the view to it. `completion` nil: the background page after a cached
     /// first page (its changes are reported as events, a failure to the error handler).
-    private func loadFromServer(completion: (@Sendable (Result<[JSONValue], ParleyError>) -> Void)?) {
+    private func loadFromServer(completion: (@Sendable (Result<[JSONText], ParleyError>) -> Void)?) {
         let token = view.serverToken
         let fromStart = token == nil
         var path = "/v3/users/\(URLEncoding.encodePathSegment(view.userID))/my_group_channels?" + query.serverQuery
@@ -424,7 +443,7 @@ public final class GroupChannelCollection: Sendable {
                     self.finishLoad(completion, failure: error)
                 } else if error.code != .network && error.code != .timeout {
                     let handler = self.handler
-                    self.deliver(hasMore: self.view.hasMore, channels: self.view.entries.map { self.query.presented($0.channel) }) {
+                    self.deliver(hasMore: self.view.hasMore, channels: self.view.entries.map(\.text)) {
                         handler.error(error)
                     }
                 }
@@ -434,7 +453,7 @@ public final class GroupChannelCollection: Sendable {
 
     /// Stores a server page and brings the view to it; returns the channels it added (for a
     /// background page they are reported as `added` events instead).
-    private func applyServerPage(_ answer: JSONValue, fromStart: Bool, background: Bool) throws(ParleyError) -> [JSONValue] {
+    private func applyServerPage(_ answer: JSONValue, fromStart: Bool, background: Bool) throws(ParleyError) -> [JSONText] {
         guard let list = answer["channels"]?.arrayValue, let next = answer["next"]?.stringValue else {
             throw ParleyError(.protocolViolation, "channel list: expected channels and next")
         }
@@ -468,11 +487,11 @@ public final class GroupChannelCollection: Sendable {
         var diff = Diff()
         let cache = engine.cache
         let pageSet = Set(pageURLs)
-        var added: [JSONValue] = []
+        var added: [JSONText] = []
         for url in pageURLs {
-            let current = try? cache?.channel(url: url).flatMap { try? JSONValue.parse($0.json) }
+            let stored = (try? cache?.channel(url: url)) ?? nil
             var step = Diff()
-            apply(url: url, channel: current ?? nil, into: &step)
+            apply(url: url, channel: stored.flatMap { try? JSONValue.parse($0.json) }, text: { stored?.json ?? "null" }, into: &step)
             added += step.added
             diff.updated += step.updated
             diff.deleted += step.deleted
@@ -487,22 +506,22 @@ public final class GroupChannelCollection: Sendable {
         if background { diff.added = added }
         if view.catchUpSnapshot != nil {
             // Reported now: the catch-up's difference must not repeat them.
-            for entry in view.entries where pageSet.contains(entry.url) { view.catchUpSnapshot?[entry.url] = entry.channel.canonicalText }
+            for entry in view.entries where pageSet.contains(entry.url) { view.catchUpSnapshot?[entry.url] = entry.text }
             for url in diff.deleted { view.catchUpSnapshot?[url] = nil }
         }
         if diff.isEmpty && background {
-            deliver(hasMore: view.hasMore, channels: view.entries.map { query.presented($0.channel) }) {}
+            deliver(hasMore: view.hasMore, channels: view.entries.map(\.text)) {}
         }
         report(diff, CollectionEventContext(source: .apiLoad, detail: ""))
         return background ? [] : added
     }
 
     private func finishLoad(
-        _ completion: @escaping @Sendable (Result<[JSONValue], ParleyError>) -> Void, added: [JSONValue] = [], failure: ParleyError? = nil
+        _ completion: @escaping @Sendable (Result<[JSONText], ParleyError>) -> Void, added: [JSONText] = [], failure: ParleyError? = nil
     ) {
         let hasMore = view.hasMore
-        let snapshot = view.entries.map { query.presented($0.channel) }
-        let presented = added.map(query.presented)
+        let snapshot = view.entries.map(\.text)
+        let presented = added
         let guardState = self.guardState
         let published = self.published
         // A completion runs even after dispose (exactly once); the list copy only while live.

@@ -311,16 +311,29 @@ public struct GroupChannelListQuery: Sendable, Equatable {
         }
     }
 
-    /// Whether the query looks at members (to hand them out, or to filter by them): if
-    /// not, the view keeps its channels without them, and a live message never reads a
-    /// channel's member list.
-    var needsMembers: Bool { includeMemberList || userIDsExactFilter != nil || userIDsIncludeFilter != nil }
+    /// Whether the query filters by members: only then does the view keep (and read) the
+    /// member lists of the channels it matches.
+    var filtersByMembers: Bool { userIDsExactFilter != nil || userIDsIncludeFilter != nil }
 
-    /// The channel as the view keeps it (without `members` when the query does not need them).
+    /// The channel as the view keeps it to match and sort (without `members` unless the
+    /// query filters by them).
     func kept(_ channel: JSONValue) -> JSONValue {
-        guard !needsMembers, case .object(var fields) = channel, fields["members"] != nil else { return channel }
+        guard !filtersByMembers, case .object(var fields) = channel, fields["members"] != nil else { return channel }
         fields["members"] = nil
         return .object(fields)
+    }
+
+    /// The names (UTF-8) of the channel fields this query does not hand out.
+    private var omittedChannelKeys: [[UInt8]] {
+        (includeMemberList ? [] : ["members"]).map { Array($0.utf8) }
+            + (includeMetadata ? [] : ["metadata", "metacounter"]).map { Array($0.utf8) }
+    }
+
+    /// A stored channel's text as this query hands it to the application (cut as `presented`
+    /// cuts the value, without a parse).
+    func presented(text: String) -> JSONText {
+        let omitted = omittedChannelKeys
+        return JSONText(omitted.isEmpty ? text : CanonicalObjectText.removingMembers(omitted, from: text))
     }
 
     /// The channel as this query hands it to the application (without `members` or

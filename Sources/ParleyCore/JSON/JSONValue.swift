@@ -225,5 +225,17 @@ public struct JSONText: Sendable, Hashable, CustomStringConvertible {
 
     public static let null = JSONText("null")
 
+    /// The JSON array text of `items`, joined without a parse.
+    public static func arrayText(_ items: [JSONText]) -> String {
+        var text = "["
+        text.reserveCapacity(items.reduce(2) { $0 + $1.text.utf8.count + 1 })
+        for (index, item) in items.enumerated() {
+            if index > 0 { text += "," }
+            text += item.text
+        }
+        text += "]"
+        return text
+    }
+
     public var description: String { text }
 }

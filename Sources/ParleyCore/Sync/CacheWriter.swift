@@ -148,9 +148,19 @@ final class CacheTransaction {
     /// of other views are kept when absent. A grown `ts_message_offset` removes the
     /// messages the user can no longer see. `changedMembers` (from an event whose channel
     /// comes without `members`, PROTOCOL.md §9.1) replace those members in the stored list.
-    func storeChannel(_ channel: JSONValue, changedMembers: [JSONValue] = []) throws(ParleyError) {
-        guard case .object(let incoming) = channel, let url = incoming["channel_url"]?.stringValue, !url.isEmpty else {
+    ///
+    /// A channel that is not from the event stream (`fromEvent` false: a changelog, a list
+    /// page, an operation's answer) may have been rendered before events that were applied
+    /// while it travelled. Members' read and delivery receipts change through events that
+    /// name only the member they move, so such an answer must not take them back: for a
+    /// member in both lists the later `read_ts` and `delivered_ts` are kept (they only grow
+    /// while a membership lasts; a new membership comes with an event that renders the list).
+    func storeChannel(_ channel: JSONValue, changedMembers: [JSONValue] = [], fromEvent: Bool = false) throws(ParleyError) {
+        guard case .object(var incoming) = channel, let url = incoming["channel_url"]?.stringValue, !url.isEmpty else {
             throw ParleyError(.protocolViolation, "channel: expected an object with a non-empty channel_url")
+        }
+        if !fromEvent, case .array(let members)? = incoming["members"], let stored = try cache.channelMemberTexts(url: url) {
+            incoming["members"] = .array(Self.keepingLaterReceipts(members, stored: stored))
         }
         // The row without its member list: merging into it costs nothing per member.
         let stored = try cache.channel(url: url, withMembers: false)
@@ -198,6 +208,25 @@ final class CacheTransaction {
             if removed > 0 { record(.messagesTruncated(channelURL: url, through: offset, removedCount: removed)) }
         }
         if stored != nil { try updateDerivedMessageFields(url, old: previous, new: merged) }
+    }
+
+    /// `members` with each one's `read_ts` and `delivered_ts` raised to the stored member's.
+    static func keepingLaterReceipts(_ members: [JSONValue], stored: [String]) -> [JSONValue] {
+        var storedByID: [String: JSONValue] = [:]
+        for text in stored {
+            guard let member = try? JSONValue.parse(text), let id = member["user_id"]?.stringValue else { continue }
+            storedByID[id] = member
+        }
+        guard !storedByID.isEmpty else { return members }
+        return members.map { member in
+            guard case .object(var fields) = member, let id = fields["user_id"]?.stringValue, let old = storedByID[id] else {
+                return member
+            }
+            for key in ["read_ts", "delivered_ts"] {
+                if let before = old[key]?.int64Value, let now = fields[key]?.int64Value, before > now { fields[key] = .int(before) }
+            }
+            return .object(fields)
+        }
     }
 
     /// Messages carry copies of channel state that no message event reports: the sender's

@@ -222,7 +222,7 @@ extension Engine {
                 }
                 changedMembers = list
             }
-            try transaction.storeChannel(channel, changedMembers: changedMembers)
+            try transaction.storeChannel(channel, changedMembers: changedMembers, fromEvent: true)
         }
         switch event.category {
         case .messageReceived:
