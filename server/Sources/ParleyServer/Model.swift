@@ -22,7 +22,7 @@ struct SessionRecord: Codable, Sendable {
     var createdAt: Int64
 }
 
-struct MemberRecord: Codable, Sendable {
+struct MemberRecord: Codable, Sendable, Equatable {
     var userId: String
     var state: String  // "joined" | "invited"
     var invitedAt: Int64
@@ -60,6 +60,8 @@ struct ChannelRecord: Codable, Sendable {
     var isPublic: Bool
     var isEphemeral: Bool
     var freeze: Bool
+    /// Persisted as `member` records, one per member; the stored channel record has none
+    /// (an empty object; a database of an earlier version has them here and is migrated).
     var members: [String: MemberRecord]
     var operatorIds: [String]
     var bans: [String: RestrictionRecord]

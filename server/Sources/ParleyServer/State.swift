@@ -98,6 +98,35 @@ final class ServerState {
         users = Dictionary(decode(.user, UserRecord.self).map { ($0.userId, $0) }, uniquingKeysWith: { a, _ in a })
         sessions = Dictionary(decode(.session, SessionRecord.self).map { ($0.token, $0) }, uniquingKeysWith: { a, _ in a })
         channels = Dictionary(decode(.channel, ChannelRecord.self).map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
+        // Members are records of their own. A database of an earlier version has them inside
+        // the channel records instead (and no member records): those channels are rewritten
+        // in the current layout below, once, in one transaction.
+        let storedChannelKeys = Set((snapshot.records[.channel] ?? []).map(\.key))
+        var migrate = Set(channels.values.filter { !$0.members.isEmpty }.map(\.url))
+        var migration = StorageBatch()
+        for (key, body) in snapshot.records[.member] ?? [] {
+            let cut = key.firstIndex(of: memberKeySeparator) ?? key.endIndex
+            let url = String(key[..<cut])
+            guard channels[url] != nil, let m = try? decoder.decode(MemberRecord.self, from: Data(body.utf8)) else {
+                // Its channel is gone: dropped. (A channel record that no longer decodes keeps
+                // its members, as it is kept itself.)
+                if !storedChannelKeys.contains(url) { migration.deletes[.member, default: []].insert(key) }
+                continue
+            }
+            channels[url]!.members[m.userId] = m
+            if key != memberRecordKey(url, m.userId) {  // not written by this server: re-keyed
+                migration.deletes[.member, default: []].insert(key)
+                migrate.insert(url)
+            }
+        }
+        for url in migrate.sorted() {
+            guard let c = channels[url] else { continue }
+            var record = c
+            record.members = [:]
+            migration.puts[.channel, default: [:]][url] = encode(record)
+            for (id, m) in c.members { migration.puts[.member, default: [:]][memberRecordKey(url, id)] = encode(m) }
+        }
+        try storage.commit(migration)
         messages = [:]
         channelMessages = [:]
         reqIndex = [:]
@@ -158,8 +187,44 @@ final class ServerState {
     func deleteUser(_ id: String) { users.removeValue(forKey: id); remove(.user, id) }
     func save(_ s: SessionRecord) { sessions[s.token] = s; put(.session, s.token, s) }
     func deleteSession(_ token: String) { sessions.removeValue(forKey: token); remove(.session, token) }
-    func save(_ c: ChannelRecord) { channels[c.url] = c; put(.channel, c.url, c) }
-    func deleteChannelRecord(_ url: String) { channels.removeValue(forKey: url); remove(.channel, url) }
+    /// Writes the channel record (without its members) and the member records that differ
+    /// from the channel's previous state in memory, which is what storage holds once the
+    /// pending batch is committed: a change to one member writes one member record.
+    func save(_ c: ChannelRecord) {
+        let previous = channels.updateValue(c, forKey: c.url)?.members ?? [:]
+        var record = c
+        record.members = [:]
+        put(.channel, c.url, record)
+        saveMembers(of: c.url, from: previous, to: c.members)
+    }
+
+    /// Puts the member records whose member changed or joined between two states of a
+    /// channel's members, and removes those of members who left.
+    private func saveMembers(of url: String, from previous: [String: MemberRecord], to current: [String: MemberRecord]) {
+        // A dictionary copied to change values keeps its layout: walked side by side, both
+        // list the same keys in the same order, and only values need comparing (no key is
+        // hashed). Any other difference (a member added or removed) takes the lookups below.
+        if previous.count == current.count {
+            var changed: [(String, MemberRecord)] = []
+            var aligned = true
+            for (old, new) in zip(previous, current) {
+                guard old.key == new.key else { aligned = false; break }
+                if old.value != new.value { changed.append((new.key, new.value)) }
+            }
+            if aligned {
+                for (id, m) in changed { put(.member, memberRecordKey(url, id), m) }
+                return
+            }
+        }
+        for (id, m) in current where previous[id] != m { put(.member, memberRecordKey(url, id), m) }
+        for id in previous.keys where current[id] == nil { remove(.member, memberRecordKey(url, id)) }
+    }
+
+    func deleteChannelRecord(_ url: String) {
+        let members = channels.removeValue(forKey: url)?.members ?? [:]
+        remove(.channel, url)
+        for id in members.keys { remove(.member, memberRecordKey(url, id)) }
+    }
     func save(_ f: FileRecord) { files[f.id] = f; put(.file, f.id, f) }
     func save(_ r: ReportRecord) { reports[r.id] = r; put(.report, String(r.id), r) }
 

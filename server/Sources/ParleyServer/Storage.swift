@@ -1,9 +1,20 @@
 import CParleySQLite
 
 /// The kinds of records the server persists. Each record is one JSON document under a key.
+/// A channel's members are records of their own (`member`, keyed by `memberRecordKey`), not
+/// part of the channel's record: a change to a few members (a message moves its sender's
+/// read receipt) rewrites those members only, whatever the size of the channel.
 enum RecordKind: String, Sendable, CaseIterable {
-    case user, session, channel, message, messageTombstone = "message_tombstone"
+    case user, session, channel, member, message, messageTombstone = "message_tombstone"
     case membershipTombstone = "membership_tombstone", file, report
+}
+
+/// Separates a member record's channel URL from its user id. Channel URLs are
+/// `[A-Za-z0-9_.-]` (`validateChannelURL`), so the key splits at its first separator.
+let memberKeySeparator: Character = "\u{1}"
+
+func memberRecordKey(_ channelUrl: String, _ userId: String) -> String {
+    channelUrl + String(memberKeySeparator) + userId
 }
 
 /// One entry of the global event log (drives SSE fan-out and `Last-Event-ID` resume).
