@@ -547,11 +547,13 @@ static int add_stored_copies(const char *database, const char *channel, const ch
         " SELECT 'message', CAST(i AS TEXT),"
         "  json_set(body, '$.id', i, '$.createdAt', %lld + i - 1, '$.message', 'stored ' || (i - 1))"
         " FROM n, template;"
-        "UPDATE records SET body = json_set(body, '$.lastMessageId', %d, '$.updatedAt', %lld,"
-        "  '$.members.%s.readTs', %lld) WHERE kind = 'channel' AND key = %Q;"
+        "UPDATE records SET body = json_set(body, '$.lastMessageId', %d, '$.updatedAt', %lld)"
+        "  WHERE kind = 'channel' AND key = %Q;"
+        /* A member is a record of its own, keyed "<channel url>\x01<user id>". */
+        "UPDATE records SET body = json_set(body, '$.readTs', %lld) WHERE kind = 'member' AND key = %Q || char(1) || %Q;"
         "INSERT OR REPLACE INTO counters (name, value) VALUES ('next_message_id', %d), ('last_message_ts', %lld);"
         "COMMIT; PRAGMA journal_mode=WAL;",
-        count, first_ts, count, last_ts, sender, last_ts, channel, count + 1, last_ts);
+        count, first_ts, count, last_ts, channel, last_ts, channel, sender, count + 1, last_ts);
     char *error = NULL;
     int ok = sqlite3_exec(db, sql, NULL, NULL, &error) == SQLITE_OK;
     if (!ok) fprintf(stderr, "stored copies: %s\n", error);

@@ -94,7 +94,9 @@ extension ServerState {
 
     /// A new message shows the channel again to members who hid it allowing auto-unhide.
     func unhideOnNewMessage(_ c: inout ChannelRecord, now: Int64) {
-        for uid in c.members.keys.sorted() where c.members[uid]!.hiddenState == "hidden_allow_auto_unhide" {
+        // The few hidden members are picked out before sorting (the order of their events).
+        let hidden = c.members.values.filter { $0.hiddenState == "hidden_allow_auto_unhide" }.map(\.userId)
+        for uid in hidden.sorted() {
             unhideMember(&c, uid, now: now)
         }
     }
