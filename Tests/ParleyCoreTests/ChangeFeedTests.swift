@@ -117,8 +117,12 @@ private func changeName(_ change: CacheChange) -> String {
         let feed = ChangeFeed()
         let writer = CacheWriter(cache: try ChatCache(location: .memory), feed: feed)
         var upserts: [ChannelUpsert] = []
+        var membersSeen: [Int?] = []
         feed.subscribe { batch in
-            for case .channelUpserted(let upsert) in batch.changes { upserts.append(upsert) }
+            for case .channelUpserted(let upsert) in batch.changes {
+                upserts.append(upsert)
+                membersSeen.append(upsert.channel["members"]?.arrayValue?.count)
+            }
         }
         func member(_ id: String, read: Int64, delivered: Int64 = 0) -> JSONValue {
             ["user_id": .string(id), "read_ts": .int(read), "delivered_ts": .int(delivered), "role": ""]
@@ -139,8 +143,19 @@ private func changeName(_ change: CacheChange) -> String {
         #expect(try writer.cache.channelMemberTexts(url: "room") == [member("ann", read: 1), member("bob", read: 50)].map(\.canonicalText))
         let upsert = try #require(upserts.last)
         #expect(upsert.channelWithoutMembers["members"] == nil)
-        #expect(upsert.channel["members"]?.arrayValue?.count == 2)
+        #expect(membersSeen.last == 2)  // read from the cache while the batch was delivered
         #expect(upsert.channelText.text == upsert.channel.canonicalText)
+        // After delivery a list nobody read is not read any more (no cache access off the engine queue).
+        var unread: [ChannelUpsert] = []
+        let other = ChangeFeed()
+        let quiet = CacheWriter(cache: writer.cache, feed: other)
+        other.subscribe { batch in for case .channelUpserted(let upsert) in batch.changes { unread.append(upsert) } }
+        try quiet.write(.apiLoad) { transaction throws(ParleyError) in
+            try transaction.storeChannel(room(nil, lastRead: 6), fromEvent: true)
+        }
+        #expect(unread.count == 1)
+        #expect(unread.first?.channel["members"] == nil)
+        #expect(unread.first?.channel["user_last_read"] == .int(6))
         // A changelog rendered before that message (bob at 40), and after a read by ann (9).
         try writer.write(.channelChangelog) { transaction throws(ParleyError) in
             try transaction.storeChannel(room([member("ann", read: 9, delivered: 3), member("bob", read: 40)]))

@@ -31,8 +31,10 @@ public enum LocalMessageStatus: String, Sendable, CaseIterable {
 public struct ChannelUpsert: Sendable {
     /// The channel as stored, `members` included when its member list is stored. When the
     /// write did not carry the list (a message event: PROTOCOL.md §9.1), the list is read
-    /// from the cache the first time this is used: an observer that never looks at the
-    /// channel pays nothing per member. Use it on the engine queue, where feed observers run.
+    /// from the cache the first time this is used while the batch is delivered (on the engine
+    /// queue, where feed observers run): an observer that never looks at it pays nothing per
+    /// member. Once the batch was delivered, a list nobody read is not read any more (the
+    /// cache is not touched off the engine queue): the channel then comes without `members`.
     public var channel: JSONValue { stored.value }
     /// The same channel as canonical JSON text (read as stored, without parsing).
     public var channelText: JSONText { JSONText(stored.text) }
@@ -164,6 +166,7 @@ final class StoredChannelValue: Sendable {
         var value: JSONValue?
         var text: String?
         var load: Loader?
+        var fallback: JSONValue?
     }
 
     /// Boxed: `Locked` wants no bare closure in its value.
@@ -176,8 +179,20 @@ final class StoredChannelValue: Sendable {
     init(_ value: JSONValue) { state = Locked(State(value: value)) }
 
     /// `read` (the stored channel's text) runs at most once, on the thread of the first use;
-    /// `ChatCache` is not `Sendable`, and only the engine queue uses these values' loaders.
-    init(reading read: @escaping () -> String) { state = Locked(State(load: Loader(read: read))) }
+    /// `ChatCache` is not `Sendable`: the feed seals the value (`seal`) once its batch was
+    /// delivered, after which `fallback` stands in for a text never read.
+    init(reading read: @escaping () -> String, fallback: JSONValue) {
+        state = Locked(State(load: Loader(read: read), fallback: fallback))
+    }
+
+    /// The batch was delivered: the loader is dropped (it must not run off the engine queue).
+    func seal() {
+        state.withLock { state in
+            guard state.load != nil else { return }
+            state.load = nil
+            if state.text == nil && state.value == nil { state.value = state.fallback }
+        }
+    }
 
     var value: JSONValue {
         state.withLock { state in
@@ -192,7 +207,7 @@ final class StoredChannelValue: Sendable {
 
     private static func text(_ state: inout State) -> String {
         if let text = state.text { return text }
-        let text = state.value?.canonicalText ?? state.load?.read() ?? "null"
+        let text = state.value?.canonicalText ?? state.load?.read() ?? state.fallback?.canonicalText ?? "null"
         state.text = text
         state.load = nil
         return text

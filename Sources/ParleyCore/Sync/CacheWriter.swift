@@ -195,7 +195,8 @@ final class CacheTransaction {
                 current = StoredChannelValue(value)
             } else {
                 let cache = self.cache
-                current = StoredChannelValue(reading: { (try? cache.channel(url: url))??.json ?? value.canonicalText })
+                current = StoredChannelValue(
+                    reading: { (try? cache.channel(url: url))??.json ?? value.canonicalText }, fallback: value)
             }
             var withoutMembers = merged
             withoutMembers["members"] = nil

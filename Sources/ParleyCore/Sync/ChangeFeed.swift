@@ -46,6 +46,8 @@ final class ChangeFeed {
             for id in observers.map(\.id) {
                 observers.first { $0.id == id }?.observe(batch)
             }
+            // A channel's member list is read from the cache on demand during delivery only.
+            for case .channelUpserted(let upsert) in batch.changes { upsert.stored.seal() }
         }
         backlog.removeAll(keepingCapacity: true)
     }
