@@ -399,15 +399,21 @@ public final class GroupChannelCollection: Sendable {
         var position: [SQLiteValue]? = after.map { $0.elements.map(\.sqliteValue) }
         var result: [(value: JSONValue, text: String)] = []
         let batch = max(query.limit * 2, 50)
+        // Member lists are read only to filter by them, or (as text) for the channels shown.
+        let readsMembers = query.filtersByMembers
+        let showsMembers = query.includeMemberList && !readsMembers
         while true {
-            let rows = try cache.channels(sort: sort, after: position, limit: batch)
+            let rows = try cache.channels(sort: sort, after: position, limit: batch, withMembers: readsMembers)
+            var last: JSONValue?
             for row in rows {
-                guard let channel = try? JSONValue.parse(row.json), query.matches(channel, userID: view.userID) else { continue }
+                last = try? JSONValue.parse(row.json)
+                guard let channel = last, query.matches(channel, userID: view.userID) else { continue }
                 if result.count == query.limit { return (result, true) }
-                result.append((channel, row.json))
+                let text = showsMembers ? try cache.channel(url: row.channelURL)?.json ?? row.json : row.json
+                result.append((channel, text))
             }
-            guard rows.count == batch, let last = rows.last, let channel = try? JSONValue.parse(last.json) else { return (result, false) }
-            position = query.sortKey(channel).elements.map(\.sqliteValue)
+            guard rows.count == batch, let last else { return (result, false) }
+            position = query.sortKey(last).elements.map(\.sqliteValue)
         }
     }
 

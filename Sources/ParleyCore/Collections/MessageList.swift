@@ -157,16 +157,21 @@ enum CanonicalObjectText {
                 let keyEnd = endOfString(bytes, from: index)
                 let valueEnd = endOfValue(bytes, from: keyEnd + 1)
                 let quoted = UnsafeBufferPointer(rebasing: bytes[index..<keyEnd])
-                var current = Array(quoted.dropFirst().dropLast())
-                if current.contains(UInt8(ascii: "\\")) {
+                let raw = quoted.dropFirst().dropLast()
+                let order: (same: Bool, after: Bool)
+                if raw.contains(UInt8(ascii: "\\")) {
                     // An escaped key (rare) compares by what it stands for.
-                    current = Array(((try? JSONValue.parse(String(decoding: quoted, as: UTF8.self)))?.stringValue ?? "").utf8)
+                    let current = Array(((try? JSONValue.parse(String(decoding: quoted, as: UTF8.self)))?.stringValue ?? "").utf8)
+                    order = (current == key, key.lexicographicallyPrecedes(current))
+                } else {
+                    // Compared where it lies: reading a channel splices its members into every key list.
+                    order = (raw.elementsEqual(key), key.lexicographicallyPrecedes(raw))
                 }
-                if current == key {
+                if order.same {
                     replaced = index..<valueEnd
                     break
                 }
-                if key.lexicographicallyPrecedes(current) { break }
+                if order.after { break }
                 index = valueEnd
                 if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
             }

@@ -338,7 +338,10 @@ extension ChatCache {
     /// Up to `limit` channels in `sort` order, starting strictly after the sort tuple
     /// `after` (its elements in `sort.sortColumns` order; nil: from the start). The
     /// collections filter what this returns; the tuples agree with the server's listing.
-    public func channels(sort: ChannelListSort, after: [SQLiteValue]?, limit: Int) throws(ParleyError) -> [CachedChannel] {
+    /// `withMembers` as in `channel(url:withMembers:)`.
+    public func channels(
+        sort: ChannelListSort, after: [SQLiteValue]?, limit: Int, withMembers: Bool = true
+    ) throws(ParleyError) -> [CachedChannel] {
         guard limit > 0 else { return [] }
         let columns = sort.sortColumns
         if let after, after.count != columns.count {
@@ -367,7 +370,9 @@ extension ChatCache {
         sql += " ORDER BY \(ordered.joined(separator: ", ")) LIMIT ?\(values.count + 1)"
         values.append(.integer(Int64(limit)))
         var result: [CachedChannel] = []
-        try database.statement(sql).rows(values) { row throws(ParleyError) in result.append(try self.readChannel(row)) }
+        try database.statement(sql).rows(values) { row throws(ParleyError) in
+            result.append(try self.readChannel(row, withMembers: withMembers))
+        }
         return result
     }
 }
