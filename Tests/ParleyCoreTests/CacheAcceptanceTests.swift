@@ -256,6 +256,62 @@ private func channel(_ url: String) -> JSONValue {
         #expect(try cache.channelMemberTexts(url: "c2") == nil)
     }
 
+    @Test func aVersion4FileSortsNamesByTheirNormalForm() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        let old = try SQLiteDatabase(location: .file(path: path), migrations: Array(ChatCache.migrations.prefix(4)))
+        // Names that differ only in normalization, stored by a version that sorted raw bytes.
+        for (url, name) in [("u1", "e\u{301}b"), ("u2", "\u{e9}a"), ("u3", "f"), ("u4", "A\u{308}"), ("u5", "ea")] {
+            try old.statement("""
+                INSERT INTO channels (channel_url, created_at, name, custom_type, chronological_key, activity_rank, activity_key, json)
+                VALUES (?1, 1700000000000, ?2, '', -1700000000000, 1, -1700000000000, ?3)
+                """).run([.text(url), .text(name), .text(channel(url).canonicalText)])
+        }
+        old.close()
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        #expect(cache.schemaVersion == ChatCache.migrations.last?.version)
+        // NFC bytes: "A\u{308}" is "\u{c4}" (C3 84), "\u{e9}a" and "e\u{301}b" start C3 A9.
+        let expected = ["u5", "u3", "u4", "u2", "u1"]
+        #expect(try cache.channels(order: .channelNameAlphabetical, limit: 10).map(\.channelURL) == expected)
+        #expect(try cache.channels(sort: .channelName, after: nil, limit: 10).map(\.channelURL) == expected)
+    }
+
+    @Test func namesAndMetadataValuesSortByTheirNormalFormThenURL() throws {
+        let cache = try ChatCache(location: .memory)
+        defer { cache.close() }
+        // Canonically equal names (and values) tie, whatever their form, and are ordered by URL.
+        let entries: [(url: String, name: String, rank: String?)] = [
+            ("c6", "\u{e9}a", "A\u{30a}"), ("c1", "e\u{301}a", "\u{212b}"), ("c5", "A\u{308}", nil), ("c2", "B", "\u{c5}"),
+            ("c4", "f", "b"), ("c3", "\u{c4}", "e\u{301}"),
+        ]
+        for entry in entries {
+            var fields = channel(entry.url).objectValue ?? [:]
+            fields["name"] = .string(entry.name)
+            if let rank = entry.rank { fields["metadata"] = ["rank": .string(rank)] }
+            try cache.upsertChannel(.object(fields))
+        }
+        let byName = ["c2", "c4", "c3", "c5", "c1", "c6"]
+        let byRank = ["c4", "c1", "c2", "c6", "c3", "c5"]
+        for limit in 1...7 {
+            for (sort, expected) in [(ChannelListSort.channelName, byName), (.metadataValue(key: "rank"), byRank)] {
+                var walked: [String] = []
+                var after: [SQLiteValue]?
+                var query = GroupChannelListQuery()
+                query.order = sort == .channelName ? .channelNameAlphabetical : .metadataValueAlphabetical
+                query.metadataOrderKey = sort == .channelName ? nil : "rank"
+                while true {
+                    let page = try cache.channels(sort: sort, after: after, limit: limit)
+                    guard let last = page.last else { break }
+                    walked += page.map(\.channelURL)
+                    after = query.sortKey(try JSONValue.parse(last.json)).elements.map(\.sqliteValue)
+                }
+                #expect(walked == expected, "\(sort) limit \(limit)")
+            }
+        }
+    }
+
     @Test func membersAreStoredPerRowAndChangedOneAtATime() throws {
         let cache = try ChatCache(location: .memory)
         defer { cache.close() }

@@ -11,7 +11,7 @@ public enum GroupChannelListOrder: String, Sendable, CaseIterable {
     case chronological
     /// Channels with a last message by its time, newest first; then the others by creation, newest first.
     case latestLastMessage = "latest_last_message"
-    /// By name (byte order of UTF-8), then URL.
+    /// By name (the UTF-8 bytes of its NFC form, PROTOCOL.md "Sort orders"), then URL.
     case channelNameAlphabetical = "channel_name_alphabetical"
     /// By the value of the metadata key `metadata_order_key`; channels without it last.
     case metadataValueAlphabetical = "metadata_value_alphabetical"
@@ -302,10 +302,10 @@ public struct GroupChannelListQuery: Sendable, Equatable {
             }
             return ChannelSortKey(elements: [.int(1), .int(-createdAt), .int(-createdAt), url])
         case .channelNameAlphabetical:
-            return ChannelSortKey(elements: [.string(channel["name"]?.stringValue ?? ""), url])
+            return ChannelSortKey(elements: [.string(textOrderKey(channel["name"]?.stringValue ?? "")), url])
         case .metadataValueAlphabetical:
             if let key = metadataOrderKey, let value = channel["metadata"]?[key]?.stringValue {
-                return ChannelSortKey(elements: [.int(0), .string(value), url])
+                return ChannelSortKey(elements: [.int(0), .string(textOrderKey(value)), url])
             }
             return ChannelSortKey(elements: [.int(1), .string(""), url])
         }

@@ -159,21 +159,21 @@ extension ChatCache {
         try database.statement("""
             INSERT INTO channels (channel_url, created_at, last_message_created_at, name, custom_type,
                                   chronological_key, activity_rank, activity_key, json,
-                                  history_offset, operator_ids, pinned_message_ids, members_known)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                                  history_offset, operator_ids, pinned_message_ids, members_known, name_key)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
             ON CONFLICT (channel_url) DO UPDATE SET
                 created_at = excluded.created_at, last_message_created_at = excluded.last_message_created_at,
                 name = excluded.name, custom_type = excluded.custom_type,
                 chronological_key = excluded.chronological_key, activity_rank = excluded.activity_rank,
                 activity_key = excluded.activity_key, json = excluded.json, history_offset = excluded.history_offset,
                 operator_ids = excluded.operator_ids, pinned_message_ids = excluded.pinned_message_ids,
-                members_known = excluded.members_known
+                members_known = excluded.members_known, name_key = excluded.name_key
             """).run([
                 .text(key.channelURL), .integer(key.createdAt), SQLiteValue(key.lastMessageCreatedAt),
                 .text(key.name), .text(columns.customType),
                 .integer(-key.createdAt), .integer(activityRank), .integer(-(key.lastMessageCreatedAt ?? key.createdAt)),
                 .text(json), .integer(columns.historyOffset), .text(columns.operatorIDs), .text(columns.pinnedMessageIDs),
-                .integer(members != nil || storedMembersKnown ? 1 : 0),
+                .integer(members != nil || storedMembersKnown ? 1 : 0), .text(textOrderKey(key.name)),
             ])
         return stored == nil ? .inserted : .updated
     }
@@ -232,8 +232,8 @@ extension ChatCache {
                  .integer(-key.createdAt), .text(key.channelURL)]
             } ?? []
         case .channelNameAlphabetical:
-            sortColumns = "name, channel_url"
-            values = after.map { [.text($0.name), .text($0.channelURL)] } ?? []
+            sortColumns = "name_key, channel_url"
+            values = after.map { [.text(textOrderKey($0.name)), .text($0.channelURL)] } ?? []
         }
         var sql = "SELECT \(Self.channelColumns) FROM channels"
         if !values.isEmpty {
@@ -328,7 +328,7 @@ public enum ChannelListSort: Sendable, Hashable {
         switch self {
         case .chronological: ["chronological_key", "channel_url"]
         case .latestLastMessage: ["activity_rank", "activity_key", "chronological_key", "channel_url"]
-        case .channelName: ["name", "channel_url"]
+        case .channelName: ["name_key", "channel_url"]
         case .metadataValue: ["metadata_rank", "coalesce(metadata_value, '')", "channel_url"]
         }
     }
@@ -354,7 +354,8 @@ extension ChatCache {
             source = """
                 (SELECT *, CASE WHEN metadata_value IS NULL THEN 1 ELSE 0 END AS metadata_rank
                  FROM (SELECT channel_url, created_at, last_message_created_at, name, json, members_known,
-                              (SELECT value FROM json_each(channels.json, '$.metadata') WHERE key = ?1 AND type = 'text')
+                              parley_text_order_key(
+                                  (SELECT value FROM json_each(channels.json, '$.metadata') WHERE key = ?1 AND type = 'text'))
                               AS metadata_value
                        FROM channels))
                 """

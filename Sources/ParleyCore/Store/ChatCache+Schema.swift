@@ -13,6 +13,7 @@ extension ChatCache {
         SQLiteMigration(version: 2, sql: schemaVersion2),
         SQLiteMigration(version: 3, sql: schemaVersion3),
         SQLiteMigration(version: 4, sql: schemaVersion4),
+        SQLiteMigration(version: 5, sql: schemaVersion5),
     ]
 
     /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
@@ -147,5 +148,14 @@ extension ChatCache {
             WHERE json_type(member.value, '$.user_id') = 'text';
         UPDATE channels SET members_known = 1, json = json_remove(json, '$.members')
             WHERE json_type(json, '$.members') = 'array';
+        """
+
+    /// Version 5: names sort by their order key (the NFC form, PROTOCOL.md "Sort orders"),
+    /// the same on the server and here; `parley_text_order_key` is SQLiteFunctions'.
+    static let schemaVersion5 = """
+        ALTER TABLE channels ADD COLUMN name_key TEXT NOT NULL DEFAULT '';
+        UPDATE channels SET name_key = parley_text_order_key(name);
+        DROP INDEX channels_name;
+        CREATE INDEX channels_name ON channels (name_key, channel_url);
         """
 }

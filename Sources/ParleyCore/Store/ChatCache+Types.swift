@@ -187,7 +187,7 @@ public enum ChannelListOrder: String, Sendable, CaseIterable {
     /// Channels with a last message by `last_message.created_at`, newest first; then the
     /// others by `created_at`, newest first.
     case latestLastMessage = "latest_last_message"
-    /// `name` ascending (byte order of UTF-8, i.e. code point order).
+    /// `name` ascending by its order key (the UTF-8 bytes of its NFC form), then URL.
     case channelNameAlphabetical = "channel_name_alphabetical"
 }
 

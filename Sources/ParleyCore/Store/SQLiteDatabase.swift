@@ -175,6 +175,12 @@ public final class SQLiteDatabase {
             throw ParleyError(.cache, "opening \(path) for reading: \(message)")
         }
         sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
+        let registered = SQLiteFunctions.register(on: handle)
+        guard registered == SQLITE_OK else {
+            let error = SQLiteErrorText.error("register SQL functions on \(path)", handle: handle, code: registered)
+            sqlite3_close_v2(handle)
+            throw error
+        }
         location = .file(path: path)
         connection = SQLiteConnection(handle: handle)
     }
@@ -496,6 +502,12 @@ public final class SQLiteDatabase {
             throw error
         }
         sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
+        let registered = SQLiteFunctions.register(on: handle)
+        guard registered == SQLITE_OK else {
+            let error = SQLiteErrorText.error("register SQL functions on \(path)", handle: handle, code: registered)
+            sqlite3_close_v2(handle)
+            throw error
+        }
         return handle
     }
 

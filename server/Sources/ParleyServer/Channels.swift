@@ -10,12 +10,22 @@ func validateChannelURL(_ url: String, field: String = "channel_url") throws {
     if url == "." || url == ".." { throw APIError.invalid(field, "must not be \".\" or \"..\".") }
 }
 
-/// Lexicographic sort keys for keyset pagination.
+/// The sort key of a name or metadata value (PROTOCOL.md "Sort orders"): the text in NFC,
+/// so that canonically equivalent texts (precomposed or combining marks) sort as one.
+/// `_nfcCodeUnits` is the standard library's own normalizer; the client uses the same.
+func textOrderKey(_ text: String) -> JSON {
+    .string(String(decoding: text._nfcCodeUnits, as: UTF8.self))
+}
+
+/// Lexicographic sort keys for keyset pagination. Strings compare by their UTF-8 bytes:
+/// Swift's `<` and `==` treat canonically equivalent strings as equal, which is no total
+/// order for keys that are not normalized (and the client compares bytes).
 func compareKeys(_ a: [JSON], _ b: [JSON]) -> Int {
     for (x, y) in zip(a, b) {
         switch (x, y) {
         case (.int(let p), .int(let q)): if p != q { return p < q ? -1 : 1 }
-        case (.string(let p), .string(let q)): if p != q { return p < q ? -1 : 1 }
+        case (.string(let p), .string(let q)):
+            if !p.utf8.elementsEqual(q.utf8) { return p.utf8.lexicographicallyPrecedes(q.utf8) ? -1 : 1 }
         default: return 0
         }
     }
@@ -372,10 +382,10 @@ enum Channels {
                 return [.int(1), .int(-c.createdAt), .int(-c.createdAt), .string(c.url)]
             }
         case "channel_name_alphabetical":
-            return { c in [.string(c.name), .string(c.url)] }
+            return { c in [textOrderKey(c.name), .string(c.url)] }
         case "metadata_value_alphabetical":
             return { c in
-                if let key = metadataKey, let v = c.metadata[key] { return [.int(0), .string(v), .string(c.url)] }
+                if let key = metadataKey, let v = c.metadata[key] { return [.int(0), textOrderKey(v), .string(c.url)] }
                 return [.int(1), .string(""), .string(c.url)]
             }
         default:
@@ -695,7 +705,7 @@ enum Channels {
             return true
         }
         let (page, next) = try keysetPage(Array(selected), key: { m in
-            let nick = JSON.string(s.users[m.userId]?.nickname ?? "")
+            let nick = textOrderKey(s.users[m.userId]?.nickname ?? "")
             if order == "operator_then_member_alphabetical" {
                 return [.int(c.isOperator(m.userId) ? 0 : 1), nick, .string(m.userId)]
             }

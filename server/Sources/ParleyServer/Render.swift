@@ -93,11 +93,10 @@ extension ServerState {
 
     /// Members sorted by nickname then user id (the default member order).
     func sortedMembers(_ channel: ChannelRecord) -> [MemberRecord] {
-        // Nicknames looked up once each, not twice per comparison; same comparison and input
-        // order as ever, and the sort is stable, so the same order.
-        channel.members.values.map { (users[$0.userId]?.nickname ?? "", $0) }.sorted {
-            $0.0 != $1.0 ? $0.0 < $1.0 : $0.1.userId < $1.1.userId
-        }.map { $0.1 }
+        // Nicknames' order keys computed once each, not per comparison; keys compared as the
+        // listings compare them (compareKeys), so the order is total and the same in both.
+        channel.members.values.map { ([textOrderKey(users[$0.userId]?.nickname ?? ""), .string($0.userId)], $0) }
+            .sorted { compareKeys($0.0, $1.0) < 0 }.map { $0.1 }
     }
 
     func isVisible(_ m: MessageRecord, to member: MemberRecord?) -> Bool {

@@ -1,0 +1,25 @@
+import CSQLite
+
+/// SQL functions every connection of the cache has (the writer's and the reader's), so that
+/// queries and migrations can order text as the collections do.
+enum SQLiteFunctions {
+    /// `parley_text_order_key(text)`: `textOrderKey` of a text; other values pass through
+    /// unchanged (NULL stays NULL). Deterministic and innocuous, so usable anywhere.
+    static func register(on handle: OpaquePointer) -> Int32 {
+        let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS
+        return sqlite3_create_function_v2(handle, "parley_text_order_key", 1, flags, nil, { context, count, arguments in
+            guard count == 1, let argument = arguments?[0] else { return }
+            guard sqlite3_value_type(argument) == SQLITE_TEXT, let text = sqlite3_value_text(argument) else {
+                sqlite3_result_value(context, argument)
+                return
+            }
+            let length = Int(sqlite3_value_bytes(argument))
+            let original = String(decoding: UnsafeBufferPointer(start: text, count: length), as: UTF8.self)
+            let key = textOrderKey(original)
+            key.utf8CString.withUnsafeBufferPointer { bytes in
+                // utf8CString ends with a NUL that is not part of the text.
+                sqlite3_result_text(context, bytes.baseAddress, Int32(bytes.count - 1), parley_sqlite_transient())
+            }
+        }, nil, nil, nil)
+    }
+}
