@@ -84,6 +84,8 @@ struct AppEventReporter: Sendable {
                 "lost": .array(salvage.lost.map { .object(["req_id": .string($0.reqID), "channel_url": .string($0.channelURL)]) }),
             ]
             if let unreadable = salvage.unreadable { fields["unreadable"] = .string(unreadable) }
+            // Unsent messages the file held but could not even list are in no count: say so.
+            fields["lost_unknown"] = .bool(salvage.unreadable != nil)
             events.append((EventCategory.cacheRecovered.name, "", .object(fields)))
         case .resync(let reason, let channelURLs):
             events.append((EventCategory.resync.name, "", .object([
