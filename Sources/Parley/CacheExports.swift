@@ -48,6 +48,22 @@ public func exportCachedMessages(
     }
 }
 
+@_cdecl("parley_client_cached_message_page")
+public func exportCachedMessagePage(
+    _ client: OpaquePointer?, _ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ channelURL: UnsafePointer<CChar>?,
+    _ beforeTs: Int64, _ limit: Int32
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        outJSON.pointee = nil
+        let object = try clients.lookup(client)
+        let url = try requiredString(channelURL, "channel_url")
+        guard beforeTs >= -1 else { throw .invalidArgument("before_ts must be a timestamp in ms, or -1 for the newest") }
+        outJSON.pointee = try ownedCString(
+            bytes: try object.cachedMessagePageJSON(channelURL: url, beforeTs: beforeTs == -1 ? nil : beforeTs, limit: Int(limit)))
+    }
+}
+
 @_cdecl("parley_client_clear_cached_data")
 public func exportClearCachedData(_ client: OpaquePointer?) -> Int32 {
     withStatus { () throws(ParleyError) in try clients.lookup(client).clearCachedData() }

@@ -50,6 +50,7 @@ static void check_refuses_handle(parley_client *client) {
     CHECK(text == NULL);
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cached_channel(client, &text, "c"));
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cached_messages(client, &text, "c", -1, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cached_message_page(client, &text, "c", -1, 10));
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_clear_cached_data(client));
 }
 
@@ -100,6 +101,10 @@ static void check_engine_arguments(parley_client *client) {
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_messages(client, &text, NULL, -1, 10));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_messages(client, &text, "c", -7, 10));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_messages(client, &text, "c", -1, 100000));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_message_page(client, NULL, "c", -1, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_message_page(client, &text, NULL, -1, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_message_page(client, &text, "c", -7, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cached_message_page(client, &text, "c", -1, 0));
     CHECK(text == NULL);
     /* Well-formed, but there is no session or cache yet. */
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_current_user_id(client, &text));
@@ -113,6 +118,7 @@ static void check_engine_arguments(parley_client *client) {
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_remove_failed_messages(client, NULL, "c"));
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_cached_channels(client, &text, NULL, 10));
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_cached_messages(client, &text, "c", -1, 10));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_cached_message_page(client, &text, "c", -1, 10));
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_clear_cached_data(client));
     CHECK(text == NULL);
     CHECK_STATUS(PARLEY_OK, parley_client_disconnect(client)); /* idempotent */

@@ -28,6 +28,7 @@ private func causeName(_ cause: ChangeCause) -> String {
     case .catchUpFinished: "catch_up_finished"
     case .cacheUnavailable: "cache_unavailable"
     case .cacheRecovered: "cache_recovered"
+    case .resync(let reason, let urls): "resync:\(reason):\(urls)"
     }
 }
 

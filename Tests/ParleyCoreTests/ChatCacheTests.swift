@@ -172,6 +172,33 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         #expect(try cache.messageCount(channelURL: "c1") == 0)
     }
 
+    @Test func aMessagePageIsContinuousOnlyInsideOneUnfilteredChunk() throws {
+        let cache = try makeCache()
+        defer { cache.close() }
+        try cache.upsertMessages((1...6).map { message($0) })
+        func continuous(before: Int64?, limit: Int) throws -> Bool {
+            try cache.messagePageIsContinuous(
+                channelURL: "c1", before: before.map { MessageKey(createdAt: base + $0, messageID: .min) } ?? .newest,
+                limit: limit, anchored: before != nil)
+        }
+        // Nothing vouched for: only a page that spans nothing is continuous.
+        #expect(try !continuous(before: nil, limit: 3))
+        #expect(try continuous(before: nil, limit: 1))
+        #expect(try continuous(before: 1, limit: 3))  // empty
+        // 1...3 loaded together, 5...6 apart (4 arrived outside any range: the hole).
+        try cache.addContinuousRange(channelURL: "c1", from: key(1), to: key(3), reachesOldest: true)
+        try cache.addContinuousRange(channelURL: "c1", from: key(5), to: key(6))
+        #expect(try continuous(before: nil, limit: 2))
+        #expect(try !continuous(before: nil, limit: 3))  // 4...6 spans the hole before 5
+        #expect(try continuous(before: 3, limit: 2))  // 1, 2 and on to just before 3
+        #expect(try !continuous(before: 5, limit: 2))  // 3, 4: 4 is outside
+        // A filtered range says nothing about an unfiltered page.
+        try cache.addContinuousRange(channelURL: "c1", scope: "type=FILE", from: key(1), to: key(6))
+        #expect(try !continuous(before: nil, limit: 6))
+        try cache.addContinuousRange(channelURL: "c1", from: key(3), to: key(5))
+        #expect(try continuous(before: nil, limit: 6))
+    }
+
     @Test func chunksMergeWhenTheyTouchAndOnlyOneReachesEachEnd() throws {
         let cache = try makeCache()
         defer { cache.close() }

@@ -26,10 +26,25 @@ int parley_client_cached_channel(parley_client *client, char **out_json, const c
 /**
  * The newest `limit` (1..1000) cached messages of the channel created before before_ts
  * (ms; -1 = the newest), oldest first, as a JSON array; with -1 the channel's pending
- * and failed messages follow.
+ * and failed messages follow. It shows what is cached, holes included:
+ * parley_client_cached_message_page says whether the page is known to be continuous.
  */
 int parley_client_cached_messages(parley_client *client, char **out_json, const char *channel_url, int64_t before_ts,
                                   int limit);
+
+/**
+ * The page parley_client_cached_messages gives, marked: a JSON object
+ * {"messages": [...], "continuous": bool}. "continuous" is true only when the cache knows
+ * that no message of the channel is missing between the page's first and last message
+ * (and, with before_ts, up to just before before_ts, so that the page joins the one after
+ * it). It is known for ranges loaded from the server — by a message collection without
+ * filters, or by list_messages with include_reply_type "ALL" and no filters — and extended
+ * by the real-time stream while it stays up. False: the page may span a hole (e.g. after
+ * a `resync` event, or for messages only ever received live); load the range from the
+ * server to close it.
+ */
+int parley_client_cached_message_page(parley_client *client, char **out_json, const char *channel_url, int64_t before_ts,
+                                      int limit);
 
 /** Removes everything cached for the current user (pending and failed messages too). */
 int parley_client_clear_cached_data(parley_client *client);

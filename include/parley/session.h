@@ -73,9 +73,15 @@ int parley_client_set_connection_handler(parley_client *client, parley_connectio
  * see parley_event_categories), or cache_unavailable {"reason"} (the cache file could not be
  * opened: the client works on an in-memory cache, so nothing, pending messages included,
  * survives the process), or cache_recovered {"reason", "moved_to", "restored_req_ids",
- * "lost": [{"req_id", "channel_url"}], "unreadable"?} (the cache file was damaged and
- * replaced; the unsent messages that read back whole were carried over and are sent as
- * usual; each lost one is also reported as message_failed). `channel_url` may be "". `payload_json` is the event's data
+ * "lost": [{"req_id", "channel_url"}], "unreadable"?, "lost_unknown"} (the cache file was
+ * damaged and replaced; the unsent messages that read back whole were carried over and are
+ * sent as usual; each lost one is also reported as message_failed; lost_unknown true: the
+ * unsent messages could not all be listed — e.g. the header destroyed or the file
+ * truncated — so more may be lost than "lost" names, their number unknown), or resync
+ * {"reason", "channel_urls"} (a sync category: the stream resumed past the server's
+ * retention, events were lost; reported once the channel changelogs ran, naming the
+ * channels they found changed or removed meanwhile — messages of theirs may never have
+ * been reported; reload them, see parley_client_cached_message_page). `channel_url` may be "". `payload_json` is the event's data
  * object (server events) or the message / channel (sync and local events; message_failed
  * adds error_code and error_message). All borrowed. A message this
  * client sent is reported once, as message_sent, never also as message_received (the

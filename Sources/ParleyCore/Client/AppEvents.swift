@@ -29,6 +29,8 @@ final class AppHandlers: Sendable {
 ///
 /// - a real-time event: the event itself (after the cache was updated), except the server's
 ///   echo of a message this client sent, which is reported once, as `message_sent`;
+/// - `resync` (`{"reason", "channel_urls"}`): the stream resumed past the server's retention,
+///   so events were lost; the channels the changelogs found changed meanwhile are named;
 /// - channel changelogs: `channel_changelog` (the stored channel) and
 ///   `channel_changelog_deleted` (`{"channel_url"}`);
 /// - message changelogs: `message_changelog` (a cached message that changed) and
@@ -82,7 +84,13 @@ struct AppEventReporter: Sendable {
                 "lost": .array(salvage.lost.map { .object(["req_id": .string($0.reqID), "channel_url": .string($0.channelURL)]) }),
             ]
             if let unreadable = salvage.unreadable { fields["unreadable"] = .string(unreadable) }
+            // Unsent messages the file held but could not even list are in no count: say so.
+            fields["lost_unknown"] = .bool(salvage.unreadable != nil)
             events.append((EventCategory.cacheRecovered.name, "", .object(fields)))
+        case .resync(let reason, let channelURLs):
+            events.append((EventCategory.resync.name, "", .object([
+                "reason": .string(reason), "channel_urls": .array(channelURLs.map(JSONValue.string)),
+            ])))
         default:
             break
         }

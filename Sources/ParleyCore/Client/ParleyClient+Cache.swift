@@ -21,7 +21,9 @@ extension ParleyClient {
 
     /// The newest `limit` cached messages of the channel created before `beforeTs` (nil:
     /// the newest), oldest first, followed by the channel's pending and failed messages
-    /// when `beforeTs` is nil (they always sort after succeeded ones). A JSON array.
+    /// when `beforeTs` is nil (they always sort after succeeded ones). A JSON array. It
+    /// shows what is cached, holes included: `cachedMessagePage` says whether the page is
+    /// known to be continuous.
     public func cachedMessages(channelURL: String, beforeTs: Int64? = nil, limit: Int = 30) throws(ParleyError) -> String {
         String(decoding: try cachedMessagesJSON(channelURL: channelURL, beforeTs: beforeTs, limit: limit), as: UTF8.self)
     }
@@ -29,20 +31,47 @@ extension ParleyClient {
     /// `cachedMessages` as the UTF-8 bytes of the JSON array, assembled straight from the
     /// stored texts (what the C ABI copies out).
     public func cachedMessagesJSON(channelURL: String, beforeTs: Int64? = nil, limit: Int = 30) throws(ParleyError) -> [UInt8] {
+        try cachedMessagesJSON(channelURL: channelURL, beforeTs: beforeTs, limit: limit, marked: false)
+    }
+
+    /// `cachedMessages` as a JSON object `{"messages": [...], "continuous": bool}`.
+    /// `continuous` is true only when the cache knows that no message of the channel is
+    /// missing between the page's first message and its last one (and, with `beforeTs`, up
+    /// to just before `beforeTs`, so that it joins the page after it): ranges loaded from
+    /// the server (a message collection without filters, or `list_messages` with
+    /// `include_reply_type` "ALL" and no filters) and extended by the stream while it stays
+    /// up. False: the page may span a hole (e.g. after a `resync`, or messages only ever
+    /// received live); load that range from the server to close it.
+    public func cachedMessagePage(channelURL: String, beforeTs: Int64? = nil, limit: Int = 30) throws(ParleyError) -> String {
+        String(decoding: try cachedMessagePageJSON(channelURL: channelURL, beforeTs: beforeTs, limit: limit), as: UTF8.self)
+    }
+
+    /// `cachedMessagePage` as UTF-8 bytes (what the C ABI copies out).
+    public func cachedMessagePageJSON(channelURL: String, beforeTs: Int64? = nil, limit: Int = 30) throws(ParleyError) -> [UInt8] {
+        try cachedMessagesJSON(channelURL: channelURL, beforeTs: beforeTs, limit: limit, marked: true)
+    }
+
+    private func cachedMessagesJSON(channelURL: String, beforeTs: Int64?, limit: Int, marked: Bool) throws(ParleyError) -> [UInt8] {
         guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
         guard (1...1000).contains(limit) else { throw .invalidArgument("limit: expected 1...1000, got \(limit)") }
         let json = try readCache { cache throws(ParleyError) -> [UInt8] in
             let key = beforeTs.map { MessageKey(createdAt: $0, messageID: .min) } ?? .newest
-            var json: [UInt8] = [UInt8(ascii: "[")]
+            var json: [UInt8] = Array((marked ? "{\"messages\":[" : "[").utf8)
             json.reserveCapacity(limit * 512)
-            // One read transaction: the messages and the local ones from the same commit.
+            var continuous = true
+            // One read transaction: the messages, the local ones and the ranges from the same commit.
             try cache.transactionForReading { () throws(ParleyError) in
                 try cache.appendMessageTexts(channelURL: channelURL, before: key, limit: limit, to: &json)
                 if beforeTs == nil {
                     try cache.appendLocalMessageTexts(channelURL: channelURL, to: &json)
                 }
+                if marked {
+                    continuous = try cache.messagePageIsContinuous(
+                        channelURL: channelURL, before: key, limit: limit, anchored: beforeTs != nil)
+                }
             }
             json.append(UInt8(ascii: "]"))
+            if marked { json += Array(",\"continuous\":\(continuous)}".utf8) }
             return json
         }
         // Access times order eviction; minute precision is plenty and spares a write per read.

@@ -22,6 +22,8 @@ extension ParleyClient {
                     finish(.failure(.invalidState("\(operation): not connected (call connect first)")))
                     return
                 }
+                // A page read while the stream is up can vouch for the newest end if it stays up.
+                let liveSince = self.engine.isStreamOpen ? self.engine.session.streamBreaks : nil
                 let call: PreparedCall
                 do throws(ParleyError) {
                     call = try spec.prepare(params: params, currentUserID: session.userID)
@@ -36,7 +38,7 @@ extension ParleyClient {
                         return
                     }
                     self.engine.queue.async {
-                        self.engine.applyOperationResult(operation, spec.effect, params: params, answer: answer)
+                        self.engine.applyOperationResult(operation, spec.effect, params: params, answer: answer, liveSince: liveSince)
                         finish(.success(answer))
                     }
                 }

@@ -69,7 +69,7 @@ public enum CollectionEventSource: Sendable, Hashable {
         switch cause {
         case .realtime(let event):
             if let category = event.category, category.source == "server" { self = .realtime(category) } else { self = .unknownEvent }
-        case .channelChangelog, .catchUpStarted, .catchUpFinished: self = .channelChangelog
+        case .channelChangelog, .catchUpStarted, .catchUpFinished, .resync: self = .channelChangelog
         case .messageChangelog: self = .messageChangelog
         case .send, .resend, .sendResult, .cancel: self = .localSend
         case .operation: self = .localOperation

@@ -117,6 +117,33 @@ extension ChatCache {
         return candidates.contains { $0.start <= from && to <= $0.end }
     }
 
+    /// Whether the page `appendMessageTexts(channelURL:before:limit:)` gives is known to be
+    /// whole: one unfiltered chunk holds every key from its oldest message to its newest one
+    /// and, when `anchored` (a page before a given time), on to just before `before` (so that
+    /// it joins the page after it). A page of one message at the newest end, or of none,
+    /// spans nothing and is whole.
+    public func messagePageIsContinuous(channelURL: String, before: MessageKey, limit: Int, anchored: Bool) throws(ParleyError) -> Bool {
+        var keys: [MessageKey] = []
+        try database.statement("""
+            SELECT created_at, message_id FROM messages WHERE channel_url = ?1 AND (created_at, message_id) < (?2, ?3)
+            ORDER BY created_at DESC, message_id DESC LIMIT ?4
+            """).rows([.text(channelURL), .integer(before.createdAt), .integer(before.messageID), .integer(Int64(max(limit, 0)))]) { row in
+            keys.append(MessageKey(createdAt: row.int64(0), messageID: row.int64(1)))
+        }
+        guard let newest = keys.first, let oldest = keys.last else { return true }
+        var through = newest
+        if anchored, let justBefore = Self.predecessor(of: before), justBefore > through { through = justBefore }
+        if oldest == through { return true }
+        return try chunkCovers(channelURL: channelURL, scope: "", from: oldest, to: through)
+    }
+
+    /// The previous key in (created_at, message_id) order; nil before the first possible key.
+    static func predecessor(of key: MessageKey) -> MessageKey? {
+        if key.messageID > .min { return MessageKey(createdAt: key.createdAt, messageID: key.messageID - 1) }
+        if key.createdAt > .min { return MessageKey(createdAt: key.createdAt - 1, messageID: .max) }
+        return nil
+    }
+
     /// Stores a message that arrived on the real-time stream. If a chunk of its channel
     /// reaches the newest end, that chunk is extended to the message (every scope: a
     /// message another filter rejects does not break that filter's continuity), and the

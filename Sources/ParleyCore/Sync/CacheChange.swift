@@ -150,6 +150,10 @@ public enum ChangeCause: Sendable {
     /// back whole were carried over (they are sent as usual), the others are listed. Its
     /// changes report each lost message as failed.
     case cacheRecovered(CacheSalvage)
+    /// The real-time stream resumed past the server's retention: events were lost. The
+    /// channel changelogs ran since; `channelURLs` are the channels they found changed or
+    /// removed meanwhile (messages of theirs may have been missed). An empty batch.
+    case resync(reason: String, channelURLs: [String])
 }
 
 /// Changes committed together, in commit order (`sequence` increases by one per batch).

@@ -26,8 +26,14 @@ extension Engine {
         }
         self.catchUp.inProgress = true
         self.catchUp.requestedAgain = false
+        // This pass's channel changelogs find what changed while the lost events were missed.
+        self.catchUp.resync?.collecting = true
+        self.catchUp.passChannelURLs = []
+        self.catchUp.passFailed = false
+        self.catchUp.passBreaks = self.session.streamBreaks
         let epoch = self.session.epoch
         syncChannelChangelogs(epoch: epoch, resetOnce: true) {
+            self.reportResyncIfFound(epoch: epoch)
             self.syncMessageChangelogs(epoch: epoch, urls: self.channelsWithMessages()) {
                 self.catchUp.inProgress = false
                 if self.catchUp.requestedAgain && self.session.epoch == epoch {
@@ -46,6 +52,14 @@ extension Engine {
 
     /// The query options of a channel render that carries everything the cache keeps.
     static let fullChannelView = "&show_member=true&show_metadata=true&show_metacounter=true"
+
+    /// After a channel changelog pass: a pending `resync` whose pass read the changelogs to
+    /// the end is reported with the channels found (else it waits for the next pass).
+    private func reportResyncIfFound(epoch: UInt64) {
+        guard let resync = catchUp.resync, resync.collecting, !catchUp.passFailed, session.epoch == epoch else { return }
+        catchUp.resync = nil
+        feed.publish(cause: .resync(reason: resync.reason, channelURLs: catchUp.passChannelURLs.sorted(by: utf8Precedes)), changes: [])
+    }
 
     private func finishCatchUp() {
         if catchUp.announced {
@@ -88,6 +102,12 @@ extension Engine {
             guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
+                for channel in answer["updated"]?.arrayValue ?? [] {
+                    if let url = channel["channel_url"]?.stringValue { self.catchUp.passChannelURLs.insert(url) }
+                }
+                for url in answer["deleted"]?.arrayValue ?? [] {
+                    if let url = url.stringValue { self.catchUp.passChannelURLs.insert(url) }
+                }
                 self.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
                     for channel in answer["updated"]?.arrayValue ?? [] {
                         try transaction.storeChannel(channel)
@@ -115,6 +135,8 @@ extension Engine {
                 self.syncChannelChangelogs(epoch: epoch, resetOnce: false, then: next)
             case .failure(let error):
                 self.log(.warning, "sync: channel changelogs failed: \(error)")
+                // Not read to the end: the resync is reported after a later pass.
+                self.catchUp.passFailed = true
                 next()
             }
         }

@@ -300,9 +300,23 @@ extension Engine {
 
 // MARK: Operation results
 
+/// What an unfiltered `list_messages` page vouches for: every message of the channel
+/// (replies included) from `from` through `through` is in the page.
+struct ListedRange {
+    var from: MessageKey
+    var through: MessageKey
+    var listed: Set<Int64>
+    var reachesOldest: Bool
+    /// The page was the newest (no anchor): nothing newer existed when it was read.
+    var atNewestEnd: Bool
+}
+
 extension Engine {
-    /// Applies a catalog operation's answer to the cache.
-    func applyOperationResult(_ operation: String, _ effect: CacheEffect, params: JSONValue, answer: JSONValue) {
+    /// Applies a catalog operation's answer to the cache. `liveSince`: the stream's break
+    /// count when the request went out with the stream open (nil: it was not open).
+    func applyOperationResult(_ operation: String, _ effect: CacheEffect, params: JSONValue, answer: JSONValue, liveSince: UInt64? = nil) {
+        let listedRange = operation == "list_messages" ? Self.listedRange(params: params, answer: answer) : nil
+        let reachesNewest = listedRange?.atNewestEnd == true && liveSince != nil && liveSince == session.streamBreaks && isStreamOpen
         write(.operation(operation), "storing the result of \(operation)") { transaction throws(ParleyError) in
             switch effect {
             case .none:
@@ -317,6 +331,9 @@ extension Engine {
                 try transaction.storeMessage(answer)
             case .storeMessages(let key):
                 try transaction.storeMessages(answer[key]?.arrayValue ?? [])
+                if let listedRange, let url = params["channel_url"]?.stringValue {
+                    try recordListedRange(listedRange, channelURL: url, reachesNewest: reachesNewest, transaction)
+                }
                 try evictIfNeeded(transaction)
             case .removeMessage:
                 if let id = params["message_id"]?.int64Value ?? params["message_id"]?.stringValue.flatMap({ Int64($0) }) {
@@ -351,5 +368,53 @@ extension Engine {
                 }
             }
         }
+    }
+}
+
+extension Engine {
+    /// The parameters with which a `list_messages` page is every message of its range:
+    /// anything else filters, or shapes the page without changing which messages it holds.
+    private static let listParamsKeepingAll: Set<String> = [
+        "channel_url", "message_ts", "prev_limit", "next_limit", "include", "reverse", "include_reply_type",
+        "include_reactions", "include_thread_info", "include_parent_message_info", "with_sorted_meta_array",
+        "include_poll_details", "include_meta_array",
+    ]
+
+    /// The range an answer of `list_messages` vouches for, nil when it vouches for none: a
+    /// filtered page (replies are left out unless `include_reply_type` is "ALL"), or one
+    /// around an anchor (its two sides need not meet). The range ends at the page's newest
+    /// message: past it only the stream can vouch.
+    static func listedRange(params: JSONValue, answer: JSONValue) -> ListedRange? {
+        guard let fields = params.objectValue, fields.keys.allSatisfy(listParamsKeepingAll.contains),
+            fields["include_reply_type"]?.stringValue == "ALL",
+            (fields["next_limit"]?.int64Value ?? 0) == 0,
+            (fields["prev_limit"]?.int64Value ?? 15) > 0,
+            let messages = answer["messages"]?.arrayValue
+        else { return nil }
+        var keys: [MessageKey] = []
+        var listed = Set<Int64>()
+        for message in messages {
+            guard let id = message["message_id"]?.int64Value, let createdAt = message["created_at"]?.int64Value else { return nil }
+            keys.append(MessageKey(createdAt: createdAt, messageID: id))
+            listed.insert(id)
+        }
+        guard let from = keys.min(), let through = keys.max() else { return nil }
+        return ListedRange(
+            from: from, through: through, listed: listed, reachesOldest: answer["has_prev"]?.boolValue == false,
+            atNewestEnd: fields["message_ts"] == nil)
+    }
+
+    /// Records a listed range as continuous, first removing the cached messages of the range
+    /// the server no longer lists (deleted while this client was not told).
+    private func recordListedRange(
+        _ range: ListedRange, channelURL: String, reachesNewest: Bool, _ transaction: CacheTransaction
+    ) throws(ParleyError) {
+        for message in try transaction.cache.messages(channelURL: channelURL, from: range.from, through: range.through, filter: MessageFilter())
+        where !range.listed.contains(message.messageID) {
+            try transaction.removeMessage(message.messageID)
+        }
+        try transaction.addContinuousRange(
+            channelURL: channelURL, scope: "", from: range.from, to: range.through,
+            reachesOldest: range.reachesOldest, reachesNewest: reachesNewest)
     }
 }

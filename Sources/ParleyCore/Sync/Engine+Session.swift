@@ -124,6 +124,13 @@ extension Engine {
                 onEngine { engine in
                     engine.log(.info, "event stream: resync required (\(reason)); running changelogs")
                     // Events were lost: no range may be extended over them by the next live message.
+                    // The application is told which channels changed meanwhile once the
+                    // channel changelogs have found them (`reportResyncIfFound`): those of a
+                    // pass running since the stream reopened (the server sends `resync` after
+                    // `connected`), else of the next pass.
+                    let passCovers = engine.catchUp.inProgress && engine.catchUp.passBreaks == engine.session.streamBreaks
+                    engine.catchUp.resync = PendingResync(reason: reason, collecting: passCovers)
+                    engine.session.streamBreaks &+= 1
                     engine.write(.connectionLost, "marking ranges after a resync") { transaction throws(ParleyError) in
                         try transaction.forgetNewestEnd()
                     }
@@ -169,6 +176,7 @@ extension Engine {
         case .reconnecting:
             if old == .open || !self.session.streamWasOpen && old == .closed {
                 // Messages may arrive unseen until the stream is back: no range reaches the newest end.
+                self.session.streamBreaks &+= 1
                 self.write(.connectionLost, "marking ranges") { transaction throws(ParleyError) in
                     try transaction.forgetNewestEnd()
                 }

@@ -49,6 +49,9 @@ struct SessionState {
     var streamWasOpen = false
     /// Failed reconnection attempts since the stream was last open.
     var reconnectFailures = 0
+    /// Bumped whenever events may have been missed (the stream dropped, or resumed past the
+    /// server's retention): a page asked for before a bump cannot vouch for the newest end.
+    var streamBreaks: UInt64 = 0
 }
 
 /// The open cache: its writer (reads go through `writer.cache`).
@@ -88,6 +91,22 @@ struct CatchUpState {
     /// Callers waiting for the running catch-up, and whether another was asked for meanwhile.
     var waiters: [@Sendable () -> Void] = []
     var requestedAgain = false
+    /// The stream resumed past the server's retention and the `resync` report is owed.
+    var resync: PendingResync?
+    /// The running pass: the channels its channel changelogs listed, whether they failed,
+    /// and `SessionState.streamBreaks` when it started (a pass started after the last break
+    /// finds everything missed in it).
+    var passChannelURLs: Set<String> = []
+    var passFailed = false
+    var passBreaks: UInt64 = 0
+}
+
+/// A `resync` to report: the channel changelogs of the next pass find which channels
+/// changed while events were lost; the report follows once a pass read them to the end.
+struct PendingResync {
+    var reason: String
+    /// A channel changelog pass that started after the events were lost is running.
+    var collecting = false
 }
 
 /// How the engine reaches the server, the application's log and its connection handler.

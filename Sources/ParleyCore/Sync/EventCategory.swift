@@ -50,6 +50,8 @@ public enum EventCategory: String, Sendable, CaseIterable {
     case channelChangelogDeleted = "channel_changelog_deleted"
     case messageChangelog = "message_changelog"
     case messageChangelogDeleted = "message_changelog_deleted"
+    /// The stream resumed past the server's retention: events were lost (see `ChangeCause.resync`).
+    case resync = "resync"
 
     /// The name at the ABI.
     public var name: String { rawValue }
@@ -59,7 +61,7 @@ public enum EventCategory: String, Sendable, CaseIterable {
     public var source: String {
         switch self {
         case .messagePending, .messageSent, .messageFailed, .messageCanceled, .messageResendStarted, .cacheUnavailable, .cacheRecovered: "local"
-        case .channelChangelog, .channelChangelogDeleted, .messageChangelog, .messageChangelogDeleted: "sync"
+        case .channelChangelog, .channelChangelogDeleted, .messageChangelog, .messageChangelogDeleted, .resync: "sync"
         default: "server"
         }
     }

@@ -114,4 +114,8 @@ _declare(
     "parley_client_cached_messages", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p,
     ctypes.c_int64, ctypes.c_int,
 )
+_declare(
+    "parley_client_cached_message_page", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p,
+    ctypes.c_int64, ctypes.c_int,
+)
 _declare("parley_client_clear_cached_data", ctypes.c_int, ctypes.c_void_p)

@@ -122,6 +122,10 @@ class AsyncClient:
     def cached_messages(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> list:
         return self.client.cached_messages(channel_url, before_ts, limit)
 
+    def cached_message_page(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> dict:
+        """See :meth:`parley.Client.cached_message_page`."""
+        return self.client.cached_message_page(channel_url, before_ts, limit)
+
     def clear_cached_data(self) -> None:
         self.client.clear_cached_data()
 

@@ -480,9 +480,23 @@ class Client:
         return json.loads(_take_string(out))
 
     def cached_messages(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> list:
-        """Cached messages of the channel, oldest first (pending/failed ones last when before_ts is -1)."""
+        """Cached messages of the channel, oldest first (pending/failed ones last when before_ts is -1),
+        holes included: :meth:`cached_message_page` says whether a page is known to be continuous."""
         out = ctypes.c_void_p()
         _check(lib.parley_client_cached_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts, limit))
+        return json.loads(_take_string(out))
+
+    def cached_message_page(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> dict:
+        """:meth:`cached_messages` marked: ``{"messages": [...], "continuous": bool}``.
+        ``continuous`` is true only when the cache knows no message is missing between the
+        page's first and last message (and, with `before_ts`, up to just before it). Ranges
+        become known when loaded from the server (a message collection without filters, or
+        :meth:`list_messages` with ``include_reply_type="ALL"`` and no filters) and stay so
+        while the stream extends them. False: the page may span a hole (e.g. after a
+        ``resync`` event); load that range from the server."""
+        out = ctypes.c_void_p()
+        _check(lib.parley_client_cached_message_page(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts,
+                                                     limit))
         return json.loads(_take_string(out))
 
     # -- collections ---------------------------------------------------------------

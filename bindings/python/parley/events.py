@@ -49,6 +49,9 @@ class EventCategory(str, enum.Enum):
     CHANNEL_CHANGELOG_DELETED = "channel_changelog_deleted"
     MESSAGE_CHANGELOG = "message_changelog"
     MESSAGE_CHANGELOG_DELETED = "message_changelog_deleted"
+    #: The stream resumed past the server's retention: events were lost. Payload
+    #: ``{"reason", "channel_urls"}``: the channels the changelogs found changed meanwhile.
+    RESYNC = "resync"
 
     def __str__(self) -> str:
         return str(self.value)
@@ -67,4 +70,4 @@ _LOCAL = frozenset({EventCategory.MESSAGE_PENDING, EventCategory.MESSAGE_SENT, E
                     EventCategory.MESSAGE_CANCELED, EventCategory.MESSAGE_RESEND_STARTED,
                     EventCategory.CACHE_UNAVAILABLE, EventCategory.CACHE_RECOVERED})
 _SYNC = frozenset({EventCategory.CHANNEL_CHANGELOG, EventCategory.CHANNEL_CHANGELOG_DELETED,
-                   EventCategory.MESSAGE_CHANGELOG, EventCategory.MESSAGE_CHANGELOG_DELETED})
+                   EventCategory.MESSAGE_CHANGELOG, EventCategory.MESSAGE_CHANGELOG_DELETED, EventCategory.RESYNC})

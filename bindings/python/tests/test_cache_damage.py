@@ -98,6 +98,7 @@ def test_a_row_that_is_not_valid_utf8_json_is_an_error_and_the_file_is_replaced_
             wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
             recovered = events.of("cache_recovered")[0]
             assert sorted(recovered["restored_req_ids"]) == sorted(req_ids) and recovered["lost"] == []
+            assert recovered["lost_unknown"] is False
             assert "marked damaged" in recovered["reason"] and Path(recovered["moved_to"]).exists()
             assert not Path(str(path) + ".damaged").exists()
             wait_until(lambda: delivered_once(admin, ["unsent 0", "unsent 1"]), "the unsent messages delivered")
@@ -128,9 +129,40 @@ def test_an_unreadable_outbox_is_reported_lost(server: RunningServer, admin: Adm
             wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
             recovered = events.of("cache_recovered")[0]
             assert recovered["restored_req_ids"] == [] and recovered.get("unreadable"), recovered
+            assert recovered["lost_unknown"] is True
             assert sorted(item["req_id"] for item in recovered["lost"]) == sorted(req_ids)
             failed = [m["req_id"] for m in events.of("message_failed")]
             assert sorted(failed) == sorted(req_ids)
+            client.cached_messages("room")  # the fresh cache reads fine
+    finally:
+        again.terminate()
+        again.wait()
+
+
+@pytest.mark.parametrize("damage", ["header", "truncated"])
+def test_a_file_unreadable_as_a_whole_says_its_losses_are_unknown(
+        server: RunningServer, admin: Admin, tmp_path: Path, damage: str) -> None:
+    """Nothing of the file can be read, so not even its unsent messages can be counted: the
+    event must not claim that none was lost."""
+    cache_dir = tmp_path / "cache"
+    token, _, path = unsent_messages_then_close(server, admin, cache_dir)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(path, "r+b") as file:
+        if damage == "header":
+            file.write(b"\xde\xad\xbe\xef" * 25)
+        else:
+            file.truncate(512)
+    again = restart(server, tmp_path)
+    try:
+        events = Events()
+        with parley.Client(server_url=server.url, cache_dir=str(cache_dir)) as client:
+            client.set_event_handler(events)
+            client.connect("alice", token).result(TIMEOUT)
+            wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
+            recovered = events.of("cache_recovered")[0]
+            assert recovered["restored_req_ids"] == [] and recovered.get("unreadable"), recovered
+            assert recovered["lost_unknown"] is True, recovered
             client.cached_messages("room")  # the fresh cache reads fine
     finally:
         again.terminate()

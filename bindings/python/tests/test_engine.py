@@ -661,6 +661,56 @@ def test_after_a_resync_the_cache_claims_no_continuity_over_the_hole(tmp_path: P
         server.stop()
 
 
+def test_a_resync_is_reported_and_cached_pages_mark_the_hole(tmp_path: Path) -> None:
+    """An application on the event handler and cached reads (no collection) learns of
+    events lost beyond the server's retention: a `resync` event names the channels that
+    changed meanwhile, and a cached page spanning the hole is not called continuous."""
+    server = RestartableServer(tmp_path / "server.sqlite", "--event-retention", "3")
+    server.start()
+    try:
+        admin = Admin(server.running())
+        alice_token, _, url = setup_pair(admin)
+        admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "quiet"})
+        admin.send("quiet", "bob", "nothing happens here")
+        for index in range(3):
+            admin.send(url, "bob", f"before {index}")
+        client, recorder = make_client(server.url, tmp_path / "cache")
+        with client:
+            connect(client, recorder, "alice", alice_token)
+            client.list_messages(channel_url=url, include_reply_type="ALL", prev_limit=50).result(TIMEOUT)
+            client.list_messages(channel_url="quiet", include_reply_type="ALL", prev_limit=50).result(TIMEOUT)
+            page = client.cached_message_page(url)
+            assert [m["message"] for m in page["messages"]] == ["before 0", "before 1", "before 2"]
+            assert page["continuous"] is True
+            # The stream extends the range it vouches for while it stays up.
+            seen = admin.send(url, "bob", "seen live")
+            recorder.wait(lambda: any(p["message"]["message_id"] == seen["message_id"] for p in recorder.of("message_received")))
+            assert client.cached_message_page(url)["continuous"] is True
+            client.disconnect()
+            missed = [admin.send(url, "bob", f"missed {index}") for index in range(6)]
+            connect(client, recorder, "alice", alice_token)  # past the retention: the stream says resync
+            recorder.wait(lambda: recorder.of("resync"))
+            resync = recorder.of("resync")
+            assert len(resync) == 1 and resync[0]["channel_urls"] == [url], resync
+            live = admin.send(url, "bob", "live")
+            recorder.wait(lambda: any(p["message"]["message_id"] == live["message_id"] for p in recorder.of("message_received")))
+            page = client.cached_message_page(url)
+            assert [m["message_id"] for m in page["messages"]][-2:] == [seen["message_id"], live["message_id"]]
+            assert page["continuous"] is False, "the page spans the missed messages"
+            assert client.cached_messages(url) == page["messages"]
+            # A channel untouched meanwhile keeps its range; an older page still joins the next.
+            assert client.cached_message_page("quiet")["continuous"] is True
+            older = client.cached_message_page(url, before_ts=seen["created_at"], limit=2)
+            assert [m["message"] for m in older["messages"]] == ["before 1", "before 2"] and older["continuous"] is True
+            # Loading the newest page from the server closes the hole.
+            client.list_messages(channel_url=url, include_reply_type="ALL", prev_limit=50).result(TIMEOUT)
+            page = client.cached_message_page(url, limit=100)
+            assert [m["message_id"] for m in page["messages"]] == [m["message_id"] for m in server_messages(admin, url)]
+            assert len(missed) == 6 and page["continuous"] is True
+    finally:
+        server.stop()
+
+
 def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     # More channels than the engine fetches changelogs for at once (4): every one is caught up.
     alice_token, _, _ = setup_pair(admin)
