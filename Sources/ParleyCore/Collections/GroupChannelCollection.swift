@@ -19,8 +19,16 @@
 // the difference is reported with source `api_load`.
 //
 // During a catch-up (replayed events and changelogs after the stream opens) the view is
-// kept exact but nothing is reported; at its end the net difference is reported with source
-// `channel_changelog`, once.
+// kept exact but its changes are not reported; at its end the net difference is reported
+// with source `channel_changelog`, once.
+//
+// Every step adds up (shared rule, docs/C-API.md): the view keeps `told`, the channels as
+// the application holds them (every page and event applied in order). Reports are always
+// the difference between `told` and the view for the channels a step touched, and the list
+// the application reads is `told`; outside a catch-up the two are equal after every step.
+// A page loaded during a catch-up hands out only channels the application does not hold
+// (those it holds but whose copy is stale are `updated` first, with the page's source); the
+// rest of the catch-up's difference waits for its end.
 //
 // State lives on the engine queue. What the application reads (`hasMore`, `channels`) is
 // a copy updated in callback order, so it always agrees with the callbacks received.
@@ -179,8 +187,10 @@ public final class GroupChannelCollection: Sendable {
         /// Channels changed by anything but a page load while a page is loading: the page's
         /// older copy must not overwrite them, nor its absence remove them.
         var touchedDuringLoad: Set<String> = []
-        /// The shown channels (url → JSON text) when a catch-up began; nil outside one.
-        var catchUpSnapshot: [String: JSONText]?
+        /// The channels as the application holds them (see the design note).
+        var told: [String: Entry] = [:]
+        /// A catch-up runs: changes update `entries` but are reported at its end.
+        var catchingUp = false
 
         init(userID: String) { self.userID = userID }
 
@@ -209,6 +219,45 @@ public final class GroupChannelCollection: Sendable {
         var updated: [JSONText] = []
         var deleted: [String] = []
         var isEmpty: Bool { added.isEmpty && updated.isEmpty && deleted.isEmpty }
+    }
+
+    /// The difference between what the application holds and the view, for `urls`, applied
+    /// to `told`: what to report so that the application holds the view again (for those
+    /// channels). Added and updated channels come in the view's order.
+    private func difference(for urls: some Sequence<String>) -> Diff {
+        var diff = Diff()
+        var changed: [Entry] = []
+        var addedURLs = Set<String>()
+        var visited = Set<String>()
+        for url in urls where visited.insert(url).inserted {
+            let now = view.index(of: url).map { view.entries[$0] }
+            switch (view.told[url], now) {
+            case (nil, nil):
+                continue
+            case (.some, nil):
+                diff.deleted.append(url)
+                view.told[url] = nil
+            case (nil, .some(let entry)):
+                changed.append(entry)
+                addedURLs.insert(url)
+                view.told[url] = entry
+            case (.some(let before), .some(let entry)):
+                guard before.text != entry.text || before.key < entry.key || entry.key < before.key else { continue }
+                changed.append(entry)
+                view.told[url] = entry
+            }
+        }
+        diff.deleted.sort(by: utf8Precedes)
+        for entry in changed.sorted(by: { $0.key < $1.key }) {
+            if addedURLs.contains(entry.url) { diff.added.append(entry.text) } else { diff.updated.append(entry.text) }
+        }
+        return diff
+    }
+
+    /// The list the application reads: what it holds, in the view's order.
+    private func heldList() -> [JSONText] {
+        guard view.catchingUp else { return view.entries.map(\.text) }
+        return view.told.values.sorted { $0.key < $1.key }.map(\.text)
     }
 
     /// Applies the current state of one channel (nil: gone) to the view: `channel` to match
@@ -240,22 +289,12 @@ public final class GroupChannelCollection: Sendable {
     private func observe(_ batch: ChangeBatch) {
         switch batch.cause {
         case .catchUpStarted:
-            view.catchUpSnapshot = Dictionary(view.entries.map { ($0.url, $0.text) }, uniquingKeysWith: { a, _ in a })
+            view.catchingUp = true
             return
         case .catchUpFinished:
-            guard let snapshot = view.catchUpSnapshot else { return }
-            view.catchUpSnapshot = nil
-            var diff = Diff()
-            var current = Set<String>()
-            for entry in view.entries {
-                current.insert(entry.url)
-                if let before = snapshot[entry.url] {
-                    if before != entry.text { diff.updated.append(entry.text) }
-                } else {
-                    diff.added.append(entry.text)
-                }
-            }
-            diff.deleted = snapshot.keys.filter { !current.contains($0) }.sorted()
+            guard view.catchingUp else { return }
+            let diff = difference(for: Array(view.told.keys) + view.entries.map(\.url))
+            view.catchingUp = false
             report(diff, CollectionEventContext(source: .channelChangelog, detail: ""))
             return
         default:
@@ -280,15 +319,18 @@ public final class GroupChannelCollection: Sendable {
                 if view.loadCompletion != nil { view.touchedDuringLoad.insert(url) }
                 apply(url: url, channel: nil, text: { "null" }, into: &diff)
             case .cleared:
-                for entry in view.entries { diff.deleted.append(entry.url) }
+                for entry in view.entries { seen.insert(entry.url) }
                 view.entries.removeAll()
             default:
                 break
             }
         }
+        // What this batch touched, as the application must learn it (the incremental diff
+        // above is only how the view changed).
+        diff = view.catchingUp ? Diff() : difference(for: seen.union(diff.deleted))
         // Typing changes no stored field: the shown channel is reported with its typers.
         if case .realtime(let event) = batch.cause, event.category == .typingStatus, !seen.contains(event.channelURL),
-            let index = view.index(of: event.channelURL)
+            !view.catchingUp, let index = view.index(of: event.channelURL)
         {
             let typers = (event.data["typing_users"] ?? .array([])).canonicalText
             diff.updated.append(JSONText(CanonicalObjectText.inserting(name: "typing_users", value: typers, into: view.entries[index].text.text)))
@@ -299,7 +341,7 @@ public final class GroupChannelCollection: Sendable {
         case .operation(let name): context = CollectionEventContext(source: .localOperation, detail: name)
         default: context = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: "")
         }
-        if view.catchUpSnapshot == nil { report(diff, context) }
+        report(diff, context)
     }
 
     /// Queues the callbacks of a diff (deleted, then updated, then added), each updating the
@@ -307,7 +349,7 @@ public final class GroupChannelCollection: Sendable {
     private func report(_ diff: Diff, _ context: CollectionEventContext) {
         guard !diff.isEmpty else { return }
         let hasMore = view.hasMore
-        let snapshot = view.entries.map(\.text)
+        let snapshot = heldList()
         let handler = self.handler
         deliver(hasMore: hasMore, channels: snapshot) {
             if !diff.deleted.isEmpty { handler.deleted(context, diff.deleted) }
@@ -363,16 +405,16 @@ public final class GroupChannelCollection: Sendable {
             }
             let firstOnly = !complete
             view.loadedOnce = true
-            var added: [JSONText] = []
+            var pageURLs: [String] = []
             for (channel, text) in page.channels {
                 guard let url = channel["channel_url"]?.stringValue, view.index(of: url) == nil else { continue }
                 let entry = Entry(url: url, key: query.sortKey(channel), channel: query.kept(channel), text: query.presented(text: text))
                 view.insert(entry)
-                added.append(entry.text)
+                pageURLs.append(url)
             }
             view.hasMore = firstOnly || page.more
             view.boundary = view.hasMore ? (page.channels.last.map { query.sortKey($0.value) } ?? view.boundary) : nil
-            finishLoad(completion, added: added)
+            finishLoad(completion, added: handOut(pageURLs, source: .cacheLoad))
             if firstOnly { loadFromServer(completion: nil) }
             return
         }
@@ -449,7 +491,7 @@ public final class GroupChannelCollection: Sendable {
                     self.finishLoad(completion, failure: error)
                 } else if error.code != .network && error.code != .timeout {
                     let handler = self.handler
-                    self.deliver(hasMore: self.view.hasMore, channels: self.view.entries.map(\.text)) {
+                    self.deliver(hasMore: self.view.hasMore, channels: self.heldList()) {
                         handler.error(error)
                     }
                 }
@@ -490,43 +532,50 @@ public final class GroupChannelCollection: Sendable {
         view.boundary = view.hasMore ? (lastKey ?? view.boundary) : nil
         // Bring the view to the page: its channels (as now cached) in, and within the range
         // the server's word for what is not there.
-        var diff = Diff()
         let cache = engine.cache
         let pageSet = Set(pageURLs)
-        var added: [JSONText] = []
+        var ignored = Diff()  // what changed is reported from `told` below
         for url in pageURLs {
             let stored = (try? cache?.channel(url: url)) ?? nil
-            var step = Diff()
-            apply(url: url, channel: stored.flatMap { try? JSONValue.parse($0.json) }, text: { stored?.json ?? "null" }, into: &step)
-            added += step.added
-            diff.updated += step.updated
-            diff.deleted += step.deleted
+            apply(url: url, channel: stored.flatMap { try? JSONValue.parse($0.json) }, text: { stored?.json ?? "null" }, into: &ignored)
         }
+        var removed: [String] = []
         for entry in view.entries where !pageSet.contains(entry.url) && !touched.contains(entry.url) {
             // Shown from the cache, but the server's page (from the start) does not list it.
             if fromStart || !view.inRange(entry.key) {
                 if let index = view.index(of: entry.url) { view.entries.remove(at: index) }
-                diff.deleted.append(entry.url)
+                removed.append(entry.url)
             }
         }
-        if background { diff.added = added }
-        if view.catchUpSnapshot != nil {
-            // Reported now: the catch-up's difference must not repeat them.
-            for entry in view.entries where pageSet.contains(entry.url) { view.catchUpSnapshot?[entry.url] = entry.text }
-            for url in diff.deleted { view.catchUpSnapshot?[url] = nil }
+        guard !background else {
+            let diff = difference(for: pageURLs + removed)
+            if diff.isEmpty { deliver(hasMore: view.hasMore, channels: heldList()) {} }
+            report(diff, CollectionEventContext(source: .apiLoad, detail: ""))
+            return []
         }
-        if diff.isEmpty && background {
-            deliver(hasMore: view.hasMore, channels: view.entries.map(\.text)) {}
+        return handOut(pageURLs, removed: removed, source: .apiLoad)
+    }
+
+    /// A page's channels for the application, after the events that bring what it already
+    /// holds of the page (and `removed`) to the view: the channels it does not hold yet.
+    private func handOut(_ pageURLs: [String], removed: [String] = [], source: CollectionEventSource) -> [JSONText] {
+        let fresh = pageURLs.filter { view.told[$0] == nil }
+        let freshSet = Set(fresh)
+        report(difference(for: pageURLs.filter { !freshSet.contains($0) } + removed), CollectionEventContext(source: source, detail: ""))
+        var entries: [Entry] = []
+        for url in fresh {
+            guard let index = view.index(of: url) else { continue }
+            entries.append(view.entries[index])
+            view.told[url] = view.entries[index]
         }
-        report(diff, CollectionEventContext(source: .apiLoad, detail: ""))
-        return background ? [] : added
+        return entries.sorted { $0.key < $1.key }.map(\.text)
     }
 
     private func finishLoad(
         _ completion: @escaping @Sendable (Result<[JSONText], ParleyError>) -> Void, added: [JSONText] = [], failure: ParleyError? = nil
     ) {
         let hasMore = view.hasMore
-        let snapshot = view.entries.map(\.text)
+        let snapshot = heldList()
         let presented = added
         let guardState = self.guardState
         let published = self.published

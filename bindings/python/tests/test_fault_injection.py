@@ -45,6 +45,7 @@ class FaultyProxy:
         self.blackhole = False
         self.cut_in_frame = False
         self.closed = False
+        self.refusing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -53,6 +54,9 @@ class FaultyProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.refusing:
+                client.close()
+                continue
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
                 upstream.settimeout(None)
@@ -129,6 +133,16 @@ class FaultyProxy:
     def cut_inside_next_frame(self) -> None:
         with self.lock:
             self.cut_in_frame = True
+
+    def go_offline(self) -> None:
+        """Cuts every connection and refuses new ones until `come_back`."""
+        with self.lock:
+            self.refusing = True
+        self.cut()
+
+    def come_back(self) -> None:
+        with self.lock:
+            self.refusing = False
 
     def heal(self) -> None:
         with self.lock:
