@@ -46,7 +46,10 @@ int parley_client_cached_messages(parley_client *client, char **out_json, const 
 int parley_client_cached_message_page(parley_client *client, char **out_json, const char *channel_url, int64_t before_ts,
                                       int limit);
 
-/** Removes everything cached for the current user (pending and failed messages too). */
+/** Removes everything cached for the current user (pending and failed messages too). Open
+ * collections report what they showed as deleted, then reload themselves from the server
+ * (now, or after the next catch-up when offline): docs/C-API.md "Clearing the cache with
+ * views open". */
 int parley_client_clear_cached_data(parley_client *client);
 
 #ifdef __cplusplus

@@ -191,6 +191,9 @@ public final class GroupChannelCollection: Sendable {
         var told: [String: Entry] = [:]
         /// A catch-up runs: changes update `entries` but are reported at its end.
         var catchingUp = false
+        /// The cache was cleared: the page in flight is stale, the view loads its first page again.
+        var clearedDuringLoad = false
+        var reloadOwed = false
 
         init(userID: String) { self.userID = userID }
 
@@ -292,10 +295,12 @@ public final class GroupChannelCollection: Sendable {
             view.catchingUp = true
             return
         case .catchUpFinished:
-            guard view.catchingUp else { return }
-            let diff = difference(for: Array(view.told.keys) + view.entries.map(\.url))
-            view.catchingUp = false
-            report(diff, CollectionEventContext(source: .channelChangelog, detail: ""))
+            if view.catchingUp {
+                let diff = difference(for: Array(view.told.keys) + view.entries.map(\.url))
+                view.catchingUp = false
+                report(diff, CollectionEventContext(source: .channelChangelog, detail: ""))
+            }
+            if view.reloadOwed { reloadAfterClear() }
             return
         default:
             break
@@ -321,6 +326,15 @@ public final class GroupChannelCollection: Sendable {
             case .cleared:
                 for entry in view.entries { seen.insert(entry.url) }
                 view.entries.removeAll()
+                // Back to "nothing loaded": the next page is the first, from the server.
+                let wasLoaded = view.loadedOnce || view.loadCompletion != nil
+                view.loadedOnce = false
+                view.hasMore = true
+                view.boundary = nil
+                view.serverToken = nil
+                view.walkedFromStart = false
+                view.clearedDuringLoad = view.loadCompletion != nil
+                view.reloadOwed = wasLoaded
             default:
                 break
             }
@@ -342,6 +356,20 @@ public final class GroupChannelCollection: Sendable {
         default: context = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: "")
         }
         report(diff, context)
+        if view.reloadOwed && !view.catchingUp && view.loadCompletion == nil {
+            // Not from inside the feed's delivery: the reload's own write is delivered in turn.
+            engine.queue.async { self.reloadAfterClear() }
+        }
+    }
+
+    /// After `clear_cached_data`: the view loads its first page from the server again, in
+    /// the background (reported as `added`, source `api_load`); offline, after the next
+    /// catch-up (docs/C-API.md "Clearing the cache with views open").
+    private func reloadAfterClear() {
+        guard view.reloadOwed, !guardState.isDisposed, view.loadCompletion == nil, !view.catchingUp else { return }
+        // Without the stream the page would likely fail: the catch-up's end tries again.
+        guard engine.session.current != nil, engine.isStreamOpen else { return }
+        loadFromServer(completion: nil)
     }
 
     /// Queues the callbacks of a diff (deleted, then updated, then added), each updating the
@@ -480,7 +508,17 @@ public final class GroupChannelCollection: Sendable {
                 if let waiting = self.view.waitingLoad {
                     self.view.waitingLoad = nil
                     self.startLoad(waiting)
+                } else if (try? result.get()) != nil {
+                    // A failed reload is not retried at once: the next catch-up's end retries it.
+                    self.reloadAfterClear()
                 }
+            }
+            if self.view.clearedDuringLoad {
+                // The page continues a list the clear emptied: dropped; the reload follows.
+                self.view.clearedDuringLoad = false
+                self.view.touchedDuringLoad = []
+                if let completion { self.finishLoad(completion, added: []) }
+                return
             }
             do throws(ParleyError) {
                 let added = try self.applyServerPage(try result.get(), fromStart: fromStart, background: completion == nil)
@@ -525,7 +563,11 @@ public final class GroupChannelCollection: Sendable {
                 try transaction.setSyncToken("1", scope: ChatCache.channelListScope(queryIdentity: self.query.identity))
             }
         }
-        if fromStart { view.walkedFromStart = true }
+        if fromStart {
+            view.walkedFromStart = true
+            // The server's first page is the reload a clear owed.
+            view.reloadOwed = false
+        }
         view.loadedOnce = true
         view.serverToken = next.isEmpty ? nil : next
         view.hasMore = !next.isEmpty

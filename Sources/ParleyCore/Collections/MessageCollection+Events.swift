@@ -119,9 +119,28 @@ extension MessageCollection {
             forgetMessages(into: &events)
         case .cleared:
             forgetMessages(into: &events)
+            // The outbox went with the cache: this client's unsent messages are gone too.
+            if view.started {
+                for local in view.locals where local.status != .succeeded { events.add(.deleted, local.status, local.message) }
+                view.locals.removeAll { $0.status != .succeeded }
+            }
+            reloadAfterClear()
         default:
             break
         }
+    }
+
+    /// `clear_cached_data` emptied the view: it loads the server's page around its starting
+    /// point again (reported as `added`, source `api_load`), now if online, else after the
+    /// next catch-up (docs/C-API.md "Clearing the cache with views open").
+    private func reloadAfterClear() {
+        guard view.started else { return }
+        view.verified = false
+        if !view.operations.contains(where: { if case .reload = $0.kind { true } else { false } }) {
+            view.operations.append(Operation(kind: .reload, fail: { _ in }))
+        }
+        // Never from inside the feed's delivery (as after a catch-up).
+        engine.queue.async { self.runOperations() }
     }
 
     /// The stream dropped while the view showed the newest end: messages may arrive unseen,

@@ -535,5 +535,7 @@ class Client:
         return SyncView(self, channel_url, viewpoint, make_options(options, overrides), on_action, on_error)
 
     def clear_cached_data(self) -> None:
-        """Removes everything cached for the current user."""
+        """Removes everything cached for the current user (pending and failed messages too).
+        Open collections and sync views report what they showed as deleted, then reload
+        from the server (after the next catch-up when offline)."""
         _check(lib.parley_client_clear_cached_data(self.handle))
