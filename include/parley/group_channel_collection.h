@@ -24,6 +24,7 @@ extern "C" {
 /* ---- Event sources (why a collection reported a change) ------------------------------- */
 
 /* Real-time categories (docs/PROTOCOL.md §9) from 1, the engine's own sources from 100. Stable. */
+/* BEGIN GENERATED from CollectionEventSource.allCases: do not edit (docs/C-API.md, "Event sources") */
 #define PARLEY_SOURCE_MESSAGE_RECEIVED             1
 #define PARLEY_SOURCE_MESSAGE_UPDATED              2
 #define PARLEY_SOURCE_MESSAGE_DELETED              3
@@ -63,6 +64,10 @@ extern "C" {
 #define PARLEY_SOURCE_CACHE_LOAD                   106
 #define PARLEY_SOURCE_API_LOAD                     107
 #define PARLEY_SOURCE_UNKNOWN_EVENT                108
+#define PARLEY_SOURCE_MESSAGE_SENT                 109
+#define PARLEY_SOURCE_CHANNEL_MEMBER_COUNT_CHANGED 110
+#define PARLEY_SOURCE_CHANNEL_REFRESH              111
+/* END GENERATED */
 
 /** Every source as a JSON array of {"code", "name"} (free with parley_free). */
 int parley_collection_sources(char **out_json);

@@ -495,6 +495,11 @@ struct SyncViewLists: Sendable {
             return
         }
         switch status {
+        case .canceled:
+            // The collection reports a cancel (or a removal of failed messages) as `updated`
+            // with status canceled: the view has no list of canceled messages, so it is one
+            // remove on the list that held it (pending or failed).
+            if let local = takeLocal(reqID) { Self.append(.remove, local.list, local.entry.message, to: &actions) }
         case .pending, .failed:
             let list: SyncViewList = status == .pending ? .pending : .failed
             if let local = takeLocal(reqID) {
@@ -507,7 +512,7 @@ struct SyncViewLists: Sendable {
             }
             putLocal(LocalEntry(reqID: reqID, message: message), in: list, at: nil)
             Self.append(.insert, list, message, to: &actions)
-        case .succeeded, .none, .canceled:
+        case .succeeded, .none:
             guard messageID > 0, let createdAt = message["created_at"]?.int64Value else { return }
             if !reqID.isEmpty, let local = takeLocal(reqID) {
                 Self.append(.remove, local.list, local.entry.message, to: &actions)
