@@ -76,8 +76,9 @@ int parley_collection_sources(char **out_json);
 typedef struct parley_collection_context {
     int source;              /* PARLEY_SOURCE_* */
     const char *source_name; /* the source's name, e.g. "message_received" */
-    const char *detail;      /* the operation's name for PARLEY_SOURCE_LOCAL_OPERATION, the event's
-                                category for real-time sources, else "" */
+    const char *detail;      /* the operation's name for PARLEY_SOURCE_LOCAL_OPERATION, the live event's
+                                category when one caused the change (also for MESSAGE_SENT, MENTION,
+                                CHANNEL_MEMBER_COUNT_CHANGED), else "" */
 } parley_collection_context;
 
 /* ---- The collection --------------------------------------------------------------------- */

@@ -7,7 +7,9 @@
 // clear) on three lists: succeeded, pending and failed messages. The adapter keeps what it
 // told the application per list, so a message moves between lists with a remove on one and
 // an insert on the other (a send: insert pending; accepted: remove pending, insert
-// succeeded; failed: remove pending, insert failed), and nothing is inserted twice.
+// succeeded; failed: remove pending, insert failed; canceled or removed — the collection's
+// `updated` with status canceled —: remove on the list that held it), and nothing is
+// inserted twice.
 // Differences to the collection, on purpose:
 // - the first fetch (either direction) loads `limit` messages on each side of the viewpoint
 //   (the newest `limit` at the newest end); later fetches page one way;

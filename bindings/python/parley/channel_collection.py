@@ -67,7 +67,11 @@ class UserIdsQueryType(str, enum.Enum):
 
 
 class CollectionEventSource(str, enum.Enum):
-    """Why a collection reported a change (the C ``PARLEY_SOURCE_*`` by name)."""
+    """Why a collection reported a change (the C ``PARLEY_SOURCE_*`` by name). The members
+    are generated from the library's Swift table (docs/C-API.md, "Event sources", says what
+    each one reports): ``MESSAGE_SENT`` confirms this client's own send, ``MENTION`` a
+    message mentioning the user, ``CHANNEL_MEMBER_COUNT_CHANGED`` another user's membership
+    change in a channel collection, ``CHANNEL_REFRESH`` a message view's channel refresh."""
 
     # BEGIN GENERATED from CollectionEventSource.allCases: do not edit (docs/C-API.md, "Event sources")
     MESSAGE_RECEIVED = "message_received"
