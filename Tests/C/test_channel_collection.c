@@ -99,6 +99,10 @@ int main(void) {
     CHECK(sources != NULL && strstr(sources, expected_entry) != NULL);
     snprintf(expected_entry, sizeof expected_entry, "{\"code\":%d,\"name\":\"unknown_event\"}", PARLEY_SOURCE_UNKNOWN_EVENT);
     CHECK(sources != NULL && strstr(sources, expected_entry) != NULL);
+    snprintf(expected_entry, sizeof expected_entry, "{\"code\":%d,\"name\":\"message_sent\"}", PARLEY_SOURCE_MESSAGE_SENT);
+    CHECK(sources != NULL && strstr(sources, expected_entry) != NULL);
+    snprintf(expected_entry, sizeof expected_entry, "{\"code\":%d,\"name\":\"channel_refresh\"}", PARLEY_SOURCE_CHANNEL_REFRESH);
+    CHECK(sources != NULL && strstr(sources, expected_entry) != NULL);
     parley_free(sources);
 
     /* Handler versions: INIT and _init agree; an unknown version is refused. */

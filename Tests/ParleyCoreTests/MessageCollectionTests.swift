@@ -86,6 +86,84 @@ import Testing
         #expect(collection.isDisposed)
     }
 
+    /// A canceled message (cancel, remove failed) reaches a message view as `updated` with
+    /// status canceled (the message says `sending_status: "canceled"`), gone from the view's
+    /// messages when the callback runs, and never as `deleted`; a sync view removes it from
+    /// the list that held it. The confirmation of a send is `message_sent`.
+    @Test func canceledMessagesAreUpdatedAsCanceledAndConfirmationsAreMessageSent() throws {
+        let server = try EngineTestServer()
+        defer { server.stop() }
+        let admin = try server.adminClient()
+        defer { admin.close() }
+        let tokens = try server.createUsers(["alice", "bob"], admin: admin)
+        func call(_ method: String, _ path: String, _ body: JSONValue? = nil) throws {
+            _ = try waitFor { done throws(ParleyError) in try admin.request(method: method, path: path, body: body, completion: done) }
+        }
+        try call("POST", "/v3/group_channels", ["user_ids": ["alice", "bob"], "channel_url": "room"])
+        try call("POST", "/v3/group_channels/room/messages", ["message_type": "MESG", "user_id": "bob", "message": "hello"])
+        var configuration = ClientConfiguration()
+        configuration.serverURL = server.url
+        configuration.cacheDirectory = server.directory + "/cache"
+        let client = try ParleyClient(configuration: configuration)
+        defer { client.close() }
+        _ = try waitFor { done throws(ParleyError) in try client.connect(userID: "alice", sessionToken: tokens["alice"] ?? "", completion: done) }
+
+        // (kind, source, status, text, sending_status carried, still listed by the view when told)
+        let log = Box<[String]>([])
+        let holder = Box<MessageCollection?>(nil)
+        func record(_ kind: String) -> @Sendable (MessageEventContext, JSONText, MessageList) -> Void {
+            { context, _, messages in
+                let listed = Set(holder.value?.messages.compactMap { $0["req_id"]?.stringValue } ?? [])
+                log.update {
+                    $0 += messages.map { message in
+                        let reqID = message["req_id"]?.stringValue ?? ""
+                        return "\(kind):\(context.source.name):\(context.sendingStatus.name):\(message["message"]?.stringValue ?? "")"
+                            + ":\(message["sending_status"]?.stringValue ?? "-"):\(!reqID.isEmpty && listed.contains(reqID) ? "listed" : "gone")"
+                    }
+                }
+            }
+        }
+        let collection = try client.messageCollection(channelURL: "room", params: MessageListParams(), handler: MessageCollectionHandler(
+            added: record("added"), updated: record("updated"), deleted: record("deleted")))
+        holder.update { $0 = collection }
+        defer { collection.dispose() }
+        let started = Box<Bool>(false)
+        collection.start(cacheResult: { _ in }, apiResult: { _ in started.update { $0 = true } })
+        #expect(engineWaitUntil { started.value })
+        let actions = Box<[String]>([])
+        let sync = try client.syncView(channelURL: "room", handler: SyncViewHandler(action: { action, list, messages in
+            actions.update { $0 += messages.map { "\(action.name):\(list.name):\($0["message"]?.stringValue ?? "")" } }
+        }))
+        defer { sync.dispose() }
+        let fetched = Box<Bool>(false)
+        sync.fetch(.previous) { _ in fetched.update { $0 = true } }
+        #expect(engineWaitUntil { fetched.value })
+
+        // Confirmed: message_sent.
+        _ = try client.sendUserMessage(channelURL: "room", params: ["message": "sent"]) { _ in }
+        #expect(engineWaitUntil { log.value.contains("updated:message_sent:succeeded:sent:-:listed") })
+
+        // Refused (the channel is frozen): failed, kept for a resend or removal.
+        try call("PUT", "/v3/group_channels/room/freeze", ["freeze": true])
+        let refused = try ["one", "two", "three"].map { text in
+            try client.sendUserMessage(channelURL: "room", params: ["message": .string(text)]) { _ in }.reqID
+        }
+        #expect(engineWaitUntil { log.value.filter { $0.hasPrefix("updated:local_send:failed:") }.count == 3 })
+        log.update { $0 = [] }
+        actions.update { $0 = [] }
+        try client.cancelMessage(reqID: refused[0])
+        #expect(engineWaitUntil { log.value.count == 1 && actions.value.count == 1 })
+        #expect(log.value == ["updated:local_send:canceled:one:canceled:gone"])
+        #expect(actions.value == ["remove:failed:one"])
+        log.update { $0 = [] }
+        actions.update { $0 = [] }
+        #expect(try collection.removeFailedMessages() == Array(refused[1...]))
+        #expect(engineWaitUntil { log.value.count == 2 && actions.value.count == 2 })
+        #expect(log.value == ["updated:local_send:canceled:two:canceled:gone", "updated:local_send:canceled:three:canceled:gone"])
+        #expect(actions.value == ["remove:failed:two", "remove:failed:three"])
+        #expect(collection.messages.allSatisfy { $0["sending_status"] == nil } && sync.messages(.failed).isEmpty)
+    }
+
     /// A channel with an open view keeps its messages when the cache goes over its size
     /// limit (the other channel's go); dispose lifts the protection.
     @Test func evictionSparesTheChannelOfAnOpenView() throws {

@@ -24,6 +24,7 @@ extern "C" {
 /* ---- Event sources (why a collection reported a change) ------------------------------- */
 
 /* Real-time categories (docs/PROTOCOL.md §9) from 1, the engine's own sources from 100. Stable. */
+/* BEGIN GENERATED from CollectionEventSource.allCases: do not edit (docs/C-API.md, "Event sources") */
 #define PARLEY_SOURCE_MESSAGE_RECEIVED             1
 #define PARLEY_SOURCE_MESSAGE_UPDATED              2
 #define PARLEY_SOURCE_MESSAGE_DELETED              3
@@ -63,6 +64,10 @@ extern "C" {
 #define PARLEY_SOURCE_CACHE_LOAD                   106
 #define PARLEY_SOURCE_API_LOAD                     107
 #define PARLEY_SOURCE_UNKNOWN_EVENT                108
+#define PARLEY_SOURCE_MESSAGE_SENT                 109
+#define PARLEY_SOURCE_CHANNEL_MEMBER_COUNT_CHANGED 110
+#define PARLEY_SOURCE_CHANNEL_REFRESH              111
+/* END GENERATED */
 
 /** Every source as a JSON array of {"code", "name"} (free with parley_free). */
 int parley_collection_sources(char **out_json);
@@ -71,8 +76,9 @@ int parley_collection_sources(char **out_json);
 typedef struct parley_collection_context {
     int source;              /* PARLEY_SOURCE_* */
     const char *source_name; /* the source's name, e.g. "message_received" */
-    const char *detail;      /* the operation's name for PARLEY_SOURCE_LOCAL_OPERATION, the event's
-                                category for real-time sources, else "" */
+    const char *detail;      /* the operation's name for PARLEY_SOURCE_LOCAL_OPERATION, the live event's
+                                category when one caused the change (also for MESSAGE_SENT, MENTION,
+                                CHANNEL_MEMBER_COUNT_CHANGED), else "" */
 } parley_collection_context;
 
 /* ---- The collection --------------------------------------------------------------------- */

@@ -13,12 +13,15 @@
  *     edits, deletions, reactions, thread info and pins of shown messages arrive as
  *     updated / deleted; the filters are checked again for every change;
  *   - sending: a message sent into the channel appears at once (added, PENDING), then
- *     updated to SUCCEEDED (the server's copy, never a second one) or FAILED; pending and
- *     failed messages are listed after the server's messages, in send order;
+ *     updated to SUCCEEDED (the server's copy, never a second one; source MESSAGE_SENT
+ *     whatever brought it) or FAILED; pending and failed messages are listed after the
+ *     server's messages, in send order; a canceled or removed one is reported once, as
+ *     UPDATED with status CANCELED (no DELETED), already gone from the view's messages;
  *   - reconnection: changed and deleted messages (source MESSAGE_CHANGELOG), then, for a
  *     view at the newest end, the messages missed meanwhile (added, source MESSAGE_FILL),
  *     or PARLEY_MESSAGE_EVENT_HUGE_GAP_DETECTED when more than the threshold are missing
- *     (dispose the view and create a new one).
+ *     (dispose the view and create a new one); the channel is refreshed from the server at
+ *     start and after each catch-up (CHANNEL_UPDATED, source CHANNEL_REFRESH, if it changed).
  * docs/C-API.md has the rules; docs/THREADING.md when callbacks run.
  */
 #ifndef PARLEY_MESSAGE_COLLECTION_H
@@ -45,7 +48,7 @@ extern "C" {
 #define PARLEY_SENDING_STATUS_NONE      0 /* channel events, huge gap */
 #define PARLEY_SENDING_STATUS_PENDING   1 /* this client's message, not yet accepted */
 #define PARLEY_SENDING_STATUS_FAILED    2 /* this client's message; error_code / error_message in it */
-#define PARLEY_SENDING_STATUS_CANCELED  3 /* this client's message, canceled or removed */
+#define PARLEY_SENDING_STATUS_CANCELED  3 /* this client's message, canceled or removed (UPDATED) */
 #define PARLEY_SENDING_STATUS_SUCCEEDED 4 /* a server message */
 
 /** One report of a message collection. Every pointer is borrowed for the call. */

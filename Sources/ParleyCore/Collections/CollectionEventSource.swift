@@ -1,8 +1,9 @@
 // Why a collection reported a change: one table for Swift, C (`PARLEY_SOURCE_*`, the code)
 // and Python (`CollectionEventSource`, the name). Codes never change: a real-time source
 // is 1 + its place among the server's categories (EventCategory only appends), the
-// engine's own sources count from 100. include/parley/group_channel_collection.h spells
-// them out; the C and Python tests compare both with `parley_collection_sources`.
+// engine's own sources count from 100 (new ones are appended). The `PARLEY_SOURCE_*` block of
+// include/parley/group_channel_collection.h and the Python Enum are generated from this table
+// (CollectionEventSourceTableTests, docs/C-API.md): that test fails when they drift.
 
 public enum CollectionEventSource: Sendable, Hashable {
     /// A real-time event of this category (the server's categories only).
@@ -23,11 +24,21 @@ public enum CollectionEventSource: Sendable, Hashable {
     case apiLoad
     /// A real-time category this version does not know.
     case unknownEvent
+    /// The confirmation of this client's own send (the server's copy replaced the pending
+    /// message), whatever brought it first: the send's answer, its echo on the stream, or a
+    /// page or gap fill; also the channel change the echo carries.
+    case messageSent
+    /// Another user joined, left, was invited, declined or was banned: the channel's member
+    /// counts changed (channel collections; a message view reports the event's category).
+    case channelMemberCountChanged
+    /// A message view refreshed its channel from the server (at start, after a reconnection).
+    case channelRefresh
 
     /// Every source, in code order.
     public static let allCases: [CollectionEventSource] =
         EventCategory.allCases.filter { $0.source == "server" }.map(CollectionEventSource.realtime)
-        + [.channelChangelog, .messageChangelog, .messageFill, .localOperation, .localSend, .localCache, .cacheLoad, .apiLoad, .unknownEvent]
+        + [.channelChangelog, .messageChangelog, .messageFill, .localOperation, .localSend, .localCache, .cacheLoad, .apiLoad, .unknownEvent,
+           .messageSent, .channelMemberCountChanged, .channelRefresh]
 
     private static let codes: [CollectionEventSource: Int32] = {
         var table: [CollectionEventSource: Int32] = [:]
@@ -61,6 +72,9 @@ public enum CollectionEventSource: Sendable, Hashable {
         case .cacheLoad: "cache_load"
         case .apiLoad: "api_load"
         case .unknownEvent: "unknown_event"
+        case .messageSent: "message_sent"
+        case .channelMemberCountChanged: "channel_member_count_changed"
+        case .channelRefresh: "channel_refresh"
         }
     }
 
@@ -68,11 +82,18 @@ public enum CollectionEventSource: Sendable, Hashable {
     init(_ cause: ChangeCause) {
         switch cause {
         case .realtime(let event):
-            if let category = event.category, category.source == "server" { self = .realtime(category) } else { self = .unknownEvent }
+            if event.isOwnEcho {
+                self = .messageSent
+            } else if let category = event.reportedCategory ?? event.category, category.source == "server" {
+                self = .realtime(category)
+            } else {
+                self = .unknownEvent
+            }
         case .channelChangelog, .catchUpStarted, .catchUpFinished, .resync: self = .channelChangelog
         case .messageChangelog: self = .messageChangelog
         case .send, .resend, .sendResult, .cancel: self = .localSend
         case .operation: self = .localOperation
+        case .channelRefresh: self = .channelRefresh
         case .apiLoad: self = .apiLoad
         case .connectionLost, .eviction, .clear, .cacheUnavailable, .cacheRecovered: self = .localCache
         }

@@ -351,7 +351,10 @@ public final class GroupChannelCollection: Sendable {
         }
         let context: CollectionEventContext
         switch batch.cause {
-        case .realtime(let event): context = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: event.name)
+        case .realtime(let event):
+            // Another user's membership change is, to a list of channels, a change of counts.
+            let source: CollectionEventSource = event.changedMemberCount ? .channelMemberCountChanged : CollectionEventSource(batch.cause)
+            context = CollectionEventContext(source: source, detail: event.name)
         case .operation(let name): context = CollectionEventContext(source: .localOperation, detail: name)
         default: context = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: "")
         }

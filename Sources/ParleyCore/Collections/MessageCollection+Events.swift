@@ -2,22 +2,23 @@
 // that concerns its channel is applied to the view and reported (design note in
 // MessageCollection.swift).
 
-/// Reports queued by one step, in order; consecutive ones of the same kind and status merge.
+/// Reports queued by one step, in order; consecutive ones of the same kind, status and source
+/// merge. An item's source is the step's unless it names its own (`message_sent`).
 struct MessageEvents {
     enum Kind { case added, updated, deleted }
-    var items: [(kind: Kind, status: MessageSendingStatus, messages: [MessageItem])] = []
+    var items: [(kind: Kind, status: MessageSendingStatus, source: CollectionEventSource?, messages: [MessageItem])] = []
     var channelChanged = false
     var channelDeleted = false
 
-    mutating func add(_ kind: Kind, _ status: MessageSendingStatus, _ message: JSONValue) {
-        add(kind, status, .value(message))
+    mutating func add(_ kind: Kind, _ status: MessageSendingStatus, _ message: JSONValue, source: CollectionEventSource? = nil) {
+        add(kind, status, .value(message), source: source)
     }
 
-    mutating func add(_ kind: Kind, _ status: MessageSendingStatus, _ message: MessageItem) {
-        if let last = items.last, last.kind == kind, last.status == status {
+    mutating func add(_ kind: Kind, _ status: MessageSendingStatus, _ message: MessageItem, source: CollectionEventSource? = nil) {
+        if let last = items.last, last.kind == kind, last.status == status, last.source == source {
             items[items.count - 1].messages.append(message)
         } else {
-            items.append((kind, status, [message]))
+            items.append((kind, status, source, [message]))
         }
     }
 
@@ -29,10 +30,15 @@ extension MessageCollection {
         switch batch.cause {
         case .catchUpStarted:
             view.catchingUp = true
+            if !view.holdsChannel {
+                view.holdsChannel = true
+                view.shownChannel = view.channel
+            }
             return
         case .catchUpFinished:
             view.catchingUp = false
             scheduleCatchUpWork()
+            refreshChannel()
             return
         default:
             break
@@ -42,7 +48,35 @@ extension MessageCollection {
         for change in batch.changes {
             apply(change, into: &events)
         }
+        if view.holdsChannel { events.channelChanged = false }
         report(events, context(of: batch.cause))
+    }
+
+    /// Refreshes the channel from the server (as the reference's collection does at start and
+    /// after each reconnection): a change is stored and reported with source `channel_refresh`;
+    /// after a catch-up, with the changes the catch-up made to it (one `channel_updated`).
+    func refreshChannel() {
+        let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(channelURL))?" + Engine.fullChannelView.dropFirst()
+        engine.call("GET", path) { result in
+            if case .success(let channel) = result, channel["channel_url"]?.stringValue == self.channelURL,
+                channel["member_state"]?.stringValue != "none"
+            {
+                self.engine.write(.channelRefresh(channelURL: self.channelURL), "refreshing a channel") { transaction throws(ParleyError) in
+                    try transaction.storeChannel(channel)
+                }
+            }
+            self.releaseChannel()
+        }
+    }
+
+    /// Ends holding back channel changes (unless another catch-up began): the net change is reported.
+    private func releaseChannel() {
+        guard view.holdsChannel, !view.catchingUp else { return }
+        view.holdsChannel = false
+        guard view.observerID != nil, !view.channelDeleted, let channel = view.channel, channel != view.shownChannel else { return }
+        var events = MessageEvents()
+        events.channelChanged = true
+        report(events, MessageEventContext(source: .channelRefresh, detail: "", sendingStatus: .none))
     }
 
     /// After a catch-up: the server's page a start could not get, and the gap check.
@@ -212,16 +246,20 @@ extension MessageCollection {
             if view.locals[index].status != .succeeded {
                 view.locals[index].status = .succeeded
                 view.locals[index].message = message
-                events.add(.updated, .succeeded, message)
+                events.add(.updated, .succeeded, message, source: .messageSent)
             }
             return
         }
         let local = view.localIndex(reqID).map { view.locals.remove(at: $0) }
         let isNew = shown ? view.put(message, key: key, id: key.messageID) : false
         if let local {
-            if shown { events.add(.updated, .succeeded, message) } else { events.add(.deleted, .succeeded, local.message) }
+            if shown {
+                events.add(.updated, .succeeded, message, source: .messageSent)
+            } else {
+                events.add(.deleted, .succeeded, local.message, source: .messageSent)
+            }
         } else if isNew {
-            events.add(.added, .succeeded, message)
+            events.add(.added, .succeeded, message, source: .messageSent)
         }
     }
 
@@ -246,9 +284,12 @@ extension MessageCollection {
                 events.add(.added, status, change.message)
             }
         case .canceled:
+            // As the reference: one `updated` with status canceled (the message carries
+            // `sending_status: "canceled"`), the message already gone from the view's pending
+            // and failed messages when the callback runs (docs/C-API.md).
             if let index = view.localIndex(change.reqID) {
                 view.locals.remove(at: index)
-                events.add(.deleted, .canceled, change.message)
+                events.add(.updated, .canceled, change.message)
             }
         case .succeeded:
             var message = change.message
@@ -260,7 +301,7 @@ extension MessageCollection {
                 confirmLocal(reqID: change.reqID, message: message, key: MessageKey(createdAt: createdAt, messageID: id), into: &events)
             } else if let index = view.localIndex(change.reqID) {
                 let removed = view.locals.remove(at: index)
-                events.add(.deleted, .succeeded, removed.message)
+                events.add(.deleted, .succeeded, removed.message, source: .messageSent)
             }
         }
     }
@@ -275,9 +316,9 @@ extension MessageCollection {
         for local in view.locals where local.status != .succeeded && !still.contains(local.reqID) {
             view.locals.removeAll { $0.reqID == local.reqID }
             if let copy = try? cache.message(channelURL: channelURL, reqID: local.reqID), view.keyByID[copy.messageID] != nil {
-                events.add(.updated, .succeeded, .text(copy.json, reqID: copy.reqID))
+                events.add(.updated, .succeeded, .text(copy.json, reqID: copy.reqID), source: .messageSent)
             } else {
-                events.add(.deleted, .succeeded, local.message)
+                events.add(.deleted, .succeeded, local.message, source: .messageSent)
             }
         }
     }
@@ -305,13 +346,14 @@ extension MessageCollection {
         let channel = view.channel ?? .null
         let handler = self.handler
         let channelURL = self.channelURL
-        let items = events.items.map { ($0.kind, $0.status, presentedList($0.messages)) }
+        let items = events.items.map { ($0.kind, $0.status, $0.source, presentedList($0.messages)) }
         let channelChanged = events.channelChanged
         let channelDeleted = events.channelDeleted
         deliver(state) {
-            for (kind, status, messages) in items {
+            for (kind, status, source, messages) in items {
                 var itemContext = context
                 itemContext.sendingStatus = status
+                if let source { itemContext.source = source }
                 switch kind {
                 case .added: handler.added(itemContext, channel, messages)
                 case .updated: handler.updated(itemContext, channel, messages)

@@ -155,6 +155,7 @@ extension MessageCollection {
         guard engine.session.current != nil else {
             return fail(apiResult, ParleyError(.network, "start: offline; the view shows the cache until the server's page follows"))
         }
+        refreshChannel()
         loadStartPage(background: false, apiResult)
     }
 

@@ -372,6 +372,11 @@ final class MessageViewState: @unchecked Sendable {
     /// filled like any gap).
     var waitsForFetchNext = false
     var catchingUp = false
+    /// From a catch-up's start until the channel refresh after it, channel changes are not
+    /// reported one by one: the refresh reports the net change (source `channel_refresh`)
+    /// against `shownChannel`, the channel as the application last saw it.
+    var holdsChannel = false
+    var shownChannel: JSONText?
     // Loads.
     var operations: [MessageCollection.Operation] = []
     var running: (@Sendable (ParleyError) -> Void)?

@@ -7,7 +7,9 @@
 // clear) on three lists: succeeded, pending and failed messages. The adapter keeps what it
 // told the application per list, so a message moves between lists with a remove on one and
 // an insert on the other (a send: insert pending; accepted: remove pending, insert
-// succeeded; failed: remove pending, insert failed), and nothing is inserted twice.
+// succeeded; failed: remove pending, insert failed; canceled or removed — the collection's
+// `updated` with status canceled —: remove on the list that held it), and nothing is
+// inserted twice.
 // Differences to the collection, on purpose:
 // - the first fetch (either direction) loads `limit` messages on each side of the viewpoint
 //   (the newest `limit` at the newest end); later fetches page one way;
@@ -495,6 +497,11 @@ struct SyncViewLists: Sendable {
             return
         }
         switch status {
+        case .canceled:
+            // The collection reports a cancel (or a removal of failed messages) as `updated`
+            // with status canceled: the view has no list of canceled messages, so it is one
+            // remove on the list that held it (pending or failed).
+            if let local = takeLocal(reqID) { Self.append(.remove, local.list, local.entry.message, to: &actions) }
         case .pending, .failed:
             let list: SyncViewList = status == .pending ? .pending : .failed
             if let local = takeLocal(reqID) {
@@ -507,7 +514,7 @@ struct SyncViewLists: Sendable {
             }
             putLocal(LocalEntry(reqID: reqID, message: message), in: list, at: nil)
             Self.append(.insert, list, message, to: &actions)
-        case .succeeded, .none, .canceled:
+        case .succeeded, .none:
             guard messageID > 0, let createdAt = message["created_at"]?.int64Value else { return }
             if !reqID.isEmpty, let local = takeLocal(reqID) {
                 Self.append(.remove, local.list, local.entry.message, to: &actions)

@@ -109,6 +109,14 @@ public struct RealtimeEvent: Sendable {
     /// The server's copy of a message this client sent itself: the app learns of it as
     /// `message_sent`, not as a received message.
     public var isOwnEcho: Bool
+    /// What the event means to this user when its category says less (collections report
+    /// it as their source): `mention` for a received message that mentions the user,
+    /// `channel_hidden` for the user's own read receipt of a hide with previous messages
+    /// (the server sends it before `channel_hidden`, with the channel already hidden).
+    public var reportedCategory: EventCategory? = nil
+    /// A membership event about another user (joined, left, invited, declined, banned)
+    /// that changed the channel's `member_count` or `joined_member_count`.
+    public var changedMemberCount = false
 }
 
 /// Why a batch of changes was made.
@@ -131,6 +139,8 @@ public enum ChangeCause: Sendable {
     case operation(String)
     /// Messages or channels loaded from the server for a view.
     case apiLoad
+    /// A message view refreshed its channel from the server (at start, after a reconnection).
+    case channelRefresh(channelURL: String)
     /// The real-time stream dropped.
     case connectionLost
     /// The cache went over its size limit.

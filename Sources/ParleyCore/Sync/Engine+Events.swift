@@ -178,7 +178,8 @@ extension Engine {
         // as received: a second report would show the message twice. Other devices' sends
         // are reported as usual.
         let echo = EventCategory(rawValue: stream.category) == .messageReceived ? ownSend(data["message"]) : nil
-        let event = Self.realtimeEvent(stream, isOwnEcho: echo != nil)
+        var event = Self.realtimeEvent(stream, isOwnEcho: echo != nil)
+        try attribute(&event, transaction)
         try apply(event, transaction)
         if case .waitingLocally(let reqID, let channelURL)? = echo, let message = data["message"],
             try transaction.cache.localMessage(reqID: reqID) == nil
@@ -241,6 +242,40 @@ extension Engine {
                     if empty { fields.removeValue(forKey: "thread_info") } else { fields["thread_info"] = info }
                 }
             }
+        default:
+            break
+        }
+    }
+
+    /// What the event means to this user beyond its category (`RealtimeEvent.reportedCategory`,
+    /// `changedMemberCount`), judged against the channel as stored before the event.
+    private func attribute(_ event: inout RealtimeEvent, _ transaction: CacheTransaction) throws(ParleyError) {
+        guard let me = session.current?.userID, let category = event.category else { return }
+        let data = event.data
+        func isMe(_ user: JSONValue?) -> Bool { user?["user_id"]?.stringValue == me }
+        func stored() throws(ParleyError) -> JSONValue? {
+            guard let text = try transaction.cache.channel(url: event.channelURL, withMembers: false)?.json else { return nil }
+            return try? JSONValue.parse(text)
+        }
+        switch category {
+        case .messageReceived where !event.isOwnEcho:
+            // As the server picks whom to send `mention` (docs/PROTOCOL.md §7.1).
+            guard let message = data["message"] else { return }
+            let mentioned = message["mention_type"]?.stringValue == "channel"
+                ? !isMe(message["user"]) : (message["mentioned_users"]?.arrayValue ?? []).contains(where: isMe)
+            if mentioned { event.reportedCategory = .mention }
+        case .readStatus where isMe(data["user"]):
+            // The user's own hide with previous messages moves the read receipt first; the
+            // channel it carries is already hidden, its history cut.
+            guard let channel = data["channel"], let before = try stored() else { return }
+            let hidden = (channel["hidden_state"]?.stringValue ?? "unhidden") != (before["hidden_state"]?.stringValue ?? "unhidden")
+            let cut = (channel["ts_message_offset"]?.int64Value ?? 0) > (before["ts_message_offset"]?.int64Value ?? 0)
+            if hidden || cut { event.reportedCategory = .channelHidden }
+        case .userJoined, .userLeft, .userBanned, .invitationReceived, .invitationDeclined:
+            let subjects = (data["users"]?.arrayValue ?? []) + (data["invitees"]?.arrayValue ?? [])
+                + [data["user"], data["invitee"]].compactMap { $0 }
+            guard !subjects.contains(where: isMe), let channel = data["channel"], let before = try stored() else { return }
+            event.changedMemberCount = ["member_count", "joined_member_count"].contains { channel[$0] != before[$0] }
         default:
             break
         }

@@ -67,8 +67,13 @@ class UserIdsQueryType(str, enum.Enum):
 
 
 class CollectionEventSource(str, enum.Enum):
-    """Why a collection reported a change (the C ``PARLEY_SOURCE_*`` by name)."""
+    """Why a collection reported a change (the C ``PARLEY_SOURCE_*`` by name). The members
+    are generated from the library's Swift table (docs/C-API.md, "Event sources", says what
+    each one reports): ``MESSAGE_SENT`` confirms this client's own send, ``MENTION`` a
+    message mentioning the user, ``CHANNEL_MEMBER_COUNT_CHANGED`` another user's membership
+    change in a channel collection, ``CHANNEL_REFRESH`` a message view's channel refresh."""
 
+    # BEGIN GENERATED from CollectionEventSource.allCases: do not edit (docs/C-API.md, "Event sources")
     MESSAGE_RECEIVED = "message_received"
     MESSAGE_UPDATED = "message_updated"
     MESSAGE_DELETED = "message_deleted"
@@ -108,6 +113,10 @@ class CollectionEventSource(str, enum.Enum):
     CACHE_LOAD = "cache_load"
     API_LOAD = "api_load"
     UNKNOWN_EVENT = "unknown_event"
+    MESSAGE_SENT = "message_sent"
+    CHANNEL_MEMBER_COUNT_CHANGED = "channel_member_count_changed"
+    CHANNEL_REFRESH = "channel_refresh"
+    # END GENERATED
 
 
 @dataclass

@@ -327,9 +327,14 @@ class MessageCollection(NativeCollection[MessageChange]):
         return future
 
     def cancel_message(self, req_id: str) -> None:
+        """Cancels a pending message not on the wire yet, or a failed one: the view reports it
+        once, as ``updated`` with ``SendingStatus.CANCELED`` (no ``deleted``), already gone
+        from :attr:`messages`."""
         self._client.cancel_message(req_id)
 
     def remove_failed_messages(self) -> List[str]:
+        """Removes the channel's failed messages (their req_ids): each is reported as for
+        :meth:`cancel_message`."""
         removed: List[str] = self._client.remove_failed_messages(self.channel_url)
         return removed
 

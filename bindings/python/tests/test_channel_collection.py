@@ -271,12 +271,13 @@ def test_live_changes_arrive_with_their_source_and_keep_the_list_exact(
     admin.call("PUT", "/v3/group_channels/l3/freeze", {"freeze": False})
     unfrozen.wait_for(ChangeKind.ADDED, "l3", Source.CHANNEL_UNFROZEN)
     check_all()
-    # Members join and leave.
+    # Others join and leave: to a list of channels, a change of member counts.
     admin.call("POST", "/v3/group_channels/l5/invite", {"user_ids": ["carol"]})
-    channel = latest.wait_for(ChangeKind.UPDATED, "l5", Source.USER_JOINED)
+    channel = latest.wait_for(ChangeKind.UPDATED, "l5", Source.CHANNEL_MEMBER_COUNT_CHANGED)
     assert channel["member_count"] == 3
     admin.call("PUT", "/v3/group_channels/l5/leave", {"user_ids": ["carol"]})
-    latest.wait_for(ChangeKind.UPDATED, "l5", Source.USER_LEFT)
+    channel = latest.wait_for(ChangeKind.UPDATED, "l5", Source.CHANNEL_MEMBER_COUNT_CHANGED)
+    assert channel["member_count"] == 2
     check_all()
     # Hide (my own operation) and unhide.
     client.hide_channel(channel_url="l5").result(TIMEOUT)

@@ -576,12 +576,21 @@ def test_async_changes(server: RunningServer, admin: Admin, tmp_path: Path) -> N
 
 
 def test_failed_messages_are_removed_or_canceled_through_the_view(world: Tuple[parley.Client, str, Admin]) -> None:
+    """A canceled or removed message is reported once, as UPDATED with status CANCELED (the
+    message says so), already gone from the view's failed messages; never DELETED."""
     client, token, admin = world
     seed(admin, 2)
     recorder = Recorder()
+    still_failed: List[Tuple[str, bool]] = []
     admin.call("POST", f"/v3/group_channels/{CHANNEL}/mute", {"user_id": ME, "seconds": 60})
     with client.message_collection(CHANNEL) as view:
-        view.add_listener(recorder)
+        def on_change(change: MessageChange) -> None:
+            if change.context.sending_status is SendingStatus.CANCELED:
+                failed = {m["req_id"] for m in view.failed_messages}
+                still_failed.extend((m["message"], m["req_id"] in failed) for m in change.messages)
+            recorder(change)
+
+        view.add_listener(on_change)
         view.start()[1].result(TIMEOUT)
         for text in ("refused 1", "refused 2", "refused 3"):
             _, future = view.send_user_message(text)
@@ -594,12 +603,19 @@ def test_failed_messages_are_removed_or_canceled_through_the_view(world: Tuple[p
         removed = view.remove_failed_messages()
         assert len(removed) == 2
 
-        def canceled() -> List[str]:
+        def story(text: str) -> List[Tuple[Kind, SendingStatus, Source, Optional[str]]]:
             with recorder.lock:
-                return sorted(m["message"] for c in recorder.changes
-                              if c.kind is Kind.DELETED and c.context.sending_status is SendingStatus.CANCELED for m in c.messages)
+                return [(c.kind, c.context.sending_status, c.context.source, m.get("sending_status"))
+                        for c in recorder.changes for m in c.messages if m.get("message") == text]
 
-        wait_until(lambda: canceled() == ["refused 1", "refused 2", "refused 3"], "all three reported canceled")
+        wait_until(lambda: all(len(story(f"refused {n}")) == 3 for n in (1, 2, 3)), "all three reported canceled")
+        for n in (1, 2, 3):
+            assert story(f"refused {n}") == [
+                (Kind.ADDED, SendingStatus.PENDING, Source.LOCAL_SEND, "pending"),
+                (Kind.UPDATED, SendingStatus.FAILED, Source.LOCAL_SEND, "failed"),
+                (Kind.UPDATED, SendingStatus.CANCELED, Source.LOCAL_SEND, "canceled"),
+            ]
+        assert still_failed == [("refused 1", False), ("refused 2", False), ("refused 3", False)]
         assert not view.failed_messages
         assert all("sending_status" not in m for m in view.messages)
 
