@@ -36,7 +36,11 @@
 public struct GroupChannelCollectionHandler: Sendable {
     public var added: @Sendable (CollectionEventContext, [JSONText]) -> Void
     public var updated: @Sendable (CollectionEventContext, [JSONText]) -> Void
+    /// The URLs of the channels that left the view.
     public var deleted: @Sendable (CollectionEventContext, [String]) -> Void
+    /// The same report as `deleted` (called right after it, same order), with the channels
+    /// as the view last held them: an application keyed by object needs no lookup.
+    public var deletedChannels: @Sendable (CollectionEventContext, [JSONText]) -> Void
     /// A background step failed (the server's first page after the cached one); the view
     /// keeps what it has.
     public var error: @Sendable (ParleyError) -> Void
@@ -45,11 +49,13 @@ public struct GroupChannelCollectionHandler: Sendable {
         added: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         updated: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         deleted: @escaping @Sendable (CollectionEventContext, [String]) -> Void = { _, _ in },
+        deletedChannels: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         error: @escaping @Sendable (ParleyError) -> Void = { _ in }
     ) {
         self.added = added
         self.updated = updated
         self.deleted = deleted
+        self.deletedChannels = deletedChannels
         self.error = error
     }
 }
@@ -207,7 +213,8 @@ public final class GroupChannelCollection: Sendable {
     struct Diff {
         var added: [JSONText] = []
         var updated: [JSONText] = []
-        var deleted: [String] = []
+        /// The channels that left, as the view last held them.
+        var deleted: [(url: String, text: JSONText)] = []
         var isEmpty: Bool { added.isEmpty && updated.isEmpty && deleted.isEmpty }
     }
 
@@ -232,8 +239,7 @@ public final class GroupChannelCollection: Sendable {
             }
         }
         if let existing {
-            view.entries.remove(at: existing)
-            diff.deleted.append(url)
+            diff.deleted.append((url, view.entries.remove(at: existing).text))
         }
     }
 
@@ -255,7 +261,7 @@ public final class GroupChannelCollection: Sendable {
                     diff.added.append(entry.text)
                 }
             }
-            diff.deleted = snapshot.keys.filter { !current.contains($0) }.sorted()
+            diff.deleted = snapshot.filter { !current.contains($0.key) }.sorted { utf8Precedes($0.key, $1.key) }.map { ($0.key, $0.value) }
             report(diff, CollectionEventContext(source: .channelChangelog, detail: ""))
             return
         default:
@@ -280,7 +286,7 @@ public final class GroupChannelCollection: Sendable {
                 if view.loadCompletion != nil { view.touchedDuringLoad.insert(url) }
                 apply(url: url, channel: nil, text: { "null" }, into: &diff)
             case .cleared:
-                for entry in view.entries { diff.deleted.append(entry.url) }
+                for entry in view.entries { diff.deleted.append((entry.url, entry.text)) }
                 view.entries.removeAll()
             default:
                 break
@@ -310,7 +316,10 @@ public final class GroupChannelCollection: Sendable {
         let snapshot = view.entries.map(\.text)
         let handler = self.handler
         deliver(hasMore: hasMore, channels: snapshot) {
-            if !diff.deleted.isEmpty { handler.deleted(context, diff.deleted) }
+            if !diff.deleted.isEmpty {
+                handler.deleted(context, diff.deleted.map(\.url))
+                handler.deletedChannels(context, diff.deleted.map(\.text))
+            }
             if !diff.updated.isEmpty { handler.updated(context, diff.updated) }
             if !diff.added.isEmpty { handler.added(context, diff.added) }
         }
@@ -506,14 +515,14 @@ public final class GroupChannelCollection: Sendable {
             // Shown from the cache, but the server's page (from the start) does not list it.
             if fromStart || !view.inRange(entry.key) {
                 if let index = view.index(of: entry.url) { view.entries.remove(at: index) }
-                diff.deleted.append(entry.url)
+                diff.deleted.append((entry.url, entry.text))
             }
         }
         if background { diff.added = added }
         if view.catchUpSnapshot != nil {
             // Reported now: the catch-up's difference must not repeat them.
             for entry in view.entries where pageSet.contains(entry.url) { view.catchUpSnapshot?[entry.url] = entry.text }
-            for url in diff.deleted { view.catchUpSnapshot?[url] = nil }
+            for (url, _) in diff.deleted { view.catchUpSnapshot?[url] = nil }
         }
         if diff.isEmpty && background {
             deliver(hasMore: view.hasMore, channels: view.entries.map(\.text)) {}
