@@ -22,12 +22,39 @@ public func exportGroupChannelCollectionHandlerInit(
 ) -> Int32 {
     withStatus { () throws(ParleyError) in
         guard let handler else { throw .invalidArgument("handler is NULL") }
-        guard version == PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION else {
-            throw .invalidArgument("handler version \(version) is not supported (this library: \(PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION))")
+        guard (1...PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION).contains(version) else {
+            throw .invalidArgument("handler version \(version) is not supported (this library: 1 to \(PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION))")
         }
-        handler.pointee = parley_group_channel_collection_handler(
-            version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil)
+        let defaults = parley_group_channel_collection_handler(
+            version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil, deleted_channels: nil)
+        // A version 1 struct ends before deleted_channels: write only its bytes.
+        withUnsafeBytes(of: defaults) { bytes in
+            UnsafeMutableRawPointer(handler).copyMemory(from: bytes.baseAddress!, byteCount: groupChannelHandlerSize(version: version))
+        }
     }
+}
+
+/// The size of the handler struct of `version` (1: everything before `deleted_channels`).
+func groupChannelHandlerSize(version: Int32) -> Int {
+    version >= 2
+        ? MemoryLayout<parley_group_channel_collection_handler>.size
+        : MemoryLayout<parley_group_channel_collection_handler>.offset(of: \.deleted_channels)!
+}
+
+/// Copies the caller's handler, reading only the fields its version has.
+func readGroupChannelHandler(_ handler: UnsafePointer<parley_group_channel_collection_handler>) throws(ParleyError)
+    -> parley_group_channel_collection_handler
+{
+    let version = UnsafeRawPointer(handler).load(as: Int32.self)
+    guard (1...PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION).contains(version) else {
+        throw .invalidArgument("handler.version is \(version); set it with PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT")
+    }
+    var copy = parley_group_channel_collection_handler(
+        version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil, deleted_channels: nil)
+    withUnsafeMutableBytes(of: &copy) { bytes in
+        bytes.baseAddress!.copyMemory(from: UnsafeRawPointer(handler), byteCount: groupChannelHandlerSize(version: version))
+    }
+    return copy
 }
 
 /// Calls `body` with a borrowed C context.
@@ -56,10 +83,7 @@ public func exportGroupChannelCollectionCreate(
         }
         var swiftHandler = GroupChannelCollectionHandler()
         if let handler {
-            let copy = handler.pointee
-            guard copy.version == PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION else {
-                throw .invalidArgument("handler.version is \(copy.version); set it with PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT")
-            }
+            let copy = try readGroupChannelHandler(handler)
             if let added = copy.added {
                 let fn = CCallback(function: added, userData: copy.user_data)
                 swiftHandler.added = { context, channels in
@@ -78,6 +102,13 @@ public func exportGroupChannelCollectionCreate(
                 let fn = CCallback(function: deleted, userData: copy.user_data)
                 swiftHandler.deleted = { context, urls in
                     let text = JSONValue.array(urls.map(JSONValue.string)).canonicalText
+                    withCContext(context) { c in text.withCString { fn.function(fn.userData, c, $0) } }
+                }
+            }
+            if let deletedChannels = copy.deleted_channels {
+                let fn = CCallback(function: deletedChannels, userData: copy.user_data)
+                swiftHandler.deletedChannels = { context, channels in
+                    let text = JSONText.arrayText(channels)
                     withCContext(context) { c in text.withCString { fn.function(fn.userData, c, $0) } }
                 }
             }

@@ -110,8 +110,27 @@ int main(void) {
     parley_group_channel_collection_handler initialized;
     CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_handler_init(&initialized, PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION));
     CHECK(initialized.version == handler.version && initialized.added == NULL && initialized.user_data == NULL);
+    CHECK(initialized.deleted_channels == NULL && handler.deleted_channels == NULL);
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_group_channel_collection_handler_init(&initialized, 99));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_group_channel_collection_handler_init(&initialized, 0));
+    /* A handler of version 1 (an application built against the older header: the struct ends
+     * before deleted_channels) is still filled and accepted, and nothing past it is touched. */
+    struct {
+        int version;
+        parley_channels_event_fn added, updated, deleted;
+        parley_collection_error_fn error;
+        void *user_data;
+        unsigned char after[sizeof(void *)];
+    } version1;
+    memset(&version1, 0xAB, sizeof version1);
+    CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_handler_init((parley_group_channel_collection_handler *)&version1, 1));
+    CHECK(version1.version == 1 && version1.deleted == NULL && version1.user_data == NULL);
+    CHECK(version1.after[0] == 0xAB && version1.after[sizeof(void *) - 1] == 0xAB);
     parley_group_channel_collection *collection = NULL;
+    CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_create(&collection, client, NULL,
+                                                                    (parley_group_channel_collection_handler *)&version1));
+    CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_dispose(collection));
+    collection = NULL;
     initialized.version = 99;
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_group_channel_collection_create(&collection, client, NULL, &initialized));
     CHECK(collection == NULL);
@@ -123,7 +142,8 @@ int main(void) {
     /* The paged list equals the server's listing for alice. */
     handler.updated = on_updated;
     CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_create(
-                                &collection, client, "{\"order\": \"channel_name_alphabetical\", \"limit\": 3}", &handler));
+                                &collection, client, "{\"order\": \"channel_name_alphabetical\", \"limit\": 3, \"include_empty\": true}",
+                                &handler));
     int has_more = 1;
     for (int pages = 0; has_more && pages < 10; pages++) {
         slot_init(&slot);

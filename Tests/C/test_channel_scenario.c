@@ -9,7 +9,9 @@
 
 static pthread_mutex_t seen_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t seen_cond = PTHREAD_COND_INITIALIZER;
-static json_t *seen; /* [{view, kind, channel, source}] */
+static json_t *seen; /* [{view, kind, channel, source, object}] */
+/* The URL list of the last deletion, per view (deleted runs just before deleted_channels). */
+static json_t *last_deleted; /* {view: [url]} */
 
 static void record(const char *view, const char *kind, const parley_collection_context *context, const char *json_text) {
     json_error_t error;
@@ -19,9 +21,9 @@ static void record(const char *view, const char *kind, const parley_collection_c
     size_t index;
     json_t *item;
     json_array_foreach(items, index, item) {
-        const char *channel = json_is_string(item) ? json_string_value(item) : json_string_value(json_object_get(item, "channel_url"));
-        json_array_append_new(seen, json_pack("{s:s, s:s, s:s, s:s}", "view", view, "kind", kind, "channel", channel ? channel : "",
-                                              "source", context->source_name));
+        const char *channel = json_string_value(json_object_get(item, "channel_url"));
+        json_array_append_new(seen, json_pack("{s:s, s:s, s:s, s:s, s:O}", "view", view, "kind", kind, "channel", channel ? channel : "",
+                                              "source", context->source_name, "object", item));
     }
     pthread_cond_broadcast(&seen_cond);
     pthread_mutex_unlock(&seen_mutex);
@@ -30,7 +32,42 @@ static void record(const char *view, const char *kind, const parley_collection_c
 
 static void on_added(void *view, const parley_collection_context *context, const char *json) { record(view, "added", context, json); }
 static void on_updated(void *view, const parley_collection_context *context, const char *json) { record(view, "updated", context, json); }
-static void on_deleted(void *view, const parley_collection_context *context, const char *json) { record(view, "deleted", context, json); }
+static void on_deleted(void *view, const parley_collection_context *context, const char *json) {
+    (void)context;
+    json_error_t error;
+    json_t *urls = json_loads(json, 0, &error);
+    CHECK(urls != NULL && json_is_array(urls));
+    pthread_mutex_lock(&seen_mutex);
+    json_object_set_new(last_deleted, view, urls);
+    pthread_mutex_unlock(&seen_mutex);
+}
+
+/* A deletion is recorded from its channel objects; its URL list must name the same channels. */
+static void on_deleted_channels(void *view, const parley_collection_context *context, const char *json) {
+    json_error_t error;
+    json_t *channels = json_loads(json, 0, &error);
+    CHECK(channels != NULL && json_is_array(channels));
+    json_t *urls = json_array();
+    size_t index;
+    json_t *channel;
+    json_array_foreach(channels, index, channel) json_array_append(urls, json_object_get(channel, "channel_url"));
+    pthread_mutex_lock(&seen_mutex);
+    CHECK(json_equal(urls, json_object_get(last_deleted, view)));
+    pthread_mutex_unlock(&seen_mutex);
+    json_decref(urls);
+    json_decref(channels);
+    record(view, "deleted", context, json);
+}
+
+/* Every member of `fields` is in the object with an equal value. */
+static int has_fields(json_t *object, json_t *fields) {
+    const char *key;
+    json_t *value;
+    json_object_foreach(fields, key, value) {
+        if (!json_equal(json_object_get(object, key), value)) return 0;
+    }
+    return 1;
+}
 
 /* Waits for one expected change and removes it from what was seen. */
 static int take(json_t *expected) {
@@ -38,6 +75,7 @@ static int take(json_t *expected) {
     const char *kind = json_string_value(json_object_get(expected, "kind"));
     const char *channel = json_string_value(json_object_get(expected, "channel"));
     const char *source = json_string_value(json_object_get(expected, "source"));
+    json_t *fields = json_object_get(expected, "fields");
     struct timespec deadline;
     deadline_in(&deadline, 20000);
     pthread_mutex_lock(&seen_mutex);
@@ -49,7 +87,8 @@ static int take(json_t *expected) {
             if (strcmp(json_string_value(json_object_get(entry, "view")), view) == 0 &&
                 strcmp(json_string_value(json_object_get(entry, "kind")), kind) == 0 &&
                 strcmp(json_string_value(json_object_get(entry, "channel")), channel) == 0 &&
-                (source == NULL || strcmp(json_string_value(json_object_get(entry, "source")), source) == 0)) {
+                (source == NULL || strcmp(json_string_value(json_object_get(entry, "source")), source) == 0) &&
+                (fields == NULL || has_fields(json_object_get(entry, "object"), fields))) {
                 json_array_remove(seen, index);
                 found = 1;
                 break;
@@ -134,6 +173,7 @@ int main(void) {
         return 1;
     }
     seen = json_array();
+    last_deleted = json_object();
     test_server server;
     if (test_server_start(&server, "channel-scenario") != 0) return 1;
     parley_client *admin = server.admin;
@@ -179,6 +219,7 @@ int main(void) {
         handler.added = on_added;
         handler.updated = on_updated;
         handler.deleted = on_deleted;
+        handler.deleted_channels = on_deleted_channels;
         handler.user_data = (void *)name; /* the scenario outlives the collections */
         char *query = json_dumps(json_object_get(view, "query"), 0);
         views[view_count].name = name;
@@ -237,6 +278,7 @@ int main(void) {
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(admin));
     free(slot.json);
     json_decref(seen);
+    json_decref(last_deleted);
     json_decref(scenario);
     server.admin = NULL;  /* destroyed above */
     test_server_stop(&server);

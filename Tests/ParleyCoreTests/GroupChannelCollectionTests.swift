@@ -8,7 +8,8 @@ import Testing
     @Test func queryParsingRefusesBadFieldsAndKeepsDefaults() throws {
         let defaults = try GroupChannelListQuery(json: [:])
         #expect(defaults == GroupChannelListQuery())
-        #expect(defaults.order == .latestLastMessage && defaults.limit == 20 && defaults.includeEmpty)
+        // As the reference: channels without a message are left out unless asked for.
+        #expect(defaults.order == .latestLastMessage && defaults.limit == 20 && !defaults.includeEmpty)
         let refused: [(JSONValue, String)] = [
             (["ordr": "x"], "ordr"), (["limit": 0], "limit"), (["order": "metadata_value_alphabetical"], "metadata_order_key"),
             (["metadata_order_key": "k"], "metadata_order_key"),
@@ -47,6 +48,7 @@ import Testing
         var query = GroupChannelListQuery()
         query.order = .channelNameAlphabetical
         query.limit = 2
+        query.includeEmpty = true  // the channels have no messages
         let collection = try client.groupChannelCollection(
             query: query,
             handler: GroupChannelCollectionHandler(updated: { context, channels in
@@ -105,18 +107,27 @@ import Testing
         defer { client.close() }
         _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
 
-        // (view, kind, channel, source) per changed channel.
-        let seen = Box<[(String, String, String, String)]>([])
+        // (view, kind, channel, source, channel object) per changed channel.
+        let seen = Box<[(String, String, String, String, JSONValue)]>([])
+        let mismatches = Box<[String]>([])
         var views: [(name: String, collection: GroupChannelCollection, listing: String)] = []
         for (name, view) in (scenario["views"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
             let query = try GroupChannelListQuery(json: view["query"] ?? [:])
-            let record: @Sendable (String, CollectionEventContext, [String]) -> Void = { kind, context, urls in
-                seen.update { $0 += urls.map { (name, kind, $0, context.source.name) } }
+            let record: @Sendable (String, CollectionEventContext, [JSONText]) -> Void = { kind, context, channels in
+                seen.update {
+                    $0 += channels.map { (name, kind, $0.value["channel_url"]?.stringValue ?? "", context.source.name, $0.value) }
+                }
             }
-            let urls: @Sendable ([JSONText]) -> [String] = { $0.compactMap { $0.value["channel_url"]?.stringValue } }
+            // A deletion is recorded from its channel objects; its URL list must name the same channels.
+            let deletedURLs = Box<[String]>([])
             let collection = try client.groupChannelCollection(query: query, handler: GroupChannelCollectionHandler(
-                added: { record("added", $0, urls($1)) }, updated: { record("updated", $0, urls($1)) },
-                deleted: { record("deleted", $0, $1) }))
+                added: { record("added", $0, $1) }, updated: { record("updated", $0, $1) },
+                deleted: { _, urls in deletedURLs.update { $0 = urls } },
+                deletedChannels: { context, channels in
+                    let urls = channels.map { $0.value["channel_url"]?.stringValue ?? "" }
+                    if urls != deletedURLs.value { mismatches.update { $0.append("\(name): deleted \(deletedURLs.value) vs objects \(urls)") } }
+                    record("deleted", context, channels)
+                }))
             for _ in 0..<100 where collection.hasMore {
                 let page = Box<Result<[JSONText], ParleyError>?>(nil)
                 collection.loadMore { result in page.update { $0 = result } }
@@ -161,20 +172,25 @@ import Testing
             for expected in step["expect"]?.arrayValue ?? [] {
                 let view = expected["view"]?.stringValue ?? "", kind = expected["kind"]?.stringValue ?? ""
                 let channel = expected["channel"]?.stringValue ?? "", source = expected["source"]?.stringValue
+                let fields = expected["fields"]?.objectValue ?? [:]
                 var taken = false  // engineWaitUntil asks once more at the end: take only once
                 _ = engineWaitUntil {
                     guard !taken else { return true }
                     seen.update { entries in
-                        if let index = entries.firstIndex(where: { $0.0 == view && $0.1 == kind && $0.2 == channel && (source == nil || $0.3 == source) }) {
+                        if let index = entries.firstIndex(where: { entry in
+                            entry.0 == view && entry.1 == kind && entry.2 == channel && (source == nil || entry.3 == source)
+                                && fields.allSatisfy { entry.4[$0.key] == $0.value }
+                        }) {
                             entries.remove(at: index)
                             taken = true
                         }
                     }
                     return taken
                 }
-                #expect(taken, "\(place): no \(kind) of \(channel) in \(view) (\(source ?? "any source")); seen \(seen.value)")
+                #expect(taken, "\(place): no \(kind) of \(channel) in \(view) (\(source ?? "any source"), \(fields)); seen \(seen.value.map { ($0.0, $0.1, $0.2, $0.3) })")
             }
             if online { try listingsMatch(place) }
         }
+        #expect(mismatches.value.isEmpty, "\(mismatches.value)")
     }
 }

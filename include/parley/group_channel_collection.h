@@ -87,19 +87,25 @@ typedef struct parley_group_channel_collection parley_group_channel_collection;
 
 /**
  * Receives channels (a JSON array of channel objects, in the query's order where it
- * matters) or, for deleted, a JSON array of channel URLs. Borrowed for the call.
+ * matters) or, for deleted, a JSON array of channel URLs; for deleted_channels the channel
+ * objects that left, as the view last held them. Borrowed for the call.
  */
 typedef void (*parley_channels_event_fn)(void *user_data, const parley_collection_context *context, const char *json);
 /** A background step failed (the server's page after the cached first page). */
 typedef void (*parley_collection_error_fn)(void *user_data, const parley_error *error);
 
-#define PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION 1
+/* 2 added deleted_channels. A handler of version 1 (built against an older header, so
+ * without that field) is still accepted: the library reads only the fields of its version. */
+#define PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION 2
 
 /**
  * The callbacks of a collection. Any may be NULL. Set version to
  * PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION (PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT
  * or parley_group_channel_collection_handler_init do), so fields can be added later
  * without breaking you. They run on the client's callback context, like every callback.
+ * A deletion is one report: deleted gets its URLs, then deleted_channels (version 2) the
+ * same channels as objects, in the same order, as the view last held them (before the
+ * change that removed them). Set either or both.
  */
 typedef struct parley_group_channel_collection_handler {
     int version;
@@ -108,11 +114,16 @@ typedef struct parley_group_channel_collection_handler {
     parley_channels_event_fn deleted;
     parley_collection_error_fn error;
     void *user_data;
+    /* version 2 */
+    parley_channels_event_fn deleted_channels;
 } parley_group_channel_collection_handler;
 
-#define PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT { PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION, NULL, NULL, NULL, NULL, NULL }
+#define PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT { PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION, NULL, NULL, NULL, NULL, NULL, NULL }
 
-/** Fills handler with the defaults of `version` (all callbacks NULL). */
+/**
+ * Fills handler with the defaults of `version` (1 or 2; all callbacks NULL). With 1 only the
+ * fields of version 1 are written (handler may point to the smaller, older struct).
+ */
 int parley_group_channel_collection_handler_init(parley_group_channel_collection_handler *handler, int version);
 
 /**
@@ -121,7 +132,8 @@ int parley_group_channel_collection_handler_init(parley_group_channel_collection
  * an object with any of:
  *   "order": "latest_last_message" (default) | "chronological" | "channel_name_alphabetical"
  *            | "metadata_value_alphabetical" (needs "metadata_order_key"),
- *   "include_empty", "include_frozen", "include_member_list", "include_metadata" (true),
+ *   "include_empty" (false: channels without a message are left out, as in the reference),
+ *   "include_frozen", "include_member_list", "include_metadata" (true),
  *   "member_state_filter": "all" | "joined_only" | "invited_only" | "invited_by_friend"
  *            | "invited_by_non_friend",
  *   "hidden_state_filter": "unhidden_only" (default) | "hidden_only" | "hidden_allow_auto_unhide"

@@ -27,8 +27,9 @@ int parley_client_perform(parley_client *client, uint64_t *out_operation_id, con
                           const char *params_json, parley_result_fn fn, void *user_data);
 
 /**
- * The operation catalog as a JSON array of {"name", "method", "path", "required"}
- * (free with parley_free).
+ * The operation catalog as a JSON array of {"name", "method", "path", "required", "defaults"}
+ * (free with parley_free). "defaults" holds the values an operation sends for parameters the
+ * caller leaves out where they differ from the server's (e.g. list_messages "include": false).
  */
 int parley_operations(char **out_json);
 

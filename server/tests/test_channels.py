@@ -124,6 +124,38 @@ def test_list_filters_and_orders(server):
     assert_error(server.request("GET", mine, params={"token": "00"}), 400, 400110)
 
 
+def test_public_listing_membership_filter(server):
+    # The public channel list of the reference: public_mode=public with public_membership_filter
+    # all (every public channel) or joined (those the caller has joined).
+    a, b, outsider = server.user(), server.user(), server.user()
+    tag = uuid.uuid4().hex[:6]
+    joined = server.channel([a, b], custom_type=tag, is_public=True)["channel_url"]
+    other = server.channel([b], custom_type=tag, is_public=True)["channel_url"]
+    server.channel([a, b], custom_type=tag)  # private: never in the public list
+    server.send(joined, b)
+    server.send(other, b)
+    server.ok("PUT", f"/v3/group_channels/{other}/join", json={"user_id": outsider})
+
+    def urls(user, **params):
+        answer = server.ok("GET", "/v3/group_channels", session=server.session(user),
+                           params={"public_mode": "public", "custom_types": tag, **params})
+        return sorted(c["channel_url"] for c in answer["channels"])
+
+    assert urls(a) == urls(a, public_membership_filter="all") == sorted([joined, other])
+    assert urls(a, public_membership_filter="joined") == [joined]
+    assert urls(outsider, public_membership_filter="joined") == [other]
+    assert urls(b, public_membership_filter="JOINED") == sorted([joined, other])
+    # An invitation is not a membership.
+    server.ok("PUT", f"/v3/users/{outsider}/channel_invitation_preference", json={"auto_accept": False})
+    server.ok("POST", f"/v3/group_channels/{joined}/invite", json={"user_ids": [outsider], "inviter_id": b})
+    assert urls(outsider, public_membership_filter="joined") == [other]
+    assert_error(server.request("GET", "/v3/group_channels", session=server.session(a),
+                                params={"public_membership_filter": "mine"}), 400, 400100, "public_membership_filter")
+    # Without a user there is no membership to filter by.
+    assert_error(server.request("GET", "/v3/group_channels", params={"public_membership_filter": "joined"}),
+                 400, 400100, "public_membership_filter")
+
+
 def test_list_pagination_no_skip_no_duplicate_with_concurrent_inserts(server):
     a = server.user()
     tag = uuid.uuid4().hex[:6]

@@ -14,16 +14,24 @@ public struct OperationSpec: Sendable {
     public let required: [String]
     /// Parameters fixed by the operation itself (e.g. `freeze: true`).
     public let fixed: [String: JSONValue]
+    /// Values used when the caller does not give the parameter: the reference SDK's defaults
+    /// where they differ from the server's (e.g. `include: false` for message lists).
+    public let defaults: [String: JSONValue]
+    /// Names the caller may use for a parameter's values, mapped to the server's (`.null`:
+    /// leave the parameter out), e.g. the SDK's message types `user` / `file` / `admin`.
+    public let valueNames: [String: [String: JSONValue]]
     /// What a successful answer writes to (or removes from) the cache.
     public let effect: CacheEffect
 
     init(_ name: String, _ method: String, _ path: String, required: [String] = [], fixed: [String: JSONValue] = [:],
-         effect: CacheEffect = .none) {
+         defaults: [String: JSONValue] = [:], valueNames: [String: [String: JSONValue]] = [:], effect: CacheEffect = .none) {
         self.name = name
         self.method = method
         self.path = path
         self.required = required
         self.fixed = fixed
+        self.defaults = defaults
+        self.valueNames = valueNames
         self.effect = effect
     }
 
@@ -66,6 +74,12 @@ public enum OperationCatalog {
     private static let channel = "/v3/group_channels/{channel_url}"
     private static let message = "/v3/group_channels/{channel_url}/messages/{message_id}"
     private static let me = "/v3/users/{user_id}"
+    /// Message lists as the reference SDK's params: the anchor's own messages only when asked
+    /// (`include`, the SDK's `is_inclusive`), message types also by the collections' names.
+    private static let messageListDefaults: [String: JSONValue] = ["include": false]
+    private static let messageTypeNames: [String: [String: JSONValue]] = [
+        "message_type": ["all": .null, "user": "MESG", "file": "FILE", "admin": "ADMM"]
+    ]
 
     public static let all: [OperationSpec] = [
         // The current user
@@ -81,6 +95,10 @@ public enum OperationCatalog {
         // Channel lists
         OperationSpec("list_my_group_channels", "GET", me + "/my_group_channels", effect: .storeChannels(key: "channels")),
         OperationSpec("list_group_channels", "GET", "/v3/group_channels", effect: .storeChannels(key: "channels")),
+        // The reference's public channel list: public channels only, without empty ones unless
+        // `show_empty`; `public_membership_filter` all (default) or joined.
+        OperationSpec("list_public_group_channels", "GET", "/v3/group_channels", fixed: ["public_mode": "public"],
+                      defaults: ["show_empty": false], effect: .storeChannels(key: "channels")),
         OperationSpec("list_channel_changelogs", "GET", me + "/my_group_channels/changelogs", effect: .channelChangelog),
         // One channel
         OperationSpec("create_group_channel", "POST", "/v3/group_channels", effect: .storeChannel),
@@ -132,8 +150,10 @@ public enum OperationCatalog {
         OperationSpec("delete_metacounter", "DELETE", channel + "/metacounter/{key}"),
         OperationSpec("delete_all_metacounters", "DELETE", channel + "/metacounter"),
         // Messages
-        OperationSpec("list_messages", "GET", channel + "/messages", effect: .storeMessages(key: "messages")),
-        OperationSpec("list_thread_replies", "GET", channel + "/messages", required: ["parent_message_id"], effect: .storeMessages(key: "messages")),
+        OperationSpec("list_messages", "GET", channel + "/messages", defaults: messageListDefaults, valueNames: messageTypeNames,
+                      effect: .storeMessages(key: "messages")),
+        OperationSpec("list_thread_replies", "GET", channel + "/messages", required: ["parent_message_id"], defaults: messageListDefaults,
+                      valueNames: messageTypeNames, effect: .storeMessages(key: "messages")),
         OperationSpec("get_total_message_count", "GET", channel + "/messages/total_count"),
         OperationSpec("list_message_changelogs", "GET", channel + "/messages/changelogs", effect: .messageChangelog),
         OperationSpec("get_message", "GET", message, effect: .storeMessage),
@@ -186,6 +206,10 @@ extension OperationSpec {
         path += rest
         for key in required where fields[key] == nil || fields[key] == .null {
             throw .invalidArgument("\(name): \(key) is required")
+        }
+        for (key, value) in defaults where fields[key] == nil || fields[key] == .null { fields[key] = value }
+        for (key, names) in valueNames {
+            if case .string(let given)? = fields[key], let value = names[given] { fields[key] = value == .null ? nil : value }
         }
         for (key, value) in fixed { fields[key] = value }
         if method == "GET" || method == "DELETE" {

@@ -44,7 +44,11 @@
 public struct GroupChannelCollectionHandler: Sendable {
     public var added: @Sendable (CollectionEventContext, [JSONText]) -> Void
     public var updated: @Sendable (CollectionEventContext, [JSONText]) -> Void
+    /// The URLs of the channels that left the view.
     public var deleted: @Sendable (CollectionEventContext, [String]) -> Void
+    /// The same report as `deleted` (called right after it, same order), with the channels
+    /// as the application held them: an application keyed by object needs no lookup.
+    public var deletedChannels: @Sendable (CollectionEventContext, [JSONText]) -> Void
     /// A background step failed (the server's first page after the cached one); the view
     /// keeps what it has.
     public var error: @Sendable (ParleyError) -> Void
@@ -53,11 +57,13 @@ public struct GroupChannelCollectionHandler: Sendable {
         added: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         updated: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         deleted: @escaping @Sendable (CollectionEventContext, [String]) -> Void = { _, _ in },
+        deletedChannels: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         error: @escaping @Sendable (ParleyError) -> Void = { _ in }
     ) {
         self.added = added
         self.updated = updated
         self.deleted = deleted
+        self.deletedChannels = deletedChannels
         self.error = error
     }
 }
@@ -220,7 +226,8 @@ public final class GroupChannelCollection: Sendable {
     struct Diff {
         var added: [JSONText] = []
         var updated: [JSONText] = []
-        var deleted: [String] = []
+        /// The channels that left, as the application held them.
+        var deleted: [(url: String, text: JSONText)] = []
         var isEmpty: Bool { added.isEmpty && updated.isEmpty && deleted.isEmpty }
     }
 
@@ -237,8 +244,8 @@ public final class GroupChannelCollection: Sendable {
             switch (view.told[url], now) {
             case (nil, nil):
                 continue
-            case (.some, nil):
-                diff.deleted.append(url)
+            case (.some(let before), nil):
+                diff.deleted.append((url, before.text))
                 view.told[url] = nil
             case (nil, .some(let entry)):
                 changed.append(entry)
@@ -250,7 +257,7 @@ public final class GroupChannelCollection: Sendable {
                 view.told[url] = entry
             }
         }
-        diff.deleted.sort(by: utf8Precedes)
+        diff.deleted.sort { utf8Precedes($0.url, $1.url) }
         for entry in changed.sorted(by: { $0.key < $1.key }) {
             if addedURLs.contains(entry.url) { diff.added.append(entry.text) } else { diff.updated.append(entry.text) }
         }
@@ -284,8 +291,7 @@ public final class GroupChannelCollection: Sendable {
             }
         }
         if let existing {
-            view.entries.remove(at: existing)
-            diff.deleted.append(url)
+            diff.deleted.append((url, view.entries.remove(at: existing).text))
         }
     }
 
@@ -341,7 +347,7 @@ public final class GroupChannelCollection: Sendable {
         }
         // What this batch touched, as the application must learn it (the incremental diff
         // above is only how the view changed).
-        diff = view.catchingUp ? Diff() : difference(for: seen.union(diff.deleted))
+        diff = view.catchingUp ? Diff() : difference(for: seen.union(diff.deleted.map(\.url)))
         // Typing changes no stored field: the shown channel is reported with its typers.
         if case .realtime(let event) = batch.cause, event.category == .typingStatus, !seen.contains(event.channelURL),
             !view.catchingUp, let index = view.index(of: event.channelURL)
@@ -383,7 +389,10 @@ public final class GroupChannelCollection: Sendable {
         let snapshot = heldList()
         let handler = self.handler
         deliver(hasMore: hasMore, channels: snapshot) {
-            if !diff.deleted.isEmpty { handler.deleted(context, diff.deleted) }
+            if !diff.deleted.isEmpty {
+                handler.deleted(context, diff.deleted.map(\.url))
+                handler.deletedChannels(context, diff.deleted.map(\.text))
+            }
             if !diff.updated.isEmpty { handler.updated(context, diff.updated) }
             if !diff.added.isEmpty { handler.added(context, diff.added) }
         }

@@ -85,13 +85,14 @@ public struct ChannelSortKey: Sendable, Comparable {
 }
 
 /// Which channels a group channel collection lists, and in which order. Defaults follow the
-/// reference SDK's query: empty and frozen channels included, members and metadata included,
-/// newest activity first, 20 channels a page.
+/// reference SDK's query: empty channels (no message yet) left out, frozen channels included,
+/// members and metadata included, newest activity first, 20 channels a page.
 public struct GroupChannelListQuery: Sendable, Equatable {
     public var order: GroupChannelListOrder = .latestLastMessage
     /// Required with `.metadataValueAlphabetical`, refused otherwise.
     public var metadataOrderKey: String?
-    public var includeEmpty = true
+    /// Channels without a message (for this user) are listed too. Off by default, as in the reference.
+    public var includeEmpty = false
     public var includeFrozen = true
     /// The channels handed to the application carry `members` (the cache always keeps them).
     public var includeMemberList = true

@@ -2,7 +2,8 @@
 
 A :class:`GroupChannelCollection` lists the connected user's group channels for a
 :class:`GroupChannelListQuery`, page by page, and reports every change to the loaded part
-as added / updated / deleted, each with a :class:`ChannelContext` saying why.
+as added / updated / deleted, each with a :class:`ChannelContext` saying why. A deletion
+carries both the channels' URLs and the channels as the view last held them.
 """
 from __future__ import annotations
 
@@ -122,11 +123,12 @@ class CollectionEventSource(str, enum.Enum):
 @dataclass
 class GroupChannelListQuery:
     """Which of the user's channels a collection lists, and in which order (defaults as
-    the reference SDK: newest activity first, empty and frozen channels included)."""
+    the reference SDK: newest activity first, channels without a message left out, frozen
+    channels included)."""
 
     order: GroupChannelListOrder = GroupChannelListOrder.LATEST_LAST_MESSAGE
     metadata_order_key: Optional[str] = None
-    include_empty: bool = True
+    include_empty: bool = False
     include_frozen: bool = True
     include_member_list: bool = True
     include_metadata: bool = True
@@ -166,7 +168,8 @@ class ChangeKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ChannelChange:
-    """One report of a collection: channels for added/updated, channel URLs for deleted."""
+    """One report of a collection: the channels (for deleted, as the view last held them)
+    and, for deleted, also their URLs (same order)."""
 
     kind: ChangeKind
     context: ChannelContext
@@ -185,7 +188,7 @@ class _CContext(ctypes.Structure):
 
 CHANNELS_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_CContext), ctypes.c_char_p)
 COLLECTION_ERROR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_native.CError))
-HANDLER_VERSION = 1
+HANDLER_VERSION = 2
 
 
 class _CHandler(ctypes.Structure):
@@ -196,6 +199,7 @@ class _CHandler(ctypes.Structure):
         ("deleted", CHANNELS_EVENT_FN),
         ("error", COLLECTION_ERROR_FN),
         ("user_data", ctypes.c_void_p),
+        ("deleted_channels", CHANNELS_EVENT_FN),  # version 2
     ]
 
 
@@ -240,6 +244,7 @@ def _updated_trampoline(user_data: Optional[int], context: Any, text: Optional[b
     _dispatch(user_data, ChangeKind.UPDATED, context, text)
 
 
+# Deletions come through deleted_channels (the objects; their URLs are taken from them).
 @CHANNELS_EVENT_FN
 def _deleted_trampoline(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
     _dispatch(user_data, ChangeKind.DELETED, context, text)
@@ -392,16 +397,18 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
 
     def __init__(self, client: Any, query: Dict[str, Any], on_added: Optional[ChannelsHandler] = None,
                  on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
-                 on_error: Optional[ErrorHandler] = None) -> None:
+                 on_error: Optional[ErrorHandler] = None, on_deleted_channels: Optional[ChannelsHandler] = None) -> None:
         super().__init__()
         self._client = client
         self.on_added = on_added
         self.on_updated = on_updated
         self.on_deleted = on_deleted
+        self.on_deleted_channels = on_deleted_channels
         self.on_error = on_error
         self._key = _callbacks.register(self._receive, persistent=True)
-        handler = _CHandler(HANDLER_VERSION, _added_trampoline, _updated_trampoline, _deleted_trampoline,
-                            _error_trampoline, _callbacks.as_key(self._key))
+        handler = _CHandler(version=HANDLER_VERSION, added=_added_trampoline, updated=_updated_trampoline,
+                            error=_error_trampoline, user_data=_callbacks.as_key(self._key),
+                            deleted_channels=_deleted_trampoline)
         self._open(lambda out, owner, text: lib.parley_group_channel_collection_create(out, owner, text, ctypes.byref(handler)),
                    client.handle, document=query)
 
@@ -412,9 +419,12 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
             return
         assert context is not None
         if kind is ChangeKind.DELETED:
-            change = ChannelChange(kind, context, channel_urls=list(payload))
+            channels = list(payload)
+            change = ChannelChange(kind, context, channels=channels, channel_urls=[c["channel_url"] for c in channels])
             if self.on_deleted is not None:
                 self.on_deleted(context, change.channel_urls)
+            if self.on_deleted_channels is not None:
+                self.on_deleted_channels(context, change.channels)
         else:
             change = ChannelChange(kind, context, channels=list(payload))
             handler = self.on_added if kind is ChangeKind.ADDED else self.on_updated

@@ -61,7 +61,7 @@ _catalog: Optional[list] = None
 
 
 def operations() -> list:
-    """The operation catalog: [{"name", "method", "path", "required"}, ...]."""
+    """The operation catalog: [{"name", "method", "path", "required", "defaults"}, ...]."""
     global _catalog
     if _catalog is None:
         out = ctypes.c_void_p()
@@ -504,13 +504,17 @@ class Client:
     def group_channel_collection(
         self, query: "Union[None, GroupChannelListQuery, Dict[str, Any]]" = None, *,
         on_added: "Optional[ChannelsHandler]" = None, on_updated: "Optional[ChannelsHandler]" = None,
-        on_deleted: "Optional[DeletedHandler]" = None, on_error: "Optional[ErrorHandler]" = None, **options: Any,
+        on_deleted: "Optional[DeletedHandler]" = None, on_error: "Optional[ErrorHandler]" = None,
+        on_deleted_channels: "Optional[ChannelsHandler]" = None, **options: Any,
     ) -> "GroupChannelCollection":
         """A live list of the connected user's channels. `query` is a
         :class:`GroupChannelListQuery` (or its dict form); keyword options override its
         fields (``order=GroupChannelListOrder.CHRONOLOGICAL, limit=50``). Invalid options
-        raise :class:`InvalidArgument` naming the field. Use it as a context manager."""
-        return GroupChannelCollection(self, make_query(query, options), on_added, on_updated, on_deleted, on_error)
+        raise :class:`InvalidArgument` naming the field. Use it as a context manager.
+        A deletion calls `on_deleted` with the URLs, then `on_deleted_channels` with the
+        channels as the view last held them."""
+        return GroupChannelCollection(self, make_query(query, options), on_added, on_updated, on_deleted, on_error,
+                                      on_deleted_channels)
 
     def message_collection(
         self, channel_url: str, starting_point: int = NEWEST, params: "Union[None, MessageListParams, Dict[str, Any]]" = None, *,

@@ -36,7 +36,7 @@ def server_listing(server: RunningServer, token: str, query: Dict[str, Any]) -> 
     }
     lists = {"custom_types": "custom_types", "channel_urls": "channel_urls",
              "user_ids_exact_filter": "members_exactly_in", "user_ids_include_filter": "members_include_in"}
-    document = {"order": "latest_last_message", "include_empty": True, **query}
+    document = {"order": "latest_last_message", "include_empty": False, **query}  # the query's defaults
     for key, value in document.items():
         if key in mapping:
             params[mapping[key]] = str(value).lower() if isinstance(value, bool) else value
@@ -66,13 +66,13 @@ class Recorder:
     def __call__(self, change: ChannelChange) -> None:
         with self.condition:
             if change.kind is ChangeKind.DELETED:
-                self.changes += [(change.kind, change.context.source, url, None) for url in change.channel_urls]
-            else:
-                self.changes += [(change.kind, change.context.source, c["channel_url"], c) for c in change.channels]
+                # A deletion carries the channels as the view last held them, and their URLs.
+                assert change.channel_urls == [c["channel_url"] for c in change.channels]
+            self.changes += [(change.kind, change.context.source, c["channel_url"], c) for c in change.channels]
             self.condition.notify_all()
 
     def wait_for(self, kind: ChangeKind, url: str, source: Optional[Source] = None, timeout: float = TIMEOUT) -> Any:
-        """Takes the first matching change and returns its channel (None for deleted)."""
+        """Takes the first matching change and returns its channel (for deleted: as last shown)."""
         deadline = time.monotonic() + timeout
         with self.condition:
             while True:
@@ -191,6 +191,7 @@ def test_every_order_and_filter_equals_the_server_listing(world: Tuple[parley.Cl
     client.reconnect()  # the catch-up stores everything the events may not have
     time.sleep(0.5)
     for query in QUERIES:
+        query = {"include_empty": True, **query}  # most channels here have no message
         truth = server_listing(server, token, query)
         # From the server (page size 3: many pages, ties across page borders), then from the
         # cache (the first walk marked the list whole): both equal the server's listing.
@@ -212,6 +213,7 @@ def test_a_thousand_channels_page_in_every_order(world: Tuple[parley.Client, str
             admin.send(url, ME, "x")
     for query in ({"order": "chronological"}, {"order": "latest_last_message"}, {"order": "channel_name_alphabetical"},
                   {"order": "metadata_value_alphabetical", "metadata_order_key": "tier"}):
+        query = {**query, "include_empty": True}
         truth = server_listing(server, token, query)
         assert len(truth) == 1000
         with client.group_channel_collection(query, limit=100) as collection:
@@ -227,9 +229,10 @@ def test_live_changes_arrive_with_their_source_and_keep_the_list_exact(
     admin.call("POST", "/v3/group_channels/l2/metadata", {"metadata": {"rank": "m"}})
     admin.call("POST", "/v3/group_channels/l3/metadata", {"metadata": {"rank": "n"}})
     views: Dict[str, Tuple[parley.GroupChannelCollection, Recorder, Dict[str, Any]]] = {}
-    for name, query in (("latest", {"order": "latest_last_message"}), ("names", {"order": "channel_name_alphabetical"}),
-                        ("meta", {"order": "metadata_value_alphabetical", "metadata_order_key": "rank"}),
-                        ("unfrozen", {"order": "chronological", "include_frozen": False})):
+    for name, query in (("latest", {"order": "latest_last_message", "include_empty": True}),
+                        ("names", {"order": "channel_name_alphabetical", "include_empty": True}),
+                        ("meta", {"order": "metadata_value_alphabetical", "metadata_order_key": "rank", "include_empty": True}),
+                        ("unfrozen", {"order": "chronological", "include_frozen": False, "include_empty": True})):
         recorder = Recorder()
         collection = client.group_channel_collection(query, limit=50)
         collection.add_listener(recorder)
@@ -267,7 +270,7 @@ def test_live_changes_arrive_with_their_source_and_keep_the_list_exact(
     # Freeze: updated where frozen channels show, deleted where they do not.
     admin.call("PUT", "/v3/group_channels/l3/freeze", {"freeze": True})
     latest.wait_for(ChangeKind.UPDATED, "l3", Source.CHANNEL_FROZEN)
-    unfrozen.wait_for(ChangeKind.DELETED, "l3", Source.CHANNEL_FROZEN)
+    assert unfrozen.wait_for(ChangeKind.DELETED, "l3", Source.CHANNEL_FROZEN)["freeze"] is False  # as it was shown
     admin.call("PUT", "/v3/group_channels/l3/freeze", {"freeze": False})
     unfrozen.wait_for(ChangeKind.ADDED, "l3", Source.CHANNEL_UNFROZEN)
     check_all()
@@ -308,7 +311,7 @@ def test_changes_made_while_offline_arrive_as_the_changelog(
     for index in range(5):
         admin.call("POST", "/v3/group_channels", {"channel_url": f"o{index}", "user_ids": [ME, "bob"], "name": f"o{index}"})
     recorder = Recorder()
-    query = {"order": "channel_name_alphabetical"}
+    query = {"order": "channel_name_alphabetical", "include_empty": True}
     with client.group_channel_collection(query, limit=10) as collection:
         collection.add_listener(recorder)
         load_all(collection)
@@ -340,7 +343,7 @@ def test_the_first_page_comes_from_the_cache_offline(
     admin.user("bob")
     for index in range(7):
         admin.call("POST", "/v3/group_channels", {"channel_url": f"c{index}", "user_ids": [ME, "bob"], "name": f"c{index}"})
-    query = GroupChannelListQuery(order=Order.CHANNEL_NAME_ALPHABETICAL, limit=4)
+    query = GroupChannelListQuery(order=Order.CHANNEL_NAME_ALPHABETICAL, limit=4, include_empty=True)
     with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache")) as online:
         online.connect(ME, token).result(TIMEOUT)
         with online.group_channel_collection(query) as collection:
@@ -363,8 +366,8 @@ def test_the_query_options_shape_the_channels(world: Tuple[parley.Client, str, A
     client, _, admin = world
     admin.call("POST", "/v3/group_channels", {"channel_url": "shape", "user_ids": [ME, "bob"]})
     admin.call("POST", "/v3/group_channels/shape/metadata", {"metadata": {"k": "v"}})
-    with client.group_channel_collection(include_member_list=False, include_metadata=False) as bare, \
-            client.group_channel_collection() as full:
+    with client.group_channel_collection(include_member_list=False, include_metadata=False, include_empty=True) as bare, \
+            client.group_channel_collection(include_empty=True) as full:
         channel = bare.load_more().result(TIMEOUT)[0]
         assert "members" not in channel and "metadata" not in channel
         full.load_more().result(TIMEOUT)
@@ -395,7 +398,7 @@ def test_invalid_queries_are_refused_naming_the_field(world: Tuple[parley.Client
 def test_misuse_gives_clear_errors(world: Tuple[parley.Client, str, Admin], server: RunningServer, tmp_path: Path) -> None:
     client, _, admin = world
     admin.call("POST", "/v3/group_channels", {"channel_url": "only", "user_ids": [ME]})
-    collection = client.group_channel_collection(limit=5)
+    collection = client.group_channel_collection(limit=5, include_empty=True)
     assert collection.load_more().result(TIMEOUT)[0]["channel_url"] == "only"
     wait_until(lambda: not collection.has_more, "the server's page to end the list")
     assert collection.load_more().result(TIMEOUT) == []  # nothing more: an empty page
@@ -468,7 +471,7 @@ def test_async_changes(server: RunningServer, admin: Admin, tmp_path: Path) -> N
     async def main() -> None:
         async with parley.AsyncClient(server_url=server.url, cache_dir=str(tmp_path / "cache")) as client:
             await client.connect(ME, token)
-            with client.group_channel_collection(order=Order.CHRONOLOGICAL) as collection:
+            with client.group_channel_collection(order=Order.CHRONOLOGICAL, include_empty=True) as collection:
                 assert [c["channel_url"] for c in await collection.load_more()] == ["a1"]
                 admin.call("POST", "/v3/group_channels", {"channel_url": "a2", "user_ids": ["bob", ME]})
                 async for change in collection.changes():
@@ -499,7 +502,7 @@ def test_dispose_from_inside_a_callback(world: Tuple[parley.Client, str, Admin])
         calls.append(context.source.value)
         holder["collection"].dispose()  # from inside its own callback
 
-    holder["collection"] = client.group_channel_collection(on_updated=on_updated)
+    holder["collection"] = client.group_channel_collection(on_updated=on_updated, include_empty=True)
     holder["collection"].load_more().result(TIMEOUT)
     wait_until(lambda: not holder["collection"].disposed and holder["collection"].channel_urls == ["self"], "the channel")
     admin.send("self", "bob", "one")

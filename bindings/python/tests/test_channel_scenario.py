@@ -18,17 +18,22 @@ TIMEOUT = 20.0
 
 
 class Seen:
-    """Changes per view, one (kind, channel, source) entry per channel."""
+    """Changes per view, one (kind, channel, source, channel object) entry per channel."""
 
     def __init__(self) -> None:
-        self.entries: Dict[str, List[Tuple[str, str, str]]] = {}
+        self.entries: Dict[str, List[Tuple[str, str, str, Any]]] = {}
+        self.mismatches: List[str] = []
         self.condition = threading.Condition()
 
     def listener(self, view: str) -> Any:
         def record(change: parley.ChannelChange) -> None:
-            urls = change.channel_urls or [c["channel_url"] for c in change.channels]
+            # Every change carries the channel objects; a deletion also their URLs, which must agree.
+            urls = [c["channel_url"] for c in change.channels]
+            if change.kind is parley.ChangeKind.DELETED and urls != change.channel_urls:
+                self.mismatches.append(f"{view}: deleted {change.channel_urls} vs objects {urls}")
             with self.condition:
-                self.entries.setdefault(view, []).extend((change.kind.value, url, change.context.source.value) for url in urls)
+                self.entries.setdefault(view, []).extend(
+                    (change.kind.value, url, change.context.source.value, channel) for url, channel in zip(urls, change.channels))
                 self.condition.notify_all()
         return record
 
@@ -38,11 +43,12 @@ class Seen:
             while True:
                 for entry in self.entries.get(expected["view"], []):
                     if entry[0] == expected["kind"] and entry[1] == expected["channel"] and \
-                            ("source" not in expected or entry[2] == expected["source"]):
+                            ("source" not in expected or entry[2] == expected["source"]) and \
+                            all(entry[3].get(key) == value for key, value in expected.get("fields", {}).items()):
                         self.entries[expected["view"]].remove(entry)
                         return
                 left = deadline - time.monotonic()
-                assert left > 0, f"{where}: no {expected}; seen {self.entries.get(expected['view'])}"
+                assert left > 0, f"{where}: no {expected}; seen {[entry[:3] for entry in self.entries.get(expected['view'], [])]}"
                 self.condition.wait(left)
 
 
@@ -107,3 +113,4 @@ def test_shared_channel_collection_scenario(server: RunningServer, admin: Admin,
                 wait_for_listings(where)
         for collection in views.values():
             collection.dispose()
+        assert not seen.mismatches

@@ -146,6 +146,16 @@ def test_every_operation_against_the_real_server(server, admin):
         page = run(alice, "list_messages", channel_url=url, message_ts=second["created_at"] + 1, prev_limit=10, next_limit=0)
         assert [message["message_id"] for message in page["messages"]] == [first["message_id"], second["message_id"]]
         assert page["has_next"] is False
+        # The reference SDK's defaults: the anchor's own message only when asked, its type names.
+        around = run(alice, "list_messages", channel_url=url, message_id=second["message_id"], prev_limit=10, next_limit=10)
+        assert [message["message_id"] for message in around["messages"]] == [first["message_id"]]
+        around = run(alice, "list_messages", channel_url=url, message_id=second["message_id"], prev_limit=10, next_limit=10,
+                     include=True)
+        assert [message["message_id"] for message in around["messages"]] == [first["message_id"], second["message_id"]]
+        for name, count in (("user", 2), ("all", 2), ("file", 0), ("admin", 0), ("MESG", 2)):
+            assert len(run(alice, "list_messages", channel_url=url, prev_limit=10, message_type=name)["messages"]) == count, name
+        with pytest.raises(parley.InvalidArgument):
+            run(alice, "list_messages", channel_url=url, message_type="text")
         replies = run(alice, "list_thread_replies", channel_url=url, parent_message_id=first["message_id"], message_ts=0, next_limit=10, prev_limit=0)
         assert [message["message_id"] for message in replies["messages"]] == [reply["message_id"]]
         assert run(alice, "get_message", channel_url=url, message_id=second["message_id"])["message"] == "hi alice"
@@ -220,6 +230,18 @@ def test_every_operation_against_the_real_server(server, admin):
         public = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice"], "is_public": True, "name": "Lobby"})
         assert run(bob, "join_channel", channel_url=public["channel_url"])["member_state"] == "joined"
         run(bob, "leave_channel", channel_url=public["channel_url"])
+        # The public channel list: without empty channels unless asked; all or only joined ones.
+        lobby = [public["channel_url"]]
+
+        def public_urls(user: parley.Client, **params: object) -> list:
+            return [c["channel_url"] for c in run(user, "list_public_group_channels", channel_urls=lobby, **params)["channels"]]
+
+        assert public_urls(bob) == [] and public_urls(bob, show_empty=True) == lobby
+        admin.send(public["channel_url"], "alice", "welcome")
+        assert public_urls(bob) == public_urls(bob, public_membership_filter="all") == lobby
+        assert public_urls(bob, public_membership_filter="joined") == []
+        assert public_urls(alice, public_membership_filter="joined") == lobby
+        assert run(alice, "list_public_group_channels", channel_urls=[url])["channels"] == []  # not public
         private = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice"], "name": "Private"})
         with pytest.raises(parley.Forbidden) as raised:
             run(bob, "join_channel", channel_url=private["channel_url"])

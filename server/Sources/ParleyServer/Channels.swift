@@ -294,6 +294,8 @@ enum Channels {
         var queryAnd = false
         var createdAfter: Int64?, createdBefore: Int64?
         var metadataKey: String?, metadataValues: [String]?, metadataPrefix: String?
+        /// `group_channels` only: `joined` keeps the channels the viewer has joined.
+        var joinedOnlyByViewer = false
     }
 
     static func parseFilter(_ i: Input, viewer: String?, mine: Bool) throws -> ListFilter {
@@ -307,6 +309,10 @@ enum Channels {
         if mine {
             f.hiddenMode = try i.enumValue("hidden_mode", ["unhidden_only", "hidden_only", "hidden_allow_auto_unhide", "hidden_prevent_auto_unhide", "all"], default: "unhidden_only")
             f.unreadFilter = try i.enumValue("unread_filter", ["all", "unread_message"], default: "all")
+        } else if try i.enumValue("public_membership_filter", ["all", "joined"], default: "all") == "joined" {
+            // The public channel list's membership filter; it needs a user to be a member.
+            guard viewer != nil else { throw APIError.invalid("public_membership_filter", "joined needs a user: call with a Session-Key.") }
+            f.joinedOnlyByViewer = true
         }
         f.customTypes = try i.stringList("custom_types")
         f.customTypePrefix = try i.string("custom_type_startswith")
@@ -332,6 +338,7 @@ enum Channels {
     static func matches(_ s: ServerState, _ c: ChannelRecord, _ f: ListFilter) -> Bool {
         if !f.showEmpty && s.lastMessage(c, for: f.viewer) == nil { return false }
         if !f.showFrozen && c.freeze { return false }
+        if f.joinedOnlyByViewer && (f.viewer.flatMap { c.members[$0] })?.state != "joined" { return false }
         if f.distinctMode == "distinct" && !c.isDistinct { return false }
         if f.distinctMode == "nondistinct" && c.isDistinct { return false }
         if f.publicMode == "public" && !c.isPublic { return false }
