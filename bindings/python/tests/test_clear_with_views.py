@@ -45,7 +45,7 @@ def test_channel_views_reload_after_a_clear(server: RunningServer, admin: Admin,
     token = admin.user(ME)
     admin.user("bob")
     make_channels(admin, 8)
-    truth = channel_listing(server, token, {"order": "channel_name_alphabetical"})
+    truth = channel_listing(server, token, {"order": "channel_name_alphabetical", "include_empty": True})
     with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache")) as client:
         client.connect(ME, token).result(TIMEOUT)
         query = GroupChannelListQuery(order=parley.GroupChannelListOrder.CHANNEL_NAME_ALPHABETICAL, include_empty=True, limit=3)
@@ -97,7 +97,7 @@ def test_a_channel_view_cleared_offline_reloads_when_the_connection_is_back(
                 admin.call("POST", "/v3/group_channels", {"channel_url": "late", "user_ids": [ME, "bob"], "name": "late"})
                 proxy.come_back()
                 client.reconnect()
-                truth = channel_listing(server, token, {})
+                truth = channel_listing(server, token, {"include_empty": True})
                 wait_until(lambda: collection.channel_urls == truth[:2], "the first page after the reconnection")
                 walk(collection, story)
                 assert collection.channel_urls == truth
