@@ -126,7 +126,9 @@ typedef struct {
 } view_state;
 
 /* Every view lists what the server lists for the viewer (waiting for the views to catch up). */
-static int listings_match(parley_client *admin, const char *viewer, view_state *views, int count, const char *place) {
+/* Waits until every view lists what the server lists; with `load`, pages views that have more
+ * meanwhile (after a clear, views reload their first page and are walked again). */
+static int listings_match(parley_client *admin, const char *viewer, view_state *views, int count, const char *place, int load) {
     int all = 1;
     for (int v = 0; v < count; v++) {
         char path[1024], truth[4096] = "", mine[4096] = "";
@@ -148,6 +150,16 @@ static int listings_match(parley_client *admin, const char *viewer, view_state *
             json_decref(listed);
             parley_free(text);
             if (strcmp(mine, truth) == 0) break;
+            int has_more = 0;
+            if (load) CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_has_more(views[v].collection, &has_more));
+            if (has_more) {
+                result_slot page;
+                slot_init(&page);
+                CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_load_more(views[v].collection, on_result, &page));
+                CHECK(wait_slot(&page) && page.code == 0);
+                free(page.json);
+                continue;
+            }
             struct timespec pause = {0, 10000000L};
             nanosleep(&pause, NULL);
         }
@@ -235,7 +247,7 @@ int main(void) {
         }
         view_count++;
     }
-    CHECK(listings_match(admin, viewer, views, view_count, "after loading"));
+    CHECK(listings_match(admin, viewer, views, view_count, "after loading", 0));
 
     int online = 1;
     json_array_foreach(json_object_get(scenario, "steps"), index, item) {
@@ -262,6 +274,8 @@ int main(void) {
             CHECK_STATUS(PARLEY_OK, parley_client_connect(client, NULL, viewer, token, on_result, &slot));
             CHECK(wait_slot(&slot) && slot.code == 0);
             online = 1;
+        } else if (json_is_true(json_object_get(item, "clear"))) {
+            CHECK_STATUS(PARLEY_OK, parley_client_clear_cached_data(client));
         }
         size_t expected_index;
         json_t *expected;
@@ -271,7 +285,7 @@ int main(void) {
                 check_failures++;
             }
         }
-        if (online) CHECK(listings_match(admin, viewer, views, view_count, place));
+        if (online) CHECK(listings_match(admin, viewer, views, view_count, place, json_is_true(json_object_get(item, "clear"))));
     }
     for (int v = 0; v < view_count; v++) CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_dispose(views[v].collection));
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(client));

@@ -150,7 +150,12 @@ static void ids_of(json_t *messages, int reverse, char *out, size_t size) {
 }
 
 /* Every view shows what the server lists for the viewer (waiting for the views to catch up). */
-static int listings_match(parley_client *admin, const char *viewer, const char *channel, view_state *views, int count, const char *place) {
+static void load_all(parley_message_collection *collection, result_slot *slot);
+
+/* Waits until every view shows what the server lists; with `load`, pages views both ways
+ * meanwhile (after a clear, views reload around their starting point and are walked again). */
+static int listings_match(parley_client *admin, const char *viewer, const char *channel, view_state *views, int count, const char *place,
+                          int load) {
     int all = 1;
     for (int v = 0; v < count; v++) {
         char path[1024], truth[8192] = "", mine[8192] = "", position[128] = "message_ts=0&include=true";
@@ -178,6 +183,12 @@ static int listings_match(parley_client *admin, const char *viewer, const char *
             if (!more) break;
         }
         for (int waited = 0; waited < 2000; waited++) {
+            if (load) {
+                result_slot page;
+                slot_init(&page);
+                load_all(views[v].collection, &page);
+                free(page.json);
+            }
             char *text = NULL;
             CHECK_STATUS(PARLEY_OK, parley_message_collection_messages(views[v].collection, &text));
             json_error_t error;
@@ -284,7 +295,7 @@ int main(void) {
         load_all(views[view_count].collection, &slot);
         view_count++;
     }
-    CHECK(listings_match(admin, viewer, channel, views, view_count, "after loading"));
+    CHECK(listings_match(admin, viewer, channel, views, view_count, "after loading", 0));
 
     int online = 1;
     json_array_foreach(json_object_get(scenario, "steps"), index, item) {
@@ -307,6 +318,8 @@ int main(void) {
             CHECK_STATUS(PARLEY_OK, parley_client_connect(client, NULL, viewer, token, on_result, &slot));
             CHECK(wait_slot(&slot) && slot.code == 0);
             online = 1;
+        } else if (json_is_true(json_object_get(item, "clear"))) {
+            CHECK_STATUS(PARLEY_OK, parley_client_clear_cached_data(client));
         }
         size_t expected_index;
         json_t *expected;
@@ -316,7 +329,7 @@ int main(void) {
                 check_failures++;
             }
         }
-        if (online) CHECK(listings_match(admin, viewer, channel, views, view_count, place));
+        if (online) CHECK(listings_match(admin, viewer, channel, views, view_count, place, json_is_true(json_object_get(item, "clear"))));
     }
     for (int v = 0; v < view_count; v++) CHECK_STATUS(PARLEY_OK, parley_message_collection_dispose(views[v].collection));
     CHECK_STATUS(PARLEY_OK, parley_client_destroy(client));

@@ -137,7 +137,9 @@ import Testing
         }
         defer { views.forEach { $0.collection.dispose() } }
 
-        func listingsMatch(_ place: String) throws {
+        /// Waits until every view lists what the server lists; with `load`, views with more are
+        /// paged meanwhile (after a clear they reload their first page and are walked again).
+        func listingsMatch(_ place: String, load: Bool = false) throws {
             for view in views {
                 var truth: [String] = []
                 var position = ""
@@ -150,7 +152,14 @@ import Testing
                     guard let next = page["next"]?.stringValue, !next.isEmpty else { break }
                     position = "&token=" + URLEncoding.percentEncode(next)
                 }
-                let matched = engineWaitUntil { view.collection.channels.compactMap { $0["channel_url"]?.stringValue } == truth }
+                let matched = engineWaitUntil {
+                    if load && view.collection.hasMore {
+                        let page = Box<Result<[JSONText], ParleyError>?>(nil)
+                        view.collection.loadMore { result in page.update { $0 = result } }
+                        _ = engineWaitUntil { page.value != nil }
+                    }
+                    return view.collection.channels.compactMap { $0["channel_url"]?.stringValue } == truth
+                }
                 #expect(matched, "\(place): view \(view.name) \(view.collection.channels.compactMap { $0["channel_url"]?.stringValue }) != \(truth)")
             }
         }
@@ -168,6 +177,8 @@ import Testing
             } else if step["connect"]?.boolValue == true {
                 _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
                 online = true
+            } else if step["clear"]?.boolValue == true {
+                try client.clearCachedData()
             }
             for expected in step["expect"]?.arrayValue ?? [] {
                 let view = expected["view"]?.stringValue ?? "", kind = expected["kind"]?.stringValue ?? ""
@@ -189,7 +200,7 @@ import Testing
                 }
                 #expect(taken, "\(place): no \(kind) of \(channel) in \(view) (\(source ?? "any source"), \(fields)); seen \(seen.value.map { ($0.0, $0.1, $0.2, $0.3) })")
             }
-            if online { try listingsMatch(place) }
+            if online { try listingsMatch(place, load: step["clear"]?.boolValue == true) }
         }
         #expect(mismatches.value.isEmpty, "\(mismatches.value)")
     }

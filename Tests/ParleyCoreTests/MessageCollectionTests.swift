@@ -305,7 +305,9 @@ import Testing
         }
         defer { views.forEach { $0.collection.dispose() } }
 
-        func listingsMatch(_ place: String) throws {
+        /// Waits until every view shows what the server lists; with `load`, views are paged both
+        /// ways meanwhile.
+        func listingsMatch(_ place: String, load: Bool = false) throws {
             for view in views {
                 var truth: [Int64] = []
                 var position = "message_ts=0&include=true"
@@ -323,7 +325,21 @@ import Testing
                     let ids = collection.messages.filter { $0["sending_status"] == nil }.compactMap { $0["message_id"]?.int64Value }
                     return reverse ? ids.reversed() : ids
                 }
-                #expect(engineWaitUntil { shown() == truth }, "\(place): view \(view.name) \(shown()) != \(truth)")
+                #expect(engineWaitUntil {
+                    if load {
+                        // After a clear the view reloads around its starting point: walk it again.
+                        for _ in 0..<100 where view.collection.hasPrevious || view.collection.hasNext {
+                            let page = Box<Result<MessageList, ParleyError>?>(nil)
+                            if view.collection.hasPrevious {
+                                view.collection.loadPrevious { result in page.update { $0 = result } }
+                            } else {
+                                view.collection.loadNext { result in page.update { $0 = result } }
+                            }
+                            _ = engineWaitUntil { page.value != nil }
+                        }
+                    }
+                    return shown() == truth
+                }, "\(place): view \(view.name) \(shown()) != \(truth)")
             }
         }
         try listingsMatch("after loading")
@@ -342,6 +358,8 @@ import Testing
             } else if step["connect"]?.boolValue == true {
                 _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
                 online = true
+            } else if step["clear"]?.boolValue == true {
+                try client.clearCachedData()
             }
             for expected in step["expect"]?.arrayValue ?? [] {
                 let view = expected["view"]?.stringValue ?? "", kind = expected["kind"]?.stringValue ?? ""
@@ -362,7 +380,7 @@ import Testing
                 }
                 #expect(taken, "\(place): no \(kind) of '\(text)' in \(view) (\(source ?? "any source")); seen \(seen.value.filter { $0.0 == view })")
             }
-            if online { try listingsMatch(place) }
+            if online { try listingsMatch(place, load: step["clear"]?.boolValue == true) }
         }
     }
 }

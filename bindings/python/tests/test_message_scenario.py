@@ -105,13 +105,20 @@ def test_shared_message_collection_scenario(server: RunningServer, admin: Admin,
             order = [m["message_id"] for m in messages]
             return order[::-1] if scenario["views"][name]["params"].get("reverse") else order
 
-        def wait_for_listings(where: str) -> None:
+        def wait_for_listings(where: str, load: bool = False) -> None:
+            """Until every view shows what the server lists; with `load`, views are paged both
+            ways meanwhile (after a clear they reload around their starting point)."""
             for name, spec in scenario["views"].items():
                 truth = listing(server, token, channel, spec["listing"])
                 deadline = time.monotonic() + TIMEOUT
                 while shown(name) != truth:
                     assert time.monotonic() < deadline, f"{where}: view {name} {shown(name)} != {truth}"
-                    time.sleep(0.02)
+                    if load and views[name].has_previous:
+                        views[name].load_previous().result(TIMEOUT)
+                    elif load and views[name].has_next:
+                        views[name].load_next().result(TIMEOUT)
+                    else:
+                        time.sleep(0.02)
 
         wait_for_listings("after loading")
         online = True
@@ -127,9 +134,11 @@ def test_shared_message_collection_scenario(server: RunningServer, admin: Admin,
             elif step.get("connect"):
                 client.connect(viewer, token).result(TIMEOUT)
                 online = True
+            elif step.get("clear"):
+                client.clear_cached_data()
             for expected in step.get("expect", []):
                 seen.take(expected, where)
             if online:
-                wait_for_listings(where)
+                wait_for_listings(where, load=bool(step.get("clear")))
         for view in views.values():
             view.dispose()
