@@ -154,6 +154,7 @@ static int listings_match(parley_client *admin, const char *viewer, view_state *
             if (load) CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_has_more(views[v].collection, &has_more));
             if (has_more) {
                 result_slot page;
+                memset(&page, 0, sizeof page);  /* slot_init frees the previous result */
                 slot_init(&page);
                 CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_load_more(views[v].collection, on_result, &page));
                 CHECK(wait_slot(&page) && page.code == 0);

@@ -185,6 +185,7 @@ static int listings_match(parley_client *admin, const char *viewer, const char *
         for (int waited = 0; waited < 2000; waited++) {
             if (load) {
                 result_slot page;
+                memset(&page, 0, sizeof page);  /* slot_init frees the previous result */
                 slot_init(&page);
                 load_all(views[v].collection, &page);
                 free(page.json);

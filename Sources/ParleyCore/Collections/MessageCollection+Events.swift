@@ -165,16 +165,21 @@ extension MessageCollection {
     }
 
     /// `clear_cached_data` emptied the view: it loads the server's page around its starting
-    /// point again (reported as `added`, source `api_load`), now if online, else after the
-    /// next catch-up (docs/C-API.md "Clearing the cache with views open").
+    /// point again (reported as `added`, source `api_load`) and refreshes its channel, now if
+    /// online, else after the next catch-up (docs/C-API.md "Clearing the cache with views open").
     private func reloadAfterClear() {
         guard view.started else { return }
         view.verified = false
         if !view.operations.contains(where: { if case .reload = $0.kind { true } else { false } }) {
             view.operations.append(Operation(kind: .reload, fail: { _ in }))
         }
-        // Never from inside the feed's delivery (as after a catch-up).
-        engine.queue.async { self.runOperations() }
+        // Never from inside the feed's delivery (as after a catch-up). The channel went with
+        // the cache too: refreshed, so that what depends on the cached channel (the history
+        // offset, how a hide is attributed) holds again.
+        engine.queue.async {
+            self.runOperations()
+            self.refreshChannel()
+        }
     }
 
     /// The stream dropped while the view showed the newest end: messages may arrive unseen,
