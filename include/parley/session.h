@@ -73,11 +73,15 @@ int parley_client_set_connection_handler(parley_client *client, parley_connectio
  * see parley_event_categories), or cache_unavailable {"reason"} (the cache file could not be
  * opened: the client works on an in-memory cache, so nothing, pending messages included,
  * survives the process), or cache_recovered {"reason", "moved_to", "restored_req_ids",
- * "lost": [{"req_id", "channel_url"}], "unreadable"?, "lost_unknown"} (the cache file was
- * damaged and replaced; the unsent messages that read back whole were carried over and are
- * sent as usual; each lost one is also reported as message_failed; lost_unknown true: the
- * unsent messages could not all be listed — e.g. the header destroyed or the file
- * truncated — so more may be lost than "lost" names, their number unknown), or resync
+ * "restored_from_journal", "lost": [{"req_id", "channel_url"}], "unreadable"?,
+ * "journal_unreadable"?, "lost_unknown"} (the cache file was damaged and replaced; the
+ * unsent messages that read back whole were carried over and are sent as usual, and so
+ * were those only the outbox journal beside the file (<file>.outbox) still held —
+ * "restored_from_journal", also in "restored_req_ids"; each lost one is also reported as
+ * message_failed; lost_unknown true: neither the file — e.g. the header destroyed or the
+ * file truncated, "unreadable" — nor the journal — missing or damaged,
+ * "journal_unreadable" — could list the unsent messages, so more may be lost than "lost"
+ * names, their number unknown), or resync
  * {"reason", "channel_urls"} (a sync category: the stream resumed past the server's
  * retention, events were lost; reported once the channel changelogs ran, naming the
  * channels they found changed or removed meanwhile — messages of theirs may never have

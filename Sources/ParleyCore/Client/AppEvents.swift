@@ -84,8 +84,11 @@ struct AppEventReporter: Sendable {
                 "lost": .array(salvage.lost.map { .object(["req_id": .string($0.reqID), "channel_url": .string($0.channelURL)]) }),
             ]
             if let unreadable = salvage.unreadable { fields["unreadable"] = .string(unreadable) }
-            // Unsent messages the file held but could not even list are in no count: say so.
-            fields["lost_unknown"] = .bool(salvage.unreadable != nil)
+            fields["restored_from_journal"] = .array(salvage.restoredFromJournal.map(JSONValue.string))
+            if let journal = salvage.journalUnreadable { fields["journal_unreadable"] = .string(journal) }
+            // Unsent messages the file held but could not even list, and the outbox journal
+            // could not list either, are in no count: say so.
+            fields["lost_unknown"] = .bool(salvage.lostUnknown)
             events.append((EventCategory.cacheRecovered.name, "", .object(fields)))
         case .resync(let reason, let channelURLs):
             events.append((EventCategory.resync.name, "", .object([

@@ -198,7 +198,11 @@ extension ChatCache {
             try database.statement("DELETE FROM channel_members WHERE channel_url = ?1").run([.text(url)])
             removed += try removeChannelMessages(url: url)
             removed += try database.statement("DELETE FROM local_messages WHERE channel_url = ?1").run([.text(url)])
-            try database.statement("DELETE FROM outbox WHERE channel_url = ?1").run([.text(url)])
+            var removedReqIDs: [String] = []
+            try database.statement("DELETE FROM outbox WHERE channel_url = ?1 RETURNING req_id").rows([.text(url)]) { row in
+                removedReqIDs.append(row.string(0) ?? "")
+            }
+            for reqID in removedReqIDs { journal(.done(reqID: reqID)) }
             try database.statement("DELETE FROM channel_access WHERE channel_url = ?1").run([.text(url)])
             return removed > 0
         }

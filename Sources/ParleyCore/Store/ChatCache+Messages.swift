@@ -79,7 +79,9 @@ extension ChatCache {
             ).run([.text(columns.reqID), .text(columns.channelURL)])
             if removed > 0 {
                 replacedReqID = columns.reqID
-                try database.statement("DELETE FROM outbox WHERE req_id = ?1").run([.text(columns.reqID)])
+                if try database.statement("DELETE FROM outbox WHERE req_id = ?1").run([.text(columns.reqID)]) > 0 {
+                    journal(.done(reqID: columns.reqID))
+                }
             }
         }
         var stored: (updatedAt: Int64, json: String)?

@@ -4,6 +4,18 @@
 // row in one committed transaction, before the engine does any network I/O for it. In WAL
 // mode with synchronous=NORMAL a committed transaction survives the process being killed
 // (not necessarily a power loss), which is what "accepted by send survives a crash" needs.
+//
+// The outbox journal (`OutboxJournal`, `<cache file>.outbox`) keeps the unsent messages a
+// second time, apart from the SQLite file, so that a file destroyed as a whole (header
+// overwritten, truncated) does not take them along: after the commit that accepts a message,
+// an "add" record with its pending message and outbox request is appended; after the commit
+// that removes its outbox row (sent, canceled, removed, channel deleted), a "done" record.
+// Records are queued while a transaction is open and written when the outermost one commits
+// (dropped when it, or the savepoint that made them, rolls back). The guarantee is the
+// cache's own (a process crash, not a power loss: no fsync); the one window, a crash between
+// the commit and the append, loses only the journal's copy of that change, and every open
+// rewrites the journal from the cache when they disagree, so it matters only if the file is
+// destroyed before the next open.
 
 extension ChatCache {
     /// Stores a message the app just sent, before any network I/O: it must have a
@@ -37,6 +49,9 @@ extension ChatCache {
                 """).run([.text(reqID), .text(channelURL), .integer(createdAt), .text(json)])
             if let outbox {
                 try enqueueOutbox(reqID: reqID, channelURL: channelURL, kind: outbox.kind, requestJSON: outbox.requestJSON)
+                journal(.add(OutboxJournal.Record(
+                    reqID: reqID, channelURL: channelURL, createdAt: createdAt, kind: outbox.kind, messageJSON: json,
+                    requestJSON: outbox.requestJSON)))
             }
             return CachedLocalMessage(
                 reqID: reqID, channelURL: channelURL, createdAt: createdAt, status: .pending,
@@ -134,7 +149,9 @@ extension ChatCache {
     @discardableResult
     public func removeLocalMessage(reqID: String) throws(ParleyError) -> Bool {
         try transaction { () throws(ParleyError) in
-            try database.statement("DELETE FROM outbox WHERE req_id = ?1").run([.text(reqID)])
+            if try database.statement("DELETE FROM outbox WHERE req_id = ?1").run([.text(reqID)]) > 0 {
+                journal(.done(reqID: reqID))
+            }
             return try database.statement("DELETE FROM local_messages WHERE req_id = ?1").run([.text(reqID)]) > 0
         }
     }
@@ -208,7 +225,49 @@ extension ChatCache {
     /// Removes a queued request (sent, or canceled). False when not queued.
     @discardableResult
     public func removeOutboxEntry(reqID: String) throws(ParleyError) -> Bool {
-        try database.statement("DELETE FROM outbox WHERE req_id = ?1").run([.text(reqID)]) > 0
+        guard try database.statement("DELETE FROM outbox WHERE req_id = ?1").run([.text(reqID)]) > 0 else { return false }
+        journal(.done(reqID: reqID))
+        return true
+    }
+
+    // MARK: Outbox journal
+
+    /// Queues a journal record for the commit of the open transaction (written at once
+    /// outside one: the statement before it committed itself).
+    func journal(_ operation: OutboxJournal.Operation) {
+        guard journal != nil else { return }
+        journalPending.append(operation)
+        if !database.isInTransaction { flushJournal() }
+    }
+
+    /// Writes the queued records (after a commit). A journal that could not be written, or
+    /// that has grown too long, is rebuilt from the cache.
+    func flushJournal() {
+        guard let journal, !journalPending.isEmpty else { return }
+        let operations = journalPending
+        journalPending.removeAll()
+        do throws(ParleyError) {
+            try journal.append(operations)
+            if journal.needsCompaction { try journal.rewrite(try journalRecordsFromCache()) }
+        } catch {
+            // The file may miss a record: removed by `append`, rebuilt here if possible (if
+            // not, a recovery says its losses are unknown, which is the truth).
+            try? journal.rewrite(try journalRecordsFromCache())
+        }
+    }
+
+    /// The journal records of the cache's unsent messages, in outbox order.
+    func journalRecordsFromCache() throws(ParleyError) -> [OutboxJournal.Record] {
+        var records: [OutboxJournal.Record] = []
+        try database.statement("""
+            SELECT o.req_id, o.channel_url, l.created_at, o.kind, l.json, o.request_json
+            FROM outbox o JOIN local_messages l ON l.req_id = o.req_id ORDER BY o.sequence
+            """).rows { row in
+            records.append(OutboxJournal.Record(
+                reqID: row.string(0) ?? "", channelURL: row.string(1) ?? "", createdAt: row.int64(2),
+                kind: row.string(3) ?? "", messageJSON: row.string(4) ?? "{}", requestJSON: row.string(5) ?? "{}"))
+        }
+        return records
     }
 
     static let localMessageColumns = "req_id, channel_url, created_at, sending_status, error_code, error_message, json"

@@ -1,7 +1,10 @@
 // Salvaging a damaged cache file: before the fresh file takes over, the unsent messages
 // (local messages and their outbox requests) are read from the old one, row by row, and
 // whatever reads back whole is carried over. The rest of the cache can be fetched again
-// from the server; a message that was never sent cannot, so what is lost is told.
+// from the server; a message that was never sent cannot, so what is lost is told. Then the
+// outbox journal (`OutboxJournal`, kept beside the file) gives back every unsent message the
+// file did not: when the journal was read to its end, the unsent set is known even if the
+// file could not be read at all.
 
 /// An unsent message a damaged file held that could not be carried over.
 public struct LostMessage: Sendable, Hashable {
@@ -21,8 +24,18 @@ public struct CacheSalvage: Sendable, Hashable {
     /// Unsent messages seen but not readable whole.
     public var lost: [LostMessage]
     /// Set when a table of unsent messages could not be read to its end: more may be lost
-    /// than `lost` lists.
+    /// than `lost` lists, unless the outbox journal was read whole.
     public var unreadable: String?
+    /// Unsent messages restored from the outbox journal (the file did not give them back);
+    /// also in `restoredReqIDs`.
+    public var restoredFromJournal: [String] = []
+    /// Why the outbox journal could not tell the unsent set (missing, a bad line, a read
+    /// error); nil when it was read to its end.
+    public var journalUnreadable: String?
+
+    /// More may be lost than `lost` lists: neither the file nor the journal could list
+    /// every unsent message.
+    public var lostUnknown: Bool { unreadable != nil && journalUnreadable != nil }
 }
 
 extension ChatCache {
@@ -86,6 +99,37 @@ extension ChatCache {
             }
         }
         return salvage
+    }
+
+    /// Restores the journal's live messages that `salvage` did not carry over from the file:
+    /// pending again, with a fresh outbox row (attempts 0; the same req_id, so a message the
+    /// server already has is deduped by it).
+    func restoreFromJournal(_ contents: OutboxJournal.Contents, into salvage: inout CacheSalvage) {
+        salvage.journalUnreadable = contents.failure
+        let carried = Set(salvage.restoredReqIDs)
+        for record in contents.live where !carried.contains(record.reqID) {
+            guard case .object(var fields)? = try? JSONValue.parse(record.messageJSON) else { continue }
+            fields["message_id"] = .int(0)
+            fields["sending_status"] = .string(LocalSendingStatus.pending.rawValue)
+            fields["error_code"] = nil
+            fields["error_message"] = nil
+            do throws(ParleyError) {
+                try transaction { () throws(ParleyError) in
+                    try database.statement("""
+                        INSERT INTO local_messages (req_id, channel_url, created_at, sending_status, json)
+                        VALUES (?1, ?2, ?3, 'pending', ?4)
+                        """).run([.text(record.reqID), .text(record.channelURL), .integer(record.createdAt),
+                                  .text(JSONValue.object(fields).canonicalText)])
+                    try database.statement("INSERT INTO outbox (req_id, channel_url, kind, request_json) VALUES (?1, ?2, ?3, ?4)")
+                        .run([.text(record.reqID), .text(record.channelURL), .text(record.kind), .text(record.requestJSON)])
+                }
+            } catch {
+                continue
+            }
+            salvage.restoredReqIDs.append(record.reqID)
+            salvage.restoredFromJournal.append(record.reqID)
+            salvage.lost.removeAll { $0.reqID == record.reqID }
+        }
     }
 
     /// A salvaged text column: valid UTF-8, else nil.

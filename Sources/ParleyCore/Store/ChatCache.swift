@@ -1,3 +1,5 @@
+import Glibc
+
 /// The client's local cache (one SQLite file per user, or in memory): channels, messages,
 /// continuous message ranges ("chunks"), changelog tokens, key-value meta, pending/failed
 /// local messages and the outbox of sends waiting for the network.
@@ -56,9 +58,23 @@ public final class ChatCache {
         }
         database = try SQLiteDatabase(location: location, migrations: Self.migrations)
         sizeLimitBytes = uncheckedSizeLimitBytes
+        guard case .file(let path) = location else { return }
+        let journalPath = OutboxJournal.path(forCache: path)
+        let contents = OutboxJournal.read(path: journalPath)
         if case .movedAside(.corrupt(let detail), let movedTo)? = database.recovery {
-            salvage = salvageUnsentMessages(from: movedTo, reason: detail)
+            var salvage = salvageUnsentMessages(from: movedTo, reason: detail)
+            restoreFromJournal(contents, into: &salvage)
+            self.salvage = salvage
+            if contents.failure != nil && SQLiteFiles.exists(journalPath) {
+                // Kept beside the damaged file for inspection; a fresh journal follows.
+                _ = rename(journalPath, movedTo + ".outbox")
+            }
         }
+        // The journal is rewritten to what the cache holds when the two disagree (an older
+        // version kept none, a crash fell between a commit and its append) or it grew: from
+        // here on, each change is appended after its commit. Without a journal (it could not
+        // be written) the cache works as before, and a later recovery says its losses are unknown.
+        journal = try? OutboxJournal(path: journalPath, records: journalRecordsFromCache(), current: contents)
     }
 
     /// A read-only second connection to the cache file at `path` (opened by a `ChatCache`
@@ -71,6 +87,11 @@ public final class ChatCache {
     /// After a damaged file was replaced: the unsent messages carried over from it, and
     /// what could not be (see `CacheSalvage`). Nil when the file opened as it was.
     public private(set) var salvage: CacheSalvage?
+
+    /// The outbox journal of a file cache (nil in memory, read-only, or when it could not be
+    /// opened) and the operations waiting for the outermost transaction's commit.
+    var journal: OutboxJournal?
+    var journalPending: [OutboxJournal.Operation] = []
 
     /// Opening skipped the full structural check of a large file (`SQLiteDatabase.quickCheck`
     /// runs it later).
@@ -85,13 +106,27 @@ public final class ChatCache {
     /// Closes the database; later calls throw `.invalidState`. Idempotent.
     public func close() {
         database.close()
+        journal?.close()
+        journal = nil
     }
 
     /// Runs `body` atomically: everything it does to the cache is committed together or
     /// not at all. Nested calls are savepoints.
     @discardableResult
     public func transaction<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
-        try database.transaction(body)
+        guard journal != nil else { return try database.transaction(body) }
+        // Journal records wait for the commit: what a rollback undoes is never journaled.
+        let outermost = !database.isInTransaction
+        let mark = journalPending.count
+        let value: T
+        do throws(ParleyError) {
+            value = try database.transaction(body)
+        } catch {
+            journalPending.removeSubrange(min(mark, journalPending.count)...)
+            throw error
+        }
+        if outermost { flushJournal() }
+        return value
     }
 
     /// Runs `body`'s reads in one read transaction (one committed state for all of them);
@@ -179,6 +214,8 @@ public final class ChatCache {
                 try database.execute("DELETE FROM \(table)")
             }
         }
+        // Nothing is unsent any more.
+        try? journal?.rewrite([])
         // Outside the transaction (VACUUM cannot run inside one): give the space back to
         // the file system, since clearing is how an app frees it. In-memory: nothing to do.
         if case .file = database.location {

@@ -60,8 +60,9 @@ extension Engine {
             thread?.detach()
         }
         if let salvage = opened?.salvage {
-            log(.warning, "cache: carried over \(salvage.restoredReqIDs.count) unsent message(s) from the damaged file; "
-                + "\(salvage.lost.count) lost\(salvage.unreadable.map { " (\($0))" } ?? "")")
+            log(.warning, "cache: carried over \(salvage.restoredReqIDs.count) unsent message(s) from the damaged file "
+                + "(\(salvage.restoredFromJournal.count) from the outbox journal); "
+                + "\(salvage.lostUnknown ? "unknown" : "\(salvage.lost.count)") lost\(salvage.unreadable.map { " (\($0))" } ?? "")")
             // Each lost message is reported as failed: the application learns which sends did not survive.
             let lost = salvage.lost.filter { !$0.reqID.isEmpty }.map { message in
                 CacheChange.localMessageStatusChanged(LocalMessageChange(

@@ -44,6 +44,12 @@ class EventCategory(str, enum.Enum):
     MESSAGE_CANCELED = "message_canceled"
     MESSAGE_RESEND_STARTED = "message_resend_started"
     CACHE_UNAVAILABLE = "cache_unavailable"
+    #: The cache file was damaged and replaced. Payload ``{"reason", "moved_to",
+    #: "restored_req_ids", "restored_from_journal", "lost", "unreadable"?,
+    #: "journal_unreadable"?, "lost_unknown"}``: the unsent messages carried over (from the
+    #: file, or from the outbox journal ``<file>.outbox`` when the file could not give them
+    #: back), those lost (also reported as ``message_failed``), and ``lost_unknown`` true
+    #: only when neither the file nor the journal could list them all.
     CACHE_RECOVERED = "cache_recovered"
     CHANNEL_CHANGELOG = "channel_changelog"
     CHANNEL_CHANGELOG_DELETED = "channel_changelog_deleted"

@@ -1,7 +1,8 @@
 """A damaged cache file: what is read is verified (a row that is not valid UTF-8 JSON is an
 error naming the damage, never undecodable text handed to the application, and marks the
 file for replacement), and when the file is replaced its unsent messages are carried over
-(delivered once) or reported lost."""
+(delivered once) or reported lost. The outbox journal beside the file (`<file>.outbox`) gives
+back the unsent messages of a file destroyed as a whole, so their number is known."""
 from __future__ import annotations
 
 import sqlite3
@@ -50,8 +51,9 @@ def restart(server: RunningServer, tmp_path: Path) -> subprocess.Popen:
     return process
 
 
-def unsent_messages_then_close(server: RunningServer, admin: Admin, cache_dir: Path) -> Tuple[str, List[str], Path]:
-    """alice caches 5 messages of bob's, the server dies, she sends 2 (kept unsent), closes."""
+def unsent_messages_then_close(server: RunningServer, admin: Admin, cache_dir: Path,
+                               count: int = 2) -> Tuple[str, List[str], Path]:
+    """alice caches 5 messages of bob's, the server dies, she sends `count` (kept unsent), closes."""
     token = admin.user("alice")
     admin.user("bob")
     admin.call("POST", "/v3/group_channels", {"channel_url": "room", "user_ids": ["alice", "bob"]})
@@ -63,7 +65,7 @@ def unsent_messages_then_close(server: RunningServer, admin: Admin, cache_dir: P
     wait_until(lambda: len(client.cached_messages("room")) == 5, "cached")
     server.process.kill()
     server.process.wait()
-    req_ids = [client.send_user_message("room", f"unsent {index}")[0]["req_id"] for index in range(2)]
+    req_ids = [client.send_user_message("room", f"unsent {index}")[0]["req_id"] for index in range(count)]
     time.sleep(0.3)
     client.close()
     files = list(cache_dir.rglob("alice.sqlite"))
@@ -110,9 +112,14 @@ def test_a_row_that_is_not_valid_utf8_json_is_an_error_and_the_file_is_replaced_
         again.wait()
 
 
-def test_an_unreadable_outbox_is_reported_lost(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+def journal_of(path: Path) -> Path:
+    return Path(str(path) + ".outbox")
+
+
+def test_an_unreadable_outbox_without_its_journal_is_reported_lost(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     cache_dir = tmp_path / "cache"
     token, req_ids, path = unsent_messages_then_close(server, admin, cache_dir)
+    journal_of(path).unlink()  # as a version without the journal left it: only the file can tell
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
@@ -129,7 +136,7 @@ def test_an_unreadable_outbox_is_reported_lost(server: RunningServer, admin: Adm
             wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
             recovered = events.of("cache_recovered")[0]
             assert recovered["restored_req_ids"] == [] and recovered.get("unreadable"), recovered
-            assert recovered["lost_unknown"] is True
+            assert recovered["lost_unknown"] is True and recovered["journal_unreadable"] == "no outbox journal"
             assert sorted(item["req_id"] for item in recovered["lost"]) == sorted(req_ids)
             failed = [m["req_id"] for m in events.of("message_failed")]
             assert sorted(failed) == sorted(req_ids)
@@ -139,13 +146,7 @@ def test_an_unreadable_outbox_is_reported_lost(server: RunningServer, admin: Adm
         again.wait()
 
 
-@pytest.mark.parametrize("damage", ["header", "truncated"])
-def test_a_file_unreadable_as_a_whole_says_its_losses_are_unknown(
-        server: RunningServer, admin: Admin, tmp_path: Path, damage: str) -> None:
-    """Nothing of the file can be read, so not even its unsent messages can be counted: the
-    event must not claim that none was lost."""
-    cache_dir = tmp_path / "cache"
-    token, _, path = unsent_messages_then_close(server, admin, cache_dir)
+def destroy(path: Path, damage: str) -> None:
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     with open(path, "r+b") as file:
@@ -153,6 +154,53 @@ def test_a_file_unreadable_as_a_whole_says_its_losses_are_unknown(
             file.write(b"\xde\xad\xbe\xef" * 25)
         else:
             file.truncate(512)
+
+
+@pytest.mark.parametrize("damage", ["header", "truncated"])
+def test_a_file_unreadable_as_a_whole_gives_its_unsent_messages_back_from_the_journal(
+        server: RunningServer, admin: Admin, tmp_path: Path, damage: str) -> None:
+    """Nothing of the file can be read, but the outbox journal lists every unsent message:
+    all are restored, none is lost, the losses are known, and each is delivered once."""
+    cache_dir = tmp_path / "cache"
+    token, req_ids, path = unsent_messages_then_close(server, admin, cache_dir, count=3)
+    texts = [f"unsent {index}" for index in range(3)]
+    destroy(path, damage)
+    again = restart(server, tmp_path)
+    try:
+        events = Events()
+        with parley.Client(server_url=server.url, cache_dir=str(cache_dir)) as client:
+            client.set_event_handler(events)
+            client.connect("alice", token).result(TIMEOUT)
+            wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
+            recovered = events.of("cache_recovered")[0]
+            assert recovered.get("unreadable"), recovered
+            assert recovered["restored_req_ids"] == req_ids and recovered["restored_from_journal"] == req_ids, recovered
+            assert recovered["lost"] == [] and recovered["lost_unknown"] is False and "journal_unreadable" not in recovered
+            assert events.of("message_failed") == []
+            wait_until(lambda: delivered_once(admin, texts), "the restored messages delivered")
+            wait_until(lambda: not [m for m in client.cached_messages("room") if m.get("sending_status")], "no local copy left")
+            # Nothing is unsent any more: the journal holds no live record.
+            wait_until(lambda: journal_of(path).stat().st_size == 0, "the journal emptied")
+            time.sleep(0.5)
+            assert delivered_once(admin, texts)
+            assert sorted(m["req_id"] for m in client.cached_messages("room") if m["message"] in texts) == sorted(req_ids)
+    finally:
+        again.terminate()
+        again.wait()
+
+
+@pytest.mark.parametrize("damage,journal", [("header", "damaged"), ("truncated", "missing")])
+def test_a_file_unreadable_as_a_whole_without_a_readable_journal_says_its_losses_are_unknown(
+        server: RunningServer, admin: Admin, tmp_path: Path, damage: str, journal: str) -> None:
+    """Nothing of the file can be read, nor the journal, so not even the unsent messages can
+    be counted: the event must not claim that none was lost."""
+    cache_dir = tmp_path / "cache"
+    token, _, path = unsent_messages_then_close(server, admin, cache_dir)
+    if journal == "damaged":
+        journal_of(path).write_bytes(b"garbage\n" + journal_of(path).read_bytes())
+    else:
+        journal_of(path).unlink()
+    destroy(path, damage)
     again = restart(server, tmp_path)
     try:
         events = Events()
@@ -162,7 +210,9 @@ def test_a_file_unreadable_as_a_whole_says_its_losses_are_unknown(
             wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
             recovered = events.of("cache_recovered")[0]
             assert recovered["restored_req_ids"] == [] and recovered.get("unreadable"), recovered
-            assert recovered["lost_unknown"] is True, recovered
+            assert recovered["lost_unknown"] is True and recovered.get("journal_unreadable"), recovered
+            if journal == "damaged":  # kept for inspection beside the damaged file
+                assert Path(recovered["moved_to"] + ".outbox").read_bytes().startswith(b"garbage")
             client.cached_messages("room")  # the fresh cache reads fine
     finally:
         again.terminate()
