@@ -37,14 +37,8 @@ public func exportCachedMessages(
     _ client: OpaquePointer?, _ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ channelURL: UnsafePointer<CChar>?,
     _ beforeTs: Int64, _ limit: Int32
 ) -> Int32 {
-    withStatus { () throws(ParleyError) in
-        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
-        outJSON.pointee = nil
-        let object = try clients.lookup(client)
-        let url = try requiredString(channelURL, "channel_url")
-        guard beforeTs >= -1 else { throw .invalidArgument("before_ts must be a timestamp in ms, or -1 for the newest") }
-        outJSON.pointee = try ownedCString(
-            bytes: try object.cachedMessagesJSON(channelURL: url, beforeTs: beforeTs == -1 ? nil : beforeTs, limit: Int(limit)))
+    cachedMessages(client, outJSON, channelURL, beforeTs, limit) { object, url, before, count throws(ParleyError) in
+        try object.cachedMessagesJSON(channelURL: url, beforeTs: before, limit: count)
     }
 }
 
@@ -53,14 +47,24 @@ public func exportCachedMessagePage(
     _ client: OpaquePointer?, _ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ channelURL: UnsafePointer<CChar>?,
     _ beforeTs: Int64, _ limit: Int32
 ) -> Int32 {
+    cachedMessages(client, outJSON, channelURL, beforeTs, limit) { object, url, before, count throws(ParleyError) in
+        try object.cachedMessagePageJSON(channelURL: url, beforeTs: before, limit: count)
+    }
+}
+
+/// The argument checks the two cached message reads share; `read` makes the JSON.
+private func cachedMessages(
+    _ client: OpaquePointer?, _ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ channelURL: UnsafePointer<CChar>?,
+    _ beforeTs: Int64, _ limit: Int32,
+    _ read: (ParleyClient, String, Int64?, Int) throws(ParleyError) -> [UInt8]
+) -> Int32 {
     withStatus { () throws(ParleyError) in
         guard let outJSON else { throw .invalidArgument("out_json is NULL") }
         outJSON.pointee = nil
         let object = try clients.lookup(client)
         let url = try requiredString(channelURL, "channel_url")
         guard beforeTs >= -1 else { throw .invalidArgument("before_ts must be a timestamp in ms, or -1 for the newest") }
-        outJSON.pointee = try ownedCString(
-            bytes: try object.cachedMessagePageJSON(channelURL: url, beforeTs: beforeTs == -1 ? nil : beforeTs, limit: Int(limit)))
+        outJSON.pointee = try ownedCString(bytes: try read(object, url, beforeTs == -1 ? nil : beforeTs, Int(limit)))
     }
 }
 

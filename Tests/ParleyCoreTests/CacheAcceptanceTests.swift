@@ -6,17 +6,7 @@ import Testing
 // their data, unusable files are replaced (never fatal), eviction removes whole channels
 // least recently read first and never pending or failed messages.
 
-private func temporaryDirectory() throws -> String {
-    var template = Array("/tmp/parley-cache-test-XXXXXX".utf8CString)
-    let made: String? = template.withUnsafeMutableBufferPointer { buffer in
-        guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return nil }
-        return String(cString: base)
-    }
-    guard let path = made else { throw ParleyError(.io, "mkdtemp failed: errno \(errno)") }
-    return path
-}
-
-private func removeTree(_ path: String) { _ = system("rm -rf '\(path)'") }
+private func temporaryDirectory() throws -> String { try temporaryDirectory(prefix: "parley-cache-test") }
 
 private func message(_ id: Int64, channel: String, text: String = "hello", padding: Int = 0) -> JSONValue {
     [

@@ -6,17 +6,7 @@ import Testing
 // rolled-back messages, a torn last line, compaction, and the recovery it makes possible
 // when the cache file is destroyed as a whole.
 
-private func temporaryDirectory() throws -> String {
-    var template = Array("/tmp/parley-journal-test-XXXXXX".utf8CString)
-    let made: String? = template.withUnsafeMutableBufferPointer { buffer in
-        guard let base = buffer.baseAddress, mkdtemp(base) != nil else { return nil }
-        return String(cString: base)
-    }
-    guard let path = made else { throw ParleyError(.io, "mkdtemp failed: errno \(errno)") }
-    return path
-}
-
-private func removeTree(_ path: String) { _ = system("rm -rf '\(path)'") }
+private func temporaryDirectory() throws -> String { try temporaryDirectory(prefix: "parley-journal-test") }
 
 private func fileBytes(_ path: String) -> [UInt8] {
     let descriptor = open(path, O_RDONLY)
