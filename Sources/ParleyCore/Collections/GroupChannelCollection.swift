@@ -347,7 +347,14 @@ public final class GroupChannelCollection: Sendable {
         }
         // What this batch touched, as the application must learn it (the incremental diff
         // above is only how the view changed).
-        diff = view.catchingUp ? Diff() : difference(for: seen.union(diff.deleted.map(\.url)))
+        // A clear is told at once, also during a catch-up: the application must not keep
+        // channels the view dropped until the catch-up ends.
+        let isClear: Bool = if case .clear = batch.cause { true } else { false }
+        if isClear {
+            diff = difference(for: seen.union(view.told.keys))
+        } else {
+            diff = view.catchingUp ? Diff() : difference(for: seen.union(diff.deleted.map(\.url)))
+        }
         // Typing changes no stored field: the shown channel is reported with its typers.
         if case .realtime(let event) = batch.cause, event.category == .typingStatus, !seen.contains(event.channelURL),
             !view.catchingUp, let index = view.index(of: event.channelURL)
