@@ -126,6 +126,8 @@ import Testing
         let collection = try client.messageCollection(channelURL: "room", params: MessageListParams(), handler: MessageCollectionHandler(
             added: record("added"), updated: record("updated"), deleted: record("deleted")))
         holder.update { $0 = collection }
+        // The handler captures `holder`: break the cycle, or the collection (and its engine) leaks.
+        defer { holder.update { $0 = nil } }
         defer { collection.dispose() }
         let started = Box<Bool>(false)
         collection.start(cacheResult: { _ in }, apiResult: { _ in started.update { $0 = true } })
