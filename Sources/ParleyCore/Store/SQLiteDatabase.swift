@@ -175,12 +175,7 @@ public final class SQLiteDatabase {
             throw ParleyError(.cache, "opening \(path) for reading: \(message)")
         }
         sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
-        let registered = SQLiteFunctions.register(on: handle)
-        guard registered == SQLITE_OK else {
-            let error = SQLiteErrorText.error("register SQL functions on \(path)", handle: handle, code: registered)
-            sqlite3_close_v2(handle)
-            throw error
-        }
+        try SQLiteFunctions.register(on: handle, path: path)
         location = .file(path: path)
         connection = SQLiteConnection(handle: handle)
     }
@@ -502,12 +497,7 @@ public final class SQLiteDatabase {
             throw error
         }
         sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
-        let registered = SQLiteFunctions.register(on: handle)
-        guard registered == SQLITE_OK else {
-            let error = SQLiteErrorText.error("register SQL functions on \(path)", handle: handle, code: registered)
-            sqlite3_close_v2(handle)
-            throw error
-        }
+        try SQLiteFunctions.register(on: handle, path: path)
         return handle
     }
 

@@ -3,9 +3,20 @@ import CSQLite
 /// SQL functions every connection of the cache has (the writer's and the reader's), so that
 /// queries and migrations can order text as the collections do.
 enum SQLiteFunctions {
+    /// Registers them on a connection just opened; on failure the connection is closed and
+    /// the error thrown (a connection without them could not read the cache's orders).
+    static func register(on handle: OpaquePointer, path: String) throws(ParleyError) {
+        let code = registerTextOrderKey(on: handle)
+        guard code == SQLITE_OK else {
+            let error = SQLiteErrorText.error("register SQL functions on \(path)", handle: handle, code: code)
+            sqlite3_close_v2(handle)
+            throw error
+        }
+    }
+
     /// `parley_text_order_key(text)`: `textOrderKey` of a text; other values pass through
     /// unchanged (NULL stays NULL). Deterministic and innocuous, so usable anywhere.
-    static func register(on handle: OpaquePointer) -> Int32 {
+    private static func registerTextOrderKey(on handle: OpaquePointer) -> Int32 {
         let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS
         return sqlite3_create_function_v2(handle, "parley_text_order_key", 1, flags, nil, { context, count, arguments in
             guard count == 1, let argument = arguments?[0] else { return }
