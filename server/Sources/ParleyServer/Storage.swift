@@ -53,10 +53,6 @@ protocol ChatStorage: Sendable {
     func commit(_ batch: StorageBatch) throws
 }
 
-struct StorageError: Error, CustomStringConvertible {
-    let description: String
-}
-
 /// SQLite backend: one file, WAL journal, synchronous=FULL so an acknowledged commit
 /// survives a crash of the process or the machine.
 final class SQLiteChatStorage: ChatStorage, @unchecked Sendable {

@@ -1,0 +1,103 @@
+// The one interface both storage backends (SQLite, PostgreSQL) implement: statements with
+// positional `?` parameters, run inside a transaction, returning rows of plain values.
+// Queries are written once in the SQL both engines accept; the few places where the two
+// dialects differ (DDL above all) ask `dialect`.
+
+/// A value bound to a statement or read from a row. Integers are 64-bit everywhere;
+/// booleans are stored as 0/1 integers so that one statement serves both engines.
+enum SQLValue: Sendable, Equatable {
+    case null
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+
+    static func bool(_ value: Bool) -> SQLValue { .int(value ? 1 : 0) }
+    static func optional(_ value: String?) -> SQLValue { value.map { .text($0) } ?? .null }
+    static func optional(_ value: Int64?) -> SQLValue { value.map { .int($0) } ?? .null }
+}
+
+/// One result row. Accessors are by column position, in the order of the SELECT list.
+struct SQLRow: Sendable {
+    var values: [SQLValue]
+
+    /// NULL reads as 0: columns the schema declares NOT NULL never are.
+    func int(_ i: Int) -> Int64 {
+        if case .int(let v) = values[i] { return v }
+        return 0
+    }
+    func bool(_ i: Int) -> Bool { int(i) != 0 }
+    func optionalInt(_ i: Int) -> Int64? {
+        if case .int(let v) = values[i] { return v }
+        return nil
+    }
+    func text(_ i: Int) -> String { optionalText(i) ?? "" }
+    func optionalText(_ i: Int) -> String? {
+        switch values[i] {
+        case .text(let s): return s
+        case .blob(let b): return String(decoding: b, as: UTF8.self)
+        default: return nil
+        }
+    }
+    func blob(_ i: Int) -> [UInt8] {
+        switch values[i] {
+        case .blob(let b): return b
+        case .text(let s): return Array(s.utf8)
+        default: return []
+        }
+    }
+}
+
+enum SQLDialect: String, Sendable {
+    case sqlite, postgres
+}
+
+/// Why a statement failed, as far as callers act on it.
+enum SQLFailureKind: Sendable {
+    /// A UNIQUE or PRIMARY KEY constraint refused the row.
+    case uniqueViolation
+    /// The engine asks to retry the transaction (PostgreSQL deadlock or serialization failure).
+    case retryable
+    case other
+}
+
+struct StorageError: Error, CustomStringConvertible {
+    var kind: SQLFailureKind = .other
+    let description: String
+
+    init(_ description: String, kind: SQLFailureKind = .other) {
+        self.kind = kind
+        self.description = description
+    }
+
+    init(description: String) { self.init(description) }
+}
+
+/// A connection inside one transaction. Not shared between tasks.
+protocol SQLSession: AnyObject {
+    var dialect: SQLDialect { get }
+    /// Runs one statement and returns every row it produced.
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow]
+    /// Runs one statement and returns the number of rows it inserted, updated or deleted.
+    @discardableResult
+    func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int
+    /// Runs statements without parameters separated by semicolons (DDL of a migration).
+    func executeScript(_ sql: String) async throws
+}
+
+extension SQLSession {
+    func query(_ sql: String) async throws -> [SQLRow] { try await query(sql, []) }
+    func queryOne(_ sql: String, _ binds: [SQLValue] = []) async throws -> SQLRow? {
+        try await query(sql, binds).first
+    }
+}
+
+/// A database: transactions on pooled connections. A write transaction commits when its
+/// body returns and rolls back when it throws.
+protocol SQLDatabase: Sendable {
+    var dialect: SQLDialect { get }
+    /// A read-only transaction: one consistent snapshot for every statement of the body.
+    func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T
+    func write<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T
+    /// Closes every connection; later calls fail.
+    func close() async
+}
