@@ -16,7 +16,7 @@
  * 2. The server's start with STORED messages (default 1,000,000) in its database: a server
  *    this program starts (SERVER_BINARY) on a database holding one real message, then on the
  *    same database with STORED messages (copies of that message written with raw sqlite3
- *    into the server's own records table). Each start is timed from exec to the "listening"
+ *    into the server's own messages table). Each start is timed from exec to the "listening"
  *    line and to the first answer of a page of 100 messages, with VmRSS after start and after
  *    that page; the stored messages are then checked through REST (count, newest, oldest). */
 #define _GNU_SOURCE
@@ -530,8 +530,8 @@ static int measure_start(const char *binary, const char *database, const char *t
 
 /* Adds `count` - 1 copies of the one message in the database after it (ids 2..count, one
  * millisecond apart, texts "stored <n>"), as the server would have stored them: same table,
- * same JSON document (the server's own record with id, time and text changed); then points
- * the channel's last message, the sender's read position and the counters at the newest. */
+ * the server's own row with id, time and text changed; then points the channel's last
+ * message, the sender's read position and the counters at the newest. */
 static int add_stored_copies(const char *database, const char *channel, const char *sender, int count,
                              long long first_ts) {
     sqlite3 *db = NULL;
@@ -541,17 +541,16 @@ static int add_stored_copies(const char *database, const char *channel, const ch
         /* No journal while filling (the server is stopped): the rows go to the file once. */
         "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
         "BEGIN;"
-        "CREATE TEMP TABLE template AS SELECT body FROM records WHERE kind = 'message' AND key = '1';"
+        "CREATE TEMP TABLE template AS SELECT * FROM messages WHERE id = 1;"
         "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < %d)"
-        " INSERT INTO records (kind, key, body)"
-        " SELECT 'message', CAST(i AS TEXT),"
-        "  json_set(body, '$.id', i, '$.createdAt', %lld + i - 1, '$.message', 'stored ' || (i - 1))"
+        " INSERT INTO messages SELECT i, channel_url, type, 'stored ' || (i - 1), sender_id, '', custom_type, data,"
+        "  %lld + i - 1, updated_at, mention_type, is_op_msg, silent, parent_id, is_reply_to_channel, file,"
+        "  thumbnails, sorted_metaarray, reactions, reply_count, last_replied_at, thread_updated_at,"
+        "  recent_replier_ids, change_seq, changed_at"
         " FROM n, template;"
-        "UPDATE records SET body = json_set(body, '$.lastMessageId', %d, '$.updatedAt', %lld)"
-        "  WHERE kind = 'channel' AND key = %Q;"
-        /* A member is a record of its own, keyed "<channel url>\x01<user id>". */
-        "UPDATE records SET body = json_set(body, '$.readTs', %lld) WHERE kind = 'member' AND key = %Q || char(1) || %Q;"
-        "INSERT OR REPLACE INTO counters (name, value) VALUES ('next_message_id', %d), ('last_message_ts', %lld);"
+        "UPDATE channels SET last_message_id = %d, updated_at = %lld WHERE url = %Q;"
+        "UPDATE members SET read_ts = %lld WHERE channel_url = %Q AND user_id = %Q;"
+        "INSERT OR REPLACE INTO meta (name, value) VALUES ('next_message_id', %d), ('last_message_ts', %lld);"
         "COMMIT; PRAGMA journal_mode=WAL;",
         count, first_ts, count, last_ts, channel, last_ts, channel, sender, count + 1, last_ts);
     char *error = NULL;
@@ -561,7 +560,7 @@ static int add_stored_copies(const char *database, const char *channel, const ch
     sqlite3_free(sql);
     sqlite3_stmt *check = NULL;
     int rows = 0;
-    if (ok && sqlite3_prepare_v2(db, "SELECT count(*) FROM records WHERE kind = 'message'", -1, &check, NULL) == SQLITE_OK &&
+    if (ok && sqlite3_prepare_v2(db, "SELECT count(*) FROM messages", -1, &check, NULL) == SQLITE_OK &&
         sqlite3_step(check) == SQLITE_ROW) {
         rows = sqlite3_column_int(check, 0);
     }

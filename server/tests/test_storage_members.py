@@ -1,13 +1,10 @@
-"""Channel members are stored one record each (kind `member`), apart from the channel record.
+"""Channel members are stored one row each (table `members`), apart from the channel row.
 
 What a member's state looks like through the API must survive a restart exactly, and a
-database of the earlier layout (members embedded in the channel record) must load as before
-and be migrated so that later partial saves lose nothing.
+change to one member writes that member's row only. (Files of the earlier record layouts
+are covered by test_migration.py.)
 """
-import json
 import sqlite3
-
-from conftest import assert_error
 
 SEP = "\x01"  # between channel url and user id in a member record's key
 VOLATILE = {"is_online", "last_seen_at"}
@@ -69,9 +66,11 @@ def restart(server):
     server.start()
 
 
-def db_rows(db_path, kind):
+def member_rows(db_path):
+    """The stored member rows, keyed like the old member records: url, U+0001, user id."""
     with sqlite3.connect(db_path) as db:
-        return {k: json.loads(b) for k, b in db.execute("SELECT key, body FROM records WHERE kind = ?", (kind,))}
+        db.row_factory = sqlite3.Row
+        return {r["channel_url"] + SEP + r["user_id"]: dict(r) for r in db.execute("SELECT * FROM members")}
 
 
 def changelog_tokens(server, users):
@@ -137,12 +136,10 @@ def test_member_state_survives_restart(fresh_server):
     restart(server)
     assert_same(before, snapshot(server, urls, users, tokens))
     # Nothing of the deleted channel or of the deleted user is left behind.
-    keys = db_rows(server.db_path, "member")
+    keys = member_rows(server.db_path)
     assert not [k for k in keys if k.startswith(doomed + SEP)]
     assert not [k for k in keys if k.endswith(SEP + gone)]
     assert sorted(k.split(SEP)[1] for k in keys if k.startswith(url + SEP)) == sorted(members)
-    # Channel records no longer carry their members.
-    assert all(not r["members"] for r in db_rows(server.db_path, "channel").values())
 
 
 def test_only_changed_members_are_written(fresh_server):
@@ -151,9 +148,9 @@ def test_only_changed_members_are_written(fresh_server):
     url = server.channel(ids)["channel_url"]
     server.send(url, ids[0], "first")
     restart(server)  # nothing pending: each write below is its own transaction
-    rows = db_rows(server.db_path, "member")
+    rows = member_rows(server.db_path)
     server.send(url, ids[1], "second")  # moves ids[1]'s read receipt only
-    after = db_rows(server.db_path, "member")
+    after = member_rows(server.db_path)
     changed = {k for k in after if after[k] != rows.get(k)}
     assert changed == {url + SEP + ids[1]}
     # A recreated channel with the same url does not bring back the old members.
@@ -163,53 +160,3 @@ def test_only_changed_members_are_written(fresh_server):
     restart(server)
     got = server.ok("GET", f"/v3/group_channels/{url}", params={"show_member": "true"})
     assert sorted(m["user_id"] for m in got["members"]) == sorted(ids[3:])
-
-
-def embed_members(db_path):
-    """Rewrites a database into the earlier layout: members inside the channel record."""
-    with sqlite3.connect(db_path) as db:
-        channels = {k: json.loads(b) for k, b in db.execute("SELECT key, body FROM records WHERE kind = 'channel'")}
-        for key, body in db.execute("SELECT key, body FROM records WHERE kind = 'member'").fetchall():
-            url, user = key.split(SEP, 1)
-            channels[url]["members"][user] = json.loads(body)
-        db.execute("DELETE FROM records WHERE kind = 'member'")
-        for url, record in channels.items():
-            db.execute("UPDATE records SET body = ? WHERE kind = 'channel' AND key = ?",
-                       (json.dumps(record, sort_keys=True, separators=(",", ":")), url))
-    return channels
-
-
-def test_database_with_embedded_members_is_migrated(fresh_server):
-    server = fresh_server()
-    urls, users, sessions = build_member_history(server)
-    url, pub, _ = urls
-    tokens = changelog_tokens(server, users)
-    before = snapshot(server, urls, users, tokens)
-    server.stop()
-    old = embed_members(server.db_path)
-    assert sum(len(c["members"]) for c in old.values()) == 8
-    assert db_rows(server.db_path, "member") == {}
-    # A member record of a channel that does not exist is dropped.
-    with sqlite3.connect(server.db_path) as db:
-        db.execute("INSERT INTO records (kind, key, body) VALUES ('member', ?, ?)",
-                   ("no-such-channel" + SEP + users[0], json.dumps(old[url]["members"][users[0]])))
-
-    server.start()
-    assert_same(before, snapshot(server, urls, users, tokens))
-    # Rewritten at start: channel records without members, one record per member.
-    channels = db_rows(server.db_path, "channel")
-    members = db_rows(server.db_path, "member")
-    assert all(not c["members"] for c in channels.values())
-    expected = {u + SEP + uid: m for u, c in old.items() for uid, m in c["members"].items()}
-    assert members == expected
-
-    # A partial save after the migration (one member's read receipt) loses no other member.
-    server.send(url, users[5], "after the migration")
-    server.ok("PUT", f"/v3/group_channels/{pub}/messages/mark_as_read", session=sessions[4], json={})
-    after_change = snapshot(server, urls, users, tokens)
-    restart(server)
-    assert_same(after_change, snapshot(server, urls, users, tokens))
-    listed = {m["user_id"] for m in after_change[("channel", url)][1]["members"]}
-    assert listed == {uid for uid in old[url]["members"]}
-    assert db_rows(server.db_path, "member").keys() == expected.keys()
-    assert_error(server.request("GET", "/v3/group_channels/no-such-channel"), 404)

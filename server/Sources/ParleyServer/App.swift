@@ -33,8 +33,9 @@ struct ParleyServerCommand: AsyncParsableCommand {
             token = randomHex(16)
             FileHandle.standardError.write(Data("parley-server: generated api token \(token)\n".utf8))
         }
-        let storage = try SQLiteChatStorage(path: database)
-        let state = try ServerState(storage: storage, retention: eventRetention)
+        let sqlite = try SQLiteDatabase(path: database)
+        try await Migrations.apply(to: sqlite) { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let state = try await ServerState(storage: TableStorage(database: sqlite), retention: eventRetention)
         state.filesDirectory = database + ".files"
         state.uploadLimit = uploadLimitBytes
         let service = Service(state: state)
@@ -51,7 +52,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             onServerRunning: { channel in
                 let actualPort = channel.localAddress?.port ?? 0
                 let base = "http://\(displayHost):\(actualPort)"
-                _ = try? service.run { s in s.publicBaseURL = base }
+                _ = try? await service.run { s in s.publicBaseURL = base }
                 // One unbuffered write: tests and scripts read this line to find the port.
                 FileHandle.standardOutput.write(Data("parley-server listening on \(base)\n".utf8))
             },
@@ -60,8 +61,10 @@ struct ParleyServerCommand: AsyncParsableCommand {
         // responses: on SIGTERM/SIGINT end them first, so that the server stops promptly
         // (clients reconnect and resume by Last-Event-ID).
         let endStreams: @Sendable () -> Void = {
-            _ = try? service.run { s in
-                for subscriber in s.subscribers.values { subscriber.continuation.finish() }
+            Task {
+                _ = try? await service.run { s in
+                    for subscriber in s.subscribers.values { subscriber.continuation.finish() }
+                }
             }
         }
         var signalSources: [DispatchSourceSignal] = []

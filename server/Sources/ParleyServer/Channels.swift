@@ -769,12 +769,11 @@ extension ServerState {
             if let m = messages.removeValue(forKey: id), !m.reqId.isEmpty {
                 reqIndex.removeValue(forKey: reqKey(url, m.senderId ?? "", m.reqId))
             }
-            pending.puts[.message]?.removeValue(forKey: String(id))
-            pending.deletes[.message, default: []].insert(String(id))
+            pending.messages[id] = .some(nil)
         }
         channelMessages.removeValue(forKey: url)
         for t in messageTombstones[url] ?? [] {
-            pending.deletes[.messageTombstone, default: []].insert(String(t.messageId))
+            pending.messageTombstones[t.messageId] = .some(nil)
         }
         messageTombstones.removeValue(forKey: url)
     }

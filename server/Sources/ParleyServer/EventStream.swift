@@ -5,7 +5,7 @@ import NIOCore
 // The per-user Server-Sent Events stream with Last-Event-ID replay (PROTOCOL.md §9).
 
 enum EventStream {
-    static func open(service: Service, config: ServerConfig, ctx: Ctx) throws -> Response {
+    static func open(service: Service, config: ServerConfig, ctx: Ctx) async throws -> Response {
         let userId = ctx.segments[1]
         let lastEventField = HTTPField.Name("Last-Event-ID")!
         let lastEventText = ctx.headers[lastEventField] ?? ctx.input.query.first("last_event_id")
@@ -16,7 +16,7 @@ enum EventStream {
         }
         let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
         var expiresAt: Int64 = 0
-        let subscriberId: Int = try service.run { s in
+        let subscriberId: Int = try await service.run { s in
             let caller = try s.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
             _ = try s.user(userId)
@@ -61,14 +61,14 @@ enum EventStream {
             let wait = max(0, expiresAt - nowMillis())
             try? await Task.sleep(nanoseconds: UInt64(wait) * 1_000_000)
             if Task.isCancelled { return }
-            _ = try? service.run { s in
+            _ = try? await service.run { s in
                 s.subscribers.removeValue(forKey: subscriberId)?.end(code: 400302, message: "The session key expired.")
             }
         }
-        let cleanup: @Sendable () -> Void = {
+        let cleanup: @Sendable () async -> Void = {
             heartbeat.cancel()
             expiry.cancel()
-            _ = try? service.run { s in
+            _ = try? await service.run { s in
                 guard s.subscribers.removeValue(forKey: subscriberId) != nil else { return }
                 if !s.isOnline(userId), var u = s.users[userId] {
                     u.lastSeenAt = nowMillis()
@@ -77,7 +77,7 @@ enum EventStream {
             }
         }
         continuation.onTermination = { _ in
-            Task { cleanup() }
+            Task { await cleanup() }
         }
         let body = ResponseBody { writer in
             do {
@@ -86,10 +86,10 @@ enum EventStream {
                 }
             } catch {
                 continuation.finish()
-                cleanup()
+                await cleanup()
                 throw error
             }
-            cleanup()
+            await cleanup()
             try await writer.finish(nil)
         }
         return Response(

@@ -479,7 +479,7 @@ enum Messages {
         if let fileId = m.file?.fileId, let f = s.files[fileId] {
             try? FileManager.default.removeItem(atPath: f.path)
             s.files.removeValue(forKey: fileId)
-            s.pending.deletes[.file, default: []].insert(fileId)
+            s.pending.files[fileId] = .some(nil)
         }
         c.pinnedMessageIds.removeAll { $0 == m.id }
         if c.lastMessageId == m.id { s.refreshLastMessage(&c) }

@@ -111,9 +111,11 @@ struct ParleyResponder: HTTPResponder {
         let handler = try Routes.resolve(method: method, segments: segments)
 
         // Credentials and size before a byte of the body is read: a stranger's request, or an
-        // oversized one, costs no more than its head.
+        // oversized one, costs no more than its head. A first login is committed here, so
+        // that a refused request later leaves nothing half done in memory (which would cost a
+        // reload of everything from storage).
         let now = nowMillis()
-        _ = try service.run { state in try state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
+        _ = try await service.run { state in try state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
         let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
         let limit = isMultipart ? config.uploadLimit + 1_048_576 : Self.jsonBodyLimit
         if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
@@ -142,14 +144,11 @@ struct ParleyResponder: HTTPResponder {
             contentType: contentType, headers: request.headers)
 
         if case .events = handler {
-            return try EventStream.open(service: service, config: config, ctx: ctx)
+            return try await EventStream.open(service: service, config: config, ctx: ctx)
         }
         guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
-        let reply = try service.run { state in
+        let reply = try await service.run { state in
             ctx.caller = try state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
-            // A first login is recorded now, so that a refused request leaves nothing half
-            // done in memory (which would cost a reload of everything from storage).
-            if !state.pending.isEmpty { try state.commitPending() }
             return try run(state, &ctx)
         }
         switch reply {

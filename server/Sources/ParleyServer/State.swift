@@ -42,7 +42,6 @@ final class Subscriber: @unchecked Sendable {
 final class ServerState {
     let storage: any ChatStorage
     let retention: Int
-    let encoder = JSONEncoder()
 
     var users: [String: UserRecord] = [:]
     var sessions: [String: SessionRecord] = [:]
@@ -81,71 +80,38 @@ final class ServerState {
     var pending = StorageBatch()
     var pendingFanout: [StoredEvent] = []
 
-    init(storage: any ChatStorage, retention: Int) throws {
+    init(storage: any ChatStorage, retention: Int) async throws {
         self.storage = storage
         self.retention = max(1, retention)
-        encoder.outputFormatting = [.sortedKeys]
-        try reload()
+        try await reload()
     }
 
     /// Rebuild memory from storage (start-up, and after a failed request left memory dirty).
-    func reload() throws {
-        let snapshot = try storage.load()
-        let decoder = JSONDecoder()
-        func decode<T: Decodable>(_ kind: RecordKind, _ type: T.Type) -> [T] {
-            (snapshot.records[kind] ?? []).compactMap { try? decoder.decode(T.self, from: Data($0.body.utf8)) }
-        }
-        users = Dictionary(decode(.user, UserRecord.self).map { ($0.userId, $0) }, uniquingKeysWith: { a, _ in a })
-        sessions = Dictionary(decode(.session, SessionRecord.self).map { ($0.token, $0) }, uniquingKeysWith: { a, _ in a })
-        channels = Dictionary(decode(.channel, ChannelRecord.self).map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
-        // Members are records of their own. A database of an earlier version has them inside
-        // the channel records instead (and no member records): those channels are rewritten
-        // in the current layout below, once, in one transaction.
-        let storedChannelKeys = Set((snapshot.records[.channel] ?? []).map(\.key))
-        var migrate = Set(channels.values.filter { !$0.members.isEmpty }.map(\.url))
-        var migration = StorageBatch()
-        for (key, body) in snapshot.records[.member] ?? [] {
-            let cut = key.firstIndex(of: memberKeySeparator) ?? key.endIndex
-            let url = String(key[..<cut])
-            guard channels[url] != nil, let m = try? decoder.decode(MemberRecord.self, from: Data(body.utf8)) else {
-                // Its channel is gone: dropped. (A channel record that no longer decodes keeps
-                // its members, as it is kept itself.)
-                if !storedChannelKeys.contains(url) { migration.deletes[.member, default: []].insert(key) }
-                continue
-            }
-            channels[url]!.members[m.userId] = m
-            if key != memberRecordKey(url, m.userId) {  // not written by this server: re-keyed
-                migration.deletes[.member, default: []].insert(key)
-                migrate.insert(url)
-            }
-        }
-        for url in migrate.sorted() {
-            guard let c = channels[url] else { continue }
-            var record = c
-            record.members = [:]
-            migration.puts[.channel, default: [:]][url] = encode(record)
-            for (id, m) in c.members { migration.puts[.member, default: [:]][memberRecordKey(url, id)] = encode(m) }
-        }
-        try storage.commit(migration)
+    func reload() async throws {
+        let snapshot = try await storage.load()
+        users = Dictionary(snapshot.users.map { ($0.userId, $0) }, uniquingKeysWith: { a, _ in a })
+        sessions = Dictionary(snapshot.sessions.map { ($0.token, $0) }, uniquingKeysWith: { a, _ in a })
+        channels = Dictionary(snapshot.channels.map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
         messages = [:]
         channelMessages = [:]
         reqIndex = [:]
-        for m in decode(.message, MessageRecord.self).sorted(by: { $0.id < $1.id }) {
+        lastMessageTs = 0
+        for m in snapshot.messages.sorted(by: { $0.id < $1.id }) {
             messages[m.id] = m
             channelMessages[m.channelUrl, default: []].append(m.id)
             if !m.reqId.isEmpty { reqIndex[reqKey(m.channelUrl, m.senderId ?? "", m.reqId)] = m.id }
             lastMessageTs = max(lastMessageTs, m.createdAt)
         }
         messageTombstones = [:]
-        for t in decode(.messageTombstone, MessageTombstoneRecord.self).sorted(by: { $0.seq < $1.seq }) {
+        for t in snapshot.messageTombstones.sorted(by: { $0.seq < $1.seq }) {
             messageTombstones[t.channelUrl, default: []].append(t)
         }
         membershipTombstones = [:]
-        for t in decode(.membershipTombstone, MembershipTombstoneRecord.self) {
+        for t in snapshot.membershipTombstones {
             membershipTombstones[t.userId, default: [:]][t.channelUrl] = t
         }
-        files = Dictionary(decode(.file, FileRecord.self).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        reports = Dictionary(decode(.report, ReportRecord.self).map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        files = Dictionary(snapshot.files.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        reports = Dictionary(snapshot.reports.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         events = snapshot.events
         seq = snapshot.counters["seq"] ?? 0
         prunedThrough = snapshot.counters["pruned_through"] ?? 0
@@ -159,22 +125,7 @@ final class ServerState {
 
     // MARK: write-through
 
-    private func encode<T: Encodable>(_ value: T) -> String {
-        // Encoding plain records cannot fail; an empty document would only lose that record.
-        (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-    }
-
-    private func put<T: Encodable>(_ kind: RecordKind, _ key: String, _ value: T) {
-        pending.puts[kind, default: [:]][key] = encode(value)
-        pending.deletes[kind]?.remove(key)
-    }
-
-    private func remove(_ kind: RecordKind, _ key: String) {
-        pending.puts[kind]?.removeValue(forKey: key)
-        pending.deletes[kind, default: []].insert(key)
-    }
-
-    func save(_ u: UserRecord) { users[u.userId] = u; put(.user, u.userId, u) }
+    func save(_ u: UserRecord) { users[u.userId] = u; pending.users[u.userId] = u }
     /// Ends every open event stream of the user (deactivated or deleted): their session keys
     /// no longer authenticate, so what the streams would still deliver is not theirs to see.
     func endStreams(of userId: String, message: String) {
@@ -184,9 +135,9 @@ final class ServerState {
         }
     }
 
-    func deleteUser(_ id: String) { users.removeValue(forKey: id); remove(.user, id) }
-    func save(_ s: SessionRecord) { sessions[s.token] = s; put(.session, s.token, s) }
-    func deleteSession(_ token: String) { sessions.removeValue(forKey: token); remove(.session, token) }
+    func deleteUser(_ id: String) { users.removeValue(forKey: id); pending.users[id] = .some(nil) }
+    func save(_ s: SessionRecord) { sessions[s.token] = s; pending.sessions[s.token] = s }
+    func deleteSession(_ token: String) { sessions.removeValue(forKey: token); pending.sessions[token] = .some(nil) }
     /// Writes the channel record (without its members) and the member records that differ
     /// from the channel's previous state in memory, which is what storage holds once the
     /// pending batch is committed: a change to one member writes one member record.
@@ -194,7 +145,7 @@ final class ServerState {
         let previous = channels.updateValue(c, forKey: c.url)?.members ?? [:]
         var record = c
         record.members = [:]
-        put(.channel, c.url, record)
+        pending.channels[c.url] = record
         saveMembers(of: c.url, from: previous, to: c.members)
     }
 
@@ -212,21 +163,21 @@ final class ServerState {
                 if old.value != new.value { changed.append((new.key, new.value)) }
             }
             if aligned {
-                for (id, m) in changed { put(.member, memberRecordKey(url, id), m) }
+                for (id, m) in changed { pending.members[MemberKey(channelUrl: url, userId: id)] = m }
                 return
             }
         }
-        for (id, m) in current where previous[id] != m { put(.member, memberRecordKey(url, id), m) }
-        for id in previous.keys where current[id] == nil { remove(.member, memberRecordKey(url, id)) }
+        for (id, m) in current where previous[id] != m { pending.members[MemberKey(channelUrl: url, userId: id)] = m }
+        for id in previous.keys where current[id] == nil { pending.members[MemberKey(channelUrl: url, userId: id)] = .some(nil) }
     }
 
     func deleteChannelRecord(_ url: String) {
         let members = channels.removeValue(forKey: url)?.members ?? [:]
-        remove(.channel, url)
-        for id in members.keys { remove(.member, memberRecordKey(url, id)) }
+        pending.channels[url] = .some(nil)
+        for id in members.keys { pending.members[MemberKey(channelUrl: url, userId: id)] = .some(nil) }
     }
-    func save(_ f: FileRecord) { files[f.id] = f; put(.file, f.id, f) }
-    func save(_ r: ReportRecord) { reports[r.id] = r; put(.report, String(r.id), r) }
+    func save(_ f: FileRecord) { files[f.id] = f; pending.files[f.id] = f }
+    func save(_ r: ReportRecord) { reports[r.id] = r; pending.reports[r.id] = r }
 
     func save(_ m: MessageRecord) {
         if messages[m.id] == nil {
@@ -234,7 +185,7 @@ final class ServerState {
             if !m.reqId.isEmpty { reqIndex[reqKey(m.channelUrl, m.senderId ?? "", m.reqId)] = m.id }
         }
         messages[m.id] = m
-        put(.message, String(m.id), m)
+        pending.messages[m.id] = m
     }
 
     func deleteMessage(_ m: MessageRecord, at now: Int64) {
@@ -244,16 +195,16 @@ final class ServerState {
             channelMessages[m.channelUrl] = ids
         }
         if !m.reqId.isEmpty { reqIndex.removeValue(forKey: reqKey(m.channelUrl, m.senderId ?? "", m.reqId)) }
-        remove(.message, String(m.id))
+        pending.messages[m.id] = .some(nil)
         let t = MessageTombstoneRecord(messageId: m.id, channelUrl: m.channelUrl, deletedAt: now, seq: nextSeq())
         messageTombstones[m.channelUrl, default: []].append(t)
-        put(.messageTombstone, String(m.id), t)
+        pending.messageTombstones[m.id] = t
     }
 
     func addMembershipTombstone(user: String, channel: String, at now: Int64) {
         let t = MembershipTombstoneRecord(userId: user, channelUrl: channel, at: now, seq: nextSeq())
         membershipTombstones[user, default: [:]][channel] = t
-        put(.membershipTombstone, user + "\u{1}" + channel, t)
+        pending.membershipTombstones[MembershipKey(userId: user, channelUrl: channel)] = t
     }
 
     func reqKey(_ channel: String, _ sender: String, _ reqId: String) -> String {
@@ -346,12 +297,12 @@ final class ServerState {
     }
 
     /// Commit what the current request changed, then feed live subscribers.
-    func commitPending() throws {
+    func commitPending() async throws {
         let batch = pending
         let fanout = pendingFanout
         pending = StorageBatch()
         pendingFanout = []
-        try storage.commit(batch)
+        try await storage.commit(batch)
         for event in fanout { deliver(event) }
     }
 
@@ -390,26 +341,26 @@ func lowerBound(_ ids: [Int64], where isBefore: (Int64) -> Bool) -> Int {
 
 /// Serializes all access to the state; every request runs to completion under it.
 final class Service: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = AsyncLock()
     private let state: ServerState
 
     init(state: ServerState) { self.state = state }
 
-    func run<T>(_ body: (ServerState) throws -> T) throws -> T {
-        lock.lock()
+    func run<T>(_ body: (ServerState) throws -> T) async throws -> T {
+        await lock.lock()
         defer { lock.unlock() }
         let result: T
         do {
             result = try body(state)
         } catch {
             // Memory may hold half of a failed request: rebuild it from storage.
-            if !state.pending.isEmpty { try? state.reload() }
+            if !state.pending.isEmpty { try? await state.reload() }
             throw error
         }
         do {
-            try state.commitPending()
+            try await state.commitPending()
         } catch {
-            try? state.reload()
+            try? await state.reload()
             throw APIError.internal("storage commit failed: \(error)")
         }
         return result

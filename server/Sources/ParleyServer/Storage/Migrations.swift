@@ -1,0 +1,157 @@
+import Foundation
+
+// The database schema, as numbered migrations applied at start, in order, each once.
+// One text serves both engines: `{INT}`, `{TEXT}`, `{BLOB}` and `{WITHOUT_ROWID}` are
+// replaced per dialect. On PostgreSQL every text column compares bytewise (COLLATE "C"):
+// the orders and tie-breaks of docs/PROTOCOL.md are byte orders, and a cluster's default
+// collation (en_US.UTF-8 on Debian) would silently reorder them.
+
+struct Migration: Sendable {
+    let version: Int
+    let summary: String
+    let ddl: String
+
+    func script(for dialect: SQLDialect) -> String {
+        var text = ddl
+        let replacements: [(String, String)] = switch dialect {
+        case .sqlite: [("{INT}", "INTEGER"), ("{TEXT}", "TEXT"), ("{BLOB}", "BLOB"), ("{WITHOUT_ROWID}", "WITHOUT ROWID"),
+                       ("{EVENT_XID}", "")]
+        case .postgres: [("{INT}", "BIGINT"), ("{TEXT}", "TEXT COLLATE \"C\""), ("{BLOB}", "BYTEA"), ("{WITHOUT_ROWID}", ""),
+                         ("{EVENT_XID}", ", xid xid8 NOT NULL DEFAULT pg_current_xact_id()")]
+        }
+        for (placeholder, value) in replacements { text = text.replacingOccurrences(of: placeholder, with: value) }
+        return text
+    }
+}
+
+enum Migrations {
+    static let all: [Migration] = [
+        Migration(version: 1, summary: "tables per kind of record", ddl: """
+            CREATE TABLE meta (name {TEXT} PRIMARY KEY, value {INT} NOT NULL) {WITHOUT_ROWID};
+            CREATE TABLE users (
+                user_id {TEXT} PRIMARY KEY, nickname {TEXT} NOT NULL, profile_url {TEXT} NOT NULL,
+                is_active {INT} NOT NULL, created_at {INT} NOT NULL, last_seen_at {INT} NOT NULL,
+                has_ever_logged_in {INT} NOT NULL, auto_accept {INT} NOT NULL,
+                discovery_keys {TEXT} NOT NULL, preferred_languages {TEXT} NOT NULL) {WITHOUT_ROWID};
+            CREATE TABLE user_metadata (
+                user_id {TEXT} NOT NULL, key {TEXT} NOT NULL, value {TEXT} NOT NULL,
+                PRIMARY KEY (user_id, key)) {WITHOUT_ROWID};
+            CREATE INDEX user_metadata_by_value ON user_metadata (key, value, user_id);
+            CREATE TABLE sessions (
+                token {TEXT} PRIMARY KEY, user_id {TEXT} NOT NULL, expires_at {INT} NOT NULL,
+                created_at {INT} NOT NULL) {WITHOUT_ROWID};
+            CREATE INDEX sessions_by_user ON sessions (user_id);
+            CREATE TABLE channels (
+                url {TEXT} PRIMARY KEY, name {TEXT} NOT NULL, cover_url {TEXT} NOT NULL,
+                custom_type {TEXT} NOT NULL, data {TEXT} NOT NULL, created_at {INT} NOT NULL,
+                updated_at {INT} NOT NULL, created_by {TEXT}, is_distinct {INT} NOT NULL,
+                is_super {INT} NOT NULL, is_public {INT} NOT NULL, is_ephemeral {INT} NOT NULL,
+                freeze {INT} NOT NULL, pinned_message_ids {TEXT} NOT NULL, last_message_id {INT} NOT NULL,
+                change_seq {INT} NOT NULL, changed_at {INT} NOT NULL) {WITHOUT_ROWID};
+            CREATE TABLE members (
+                channel_url {TEXT} NOT NULL, user_id {TEXT} NOT NULL, state {TEXT} NOT NULL,
+                invited_at {INT} NOT NULL, inviter_id {TEXT}, joined_at {INT} NOT NULL,
+                read_ts {INT} NOT NULL, delivered_ts {INT} NOT NULL, hidden_state {TEXT} NOT NULL,
+                ts_message_offset {INT} NOT NULL, change_seq {INT} NOT NULL, changed_at {INT} NOT NULL,
+                PRIMARY KEY (channel_url, user_id)) {WITHOUT_ROWID};
+            CREATE INDEX members_by_user ON members (user_id, channel_url);
+            CREATE TABLE channel_operators (
+                channel_url {TEXT} NOT NULL, user_id {TEXT} NOT NULL, position {INT} NOT NULL,
+                PRIMARY KEY (channel_url, user_id)) {WITHOUT_ROWID};
+            CREATE TABLE channel_restrictions (
+                channel_url {TEXT} NOT NULL, kind {TEXT} NOT NULL, user_id {TEXT} NOT NULL,
+                start_at {INT} NOT NULL, end_at {INT} NOT NULL, description {TEXT} NOT NULL,
+                PRIMARY KEY (channel_url, kind, user_id)) {WITHOUT_ROWID};
+            CREATE TABLE channel_metadata (
+                channel_url {TEXT} NOT NULL, key {TEXT} NOT NULL, value {TEXT} NOT NULL,
+                PRIMARY KEY (channel_url, key)) {WITHOUT_ROWID};
+            CREATE TABLE channel_metacounters (
+                channel_url {TEXT} NOT NULL, key {TEXT} NOT NULL, value {INT} NOT NULL,
+                PRIMARY KEY (channel_url, key)) {WITHOUT_ROWID};
+            CREATE TABLE messages (
+                id {INT} PRIMARY KEY, channel_url {TEXT} NOT NULL, type {TEXT} NOT NULL,
+                message {TEXT} NOT NULL, sender_id {TEXT}, req_id {TEXT} NOT NULL,
+                custom_type {TEXT} NOT NULL, data {TEXT} NOT NULL, created_at {INT} NOT NULL,
+                updated_at {INT} NOT NULL, mention_type {TEXT} NOT NULL, is_op_msg {INT} NOT NULL,
+                silent {INT} NOT NULL, parent_id {INT} NOT NULL, is_reply_to_channel {INT} NOT NULL,
+                file {TEXT}, thumbnails {TEXT} NOT NULL, sorted_metaarray {TEXT} NOT NULL,
+                reactions {TEXT} NOT NULL, reply_count {INT} NOT NULL, last_replied_at {INT} NOT NULL,
+                thread_updated_at {INT} NOT NULL, recent_replier_ids {TEXT} NOT NULL,
+                change_seq {INT} NOT NULL, changed_at {INT} NOT NULL);
+            CREATE INDEX messages_in_order ON messages (channel_url, created_at, id);
+            CREATE INDEX messages_by_change ON messages (channel_url, change_seq);
+            CREATE INDEX messages_by_parent ON messages (parent_id, created_at, id) WHERE parent_id <> 0;
+            CREATE UNIQUE INDEX messages_by_request ON messages (channel_url, coalesce(sender_id, ''), req_id)
+                WHERE req_id <> '';
+            CREATE TABLE message_mentions (
+                message_id {INT} NOT NULL, user_id {TEXT} NOT NULL, position {INT} NOT NULL,
+                PRIMARY KEY (message_id, user_id)) {WITHOUT_ROWID};
+            CREATE INDEX message_mentions_by_user ON message_mentions (user_id, message_id);
+            CREATE TABLE message_tombstones (
+                message_id {INT} PRIMARY KEY, channel_url {TEXT} NOT NULL, deleted_at {INT} NOT NULL,
+                seq {INT} NOT NULL);
+            CREATE INDEX message_tombstones_by_change ON message_tombstones (channel_url, seq);
+            CREATE TABLE membership_tombstones (
+                user_id {TEXT} NOT NULL, channel_url {TEXT} NOT NULL, at {INT} NOT NULL, seq {INT} NOT NULL,
+                PRIMARY KEY (user_id, channel_url)) {WITHOUT_ROWID};
+            CREATE INDEX membership_tombstones_by_change ON membership_tombstones (user_id, seq);
+            CREATE TABLE files (
+                file_id {TEXT} PRIMARY KEY, channel_url {TEXT} NOT NULL, message_id {INT} NOT NULL,
+                name {TEXT} NOT NULL, type {TEXT} NOT NULL, size {INT} NOT NULL, path {TEXT} NOT NULL) {WITHOUT_ROWID};
+            CREATE TABLE reports (
+                id {INT} PRIMARY KEY, report_type {TEXT} NOT NULL, category {TEXT} NOT NULL,
+                reporting_user_id {TEXT}, offending_user_id {TEXT}, channel_url {TEXT}, message_id {INT},
+                description {TEXT} NOT NULL, created_at {INT} NOT NULL);
+            CREATE TABLE events (
+                id {INT} PRIMARY KEY, created_at {INT} NOT NULL, category {TEXT} NOT NULL,
+                recipients {TEXT} NOT NULL, data {TEXT} NOT NULL{EVENT_XID});
+            """),
+    ]
+
+    static var latestVersion: Int { all.last?.version ?? 0 }
+
+    /// Brings the schema to the latest version, in one transaction. A file of the record
+    /// layout (tables `records`, `events`, `counters`, no `schema_migrations`) is imported
+    /// into the tables of migration 1 first (LegacyImport.swift). Several servers starting
+    /// at once on one PostgreSQL database take turns (an advisory lock held by the
+    /// transaction).
+    static func apply(to database: any SQLDatabase, log: @escaping @Sendable (String) -> Void) async throws {
+        try await database.write { db in
+            if db.dialect == .postgres {
+                // "parley" in ASCII, as the key of the lock.
+                try await db.execute("SELECT pg_advisory_xact_lock(123563833845113)", [])
+            }
+            let hasHistory = try await tableExists("schema_migrations", db)
+            let legacy = !hasHistory && db.dialect == .sqlite ? try await tableExists("records", db) : false
+            if !hasHistory {
+                try await db.executeScript("""
+                    CREATE TABLE schema_migrations (version \(db.dialect == .sqlite ? "INTEGER" : "BIGINT") PRIMARY KEY,
+                        applied_at \(db.dialect == .sqlite ? "INTEGER" : "BIGINT") NOT NULL)
+                    """)
+            }
+            if legacy { try await LegacyImport.renameTables(db) }
+            let applied = try await db.query("SELECT coalesce(max(version), 0) FROM schema_migrations", [])
+            let current = Int(applied.first?.int(0) ?? 0)
+            if current > latestVersion {
+                throw StorageError("the database has schema version \(current); this server knows versions up to \(latestVersion) (a newer server wrote it)")
+            }
+            for migration in all where migration.version > current {
+                try await db.executeScript(migration.script(for: db.dialect))
+                try await db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                                     [.int(Int64(migration.version)), .int(nowMillis())])
+                if migration.version == 1 && legacy {
+                    let counts = try await LegacyImport.run(db)
+                    log("parley-server: imported the record layout of the database into tables (\(counts)); "
+                        + "the old tables were dropped")
+                }
+            }
+        }
+    }
+
+    static func tableExists(_ name: String, _ db: any SQLSession) async throws -> Bool {
+        let sql = db.dialect == .sqlite
+            ? "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+            : "SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?"
+        return try await !db.query(sql, [.text(name)]).isEmpty
+    }
+}

@@ -1,0 +1,343 @@
+import Foundation
+
+// Records (Model.swift) to rows and back. Lists and maps that are only ever shown whole
+// (thumbnails, reactions, sorted metaarray, a user's discovery keys) are JSON text
+// columns; everything a query filters or orders by has a column or a table of its own.
+
+enum RecordTables {
+    private static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+
+    static func json<T: Encodable>(_ value: T) -> SQLValue {
+        // Encoding these plain values cannot fail.
+        .text((try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null")
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ text: String, _ what: String) throws -> T {
+        do { return try JSONDecoder().decode(T.self, from: Data(text.utf8)) } catch {
+            throw StorageError("stored \(what) is not valid: \(error)")
+        }
+    }
+
+    /// `INSERT … ON CONFLICT (key) DO UPDATE`: one statement that both engines run.
+    static func upsertSQL(_ table: String, _ columns: [String], key: [String]) -> String {
+        let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+        let updates = columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }
+        let action = updates.isEmpty ? "DO NOTHING" : "DO UPDATE SET " + updates.joined(separator: ", ")
+        return "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders)) "
+            + "ON CONFLICT (\(key.joined(separator: ", "))) \(action)"
+    }
+
+    // MARK: columns
+
+    static let userColumns = ["user_id", "nickname", "profile_url", "is_active", "created_at", "last_seen_at",
+                              "has_ever_logged_in", "auto_accept", "discovery_keys", "preferred_languages"]
+    static func userRow(_ u: UserRecord) -> [SQLValue] {
+        [.text(u.userId), .text(u.nickname), .text(u.profileUrl), .bool(u.isActive), .int(u.createdAt),
+         .int(u.lastSeenAt), .bool(u.hasEverLoggedIn), .bool(u.autoAccept), json(u.discoveryKeys),
+         json(u.preferredLanguages)]
+    }
+
+    static let channelColumns = ["url", "name", "cover_url", "custom_type", "data", "created_at", "updated_at",
+                                 "created_by", "is_distinct", "is_super", "is_public", "is_ephemeral", "freeze",
+                                 "pinned_message_ids", "last_message_id", "change_seq", "changed_at"]
+    static func channelRow(_ c: ChannelRecord) -> [SQLValue] {
+        [.text(c.url), .text(c.name), .text(c.coverUrl), .text(c.customType), .text(c.data), .int(c.createdAt),
+         .int(c.updatedAt), .optional(c.createdBy), .bool(c.isDistinct), .bool(c.isSuper), .bool(c.isPublic),
+         .bool(c.isEphemeral), .bool(c.freeze), json(c.pinnedMessageIds), .int(c.lastMessageId), .int(c.changeSeq),
+         .int(c.changedAt)]
+    }
+
+    static let memberColumns = ["channel_url", "user_id", "state", "invited_at", "inviter_id", "joined_at", "read_ts",
+                                "delivered_ts", "hidden_state", "ts_message_offset", "change_seq", "changed_at"]
+    static func memberRow(_ url: String, _ m: MemberRecord) -> [SQLValue] {
+        [.text(url), .text(m.userId), .text(m.state), .int(m.invitedAt), .optional(m.inviterId), .int(m.joinedAt),
+         .int(m.readTs), .int(m.deliveredTs), .text(m.hiddenState), .int(m.tsMessageOffset), .int(m.changeSeq),
+         .int(m.changedAt)]
+    }
+
+    static let messageColumns = ["id", "channel_url", "type", "message", "sender_id", "req_id", "custom_type", "data",
+                                 "created_at", "updated_at", "mention_type", "is_op_msg", "silent", "parent_id",
+                                 "is_reply_to_channel", "file", "thumbnails", "sorted_metaarray", "reactions",
+                                 "reply_count", "last_replied_at", "thread_updated_at", "recent_replier_ids",
+                                 "change_seq", "changed_at"]
+    static func messageRow(_ m: MessageRecord) -> [SQLValue] {
+        [.int(m.id), .text(m.channelUrl), .text(m.type), .text(m.message), .optional(m.senderId), .text(m.reqId),
+         .text(m.customType), .text(m.data), .int(m.createdAt), .int(m.updatedAt), .text(m.mentionType),
+         .bool(m.isOpMsg), .bool(m.silent), .int(m.parentId), .bool(m.isReplyToChannel),
+         m.file.map { json($0) } ?? .null, json(m.thumbnails), json(m.sortedMetaarray), json(m.reactions),
+         .int(m.replyCount), .int(m.lastRepliedAt), .int(m.threadUpdatedAt), json(m.recentReplierIds),
+         .int(m.changeSeq), .int(m.changedAt)]
+    }
+
+    static let reportColumns = ["id", "report_type", "category", "reporting_user_id", "offending_user_id",
+                                "channel_url", "message_id", "description", "created_at"]
+    static func reportRow(_ r: ReportRecord) -> [SQLValue] {
+        [.int(r.id), .text(r.reportType), .text(r.category), .optional(r.reportingUserId), .optional(r.offendingUserId),
+         .optional(r.channelUrl), .optional(r.messageId), .text(r.description), .int(r.createdAt)]
+    }
+
+    // MARK: writes
+
+    static func putUser(_ u: UserRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("users", userColumns, key: ["user_id"]), userRow(u))
+        try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(u.userId)])
+        for (key, value) in u.metadata {
+            try await db.execute("INSERT INTO user_metadata (user_id, key, value) VALUES (?, ?, ?)",
+                                 [.text(u.userId), .text(key), .text(value)])
+        }
+    }
+
+    static func putSession(_ s: SessionRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("sessions", ["token", "user_id", "expires_at", "created_at"], key: ["token"]),
+                             [.text(s.token), .text(s.userId), .int(s.expiresAt), .int(s.createdAt)])
+    }
+
+    /// The channel row and the tables that hang off it, except members.
+    static func putChannel(_ c: ChannelRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("channels", channelColumns, key: ["url"]), channelRow(c))
+        let url = SQLValue.text(c.url)
+        for table in ["channel_operators", "channel_restrictions", "channel_metadata", "channel_metacounters"] {
+            try await db.execute("DELETE FROM \(table) WHERE channel_url = ?", [url])
+        }
+        for (position, id) in c.operatorIds.enumerated() {
+            try await db.execute("INSERT INTO channel_operators (channel_url, user_id, position) VALUES (?, ?, ?)",
+                                 [url, .text(id), .int(Int64(position))])
+        }
+        for (kind, restrictions) in [("ban", c.bans), ("mute", c.mutes)] {
+            for r in restrictions.values {
+                try await db.execute("""
+                    INSERT INTO channel_restrictions (channel_url, kind, user_id, start_at, end_at, description)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """, [url, .text(kind), .text(r.userId), .int(r.startAt), .int(r.endAt), .text(r.description)])
+            }
+        }
+        for (key, value) in c.metadata {
+            try await db.execute("INSERT INTO channel_metadata (channel_url, key, value) VALUES (?, ?, ?)",
+                                 [url, .text(key), .text(value)])
+        }
+        for (key, value) in c.metacounters {
+            try await db.execute("INSERT INTO channel_metacounters (channel_url, key, value) VALUES (?, ?, ?)",
+                                 [url, .text(key), .int(value)])
+        }
+    }
+
+    static func deleteChannel(_ url: String, _ db: any SQLSession) async throws {
+        for table in ["channel_operators", "channel_restrictions", "channel_metadata", "channel_metacounters"] {
+            try await db.execute("DELETE FROM \(table) WHERE channel_url = ?", [.text(url)])
+        }
+        try await db.execute("DELETE FROM channels WHERE url = ?", [.text(url)])
+    }
+
+    static func putMember(_ url: String, _ m: MemberRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("members", memberColumns, key: ["channel_url", "user_id"]), memberRow(url, m))
+    }
+
+    static func putMessage(_ m: MessageRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("messages", messageColumns, key: ["id"]), messageRow(m))
+        try await db.execute("DELETE FROM message_mentions WHERE message_id = ?", [.int(m.id)])
+        for (position, id) in m.mentionedUserIds.enumerated() {
+            try await db.execute(upsertSQL("message_mentions", ["message_id", "user_id", "position"], key: ["message_id", "user_id"]),
+                                 [.int(m.id), .text(id), .int(Int64(position))])
+        }
+    }
+
+    static func deleteMessage(_ id: Int64, _ db: any SQLSession) async throws {
+        try await db.execute("DELETE FROM message_mentions WHERE message_id = ?", [.int(id)])
+        try await db.execute("DELETE FROM messages WHERE id = ?", [.int(id)])
+    }
+
+    static func putMessageTombstone(_ t: MessageTombstoneRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("message_tombstones", ["message_id", "channel_url", "deleted_at", "seq"], key: ["message_id"]),
+                             [.int(t.messageId), .text(t.channelUrl), .int(t.deletedAt), .int(t.seq)])
+    }
+
+    static func putMembershipTombstone(_ t: MembershipTombstoneRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("membership_tombstones", ["user_id", "channel_url", "at", "seq"], key: ["user_id", "channel_url"]),
+                             [.text(t.userId), .text(t.channelUrl), .int(t.at), .int(t.seq)])
+    }
+
+    static func putFile(_ f: FileRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("files", ["file_id", "channel_url", "message_id", "name", "type", "size", "path"], key: ["file_id"]),
+                             [.text(f.id), .text(f.channelUrl), .int(f.messageId), .text(f.name), .text(f.type),
+                              .int(f.size), .text(f.path)])
+    }
+
+    static func putReport(_ r: ReportRecord, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("reports", reportColumns, key: ["id"]), reportRow(r))
+    }
+
+    static func putEvent(_ e: StoredEvent, _ db: any SQLSession) async throws {
+        try await db.execute("INSERT INTO events (id, created_at, category, recipients, data) VALUES (?, ?, ?, ?, ?)",
+                             [.int(e.id), .int(e.createdAt), .text(e.category),
+                              .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator),
+                              .text(e.data)])
+    }
+
+    static func putCounter(_ name: String, _ value: Int64, _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("meta", ["name", "value"], key: ["name"]), [.text(name), .int(value)])
+    }
+
+    static func write(_ batch: StorageBatch, _ db: any SQLSession) async throws {
+        for (id, user) in batch.users {
+            if let user { try await putUser(user, db) } else {
+                try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(id)])
+                try await db.execute("DELETE FROM users WHERE user_id = ?", [.text(id)])
+            }
+        }
+        for (token, session) in batch.sessions {
+            if let session { try await putSession(session, db) } else {
+                try await db.execute("DELETE FROM sessions WHERE token = ?", [.text(token)])
+            }
+        }
+        for (url, channel) in batch.channels {
+            if let channel { try await putChannel(channel, db) } else { try await deleteChannel(url, db) }
+        }
+        for (key, member) in batch.members {
+            if let member { try await putMember(key.channelUrl, member, db) } else {
+                try await db.execute("DELETE FROM members WHERE channel_url = ? AND user_id = ?",
+                                     [.text(key.channelUrl), .text(key.userId)])
+            }
+        }
+        // Deletions first: a request may delete a message and store another with its req_id.
+        for (id, message) in batch.messages where message == nil { try await deleteMessage(id, db) }
+        for case let (_, message?) in batch.messages { try await putMessage(message, db) }
+        for (id, tombstone) in batch.messageTombstones {
+            if let tombstone { try await putMessageTombstone(tombstone, db) } else {
+                try await db.execute("DELETE FROM message_tombstones WHERE message_id = ?", [.int(id)])
+            }
+        }
+        for (key, tombstone) in batch.membershipTombstones {
+            if let tombstone { try await putMembershipTombstone(tombstone, db) } else {
+                try await db.execute("DELETE FROM membership_tombstones WHERE user_id = ? AND channel_url = ?",
+                                     [.text(key.userId), .text(key.channelUrl)])
+            }
+        }
+        for (id, file) in batch.files {
+            if let file { try await putFile(file, db) } else {
+                try await db.execute("DELETE FROM files WHERE file_id = ?", [.text(id)])
+            }
+        }
+        for (id, report) in batch.reports {
+            if let report { try await putReport(report, db) } else {
+                try await db.execute("DELETE FROM reports WHERE id = ?", [.int(id)])
+            }
+        }
+        for event in batch.events { try await putEvent(event, db) }
+        for (name, value) in batch.counters { try await putCounter(name, value, db) }
+        if let through = batch.pruneEventsThrough {
+            try await db.execute("DELETE FROM events WHERE id <= ?", [.int(through)])
+        }
+    }
+
+    // MARK: reads
+
+    static func loadAll(_ db: any SQLSession) async throws -> StorageSnapshot {
+        var snapshot = StorageSnapshot()
+        var userMetadata: [String: [String: String]] = [:]
+        for row in try await db.query("SELECT user_id, key, value FROM user_metadata", []) {
+            userMetadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
+        }
+        for row in try await db.query("SELECT \(userColumns.joined(separator: ", ")) FROM users", []) {
+            snapshot.users.append(UserRecord(
+                userId: row.text(0), nickname: row.text(1), profileUrl: row.text(2), isActive: row.bool(3),
+                createdAt: row.int(4), lastSeenAt: row.int(5), hasEverLoggedIn: row.bool(6),
+                metadata: userMetadata[row.text(0)] ?? [:],
+                discoveryKeys: try decode([String].self, row.text(8), "discovery keys"),
+                preferredLanguages: try decode([String].self, row.text(9), "preferred languages"),
+                autoAccept: row.bool(7)))
+        }
+        for row in try await db.query("SELECT token, user_id, expires_at, created_at FROM sessions", []) {
+            snapshot.sessions.append(SessionRecord(token: row.text(0), userId: row.text(1), expiresAt: row.int(2),
+                                                   createdAt: row.int(3)))
+        }
+        var members: [String: [String: MemberRecord]] = [:]
+        for row in try await db.query("SELECT \(memberColumns.joined(separator: ", ")) FROM members", []) {
+            members[row.text(0), default: [:]][row.text(1)] = MemberRecord(
+                userId: row.text(1), state: row.text(2), invitedAt: row.int(3), inviterId: row.optionalText(4),
+                joinedAt: row.int(5), readTs: row.int(6), deliveredTs: row.int(7), hiddenState: row.text(8),
+                tsMessageOffset: row.int(9), changeSeq: row.int(10), changedAt: row.int(11))
+        }
+        var operators: [String: [(Int64, String)]] = [:]
+        for row in try await db.query("SELECT channel_url, user_id, position FROM channel_operators", []) {
+            operators[row.text(0), default: []].append((row.int(2), row.text(1)))
+        }
+        var bans: [String: [String: RestrictionRecord]] = [:]
+        var mutes: [String: [String: RestrictionRecord]] = [:]
+        for row in try await db.query("SELECT channel_url, kind, user_id, start_at, end_at, description FROM channel_restrictions", []) {
+            let r = RestrictionRecord(userId: row.text(2), startAt: row.int(3), endAt: row.int(4), description: row.text(5))
+            if row.text(1) == "ban" { bans[row.text(0), default: [:]][r.userId] = r } else { mutes[row.text(0), default: [:]][r.userId] = r }
+        }
+        var metadata: [String: [String: String]] = [:]
+        for row in try await db.query("SELECT channel_url, key, value FROM channel_metadata", []) {
+            metadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
+        }
+        var metacounters: [String: [String: Int64]] = [:]
+        for row in try await db.query("SELECT channel_url, key, value FROM channel_metacounters", []) {
+            metacounters[row.text(0), default: [:]][row.text(1)] = row.int(2)
+        }
+        for row in try await db.query("SELECT \(channelColumns.joined(separator: ", ")) FROM channels", []) {
+            let url = row.text(0)
+            snapshot.channels.append(ChannelRecord(
+                url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
+                createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
+                isSuper: row.bool(9), isPublic: row.bool(10), isEphemeral: row.bool(11), freeze: row.bool(12),
+                members: members[url] ?? [:],
+                operatorIds: (operators[url] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
+                bans: bans[url] ?? [:], mutes: mutes[url] ?? [:], metadata: metadata[url] ?? [:],
+                metacounters: metacounters[url] ?? [:],
+                pinnedMessageIds: try decode([Int64].self, row.text(13), "pinned message ids"),
+                lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16)))
+        }
+        var mentions: [Int64: [(Int64, String)]] = [:]
+        for row in try await db.query("SELECT message_id, user_id, position FROM message_mentions", []) {
+            mentions[row.int(0), default: []].append((row.int(2), row.text(1)))
+        }
+        for row in try await db.query("SELECT \(messageColumns.joined(separator: ", ")) FROM messages ORDER BY id", []) {
+            let id = row.int(0)
+            snapshot.messages.append(MessageRecord(
+                id: id, channelUrl: row.text(1), type: row.text(2), message: row.text(3), senderId: row.optionalText(4),
+                reqId: row.text(5), customType: row.text(6), data: row.text(7), createdAt: row.int(8),
+                updatedAt: row.int(9), mentionType: row.text(10),
+                mentionedUserIds: (mentions[id] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
+                isOpMsg: row.bool(11), silent: row.bool(12), parentId: row.int(13), isReplyToChannel: row.bool(14),
+                file: try row.optionalText(15).map { try decode(FileInfoRecord.self, $0, "file") },
+                thumbnails: try decode([ThumbnailRecord].self, row.text(16), "thumbnails"),
+                sortedMetaarray: try decode([MetaArrayItem].self, row.text(17), "sorted metaarray"),
+                reactions: try decode([ReactionRecord].self, row.text(18), "reactions"),
+                replyCount: row.int(19), lastRepliedAt: row.int(20), threadUpdatedAt: row.int(21),
+                recentReplierIds: try decode([String].self, row.text(22), "recent repliers"),
+                changeSeq: row.int(23), changedAt: row.int(24)))
+        }
+        for row in try await db.query("SELECT message_id, channel_url, deleted_at, seq FROM message_tombstones ORDER BY seq", []) {
+            snapshot.messageTombstones.append(MessageTombstoneRecord(messageId: row.int(0), channelUrl: row.text(1),
+                                                                     deletedAt: row.int(2), seq: row.int(3)))
+        }
+        for row in try await db.query("SELECT user_id, channel_url, at, seq FROM membership_tombstones", []) {
+            snapshot.membershipTombstones.append(MembershipTombstoneRecord(userId: row.text(0), channelUrl: row.text(1),
+                                                                           at: row.int(2), seq: row.int(3)))
+        }
+        for row in try await db.query("SELECT file_id, channel_url, message_id, name, type, size, path FROM files", []) {
+            snapshot.files.append(FileRecord(id: row.text(0), channelUrl: row.text(1), messageId: row.int(2),
+                                             name: row.text(3), type: row.text(4), size: row.int(5), path: row.text(6)))
+        }
+        for row in try await db.query("SELECT \(reportColumns.joined(separator: ", ")) FROM reports", []) {
+            snapshot.reports.append(ReportRecord(
+                id: row.int(0), reportType: row.text(1), category: row.text(2), reportingUserId: row.optionalText(3),
+                offendingUserId: row.optionalText(4), channelUrl: row.optionalText(5), messageId: row.optionalInt(6),
+                description: row.text(7), createdAt: row.int(8)))
+        }
+        for row in try await db.query("SELECT id, created_at, category, recipients, data FROM events ORDER BY id", []) {
+            snapshot.events.append(StoredEvent(
+                id: row.int(0), createdAt: row.int(1), category: row.text(2),
+                recipients: row.text(3).split(separator: "\u{1}").map(String.init), data: row.text(4)))
+        }
+        for row in try await db.query("SELECT name, value FROM meta", []) {
+            snapshot.counters[row.text(0)] = row.int(1)
+        }
+        return snapshot
+    }
+}

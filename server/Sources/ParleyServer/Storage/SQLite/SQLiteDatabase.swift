@@ -1,0 +1,186 @@
+import CParleySQLite
+
+/// One SQLite connection with its prepared statements, used by one task at a time.
+final class SQLiteConnection: SQLSession, @unchecked Sendable {
+    let dialect = SQLDialect.sqlite
+    private let db: OpaquePointer
+    private var statements: [String: OpaquePointer] = [:]
+    let path: String
+
+    init(path: String, readOnly: Bool) throws {
+        self.path = path
+        var handle: OpaquePointer?
+        // NOMUTEX: a connection is only ever used by the task that borrowed it.
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let handle { sqlite3_close(handle) }
+            throw StorageError("cannot open database \(path): \(message)")
+        }
+        db = handle
+        sqlite3_busy_timeout(db, 10_000)
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close(db)
+    }
+
+    private func failure(_ what: String, _ code: Int32) -> StorageError {
+        let message = String(cString: sqlite3_errmsg(db))
+        let kind: SQLFailureKind = switch code {
+        // SQLITE_CONSTRAINT_PRIMARYKEY and SQLITE_CONSTRAINT_UNIQUE (macros Swift cannot import).
+        case SQLITE_CONSTRAINT | (6 << 8), SQLITE_CONSTRAINT | (8 << 8): .uniqueViolation
+        default: .other
+        }
+        return StorageError("sqlite \(what): \(message) (\(code))", kind: kind)
+    }
+
+    private func statement(_ sql: String) throws -> OpaquePointer {
+        if let cached = statements[sql] {
+            sqlite3_reset(cached)
+            sqlite3_clear_bindings(cached)
+            return cached
+        }
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw failure("prepare", rc) }
+        statements[sql] = stmt
+        return stmt
+    }
+
+    private func bind(_ stmt: OpaquePointer, _ binds: [SQLValue]) throws {
+        for (i, value) in binds.enumerated() {
+            let index = Int32(i + 1)
+            let rc: Int32
+            switch value {
+            case .null: rc = sqlite3_bind_null(stmt, index)
+            case .int(let v): rc = sqlite3_bind_int64(stmt, index, v)
+            case .text(let s): rc = sqlite3_bind_text(stmt, index, s, -1, parley_server_sqlite_transient())
+            case .blob(let b):
+                rc = b.withUnsafeBytes { raw in
+                    // A zero-length blob still binds a blob, not NULL.
+                    sqlite3_bind_blob(stmt, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(b.count),
+                                      parley_server_sqlite_transient())
+                }
+            }
+            guard rc == SQLITE_OK else { throw failure("bind", rc) }
+        }
+    }
+
+    private func column(_ stmt: OpaquePointer, _ i: Int32) -> SQLValue {
+        switch sqlite3_column_type(stmt, i) {
+        case SQLITE_NULL: return .null
+        case SQLITE_INTEGER: return .int(sqlite3_column_int64(stmt, i))
+        case SQLITE_FLOAT: return .int(Int64(sqlite3_column_double(stmt, i)))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(stmt, i))
+            guard count > 0, let p = sqlite3_column_blob(stmt, i) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: p, count: count)))
+        default:
+            let count = Int(sqlite3_column_bytes(stmt, i))
+            guard count > 0, let p = sqlite3_column_text(stmt, i) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: p, count: count), as: UTF8.self))
+        }
+    }
+
+    func queryNow(_ sql: String, _ binds: [SQLValue] = []) throws -> [SQLRow] {
+        let stmt = try statement(sql)
+        defer { sqlite3_reset(stmt) }
+        try bind(stmt, binds)
+        let columns = sqlite3_column_count(stmt)
+        var rows: [SQLRow] = []
+        while true {
+            let rc = sqlite3_step(stmt)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw failure("step", rc) }
+            var values: [SQLValue] = []
+            values.reserveCapacity(Int(columns))
+            for i in 0..<columns { values.append(column(stmt, i)) }
+            rows.append(SQLRow(values: values))
+        }
+        return rows
+    }
+
+    @discardableResult
+    func executeNow(_ sql: String, _ binds: [SQLValue] = []) throws -> Int {
+        let stmt = try statement(sql)
+        defer { sqlite3_reset(stmt) }
+        try bind(stmt, binds)
+        while true {
+            let rc = sqlite3_step(stmt)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw failure("step", rc) }
+        }
+        return Int(sqlite3_changes64(db))
+    }
+
+    func executeScriptNow(_ sql: String) throws {
+        var err: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(db, sql, nil, nil, &err)
+        if rc != SQLITE_OK {
+            let message = err.map { String(cString: $0) } ?? "error \(rc)"
+            sqlite3_free(err)
+            throw StorageError("sqlite: \(message)", kind: rc == SQLITE_CONSTRAINT ? .uniqueViolation : .other)
+        }
+    }
+
+    // The protocol's async requirements, met by the synchronous calls above.
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] { try queryNow(sql, binds) }
+    @discardableResult
+    func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int { try executeNow(sql, binds) }
+    func executeScript(_ sql: String) async throws { try executeScriptNow(sql) }
+}
+
+/// The SQLite backend: one file in WAL mode, one writer connection (SQLite allows one
+/// writer at a time anyway) and a few read-only connections whose snapshots never wait for
+/// the writer's commit. `synchronous=FULL`: an acknowledged commit survives a crash of the
+/// process or of the machine.
+final class SQLiteDatabase: SQLDatabase, @unchecked Sendable {
+    let dialect = SQLDialect.sqlite
+    let path: String
+    private let writer: SQLiteConnection
+    private let writerLock = AsyncLock()
+    private let readers: AsyncPool<SQLiteConnection>
+
+    init(path: String, readers readerCount: Int = 4) throws {
+        self.path = path
+        writer = try SQLiteConnection(path: path, readOnly: false)
+        try writer.executeScriptNow("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
+        // Readers open after the writer has switched the file to WAL.
+        var opened: [SQLiteConnection] = []
+        for _ in 0..<max(1, readerCount) { opened.append(try SQLiteConnection(path: path, readOnly: true)) }
+        readers = AsyncPool(opened)
+    }
+
+    func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
+        let connection = await readers.borrow()
+        defer { readers.giveBack(connection) }
+        try connection.executeScriptNow("BEGIN")
+        do {
+            let result = try await body(connection)
+            try connection.executeScriptNow("COMMIT")
+            return result
+        } catch {
+            try? connection.executeScriptNow("ROLLBACK")
+            throw error
+        }
+    }
+
+    func write<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
+        await writerLock.lock()
+        defer { writerLock.unlock() }
+        try writer.executeScriptNow("BEGIN IMMEDIATE")
+        do {
+            let result = try await body(writer)
+            try writer.executeScriptNow("COMMIT")
+            return result
+        } catch {
+            try? writer.executeScriptNow("ROLLBACK")
+            throw error
+        }
+    }
+
+    func close() async {}
+}
