@@ -147,12 +147,17 @@ def test_only_changed_members_are_written(fresh_server):
     ids = [server.user() for _ in range(5)]
     url = server.channel(ids)["channel_url"]
     server.send(url, ids[0], "first")
+    server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", json={"user_id": ids[4]})
     restart(server)  # nothing pending: each write below is its own transaction
     rows = member_rows(server.db_path)
-    server.send(url, ids[1], "second")  # moves ids[1]'s read receipt only
+    server.send(url, ids[1], "second")  # moves ids[1]'s read receipt, the others' unread counts
     after = member_rows(server.db_path)
-    changed = {k for k in after if after[k] != rows.get(k)}
-    assert changed == {url + SEP + ids[1]}
+    changes = {k: {c for c in after[k] if after[k][c] != rows[k][c]} for k in after if after[k] != rows.get(k)}
+    assert set(changes) == {url + SEP + u for u in ids}
+    assert changes.pop(url + SEP + ids[1]) == {"read_ts", "change_seq", "changed_at", "unread_count"}
+    assert set(map(frozenset, changes.values())) == {frozenset({"unread_count"})}
+    assert after[url + SEP + ids[4]]["unread_count"] == 1 and after[url + SEP + ids[0]]["unread_count"] == 1
+    assert after[url + SEP + ids[2]]["unread_count"] == 2 and after[url + SEP + ids[1]]["unread_count"] == 0
     # A recreated channel with the same url does not bring back the old members.
     server.ok("DELETE", f"/v3/group_channels/{url}")
     again = server.channel(ids[3:], channel_url=url)["channel_url"]

@@ -35,7 +35,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
         }
         let sqlite = try SQLiteDatabase(path: database)
         try await Migrations.apply(to: sqlite) { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
-        let state = try await ServerState(storage: TableStorage(database: sqlite), retention: eventRetention)
+        let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
+        let state = try await ServerState(database: sqlite, retention: eventRetention, verifyCounters: verify)
         state.filesDirectory = database + ".files"
         state.uploadLimit = uploadLimitBytes
         let service = Service(state: state)

@@ -178,8 +178,8 @@ extension ServerState {
         ], now: now)
     }
 
-    func newestMessageTs(_ url: String) -> Int64 {
-        channelMessages[url]?.last.flatMap { messages[$0]?.createdAt } ?? 0
+    func newestMessageTs(_ url: String) async throws -> Int64 {
+        try await MessageQueries.newestCreatedAt(db, channel: url)
     }
 
     func channelView(_ ctx: Ctx, viewer: String?, showMemberDefault: Bool) throws -> ChannelView {
@@ -218,7 +218,7 @@ enum Channels {
         return unique
     }
 
-    static func create(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func create(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let i = ctx.input
         var ids = try userIdList(i, "user_ids", "users") ?? []
         let name = try i.string("name", maxBytes: 2048) ?? ""
@@ -272,7 +272,7 @@ enum Channels {
         let force = Set([inviter].compactMap { $0 })
         let added = s.addMembers(&c, ids, inviter: inviter, forceJoin: force, now: ctx.now)
         c.operatorIds = operatorIds
-        s.save(c)
+        try await s.save(c)
         s.announceNewMembers(c, joined: added.joined, invited: added.invited, inviter: inviter, now: ctx.now)
         var out = s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now)
         if case .object(var o) = out { o["is_created"] = true; out = .object(o) }
@@ -418,20 +418,20 @@ enum Channels {
         ]))
     }
 
-    static func listAll(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func listAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let me = ctx.caller.userId
         let candidates = s.channels.values.filter { c in me == nil || c.isPublic || c.members[me!] != nil }
         return try listChannels(s, ctx, candidates: Array(candidates), viewer: me, mine: false)
     }
 
-    static func listMine(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func listMine(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let u = try s.user(ctx.segments[1])
         try ctx.requireSelfOrAdmin(u.userId)
         let candidates = s.channels.values.filter { $0.members[u.userId] != nil }
         return try listChannels(s, ctx, candidates: Array(candidates), viewer: u.userId, mine: true)
     }
 
-    static func get(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         var viewer = ctx.caller.userId
         if ctx.caller.isAdmin {
@@ -443,7 +443,7 @@ enum Channels {
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: viewer, showMemberDefault: true), now: ctx.now))
     }
 
-    static func update(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         let i = ctx.input
@@ -466,24 +466,24 @@ enum Channels {
         if let isDistinct { c.isDistinct = isDistinct }
         for op in operatorIds ?? [] where !c.operatorIds.contains(op) { c.operatorIds.append(op) }
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         s.emitChannelChanged(c, to: s.allMemberIds(c), now: ctx.now)
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
     }
 
-    static func delete(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         let audience = s.allMemberIds(c)
         for id in c.members.keys.sorted() { s.addMembershipTombstone(user: id, channel: c.url, at: ctx.now) }
-        s.purgeMessages(of: c.url)
+        try await s.purgeMessages(of: c.url)
         s.typing.removeValue(forKey: c.url)
         s.deleteChannelRecord(c.url)
         s.emit("channel_deleted", channelUrl: c.url, to: audience, fields: [], now: ctx.now)
         return .json(.obj([]))
     }
 
-    static func invite(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func invite(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         guard let ids = try userIdList(ctx.input, "user_ids", "users"), !ids.isEmpty else { throw APIError.missing("user_ids") }
@@ -502,13 +502,13 @@ enum Channels {
         // Inviting only existing members changes nothing (and no event would tell of a change).
         if !added.joined.isEmpty || !added.invited.isEmpty {
             s.touch(&c, ctx.now)
-            s.save(c)
+            try await s.save(c)
             s.announceNewMembers(c, joined: added.joined, invited: added.invited, inviter: inviter, now: ctx.now)
         }
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
     }
 
-    static func accept(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func accept(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
@@ -517,14 +517,14 @@ enum Channels {
         c.members[uid]!.joinedAt = ctx.now
         s.touchMember(&c, uid, ctx.now)
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         s.emit("user_joined", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("users", .array([s.basicUser(uid, in: c)])),
         ], now: ctx.now)
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: uid, showMemberDefault: true), now: ctx.now))
     }
 
-    static func decline(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func decline(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
@@ -532,7 +532,7 @@ enum Channels {
         c.members.removeValue(forKey: uid)
         s.touch(&c, ctx.now)
         s.addMembershipTombstone(user: uid, channel: c.url, at: ctx.now)
-        s.save(c)
+        try await s.save(c)
         s.emit("invitation_declined", channelUrl: c.url, to: audience, fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("invitee", s.basicUser(uid)),
             ("inviter", m.inviterId.map { s.basicUser($0) }),
@@ -540,7 +540,7 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func join(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func join(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         _ = try s.user(uid)
@@ -558,14 +558,14 @@ enum Channels {
             _ = s.addMembers(&c, [uid], inviter: nil, forceJoin: [uid], now: ctx.now)
         }
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         s.emit("user_joined", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("users", .array([s.basicUser(uid, in: c)])),
         ], now: ctx.now)
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: uid, showMemberDefault: true), now: ctx.now))
     }
 
-    static func leave(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func leave(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let url = ctx.segments[1]
         var c = try s.channel(url)
         var ids = try ctx.input.stringList("user_ids") ?? []
@@ -583,7 +583,7 @@ enum Channels {
                 for other in s.channels.keys.sorted() where other != url {
                     guard var oc = s.channels[other], oc.members[id] != nil else { continue }
                     s.removeMember(&oc, id, now: ctx.now, category: "user_left", extra: [])
-                    s.save(oc)
+                    try await s.save(oc)
                 }
             }
         } else {
@@ -592,11 +592,11 @@ enum Channels {
         for id in ids where c.members[id] != nil {
             s.removeMember(&c, id, now: ctx.now, category: "user_left", extra: [])
         }
-        s.save(c)
+        try await s.save(c)
         return .json(.obj([]))
     }
 
-    static func hide(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func hide(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         let hidePrevious = try ctx.input.bool("hide_previous_messages", default: false)
@@ -608,14 +608,15 @@ enum Channels {
             guard var ch = s.channels[url] else { continue }
             ch.members[uid]!.hiddenState = allowAuto ? "hidden_allow_auto_unhide" : "hidden_prevent_auto_unhide"
             if hidePrevious {
-                ch.members[uid]!.tsMessageOffset = max(ch.members[uid]!.tsMessageOffset, s.newestMessageTs(url))
+                let newest = try await s.newestMessageTs(url)
+                ch.members[uid]!.tsMessageOffset = max(ch.members[uid]!.tsMessageOffset, newest)
             }
             s.touchMember(&ch, uid, ctx.now)
-            s.save(ch)
+            try await s.save(ch)
             if hidePrevious {
                 // Hiding the history reads it: the members see the read receipt move (read_status).
                 s.markRead(&ch, uid, now: ctx.now)
-                s.save(ch)
+                try await s.save(ch)
             }
             s.emit("channel_hidden", channelUrl: url, to: [uid], fields: [
                 ("channel", s.eventChannelJSON(ch, now: ctx.now)), ("user_id", .string(uid)),
@@ -625,7 +626,7 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func unhide(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func unhide(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         let all = try ctx.input.bool("should_unhide_all", default: false)
@@ -634,12 +635,12 @@ enum Channels {
         for url in targets {
             guard var ch = s.channels[url], ch.members[uid]!.hiddenState != "unhidden" else { continue }
             s.unhideMember(&ch, uid, now: ctx.now)
-            s.save(ch)
+            try await s.save(ch)
         }
         return .json(.obj([]))
     }
 
-    static func resetHistory(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func resetHistory(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         let all = try ctx.input.bool("reset_all", default: false)
@@ -648,11 +649,11 @@ enum Channels {
         var offset: Int64 = 0
         for url in targets {
             guard var ch = s.channels[url] else { continue }
-            let newest = s.newestMessageTs(url)
+            let newest = try await s.newestMessageTs(url)
             ch.members[uid]!.tsMessageOffset = max(ch.members[uid]!.tsMessageOffset, newest)
             if url == c.url { offset = ch.members[uid]!.tsMessageOffset }
             s.touchMember(&ch, uid, ctx.now)
-            s.save(ch)
+            try await s.save(ch)
             // The user's other clients learn of the new offset (and the last message it hides).
             s.emitChannelChanged(ch, to: [uid], now: ctx.now)
         }
@@ -684,10 +685,10 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func startTyping(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try setTyping(s, &ctx, typing: true) }
-    static func endTyping(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try setTyping(s, &ctx, typing: false) }
+    static func startTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try setTyping(s, &ctx, typing: true) }
+    static func endTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try setTyping(s, &ctx, typing: false) }
 
-    static func members(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func members(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let i = ctx.input
@@ -721,7 +722,7 @@ enum Channels {
         return .json(.obj([("members", .array(page.map { s.memberJSON(c, $0, now: ctx.now) })), ("next", .string(next))]))
     }
 
-    static func isMember(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func isMember(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         if !ctx.caller.isAdmin, let me = ctx.caller.userId, c.members[me] == nil, me != ctx.segments[3] {
             throw APIError.forbidden("the user is not a member of this channel.")
@@ -730,16 +731,16 @@ enum Channels {
         return .json(.obj([("is_member", .bool(state == "joined")), ("state", .string(state))]))
     }
 
-    static func markAsRead(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func markAsRead(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
         s.markRead(&c, uid, now: ctx.now)
-        s.save(c)
+        try await s.save(c)
         return .json(.obj([("ts", .int(c.members[uid]!.readTs))]))
     }
 
-    static func markAsDelivered(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func markAsDelivered(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         let uid = try ctx.requiredActingUser()
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
@@ -747,7 +748,7 @@ enum Channels {
         s.touchMember(&c, uid, ctx.now)
         // Every member's render lists delivery receipts (`members[].delivered_ts`).
         s.markChanged(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         s.emit("delivery_status", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(uid)),
             ("delivered_ts", .int(c.members[uid]!.deliveredTs)),
@@ -761,20 +762,5 @@ extension ServerState {
         c.members[uid]?.hiddenState = "unhidden"
         touchMember(&c, uid, now)
         emitChannelChanged(c, to: [uid], now: now)
-    }
-
-    /// Drops a deleted channel's messages without tombstones (the channel tombstone covers them).
-    func purgeMessages(of url: String) {
-        for id in channelMessages[url] ?? [] {
-            if let m = messages.removeValue(forKey: id), !m.reqId.isEmpty {
-                reqIndex.removeValue(forKey: reqKey(url, m.senderId ?? "", m.reqId))
-            }
-            pending.messages[id] = .some(nil)
-        }
-        channelMessages.removeValue(forKey: url)
-        for t in messageTombstones[url] ?? [] {
-            pending.messageTombstones[t.messageId] = .some(nil)
-        }
-        messageTombstones.removeValue(forKey: url)
     }
 }

@@ -3,8 +3,9 @@ import Foundation
 // Uploaded file download, reports, and the multipart parser.
 
 enum Files {
-    static func download(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        guard let f = s.files[ctx.segments[1]], let c = s.channels[f.channelUrl], s.messages[f.messageId] != nil else {
+    static func download(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+        guard let f = s.files[ctx.segments[1]], let c = s.channels[f.channelUrl],
+              try await s.messageRecord(f.messageId) != nil else {
             throw APIError.notFound("File")
         }
         try s.requireJoined(c, ctx)
@@ -41,24 +42,24 @@ enum Reports {
         return .json(reportJSON(s, r))
     }
 
-    static func reportMessage(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func reportMessage(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[2])
-        let m = try s.message(c, ctx.segments[4])
+        let m = try await s.message(c, ctx.segments[4])
         return try make(s, ctx, type: "message", channel: c, messageId: m.id, offender: m.senderId)
     }
 
-    static func reportChannel(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func reportChannel(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[2])
         return try make(s, ctx, type: "channel", channel: c, messageId: nil, offender: nil)
     }
 
-    static func reportUser(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func reportUser(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let offender = try s.user(ctx.segments[2])
         let channel = try ctx.input.string("channel_url", maxBytes: 100).map { try s.channel($0) }
         return try make(s, ctx, type: "user", channel: channel, messageId: nil, offender: offender.userId)
     }
 
-    static func list(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func list(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
         let (page, next) = try keysetPage(Array(s.reports.values), key: { [.int($0.id)] },
                                           token: try ctx.input.string("token"), limit: try ctx.input.limit())

@@ -61,17 +61,14 @@ extension ServerState {
         return c.members[ctx.caller.userId!]
     }
 
-    /// Visible messages of a channel matching a filter, ascending by (created_at, message_id).
-    func filteredMessages(_ url: String, _ filter: MessageFilter, reader: MemberRecord?) -> [MessageRecord] {
-        (channelMessages[url] ?? []).compactMap { id in
-            guard let m = messages[id], isVisible(m, to: reader), filter.matches(m) else { return nil }
-            return m
-        }
+    /// The visible messages of a channel matching a filter, as a query condition.
+    func messageCondition(_ url: String, _ filter: MessageFilter, reader: MemberRecord?) -> SQLCondition {
+        MessageQueries.condition(channel: url, filter: filter, visibleAfter: reader?.tsMessageOffset)
     }
 
-    func message(_ c: ChannelRecord, _ idText: String) throws -> MessageRecord {
+    func message(_ c: ChannelRecord, _ idText: String) async throws -> MessageRecord {
         guard let id = Int64(idText), id > 0 else { throw APIError.invalid("message_id", "must be a positive integer.") }
-        guard let m = messages[id], m.channelUrl == c.url else { throw APIError.notFound("Message \(idText)") }
+        guard let m = try await messageRecord(id), m.channelUrl == c.url else { throw APIError.notFound("Message \(idText)") }
         return m
     }
 
@@ -102,11 +99,8 @@ extension ServerState {
     }
 
     /// Recomputes the channel's last message after a delete.
-    func refreshLastMessage(_ c: inout ChannelRecord) {
-        c.lastMessageId = 0
-        for id in (channelMessages[c.url] ?? []).reversed() {
-            if let m = messages[id], (m.parentId == 0 || m.isReplyToChannel), !m.silent { c.lastMessageId = id; break }
-        }
+    func refreshLastMessage(_ c: inout ChannelRecord) async throws {
+        c.lastMessageId = try await MessageQueries.lastCountable(db, channel: c.url)?.id ?? 0
     }
 
     func parseMetaArray(_ i: Input, _ name: String = "sorted_metaarray") throws -> [MetaArrayItem]? {
@@ -173,7 +167,7 @@ extension ServerState {
 }
 
 enum Messages {
-    static func send(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func send(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         var upload: MultipartPart? = nil
         var input = ctx.input
@@ -212,8 +206,8 @@ enum Messages {
         }
 
         let reqId = try i.string("req_id", maxBytes: 128) ?? i.string("dedup_id", maxBytes: 128) ?? ""
-        if !reqId.isEmpty, let existing = s.reqIndex[s.reqKey(c.url, sender ?? "", reqId)], let m = s.messages[existing] {
-            return .json(s.messageJSON(m, .full))
+        if !reqId.isEmpty, let m = try await MessageQueries.message(try s.db, channel: c.url, sender: sender, requestId: reqId) {
+            return .json(try await s.render(m, .full))
         }
         if let sender { try s.requireCanSend(c, sender: sender, ctx: ctx) }
 
@@ -246,7 +240,7 @@ enum Messages {
             _ = try i.int("created_at")
         }
         if parentId != 0 {
-            guard let parent = s.messages[parentId], parent.channelUrl == c.url else {
+            guard let parent = try await s.messageRecord(parentId), parent.channelUrl == c.url else {
                 throw APIError.invalid("parent_message_id", "does not name a message of this channel.")
             }
             if parent.parentId != 0 { throw APIError.invalid("parent_message_id", "must name a top-level message.") }
@@ -305,7 +299,8 @@ enum Messages {
         }
 
         if !c.isEphemeral {
-            s.save(m)
+            try await s.save(m)
+            s.countNewMessage(m, in: &c)
             if (parentId == 0 || m.isReplyToChannel) && !silent { c.lastMessageId = id }
         }
         s.unhideOnNewMessage(&c, now: ctx.now)
@@ -314,8 +309,8 @@ enum Messages {
             s.touchMember(&c, sender, ctx.now)
         }
         s.touch(&c, ctx.now)
-        s.save(c)
-        let messageJSON = s.messageJSON(m, .full)
+        try await s.save(c)
+        let messageJSON = try await s.render(m, .full)
         s.emitMessageEvent("message_received", c, about: m, fields: [("message", messageJSON)], channelChanged: true, now: ctx.now)
         let joined = s.joinedIds(c)
         let mentionTargets = (mentionType == "channel" ? joined.subtracting([sender ?? ""]) : Set(mentioned).intersection(joined))
@@ -325,7 +320,7 @@ enum Messages {
                 ("channel", s.eventChannelJSON(c, now: ctx.now)), ("message", messageJSON),
             ], now: ctx.now)
         }
-        if parentId != 0, !c.isEphemeral, var parent = s.messages[parentId] {
+        if parentId != 0, !c.isEphemeral, var parent = try await s.messageRecord(parentId) {
             parent.replyCount += 1
             parent.lastRepliedAt = createdAt
             parent.threadUpdatedAt = ctx.now
@@ -335,7 +330,7 @@ enum Messages {
                 if parent.recentReplierIds.count > 10 { parent.recentReplierIds.removeLast() }
             }
             s.touch(&parent, ctx.now)
-            s.save(parent)
+            try await s.save(parent)
             s.emitMessageEvent("thread_info_updated", c, about: parent, fields: [
                 ("parent_message_id", .int(parentId)), ("thread_info", s.threadInfoJSON(parent)),
             ], channelChanged: false, now: ctx.now)
@@ -343,7 +338,7 @@ enum Messages {
         return .json(messageJSON)
     }
 
-    static func list(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func list(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
@@ -360,88 +355,83 @@ enum Messages {
         for flag in ["including_removed", "include_poll_details", "show_subchannel_messages_only"] { _ = try i.bool(flag) }
         _ = try i.enumValue("operator_filter", ["all", "operator", "nonoperator"], default: "all")
 
-        let all = s.filteredMessages(c.url, filter, reader: reader)
-        var prevEnd: Int, nextStart: Int
+        let base = s.messageCondition(c.url, filter, reader: reader)
+        let prevBounds: [KeyBound], nextBounds: [KeyBound]
         var anchorItems: [MessageRecord] = []
         if let anchorId {
             let anchorTs: Int64
-            if let ts { anchorTs = ts } else {
-                let m = try s.message(c, String(anchorId))
-                anchorTs = m.createdAt
-            }
-            var lo = 0, hi = all.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                let m = all[mid]
-                if m.createdAt < anchorTs || (m.createdAt == anchorTs && m.id < anchorId) { lo = mid + 1 } else { hi = mid }
-            }
-            prevEnd = lo
-            nextStart = lo
-            if lo < all.count, all[lo].id == anchorId {
-                nextStart = lo + 1
-                if include { anchorItems = [all[lo]] }
+            if let ts { anchorTs = ts } else { anchorTs = try await s.message(c, String(anchorId)).createdAt }
+            let key = MessageKey(anchorTs, anchorId)
+            prevBounds = [.below(key, inclusive: false)]
+            nextBounds = [.above(key, inclusive: false)]
+            if include {
+                anchorItems = try await MessageQueries.page(
+                    try s.db, base, [.below(key, inclusive: true), .above(key, inclusive: true)], descending: false, limit: 1)
             }
         } else {
+            // Without a message id, the messages at exactly `message_ts` go to the older side
+            // when `include`, else to neither.
             let t = ts ?? Int64.max
-            func firstIndex(_ pred: (MessageRecord) -> Bool) -> Int {
-                var lo = 0, hi = all.count
-                while lo < hi { let mid = (lo + hi) / 2; if pred(all[mid]) { lo = mid + 1 } else { hi = mid } }
-                return lo
-            }
-            prevEnd = include ? firstIndex { $0.createdAt <= t } : firstIndex { $0.createdAt < t }
-            nextStart = firstIndex { $0.createdAt <= t }
+            prevBounds = [include ? .below(MessageKey(t, .max), inclusive: true) : .below(MessageKey(t, .min), inclusive: false)]
+            nextBounds = [.above(MessageKey(t, .max), inclusive: false)]
         }
-        let prevStart = max(0, prevEnd - prevLimit)
-        let nextEnd = min(all.count, nextStart + nextLimit)
-        var page = Array(all[prevStart..<prevEnd]) + anchorItems + Array(all[nextStart..<nextEnd])
+        // One more than asked on each side tells whether there are more.
+        var prev = try await MessageQueries.page(try s.db, base, prevBounds, descending: true, limit: prevLimit + 1)
+        let hasPrev = prev.count > prevLimit
+        if hasPrev { prev.removeFirst() }
+        var next = try await MessageQueries.page(try s.db, base, nextBounds, descending: false, limit: nextLimit + 1)
+        let hasNext = next.count > nextLimit
+        if hasNext { next.removeLast() }
+        var page = prev + anchorItems + next
         if reverse { page.reverse() }
         return .json(.obj([
-            ("messages", .array(page.map { s.messageJSON($0, view) })),
-            ("has_prev", .bool(prevStart > 0)),
-            ("has_next", .bool(nextEnd < all.count)),
+            ("messages", .array(try await s.render(page, view))),
+            ("has_prev", .bool(hasPrev)),
+            ("has_next", .bool(hasNext)),
             ("is_continuous_prev_messages", .bool(prevLimit > 0)),
-            ("is_continuous_next_messages", .bool(nextLimit > 0)),
         ]))
     }
 
-    static func get(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let reader = try s.readerMember(c, ctx)
-        let m = try s.message(c, ctx.segments[3])
+        let m = try await s.message(c, ctx.segments[3])
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
         for flag in ["include_reactions", "include_thread_info", "include_parent_message_info", "include_poll_details", "with_sorted_meta_array"] {
             _ = try ctx.input.bool(flag)
         }
-        return .json(s.messageJSON(m, .full))
+        return .json(try await s.render(m, .full))
     }
 
-    static func totalCount(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func totalCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let reader = try s.readerMember(c, ctx)
-        let n = (s.channelMessages[c.url] ?? []).filter { s.messages[$0].map { s.isVisible($0, to: reader) } ?? false }.count
-        return .json(.obj([("total", .int(Int64(n)))]))
+        // Every stored message the reader may see, replies included.
+        let all = s.messageCondition(c.url, MessageFilter(replyType: "ALL"), reader: reader)
+        return .json(.obj([("total", .int(try await MessageQueries.count(try s.db, all, [])))]))
     }
 
     /// Records a message change: touches it (message changelogs) and, when `channelChanged`
     /// (the channel renders it as `last_message`, or unread mention counts moved), the
     /// channel; then, unless the caller sends its own event, tells the members.
     static func announceUpdate(_ s: ServerState, _ c: inout ChannelRecord, _ m: inout MessageRecord, now: Int64,
-                               event: Bool = true, channelChanged: Bool) {
+                               event: Bool = true, channelChanged: Bool) async throws {
         s.touch(&m, now)
-        s.save(m)
+        try await s.save(m)
         if channelChanged {
             s.touch(&c, now)
-            s.save(c)
+            try await s.save(c)
         }
         if event {
-            s.emitMessageEvent("message_updated", c, about: m, fields: [("message", s.messageJSON(m, .full))],
+            s.emitMessageEvent("message_updated", c, about: m, fields: [("message", try await s.render(m, .full))],
                                channelChanged: channelChanged, now: now)
         }
     }
 
-    static func update(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var m = try await s.message(c, ctx.segments[3])
+        let old = m
         try s.requireSenderOrOperator(c, m, ctx)
         let i = ctx.input
         if i.has("message_type") {
@@ -467,34 +457,36 @@ enum Messages {
         m.updatedAt = ctx.now
         // Mentions count in members' unread mention counts, wherever the message is.
         let mentionsChanged = mentionType != nil || mentioned != nil
-        announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id || mentionsChanged)
-        return .json(s.messageJSON(m, .full))
+        if mentionsChanged { s.recountMentions(from: old, to: m, in: &c) }
+        try await announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id || mentionsChanged)
+        return .json(try await s.render(m, .full))
     }
 
-    static func delete(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
-        let m = try s.message(c, ctx.segments[3])
+        let m = try await s.message(c, ctx.segments[3])
         try s.requireSenderOrOperator(c, m, ctx)
-        s.deleteMessage(m, at: ctx.now)
+        try await s.deleteMessage(m, at: ctx.now)
+        s.uncountMessage(m, in: &c)
         if let fileId = m.file?.fileId, let f = s.files[fileId] {
             try? FileManager.default.removeItem(atPath: f.path)
             s.files.removeValue(forKey: fileId)
             s.pending.files[fileId] = .some(nil)
         }
         c.pinnedMessageIds.removeAll { $0 == m.id }
-        if c.lastMessageId == m.id { s.refreshLastMessage(&c) }
+        if c.lastMessageId == m.id { try await s.refreshLastMessage(&c) }
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         // Every member hears of it: it may have been their last message or counted as unread.
         s.emitMessageEvent("message_deleted", c, about: nil, fields: [("message_id", .int(m.id))], channelChanged: true, now: ctx.now)
-        if m.parentId != 0, var parent = s.messages[m.parentId] {
+        if m.parentId != 0, var parent = try await s.messageRecord(m.parentId) {
             parent.replyCount = max(0, parent.replyCount - 1)
             parent.threadUpdatedAt = ctx.now
-            let remaining = (s.channelMessages[c.url] ?? []).compactMap { s.messages[$0] }.filter { $0.parentId == parent.id }
+            let remaining = try await MessageQueries.replies(try s.db, parent: parent.id)
             parent.lastRepliedAt = remaining.last?.createdAt ?? 0
             parent.recentReplierIds = parent.recentReplierIds.filter { uid in remaining.contains { $0.senderId == uid } }
             s.touch(&parent, ctx.now)
-            s.save(parent)
+            try await s.save(parent)
             s.emitMessageEvent("thread_info_updated", c, about: parent, fields: [
                 ("parent_message_id", .int(parent.id)), ("thread_info", s.threadInfoJSON(parent)),
             ], channelChanged: false, now: ctx.now)
@@ -502,18 +494,18 @@ enum Messages {
         return .json(.obj([]))
     }
 
-    static func listReactions(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func listReactions(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         _ = try s.readerMember(c, ctx)
-        let m = try s.message(c, ctx.segments[3])
+        let m = try await s.message(c, ctx.segments[3])
         return .json(.obj([("reactions", .array(m.reactions.map {
             .obj([("key", .string($0.key)), ("user_ids", .strings($0.userIds)), ("updated_at", .int($0.updatedAt))])
         }))]))
     }
 
-    static func react(_ s: ServerState, _ ctx: inout Ctx, add: Bool) throws -> Reply {
+    static func react(_ s: ServerState, _ ctx: inout Ctx, add: Bool) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var m = try await s.message(c, ctx.segments[3])
         let uid = try ctx.requiredActingUser()
         let key = try ctx.input.requiredString("reaction", maxBytes: 128)
         if key.isEmpty { throw APIError.invalid("reaction", "must not be empty.") }
@@ -530,7 +522,7 @@ enum Messages {
             m.reactions.append(ReactionRecord(key: key, userIds: [uid], updatedAt: ctx.now))
         }
         // Reactions are not part of a channel's `last_message`: the channel does not change.
-        announceUpdate(s, &c, &m, now: ctx.now, event: false, channelChanged: false)
+        try await announceUpdate(s, &c, &m, now: ctx.now, event: false, channelChanged: false)
         let op = add ? "ADD" : "DELETE"
         s.emitMessageEvent("reaction_updated", c, about: m, fields: [
             ("reaction", .obj([("message_id", .int(m.id)), ("key", .string(key)), ("user_id", .string(uid)),
@@ -542,19 +534,19 @@ enum Messages {
         ]))
     }
 
-    static func addReaction(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try react(s, &ctx, add: true) }
-    static func removeReaction(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try react(s, &ctx, add: false) }
+    static func addReaction(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await react(s, &ctx, add: true) }
+    static func removeReaction(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await react(s, &ctx, add: false) }
 
-    static func setPin(_ s: ServerState, _ ctx: inout Ctx, pinned: Bool) throws -> Reply {
+    static func setPin(_ s: ServerState, _ ctx: inout Ctx, pinned: Bool) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var m = try await s.message(c, ctx.segments[3])
         try s.requireJoined(c, ctx)
         let already = c.pinnedMessageIds.contains(m.id)
         if pinned == already { return .json(.obj([])) }
         if pinned { c.pinnedMessageIds.append(m.id) } else { c.pinnedMessageIds.removeAll { $0 == m.id } }
         s.touch(&c, ctx.now)
-        s.save(c)
-        announceUpdate(s, &c, &m, now: ctx.now, event: false, channelChanged: false)  // touched just above
+        try await s.save(c)
+        try await announceUpdate(s, &c, &m, now: ctx.now, event: false, channelChanged: false)  // touched just above
         s.emit("pinned_message_updated", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)),
             ("pinned_message_ids", .array(c.pinnedMessageIds.map { .int($0) })),
@@ -562,13 +554,13 @@ enum Messages {
         return .json(.obj([]))
     }
 
-    static func pin(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try setPin(s, &ctx, pinned: true) }
-    static func unpin(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try setPin(s, &ctx, pinned: false) }
+    static func pin(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: true) }
+    static func unpin(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: false) }
 
-    static func copy(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func copy(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let reader = try s.readerMember(c, ctx)
-        let m = try s.message(c, ctx.segments[3])
+        let m = try await s.message(c, ctx.segments[3])
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
         if m.type == "ADMM" { throw APIError.invalid("message_id", "admin messages cannot be copied.") }
         if let me = ctx.caller.userId, !ctx.caller.isAdmin, m.senderId != me {
@@ -595,20 +587,21 @@ enum Messages {
         copy.changeSeq = 0; copy.changedAt = 0
         copy.isOpMsg = dest.isOperator(sender)
         if !dest.isEphemeral {
-            s.save(copy)
+            try await s.save(copy)
+            s.countNewMessage(copy, in: &dest)
             dest.lastMessageId = copy.id
         }
         s.unhideOnNewMessage(&dest, now: ctx.now)
         s.touch(&dest, ctx.now)
-        s.save(dest)
-        let json = s.messageJSON(copy, .full)
+        try await s.save(dest)
+        let json = try await s.render(copy, .full)
         s.emitMessageEvent("message_received", dest, about: copy, fields: [("message", json)], channelChanged: true, now: ctx.now)
         return .json(json)
     }
 
-    static func addMetaArray(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func addMetaArray(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var m = try await s.message(c, ctx.segments[3])
         try s.requireSenderOrOperator(c, m, ctx)
         guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
         for item in items {
@@ -619,13 +612,13 @@ enum Messages {
             }
         }
         m.updatedAt = ctx.now
-        announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id)
-        return .json(s.messageJSON(m, .full))
+        try await announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id)
+        return .json(try await s.render(m, .full))
     }
 
-    static func updateMetaArray(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func updateMetaArray(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var m = try await s.message(c, ctx.segments[3])
         try s.requireSenderOrOperator(c, m, ctx)
         guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
         let mode = try ctx.input.enumValue("mode", ["add", "remove"], default: "add")
@@ -645,8 +638,8 @@ enum Messages {
             }
         }
         m.updatedAt = ctx.now
-        announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id)
-        return .json(s.messageJSON(m, .full))
+        try await announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id)
+        return .json(try await s.render(m, .full))
     }
 }
 

@@ -35,6 +35,50 @@ struct MemberRecord: Codable, Sendable, Equatable {
     /// Position in the global change sequence of the last per-user change (channel changelogs).
     var changeSeq: Int64
     var changedAt: Int64
+    /// Messages and mentions unread by this member (kept up to date by UnreadCounters.swift
+    /// rather than counted per render: a render happens per recipient per event).
+    var unreadCount: Int64 = 0
+    var unreadMentionCount: Int64 = 0
+
+    init(userId: String, state: String, invitedAt: Int64, inviterId: String?, joinedAt: Int64, readTs: Int64,
+         deliveredTs: Int64, hiddenState: String, tsMessageOffset: Int64, changeSeq: Int64, changedAt: Int64,
+         unreadCount: Int64 = 0, unreadMentionCount: Int64 = 0) {
+        self.userId = userId
+        self.state = state
+        self.invitedAt = invitedAt
+        self.inviterId = inviterId
+        self.joinedAt = joinedAt
+        self.readTs = readTs
+        self.deliveredTs = deliveredTs
+        self.hiddenState = hiddenState
+        self.tsMessageOffset = tsMessageOffset
+        self.changeSeq = changeSeq
+        self.changedAt = changedAt
+        self.unreadCount = unreadCount
+        self.unreadMentionCount = unreadMentionCount
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case userId, state, invitedAt, inviterId, joinedAt, readTs, deliveredTs, hiddenState, tsMessageOffset
+        case changeSeq, changedAt, unreadCount, unreadMentionCount
+    }
+
+    // Records of the old layout (LegacyImport.swift) have no counters: they are counted after
+    // the import.
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            userId: try c.decode(String.self, forKey: .userId), state: try c.decode(String.self, forKey: .state),
+            invitedAt: try c.decode(Int64.self, forKey: .invitedAt),
+            inviterId: try c.decodeIfPresent(String.self, forKey: .inviterId),
+            joinedAt: try c.decode(Int64.self, forKey: .joinedAt), readTs: try c.decode(Int64.self, forKey: .readTs),
+            deliveredTs: try c.decode(Int64.self, forKey: .deliveredTs),
+            hiddenState: try c.decode(String.self, forKey: .hiddenState),
+            tsMessageOffset: try c.decode(Int64.self, forKey: .tsMessageOffset),
+            changeSeq: try c.decode(Int64.self, forKey: .changeSeq), changedAt: try c.decode(Int64.self, forKey: .changedAt),
+            unreadCount: try c.decodeIfPresent(Int64.self, forKey: .unreadCount) ?? 0,
+            unreadMentionCount: try c.decodeIfPresent(Int64.self, forKey: .unreadMentionCount) ?? 0)
+    }
 }
 
 struct RestrictionRecord: Codable, Sendable {

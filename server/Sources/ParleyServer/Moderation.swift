@@ -1,21 +1,21 @@
 // Freeze, operators, bans and mutes (PROTOCOL.md §6.3).
 
 enum Moderation {
-    static func freeze(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func freeze(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         guard let freeze = try ctx.input.bool("freeze") else { throw APIError.missing("freeze") }
         if c.freeze != freeze {
             c.freeze = freeze
             s.touch(&c, ctx.now)
-            s.save(c)
+            try await s.save(c)
             s.emit(freeze ? "channel_frozen" : "channel_unfrozen", channelUrl: c.url, to: s.allMemberIds(c),
                    fields: [("channel", s.eventChannelJSON(c, now: ctx.now))], now: ctx.now)
         }
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
     }
 
-    static func listOperators(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func listOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let (page, next) = try keysetPage(c.operatorIds, key: { [.string($0)] }, token: try ctx.input.string("token"), limit: try ctx.input.limit())
@@ -28,19 +28,19 @@ enum Moderation {
         ], now: now)
     }
 
-    static func addOperators(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func addOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         guard let ids = try ctx.input.stringList("operator_ids"), !ids.isEmpty else { throw APIError.missing("operator_ids") }
         for id in ids where !c.isJoined(id) { throw APIError.invalid("operator_ids", "\"\(id)\" is not a joined member.") }
         for id in ids where !c.operatorIds.contains(id) { c.operatorIds.append(id) }
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         announceOperators(s, c, now: ctx.now)
         return .json(.obj([]))
     }
 
-    static func removeOperators(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func removeOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         let all = try ctx.input.bool("delete_all", default: false)
@@ -48,7 +48,7 @@ enum Moderation {
         if !all && ids.isEmpty { throw APIError.missing("operator_ids") }
         if all { c.operatorIds = [] } else { c.operatorIds.removeAll { ids.contains($0) } }
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         announceOperators(s, c, now: ctx.now)
         return .json(.obj([]))
     }
@@ -69,7 +69,7 @@ enum Moderation {
         return RestrictionRecord(userId: uid, startAt: ctx.now, endAt: seconds < 0 ? -1 : ctx.now + seconds * 1000, description: description)
     }
 
-    static func ban(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func ban(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         let r = try parseRestriction(s, ctx, c)
@@ -83,15 +83,15 @@ enum Moderation {
                 ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(r.userId)),
             ] + extra, now: ctx.now)
         }
-        s.save(c)
+        try await s.save(c)
         return .json(restrictionJSON(s, r))
     }
 
-    static func listBans(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func listBans(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try listRestrictions(s, &ctx, bans: true)
     }
 
-    static func listMutes(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func listMutes(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try listRestrictions(s, &ctx, bans: false)
     }
 
@@ -104,7 +104,7 @@ enum Moderation {
         return .json(.obj([(bans ? "banned_list" : "muted_list", .array(page.map { restrictionJSON(s, $0) })), ("next", .string(next))]))
     }
 
-    static func getBan(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func getBan(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let r = s.activeBan(c, ctx.segments[3], ctx.now)
@@ -112,27 +112,27 @@ enum Moderation {
                            ("end_at", r.map { .int($0.endAt) }), ("description", r.map { .string($0.description) })]))
     }
 
-    static func unban(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func unban(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         let uid = ctx.segments[3]
         guard c.bans.removeValue(forKey: uid) != nil else { throw APIError.notFound("Ban of \"\(uid)\"") }
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         s.emit("user_unbanned", channelUrl: c.url, to: s.allMemberIds(c).union([uid]), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(uid)),
         ], now: ctx.now)
         return .json(.obj([]))
     }
 
-    static func mute(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func mute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         let r = try parseRestriction(s, ctx, c)
         if c.members[r.userId] == nil { throw APIError.invalid("user_id", "is not a member of this channel.") }
         c.mutes[r.userId] = r
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         s.emit("user_muted", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(r.userId)),
             ("end_at", .int(r.endAt)), ("description", .string(r.description)),
@@ -140,7 +140,7 @@ enum Moderation {
         return .json(restrictionJSON(s, r))
     }
 
-    static func getMute(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func getMute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let r = s.activeMute(c, ctx.segments[3], ctx.now)
@@ -150,13 +150,13 @@ enum Moderation {
                            ("description", r.map { .string($0.description) })]))
     }
 
-    static func unmute(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func unmute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireOperator(c, ctx)
         let uid = ctx.segments[3]
         guard c.mutes.removeValue(forKey: uid) != nil else { throw APIError.notFound("Mute of \"\(uid)\"") }
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         s.emit("user_unmuted", channelUrl: c.url, to: s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(uid)),
         ], now: ctx.now)
@@ -172,7 +172,7 @@ enum Meta {
         counter ? .intMap(ints) : .stringMap(strings)
     }
 
-    static func getAll(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func getAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let keys = try ctx.input.stringList("keys").map(Set.init)
@@ -181,7 +181,7 @@ enum Meta {
                             c.metacounters.filter { keys?.contains($0.key) ?? true }))
     }
 
-    static func getOne(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func getOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let key = ctx.segments[3]
@@ -205,7 +205,7 @@ enum Meta {
         }
     }
 
-    static func create(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func create(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
@@ -223,7 +223,7 @@ enum Meta {
             keys = map.keys.sorted()
         }
         s.touch(&c, ctx.now)
-        s.save(c)
+        try await s.save(c)
         emitChange(s, c, counter: counter, created: keys, updated: [], now: ctx.now)
         let out = render(counter, c.metadata.filter { keys.contains($0.key) }, c.metacounters.filter { keys.contains($0.key) })
         if includeTs {
@@ -232,7 +232,7 @@ enum Meta {
         return .json(out)
     }
 
-    static func apply(_ s: ServerState, _ ctx: Ctx, _ c: inout ChannelRecord, strings: [String: String]?, ints: [String: Int64]?, upsert: Bool, mode: String) throws -> JSON {
+    static func apply(_ s: ServerState, _ ctx: Ctx, _ c: inout ChannelRecord, strings: [String: String]?, ints: [String: Int64]?, upsert: Bool, mode: String) async throws -> JSON {
         let counter = isCounter(ctx)
         var created: [String] = [], updated: [String] = []
         if counter, let ints {
@@ -256,27 +256,27 @@ enum Meta {
         // An empty map changes nothing (and no event would tell of a change).
         if !created.isEmpty || !updated.isEmpty {
             s.touch(&c, ctx.now)
-            s.save(c)
+            try await s.save(c)
             emitChange(s, c, counter: counter, created: created.sorted(), updated: updated.sorted(), now: ctx.now)
         }
         let keys = Set(created + updated)
         return render(counter, c.metadata.filter { keys.contains($0.key) }, c.metacounters.filter { keys.contains($0.key) })
     }
 
-    static func updateMany(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func updateMany(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let upsert = try ctx.input.bool("upsert", default: false)
         let mode = try ctx.input.enumValue("mode", ["set", "increase", "decrease"], default: "set")
         if isCounter(ctx) {
             guard let map = try ctx.input.intMap("metacounter") else { throw APIError.missing("metacounter") }
-            return .json(try apply(s, ctx, &c, strings: nil, ints: map, upsert: upsert, mode: mode))
+            return .json(try await apply(s, ctx, &c, strings: nil, ints: map, upsert: upsert, mode: mode))
         }
         guard let map = try ctx.input.stringMap("metadata") else { throw APIError.missing("metadata") }
-        return .json(try apply(s, ctx, &c, strings: map, ints: nil, upsert: upsert, mode: mode))
+        return .json(try await apply(s, ctx, &c, strings: map, ints: nil, upsert: upsert, mode: mode))
     }
 
-    static func updateOne(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func updateOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let key = ctx.segments[3]
@@ -285,23 +285,23 @@ enum Meta {
         let mode = try ctx.input.enumValue("mode", ["set", "increase", "decrease"], default: "set")
         if isCounter(ctx) {
             guard let v = try ctx.input.int("value") else { throw APIError.missing("value") }
-            return .json(try apply(s, ctx, &c, strings: nil, ints: [key: v], upsert: upsert, mode: mode))
+            return .json(try await apply(s, ctx, &c, strings: nil, ints: [key: v], upsert: upsert, mode: mode))
         }
         let v = try ctx.input.requiredString("value", maxBytes: 190_000)
-        return .json(try apply(s, ctx, &c, strings: [key: v], ints: nil, upsert: upsert, mode: mode))
+        return .json(try await apply(s, ctx, &c, strings: [key: v], ints: nil, upsert: upsert, mode: mode))
     }
 
-    static func deleteAll(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func deleteAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
         let keys = counter ? c.metacounters.keys.sorted() : c.metadata.keys.sorted()
         if counter { c.metacounters = [:] } else { c.metadata = [:] }
-        try finishDelete(s, ctx, &c, keys: keys, counter: counter)
+        try await finishDelete(s, ctx, &c, keys: keys, counter: counter)
         return .json(.obj([]))
     }
 
-    static func deleteOne(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func deleteOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var c = try s.channel(ctx.segments[1])
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
@@ -311,14 +311,14 @@ enum Meta {
         } else {
             guard c.metadata.removeValue(forKey: key) != nil else { throw APIError.notFound("Metadata key \"\(key)\"") }
         }
-        try finishDelete(s, ctx, &c, keys: [key], counter: counter)
+        try await finishDelete(s, ctx, &c, keys: [key], counter: counter)
         return .json(.obj([]))
     }
 
-    private static func finishDelete(_ s: ServerState, _ ctx: Ctx, _ c: inout ChannelRecord, keys: [String], counter: Bool) throws {
+    private static func finishDelete(_ s: ServerState, _ ctx: Ctx, _ c: inout ChannelRecord, keys: [String], counter: Bool) async throws {
         if !keys.isEmpty {
             s.touch(&c, ctx.now)
-            s.save(c)
+            try await s.save(c)
             s.emit(counter ? "metacounter_deleted" : "metadata_deleted", channelUrl: c.url, to: s.allMemberIds(c), fields: [
                 ("channel", s.eventChannelJSON(c, now: ctx.now)), ("keys", .strings(keys)),
             ], now: ctx.now)

@@ -17,8 +17,26 @@ struct MessageView {
     var threadInfo = false
     var parentInfo = false
     var metaArray = false
+    /// The parents of the messages rendered, for `parentInfo` (looked up by `render`).
+    var parents: [Int64: MessageRecord] = [:]
 
     static let full = MessageView(reactions: true, threadInfo: true, parentInfo: true, metaArray: true)
+}
+
+extension ServerState {
+    /// Messages as JSON, with the parent messages `view` asks for looked up at once.
+    func render(_ messages: [MessageRecord], _ view: MessageView) async throws -> [JSON] {
+        var view = view
+        if view.parentInfo {
+            let ids = messages.compactMap { $0.parentId != 0 ? $0.parentId : nil }
+            if !ids.isEmpty { view.parents = try await MessageQueries.messages(db, ids: ids) }
+        }
+        return messages.map { messageJSON($0, view) }
+    }
+
+    func render(_ message: MessageRecord, _ view: MessageView) async throws -> JSON {
+        try await render([message], view)[0]
+    }
 }
 
 extension ServerState {
@@ -104,24 +122,14 @@ extension ServerState {
         return m.createdAt > member.tsMessageOffset
     }
 
-    /// Messages counted as unread for a member: visible, newer than the read ts, not their own.
+    /// Messages counted as unread for a member (UnreadCounters.swift keeps them).
     func unreadCounts(_ channel: ChannelRecord, _ userId: String) -> (messages: Int64, mentions: Int64) {
         guard let member = channel.members[userId], member.state == "joined" else { return (0, 0) }
-        let floor = max(member.readTs, member.tsMessageOffset)
-        var count: Int64 = 0, mentions: Int64 = 0
-        for id in (channelMessages[channel.url] ?? []).reversed() {
-            guard let m = messages[id] else { continue }
-            if m.createdAt <= floor { break }
-            if m.senderId == userId || m.silent { continue }
-            if m.parentId != 0 && !m.isReplyToChannel { continue }
-            count += 1
-            if m.mentionType == "channel" || m.mentionedUserIds.contains(userId) { mentions += 1 }
-        }
-        return (count, mentions)
+        return (member.unreadCount, member.unreadMentionCount)
     }
 
     func lastMessage(_ channel: ChannelRecord, for userId: String?) -> MessageRecord? {
-        guard channel.lastMessageId != 0, let m = messages[channel.lastMessageId] else { return nil }
+        guard channel.lastMessageId != 0, let m = lastMessages[channel.url], m.id == channel.lastMessageId else { return nil }
         if let userId, let member = channel.members[userId], !isVisible(m, to: member) { return nil }
         return m
     }
@@ -261,7 +269,7 @@ extension ServerState {
         if view.threadInfo && m.replyCount > 0 {
             f.append(("thread_info", threadInfoJSON(m)))
         }
-        if view.parentInfo && m.parentId != 0, let parent = messages[m.parentId] {
+        if view.parentInfo && m.parentId != 0, let parent = view.parents[m.parentId] {
             f.append(("parent_message_info", .obj([
                 ("message_id", .int(parent.id)), ("type", .string(parent.type)),
                 ("message", .string(parent.message)), ("custom_type", .string(parent.customType)),

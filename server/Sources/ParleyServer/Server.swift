@@ -53,7 +53,7 @@ enum Reply {
     case file(path: String, contentType: String)
 }
 
-typealias Handler = (ServerState, inout Ctx) throws -> Reply
+typealias Handler = (ServerState, inout Ctx) async throws -> Reply
 
 struct ServerConfig: Sendable {
     let apiToken: String
@@ -149,7 +149,7 @@ struct ParleyResponder: HTTPResponder {
         guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
         let reply = try await service.run { state in
             ctx.caller = try state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
-            return try run(state, &ctx)
+            return try await run(state, &ctx)
         }
         switch reply {
         case .json(let value):

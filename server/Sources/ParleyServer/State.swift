@@ -36,25 +36,34 @@ final class Subscriber: @unchecked Sendable {
     }
 }
 
-/// The whole server state, kept in memory and written through to storage. Only touched
-/// while `Service` holds its lock. A request's writes go to `pending` and are committed
-/// in one storage transaction before the response is sent.
+/// The server state: records kept in memory (all but messages) and written through to the
+/// database, plus the request's transaction for what is queried. Only touched while
+/// `Service` holds its lock. A request runs in one write transaction: messages are written
+/// and read through it as the handler goes, the changes of the records in memory (`pending`)
+/// are written at its end, and it commits before the response is sent.
 final class ServerState {
-    let storage: any ChatStorage
+    let database: any SQLDatabase
     let retention: Int
+    /// The transaction of the request being handled.
+    private var transaction: (any SQLSession)?
+    var db: any SQLSession {
+        get throws {
+            guard let transaction else { throw APIError.internal("no transaction open") }
+            return transaction
+        }
+    }
+    /// Set when the request wrote to the database directly (messages): a failed request then
+    /// reloads memory, which may hold what the rolled-back transaction wrote.
+    private var wroteDirectly = false
 
     var users: [String: UserRecord] = [:]
     var sessions: [String: SessionRecord] = [:]
     var channels: [String: ChannelRecord] = [:]
-    var messages: [Int64: MessageRecord] = [:]
-    /// Per channel: stored message ids ascending; ids are allocated in created_at order,
-    /// so this is also (created_at, message_id) order.
-    var channelMessages: [String: [Int64]] = [:]
-    var messageTombstones: [String: [MessageTombstoneRecord]] = [:]
+    /// The last message of each channel (what every channel render shows), by channel URL.
+    var lastMessages: [String: MessageRecord] = [:]
     var membershipTombstones: [String: [String: MembershipTombstoneRecord]] = [:]
     var files: [String: FileRecord] = [:]
     var reports: [Int64: ReportRecord] = [:]
-    var reqIndex: [String: Int64] = [:]
     var events: [StoredEvent] = []
     var seq: Int64 = 0
     var prunedThrough: Int64 = 0
@@ -80,32 +89,52 @@ final class ServerState {
     var pending = StorageBatch()
     var pendingFanout: [StoredEvent] = []
 
-    init(storage: any ChatStorage, retention: Int) async throws {
-        self.storage = storage
+    /// Channels whose members' unread counters are checked against a count of the messages
+    /// at the end of the request (PARLEY_VERIFY_COUNTERS=1, set by the test scripts).
+    private var touchedChannels: Set<String> = []
+    private let verifyCounters: Bool
+
+    init(database: any SQLDatabase, retention: Int, verifyCounters: Bool = false) async throws {
+        self.database = database
         self.retention = max(1, retention)
+        self.verifyCounters = verifyCounters
         try await reload()
+    }
+
+    /// Runs `body` as one request: one write transaction, which commits the request's changes
+    /// of memory (`pending`) with what it wrote directly. Returns the events to deliver.
+    func handle<T>(_ body: (ServerState) async throws -> T) async throws -> (T, [StoredEvent]) {
+        var bodyDone = false
+        do {
+            return try await database.write { tx in
+                transaction = tx
+                defer { transaction = nil }
+                let result = try await body(self)
+                bodyDone = true
+                if verifyCounters { try await verifyUnreadCounters(touchedChannels) }
+                try await RecordTables.write(pending, tx)
+                let fanout = pendingFanout
+                pending = StorageBatch()
+                pendingFanout = []
+                wroteDirectly = false
+                touchedChannels = []
+                return (result, fanout)
+            }
+        } catch {
+            // Memory may hold half of a failed request: rebuild it from storage.
+            if !pending.isEmpty || wroteDirectly || bodyDone { try? await reload() }
+            if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
+            throw error
+        }
     }
 
     /// Rebuild memory from storage (start-up, and after a failed request left memory dirty).
     func reload() async throws {
-        let snapshot = try await storage.load()
+        let snapshot = try await database.read { db in try await RecordTables.loadAll(db) }
         users = Dictionary(snapshot.users.map { ($0.userId, $0) }, uniquingKeysWith: { a, _ in a })
         sessions = Dictionary(snapshot.sessions.map { ($0.token, $0) }, uniquingKeysWith: { a, _ in a })
         channels = Dictionary(snapshot.channels.map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
-        messages = [:]
-        channelMessages = [:]
-        reqIndex = [:]
-        lastMessageTs = 0
-        for m in snapshot.messages.sorted(by: { $0.id < $1.id }) {
-            messages[m.id] = m
-            channelMessages[m.channelUrl, default: []].append(m.id)
-            if !m.reqId.isEmpty { reqIndex[reqKey(m.channelUrl, m.senderId ?? "", m.reqId)] = m.id }
-            lastMessageTs = max(lastMessageTs, m.createdAt)
-        }
-        messageTombstones = [:]
-        for t in snapshot.messageTombstones.sorted(by: { $0.seq < $1.seq }) {
-            messageTombstones[t.channelUrl, default: []].append(t)
-        }
+        lastMessages = Dictionary(snapshot.lastMessages.map { ($0.channelUrl, $0) }, uniquingKeysWith: { a, _ in a })
         membershipTombstones = [:]
         for t in snapshot.membershipTombstones {
             membershipTombstones[t.userId, default: [:]][t.channelUrl] = t
@@ -115,12 +144,14 @@ final class ServerState {
         events = snapshot.events
         seq = snapshot.counters["seq"] ?? 0
         prunedThrough = snapshot.counters["pruned_through"] ?? 0
-        nextMessageId = max(snapshot.counters["next_message_id"] ?? 1, (messages.keys.max() ?? 0) + 1)
+        nextMessageId = snapshot.counters["next_message_id"] ?? 1
         nextReportId = snapshot.counters["next_report_id"] ?? 1
         channelCounter = snapshot.counters["channel_counter"] ?? 0
-        lastMessageTs = max(lastMessageTs, snapshot.counters["last_message_ts"] ?? 0)
+        lastMessageTs = snapshot.counters["last_message_ts"] ?? 0
         pending = StorageBatch()
         pendingFanout = []
+        wroteDirectly = false
+        touchedChannels = []
     }
 
     // MARK: write-through
@@ -141,12 +172,28 @@ final class ServerState {
     /// Writes the channel record (without its members) and the member records that differ
     /// from the channel's previous state in memory, which is what storage holds once the
     /// pending batch is committed: a change to one member writes one member record.
-    func save(_ c: ChannelRecord) {
-        let previous = channels.updateValue(c, forKey: c.url)?.members ?? [:]
+    func save(_ c: ChannelRecord) async throws {
+        var c = c
+        let previous = channels[c.url]?.members ?? [:]
+        // A member whose start of unread messages moved (read, history reset, joined) is
+        // counted again; the counters of the others moved with each message (UnreadCounters.swift).
+        for (id, m) in c.members where m.state == "joined" {
+            let before = previous[id]
+            if before?.state != "joined" || before?.readTs != m.readTs || before?.tsMessageOffset != m.tsMessageOffset {
+                try await recountUnread(&c, id)
+            }
+        }
+        channels[c.url] = c
         var record = c
         record.members = [:]
         pending.channels[c.url] = record
         saveMembers(of: c.url, from: previous, to: c.members)
+        touchedChannels.insert(c.url)
+        if c.lastMessageId == 0 {
+            lastMessages.removeValue(forKey: c.url)
+        } else if lastMessages[c.url]?.id != c.lastMessageId {
+            lastMessages[c.url] = try await MessageQueries.message(db, id: c.lastMessageId)
+        }
     }
 
     /// Puts the member records whose member changed or joined between two states of a
@@ -173,42 +220,43 @@ final class ServerState {
 
     func deleteChannelRecord(_ url: String) {
         let members = channels.removeValue(forKey: url)?.members ?? [:]
+        lastMessages.removeValue(forKey: url)
+        touchedChannels.remove(url)
         pending.channels[url] = .some(nil)
         for id in members.keys { pending.members[MemberKey(channelUrl: url, userId: id)] = .some(nil) }
     }
     func save(_ f: FileRecord) { files[f.id] = f; pending.files[f.id] = f }
     func save(_ r: ReportRecord) { reports[r.id] = r; pending.reports[r.id] = r }
 
-    func save(_ m: MessageRecord) {
-        if messages[m.id] == nil {
-            channelMessages[m.channelUrl, default: []].append(m.id)
-            if !m.reqId.isEmpty { reqIndex[reqKey(m.channelUrl, m.senderId ?? "", m.reqId)] = m.id }
-        }
-        messages[m.id] = m
-        pending.messages[m.id] = m
+    func save(_ m: MessageRecord) async throws {
+        wroteDirectly = true
+        touchedChannels.insert(m.channelUrl)
+        try await RecordTables.putMessage(m, db)
+        if lastMessages[m.channelUrl]?.id == m.id { lastMessages[m.channelUrl] = m }
     }
 
-    func deleteMessage(_ m: MessageRecord, at now: Int64) {
-        messages.removeValue(forKey: m.id)
-        if var ids = channelMessages[m.channelUrl], let i = binarySearch(ids, m.id) {
-            ids.remove(at: i)
-            channelMessages[m.channelUrl] = ids
-        }
-        if !m.reqId.isEmpty { reqIndex.removeValue(forKey: reqKey(m.channelUrl, m.senderId ?? "", m.reqId)) }
-        pending.messages[m.id] = .some(nil)
+    func messageRecord(_ id: Int64) async throws -> MessageRecord? {
+        try await MessageQueries.message(db, id: id)
+    }
+
+    func deleteMessage(_ m: MessageRecord, at now: Int64) async throws {
+        wroteDirectly = true
+        touchedChannels.insert(m.channelUrl)
+        try await RecordTables.deleteMessage(m.id, db)
         let t = MessageTombstoneRecord(messageId: m.id, channelUrl: m.channelUrl, deletedAt: now, seq: nextSeq())
-        messageTombstones[m.channelUrl, default: []].append(t)
-        pending.messageTombstones[m.id] = t
+        try await RecordTables.putMessageTombstone(t, db)
+    }
+
+    /// Drops a deleted channel's messages without tombstones (the channel tombstone covers them).
+    func purgeMessages(of url: String) async throws {
+        wroteDirectly = true
+        try await MessageQueries.deleteChannelMessages(db, channel: url)
     }
 
     func addMembershipTombstone(user: String, channel: String, at now: Int64) {
         let t = MembershipTombstoneRecord(userId: user, channelUrl: channel, at: now, seq: nextSeq())
         membershipTombstones[user, default: [:]][channel] = t
         pending.membershipTombstones[MembershipKey(userId: user, channelUrl: channel)] = t
-    }
-
-    func reqKey(_ channel: String, _ sender: String, _ reqId: String) -> String {
-        channel + "\u{1}" + sender + "\u{1}" + reqId
     }
 
     // MARK: sequences
@@ -296,16 +344,6 @@ final class ServerState {
         }
     }
 
-    /// Commit what the current request changed, then feed live subscribers.
-    func commitPending() async throws {
-        let batch = pending
-        let fanout = pendingFanout
-        pending = StorageBatch()
-        pendingFanout = []
-        try await storage.commit(batch)
-        for event in fanout { deliver(event) }
-    }
-
     func deliver(_ event: StoredEvent) {
         let recipients = Set(event.recipients)
         let targets = subscribers.values.filter { recipients.contains($0.userId) }
@@ -346,23 +384,11 @@ final class Service: @unchecked Sendable {
 
     init(state: ServerState) { self.state = state }
 
-    func run<T>(_ body: (ServerState) throws -> T) async throws -> T {
+    func run<T>(_ body: (ServerState) async throws -> T) async throws -> T {
         await lock.lock()
         defer { lock.unlock() }
-        let result: T
-        do {
-            result = try body(state)
-        } catch {
-            // Memory may hold half of a failed request: rebuild it from storage.
-            if !state.pending.isEmpty { try? await state.reload() }
-            throw error
-        }
-        do {
-            try await state.commitPending()
-        } catch {
-            try? await state.reload()
-            throw APIError.internal("storage commit failed: \(error)")
-        }
+        let (result, fanout) = try await state.handle(body)
+        for event in fanout { state.deliver(event) }
         return result
     }
 }

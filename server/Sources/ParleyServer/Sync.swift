@@ -38,7 +38,7 @@ enum Sync {
         case deleted(String)
     }
 
-    static func channelChangelogs(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func channelChangelogs(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let u = try s.user(ctx.segments[1])
         try ctx.requireSelfOrAdmin(u.userId)
         let i = ctx.input
@@ -81,7 +81,7 @@ enum Sync {
         case deleted(MessageTombstoneRecord)
     }
 
-    static func messageChangelogs(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func messageChangelogs(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
@@ -89,28 +89,30 @@ enum Sync {
         let limit = try i.limit(default: 100, max: 200)
         let filter = try MessageFilter.parse(i, defaultReplyType: "ALL")
         let view = try MessageView.parse(i)
+        // Up to limit + 1 of each kind, merged in change order: enough to fill the page and
+        // to tell whether there is more.
+        let base = MessageQueries.condition(channel: c.url, filter: filter, visibleAfter: nil)
         var items: [(seq: Int64, item: MessageChange)] = []
-        for id in s.channelMessages[c.url] ?? [] {
-            guard let m = s.messages[id], m.changeSeq > 0, start.includes(seq: m.changeSeq, at: m.changedAt) else { continue }
-            guard s.isVisible(m, to: reader) || s.hasVisibleReplies(m, to: reader), filter.matches(m) else { continue }
+        for m in try await MessageQueries.changes(try s.db, base, after: start, visibleAfter: reader?.tsMessageOffset, limit: limit + 1) {
             items.append((m.changeSeq, .updated(m)))
         }
-        for t in s.messageTombstones[c.url] ?? [] where start.includes(seq: t.seq, at: t.deletedAt) {
+        for t in try await MessageQueries.tombstones(try s.db, channel: c.url, after: start, limit: limit + 1) {
             items.append((t.seq, .deleted(t)))
         }
         let (changes, hasMore, next) = page(items, limit: limit, current: s.seq)
-        var updated: [JSON] = [], deleted: [JSON] = []
+        var changed: [MessageRecord] = [], deleted: [JSON] = []
         for change in changes {
             switch change {
-            case .updated(let m): updated.append(s.messageJSON(m, view))
+            case .updated(let m): changed.append(m)
             case .deleted(let t): deleted.append(.obj([("message_id", .int(t.messageId)), ("deleted_at", .int(t.deletedAt))]))
             }
         }
+        let updated = try await s.render(changed, view)
         return .json(.obj([("updated", .array(updated)), ("deleted", .array(deleted)),
                            ("has_more", .bool(hasMore)), ("next", .string(next))]))
     }
 
-    static func messagesGap(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func messagesGap(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.segments[1])
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
@@ -145,32 +147,29 @@ enum Sync {
         let filter = try MessageFilter.parse(i)
         let view = try MessageView.parse(i)
 
-        let all = s.filteredMessages(c.url, filter, reader: reader)
-        func key(_ m: MessageRecord) -> MessageKey { MessageKey(m.createdAt, m.id) }
-        let serverPrevCount = Int64(all.filter { prevLow <= key($0) && key($0) <= prevHigh }.count)
+        let base = s.messageCondition(c.url, filter, reader: reader)
+        let db = try s.db
+        let serverPrevCount = try await MessageQueries.count(db, base, [.above(prevLow, inclusive: true), .below(prevHigh, inclusive: true)])
         let refillPrev = prevCount != nil && prevCount != serverPrevCount
         var refillNext = false
         if let next, let nextCount {
-            refillNext = nextCount != Int64(all.filter { next.low <= key($0) && key($0) <= next.high }.count)
+            refillNext = nextCount != (try await MessageQueries.count(db, base, [.above(next.low, inclusive: true), .below(next.high, inclusive: true)]))
         }
-        let region = all.filter { m in
-            let afterLow = refillPrev ? key(m) >= prevLow : key(m) > prevHigh
-            guard afterLow else { return false }
-            guard let next else { return true }
-            return refillNext ? key(m) <= next.high : key(m) < next.low
-        }
-        let gapCount = Int64(region.count)
+        var region: [KeyBound] = [refillPrev ? .above(prevLow, inclusive: true) : .above(prevHigh, inclusive: false)]
+        if let next { region.append(refillNext ? .below(next.high, inclusive: true) : .below(next.low, inclusive: false)) }
+        let gapCount = try await MessageQueries.count(db, base, region)
         if gapCount > threshold {
             return .json(.obj([("is_huge_gap", true), ("gap_count", .int(gapCount))]))
         }
-        let prevPart = Array(region.prefix(prevLimit))
-        let remaining = region.count - prevPart.count
-        let nextPart = next != nil ? Array(region.suffix(min(nextLimit, remaining))) : []
-        let more = region.count > prevPart.count + nextPart.count
+        let prevPart = try await MessageQueries.page(db, base, region, descending: false, limit: prevLimit)
+        let remaining = Int(gapCount) - prevPart.count
+        let nextPart = next != nil
+            ? try await MessageQueries.page(db, base, region, descending: true, limit: min(nextLimit, remaining)) : []
+        let more = Int(gapCount) > prevPart.count + nextPart.count
         return .json(.obj([
             ("is_huge_gap", false), ("gap_count", .int(gapCount)),
-            ("prev_messages", .array(prevPart.map { s.messageJSON($0, view) })), ("prev_has_more", .bool(more)),
-            ("next_messages", .array(nextPart.map { s.messageJSON($0, view) })), ("next_has_more", .bool(more)),
+            ("prev_messages", .array(try await s.render(prevPart, view))), ("prev_has_more", .bool(more)),
+            ("next_messages", .array(try await s.render(nextPart, view))), ("next_has_more", .bool(more)),
         ]))
     }
 }

@@ -30,23 +30,23 @@ extension ServerState {
     /// After a change to a user's profile (what a basic user shows): every channel whose render
     /// shows that user (as a member, operator, creator, inviter, or in the last message) changed
     /// for all its members, so changelogs list it and the members receive `channel_changed`.
-    func announceProfileChange(of userId: String, now: Int64) {
+    func announceProfileChange(of userId: String, now: Int64) async throws {
         for url in channels.keys.sorted() {
             guard var c = channels[url] else { continue }
-            let last = c.lastMessageId != 0 ? messages[c.lastMessageId] : nil
+            let last = lastMessage(c, for: nil)
             let shows = c.members[userId] != nil || c.createdBy == userId
                 || c.members.values.contains { $0.inviterId == userId }
                 || last?.senderId == userId || (last?.mentionedUserIds.contains(userId) ?? false)
             guard shows else { continue }
             markChanged(&c, now)
-            save(c)
+            try await save(c)
             emitChannelChanged(c, to: allMemberIds(c), now: now)
         }
     }
 }
 
 enum Users {
-    static func create(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func create(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
         let i = ctx.input
         let id = try i.requiredString("user_id", maxBytes: 80)
@@ -64,7 +64,7 @@ enum Users {
         return .json(s.userJSON(u))
     }
 
-    static func list(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func list(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let i = ctx.input
         let limit = try i.limit()
         let after = try i.string("token").map { t throws -> String in
@@ -98,7 +98,7 @@ enum Users {
                            ("next", .string(next))]))
     }
 
-    static func get(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let u = try s.user(ctx.segments[1])
         let include = try ctx.input.bool("include_unread_count", default: false)
         let customTypes = try ctx.input.stringList("custom_types")
@@ -110,7 +110,7 @@ enum Users {
                                 privateFields: ctx.mayReadPrivateFields(of: u.userId)))
     }
 
-    static func update(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var u = try s.user(ctx.segments[1])
         try ctx.requireSelfOrAdmin(u.userId)
         let i = ctx.input
@@ -135,28 +135,28 @@ enum Users {
         s.save(u)
         if before.2 && !u.isActive { s.endStreams(of: u.userId, message: "The user was deactivated.") }
         if before != (u.nickname, u.profileUrl, u.isActive, u.metadata) {
-            s.announceProfileChange(of: u.userId, now: ctx.now)
+            try await s.announceProfileChange(of: u.userId, now: ctx.now)
         }
         return .json(s.userJSON(u))
     }
 
-    static func delete(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
         let u = try s.user(ctx.segments[1])
         s.endStreams(of: u.userId, message: "The user was deleted.")
         for url in s.channels.keys.sorted() where s.channels[url]?.members[u.userId] != nil {
             if var c = s.channels[url] {
                 s.removeMember(&c, u.userId, now: ctx.now, category: "user_left", extra: [])
-                s.save(c)
+                try await s.save(c)
             }
         }
         for (token, session) in s.sessions where session.userId == u.userId { s.deleteSession(token) }
         s.deleteUser(u.userId)
-        s.announceProfileChange(of: u.userId, now: ctx.now)  // creator, inviter or last sender now renders as unknown
+        try await s.announceProfileChange(of: u.userId, now: ctx.now)  // creator, inviter or last sender now renders as unknown
         return .json(.obj([]))
     }
 
-    static func issueToken(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func issueToken(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
         let u = try s.user(ctx.segments[1])
         let expiresAt = try ctx.input.int("expires_at", min: 0) ?? 0
@@ -166,11 +166,11 @@ enum Users {
         return .json(.obj([("user_id", .string(u.userId)), ("token", .string(token)), ("expires_at", .int(expiresAt))]))
     }
 
-    static func unreadMessageCount(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func unreadMessageCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try unread(s, &ctx, channels: false)
     }
 
-    static func unreadChannelCount(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func unreadChannelCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try unread(s, &ctx, channels: true)
     }
 
@@ -183,7 +183,7 @@ enum Users {
         return .json(.obj([("unread_count", .int(channels ? totals.channels : totals.messages))]))
     }
 
-    static func markAllAsRead(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func markAllAsRead(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let u = try s.user(ctx.segments[1])
         try ctx.requireSelfOrAdmin(u.userId)
         let urls = try ctx.input.stringList("channel_urls")
@@ -191,13 +191,13 @@ enum Users {
             if let urls, !urls.contains(url) { continue }
             guard var c = s.channels[url], c.isJoined(u.userId) else { continue }
             s.markRead(&c, u.userId, now: ctx.now)
-            s.save(c)
+            try await s.save(c)
         }
         return .json(.obj([]))
     }
 
     /// Leaves every channel of the user (optionally only those of one custom type).
-    static func leaveAll(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func leaveAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let u = try s.user(ctx.segments[1])
         try ctx.requireSelfOrAdmin(u.userId)
         let customType = try ctx.input.string("custom_type", maxBytes: 128)
@@ -205,18 +205,18 @@ enum Users {
             guard var c = s.channels[url], c.members[u.userId] != nil else { continue }
             if let customType, c.customType != customType { continue }
             s.removeMember(&c, u.userId, now: ctx.now, category: "user_left", extra: [])
-            s.save(c)
+            try await s.save(c)
         }
         return .json(.obj([]))
     }
 
-    static func getInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func getInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let u = try s.user(ctx.segments[1])
         try ctx.requireSelfOrAdmin(u.userId)
         return .json(.obj([("auto_accept", .bool(u.autoAccept))]))
     }
 
-    static func setInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
+    static func setInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         var u = try s.user(ctx.segments[1])
         try ctx.requireSelfOrAdmin(u.userId)
         guard let auto = try ctx.input.bool("auto_accept") else { throw APIError.missing("auto_accept") }

@@ -21,6 +21,14 @@ enum LegacyImport {
 
     private static let pageSize = 2_000
 
+    /// A message `m` unread by the member row `members` (UnreadCounters.swift).
+    private static let unreadMessage = """
+        m.channel_url = members.channel_url AND coalesce(m.sender_id, '') <> members.user_id
+        AND m.created_at > (CASE WHEN members.read_ts > members.ts_message_offset THEN members.read_ts
+            ELSE members.ts_message_offset END)
+        AND m.silent = 0 AND (m.parent_id = 0 OR m.is_reply_to_channel = 1)
+        """
+
     /// Runs `body` for every record of one kind, in key order, a page at a time.
     private static func forEachRecord(_ kind: String, _ db: any SQLSession,
                                       _ body: (String, String) async throws -> Void) async throws {
@@ -91,6 +99,14 @@ enum LegacyImport {
             guard let r = record(ReportRecord.self, body) else { return }
             try await RecordTables.putReport(r, db)
         }
+        // The old layout counted unread messages per render; the rows keep counters.
+        try await db.execute("""
+            UPDATE members SET
+                unread_count = (SELECT count(*) FROM messages m WHERE \(unreadMessage)),
+                unread_mention_count = (SELECT count(*) FROM messages m WHERE \(unreadMessage) AND (m.mention_type = 'channel'
+                    OR EXISTS (SELECT 1 FROM message_mentions mm WHERE mm.message_id = m.id AND mm.user_id = members.user_id)))
+            WHERE state = 'joined'
+            """, [])
         let moved = try await db.execute("""
             INSERT INTO events (id, created_at, category, recipients, data)
             SELECT id, created_at, category, char(1) || recipients || char(1), data FROM legacy_events

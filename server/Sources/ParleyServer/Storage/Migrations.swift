@@ -53,6 +53,7 @@ enum Migrations {
                 invited_at {INT} NOT NULL, inviter_id {TEXT}, joined_at {INT} NOT NULL,
                 read_ts {INT} NOT NULL, delivered_ts {INT} NOT NULL, hidden_state {TEXT} NOT NULL,
                 ts_message_offset {INT} NOT NULL, change_seq {INT} NOT NULL, changed_at {INT} NOT NULL,
+                unread_count {INT} NOT NULL, unread_mention_count {INT} NOT NULL,
                 PRIMARY KEY (channel_url, user_id)) {WITHOUT_ROWID};
             CREATE INDEX members_by_user ON members (user_id, channel_url);
             CREATE TABLE channel_operators (

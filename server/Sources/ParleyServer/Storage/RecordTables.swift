@@ -52,11 +52,12 @@ enum RecordTables {
     }
 
     static let memberColumns = ["channel_url", "user_id", "state", "invited_at", "inviter_id", "joined_at", "read_ts",
-                                "delivered_ts", "hidden_state", "ts_message_offset", "change_seq", "changed_at"]
+                                "delivered_ts", "hidden_state", "ts_message_offset", "change_seq", "changed_at",
+                                "unread_count", "unread_mention_count"]
     static func memberRow(_ url: String, _ m: MemberRecord) -> [SQLValue] {
         [.text(url), .text(m.userId), .text(m.state), .int(m.invitedAt), .optional(m.inviterId), .int(m.joinedAt),
          .int(m.readTs), .int(m.deliveredTs), .text(m.hiddenState), .int(m.tsMessageOffset), .int(m.changeSeq),
-         .int(m.changedAt)]
+         .int(m.changedAt), .int(m.unreadCount), .int(m.unreadMentionCount)]
     }
 
     static let messageColumns = ["id", "channel_url", "type", "message", "sender_id", "req_id", "custom_type", "data",
@@ -202,14 +203,6 @@ enum RecordTables {
                                      [.text(key.channelUrl), .text(key.userId)])
             }
         }
-        // Deletions first: a request may delete a message and store another with its req_id.
-        for (id, message) in batch.messages where message == nil { try await deleteMessage(id, db) }
-        for case let (_, message?) in batch.messages { try await putMessage(message, db) }
-        for (id, tombstone) in batch.messageTombstones {
-            if let tombstone { try await putMessageTombstone(tombstone, db) } else {
-                try await db.execute("DELETE FROM message_tombstones WHERE message_id = ?", [.int(id)])
-            }
-        }
         for (key, tombstone) in batch.membershipTombstones {
             if let tombstone { try await putMembershipTombstone(tombstone, db) } else {
                 try await db.execute("DELETE FROM membership_tombstones WHERE user_id = ? AND channel_url = ?",
@@ -235,6 +228,21 @@ enum RecordTables {
 
     // MARK: reads
 
+    static func messageRecord(_ row: SQLRow, mentions: [String]) throws -> MessageRecord {
+        MessageRecord(
+            id: row.int(0), channelUrl: row.text(1), type: row.text(2), message: row.text(3), senderId: row.optionalText(4),
+            reqId: row.text(5), customType: row.text(6), data: row.text(7), createdAt: row.int(8),
+            updatedAt: row.int(9), mentionType: row.text(10), mentionedUserIds: mentions,
+            isOpMsg: row.bool(11), silent: row.bool(12), parentId: row.int(13), isReplyToChannel: row.bool(14),
+            file: try row.optionalText(15).map { try decode(FileInfoRecord.self, $0, "file") },
+            thumbnails: try decode([ThumbnailRecord].self, row.text(16), "thumbnails"),
+            sortedMetaarray: try decode([MetaArrayItem].self, row.text(17), "sorted metaarray"),
+            reactions: try decode([ReactionRecord].self, row.text(18), "reactions"),
+            replyCount: row.int(19), lastRepliedAt: row.int(20), threadUpdatedAt: row.int(21),
+            recentReplierIds: try decode([String].self, row.text(22), "recent repliers"),
+            changeSeq: row.int(23), changedAt: row.int(24))
+    }
+
     static func loadAll(_ db: any SQLSession) async throws -> StorageSnapshot {
         var snapshot = StorageSnapshot()
         var userMetadata: [String: [String: String]] = [:]
@@ -259,7 +267,8 @@ enum RecordTables {
             members[row.text(0), default: [:]][row.text(1)] = MemberRecord(
                 userId: row.text(1), state: row.text(2), invitedAt: row.int(3), inviterId: row.optionalText(4),
                 joinedAt: row.int(5), readTs: row.int(6), deliveredTs: row.int(7), hiddenState: row.text(8),
-                tsMessageOffset: row.int(9), changeSeq: row.int(10), changedAt: row.int(11))
+                tsMessageOffset: row.int(9), changeSeq: row.int(10), changedAt: row.int(11),
+                unreadCount: row.int(12), unreadMentionCount: row.int(13))
         }
         var operators: [String: [(Int64, String)]] = [:]
         for row in try await db.query("SELECT channel_url, user_id, position FROM channel_operators", []) {
@@ -292,30 +301,8 @@ enum RecordTables {
                 pinnedMessageIds: try decode([Int64].self, row.text(13), "pinned message ids"),
                 lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16)))
         }
-        var mentions: [Int64: [(Int64, String)]] = [:]
-        for row in try await db.query("SELECT message_id, user_id, position FROM message_mentions", []) {
-            mentions[row.int(0), default: []].append((row.int(2), row.text(1)))
-        }
-        for row in try await db.query("SELECT \(messageColumns.joined(separator: ", ")) FROM messages ORDER BY id", []) {
-            let id = row.int(0)
-            snapshot.messages.append(MessageRecord(
-                id: id, channelUrl: row.text(1), type: row.text(2), message: row.text(3), senderId: row.optionalText(4),
-                reqId: row.text(5), customType: row.text(6), data: row.text(7), createdAt: row.int(8),
-                updatedAt: row.int(9), mentionType: row.text(10),
-                mentionedUserIds: (mentions[id] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
-                isOpMsg: row.bool(11), silent: row.bool(12), parentId: row.int(13), isReplyToChannel: row.bool(14),
-                file: try row.optionalText(15).map { try decode(FileInfoRecord.self, $0, "file") },
-                thumbnails: try decode([ThumbnailRecord].self, row.text(16), "thumbnails"),
-                sortedMetaarray: try decode([MetaArrayItem].self, row.text(17), "sorted metaarray"),
-                reactions: try decode([ReactionRecord].self, row.text(18), "reactions"),
-                replyCount: row.int(19), lastRepliedAt: row.int(20), threadUpdatedAt: row.int(21),
-                recentReplierIds: try decode([String].self, row.text(22), "recent repliers"),
-                changeSeq: row.int(23), changedAt: row.int(24)))
-        }
-        for row in try await db.query("SELECT message_id, channel_url, deleted_at, seq FROM message_tombstones ORDER BY seq", []) {
-            snapshot.messageTombstones.append(MessageTombstoneRecord(messageId: row.int(0), channelUrl: row.text(1),
-                                                                     deletedAt: row.int(2), seq: row.int(3)))
-        }
+        snapshot.lastMessages = try await MessageQueries.load(
+            db, "id IN (SELECT last_message_id FROM channels WHERE last_message_id <> 0)", [])
         for row in try await db.query("SELECT user_id, channel_url, at, seq FROM membership_tombstones", []) {
             snapshot.membershipTombstones.append(MembershipTombstoneRecord(userId: row.text(0), channelUrl: row.text(1),
                                                                            at: row.int(2), seq: row.int(3)))

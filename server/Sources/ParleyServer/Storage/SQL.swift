@@ -96,8 +96,8 @@ extension SQLSession {
 protocol SQLDatabase: Sendable {
     var dialect: SQLDialect { get }
     /// A read-only transaction: one consistent snapshot for every statement of the body.
-    func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T
-    func write<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T
+    func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
+    func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
     /// Closes every connection; later calls fail.
     func close() async
 }

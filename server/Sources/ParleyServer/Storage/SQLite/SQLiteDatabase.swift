@@ -154,7 +154,7 @@ final class SQLiteDatabase: SQLDatabase, @unchecked Sendable {
         readers = AsyncPool(opened)
     }
 
-    func read<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
+    func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
         let connection = await readers.borrow()
         defer { readers.giveBack(connection) }
         try connection.executeScriptNow("BEGIN")
@@ -168,7 +168,7 @@ final class SQLiteDatabase: SQLDatabase, @unchecked Sendable {
         }
     }
 
-    func write<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
+    func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
         await writerLock.lock()
         defer { writerLock.unlock() }
         try writer.executeScriptNow("BEGIN IMMEDIATE")
