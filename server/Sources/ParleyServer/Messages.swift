@@ -71,7 +71,11 @@ extension ServerState {
 
     func message(_ c: ChannelRecord, _ idText: String) throws -> MessageRecord {
         guard let id = Int64(idText), id > 0 else { throw APIError.invalid("message_id", "must be a positive integer.") }
-        guard let m = messages[id], m.channelUrl == c.url else { throw APIError.notFound("Message \(idText)") }
+        return try message(c, id)
+    }
+
+    func message(_ c: ChannelRecord, _ id: Int64) throws -> MessageRecord {
+        guard let m = messages[id], m.channelUrl == c.url else { throw APIError.notFound("Message \(id)") }
         return m
     }
 
@@ -174,7 +178,7 @@ extension ServerState {
 
 enum Messages {
     static func send(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         var upload: MultipartPart? = nil
         var input = ctx.input
         if ctx.contentType.lowercased().hasPrefix("multipart/form-data") {
@@ -344,7 +348,7 @@ enum Messages {
     }
 
     static func list(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
         let filter = try MessageFilter.parse(i)
@@ -405,9 +409,9 @@ enum Messages {
     }
 
     static func get(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
-        let m = try s.message(c, ctx.segments[3])
+        let m = try s.message(c, ctx.messageId)
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
         for flag in ["include_reactions", "include_thread_info", "include_parent_message_info", "include_poll_details", "with_sorted_meta_array"] {
             _ = try ctx.input.bool(flag)
@@ -416,7 +420,7 @@ enum Messages {
     }
 
     static func totalCount(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let n = (s.channelMessages[c.url] ?? []).filter { s.messages[$0].map { s.isVisible($0, to: reader) } ?? false }.count
         return .json(.obj([("total", .int(Int64(n)))]))
@@ -440,8 +444,8 @@ enum Messages {
     }
 
     static func update(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         let i = ctx.input
         if i.has("message_type") {
@@ -472,8 +476,8 @@ enum Messages {
     }
 
     static func delete(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        let m = try s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        let m = try s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         s.deleteMessage(m, at: ctx.now)
         if let fileId = m.file?.fileId, let f = s.files[fileId] {
@@ -503,17 +507,17 @@ enum Messages {
     }
 
     static func listReactions(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         _ = try s.readerMember(c, ctx)
-        let m = try s.message(c, ctx.segments[3])
+        let m = try s.message(c, ctx.messageId)
         return .json(.obj([("reactions", .array(m.reactions.map {
             .obj([("key", .string($0.key)), ("user_ids", .strings($0.userIds)), ("updated_at", .int($0.updatedAt))])
         }))]))
     }
 
     static func react(_ s: ServerState, _ ctx: inout Ctx, add: Bool) throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try s.message(c, ctx.messageId)
         let uid = try ctx.requiredActingUser()
         let key = try ctx.input.requiredString("reaction", maxBytes: 128)
         if key.isEmpty { throw APIError.invalid("reaction", "must not be empty.") }
@@ -546,8 +550,8 @@ enum Messages {
     static func removeReaction(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try react(s, &ctx, add: false) }
 
     static func setPin(_ s: ServerState, _ ctx: inout Ctx, pinned: Bool) throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try s.message(c, ctx.messageId)
         try s.requireJoined(c, ctx)
         let already = c.pinnedMessageIds.contains(m.id)
         if pinned == already { return .json(.obj([])) }
@@ -566,9 +570,9 @@ enum Messages {
     static func unpin(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply { try setPin(s, &ctx, pinned: false) }
 
     static func copy(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
-        let m = try s.message(c, ctx.segments[3])
+        let m = try s.message(c, ctx.messageId)
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
         if m.type == "ADMM" { throw APIError.invalid("message_id", "admin messages cannot be copied.") }
         if let me = ctx.caller.userId, !ctx.caller.isAdmin, m.senderId != me {
@@ -607,8 +611,8 @@ enum Messages {
     }
 
     static func addMetaArray(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
         for item in items {
@@ -624,8 +628,8 @@ enum Messages {
     }
 
     static func updateMetaArray(_ s: ServerState, _ ctx: inout Ctx) throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
         let mode = try ctx.input.enumValue("mode", ["add", "remove"], default: "add")
