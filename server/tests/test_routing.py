@@ -72,6 +72,7 @@ def world(server):
     ("POST", "/v3/group_channels/{url}"),
     ("GET", "/v3/group_channels/{url}/invite"),
     ("PATCH", "/v3/group_channels/{url}/messages"),
+    ("TRACE", "/v3/group_channels/{url}/messages"),
     ("GET", "/v3/group_channels/{url}/messages/mark_as_read"),
     ("POST", "/v3/group_channels/{url}/messages/total_count"),
     ("DELETE", "/v3/group_channels/{url}/messages/changelogs"),
@@ -235,6 +236,14 @@ def test_metadata_and_metacounter_are_separate(server, world):
     assert raw(server, "GET", f"{base}/metacounter").json() == {"rk": 7}
 
 
+def test_missing_message_is_named_by_its_number(server, world):
+    # Changed with the typed message_id parameter: the server used to repeat the path's
+    # spelling ("Message 0099999999 not found.").
+    for spelling in ("0099999999", "+99999999"):
+        r = raw(server, "GET", f"/v3/group_channels/{world['url']}/messages/{spelling}")
+        assert r.status == 404 and r.json() == {"error": True, "code": 400201, "message": "Message 99999999 not found."}
+
+
 def test_message_id_must_be_a_positive_integer(server, world):
     base = f"/v3/group_channels/{world['url']}/messages"
     for bad in ("abc", "0", "-1", "1.5", "99999999999999999999"):
@@ -243,6 +252,10 @@ def test_message_id_must_be_a_positive_integer(server, world):
         assert r.json() == {"error": True, "code": 400100, "message": '"message_id" must be a positive integer.'}
     r = raw(server, "GET", f"{base}/999999999")
     assert r.status == 404 and r.json()["message"] == "Message 999999999 not found."
+    # Any decimal spelling of the number names the message.
+    for spelling in (f"00{world['msg']}", f"+{world['msg']}"):
+        r = raw(server, "GET", f"{base}/{spelling}")
+        assert r.status == 200 and r.json()["message_id"] == world["msg"], spelling
     # The channel is looked up before the message id is read.
     r = raw(server, "GET", "/v3/group_channels/no-such-channel/messages/abc")
     assert r.status == 404 and r.json()["message"] == 'Channel "no-such-channel" not found.'

@@ -118,7 +118,7 @@ enum Routes {
     static func router(
         serve: @escaping @Sendable (RouteHandler, _ template: String, Request, PathParameters) async throws -> Response
     ) -> Router<BasicRequestContext> {
-        // HEAD is answered by the GET handler with the body dropped, as the protocol promises.
+        // HEAD gets the GET handler's answer without its body.
         let router = Router(options: .autoGenerateHeadEndpoints)
         for (template, handlers) in table {
             let path = RouterPath(template)
