@@ -425,14 +425,14 @@ enum Channels {
     }
 
     static func listMine(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let candidates = s.channels.values.filter { $0.members[u.userId] != nil }
         return try listChannels(s, ctx, candidates: Array(candidates), viewer: u.userId, mine: true)
     }
 
     static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         var viewer = ctx.caller.userId
         if ctx.caller.isAdmin {
             viewer = try ctx.input.string("user_id", maxBytes: 80)
@@ -444,7 +444,7 @@ enum Channels {
     }
 
     static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let i = ctx.input
         let name = try i.string("name", maxBytes: 2048)
@@ -472,7 +472,7 @@ enum Channels {
     }
 
     static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let audience = s.allMemberIds(c)
         for id in c.members.keys.sorted() { s.addMembershipTombstone(user: id, channel: c.url, at: ctx.now) }
@@ -484,7 +484,7 @@ enum Channels {
     }
 
     static func invite(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         guard let ids = try userIdList(ctx.input, "user_ids", "users"), !ids.isEmpty else { throw APIError.missing("user_ids") }
         var inviter = try ctx.input.string("inviter_id", maxBytes: 80)
@@ -509,7 +509,7 @@ enum Channels {
     }
 
     static func accept(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
         _ = try ctx.input.string("access_code")
@@ -525,7 +525,7 @@ enum Channels {
     }
 
     static func decline(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
         let audience = s.allMemberIds(c)
@@ -541,7 +541,7 @@ enum Channels {
     }
 
     static func join(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         _ = try s.user(uid)
         _ = try ctx.input.string("access_code")
@@ -566,7 +566,7 @@ enum Channels {
     }
 
     static func leave(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let url = ctx.segments[1]
+        let url = try ctx.param(.channelURL)
         var c = try s.channel(url)
         var ids = try ctx.input.stringList("user_ids") ?? []
         if let single = try ctx.input.string("user_id", maxBytes: 80) { ids.append(single) }
@@ -597,7 +597,7 @@ enum Channels {
     }
 
     static func hide(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let hidePrevious = try ctx.input.bool("hide_previous_messages", default: false)
         let allowAuto = try ctx.input.bool("allow_auto_unhide", default: true)
@@ -627,7 +627,7 @@ enum Channels {
     }
 
     static func unhide(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let all = try ctx.input.bool("should_unhide_all", default: false)
         if c.members[uid] == nil { throw APIError.forbidden("the user is not a member of this channel.") }
@@ -641,7 +641,7 @@ enum Channels {
     }
 
     static func resetHistory(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let all = try ctx.input.bool("reset_all", default: false)
         if c.members[uid] == nil { throw APIError.forbidden("the user is not a member of this channel.") }
@@ -667,7 +667,7 @@ enum Channels {
     }
 
     static func setTyping(_ s: ServerState, _ ctx: inout Ctx, typing: Bool) throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         var ids = try ctx.input.stringList("user_ids") ?? []
         if let me = ctx.caller.userId {
             if ids.contains(where: { $0 != me }) { throw APIError.forbidden("a session user can only type as themselves.") }
@@ -689,7 +689,7 @@ enum Channels {
     static func endTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try setTyping(s, &ctx, typing: false) }
 
     static func members(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let i = ctx.input
         let limit = try i.limit()
@@ -723,16 +723,16 @@ enum Channels {
     }
 
     static func isMember(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
-        if !ctx.caller.isAdmin, let me = ctx.caller.userId, c.members[me] == nil, me != ctx.segments[3] {
+        let c = try s.channel(ctx.param(.channelURL))
+        if !ctx.caller.isAdmin, let me = ctx.caller.userId, c.members[me] == nil, try me != ctx.param(.userId) {
             throw APIError.forbidden("the user is not a member of this channel.")
         }
-        let state = c.members[ctx.segments[3]]?.state ?? "none"
+        let state = try c.members[ctx.param(.userId)]?.state ?? "none"
         return .json(.obj([("is_member", .bool(state == "joined")), ("state", .string(state))]))
     }
 
     static func markAsRead(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
         s.markRead(&c, uid, now: ctx.now)
@@ -741,7 +741,7 @@ enum Channels {
     }
 
     static func markAsDelivered(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
         c.members[uid]!.deliveredTs = max(c.members[uid]!.deliveredTs, ctx.now)

@@ -6,7 +6,7 @@ import NIOCore
 
 enum EventStream {
     static func open(service: Service, config: ServerConfig, ctx: Ctx) async throws -> Response {
-        let userId = ctx.segments[1]
+        let userId = try ctx.param(.userId)
         let lastEventField = HTTPField.Name("Last-Event-ID")!
         let lastEventText = ctx.headers[lastEventField] ?? ctx.input.query.first("last_event_id")
         var lastEventId: Int64? = nil

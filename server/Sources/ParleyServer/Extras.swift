@@ -4,7 +4,7 @@ import Foundation
 
 enum Files {
     static func download(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        guard let f = s.files[ctx.segments[1]], let c = s.channels[f.channelUrl],
+        guard let f = try s.files[ctx.param(.fileId)], let c = s.channels[f.channelUrl],
               try await s.messageRecord(f.messageId) != nil else {
             throw APIError.notFound("File")
         }
@@ -43,18 +43,18 @@ enum Reports {
     }
 
     static func reportMessage(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[2])
-        let m = try await s.message(c, ctx.segments[4])
+        let c = try s.channel(ctx.param(.channelURL))
+        let m = try await s.message(c, ctx.messageId)
         return try make(s, ctx, type: "message", channel: c, messageId: m.id, offender: m.senderId)
     }
 
     static func reportChannel(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[2])
+        let c = try s.channel(ctx.param(.channelURL))
         return try make(s, ctx, type: "channel", channel: c, messageId: nil, offender: nil)
     }
 
     static func reportUser(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let offender = try s.user(ctx.segments[2])
+        let offender = try s.user(ctx.param(.userId))
         let channel = try ctx.input.string("channel_url", maxBytes: 100).map { try s.channel($0) }
         return try make(s, ctx, type: "user", channel: channel, messageId: nil, offender: offender.userId)
     }

@@ -68,7 +68,11 @@ extension ServerState {
 
     func message(_ c: ChannelRecord, _ idText: String) async throws -> MessageRecord {
         guard let id = Int64(idText), id > 0 else { throw APIError.invalid("message_id", "must be a positive integer.") }
-        guard let m = try await messageRecord(id), m.channelUrl == c.url else { throw APIError.notFound("Message \(idText)") }
+        return try await message(c, id)
+    }
+
+    func message(_ c: ChannelRecord, _ id: Int64) async throws -> MessageRecord {
+        guard let m = try await messageRecord(id), m.channelUrl == c.url else { throw APIError.notFound("Message \(id)") }
         return m
     }
 
@@ -168,7 +172,7 @@ extension ServerState {
 
 enum Messages {
     static func send(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         var upload: MultipartPart? = nil
         var input = ctx.input
         if ctx.contentType.lowercased().hasPrefix("multipart/form-data") {
@@ -339,7 +343,7 @@ enum Messages {
     }
 
     static func list(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
         let filter = try MessageFilter.parse(i)
@@ -389,13 +393,14 @@ enum Messages {
             ("has_prev", .bool(hasPrev)),
             ("has_next", .bool(hasNext)),
             ("is_continuous_prev_messages", .bool(prevLimit > 0)),
+            ("is_continuous_next_messages", .bool(nextLimit > 0)),
         ]))
     }
 
     static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
-        let m = try await s.message(c, ctx.segments[3])
+        let m = try await s.message(c, ctx.messageId)
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
         for flag in ["include_reactions", "include_thread_info", "include_parent_message_info", "include_poll_details", "with_sorted_meta_array"] {
             _ = try ctx.input.bool(flag)
@@ -404,7 +409,7 @@ enum Messages {
     }
 
     static func totalCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         // Every stored message the reader may see, replies included.
         let all = s.messageCondition(c.url, MessageFilter(replyType: "ALL"), reader: reader)
@@ -429,8 +434,8 @@ enum Messages {
     }
 
     static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try await s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try await s.message(c, ctx.messageId)
         let old = m
         try s.requireSenderOrOperator(c, m, ctx)
         let i = ctx.input
@@ -463,8 +468,8 @@ enum Messages {
     }
 
     static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        let m = try await s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        let m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         try await s.deleteMessage(m, at: ctx.now)
         s.uncountMessage(m, in: &c)
@@ -495,17 +500,17 @@ enum Messages {
     }
 
     static func listReactions(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         _ = try s.readerMember(c, ctx)
-        let m = try await s.message(c, ctx.segments[3])
+        let m = try await s.message(c, ctx.messageId)
         return .json(.obj([("reactions", .array(m.reactions.map {
             .obj([("key", .string($0.key)), ("user_ids", .strings($0.userIds)), ("updated_at", .int($0.updatedAt))])
         }))]))
     }
 
     static func react(_ s: ServerState, _ ctx: inout Ctx, add: Bool) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try await s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try await s.message(c, ctx.messageId)
         let uid = try ctx.requiredActingUser()
         let key = try ctx.input.requiredString("reaction", maxBytes: 128)
         if key.isEmpty { throw APIError.invalid("reaction", "must not be empty.") }
@@ -538,8 +543,8 @@ enum Messages {
     static func removeReaction(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await react(s, &ctx, add: false) }
 
     static func setPin(_ s: ServerState, _ ctx: inout Ctx, pinned: Bool) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try await s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try await s.message(c, ctx.messageId)
         try s.requireJoined(c, ctx)
         let already = c.pinnedMessageIds.contains(m.id)
         if pinned == already { return .json(.obj([])) }
@@ -558,9 +563,9 @@ enum Messages {
     static func unpin(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: false) }
 
     static func copy(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
-        let m = try await s.message(c, ctx.segments[3])
+        let m = try await s.message(c, ctx.messageId)
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
         if m.type == "ADMM" { throw APIError.invalid("message_id", "admin messages cannot be copied.") }
         if let me = ctx.caller.userId, !ctx.caller.isAdmin, m.senderId != me {
@@ -600,8 +605,8 @@ enum Messages {
     }
 
     static func addMetaArray(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try await s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
         for item in items {
@@ -617,8 +622,8 @@ enum Messages {
     }
 
     static func updateMetaArray(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
-        var m = try await s.message(c, ctx.segments[3])
+        var c = try s.channel(ctx.param(.channelURL))
+        var m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
         let mode = try ctx.input.enumValue("mode", ["add", "remove"], default: "add")

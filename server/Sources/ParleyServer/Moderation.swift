@@ -2,7 +2,7 @@
 
 enum Moderation {
     static func freeze(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         guard let freeze = try ctx.input.bool("freeze") else { throw APIError.missing("freeze") }
         if c.freeze != freeze {
@@ -16,7 +16,7 @@ enum Moderation {
     }
 
     static func listOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let (page, next) = try keysetPage(c.operatorIds, key: { [.string($0)] }, token: try ctx.input.string("token"), limit: try ctx.input.limit())
         return .json(.obj([("operators", .array(page.map { s.basicUser($0, in: c) })), ("next", .string(next))]))
@@ -29,7 +29,7 @@ enum Moderation {
     }
 
     static func addOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         guard let ids = try ctx.input.stringList("operator_ids"), !ids.isEmpty else { throw APIError.missing("operator_ids") }
         for id in ids where !c.isJoined(id) { throw APIError.invalid("operator_ids", "\"\(id)\" is not a joined member.") }
@@ -41,7 +41,7 @@ enum Moderation {
     }
 
     static func removeOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let all = try ctx.input.bool("delete_all", default: false)
         let ids = try ctx.input.stringList("operator_ids") ?? []
@@ -70,7 +70,7 @@ enum Moderation {
     }
 
     static func ban(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let r = try parseRestriction(s, ctx, c)
         c.bans[r.userId] = r
@@ -96,7 +96,7 @@ enum Moderation {
     }
 
     private static func listRestrictions(_ s: ServerState, _ ctx: inout Ctx, bans: Bool) throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         // Who is banned or muted is for the channel's operators (and admins) to see.
         try s.requireOperator(c, ctx)
         let items = (bans ? c.bans : c.mutes).values.filter { $0.isActive(at: ctx.now) }
@@ -105,17 +105,17 @@ enum Moderation {
     }
 
     static func getBan(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
-        let r = s.activeBan(c, ctx.segments[3], ctx.now)
+        let r = try s.activeBan(c, ctx.param(.userId), ctx.now)
         return .json(.obj([("is_banned", .bool(r != nil)), ("start_at", r.map { .int($0.startAt) }),
                            ("end_at", r.map { .int($0.endAt) }), ("description", r.map { .string($0.description) })]))
     }
 
     static func unban(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
-        let uid = ctx.segments[3]
+        let uid = try ctx.param(.userId)
         guard c.bans.removeValue(forKey: uid) != nil else { throw APIError.notFound("Ban of \"\(uid)\"") }
         s.touch(&c, ctx.now)
         try await s.save(c)
@@ -126,7 +126,7 @@ enum Moderation {
     }
 
     static func mute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let r = try parseRestriction(s, ctx, c)
         if c.members[r.userId] == nil { throw APIError.invalid("user_id", "is not a member of this channel.") }
@@ -141,9 +141,9 @@ enum Moderation {
     }
 
     static func getMute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
-        let r = s.activeMute(c, ctx.segments[3], ctx.now)
+        let r = try s.activeMute(c, ctx.param(.userId), ctx.now)
         let remaining: Int64? = r.map { $0.endAt < 0 ? -1 : $0.endAt - ctx.now }
         return .json(.obj([("is_muted", .bool(r != nil)), ("remaining_duration", remaining.map { .int($0) }),
                            ("start_at", r.map { .int($0.startAt) }), ("end_at", r.map { .int($0.endAt) }),
@@ -151,9 +151,9 @@ enum Moderation {
     }
 
     static func unmute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
-        let uid = ctx.segments[3]
+        let uid = try ctx.param(.userId)
         guard c.mutes.removeValue(forKey: uid) != nil else { throw APIError.notFound("Mute of \"\(uid)\"") }
         s.touch(&c, ctx.now)
         try await s.save(c)
@@ -166,14 +166,15 @@ enum Moderation {
 
 // Channel metadata (strings) and metacounters (ints) (PROTOCOL.md §6.4).
 enum Meta {
-    static func isCounter(_ ctx: Ctx) -> Bool { ctx.segments[2] == "metacounter" }
+    /// One set of handlers serves both: the route tells which.
+    static func isCounter(_ ctx: Ctx) -> Bool { ctx.route.hasPrefix("/v3/group_channels/:channel_url/metacounter") }
 
     static func render(_ counter: Bool, _ strings: [String: String], _ ints: [String: Int64]) -> JSON {
         counter ? .intMap(ints) : .stringMap(strings)
     }
 
     static func getAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let keys = try ctx.input.stringList("keys").map(Set.init)
         let counter = isCounter(ctx)
@@ -182,9 +183,9 @@ enum Meta {
     }
 
     static func getOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
-        let key = ctx.segments[3]
+        let key = try ctx.param(.key)
         if isCounter(ctx) {
             guard let v = c.metacounters[key] else { throw APIError.notFound("Metacounter key \"\(key)\"") }
             return .json(.intMap([key: v]))
@@ -206,7 +207,7 @@ enum Meta {
     }
 
     static func create(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
         let includeTs = try ctx.input.bool("include_ts", default: false)
@@ -264,7 +265,7 @@ enum Meta {
     }
 
     static func updateMany(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let upsert = try ctx.input.bool("upsert", default: false)
         let mode = try ctx.input.enumValue("mode", ["set", "increase", "decrease"], default: "set")
@@ -277,9 +278,9 @@ enum Meta {
     }
 
     static func updateOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
-        let key = ctx.segments[3]
+        let key = try ctx.param(.key)
         if key.utf8.count > 128 { throw APIError.invalid("key", "must be 1 to 128 bytes.") }
         let upsert = try ctx.input.bool("upsert", default: false)
         let mode = try ctx.input.enumValue("mode", ["set", "increase", "decrease"], default: "set")
@@ -292,7 +293,7 @@ enum Meta {
     }
 
     static func deleteAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
         let keys = counter ? c.metacounters.keys.sorted() : c.metadata.keys.sorted()
@@ -302,10 +303,10 @@ enum Meta {
     }
 
     static func deleteOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.segments[1])
+        var c = try s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
-        let key = ctx.segments[3]
+        let key = try ctx.param(.key)
         if counter {
             guard c.metacounters.removeValue(forKey: key) != nil else { throw APIError.notFound("Metacounter key \"\(key)\"") }
         } else {

@@ -1,81 +1,199 @@
-enum RouteHandler {
+import HTTPTypes
+import Hummingbird
+
+enum RouteHandler: Sendable {
     case plain(Handler)
+    /// The event stream: a long-lived response, opened outside `Service.run` (EventStream.swift).
     case events
 }
 
-/// Path patterns ("*" matches one segment) → handlers per method.
-enum Routes {
-    nonisolated(unsafe) static let table: [([String], [String: RouteHandler])] = [
-        (["users"], ["GET": .plain(Users.list), "POST": .plain(Users.create)]),
-        (["users", "*"], ["GET": .plain(Users.get), "PUT": .plain(Users.update), "DELETE": .plain(Users.delete)]),
-        (["users", "*", "token"], ["POST": .plain(Users.issueToken)]),
-        (["users", "*", "unread_message_count"], ["GET": .plain(Users.unreadMessageCount)]),
-        (["users", "*", "unread_channel_count"], ["GET": .plain(Users.unreadChannelCount)]),
-        (["users", "*", "mark_as_read_all"], ["PUT": .plain(Users.markAllAsRead)]),
-        (["users", "*", "channel_invitation_preference"], ["GET": .plain(Users.getInvitationPreference), "PUT": .plain(Users.setInvitationPreference)]),
-        (["users", "*", "my_group_channels"], ["GET": .plain(Channels.listMine)]),
-        (["users", "*", "my_group_channels", "changelogs"], ["GET": .plain(Sync.channelChangelogs)]),
-        (["users", "*", "my_group_channels", "leave"], ["PUT": .plain(Users.leaveAll)]),
-        (["users", "*", "events"], ["GET": .events]),
-        (["group_channels"], ["GET": .plain(Channels.listAll), "POST": .plain(Channels.create)]),
-        (["group_channels", "*"], ["GET": .plain(Channels.get), "PUT": .plain(Channels.update), "DELETE": .plain(Channels.delete)]),
-        (["group_channels", "*", "invite"], ["POST": .plain(Channels.invite)]),
-        (["group_channels", "*", "accept"], ["PUT": .plain(Channels.accept)]),
-        (["group_channels", "*", "decline"], ["PUT": .plain(Channels.decline)]),
-        (["group_channels", "*", "join"], ["PUT": .plain(Channels.join)]),
-        (["group_channels", "*", "leave"], ["PUT": .plain(Channels.leave)]),
-        (["group_channels", "*", "freeze"], ["PUT": .plain(Moderation.freeze)]),
-        (["group_channels", "*", "hide"], ["PUT": .plain(Channels.hide), "DELETE": .plain(Channels.unhide)]),
-        (["group_channels", "*", "reset_user_history"], ["PUT": .plain(Channels.resetHistory)]),
-        (["group_channels", "*", "typing"], ["POST": .plain(Channels.startTyping), "DELETE": .plain(Channels.endTyping)]),
-        (["group_channels", "*", "members"], ["GET": .plain(Channels.members)]),
-        (["group_channels", "*", "members", "*"], ["GET": .plain(Channels.isMember)]),
-        (["group_channels", "*", "operators"], ["GET": .plain(Moderation.listOperators), "POST": .plain(Moderation.addOperators), "DELETE": .plain(Moderation.removeOperators)]),
-        (["group_channels", "*", "ban"], ["GET": .plain(Moderation.listBans), "POST": .plain(Moderation.ban)]),
-        (["group_channels", "*", "ban", "*"], ["GET": .plain(Moderation.getBan), "DELETE": .plain(Moderation.unban)]),
-        (["group_channels", "*", "mute"], ["GET": .plain(Moderation.listMutes), "POST": .plain(Moderation.mute)]),
-        (["group_channels", "*", "mute", "*"], ["GET": .plain(Moderation.getMute), "DELETE": .plain(Moderation.unmute)]),
-        (["group_channels", "*", "metadata"], ["GET": .plain(Meta.getAll), "POST": .plain(Meta.create), "PUT": .plain(Meta.updateMany), "DELETE": .plain(Meta.deleteAll)]),
-        (["group_channels", "*", "metadata", "*"], ["GET": .plain(Meta.getOne), "PUT": .plain(Meta.updateOne), "DELETE": .plain(Meta.deleteOne)]),
-        (["group_channels", "*", "metacounter"], ["GET": .plain(Meta.getAll), "POST": .plain(Meta.create), "PUT": .plain(Meta.updateMany), "DELETE": .plain(Meta.deleteAll)]),
-        (["group_channels", "*", "metacounter", "*"], ["GET": .plain(Meta.getOne), "PUT": .plain(Meta.updateOne), "DELETE": .plain(Meta.deleteOne)]),
-        (["group_channels", "*", "messages"], ["GET": .plain(Messages.list), "POST": .plain(Messages.send)]),
-        (["group_channels", "*", "messages", "mark_as_read"], ["PUT": .plain(Channels.markAsRead)]),
-        (["group_channels", "*", "messages", "mark_as_delivered"], ["PUT": .plain(Channels.markAsDelivered)]),
-        (["group_channels", "*", "messages", "total_count"], ["GET": .plain(Messages.totalCount)]),
-        (["group_channels", "*", "messages", "changelogs"], ["GET": .plain(Sync.messageChangelogs)]),
-        (["group_channels", "*", "messages_gap"], ["GET": .plain(Sync.messagesGap)]),
-        (["group_channels", "*", "messages", "*"], ["GET": .plain(Messages.get), "PUT": .plain(Messages.update), "DELETE": .plain(Messages.delete)]),
-        (["group_channels", "*", "messages", "*", "reactions"], ["GET": .plain(Messages.listReactions), "POST": .plain(Messages.addReaction), "DELETE": .plain(Messages.removeReaction)]),
-        (["group_channels", "*", "messages", "*", "pin"], ["POST": .plain(Messages.pin), "DELETE": .plain(Messages.unpin)]),
-        (["group_channels", "*", "messages", "*", "copy"], ["POST": .plain(Messages.copy)]),
-        (["group_channels", "*", "messages", "*", "sorted_metaarray"], ["POST": .plain(Messages.addMetaArray), "PUT": .plain(Messages.updateMetaArray)]),
-        (["files", "*"], ["GET": .plain(Files.download)]),
-        (["files", "*", "*"], ["GET": .plain(Files.download)]),
-        (["report"], ["GET": .plain(Reports.list)]),
-        (["report", "group_channels", "*"], ["POST": .plain(Reports.reportChannel)]),
-        (["report", "group_channels", "*", "messages", "*"], ["POST": .plain(Reports.reportMessage)]),
-        (["report", "users", "*"], ["POST": .plain(Reports.reportUser)]),
-    ]
+/// The named parameters of the route templates. Handlers read them through `Ctx.param`.
+enum PathParameter: String, Sendable {
+    case channelURL = "channel_url"
+    case userId = "user_id"
+    case messageId = "message_id"
+    /// A metadata or metacounter key.
+    case key
+    case fileId = "file_id"
+}
 
-    static func resolve(method: String, segments: [String]) throws -> RouteHandler {
-        var best: [String: RouteHandler]? = nil
-        var bestLiterals = -1
-        for (pattern, handlers) in table where pattern.count == segments.count {
-            var ok = true
-            var literals = 0
-            for (p, s) in zip(pattern, segments) {
-                if p == "*" { if s.isEmpty { ok = false; break } } else if p == s { literals += 1 } else { ok = false; break }
-            }
-            // A literal segment beats a wildcard (".../messages/changelogs" vs ".../messages/{id}").
-            if ok && literals > bestLiterals {
-                best = handlers
-                bestLiterals = literals
+/// The path parameters of one request, each percent-decoded once.
+struct PathParameters: Sendable {
+    private var values: [(PathParameter, String)] = []
+
+    init() {}
+
+    /// Hummingbird captures the raw segment text; the protocol's identifiers are the decoded text.
+    /// Only the template's own parameters are taken (the router may leave captures behind from
+    /// a branch it tried and left).
+    init(_ captured: Parameters, names: [PathParameter]) {
+        for name in names {
+            if let value = captured[Substring(name.rawValue)] {
+                values.append((name, percentDecode(value, plusIsSpace: false)))
             }
         }
-        guard let handlers = best else { throw APIError.notFound("Route") }
-        let effective = method == "HEAD" ? "GET" : method
-        guard let handler = handlers[effective] else { throw APIError.methodNotAllowed }
-        return handler
+    }
+
+    /// The parameters a template names (":channel_url" …). A name that is no PathParameter is
+    /// a mistake in the table, found when the server starts.
+    static func names(in template: String) -> [PathParameter] {
+        template.split(separator: "/").filter { $0.first == ":" }.map { segment in
+            guard let name = PathParameter(rawValue: String(segment.dropFirst())) else {
+                preconditionFailure("route \(template): unknown parameter \(segment)")
+            }
+            return name
+        }
+    }
+
+    subscript(_ parameter: PathParameter) -> String? {
+        values.first { $0.0 == parameter }?.1
+    }
+}
+
+/// Path templates (":name" is a parameter, see PathParameter; "*" a segment nobody reads)
+/// → handlers per method. The one table the router is built from.
+enum Routes {
+    static let table: [(String, [HTTPRequest.Method: RouteHandler])] = [
+        ("/v3/users", [.get: .plain(Users.list), .post: .plain(Users.create)]),
+        ("/v3/users/:user_id", [.get: .plain(Users.get), .put: .plain(Users.update), .delete: .plain(Users.delete)]),
+        ("/v3/users/:user_id/token", [.post: .plain(Users.issueToken)]),
+        ("/v3/users/:user_id/unread_message_count", [.get: .plain(Users.unreadMessageCount)]),
+        ("/v3/users/:user_id/unread_channel_count", [.get: .plain(Users.unreadChannelCount)]),
+        ("/v3/users/:user_id/mark_as_read_all", [.put: .plain(Users.markAllAsRead)]),
+        ("/v3/users/:user_id/channel_invitation_preference", [.get: .plain(Users.getInvitationPreference), .put: .plain(Users.setInvitationPreference)]),
+        ("/v3/users/:user_id/my_group_channels", [.get: .plain(Channels.listMine)]),
+        ("/v3/users/:user_id/my_group_channels/changelogs", [.get: .plain(Sync.channelChangelogs)]),
+        ("/v3/users/:user_id/my_group_channels/leave", [.put: .plain(Users.leaveAll)]),
+        ("/v3/users/:user_id/events", [.get: .events]),
+        ("/v3/group_channels", [.get: .plain(Channels.listAll), .post: .plain(Channels.create)]),
+        ("/v3/group_channels/:channel_url", [.get: .plain(Channels.get), .put: .plain(Channels.update), .delete: .plain(Channels.delete)]),
+        ("/v3/group_channels/:channel_url/invite", [.post: .plain(Channels.invite)]),
+        ("/v3/group_channels/:channel_url/accept", [.put: .plain(Channels.accept)]),
+        ("/v3/group_channels/:channel_url/decline", [.put: .plain(Channels.decline)]),
+        ("/v3/group_channels/:channel_url/join", [.put: .plain(Channels.join)]),
+        ("/v3/group_channels/:channel_url/leave", [.put: .plain(Channels.leave)]),
+        ("/v3/group_channels/:channel_url/freeze", [.put: .plain(Moderation.freeze)]),
+        ("/v3/group_channels/:channel_url/hide", [.put: .plain(Channels.hide), .delete: .plain(Channels.unhide)]),
+        ("/v3/group_channels/:channel_url/reset_user_history", [.put: .plain(Channels.resetHistory)]),
+        ("/v3/group_channels/:channel_url/typing", [.post: .plain(Channels.startTyping), .delete: .plain(Channels.endTyping)]),
+        ("/v3/group_channels/:channel_url/members", [.get: .plain(Channels.members)]),
+        ("/v3/group_channels/:channel_url/members/:user_id", [.get: .plain(Channels.isMember)]),
+        ("/v3/group_channels/:channel_url/operators", [.get: .plain(Moderation.listOperators), .post: .plain(Moderation.addOperators), .delete: .plain(Moderation.removeOperators)]),
+        ("/v3/group_channels/:channel_url/ban", [.get: .plain(Moderation.listBans), .post: .plain(Moderation.ban)]),
+        ("/v3/group_channels/:channel_url/ban/:user_id", [.get: .plain(Moderation.getBan), .delete: .plain(Moderation.unban)]),
+        ("/v3/group_channels/:channel_url/mute", [.get: .plain(Moderation.listMutes), .post: .plain(Moderation.mute)]),
+        ("/v3/group_channels/:channel_url/mute/:user_id", [.get: .plain(Moderation.getMute), .delete: .plain(Moderation.unmute)]),
+        ("/v3/group_channels/:channel_url/metadata", [.get: .plain(Meta.getAll), .post: .plain(Meta.create), .put: .plain(Meta.updateMany), .delete: .plain(Meta.deleteAll)]),
+        ("/v3/group_channels/:channel_url/metadata/:key", [.get: .plain(Meta.getOne), .put: .plain(Meta.updateOne), .delete: .plain(Meta.deleteOne)]),
+        ("/v3/group_channels/:channel_url/metacounter", [.get: .plain(Meta.getAll), .post: .plain(Meta.create), .put: .plain(Meta.updateMany), .delete: .plain(Meta.deleteAll)]),
+        ("/v3/group_channels/:channel_url/metacounter/:key", [.get: .plain(Meta.getOne), .put: .plain(Meta.updateOne), .delete: .plain(Meta.deleteOne)]),
+        ("/v3/group_channels/:channel_url/messages", [.get: .plain(Messages.list), .post: .plain(Messages.send)]),
+        // Literal segments are matched before a parameter in the same place (".../messages/:message_id").
+        ("/v3/group_channels/:channel_url/messages/mark_as_read", [.put: .plain(Channels.markAsRead)]),
+        ("/v3/group_channels/:channel_url/messages/mark_as_delivered", [.put: .plain(Channels.markAsDelivered)]),
+        ("/v3/group_channels/:channel_url/messages/total_count", [.get: .plain(Messages.totalCount)]),
+        ("/v3/group_channels/:channel_url/messages/changelogs", [.get: .plain(Sync.messageChangelogs)]),
+        ("/v3/group_channels/:channel_url/messages_gap", [.get: .plain(Sync.messagesGap)]),
+        ("/v3/group_channels/:channel_url/messages/:message_id", [.get: .plain(Messages.get), .put: .plain(Messages.update), .delete: .plain(Messages.delete)]),
+        ("/v3/group_channels/:channel_url/messages/:message_id/reactions", [.get: .plain(Messages.listReactions), .post: .plain(Messages.addReaction), .delete: .plain(Messages.removeReaction)]),
+        ("/v3/group_channels/:channel_url/messages/:message_id/pin", [.post: .plain(Messages.pin), .delete: .plain(Messages.unpin)]),
+        ("/v3/group_channels/:channel_url/messages/:message_id/copy", [.post: .plain(Messages.copy)]),
+        ("/v3/group_channels/:channel_url/messages/:message_id/sorted_metaarray", [.post: .plain(Messages.addMetaArray), .put: .plain(Messages.updateMetaArray)]),
+        ("/v3/files/:file_id", [.get: .plain(Files.download)]),
+        ("/v3/files/:file_id/*", [.get: .plain(Files.download)]),
+        ("/v3/report", [.get: .plain(Reports.list)]),
+        ("/v3/report/group_channels/:channel_url", [.post: .plain(Reports.reportChannel)]),
+        ("/v3/report/group_channels/:channel_url/messages/:message_id", [.post: .plain(Reports.reportMessage)]),
+        ("/v3/report/users/:user_id", [.post: .plain(Reports.reportUser)]),
+    ]
+
+    /// The methods some route has. The router sees every other method as `otherMethod`.
+    static let servedMethods: Set<HTTPRequest.Method> = [.get, .head, .post, .put, .delete]
+    /// Stands for any method outside `servedMethods` (PATCH, OPTIONS, ...): every path has it,
+    /// as a 405, so that one registration answers them all.
+    static let otherMethod = HTTPRequest.Method("X-PARLEY-OTHER")!
+
+    /// The router for the table. `serve` runs a matched handler, given the route's template
+    /// and its decoded parameters.
+    static func router(
+        serve: @escaping @Sendable (RouteHandler, _ template: String, Request, PathParameters) async throws -> Response
+    ) -> Router<BasicRequestContext> {
+        // HEAD gets the GET handler's answer without its body.
+        let router = Router(options: .autoGenerateHeadEndpoints)
+        for (template, handlers) in table {
+            let path = RouterPath(template)
+            let names = PathParameters.names(in: template)
+            for (method, handler) in handlers {
+                router.on(path, method: method) { request, context in
+                    try await serve(handler, template, request, PathParameters(context.parameters, names: names))
+                }
+            }
+            // The event stream answers HEAD as it answers GET (a stream left open), not with a
+            // generated head of a response whose body would never be read.
+            if case .events = handlers[.get] {
+                router.on(path, method: .head) { request, context in
+                    try await serve(.events, template, request, PathParameters(context.parameters, names: names))
+                }
+            }
+            // Hummingbird hands a known path with another method to its not-found responder;
+            // the protocol answers 405 there, before any credentials are looked at.
+            for method in servedMethods.union([otherMethod]) where handlers[method] == nil {
+                if method == .head && handlers[.get] != nil { continue }
+                router.on(path, method: method) { _, _ -> Response in throw APIError.methodNotAllowed }
+            }
+        }
+        // Added last, so it wraps only the not-found responder: an unknown path gets the JSON 404.
+        router.add(middleware: UnknownRoute())
+        return router
+    }
+
+    /// The request as the router should see it. Parley decodes each path segment before
+    /// matching it (so "%75sers" is "users", and "a%2Fb" is one segment "a/b"), while
+    /// Hummingbird matches the raw text: a path with escapes is handed on re-encoded so that
+    /// only characters outside [A-Za-z0-9-._~] are escaped. The parameters are then decoded
+    /// once (PathParameters). A method no route has becomes `otherMethod`.
+    static func routable(_ request: Request) -> Request {
+        let method = servedMethods.contains(request.method) ? request.method : otherMethod
+        let rawPath = request.head.path ?? "/"
+        let queryStart = rawPath.firstIndex(of: "?") ?? rawPath.endIndex
+        let pathPart = rawPath[..<queryStart]
+        let hasEscapes = pathPart.utf8.contains(UInt8(ascii: "%"))
+        if method == request.method && !hasEscapes { return request }
+        var head = request.head
+        head.method = method
+        if hasEscapes {
+            let segments = pathPart.split(separator: "/").map { canonicalEscapes(percentDecode($0, plusIsSpace: false)) }
+            head.path = "/" + segments.joined(separator: "/") + rawPath[queryStart...]
+        }
+        return Request(head: head, body: request.body)
+    }
+
+    private static func canonicalEscapes(_ segment: String) -> String {
+        var out = ""
+        out.reserveCapacity(segment.utf8.count)
+        let hex = Array("0123456789ABCDEF".utf8)
+        for b in segment.utf8 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(Unicode.Scalar(hex[Int(b >> 4)]))
+                out.unicodeScalars.append(Unicode.Scalar(hex[Int(b & 0x0F)]))
+            }
+        }
+        return out
+    }
+}
+
+/// Turns the router's not-found answer into the protocol's JSON 404.
+struct UnknownRoute<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            throw APIError.notFound("Route")
+        }
     }
 }

@@ -11,7 +11,9 @@ struct Caller: Sendable {
 /// One request as handlers see it.
 struct Ctx {
     let method: String
-    let segments: [String]
+    /// The matched route's template (Routes.table).
+    let route: String
+    let params: PathParameters
     let input: Input
     var caller: Caller
     let now: Int64
@@ -29,6 +31,22 @@ struct Ctx {
         }
         if given == nil && !optional { throw APIError.missing(field) }
         return given
+    }
+
+    /// A path parameter of the route. A route without it is a bug in the table, not bad input.
+    func param(_ name: PathParameter) throws -> String {
+        guard let value = params[name] else { throw APIError.internal("route \(route) has no \(name.rawValue) parameter.") }
+        return value
+    }
+
+    /// The `message_id` path parameter: a positive integer, as in a body.
+    var messageId: Int64 {
+        get throws {
+            guard let id = Int64(try param(.messageId)), id > 0 else {
+                throw APIError.invalid("message_id", "must be a positive integer.")
+            }
+            return id
+        }
     }
 
     func requiredActingUser(_ field: String = "user_id") throws -> String {
@@ -53,7 +71,7 @@ enum Reply {
     case file(path: String, contentType: String)
 }
 
-typealias Handler = (ServerState, inout Ctx) async throws -> Reply
+typealias Handler = @Sendable (ServerState, inout Ctx) async throws -> Reply
 
 struct ServerConfig: Sendable {
     let apiToken: String
@@ -67,10 +85,19 @@ struct ParleyResponder: HTTPResponder {
     typealias Context = BasicRequestContext
     let service: Service
     let config: ServerConfig
+    private let router: RouterResponder<BasicRequestContext>
+
+    init(service: Service, config: ServerConfig) {
+        self.service = service
+        self.config = config
+        let endpoint = Endpoint(service: service, config: config)
+        router = Routes.router(serve: endpoint.handle).buildResponder()
+    }
 
     func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
         do {
-            return try await handle(request)
+            // Errors a handler or the router throws (APIError) come back here to become JSON.
+            return try await router.respond(to: Routes.routable(request), context: context)
         } catch let error as APIError {
             return Self.json(error.json, status: error.status)
         } catch {
@@ -89,26 +116,19 @@ struct ParleyResponder: HTTPResponder {
 
     /// The largest JSON body accepted (PROTOCOL.md §1).
     static let jsonBodyLimit = 1_048_576
+}
 
-    private func handle(_ request: Request) async throws -> Response {
+/// A request the router matched to a handler (unknown paths and methods never get here, so
+/// they are 404 and 405 without credentials).
+struct Endpoint: Sendable {
+    let service: Service
+    let config: ServerConfig
+
+    @Sendable func handle(_ handler: RouteHandler, route: String, request: Request, params: PathParameters) async throws -> Response {
         let rawPath = request.head.path ?? "/"
-        let pathPart: Substring
-        let queryPart: Substring?
-        if let q = rawPath.firstIndex(of: "?") {
-            pathPart = rawPath[..<q]
-            queryPart = rawPath[rawPath.index(after: q)...]
-        } else {
-            pathPart = Substring(rawPath)
-            queryPart = nil
-        }
-        var segments = pathPart.split(separator: "/", omittingEmptySubsequences: true).map { percentDecode($0, plusIsSpace: false) }
-        guard segments.first == "v3" else { throw APIError.notFound("Route") }
-        segments.removeFirst()
+        let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
         let method = request.method.rawValue.uppercased()
         let contentType = request.headers[.contentType] ?? ""
-
-        // Route first so unknown paths are 404 even without credentials.
-        let handler = try Routes.resolve(method: method, segments: segments)
 
         // Credentials and size before a byte of the body is read: a stranger's request, or an
         // oversized one, costs no more than its head. A first login is committed here, so
@@ -117,7 +137,7 @@ struct ParleyResponder: HTTPResponder {
         let now = nowMillis()
         _ = try await service.run { state in try state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
         let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
-        let limit = isMultipart ? config.uploadLimit + 1_048_576 : Self.jsonBodyLimit
+        let limit = isMultipart ? config.uploadLimit + 1_048_576 : ParleyResponder.jsonBodyLimit
         if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
             throw isMultipart ? APIError.tooLarge : APIError.bodyTooLarge
         }
@@ -139,7 +159,7 @@ struct ParleyResponder: HTTPResponder {
         }
 
         var ctx = Ctx(
-            method: method, segments: segments, input: Input(body: bodyObject, query: Query(queryPart)),
+            method: method, route: route, params: params, input: Input(body: bodyObject, query: Query(queryPart)),
             caller: Caller(isAdmin: false, userId: nil), now: nowMillis(), rawBody: body,
             contentType: contentType, headers: request.headers)
 
@@ -153,7 +173,7 @@ struct ParleyResponder: HTTPResponder {
         }
         switch reply {
         case .json(let value):
-            return Self.json(value)
+            return ParleyResponder.json(value)
         case .file(let path, let type):
             guard let data = FileManager.default.contents(atPath: path) else { throw APIError.notFound("File") }
             var buffer = ByteBuffer()

@@ -39,7 +39,7 @@ enum Sync {
     }
 
     static func channelChangelogs(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let i = ctx.input
         let start = try parseStart(i)
@@ -82,7 +82,7 @@ enum Sync {
     }
 
     static func messageChangelogs(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
         let start = try parseStart(i)
@@ -113,7 +113,7 @@ enum Sync {
     }
 
     static func messagesGap(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.segments[1])
+        let c = try s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
         guard let prevStart = try i.int("prev_start_ts") else { throw APIError.missing("prev_start_ts") }

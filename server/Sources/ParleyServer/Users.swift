@@ -99,7 +99,7 @@ enum Users {
     }
 
     static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         let include = try ctx.input.bool("include_unread_count", default: false)
         let customTypes = try ctx.input.stringList("custom_types")
         let superMode = try ctx.input.enumValue("super_mode", ["all", "super", "nonsuper"], default: "all")
@@ -111,7 +111,7 @@ enum Users {
     }
 
     static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var u = try s.user(ctx.segments[1])
+        var u = try s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let i = ctx.input
         let nickname = try i.string("nickname", maxBytes: 80)
@@ -142,7 +142,7 @@ enum Users {
 
     static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         s.endStreams(of: u.userId, message: "The user was deleted.")
         for url in s.channels.keys.sorted() where s.channels[url]?.members[u.userId] != nil {
             if var c = s.channels[url] {
@@ -158,7 +158,7 @@ enum Users {
 
     static func issueToken(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         let expiresAt = try ctx.input.int("expires_at", min: 0) ?? 0
         if expiresAt != 0 && expiresAt <= ctx.now { throw APIError.invalid("expires_at", "must be in the future.") }
         let token = randomHex(20)
@@ -175,7 +175,7 @@ enum Users {
     }
 
     private static func unread(_ s: ServerState, _ ctx: inout Ctx, channels: Bool) throws -> Reply {
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let customTypes = try ctx.input.stringList("custom_types")
         let superMode = try ctx.input.enumValue("super_mode", ["all", "super", "nonsuper"], default: "all")
@@ -184,7 +184,7 @@ enum Users {
     }
 
     static func markAllAsRead(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let urls = try ctx.input.stringList("channel_urls")
         for url in s.channels.keys.sorted() {
@@ -198,7 +198,7 @@ enum Users {
 
     /// Leaves every channel of the user (optionally only those of one custom type).
     static func leaveAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let customType = try ctx.input.string("custom_type", maxBytes: 128)
         for url in s.channels.keys.sorted() {
@@ -211,13 +211,13 @@ enum Users {
     }
 
     static func getInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.segments[1])
+        let u = try s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         return .json(.obj([("auto_accept", .bool(u.autoAccept))]))
     }
 
     static func setInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var u = try s.user(ctx.segments[1])
+        var u = try s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         guard let auto = try ctx.input.bool("auto_accept") else { throw APIError.missing("auto_accept") }
         u.autoAccept = auto
