@@ -13,38 +13,47 @@ import requests
 from concurrency_support import Client, EventCollector, all_messages, describe_ids, run_threads
 
 SENDERS = 4
-SENDS_PER_SENDER = 400  # the kill always lands well before the burst could end
+SENDS_PER_SENDER = 1000  # far more than the kill lets through: the kill always lands mid-burst
 
 
 def message_events(frames):
     return [(f["id"], f["data"]["message"]["message_id"]) for f in frames if f["event"] == "message_received"]
 
 
-def resume(server, user, session, frames_before, stored):
-    """Opens `user`'s stream with Last-Event-ID = the last id in `frames_before` (the frames a
-    stream got before it was cut) and checks that it replays the `message_received` of every
-    message in `stored` that those frames lack, once, and none of those it had. Returns the
-    open collector and the set of message ids it had to replay."""
-    ids = [f["id"] for f in frames_before if f["id"] is not None]
-    last_seen = max(ids) if ids else frames_before[0]["data"]["last_event_id"]
+def last_event_id(frames):
+    """The id of the last event a stream got (the `connected` frame's resume point if none)."""
+    ids = [f["id"] for f in frames if f["id"] is not None]
+    return max(ids) if ids else frames[0]["data"]["last_event_id"]
+
+
+def check_replay(resumed, frames_before, stored, sentinel):
+    """`resumed` was opened with Last-Event-ID = the last event in `frames_before` (what a
+    stream got before it was cut). Before the event of `sentinel` (a message sent after the
+    restart, so its event follows the whole replay) it must replay the `message_received` of
+    every message in `stored` that `frames_before` lacks, once, and none of those it had."""
+    last_seen = last_event_id(frames_before)
     seen = {mid for _, mid in message_events(frames_before)}
     unseen = set(stored) - seen
-    resumed = EventCollector(server, user, session_key=session, last_event_id=last_seen)
-    complete = resumed.wait_for(lambda fs: unseen <= {mid for _, mid in message_events(fs)}, 30)
+    got_sentinel = resumed.wait_for(lambda fs: sentinel in {mid for _, mid in message_events(fs)}, 30)
     frames = resumed.snapshot()
     assert frames and frames[0]["event"] == "connected", frames[:2]
     resyncs = [f for f in frames if f["event"] == "resync"]
     assert not resyncs, f"resume from event {last_seen} after the restart answered resync: {resyncs}"
-    replayed = [mid for _, mid in message_events(frames)]
+    assert got_sentinel, f"resume from event {last_seen}: no event for message {sentinel} sent after the restart " \
+                         f"(stream ended: {resumed.ended}, {len(frames)} frames)"
+    events = [mid for _, mid in message_events(frames)]
+    replayed = events[:events.index(sentinel)]
     again = seen & set(replayed)
     dups = {m for m in replayed if replayed.count(m) > 1}
-    assert complete and not again and not dups, \
-        f"resume from event {last_seen}: missing {describe_ids(unseen - set(replayed))}, " \
-        f"seen before the kill and replayed {describe_ids(again)}, replayed twice {describe_ids(dups)}"
+    missing = unseen - set(replayed)
+    unexpected = set(replayed) - unseen - seen
+    assert not (missing or again or dups or unexpected), \
+        f"resume from event {last_seen}: missing {describe_ids(missing)}, seen before the kill and replayed " \
+        f"{describe_ids(again)}, replayed twice {describe_ids(dups)}, not stored {describe_ids(unexpected)}"
     event_ids = [f["id"] for f in frames if f["id"] is not None]
     assert all(a < b for a, b in zip(event_ids, event_ids[1:])) and all(e > last_seen for e in event_ids), \
         f"replayed event ids not strictly increasing after {last_seen}: {event_ids[:20]}"
-    return resumed, unseen
+    return replayed
 
 
 @pytest.mark.parametrize("kill_after", [30, 300, 900])
@@ -128,12 +137,15 @@ def test_kill_during_send_burst_keeps_every_acknowledged_message(fresh_server, k
     assert not phantom, f"events were streamed for messages that are not stored after the restart: {describe_ids(phantom)}"
 
     # Each stream, resumed from the last event it saw, gets the event of every stored message
-    # it had not seen, once, and none it had seen.
-    resumed_live, _ = resume(server, watcher, sessions[watcher], live_frames, stored)
-    resumed_live.close()
-    resumed, unseen = resume(server, watcher, sessions[watcher], early_frames, stored)
-    replayed = message_events(resumed.snapshot())
+    # it had not seen, once, and none it had seen; a message sent after the restart bounds
+    # the replay (its event comes after it).
+    resumed_live = EventCollector(server, watcher, session_key=sessions[watcher], last_event_id=last_event_id(live_frames))
+    resumed = EventCollector(server, watcher, session_key=sessions[watcher], last_event_id=last_event_id(early_frames))
     try:
+        restarted = server.send(channels[1], senders[1], "after the restart")["message_id"]
+        check_replay(resumed_live, live_frames, stored, restarted)
+        replayed = check_replay(resumed, early_frames, stored, restarted)
+
         # Re-sending each unanswered send with its req_id: the stored ones answer their message
         # (no new message, no event); the others are stored now, once.
         was_stored = {m["req_id"]: mid for mid, m in stored.items()}
@@ -147,17 +159,19 @@ def test_kill_during_send_burst_keeps_every_acknowledged_message(fresh_server, k
             else:
                 created.append(body["message_id"])
         after = stored_messages()
-        assert len(after) == len(stored) + len(created), \
-            f"{len(after)} messages after re-sending, {len(stored)} before + {len(created)} new"
+        assert len(after) == len(stored) + 1 + len(created), \
+            f"{len(after)} messages after re-sending, {len(stored)} before the restart + 1 after + {len(created)} new"
         for req_id, (u, url, text) in unacked.items():
             assert [m["message"] for m in after.values() if m["req_id"] == req_id] == [text], req_id
         sentinel = server.send(channels[0], senders[0], "sentinel")["message_id"]
         assert resumed.wait_for(lambda fs: sentinel in {mid for _, mid in message_events(fs)}, 20), "no sentinel event"
-        later = [mid for _, mid in message_events(resumed.snapshot()) if mid not in unseen]
+        events = [mid for _, mid in message_events(resumed.snapshot())]
+        later = events[events.index(restarted) + 1:]
         assert later == created + [sentinel], \
             f"after the replay: events for {later}, expected the new messages {created} and the sentinel {sentinel}"
     finally:
         resumed.close()
+        resumed_live.close()
     print(f"kill after {kill_after}: {len(acked)} acknowledged, {len(unacked)} unanswered "
           f"({len([r for r in unacked if r in was_stored])} of them stored), {len(seen_live)} events live, "
           f"{len(seen_before)} before the early disconnect, "
