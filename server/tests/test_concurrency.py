@@ -1,0 +1,374 @@
+"""Properties the server must keep under concurrent requests (issue 22: the storage rebuild
+removes the global request lock; these tests hold the rebuild to what the lock gave).
+
+Real server, real threads, one HTTP session per thread. PROTOCOL.md: idempotent send by
+req_id (§7.1), list order (created_at, message_id) (§7.2), distinct channels (§6.1),
+membership and counts (§4.2, §6.3), changelogs (§8), event streams (§9)."""
+import random
+import threading
+
+from concurrency_support import (Client, EventCollector, all_messages, count_event, describe_ids, member_list,
+                                 message_key, now_ts, run_threads)
+
+CLIENTS = 8
+SENDS_PER_CLIENT = 200
+CHANNELS = 4
+
+
+def test_send_burst_stores_orders_and_streams_every_message_once(server):
+    users = [server.user("burst") for _ in range(CLIENTS)]
+    sessions = {u: server.session(u) for u in users}
+    channels = [server.channel(users, name=f"burst-{i}")["channel_url"] for i in range(CHANNELS)]
+    admin = Client(server)
+
+    # One stream per client user, live before the burst starts.
+    streams = {u: EventCollector(server, u, session_key=sessions[u]) for u in users}
+    for u, s in streams.items():
+        assert s.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10), f"no connected frame for {u}"
+    watcher = users[0]
+    changelog_start = now_ts(admin)
+
+    # Client k sends its i-th message to channel (k + i) % CHANNELS.
+    plan = {u: [(channels[(k + i) % CHANNELS], f"{u}#{i:03d}", f"{u}-r{i}") for i in range(SENDS_PER_CLIENT)]
+            for k, u in enumerate(users)}
+    answers = {u: [] for u in users}  # per sender, in send order: (channel, text, req_id, status, body)
+    burst_done = threading.Event()
+    scans = []  # (channel, [message ids]) full listings made during the burst
+    changelog_views = {}  # channel -> newest last_message id seen through the changelog chain
+    changelog_calls = [0]
+
+    def sender(u):
+        def run(gate):
+            client = Client(server, sessions[u])
+            gate.wait()
+            for url, text, req_id in plan[u]:
+                r = client.request("POST", f"/v3/group_channels/{url}/messages",
+                                   json={"message_type": "MESG", "message": text, "req_id": req_id})
+                answers[u].append((url, text, req_id, r.status_code, r.json() if r.status_code == 200 else r.text))
+        return run
+
+    def lister(gate):
+        client = Client(server, sessions[users[1]])
+        gate.wait()
+        while not burst_done.is_set():
+            for url in channels:
+                scans.append((url, [m["message_id"] for m in all_messages(client, url, page=100)]))
+
+    def changelog_follower(gate):
+        client = Client(server, sessions[watcher])
+        gate.wait()
+        token = None
+        msg_tokens = {}
+        while True:
+            finished = burst_done.is_set()  # read before the call: the last round sees the final state
+            params = {"token": token} if token else {"change_ts": changelog_start}
+            body = client.ok("GET", f"/v3/users/{watcher}/my_group_channels/changelogs", params=params)
+            urls = [c["channel_url"] for c in body["updated"]]
+            assert len(urls) == len(set(urls)), f"a channel twice in one changelog page: {urls}"
+            assert body["deleted"] == [], body["deleted"]
+            for c in body["updated"]:
+                if "last_message" in c:
+                    changelog_views[c["channel_url"]] = c["last_message"]["message_id"]
+            token = body["next"]
+            changelog_calls[0] += 1
+            # New messages are not message changelog entries (§8.2): nothing was edited or deleted.
+            url = channels[changelog_calls[0] % CHANNELS]
+            params = {"token": msg_tokens[url]} if url in msg_tokens else {"change_ts": changelog_start}
+            page = client.ok("GET", f"/v3/group_channels/{url}/messages/changelogs", params=params)
+            assert page["updated"] == [] and page["deleted"] == [], f"message changelog of {url}: {page}"
+            msg_tokens[url] = page["next"]
+            if finished and not body["has_more"]:
+                return
+
+    senders_left = [len(users)]
+    lock = threading.Lock()
+
+    def counted(fn):
+        """The readers stop once every sender is done (or failed)."""
+        def run(gate):
+            try:
+                fn(gate)
+            finally:
+                with lock:
+                    senders_left[0] -= 1
+                    if senders_left[0] == 0:
+                        burst_done.set()
+        return run
+
+    # Senders and readers are released together by one barrier.
+    targets = [(f"send-{u}", counted(sender(u))) for u in users] + [("lister", lister), ("changelogs", changelog_follower)]
+    try:
+        run_threads(targets, timeout=50, barrier=True)
+
+        # Every send was acknowledged.
+        failed = [(u, a[2], a[3], a[4]) for u in users for a in answers[u] if a[3] != 200]
+        assert not failed, f"{len(failed)} sends not acknowledged, first: {failed[:3]}"
+
+        listed = {url: all_messages(admin, url) for url in channels}
+        everything = [m for url in channels for m in listed[url]]
+        assert len(everything) == CLIENTS * SENDS_PER_CLIENT, \
+            f"{len(everything)} messages listed, {CLIENTS * SENDS_PER_CLIENT} sent: " + \
+            ", ".join(f"{url}: {len(listed[url])}" for url in channels)
+        ids = [m["message_id"] for m in everything]
+        assert len(set(ids)) == len(ids), f"duplicate message ids: {describe_ids({i for i in ids if ids.count(i) > 1})}"
+        texts = [m["message"] for m in everything]
+        assert len(set(texts)) == len(texts), f"duplicate texts: {sorted({t for t in texts if texts.count(t) > 1})[:10]}"
+
+        # Each acknowledged send is stored with exactly the answered id, text, sender and req_id.
+        by_id = {m["message_id"]: m for m in everything}
+        for u in users:
+            for url, text, req_id, _, body in answers[u]:
+                stored = by_id.get(body["message_id"])
+                assert stored is not None, f"acknowledged message {body['message_id']} ({text}) is not listed"
+                got = (stored["channel_url"], stored["message"], stored["user"]["user_id"], stored["req_id"])
+                assert got == (url, text, u, req_id), f"message {body['message_id']}: stored {got}, answered {(url, text, u, req_id)}"
+
+        for url in channels:
+            msgs = listed[url]
+            keys = [message_key(m) for m in msgs]
+            assert keys == sorted(keys), f"{url}: listing not in (created_at, message_id) order"
+            ids = [m["message_id"] for m in msgs]
+            inversions = [(a, b) for a, b in zip(msgs, msgs[1:]) if b["message_id"] <= a["message_id"]]
+            assert not inversions, "message ids do not increase with created_at in " + url + ": " + \
+                str([(message_key(a), message_key(b)) for a, b in inversions[:3]])
+            for u in users:
+                mine = [m["message"] for m in msgs if m["user"]["user_id"] == u]
+                sent = [text for c, text, _ in plan[u] if c == url]
+                assert mine == sent, f"{url}: {u}'s messages listed out of send order: {mine[:5]}... vs {sent[:5]}..."
+            # A listing taken mid-burst never skips: paging a channel while others write to it
+            # yields a prefix of the final list (no message appears later before a listed one).
+            for scan_url, scan in scans:
+                if scan_url == url:
+                    assert scan == ids[:len(scan)], \
+                        f"{url}: a mid-burst listing of {len(scan)} messages is not a prefix of the final list; " \
+                        f"first difference at {next(i for i, (a, b) in enumerate(zip(scan, ids)) if a != b)}"
+        assert scans, "the lister made no listing during the burst"
+
+        # The channel changelog chain converges on each channel's newest message.
+        for url in channels:
+            assert changelog_views.get(url) == listed[url][-1]["message_id"], \
+                f"changelog of {watcher}: last_message of {url} is {changelog_views.get(url)}, " \
+                f"the newest message is {listed[url][-1]['message_id']}"
+
+        # Every stream got every message of its channels, once, ids strictly increasing.
+        expected = set(by_id)
+        total = len(expected)
+        for u, stream in streams.items():
+            reached = stream.wait_for(lambda fs: count_event("message_received")(fs) >= total, 40)
+            frames = stream.snapshot()
+            got = stream.message_frames()
+            got_ids = [m for _, m, _, _ in got]
+            missing = expected - set(got_ids)
+            dups = {m for m in got_ids if got_ids.count(m) > 1} if len(got_ids) != len(set(got_ids)) else set()
+            assert reached and not missing and not dups, \
+                f"stream of {u}: {len(got_ids)} message_received frames of {total} (ended: {stream.ended}, " \
+                f"error: {stream.error}); missing {describe_ids(missing)}; duplicated {describe_ids(dups)}; " \
+                f"unexpected {describe_ids(set(got_ids) - expected)}"
+            event_ids = [f["id"] for f in frames if f["id"] is not None]
+            assert all(a < b for a, b in zip(event_ids, event_ids[1:])), f"stream of {u}: event ids not strictly increasing"
+            for url in channels:
+                in_channel = [m for _, m, c, _ in got if c == url]
+                assert in_channel == [m["message_id"] for m in listed[url]], \
+                    f"stream of {u}: message events of {url} not in message order"
+    finally:
+        for s in streams.values():
+            s.close()
+
+
+def test_same_req_id_raced_stores_one_message(server):
+    sender, other = server.user("rq"), server.user("rq")
+    url = server.channel([sender, other])["channel_url"]
+    session = server.session(sender)
+    stream = EventCollector(server, other, session_key=server.session(other))
+    rounds = [f"race-{i}" for i in range(20)]
+    answers = {req_id: [None] * 4 for req_id in rounds}
+    gates = [threading.Barrier(4) for _ in rounds]
+
+    def racer(k):
+        def run():
+            client = Client(server, session)
+            for req_id, gate in zip(rounds, gates):
+                gate.wait(timeout=20)
+                r = client.request("POST", f"/v3/group_channels/{url}/messages",
+                                   json={"message_type": "MESG", "message": f"{req_id} from {k}", "req_id": req_id})
+                answers[req_id][k] = (r.status_code, r.json())
+        return run
+
+    try:
+        assert stream.wait_for(lambda fs: len(fs) >= 1, 10)
+        run_threads([(f"racer-{k}", racer(k)) for k in range(4)], timeout=50)
+        stored = all_messages(Client(server), url)
+        by_req = {}
+        for m in stored:
+            by_req.setdefault(m["req_id"], []).append(m)
+        for req_id in rounds:
+            statuses = [a[0] for a in answers[req_id]]
+            assert statuses == [200] * 4, f"{req_id}: answers {statuses}: {[a[1] for a in answers[req_id]]}"
+            bodies = [a[1] for a in answers[req_id]]
+            assert len({b["message_id"] for b in bodies}) == 1, \
+                f"{req_id}: 4 concurrent sends answered different messages {[b['message_id'] for b in bodies]}"
+            assert all(b == bodies[0] for b in bodies), f"{req_id}: the 4 answers differ: {bodies}"
+            rows = by_req.get(req_id, [])
+            assert [m["message_id"] for m in rows] == [bodies[0]["message_id"]], \
+                f"{req_id}: stored {[(m['message_id'], m['message']) for m in rows]}, answered {bodies[0]['message_id']}"
+            assert rows[0]["message"] == bodies[0]["message"]
+        assert len(stored) == len(rounds), f"{len(stored)} messages stored for {len(rounds)} req_ids"
+        # One message, one event (a repeated req_id sends none, §7.1). A sentinel bounds the wait.
+        sentinel = server.send(url, sender, "sentinel")["message_id"]
+        assert stream.wait_for(lambda fs: any(f["event"] == "message_received" and
+                                              f["data"]["message"]["message_id"] == sentinel for f in fs), 20)
+        got = [m for _, m, _, _ in stream.message_frames()]
+        assert got == [m["message_id"] for m in stored] + [sentinel], \
+            f"message events {got} for stored {[m['message_id'] for m in stored]} + sentinel {sentinel}"
+    finally:
+        stream.close()
+
+
+def test_distinct_channel_create_raced_yields_one_channel(server):
+    admin = Client(server)
+    for round_no in range(10):
+        members = sorted(server.user(f"d{round_no}") for _ in range(3))
+        answers = [None] * 4
+
+        def creator(k):
+            def run(gate):
+                client = Client(server)
+                gate.wait()
+                r = client.request("POST", "/v3/group_channels",
+                                   json={"user_ids": members[k % 3:] + members[:k % 3], "is_distinct": True,
+                                         "custom_type": "dm"})
+                answers[k] = (r.status_code, r.json())
+            return run
+
+        run_threads([(f"create-{k}", creator(k)) for k in range(4)], timeout=30, barrier=True)
+        assert [a[0] for a in answers] == [200] * 4, answers
+        urls = {a[1]["channel_url"] for a in answers}
+        assert len(urls) == 1, f"round {round_no}: 4 concurrent distinct creates made {len(urls)} channels: {urls}"
+        created = [a[1]["is_created"] for a in answers]
+        assert created.count(True) == 1, f"round {round_no}: is_created of the 4 answers: {created}"
+        listed = admin.ok("GET", "/v3/group_channels", params={"members_exactly_in": ",".join(members),
+                                                              "distinct_mode": "distinct", "limit": 100})["channels"]
+        assert [c["channel_url"] for c in listed] == list(urls), \
+            f"round {round_no}: the list shows {[c['channel_url'] for c in listed]} for one distinct member set"
+        for u in members:
+            mine = admin.ok("GET", f"/v3/users/{u}/my_group_channels",
+                            params={"show_empty": "true", "distinct_mode": "distinct", "limit": 100})["channels"]
+            assert [c["channel_url"] for c in mine] == list(urls), f"round {round_no}: {u} has {mine}"
+
+
+def test_join_leave_invite_races_keep_counts_and_lists_consistent(server):
+    owner = server.user("own")
+    modeled = [server.user("mm") for _ in range(10)]
+    contested = [server.user("mc") for _ in range(2)]
+    admin = Client(server)
+    for u in modeled[::2]:  # half of them keep invitations pending until they accept or decline
+        admin.ok("PUT", f"/v3/users/{u}/channel_invitation_preference", json={"auto_accept": False})
+    public = server.channel([owner], is_public=True, name="open")["channel_url"]
+    private = server.channel([owner], name="closed")["channel_url"]
+    auto_accept = {u: u not in modeled[::2] for u in modeled}
+    sessions = {u: server.session(u) for u in modeled + contested}
+    expected = {}  # (user, channel) -> "joined" / "invited" / "none" after the user's own sequence
+
+    def modeled_user(k, u):
+        def run(gate):
+            rng = random.Random(1000 + k)
+            me, adm = Client(server, sessions[u]), Client(server)
+            state = {public: "none", private: "none"}
+            gate.wait()
+            for _ in range(16):
+                url = rng.choice([public, private])
+                if state[url] == "none":
+                    if url == public and rng.random() < 0.5:
+                        me.ok("PUT", f"/v3/group_channels/{url}/join", json={})
+                        state[url] = "joined"
+                    else:
+                        adm.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [u]})
+                        state[url] = "joined" if auto_accept[u] else "invited"
+                elif state[url] == "invited":
+                    if rng.random() < 0.5:
+                        me.ok("PUT", f"/v3/group_channels/{url}/accept", json={})
+                        state[url] = "joined"
+                    else:
+                        me.ok("PUT", f"/v3/group_channels/{url}/decline", json={})
+                        state[url] = "none"
+                else:
+                    me.ok("PUT", f"/v3/group_channels/{url}/leave", json={})
+                    state[url] = "none"
+            for url, s in state.items():
+                expected[(u, url)] = s
+        return run
+
+    def contester(k, u):
+        def run(gate):
+            rng = random.Random(2000 + k)
+            me, adm = Client(server, sessions[u]), Client(server)
+            gate.wait()
+            for _ in range(20):
+                op = rng.choice(["join", "leave-public", "invite", "leave-private"])
+                if op == "join":
+                    r = me.request("PUT", f"/v3/group_channels/{public}/join", json={})
+                elif op == "invite":
+                    r = adm.request("POST", f"/v3/group_channels/{private}/invite", json={"user_ids": [u]})
+                else:
+                    r = me.request("PUT", f"/v3/group_channels/{public if op == 'leave-public' else private}/leave", json={})
+                # Leaving a channel one is not in may be refused; nothing else may fail.
+                assert r.status_code == 200 or (r.status_code in (400, 403, 404) and r.json()["error"] is True), \
+                    f"{op} by {u}: {r.status_code} {r.text[:300]}"
+        return run
+
+    targets = [(f"user-{k}", modeled_user(k, u)) for k, u in enumerate(modeled)]
+    targets += [(f"contest-{k}", contester(k, contested[k % 2])) for k in range(6)]
+    run_threads(targets, timeout=50, barrier=True)
+
+    everyone = [owner] + modeled + contested
+    members = {}
+    for url in (public, private):
+        listed = member_list(admin, url)
+        states = {m["user_id"]: m["state"] for m in listed}
+        assert len(states) == len(listed), f"{url}: a user twice in the member list"
+        members[url] = states
+        channel = admin.ok("GET", f"/v3/group_channels/{url}", params={"show_member": "true"})
+        joined = sum(1 for s in states.values() if s == "joined")
+        assert (channel["member_count"], channel["joined_member_count"]) == (len(states), joined), \
+            f"{url}: member_count {channel['member_count']}, joined_member_count {channel['joined_member_count']}; " \
+            f"the member list has {len(states)} members, {joined} joined"
+        assert {m["user_id"]: m["state"] for m in channel["members"]} == states, \
+            f"{url}: the channel's members differ from its member list"
+        assert states.get(owner) == "joined"
+        for u in modeled:
+            assert states.get(u, "none") == expected[(u, url)], \
+                f"{url}: {u} is {states.get(u, 'none')}, its own requests left it {expected[(u, url)]}"
+    for u in everyone:
+        mine = admin.ok("GET", f"/v3/users/{u}/my_group_channels",
+                        params={"show_empty": "true", "hidden_mode": "all", "limit": 100,
+                                "channel_urls": f"{public},{private}"})["channels"]
+        seen = {c["channel_url"]: c["member_state"] for c in mine}
+        should = {url: members[url][u] for url in (public, private) if u in members[url]}
+        assert seen == should, f"{u}: my_group_channels shows {seen}, the channels' member lists say {should}"
+
+
+def test_read_your_writes_across_clients(server):
+    users = [server.user("ryw") for _ in range(4)]
+    url = server.channel(users)["channel_url"]
+    sessions = {u: server.session(u) for u in users}
+
+    def pair(k):
+        def run(gate):
+            writer = Client(server, sessions[users[k]])
+            reader = Client(server, sessions[users[(k + 1) % 4]])
+            gate.wait()
+            for i in range(40):
+                sent = writer.ok("POST", f"/v3/group_channels/{url}/messages",
+                                 json={"message_type": "MESG", "message": f"ryw {k}/{i}"})
+                got = reader.request("GET", f"/v3/group_channels/{url}/messages/{sent['message_id']}")
+                assert got.status_code == 200 and got.json()["message"] == sent["message"], \
+                    f"right after its 200, message {sent['message_id']} reads as {got.status_code} {got.text[:200]}"
+                page = reader.ok("GET", f"/v3/group_channels/{url}/messages",
+                                 params={"message_ts": sent["created_at"], "message_id": sent["message_id"],
+                                         "prev_limit": 1, "next_limit": 0, "include": "true"})
+                assert sent["message_id"] in [m["message_id"] for m in page["messages"]], \
+                    f"right after its 200, message {sent['message_id']} is not in a listing anchored on it: " \
+                    f"{[m['message_id'] for m in page['messages']]}"
+        return run
+
+    run_threads([(f"pair-{k}", pair(k)) for k in range(4)], timeout=50, barrier=True)
