@@ -12,7 +12,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 = ephemeral).") var port = 8080
-    @Option(help: "SQLite database file (uploads go to <database>.files/).") var database = "parley-server.sqlite"
+    @Option(help: "SQLite database file.") var database = "parley-server.sqlite"
     @Option(help: "Admin API token (default: $PARLEY_API_TOKEN, else random, printed to stderr).") var apiToken: String?
     @Option(help: "Maximum upload size in bytes.") var uploadLimitBytes = 26_214_400
     @Option(help: "Number of events kept for Last-Event-ID resume.") var eventRetention = 10_000
@@ -34,14 +34,13 @@ struct ParleyServerCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("parley-server: generated api token \(token)\n".utf8))
         }
         let sqlite = try SQLiteDatabase(path: database)
-        try await Migrations.apply(to: sqlite) { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        try await Migrations.apply(to: sqlite, legacyUploads: database + ".files") { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
         let state = try await ServerState(database: sqlite, retention: eventRetention, verifyCounters: verify)
-        state.filesDirectory = database + ".files"
         state.uploadLimit = uploadLimitBytes
         let service = Service(state: state)
         let config = ServerConfig(apiToken: token, uploadLimit: uploadLimitBytes,
-                                  filesDirectory: state.filesDirectory, heartbeatSeconds: heartbeatSeconds,
+                                  heartbeatSeconds: heartbeatSeconds,
                                   maxStreamsPerUser: maxStreamsPerUser)
         let responder = ParleyResponder(service: service, config: config)
         let displayHost = host

@@ -4,12 +4,13 @@ import Foundation
 
 enum Files {
     static func download(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        guard let f = try s.files[ctx.param(.fileId)], let c = s.channels[f.channelUrl],
+        guard let f = try await RecordTables.file(try ctx.param(.fileId), try s.db), let c = s.channels[f.channelUrl],
               try await s.messageRecord(f.messageId) != nil else {
             throw APIError.notFound("File")
         }
         try s.requireJoined(c, ctx)
-        return .file(path: f.path, contentType: f.type.isEmpty ? "application/octet-stream" : f.type)
+        guard let bytes = try await RecordTables.fileBytes(f.id, try s.db) else { throw APIError.notFound("File") }
+        return .file(bytes: bytes, contentType: f.type.isEmpty ? "application/octet-stream" : f.type)
     }
 }
 

@@ -270,7 +270,7 @@ enum Messages {
                 let fileName = name ?? upload.filename ?? "file"
                 let record = FileRecord(id: fileId, channelUrl: c.url, messageId: 0, name: fileName,
                                         type: mime ?? upload.contentType ?? "application/octet-stream",
-                                        size: Int64(upload.data.count), path: s.filesDirectory + "/" + fileId)
+                                        size: Int64(upload.data.count))
                 pendingUpload = (record, upload.data)
                 file = FileInfoRecord(url: "/v3/files/\(fileId)/\(urlPathEscape(fileName))", name: fileName,
                                       size: record.size, type: record.type, fileId: fileId)
@@ -290,16 +290,10 @@ enum Messages {
             thumbnails: thumbnails, sortedMetaarray: metaArray, reactions: [], replyCount: 0, lastRepliedAt: 0,
             threadUpdatedAt: 0, recentReplierIds: [], changeSeq: 0, changedAt: 0)
 
-        if var (record, bytes) = pendingUpload {
+        if let (upload, bytes) = pendingUpload {
+            var record = upload
             record.messageId = id
-            do {
-                try FileManager.default.createDirectory(atPath: s.filesDirectory, withIntermediateDirectories: true)
-                guard FileManager.default.createFile(atPath: record.path, contents: Data(bytes)) else {
-                    throw APIError.internal("cannot store the upload")
-                }
-            }
-            s.save(record)
-            bytes = []
+            try await s.store(record, bytes: bytes)
         }
 
         if !c.isEphemeral {
@@ -473,11 +467,7 @@ enum Messages {
         try s.requireSenderOrOperator(c, m, ctx)
         try await s.deleteMessage(m, at: ctx.now)
         s.uncountMessage(m, in: &c)
-        if let fileId = m.file?.fileId, let f = s.files[fileId] {
-            try? FileManager.default.removeItem(atPath: f.path)
-            s.files.removeValue(forKey: fileId)
-            s.pending.files[fileId] = .some(nil)
-        }
+        if let fileId = m.file?.fileId { try await RecordTables.deleteFile(fileId, try s.db) }
         c.pinnedMessageIds.removeAll { $0 == m.id }
         if c.lastMessageId == m.id { try await s.refreshLastMessage(&c) }
         s.touch(&c, ctx.now)

@@ -199,7 +199,6 @@ struct FileRecord: Codable, Sendable {
     var name: String
     var type: String
     var size: Int64
-    var path: String
 }
 
 struct ReportRecord: Codable, Sendable {

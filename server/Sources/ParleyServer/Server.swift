@@ -68,7 +68,7 @@ struct Ctx {
 
 enum Reply {
     case json(JSON)
-    case file(path: String, contentType: String)
+    case file(bytes: [UInt8], contentType: String)
 }
 
 typealias Handler = @Sendable (ServerState, inout Ctx) async throws -> Reply
@@ -76,7 +76,6 @@ typealias Handler = @Sendable (ServerState, inout Ctx) async throws -> Reply
 struct ServerConfig: Sendable {
     let apiToken: String
     let uploadLimit: Int
-    let filesDirectory: String
     let heartbeatSeconds: Double
     var maxStreamsPerUser = 20
 }
@@ -174,10 +173,9 @@ struct Endpoint: Sendable {
         switch reply {
         case .json(let value):
             return ParleyResponder.json(value)
-        case .file(let path, let type):
-            guard let data = FileManager.default.contents(atPath: path) else { throw APIError.notFound("File") }
+        case .file(let bytes, let type):
             var buffer = ByteBuffer()
-            buffer.writeBytes(data)
+            buffer.writeBytes(bytes)
             return Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: buffer))
         }
     }

@@ -62,7 +62,6 @@ final class ServerState {
     /// The last message of each channel (what every channel render shows), by channel URL.
     var lastMessages: [String: MessageRecord] = [:]
     var membershipTombstones: [String: [String: MembershipTombstoneRecord]] = [:]
-    var files: [String: FileRecord] = [:]
     var reports: [Int64: ReportRecord] = [:]
     var events: [StoredEvent] = []
     var seq: Int64 = 0
@@ -83,7 +82,6 @@ final class ServerState {
     private(set) var openStreams: [String: Int] = [:]
     var nextSubscriberId = 1
     var publicBaseURL = ""
-    var filesDirectory = ""
     var uploadLimit = 26_214_400
 
     var pending = StorageBatch()
@@ -105,8 +103,14 @@ final class ServerState {
     /// of memory (`pending`) with what it wrote directly. Returns the events to deliver.
     func handle<T>(_ body: (ServerState) async throws -> T) async throws -> (T, [StoredEvent]) {
         var bodyDone = false
+        var attempts = 0
         do {
             return try await database.write { tx in
+                // A backend may run the transaction again (PostgreSQL after a deadlock): memory
+                // then goes back to what is committed first.
+                attempts += 1
+                if attempts > 1 { try await reload() }
+                bodyDone = false
                 transaction = tx
                 defer { transaction = nil }
                 let result = try await body(self)
@@ -139,7 +143,6 @@ final class ServerState {
         for t in snapshot.membershipTombstones {
             membershipTombstones[t.userId, default: [:]][t.channelUrl] = t
         }
-        files = Dictionary(snapshot.files.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         reports = Dictionary(snapshot.reports.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         events = snapshot.events
         seq = snapshot.counters["seq"] ?? 0
@@ -225,7 +228,10 @@ final class ServerState {
         pending.channels[url] = .some(nil)
         for id in members.keys { pending.members[MemberKey(channelUrl: url, userId: id)] = .some(nil) }
     }
-    func save(_ f: FileRecord) { files[f.id] = f; pending.files[f.id] = f }
+    func store(_ f: FileRecord, bytes: [UInt8]) async throws {
+        wroteDirectly = true
+        try await RecordTables.putFile(f, bytes: bytes, db)
+    }
     func save(_ r: ReportRecord) { reports[r.id] = r; pending.reports[r.id] = r }
 
     func save(_ m: MessageRecord) async throws {

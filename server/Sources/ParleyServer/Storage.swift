@@ -32,7 +32,6 @@ struct StorageSnapshot: Sendable {
     /// The last message of every channel that has one.
     var lastMessages: [MessageRecord] = []
     var membershipTombstones: [MembershipTombstoneRecord] = []
-    var files: [FileRecord] = []
     var reports: [ReportRecord] = []
     var events: [StoredEvent] = []
     var counters: [String: Int64] = [:]
@@ -48,7 +47,6 @@ struct StorageBatch: Sendable {
     var channels: [String: ChannelRecord?] = [:]
     var members: [MemberKey: MemberRecord?] = [:]
     var membershipTombstones: [MembershipKey: MembershipTombstoneRecord?] = [:]
-    var files: [String: FileRecord?] = [:]
     var reports: [Int64: ReportRecord?] = [:]
     var events: [StoredEvent] = []
     var counters: [String: Int64] = [:]
@@ -57,7 +55,7 @@ struct StorageBatch: Sendable {
 
     var isEmpty: Bool {
         users.isEmpty && sessions.isEmpty && channels.isEmpty && members.isEmpty
-            && membershipTombstones.isEmpty && files.isEmpty && reports.isEmpty
+            && membershipTombstones.isEmpty && reports.isEmpty
             && events.isEmpty && counters.isEmpty && pruneEventsThrough == nil
     }
 }

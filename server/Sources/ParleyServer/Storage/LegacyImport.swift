@@ -50,7 +50,17 @@ enum LegacyImport {
     }
 
     /// Returns a short summary of what was imported.
-    static func run(_ db: any SQLSession) async throws -> String {
+    private struct LegacyFile: Decodable {
+        var id: String
+        var channelUrl: String
+        var messageId: Int64
+        var name: String
+        var type: String
+        var size: Int64
+        var path: String
+    }
+
+    static func run(_ db: any SQLSession, uploadsDirectory: String?) async throws -> String {
         var counts: [String: Int] = [:]
         try await forEachRecord("user", db) { _, body in
             guard let u = record(UserRecord.self, body) else { return }
@@ -91,10 +101,22 @@ enum LegacyImport {
             guard let t = record(MembershipTombstoneRecord.self, body) else { return }
             try await RecordTables.putMembershipTombstone(t, db)
         }
+        // Uploads were files on disk, named by the path the record kept (relative to the
+        // directory the server ran in, when its --database was) or <database>.files/<id>.
+        var missingUploads = 0
         try await forEachRecord("file", db) { _, body in
-            guard let f = record(FileRecord.self, body) else { return }
-            try await RecordTables.putFile(f, db)
+            guard let f = record(LegacyFile.self, body) else { return }
+            let candidates = [f.path] + (uploadsDirectory.map { ["\($0)/\(f.id)"] } ?? [])
+            guard let data = candidates.lazy.compactMap({ FileManager.default.contents(atPath: $0) }).first else {
+                missingUploads += 1
+                return
+            }
+            try await RecordTables.putFile(
+                FileRecord(id: f.id, channelUrl: f.channelUrl, messageId: f.messageId, name: f.name, type: f.type, size: f.size),
+                bytes: Array(data), db)
+            counts["uploads", default: 0] += 1
         }
+        if missingUploads > 0 { counts["uploads missing on disk (not imported)"] = missingUploads }
         try await forEachRecord("report", db) { _, body in
             guard let r = record(ReportRecord.self, body) else { return }
             try await RecordTables.putReport(r, db)
@@ -118,6 +140,6 @@ enum LegacyImport {
         counters["last_message_ts"] = max(counters["last_message_ts"] ?? 0, lastMessageTs)
         for (name, value) in counters { try await RecordTables.putCounter(name, value, db) }
         try await db.executeScript("DROP TABLE legacy_records; DROP TABLE legacy_events; DROP TABLE legacy_counters;")
-        return ["users", "channels", "messages", "events"].map { "\(counts[$0] ?? 0) \($0)" }.joined(separator: ", ")
+        return counts.keys.sorted().map { "\(counts[$0]!) \($0)" }.joined(separator: ", ")
     }
 }

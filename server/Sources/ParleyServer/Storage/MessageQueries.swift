@@ -109,14 +109,14 @@ enum MessageQueries {
         return c
     }
 
+    /// Row values, so that both engines use the (channel_url, created_at, id) index as a range
+    /// (the same condition spelled with OR is a scan of the whole channel in SQLite).
     static func add(_ bound: KeyBound, to c: inout SQLCondition) {
         switch bound {
         case .below(let k, let inclusive):
-            c.add("(created_at < ? OR (created_at = ? AND id \(inclusive ? "<=" : "<") ?))",
-                  [.int(k.createdAt), .int(k.createdAt), .int(k.messageId)])
+            c.add("(created_at, id) \(inclusive ? "<=" : "<") (?, ?)", [.int(k.createdAt), .int(k.messageId)])
         case .above(let k, let inclusive):
-            c.add("(created_at > ? OR (created_at = ? AND id \(inclusive ? ">=" : ">") ?))",
-                  [.int(k.createdAt), .int(k.createdAt), .int(k.messageId)])
+            c.add("(created_at, id) \(inclusive ? ">=" : ">") (?, ?)", [.int(k.createdAt), .int(k.messageId)])
         }
     }
 
@@ -180,9 +180,12 @@ enum MessageQueries {
         }
     }
 
-    /// Drops a deleted channel's messages and their tombstones (the channel's own tombstone
-    /// covers them).
+    /// Drops a deleted channel's messages, their uploads and their tombstones (the channel's
+    /// own tombstone covers them).
     static func deleteChannelMessages(_ db: any SQLSession, channel: String) async throws {
+        try await db.execute("DELETE FROM file_blobs WHERE file_id IN (SELECT file_id FROM files WHERE channel_url = ?)",
+                             [.text(channel)])
+        try await db.execute("DELETE FROM files WHERE channel_url = ?", [.text(channel)])
         try await db.execute("DELETE FROM message_mentions WHERE message_id IN (SELECT id FROM messages WHERE channel_url = ?)",
                              [.text(channel)])
         try await db.execute("DELETE FROM messages WHERE channel_url = ?", [.text(channel)])

@@ -98,7 +98,8 @@ enum Migrations {
             CREATE INDEX membership_tombstones_by_change ON membership_tombstones (user_id, seq);
             CREATE TABLE files (
                 file_id {TEXT} PRIMARY KEY, channel_url {TEXT} NOT NULL, message_id {INT} NOT NULL,
-                name {TEXT} NOT NULL, type {TEXT} NOT NULL, size {INT} NOT NULL, path {TEXT} NOT NULL) {WITHOUT_ROWID};
+                name {TEXT} NOT NULL, type {TEXT} NOT NULL, size {INT} NOT NULL) {WITHOUT_ROWID};
+            CREATE TABLE file_blobs (file_id {TEXT} PRIMARY KEY, bytes {BLOB} NOT NULL) {WITHOUT_ROWID};
             CREATE TABLE reports (
                 id {INT} PRIMARY KEY, report_type {TEXT} NOT NULL, category {TEXT} NOT NULL,
                 reporting_user_id {TEXT}, offending_user_id {TEXT}, channel_url {TEXT}, message_id {INT},
@@ -116,7 +117,8 @@ enum Migrations {
     /// into the tables of migration 1 first (LegacyImport.swift). Several servers starting
     /// at once on one PostgreSQL database take turns (an advisory lock held by the
     /// transaction).
-    static func apply(to database: any SQLDatabase, log: @escaping @Sendable (String) -> Void) async throws {
+    static func apply(to database: any SQLDatabase, legacyUploads: String? = nil,
+                      log: @escaping @Sendable (String) -> Void) async throws {
         try await database.write { db in
             if db.dialect == .postgres {
                 // "parley" in ASCII, as the key of the lock.
@@ -141,9 +143,9 @@ enum Migrations {
                 try await db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                                      [.int(Int64(migration.version)), .int(nowMillis())])
                 if migration.version == 1 && legacy {
-                    let counts = try await LegacyImport.run(db)
+                    let counts = try await LegacyImport.run(db, uploadsDirectory: legacyUploads)
                     log("parley-server: imported the record layout of the database into tables (\(counts)); "
-                        + "the old tables were dropped")
+                        + "the old tables were dropped" + (legacyUploads.map { "; uploads are in the database now, \($0) may be removed" } ?? ""))
                 }
             }
         }

@@ -16,6 +16,11 @@ enum RecordTables {
         .text((try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null")
     }
 
+    /// Most stored lists are empty: those skip the decoder.
+    static func decodeList<T: Decodable>(_ type: [T].Type, _ text: String, _ what: String) throws -> [T] {
+        text == "[]" ? [] : try decode(type, text, what)
+    }
+
     static func decode<T: Decodable>(_ type: T.Type, _ text: String, _ what: String) throws -> T {
         do { return try JSONDecoder().decode(T.self, from: Data(text.utf8)) } catch {
             throw StorageError("stored \(what) is not valid: \(error)")
@@ -161,10 +166,27 @@ enum RecordTables {
                              [.text(t.userId), .text(t.channelUrl), .int(t.at), .int(t.seq)])
     }
 
-    static func putFile(_ f: FileRecord, _ db: any SQLSession) async throws {
-        try await db.execute(upsertSQL("files", ["file_id", "channel_url", "message_id", "name", "type", "size", "path"], key: ["file_id"]),
-                             [.text(f.id), .text(f.channelUrl), .int(f.messageId), .text(f.name), .text(f.type),
-                              .int(f.size), .text(f.path)])
+    /// An uploaded file: its description and its bytes, in the database so that every server
+    /// of a deployment can serve it.
+    static func putFile(_ f: FileRecord, bytes: [UInt8], _ db: any SQLSession) async throws {
+        try await db.execute(upsertSQL("files", ["file_id", "channel_url", "message_id", "name", "type", "size"], key: ["file_id"]),
+                             [.text(f.id), .text(f.channelUrl), .int(f.messageId), .text(f.name), .text(f.type), .int(f.size)])
+        try await db.execute(upsertSQL("file_blobs", ["file_id", "bytes"], key: ["file_id"]), [.text(f.id), .blob(bytes)])
+    }
+
+    static func file(_ id: String, _ db: any SQLSession) async throws -> FileRecord? {
+        try await db.queryOne("SELECT file_id, channel_url, message_id, name, type, size FROM files WHERE file_id = ?", [.text(id)])
+            .map { FileRecord(id: $0.text(0), channelUrl: $0.text(1), messageId: $0.int(2), name: $0.text(3), type: $0.text(4),
+                              size: $0.int(5)) }
+    }
+
+    static func fileBytes(_ id: String, _ db: any SQLSession) async throws -> [UInt8]? {
+        try await db.queryOne("SELECT bytes FROM file_blobs WHERE file_id = ?", [.text(id)])?.blob(0)
+    }
+
+    static func deleteFile(_ id: String, _ db: any SQLSession) async throws {
+        try await db.execute("DELETE FROM file_blobs WHERE file_id = ?", [.text(id)])
+        try await db.execute("DELETE FROM files WHERE file_id = ?", [.text(id)])
     }
 
     static func putReport(_ r: ReportRecord, _ db: any SQLSession) async throws {
@@ -209,11 +231,6 @@ enum RecordTables {
                                      [.text(key.userId), .text(key.channelUrl)])
             }
         }
-        for (id, file) in batch.files {
-            if let file { try await putFile(file, db) } else {
-                try await db.execute("DELETE FROM files WHERE file_id = ?", [.text(id)])
-            }
-        }
         for (id, report) in batch.reports {
             if let report { try await putReport(report, db) } else {
                 try await db.execute("DELETE FROM reports WHERE id = ?", [.int(id)])
@@ -235,11 +252,11 @@ enum RecordTables {
             updatedAt: row.int(9), mentionType: row.text(10), mentionedUserIds: mentions,
             isOpMsg: row.bool(11), silent: row.bool(12), parentId: row.int(13), isReplyToChannel: row.bool(14),
             file: try row.optionalText(15).map { try decode(FileInfoRecord.self, $0, "file") },
-            thumbnails: try decode([ThumbnailRecord].self, row.text(16), "thumbnails"),
-            sortedMetaarray: try decode([MetaArrayItem].self, row.text(17), "sorted metaarray"),
-            reactions: try decode([ReactionRecord].self, row.text(18), "reactions"),
+            thumbnails: try decodeList([ThumbnailRecord].self, row.text(16), "thumbnails"),
+            sortedMetaarray: try decodeList([MetaArrayItem].self, row.text(17), "sorted metaarray"),
+            reactions: try decodeList([ReactionRecord].self, row.text(18), "reactions"),
             replyCount: row.int(19), lastRepliedAt: row.int(20), threadUpdatedAt: row.int(21),
-            recentReplierIds: try decode([String].self, row.text(22), "recent repliers"),
+            recentReplierIds: try decodeList([String].self, row.text(22), "recent repliers"),
             changeSeq: row.int(23), changedAt: row.int(24))
     }
 
@@ -306,10 +323,6 @@ enum RecordTables {
         for row in try await db.query("SELECT user_id, channel_url, at, seq FROM membership_tombstones", []) {
             snapshot.membershipTombstones.append(MembershipTombstoneRecord(userId: row.text(0), channelUrl: row.text(1),
                                                                            at: row.int(2), seq: row.int(3)))
-        }
-        for row in try await db.query("SELECT file_id, channel_url, message_id, name, type, size, path FROM files", []) {
-            snapshot.files.append(FileRecord(id: row.text(0), channelUrl: row.text(1), messageId: row.int(2),
-                                             name: row.text(3), type: row.text(4), size: row.int(5), path: row.text(6)))
         }
         for row in try await db.query("SELECT \(reportColumns.joined(separator: ", ")) FROM reports", []) {
             snapshot.reports.append(ReportRecord(
