@@ -7,7 +7,12 @@ and be migrated so that later partial saves lose nothing.
 import json
 import sqlite3
 
+import pytest
+
 from conftest import assert_error
+
+# These tests read and rewrite the server's SQLite file.
+pytestmark = pytest.mark.sqlite_only
 
 SEP = "\x01"  # between channel url and user id in a member record's key
 VOLATILE = {"is_online", "last_seen_at"}
