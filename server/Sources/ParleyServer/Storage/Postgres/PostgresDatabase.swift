@@ -261,7 +261,8 @@ final class PostgresPlaceholderCache: @unchecked Sendable {
 }
 
 /// Finds what in a SQL text is code, as opposed to string literals, quoted identifiers,
-/// comments and dollar-quoted bodies, where `?` and `;` mean nothing.
+/// comments and dollar-quoted bodies, where `?` and `;` mean nothing. Not understood, as our
+/// SQL has neither: backslash escapes in E'...' strings, and `BEGIN ATOMIC ... END` bodies.
 enum SQLScanner {
     /// Byte ranges of `sql`'s UTF-8, each either code or something to copy untouched.
     /// Every delimiter is ASCII, so the ranges never split a multi-byte character.
