@@ -32,7 +32,10 @@ enum DatabaseLocation: Equatable, CustomStringConvertible {
             case "postgres", "postgresql":
                 return .postgres(try PostgresURL(parsing: value))
             case "sqlite":
-                break // `sqlite://PATH` falls through to the `sqlite:` prefix below
+                // `sqlite:///abs/path` and `sqlite://relative/path`, as other tools write them.
+                let path = String(value.dropFirst("sqlite://".count))
+                if path.isEmpty { throw DatabaseURLError("'sqlite://' needs a file path after it") }
+                return .sqlite(path: path)
             default:
                 throw DatabaseURLError(
                     "unsupported database URL scheme '\(scheme)' (use a file path, sqlite:PATH or postgres://...)")
