@@ -4,6 +4,7 @@ import os
 import queue
 import select
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -12,7 +13,22 @@ import pytest
 import requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.dirname(ROOT))  # the repository root, for tests_support
+from tests_support import databases  # noqa: E402
+
 API_TOKEN = "test-admin-token"
+
+
+def pytest_configure(config):
+    databases.register_markers(config)
+
+
+def pytest_collection_modifyitems(config, items):
+    databases.skip_sqlite_only(items)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    databases.drop_all()
 
 
 def server_binary():
@@ -23,7 +39,8 @@ def server_binary():
 
 
 class Server:
-    """A running server process plus a small HTTP helper."""
+    """A running server process plus a small HTTP helper. `db_path` is the server's
+    `--database`: a SQLite file, or a PostgreSQL URL with PARLEY_TEST_BACKEND=postgres."""
 
     def __init__(self, db_path, extra_args=()):
         self.db_path = db_path
@@ -183,21 +200,27 @@ def assert_error(response, status, code=None, mentions=None):
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
-    s = Server(str(tmp_path_factory.mktemp("srv") / "db.sqlite"))
+    database = databases.new_database(tmp_path_factory.mktemp("srv"), "db.sqlite")
+    s = Server(database)
     yield s
     s.stop()
+    if databases.backend() != "sqlite":
+        databases.drop_database(database)
 
 
 @pytest.fixture
 def fresh_server(tmp_path):
-    """A private server for tests that restart it or need an empty database."""
+    """A private server for tests that restart it or need an empty database. Every server
+    it makes in one test uses the same database."""
     servers = []
 
     def make(extra_args=()):
-        s = Server(str(tmp_path / "db.sqlite"), extra_args)
+        s = Server(databases.database_for(tmp_path, "db.sqlite"), extra_args)
         servers.append(s)
         return s
 
     yield make
     for s in servers:
         s.stop()
+    if servers and databases.backend() != "sqlite":
+        databases.drop_database(servers[0].db_path)

@@ -6,6 +6,11 @@ are covered by test_migration.py.)
 """
 import sqlite3
 
+import pytest
+
+# These tests read the server's SQLite file.
+pytestmark = pytest.mark.sqlite_only
+
 SEP = "\x01"  # between channel url and user id in a member record's key
 VOLATILE = {"is_online", "last_seen_at"}
 

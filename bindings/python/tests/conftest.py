@@ -6,18 +6,39 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator, List, NamedTuple, Union
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bindings" / "python"))
+sys.path.append(str(ROOT))  # for tests_support
+from tests_support import databases  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    databases.register_markers(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    databases.skip_sqlite_only(items)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    databases.drop_all()
+
+
+def server_database(tmp_path: Path, name: str = "server.sqlite") -> str:
+    """The `--database` of a test's server: `tmp_path/name` on SQLite, a PostgreSQL URL with
+    PARLEY_TEST_BACKEND=postgres. The same for the same arguments, so a restart reuses it."""
+    return databases.database_for(tmp_path, name)
 
 
 class RunningServer(NamedTuple):
     url: str
     api_token: str
     process: subprocess.Popen
+    database: str = ""
 
 
 def server_binary() -> Path:
@@ -27,7 +48,7 @@ def server_binary() -> Path:
     return path
 
 
-def start_server(database: Path, api_token: str) -> RunningServer:
+def start_server(database: Union[str, Path], api_token: str) -> RunningServer:
     process = subprocess.Popen(
         [str(server_binary()), "--port", "0", "--database", str(database), "--api-token", api_token],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -38,7 +59,7 @@ def start_server(database: Path, api_token: str) -> RunningServer:
     if not line.startswith(prefix):
         process.kill()
         pytest.fail(f"unexpected first line from parley-server: {line!r}")
-    return RunningServer(line[len(prefix):], api_token, process)
+    return RunningServer(line[len(prefix):], api_token, process, str(database))
 
 
 @pytest.fixture(autouse=True)
@@ -47,9 +68,16 @@ def private_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
+@pytest.fixture(autouse=True)
+def drop_test_databases(tmp_path: Path) -> Iterator[None]:
+    """On PostgreSQL, each test's databases go when it ends (servers are stopped by then)."""
+    yield
+    databases.drop_created_in(tmp_path)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RunningServer]:
-    running = start_server(tmp_path / "server.sqlite", secrets.token_hex(16))
+    running = start_server(server_database(tmp_path), secrets.token_hex(16))
     yield running
     running.process.terminate()
     try:

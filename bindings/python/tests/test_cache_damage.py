@@ -15,7 +15,7 @@ from typing import Any, List, Tuple
 import pytest
 
 import parley
-from conftest import Admin, RunningServer
+from conftest import Admin, RunningServer, server_database
 
 TIMEOUT = 20.0
 
@@ -45,7 +45,7 @@ def restart(server: RunningServer, tmp_path: Path) -> subprocess.Popen:
     import os
 
     process = subprocess.Popen([os.environ.get("PARLEY_SERVER_BIN", ""), "--port", server.url.rsplit(":", 1)[1], "--database",
-                                str(tmp_path / "server.sqlite"), "--api-token", server.api_token],
+                                server_database(tmp_path), "--api-token", server.api_token],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert process.stdout is not None and "listening" in process.stdout.readline()
     return process

@@ -12,12 +12,12 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import pytest
 
 import parley
-from conftest import ROOT, Admin, RunningServer, server_binary
+from conftest import ROOT, Admin, RunningServer, server_binary, server_database
 
 TIMEOUT = 20.0
 
@@ -40,7 +40,7 @@ def free_port() -> int:
 class RestartableServer:
     """parley-server on a fixed port, so that it can be stopped and started again."""
 
-    def __init__(self, database: Path, *extra: str) -> None:
+    def __init__(self, database: Union[str, Path], *extra: str) -> None:
         self.database = database
         self.extra = list(extra)
         self.port = free_port()
@@ -74,7 +74,7 @@ class RestartableServer:
 
 @pytest.fixture
 def restartable(tmp_path: Path):
-    server = RestartableServer(tmp_path / "server.sqlite")
+    server = RestartableServer(server_database(tmp_path))
     server.start()
     yield server
     server.stop()
@@ -593,7 +593,7 @@ def test_kill_9_after_pending_delivers_exactly_once(restartable: RestartableServ
 
 
 def test_catch_up_by_changelogs_after_retention_is_exceeded(tmp_path: Path) -> None:
-    server = RestartableServer(tmp_path / "server.sqlite", "--event-retention", "3")
+    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
     server.start()
     try:
         admin = Admin(server.running())
@@ -625,7 +625,7 @@ def test_after_a_resync_the_cache_claims_no_continuity_over_the_hole(tmp_path: P
     """Events lost beyond the server's retention: the range that reached the newest end
     before must not be extended over the messages that were never received."""
     import sqlite3
-    server = RestartableServer(tmp_path / "server.sqlite", "--event-retention", "3")
+    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
     server.start()
     try:
         admin = Admin(server.running())
@@ -665,7 +665,7 @@ def test_a_resync_is_reported_and_cached_pages_mark_the_hole(tmp_path: Path) -> 
     """An application on the event handler and cached reads (no collection) learns of
     events lost beyond the server's retention: a `resync` event names the channels that
     changed meanwhile, and a cached page spanning the hole is not called continuous."""
-    server = RestartableServer(tmp_path / "server.sqlite", "--event-retention", "3")
+    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
     server.start()
     try:
         admin = Admin(server.running())

@@ -20,7 +20,7 @@ import requests
 
 import parley
 from parley import CollectionEventSource as Source, MessageChange, MessageChangeKind as Kind, SendingStatus
-from conftest import Admin, RunningServer
+from conftest import Admin, RunningServer, server_database
 
 TIMEOUT = 30.0
 ME = "me"
@@ -342,7 +342,7 @@ def restart_server(server: RunningServer, tmp_path: Path) -> subprocess.Popen:
     """Starts the server again on the same port and database (after it was killed)."""
     port = server.url.rsplit(":", 1)[1]
     process = subprocess.Popen([os.environ.get("PARLEY_SERVER_BIN", ""), "--port", port, "--database",
-                                str(tmp_path / "server.sqlite"), "--api-token", server.api_token],
+                                server_database(tmp_path), "--api-token", server.api_token],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert process.stdout is not None and "listening" in process.stdout.readline()
     return process
@@ -686,7 +686,7 @@ def test_a_gap_fill_that_brings_a_failed_message_reports_it_once(server: Running
     server.process.terminate()
     server.process.wait()
     port = server.url.rsplit(":", 1)[1]
-    database = tmp_path / "retention.sqlite"
+    database = server_database(tmp_path, "retention.sqlite")
 
     def start() -> subprocess.Popen:
         process = subprocess.Popen([os.environ.get("PARLEY_SERVER_BIN", ""), "--port", port, "--database", str(database),

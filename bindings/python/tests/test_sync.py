@@ -9,7 +9,7 @@ from typing import Any, Dict
 
 import requests
 
-from conftest import Admin, RunningServer
+from conftest import Admin, RunningServer, server_database
 from test_engine import RestartableServer, connect, make_client, poll_until
 
 FULL_VIEW = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
@@ -136,7 +136,7 @@ def test_last_message_respects_the_users_history_reset(server: RunningServer, ad
 
 
 def test_changelog_deletions_are_reported_and_applied(tmp_path: Path) -> None:
-    server = RestartableServer(tmp_path / "server.sqlite", "--event-retention", "3")
+    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
     server.start()
     try:
         admin = Admin(server.running())

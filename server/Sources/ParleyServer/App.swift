@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import NIOCore
+import PostgresNIO
 
 @main
 struct ParleyServerCommand: AsyncParsableCommand {
@@ -12,7 +13,11 @@ struct ParleyServerCommand: AsyncParsableCommand {
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 = ephemeral).") var port = 8080
-    @Option(help: "SQLite database file.") var database = "parley-server.sqlite"
+    @Option(help: """
+        Where the data lives: a SQLite file (PATH or sqlite:PATH, the default is parley-server.sqlite) \
+        or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require|verify-full]. \
+        Default: $PARLEY_DATABASE_URL, which keeps a password out of the process list.
+        """) var database: String?
     @Option(help: "Admin API token (default: $PARLEY_API_TOKEN, else random, printed to stderr).") var apiToken: String?
     @Option(help: "Maximum upload size in bytes.") var uploadLimitBytes = 26_214_400
     @Option(help: "Number of events kept for Last-Event-ID resume.") var eventRetention = 10_000
@@ -33,10 +38,23 @@ struct ParleyServerCommand: AsyncParsableCommand {
             token = randomHex(16)
             FileHandle.standardError.write(Data("parley-server: generated api token \(token)\n".utf8))
         }
-        let sqlite = try SQLiteDatabase(path: database)
-        try await Migrations.apply(to: sqlite, legacyUploads: database + ".files") { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let location: DatabaseLocation
+        do { location = try DatabaseLocation.resolve(argument: database) } catch { throw ValidationError("\(error)") }
+        let storage: any SQLDatabase
+        var legacyUploads: String? = nil
+        var postgresPool: PostgresClient? = nil
+        switch location {
+        case .sqlite(let path):
+            storage = try SQLiteDatabase(path: path)
+            legacyUploads = path + ".files"
+        case .postgres(let url):
+            // The pool runs as a service of the application (added below).
+            let postgres = try await PostgresDatabase.open(url: url, startsClient: false)
+            storage = postgres
+            postgresPool = postgres.client
+        }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
-        let state = try await ServerState(database: sqlite, retention: eventRetention, verifyCounters: verify)
+        let state = ServerState(database: storage, retention: eventRetention, verifyCounters: verify)
         state.uploadLimit = uploadLimitBytes
         let service = Service(state: state)
         let config = ServerConfig(apiToken: token, uploadLimit: uploadLimitBytes,
@@ -46,7 +64,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let displayHost = host
         var logger = Logger(label: "parley-server")
         logger.logLevel = .error
-        let app = Application(
+        var app = Application(
             responder: responder,
             configuration: .init(address: .hostname(host, port: port), serverName: "parley-server"),
             onServerRunning: { channel in
@@ -57,6 +75,14 @@ struct ParleyServerCommand: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("parley-server listening on \(base)\n".utf8))
             },
             logger: logger)
+        if let postgresPool { app.addServices(postgresPool) }
+        // Once the pool runs and before the port opens: the schema, then what memory holds.
+        app.beforeServerStarts { [legacyUploads] in
+            try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            }
+            try await service.load()
+        }
         // Event streams never end by themselves, and a graceful shutdown waits for open
         // responses: on SIGTERM/SIGINT end them first, so that the server stops promptly
         // (clients reconnect and resume by Last-Event-ID).

@@ -81,7 +81,7 @@ struct MemberRecord: Codable, Sendable, Equatable {
     }
 }
 
-struct RestrictionRecord: Codable, Sendable {
+struct RestrictionRecord: Codable, Sendable, Equatable {
     var userId: String
     var startAt: Int64
     var endAt: Int64  // -1 = indefinitely

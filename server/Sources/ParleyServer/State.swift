@@ -92,11 +92,11 @@ final class ServerState {
     private var touchedChannels: Set<String> = []
     private let verifyCounters: Bool
 
-    init(database: any SQLDatabase, retention: Int, verifyCounters: Bool = false) async throws {
+    /// Empty until `reload()` loads what the database holds.
+    init(database: any SQLDatabase, retention: Int, verifyCounters: Bool = false) {
         self.database = database
         self.retention = max(1, retention)
         self.verifyCounters = verifyCounters
-        try await reload()
     }
 
     /// Runs `body` as one request: one write transaction, which commits the request's changes
@@ -186,6 +186,10 @@ final class ServerState {
                 try await recountUnread(&c, id)
             }
         }
+        // Parts changed since the last commit: the union over this request's saves.
+        let changedParts: ChannelParts = channels[c.url].map { ChannelParts.changed(from: $0, to: c) } ?? .all
+        pending.channelParts[c.url] = (pending.channels[c.url] != nil ? pending.channelParts[c.url] ?? .all : [])
+            .union(changedParts)
         channels[c.url] = c
         var record = c
         record.members = [:]
@@ -389,6 +393,13 @@ final class Service: @unchecked Sendable {
     private let state: ServerState
 
     init(state: ServerState) { self.state = state }
+
+    /// Loads what memory keeps from the database (at start).
+    func load() async throws {
+        await lock.lock()
+        defer { lock.unlock() }
+        try await state.reload()
+    }
 
     func run<T>(_ body: (ServerState) async throws -> T) async throws -> T {
         await lock.lock()

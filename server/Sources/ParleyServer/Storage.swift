@@ -14,6 +14,26 @@ struct StoredEvent: Sendable {
     let data: String
 }
 
+/// The tables of a channel beside its row.
+struct ChannelParts: OptionSet, Sendable {
+    let rawValue: Int
+    static let operators = ChannelParts(rawValue: 1)
+    static let restrictions = ChannelParts(rawValue: 2)
+    static let metadata = ChannelParts(rawValue: 4)
+    static let metacounters = ChannelParts(rawValue: 8)
+    static let all: ChannelParts = [.operators, .restrictions, .metadata, .metacounters]
+
+    /// What differs between two states of a channel.
+    static func changed(from old: ChannelRecord, to new: ChannelRecord) -> ChannelParts {
+        var parts: ChannelParts = []
+        if old.operatorIds != new.operatorIds { parts.insert(.operators) }
+        if old.bans != new.bans || old.mutes != new.mutes { parts.insert(.restrictions) }
+        if old.metadata != new.metadata { parts.insert(.metadata) }
+        if old.metacounters != new.metacounters { parts.insert(.metacounters) }
+        return parts
+    }
+}
+
 struct MemberKey: Hashable, Sendable {
     let channelUrl: String
     let userId: String
@@ -45,6 +65,8 @@ struct StorageBatch: Sendable {
     var sessions: [String: SessionRecord?] = [:]
     /// Channel rows with their operators, restrictions, metadata and counters; members apart.
     var channels: [String: ChannelRecord?] = [:]
+    /// Which of a stored channel's tables changed (absent: all of them, e.g. a new channel).
+    var channelParts: [String: ChannelParts] = [:]
     var members: [MemberKey: MemberRecord?] = [:]
     var membershipTombstones: [MembershipKey: MembershipTombstoneRecord?] = [:]
     var reports: [Int64: ReportRecord?] = [:]

@@ -46,7 +46,7 @@ enum Migrations {
                 custom_type {TEXT} NOT NULL, data {TEXT} NOT NULL, created_at {INT} NOT NULL,
                 updated_at {INT} NOT NULL, created_by {TEXT}, is_distinct {INT} NOT NULL,
                 is_super {INT} NOT NULL, is_public {INT} NOT NULL, is_ephemeral {INT} NOT NULL,
-                freeze {INT} NOT NULL, pinned_message_ids {TEXT} NOT NULL, last_message_id {INT} NOT NULL,
+                is_frozen {INT} NOT NULL, pinned_message_ids {TEXT} NOT NULL, last_message_id {INT} NOT NULL,
                 change_seq {INT} NOT NULL, changed_at {INT} NOT NULL) {WITHOUT_ROWID};
             CREATE TABLE members (
                 channel_url {TEXT} NOT NULL, user_id {TEXT} NOT NULL, state {TEXT} NOT NULL,

@@ -47,7 +47,7 @@ enum RecordTables {
     }
 
     static let channelColumns = ["url", "name", "cover_url", "custom_type", "data", "created_at", "updated_at",
-                                 "created_by", "is_distinct", "is_super", "is_public", "is_ephemeral", "freeze",
+                                 "created_by", "is_distinct", "is_super", "is_public", "is_ephemeral", "is_frozen",
                                  "pinned_message_ids", "last_message_id", "change_seq", "changed_at"]
     static func channelRow(_ c: ChannelRecord) -> [SQLValue] {
         [.text(c.url), .text(c.name), .text(c.coverUrl), .text(c.customType), .text(c.data), .int(c.createdAt),
@@ -102,32 +102,52 @@ enum RecordTables {
                              [.text(s.token), .text(s.userId), .int(s.expiresAt), .int(s.createdAt)])
     }
 
-    /// The channel row and the tables that hang off it, except members.
-    static func putChannel(_ c: ChannelRecord, _ db: any SQLSession) async throws {
+    /// The channel row and the tables that hang off it (those named in `parts`), except members.
+    static func putChannel(_ c: ChannelRecord, parts: ChannelParts = .all, _ db: any SQLSession) async throws {
         try await db.execute(upsertSQL("channels", channelColumns, key: ["url"]), channelRow(c))
         let url = SQLValue.text(c.url)
-        for table in ["channel_operators", "channel_restrictions", "channel_metadata", "channel_metacounters"] {
-            try await db.execute("DELETE FROM \(table) WHERE channel_url = ?", [url])
+        if parts.contains(.operators) {
+            try await db.execute("DELETE FROM channel_operators WHERE channel_url = ?", [url])
+            try await putRows("channel_operators", ["channel_url", "user_id", "position"], key: ["channel_url", "user_id"],
+                              c.operatorIds.enumerated().map { [url, .text($1), .int(Int64($0))] }, db)
         }
-        for (position, id) in c.operatorIds.enumerated() {
-            try await db.execute("INSERT INTO channel_operators (channel_url, user_id, position) VALUES (?, ?, ?)",
-                                 [url, .text(id), .int(Int64(position))])
-        }
-        for (kind, restrictions) in [("ban", c.bans), ("mute", c.mutes)] {
-            for r in restrictions.values {
-                try await db.execute("""
-                    INSERT INTO channel_restrictions (channel_url, kind, user_id, start_at, end_at, description)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """, [url, .text(kind), .text(r.userId), .int(r.startAt), .int(r.endAt), .text(r.description)])
+        if parts.contains(.restrictions) {
+            try await db.execute("DELETE FROM channel_restrictions WHERE channel_url = ?", [url])
+            let rows = [("ban", c.bans), ("mute", c.mutes)].flatMap { kind, restrictions in
+                restrictions.values.map { r -> [SQLValue] in
+                    [url, .text(kind), .text(r.userId), .int(r.startAt), .int(r.endAt), .text(r.description)]
+                }
             }
+            try await putRows("channel_restrictions", ["channel_url", "kind", "user_id", "start_at", "end_at", "description"],
+                              key: ["channel_url", "kind", "user_id"], rows, db)
         }
-        for (key, value) in c.metadata {
-            try await db.execute("INSERT INTO channel_metadata (channel_url, key, value) VALUES (?, ?, ?)",
-                                 [url, .text(key), .text(value)])
+        if parts.contains(.metadata) {
+            try await db.execute("DELETE FROM channel_metadata WHERE channel_url = ?", [url])
+            try await putRows("channel_metadata", ["channel_url", "key", "value"], key: ["channel_url", "key"],
+                              c.metadata.map { [url, .text($0.key), .text($0.value)] }, db)
         }
-        for (key, value) in c.metacounters {
-            try await db.execute("INSERT INTO channel_metacounters (channel_url, key, value) VALUES (?, ?, ?)",
-                                 [url, .text(key), .int(value)])
+        if parts.contains(.metacounters) {
+            try await db.execute("DELETE FROM channel_metacounters WHERE channel_url = ?", [url])
+            try await putRows("channel_metacounters", ["channel_url", "key", "value"], key: ["channel_url", "key"],
+                              c.metacounters.map { [url, .text($0.key), .int($0.value)] }, db)
+        }
+    }
+
+    /// Rows of one table in as few statements as the engines allow (one per 500 rows).
+    static func putRows(_ table: String, _ columns: [String], key: [String], _ rows: [[SQLValue]],
+                        _ db: any SQLSession) async throws {
+        var start = 0
+        while start < rows.count {
+            let chunk = rows[start..<min(rows.count, start + 500)]
+            let one = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+            let updates = columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }
+            let action = updates.isEmpty ? "DO NOTHING" : "DO UPDATE SET " + updates.joined(separator: ", ")
+            try await db.execute(
+                "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES "
+                    + Array(repeating: one, count: chunk.count).joined(separator: ", ")
+                    + " ON CONFLICT (\(key.joined(separator: ", "))) \(action)",
+                chunk.flatMap { $0 })
+            start += chunk.count
         }
     }
 
@@ -217,14 +237,21 @@ enum RecordTables {
             }
         }
         for (url, channel) in batch.channels {
-            if let channel { try await putChannel(channel, db) } else { try await deleteChannel(url, db) }
+            if let channel {
+                try await putChannel(channel, parts: batch.channelParts[url] ?? .all, db)
+            } else {
+                try await deleteChannel(url, db)
+            }
         }
+        // Members in one statement: a message moves the unread counters of every member.
+        var memberRows: [[SQLValue]] = []
         for (key, member) in batch.members {
-            if let member { try await putMember(key.channelUrl, member, db) } else {
+            if let member { memberRows.append(memberRow(key.channelUrl, member)) } else {
                 try await db.execute("DELETE FROM members WHERE channel_url = ? AND user_id = ?",
                                      [.text(key.channelUrl), .text(key.userId)])
             }
         }
+        try await putRows("members", memberColumns, key: ["channel_url", "user_id"], memberRows, db)
         for (key, tombstone) in batch.membershipTombstones {
             if let tombstone { try await putMembershipTombstone(tombstone, db) } else {
                 try await db.execute("DELETE FROM membership_tombstones WHERE user_id = ? AND channel_url = ?",
@@ -237,7 +264,7 @@ enum RecordTables {
             }
         }
         for event in batch.events { try await putEvent(event, db) }
-        for (name, value) in batch.counters { try await putCounter(name, value, db) }
+        try await putRows("meta", ["name", "value"], key: ["name"], batch.counters.map { [.text($0.key), .int($0.value)] }, db)
         if let through = batch.pruneEventsThrough {
             try await db.execute("DELETE FROM events WHERE id <= ?", [.int(through)])
         }

@@ -1,0 +1,535 @@
+// The PostgreSQL backend of SQLDatabase, on PostgresNIO's connection pool (PostgresClient).
+// Statements arrive with SQLite-style `?` placeholders and are rewritten to `$1..$n` once
+// per SQL text; values travel in binary form and come back as SQLValue by column type.
+import Foundation
+import Logging
+import PostgresNIO
+
+final class PostgresDatabase: SQLDatabase {
+    let dialect = SQLDialect.postgres
+
+    /// The pool. Exposed so that prepared statements (PostgresPreparedStatement) can run on it
+    /// directly once hot paths use them.
+    let client: PostgresClient
+    private let logger: Logger
+    private let placeholders = PostgresPlaceholderCache()
+    /// The task running `client.run()` when this object started it itself (see `init`).
+    private let clientTask: Task<Void, Never>?
+
+    /// A write transaction is run again this many times after a deadlock or a serialization
+    /// failure; its body must therefore have no effect outside the database.
+    static let writeRetries = 3
+
+    /// - Parameters:
+    ///   - startsClient: whether this object runs the pool itself, in a task that `close()`
+    ///     cancels. Pass false to run it elsewhere, e.g. as a service of a Hummingbird
+    ///     ServiceGroup (`client` is a swift-service-lifecycle Service) or by awaiting `run()`;
+    ///     until the pool runs, every transaction waits.
+    init(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
+         maximumConnections: Int = 20, startsClient: Bool = true) {
+        var configuration = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password,
+            database: url.database, tls: Self.tls(for: url.tlsMode))
+        configuration.options.maximumConnections = maximumConnections
+        // The server's application_name shows in pg_stat_activity: helps find our sessions.
+        configuration.options.additionalStartupParameters = [("application_name", "parley-server")]
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        self.logger = logger
+        clientTask = startsClient ? Task { await client.run() } : nil
+    }
+
+    /// Checks with one direct connection that the server accepts us, then creates the
+    /// database object: a wrong address, password or database name shows at startup, with
+    /// the server's reason. (Through the pool the same mistakes surface only after its
+    /// retries give up, about a minute later, as "circuit breaker tripped".)
+    static func open(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
+                     maximumConnections: Int = 20, startsClient: Bool = true) async throws -> PostgresDatabase {
+        do {
+            let configuration = PostgresConnection.Configuration(
+                host: url.host, port: url.port, username: url.user, password: url.password,
+                database: url.database, tls: try connectionTLS(for: url.tlsMode))
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            try? await connection.close()
+        } catch {
+            throw StorageError("cannot connect to PostgreSQL database \(url): \(PostgresErrors.mapped(error))")
+        }
+        return PostgresDatabase(url: url, logger: logger, maximumConnections: maximumConnections,
+                                startsClient: startsClient)
+    }
+
+    /// Runs the connection pool until the calling task is cancelled. Only for a database made
+    /// with `startsClient: false`; PostgresClient allows one `run()` in its lifetime.
+    func run() async {
+        await client.run()
+    }
+
+    /// Stops the pool if this object started it; later transactions fail. A pool run
+    /// elsewhere stops when its own task is cancelled.
+    func close() async {
+        clientTask?.cancel()
+        await clientTask?.value
+    }
+
+    private static func tlsConfiguration(for mode: PostgresTLSMode) -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        // As libpq does for prefer/require: encrypt, but accept any certificate.
+        if mode != .verifyFull { configuration.certificateVerification = .none }
+        return configuration
+    }
+
+    private static func tls(for mode: PostgresTLSMode) -> PostgresClient.Configuration.TLS {
+        switch mode {
+        case .disable: return .disable
+        case .prefer: return .prefer(tlsConfiguration(for: mode))
+        case .require, .verifyFull: return .require(tlsConfiguration(for: mode))
+        }
+    }
+
+    /// The same for a single connection, which takes a ready SSL context.
+    private static func connectionTLS(for mode: PostgresTLSMode) throws -> PostgresConnection.Configuration.TLS {
+        switch mode {
+        case .disable: return .disable
+        case .prefer: return .prefer(try NIOSSLContext(configuration: tlsConfiguration(for: mode)))
+        case .require, .verifyFull: return .require(try NIOSSLContext(configuration: tlsConfiguration(for: mode)))
+        }
+    }
+
+    // MARK: Transactions
+
+    func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        var leased = false
+        do {
+            return try await client.withConnection { connection in
+                leased = true
+                let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
+                try await session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                do {
+                    let value = try await body(session)
+                    try await session.run("COMMIT")
+                    return value
+                } catch {
+                    // The body's error is the one worth reporting; a failed ROLLBACK means
+                    // the connection is broken, and the pool drops broken connections.
+                    try? await session.run("ROLLBACK")
+                    throw error
+                }
+            }
+        } catch {
+            throw leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
+        }
+    }
+
+    func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        var retriesLeft = Self.writeRetries
+        while true {
+            var leased = false
+            do {
+                // What client.withTransaction does (BEGIN, READ COMMITTED; COMMIT or ROLLBACK),
+                // in two steps so that a failure to get a connection is told apart.
+                return try await client.withConnection { connection in
+                    leased = true
+                    return try await connection.withTransaction(logger: logger) { connection in
+                        try await body(PostgresSession(connection: connection, placeholders: placeholders, logger: logger))
+                    }
+                }
+            } catch {
+                let mapped = leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
+                guard retriesLeft > 0, let storageError = mapped as? StorageError, storageError.kind == .retryable
+                else { throw mapped }
+                retriesLeft -= 1
+                // A short random pause, so that two transactions that deadlocked each other
+                // do not collide again at once.
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...20)))
+            }
+        }
+    }
+}
+
+/// One leased connection inside one transaction. Valid only during the `read`/`write` body
+/// that received it.
+final class PostgresSession: SQLSession {
+    let dialect = SQLDialect.postgres
+    private let connection: PostgresConnection
+    private let placeholders: PostgresPlaceholderCache
+    private let logger: Logger
+
+    fileprivate init(connection: PostgresConnection, placeholders: PostgresPlaceholderCache, logger: Logger) {
+        self.connection = connection
+        self.placeholders = placeholders
+        self.logger = logger
+    }
+
+    func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        let postgresQuery = try makeQuery(sql, binds)
+        do {
+            var rows: [SQLRow] = []
+            for try await row in try await connection.query(postgresQuery, logger: logger) {
+                rows.append(try PostgresValues.decode(row))
+            }
+            return rows
+        } catch {
+            throw PostgresErrors.mapped(error)
+        }
+    }
+
+    @discardableResult
+    func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int {
+        let postgresQuery = try makeQuery(sql, binds)
+        do {
+            // Only this (EventLoopFuture) form of `query` hands back the command tag, whose
+            // row count is what was inserted, updated or deleted. It collects any rows a
+            // RETURNING clause produced; use `query` for those.
+            let future: EventLoopFuture<PostgresQueryResult> = connection.query(postgresQuery, logger: logger)
+            return try await future.get().metadata.rows ?? 0
+        } catch {
+            throw PostgresErrors.mapped(error)
+        }
+    }
+
+    func executeScript(_ sql: String) async throws {
+        for statement in SQLScanner.statements(in: sql) {
+            try await run(statement)
+        }
+    }
+
+    /// Runs a prepared statement (prepared once per connection by PostgresNIO), for hot paths
+    /// that outgrow the `?` interface.
+    func execute<Statement: PostgresPreparedStatement>(prepared statement: Statement) async throws -> [Statement.Row] {
+        do {
+            var rows: [Statement.Row] = []
+            for try await row in try await connection.execute(statement, logger: logger) {
+                rows.append(row)
+            }
+            return rows
+        } catch {
+            throw PostgresErrors.mapped(error)
+        }
+    }
+
+    /// A statement without parameters whose rows, if any, are not wanted.
+    fileprivate func run(_ sql: String) async throws {
+        do {
+            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+        } catch {
+            throw PostgresErrors.mapped(error)
+        }
+    }
+
+    private func makeQuery(_ sql: String, _ binds: [SQLValue]) throws -> PostgresQuery {
+        let rewritten = placeholders.rewritten(sql)
+        guard rewritten.parameterCount == binds.count else {
+            throw StorageError(
+                "statement has \(rewritten.parameterCount) placeholders but \(binds.count) values: \(sql.prefix(200))")
+        }
+        var bindings = PostgresBindings(capacity: binds.count)
+        for value in binds {
+            switch value {
+            case .null: bindings.appendNull()
+            case .int(let number): bindings.append(number)
+            case .text(let text): bindings.append(text)
+            case .blob(let bytes): bindings.append(ByteBuffer(bytes: bytes))
+            }
+        }
+        return PostgresQuery(unsafeSQL: rewritten.sql, binds: bindings)
+    }
+}
+
+/// `?` → `$n` rewrites, cached per SQL text: the statements are a fixed set of literals, so
+/// each is scanned once. The bound keeps SQL built at run time (IN lists) from growing it
+/// without end.
+final class PostgresPlaceholderCache: @unchecked Sendable {
+    struct Rewritten: Sendable {
+        let sql: String
+        let parameterCount: Int
+    }
+
+    private static let capacity = 2_000
+    private let lock = NSLock()
+    private var rewrites: [String: Rewritten] = [:]
+
+    func rewritten(_ sql: String) -> Rewritten {
+        if let cached = lock.withLock({ rewrites[sql] }) { return cached }
+        let (text, count) = SQLScanner.numberingPlaceholders(in: sql)
+        let result = Rewritten(sql: text, parameterCount: count)
+        lock.withLock {
+            if rewrites.count >= Self.capacity { rewrites.removeAll(keepingCapacity: true) }
+            rewrites[sql] = result
+        }
+        return result
+    }
+}
+
+/// Finds what in a SQL text is code, as opposed to string literals, quoted identifiers,
+/// comments and dollar-quoted bodies, where `?` and `;` mean nothing. Not understood, as our
+/// SQL has neither: backslash escapes in E'...' strings, and `BEGIN ATOMIC ... END` bodies.
+enum SQLScanner {
+    /// Byte ranges of `sql`'s UTF-8, each either code or something to copy untouched.
+    /// Every delimiter is ASCII, so the ranges never split a multi-byte character.
+    static func segments(_ bytes: [UInt8]) -> [(range: Range<Int>, isCode: Bool)] {
+        var segments: [(range: Range<Int>, isCode: Bool)] = []
+        var codeStart = 0
+        var i = 0
+        let n = bytes.count
+
+        func skipped(until end: Int) {
+            if codeStart < i { segments.append((codeStart..<i, true)) }
+            segments.append((i..<end, false))
+            i = end
+            codeStart = end
+        }
+
+        while i < n {
+            let byte = bytes[i]
+            let next: UInt8? = i + 1 < n ? bytes[i + 1] : nil
+            switch byte {
+            case UInt8(ascii: "'"), UInt8(ascii: "\""):
+                // A doubled quote inside ends and reopens the literal: same result.
+                var j = i + 1
+                while j < n, bytes[j] != byte { j += 1 }
+                skipped(until: min(j + 1, n))
+            case UInt8(ascii: "-") where next == UInt8(ascii: "-"):
+                var j = i + 2
+                while j < n, bytes[j] != UInt8(ascii: "\n") { j += 1 }
+                skipped(until: j)
+            case UInt8(ascii: "/") where next == UInt8(ascii: "*"):
+                // PostgreSQL nests block comments.
+                var depth = 1
+                var j = i + 2
+                while j < n, depth > 0 {
+                    if bytes[j] == UInt8(ascii: "/"), j + 1 < n, bytes[j + 1] == UInt8(ascii: "*") {
+                        depth += 1; j += 2
+                    } else if bytes[j] == UInt8(ascii: "*"), j + 1 < n, bytes[j + 1] == UInt8(ascii: "/") {
+                        depth -= 1; j += 2
+                    } else {
+                        j += 1
+                    }
+                }
+                skipped(until: j)
+            case UInt8(ascii: "$"):
+                guard let tagEnd = dollarTagEnd(bytes, from: i) else { i += 1; continue }
+                let tag = bytes[i..<tagEnd]
+                var j = tagEnd
+                while j < n, !(bytes[j] == UInt8(ascii: "$") && bytes[j...].starts(with: tag)) { j += 1 }
+                skipped(until: min(j + tag.count, n))
+            default:
+                i += 1
+            }
+        }
+        if codeStart < n { segments.append((codeStart..<n, true)) }
+        return segments
+    }
+
+    /// The end of a dollar-quote opening tag (`$$` or `$name$`) starting at `start`, or nil
+    /// when the `$` starts something else (a `$1` parameter, part of an identifier).
+    private static func dollarTagEnd(_ bytes: [UInt8], from start: Int) -> Int? {
+        // Identifiers may contain `$` (`a$b`): that is no quote.
+        if start > 0, isIdentifierByte(bytes[start - 1]) { return nil }
+        var j = start + 1
+        while j < bytes.count {
+            let byte = bytes[j]
+            if byte == UInt8(ascii: "$") { return j + 1 }
+            let isDigit = byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+            // A tag does not start with a digit: `$1` is a parameter.
+            guard isIdentifierByte(byte), !(isDigit && j == start + 1) else { return nil }
+            j += 1
+        }
+        return nil
+    }
+
+    /// ASCII letters, digits, `_`, and any byte of a non-ASCII character.
+    private static func isIdentifierByte(_ byte: UInt8) -> Bool {
+        byte >= 0x80 || byte == UInt8(ascii: "_")
+            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+    }
+
+    /// `sql` with each `?` in code replaced by `$1`, `$2`, … and the number of them.
+    static func numberingPlaceholders(in sql: String) -> (sql: String, count: Int) {
+        let bytes = Array(sql.utf8)
+        guard bytes.contains(UInt8(ascii: "?")) else { return (sql, 0) }
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count + 16)
+        var count = 0
+        for segment in segments(bytes) {
+            guard segment.isCode else { output += bytes[segment.range]; continue }
+            for byte in bytes[segment.range] {
+                if byte == UInt8(ascii: "?") {
+                    count += 1
+                    output += Array("$\(count)".utf8)
+                } else {
+                    output.append(byte)
+                }
+            }
+        }
+        return (String(decoding: output, as: UTF8.self), count)
+    }
+
+    /// The statements of a script, split at `;` in code; those holding only whitespace and
+    /// comments are left out (PostgreSQL answers an empty query with no command tag).
+    static func statements(in script: String) -> [String] {
+        let bytes = Array(script.utf8)
+        var statements: [String] = []
+        var start = 0
+        var hasCode = false
+        func finish(at end: Int) {
+            if hasCode {
+                let text = String(decoding: bytes[start..<end], as: UTF8.self)
+                statements.append(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+            start = end + 1
+            hasCode = false
+        }
+        for segment in segments(bytes) {
+            guard segment.isCode else { continue }
+            for index in segment.range {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: ";") {
+                    finish(at: index)
+                } else if !(byte == 0x20 || (0x09...0x0D).contains(byte)) {
+                    hasCode = true
+                }
+            }
+        }
+        finish(at: bytes.count)
+        return statements
+    }
+}
+
+/// Cells of a result row as SQLValue. PostgresNIO asks for every column in binary format.
+enum PostgresValues {
+    static func decode(_ row: PostgresRow) throws -> SQLRow {
+        var values: [SQLValue] = []
+        values.reserveCapacity(row.count)
+        for cell in row {
+            values.append(try decode(cell))
+        }
+        return SQLRow(values: values)
+    }
+
+    static func decode(_ cell: PostgresCell) throws -> SQLValue {
+        guard let bytes = cell.bytes else { return .null }
+        do {
+            switch cell.dataType {
+            case .int2, .int4, .int8:
+                return .int(try cell.decode(Int64.self))
+            case .oid:
+                // PostgresNIO has no decoder for it: four bytes, unsigned.
+                var copy = bytes
+                if let oid = copy.readInteger(as: UInt32.self), copy.readableBytes == 0 { return .int(Int64(oid)) }
+            case .bool:
+                return .int(try cell.decode(Bool.self) ? 1 : 0)
+            case .text, .varchar, .name, .bpchar, .json, .jsonb, .uuid:
+                return .text(try cell.decode(String.self))
+            case .bytea:
+                return .blob(Array(bytes.readableBytesView))
+            case .numeric:
+                // SUM over bigint, and AVG, come back as numeric.
+                if let integer = integralNumeric(bytes) { return .int(integer) }
+                return .text("\(try cell.decode(Decimal.self))")
+            case .float4, .float8:
+                return .text("\(try cell.decode(Double.self))")
+            default:
+                break
+            }
+        } catch let error as PostgresDecodingError {
+            throw StorageError(
+                "cannot read column '\(cell.columnName)' of PostgreSQL type \(cell.dataType): \(error.code)")
+        }
+        throw StorageError(
+            "column '\(cell.columnName)' has PostgreSQL type \(cell.dataType), which the storage layer does not read; cast it to bigint, text or bytea in the query")
+    }
+
+    /// A binary numeric that is a whole number within Int64, else nil. The format: digit
+    /// count, weight (the power of 10000 of the first digit), sign, display scale, then the
+    /// base-10000 digits.
+    static func integralNumeric(_ buffer: ByteBuffer) -> Int64? {
+        var buffer = buffer
+        guard let digitCount = buffer.readInteger(as: Int16.self),
+              let weight = buffer.readInteger(as: Int16.self),
+              let sign = buffer.readInteger(as: UInt16.self),
+              buffer.readInteger(as: Int16.self) != nil,
+              digitCount >= 0, buffer.readableBytes == Int(digitCount) * 2
+        else { return nil }
+        let negative: Bool
+        switch sign {
+        case 0x0000: negative = false
+        case 0x4000: negative = true
+        default: return nil // NaN or infinity
+        }
+        var digits: [Int64] = []
+        for _ in 0..<digitCount {
+            guard let digit = buffer.readInteger(as: Int16.self) else { return nil }
+            digits.append(Int64(digit))
+        }
+        if digits.isEmpty { return 0 }
+        // Digits past the units position would be a fraction: PostgreSQL strips zero ones.
+        guard Int(weight) >= digits.count - 1 else { return nil }
+        var value: Int64 = 0
+        for position in 0...Int(weight) {
+            let digit = position < digits.count ? digits[position] : 0
+            let (shifted, overflowShift) = value.multipliedReportingOverflow(by: 10_000)
+            let (next, overflowAdd) = negative
+                ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
+            if overflowShift || overflowAdd { return nil }
+            value = next
+        }
+        return value
+    }
+}
+
+/// PostgresNIO's errors as StorageError, keeping what callers branch on (the SQLSTATE) and
+/// what a reader needs (the server's message), never connection secrets.
+enum PostgresErrors {
+    static func mapped(_ error: any Error) -> any Error {
+        switch error {
+        case let error as PostgresTransactionError:
+            // The body's own error goes back unchanged (it is already mapped, or the
+            // caller's); a failure to begin or commit is the database's.
+            if let closureError = error.closureError { return mapped(closureError) }
+            if let commitError = error.commitError { return mapped(commitError) }
+            if let beginError = error.beginError { return mapped(beginError) }
+            return StorageError("PostgreSQL transaction failed")
+        case let error as PSQLError:
+            return storageError(error)
+        case let error as PostgresDecodingError:
+            return StorageError("cannot read column '\(error.columnName)' of PostgreSQL type \(error.postgresType): \(error.code)")
+        default:
+            return error
+        }
+    }
+
+    /// An error before a connection was leased: the pool is closed, or it could not connect
+    /// (PostgresNIO then reports its pool's own error type, not PSQLError).
+    static func leaseFailure(_ error: any Error) -> any Error {
+        if error is CancellationError { return error }
+        if let storageError = mapped(error) as? StorageError { return storageError }
+        return StorageError("PostgreSQL: no connection available (\(error))")
+    }
+
+    private static func storageError(_ error: PSQLError) -> StorageError {
+        guard error.code == .server, let info = error.serverInfo else {
+            var description = "PostgreSQL: \(error.code)"
+            if let underlying = error.underlying { description += " (\(underlying))" }
+            return StorageError(description)
+        }
+        let state = info[.sqlState] ?? "?????"
+        var description = "PostgreSQL error \(state): \(info[.message] ?? "no message")"
+        if let detail = info[.detail] { description += " (\(detail))" }
+        if state == "25P02" {
+            // The usual cause when code written for SQLite continues after a failed statement.
+            description += "; an earlier statement of this transaction failed, and PostgreSQL ignores everything after it"
+        }
+        if let sql = error.query?.sql { description += " in: \(sql.prefix(300))" }
+        return StorageError(description, kind: kind(ofSQLState: state))
+    }
+
+    static func kind(ofSQLState state: String) -> SQLFailureKind {
+        switch state {
+        case "23505": return .uniqueViolation
+        case "40001", "40P01": return .retryable
+        default: return .other
+        }
+    }
+}

@@ -1,0 +1,129 @@
+"""The database a test server runs on: a SQLite file (the default) or, with
+PARLEY_TEST_BACKEND=postgres, a fresh database on the PostgreSQL server named by
+PARLEY_TEST_PG (which `source scripts/pg-test-cluster.sh start` provides).
+
+Either way a test gets one string to pass as the server's `--database`.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Tuple, Union
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+BACKENDS = ("sqlite", "postgres")
+SQLITE_ONLY_HELP = "sqlite_only: the test reads or writes the server's SQLite file directly; skipped on PostgreSQL"
+
+# Every PostgreSQL database this process created, so that drop_all can remove the leftovers.
+_created: List[str] = []
+# database_for's memory: one database per (directory, name), so that restarts reuse it.
+_by_location: Dict[Tuple[str, str], str] = {}
+
+
+def backend() -> str:
+    """The backend the suites run on, from PARLEY_TEST_BACKEND (default sqlite)."""
+    value = os.environ.get("PARLEY_TEST_BACKEND", "").strip().lower() or "sqlite"
+    if value not in BACKENDS:
+        pytest.exit(f"PARLEY_TEST_BACKEND={value!r} is not one of {', '.join(BACKENDS)}", returncode=2)
+    return value
+
+
+def _postgres_base() -> str:
+    base = os.environ.get("PARLEY_TEST_PG", "").strip()
+    if not base:
+        pytest.exit("PARLEY_TEST_BACKEND=postgres needs PARLEY_TEST_PG (postgres://USER@HOST:PORT); "
+                    "start a throwaway server with: source scripts/pg-test-cluster.sh start", returncode=2)
+    return base
+
+
+def _client_command(tool: str, base: str) -> Tuple[List[str], Dict[str, str]]:
+    """createdb/dropdb with the connection options of `base`, and its environment."""
+    parts = urlsplit(base)
+    binary = os.path.join(os.environ["PARLEY_PG_BIN"], tool) if os.environ.get("PARLEY_PG_BIN") else tool
+    command = [binary, "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port or 5432),
+               "-U", parts.username or "parley"]
+    env = dict(os.environ)
+    if parts.password:
+        env["PGPASSWORD"] = parts.password
+    return command, env
+
+
+def _with_database(base: str, name: str) -> str:
+    parts = urlsplit(base)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
+
+
+def new_database(tmp_path: Union[str, Path], name: str) -> str:
+    """A new, empty database for one server: the path `tmp_path/name` on SQLite (created by
+    the server itself), or a database made with createdb on PostgreSQL, as its URL."""
+    if backend() == "sqlite":
+        return str(Path(tmp_path) / name)
+    base = _postgres_base()
+    database = f"parley_{secrets.token_hex(8)}"
+    command, env = _client_command("createdb", base)
+    result = subprocess.run(command + [database], env=env, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        pytest.fail(f"createdb {database} failed ({result.returncode}): {result.stderr.strip()}")
+    url = _with_database(base, database)
+    _created.append(url)
+    return url
+
+
+def database_for(tmp_path: Union[str, Path], name: str = "server.sqlite") -> str:
+    """new_database, but the same answer for the same directory and name: a test that
+    stops and starts its server by building the location again gets the same database."""
+    key = (str(tmp_path), name)
+    if key not in _by_location:
+        _by_location[key] = new_database(tmp_path, name)
+    return _by_location[key]
+
+
+def drop_database(url: str) -> None:
+    """Removes a database new_database made. Connections still open to it are ended."""
+    if url.startswith(("postgres://", "postgresql://")):
+        parts = urlsplit(url)
+        base = urlunsplit((parts.scheme, parts.netloc, "", parts.query, ""))
+        command, env = _client_command("dropdb", base)
+        subprocess.run(command + ["--if-exists", "--force", parts.path.lstrip("/")],
+                       env=env, capture_output=True, text=True, timeout=60)
+        if url in _created:
+            _created.remove(url)
+        for key in [k for k, v in _by_location.items() if v == url]:
+            del _by_location[key]
+    else:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.remove(url + suffix)
+            except FileNotFoundError:
+                pass
+
+
+def drop_created_in(tmp_path: Union[str, Path]) -> None:
+    """Drops the PostgreSQL databases database_for made for `tmp_path` (one test's)."""
+    for (directory, _), url in list(_by_location.items()):
+        if directory == str(tmp_path) and url.startswith(("postgres://", "postgresql://")):
+            drop_database(url)
+
+
+def drop_all() -> None:
+    """Drops every PostgreSQL database this process created and has not dropped yet."""
+    for url in list(_created):
+        drop_database(url)
+
+
+def register_markers(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", SQLITE_ONLY_HELP)
+
+
+def skip_sqlite_only(items: List[pytest.Item]) -> None:
+    """Skips the tests marked sqlite_only when the backend is not SQLite."""
+    if backend() == "sqlite":
+        return
+    skip = pytest.mark.skip(reason=f"sqlite_only: not run on the {backend()} backend")
+    for item in items:
+        if item.get_closest_marker("sqlite_only"):
+            item.add_marker(skip)
