@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # The one test command: sets up the machine, builds everything, and runs every test
-# suite (Swift, C via ctest, Python binding, reference server). Exit code 0 = all passed.
+# suite (Swift, C via ctest, Python binding, reference server) against the reference server
+# on SQLite, then again on PostgreSQL (a private cluster on loopback that
+# scripts/pg-test-cluster.sh installs if needed, starts here and stops at the end).
+# Exit code 0 = all passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 
 bash scripts/setup.sh
+
+# Every server the tests start checks its unread counters against the messages after each
+# request (server/Sources/ParleyServer/UnreadCounters.swift).
+export PARLEY_VERIFY_COUNTERS=1
+
+source scripts/pg-test-cluster.sh start
+trap 'bash scripts/pg-test-cluster.sh stop "$PARLEY_PG_DIR"' EXIT
 
 jobs=$(nproc)
 results=()
@@ -42,6 +52,15 @@ record "python: ok"
 echo "== Reference server tests"
 bash scripts/test-server.sh
 record "server: ok"
+
+echo "== The same suites with the reference server on PostgreSQL"
+export PARLEY_TEST_BACKEND=postgres
+swift test --skip-build
+# The valgrind runs exercise the library, not the server: once (above) is enough.
+(cd build/cmake && ctest --output-on-failure -j "$jobs" -E valgrind)
+python3 -m pytest -q bindings/python/tests
+bash scripts/test-server.sh
+record "postgres: swift, c, python and server ok"
 
 printf '%s\n' "${results[@]}"
 echo "ALL TESTS PASSED"

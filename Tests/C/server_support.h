@@ -4,6 +4,9 @@
 #define PARLEY_TEST_SERVER_SUPPORT_H
 #include "check.h"
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -83,6 +86,33 @@ static pid_t start_server(const char *binary, const char *database, char *url, s
     return pid;
 }
 
+/* The server's database: a SQLite file in `directory`, or with PARLEY_TEST_BACKEND=postgres
+ * a new database in the cluster of scripts/pg-test-cluster.sh (PARLEY_TEST_PG, PARLEY_PG_BIN,
+ * PARLEY_PG_PORT). 0 on success. */
+static int test_database(const char *directory, char *out, size_t size) {
+    const char *backend = getenv("PARLEY_TEST_BACKEND");
+    if (backend == NULL || strcmp(backend, "postgres") != 0) {
+        snprintf(out, size, "%s/server.sqlite", directory);
+        return 0;
+    }
+    const char *base = getenv("PARLEY_TEST_PG"), *bin = getenv("PARLEY_PG_BIN"), *port = getenv("PARLEY_PG_PORT");
+    if (base == NULL || bin == NULL || port == NULL) {
+        fprintf(stderr, "PARLEY_TEST_BACKEND=postgres needs PARLEY_TEST_PG, PARLEY_PG_BIN and PARLEY_PG_PORT "
+                        "(source scripts/pg-test-cluster.sh start)\n");
+        return -1;
+    }
+    static int counter = 0;
+    char name[64], command[512];
+    snprintf(name, sizeof name, "parley_c_%d_%d_%ld", (int)getpid(), ++counter, (long)time(NULL));
+    snprintf(command, sizeof command, "'%s/createdb' -h 127.0.0.1 -p '%s' -U parley %s", bin, port, name);
+    if (system(command) != 0) {
+        fprintf(stderr, "createdb failed: %s\n", command);
+        return -1;
+    }
+    snprintf(out, size, "%s/%s", base, name);
+    return 0;
+}
+
 /* A running parley-server in a temporary directory, with an admin client (memory cache). */
 typedef struct {
     char directory[64];
@@ -101,8 +131,8 @@ static int test_server_start(test_server *server, const char *test_name) {
     }
     snprintf(server->directory, sizeof server->directory, "/tmp/parley-c-%s-XXXXXX", test_name);
     if (mkdtemp(server->directory) == NULL) return -1;
-    char database[128], config[512];
-    snprintf(database, sizeof database, "%s/server.sqlite", server->directory);
+    char database[512], config[512];
+    if (test_database(server->directory, database, sizeof database) != 0) return -1;
     server->pid = start_server(binary, database, server->url, sizeof server->url);
     if (server->pid < 0) return -1;
     snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"c-test-token\", \"cache_mode\": \"memory\"}",

@@ -31,7 +31,7 @@ final class EngineTestServer: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], STDOUT_FILENO)
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
-        let arguments = [binary, "--port", "0", "--database", directory + "/server.sqlite", "--api-token", apiToken]
+        let arguments = [binary, "--port", "0", "--database", try Self.database(in: directory), "--api-token", apiToken]
         var cArguments: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { cArguments.forEach { free($0) } }
         var child: pid_t = 0
@@ -53,6 +53,22 @@ final class EngineTestServer: Sendable {
             throw ParleyError(.io, "parley-server did not start: '\(text)'")
         }
         url = String(text.dropFirst(prefix.count))
+    }
+
+    /// A SQLite file in `directory`, or with PARLEY_TEST_BACKEND=postgres a new database in the
+    /// cluster of scripts/pg-test-cluster.sh.
+    private static func database(in directory: String) throws -> String {
+        func env(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+        guard env("PARLEY_TEST_BACKEND") == "postgres" else { return directory + "/server.sqlite" }
+        guard let base = env("PARLEY_TEST_PG"), let bin = env("PARLEY_PG_BIN"), let port = env("PARLEY_PG_PORT") else {
+            throw ParleyError(.io, "PARLEY_TEST_BACKEND=postgres needs PARLEY_TEST_PG, PARLEY_PG_BIN and PARLEY_PG_PORT")
+        }
+        // The temporary directory's unique suffix names the database.
+        let name = "parley_swift_" + (directory.split(separator: "-").last.map(String.init) ?? "x").lowercased()
+        guard system("'\(bin)/createdb' -h 127.0.0.1 -p '\(port)' -U parley \(name)") == 0 else {
+            throw ParleyError(.io, "createdb \(name) failed")
+        }
+        return base + "/" + name
     }
 
     /// A client that authenticates raw requests with the admin token.
