@@ -38,7 +38,7 @@ enum EventStream {
                     continuation.yield("id: \(s.seq)\nevent: resync\ndata: \(data)\n\n")
                 } else {
                     var rendered: Set<String> = []
-                    for event in s.events where event.id > last && event.recipients.contains(userId) {
+                    for event in try await s.events(after: last, for: userId) {
                         continuation.yield(s.replayFrame(event, for: userId, now: ctx.now, rendered: &rendered))
                     }
                 }

@@ -27,7 +27,7 @@ enum Reports {
         ])
     }
 
-    private static func make(_ s: ServerState, _ ctx: Ctx, type: String, channel: ChannelRecord?, messageId: Int64?, offender: String?) throws -> Reply {
+    private static func make(_ s: ServerState, _ ctx: Ctx, type: String, channel: ChannelRecord?, messageId: Int64?, offender: String?) async throws -> Reply {
         let category = try ctx.input.enumValue("report_category", categories, default: "")
         if category.isEmpty { throw APIError.missing("report_category") }
         let reporter = try ctx.actingUser("reporting_user_id", optional: true)
@@ -39,31 +39,44 @@ enum Reports {
         let r = ReportRecord(id: s.allocateReportId(), reportType: type, category: category, reportingUserId: reporter,
                              offendingUserId: offender, channelUrl: channel?.url, messageId: messageId,
                              description: description, createdAt: ctx.now)
-        s.save(r)
+        try await s.save(r)
         return .json(reportJSON(s, r))
     }
 
     static func reportMessage(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.param(.channelURL))
         let m = try await s.message(c, ctx.messageId)
-        return try make(s, ctx, type: "message", channel: c, messageId: m.id, offender: m.senderId)
+        return try await make(s, ctx, type: "message", channel: c, messageId: m.id, offender: m.senderId)
     }
 
     static func reportChannel(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let c = try s.channel(ctx.param(.channelURL))
-        return try make(s, ctx, type: "channel", channel: c, messageId: nil, offender: nil)
+        return try await make(s, ctx, type: "channel", channel: c, messageId: nil, offender: nil)
     }
 
     static func reportUser(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let offender = try s.user(ctx.param(.userId))
         let channel = try ctx.input.string("channel_url", maxBytes: 100).map { try s.channel($0) }
-        return try make(s, ctx, type: "user", channel: channel, messageId: nil, offender: offender.userId)
+        return try await make(s, ctx, type: "user", channel: channel, messageId: nil, offender: offender.userId)
     }
 
     static func list(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
-        let (page, next) = try keysetPage(Array(s.reports.values), key: { [.int($0.id)] },
-                                          token: try ctx.input.string("token"), limit: try ctx.input.limit())
+        let limit = try ctx.input.limit()
+        var after: Int64 = 0
+        if let token = try ctx.input.string("token") {
+            // The token is the last listed id, as every listing's: [id].
+            guard let key = decodeToken(token) else { throw APIError.badToken() }
+            if key.count == 1, case .int(let id) = key[0] { after = id } else {
+                // A token of another listing: refused, unless there is nothing to list anyway.
+                if try await s.db.queryOne("SELECT 1 FROM reports LIMIT 1") != nil { throw APIError.badToken() }
+                after = .max
+            }
+        }
+        let rows = try await s.db.query("SELECT \(RecordTables.reportColumns.joined(separator: ", ")) FROM reports "
+                                        + "WHERE id > ? ORDER BY id LIMIT \(limit + 1)", [.int(after)])
+        let page = rows.prefix(limit).map(RecordTables.report)
+        let next = rows.count > limit ? encodeToken([.int(page.last!.id)]) : ""
         return .json(.obj([("reports", .array(page.map { reportJSON(s, $0) })), ("next", .string(next))]))
     }
 }

@@ -61,9 +61,8 @@ final class ServerState {
     var channels: [String: ChannelRecord] = [:]
     /// The last message of each channel (what every channel render shows), by channel URL.
     var lastMessages: [String: MessageRecord] = [:]
-    var membershipTombstones: [String: [String: MembershipTombstoneRecord]] = [:]
-    var reports: [Int64: ReportRecord] = [:]
-    var events: [StoredEvent] = []
+    /// How many events the log holds (the events themselves stay in the database).
+    private var storedEvents = 0
     var seq: Int64 = 0
     var prunedThrough: Int64 = 0
     var nextMessageId: Int64 = 1
@@ -117,6 +116,7 @@ final class ServerState {
                 bodyDone = true
                 if verifyCounters { try await verifyUnreadCounters(touchedChannels) }
                 try await RecordTables.write(pending, tx)
+                try await pruneEvents(adding: pending.events.count, tx)
                 let fanout = pendingFanout
                 pending = StorageBatch()
                 pendingFanout = []
@@ -139,12 +139,7 @@ final class ServerState {
         sessions = Dictionary(snapshot.sessions.map { ($0.token, $0) }, uniquingKeysWith: { a, _ in a })
         channels = Dictionary(snapshot.channels.map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
         lastMessages = Dictionary(snapshot.lastMessages.map { ($0.channelUrl, $0) }, uniquingKeysWith: { a, _ in a })
-        membershipTombstones = [:]
-        for t in snapshot.membershipTombstones {
-            membershipTombstones[t.userId, default: [:]][t.channelUrl] = t
-        }
-        reports = Dictionary(snapshot.reports.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        events = snapshot.events
+        storedEvents = snapshot.eventCount
         seq = snapshot.counters["seq"] ?? 0
         prunedThrough = snapshot.counters["pruned_through"] ?? 0
         nextMessageId = snapshot.counters["next_message_id"] ?? 1
@@ -236,7 +231,10 @@ final class ServerState {
         wroteDirectly = true
         try await RecordTables.putFile(f, bytes: bytes, db)
     }
-    func save(_ r: ReportRecord) { reports[r.id] = r; pending.reports[r.id] = r }
+    func save(_ r: ReportRecord) async throws {
+        wroteDirectly = true
+        try await RecordTables.putReport(r, db)
+    }
 
     func save(_ m: MessageRecord) async throws {
         wroteDirectly = true
@@ -265,7 +263,6 @@ final class ServerState {
 
     func addMembershipTombstone(user: String, channel: String, at now: Int64) {
         let t = MembershipTombstoneRecord(userId: user, channelUrl: channel, at: now, seq: nextSeq())
-        membershipTombstones[user, default: [:]][channel] = t
         pending.membershipTombstones[MembershipKey(userId: user, channelUrl: channel)] = t
     }
 
@@ -332,6 +329,28 @@ final class ServerState {
 
     // MARK: events
 
+    /// Keeps the newest `retention` events for resumes: older ones go, and `prunedThrough`
+    /// says up to where.
+    private func pruneEvents(adding added: Int, _ tx: any SQLSession) async throws {
+        storedEvents += added
+        guard storedEvents > retention else { return }
+        let drop = storedEvents - retention
+        guard let boundary = try await tx.queryOne("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET \(drop - 1)")?.int(0)
+        else { return }
+        try await tx.execute("DELETE FROM events WHERE id <= ?", [.int(boundary)])
+        try await RecordTables.putCounter("pruned_through", boundary, tx)
+        prunedThrough = boundary
+        storedEvents = retention
+    }
+
+    /// The retained events after `last` addressed to `userId`, oldest first.
+    func events(after last: Int64, for userId: String) async throws -> [StoredEvent] {
+        let contains = try db.dialect == .sqlite ? "instr(recipients, ?) > 0" : "strpos(recipients, ?) > 0"
+        return try await db.query("""
+            SELECT id, created_at, category, recipients, data FROM events WHERE id > ? AND \(contains) ORDER BY id
+            """, [.int(last), .text(recipientSeparator + userId + recipientSeparator)]).map(RecordTables.event)
+    }
+
     func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64) {
         guard !recipients.isEmpty else { return }
         let id = nextSeq()
@@ -342,16 +361,8 @@ final class ServerState {
         all.append(contentsOf: fields)
         let event = StoredEvent(id: id, createdAt: now, category: category,
                                 recipients: recipients.sorted(), data: JSON.obj(all).serialized())
-        events.append(event)
         pending.events.append(event)
         pendingFanout.append(event)
-        if events.count > retention {
-            let drop = events.count - retention
-            prunedThrough = events[drop - 1].id
-            events.removeFirst(drop)
-            pending.pruneEventsThrough = prunedThrough
-            pending.counters["pruned_through"] = prunedThrough
-        }
     }
 
     func deliver(_ event: StoredEvent) {
@@ -395,6 +406,7 @@ final class Service: @unchecked Sendable {
     init(state: ServerState) { self.state = state }
 
     /// Loads what memory keeps from the database (at start).
+
     func load() async throws {
         await lock.lock()
         defer { lock.unlock() }

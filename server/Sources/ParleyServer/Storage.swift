@@ -51,9 +51,8 @@ struct StorageSnapshot: Sendable {
     var channels: [ChannelRecord] = []
     /// The last message of every channel that has one.
     var lastMessages: [MessageRecord] = []
-    var membershipTombstones: [MembershipTombstoneRecord] = []
-    var reports: [ReportRecord] = []
-    var events: [StoredEvent] = []
+    /// How many events the log holds.
+    var eventCount = 0
     var counters: [String: Int64] = [:]
 }
 
@@ -69,16 +68,13 @@ struct StorageBatch: Sendable {
     var channelParts: [String: ChannelParts] = [:]
     var members: [MemberKey: MemberRecord?] = [:]
     var membershipTombstones: [MembershipKey: MembershipTombstoneRecord?] = [:]
-    var reports: [Int64: ReportRecord?] = [:]
     var events: [StoredEvent] = []
     var counters: [String: Int64] = [:]
-    /// Events with an id at or below this are dropped (retention).
-    var pruneEventsThrough: Int64? = nil
 
     var isEmpty: Bool {
         users.isEmpty && sessions.isEmpty && channels.isEmpty && members.isEmpty
-            && membershipTombstones.isEmpty && reports.isEmpty
-            && events.isEmpty && counters.isEmpty && pruneEventsThrough == nil
+            && membershipTombstones.isEmpty 
+            && events.isEmpty && counters.isEmpty
     }
 }
 

@@ -59,7 +59,7 @@ enum Sync {
             if let customTypes, !customTypes.isEmpty, !customTypes.contains(c.customType) { continue }
             items.append((seq, .updated(c)))
         }
-        for t in (s.membershipTombstones[u.userId] ?? [:]).values {
+        for t in try await RecordTables.membershipTombstones(of: u.userId, try s.db) {
             if s.channels[t.channelUrl]?.members[u.userId] != nil { continue }
             guard start.includes(seq: t.seq, at: t.at) else { continue }
             items.append((t.seq, .deleted(t.channelUrl)))

@@ -258,19 +258,28 @@ enum RecordTables {
                                      [.text(key.userId), .text(key.channelUrl)])
             }
         }
-        for (id, report) in batch.reports {
-            if let report { try await putReport(report, db) } else {
-                try await db.execute("DELETE FROM reports WHERE id = ?", [.int(id)])
-            }
-        }
         for event in batch.events { try await putEvent(event, db) }
         try await putRows("meta", ["name", "value"], key: ["name"], batch.counters.map { [.text($0.key), .int($0.value)] }, db)
-        if let through = batch.pruneEventsThrough {
-            try await db.execute("DELETE FROM events WHERE id <= ?", [.int(through)])
-        }
     }
 
     // MARK: reads
+
+    /// A row of `SELECT id, created_at, category, recipients, data FROM events`.
+    static func event(_ row: SQLRow) -> StoredEvent {
+        StoredEvent(id: row.int(0), createdAt: row.int(1), category: row.text(2),
+                    recipients: row.text(3).split(separator: "\u{1}").map(String.init), data: row.text(4))
+    }
+
+    static func report(_ row: SQLRow) -> ReportRecord {
+        ReportRecord(id: row.int(0), reportType: row.text(1), category: row.text(2), reportingUserId: row.optionalText(3),
+                     offendingUserId: row.optionalText(4), channelUrl: row.optionalText(5), messageId: row.optionalInt(6),
+                     description: row.text(7), createdAt: row.int(8))
+    }
+
+    static func membershipTombstones(of userId: String, _ db: any SQLSession) async throws -> [MembershipTombstoneRecord] {
+        try await db.query("SELECT user_id, channel_url, at, seq FROM membership_tombstones WHERE user_id = ?", [.text(userId)])
+            .map { MembershipTombstoneRecord(userId: $0.text(0), channelUrl: $0.text(1), at: $0.int(2), seq: $0.int(3)) }
+    }
 
     static func messageRecord(_ row: SQLRow, mentions: [String]) throws -> MessageRecord {
         MessageRecord(
@@ -347,21 +356,7 @@ enum RecordTables {
         }
         snapshot.lastMessages = try await MessageQueries.load(
             db, "id IN (SELECT last_message_id FROM channels WHERE last_message_id <> 0)", [])
-        for row in try await db.query("SELECT user_id, channel_url, at, seq FROM membership_tombstones", []) {
-            snapshot.membershipTombstones.append(MembershipTombstoneRecord(userId: row.text(0), channelUrl: row.text(1),
-                                                                           at: row.int(2), seq: row.int(3)))
-        }
-        for row in try await db.query("SELECT \(reportColumns.joined(separator: ", ")) FROM reports", []) {
-            snapshot.reports.append(ReportRecord(
-                id: row.int(0), reportType: row.text(1), category: row.text(2), reportingUserId: row.optionalText(3),
-                offendingUserId: row.optionalText(4), channelUrl: row.optionalText(5), messageId: row.optionalInt(6),
-                description: row.text(7), createdAt: row.int(8)))
-        }
-        for row in try await db.query("SELECT id, created_at, category, recipients, data FROM events ORDER BY id", []) {
-            snapshot.events.append(StoredEvent(
-                id: row.int(0), createdAt: row.int(1), category: row.text(2),
-                recipients: row.text(3).split(separator: "\u{1}").map(String.init), data: row.text(4)))
-        }
+        snapshot.eventCount = Int(try await db.queryOne("SELECT count(*) FROM events")?.int(0) ?? 0)
         for row in try await db.query("SELECT name, value FROM meta", []) {
             snapshot.counters[row.text(0)] = row.int(1)
         }
