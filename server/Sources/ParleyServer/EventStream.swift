@@ -17,7 +17,7 @@ enum EventStream {
         let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
         var expiresAt: Int64 = 0
         let subscriberId: Int = try await service.run { s in
-            let caller = try s.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
+            let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
             _ = try s.user(userId)
             let open = s.subscribers.values.reduce(0) { $0 + ($1.userId == userId ? 1 : 0) }
@@ -25,7 +25,7 @@ enum EventStream {
                 throw APIError(status: 429, code: 400120,
                                message: "\"\(userId)\" already has \(open) open event streams (at most \(config.maxStreamsPerUser)).")
             }
-            if !caller.isAdmin, let key = ctx.headers[HTTPField.Name("Session-Key")!], let session = s.sessions[key] {
+            if !caller.isAdmin, let key = ctx.headers[HTTPField.Name("Session-Key")!], let session = try await s.session(key) {
                 expiresAt = session.expiresAt
             }
             let id = s.nextSubscriberId

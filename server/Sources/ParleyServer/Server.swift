@@ -134,7 +134,7 @@ struct Endpoint: Sendable {
         // that a refused request later leaves nothing half done in memory (which would cost a
         // reload of everything from storage).
         let now = nowMillis()
-        _ = try await service.run { state in try state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
+        _ = try await service.run { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
         let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
         let limit = isMultipart ? config.uploadLimit + 1_048_576 : ParleyResponder.jsonBodyLimit
         if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
@@ -167,7 +167,7 @@ struct Endpoint: Sendable {
         }
         guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
         let reply = try await service.run { state in
-            ctx.caller = try state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
+            ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             return try await run(state, &ctx)
         }
         switch reply {
@@ -182,14 +182,14 @@ struct Endpoint: Sendable {
 }
 
 extension ServerState {
-    func authenticate(_ headers: HTTPFields, apiToken: String, now: Int64) throws -> Caller {
+    func authenticate(_ headers: HTTPFields, apiToken: String, now: Int64) async throws -> Caller {
         let apiTokenField = HTTPField.Name("Api-Token")!
         let sessionField = HTTPField.Name("Session-Key")!
         if let token = headers[apiTokenField] {
             guard !apiToken.isEmpty, token == apiToken else { throw APIError.unauthorizedApiToken }
             return Caller(isAdmin: true, userId: nil)
         }
-        guard let key = headers[sessionField], let session = sessions[key] else { throw APIError.unauthorizedSession }
+        guard let key = headers[sessionField], let session = try await session(key) else { throw APIError.unauthorizedSession }
         if session.expiresAt > 0 && session.expiresAt <= now { throw APIError.expiredSession }
         guard var user = users[session.userId], user.isActive else { throw APIError.unauthorizedSession }
         if !user.hasEverLoggedIn {

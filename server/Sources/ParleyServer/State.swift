@@ -57,7 +57,6 @@ final class ServerState {
     private var wroteDirectly = false
 
     var users: [String: UserRecord] = [:]
-    var sessions: [String: SessionRecord] = [:]
     var channels: [String: ChannelRecord] = [:]
     /// The last message of each channel (what every channel render shows), by channel URL.
     var lastMessages: [String: MessageRecord] = [:]
@@ -136,7 +135,6 @@ final class ServerState {
     func reload() async throws {
         let snapshot = try await database.read { db in try await RecordTables.loadAll(db) }
         users = Dictionary(snapshot.users.map { ($0.userId, $0) }, uniquingKeysWith: { a, _ in a })
-        sessions = Dictionary(snapshot.sessions.map { ($0.token, $0) }, uniquingKeysWith: { a, _ in a })
         channels = Dictionary(snapshot.channels.map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
         lastMessages = Dictionary(snapshot.lastMessages.map { ($0.channelUrl, $0) }, uniquingKeysWith: { a, _ in a })
         storedEvents = snapshot.eventCount
@@ -165,8 +163,21 @@ final class ServerState {
     }
 
     func deleteUser(_ id: String) { users.removeValue(forKey: id); pending.users[id] = .some(nil) }
-    func save(_ s: SessionRecord) { sessions[s.token] = s; pending.sessions[s.token] = s }
-    func deleteSession(_ token: String) { sessions.removeValue(forKey: token); pending.sessions[token] = .some(nil) }
+    func save(_ s: SessionRecord) async throws {
+        wroteDirectly = true
+        try await RecordTables.putSession(s, db)
+    }
+
+    /// A session by its key: one primary-key read per request (sessions are not kept in memory).
+    func session(_ token: String) async throws -> SessionRecord? {
+        try await db.queryOne("SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?", [.text(token)])
+            .map { SessionRecord(token: $0.text(0), userId: $0.text(1), expiresAt: $0.int(2), createdAt: $0.int(3)) }
+    }
+
+    func deleteSessions(of userId: String) async throws {
+        wroteDirectly = true
+        try await db.execute("DELETE FROM sessions WHERE user_id = ?", [.text(userId)])
+    }
     /// Writes the channel record (without its members) and the member records that differ
     /// from the channel's previous state in memory, which is what storage holds once the
     /// pending batch is committed: a change to one member writes one member record.

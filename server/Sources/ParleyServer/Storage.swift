@@ -46,7 +46,6 @@ struct MembershipKey: Hashable, Sendable {
 
 struct StorageSnapshot: Sendable {
     var users: [UserRecord] = []
-    var sessions: [SessionRecord] = []
     /// With their members.
     var channels: [ChannelRecord] = []
     /// The last message of every channel that has one.
@@ -61,7 +60,6 @@ struct StorageSnapshot: Sendable {
 /// memory). A key mapped to nil is deleted.
 struct StorageBatch: Sendable {
     var users: [String: UserRecord?] = [:]
-    var sessions: [String: SessionRecord?] = [:]
     /// Channel rows with their operators, restrictions, metadata and counters; members apart.
     var channels: [String: ChannelRecord?] = [:]
     /// Which of a stored channel's tables changed (absent: all of them, e.g. a new channel).
@@ -72,7 +70,7 @@ struct StorageBatch: Sendable {
     var counters: [String: Int64] = [:]
 
     var isEmpty: Bool {
-        users.isEmpty && sessions.isEmpty && channels.isEmpty && members.isEmpty
+        users.isEmpty && channels.isEmpty && members.isEmpty
             && membershipTombstones.isEmpty 
             && events.isEmpty && counters.isEmpty
     }

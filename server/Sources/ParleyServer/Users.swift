@@ -150,7 +150,7 @@ enum Users {
                 try await s.save(c)
             }
         }
-        for (token, session) in s.sessions where session.userId == u.userId { s.deleteSession(token) }
+        try await s.deleteSessions(of: u.userId)
         s.deleteUser(u.userId)
         try await s.announceProfileChange(of: u.userId, now: ctx.now)  // creator, inviter or last sender now renders as unknown
         return .json(.obj([]))
@@ -162,7 +162,7 @@ enum Users {
         let expiresAt = try ctx.input.int("expires_at", min: 0) ?? 0
         if expiresAt != 0 && expiresAt <= ctx.now { throw APIError.invalid("expires_at", "must be in the future.") }
         let token = randomHex(20)
-        s.save(SessionRecord(token: token, userId: u.userId, expiresAt: expiresAt, createdAt: ctx.now))
+        try await s.save(SessionRecord(token: token, userId: u.userId, expiresAt: expiresAt, createdAt: ctx.now))
         return .json(.obj([("user_id", .string(u.userId)), ("token", .string(token)), ("expires_at", .int(expiresAt))]))
     }
 

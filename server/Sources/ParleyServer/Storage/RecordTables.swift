@@ -231,11 +231,6 @@ enum RecordTables {
                 try await db.execute("DELETE FROM users WHERE user_id = ?", [.text(id)])
             }
         }
-        for (token, session) in batch.sessions {
-            if let session { try await putSession(session, db) } else {
-                try await db.execute("DELETE FROM sessions WHERE token = ?", [.text(token)])
-            }
-        }
         for (url, channel) in batch.channels {
             if let channel {
                 try await putChannel(channel, parts: batch.channelParts[url] ?? .all, db)
@@ -310,10 +305,6 @@ enum RecordTables {
                 discoveryKeys: try decode([String].self, row.text(8), "discovery keys"),
                 preferredLanguages: try decode([String].self, row.text(9), "preferred languages"),
                 autoAccept: row.bool(7)))
-        }
-        for row in try await db.query("SELECT token, user_id, expires_at, created_at FROM sessions", []) {
-            snapshot.sessions.append(SessionRecord(token: row.text(0), userId: row.text(1), expiresAt: row.int(2),
-                                                   createdAt: row.int(3)))
         }
         var members: [String: [String: MemberRecord]] = [:]
         for row in try await db.query("SELECT \(memberColumns.joined(separator: ", ")) FROM members", []) {
