@@ -157,27 +157,25 @@ final class SQLiteDatabase: SQLDatabase, @unchecked Sendable {
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
         let connection = await readers.borrow()
         defer { readers.giveBack(connection) }
-        try connection.executeScriptNow("BEGIN")
+        return try await transaction(on: connection, begin: "BEGIN", body)
+    }
+
+    func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        await writerLock.lock()
+        defer { writerLock.unlock() }
+        // IMMEDIATE: the write lock is taken at BEGIN, so no statement inside fails as busy.
+        return try await transaction(on: writer, begin: "BEGIN IMMEDIATE", body)
+    }
+
+    private func transaction<T>(on connection: SQLiteConnection, begin: String,
+                                _ body: (any SQLSession) async throws -> T) async throws -> T {
+        try connection.executeScriptNow(begin)
         do {
             let result = try await body(connection)
             try connection.executeScriptNow("COMMIT")
             return result
         } catch {
             try? connection.executeScriptNow("ROLLBACK")
-            throw error
-        }
-    }
-
-    func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        await writerLock.lock()
-        defer { writerLock.unlock() }
-        try writer.executeScriptNow("BEGIN IMMEDIATE")
-        do {
-            let result = try await body(writer)
-            try writer.executeScriptNow("COMMIT")
-            return result
-        } catch {
-            try? writer.executeScriptNow("ROLLBACK")
             throw error
         }
     }
