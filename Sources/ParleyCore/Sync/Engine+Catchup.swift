@@ -56,9 +56,13 @@ extension Engine {
     /// After a channel changelog pass: a pending `resync` whose pass read the changelogs to
     /// the end is reported with the channels found (else it waits for the next pass).
     private func reportResyncIfFound(epoch: UInt64) {
-        guard let resync = catchUp.resync, resync.collecting, !catchUp.passFailed, session.epoch == epoch else { return }
+        guard !catchUp.passFailed, session.epoch == epoch else { return }
+        catchUp.lastPassChannelURLs = catchUp.passChannelURLs
+        catchUp.lastPassBreaks = catchUp.passBreaks
+        guard let resync = catchUp.resync, resync.collecting else { return }
         catchUp.resync = nil
-        feed.publish(cause: .resync(reason: resync.reason, channelURLs: catchUp.passChannelURLs.sorted(by: utf8Precedes)), changes: [])
+        let found = catchUp.passChannelURLs.union(resync.alreadyFound)
+        feed.publish(cause: .resync(reason: resync.reason, channelURLs: found.sorted(by: utf8Precedes)), changes: [])
     }
 
     private func finishCatchUp() {

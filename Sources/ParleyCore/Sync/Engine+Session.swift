@@ -128,8 +128,13 @@ extension Engine {
                     // channel changelogs have found them (`reportResyncIfFound`): those of a
                     // pass running since the stream reopened (the server sends `resync` after
                     // `connected`), else of the next pass.
-                    let passCovers = engine.catchUp.inProgress && engine.catchUp.passBreaks == engine.session.streamBreaks
-                    engine.catchUp.resync = PendingResync(reason: reason, collecting: passCovers)
+                    let breaks = engine.session.streamBreaks
+                    let passCovers = engine.catchUp.inProgress && engine.catchUp.passBreaks == breaks
+                    // A pass since the break may also be done already (the stream can open
+                    // after it): what it found counts as well.
+                    let found = !engine.catchUp.inProgress && engine.catchUp.lastPassBreaks == breaks
+                        ? engine.catchUp.lastPassChannelURLs : []
+                    engine.catchUp.resync = PendingResync(reason: reason, collecting: passCovers, alreadyFound: found)
                     engine.session.streamBreaks &+= 1
                     engine.write(.connectionLost, "marking ranges after a resync") { transaction throws(ParleyError) in
                         try transaction.forgetNewestEnd()

@@ -99,6 +99,11 @@ struct CatchUpState {
     var passChannelURLs: Set<String> = []
     var passFailed = false
     var passBreaks: UInt64 = 0
+    /// The channels the channel changelogs of the last pass that read them to the end listed,
+    /// with that pass's `passBreaks`: a `resync` that arrives after such a pass (the stream
+    /// can open after the pass is done) counts them too.
+    var lastPassChannelURLs: Set<String> = []
+    var lastPassBreaks: UInt64?
 }
 
 /// A `resync` to report: the channel changelogs of the next pass find which channels
@@ -107,6 +112,8 @@ struct PendingResync {
     var reason: String
     /// A channel changelog pass that started after the events were lost is running.
     var collecting = false
+    /// Channels found by a pass that ran since the break, before the `resync` arrived.
+    var alreadyFound: Set<String> = []
 }
 
 /// How the engine reaches the server, the application's log and its connection handler.
