@@ -134,7 +134,7 @@ struct Endpoint: Sendable {
         // that a refused request later leaves nothing half done in memory (which would cost a
         // reload of everything from storage).
         let now = nowMillis()
-        _ = try await service.run { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
+        _ = try await service.run(readOnly: true) { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
         let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
         let limit = isMultipart ? config.uploadLimit + 1_048_576 : ParleyResponder.jsonBodyLimit
         if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
@@ -166,7 +166,7 @@ struct Endpoint: Sendable {
             return try await EventStream.open(service: service, config: config, ctx: ctx)
         }
         guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
-        let reply = try await service.run { state in
+        let reply = try await service.run(readOnly: method == "GET" || method == "HEAD") { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             return try await run(state, &ctx)
         }

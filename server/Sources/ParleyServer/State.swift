@@ -99,7 +99,8 @@ final class ServerState {
 
     /// Runs `body` as one request: one write transaction, which commits the request's changes
     /// of memory (`pending`) with what it wrote directly. Returns the events to deliver.
-    func handle<T>(_ body: (ServerState) async throws -> T) async throws -> (T, [StoredEvent]) {
+    func handle<T>(readOnly: Bool = false, _ body: (ServerState) async throws -> T) async throws -> (T, [StoredEvent]) {
+        if readOnly { return try await handleReading(body) }
         var bodyDone = false
         var attempts = 0
         do {
@@ -129,6 +130,26 @@ final class ServerState {
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }
+    }
+
+    /// A request that only reads the database (GET): a read transaction, which on SQLite
+    /// does not queue behind the writer's connection and on PostgreSQL is READ ONLY. What it
+    /// changed of memory (a first login) is written after it in a write transaction.
+    private func handleReading<T>(_ body: (ServerState) async throws -> T) async throws -> (T, [StoredEvent]) {
+        let result: T
+        do {
+            result = try await database.read { tx in
+                transaction = tx
+                defer { transaction = nil }
+                return try await body(self)
+            }
+        } catch {
+            if !pending.isEmpty || wroteDirectly { try? await reload() }
+            throw error
+        }
+        if pending.isEmpty && pendingFanout.isEmpty { return (result, []) }
+        let (_, fanout) = try await handle { _ in () }
+        return (result, fanout)
     }
 
     /// Rebuild memory from storage (start-up, and after a failed request left memory dirty).
@@ -170,7 +191,7 @@ final class ServerState {
 
     /// A session by its key: one primary-key read per request (sessions are not kept in memory).
     func session(_ token: String) async throws -> SessionRecord? {
-        try await db.queryOne("SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?", [.text(token)])
+        try await db.queryOne(RecordTables.sessionSQL, [.text(token)])
             .map { SessionRecord(token: $0.text(0), userId: $0.text(1), expiresAt: $0.int(2), createdAt: $0.int(3)) }
     }
 
@@ -424,10 +445,11 @@ final class Service: @unchecked Sendable {
         try await state.reload()
     }
 
-    func run<T>(_ body: (ServerState) async throws -> T) async throws -> T {
+    /// `readOnly`: the request only reads the database (see ServerState.handle).
+    func run<T>(readOnly: Bool = false, _ body: (ServerState) async throws -> T) async throws -> T {
         await lock.lock()
         defer { lock.unlock() }
-        let (result, fanout) = try await state.handle(body)
+        let (result, fanout) = try await state.handle(readOnly: readOnly, body)
         for event in fanout { state.deliver(event) }
         return result
     }

@@ -140,13 +140,16 @@ enum MessageQueries {
 
     /// Unread messages and mentions of a member whose history starts after `floor`: the
     /// definition UnreadCounters.swift keeps up to date.
+    static let unreadSQL = """
+        SELECT count(*), coalesce(sum(CASE WHEN mention_type = 'channel' OR EXISTS (
+            SELECT 1 FROM message_mentions mm WHERE mm.message_id = messages.id AND mm.user_id = ?) THEN 1 ELSE 0 END), 0)
+        FROM messages WHERE channel_url = ? AND created_at > ? AND coalesce(sender_id, '') <> ?
+            AND silent = 0 AND (parent_id = 0 OR is_reply_to_channel = 1)
+        """
+    static let byIdSQL = "SELECT \(columns) FROM messages WHERE id = ?"
+
     static func unread(_ db: any SQLSession, channel: String, user: String, floor: Int64) async throws -> (Int64, Int64) {
-        let row = try await db.queryOne("""
-            SELECT count(*), coalesce(sum(CASE WHEN mention_type = 'channel' OR EXISTS (
-                SELECT 1 FROM message_mentions mm WHERE mm.message_id = messages.id AND mm.user_id = ?) THEN 1 ELSE 0 END), 0)
-            FROM messages WHERE channel_url = ? AND created_at > ? AND coalesce(sender_id, '') <> ?
-                AND silent = 0 AND (parent_id = 0 OR is_reply_to_channel = 1)
-            """, [.text(user), .text(channel), .int(floor), .text(user)])
+        let row = try await db.queryOne(unreadSQL, [.text(user), .text(channel), .int(floor), .text(user)])
         return (row?.int(0) ?? 0, row?.int(1) ?? 0)
     }
 

@@ -104,7 +104,7 @@ enum RecordTables {
 
     /// The channel row and the tables that hang off it (those named in `parts`), except members.
     static func putChannel(_ c: ChannelRecord, parts: ChannelParts = .all, _ db: any SQLSession) async throws {
-        try await db.execute(upsertSQL("channels", channelColumns, key: ["url"]), channelRow(c))
+        try await db.execute(upsertChannelSQL, channelRow(c))
         let url = SQLValue.text(c.url)
         if parts.contains(.operators) {
             try await db.execute("DELETE FROM channel_operators WHERE channel_url = ?", [url])
@@ -163,8 +163,8 @@ enum RecordTables {
     }
 
     static func putMessage(_ m: MessageRecord, _ db: any SQLSession) async throws {
-        try await db.execute(upsertSQL("messages", messageColumns, key: ["id"]), messageRow(m))
-        try await db.execute("DELETE FROM message_mentions WHERE message_id = ?", [.int(m.id)])
+        try await db.execute(upsertMessageSQL, messageRow(m))
+        try await db.execute(deleteMentionsSQL, [.int(m.id)])
         for (position, id) in m.mentionedUserIds.enumerated() {
             try await db.execute(upsertSQL("message_mentions", ["message_id", "user_id", "position"], key: ["message_id", "user_id"]),
                                  [.int(m.id), .text(id), .int(Int64(position))])
@@ -213,8 +213,14 @@ enum RecordTables {
         try await db.execute(upsertSQL("reports", reportColumns, key: ["id"]), reportRow(r))
     }
 
+    static let insertEventSQL = "INSERT INTO events (id, created_at, category, recipients, data) VALUES (?, ?, ?, ?, ?)"
+    static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
+    static let upsertChannelSQL = upsertSQL("channels", channelColumns, key: ["url"])
+    static let deleteMentionsSQL = "DELETE FROM message_mentions WHERE message_id = ?"
+    static let sessionSQL = "SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?"
+
     static func putEvent(_ e: StoredEvent, _ db: any SQLSession) async throws {
-        try await db.execute("INSERT INTO events (id, created_at, category, recipients, data) VALUES (?, ?, ?, ?, ?)",
+        try await db.execute(insertEventSQL,
                              [.int(e.id), .int(e.createdAt), .text(e.category),
                               .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator),
                               .text(e.data)])

@@ -161,6 +161,7 @@ final class PostgresSession: SQLSession {
     }
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        if let slot = HotStatements.slots[sql] { return try await runPrepared(HotStatements.types[slot], binds) }
         let postgresQuery = try makeQuery(sql, binds)
         do {
             var rows: [SQLRow] = []
@@ -173,8 +174,14 @@ final class PostgresSession: SQLSession {
         }
     }
 
+    /// Prepared statements (HotStatements.swift) report no command tag through PostgresNIO:
+    /// for those the count is 0. No caller reads the count of one of them.
     @discardableResult
     func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int {
+        if let slot = HotStatements.slots[sql] {
+            _ = try await runPrepared(HotStatements.types[slot], binds)
+            return 0
+        }
         let postgresQuery = try makeQuery(sql, binds)
         do {
             // Only this (EventLoopFuture) form of `query` hands back the command tag, whose
@@ -216,12 +223,20 @@ final class PostgresSession: SQLSession {
         }
     }
 
+    private func runPrepared<Slot: HotSlot>(_ slot: Slot.Type, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try await execute(prepared: HotStatement<Slot>(bindings: Self.bindings(binds)))
+    }
+
     private func makeQuery(_ sql: String, _ binds: [SQLValue]) throws -> PostgresQuery {
         let rewritten = placeholders.rewritten(sql)
         guard rewritten.parameterCount == binds.count else {
             throw StorageError(
                 "statement has \(rewritten.parameterCount) placeholders but \(binds.count) values: \(sql.prefix(200))")
         }
+        return PostgresQuery(unsafeSQL: rewritten.sql, binds: Self.bindings(binds))
+    }
+
+    private static func bindings(_ binds: [SQLValue]) -> PostgresBindings {
         var bindings = PostgresBindings(capacity: binds.count)
         for value in binds {
             switch value {
@@ -231,7 +246,7 @@ final class PostgresSession: SQLSession {
             case .blob(let bytes): bindings.append(ByteBuffer(bytes: bytes))
             }
         }
-        return PostgresQuery(unsafeSQL: rewritten.sql, binds: bindings)
+        return bindings
     }
 }
 
