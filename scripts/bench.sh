@@ -6,7 +6,7 @@
 # both storage backends: SQLite, and PostgreSQL on a private durable cluster
 # (scripts/pg-test-cluster.sh with PG_DURABLE=1; installed from Debian's packages if missing),
 # stopped and removed at exit.
-#   bash scripts/bench.sh            full run (about 8 minutes here once built)
+#   bash scripts/bench.sh            full run (about 6 minutes here once built)
 #   bash scripts/bench.sh --quick    smaller sizes (a few minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +37,8 @@ finish() {
 }
 trap finish EXIT
 # PostgreSQL for the server's rows: fsync and synchronous commits on, as in production.
-source scripts/pg-test-cluster.sh
-PG_DURABLE=1 pg_test_cluster start 2> "$work/pg.log" || { cat "$work/pg.log"; exit 1; }
+# (Sourced with its argument: without one, bash would hand it this script's own, --quick.)
+PG_DURABLE=1 source scripts/pg-test-cluster.sh start 2> "$work/pg.log" || { cat "$work/pg.log"; exit 1; }
 # Starts parley-server on a database (path or URL) in the background: its pid in $started_pid,
 # its URL in $started_url. The catch-up replays every missed event: the server keeps enough.
 start_server() {
