@@ -87,10 +87,10 @@ def row_names(members: int) -> List[tuple]:
         (f"Peer P3 live delivery at {P3_RATES[0]} msg/s {PEER}", f"Parley: P3 live delivery at {P3_RATES[0]} msg/s"),
         (f"Peer P3 live delivery at {P3_RATES[1]} msg/s {PEER}", f"Parley: P3 live delivery at {P3_RATES[1]} msg/s"),
         (f"Peer P7 accepted messages, {members} members {PEER}",
-         "Parley: P7 server: accepted messages"),
+         "Parley: P7 SQLite: accepted messages"),
         (f"Peer P7 delivery to all {members}, paced {PEER}",
-         f"Parley: P7 delivery to all {members} streams at {P7_PACED_RATE} msg/s"),
-        (f"Peer P7 delivery to all {members}, burst {PEER}", f"Parley: P7 delivery to all {members} streams (burst)"),
+         f"Parley: P7 SQLite: delivery to all {members} at {P7_PACED_RATE} msg/s"),
+        (f"Peer P7 delivery to all {members}, burst {PEER}", f"Parley: P7 SQLite: delivery to all {members} (burst)"),
     ]
 
 

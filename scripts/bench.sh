@@ -2,14 +2,17 @@
 # Runs the benchmark programs against a local parley-server (release builds): each prints
 # its measures beside what they are compared with, measured in the same run (raw libcurl,
 # raw sqlite3, an empty cache, an idle client); at the end one table of the rows with their
-# goals. docs/BENCHMARKS.md explains every row.
+# goals. docs/BENCHMARKS.md explains every row. The server's own rows (P7) are measured on
+# both storage backends: SQLite, and PostgreSQL on a private durable cluster
+# (scripts/pg-test-cluster.sh with PG_DURABLE=1; installed from Debian's packages if missing),
+# stopped and removed at exit.
 #   bash scripts/bench.sh            full run (about 6 minutes here once built)
-#   bash scripts/bench.sh --quick    smaller sizes (under 2 minutes)
+#   bash scripts/bench.sh --quick    smaller sizes (a few minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 sends=300 reads=2000 missed=10000 channels=10 cache_mb=700 live=500 members=500 viewed=1000000
-fanout_seconds=5 stored=1000000
+fanout_seconds=5 stored_small=10000 stored=1000000
 if [[ "${1:-}" == "--quick" ]]; then
     sends=100 reads=500 missed=2000 cache_mb=100 live=200 members=100 viewed=20000
     fanout_seconds=2 stored=100000
@@ -23,15 +26,33 @@ quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release
 quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views bench_server
 quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-# The catch-up replays every missed event: the server keeps enough of them.
-server/.build/release/parley-server --port 0 --database "$work/server.sqlite" --api-token "$token" \
-    --event-retention $((missed * 2 + 1000)) > "$work/out" 2>/dev/null &
-server_pid=$!
-trap 'kill $server_pid 2>/dev/null || true; wait $server_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 100); do grep -q "listening on" "$work/out" 2>/dev/null && break; sleep 0.1; done
-url=$(sed -n 's/^parley-server listening on //p' "$work/out")
+server_pid="" pg_server_pid=""
+finish() {
+    for pid in $server_pid $pg_server_pid; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    pg_test_cluster stop > /dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap finish EXIT
+# PostgreSQL for the server's rows: fsync and synchronous commits on, as in production.
+# (Sourced with its argument: without one, bash would hand it this script's own, --quick.)
+PG_DURABLE=1 source scripts/pg-test-cluster.sh start 2> "$work/pg.log" || { cat "$work/pg.log"; exit 1; }
+# Starts parley-server on a database (path or URL) in the background: its pid in $started_pid,
+# its URL in $started_url. The catch-up replays every missed event: the server keeps enough.
+start_server() {
+    server/.build/release/parley-server --port 0 --database "$1" --api-token "$token" \
+        --event-retention $((missed * 2 + 1000)) > "$work/out-$2" 2>/dev/null &
+    started_pid=$!
+    for _ in $(seq 300); do grep -q "listening on" "$work/out-$2" 2>/dev/null && break; sleep 0.1; done
+    started_url=$(sed -n 's/^parley-server listening on //p' "$work/out-$2")
+    [ -n "$started_url" ] || { echo "parley-server did not start on $2"; exit 1; }
+}
+start_server "$work/server.sqlite" sqlite
+server_pid=$started_pid url=$started_url
 
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -sr)"
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -sr); $(sed -n 's/^pg-test-cluster: //p' "$work/pg.log")"
 run() {
     "$@" > "$work/run.log"
     grep -v $'^ROW\t' "$work/run.log"
@@ -47,9 +68,16 @@ run "$root/build/cmake/bench_views" "$url" "$token" "$viewed" 1000
 # The Python binding beside the platform package (scripts/setup.sh installs it from PyPI).
 run env PYTHONPATH="$root/bindings/python" PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0" \
     python3 "$root/benchmarks/bench_python.py" "$url" "$token" 15
-# The server itself under fan-out, raw libcurl (last: it leaves a 50-member channel behind);
-# it starts its own servers for the start-up measures.
-run "$root/build/cmake/bench_server" "$url" "$token" "$root/server/.build/release/parley-server" 5000 "$fanout_seconds" "$stored"
+# The server itself under fan-out, raw libcurl (last on this server: it leaves a 50-member
+# channel behind), then the same on a second server on PostgreSQL, started for it alone.
+run "$root/build/cmake/bench_server" fanout SQLite "$url" "$token" 5000 "$fanout_seconds"
+"$PARLEY_PG_BIN/createdb" --maintenance-db="$PARLEY_TEST_PG/postgres" parley_bench_fanout
+start_server "$PARLEY_TEST_PG/parley_bench_fanout" postgres
+pg_server_pid=$started_pid
+run "$root/build/cmake/bench_server" fanout PostgreSQL "$started_url" "$token" 5000 "$fanout_seconds"
+kill "$pg_server_pid" 2>/dev/null || true; wait "$pg_server_pid" 2>/dev/null || true; pg_server_pid=""
+# The start with stored messages on both backends: servers of its own, on databases of its own.
+run "$root/build/cmake/bench_server" start "$root/server/.build/release/parley-server" "$stored_small" "$stored" "$PARLEY_TEST_PG"
 
 # The peer: Synapse + matrix-nio from PyPI in their own virtual environment, P3 and P7 on it.
 # If it cannot be installed, the rows say so and the run goes on.
