@@ -88,6 +88,8 @@ final class ServerState {
     /// Channels whose members' unread counters are checked against a count of the messages
     /// at the end of the request (PARLEY_VERIFY_COUNTERS=1, set by the test scripts).
     private var touchedChannels: Set<String> = []
+    /// The messages this request stored, by id.
+    private var savedThisRequest: [Int64: MessageRecord] = [:]
     private let verifyCounters: Bool
 
     /// Empty until `reload()` loads what the database holds.
@@ -110,6 +112,7 @@ final class ServerState {
                 attempts += 1
                 if attempts > 1 { try await reload() }
                 bodyDone = false
+                savedThisRequest = [:]
                 transaction = tx
                 defer { transaction = nil }
                 let result = try await body(self)
@@ -122,6 +125,7 @@ final class ServerState {
                 pendingFanout = []
                 wroteDirectly = false
                 touchedChannels = []
+                savedThisRequest = [:]
                 return (result, fanout)
             }
         } catch {
@@ -226,7 +230,12 @@ final class ServerState {
         if c.lastMessageId == 0 {
             lastMessages.removeValue(forKey: c.url)
         } else if lastMessages[c.url]?.id != c.lastMessageId {
-            lastMessages[c.url] = try await MessageQueries.message(db, id: c.lastMessageId)
+            // Usually the message this request just stored (a send): no need to read it back.
+            if let stored = savedThisRequest[c.lastMessageId] {
+                lastMessages[c.url] = stored
+            } else {
+                lastMessages[c.url] = try await MessageQueries.message(db, id: c.lastMessageId)
+            }
         }
     }
 
@@ -272,6 +281,7 @@ final class ServerState {
         wroteDirectly = true
         touchedChannels.insert(m.channelUrl)
         try await RecordTables.putMessage(m, db)
+        savedThisRequest[m.id] = m
         if lastMessages[m.channelUrl]?.id == m.id { lastMessages[m.channelUrl] = m }
     }
 
