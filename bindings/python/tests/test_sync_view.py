@@ -266,11 +266,18 @@ def test_resend_policies_under_refusal_outage_and_acceptance(
 def test_automatic_resend_stops_after_the_retry_count(server: RunningServer, admin: Admin, room: str, tmp_path: Path) -> None:
     actions = Actions()
     client = make_client(server, tmp_path, resend_policy="automatic", resend_retry_count=1)
+    connection: List[str] = []
+    client.set_connection_handler(lambda event, _error: connection.append(event))
     restarted = None
     try:
         client.connect(ME, room).result(TIMEOUT)
         with client.sync_view(CHANNEL, on_action=actions) as view:
             view.fetch(SyncDirection.PREVIOUS).result(TIMEOUT)
+            # A catch-up still running when the server dies ends by draining the outbox: it
+            # would resend "a" (or "b") at a moment this test does not choose. A reconnect
+            # reports success only after its catch-up (and any pass still running) is done.
+            client.reconnect()
+            wait_until(lambda: "reconnect_succeeded" in connection, "the catch-up finished")
             server.process.kill()
             server.process.wait()
             assert send_and_wait(client, "a") is not None      # first attempt
