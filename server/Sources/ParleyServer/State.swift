@@ -421,25 +421,6 @@ final class ServerState {
     }
 }
 
-func binarySearch(_ ids: [Int64], _ id: Int64) -> Int? {
-    var lo = 0, hi = ids.count
-    while lo < hi {
-        let mid = (lo + hi) / 2
-        if ids[mid] < id { lo = mid + 1 } else { hi = mid }
-    }
-    return lo < ids.count && ids[lo] == id ? lo : nil
-}
-
-/// Index of the first id whose key is greater than (ts, id) in a channel's ascending list.
-func lowerBound(_ ids: [Int64], where isBefore: (Int64) -> Bool) -> Int {
-    var lo = 0, hi = ids.count
-    while lo < hi {
-        let mid = (lo + hi) / 2
-        if isBefore(ids[mid]) { lo = mid + 1 } else { hi = mid }
-    }
-    return lo
-}
-
 /// Serializes all access to the state; every request runs to completion under it.
 final class Service: @unchecked Sendable {
     private let lock = AsyncLock()
