@@ -13,8 +13,12 @@ func validateChannelURL(_ url: String, field: String = "channel_url") throws {
 /// The sort key of a name or metadata value (PROTOCOL.md "Sort orders"): the text in NFC,
 /// so that canonically equivalent texts (precomposed or combining marks) sort as one.
 /// `_nfcCodeUnits` is the standard library's own normalizer; the client uses the same.
-func textOrderKey(_ text: String) -> JSON {
-    .string(String(decoding: text._nfcCodeUnits, as: UTF8.self))
+func textOrderKey(_ text: String) -> JSON { .string(orderKeyText(text)) }
+
+/// The sort key of a text as text (stored in the `*_key` columns of Storage/Migrations.swift).
+func orderKeyText(_ text: String) -> String {
+    // ASCII is its own NFC form: most names skip the normalizer.
+    text.utf8.allSatisfy({ $0 < 0x80 }) ? text : String(decoding: text._nfcCodeUnits, as: UTF8.self)
 }
 
 /// Lexicographic sort keys for keyset pagination. Strings compare by their UTF-8 bytes:
@@ -58,11 +62,6 @@ func keysetPage<T>(_ items: [T], key: (T) -> [JSON], token: String?, limit: Int)
 }
 
 extension ServerState {
-    func channel(_ url: String) throws -> ChannelRecord {
-        guard let c = channels[url] else { throw APIError.notFound("Channel \"\(url)\"") }
-        return c
-    }
-
     func joinedIds(_ c: ChannelRecord) -> Set<String> {
         Set(c.members.values.filter { $0.state == "joined" }.map(\.userId))
     }
@@ -122,10 +121,12 @@ extension ServerState {
     }
 
     /// Adds users as joined or invited members, honouring each user's auto-accept preference.
-    func addMembers(_ c: inout ChannelRecord, _ ids: [String], inviter: String?, forceJoin: Set<String>, now: Int64) -> (joined: [String], invited: [String]) {
+    func addMembers(_ c: inout ChannelRecord, _ ids: [String], inviter: String?, forceJoin: Set<String>,
+                    now: Int64) async throws -> (joined: [String], invited: [String]) {
         var joined: [String] = [], invited: [String] = []
+        try await loadUsers(ids)
         for id in ids where c.members[id] == nil {
-            let autoJoin = forceJoin.contains(id) || (users[id]?.autoAccept ?? true)
+            let autoJoin = forceJoin.contains(id) || (loadedUser(id)?.autoAccept ?? true)
             let isInvitation = inviter != nil && inviter != id
             c.members[id] = MemberRecord(
                 userId: id, state: autoJoin ? "joined" : "invited", invitedAt: isInvitation ? now : 0,
@@ -241,21 +242,21 @@ enum Channels {
         }
         if isSuper && isDistinct { throw APIError.invalid("is_distinct", "a super channel cannot be distinct.") }
         if let inviter {
-            _ = try s.user(inviter)
+            _ = try await s.user(inviter)
             if !ids.contains(inviter) { ids.insert(inviter, at: 0) }
         }
         for id in ids { try validateUserId(id, field: "user_ids") }
-        let unknown = ids.filter { s.users[$0] == nil }
+        try await s.loadUsers(ids + operatorIds)
+        let unknown = ids.filter { s.loadedUser($0) == nil }
         if strict, let first = unknown.first { throw APIError.notFound("User \"\(first)\"") }
-        ids.removeAll { s.users[$0] == nil }
-        for op in operatorIds where s.users[op] == nil { throw APIError.notFound("User \"\(op)\"") }
+        ids.removeAll { s.loadedUser($0) == nil }
+        for op in operatorIds where s.loadedUser(op) == nil { throw APIError.notFound("User \"\(op)\"") }
         for op in operatorIds where !ids.contains(op) { ids.append(op) }
-        if let url, s.channels[url] != nil { throw APIError.exists("Channel \"\(url)\"") }
+        if let url, try await s.channelIfExists(url) != nil { throw APIError.exists("Channel \"\(url)\"") }
 
         if isDistinct {
-            let set = Set(ids)
-            if let existing = s.channels.values.filter({ $0.isDistinct && !$0.isSuper && $0.customType == customType && Set($0.members.keys) == set })
-                .min(by: { $0.createdAt < $1.createdAt }) {
+            if let existingUrl = try await ChannelQueries.distinctChannel(members: Set(ids), customType: customType, s.db),
+               let existing = try await s.channelIfExists(existingUrl) {
                 var out = s.channelJSON(existing, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now)
                 if case .object(var o) = out { o["is_created"] = false; out = .object(o) }
                 return .json(out)
@@ -270,7 +271,7 @@ enum Channels {
             changeSeq: 0, changedAt: ctx.now)
         s.touch(&c, ctx.now)
         let force = Set([inviter].compactMap { $0 })
-        let added = s.addMembers(&c, ids, inviter: inviter, forceJoin: force, now: ctx.now)
+        let added = try await s.addMembers(&c, ids, inviter: inviter, forceJoin: force, now: ctx.now)
         c.operatorIds = operatorIds
         try await s.save(c)
         s.announceNewMembers(c, joined: added.joined, invited: added.invited, inviter: inviter, now: ctx.now)
@@ -400,7 +401,18 @@ enum Channels {
         }
     }
 
-    static func listChannels(_ s: ServerState, _ ctx: Ctx, candidates: [ChannelRecord], viewer: String?, mine: Bool) throws -> Reply {
+    /// The shape of an order's sort key (ChannelQueries.sortExpressions): a token of another
+    /// order or a forged one is refused, not compared.
+    static func keyShape(_ order: String) -> [JSON] {
+        switch order {
+        case "latest_last_message": return [.int(0), .int(0), .int(0), .string("")]
+        case "channel_name_alphabetical": return [.string(""), .string("")]
+        case "metadata_value_alphabetical": return [.int(0), .string(""), .string("")]
+        default: return [.int(0), .string("")]
+        }
+    }
+
+    static func listChannels(_ s: ServerState, _ ctx: Ctx, scope: ChannelQueries.Scope, viewer: String?, mine: Bool) async throws -> Reply {
         let i = ctx.input
         let limit = try i.limit()
         let order = try i.enumValue("order", ["chronological", "latest_last_message", "channel_name_alphabetical", "metadata_value_alphabetical"], default: "chronological")
@@ -409,9 +421,34 @@ enum Channels {
         let filter = try parseFilter(i, viewer: viewer, mine: mine)
         let view = try s.channelView(ctx, viewer: viewer, showMemberDefault: false)
         _ = try i.bool("include_sorted_metaarray_in_last_message")
-        let selected = candidates.filter { matches(s, $0, filter) }
-        let (page, next) = try keysetPage(selected, key: sortKey(s, order, metadataKey: metadataOrderKey, viewer: viewer),
-                                          token: try i.string("token"), limit: limit)
+        var after: [JSON]? = nil
+        if let token = try i.string("token") {
+            guard let key = decodeToken(token), sameShape(key, keyShape(order)) else { throw APIError.badToken() }
+            after = key
+        }
+        let key = sortKey(s, order, metadataKey: metadataOrderKey, viewer: viewer)
+        // Rows come in key order from SQL with the filters it states; `matches` decides on the
+        // loaded records, so a batch may keep fewer than it read: read on until the page and
+        // one more (which says whether there is a next page) are found.
+        var selected: [ChannelRecord] = []
+        let batch = limit + 1
+        while selected.count <= limit {
+            let urls = try await ChannelQueries.listing(scope, filter: filter, order: order, metadataOrderKey: metadataOrderKey,
+                                                        after: after, limit: batch, s.db)
+            try await s.loadChannels(urls)
+            for url in urls {
+                guard let c = s.loadedChannel(url) else { continue }
+                let k = key(c)
+                if s.verify, let previous = after, compareKeys(previous, k) >= 0 {
+                    throw APIError.internal("channel listing out of order: \(k) after \(previous) (\(order))")
+                }
+                after = k
+                if matches(s, c, filter) { selected.append(c) }
+            }
+            if urls.count < batch { break }
+        }
+        let page = Array(selected.prefix(limit))
+        let next = selected.count > limit ? encodeToken(key(page.last!)) : ""
         return .json(.obj([
             ("channels", .array(page.map { s.channelJSON($0, view, now: ctx.now) })),
             ("next", .string(next)), ("ts", .int(ctx.now)),
@@ -420,19 +457,17 @@ enum Channels {
 
     static func listAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let me = ctx.caller.userId
-        let candidates = s.channels.values.filter { c in me == nil || c.isPublic || c.members[me!] != nil }
-        return try listChannels(s, ctx, candidates: Array(candidates), viewer: me, mine: false)
+        return try await listChannels(s, ctx, scope: .visibleTo(me), viewer: me, mine: false)
     }
 
     static func listMine(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.param(.userId))
+        let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
-        let candidates = s.channels.values.filter { $0.members[u.userId] != nil }
-        return try listChannels(s, ctx, candidates: Array(candidates), viewer: u.userId, mine: true)
+        return try await listChannels(s, ctx, scope: .memberOf(u.userId), viewer: u.userId, mine: true)
     }
 
     static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         var viewer = ctx.caller.userId
         if ctx.caller.isAdmin {
             viewer = try ctx.input.string("user_id", maxBytes: 80)
@@ -444,7 +479,7 @@ enum Channels {
     }
 
     static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let i = ctx.input
         let name = try i.string("name", maxBytes: 2048)
@@ -472,7 +507,7 @@ enum Channels {
     }
 
     static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let audience = s.allMemberIds(c)
         for id in c.members.keys.sorted() { s.addMembershipTombstone(user: id, channel: c.url, at: ctx.now) }
@@ -484,7 +519,7 @@ enum Channels {
     }
 
     static func invite(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         guard let ids = try userIdList(ctx.input, "user_ids", "users"), !ids.isEmpty else { throw APIError.missing("user_ids") }
         var inviter = try ctx.input.string("inviter_id", maxBytes: 80)
@@ -495,10 +530,10 @@ enum Channels {
             throw APIError.invalid("inviter_id", "must be a joined member.")
         }
         for id in ids {
-            _ = try s.user(id)
+            _ = try await s.user(id)
             if s.activeBan(c, id, ctx.now) != nil { throw APIError.banned }
         }
-        let added = s.addMembers(&c, ids, inviter: inviter, forceJoin: [], now: ctx.now)
+        let added = try await s.addMembers(&c, ids, inviter: inviter, forceJoin: [], now: ctx.now)
         // Inviting only existing members changes nothing (and no event would tell of a change).
         if !added.joined.isEmpty || !added.invited.isEmpty {
             s.touch(&c, ctx.now)
@@ -509,7 +544,7 @@ enum Channels {
     }
 
     static func accept(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
         _ = try ctx.input.string("access_code")
@@ -525,7 +560,7 @@ enum Channels {
     }
 
     static func decline(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
         let audience = s.allMemberIds(c)
@@ -541,9 +576,9 @@ enum Channels {
     }
 
     static func join(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
-        _ = try s.user(uid)
+        _ = try await s.user(uid)
         _ = try ctx.input.string("access_code")
         if s.activeBan(c, uid, ctx.now) != nil { throw APIError.banned }
         if c.isJoined(uid) {
@@ -555,7 +590,7 @@ enum Channels {
             c.members[uid]!.joinedAt = ctx.now
             s.touchMember(&c, uid, ctx.now)
         } else {
-            _ = s.addMembers(&c, [uid], inviter: nil, forceJoin: [uid], now: ctx.now)
+            _ = try await s.addMembers(&c, [uid], inviter: nil, forceJoin: [uid], now: ctx.now)
         }
         s.touch(&c, ctx.now)
         try await s.save(c)
@@ -567,7 +602,7 @@ enum Channels {
 
     static func leave(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         let url = try ctx.param(.channelURL)
-        var c = try s.channel(url)
+        var c = try await s.channel(url)
         var ids = try ctx.input.stringList("user_ids") ?? []
         if let single = try ctx.input.string("user_id", maxBytes: 80) { ids.append(single) }
         if let me = ctx.caller.userId {
@@ -580,8 +615,7 @@ enum Channels {
         _ = try ctx.input.string("reason")
         if leaveAll {
             for id in ids {
-                for other in s.channels.keys.sorted() where other != url {
-                    guard var oc = s.channels[other], oc.members[id] != nil else { continue }
+                for var oc in try await s.memberChannels(of: id) where oc.url != url {
                     s.removeMember(&oc, id, now: ctx.now, category: "user_left", extra: [])
                     try await s.save(oc)
                 }
@@ -597,15 +631,15 @@ enum Channels {
     }
 
     static func hide(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let hidePrevious = try ctx.input.bool("hide_previous_messages", default: false)
         let allowAuto = try ctx.input.bool("allow_auto_unhide", default: true)
         let all = try ctx.input.bool("should_hide_all", default: false)
         if c.members[uid] == nil { throw APIError.forbidden("the user is not a member of this channel.") }
-        let targets = all ? s.channels.keys.sorted().filter { s.channels[$0]?.members[uid] != nil } : [c.url]
+        let targets = all ? try await s.memberChannels(of: uid).map(\.url) : [c.url]
         for url in targets {
-            guard var ch = s.channels[url] else { continue }
+            guard var ch = try await s.channelIfExists(url) else { continue }
             ch.members[uid]!.hiddenState = allowAuto ? "hidden_allow_auto_unhide" : "hidden_prevent_auto_unhide"
             if hidePrevious {
                 let newest = try await s.newestMessageTs(url)
@@ -627,13 +661,13 @@ enum Channels {
     }
 
     static func unhide(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let all = try ctx.input.bool("should_unhide_all", default: false)
         if c.members[uid] == nil { throw APIError.forbidden("the user is not a member of this channel.") }
-        let targets = all ? s.channels.keys.sorted().filter { s.channels[$0]?.members[uid] != nil } : [c.url]
+        let targets = all ? try await s.memberChannels(of: uid).map(\.url) : [c.url]
         for url in targets {
-            guard var ch = s.channels[url], ch.members[uid]!.hiddenState != "unhidden" else { continue }
+            guard var ch = try await s.channelIfExists(url), ch.members[uid]!.hiddenState != "unhidden" else { continue }
             s.unhideMember(&ch, uid, now: ctx.now)
             try await s.save(ch)
         }
@@ -641,14 +675,14 @@ enum Channels {
     }
 
     static func resetHistory(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let all = try ctx.input.bool("reset_all", default: false)
         if c.members[uid] == nil { throw APIError.forbidden("the user is not a member of this channel.") }
-        let targets = all ? s.channels.keys.sorted().filter { s.channels[$0]?.members[uid] != nil } : [c.url]
+        let targets = all ? try await s.memberChannels(of: uid).map(\.url) : [c.url]
         var offset: Int64 = 0
         for url in targets {
-            guard var ch = s.channels[url] else { continue }
+            guard var ch = try await s.channelIfExists(url) else { continue }
             let newest = try await s.newestMessageTs(url)
             ch.members[uid]!.tsMessageOffset = max(ch.members[uid]!.tsMessageOffset, newest)
             if url == c.url { offset = ch.members[uid]!.tsMessageOffset }
@@ -666,8 +700,8 @@ enum Channels {
         return entries.keys.sorted()
     }
 
-    static func setTyping(_ s: ServerState, _ ctx: inout Ctx, typing: Bool) throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+    static func setTyping(_ s: ServerState, _ ctx: inout Ctx, typing: Bool) async throws -> Reply {
+        let c = try await s.channel(ctx.param(.channelURL))
         var ids = try ctx.input.stringList("user_ids") ?? []
         if let me = ctx.caller.userId {
             if ids.contains(where: { $0 != me }) { throw APIError.forbidden("a session user can only type as themselves.") }
@@ -685,11 +719,11 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func startTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try setTyping(s, &ctx, typing: true) }
-    static func endTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try setTyping(s, &ctx, typing: false) }
+    static func startTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setTyping(s, &ctx, typing: true) }
+    static func endTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setTyping(s, &ctx, typing: false) }
 
     static func members(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let i = ctx.input
         let limit = try i.limit()
@@ -709,11 +743,11 @@ enum Channels {
             let muted = s.activeMute(c, m.userId, ctx.now) != nil
             if mutedFilter == "muted" && !muted { return false }
             if mutedFilter == "unmuted" && muted { return false }
-            if let prefix, !(s.users[m.userId]?.nickname ?? "").hasPrefix(prefix) { return false }
+            if let prefix, !(s.loadedUser(m.userId)?.nickname ?? "").hasPrefix(prefix) { return false }
             return true
         }
         let (page, next) = try keysetPage(Array(selected), key: { m in
-            let nick = textOrderKey(s.users[m.userId]?.nickname ?? "")
+            let nick = textOrderKey(s.loadedUser(m.userId)?.nickname ?? "")
             if order == "operator_then_member_alphabetical" {
                 return [.int(c.isOperator(m.userId) ? 0 : 1), nick, .string(m.userId)]
             }
@@ -723,7 +757,7 @@ enum Channels {
     }
 
     static func isMember(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         if !ctx.caller.isAdmin, let me = ctx.caller.userId, c.members[me] == nil, try me != ctx.param(.userId) {
             throw APIError.forbidden("the user is not a member of this channel.")
         }
@@ -732,7 +766,7 @@ enum Channels {
     }
 
     static func markAsRead(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
         s.markRead(&c, uid, now: ctx.now)
@@ -741,7 +775,7 @@ enum Channels {
     }
 
     static func markAsDelivered(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
         c.members[uid]!.deliveredTs = max(c.members[uid]!.deliveredTs, ctx.now)

@@ -19,7 +19,7 @@ enum EventStream {
         let subscriberId: Int = try await service.run { s in
             let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
-            _ = try s.user(userId)
+            _ = try await s.user(userId)
             let open = s.subscribers.values.reduce(0) { $0 + ($1.userId == userId ? 1 : 0) }
             if open >= config.maxStreamsPerUser {
                 throw APIError(status: 429, code: 400120,
@@ -38,7 +38,10 @@ enum EventStream {
                     continuation.yield("id: \(s.seq)\nevent: resync\ndata: \(data)\n\n")
                 } else {
                     var rendered: Set<String> = []
-                    for event in try await s.events(after: last, for: userId) {
+                    let events = try await s.events(after: last, for: userId)
+                    // The channels the replay renders, each once, as they stand now.
+                    try await s.loadChannels(Array(Set(events.compactMap(\.channelUrl))))
+                    for event in events {
                         continuation.yield(s.replayFrame(event, for: userId, now: ctx.now, rendered: &rendered))
                     }
                 }
@@ -70,7 +73,7 @@ enum EventStream {
             expiry.cancel()
             _ = try? await service.run { s in
                 guard s.subscribers.removeValue(forKey: subscriberId) != nil else { return }
-                if !s.isOnline(userId), var u = s.users[userId] {
+                if !s.isOnline(userId), var u = try await s.userIfExists(userId) {
                     u.lastSeenAt = nowMillis()
                     s.save(u)
                 }

@@ -4,7 +4,7 @@ import Foundation
 
 enum Files {
     static func download(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        guard let f = try await RecordTables.file(try ctx.param(.fileId), try s.db), let c = s.channels[f.channelUrl],
+        guard let f = try await RecordTables.file(try ctx.param(.fileId), try s.db), let c = try await s.channelIfExists(f.channelUrl),
               try await s.messageRecord(f.messageId) != nil else {
             throw APIError.notFound("File")
         }
@@ -31,7 +31,7 @@ enum Reports {
         let category = try ctx.input.enumValue("report_category", categories, default: "")
         if category.isEmpty { throw APIError.missing("report_category") }
         let reporter = try ctx.actingUser("reporting_user_id", optional: true)
-        if let reporter { _ = try s.user(reporter) }
+        if let reporter { _ = try await s.user(reporter) }
         if let channel, !ctx.caller.isAdmin, let me = ctx.caller.userId, channel.members[me] == nil {
             throw APIError.forbidden("the reporter is not a member of this channel.")
         }
@@ -40,23 +40,25 @@ enum Reports {
                              offendingUserId: offender, channelUrl: channel?.url, messageId: messageId,
                              description: description, createdAt: ctx.now)
         try await s.save(r)
+        try await s.loadUsers([reporter, offender].compactMap { $0 })
         return .json(reportJSON(s, r))
     }
 
     static func reportMessage(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let m = try await s.message(c, ctx.messageId)
         return try await make(s, ctx, type: "message", channel: c, messageId: m.id, offender: m.senderId)
     }
 
     static func reportChannel(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         return try await make(s, ctx, type: "channel", channel: c, messageId: nil, offender: nil)
     }
 
     static func reportUser(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let offender = try s.user(ctx.param(.userId))
-        let channel = try ctx.input.string("channel_url", maxBytes: 100).map { try s.channel($0) }
+        let offender = try await s.user(ctx.param(.userId))
+        var channel: ChannelRecord? = nil
+        if let url = try ctx.input.string("channel_url", maxBytes: 100) { channel = try await s.channel(url) }
         return try await make(s, ctx, type: "user", channel: channel, messageId: nil, offender: offender.userId)
     }
 
@@ -76,6 +78,7 @@ enum Reports {
         let rows = try await s.db.query("SELECT \(RecordTables.reportColumns.joined(separator: ", ")) FROM reports "
                                         + "WHERE id > ? ORDER BY id LIMIT \(limit + 1)", [.int(after)])
         let page = rows.prefix(limit).map(RecordTables.report)
+        try await s.loadUsers(page.flatMap { [$0.reportingUserId, $0.offendingUserId].compactMap { $0 } })
         let next = rows.count > limit ? encodeToken([.int(page.last!.id)]) : ""
         return .json(.obj([("reports", .array(page.map { reportJSON(s, $0) })), ("next", .string(next))]))
     }

@@ -110,6 +110,27 @@ struct Input: Sendable {
 
     func has(_ name: String) -> Bool { raw(name) != nil }
 
+    /// No text the server takes may hold U+0000: PostgreSQL cannot store it, and both backends
+    /// answer alike (PROTOCOL.md §1).
+    static let nulMessage = "must not contain the character U+0000."
+
+    /// The first field of a request whose text (a key or a value, at any depth) holds U+0000.
+    static func fieldWithNUL(body: JSONObject, query: Query) -> String? {
+        func holds(_ value: JSON) -> Bool {
+            switch value {
+            case .string(let s): return s.utf8.contains(0)
+            case .array(let items): return items.contains(where: holds)
+            case .object(let o): return o.entries.contains { $0.0.utf8.contains(0) || holds($0.1) }
+            default: return false
+            }
+        }
+        for (key, value) in body.entries where key.utf8.contains(0) || holds(value) { return key }
+        for (key, values) in query.values where key.utf8.contains(0) || values.contains(where: { $0.utf8.contains(0) }) {
+            return key
+        }
+        return nil
+    }
+
     func string(_ name: String, maxBytes: Int = Input.maxStringBytes) throws(APIError) -> String? {
         guard let v = raw(name) else { return nil }
         guard case .string(let s) = v else { throw APIError.invalid(name, "must be a string, not \(v.typeName).") }

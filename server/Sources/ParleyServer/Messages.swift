@@ -172,7 +172,7 @@ extension ServerState {
 
 enum Messages {
     static func send(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         var upload: MultipartPart? = nil
         var input = ctx.input
         if ctx.contentType.lowercased().hasPrefix("multipart/form-data") {
@@ -189,6 +189,10 @@ enum Messages {
                 }
             }
             input = Input(body: fields, query: ctx.input.query)
+            if let field = Input.fieldWithNUL(body: fields, query: Query(nil)) { throw APIError.invalid(field, Input.nulMessage) }
+            if let upload, (upload.filename ?? "").utf8.contains(0) || (upload.contentType ?? "").utf8.contains(0) {
+                throw APIError.invalid("file", Input.nulMessage)
+            }
             if let upload, upload.data.count > s.uploadLimit { throw APIError.tooLarge }
         }
         let i = input
@@ -205,7 +209,7 @@ enum Messages {
             sender = me
         } else {
             guard let given = try i.string("user_id", maxBytes: 80) else { throw APIError.missing("user_id") }
-            _ = try s.user(given)
+            _ = try await s.user(given)
             sender = given
         }
 
@@ -225,7 +229,9 @@ enum Messages {
         let customType = try i.string("custom_type", maxBytes: 128) ?? ""
         let data = try i.string("data") ?? ""
         let mentionType = try i.enumValue("mention_type", ["users", "channel"], default: "users")
-        let mentioned = (try i.stringList("mentioned_user_ids") ?? []).filter { s.users[$0] != nil }
+        let mentionedIds = try i.stringList("mentioned_user_ids") ?? []
+        try await s.loadUsers(mentionedIds)
+        let mentioned = mentionedIds.filter { s.loadedUser($0) != nil }
         let metaArray = try s.parseMetaArray(i) ?? []
         let parentId = try i.int("parent_message_id", min: 0) ?? 0
         let replyToChannel = try i.bool("is_reply_to_channel", default: false)
@@ -337,7 +343,7 @@ enum Messages {
     }
 
     static func list(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
         let filter = try MessageFilter.parse(i)
@@ -392,7 +398,7 @@ enum Messages {
     }
 
     static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let m = try await s.message(c, ctx.messageId)
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
@@ -403,7 +409,7 @@ enum Messages {
     }
 
     static func totalCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         // Every stored message the reader may see, replies included.
         let all = s.messageCondition(c.url, MessageFilter(replyType: "ALL"), reader: reader)
@@ -428,7 +434,7 @@ enum Messages {
     }
 
     static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         let old = m
         try s.requireSenderOrOperator(c, m, ctx)
@@ -450,7 +456,10 @@ enum Messages {
         if let customType { m.customType = customType }
         if let data { m.data = data }
         if let mentionType { m.mentionType = mentionType }
-        if let mentioned { m.mentionedUserIds = mentioned.filter { s.users[$0] != nil } }
+        if let mentioned {
+            try await s.loadUsers(mentioned)
+            m.mentionedUserIds = mentioned.filter { s.loadedUser($0) != nil }
+        }
         if let metaArray { m.sortedMetaarray = metaArray }
         if let url, m.file != nil { m.file!.url = url; m.file!.fileId = nil }
         m.updatedAt = ctx.now
@@ -462,7 +471,7 @@ enum Messages {
     }
 
     static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         let m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         try await s.deleteMessage(m, at: ctx.now)
@@ -490,7 +499,7 @@ enum Messages {
     }
 
     static func listReactions(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         _ = try s.readerMember(c, ctx)
         let m = try await s.message(c, ctx.messageId)
         return .json(.obj([("reactions", .array(m.reactions.map {
@@ -499,7 +508,7 @@ enum Messages {
     }
 
     static func react(_ s: ServerState, _ ctx: inout Ctx, add: Bool) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         let uid = try ctx.requiredActingUser()
         let key = try ctx.input.requiredString("reaction", maxBytes: 128)
@@ -533,7 +542,7 @@ enum Messages {
     static func removeReaction(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await react(s, &ctx, add: false) }
 
     static func setPin(_ s: ServerState, _ ctx: inout Ctx, pinned: Bool) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         try s.requireJoined(c, ctx)
         let already = c.pinnedMessageIds.contains(m.id)
@@ -553,7 +562,7 @@ enum Messages {
     static func unpin(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: false) }
 
     static func copy(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let m = try await s.message(c, ctx.messageId)
         if !s.isVisible(m, to: reader) { throw APIError.notFound("Message \(m.id)") }
@@ -562,10 +571,10 @@ enum Messages {
             throw APIError.forbidden("only the sender of a message may copy it.")
         }
         let destUrl = try ctx.input.nonEmptyString("dest_channel_url", maxBytes: 100)
-        var dest = try s.channel(destUrl)
+        var dest = try await s.channel(destUrl)
         let sender: String
         if let me = ctx.caller.userId { sender = me } else { sender = try ctx.input.string("user_id", maxBytes: 80) ?? m.senderId ?? "" }
-        _ = try s.user(sender)
+        _ = try await s.user(sender)
         try s.requireCanSend(dest, sender: sender, ctx: ctx)
         let createdAt = s.messageTimestamp(ctx.now)
         var copy = m
@@ -595,7 +604,7 @@ enum Messages {
     }
 
     static func addMetaArray(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
@@ -612,7 +621,7 @@ enum Messages {
     }
 
     static func updateMetaArray(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }

@@ -2,7 +2,7 @@
 
 enum Moderation {
     static func freeze(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         guard let freeze = try ctx.input.bool("freeze") else { throw APIError.missing("freeze") }
         if c.freeze != freeze {
@@ -16,7 +16,7 @@ enum Moderation {
     }
 
     static func listOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let (page, next) = try keysetPage(c.operatorIds, key: { [.string($0)] }, token: try ctx.input.string("token"), limit: try ctx.input.limit())
         return .json(.obj([("operators", .array(page.map { s.basicUser($0, in: c) })), ("next", .string(next))]))
@@ -29,7 +29,7 @@ enum Moderation {
     }
 
     static func addOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         guard let ids = try ctx.input.stringList("operator_ids"), !ids.isEmpty else { throw APIError.missing("operator_ids") }
         for id in ids where !c.isJoined(id) { throw APIError.invalid("operator_ids", "\"\(id)\" is not a joined member.") }
@@ -41,7 +41,7 @@ enum Moderation {
     }
 
     static func removeOperators(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let all = try ctx.input.bool("delete_all", default: false)
         let ids = try ctx.input.stringList("operator_ids") ?? []
@@ -58,9 +58,9 @@ enum Moderation {
               ("description", .string(r.description))])
     }
 
-    private static func parseRestriction(_ s: ServerState, _ ctx: Ctx, _ c: ChannelRecord) throws -> RestrictionRecord {
+    private static func parseRestriction(_ s: ServerState, _ ctx: Ctx, _ c: ChannelRecord) async throws -> RestrictionRecord {
         let uid = try ctx.input.requiredString("user_id", maxBytes: 80)
-        _ = try s.user(uid)
+        _ = try await s.user(uid)
         let seconds = try ctx.input.int("seconds", min: -1, max: 10 * 365 * 86400) ?? -1
         let description = try ctx.input.string("description", maxBytes: 1024) ?? ""
         _ = try ctx.input.string("agent_id", maxBytes: 80)
@@ -70,9 +70,9 @@ enum Moderation {
     }
 
     static func ban(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
-        let r = try parseRestriction(s, ctx, c)
+        let r = try await parseRestriction(s, ctx, c)
         c.bans[r.userId] = r
         let extra: [(String, JSON?)] = [("end_at", .int(r.endAt)), ("description", .string(r.description))]
         if c.members[r.userId] != nil {
@@ -88,15 +88,15 @@ enum Moderation {
     }
 
     static func listBans(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        try listRestrictions(s, &ctx, bans: true)
+        try await listRestrictions(s, &ctx, bans: true)
     }
 
     static func listMutes(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        try listRestrictions(s, &ctx, bans: false)
+        try await listRestrictions(s, &ctx, bans: false)
     }
 
-    private static func listRestrictions(_ s: ServerState, _ ctx: inout Ctx, bans: Bool) throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+    private static func listRestrictions(_ s: ServerState, _ ctx: inout Ctx, bans: Bool) async throws -> Reply {
+        let c = try await s.channel(ctx.param(.channelURL))
         // Who is banned or muted is for the channel's operators (and admins) to see.
         try s.requireOperator(c, ctx)
         let items = (bans ? c.bans : c.mutes).values.filter { $0.isActive(at: ctx.now) }
@@ -105,7 +105,7 @@ enum Moderation {
     }
 
     static func getBan(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let r = try s.activeBan(c, ctx.param(.userId), ctx.now)
         return .json(.obj([("is_banned", .bool(r != nil)), ("start_at", r.map { .int($0.startAt) }),
@@ -113,7 +113,7 @@ enum Moderation {
     }
 
     static func unban(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let uid = try ctx.param(.userId)
         guard c.bans.removeValue(forKey: uid) != nil else { throw APIError.notFound("Ban of \"\(uid)\"") }
@@ -126,9 +126,9 @@ enum Moderation {
     }
 
     static func mute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
-        let r = try parseRestriction(s, ctx, c)
+        let r = try await parseRestriction(s, ctx, c)
         if c.members[r.userId] == nil { throw APIError.invalid("user_id", "is not a member of this channel.") }
         c.mutes[r.userId] = r
         s.touch(&c, ctx.now)
@@ -141,7 +141,7 @@ enum Moderation {
     }
 
     static func getMute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let r = try s.activeMute(c, ctx.param(.userId), ctx.now)
         let remaining: Int64? = r.map { $0.endAt < 0 ? -1 : $0.endAt - ctx.now }
@@ -151,7 +151,7 @@ enum Moderation {
     }
 
     static func unmute(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let uid = try ctx.param(.userId)
         guard c.mutes.removeValue(forKey: uid) != nil else { throw APIError.notFound("Mute of \"\(uid)\"") }
@@ -174,7 +174,7 @@ enum Meta {
     }
 
     static func getAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let keys = try ctx.input.stringList("keys").map(Set.init)
         let counter = isCounter(ctx)
@@ -183,7 +183,7 @@ enum Meta {
     }
 
     static func getOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let key = try ctx.param(.key)
         if isCounter(ctx) {
@@ -207,7 +207,7 @@ enum Meta {
     }
 
     static func create(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
         let includeTs = try ctx.input.bool("include_ts", default: false)
@@ -265,7 +265,7 @@ enum Meta {
     }
 
     static func updateMany(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let upsert = try ctx.input.bool("upsert", default: false)
         let mode = try ctx.input.enumValue("mode", ["set", "increase", "decrease"], default: "set")
@@ -278,7 +278,7 @@ enum Meta {
     }
 
     static func updateOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let key = try ctx.param(.key)
         if key.utf8.count > 128 { throw APIError.invalid("key", "must be 1 to 128 bytes.") }
@@ -293,7 +293,7 @@ enum Meta {
     }
 
     static func deleteAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
         let keys = counter ? c.metacounters.keys.sorted() : c.metadata.keys.sorted()
@@ -303,7 +303,7 @@ enum Meta {
     }
 
     static func deleteOne(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try s.channel(ctx.param(.channelURL))
+        var c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let counter = isCounter(ctx)
         let key = try ctx.param(.key)

@@ -31,6 +31,16 @@ extension ServerState {
             let ids = messages.compactMap { $0.parentId != 0 ? $0.parentId : nil }
             if !ids.isEmpty { view.parents = try await MessageQueries.messages(db, ids: ids) }
         }
+        // Everything the renders show: the channels (roles, pins) and every user named.
+        try await loadChannels(Array(Set(messages.map(\.channelUrl))))
+        var shown = Set<String>()
+        for m in messages {
+            if let sender = m.senderId { shown.insert(sender) }
+            shown.formUnion(m.mentionedUserIds)
+            if view.threadInfo { shown.formUnion(m.recentReplierIds) }
+        }
+        for parent in view.parents.values { if let sender = parent.senderId { shown.insert(sender) } }
+        try await loadUsers(shown)
         return messages.map { messageJSON($0, view) }
     }
 
@@ -41,7 +51,7 @@ extension ServerState {
 
 extension ServerState {
     func basicUser(_ userId: String, in channel: ChannelRecord? = nil) -> JSON {
-        let u = users[userId]
+        let u = loadedUser(userId)
         var fields: [(String, JSON?)] = [
             ("user_id", .string(userId)),
             ("nickname", .string(u?.nickname ?? "")),
@@ -84,7 +94,7 @@ extension ServerState {
     }
 
     func memberJSON(_ channel: ChannelRecord, _ m: MemberRecord, now: Int64) -> JSON {
-        let u = users[m.userId]
+        let u = loadedUser(m.userId)
         let mute = channel.mutes[m.userId].flatMap { $0.isActive(at: now) ? $0 : nil }
         let online = isOnline(m.userId)
         return .obj([
@@ -113,7 +123,7 @@ extension ServerState {
     func sortedMembers(_ channel: ChannelRecord) -> [MemberRecord] {
         // Nicknames' order keys computed once each, not per comparison; keys compared as the
         // listings compare them (compareKeys), so the order is total and the same in both.
-        channel.members.values.map { ([textOrderKey(users[$0.userId]?.nickname ?? ""), .string($0.userId)], $0) }
+        channel.members.values.map { ([textOrderKey(loadedUser($0.userId)?.nickname ?? ""), .string($0.userId)], $0) }
             .sorted { compareKeys($0.0, $1.0) < 0 }.map { $0.1 }
     }
 
@@ -222,7 +232,7 @@ extension ServerState {
     }
 
     func messageJSON(_ m: MessageRecord, _ view: MessageView) -> JSON {
-        let channel = channels[m.channelUrl]
+        let channel = loadedChannels[m.channelUrl]
         var f: [(String, JSON?)] = [
             ("message_id", .int(m.id)),
             ("type", .string(m.type)),
@@ -317,7 +327,7 @@ extension ServerState {
     func framer(_ event: StoredEvent, now: Int64) -> (String) -> String {
         let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
         guard case .object(let data)? = try? JSONParser.parse(event.data), data["channel"] != nil,
-            case .string(let url)? = data["channel_url"], let c = channels[url]
+            case .string(let url)? = data["channel_url"], let c = loadedChannels[url]
         else {
             let frame = head + event.data + "\n\n"
             return { _ in frame }
@@ -442,7 +452,7 @@ extension ServerState {
     func replayFrame(_ event: StoredEvent, for userId: String, now: Int64, rendered: inout Set<String>) -> String {
         let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
         guard case .object(var data)? = try? JSONParser.parse(event.data), data["channel"] != nil,
-            case .string(let url)? = data["channel_url"], let c = channels[url]
+            case .string(let url)? = data["channel_url"], let c = loadedChannels[url]
         else {
             return head + event.data + "\n\n"
         }

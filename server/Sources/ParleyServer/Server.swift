@@ -36,6 +36,7 @@ struct Ctx {
     /// A path parameter of the route. A route without it is a bug in the table, not bad input.
     func param(_ name: PathParameter) throws -> String {
         guard let value = params[name] else { throw APIError.internal("route \(route) has no \(name.rawValue) parameter.") }
+        if value.utf8.contains(0) { throw APIError.invalid(name.rawValue, Input.nulMessage) }
         return value
     }
 
@@ -156,9 +157,11 @@ struct Endpoint: Sendable {
             guard case .object(let o) = parsed else { throw APIError.malformed("the body must be a JSON object.") }
             bodyObject = o
         }
+        let query = Query(queryPart)
+        if let field = Input.fieldWithNUL(body: bodyObject, query: query) { throw APIError.invalid(field, Input.nulMessage) }
 
         var ctx = Ctx(
-            method: method, route: route, params: params, input: Input(body: bodyObject, query: Query(queryPart)),
+            method: method, route: route, params: params, input: Input(body: bodyObject, query: query),
             caller: Caller(isAdmin: false, userId: nil), now: nowMillis(), rawBody: body,
             contentType: contentType, headers: request.headers)
 
@@ -191,7 +194,7 @@ extension ServerState {
         }
         guard let key = headers[sessionField], let session = try await session(key) else { throw APIError.unauthorizedSession }
         if session.expiresAt > 0 && session.expiresAt <= now { throw APIError.expiredSession }
-        guard var user = users[session.userId], user.isActive else { throw APIError.unauthorizedSession }
+        guard var user = try await userIfExists(session.userId), user.isActive else { throw APIError.unauthorizedSession }
         if !user.hasEverLoggedIn {
             user.hasEverLoggedIn = true
             save(user)

@@ -36,11 +36,15 @@ final class Subscriber: @unchecked Sendable {
     }
 }
 
-/// The server state: records kept in memory (all but messages) and written through to the
-/// database, plus the request's transaction for what is queried. Only touched while
-/// `Service` holds its lock. A request runs in one write transaction: messages are written
-/// and read through it as the handler goes, the changes of the records in memory (`pending`)
-/// are written at its end, and it commits before the response is sent.
+/// The server state: the request's transaction, the channels and users the request loaded,
+/// the sequence counters, and the open event streams. Only touched while `Service` holds its
+/// lock. A request runs in one write transaction (a GET in a read transaction): messages and
+/// the other queried records are written as the handler goes, the changes of the loaded
+/// channels and users (`pending`) at its end, and it commits before the response is sent.
+///
+/// Between requests memory holds no stored record: `channels`, `users` and `lastMessages`
+/// are emptied when a request starts (they stay until then so that the events of the last
+/// request are rendered from the state it committed). Their bound is what one request loads.
 final class ServerState {
     let database: any SQLDatabase
     let retention: Int
@@ -52,14 +56,22 @@ final class ServerState {
             return transaction
         }
     }
-    /// Set when the request wrote to the database directly (messages): a failed request then
-    /// reloads memory, which may hold what the rolled-back transaction wrote.
+    /// Set when the request wrote to the database: a failed request then reloads the counters,
+    /// which may have moved with what the rolled-back transaction wrote.
     private var wroteDirectly = false
 
-    var users: [String: UserRecord] = [:]
-    var channels: [String: ChannelRecord] = [:]
-    /// The last message of each channel (what every channel render shows), by channel URL.
+    /// The users this request loaded (`loadUsers`) or changed, by id.
+    private(set) var loadedUsers: [String: UserRecord] = [:]
+    /// Ids looked up this request that name no user.
+    private var absentUsers: Set<String> = []
+    /// The channels this request loaded (`loadChannels`), with their members, by URL.
+    private(set) var loadedChannels: [String: ChannelRecord] = [:]
+    private var absentChannels: Set<String> = []
+    /// The last message of each loaded channel that has one, by channel URL.
     var lastMessages: [String: MessageRecord] = [:]
+    /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
+    /// on, the request fails instead of showing an empty profile.
+    var renderedUnloadedUser: String? = nil
     /// How many events the log holds (the events themselves stay in the database).
     private var storedEvents = 0
     var seq: Int64 = 0
@@ -90,13 +102,30 @@ final class ServerState {
     private var touchedChannels: Set<String> = []
     /// The messages this request stored, by id.
     private var savedThisRequest: [Int64: MessageRecord] = [:]
-    private let verifyCounters: Bool
+    /// PARLEY_VERIFY_COUNTERS=1: every request checks the unread counters it touched, the
+    /// order of the listings it read, and that it rendered no user it did not load.
+    let verify: Bool
 
-    /// Empty until `reload()` loads what the database holds.
+    /// Empty until `reload()` loads the counters.
     init(database: any SQLDatabase, retention: Int, verifyCounters: Bool = false) {
         self.database = database
         self.retention = max(1, retention)
-        self.verifyCounters = verifyCounters
+        self.verify = verifyCounters
+    }
+
+    /// Forgets what the previous request loaded.
+    private func startRequest() {
+        loadedChannels = [:]
+        absentChannels = []
+        loadedUsers = [:]
+        absentUsers = []
+        lastMessages = [:]
+        renderedUnloadedUser = nil
+        savedThisRequest = [:]
+        touchedChannels = []
+        pending = StorageBatch()
+        pendingFanout = []
+        wroteDirectly = false
     }
 
     /// Runs `body` as one request: one write transaction, which commits the request's changes
@@ -107,30 +136,30 @@ final class ServerState {
         var attempts = 0
         do {
             return try await database.write { tx in
-                // A backend may run the transaction again (PostgreSQL after a deadlock): memory
-                // then goes back to what is committed first.
+                // A backend may run the transaction again (PostgreSQL after a deadlock): the
+                // counters then go back to what is committed first.
                 attempts += 1
                 if attempts > 1 { try await reload() }
+                startRequest()
                 bodyDone = false
-                savedThisRequest = [:]
                 transaction = tx
                 defer { transaction = nil }
                 let result = try await body(self)
                 bodyDone = true
-                if verifyCounters { try await verifyUnreadCounters(touchedChannels) }
+                try checkRendering()
+                if verify { try await verifyUnreadCounters(touchedChannels) }
                 try await RecordTables.write(pending, tx)
                 try await pruneEvents(adding: pending.events.count, tx)
                 let fanout = pendingFanout
                 pending = StorageBatch()
                 pendingFanout = []
                 wroteDirectly = false
-                touchedChannels = []
-                savedThisRequest = [:]
                 return (result, fanout)
             }
         } catch {
-            // Memory may hold half of a failed request: rebuild it from storage.
+            // The counters may have moved with what rolled back: read them again.
             if !pending.isEmpty || wroteDirectly || bodyDone { try? await reload() }
+            startRequest()
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }
@@ -138,46 +167,135 @@ final class ServerState {
 
     /// A request that only reads the database (GET): a read transaction, which on SQLite
     /// does not queue behind the writer's connection and on PostgreSQL is READ ONLY. What it
-    /// changed of memory (a first login) is written after it in a write transaction.
+    /// changed (a first login) is written after it in a write transaction.
     private func handleReading<T>(_ body: (ServerState) async throws -> T) async throws -> (T, [StoredEvent]) {
         let result: T
+        startRequest()
         do {
             result = try await database.read { tx in
                 transaction = tx
                 defer { transaction = nil }
-                return try await body(self)
+                let result = try await body(self)
+                try checkRendering()
+                return result
             }
         } catch {
             if !pending.isEmpty || wroteDirectly { try? await reload() }
+            startRequest()
             throw error
         }
         if pending.isEmpty && pendingFanout.isEmpty { return (result, []) }
-        let (_, fanout) = try await handle { _ in () }
+        let changedUsers = pending.users
+        let (_, fanout) = try await handle { s in
+            for case let (_, user?) in changedUsers { s.save(user) }
+        }
         return (result, fanout)
     }
 
-    /// Rebuild memory from storage (start-up, and after a failed request left memory dirty).
+    private func checkRendering() throws {
+        if verify, let id = renderedUnloadedUser {
+            throw APIError.internal("rendered user \"\(id)\" without loading it (a missing loadUsers)")
+        }
+    }
+
+    /// Reads the counters (start-up, and after a failed request may have moved them).
     func reload() async throws {
-        let snapshot = try await database.read { db in try await RecordTables.loadAll(db) }
-        users = Dictionary(snapshot.users.map { ($0.userId, $0) }, uniquingKeysWith: { a, _ in a })
-        channels = Dictionary(snapshot.channels.map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
-        lastMessages = Dictionary(snapshot.lastMessages.map { ($0.channelUrl, $0) }, uniquingKeysWith: { a, _ in a })
-        storedEvents = snapshot.eventCount
-        seq = snapshot.counters["seq"] ?? 0
-        prunedThrough = snapshot.counters["pruned_through"] ?? 0
-        nextMessageId = snapshot.counters["next_message_id"] ?? 1
-        nextReportId = snapshot.counters["next_report_id"] ?? 1
-        channelCounter = snapshot.counters["channel_counter"] ?? 0
-        lastMessageTs = snapshot.counters["last_message_ts"] ?? 0
-        pending = StorageBatch()
-        pendingFanout = []
-        wroteDirectly = false
-        touchedChannels = []
+        let (counters, eventCount) = try await database.read { db in try await RecordTables.loadCounters(db) }
+        storedEvents = eventCount
+        seq = counters["seq"] ?? 0
+        prunedThrough = counters["pruned_through"] ?? 0
+        nextMessageId = counters["next_message_id"] ?? 1
+        nextReportId = counters["next_report_id"] ?? 1
+        channelCounter = counters["channel_counter"] ?? 0
+        lastMessageTs = counters["last_message_ts"] ?? 0
+    }
+
+    // MARK: loading
+
+    /// Loads the users of `ids` not loaded yet this request.
+    func loadUsers<S: Sequence>(_ ids: S) async throws where S.Element == String {
+        let missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
+        if missing.isEmpty { return }
+        for u in try await ChannelQueries.users(Array(missing), db) { loadedUsers[u.userId] = u }
+        for id in missing where loadedUsers[id] == nil { absentUsers.insert(id) }
+    }
+
+    func user(_ id: String) async throws -> UserRecord {
+        guard let u = try await userIfExists(id) else { throw APIError.notFound("User \"\(id)\"") }
+        return u
+    }
+
+    func userIfExists(_ id: String) async throws -> UserRecord? {
+        try await loadUsers([id])
+        return loadedUsers[id]
+    }
+
+    /// A user loaded this request (nil when they do not exist). Renders use it.
+    func loadedUser(_ id: String) -> UserRecord? {
+        if let u = loadedUsers[id] { return u }
+        if !absentUsers.contains(id) && renderedUnloadedUser == nil { renderedUnloadedUser = id }
+        return nil
+    }
+
+    /// Loads the channels of `urls` not loaded yet this request, with their last messages and
+    /// every user their renders show.
+    func loadChannels(_ urls: [String]) async throws {
+        let missing = Set(urls).filter { loadedChannels[$0] == nil && !absentChannels.contains($0) }
+        if missing.isEmpty { return }
+        let found = try await ChannelQueries.channels(Array(missing), db)
+        for m in found.lastMessages { lastMessages[m.channelUrl] = m }
+        var shown = Set<String>()
+        for c in found.channels {
+            loadedChannels[c.url] = c
+            shown.formUnion(usersShown(by: c))
+        }
+        for url in missing where loadedChannels[url] == nil { absentChannels.insert(url) }
+        try await loadUsers(shown)
+    }
+
+    /// Everyone a render of the channel names: members, operators, banned and muted users,
+    /// creator, inviters, and the sender and mentions of its last message.
+    func usersShown(by c: ChannelRecord) -> Set<String> {
+        var ids = Set(c.members.keys)
+        ids.formUnion(c.operatorIds)
+        ids.formUnion(c.bans.keys)
+        ids.formUnion(c.mutes.keys)
+        if let creator = c.createdBy { ids.insert(creator) }
+        for m in c.members.values { if let inviter = m.inviterId { ids.insert(inviter) } }
+        if let last = lastMessages[c.url] {
+            if let sender = last.senderId { ids.insert(sender) }
+            ids.formUnion(last.mentionedUserIds)
+        }
+        return ids
+    }
+
+    func channel(_ url: String) async throws -> ChannelRecord {
+        guard let c = try await channelIfExists(url) else { throw APIError.notFound("Channel \"\(url)\"") }
+        return c
+    }
+
+    /// A channel loaded this request, as it stands after the request's changes.
+    func loadedChannel(_ url: String) -> ChannelRecord? { loadedChannels[url] }
+
+    func channelIfExists(_ url: String) async throws -> ChannelRecord? {
+        try await loadChannels([url])
+        return loadedChannels[url]
+    }
+
+    /// The channels the user is a member of (joined or invited), loaded, in URL order.
+    func memberChannels(of userId: String) async throws -> [ChannelRecord] {
+        let urls = try await ChannelQueries.urls(memberOf: userId, db)
+        try await loadChannels(urls)
+        return urls.compactMap { loadedChannels[$0] }
     }
 
     // MARK: write-through
 
-    func save(_ u: UserRecord) { users[u.userId] = u; pending.users[u.userId] = u }
+    func save(_ u: UserRecord) {
+        loadedUsers[u.userId] = u
+        absentUsers.remove(u.userId)
+        pending.users[u.userId] = u
+    }
     /// Ends every open event stream of the user (deactivated or deleted): their session keys
     /// no longer authenticate, so what the streams would still deliver is not theirs to see.
     func endStreams(of userId: String, message: String) {
@@ -187,7 +305,11 @@ final class ServerState {
         }
     }
 
-    func deleteUser(_ id: String) { users.removeValue(forKey: id); pending.users[id] = .some(nil) }
+    func deleteUser(_ id: String) {
+        loadedUsers.removeValue(forKey: id)
+        absentUsers.insert(id)
+        pending.users[id] = .some(nil)
+    }
     func save(_ s: SessionRecord) async throws {
         wroteDirectly = true
         try await RecordTables.putSession(s, db)
@@ -208,7 +330,7 @@ final class ServerState {
     /// pending batch is committed: a change to one member writes one member record.
     func save(_ c: ChannelRecord) async throws {
         var c = c
-        let previous = channels[c.url]?.members ?? [:]
+        let previous = loadedChannels[c.url]?.members ?? [:]
         // A member whose start of unread messages moved (read, history reset, joined) is
         // counted again; the counters of the others moved with each message (UnreadCounters.swift).
         for (id, m) in c.members where m.state == "joined" {
@@ -218,10 +340,11 @@ final class ServerState {
             }
         }
         // Parts changed since the last commit: the union over this request's saves.
-        let changedParts: ChannelParts = channels[c.url].map { ChannelParts.changed(from: $0, to: c) } ?? .all
+        let changedParts: ChannelParts = loadedChannels[c.url].map { ChannelParts.changed(from: $0, to: c) } ?? .all
         pending.channelParts[c.url] = (pending.channels[c.url] != nil ? pending.channelParts[c.url] ?? .all : [])
             .union(changedParts)
-        channels[c.url] = c
+        loadedChannels[c.url] = c
+        absentChannels.remove(c.url)
         var record = c
         record.members = [:]
         pending.channels[c.url] = record
@@ -236,7 +359,9 @@ final class ServerState {
             } else {
                 lastMessages[c.url] = try await MessageQueries.message(db, id: c.lastMessageId)
             }
+            if let last = lastMessages[c.url] { try await loadUsers([last.senderId].compactMap { $0 } + last.mentionedUserIds) }
         }
+        pending.lastMessageAt[c.url] = lastMessages[c.url]?.createdAt ?? 0
     }
 
     /// Puts the member records whose member changed or joined between two states of a
@@ -262,7 +387,8 @@ final class ServerState {
     }
 
     func deleteChannelRecord(_ url: String) {
-        let members = channels.removeValue(forKey: url)?.members ?? [:]
+        let members = loadedChannels.removeValue(forKey: url)?.members ?? [:]
+        absentChannels.insert(url)
         lastMessages.removeValue(forKey: url)
         touchedChannels.remove(url)
         pending.channels[url] = .some(nil)

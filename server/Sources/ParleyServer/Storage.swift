@@ -1,9 +1,7 @@
 import Foundation
 
-// The state store between ServerState and the database. ServerState still keeps users,
-// sessions, channels with their members, files, reports and the retained events in memory
-// and writes each request's changes of them through `commit`; messages are queried
-// (Storage/MessageQueries.swift). The tables are the schema of Storage/Migrations.swift.
+// What a request changed of the channels and users it loaded, written in its transaction
+// before it commits (ServerState.handle). The tables are the schema of Storage/Migrations.swift.
 
 /// One entry of the global event log (drives SSE fan-out and `Last-Event-ID` resume).
 struct StoredEvent: Sendable {
@@ -12,6 +10,12 @@ struct StoredEvent: Sendable {
     let category: String
     let recipients: [String]
     let data: String
+
+    /// The channel the event is about (its data's `channel_url`), if any.
+    var channelUrl: String? {
+        guard case .object(let fields)? = try? JSONParser.parse(data), case .string(let url)? = fields["channel_url"] else { return nil }
+        return url
+    }
 }
 
 /// The tables of a channel beside its row.
@@ -44,17 +48,6 @@ struct MembershipKey: Hashable, Sendable {
     let channelUrl: String
 }
 
-struct StorageSnapshot: Sendable {
-    var users: [UserRecord] = []
-    /// With their members.
-    var channels: [ChannelRecord] = []
-    /// The last message of every channel that has one.
-    var lastMessages: [MessageRecord] = []
-    /// How many events the log holds.
-    var eventCount = 0
-    var counters: [String: Int64] = [:]
-}
-
 /// What one request changed of the records kept in memory, written in the request's
 /// transaction before it commits (messages are written as they change: they are not kept in
 /// memory). A key mapped to nil is deleted.
@@ -64,6 +57,8 @@ struct StorageBatch: Sendable {
     var channels: [String: ChannelRecord?] = [:]
     /// Which of a stored channel's tables changed (absent: all of them, e.g. a new channel).
     var channelParts: [String: ChannelParts] = [:]
+    /// The creation time of each written channel's last message (its `last_message_at`).
+    var lastMessageAt: [String: Int64] = [:]
     var members: [MemberKey: MemberRecord?] = [:]
     var membershipTombstones: [MembershipKey: MembershipTombstoneRecord?] = [:]
     var events: [StoredEvent] = []

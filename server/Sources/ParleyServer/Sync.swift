@@ -39,7 +39,7 @@ enum Sync {
     }
 
     static func channelChangelogs(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.param(.userId))
+        let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let i = ctx.input
         let start = try parseStart(i)
@@ -48,20 +48,17 @@ enum Sync {
         let showEmpty = try i.bool("show_empty", default: true)
         let showFrozen = try i.bool("show_frozen", default: true)
         let customTypes = try i.stringList("custom_types")
+        // Up to limit + 1 of each kind, merged in change order: enough to fill the page and
+        // to tell whether there is more.
         var items: [(seq: Int64, item: ChannelChange)] = []
-        for c in s.channels.values {
-            guard let m = c.members[u.userId] else { continue }
-            let seq = max(c.changeSeq, m.changeSeq)
-            let at = max(c.changedAt, m.changedAt)
-            guard start.includes(seq: seq, at: at) else { continue }
-            if !showEmpty && s.lastMessage(c, for: u.userId) == nil { continue }
-            if !showFrozen && c.freeze { continue }
-            if let customTypes, !customTypes.isEmpty, !customTypes.contains(c.customType) { continue }
-            items.append((seq, .updated(c)))
+        let changed = try await ChannelQueries.changedChannels(
+            of: u.userId, after: start, showEmpty: showEmpty, showFrozen: showFrozen, customTypes: customTypes,
+            limit: limit + 1, s.db)
+        try await s.loadChannels(changed.map(\.url))
+        for (url, seq) in changed {
+            if let c = s.loadedChannel(url) { items.append((seq, .updated(c))) }
         }
-        for t in try await RecordTables.membershipTombstones(of: u.userId, try s.db) {
-            if s.channels[t.channelUrl]?.members[u.userId] != nil { continue }
-            guard start.includes(seq: t.seq, at: t.at) else { continue }
+        for t in try await ChannelQueries.endedMemberships(of: u.userId, after: start, limit: limit + 1, s.db) {
             items.append((t.seq, .deleted(t.channelUrl)))
         }
         let (changes, hasMore, next) = page(items, limit: limit, current: s.seq)
@@ -82,7 +79,7 @@ enum Sync {
     }
 
     static func messageChangelogs(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
         let start = try parseStart(i)
@@ -113,7 +110,7 @@ enum Sync {
     }
 
     static func messagesGap(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let c = try s.channel(ctx.param(.channelURL))
+        let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
         guard let prevStart = try i.int("prev_start_ts") else { throw APIError.missing("prev_start_ts") }

@@ -66,7 +66,7 @@ extension ServerState {
 
     func verifyUnreadCounters(_ urls: Set<String>) async throws {
         for url in urls.sorted() {
-            guard let c = channels[url] else { continue }
+            guard let c = loadedChannels[url] else { continue }
             for member in c.members.values where member.state == "joined" {
                 let (count, mentions) = try await MessageQueries.unread(
                     db, channel: url, user: member.userId, floor: max(member.readTs, member.tsMessageOffset))

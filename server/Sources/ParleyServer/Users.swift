@@ -9,30 +9,12 @@ func validateUserId(_ id: String, field: String = "user_id") throws {
 }
 
 extension ServerState {
-    func user(_ id: String) throws -> UserRecord {
-        guard let u = users[id] else { throw APIError.notFound("User \"\(id)\"") }
-        return u
-    }
-
-    func unreadTotals(_ userId: String, customTypes: [String]?, superMode: String) -> (messages: Int64, channels: Int64) {
-        var total: Int64 = 0, chans: Int64 = 0
-        for c in channels.values where c.members[userId]?.state == "joined" {
-            if let customTypes, !customTypes.isEmpty, !customTypes.contains(c.customType) { continue }
-            if superMode == "super" && !c.isSuper { continue }
-            if superMode == "nonsuper" && c.isSuper { continue }
-            let n = unreadCounts(c, userId).messages
-            total += n
-            if n > 0 { chans += 1 }
-        }
-        return (total, chans)
-    }
-
     /// After a change to a user's profile (what a basic user shows): every channel whose render
     /// shows that user (as a member, operator, creator, inviter, or in the last message) changed
     /// for all its members, so changelogs list it and the members receive `channel_changed`.
     func announceProfileChange(of userId: String, now: Int64) async throws {
-        for url in channels.keys.sorted() {
-            guard var c = channels[url] else { continue }
+        for url in try await ChannelQueries.urls(showing: userId, db) {
+            guard var c = try await channelIfExists(url) else { continue }
             let last = lastMessage(c, for: nil)
             let shows = c.members[userId] != nil || c.createdBy == userId
                 || c.members.values.contains { $0.inviterId == userId }
@@ -56,7 +38,7 @@ enum Users {
         let metadata = try i.stringMap("metadata") ?? [:]
         let discovery = try i.stringList("discovery_keys") ?? []
         _ = try i.bool("issue_access_token")
-        if s.users[id] != nil { throw APIError.exists("User \"\(id)\"") }
+        if try await s.userIfExists(id) != nil { throw APIError.exists("User \"\(id)\"") }
         let u = UserRecord(userId: id, nickname: nickname, profileUrl: profileUrl, isActive: true,
                            createdAt: ctx.now, lastSeenAt: 0, hasEverLoggedIn: false, metadata: metadata,
                            discoveryKeys: discovery, preferredLanguages: [], autoAccept: true)
@@ -78,8 +60,7 @@ enum Users {
         let metaKey = try i.string("metadatakey")
         let metaValues = try i.stringList("metadatavalues_in")
         _ = try i.bool("show_bot")
-        var selected = s.users.values.filter { u in
-            if let after, u.userId <= after { return false }
+        func matches(_ u: UserRecord) -> Bool {
             if let ids, !ids.contains(u.userId) { return false }
             if let nickname, u.nickname != nickname { return false }
             if let nicknamePrefix, !u.nickname.hasPrefix(nicknamePrefix) { return false }
@@ -91,7 +72,21 @@ enum Users {
             }
             return true
         }
-        selected.sort { $0.userId < $1.userId }
+        // SQL reads in id order with the filters it states; `matches` decides (see
+        // Channels.listChannels), reading on until the page and one more are found.
+        var selected: [UserRecord] = []
+        var position = after
+        while selected.count <= limit {
+            let found = try await ChannelQueries.userListing(
+                after: position, ids: ids, nickname: nickname, activeMode: active, metadataKey: metaKey,
+                metadataValues: metaValues, limit: limit + 1, s.db)
+            try await s.loadUsers(found)
+            for id in found {
+                position = id
+                if let u = s.loadedUser(id), matches(u) { selected.append(u) }
+            }
+            if found.count <= limit { break }
+        }
         let page = Array(selected.prefix(limit))
         let next = selected.count > limit ? encodeToken([.string(page.last!.userId)]) : ""
         return .json(.obj([("users", .array(page.map { s.userJSON($0, privateFields: ctx.mayReadPrivateFields(of: $0.userId)) })),
@@ -99,19 +94,20 @@ enum Users {
     }
 
     static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.param(.userId))
+        let u = try await s.user(ctx.param(.userId))
         let include = try ctx.input.bool("include_unread_count", default: false)
         let customTypes = try ctx.input.stringList("custom_types")
         let superMode = try ctx.input.enumValue("super_mode", ["all", "super", "nonsuper"], default: "all")
         if include && !ctx.caller.isAdmin && ctx.caller.userId != u.userId {
             throw APIError.forbidden("unread counts of another user.")
         }
-        return .json(s.userJSON(u, unread: include ? s.unreadTotals(u.userId, customTypes: customTypes, superMode: superMode) : nil,
+        let unread = include ? try await ChannelQueries.unreadTotals(of: u.userId, customTypes: customTypes, superMode: superMode, s.db) : nil
+        return .json(s.userJSON(u, unread: unread,
                                 privateFields: ctx.mayReadPrivateFields(of: u.userId)))
     }
 
     static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var u = try s.user(ctx.param(.userId))
+        var u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let i = ctx.input
         let nickname = try i.string("nickname", maxBytes: 80)
@@ -142,13 +138,11 @@ enum Users {
 
     static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
-        let u = try s.user(ctx.param(.userId))
+        let u = try await s.user(ctx.param(.userId))
         s.endStreams(of: u.userId, message: "The user was deleted.")
-        for url in s.channels.keys.sorted() where s.channels[url]?.members[u.userId] != nil {
-            if var c = s.channels[url] {
-                s.removeMember(&c, u.userId, now: ctx.now, category: "user_left", extra: [])
-                try await s.save(c)
-            }
+        for var c in try await s.memberChannels(of: u.userId) {
+            s.removeMember(&c, u.userId, now: ctx.now, category: "user_left", extra: [])
+            try await s.save(c)
         }
         try await s.deleteSessions(of: u.userId)
         s.deleteUser(u.userId)
@@ -158,7 +152,7 @@ enum Users {
 
     static func issueToken(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
-        let u = try s.user(ctx.param(.userId))
+        let u = try await s.user(ctx.param(.userId))
         let expiresAt = try ctx.input.int("expires_at", min: 0) ?? 0
         if expiresAt != 0 && expiresAt <= ctx.now { throw APIError.invalid("expires_at", "must be in the future.") }
         let token = randomHex(20)
@@ -167,29 +161,29 @@ enum Users {
     }
 
     static func unreadMessageCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        try unread(s, &ctx, channels: false)
+        try await unread(s, &ctx, channels: false)
     }
 
     static func unreadChannelCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        try unread(s, &ctx, channels: true)
+        try await unread(s, &ctx, channels: true)
     }
 
-    private static func unread(_ s: ServerState, _ ctx: inout Ctx, channels: Bool) throws -> Reply {
-        let u = try s.user(ctx.param(.userId))
+    private static func unread(_ s: ServerState, _ ctx: inout Ctx, channels: Bool) async throws -> Reply {
+        let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let customTypes = try ctx.input.stringList("custom_types")
         let superMode = try ctx.input.enumValue("super_mode", ["all", "super", "nonsuper"], default: "all")
-        let totals = s.unreadTotals(u.userId, customTypes: customTypes, superMode: superMode)
+        let totals = try await ChannelQueries.unreadTotals(of: u.userId, customTypes: customTypes, superMode: superMode, s.db)
         return .json(.obj([("unread_count", .int(channels ? totals.channels : totals.messages))]))
     }
 
     static func markAllAsRead(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.param(.userId))
+        let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let urls = try ctx.input.stringList("channel_urls")
-        for url in s.channels.keys.sorted() {
-            if let urls, !urls.contains(url) { continue }
-            guard var c = s.channels[url], c.isJoined(u.userId) else { continue }
+        for var c in try await s.memberChannels(of: u.userId) {
+            if let urls, !urls.contains(c.url) { continue }
+            guard c.isJoined(u.userId) else { continue }
             s.markRead(&c, u.userId, now: ctx.now)
             try await s.save(c)
         }
@@ -198,11 +192,10 @@ enum Users {
 
     /// Leaves every channel of the user (optionally only those of one custom type).
     static func leaveAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.param(.userId))
+        let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let customType = try ctx.input.string("custom_type", maxBytes: 128)
-        for url in s.channels.keys.sorted() {
-            guard var c = s.channels[url], c.members[u.userId] != nil else { continue }
+        for var c in try await s.memberChannels(of: u.userId) {
             if let customType, c.customType != customType { continue }
             s.removeMember(&c, u.userId, now: ctx.now, category: "user_left", extra: [])
             try await s.save(c)
@@ -211,13 +204,13 @@ enum Users {
     }
 
     static func getInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        let u = try s.user(ctx.param(.userId))
+        let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         return .json(.obj([("auto_accept", .bool(u.autoAccept))]))
     }
 
     static func setInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var u = try s.user(ctx.param(.userId))
+        var u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         guard let auto = try ctx.input.bool("auto_accept") else { throw APIError.missing("auto_accept") }
         u.autoAccept = auto

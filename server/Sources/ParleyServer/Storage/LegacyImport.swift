@@ -75,7 +75,7 @@ enum LegacyImport {
         try await forEachRecord("channel", db) { _, body in
             guard let c = record(ChannelRecord.self, body) else { return }
             channelUrls.insert(c.url)
-            try await RecordTables.putChannel(c, db)
+            try await RecordTables.putChannel(c, lastMessageAt: 0, db)  // set by migration 2's backfill
             for m in c.members.values { try await RecordTables.putMember(c.url, m, db) }
             counts["channels", default: 0] += 1
         }

@@ -10,6 +10,9 @@ struct Migration: Sendable {
     let version: Int
     let summary: String
     let ddl: String
+    /// Fills what the DDL added from the data already stored (after every migration's DDL
+    /// and an import of the record layout, so it may run on imported data).
+    var backfill: (@Sendable (any SQLSession) async throws -> Void)? = nil
 
     func script(for dialect: SQLDialect) -> String {
         var text = ddl
@@ -108,6 +111,29 @@ enum Migrations {
                 id {INT} PRIMARY KEY, created_at {INT} NOT NULL, category {TEXT} NOT NULL,
                 recipients {TEXT} NOT NULL, data {TEXT} NOT NULL{EVENT_XID});
             """),
+        Migration(version: 2, summary: "channels listed by queries: sort keys, last message time, lookup indexes", ddl: """
+            ALTER TABLE channels ADD COLUMN name_key {TEXT} NOT NULL DEFAULT '';
+            ALTER TABLE channels ADD COLUMN last_message_at {INT} NOT NULL DEFAULT 0;
+            ALTER TABLE channel_metadata ADD COLUMN value_key {TEXT} NOT NULL DEFAULT '';
+            CREATE INDEX channels_by_creation ON channels (created_at, url);
+            CREATE INDEX channels_by_creator ON channels (created_by) WHERE created_by IS NOT NULL;
+            CREATE INDEX channels_distinct ON channels (custom_type, created_at) WHERE is_distinct = 1;
+            CREATE INDEX members_by_inviter ON members (inviter_id) WHERE inviter_id IS NOT NULL;
+            CREATE INDEX channel_metadata_by_value ON channel_metadata (key, value_key, channel_url);
+            """, backfill: { db in
+                try await db.execute("""
+                    UPDATE channels SET last_message_at = coalesce(
+                        (SELECT created_at FROM messages WHERE messages.id = channels.last_message_id), 0)
+                    """, [])
+                // Sort keys are NFC (`orderKeyText`), which SQL cannot compute: read, keyed, written back.
+                for row in try await db.query("SELECT url, name FROM channels", []) {
+                    try await db.execute("UPDATE channels SET name_key = ? WHERE url = ?", [.text(orderKeyText(row.text(1))), .text(row.text(0))])
+                }
+                for row in try await db.query("SELECT channel_url, key, value FROM channel_metadata", []) {
+                    try await db.execute("UPDATE channel_metadata SET value_key = ? WHERE channel_url = ? AND key = ?",
+                                         [.text(orderKeyText(row.text(2))), .text(row.text(0)), .text(row.text(1))])
+                }
+            }),
     ]
 
     static var latestVersion: Int { all.last?.version ?? 0 }
@@ -138,16 +164,19 @@ enum Migrations {
             if current > latestVersion {
                 throw StorageError("the database has schema version \(current); this server knows versions up to \(latestVersion) (a newer server wrote it)")
             }
-            for migration in all where migration.version > current {
+            let pending = all.filter { $0.version > current }
+            for migration in pending {
                 try await db.executeScript(migration.script(for: db.dialect))
                 try await db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                                      [.int(Int64(migration.version)), .int(nowMillis())])
-                if migration.version == 1 && legacy {
-                    let counts = try await LegacyImport.run(db, uploadsDirectory: legacyUploads)
-                    log("parley-server: imported the record layout of the database into tables (\(counts)); "
-                        + "the old tables were dropped" + (legacyUploads.map { "; uploads are in the database now, \($0) may be removed" } ?? ""))
-                }
             }
+            // The record layout is imported into the newest tables (with the code that writes them).
+            if legacy {
+                let counts = try await LegacyImport.run(db, uploadsDirectory: legacyUploads)
+                log("parley-server: imported the record layout of the database into tables (\(counts)); "
+                    + "the old tables were dropped" + (legacyUploads.map { "; uploads are in the database now, \($0) may be removed" } ?? ""))
+            }
+            for migration in pending { try await migration.backfill?(db) }
         }
     }
 

@@ -49,16 +49,28 @@ enum RecordTables {
     static let channelColumns = ["url", "name", "cover_url", "custom_type", "data", "created_at", "updated_at",
                                  "created_by", "is_distinct", "is_super", "is_public", "is_ephemeral", "is_frozen",
                                  "pinned_message_ids", "last_message_id", "change_seq", "changed_at"]
-    static func channelRow(_ c: ChannelRecord) -> [SQLValue] {
+    /// Written, never read back into the record: the sort keys of listings (ChannelQueries.swift).
+    static let channelKeyColumns = ["name_key", "last_message_at"]
+    /// `lastMessageAt`: the creation time of the channel's last message (0 without one).
+    static func channelRow(_ c: ChannelRecord, lastMessageAt: Int64) -> [SQLValue] {
         [.text(c.url), .text(c.name), .text(c.coverUrl), .text(c.customType), .text(c.data), .int(c.createdAt),
          .int(c.updatedAt), .optional(c.createdBy), .bool(c.isDistinct), .bool(c.isSuper), .bool(c.isPublic),
          .bool(c.isEphemeral), .bool(c.freeze), json(c.pinnedMessageIds), .int(c.lastMessageId), .int(c.changeSeq),
-         .int(c.changedAt)]
+         .int(c.changedAt), .text(orderKeyText(c.name)), .int(lastMessageAt)]
     }
 
     static let memberColumns = ["channel_url", "user_id", "state", "invited_at", "inviter_id", "joined_at", "read_ts",
                                 "delivered_ts", "hidden_state", "ts_message_offset", "change_seq", "changed_at",
                                 "unread_count", "unread_mention_count"]
+    /// A row of `SELECT memberColumns FROM members`.
+    static func memberRecord(_ row: SQLRow) -> MemberRecord {
+        MemberRecord(
+            userId: row.text(1), state: row.text(2), invitedAt: row.int(3), inviterId: row.optionalText(4),
+            joinedAt: row.int(5), readTs: row.int(6), deliveredTs: row.int(7), hiddenState: row.text(8),
+            tsMessageOffset: row.int(9), changeSeq: row.int(10), changedAt: row.int(11),
+            unreadCount: row.int(12), unreadMentionCount: row.int(13))
+    }
+
     static func memberRow(_ url: String, _ m: MemberRecord) -> [SQLValue] {
         [.text(url), .text(m.userId), .text(m.state), .int(m.invitedAt), .optional(m.inviterId), .int(m.joinedAt),
          .int(m.readTs), .int(m.deliveredTs), .text(m.hiddenState), .int(m.tsMessageOffset), .int(m.changeSeq),
@@ -103,8 +115,9 @@ enum RecordTables {
     }
 
     /// The channel row and the tables that hang off it (those named in `parts`), except members.
-    static func putChannel(_ c: ChannelRecord, parts: ChannelParts = .all, _ db: any SQLSession) async throws {
-        try await db.execute(upsertChannelSQL, channelRow(c))
+    static func putChannel(_ c: ChannelRecord, lastMessageAt: Int64, parts: ChannelParts = .all,
+                           _ db: any SQLSession) async throws {
+        try await db.execute(upsertChannelSQL, channelRow(c, lastMessageAt: lastMessageAt))
         let url = SQLValue.text(c.url)
         if parts.contains(.operators) {
             try await db.execute("DELETE FROM channel_operators WHERE channel_url = ?", [url])
@@ -123,8 +136,8 @@ enum RecordTables {
         }
         if parts.contains(.metadata) {
             try await db.execute("DELETE FROM channel_metadata WHERE channel_url = ?", [url])
-            try await putRows("channel_metadata", ["channel_url", "key", "value"], key: ["channel_url", "key"],
-                              c.metadata.map { [url, .text($0.key), .text($0.value)] }, db)
+            try await putRows("channel_metadata", ["channel_url", "key", "value", "value_key"], key: ["channel_url", "key"],
+                              c.metadata.map { [url, .text($0.key), .text($0.value), .text(orderKeyText($0.value))] }, db)
         }
         if parts.contains(.metacounters) {
             try await db.execute("DELETE FROM channel_metacounters WHERE channel_url = ?", [url])
@@ -215,7 +228,7 @@ enum RecordTables {
 
     static let insertEventSQL = "INSERT INTO events (id, created_at, category, recipients, data) VALUES (?, ?, ?, ?, ?)"
     static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
-    static let upsertChannelSQL = upsertSQL("channels", channelColumns, key: ["url"])
+    static let upsertChannelSQL = upsertSQL("channels", channelColumns + channelKeyColumns, key: ["url"])
     static let deleteMentionsSQL = "DELETE FROM message_mentions WHERE message_id = ?"
     static let sessionSQL = "SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?"
 
@@ -239,7 +252,7 @@ enum RecordTables {
         }
         for (url, channel) in batch.channels {
             if let channel {
-                try await putChannel(channel, parts: batch.channelParts[url] ?? .all, db)
+                try await putChannel(channel, lastMessageAt: batch.lastMessageAt[url] ?? 0, parts: batch.channelParts[url] ?? .all, db)
             } else {
                 try await deleteChannel(url, db)
             }
@@ -297,66 +310,11 @@ enum RecordTables {
             changeSeq: row.int(23), changedAt: row.int(24))
     }
 
-    static func loadAll(_ db: any SQLSession) async throws -> StorageSnapshot {
-        var snapshot = StorageSnapshot()
-        var userMetadata: [String: [String: String]] = [:]
-        for row in try await db.query("SELECT user_id, key, value FROM user_metadata", []) {
-            userMetadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
-        }
-        for row in try await db.query("SELECT \(userColumns.joined(separator: ", ")) FROM users", []) {
-            snapshot.users.append(UserRecord(
-                userId: row.text(0), nickname: row.text(1), profileUrl: row.text(2), isActive: row.bool(3),
-                createdAt: row.int(4), lastSeenAt: row.int(5), hasEverLoggedIn: row.bool(6),
-                metadata: userMetadata[row.text(0)] ?? [:],
-                discoveryKeys: try decode([String].self, row.text(8), "discovery keys"),
-                preferredLanguages: try decode([String].self, row.text(9), "preferred languages"),
-                autoAccept: row.bool(7)))
-        }
-        var members: [String: [String: MemberRecord]] = [:]
-        for row in try await db.query("SELECT \(memberColumns.joined(separator: ", ")) FROM members", []) {
-            members[row.text(0), default: [:]][row.text(1)] = MemberRecord(
-                userId: row.text(1), state: row.text(2), invitedAt: row.int(3), inviterId: row.optionalText(4),
-                joinedAt: row.int(5), readTs: row.int(6), deliveredTs: row.int(7), hiddenState: row.text(8),
-                tsMessageOffset: row.int(9), changeSeq: row.int(10), changedAt: row.int(11),
-                unreadCount: row.int(12), unreadMentionCount: row.int(13))
-        }
-        var operators: [String: [(Int64, String)]] = [:]
-        for row in try await db.query("SELECT channel_url, user_id, position FROM channel_operators", []) {
-            operators[row.text(0), default: []].append((row.int(2), row.text(1)))
-        }
-        var bans: [String: [String: RestrictionRecord]] = [:]
-        var mutes: [String: [String: RestrictionRecord]] = [:]
-        for row in try await db.query("SELECT channel_url, kind, user_id, start_at, end_at, description FROM channel_restrictions", []) {
-            let r = RestrictionRecord(userId: row.text(2), startAt: row.int(3), endAt: row.int(4), description: row.text(5))
-            if row.text(1) == "ban" { bans[row.text(0), default: [:]][r.userId] = r } else { mutes[row.text(0), default: [:]][r.userId] = r }
-        }
-        var metadata: [String: [String: String]] = [:]
-        for row in try await db.query("SELECT channel_url, key, value FROM channel_metadata", []) {
-            metadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
-        }
-        var metacounters: [String: [String: Int64]] = [:]
-        for row in try await db.query("SELECT channel_url, key, value FROM channel_metacounters", []) {
-            metacounters[row.text(0), default: [:]][row.text(1)] = row.int(2)
-        }
-        for row in try await db.query("SELECT \(channelColumns.joined(separator: ", ")) FROM channels", []) {
-            let url = row.text(0)
-            snapshot.channels.append(ChannelRecord(
-                url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
-                createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
-                isSuper: row.bool(9), isPublic: row.bool(10), isEphemeral: row.bool(11), freeze: row.bool(12),
-                members: members[url] ?? [:],
-                operatorIds: (operators[url] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
-                bans: bans[url] ?? [:], mutes: mutes[url] ?? [:], metadata: metadata[url] ?? [:],
-                metacounters: metacounters[url] ?? [:],
-                pinnedMessageIds: try decode([Int64].self, row.text(13), "pinned message ids"),
-                lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16)))
-        }
-        snapshot.lastMessages = try await MessageQueries.load(
-            db, "id IN (SELECT last_message_id FROM channels WHERE last_message_id <> 0)", [])
-        snapshot.eventCount = Int(try await db.queryOne("SELECT count(*) FROM events")?.int(0) ?? 0)
-        for row in try await db.query("SELECT name, value FROM meta", []) {
-            snapshot.counters[row.text(0)] = row.int(1)
-        }
-        return snapshot
+    /// What memory keeps between requests: the counters, and how many events the log holds.
+    static func loadCounters(_ db: any SQLSession) async throws -> (counters: [String: Int64], eventCount: Int) {
+        var counters: [String: Int64] = [:]
+        for row in try await db.query("SELECT name, value FROM meta", []) { counters[row.text(0)] = row.int(1) }
+        let events = Int(try await db.queryOne("SELECT count(*) FROM events")?.int(0) ?? 0)
+        return (counters, events)
     }
 }

@@ -1,0 +1,375 @@
+// Channels, their members and users are read from the database per request, never held
+// in memory across requests: a request loads the channels and users it touches (with
+// `load`), listings are keyset queries in the orders of docs/PROTOCOL.md "Sort orders".
+// The columns the orders use are kept by RecordTables: `channels.name_key` and
+// `channel_metadata.value_key` (texts in NFC, `textOrderKey`), `channels.last_message_at`.
+
+enum ChannelQueries {
+    /// IN lists are cut to this many values: under both engines' parameter limits.
+    static let chunkSize = 500
+
+    static func chunks<T>(_ values: [T]) -> [ArraySlice<T>] {
+        stride(from: 0, to: values.count, by: chunkSize).map { values[$0..<min(values.count, $0 + chunkSize)] }
+    }
+
+    // MARK: loading records
+
+    /// The users of `ids` that exist, with their metadata.
+    static func users(_ ids: [String], _ db: any SQLSession) async throws -> [UserRecord] {
+        var out: [UserRecord] = []
+        for part in chunks(Array(Set(ids)).sorted()) {
+            let binds = part.map { SQLValue.text($0) }
+            let list = SQLCondition.placeholders(part.count)
+            var metadata: [String: [String: String]] = [:]
+            for row in try await db.query("SELECT user_id, key, value FROM user_metadata WHERE user_id IN (\(list))", binds) {
+                metadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
+            }
+            for row in try await db.query("SELECT \(RecordTables.userColumns.joined(separator: ", ")) FROM users WHERE user_id IN (\(list))", binds) {
+                out.append(UserRecord(
+                    userId: row.text(0), nickname: row.text(1), profileUrl: row.text(2), isActive: row.bool(3),
+                    createdAt: row.int(4), lastSeenAt: row.int(5), hasEverLoggedIn: row.bool(6),
+                    metadata: metadata[row.text(0)] ?? [:],
+                    discoveryKeys: try RecordTables.decodeList([String].self, row.text(8), "discovery keys"),
+                    preferredLanguages: try RecordTables.decodeList([String].self, row.text(9), "preferred languages"),
+                    autoAccept: row.bool(7)))
+            }
+        }
+        return out
+    }
+
+    /// The channels of `urls` that exist, whole: members, operators, restrictions, metadata
+    /// and counters; and the last message of each that has one.
+    static func channels(_ urls: [String], _ db: any SQLSession) async throws -> (channels: [ChannelRecord], lastMessages: [MessageRecord]) {
+        var out: [ChannelRecord] = []
+        var lastIds: [Int64] = []
+        for part in chunks(Array(Set(urls)).sorted()) {
+            let binds = part.map { SQLValue.text($0) }
+            let list = SQLCondition.placeholders(part.count)
+            var members: [String: [String: MemberRecord]] = [:]
+            for row in try await db.query("SELECT \(RecordTables.memberColumns.joined(separator: ", ")) FROM members WHERE channel_url IN (\(list))", binds) {
+                members[row.text(0), default: [:]][row.text(1)] = RecordTables.memberRecord(row)
+            }
+            var operators: [String: [(Int64, String)]] = [:]
+            for row in try await db.query("SELECT channel_url, user_id, position FROM channel_operators WHERE channel_url IN (\(list))", binds) {
+                operators[row.text(0), default: []].append((row.int(2), row.text(1)))
+            }
+            var bans: [String: [String: RestrictionRecord]] = [:]
+            var mutes: [String: [String: RestrictionRecord]] = [:]
+            for row in try await db.query("""
+                SELECT channel_url, kind, user_id, start_at, end_at, description FROM channel_restrictions WHERE channel_url IN (\(list))
+                """, binds) {
+                let r = RestrictionRecord(userId: row.text(2), startAt: row.int(3), endAt: row.int(4), description: row.text(5))
+                if row.text(1) == "ban" { bans[row.text(0), default: [:]][r.userId] = r } else { mutes[row.text(0), default: [:]][r.userId] = r }
+            }
+            var metadata: [String: [String: String]] = [:]
+            for row in try await db.query("SELECT channel_url, key, value FROM channel_metadata WHERE channel_url IN (\(list))", binds) {
+                metadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
+            }
+            var metacounters: [String: [String: Int64]] = [:]
+            for row in try await db.query("SELECT channel_url, key, value FROM channel_metacounters WHERE channel_url IN (\(list))", binds) {
+                metacounters[row.text(0), default: [:]][row.text(1)] = row.int(2)
+            }
+            for row in try await db.query("SELECT \(RecordTables.channelColumns.joined(separator: ", ")) FROM channels WHERE url IN (\(list))", binds) {
+                let url = row.text(0)
+                let c = ChannelRecord(
+                    url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
+                    createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
+                    isSuper: row.bool(9), isPublic: row.bool(10), isEphemeral: row.bool(11), freeze: row.bool(12),
+                    members: members[url] ?? [:],
+                    operatorIds: (operators[url] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
+                    bans: bans[url] ?? [:], mutes: mutes[url] ?? [:], metadata: metadata[url] ?? [:],
+                    metacounters: metacounters[url] ?? [:],
+                    pinnedMessageIds: try RecordTables.decodeList([Int64].self, row.text(13), "pinned message ids"),
+                    lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16))
+                if c.lastMessageId != 0 { lastIds.append(c.lastMessageId) }
+                out.append(c)
+            }
+        }
+        let last = try await MessageQueries.messages(db, ids: lastIds)
+        return (out, Array(last.values))
+    }
+
+    /// The channels a user is a member of (joined or invited), by URL.
+    static func urls(memberOf userId: String, _ db: any SQLSession) async throws -> [String] {
+        try await db.query("SELECT channel_url FROM members WHERE user_id = ? ORDER BY channel_url", [.text(userId)]).map { $0.text(0) }
+    }
+
+    /// The channels whose render shows the user anywhere: as a member, creator or inviter,
+    /// or as the sender or a mention of the last message.
+    static func urls(showing userId: String, _ db: any SQLSession) async throws -> [String] {
+        let id = SQLValue.text(userId)
+        return try await db.query("""
+            SELECT channel_url FROM members WHERE user_id = ?
+            UNION SELECT url FROM channels WHERE created_by = ?
+            UNION SELECT channel_url FROM members WHERE inviter_id = ?
+            UNION SELECT c.url FROM channels c JOIN messages m ON m.id = c.last_message_id WHERE m.sender_id = ?
+            UNION SELECT c.url FROM channels c JOIN message_mentions mm ON mm.message_id = c.last_message_id WHERE mm.user_id = ?
+            """, [id, id, id, id, id]).map { $0.text(0) }.sorted()
+    }
+
+    /// The oldest distinct, non-super channel of `customType` whose members are exactly `ids`.
+    static func distinctChannel(members ids: Set<String>, customType: String, _ db: any SQLSession) async throws -> String? {
+        var c = SQLCondition()
+        c.add("c.is_distinct = 1 AND c.is_super = 0 AND c.custom_type = ?", [.text(customType)])
+        c.add("(SELECT count(*) FROM members x WHERE x.channel_url = c.url) = ?", [.int(Int64(ids.count))])
+        let sorted = ids.sorted()
+        if let first = sorted.first {
+            // Starting from one member's channels keeps this to an index range.
+            c.add("c.url IN (SELECT channel_url FROM members WHERE user_id = ?)", [.text(first)])
+            if sorted.count <= chunkSize {
+                c.add("NOT EXISTS (SELECT 1 FROM members x WHERE x.channel_url = c.url AND x.user_id NOT IN (\(SQLCondition.placeholders(sorted.count))))",
+                      sorted.map { .text($0) })
+            }
+        }
+        for url in try await db.query("SELECT c.url FROM channels c WHERE \(c.sql) ORDER BY c.created_at, c.url", c.binds).map({ $0.text(0) }) {
+            if sorted.count <= chunkSize { return url }
+            // A member list too long for one IN list: compared here.
+            let members = try await db.query("SELECT user_id FROM members WHERE channel_url = ?", [.text(url)]).map { $0.text(0) }
+            if Set(members) == ids { return url }
+        }
+        return nil
+    }
+
+    /// Unread messages and channels with unread messages of a user's joined channels.
+    static func unreadTotals(of userId: String, customTypes: [String]?, superMode: String,
+                             _ db: any SQLSession) async throws -> (messages: Int64, channels: Int64) {
+        var c = SQLCondition()
+        c.add("vm.user_id = ? AND vm.state = 'joined'", [.text(userId)])
+        if let customTypes, !customTypes.isEmpty {
+            c.add("c.custom_type IN (\(SQLCondition.placeholders(customTypes.count)))", customTypes.map { .text($0) })
+        }
+        if superMode == "super" { c.add("c.is_super = 1") }
+        if superMode == "nonsuper" { c.add("c.is_super = 0") }
+        let row = try await db.queryOne("""
+            SELECT CAST(coalesce(sum(vm.unread_count), 0) AS BIGINT), count(CASE WHEN vm.unread_count > 0 THEN 1 END)
+            FROM members vm JOIN channels c ON c.url = vm.channel_url WHERE \(c.sql)
+            """, c.binds)
+        return (row?.int(0) ?? 0, row?.int(1) ?? 0)
+    }
+
+    // MARK: changelogs
+
+    /// The user's channels changed after `start` (for them: the channel, or their membership),
+    /// in change order, with the change's position.
+    static func changedChannels(of userId: String, after start: Sync.Start, showEmpty: Bool, showFrozen: Bool,
+                                customTypes: [String]?, limit: Int, _ db: any SQLSession) async throws -> [(url: String, seq: Int64)] {
+        let seq = "(CASE WHEN c.change_seq > vm.change_seq THEN c.change_seq ELSE vm.change_seq END)"
+        let at = "(CASE WHEN c.changed_at > vm.changed_at THEN c.changed_at ELSE vm.changed_at END)"
+        var c = SQLCondition()
+        c.add("vm.user_id = ?", [.text(userId)])
+        switch start {
+        case .seq(let s): c.add("\(seq) > ?", [.int(s)])
+        case .time(let t): c.add("\(at) >= ?", [.int(t)])
+        }
+        if !showEmpty { c.add(visibleLastMessage(viewer: true)) }
+        if !showFrozen { c.add("c.is_frozen = 0") }
+        if let customTypes, !customTypes.isEmpty {
+            c.add("c.custom_type IN (\(SQLCondition.placeholders(customTypes.count)))", customTypes.map { .text($0) })
+        }
+        return try await db.query("""
+            SELECT c.url, \(seq) FROM members vm JOIN channels c ON c.url = vm.channel_url
+            WHERE \(c.sql) ORDER BY 2 LIMIT \(limit)
+            """, c.binds).map { ($0.text(0), $0.int(1)) }
+    }
+
+    /// The user's memberships that ended after `start` and were not taken up again.
+    static func endedMemberships(of userId: String, after start: Sync.Start, limit: Int,
+                                 _ db: any SQLSession) async throws -> [MembershipTombstoneRecord] {
+        let (clause, value): (String, Int64) = switch start {
+        case .seq(let s): ("t.seq > ?", s)
+        case .time(let t): ("t.at >= ?", t)
+        }
+        return try await db.query("""
+            SELECT t.user_id, t.channel_url, t.at, t.seq FROM membership_tombstones t
+            WHERE t.user_id = ? AND \(clause)
+                AND NOT EXISTS (SELECT 1 FROM members m WHERE m.channel_url = t.channel_url AND m.user_id = t.user_id)
+            ORDER BY t.seq LIMIT \(limit)
+            """, [.text(userId), .int(value)]).map {
+            MembershipTombstoneRecord(userId: $0.text(0), channelUrl: $0.text(1), at: $0.int(2), seq: $0.int(3))
+        }
+    }
+
+    // MARK: listings
+
+    /// "The channel has a last message the viewer may see" (`ServerState.lastMessage`): a
+    /// history offset hides an older one. `vm` is the viewer's member row, if any.
+    static func visibleLastMessage(viewer: Bool) -> String {
+        viewer ? "(c.last_message_id <> 0 AND (vm.user_id IS NULL OR c.last_message_at > vm.ts_message_offset))"
+            : "c.last_message_id <> 0"
+    }
+
+    enum Scope {
+        /// The channels the user is a member of (joined or invited).
+        case memberOf(String)
+        /// Public channels and the user's own; every channel when nil (the admin).
+        case visibleTo(String?)
+    }
+
+    /// The SQL expressions of an order's sort key, component by component, in the order and
+    /// with the values of `Channels.sortKey` (keep the two in step: a page continues from
+    /// the key `sortKey` computes).
+    static func sortExpressions(_ order: String, viewer: Bool) -> [String] {
+        switch order {
+        case "latest_last_message":
+            let has = visibleLastMessage(viewer: viewer)
+            return ["(CASE WHEN \(has) THEN 0 ELSE 1 END)", "(CASE WHEN \(has) THEN -c.last_message_at ELSE -c.created_at END)",
+                    "-c.created_at", "c.url"]
+        case "channel_name_alphabetical":
+            return ["c.name_key", "c.url"]
+        case "metadata_value_alphabetical":
+            return ["(CASE WHEN mo.value_key IS NULL THEN 1 ELSE 0 END)", "coalesce(mo.value_key, '')", "c.url"]
+        default:
+            return ["-c.created_at", "c.url"]
+        }
+    }
+
+    /// Up to `limit` channel URLs of a listing after the sort key `after`, in order. The
+    /// filters that SQL states exactly are applied here; the caller applies `Channels.matches`
+    /// to what it loads (prefix and substring filters compare as Swift compares text).
+    static func listing(_ scope: Scope, filter f: Channels.ListFilter, order: String, metadataOrderKey: String?,
+                        after: [JSON]?, limit: Int, _ db: any SQLSession) async throws -> [String] {
+        var from = ""
+        var binds: [SQLValue] = []
+        var c = SQLCondition()
+        let viewer: Bool
+        switch scope {
+        case .memberOf(let user):
+            from = "members vm JOIN channels c ON c.url = vm.channel_url"
+            c.add("vm.user_id = ?", [.text(user)])
+            viewer = true
+        case .visibleTo(let user?):
+            from = "channels c LEFT JOIN members vm ON vm.channel_url = c.url AND vm.user_id = ?"
+            binds.append(.text(user))
+            c.add("(c.is_public = 1 OR vm.user_id IS NOT NULL)")
+            viewer = true
+        case .visibleTo(nil):
+            from = "channels c"
+            viewer = false
+        }
+        if order == "metadata_value_alphabetical" {
+            from += " LEFT JOIN channel_metadata mo ON mo.channel_url = c.url AND mo.key = ?"
+            binds.append(.text(metadataOrderKey ?? ""))
+        }
+        if !f.showEmpty { c.add(visibleLastMessage(viewer: viewer)) }
+        if !f.showFrozen { c.add("c.is_frozen = 0") }
+        if f.joinedOnlyByViewer { c.add(viewer ? "vm.state = 'joined'" : "1 = 0") }
+        switch f.distinctMode {
+        case "distinct": c.add("c.is_distinct = 1")
+        case "nondistinct": c.add("c.is_distinct = 0")
+        default: break
+        }
+        switch f.publicMode {
+        case "public": c.add("c.is_public = 1")
+        case "private": c.add("c.is_public = 0")
+        default: break
+        }
+        switch f.superMode {
+        case "super": c.add("c.is_super = 1")
+        case "nonsuper": c.add("c.is_super = 0")
+        default: break
+        }
+        if viewer {
+            // The viewer's member filters apply to channels they are a member of only.
+            switch f.memberState {
+            case "joined_only": c.add("(vm.user_id IS NULL OR vm.state = 'joined')")
+            case "invited_only", "invited_by_non_friend": c.add("(vm.user_id IS NULL OR vm.state = 'invited')")
+            case "invited_by_friend": c.add("vm.user_id IS NULL")
+            default: break
+            }
+            switch f.hiddenMode {
+            case "unhidden_only": c.add("(vm.user_id IS NULL OR vm.hidden_state = 'unhidden')")
+            case "hidden_only": c.add("(vm.user_id IS NULL OR vm.hidden_state <> 'unhidden')")
+            case "hidden_allow_auto_unhide", "hidden_prevent_auto_unhide":
+                c.add("(vm.user_id IS NULL OR vm.hidden_state = ?)", [.text(f.hiddenMode)])
+            default: break
+            }
+            if f.unreadFilter == "unread_message" {
+                c.add("(vm.user_id IS NULL OR (vm.state = 'joined' AND vm.unread_count > 0))")
+            }
+        }
+        if let types = f.customTypes, !types.isEmpty {
+            c.add("c.custom_type IN (\(SQLCondition.placeholders(types.count)))", types.map { .text($0) })
+        }
+        if let urls = f.urls, !urls.isEmpty {
+            c.add("c.url IN (\(SQLCondition.placeholders(urls.count)))", urls.map { .text($0) })
+        }
+        // Names compare as Swift compares them (canonical equivalence): by their NFC form.
+        if let name = f.name { c.add("c.name_key = ?", [.text(orderKeyText(name))]) }
+        if let exact = f.exactly {
+            c.add("(SELECT count(*) FROM members x WHERE x.channel_url = c.url) = ?", [.int(Int64(exact.count))])
+            if !exact.isEmpty && exact.count <= chunkSize {
+                c.add("NOT EXISTS (SELECT 1 FROM members x WHERE x.channel_url = c.url AND x.user_id NOT IN (\(SQLCondition.placeholders(exact.count))))",
+                      exact.sorted().map { .text($0) })
+            }
+        }
+        if let include = f.include, !include.isEmpty, include.count <= chunkSize {
+            let unique = Array(Set(include)).sorted()
+            let list = SQLCondition.placeholders(unique.count)
+            if f.queryAnd {
+                c.add("(SELECT count(*) FROM members x WHERE x.channel_url = c.url AND x.user_id IN (\(list))) = ?",
+                      unique.map { .text($0) } + [.int(Int64(unique.count))])
+            } else {
+                c.add("EXISTS (SELECT 1 FROM members x WHERE x.channel_url = c.url AND x.user_id IN (\(list)))", unique.map { .text($0) })
+            }
+        }
+        if let a = f.createdAfter { c.add("c.created_at > ?", [.int(a)]) }
+        if let b = f.createdBefore { c.add("c.created_at < ?", [.int(b)]) }
+        if let key = f.metadataKey {
+            var sub = "x.channel_url = c.url AND x.key = ?"
+            var subBinds: [SQLValue] = [.text(key)]
+            if let values = f.metadataValues, !values.isEmpty {
+                sub += " AND x.value_key IN (\(SQLCondition.placeholders(values.count)))"
+                subBinds += values.map { .text(orderKeyText($0)) }
+            }
+            c.add("EXISTS (SELECT 1 FROM channel_metadata x WHERE \(sub))", subBinds)
+        }
+        let keys = sortExpressions(order, viewer: viewer)
+        if let after {
+            c.add("(\(keys.joined(separator: ", "))) > (\(SQLCondition.placeholders(keys.count)))", after.map(sqlValue))
+        }
+        binds.append(contentsOf: c.binds)
+        return try await db.query("SELECT c.url FROM \(from) WHERE \(c.sql) ORDER BY \(keys.joined(separator: ", ")) LIMIT \(limit)",
+                                  binds).map { $0.text(0) }
+    }
+
+    /// A sort key component (an int or a string, as tokens hold them) as a bound value.
+    static func sqlValue(_ key: JSON) -> SQLValue {
+        switch key {
+        case .int(let v): return .int(v)
+        case .string(let s): return .text(s)
+        default: return .null
+        }
+    }
+
+    // MARK: users
+
+    /// Up to `limit` user ids after `after`, in id order, with the filters SQL states exactly.
+    static func userListing(after: String?, ids: Set<String>?, nickname: String?, activeMode: String,
+                            metadataKey: String?, metadataValues: [String]?, limit: Int,
+                            _ db: any SQLSession) async throws -> [String] {
+        var c = SQLCondition()
+        if let after { c.add("u.user_id > ?", [.text(after)]) }
+        if let ids {
+            if ids.isEmpty { c.add("1 = 0") } else if ids.count <= chunkSize {
+                c.add("u.user_id IN (\(SQLCondition.placeholders(ids.count)))", ids.sorted().map { .text($0) })
+            }
+        }
+        if let nickname { c.add("u.nickname = ?", [.text(nickname)]) }
+        switch activeMode {
+        case "activated": c.add("u.is_active = 1")
+        case "deactivated": c.add("u.is_active = 0")
+        default: break
+        }
+        if let metadataKey {
+            var sub = "x.user_id = u.user_id AND x.key = ?"
+            var subBinds: [SQLValue] = [.text(metadataKey)]
+            if let values = metadataValues {
+                sub += values.isEmpty ? " AND 1 = 0" : " AND x.value IN (\(SQLCondition.placeholders(values.count)))"
+                subBinds += values.map { .text($0) }
+            }
+            c.add("EXISTS (SELECT 1 FROM user_metadata x WHERE \(sub))", subBinds)
+        }
+        return try await db.query("SELECT u.user_id FROM users u WHERE \(c.sql) ORDER BY u.user_id LIMIT \(limit)", c.binds)
+            .map { $0.text(0) }
+    }
+}
