@@ -24,20 +24,6 @@ struct MessageFilter {
         f.parentId = try i.int("parent_message_id", min: 1)
         return f
     }
-
-    func matches(_ m: MessageRecord) -> Bool {
-        if let parentId { if m.parentId != parentId { return false } } else {
-            switch replyType {
-            case "NONE": if m.parentId != 0 { return false }
-            case "ONLY_REPLY_TO_CHANNEL": if m.parentId != 0 && !m.isReplyToChannel { return false }
-            default: break
-            }
-        }
-        if let messageType, m.type != messageType { return false }
-        if let customTypes, !customTypes.contains(m.customType) { return false }
-        if let senderIds, !senderIds.contains(m.senderId ?? "") { return false }
-        return true
-    }
 }
 
 extension MessageView {

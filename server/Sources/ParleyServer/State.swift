@@ -42,9 +42,11 @@ final class Subscriber: @unchecked Sendable {
 /// the other queried records are written as the handler goes, the changes of the loaded
 /// channels and users (`pending`) at its end, and it commits before the response is sent.
 ///
-/// Between requests memory holds no stored record: `channels`, `users` and `lastMessages`
-/// are emptied when a request starts (they stay until then so that the events of the last
-/// request are rendered from the state it committed). Their bound is what one request loads.
+/// The request's `channels`, `users` and `lastMessages` are emptied when the next request
+/// starts (they stay until then so that the events of the last request are rendered from
+/// the state it committed); their bound is what one request loads. Between requests only
+/// `cache` keeps records (RecordCache.swift: bounded, and checked against the database
+/// before each use).
 final class ServerState {
     let database: any SQLDatabase
     let retention: Int
@@ -69,6 +71,11 @@ final class ServerState {
     private var absentChannels: Set<String> = []
     /// The last message of each loaded channel that has one, by channel URL.
     var lastMessages: [String: MessageRecord] = [:]
+    /// Committed channels and users kept between requests.
+    let cache = RecordCache(channels: 2_000, users: 20_000)
+    /// What this request read from the database whole, for `cache` once the request ends well.
+    private var readChannels: [CachedChannel] = []
+    private var readUsers: [CachedUser] = []
     /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
     /// on, the request fails instead of showing an empty profile.
     var renderedUnloadedUser: String? = nil
@@ -120,6 +127,8 @@ final class ServerState {
         loadedUsers = [:]
         absentUsers = []
         lastMessages = [:]
+        readChannels = []
+        readUsers = []
         renderedUnloadedUser = nil
         savedThisRequest = [:]
         touchedChannels = []
@@ -135,7 +144,7 @@ final class ServerState {
         var bodyDone = false
         var attempts = 0
         do {
-            return try await database.write { tx in
+            let committed = try await database.write { tx in
                 // A backend may run the transaction again (PostgreSQL after a deadlock): the
                 // counters then go back to what is committed first.
                 attempts += 1
@@ -148,14 +157,18 @@ final class ServerState {
                 bodyDone = true
                 try checkRendering()
                 if verify { try await verifyUnreadCounters(touchedChannels) }
-                try await RecordTables.write(pending, tx)
+                let written = try await RecordTables.write(pending, tx)
                 try await pruneEvents(adding: pending.events.count, tx)
-                let fanout = pendingFanout
-                pending = StorageBatch()
-                pendingFanout = []
-                wroteDirectly = false
-                return (result, fanout)
+                return (result, written)
             }
+            // Committed: what it read and wrote may serve the next requests.
+            let (result, written) = committed
+            keepInCache(written)
+            let fanout = pendingFanout
+            pending = StorageBatch()
+            pendingFanout = []
+            wroteDirectly = false
+            return (result, fanout)
         } catch {
             // The counters may have moved with what rolled back: read them again.
             if !pending.isEmpty || wroteDirectly || bodyDone { try? await reload() }
@@ -179,6 +192,7 @@ final class ServerState {
                 try checkRendering()
                 return result
             }
+            keepInCache(RecordTables.WrittenVersions())
         } catch {
             if !pending.isEmpty || wroteDirectly { try? await reload() }
             startRequest()
@@ -190,6 +204,30 @@ final class ServerState {
             for case let (_, user?) in changedUsers { s.save(user) }
         }
         return (result, fanout)
+    }
+
+    /// After a commit (or a read): keeps what the request read whole, then what it wrote,
+    /// under the versions its writes returned.
+    private func keepInCache(_ written: RecordTables.WrittenVersions) {
+        for entry in readChannels { cache.store(entry) }
+        for entry in readUsers { cache.store(entry) }
+        for (url, channel) in pending.channels {
+            guard channel != nil, let version = written.channels[url], let full = loadedChannels[url] else {
+                cache.forgetChannel(url)
+                continue
+            }
+            let last = lastMessages[url]
+            cache.store(CachedChannel(version: version, channel: full, lastMessage: last, lastMessageSeq: last?.changeSeq ?? -1))
+        }
+        for (id, user) in pending.users {
+            guard let user, let version = written.users[id] else {
+                cache.forgetUser(id)
+                continue
+            }
+            cache.store(CachedUser(version: version, user: user))
+        }
+        readChannels = []
+        readUsers = []
     }
 
     private func checkRendering() throws {
@@ -214,9 +252,21 @@ final class ServerState {
 
     /// Loads the users of `ids` not loaded yet this request.
     func loadUsers<S: Sequence>(_ ids: S) async throws where S.Element == String {
-        let missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
+        var missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
         if missing.isEmpty { return }
-        for u in try await ChannelQueries.users(Array(missing), db) { loadedUsers[u.userId] = u }
+        let cached = missing.compactMap { cache.user($0) }
+        if !cached.isEmpty {
+            let versions = try await ChannelQueries.versions(ofUsers: cached.map(\.user.userId), db)
+            for entry in cached where versions[entry.user.userId] == entry.version {
+                loadedUsers[entry.user.userId] = entry.user
+                missing.remove(entry.user.userId)
+            }
+        }
+        if missing.isEmpty { return }
+        for entry in try await ChannelQueries.users(Array(missing), db) {
+            loadedUsers[entry.user.userId] = entry.user
+            readUsers.append(entry)
+        }
         for id in missing where loadedUsers[id] == nil { absentUsers.insert(id) }
     }
 
@@ -240,16 +290,32 @@ final class ServerState {
     /// Loads the channels of `urls` not loaded yet this request, with their last messages and
     /// every user their renders show.
     func loadChannels(_ urls: [String]) async throws {
-        let missing = Set(urls).filter { loadedChannels[$0] == nil && !absentChannels.contains($0) }
+        var missing = Set(urls).filter { loadedChannels[$0] == nil && !absentChannels.contains($0) }
         if missing.isEmpty { return }
-        let found = try await ChannelQueries.channels(Array(missing), db)
-        for m in found.lastMessages { lastMessages[m.channelUrl] = m }
-        var shown = Set<String>()
-        for c in found.channels {
-            loadedChannels[c.url] = c
-            shown.formUnion(usersShown(by: c))
+        let requested = missing
+        var found: [CachedChannel] = []
+        let cached = missing.compactMap { cache.channel($0) }
+        if !cached.isEmpty {
+            let versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db)
+            for entry in cached {
+                guard let stored = versions[entry.channel.url], stored.version == entry.version,
+                      stored.lastMessageSeq == entry.lastMessageSeq else { continue }
+                found.append(entry)
+                missing.remove(entry.channel.url)
+            }
         }
-        for url in missing where loadedChannels[url] == nil { absentChannels.insert(url) }
+        if !missing.isEmpty {
+            let read = try await ChannelQueries.channels(Array(missing), db)
+            readChannels.append(contentsOf: read)
+            found.append(contentsOf: read)
+        }
+        var shown = Set<String>()
+        for entry in found {
+            loadedChannels[entry.channel.url] = entry.channel
+            if let last = entry.lastMessage { lastMessages[entry.channel.url] = last }
+            shown.formUnion(usersShown(by: entry.channel))
+        }
+        for url in requested where loadedChannels[url] == nil { absentChannels.insert(url) }
         try await loadUsers(shown)
     }
 

@@ -5,13 +5,6 @@ enum Sync {
     enum Start {
         case seq(Int64)
         case time(Int64)
-
-        func includes(seq: Int64, at: Int64) -> Bool {
-            switch self {
-            case .seq(let s): return seq > s
-            case .time(let t): return at >= t
-            }
-        }
     }
 
     static func parseStart(_ i: Input) throws -> Start {

@@ -14,9 +14,9 @@ enum ChannelQueries {
 
     // MARK: loading records
 
-    /// The users of `ids` that exist, with their metadata.
-    static func users(_ ids: [String], _ db: any SQLSession) async throws -> [UserRecord] {
-        var out: [UserRecord] = []
+    /// The users of `ids` that exist, with their metadata and versions.
+    static func users(_ ids: [String], _ db: any SQLSession) async throws -> [CachedUser] {
+        var out: [CachedUser] = []
         for part in chunks(Array(Set(ids)).sorted()) {
             let binds = part.map { SQLValue.text($0) }
             let list = SQLCondition.placeholders(part.count)
@@ -24,14 +24,14 @@ enum ChannelQueries {
             for row in try await db.query("SELECT user_id, key, value FROM user_metadata WHERE user_id IN (\(list))", binds) {
                 metadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
             }
-            for row in try await db.query("SELECT \(RecordTables.userColumns.joined(separator: ", ")) FROM users WHERE user_id IN (\(list))", binds) {
-                out.append(UserRecord(
+            for row in try await db.query("SELECT \(RecordTables.userColumns.joined(separator: ", ")), version FROM users WHERE user_id IN (\(list))", binds) {
+                out.append(CachedUser(version: row.int(10), user: UserRecord(
                     userId: row.text(0), nickname: row.text(1), profileUrl: row.text(2), isActive: row.bool(3),
                     createdAt: row.int(4), lastSeenAt: row.int(5), hasEverLoggedIn: row.bool(6),
                     metadata: metadata[row.text(0)] ?? [:],
                     discoveryKeys: try RecordTables.decodeList([String].self, row.text(8), "discovery keys"),
                     preferredLanguages: try RecordTables.decodeList([String].self, row.text(9), "preferred languages"),
-                    autoAccept: row.bool(7)))
+                    autoAccept: row.bool(7))))
             }
         }
         return out
@@ -39,8 +39,8 @@ enum ChannelQueries {
 
     /// The channels of `urls` that exist, whole: members, operators, restrictions, metadata
     /// and counters; and the last message of each that has one.
-    static func channels(_ urls: [String], _ db: any SQLSession) async throws -> (channels: [ChannelRecord], lastMessages: [MessageRecord]) {
-        var out: [ChannelRecord] = []
+    static func channels(_ urls: [String], _ db: any SQLSession) async throws -> [CachedChannel] {
+        var out: [(ChannelRecord, Int64)] = []
         var lastIds: [Int64] = []
         for part in chunks(Array(Set(urls)).sorted()) {
             let binds = part.map { SQLValue.text($0) }
@@ -69,7 +69,7 @@ enum ChannelQueries {
             for row in try await db.query("SELECT channel_url, key, value FROM channel_metacounters WHERE channel_url IN (\(list))", binds) {
                 metacounters[row.text(0), default: [:]][row.text(1)] = row.int(2)
             }
-            for row in try await db.query("SELECT \(RecordTables.channelColumns.joined(separator: ", ")) FROM channels WHERE url IN (\(list))", binds) {
+            for row in try await db.query("SELECT \(RecordTables.channelColumns.joined(separator: ", ")), version FROM channels WHERE url IN (\(list))", binds) {
                 let url = row.text(0)
                 let c = ChannelRecord(
                     url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
@@ -82,11 +82,40 @@ enum ChannelQueries {
                     pinnedMessageIds: try RecordTables.decodeList([Int64].self, row.text(13), "pinned message ids"),
                     lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16))
                 if c.lastMessageId != 0 { lastIds.append(c.lastMessageId) }
-                out.append(c)
+                out.append((c, row.int(17)))
             }
         }
         let last = try await MessageQueries.messages(db, ids: lastIds)
-        return (out, Array(last.values))
+        return out.map { c, version in
+            let message = c.lastMessageId != 0 ? last[c.lastMessageId] : nil
+            return CachedChannel(version: version, channel: c, lastMessage: message, lastMessageSeq: message?.changeSeq ?? -1)
+        }
+    }
+
+    /// What `RecordCache` compares: each existing channel's version and its last message's
+    /// `change_seq` (-1 without one).
+    static func versions(ofChannels urls: [String], _ db: any SQLSession) async throws -> [String: (version: Int64, lastMessageSeq: Int64)] {
+        var out: [String: (Int64, Int64)] = [:]
+        for part in chunks(urls.sorted()) {
+            for row in try await db.query("""
+                SELECT c.url, c.version, coalesce(m.change_seq, -1) FROM channels c LEFT JOIN messages m ON m.id = c.last_message_id
+                WHERE c.url IN (\(SQLCondition.placeholders(part.count)))
+                """, part.map { .text($0) }) {
+                out[row.text(0)] = (row.int(1), row.int(2))
+            }
+        }
+        return out
+    }
+
+    static func versions(ofUsers ids: [String], _ db: any SQLSession) async throws -> [String: Int64] {
+        var out: [String: Int64] = [:]
+        for part in chunks(ids.sorted()) {
+            for row in try await db.query("SELECT user_id, version FROM users WHERE user_id IN (\(SQLCondition.placeholders(part.count)))",
+                                          part.map { .text($0) }) {
+                out[row.text(0)] = row.int(1)
+            }
+        }
+        return out
     }
 
     /// The channels a user is a member of (joined or invited), by URL.

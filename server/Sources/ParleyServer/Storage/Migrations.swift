@@ -111,10 +111,12 @@ enum Migrations {
                 id {INT} PRIMARY KEY, created_at {INT} NOT NULL, category {TEXT} NOT NULL,
                 recipients {TEXT} NOT NULL, data {TEXT} NOT NULL{EVENT_XID});
             """),
-        Migration(version: 2, summary: "channels listed by queries: sort keys, last message time, lookup indexes", ddl: """
+        Migration(version: 2, summary: "channels listed by queries: sort keys, last message time, lookup indexes, versions for the record cache", ddl: """
             ALTER TABLE channels ADD COLUMN name_key {TEXT} NOT NULL DEFAULT '';
             ALTER TABLE channels ADD COLUMN last_message_at {INT} NOT NULL DEFAULT 0;
             ALTER TABLE channel_metadata ADD COLUMN value_key {TEXT} NOT NULL DEFAULT '';
+            ALTER TABLE channels ADD COLUMN version {INT} NOT NULL DEFAULT 0;
+            ALTER TABLE users ADD COLUMN version {INT} NOT NULL DEFAULT 0;
             CREATE INDEX channels_by_creation ON channels (created_at, url);
             CREATE INDEX channels_by_creator ON channels (created_by) WHERE created_by IS NOT NULL;
             CREATE INDEX channels_distinct ON channels (custom_type, created_at) WHERE is_distinct = 1;

@@ -100,13 +100,26 @@ enum RecordTables {
 
     // MARK: writes
 
-    static func putUser(_ u: UserRecord, _ db: any SQLSession) async throws {
-        try await db.execute(upsertSQL("users", userColumns, key: ["user_id"]), userRow(u))
+    /// An upsert that moves the row's `version` (RecordCache.swift) and returns the new one.
+    static func versionedUpsertSQL(_ table: String, _ columns: [String], key: [String]) -> String {
+        let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+        let updates = columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" } + ["version = \(table).version + 1"]
+        return "INSERT INTO \(table) (\(columns.joined(separator: ", ")), version) VALUES (\(placeholders), 1) "
+            + "ON CONFLICT (\(key.joined(separator: ", "))) DO UPDATE SET \(updates.joined(separator: ", ")) RETURNING version"
+    }
+
+    static let upsertUserSQL = versionedUpsertSQL("users", userColumns, key: ["user_id"])
+
+    /// Returns the user's new version.
+    @discardableResult
+    static func putUser(_ u: UserRecord, _ db: any SQLSession) async throws -> Int64 {
+        let version = try await db.query(upsertUserSQL, userRow(u)).first?.int(0) ?? 0
         try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(u.userId)])
         for (key, value) in u.metadata {
             try await db.execute("INSERT INTO user_metadata (user_id, key, value) VALUES (?, ?, ?)",
                                  [.text(u.userId), .text(key), .text(value)])
         }
+        return version
     }
 
     static func putSession(_ s: SessionRecord, _ db: any SQLSession) async throws {
@@ -115,9 +128,11 @@ enum RecordTables {
     }
 
     /// The channel row and the tables that hang off it (those named in `parts`), except members.
+    /// Returns the channel's new version.
+    @discardableResult
     static func putChannel(_ c: ChannelRecord, lastMessageAt: Int64, parts: ChannelParts = .all,
-                           _ db: any SQLSession) async throws {
-        try await db.execute(upsertChannelSQL, channelRow(c, lastMessageAt: lastMessageAt))
+                           _ db: any SQLSession) async throws -> Int64 {
+        let version = try await db.query(upsertChannelSQL, channelRow(c, lastMessageAt: lastMessageAt)).first?.int(0) ?? 0
         let url = SQLValue.text(c.url)
         if parts.contains(.operators) {
             try await db.execute("DELETE FROM channel_operators WHERE channel_url = ?", [url])
@@ -144,6 +159,7 @@ enum RecordTables {
             try await putRows("channel_metacounters", ["channel_url", "key", "value"], key: ["channel_url", "key"],
                               c.metacounters.map { [url, .text($0.key), .int($0.value)] }, db)
         }
+        return version
     }
 
     /// Rows of one table in as few statements as the engines allow (one per 500 rows).
@@ -228,7 +244,7 @@ enum RecordTables {
 
     static let insertEventSQL = "INSERT INTO events (id, created_at, category, recipients, data) VALUES (?, ?, ?, ?, ?)"
     static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
-    static let upsertChannelSQL = upsertSQL("channels", channelColumns + channelKeyColumns, key: ["url"])
+    static let upsertChannelSQL = versionedUpsertSQL("channels", channelColumns + channelKeyColumns, key: ["url"])
     static let deleteMentionsSQL = "DELETE FROM message_mentions WHERE message_id = ?"
     static let sessionSQL = "SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?"
 
@@ -243,16 +259,25 @@ enum RecordTables {
         try await db.execute(upsertSQL("meta", ["name", "value"], key: ["name"]), [.text(name), .int(value)])
     }
 
-    static func write(_ batch: StorageBatch, _ db: any SQLSession) async throws {
+    /// The versions the batch gave the channels and users it wrote.
+    struct WrittenVersions {
+        var channels: [String: Int64] = [:]
+        var users: [String: Int64] = [:]
+    }
+
+    @discardableResult
+    static func write(_ batch: StorageBatch, _ db: any SQLSession) async throws -> WrittenVersions {
+        var written = WrittenVersions()
         for (id, user) in batch.users {
-            if let user { try await putUser(user, db) } else {
+            if let user { written.users[id] = try await putUser(user, db) } else {
                 try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(id)])
                 try await db.execute("DELETE FROM users WHERE user_id = ?", [.text(id)])
             }
         }
         for (url, channel) in batch.channels {
             if let channel {
-                try await putChannel(channel, lastMessageAt: batch.lastMessageAt[url] ?? 0, parts: batch.channelParts[url] ?? .all, db)
+                written.channels[url] = try await putChannel(channel, lastMessageAt: batch.lastMessageAt[url] ?? 0,
+                                                             parts: batch.channelParts[url] ?? .all, db)
             } else {
                 try await deleteChannel(url, db)
             }
@@ -274,6 +299,7 @@ enum RecordTables {
         }
         for event in batch.events { try await putEvent(event, db) }
         try await putRows("meta", ["name", "value"], key: ["name"], batch.counters.map { [.text($0.key), .int($0.value)] }, db)
+        return written
     }
 
     // MARK: reads
@@ -288,11 +314,6 @@ enum RecordTables {
         ReportRecord(id: row.int(0), reportType: row.text(1), category: row.text(2), reportingUserId: row.optionalText(3),
                      offendingUserId: row.optionalText(4), channelUrl: row.optionalText(5), messageId: row.optionalInt(6),
                      description: row.text(7), createdAt: row.int(8))
-    }
-
-    static func membershipTombstones(of userId: String, _ db: any SQLSession) async throws -> [MembershipTombstoneRecord] {
-        try await db.query("SELECT user_id, channel_url, at, seq FROM membership_tombstones WHERE user_id = ?", [.text(userId)])
-            .map { MembershipTombstoneRecord(userId: $0.text(0), channelUrl: $0.text(1), at: $0.int(2), seq: $0.int(3)) }
     }
 
     static func messageRecord(_ row: SQLRow, mentions: [String]) throws -> MessageRecord {

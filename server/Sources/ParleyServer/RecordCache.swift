@@ -1,0 +1,91 @@
+// Channels (whole, with members and last message) and users as last committed, kept
+// between requests so that a request does not read them again table by table. Every entry
+// carries the row's `version`, which each write of the channel or user moves (the upserts
+// of Storage/RecordTables.swift add one), and a channel entry also the `change_seq` of its
+// last message (every change of a message moves it). A request uses an entry only after
+// one query has found the same version (and last message change) in its own transaction:
+// the cache can be behind, never wrong.
+//
+// That holds while the writers of one channel are serialized (today `Service`'s lock): a
+// request writes the whole channel it loaded, and stores it here under the version its
+// write returned.
+//
+// Bound: `capacity` entries of each kind at most, in two generations: entries are added to
+// the young one; when it is full it becomes the old one and the previous old one is
+// dropped; a hit in the old generation moves the entry back to the young one. Only touched
+// under `Service`'s lock.
+
+struct CachedChannel {
+    var version: Int64
+    var channel: ChannelRecord
+    var lastMessage: MessageRecord?
+    /// The last message's `change_seq`, -1 without one.
+    var lastMessageSeq: Int64
+}
+
+struct CachedUser {
+    var version: Int64
+    var user: UserRecord
+}
+
+/// A map bounded to `capacity` entries that keeps the recently used ones.
+struct Generations<Key: Hashable, Value> {
+    private var young: [Key: Value] = [:]
+    private var old: [Key: Value] = [:]
+    private let half: Int
+
+    init(capacity: Int) { half = max(1, capacity / 2) }
+
+    var count: Int { young.count + old.count }
+
+    mutating func get(_ key: Key) -> Value? {
+        if let v = young[key] { return v }
+        guard let v = old.removeValue(forKey: key) else { return nil }
+        put(key, v)
+        return v
+    }
+
+    /// Without moving the entry (a look, not a use).
+    func peek(_ key: Key) -> Value? { young[key] ?? old[key] }
+
+    mutating func put(_ key: Key, _ value: Value) {
+        old.removeValue(forKey: key)
+        if young[key] == nil && young.count >= half {
+            old = young
+            young = [:]
+        }
+        young[key] = value
+    }
+
+    mutating func remove(_ key: Key) {
+        young.removeValue(forKey: key)
+        old.removeValue(forKey: key)
+    }
+}
+
+final class RecordCache {
+    private(set) var channels: Generations<String, CachedChannel>
+    private(set) var users: Generations<String, CachedUser>
+
+    init(channels channelCapacity: Int, users userCapacity: Int) {
+        channels = Generations(capacity: channelCapacity)
+        users = Generations(capacity: userCapacity)
+    }
+
+    func channel(_ url: String) -> CachedChannel? { channels.get(url) }
+    func user(_ id: String) -> CachedUser? { users.get(id) }
+
+    /// Keeps what a transaction read or wrote, unless a newer version is kept already.
+    func store(_ entry: CachedChannel) {
+        if let kept = channels.peek(entry.channel.url), kept.version > entry.version { return }
+        channels.put(entry.channel.url, entry)
+    }
+
+    func store(_ entry: CachedUser) {
+        if let kept = users.peek(entry.user.userId), kept.version > entry.version { return }
+        users.put(entry.user.userId, entry)
+    }
+
+    func forgetChannel(_ url: String) { channels.remove(url) }
+    func forgetUser(_ id: String) { users.remove(id) }
+}

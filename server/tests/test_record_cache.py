@@ -1,0 +1,45 @@
+"""The record cache (server/Sources/ParleyServer/RecordCache.swift) keeps channels and users
+between requests but checks each against the database before using it. Two servers on one
+database show it: what one changes, the other (which cached the old state) shows next."""
+from conftest import Server, databases
+
+
+def test_a_second_server_sees_what_the_first_changed(tmp_path):
+    db = databases.database_for(tmp_path, "shared.sqlite")
+    first = Server(db)
+    second = Server(db)
+    try:
+        a, b = first.user(nickname="before"), first.user()
+        url = first.channel([a, b], name="old name")["channel_url"]
+        sent = first.send(url, a, text="first text")
+        # The second server reads (and caches) the channel, its last message and the users.
+        seen = second.ok("GET", f"/v3/group_channels/{url}", params={"user_id": b, "show_member": "true"})
+        assert seen["name"] == "old name" and seen["last_message"]["message"] == "first text"
+        assert {m["user_id"]: m["nickname"] for m in seen["members"]}[a] == "before"
+
+        # Changed through the first server: a profile, the channel, the last message.
+        first.ok("PUT", f"/v3/users/{a}", json={"nickname": "after"})
+        first.ok("PUT", f"/v3/group_channels/{url}", json={"name": "new name"})
+        first.ok("PUT", f"/v3/group_channels/{url}/messages/{sent['message_id']}",
+                 json={"message_type": "MESG", "message": "edited text"})
+
+        seen = second.ok("GET", f"/v3/group_channels/{url}", params={"user_id": b, "show_member": "true"})
+        assert seen["name"] == "new name"
+        assert seen["last_message"]["message"] == "edited text"
+        assert {m["user_id"]: m["nickname"] for m in seen["members"]}[a] == "after"
+        assert second.ok("GET", f"/v3/users/{a}")["nickname"] == "after"
+        listed = second.ok("GET", f"/v3/users/{b}/my_group_channels", params={"show_member": "true"})["channels"]
+        assert [(c["name"], c["last_message"]["message"]) for c in listed] == [("new name", "edited text")]
+
+        # A member who left, through the first server, is gone from the second's render.
+        first.ok("PUT", f"/v3/group_channels/{url}/leave", json={"user_ids": [b]})
+        seen = second.ok("GET", f"/v3/group_channels/{url}", params={"show_member": "true"})
+        assert [m["user_id"] for m in seen["members"]] == [a]
+        # A deleted channel is gone.
+        first.ok("DELETE", f"/v3/group_channels/{url}")
+        assert second.request("GET", f"/v3/group_channels/{url}").status_code == 404
+    finally:
+        first.stop()
+        second.stop()
+        if databases.backend() != "sqlite":
+            databases.drop_database(db)
