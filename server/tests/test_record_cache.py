@@ -38,6 +38,15 @@ def test_a_second_server_sees_what_the_first_changed(tmp_path):
         # A deleted channel is gone.
         first.ok("DELETE", f"/v3/group_channels/{url}")
         assert second.request("GET", f"/v3/group_channels/{url}").status_code == 404
+        # Made again under the same key, through the first server: the second shows the new
+        # one, not what it kept of the old one (a new row never takes up an old version).
+        assert second.ok("GET", f"/v3/users/{b}")["nickname"] == b
+        first.ok("DELETE", f"/v3/users/{b}")
+        first.ok("POST", "/v3/users", json={"user_id": b, "nickname": "reborn"})
+        assert second.ok("GET", f"/v3/users/{b}")["nickname"] == "reborn"
+        first.channel([a], channel_url=url, name="again")
+        seen = second.ok("GET", f"/v3/group_channels/{url}", params={"show_member": "true"})
+        assert seen["name"] == "again" and [m["user_id"] for m in seen["members"]] == [a]
     finally:
         first.stop()
         second.stop()

@@ -101,19 +101,23 @@ enum RecordTables {
     // MARK: writes
 
     /// An upsert that moves the row's `version` (RecordCache.swift) and returns the new one.
+    /// A new row starts at a random version (the last bound value, `firstVersion()`): a row
+    /// deleted and made again under the same key never takes up a version it had before.
     static func versionedUpsertSQL(_ table: String, _ columns: [String], key: [String]) -> String {
-        let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+        let placeholders = Array(repeating: "?", count: columns.count + 1).joined(separator: ", ")
         let updates = columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" } + ["version = \(table).version + 1"]
-        return "INSERT INTO \(table) (\(columns.joined(separator: ", ")), version) VALUES (\(placeholders), 1) "
+        return "INSERT INTO \(table) (\(columns.joined(separator: ", ")), version) VALUES (\(placeholders)) "
             + "ON CONFLICT (\(key.joined(separator: ", "))) DO UPDATE SET \(updates.joined(separator: ", ")) RETURNING version"
     }
 
     static let upsertUserSQL = versionedUpsertSQL("users", userColumns, key: ["user_id"])
 
+    static func firstVersion() -> SQLValue { .int(Int64.random(in: 1...(1 << 60))) }
+
     /// Returns the user's new version.
     @discardableResult
     static func putUser(_ u: UserRecord, _ db: any SQLSession) async throws -> Int64 {
-        let version = try await db.query(upsertUserSQL, userRow(u)).first?.int(0) ?? 0
+        let version = try await db.query(upsertUserSQL, userRow(u) + [firstVersion()]).first?.int(0) ?? 0
         try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(u.userId)])
         for (key, value) in u.metadata {
             try await db.execute("INSERT INTO user_metadata (user_id, key, value) VALUES (?, ?, ?)",
@@ -132,7 +136,7 @@ enum RecordTables {
     @discardableResult
     static func putChannel(_ c: ChannelRecord, lastMessageAt: Int64, parts: ChannelParts = .all,
                            _ db: any SQLSession) async throws -> Int64 {
-        let version = try await db.query(upsertChannelSQL, channelRow(c, lastMessageAt: lastMessageAt)).first?.int(0) ?? 0
+        let version = try await db.query(upsertChannelSQL, channelRow(c, lastMessageAt: lastMessageAt) + [firstVersion()]).first?.int(0) ?? 0
         let url = SQLValue.text(c.url)
         if parts.contains(.operators) {
             try await db.execute("DELETE FROM channel_operators WHERE channel_url = ?", [url])
