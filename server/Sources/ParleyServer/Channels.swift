@@ -10,57 +10,6 @@ func validateChannelURL(_ url: String, field: String = "channel_url") throws {
     if url == "." || url == ".." { throw APIError.invalid(field, "must not be \".\" or \"..\".") }
 }
 
-/// The sort key of a name or metadata value (PROTOCOL.md "Sort orders"): the text in NFC,
-/// so that canonically equivalent texts (precomposed or combining marks) sort as one.
-/// `_nfcCodeUnits` is the standard library's own normalizer; the client uses the same.
-func textOrderKey(_ text: String) -> JSON { .string(orderKeyText(text)) }
-
-/// The sort key of a text as text (stored in the `*_key` columns of Storage/Migrations.swift).
-func orderKeyText(_ text: String) -> String {
-    // ASCII is its own NFC form: most names skip the normalizer.
-    text.utf8.allSatisfy({ $0 < 0x80 }) ? text : String(decoding: text._nfcCodeUnits, as: UTF8.self)
-}
-
-/// Lexicographic sort keys for keyset pagination. Strings compare by their UTF-8 bytes:
-/// Swift's `<` and `==` treat canonically equivalent strings as equal, which is no total
-/// order for keys that are not normalized (and the client compares bytes).
-func compareKeys(_ a: [JSON], _ b: [JSON]) -> Int {
-    for (x, y) in zip(a, b) {
-        switch (x, y) {
-        case (.int(let p), .int(let q)): if p != q { return p < q ? -1 : 1 }
-        case (.string(let p), .string(let q)):
-            if !p.utf8.elementsEqual(q.utf8) { return p.utf8.lexicographicallyPrecedes(q.utf8) ? -1 : 1 }
-        default: return 0
-        }
-    }
-    return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
-}
-
-func sameShape(_ a: [JSON], _ b: [JSON]) -> Bool {
-    guard a.count == b.count else { return false }
-    for (x, y) in zip(a, b) {
-        switch (x, y) {
-        case (.int, .int), (.string, .string): continue
-        default: return false
-        }
-    }
-    return true
-}
-
-/// Sorts items by key, starts after `token`, returns one page and the next token ("" at the end).
-func keysetPage<T>(_ items: [T], key: (T) -> [JSON], token: String?, limit: Int) throws -> ([T], String) {
-    var keyed = items.map { (key($0), $0) }
-    keyed.sort { compareKeys($0.0, $1.0) < 0 }
-    if let token {
-        guard let after = decodeToken(token) else { throw APIError.badToken() }
-        if let sample = keyed.first, !sameShape(sample.0, after) { throw APIError.badToken() }
-        keyed.removeAll { compareKeys($0.0, after) <= 0 }
-    }
-    let page = Array(keyed.prefix(limit))
-    let next = keyed.count > limit ? encodeToken(page.last!.0) : ""
-    return (page.map { $0.1 }, next)
-}
-
 extension ServerState {
     func joinedIds(_ c: ChannelRecord) -> Set<String> {
         Set(c.members.values.filter { $0.state == "joined" }.map(\.userId))

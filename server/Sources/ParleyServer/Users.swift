@@ -218,24 +218,3 @@ enum Users {
         return .json(.obj([("auto_accept", .bool(u.autoAccept))]))
     }
 }
-
-// MARK: - Pagination tokens (opaque: hex of a JSON array holding the last sort key)
-
-func encodeToken(_ key: [JSON]) -> String {
-    let text = JSON.array(key).serialized()
-    return text.utf8.map { b in (b < 16 ? "0" : "") + String(b, radix: 16) }.joined()
-}
-
-func decodeToken(_ token: String) -> [JSON]? {
-    let chars = Array(token.utf8)
-    guard !chars.isEmpty, chars.count % 2 == 0, chars.count <= 4096 else { return nil }
-    var bytes: [UInt8] = []
-    var i = 0
-    while i < chars.count {
-        guard let b = UInt8(String(decoding: chars[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-        bytes.append(b)
-        i += 2
-    }
-    guard case .array(let a)? = try? JSONParser.parse(bytes) else { return nil }
-    return a
-}
