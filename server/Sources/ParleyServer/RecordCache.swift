@@ -36,8 +36,6 @@ struct Generations<Key: Hashable, Value> {
 
     init(capacity: Int) { half = max(1, capacity / 2) }
 
-    var count: Int { young.count + old.count }
-
     mutating func get(_ key: Key) -> Value? {
         if let v = young[key] { return v }
         guard let v = old.removeValue(forKey: key) else { return nil }
@@ -64,8 +62,8 @@ struct Generations<Key: Hashable, Value> {
 }
 
 final class RecordCache {
-    private(set) var channels: Generations<String, CachedChannel>
-    private(set) var users: Generations<String, CachedUser>
+    private var channels: Generations<String, CachedChannel>
+    private var users: Generations<String, CachedUser>
 
     init(channels channelCapacity: Int, users userCapacity: Int) {
         channels = Generations(capacity: channelCapacity)
