@@ -372,3 +372,85 @@ def test_read_your_writes_across_clients(server):
         return run
 
     run_threads([(f"pair-{k}", pair(k)) for k in range(4)], timeout=50, barrier=True)
+
+
+def test_streams_resumed_mid_burst_get_every_event_once_in_order(server):
+    """A stream that opens while writers commit replays up to where the live events begin:
+    reconnecting over and over with Last-Event-ID during a burst yields, joined together,
+    exactly the events of one stream that stayed open (§9), and stream opens do not stop
+    the senders (they run on the event queue, not under the writers' lock)."""
+    senders = [server.user("resume") for _ in range(3)]
+    watcher = server.user("resume-watch")
+    everyone = senders + [watcher]
+    sessions = {u: server.session(u) for u in everyone}
+    channels = [server.channel(everyone, name=f"resume-{i}")["channel_url"] for i in range(2)]
+    steady = EventCollector(server, watcher, session_key=sessions[watcher])
+    assert steady.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    sends = 60
+    burst_done = threading.Event()
+    segments = []  # the frames of each reconnected stream, in order
+    sent_ids = []
+    senders_left = [3]
+    lock = threading.Lock()
+
+    def sender(k):
+        def run(gate):
+            client = Client(server, sessions[senders[k]])
+            gate.wait()
+            try:
+                for i in range(sends):
+                    body = client.ok("POST", f"/v3/group_channels/{channels[i % 2]}/messages",
+                                     json={"message_type": "MESG", "message": f"{k}/{i}"})
+                    with lock:
+                        sent_ids.append(body["message_id"])
+            finally:
+                with lock:
+                    senders_left[0] -= 1
+                    if senders_left[0] == 0:
+                        burst_done.set()
+        return run
+
+    def reconnecting(gate):
+        gate.wait()
+        last = None
+        while True:
+            finished = burst_done.is_set()
+            stream = EventCollector(server, watcher, session_key=sessions[watcher], last_event_id=last)
+            # Read a few events (or whatever is left), then drop the connection.
+            enough = random.randint(1, 12)
+            stream.wait_for(lambda fs: count_event("message_received")(fs) >= enough, 1.5)
+            stream.close()
+            stream.thread.join(5)
+            frames = stream.snapshot()
+            segments.append(frames)
+            ids = [f["id"] for f in frames if f["id"] is not None]
+            if ids:
+                last = ids[-1]
+            elif last is None:
+                last = next(f["data"]["last_event_id"] for f in frames if f["event"] == "connected")
+            if finished and not ids:
+                return
+
+    run_threads([(f"send-{k}", sender(k)) for k in range(3)] + [("reconnecting", reconnecting)],
+                timeout=180, barrier=True)
+    try:
+        assert len(sent_ids) == 3 * sends
+        assert steady.wait_for(lambda fs: count_event("message_received")(fs) >= 3 * sends, 30), \
+            f"the steady stream got {count_event('message_received')(steady.snapshot())} of {3 * sends} messages"
+        reference = [(f["id"], f["event"]) for f in steady.snapshot() if f["id"] is not None]
+        joined = [(f["id"], f["event"]) for seg in segments for f in seg if f["id"] is not None]
+        resyncs = [f for seg in segments for f in seg if f["event"] == "resync"]
+        assert not resyncs, f"a resume inside the retention asked for a resync: {resyncs[:2]}"
+        assert len(segments) > 3, f"only {len(segments)} connections: the test did not reconnect mid-burst"
+        start = reference.index(joined[0]) if joined and joined[0] in reference else None
+        assert start is not None, f"the first resumed event {joined[:1]} is not one the steady stream got"
+        assert joined == reference[start:], \
+            "the resumed streams, joined, differ from one open stream: " + \
+            next((f"at {i}: {a} vs {b}" for i, (a, b) in enumerate(zip(joined, reference[start:])) if a != b),
+                 f"lengths {len(joined)} vs {len(reference) - start}")
+        received = [f["data"]["message"]["message_id"] for seg in segments for f in seg if f["event"] == "message_received"]
+        assert sorted(received) == sorted(sent_ids), \
+            f"resumed streams got {len(received)} messages of {len(sent_ids)}; " \
+            f"missing {describe_ids(set(sent_ids) - set(received))}"
+    finally:
+        steady.close()

@@ -54,9 +54,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
             postgresPool = postgres.client
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
-        let state = ServerState(database: storage, retention: eventRetention, verifyCounters: verify)
-        state.uploadLimit = uploadLimitBytes
-        let service = Service(state: state)
+        let shared = SharedState(database: storage, retention: eventRetention, uploadLimit: uploadLimitBytes, verify: verify)
+        let service = Service(shared: shared)
         let config = ServerConfig(apiToken: token, uploadLimit: uploadLimitBytes,
                                   heartbeatSeconds: heartbeatSeconds,
                                   maxStreamsPerUser: maxStreamsPerUser)
@@ -70,7 +69,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             onServerRunning: { channel in
                 let actualPort = channel.localAddress?.port ?? 0
                 let base = "http://\(displayHost):\(actualPort)"
-                _ = try? await service.run { s in s.publicBaseURL = base }
+                shared.publicBaseURL = base
                 // One unbuffered write: tests and scripts read this line to find the port.
                 FileHandle.standardOutput.write(Data("parley-server listening on \(base)\n".utf8))
             },
@@ -86,13 +85,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         // Event streams never end by themselves, and a graceful shutdown waits for open
         // responses: on SIGTERM/SIGINT end them first, so that the server stops promptly
         // (clients reconnect and resume by Last-Event-ID).
-        let endStreams: @Sendable () -> Void = {
-            Task {
-                _ = try? await service.run { s in
-                    for subscriber in s.subscribers.values { subscriber.continuation.finish() }
-                }
-            }
-        }
+        let endStreams: @Sendable () -> Void = { shared.hub.finishAll() }
         var signalSources: [DispatchSourceSignal] = []
         for signalNumber in [SIGTERM, SIGINT] {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())

@@ -109,7 +109,7 @@ extension ServerState {
         let audience = allMemberIds(c)
         c.members.removeValue(forKey: userId)
         c.operatorIds.removeAll { $0 == userId }
-        typing[c.url]?.removeValue(forKey: userId)
+        typing.stop(userId, in: c.url)
         touch(&c, now)
         addMembershipTombstone(user: userId, channel: c.url, at: now)
         var fields: [(String, JSON?)] = [("channel", eventChannelJSON(c, now: now)), ("user", basicUser(userId))]
@@ -461,7 +461,7 @@ enum Channels {
         let audience = s.allMemberIds(c)
         for id in c.members.keys.sorted() { s.addMembershipTombstone(user: id, channel: c.url, at: ctx.now) }
         try await s.purgeMessages(of: c.url)
-        s.typing.removeValue(forKey: c.url)
+        s.typing.clear(c.url)
         s.deleteChannelRecord(c.url)
         s.emit("channel_deleted", channelUrl: c.url, to: audience, fields: [], now: ctx.now)
         return .json(.obj([]))
@@ -644,9 +644,7 @@ enum Channels {
     }
 
     static func typingUsers(_ s: ServerState, _ url: String, now: Int64) -> [String] {
-        let entries = (s.typing[url] ?? [:]).filter { now - $0.value < 10_000 }
-        s.typing[url] = entries
-        return entries.keys.sorted()
+        s.typing.typers(in: url, now: now)
     }
 
     static func setTyping(_ s: ServerState, _ ctx: inout Ctx, typing: Bool) async throws -> Reply {
@@ -659,7 +657,7 @@ enum Channels {
         if ids.isEmpty { throw APIError.missing("user_ids") }
         for id in ids where !c.isJoined(id) { throw APIError.forbidden("\"\(id)\" is not a member of this channel.") }
         for id in ids {
-            if typing { s.typing[c.url, default: [:]][id] = ctx.now } else { s.typing[c.url]?.removeValue(forKey: id) }
+            if typing { s.typing.start(id, in: c.url, at: ctx.now) } else { s.typing.stop(id, in: c.url) }
         }
         let typers = typingUsers(s, c.url, now: ctx.now)
         s.emit("typing_status", channelUrl: c.url, to: s.joinedIds(c), fields: [

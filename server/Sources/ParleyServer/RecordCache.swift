@@ -1,3 +1,5 @@
+import Foundation
+
 // Channels (whole, with members and last message) and users as last committed, kept
 // between requests so that a request does not read them again table by table. Every entry
 // carries the row's `version`, which each write of the channel or user moves (the upserts
@@ -6,14 +8,15 @@
 // one query has found the same version (and last message change) in its own transaction:
 // the cache can be behind, never wrong.
 //
-// That holds while the writers of one channel are serialized (today `Service`'s lock): a
-// request writes the whole channel it loaded, and stores it here under the version its
-// write returned.
+// That holds while the writers of one channel are serialized (today `Service`'s write
+// lock): a request writes the whole channel it loaded, and stores it here under the version
+// its write returned. Readers store what they read, beside the writer: an entry older than
+// the one kept is not stored, and one that went stale meanwhile fails the version check.
 //
 // Bound: `capacity` entries of each kind at most, in two generations: entries are added to
 // the young one; when it is full it becomes the old one and the previous old one is
-// dropped; a hit in the old generation moves the entry back to the young one. Only touched
-// under `Service`'s lock.
+// dropped; a hit in the old generation moves the entry back to the young one. Requests run
+// concurrently: every access takes the cache's mutex.
 
 struct CachedChannel {
     var version: Int64
@@ -61,7 +64,8 @@ struct Generations<Key: Hashable, Value> {
     }
 }
 
-final class RecordCache {
+final class RecordCache: @unchecked Sendable {
+    private let mutex = NSLock()
     private var channels: Generations<String, CachedChannel>
     private var users: Generations<String, CachedUser>
 
@@ -70,20 +74,25 @@ final class RecordCache {
         users = Generations(capacity: userCapacity)
     }
 
-    func channel(_ url: String) -> CachedChannel? { channels.get(url) }
-    func user(_ id: String) -> CachedUser? { users.get(id) }
+    func channel(_ url: String) -> CachedChannel? { mutex.withLock { channels.get(url) } }
+    func user(_ id: String) -> CachedUser? { mutex.withLock { users.get(id) } }
 
-    /// Keeps what a transaction read or wrote, unless a newer version is kept already.
-    func store(_ entry: CachedChannel) {
-        if let kept = channels.peek(entry.channel.url), kept.version > entry.version { return }
-        channels.put(entry.channel.url, entry)
+    /// Keeps what a transaction read, unless a newer version is kept already, or what the
+    /// writer committed (`written`: the newest there is).
+    func store(_ entry: CachedChannel, written: Bool = false) {
+        mutex.withLock {
+            if !written, let kept = channels.peek(entry.channel.url), kept.version > entry.version { return }
+            channels.put(entry.channel.url, entry)
+        }
     }
 
-    func store(_ entry: CachedUser) {
-        if let kept = users.peek(entry.user.userId), kept.version > entry.version { return }
-        users.put(entry.user.userId, entry)
+    func store(_ entry: CachedUser, written: Bool = false) {
+        mutex.withLock {
+            if !written, let kept = users.peek(entry.user.userId), kept.version > entry.version { return }
+            users.put(entry.user.userId, entry)
+        }
     }
 
-    func forgetChannel(_ url: String) { channels.remove(url) }
-    func forgetUser(_ id: String) { users.remove(id) }
+    func forgetChannel(_ url: String) { mutex.withLock { channels.remove(url) } }
+    func forgetUser(_ id: String) { mutex.withLock { users.remove(id) } }
 }

@@ -64,10 +64,6 @@ extension ServerState {
         return .obj(fields)
     }
 
-    func isOnline(_ userId: String) -> Bool {
-        openStreams[userId] != nil
-    }
-
     /// `privateFields`: `discovery_keys` (contact keys for finding friends) are for the user
     /// and admins only.
     func userJSON(_ u: UserRecord, unread: (messages: Int64, channels: Int64)? = nil, privateFields: Bool = true) -> JSON {

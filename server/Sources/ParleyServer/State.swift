@@ -16,41 +16,80 @@ func randomHex(_ bytes: Int) -> String {
     return out
 }
 
-/// A live SSE subscriber: the state lock is held whenever it is fed, so it receives
-/// events in log order, replay first.
-final class Subscriber: @unchecked Sendable {
-    let id: Int
-    let userId: String
-    let continuation: AsyncStream<String>.Continuation
-    init(id: Int, userId: String, continuation: AsyncStream<String>.Continuation) {
-        self.id = id
-        self.userId = userId
-        self.continuation = continuation
-    }
+/// The sequence counters and the size of the event log (the `counters` table).
+struct Counters: Sendable {
+    var seq: Int64 = 0
+    var prunedThrough: Int64 = 0
+    var nextMessageId: Int64 = 1
+    var nextReportId: Int64 = 1
+    var lastMessageTs: Int64 = 0
+    var channelCounter: Int64 = 0
+    /// How many events the log holds (the events themselves stay in the database).
+    var storedEvents = 0
 
-    /// Ends the stream with an `error` event (PROTOCOL.md §9): its credential no longer holds.
-    func end(code: Int, message: String) {
-        let data = JSON.obj([("code", .int(Int64(code))), ("message", .string(message))]).serialized()
-        continuation.yield("event: error\ndata: \(data)\n\n")
-        continuation.finish()
+    static func load(_ database: any SQLDatabase) async throws -> Counters {
+        let (values, eventCount) = try await database.read { db in try await RecordTables.loadCounters(db) }
+        return Counters(
+            seq: values["seq"] ?? 0, prunedThrough: values["pruned_through"] ?? 0,
+            nextMessageId: values["next_message_id"] ?? 1, nextReportId: values["next_report_id"] ?? 1,
+            lastMessageTs: values["last_message_ts"] ?? 0, channelCounter: values["channel_counter"] ?? 0,
+            storedEvents: eventCount)
     }
 }
 
-/// The server state: the request's transaction, the channels and users the request loaded,
-/// the sequence counters, and the open event streams. Only touched while `Service` holds its
-/// lock. A request runs in one write transaction (a GET in a read transaction): messages and
-/// the other queried records are written as the handler goes, the changes of the loaded
-/// channels and users (`pending`) at its end, and it commits before the response is sent.
-///
-/// The request's `channels`, `users` and `lastMessages` are emptied when the next request
-/// starts (they stay until then so that the events of the last request are rendered from
-/// the state it committed); their bound is what one request loads. Between requests only
-/// `cache` keeps records (RecordCache.swift: bounded, and checked against the database
-/// before each use).
-final class ServerState {
+/// What every request shares: the database, the counters as committed, the record cache, the
+/// open event streams and the typing indicators. Each part guards itself; `committed` is
+/// changed only by the writer that holds `Service`'s lock.
+final class SharedState: @unchecked Sendable {
     let database: any SQLDatabase
     let retention: Int
-    /// The transaction of the request being handled.
+    /// PARLEY_VERIFY_COUNTERS=1: every request checks the unread counters it touched, the
+    /// order of the listings it read, and that it rendered no user it did not load.
+    let verify: Bool
+    let uploadLimit: Int
+    /// Committed channels and users kept between requests.
+    let cache = RecordCache(channels: 2_000, users: 20_000)
+    let hub = EventHub()
+    let typing = TypingIndicators()
+    /// The counters as of the last commit (a writer starts from a copy of them).
+    var committed = Counters()
+    private let mutex = NSLock()
+    private var baseURL = ""
+
+    init(database: any SQLDatabase, retention: Int, uploadLimit: Int, verify: Bool) {
+        self.database = database
+        self.retention = max(1, retention)
+        self.uploadLimit = uploadLimit
+        self.verify = verify
+    }
+
+    /// The scheme, host and port the server listens on, for absolute file URLs.
+    var publicBaseURL: String {
+        get { mutex.withLock { baseURL } }
+        set { mutex.withLock { baseURL = newValue } }
+    }
+}
+
+/// One request: its transaction, the channels and users it loaded, what it changed, and the
+/// events it emitted. A write request runs in one write transaction: messages and the other
+/// queried records are written as the handler goes, the changes of the loaded channels and
+/// users (`pending`) at its end, and it commits before the response is sent. A read request
+/// (a GET) runs in a read transaction, beside the writer.
+///
+/// After its commit a request is handed to the event hub, which renders its events from the
+/// channels and users it loaded, as they stood at the commit. Between requests only
+/// `shared.cache` keeps records (RecordCache.swift: bounded, and checked against the
+/// database before each use).
+final class ServerState {
+    let shared: SharedState
+    let readOnly: Bool
+    var database: any SQLDatabase { shared.database }
+    var cache: RecordCache { shared.cache }
+    var verify: Bool { shared.verify }
+    var typing: TypingIndicators { shared.typing }
+    var publicBaseURL: String { shared.publicBaseURL }
+    var uploadLimit: Int { shared.uploadLimit }
+    /// The transaction of the request.
     private var transaction: (any SQLSession)?
     var db: any SQLSession {
         get throws {
@@ -58,9 +97,10 @@ final class ServerState {
             return transaction
         }
     }
-    /// Set when the request wrote to the database: a failed request then reloads the counters,
-    /// which may have moved with what the rolled-back transaction wrote.
-    private var wroteDirectly = false
+    /// This request's copy of the counters, which become the committed ones if it commits.
+    private var counters = Counters()
+    /// A read request took a sequence number (which only writers may do).
+    private var allocatedWhileReading = false
 
     /// The users this request loaded (`loadUsers`) or changed, by id.
     private(set) var loadedUsers: [String: UserRecord] = [:]
@@ -71,57 +111,34 @@ final class ServerState {
     private var absentChannels: Set<String> = []
     /// The last message of each loaded channel that has one, by channel URL.
     var lastMessages: [String: MessageRecord] = [:]
-    /// Committed channels and users kept between requests.
-    let cache = RecordCache(channels: 2_000, users: 20_000)
     /// What this request read from the database whole, for `cache` once the request ends well.
     private var readChannels: [CachedChannel] = []
     private var readUsers: [CachedUser] = []
     /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
     /// on, the request fails instead of showing an empty profile.
     var renderedUnloadedUser: String? = nil
-    /// How many events the log holds (the events themselves stay in the database).
-    private var storedEvents = 0
-    var seq: Int64 = 0
-    var prunedThrough: Int64 = 0
-    var nextMessageId: Int64 = 1
-    var nextReportId: Int64 = 1
-    var lastMessageTs: Int64 = 0
-    var channelCounter: Int64 = 0
-
-    // Transient.
-    var typing: [String: [String: Int64]] = [:]
-    var subscribers: [Int: Subscriber] = [:] {
-        // Kept beside the streams so `isOnline` (asked for every member of every render) is a
-        // lookup; streams open and close rarely, so recounting them then is cheap.
-        didSet { openStreams = subscribers.values.reduce(into: [:]) { $0[$1.userId, default: 0] += 1 } }
-    }
-    /// Open event streams per user, derived from `subscribers`.
-    private(set) var openStreams: [String: Int] = [:]
-    var nextSubscriberId = 1
-    var publicBaseURL = ""
-    var uploadLimit = 26_214_400
 
     var pending = StorageBatch()
-    var pendingFanout: [StoredEvent] = []
+    private(set) var pendingFanout: [StoredEvent] = []
+    /// Users whose event streams end once the request commits.
+    private(set) var endedStreams: [(userId: String, message: String)] = []
 
     /// Channels whose members' unread counters are checked against a count of the messages
     /// at the end of the request (PARLEY_VERIFY_COUNTERS=1, set by the test scripts).
     private var touchedChannels: Set<String> = []
     /// The messages this request stored, by id.
     private var savedThisRequest: [Int64: MessageRecord] = [:]
-    /// PARLEY_VERIFY_COUNTERS=1: every request checks the unread counters it touched, the
-    /// order of the listings it read, and that it rendered no user it did not load.
-    let verify: Bool
 
-    /// Empty until `reload()` loads the counters.
-    init(database: any SQLDatabase, retention: Int, verifyCounters: Bool = false) {
-        self.database = database
-        self.retention = max(1, retention)
-        self.verify = verifyCounters
+    init(shared: SharedState, readOnly: Bool) {
+        self.shared = shared
+        self.readOnly = readOnly
     }
 
-    /// Forgets what the previous request loaded.
-    private func startRequest() {
+    /// Forgets what an attempt loaded and changed (a backend may run a transaction again).
+    private func startAttempt() {
+        // Only the writer reads the committed counters: it alone changes them.
+        counters = readOnly ? Counters() : shared.committed
+        allocatedWhileReading = false
         loadedChannels = [:]
         absentChannels = []
         loadedUsers = [:]
@@ -134,22 +151,17 @@ final class ServerState {
         touchedChannels = []
         pending = StorageBatch()
         pendingFanout = []
-        wroteDirectly = false
+        endedStreams = []
     }
 
-    /// Runs `body` as one request: one write transaction, which commits the request's changes
-    /// of memory (`pending`) with what it wrote directly. Returns the events to deliver.
-    func handle<T>(readOnly: Bool = false, _ body: (ServerState) async throws -> T) async throws -> (T, [StoredEvent]) {
-        if readOnly { return try await handleReading(body) }
+    /// Runs `body` as a write request in one write transaction, which commits the request's
+    /// changes (`pending`) with what it wrote directly. The caller holds `Service`'s lock; on
+    /// return the committed counters are this request's.
+    func handleWriting<T>(_ body: (ServerState) async throws -> T) async throws -> T {
         var bodyDone = false
-        var attempts = 0
         do {
-            let committed = try await database.write { tx in
-                // A backend may run the transaction again (PostgreSQL after a deadlock): the
-                // counters then go back to what is committed first.
-                attempts += 1
-                if attempts > 1 { try await reload() }
-                startRequest()
+            let (result, written) = try await database.write { tx in
+                startAttempt()
                 bodyDone = false
                 transaction = tx
                 defer { transaction = nil }
@@ -161,49 +173,36 @@ final class ServerState {
                 try await pruneEvents(adding: pending.events.count, tx)
                 return (result, written)
             }
-            // Committed: what it read and wrote may serve the next requests.
-            let (result, written) = committed
+            shared.committed = counters
             keepInCache(written)
-            let fanout = pendingFanout
-            pending = StorageBatch()
-            pendingFanout = []
-            wroteDirectly = false
-            return (result, fanout)
+            return result
         } catch {
-            // The counters may have moved with what rolled back: read them again.
-            if !pending.isEmpty || wroteDirectly || bodyDone { try? await reload() }
-            startRequest()
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }
     }
 
-    /// A request that only reads the database (GET): a read transaction, which on SQLite
-    /// does not queue behind the writer's connection and on PostgreSQL is READ ONLY. What it
-    /// changed (a first login) is written after it in a write transaction.
-    private func handleReading<T>(_ body: (ServerState) async throws -> T) async throws -> (T, [StoredEvent]) {
-        let result: T
-        startRequest()
-        do {
-            result = try await database.read { tx in
-                transaction = tx
-                defer { transaction = nil }
-                let result = try await body(self)
-                try checkRendering()
-                return result
-            }
-            keepInCache(RecordTables.WrittenVersions())
-        } catch {
-            if !pending.isEmpty || wroteDirectly { try? await reload() }
-            startRequest()
-            throw error
+    /// Runs `body` as a read request (a GET) in a read transaction, which on SQLite does not
+    /// queue behind the writer's connection and on PostgreSQL is READ ONLY. Returns false
+    /// instead of a result when the request changed something (a first login): it must then
+    /// run again as a write request.
+    func handleReading<T>(_ body: (ServerState) async throws -> T) async throws -> T? {
+        let result = try await database.read { tx in
+            startAttempt()
+            transaction = tx
+            defer { transaction = nil }
+            let result = try await body(self)
+            try checkRendering()
+            return result
         }
-        if pending.isEmpty && pendingFanout.isEmpty { return (result, []) }
-        let changedUsers = pending.users
-        let (_, fanout) = try await handle { s in
-            for case let (_, user?) in changedUsers { s.save(user) }
-        }
-        return (result, fanout)
+        if !pending.isEmpty || !pendingFanout.isEmpty || !endedStreams.isEmpty || allocatedWhileReading { return nil }
+        keepInCache(RecordTables.WrittenVersions())
+        return result
+    }
+
+    /// What the hub needs to deliver this committed request's events.
+    var committedChanges: CommittedChanges {
+        CommittedChanges(events: pendingFanout, endedStreams: endedStreams, seq: counters.seq, renderer: self)
     }
 
     /// After a commit (or a read): keeps what the request read whole, then what it wrote,
@@ -217,14 +216,15 @@ final class ServerState {
                 continue
             }
             let last = lastMessages[url]
-            cache.store(CachedChannel(version: version, channel: full, lastMessage: last, lastMessageSeq: last?.changeSeq ?? -1))
+            cache.store(CachedChannel(version: version, channel: full, lastMessage: last, lastMessageSeq: last?.changeSeq ?? -1),
+                        written: true)
         }
         for (id, user) in pending.users {
             guard let user, let version = written.users[id] else {
                 cache.forgetUser(id)
                 continue
             }
-            cache.store(CachedUser(version: version, user: user))
+            cache.store(CachedUser(version: version, user: user), written: true)
         }
         readChannels = []
         readUsers = []
@@ -236,17 +236,14 @@ final class ServerState {
         }
     }
 
-    /// Reads the counters (start-up, and after a failed request may have moved them).
-    func reload() async throws {
-        let (counters, eventCount) = try await database.read { db in try await RecordTables.loadCounters(db) }
-        storedEvents = eventCount
-        seq = counters["seq"] ?? 0
-        prunedThrough = counters["pruned_through"] ?? 0
-        nextMessageId = counters["next_message_id"] ?? 1
-        nextReportId = counters["next_report_id"] ?? 1
-        channelCounter = counters["channel_counter"] ?? 0
-        lastMessageTs = counters["last_message_ts"] ?? 0
+    /// The newest committed sequence number this request sees: a changelog's "now". A reader
+    /// reads it in its own snapshot, so that a token never runs ahead of what it read.
+    func currentSeq() async throws -> Int64 {
+        if !readOnly { return counters.seq }
+        return try await db.queryOne("SELECT value FROM meta WHERE name = 'seq'")?.int(0) ?? 0
     }
+
+    func isOnline(_ userId: String) -> Bool { shared.hub.isOnline(userId) }
 
     // MARK: loading
 
@@ -257,7 +254,10 @@ final class ServerState {
         let cached = missing.compactMap { cache.user($0) }
         if !cached.isEmpty {
             let versions = try await ChannelQueries.versions(ofUsers: cached.map(\.user.userId), db)
-            for entry in cached where versions[entry.user.userId] == entry.version {
+            for entry in cached {
+                // A stale entry goes, so that the fresh read below replaces it (a channel or
+                // user made again can have a lower version than the one it replaced).
+                guard versions[entry.user.userId] == entry.version else { cache.forgetUser(entry.user.userId); continue }
                 loadedUsers[entry.user.userId] = entry.user
                 missing.remove(entry.user.userId)
             }
@@ -299,7 +299,7 @@ final class ServerState {
             let versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db)
             for entry in cached {
                 guard let stored = versions[entry.channel.url], stored.version == entry.version,
-                      stored.lastMessageSeq == entry.lastMessageSeq else { continue }
+                      stored.lastMessageSeq == entry.lastMessageSeq else { cache.forgetChannel(entry.channel.url); continue }
                 found.append(entry)
                 missing.remove(entry.channel.url)
             }
@@ -362,13 +362,11 @@ final class ServerState {
         absentUsers.remove(u.userId)
         pending.users[u.userId] = u
     }
-    /// Ends every open event stream of the user (deactivated or deleted): their session keys
-    /// no longer authenticate, so what the streams would still deliver is not theirs to see.
+    /// Ends every open event stream of the user (deactivated or deleted) once the request
+    /// commits, before its events go out: their session keys no longer authenticate, so what
+    /// the streams would still deliver is not theirs to see.
     func endStreams(of userId: String, message: String) {
-        for (id, subscriber) in subscribers where subscriber.userId == userId {
-            subscribers.removeValue(forKey: id)
-            subscriber.end(code: 400301, message: message)
-        }
+        endedStreams.append((userId, message))
     }
 
     func deleteUser(_ id: String) {
@@ -377,7 +375,6 @@ final class ServerState {
         pending.users[id] = .some(nil)
     }
     func save(_ s: SessionRecord) async throws {
-        wroteDirectly = true
         try await RecordTables.putSession(s, db)
     }
 
@@ -388,7 +385,6 @@ final class ServerState {
     }
 
     func deleteSessions(of userId: String) async throws {
-        wroteDirectly = true
         try await db.execute("DELETE FROM sessions WHERE user_id = ?", [.text(userId)])
     }
     /// Writes the channel record (without its members) and the member records that differ
@@ -461,16 +457,13 @@ final class ServerState {
         for id in members.keys { pending.members[MemberKey(channelUrl: url, userId: id)] = .some(nil) }
     }
     func store(_ f: FileRecord, bytes: [UInt8]) async throws {
-        wroteDirectly = true
         try await RecordTables.putFile(f, bytes: bytes, db)
     }
     func save(_ r: ReportRecord) async throws {
-        wroteDirectly = true
         try await RecordTables.putReport(r, db)
     }
 
     func save(_ m: MessageRecord) async throws {
-        wroteDirectly = true
         touchedChannels.insert(m.channelUrl)
         try await RecordTables.putMessage(m, db)
         savedThisRequest[m.id] = m
@@ -482,7 +475,6 @@ final class ServerState {
     }
 
     func deleteMessage(_ m: MessageRecord, at now: Int64) async throws {
-        wroteDirectly = true
         touchedChannels.insert(m.channelUrl)
         try await RecordTables.deleteMessage(m.id, db)
         let t = MessageTombstoneRecord(messageId: m.id, channelUrl: m.channelUrl, deletedAt: now, seq: nextSeq())
@@ -491,7 +483,6 @@ final class ServerState {
 
     /// Drops a deleted channel's messages without tombstones (the channel tombstone covers them).
     func purgeMessages(of url: String) async throws {
-        wroteDirectly = true
         try await MessageQueries.deleteChannelMessages(db, channel: url)
     }
 
@@ -502,37 +493,48 @@ final class ServerState {
 
     // MARK: sequences
 
+    // Only writers take numbers: they commit one at a time, each from the counters the
+    // previous one committed. A read request that takes one fails (`handleReading`).
+
     func nextSeq() -> Int64 {
-        seq += 1
-        pending.counters["seq"] = seq
-        return seq
+        if readOnly { allocatedWhileReading = true }
+        counters.seq += 1
+        pending.counters["seq"] = counters.seq
+        return counters.seq
     }
 
     func allocateMessageId() -> Int64 {
-        let id = nextMessageId
-        nextMessageId += 1
-        pending.counters["next_message_id"] = nextMessageId
+        if readOnly { allocatedWhileReading = true }
+        let id = counters.nextMessageId
+        counters.nextMessageId += 1
+        pending.counters["next_message_id"] = counters.nextMessageId
         return id
     }
 
     func allocateReportId() -> Int64 {
-        let id = nextReportId
-        nextReportId += 1
-        pending.counters["next_report_id"] = nextReportId
+        if readOnly { allocatedWhileReading = true }
+        let id = counters.nextReportId
+        counters.nextReportId += 1
+        pending.counters["next_report_id"] = counters.nextReportId
         return id
     }
 
     func allocateChannelNumber() -> Int64 {
-        channelCounter += 1
-        pending.counters["channel_counter"] = channelCounter
-        return channelCounter
+        if readOnly { allocatedWhileReading = true }
+        counters.channelCounter += 1
+        pending.counters["channel_counter"] = counters.channelCounter
+        return counters.channelCounter
     }
+
+    /// The newest message creation time so far (a writer's view).
+    var lastMessageTs: Int64 { counters.lastMessageTs }
 
     /// Message creation times never go backwards, so id order is time order.
     func messageTimestamp(_ now: Int64) -> Int64 {
-        lastMessageTs = max(lastMessageTs, now)
-        pending.counters["last_message_ts"] = lastMessageTs
-        return lastMessageTs
+        if readOnly { allocatedWhileReading = true }
+        counters.lastMessageTs = max(counters.lastMessageTs, now)
+        pending.counters["last_message_ts"] = counters.lastMessageTs
+        return counters.lastMessageTs
     }
 
     /// Marks a change to the channel itself (for channel changelogs; `updated_at` moves).
@@ -566,23 +568,29 @@ final class ServerState {
     /// Keeps the newest `retention` events for resumes: older ones go, and `prunedThrough`
     /// says up to where.
     private func pruneEvents(adding added: Int, _ tx: any SQLSession) async throws {
-        storedEvents += added
-        guard storedEvents > retention else { return }
-        let drop = storedEvents - retention
+        let retention = shared.retention
+        counters.storedEvents += added
+        guard counters.storedEvents > retention else { return }
+        let drop = counters.storedEvents - retention
         guard let boundary = try await tx.queryOne("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET \(drop - 1)")?.int(0)
         else { return }
         try await tx.execute("DELETE FROM events WHERE id <= ?", [.int(boundary)])
         try await RecordTables.putCounter("pruned_through", boundary, tx)
-        prunedThrough = boundary
-        storedEvents = retention
+        counters.prunedThrough = boundary
+        counters.storedEvents = retention
     }
 
-    /// The retained events after `last` addressed to `userId`, oldest first.
-    func events(after last: Int64, for userId: String) async throws -> [StoredEvent] {
+    /// The retained events after `last` up to `through` addressed to `userId`, oldest first.
+    func events(after last: Int64, through: Int64, for userId: String) async throws -> [StoredEvent] {
         let contains = try db.dialect == .sqlite ? "instr(recipients, ?) > 0" : "strpos(recipients, ?) > 0"
         return try await db.query("""
-            SELECT id, created_at, category, recipients, data FROM events WHERE id > ? AND \(contains) ORDER BY id
-            """, [.int(last), .text(recipientSeparator + userId + recipientSeparator)]).map(RecordTables.event)
+            SELECT id, created_at, category, recipients, data FROM events WHERE id > ? AND id <= ? AND \(contains) ORDER BY id
+            """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map(RecordTables.event)
+    }
+
+    /// Where the retained events begin: events up to here were pruned (in this snapshot).
+    func prunedThrough() async throws -> Int64 {
+        try await db.queryOne("SELECT value FROM meta WHERE name = 'pruned_through'")?.int(0) ?? 0
     }
 
     func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64) {
@@ -598,42 +606,51 @@ final class ServerState {
         pending.events.append(event)
         pendingFanout.append(event)
     }
-
-    func deliver(_ event: StoredEvent) {
-        let recipients = Set(event.recipients)
-        let targets = subscribers.values.filter { recipients.contains($0.userId) }
-        guard !targets.isEmpty else { return }
-        let frame = framer(event, now: nowMillis())
-        var frames: [String: String] = [:]  // one rendering per user, whatever their number of streams
-        for sub in targets {
-            let text = frames[sub.userId] ?? frame(sub.userId)
-            frames[sub.userId] = text
-            sub.continuation.yield(text)
-        }
-    }
 }
 
-/// Serializes all access to the state; every request runs to completion under it.
+/// Runs requests. Write requests run one at a time (the lock): each commits, hands its events
+/// to the hub in commit order, and lets the next one go before its events are delivered. Read
+/// requests take no lock: they run in their own snapshots beside the writer.
 final class Service: @unchecked Sendable {
-    private let lock = AsyncLock()
-    private let state: ServerState
+    private let writeLock = AsyncLock()
+    let shared: SharedState
 
-    init(state: ServerState) { self.state = state }
+    init(shared: SharedState) { self.shared = shared }
 
-    /// Loads what memory keeps from the database (at start).
-
+    /// Reads the counters and starts the event hub (at start).
     func load() async throws {
-        await lock.lock()
-        defer { lock.unlock() }
-        try await state.reload()
+        shared.committed = try await Counters.load(shared.database)
+        shared.hub.start(deliveredThrough: shared.committed.seq)
     }
 
-    /// `readOnly`: the request only reads the database (see ServerState.handle).
+    /// `readOnly`: the request only reads the database (a GET). One that changes something
+    /// all the same (a first login) runs again as a write request.
     func run<T>(readOnly: Bool = false, _ body: (ServerState) async throws -> T) async throws -> T {
-        await lock.lock()
-        defer { lock.unlock() }
-        let (result, fanout) = try await state.handle(readOnly: readOnly, body)
-        for event in fanout { state.deliver(event) }
+        if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
+            return result
+        }
+        await writeLock.lock()
+        let request = ServerState(shared: shared, readOnly: false)
+        let result: T
+        do {
+            result = try await request.handleWriting(body)
+        } catch {
+            writeLock.unlock()
+            throw error
+        }
+        let delivery = shared.hub.enqueue(request.committedChanges)
+        writeLock.unlock()
+        // The response waits for its events to reach the streams (a client that hears back
+        // has them on its streams), not holding the lock meanwhile.
+        await delivery.wait()
+        return result
+    }
+
+    /// A read request that must not write (a stream's replay, run on the hub's queue).
+    func read<T>(_ body: (ServerState) async throws -> T) async throws -> T {
+        guard let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) else {
+            throw APIError.internal("a read-only request changed something")
+        }
         return result
     }
 }

@@ -54,7 +54,7 @@ enum Sync {
         for t in try await ChannelQueries.endedMemberships(of: u.userId, after: start, limit: limit + 1, s.db) {
             items.append((t.seq, .deleted(t.channelUrl)))
         }
-        let (changes, hasMore, next) = page(items, limit: limit, current: s.seq)
+        let (changes, hasMore, next) = page(items, limit: limit, current: try await s.currentSeq())
         var updated: [JSON] = [], deleted: [JSON] = []
         for change in changes {
             switch change {
@@ -89,7 +89,7 @@ enum Sync {
         for t in try await MessageQueries.tombstones(try s.db, channel: c.url, after: start, limit: limit + 1) {
             items.append((t.seq, .deleted(t)))
         }
-        let (changes, hasMore, next) = page(items, limit: limit, current: s.seq)
+        let (changes, hasMore, next) = page(items, limit: limit, current: try await s.currentSeq())
         var changed: [MessageRecord] = [], deleted: [JSON] = []
         for change in changes {
             switch change {

@@ -1,0 +1,189 @@
+import Foundation
+
+// The open event streams and the one ordered queue that feeds them (PROTOCOL.md §9). Writers
+// commit one at a time (`Service`); each hands its committed events to the hub before the
+// next writer may commit, so the queue holds them in event id order. The hub renders and
+// delivers them on its own task, outside every lock the requests take; a stream opens on the
+// same queue, so its replay ends exactly where its live events begin.
+
+/// A live SSE subscriber. Fed only from the hub's queue, so it receives events in log order,
+/// replay first.
+final class Subscriber: @unchecked Sendable {
+    let id: Int
+    let userId: String
+    let continuation: AsyncStream<String>.Continuation
+    init(id: Int, userId: String, continuation: AsyncStream<String>.Continuation) {
+        self.id = id
+        self.userId = userId
+        self.continuation = continuation
+    }
+
+    /// Ends the stream with an `error` event (PROTOCOL.md §9): its credential no longer holds.
+    func end(code: Int, message: String) {
+        let data = JSON.obj([("code", .int(Int64(code))), ("message", .string(message))]).serialized()
+        continuation.yield("event: error\ndata: \(data)\n\n")
+        continuation.finish()
+    }
+}
+
+/// What one committed request hands to the hub: its events, the streams it ends, and the
+/// request itself, whose loaded channels and users render the events as of the commit. The
+/// request is finished when it is handed over; from then on only the hub's task reads it.
+struct CommittedChanges: @unchecked Sendable {
+    let events: [StoredEvent]
+    /// Users whose streams end (deactivated or deleted), with the message they receive.
+    let endedStreams: [(userId: String, message: String)]
+    /// The last sequence number the request took (or the one before it, if it took none).
+    let seq: Int64
+    let renderer: ServerState
+}
+
+final class EventHub: @unchecked Sendable {
+    private let mutex = NSLock()
+    private var subscribers: [Int: Subscriber] = [:]
+    /// Open streams per user, so that `isOnline` (asked for every member of every render) is
+    /// a lookup.
+    private var openStreams: [String: Int] = [:]
+    private var nextSubscriberId = 1
+    /// The newest sequence number whose request's events were all delivered: a stream that
+    /// opens now replays up to here and receives what follows live.
+    private var delivered: Int64 = 0
+    private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
+    private let queue: AsyncStream<@Sendable () async -> Void>
+
+    init() {
+        (queue, jobs) = AsyncStream<@Sendable () async -> Void>.makeStream(bufferingPolicy: .unbounded)
+    }
+
+    /// Runs the queue until the process ends. `seq` is the committed sequence at start.
+    func start(deliveredThrough seq: Int64) {
+        mutex.withLock { delivered = seq }
+        let queue = self.queue
+        Task.detached {
+            for await job in queue { await job() }
+        }
+    }
+
+    var deliveredThrough: Int64 { mutex.withLock { delivered } }
+
+    func isOnline(_ userId: String) -> Bool { mutex.withLock { openStreams[userId] != nil } }
+
+    func openStreamCount(of userId: String) -> Int { mutex.withLock { openStreams[userId] ?? 0 } }
+
+    /// Runs `body` in queue order (after every job queued before it) and returns its result.
+    func inOrder<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
+            jobs.yield {
+                do { done.resume(returning: try await body()) } catch { done.resume(throwing: error) }
+            }
+        }
+    }
+
+    /// Queues `changes` and returns at once; `wait` later resumes when they are delivered.
+    func enqueue(_ changes: CommittedChanges) -> Delivery {
+        let delivery = Delivery()
+        jobs.yield {
+            self.deliver(changes)
+            delivery.finish()
+        }
+        return delivery
+    }
+
+    private func deliver(_ changes: CommittedChanges) {
+        for end in changes.endedStreams { endStreams(of: end.userId, code: 400301, message: end.message) }
+        let now = nowMillis()
+        for event in changes.events {
+            let recipients = Set(event.recipients)
+            let targets = mutex.withLock { subscribers.values.filter { recipients.contains($0.userId) } }
+            if targets.isEmpty { continue }
+            let frame = changes.renderer.framer(event, now: now)
+            var frames: [String: String] = [:]  // one rendering per user, whatever their number of streams
+            for sub in targets {
+                let text = frames[sub.userId] ?? frame(sub.userId)
+                frames[sub.userId] = text
+                sub.continuation.yield(text)
+            }
+        }
+        mutex.withLock { delivered = max(delivered, changes.seq) }
+    }
+
+    /// Registers a stream. Call it from a job of `inOrder`, after the stream's replay.
+    func register(userId: String, continuation: AsyncStream<String>.Continuation) -> Int {
+        mutex.withLock {
+            let id = nextSubscriberId
+            nextSubscriberId += 1
+            subscribers[id] = Subscriber(id: id, userId: userId, continuation: continuation)
+            openStreams[userId, default: 0] += 1
+            return id
+        }
+    }
+
+    /// Removes a stream; nil if it was gone already.
+    @discardableResult
+    func remove(_ id: Int) -> Subscriber? {
+        mutex.withLock {
+            guard let sub = subscribers.removeValue(forKey: id) else { return nil }
+            let left = (openStreams[sub.userId] ?? 1) - 1
+            openStreams[sub.userId] = left > 0 ? left : nil
+            return sub
+        }
+    }
+
+    /// Ends every open stream of the user with an `error` event.
+    func endStreams(of userId: String, code: Int, message: String) {
+        let ids = mutex.withLock { subscribers.values.filter { $0.userId == userId }.map(\.id) }
+        for id in ids { remove(id)?.end(code: code, message: message) }
+    }
+
+    /// Ends every stream without a word (shutdown: clients reconnect and resume).
+    func finishAll() {
+        let all = mutex.withLock { Array(subscribers.values) }
+        for sub in all { sub.continuation.finish() }
+    }
+}
+
+/// The delivery of one request's events, awaited by the request after it let the next writer go.
+final class Delivery: @unchecked Sendable {
+    private let mutex = NSLock()
+    private var done = false
+    private var waiter: CheckedContinuation<Void, Never>?
+
+    fileprivate func finish() {
+        let waiting: CheckedContinuation<Void, Never>? = mutex.withLock {
+            done = true
+            defer { waiter = nil }
+            return waiter
+        }
+        waiting?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let finished: Bool = mutex.withLock {
+                if done { return true }
+                waiter = continuation
+                return false
+            }
+            if finished { continuation.resume() }
+        }
+    }
+}
+
+/// Who is typing in which channel, with when they said so. Not stored: it lasts seconds.
+final class TypingIndicators: @unchecked Sendable {
+    private let mutex = NSLock()
+    private var typing: [String: [String: Int64]] = [:]
+
+    func start(_ userId: String, in url: String, at now: Int64) { mutex.withLock { typing[url, default: [:]][userId] = now } }
+    func stop(_ userId: String, in url: String) { mutex.withLock { _ = typing[url]?.removeValue(forKey: userId) } }
+    func clear(_ url: String) { mutex.withLock { _ = typing.removeValue(forKey: url) } }
+
+    /// Who is typing in the channel: those who said so in the last 10 seconds, by id.
+    func typers(in url: String, now: Int64) -> [String] {
+        mutex.withLock {
+            let entries = (typing[url] ?? [:]).filter { now - $0.value < 10_000 }
+            typing[url] = entries.isEmpty ? nil : entries
+            return entries.keys.sorted()
+        }
+    }
+}
