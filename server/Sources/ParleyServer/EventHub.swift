@@ -48,6 +48,8 @@ final class EventHub: @unchecked Sendable {
     /// The newest sequence number whose request's events were all delivered: a stream that
     /// opens now replays up to here and receives what follows live.
     private var delivered: Int64 = 0
+    /// Deliveries queued and not yet done.
+    private var queuedDeliveries = 0
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     private let queue: AsyncStream<@Sendable () async -> Void>
 
@@ -82,12 +84,17 @@ final class EventHub: @unchecked Sendable {
     /// Queues `changes` and returns at once; `wait` later resumes when they are delivered.
     func enqueue(_ changes: CommittedChanges) -> Delivery {
         let delivery = Delivery()
+        mutex.withLock { queuedDeliveries += 1 }
         jobs.yield {
             self.deliver(changes)
+            self.mutex.withLock { self.queuedDeliveries -= 1 }
             delivery.finish()
         }
         return delivery
     }
+
+    /// Deliveries queued and not yet done.
+    var backlog: Int { mutex.withLock { queuedDeliveries } }
 
     private func deliver(_ changes: CommittedChanges) {
         for end in changes.endedStreams { endStreams(of: end.userId, code: 400301, message: end.message) }

@@ -614,6 +614,8 @@ final class ServerState {
 final class Service: @unchecked Sendable {
     private let writeLock = AsyncLock()
     let shared: SharedState
+    /// Queued deliveries past which a writer waits for its own.
+    static let deliveryBacklog = 32
 
     init(shared: SharedState) { self.shared = shared }
 
@@ -640,9 +642,9 @@ final class Service: @unchecked Sendable {
         }
         let delivery = shared.hub.enqueue(request.committedChanges)
         writeLock.unlock()
-        // The response waits for its events to reach the streams (a client that hears back
-        // has them on its streams), not holding the lock meanwhile.
-        await delivery.wait()
+        // Writers faster than the streams wait for their events to go out (not holding the
+        // lock), so that the queue, and what its requests hold, stays bounded.
+        if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
         return result
     }
 
