@@ -465,7 +465,9 @@ final class ServerState {
 
     func save(_ m: MessageRecord) async throws {
         touchedChannels.insert(m.channelUrl)
-        try await RecordTables.putMessage(m, db)
+        // Ids from the committed next id on were taken by this request: not stored before it.
+        let isNew = !readOnly && m.id >= shared.committed.nextMessageId && savedThisRequest[m.id] == nil
+        try await RecordTables.putMessage(m, isNew: isNew, db)
         savedThisRequest[m.id] = m
         if lastMessages[m.channelUrl]?.id == m.id { lastMessages[m.channelUrl] = m }
     }

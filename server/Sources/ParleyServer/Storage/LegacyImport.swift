@@ -88,7 +88,7 @@ enum LegacyImport {
         var lastMessageTs: Int64 = 0
         try await forEachRecord("message", db) { _, body in
             guard let m = record(MessageRecord.self, body) else { return }
-            try await RecordTables.putMessage(m, db)
+            try await RecordTables.putMessage(m, isNew: false, db)
             nextMessageId = max(nextMessageId, m.id + 1)
             lastMessageTs = max(lastMessageTs, m.createdAt)
             counts["messages", default: 0] += 1

@@ -195,9 +195,11 @@ enum RecordTables {
         try await db.execute(upsertSQL("members", memberColumns, key: ["channel_url", "user_id"]), memberRow(url, m))
     }
 
-    static func putMessage(_ m: MessageRecord, _ db: any SQLSession) async throws {
+    /// `isNew`: no row of the message is stored yet (its id was taken in this transaction),
+    /// so there are no old mentions to remove.
+    static func putMessage(_ m: MessageRecord, isNew: Bool, _ db: any SQLSession) async throws {
         try await db.execute(upsertMessageSQL, messageRow(m))
-        try await db.execute(deleteMentionsSQL, [.int(m.id)])
+        if !isNew { try await db.execute(deleteMentionsSQL, [.int(m.id)]) }
         for (position, id) in m.mentionedUserIds.enumerated() {
             try await db.execute(upsertSQL("message_mentions", ["message_id", "user_id", "position"], key: ["message_id", "user_id"]),
                                  [.int(m.id), .text(id), .int(Int64(position))])
