@@ -454,3 +454,55 @@ def test_streams_resumed_mid_burst_get_every_event_once_in_order(server):
             f"missing {describe_ids(set(sent_ids) - set(received))}"
     finally:
         steady.close()
+
+
+def test_stream_opened_while_its_user_is_deactivated_does_not_stay_open(server):
+    """A stream whose open races its user's deactivation either is refused, or opens and is
+    ended with an error frame: in no order does it stay open and keep receiving (§9). The
+    stream's credentials are checked again on the event queue, after every delivered commit."""
+    import requests
+
+    rounds = 12
+    for r in range(rounds):
+        user, other = server.user("deact"), server.user("deact-peer")
+        key = server.session(user)
+        url = server.channel([user, other])["channel_url"]
+        outcome = {}
+
+        def opener(gate):
+            gate.wait()
+            try:
+                resp = requests.get(server.url(f"/v3/users/{user}/events"), headers={"Session-Key": key},
+                                    stream=True, timeout=(5, 5))
+            except requests.RequestException as e:
+                outcome["error"] = repr(e)
+                return
+            outcome["status"] = resp.status_code
+            outcome["resp"] = resp
+
+        def deactivator(gate):
+            gate.wait()
+            Client(server).ok("PUT", f"/v3/users/{user}", json={"is_active": False})
+
+        run_threads([("open", opener), ("deactivate", deactivator)], timeout=30, barrier=True)
+        assert "error" not in outcome, outcome.get("error")
+        if outcome["status"] != 200:
+            assert outcome["status"] == 401, f"round {r}: stream open answered {outcome['status']}"
+            continue
+        # Opened: whatever the order, the stream must end with the deactivation's error frame
+        # and carry no message sent after it.
+        Client(server).ok("POST", f"/v3/group_channels/{url}/messages",
+                          json={"message_type": "MESG", "message": "after deactivation", "user_id": other})
+        text = ""
+        try:
+            for chunk in outcome["resp"].iter_content(chunk_size=None, decode_unicode=True):
+                text += chunk
+                if "event: error" in text:
+                    break
+        except requests.RequestException:
+            pass
+        finally:
+            outcome["resp"].close()
+        assert "event: error" in text and "400301" in text, \
+            f"round {r}: the stream of a deactivated user stayed open; it got {text[-400:]!r}"
+        assert "after deactivation" not in text, f"round {r}: a deactivated user's stream got a later message"

@@ -50,6 +50,7 @@ final class EventHub: @unchecked Sendable {
     private var delivered: Int64 = 0
     /// Deliveries queued and not yet done.
     private var queuedDeliveries = 0
+    private var shuttingDown = false
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     private let queue: AsyncStream<@Sendable () async -> Void>
 
@@ -114,15 +115,18 @@ final class EventHub: @unchecked Sendable {
         mutex.withLock { delivered = max(delivered, changes.seq) }
     }
 
-    /// Registers a stream. Call it from a job of `inOrder`, after the stream's replay.
+    /// Registers a stream. Call it from a job of `inOrder`, after the stream's replay. Once the
+    /// server is shutting down, the stream ends at once (its client reconnects elsewhere).
     func register(userId: String, continuation: AsyncStream<String>.Continuation) -> Int {
-        mutex.withLock {
+        let (id, closing): (Int, Bool) = mutex.withLock {
             let id = nextSubscriberId
             nextSubscriberId += 1
             subscribers[id] = Subscriber(id: id, userId: userId, continuation: continuation)
             openStreams[userId, default: 0] += 1
-            return id
+            return (id, shuttingDown)
         }
+        if closing { continuation.finish() }
+        return id
     }
 
     /// Removes a stream; nil if it was gone already.
@@ -142,9 +146,13 @@ final class EventHub: @unchecked Sendable {
         for id in ids { remove(id)?.end(code: code, message: message) }
     }
 
-    /// Ends every stream without a word (shutdown: clients reconnect and resume).
+    /// Ends every stream without a word, and every stream that opens from now on (shutdown:
+    /// clients reconnect and resume).
     func finishAll() {
-        let all = mutex.withLock { Array(subscribers.values) }
+        let all = mutex.withLock {
+            shuttingDown = true
+            return Array(subscribers.values)
+        }
         for sub in all { sub.continuation.finish() }
     }
 }

@@ -37,6 +37,12 @@ enum EventStream {
             }
             let delivered = hub.deliveredThrough
             let frames: [String] = try await service.read { s in
+                // Again, in a snapshot taken after every delivered commit: a deactivation or
+                // deletion delivered since the check above found no stream to end, so this
+                // one must not open.
+                let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: now)
+                if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
+                _ = try await s.user(userId)
                 var frames = ["retry: 1000\nevent: connected\ndata: \(JSON.obj([("user_id", .string(userId)), ("last_event_id", .int(delivered))]).serialized())\n\n"]
                 guard let last = lastEventId else { return frames }
                 let pruned = try await s.prunedThrough()
@@ -72,7 +78,8 @@ enum EventStream {
             let wait = max(0, expiresAt - nowMillis())
             try? await Task.sleep(nanoseconds: UInt64(wait) * 1_000_000)
             if Task.isCancelled { return }
-            hub.remove(subscriberId)?.end(code: 400302, message: "The session key expired.")
+            // On the queue, so that no event frame follows the error frame.
+            _ = try? await hub.inOrder { hub.remove(subscriberId)?.end(code: 400302, message: "The session key expired.") }
         }
         let cleanup: @Sendable () async -> Void = {
             heartbeat.cancel()

@@ -645,7 +645,8 @@ final class Service: @unchecked Sendable {
         let delivery = shared.hub.enqueue(request.committedChanges)
         writeLock.unlock()
         // Writers faster than the streams wait for their events to go out (not holding the
-        // lock), so that the queue, and what its requests hold, stays bounded.
+        // lock), so that the queue, and the finished requests it holds, stays bounded: at most
+        // `deliveryBacklog` plus one per writer in flight.
         if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
         return result
     }
