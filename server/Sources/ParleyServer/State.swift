@@ -16,60 +16,6 @@ func randomHex(_ bytes: Int) -> String {
     return out
 }
 
-/// The sequence counters and the size of the event log (the `counters` table).
-struct Counters: Sendable {
-    var seq: Int64 = 0
-    var prunedThrough: Int64 = 0
-    var nextMessageId: Int64 = 1
-    var nextReportId: Int64 = 1
-    var lastMessageTs: Int64 = 0
-    var channelCounter: Int64 = 0
-    /// How many events the log holds (the events themselves stay in the database).
-    var storedEvents = 0
-
-    static func load(_ database: any SQLDatabase) async throws -> Counters {
-        let (values, eventCount) = try await database.read { db in try await RecordTables.loadCounters(db) }
-        return Counters(
-            seq: values["seq"] ?? 0, prunedThrough: values["pruned_through"] ?? 0,
-            nextMessageId: values["next_message_id"] ?? 1, nextReportId: values["next_report_id"] ?? 1,
-            lastMessageTs: values["last_message_ts"] ?? 0, channelCounter: values["channel_counter"] ?? 0,
-            storedEvents: eventCount)
-    }
-}
-
-/// What every request shares: the database, the counters as committed, the record cache, the
-/// open event streams and the typing indicators. Each part guards itself; `committed` is
-/// changed only by the writer that holds `Service`'s lock.
-final class SharedState: @unchecked Sendable {
-    let database: any SQLDatabase
-    let retention: Int
-    /// PARLEY_VERIFY_COUNTERS=1: every request checks the unread counters it touched, the
-    /// order of the listings it read, and that it rendered no user it did not load.
-    let verify: Bool
-    let uploadLimit: Int
-    /// Committed channels and users kept between requests.
-    let cache = RecordCache(channels: 2_000, users: 20_000)
-    let hub = EventHub()
-    let typing = TypingIndicators()
-    /// The counters as of the last commit (a writer starts from a copy of them).
-    var committed = Counters()
-    private let mutex = NSLock()
-    private var baseURL = ""
-
-    init(database: any SQLDatabase, retention: Int, uploadLimit: Int, verify: Bool) {
-        self.database = database
-        self.retention = max(1, retention)
-        self.uploadLimit = uploadLimit
-        self.verify = verify
-    }
-
-    /// The scheme, host and port the server listens on, for absolute file URLs.
-    var publicBaseURL: String {
-        get { mutex.withLock { baseURL } }
-        set { mutex.withLock { baseURL = newValue } }
-    }
-}
-
 /// One request: its transaction, the channels and users it loaded, what it changed, and the
 /// events it emitted. A write request runs in one write transaction: messages and the other
 /// queried records are written as the handler goes, the changes of the loaded channels and
@@ -607,55 +553,5 @@ final class ServerState {
                                 recipients: recipients.sorted(), data: JSON.obj(all).serialized())
         pending.events.append(event)
         pendingFanout.append(event)
-    }
-}
-
-/// Runs requests. Write requests run one at a time (the lock): each commits, hands its events
-/// to the hub in commit order, and lets the next one go before its events are delivered. Read
-/// requests take no lock: they run in their own snapshots beside the writer.
-final class Service: @unchecked Sendable {
-    private let writeLock = AsyncLock()
-    let shared: SharedState
-    /// Queued deliveries past which a writer waits for its own.
-    static let deliveryBacklog = 32
-
-    init(shared: SharedState) { self.shared = shared }
-
-    /// Reads the counters and starts the event hub (at start).
-    func load() async throws {
-        shared.committed = try await Counters.load(shared.database)
-        shared.hub.start(deliveredThrough: shared.committed.seq)
-    }
-
-    /// `readOnly`: the request only reads the database (a GET). One that changes something
-    /// all the same (a first login) runs again as a write request.
-    func run<T>(readOnly: Bool = false, _ body: (ServerState) async throws -> T) async throws -> T {
-        if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
-            return result
-        }
-        await writeLock.lock()
-        let request = ServerState(shared: shared, readOnly: false)
-        let result: T
-        do {
-            result = try await request.handleWriting(body)
-        } catch {
-            writeLock.unlock()
-            throw error
-        }
-        let delivery = shared.hub.enqueue(request.committedChanges)
-        writeLock.unlock()
-        // Writers faster than the streams wait for their events to go out (not holding the
-        // lock), so that the queue, and the finished requests it holds, stays bounded: at most
-        // `deliveryBacklog` plus one per writer in flight.
-        if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
-        return result
-    }
-
-    /// A read request that must not write (a stream's replay, run on the hub's queue).
-    func read<T>(_ body: (ServerState) async throws -> T) async throws -> T {
-        guard let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) else {
-            throw APIError.internal("a read-only request changed something")
-        }
-        return result
     }
 }

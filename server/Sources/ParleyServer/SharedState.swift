@@ -1,0 +1,57 @@
+import Foundation
+
+// What requests share, and the counters a writer takes its numbers from.
+
+/// The sequence counters (the `meta` table) and the size of the event log.
+struct Counters: Sendable {
+    var seq: Int64 = 0
+    var prunedThrough: Int64 = 0
+    var nextMessageId: Int64 = 1
+    var nextReportId: Int64 = 1
+    var lastMessageTs: Int64 = 0
+    var channelCounter: Int64 = 0
+    /// How many events the log holds (the events themselves stay in the database).
+    var storedEvents = 0
+
+    static func load(_ database: any SQLDatabase) async throws -> Counters {
+        let (values, eventCount) = try await database.read { db in try await RecordTables.loadCounters(db) }
+        return Counters(
+            seq: values["seq"] ?? 0, prunedThrough: values["pruned_through"] ?? 0,
+            nextMessageId: values["next_message_id"] ?? 1, nextReportId: values["next_report_id"] ?? 1,
+            lastMessageTs: values["last_message_ts"] ?? 0, channelCounter: values["channel_counter"] ?? 0,
+            storedEvents: eventCount)
+    }
+}
+
+/// What every request shares: the database, the counters as committed, the record cache, the
+/// open event streams and the typing indicators. Each part guards itself; `committed` is
+/// changed only by the writer that holds `Service`'s lock.
+final class SharedState: @unchecked Sendable {
+    let database: any SQLDatabase
+    let retention: Int
+    /// PARLEY_VERIFY_COUNTERS=1: every request checks the unread counters it touched, the
+    /// order of the listings it read, and that it rendered no user it did not load.
+    let verify: Bool
+    let uploadLimit: Int
+    /// Committed channels and users kept between requests.
+    let cache = RecordCache(channels: 2_000, users: 20_000)
+    let hub = EventHub()
+    let typing = TypingIndicators()
+    /// The counters as of the last commit (a writer starts from a copy of them).
+    var committed = Counters()
+    private let mutex = NSLock()
+    private var baseURL = ""
+
+    init(database: any SQLDatabase, retention: Int, uploadLimit: Int, verify: Bool) {
+        self.database = database
+        self.retention = max(1, retention)
+        self.uploadLimit = uploadLimit
+        self.verify = verify
+    }
+
+    /// The scheme, host and port the server listens on, for absolute file URLs.
+    var publicBaseURL: String {
+        get { mutex.withLock { baseURL } }
+        set { mutex.withLock { baseURL = newValue } }
+    }
+}
