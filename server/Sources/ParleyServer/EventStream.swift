@@ -54,10 +54,13 @@ enum EventStream {
                 }
                 var rendered: Set<String> = []
                 let events = try await s.events(after: last, through: delivered, for: userId)
+                let data = events.map(\.parsedData)
                 // The channels the replay renders, each once, as they stand now.
-                try await s.loadChannels(Array(Set(events.compactMap(\.channelUrl))))
-                for event in events {
-                    frames.append(s.replayFrame(event, for: userId, now: now, rendered: &rendered))
+                var urls = Set<String>()
+                for case let fields? in data { if case .string(let url)? = fields["channel_url"] { urls.insert(url) } }
+                try await s.loadChannels(Array(urls))
+                for (event, fields) in zip(events, data) {
+                    frames.append(s.replayFrame(event, data: fields, for: userId, now: now, rendered: &rendered))
                 }
                 return frames
             }

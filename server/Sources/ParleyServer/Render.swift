@@ -445,10 +445,11 @@ extension ServerState {
     /// the channel's first replayed event carries it (PROTOCOL.md §9), so replaying
     /// thousands of events of a few channels costs neither thousands of channel renders nor
     /// thousands of copies of their member lists on the wire.
-    func replayFrame(_ event: StoredEvent, for userId: String, now: Int64, rendered: inout Set<String>) -> String {
+    /// `data` is the event's data, parsed (`StoredEvent.parsedData`).
+    func replayFrame(_ event: StoredEvent, data parsed: JSONObject?, for userId: String, now: Int64,
+                     rendered: inout Set<String>) -> String {
         let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
-        guard case .object(var data)? = try? JSONParser.parse(event.data), data["channel"] != nil,
-            case .string(let url)? = data["channel_url"], let c = loadedChannels[url]
+        guard var data = parsed, data["channel"] != nil, case .string(let url)? = data["channel_url"], let c = loadedChannels[url]
         else {
             return head + event.data + "\n\n"
         }

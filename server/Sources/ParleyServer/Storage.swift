@@ -11,10 +11,10 @@ struct StoredEvent: Sendable {
     let recipients: [String]
     let data: String
 
-    /// The channel the event is about (its data's `channel_url`), if any.
-    var channelUrl: String? {
-        guard case .object(let fields)? = try? JSONParser.parse(data), case .string(let url)? = fields["channel_url"] else { return nil }
-        return url
+    /// The event's data as an object (nil if it is not one).
+    var parsedData: JSONObject? {
+        guard case .object(let fields)? = try? JSONParser.parse(data) else { return nil }
+        return fields
     }
 }
 
