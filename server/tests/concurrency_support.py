@@ -79,6 +79,25 @@ def run_threads(targets, timeout=60, barrier=False):
                              "\n".join(f"--- {name}\n{tb}" for name, tb in ordered[:3]))
 
 
+class Countdown:
+    """Set once `count` workers have each called `done()` (in a `finally`, so a failed worker
+    counts too): the threads that run beside them stop when it is set."""
+
+    def __init__(self, count):
+        self._left = count
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+
+    def done(self):
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self._event.set()
+
+    def is_set(self):
+        return self._event.is_set()
+
+
 def message_key(m):
     return (m["created_at"], m["message_id"])
 

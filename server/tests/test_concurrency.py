@@ -7,7 +7,7 @@ membership and counts (§4.2, §6.3), changelogs (§8), event streams (§9)."""
 import random
 import threading
 
-from concurrency_support import (Client, EventCollector, all_messages, count_event, describe_ids, member_list,
+from concurrency_support import (Client, Countdown, EventCollector, all_messages, count_event, describe_ids, member_list,
                                  message_key, now_ts, run_threads)
 
 CLIENTS = 8
@@ -32,7 +32,7 @@ def test_send_burst_stores_orders_and_streams_every_message_once(server):
     plan = {u: [(channels[(k + i) % CHANNELS], f"{u}#{i:03d}", f"{u}-r{i}") for i in range(SENDS_PER_CLIENT)]
             for k, u in enumerate(users)}
     answers = {u: [] for u in users}  # per sender, in send order: (channel, text, req_id, status, body)
-    burst_done = threading.Event()
+    burst_done = Countdown(len(users))  # set once every sender is done (or failed)
     scans = []  # (channel, [message ids]) full listings made during the burst
     changelog_views = {}  # channel -> newest last_message id seen through the changelog chain
     changelog_calls = [0]
@@ -80,19 +80,13 @@ def test_send_burst_stores_orders_and_streams_every_message_once(server):
             if finished and not body["has_more"]:
                 return
 
-    senders_left = [len(users)]
-    lock = threading.Lock()
-
     def counted(fn):
         """The readers stop once every sender is done (or failed)."""
         def run(gate):
             try:
                 fn(gate)
             finally:
-                with lock:
-                    senders_left[0] -= 1
-                    if senders_left[0] == 0:
-                        burst_done.set()
+                burst_done.done()
         return run
 
     # Senders and readers are released together by one barrier.
@@ -390,10 +384,9 @@ def test_streams_resumed_mid_burst_get_every_event_once_in_order(server):
     # connection without Last-Event-ID would miss what was delivered before it opened).
     start_id = next(f["data"]["last_event_id"] for f in steady.snapshot() if f["event"] == "connected")
     sends = 60
-    burst_done = threading.Event()
+    burst_done = Countdown(3)
     segments = []  # the frames of each reconnected stream, in order
     sent_ids = []
-    senders_left = [3]
     lock = threading.Lock()
 
     def sender(k):
@@ -407,10 +400,7 @@ def test_streams_resumed_mid_burst_get_every_event_once_in_order(server):
                     with lock:
                         sent_ids.append(body["message_id"])
             finally:
-                with lock:
-                    senders_left[0] -= 1
-                    if senders_left[0] == 0:
-                        burst_done.set()
+                burst_done.done()
         return run
 
     def reconnecting(gate):
