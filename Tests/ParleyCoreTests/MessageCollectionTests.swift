@@ -228,15 +228,18 @@ import Testing
         #expect(engineWaitUntil { engine.runNow { engine.isStreamOpen } })
         try overfill(1)
         // Eviction deletes ~70 MB and checkpoints: on a loaded 2-core machine that took over
-        // the default 20 s once (a baseline run beside three builds). It also failed to
-        // happen within 90 s twice on a loaded machine, for a reason not found: the trigger is
-        // sent again every 30 s (a live message is what starts an eviction), and what the
-        // cache looked like is reported if it still does not happen.
-        var evicted = false
-        for round in 0..<3 where !evicted {
-            if round > 0 { try post("other", "trigger again \(round)") }
-            evicted = engineWaitUntil(timeoutMs: 30_000) { cachedCount("other") == 0 }
+        // the default 20 s once (a baseline run beside three builds), hence the long wait.
+        // What is checked is that the filler rows went: the trigger itself may be stored
+        // after the eviction it started (it then stays, one message of "other"), so waiting
+        // for "other" to be empty failed now and then although eviction had happened
+        // (CI on 1e381eb: 128 KiB used, 3 messages of "other" left, all triggers).
+        func fillerCount() -> Int {
+            engine.runNow {
+                (try? engine.cache?.scalarInt("SELECT count(*) FROM messages WHERE channel_url = 'other' AND message_id >= 1000000"))
+                    .map { Int($0) } ?? -1
+            }
         }
+        let evicted = engineWaitUntil(timeoutMs: 60_000) { fillerCount() == 0 }
         let other = cachedCount("other")
         let state: String = engine.runNow {
             let used = (try? engine.cache?.usedBytes()).map { "\($0)" } ?? "?"
