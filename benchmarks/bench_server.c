@@ -10,7 +10,8 @@
  *    (default 5000; at most SECONDS, default 8, of sending) are posted as fast as SENDERS
  *    requests in flight allow (Api-Token, each message from the next member in turn); the
  *    same first, for half as long, into a channel of 2 of those members (what the fan-out
- *    costs). Then 2 x SECONDS of messages at a fixed moderate rate: PACED_RATE per second, or
+ *    costs), and into SPREAD_CHANNELS channels of those 2, message n into channel n mod 4
+ *    (writers on different channels: side by side on PostgreSQL, one at a time on SQLite). Then 2 x SECONDS of messages at a fixed moderate rate: PACED_RATE per second, or
  *    half the burst's rate when the server cannot take twice PACED_RATE (a rate it cannot
  *    keep up with only measures its queue). Per message: the time from its POST being handed
  *    to curl to the moment the last stream has it (p50, p99, max), and loss (accepted
@@ -44,6 +45,7 @@
 #define MEMBERS 50
 #define SENDERS 4
 #define PACED_RATE 200
+#define SPREAD_CHANNELS 4
 
 /* ---- small blocking HTTP helper (setup and checks) ------------------------------------ */
 
@@ -278,8 +280,8 @@ typedef struct {
 /* Sends r->count messages to `url` through `in_flight` requests at once, at `rate` per second
  * (0: as fast as they are answered), each from the next of `senders_count` members in turn;
  * sending stops after `seconds`. */
-static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const char *url, char members[][64],
-                     int senders_count, int rate, double seconds) {
+static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const char *const *urls, int url_count,
+                     char members[][64], int senders_count, int rate, double seconds) {
     pthread_mutex_lock(&runs_lock);
     current_run = r;
     pthread_mutex_unlock(&runs_lock);
@@ -295,7 +297,7 @@ static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const
             s->n = next;
             snprintf(s->body, sizeof s->body, "{\"message_type\":\"MESG\",\"user_id\":\"%s\",\"message\":\"p7 %c %d\"}",
                      members[next % senders_count], r->tag, next);
-            curl_easy_setopt(s->easy, CURLOPT_URL, url);
+            curl_easy_setopt(s->easy, CURLOPT_URL, urls[next % url_count]); /* message n into channel n mod count */
             curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
             curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
             r->sent_at[next] = now_us();
@@ -850,6 +852,12 @@ static int fanout_main(int argc, char **argv) {
     if (!call("POST", path, auth, body, &answer)) return 1;
     snprintf(body, sizeof body, "{\"channel_url\":\"%s\",\"user_ids\":[\"%s\",\"%s\"]}", pair, members[0], members[1]);
     if (!call("POST", path, auth, body, &answer)) return 1;
+    char spread[SPREAD_CHANNELS][96];
+    for (int i = 0; i < SPREAD_CHANNELS; i++) {
+        snprintf(spread[i], sizeof spread[i], "p7-spread-%d-%s", i, run_id);
+        snprintf(body, sizeof body, "{\"channel_url\":\"%s\",\"user_ids\":[\"%s\",\"%s\"]}", spread[i], members[0], members[1]);
+        if (!call("POST", path, auth, body, &answer)) return 1;
+    }
     for (int i = 0; i < MEMBERS; i++) {
         snprintf(path, sizeof path, "%s/v3/users/%.63s/token", url, members[i]);
         if (!call("POST", path, auth, "{}", &answer) || !json_string(answer.data, "token", tokens[i], sizeof tokens[i])) return 1;
@@ -893,17 +901,28 @@ static int fanout_main(int argc, char **argv) {
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
         curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
     }
-    char big_url[512], pair_url[512];
+    char big_url[512], pair_url[512], spread_urls[SPREAD_CHANNELS][512];
+    const char *big_urls[1] = {big_url}, *pair_urls[1] = {pair_url}, *spread_list[SPREAD_CHANNELS];
     snprintf(big_url, sizeof big_url, "%s/v3/group_channels/%s/messages", url, channel);
     snprintf(pair_url, sizeof pair_url, "%s/v3/group_channels/%s/messages", url, pair);
+    for (int i = 0; i < SPREAD_CHANNELS; i++) {
+        snprintf(spread_urls[i], sizeof spread_urls[i], "%s/v3/group_channels/%s/messages", url, spread[i]);
+        spread_list[i] = spread_urls[i];
+    }
 
     /* The same burst into 2 of the members first: what the server does without the fan-out. */
     run *small = run_new('s', messages, 2);
-    send_run(send_multi, senders, SENDERS, small, pair_url, members, 2, 0, seconds / 2);
+    send_run(send_multi, senders, SENDERS, small, pair_urls, 1, members, 2, 0, seconds / 2);
     wait_deliveries(small, 5);
     run_result small_result = summarize(small);
+    /* And spread over channels of the same 2 members: writers on different channels (side by
+     * side on PostgreSQL, one at a time on SQLite). */
+    run *spread_run = run_new('c', messages, 2);
+    send_run(send_multi, senders, SENDERS, spread_run, spread_list, SPREAD_CHANNELS, members, 2, 0, seconds / 2);
+    wait_deliveries(spread_run, 5);
+    run_result spread_result = summarize(spread_run);
     run *burst = run_new('b', messages, MEMBERS);
-    send_run(send_multi, senders, SENDERS, burst, big_url, members, MEMBERS, 0, seconds);
+    send_run(send_multi, senders, SENDERS, burst, big_urls, 1, members, MEMBERS, 0, seconds);
     wait_deliveries(burst, 5);
     run_result burst_result = summarize(burst);
     /* A rate the server can take, so that the latency is not the length of its queue. */
@@ -912,20 +931,23 @@ static int fanout_main(int argc, char **argv) {
     int paced_count = (int)(rate * seconds * 2); /* twice as long: a low rate gives few samples */
     if (paced_count < 10) paced_count = 10;
     run *slow = run_new('r', paced_count, MEMBERS);
-    send_run(send_multi, senders, SENDERS, slow, big_url, members, MEMBERS, rate, seconds * 2 + 5);
+    send_run(send_multi, senders, SENDERS, slow, big_urls, 1, members, MEMBERS, rate, seconds * 2 + 5);
     wait_deliveries(slow, 5);
     run_result paced_result = summarize(slow);
 
     printf("Messages posted (Api-Token, %d in flight, sender = the next member in turn) -> every member's stream\n", SENDERS);
     print_run("2 members, burst:", &small_result, 2);
+    char spread_title[64];
+    snprintf(spread_title, sizeof spread_title, "2 members, %d channels, burst:", SPREAD_CHANNELS);
+    print_run(spread_title, &spread_result, 2);
     print_run("50 members, burst:", &burst_result, MEMBERS);
     char title[64];
     snprintf(title, sizeof title, "50 members, %d msg/s:", rate);
     print_run(title, &paced_result, MEMBERS);
     if (rate != PACED_RATE)
         printf("  (paced at half the burst's rate: the server does not take twice %d msg/s, the rate asked for)\n", PACED_RATE);
-    if (stray_events > 0 || small->duplicates + slow->duplicates + burst->duplicates > 0)
-        printf("  events outside a run: %ld; duplicates: %d\n", stray_events, small->duplicates + slow->duplicates + burst->duplicates);
+    int duplicates = small->duplicates + spread_run->duplicates + slow->duplicates + burst->duplicates;
+    if (stray_events > 0 || duplicates > 0) printf("  events outside a run: %ld; duplicates: %d\n", stray_events, duplicates);
     int streams_ended = atomic_load(&ended_streams);
     if (streams_ended > 0) printf("  %d event streams ended during the runs\n", streams_ended);
 
@@ -946,8 +968,8 @@ static int fanout_main(int argc, char **argv) {
     char measure[128], figure[96], comparison[128];
     snprintf(measure, sizeof measure, "P7 %s: accepted messages, %d members, %d streams", backend_name, MEMBERS, MEMBERS);
     snprintf(figure, sizeof figure, "%.0f msg/s", burst_result.rate);
-    snprintf(comparison, sizeof comparison, "2 members: %.0f msg/s; %d in flight, %d cores", small_result.rate, SENDERS,
-             (int)sysconf(_SC_NPROCESSORS_ONLN));
+    snprintf(comparison, sizeof comparison, "2 members: %.0f msg/s, over %d channels %.0f; %d in flight, %d cores",
+             small_result.rate, SPREAD_CHANNELS, spread_result.rate, SENDERS, (int)sysconf(_SC_NPROCESSORS_ONLN));
     summary_row(measure, figure, comparison, ">= 1000 msg/s");
     snprintf(measure, sizeof measure, "  %s: delivery to all %d at %d msg/s, POST to last", backend_name, MEMBERS, rate);
     snprintf(figure, sizeof figure, "p50 %.1f p99 %.1f ms", paced_result.p50, paced_result.p99);
@@ -959,6 +981,7 @@ static int fanout_main(int argc, char **argv) {
     summary_row(measure, figure, comparison, "p99 <= 50 ms");
 
     run_free(small);
+    run_free(spread_run);
     run_free(burst);
     run_free(slow);
     free(answer.data);

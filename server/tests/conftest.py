@@ -52,7 +52,9 @@ class Server:
     def start(self):
         args = [server_binary(), "--port", "0", "--database", self.db_path, "--api-token", API_TOKEN,
                 "--heartbeat-seconds", "0.5"] + self.extra_args
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Test hooks on: an admin write may hold its transaction open (Parley-Test-Hold-Ms).
+        env = dict(os.environ, PARLEY_TEST_HOOKS="1")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         deadline = time.time() + 30
         line = b""
         while time.time() < deadline:

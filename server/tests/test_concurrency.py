@@ -495,3 +495,115 @@ def test_stream_opened_while_its_user_is_deactivated_does_not_stay_open(server):
         assert "event: error" in text and "400301" in text, \
             f"round {r}: the stream of a deactivated user stayed open; it got {text[-400:]!r}"
         assert "after deactivation" not in text, f"round {r}: a deactivated user's stream got a later message"
+
+
+HOLD_MS = 2000
+
+
+def test_a_writer_held_open_keeps_event_order_and_other_channels_going(server):
+    """A send into channel X holds its transaction open for HOLD_MS after taking its message id
+    and event id (test hook). Meanwhile a send into channel Y, which takes later ids, commits.
+    On PostgreSQL the Y send does not wait for X (different channels); on SQLite, one writer
+    at a time, it does. Either way a stream receives X's message before Y's, each once; a
+    changelog token taken while X is held does not pass X; a resume from X's event id gives
+    exactly Y's."""
+    import time
+    from tests_support import databases
+    sender, watcher = server.user("held"), server.user("held")
+    x = server.channel([sender, watcher], name="held-x")["channel_url"]
+    y = server.channel([sender, watcher], name="held-y")["channel_url"]
+    watcher_key = server.session(watcher)
+    stream = EventCollector(server, watcher, session_key=watcher_key)
+    assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    watcher_client = Client(server, watcher_key)
+    token_before = watcher_client.ok("GET", f"/v3/users/{watcher}/my_group_channels/changelogs",
+                                     params={"change_ts": now_ts(watcher_client)})["next"]
+    results = {}
+
+    def held_send():
+        started = time.monotonic()
+        r = server.request("POST", f"/v3/group_channels/{x}/messages", headers={"Parley-Test-Hold-Ms": str(HOLD_MS)},
+                           json={"message_type": "MESG", "user_id": sender, "message": "held in x"})
+        results["x"] = (r.status_code, r.json(), time.monotonic() - started, time.monotonic())
+
+    thread = threading.Thread(target=held_send)
+    thread.start()
+    time.sleep(0.5)  # X has taken its numbers and is holding
+    started = time.monotonic()
+    y_message = server.send(y, sender, "free in y")
+    y_took = time.monotonic() - started
+    y_done = time.monotonic()
+    # A changelog now: its token must not pass X's numbers, whatever it lists.
+    mid = watcher_client.ok("GET", f"/v3/users/{watcher}/my_group_channels/changelogs", params={"token": token_before})
+    thread.join(15)
+    status, x_message, x_took, x_done = results["x"]
+    assert status == 200, x_message
+    assert x_message["message_id"] < y_message["message_id"], (x_message["message_id"], y_message["message_id"])
+    if databases.backend() == "postgres":
+        assert y_took < HOLD_MS / 1000 / 2, f"a send into another channel waited {y_took:.2f} s for the held one"
+        assert y_done < x_done, "the free send finished after the held one"
+    else:
+        assert y_done >= x_done - 0.05, "on SQLite a second writer waits for the first"
+    # The stream: X's message first, then Y's, each once, in event id order.
+    assert stream.wait_for(lambda fs: sum(1 for f in fs if f["event"] == "message_received") >= 2, 10)
+    time.sleep(0.3)
+    frames = stream.message_frames()
+    assert [f[3] for f in frames] == ["held in x", "free in y"], frames
+    assert frames[0][0] < frames[1][0], frames
+    # The changelog chain from the token taken meanwhile lists X's change.
+    after = watcher_client.ok("GET", f"/v3/users/{watcher}/my_group_channels/changelogs", params={"token": mid["next"]})
+    listed = {c["channel_url"]: c.get("last_message", {}).get("message_id") for c in mid["updated"] + after["updated"]}
+    assert listed.get(x) == x_message["message_id"], (mid, after)
+    assert listed.get(y) == y_message["message_id"], (mid, after)
+    # A resume from X's event gives exactly Y's.
+    resumed = EventCollector(server, watcher, session_key=watcher_key, last_event_id=frames[0][0])
+    assert resumed.wait_for(lambda fs: any(f["event"] == "message_received" for f in fs), 10)
+    time.sleep(0.3)
+    assert [f[3] for f in resumed.message_frames()] == ["free in y"], resumed.message_frames()
+    resumed.close()
+    stream.close()
+
+
+def test_user_creates_and_updates_raced_lose_nothing(server):
+    """Writers that change one user at once (PostgreSQL runs them side by side): four creates
+    of one user id make one user (the others are told it exists); five updates of different
+    fields of one user all stay (none overwrites another with what it read before)."""
+    for round_no in range(5):
+        uid = f"race-user-{round_no}-{random.randrange(1 << 30)}"
+        answers = [None] * 4
+
+        def creator(k):
+            def run(gate):
+                client = Client(server)
+                gate.wait()
+                r = client.request("POST", "/v3/users", json={"user_id": uid, "nickname": f"n{k}"})
+                answers[k] = (r.status_code, r.json())
+            return run
+
+        run_threads([(f"create-{k}", creator(k)) for k in range(4)], timeout=30, barrier=True)
+        statuses = sorted(a[0] for a in answers)
+        assert statuses == [200, 400, 400, 400], answers
+        winner = next(a[1] for a in answers if a[0] == 200)
+        assert Client(server).ok("GET", f"/v3/users/{uid}")["nickname"] == winner["nickname"]
+
+        # Each writer changes one field and writes the whole user back: one that overwrote
+        # another's field with what it had read before would lose that change.
+        changes = [("PUT", f"/v3/users/{uid}", {"nickname": "renamed"}),
+                   ("PUT", f"/v3/users/{uid}", {"profile_url": "https://example.org/p.png"}),
+                   ("PUT", f"/v3/users/{uid}", {"metadata": {"k": "v"}}),
+                   ("PUT", f"/v3/users/{uid}", {"preferred_languages": ["de"]}),
+                   ("PUT", f"/v3/users/{uid}/channel_invitation_preference", {"auto_accept": False})]
+
+        def updater(k):
+            def run(gate):
+                client = Client(server)
+                gate.wait()
+                method, path, body = changes[k]
+                client.ok(method, path, json=body)
+            return run
+
+        run_threads([(f"update-{k}", updater(k)) for k in range(len(changes))], timeout=30, barrier=True)
+        stored = Client(server).ok("GET", f"/v3/users/{uid}")
+        assert (stored["nickname"], stored["profile_url"], stored["metadata"], stored["preferred_languages"]) == \
+            ("renamed", "https://example.org/p.png", {"k": "v"}, ["de"]), f"round {round_no}: {stored}"
+        assert Client(server).ok("GET", f"/v3/users/{uid}/channel_invitation_preference")["auto_accept"] is False

@@ -58,7 +58,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let service = Service(shared: shared)
         let config = ServerConfig(apiToken: token, uploadLimit: uploadLimitBytes,
                                   heartbeatSeconds: heartbeatSeconds,
-                                  maxStreamsPerUser: maxStreamsPerUser)
+                                  maxStreamsPerUser: maxStreamsPerUser,
+                                  testHooks: ProcessInfo.processInfo.environment["PARLEY_TEST_HOOKS"] == "1")
         let responder = ParleyResponder(service: service, config: config)
         let displayHost = host
         var logger = Logger(label: "parley-server")

@@ -1,10 +1,12 @@
 import Foundation
 
 // The open event streams and the one ordered queue that feeds them (PROTOCOL.md §9). Writers
-// commit one at a time (`Service`); each hands its committed events to the hub before the
-// next writer may commit, so the queue holds them in event id order. The hub renders and
-// delivers them on its own task, outside every lock the requests take; a stream opens on the
-// same queue, so its replay ends exactly where its live events begin.
+// may commit in any order (on PostgreSQL several run at once): each registers with the hub
+// before it takes a sequence number and hands its committed events over when it is done.
+// The hub queues events in id order, and only those no unfinished writer can still precede
+// (the watermark, `resolvedThrough`). It renders and delivers them on its own task, outside
+// every lock the requests take; a stream opens on the same queue, so its replay ends exactly
+// where its live events begin.
 
 /// A live SSE subscriber. Fed only from the hub's queue, so it receives events in log order,
 /// replay first.
@@ -38,6 +40,13 @@ struct CommittedChanges: @unchecked Sendable {
     let renderer: ServerState
 }
 
+/// A committed event waiting for its turn, with the finished request that renders it (read
+/// only by the hub's task from then on).
+struct HeldEvent: @unchecked Sendable {
+    let event: StoredEvent
+    let renderer: ServerState
+}
+
 final class EventHub: @unchecked Sendable {
     private let mutex = NSLock()
     private var subscribers: [Int: Subscriber] = [:]
@@ -50,6 +59,17 @@ final class EventHub: @unchecked Sendable {
     private var delivered: Int64 = 0
     /// Deliveries queued and not yet done.
     private var queuedDeliveries = 0
+    /// Writers that have not finished, each with the lowest sequence number it may take.
+    private var writers: [Int: Int64] = [:]
+    private var nextWriter = 1
+    /// Committed events held back because an unfinished writer may still commit a lower id,
+    /// in id order, each with the request that renders it.
+    private var held: [HeldEvent] = []
+    /// The highest sequence number a finished writer took.
+    private var highestFinished: Int64 = 0
+    /// Every sequence number up to here is committed or will never be: no writer can still
+    /// commit one. A changelog's "now" (read before its snapshot).
+    private var resolved: Int64 = 0
     private var shuttingDown = false
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     private let queue: AsyncStream<@Sendable () async -> Void>
@@ -60,7 +80,11 @@ final class EventHub: @unchecked Sendable {
 
     /// Runs the queue until the process ends. `seq` is the committed sequence at start.
     func start(deliveredThrough seq: Int64) {
-        mutex.withLock { delivered = seq }
+        mutex.withLock {
+            delivered = seq
+            resolved = seq
+            highestFinished = seq
+        }
         let queue = self.queue
         Task.detached {
             for await job in queue { await job() }
@@ -68,6 +92,9 @@ final class EventHub: @unchecked Sendable {
     }
 
     var deliveredThrough: Int64 { mutex.withLock { delivered } }
+
+    /// See `resolved`.
+    var resolvedThrough: Int64 { mutex.withLock { resolved } }
 
     func isOnline(_ userId: String) -> Bool { mutex.withLock { openStreams[userId] != nil } }
 
@@ -82,14 +109,46 @@ final class EventHub: @unchecked Sendable {
         }
     }
 
-    /// Queues `changes` and returns at once; `wait` later resumes when they are delivered.
-    func enqueue(_ changes: CommittedChanges) -> Delivery {
+    /// Registers a writer before it takes any sequence number. `floor` (read under the hub's
+    /// lock) is at most the first number it can take: the next one the counters hand out.
+    func beginWriter(floor: () -> Int64) -> Int {
+        mutex.withLock {
+            let ticket = nextWriter
+            nextWriter += 1
+            writers[ticket] = floor()
+            return ticket
+        }
+    }
+
+    /// The writer is done: `changes` are what it committed (nil when it failed, leaving the
+    /// numbers it took unused for good). Queues every held event that no unfinished writer can
+    /// still precede, and returns at once; `wait` later resumes when that batch is delivered.
+    func finishWriter(_ ticket: Int, _ changes: CommittedChanges?) -> Delivery {
         let delivery = Delivery()
-        mutex.withLock { queuedDeliveries += 1 }
-        jobs.yield {
-            self.deliver(changes)
-            self.mutex.withLock { self.queuedDeliveries -= 1 }
-            delivery.finish()
+        mutex.withLock {
+            writers.removeValue(forKey: ticket)
+            if let changes {
+                highestFinished = max(highestFinished, changes.seq)
+                if !changes.events.isEmpty {
+                    let fresh = changes.events.map { HeldEvent(event: $0, renderer: changes.renderer) }
+                    let inOrder = held.last.map { $0.event.id < fresh[0].event.id } ?? true
+                    held += fresh
+                    if !inOrder { held.sort { $0.event.id < $1.event.id } }
+                }
+            }
+            let bound = writers.values.min().map { $0 - 1 } ?? highestFinished
+            resolved = max(resolved, bound)
+            let ready = held.prefix { $0.event.id <= bound }
+            held.removeFirst(ready.count)
+            let ended = changes?.endedStreams ?? []
+            let through = resolved
+            queuedDeliveries += 1
+            // Yielded under the lock, so that batches queue in the order of their bounds.
+            jobs.yield {
+                self.deliver(Array(ready), ending: ended, through: through)
+                self.mutex.withLock { self.queuedDeliveries -= 1 }
+                delivery.finish()
+            }
         }
         return delivery
     }
@@ -97,14 +156,16 @@ final class EventHub: @unchecked Sendable {
     /// Deliveries queued and not yet done.
     var backlog: Int { mutex.withLock { queuedDeliveries } }
 
-    private func deliver(_ changes: CommittedChanges) {
-        for end in changes.endedStreams { endStreams(of: end.userId, code: 400301, message: end.message) }
+    private func deliver(_ events: [HeldEvent], ending: [(userId: String, message: String)],
+                         through: Int64) {
+        for end in ending { endStreams(of: end.userId, code: 400301, message: end.message) }
         let now = nowMillis()
-        for event in changes.events {
+        for held in events {
+            let event = held.event
             let recipients = Set(event.recipients)
             let targets = mutex.withLock { subscribers.values.filter { recipients.contains($0.userId) } }
             if targets.isEmpty { continue }
-            let frame = changes.renderer.framer(event, now: now)
+            let frame = held.renderer.framer(event, now: now)
             var frames: [String: String] = [:]  // one rendering per user, whatever their number of streams
             for sub in targets {
                 let text = frames[sub.userId] ?? frame(sub.userId)
@@ -112,7 +173,7 @@ final class EventHub: @unchecked Sendable {
                 sub.continuation.yield(text)
             }
         }
-        mutex.withLock { delivered = max(delivered, changes.seq) }
+        mutex.withLock { delivered = max(delivered, through) }
     }
 
     /// Registers a stream. Call it from a job of `inOrder`, after the stream's replay. Once the
@@ -157,7 +218,7 @@ final class EventHub: @unchecked Sendable {
     }
 }
 
-/// The delivery of one request's events, awaited by the request after it let the next writer go.
+/// The delivery of one batch of events, awaited by the writer whose finish queued it.
 final class Delivery: @unchecked Sendable {
     private let mutex = NSLock()
     private var done = false

@@ -272,8 +272,7 @@ enum Messages {
             }
         }
 
-        let createdAt = s.messageTimestamp(createdAtGiven ?? ctx.now)
-        let id = s.allocateMessageId()
+        let (id, createdAt) = s.takeMessageNumbers(at: createdAtGiven ?? ctx.now)
         let m = MessageRecord(
             id: id, channelUrl: c.url, type: type, message: text, senderId: sender, reqId: reqId,
             customType: customType, data: data, createdAt: createdAt, updatedAt: 0, mentionType: mentionType,
@@ -562,9 +561,9 @@ enum Messages {
         if let me = ctx.caller.userId { sender = me } else { sender = try ctx.input.string("user_id", maxBytes: 80) ?? m.senderId ?? "" }
         _ = try await s.user(sender)
         try s.requireCanSend(dest, sender: sender, ctx: ctx)
-        let createdAt = s.messageTimestamp(ctx.now)
+        let (copyId, createdAt) = s.takeMessageNumbers(at: ctx.now)
         var copy = m
-        copy.id = s.allocateMessageId()
+        copy.id = copyId
         copy.channelUrl = dest.url
         copy.senderId = sender
         copy.reqId = ""

@@ -79,6 +79,10 @@ struct ServerConfig: Sendable {
     let uploadLimit: Int
     let heartbeatSeconds: Double
     var maxStreamsPerUser = 20
+    /// PARLEY_TEST_HOOKS=1: an admin write may carry `Parley-Test-Hold-Ms: N` (at most 10,000)
+    /// and then keeps its transaction open N ms after its handler ran, before it commits (its
+    /// numbers taken, its channels locked). Tests use it to hold one writer while others run.
+    var testHooks = false
 }
 
 struct ParleyResponder: HTTPResponder {
@@ -171,9 +175,15 @@ struct Endpoint: Sendable {
             return try await EventStream.open(service: service, config: config, ctx: ctx)
         }
         guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
+        let holdMilliseconds = config.testHooks
+            ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
         let reply = try await service.run(readOnly: method == "GET" || method == "HEAD") { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
-            return try await run(state, &ctx)
+            let reply = try await run(state, &ctx)
+            if let holdMilliseconds, ctx.caller.isAdmin, !state.readOnly {
+                try await Task.sleep(for: .milliseconds(holdMilliseconds))
+            }
+            return reply
         }
         switch reply {
         case .json(let value):

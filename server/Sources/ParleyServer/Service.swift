@@ -1,20 +1,33 @@
 import Foundation
 
-/// Runs requests. Write requests run one at a time (the lock): each commits, hands its events
-/// to the hub in commit order, and lets the next one go before its events are delivered. Read
-/// requests take no lock: they run in their own snapshots beside the writer.
+/// Runs requests. Read requests take no lock: they run in their own snapshots beside the
+/// writers. On SQLite write requests run one at a time (the lock; SQLite has one writer); on
+/// PostgreSQL several run at once, each holding the database's locks on what it changes
+/// (`ServerState.lockForWriting`). A writer registers with the hub before it takes a number
+/// and, once committed, hands its events over; the hub delivers them in id order.
 final class Service: @unchecked Sendable {
     private let writeLock = AsyncLock()
+    /// PostgreSQL: the writers that may run at once, so that some pooled connections are
+    /// always left to readers and streams.
+    private let writerSlots: AsyncPool<Int>
     let shared: SharedState
     /// Queued deliveries past which a writer waits for its own.
     static let deliveryBacklog = 32
 
-    init(shared: SharedState) { self.shared = shared }
+    init(shared: SharedState, concurrentWriters: Int = 12) {
+        self.shared = shared
+        writerSlots = AsyncPool(Array(0..<max(1, concurrentWriters)))
+    }
 
     /// Reads the counters and starts the event hub (at start).
     func load() async throws {
-        shared.committed = try await Counters.load(shared.database)
-        shared.hub.start(deliveredThrough: shared.committed.seq)
+        let counters = try await Counters.load(shared.database)
+        shared.committed = counters
+        if shared.concurrentWriters {
+            shared.sharedCounters = SharedCounters(counters)
+            shared.setEventCount(counters.storedEvents)
+        }
+        shared.hub.start(deliveredThrough: counters.seq)
     }
 
     /// `readOnly`: the request only reads the database (a GET). One that changes something
@@ -23,22 +36,42 @@ final class Service: @unchecked Sendable {
         if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
             return result
         }
-        await writeLock.lock()
+        let counters = shared.sharedCounters
+        let slot: Int? = counters != nil ? await writerSlots.borrow() : nil
+        if slot == nil { await writeLock.lock() }
+        let release = { if let slot { self.writerSlots.giveBack(slot) } else { self.writeLock.unlock() } }
+        let ticket = shared.hub.beginWriter { counters?.nextSeq ?? self.shared.committed.seq + 1 }
         let request = ServerState(shared: shared, readOnly: false)
         let result: T
         do {
             result = try await request.handleWriting(body)
         } catch {
-            writeLock.unlock()
+            _ = shared.hub.finishWriter(ticket, nil)
+            release()
             throw error
         }
-        let delivery = shared.hub.enqueue(request.committedChanges)
-        writeLock.unlock()
-        // Writers faster than the streams wait for their events to go out (not holding the
+        let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
+        release()
+        if counters != nil, let drop = shared.addedEvents(request.committedChanges.events.count) {
+            await pruneEvents(drop)
+        }
+        // Writers faster than the streams wait for their events to go out (not holding a
         // lock), so that the queue, and the finished requests it holds, stays bounded: at most
         // `deliveryBacklog` plus one per writer in flight.
         if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
         return result
+    }
+
+    /// PostgreSQL: drops the oldest `count` events, in a transaction of its own (one writer at
+    /// a time prunes). A failure leaves them for the next try.
+    private func pruneEvents(_ count: Int) async {
+        var dropped = 0
+        do {
+            dropped = try await shared.database.write { tx in try await ServerState.pruneOldest(count, tx) }
+        } catch {
+            dropped = 0
+        }
+        shared.prunedEvents(dropped)
     }
 
     /// A read request that must not write (a stream's replay, run on the hub's queue).

@@ -43,8 +43,21 @@ final class ServerState {
             return transaction
         }
     }
-    /// This request's copy of the counters, which become the committed ones if it commits.
+    /// SQLite: this request's copy of the counters, which become the committed ones if it
+    /// commits. (PostgreSQL: numbers come from `shared.sharedCounters`.)
     private var counters = Counters()
+    /// The highest numbers this request took, and the message ids.
+    private var taken = TakenNumbers()
+    private var takenMessageIds: Set<Int64> = []
+    /// Every sequence number up to here was resolved when the request began (read before its
+    /// snapshot, so everything it covers is in the snapshot).
+    private var resolvedAtStart: Int64 = 0
+    /// The version of each user as this request loaded it (nil: looked up and absent), for
+    /// the check that nobody changed them meanwhile when they are written.
+    private var loadedUserVersions: [String: Int64?] = [:]
+    /// Users another writer changed under an earlier attempt of this request: later attempts
+    /// lock them before reading them, so that the request does not lose the race again.
+    private var contendedUsers: Set<String> = []
     /// A read request took a sequence number (which only writers may do).
     private var allocatedWhileReading = false
 
@@ -83,7 +96,11 @@ final class ServerState {
     /// Forgets what an attempt loaded and changed (a backend may run a transaction again).
     private func startAttempt() {
         // Only the writer reads the committed counters: it alone changes them.
-        counters = readOnly ? Counters() : shared.committed
+        counters = readOnly || shared.concurrentWriters ? Counters() : shared.committed
+        taken = TakenNumbers()
+        takenMessageIds = []
+        resolvedAtStart = shared.hub.resolvedThrough
+        loadedUserVersions = [:]
         allocatedWhileReading = false
         loadedChannels = [:]
         absentChannels = []
@@ -115,11 +132,21 @@ final class ServerState {
                 bodyDone = true
                 try checkRendering()
                 if verify { try await verifyUnreadCounters(touchedChannels) }
-                let written = try await RecordTables.write(pending, tx)
-                try await pruneEvents(adding: pending.events.count, tx)
+                let written: RecordTables.WrittenVersions
+                do {
+                    written = try await RecordTables.write(pending, expectedUserVersions: loadedUserVersions, tx)
+                } catch let error as StorageError where error.changedUser != nil {
+                    contendedUsers.insert(error.changedUser ?? "")
+                    throw error
+                }
+                if let shared = shared.sharedCounters {
+                    try await shared.reserve(taken, tx)
+                } else {
+                    try await pruneEvents(adding: pending.events.count, tx)
+                }
                 return (result, written)
             }
-            shared.committed = counters
+            if !shared.concurrentWriters { shared.committed = counters }
             keepInCache(written)
             return result
         } catch {
@@ -148,7 +175,7 @@ final class ServerState {
 
     /// What the hub needs to deliver this committed request's events.
     var committedChanges: CommittedChanges {
-        CommittedChanges(events: pendingFanout, endedStreams: endedStreams, seq: counters.seq, renderer: self)
+        CommittedChanges(events: pendingFanout, endedStreams: endedStreams, seq: max(counters.seq, taken.seq), renderer: self)
     }
 
     /// After a commit (or a read): keeps what the request read whole, then what it wrote,
@@ -182,11 +209,13 @@ final class ServerState {
         }
     }
 
-    /// The newest committed sequence number this request sees: a changelog's "now". A reader
-    /// reads it in its own snapshot, so that a token never runs ahead of what it read.
-    func currentSeq() async throws -> Int64 {
-        if !readOnly { return counters.seq }
-        return try await db.queryOne("SELECT value FROM meta WHERE name = 'seq'")?.int(0) ?? 0
+    /// A changelog's "now": every change up to here is in what this request reads (the
+    /// changelogs list nothing past it). A writer on SQLite, alone, knows the exact number;
+    /// others take the hub's watermark as of their start, since a writer still running may
+    /// hold a lower number than one that committed.
+    func currentSeq() -> Int64 {
+        if !readOnly && !shared.concurrentWriters { return counters.seq }
+        return resolvedAtStart
     }
 
     func isOnline(_ userId: String) -> Bool { shared.hub.isOnline(userId) }
@@ -197,6 +226,8 @@ final class ServerState {
     func loadUsers<S: Sequence>(_ ids: S) async throws where S.Element == String {
         var missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
         if missing.isEmpty { return }
+        let contended = missing.intersection(contendedUsers)
+        if !contended.isEmpty { try await lockForWriting(keys: contended.sorted().map { "user:" + $0 }) }
         let cached = missing.compactMap { cache.user($0) }
         if !cached.isEmpty {
             let versions = try await ChannelQueries.versions(ofUsers: cached.map(\.user.userId), db)
@@ -205,15 +236,20 @@ final class ServerState {
                 // user made again can have a lower version than the one it replaced).
                 guard versions[entry.user.userId] == entry.version else { cache.forgetUser(entry.user.userId); continue }
                 loadedUsers[entry.user.userId] = entry.user
+                loadedUserVersions[entry.user.userId] = .some(entry.version)
                 missing.remove(entry.user.userId)
             }
         }
         if missing.isEmpty { return }
         for entry in try await ChannelQueries.users(Array(missing), db) {
             loadedUsers[entry.user.userId] = entry.user
+            loadedUserVersions[entry.user.userId] = .some(entry.version)
             readUsers.append(entry)
         }
-        for id in missing where loadedUsers[id] == nil { absentUsers.insert(id) }
+        for id in missing where loadedUsers[id] == nil {
+            absentUsers.insert(id)
+            loadedUserVersions[id] = .some(nil)
+        }
     }
 
     func user(_ id: String) async throws -> UserRecord {
@@ -239,6 +275,7 @@ final class ServerState {
         var missing = Set(urls).filter { loadedChannels[$0] == nil && !absentChannels.contains($0) }
         if missing.isEmpty { return }
         let requested = missing
+        try await lockForWriting(channels: missing)
         var found: [CachedChannel] = []
         let cached = missing.compactMap { cache.channel($0) }
         if !cached.isEmpty {
@@ -263,6 +300,24 @@ final class ServerState {
         }
         for url in requested where loadedChannels[url] == nil { absentChannels.insert(url) }
         try await loadUsers(shown)
+    }
+
+    /// PostgreSQL, a writer: takes the transaction's lock on each channel (existing or not)
+    /// before reading it, so that writers of one channel take turns and writers of different
+    /// channels do not wait for each other. One lock per statement, in URL order (two writers
+    /// that still lock in opposite orders are a deadlock the database ends; the request then
+    /// runs again).
+    func lockForWriting(channels urls: Set<String>) async throws {
+        try await lockForWriting(keys: urls.sorted().map { "channel:" + $0 })
+    }
+
+    /// The same for any key (a distinct member set, ...). SQLite: nothing to do, its writer is
+    /// alone.
+    func lockForWriting(keys: [String]) async throws {
+        guard !readOnly, shared.concurrentWriters else { return }
+        for key in keys {
+            try await db.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [.text(key)])
+        }
     }
 
     /// Everyone a render of the channel names: members, operators, banned and muted users,
@@ -411,8 +466,8 @@ final class ServerState {
 
     func save(_ m: MessageRecord) async throws {
         touchedChannels.insert(m.channelUrl)
-        // Ids from the committed next id on were taken by this request: not stored before it.
-        let isNew = !readOnly && m.id >= shared.committed.nextMessageId && savedThisRequest[m.id] == nil
+        // An id this request took was not stored before it.
+        let isNew = takenMessageIds.contains(m.id) && savedThisRequest[m.id] == nil
         try await RecordTables.putMessage(m, isNew: isNew, db)
         savedThisRequest[m.id] = m
         if lastMessages[m.channelUrl]?.id == m.id { lastMessages[m.channelUrl] = m }
@@ -441,26 +496,47 @@ final class ServerState {
 
     // MARK: sequences
 
-    // Only writers take numbers: they commit one at a time, each from the counters the
-    // previous one committed. A read request that takes one fails (`handleReading`).
+    // Only writers take numbers. On SQLite they commit one at a time, each from the counters
+    // the previous one committed; on PostgreSQL they share `shared.sharedCounters`. A read
+    // request that takes one fails (`handleReading`).
 
     func nextSeq() -> Int64 {
         if readOnly { allocatedWhileReading = true }
+        if let shared = shared.sharedCounters {
+            let seq = shared.takeSeq()
+            taken.seq = seq
+            return seq
+        }
         counters.seq += 1
         pending.counters["seq"] = counters.seq
         return counters.seq
     }
 
-    func allocateMessageId() -> Int64 {
+    /// A new message's id and creation time, taken together: creation times never go
+    /// backwards, so id order is time order.
+    func takeMessageNumbers(at now: Int64) -> (id: Int64, createdAt: Int64) {
         if readOnly { allocatedWhileReading = true }
-        let id = counters.nextMessageId
-        counters.nextMessageId += 1
-        pending.counters["next_message_id"] = counters.nextMessageId
-        return id
+        let numbers: (id: Int64, createdAt: Int64)
+        if let shared = shared.sharedCounters {
+            numbers = shared.takeMessage(at: now)
+            taken.messageId = numbers.id
+        } else {
+            counters.lastMessageTs = max(counters.lastMessageTs, now)
+            numbers = (counters.nextMessageId, counters.lastMessageTs)
+            counters.nextMessageId += 1
+            pending.counters["next_message_id"] = counters.nextMessageId
+            pending.counters["last_message_ts"] = counters.lastMessageTs
+        }
+        takenMessageIds.insert(numbers.id)
+        return numbers
     }
 
     func allocateReportId() -> Int64 {
         if readOnly { allocatedWhileReading = true }
+        if let shared = shared.sharedCounters {
+            taken.reportId = shared.takeReportId()
+            return taken.reportId
+        }
         let id = counters.nextReportId
         counters.nextReportId += 1
         pending.counters["next_report_id"] = counters.nextReportId
@@ -469,21 +545,17 @@ final class ServerState {
 
     func allocateChannelNumber() -> Int64 {
         if readOnly { allocatedWhileReading = true }
+        if let shared = shared.sharedCounters {
+            taken.channelNumber = shared.takeChannelNumber()
+            return taken.channelNumber
+        }
         counters.channelCounter += 1
         pending.counters["channel_counter"] = counters.channelCounter
         return counters.channelCounter
     }
 
     /// The newest message creation time so far (a writer's view).
-    var lastMessageTs: Int64 { counters.lastMessageTs }
-
-    /// Message creation times never go backwards, so id order is time order.
-    func messageTimestamp(_ now: Int64) -> Int64 {
-        if readOnly { allocatedWhileReading = true }
-        counters.lastMessageTs = max(counters.lastMessageTs, now)
-        pending.counters["last_message_ts"] = counters.lastMessageTs
-        return counters.lastMessageTs
-    }
+    var lastMessageTs: Int64 { shared.sharedCounters?.lastMessageTs ?? counters.lastMessageTs }
 
     /// Marks a change to the channel itself (for channel changelogs; `updated_at` moves).
     func touch(_ channel: inout ChannelRecord, _ now: Int64) {
@@ -526,6 +598,20 @@ final class ServerState {
         try await RecordTables.putCounter("pruned_through", boundary, tx)
         counters.prunedThrough = boundary
         counters.storedEvents = retention
+    }
+
+    /// PostgreSQL: drops the `count` oldest events (a transaction of its own, after a commit
+    /// took the log past its retention) and returns how many went. `pruned_through` only
+    /// grows.
+    static func pruneOldest(_ count: Int, _ tx: any SQLSession) async throws -> Int {
+        guard count > 0, let boundary = try await tx.queryOne("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET \(count - 1)")?.int(0)
+        else { return 0 }
+        let dropped = try await tx.execute("DELETE FROM events WHERE id <= ?", [.int(boundary)])
+        try await tx.execute("""
+            INSERT INTO meta (name, value) VALUES ('pruned_through', ?)
+            ON CONFLICT (name) DO UPDATE SET value = GREATEST(meta.value, excluded.value)
+            """, [.int(boundary)])
+        return dropped
     }
 
     /// The retained events after `last` up to `through` addressed to `userId`, oldest first.

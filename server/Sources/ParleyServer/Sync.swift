@@ -18,8 +18,10 @@ enum Sync {
         throw APIError.missing("token")
     }
 
+    /// A changelog page of the changes up to `current` (later ones may have numbers below
+    /// which a writer still running will commit: they come in a later page).
     static func page<T>(_ items: [(seq: Int64, item: T)], limit: Int, current: Int64) -> (items: [T], hasMore: Bool, next: String) {
-        let sorted = items.sorted { $0.seq < $1.seq }
+        let sorted = items.filter { $0.seq <= current }.sorted { $0.seq < $1.seq }
         let taken = sorted.prefix(limit)
         let hasMore = sorted.count > limit
         let nextSeq = hasMore ? (taken.last?.seq ?? current) : current
@@ -54,7 +56,7 @@ enum Sync {
         for t in try await ChannelQueries.endedMemberships(of: u.userId, after: start, limit: limit + 1, s.db) {
             items.append((t.seq, .deleted(t.channelUrl)))
         }
-        let (changes, hasMore, next) = page(items, limit: limit, current: try await s.currentSeq())
+        let (changes, hasMore, next) = page(items, limit: limit, current: s.currentSeq())
         var updated: [JSON] = [], deleted: [JSON] = []
         for change in changes {
             switch change {
@@ -89,7 +91,7 @@ enum Sync {
         for t in try await MessageQueries.tombstones(try s.db, channel: c.url, after: start, limit: limit + 1) {
             items.append((t.seq, .deleted(t)))
         }
-        let (changes, hasMore, next) = page(items, limit: limit, current: try await s.currentSeq())
+        let (changes, hasMore, next) = page(items, limit: limit, current: s.currentSeq())
         var changed: [MessageRecord] = [], deleted: [JSON] = []
         for change in changes {
             switch change {

@@ -10,11 +10,14 @@ struct Migration: Sendable {
     let version: Int
     let summary: String
     let ddl: String
+    /// The one engine the migration is for (the other records it as applied, with nothing to do).
+    var onlyFor: SQLDialect? = nil
     /// Fills what the DDL added from the data already stored (after every migration's DDL
     /// and an import of the record layout, so it may run on imported data).
     var backfill: (@Sendable (any SQLSession) async throws -> Void)? = nil
 
     func script(for dialect: SQLDialect) -> String {
+        if let onlyFor, onlyFor != dialect { return "" }
         var text = ddl
         let replacements: [(String, String)] = switch dialect {
         case .sqlite: [("{INT}", "INTEGER"), ("{TEXT}", "TEXT"), ("{BLOB}", "BLOB"), ("{WITHOUT_ROWID}", "WITHOUT ROWID"),
@@ -136,7 +139,17 @@ enum Migrations {
                                          [.text(orderKeyText(row.text(2))), .text(row.text(0)), .text(row.text(1))])
                 }
             }),
+        sharedCounterBounds,
     ]
+
+    static let sharedCounterBounds = Migration(
+        version: 3, summary: "PostgreSQL: bounds of the numbers writers running at once hand out (SharedState.swift)",
+        ddl: """
+            CREATE SEQUENCE parley_reserved_seq MINVALUE 0 START 0;
+            CREATE SEQUENCE parley_reserved_message_id MINVALUE 0 START 0;
+            CREATE SEQUENCE parley_reserved_report_id MINVALUE 0 START 0;
+            CREATE SEQUENCE parley_reserved_channel_number MINVALUE 0 START 0;
+            """, onlyFor: .postgres)
 
     static var latestVersion: Int { all.last?.version ?? 0 }
 
@@ -168,7 +181,8 @@ enum Migrations {
             }
             let pending = all.filter { $0.version > current }
             for migration in pending {
-                try await db.executeScript(migration.script(for: db.dialect))
+                let script = migration.script(for: db.dialect)
+                if !script.isEmpty { try await db.executeScript(script) }
                 try await db.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
                                      [.int(Int64(migration.version)), .int(nowMillis())])
             }

@@ -18,7 +18,7 @@ final class PostgresDatabase: SQLDatabase {
 
     /// A write transaction is run again this many times after a deadlock or a serialization
     /// failure; its body must therefore have no effect outside the database.
-    static let writeRetries = 3
+    static let writeRetries = 5
 
     /// - Parameters:
     ///   - startsClient: whether this object runs the pool itself, in a task that `close()`
