@@ -275,11 +275,13 @@ final class ServerState {
         var missing = Set(urls).filter { loadedChannels[$0] == nil && !absentChannels.contains($0) }
         if missing.isEmpty { return }
         let requested = missing
-        try await lockForWriting(channels: missing)
         var found: [CachedChannel] = []
         let cached = missing.compactMap { cache.channel($0) }
+        // A writer on PostgreSQL locks every channel it reads (and gets the versions with it).
+        let locked = try await lockForWriting(channels: missing)
         if !cached.isEmpty {
-            let versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db)
+            var versions = locked ?? [:]
+            if locked == nil { versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db) }
             for entry in cached {
                 guard let stored = versions[entry.channel.url], stored.version == entry.version,
                       stored.lastMessageSeq == entry.lastMessageSeq else { cache.forgetChannel(entry.channel.url); continue }
@@ -302,13 +304,24 @@ final class ServerState {
         try await loadUsers(shown)
     }
 
-    /// PostgreSQL, a writer: takes the transaction's lock on each channel (existing or not)
-    /// before reading it, so that writers of one channel take turns and writers of different
-    /// channels do not wait for each other. One lock per statement, in URL order (two writers
-    /// that still lock in opposite orders are a deadlock the database ends; the request then
-    /// runs again).
-    func lockForWriting(channels urls: Set<String>) async throws {
-        try await lockForWriting(keys: urls.sorted().map { "channel:" + $0 })
+    /// PostgreSQL, a writer: locks each channel before reading it, so that writers of one
+    /// channel take turns and writers of different channels do not wait for each other. An
+    /// existing channel's row is locked (`FOR UPDATE`, in URL order, in the statement that
+    /// reads the versions the record cache is checked against: no round trip of its own); a
+    /// channel not there takes the lock `channel:URL` (so that two creations of one URL take
+    /// turns) and is looked for again under it, in case it was made meanwhile. Returns the
+    /// versions of the channels that exist; nil when no lock is needed (a reader, SQLite).
+    func lockForWriting(channels urls: Set<String>) async throws -> [String: (version: Int64, lastMessageSeq: Int64)]? {
+        guard !readOnly, shared.concurrentWriters else { return nil }
+        var versions = try await ChannelQueries.versions(ofChannels: Array(urls), lockingRows: true, db)
+        let absent = urls.filter { versions[$0] == nil }
+        if !absent.isEmpty {
+            try await lockForWriting(keys: absent.sorted().map { "channel:" + $0 })
+            for (url, version) in try await ChannelQueries.versions(ofChannels: Array(absent), lockingRows: true, db) {
+                versions[url] = version
+            }
+        }
+        return versions
     }
 
     /// The same for any key (a distinct member set, ...). SQLite: nothing to do, its writer is
