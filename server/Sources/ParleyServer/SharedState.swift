@@ -192,12 +192,13 @@ final class SharedState: @unchecked Sendable {
     }
 
     /// PostgreSQL: counts events a writer committed. Returns how many old ones to drop when
-    /// the log holds more than `retention` and nobody is pruning yet (the caller then prunes
-    /// and calls `prunedEvents`).
+    /// the log holds a tenth more than `retention` (so that a pruning, a transaction of its
+    /// own, comes once per that many events, not after every write) and nobody is pruning yet
+    /// (the caller then prunes and calls `prunedEvents`).
     func addedEvents(_ count: Int) -> Int? {
         mutex.withLock {
             eventCount += count
-            guard eventCount > retention, !pruning else { return nil }
+            guard eventCount > retention + retention / 10, !pruning else { return nil }
             pruning = true
             return eventCount - retention
         }
