@@ -328,9 +328,7 @@ final class ServerState {
     /// alone.
     func lockForWriting(keys: [String]) async throws {
         guard !readOnly, shared.concurrentWriters else { return }
-        for key in keys {
-            try await db.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [.text(key)])
-        }
+        for key in keys { try await RecordTables.lockKey(key, db) }
     }
 
     /// Everyone a render of the channel names: members, operators, banned and muted users,

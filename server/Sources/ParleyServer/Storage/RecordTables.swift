@@ -130,15 +130,18 @@ enum RecordTables {
     /// user not created yet) and fails the transaction as retryable when the user's version
     /// is not `expected` (nil: the user must not exist).
     static func checkUserVersion(_ id: String, _ expected: Int64?, _ db: any SQLSession) async throws {
-        if db.dialect == .postgres {
-            try await db.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [.text("user:" + id)])
-        }
+        if db.dialect == .postgres { try await lockKey("user:" + id, db) }
         let current = try await db.queryOne("SELECT version FROM users WHERE user_id = ?", [.text(id)])?.int(0)
         if current != expected {
             var error = StorageError("user \"\(id)\" was changed by another request meanwhile", kind: .retryable)
             error.changedUser = id
             throw error
         }
+    }
+
+    /// PostgreSQL: the transaction's advisory lock on a key (a hash of it), held to its end.
+    static func lockKey(_ key: String, _ db: any SQLSession) async throws {
+        try await db.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [.text(key)])
     }
 
     static func putSession(_ s: SessionRecord, _ db: any SQLSession) async throws {
