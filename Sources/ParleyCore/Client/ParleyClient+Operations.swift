@@ -31,14 +31,18 @@ extension ParleyClient {
                     finish(.failure(error))
                     return
                 }
+                let readStart = self.engine.channelReads.begin()
                 self.sendHTTP(operation: id, method: call.method, pathAndQuery: call.pathAndQuery, body: call.body,
                               credential: .session(session.token)) { result in
                     guard case .success(let answer) = result else {
+                        self.engine.queue.async { _ = self.engine.channelReads.end(readStart) }
                         finish(result)
                         return
                     }
                     self.engine.queue.async {
-                        self.engine.applyOperationResult(operation, spec.effect, params: params, answer: answer, liveSince: liveSince)
+                        let touchedByEvents = self.engine.channelReads.end(readStart)
+                        self.engine.applyOperationResult(operation, spec.effect, params: params, answer: answer, liveSince: liveSince,
+                                                         touchedByEvents: touchedByEvents)
                         finish(.success(answer))
                     }
                 }

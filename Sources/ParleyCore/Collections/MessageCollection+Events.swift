@@ -57,12 +57,15 @@ extension MessageCollection {
     /// after a catch-up, with the changes the catch-up made to it (one `channel_updated`).
     func refreshChannel() {
         let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(channelURL))?" + Engine.fullChannelView.dropFirst()
+        let readStart = engine.channelReads.begin()
         engine.call("GET", path) { result in
+            // An event applied meanwhile holds a later copy than this answer (ChannelReadGuard).
+            let touchedByEvents = self.engine.channelReads.end(readStart)
             if case .success(let channel) = result, channel["channel_url"]?.stringValue == self.channelURL,
                 channel["member_state"]?.stringValue != "none"
             {
                 self.engine.write(.channelRefresh(channelURL: self.channelURL), "refreshing a channel") { transaction throws(ParleyError) in
-                    try transaction.storeChannel(channel)
+                    try Engine.storeAnswerChannel(channel, touchedByEvents, transaction)
                 }
             }
             self.releaseChannel()

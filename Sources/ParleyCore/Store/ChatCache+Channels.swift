@@ -70,11 +70,7 @@ extension ChatCache {
     /// not added (a list that misses one is stale and is replaced by the next full render).
     /// True when a stored member changed.
     public func updateChannelMembers(url: String, _ members: [JSONValue]) throws(ParleyError) -> Bool {
-        var known = false
-        try database.statement("SELECT members_known FROM channels WHERE channel_url = ?1").rows([.text(url)]) { row in
-            known = row.int64(0) != 0
-        }
-        guard known else { return false }
+        guard try channelMembersKnown(url: url) else { return false }
         var changed = false
         for (index, member) in members.enumerated() {
             guard case .object = member, let userID = member["user_id"]?.stringValue else {
@@ -91,11 +87,16 @@ extension ChatCache {
     /// The stored member list of a channel in the server's order (canonical texts), nil
     /// when the channel is not cached or its stored render did not list members.
     public func channelMemberTexts(url: String) throws(ParleyError) -> [String]? {
+        try channelMembersKnown(url: url) ? try memberTexts(url: url) : nil
+    }
+
+    /// Whether the channel is cached with its member list (false when not cached).
+    public func channelMembersKnown(url: String) throws(ParleyError) -> Bool {
         var known = false
         try database.statement("SELECT members_known FROM channels WHERE channel_url = ?1").rows([.text(url)]) { row in
             known = row.int64(0) != 0
         }
-        return known ? try memberTexts(url: url) : nil
+        return known
     }
 
     private func memberTexts(url: String) throws(ParleyError) -> [String] {

@@ -139,7 +139,9 @@ public enum ChangeCause: Sendable {
     case operation(String)
     /// Messages or channels loaded from the server for a view.
     case apiLoad
-    /// A message view refreshed its channel from the server (at start, after a reconnection).
+    /// A channel was read again from the server: by a message view (at start, after a
+    /// reconnection), or by the engine when an event brought a channel without the member
+    /// list the cache lacks.
     case channelRefresh(channelURL: String)
     /// The real-time stream dropped.
     case connectionLost

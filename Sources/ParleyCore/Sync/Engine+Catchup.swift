@@ -102,7 +102,9 @@ extension Engine {
         let position = token.map { "token=" + URLEncoding.percentEncode($0) } ?? "change_ts=0"
         let path = "/v3/users/\(URLEncoding.encodePathSegment(session.userID))/my_group_channels/changelogs?\(position)&limit=100"
             + Self.fullChannelView
+        let readStart = channelReads.begin()
         call("GET", path) { result in
+            let touchedByEvents = self.channelReads.end(readStart)
             guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
@@ -113,12 +115,7 @@ extension Engine {
                     if let url = url.stringValue { self.catchUp.passChannelURLs.insert(url) }
                 }
                 self.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
-                    for channel in answer["updated"]?.arrayValue ?? [] {
-                        try transaction.storeChannel(channel)
-                    }
-                    for url in answer["deleted"]?.arrayValue ?? [] {
-                        if let url = url.stringValue { try transaction.removeChannel(url, reason: .changelog) }
-                    }
+                    try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction)
                     if let next = answer["next"]?.stringValue, !next.isEmpty {
                         try transaction.setSyncToken(next, scope: ChatCache.channelsTokenScope)
                     }

@@ -161,6 +161,34 @@ extension Engine {
             return
         }
         for confirmation in confirmed { completeSend(reqID: confirmation.reqID, .success(confirmation.message)) }
+        fetchWantedMemberLists()
+    }
+
+    /// Reads each channel whose member list events could not give (PROTOCOL.md §9.1: a live
+    /// event about messages carries only the members it changed) whole from the server, one
+    /// request per channel at a time. A failed read is tried again at the channel's next event.
+    func fetchWantedMemberLists() {
+        let urls = memberLists.wanted.subtracting(memberLists.inFlight)
+        memberLists.wanted = []
+        for url in urls.sorted(by: utf8Precedes) {
+            memberLists.inFlight.insert(url)
+            let readStart = channelReads.begin()
+            let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(url))?" + Self.fullChannelView.dropFirst()
+            call("GET", path) { result in
+                self.memberLists.inFlight.remove(url)
+                let touchedByEvents = self.channelReads.end(readStart)
+                switch result {
+                case .success(let channel) where channel["channel_url"]?.stringValue == url && channel["member_state"]?.stringValue != "none":
+                    self.write(.channelRefresh(channelURL: url), "storing a channel's member list") { transaction throws(ParleyError) in
+                        try Self.storeAnswerChannel(channel, touchedByEvents, transaction)
+                    }
+                case .success:
+                    break
+                case .failure(let error):
+                    self.log(.info, "sync: reading the member list of \(url) failed: \(error)")
+                }
+            }
+        }
     }
 
     static func realtimeEvent(_ stream: StreamEvent, isOwnEcho: Bool) -> RealtimeEvent {
@@ -198,6 +226,12 @@ extension Engine {
         let data = event.data
         let url = event.channelURL
         let me = session.current?.userID
+        if let touched = url.isEmpty ? data["channel"]?["channel_url"]?.stringValue : url, !touched.isEmpty {
+            let channel = data["channel"]
+            let whole = channel?["members"] != nil || channel?["member_state"]?.stringValue == "none"
+                || [.channelDeleted, .userLeft, .userBanned, .invitationDeclined].contains(event.category)
+            channelReads.noteEvent(touched, whole: whole, changedMembers: data["changed_members"]?.arrayValue ?? [])
+        }
         let removal: ChannelRemovalReason? =
             switch event.category {
             case .channelDeleted: .deleted
@@ -225,6 +259,10 @@ extension Engine {
                 changedMembers = list
             }
             try transaction.storeChannel(channel, changedMembers: changedMembers, fromEvent: true)
+            if channel["members"] == nil, !url.isEmpty, try !transaction.cache.channelMembersKnown(url: url) {
+                // New to the cache by an event without members: its list comes by a refresh.
+                memberLists.wanted.insert(url)
+            }
         }
         switch event.category {
         case .messageReceived:
@@ -350,7 +388,10 @@ struct ListedRange {
 extension Engine {
     /// Applies a catalog operation's answer to the cache. `liveSince`: the stream's break
     /// count when the request went out with the stream open (nil: it was not open).
-    func applyOperationResult(_ operation: String, _ effect: CacheEffect, params: JSONValue, answer: JSONValue, liveSince: UInt64? = nil) {
+    /// `touchedByEvents`: channels events changed while the request was out
+    /// (`ChannelReadGuard`), whose copies in the answer are older than the cache's.
+    func applyOperationResult(_ operation: String, _ effect: CacheEffect, params: JSONValue, answer: JSONValue, liveSince: UInt64? = nil,
+                              touchedByEvents: [String: ChannelTouch] = [:]) {
         let listedRange = operation == "list_messages" ? Self.listedRange(params: params, answer: answer) : nil
         let reachesNewest = listedRange?.atNewestEnd == true && liveSince != nil && liveSince == session.streamBreaks && isStreamOpen
         write(.operation(operation), "storing the result of \(operation)") { transaction throws(ParleyError) in
@@ -358,9 +399,9 @@ extension Engine {
             case .none:
                 break
             case .storeChannel:
-                try transaction.storeChannel(answer)
+                try Self.storeAnswerChannel(answer, touchedByEvents, transaction)
             case .storeChannels(let key):
-                for channel in answer[key]?.arrayValue ?? [] { try transaction.storeChannel(channel) }
+                for channel in answer[key]?.arrayValue ?? [] { try Self.storeAnswerChannel(channel, touchedByEvents, transaction) }
             case .removeChannel(let reason):
                 if let url = params["channel_url"]?.stringValue { try transaction.removeChannel(url, reason: reason) }
             case .storeMessage:
@@ -386,10 +427,7 @@ extension Engine {
                     }
                 }
             case .channelChangelog:
-                for channel in answer["updated"]?.arrayValue ?? [] { try transaction.storeChannel(channel) }
-                for url in answer["deleted"]?.arrayValue ?? [] {
-                    if let url = url.stringValue { try transaction.removeChannel(url, reason: .changelog) }
-                }
+                try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction)
             case .messageChangelog:
                 for message in answer["updated"]?.arrayValue ?? [] {
                     guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else {
@@ -452,5 +490,41 @@ extension Engine {
         try transaction.addContinuousRange(
             channelURL: channelURL, scope: "", from: range.from, to: range.through,
             reachesOldest: range.reachesOldest, reachesNewest: reachesNewest)
+    }
+}
+
+extension Engine {
+    /// One page of channel changelogs (the catch-up's and the catalog operation's): stores
+    /// what changed and removes what went, minding what events did meanwhile (`ChannelTouch`).
+    static func applyChannelChangelog(_ answer: JSONValue, touchedByEvents: [String: ChannelTouch],
+                                      _ transaction: CacheTransaction) throws(ParleyError) {
+        for channel in answer["updated"]?.arrayValue ?? [] {
+            try storeAnswerChannel(channel, touchedByEvents, transaction)
+        }
+        for url in answer["deleted"]?.arrayValue ?? [] {
+            // An event after the request went out is the later word on the channel.
+            if let url = url.stringValue, touchedByEvents[url] == nil { try transaction.removeChannel(url, reason: .changelog) }
+        }
+    }
+
+    /// Stores a channel read from the server, unless events since the request went out hold
+    /// a later copy: after a whole render, nothing of the answer is kept; after events
+    /// without members, only the answer's member list, with the members those events changed.
+    static func storeAnswerChannel(_ channel: JSONValue, _ touchedByEvents: [String: ChannelTouch],
+                                   _ transaction: CacheTransaction) throws(ParleyError) {
+        guard let url = channel["channel_url"]?.stringValue, let touch = touchedByEvents[url] else {
+            return try transaction.storeChannel(channel)
+        }
+        guard case .partial(let changedMembers) = touch else { return }
+        guard let stored = try transaction.cache.channel(url: url, withMembers: false),
+            case .object(var merged)? = try? JSONValue.parse(stored.json)
+        else {
+            return try transaction.storeChannel(channel)  // the events' copy was not kept: the answer's is the best there is
+        }
+        guard case .array(let members)? = channel["members"] else { return }
+        merged["members"] = .array(members.map { member in
+            member["user_id"]?.stringValue.flatMap { changedMembers[$0] } ?? member
+        })
+        try transaction.storeChannel(.object(merged))
     }
 }

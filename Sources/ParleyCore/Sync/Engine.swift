@@ -106,6 +106,61 @@ struct CatchUpState {
     var lastPassBreaks: UInt64?
 }
 
+/// Answers about channels (changelogs, operation results, a channel refresh) read while
+/// events arrive. An answer shows each channel as of some moment while it was in flight; a
+/// live event applied meanwhile may show a later one. So a channel that events touched after
+/// the request went out is not simply stored from the answer (Engine+Events.swift,
+/// `storeAnswerChannel`): an event that carried the whole render, or removed the channel,
+/// makes the answer's copy useless (anything later comes by the stream, in id order, or by
+/// the next catch-up); events without `members` (PROTOCOL.md §9.1) leave the cache newer in
+/// everything but the member list, which the answer may know better (a member changed before
+/// the stream opened), so the answer gives its members and the events' `changed_members` stay.
+enum ChannelTouch {
+    /// An event carried the channel's whole render, or removed the channel.
+    case whole
+    /// Only events without `members`: the members they changed, by user id, the last one kept.
+    case partial(changedMembers: [String: JSONValue])
+}
+
+struct MemberListFetches {
+    var wanted: Set<String> = []
+    var inFlight: Set<String> = []
+}
+
+struct ChannelReadGuard {
+    private var nextRequest: UInt64 = 0
+    /// For each request in flight, the channels events touched since it went out.
+    private var inFlight: [UInt64: [String: ChannelTouch]] = [:]
+
+    /// A request goes out; hand the result to `end` (success or not).
+    mutating func begin() -> UInt64 {
+        nextRequest += 1
+        inFlight[nextRequest] = [:]
+        return nextRequest
+    }
+
+    /// An event touched `url`: `whole` when it carried the whole render or removed the
+    /// channel, else the members it changed.
+    mutating func noteEvent(_ url: String, whole: Bool, changedMembers: [JSONValue]) {
+        for request in inFlight.keys {
+            if whole {
+                inFlight[request]?[url] = .whole
+                continue
+            }
+            guard case .partial(var changed) = inFlight[request]?[url] ?? .partial(changedMembers: [:]) else { continue }
+            for member in changedMembers {
+                if let id = member["user_id"]?.stringValue { changed[id] = member }
+            }
+            inFlight[request]?[url] = .partial(changedMembers: changed)
+        }
+    }
+
+    /// The request is answered (or failed): what events did to channels since it went out.
+    mutating func end(_ request: UInt64) -> [String: ChannelTouch] {
+        inFlight.removeValue(forKey: request) ?? [:]
+    }
+}
+
 /// A `resync` to report: the channel changelogs of the next pass find which channels
 /// changed while events were lost; the report follows once a pass read them to the end.
 struct PendingResync {
@@ -137,6 +192,9 @@ final class Engine: @unchecked Sendable {
     var store = StoreState()
     var outbox = OutboxState()
     var catchUp = CatchUpState()
+    var channelReads = ChannelReadGuard()
+    /// Channels cached without their member list, to read whole (Engine+Events.swift).
+    var memberLists = MemberListFetches()
     /// Channels with an open message collection, and how many: eviction spares them.
     var openMessageViews: [String: Int] = [:]
     /// What the event stream delivered and the engine queue has not taken yet (any thread).

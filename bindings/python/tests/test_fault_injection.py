@@ -23,6 +23,7 @@ import pytest
 import parley
 from conftest import Admin, RunningServer
 from test_convergence import CLIENTS_PER_USER, TIMEOUT, USERS, Device, World, differences
+from tcp_relay import loopback_listener, shut_down
 
 BASE_SEED = int(os.environ.get("PARLEY_FAULT_SEED", "7001"))
 RUNS = int(os.environ.get("PARLEY_FAULT_RUNS", "1"))
@@ -34,10 +35,7 @@ class FaultyProxy:
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
+        self.listener = loopback_listener(64)
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.lock = threading.Condition()
         self.pairs: List[Tuple[socket.socket, socket.socket]] = []
@@ -91,22 +89,15 @@ class FaultyProxy:
         except OSError:
             pass
         finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                end.close()
+            shut_down(source, sink)
+            source.close()
+            sink.close()
 
     def cut(self) -> None:
         with self.lock:
             pairs, self.pairs = self.pairs, []
         for pair in pairs:
-            for end in pair:
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_down(*pair)
 
     def stall(self, seconds: float) -> None:
         with self.lock:

@@ -3,14 +3,17 @@ that used to make them differ (unread counts, hiding, metadata, changelog deleti
 last message after a history reset)."""
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import requests
 
 from conftest import Admin, RunningServer, server_database
 from test_engine import RestartableServer, connect, make_client, poll_until
+from tcp_relay import loopback_listener, shut_down
 
 FULL_VIEW = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
 PRESENCE_FIELDS = ("is_online", "last_seen_at")
@@ -165,3 +168,119 @@ def test_changelog_deletions_are_reported_and_applied(tmp_path: Path) -> None:
             wait_equal(client, server.url, tokens["alice"], url)
     finally:
         server.stop()
+
+
+class AnswerHoldingProxy:
+    """Forwards TCP connections to the server. Once armed, the answer to the next request
+    whose bytes contain `marker` is held when it arrives from the server (so the server has
+    read what it answers) until `release`."""
+
+    def __init__(self, server_url: str, marker: bytes) -> None:
+        self.target_port = int(server_url.rsplit(":", 1)[1])
+        self.marker = marker
+        self.listener = loopback_listener(16)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.armed = False
+        self.answered = threading.Event()  # the held answer came from the server
+        self.released = threading.Event()
+        self.forwarded = threading.Event()  # the held answer went on to the client
+        self.sockets: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def release(self) -> None:
+        self.released.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            upstream.settimeout(None)
+            self.sockets += [client, upstream]
+            hold = threading.Event()
+            threading.Thread(target=self._pump, args=(client, upstream, hold, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, hold, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, hold: threading.Event, from_server: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if not from_server and self.armed and self.marker in data:
+                    self.armed = False
+                    hold.set()  # before the request goes on: its answer is the next bytes back
+                held = from_server and hold.is_set()
+                if held:
+                    hold.clear()
+                    self.answered.set()
+                    self.released.wait(30)
+                sink.sendall(data)
+                if held:
+                    self.forwarded.set()
+        except OSError:
+            pass
+        finally:
+            shut_down(source, sink)
+
+    def close(self) -> None:
+        self.released.set()
+        self.listener.close()
+        shut_down(*self.sockets)
+
+
+def caught_up(client, recorder) -> None:
+    """Reconnects and waits for the catch-up that follows (`connected` comes before the first
+    one ends; `reconnect_succeeded` after it)."""
+    done = len([n for n in recorder.names() if n == "reconnect_succeeded"])
+    client.reconnect()
+    recorder.wait(lambda: len([n for n in recorder.names() if n == "reconnect_succeeded"]) > done)
+
+
+def test_a_changelog_read_before_an_event_does_not_undo_it(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    """A channel changelog answer read before a change whose event is applied first must not
+    put the older copy back (it used to: the metadata below vanished from the cache)."""
+    tokens, url = setup(admin)
+    proxy = AnswerHoldingProxy(server.url, b"/my_group_channels/changelogs")
+    client, recorder = make_client(proxy.url, tmp_path / "cache")
+    try:
+        with client:
+            connect(client, recorder, "alice", tokens["alice"])
+            caught_up(client, recorder)  # the changelog token predates the rename
+            admin.call("PUT", f"/v3/group_channels/{url}", {"name": "Renamed"})  # listed by the next changelog
+            poll_until(lambda: (client.cached_channel(url) or {}).get("name") == "Renamed", timeout=10)
+            proxy.arm()
+            done = len([n for n in recorder.names() if n == "reconnect_succeeded"])
+            client.reconnect()
+            assert proxy.answered.wait(10), "the catch-up read no channel changelog"
+            # Read by the server before this change; its event is applied while the answer is held.
+            admin.call("POST", f"/v3/group_channels/{url}/metadata", {"metadata": {"topic": "cats"}})
+            poll_until(lambda: (client.cached_channel(url) or {}).get("metadata") == {"topic": "cats"}, timeout=10)
+            proxy.release()
+            assert proxy.forwarded.wait(10)
+            # After the catch-up applied the answer.
+            recorder.wait(lambda: len([n for n in recorder.names() if n == "reconnect_succeeded"]) > done)
+            cached = client.cached_channel(url)
+            assert cached["metadata"] == {"topic": "cats"} and cached["name"] == "Renamed"
+            assert without_presence(cached) == without_presence(server_channel(server.url, tokens["alice"], url))
+    finally:
+        proxy.close()
+
+
+def test_a_channel_first_seen_in_a_message_event_gets_its_members(server: RunningServer, admin: Admin,
+                                                                  tmp_path: Path) -> None:
+    """A message event carries the channel without its member list; a channel the cache did
+    not hold is then read whole, so the cache still equals the server's full view."""
+    tokens, url = setup(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", tokens["alice"])
+        caught_up(client, recorder)  # no changelog answer in flight to bring the channel back
+        client.clear_cached_data()
+        assert client.cached_channel(url) is None
+        admin.send(url, "bob", "hello")
+        recorder.wait(lambda: len(recorder.of("message_received")) == 1)
+        cached = wait_equal(client, server.url, tokens["alice"], url)
+        assert [m["user_id"] for m in cached["members"]] == ["alice", "bob"]
