@@ -65,8 +65,9 @@ extension MessageCollection {
                 channel["member_state"]?.stringValue != "none"
             {
                 self.engine.write(.channelRefresh(channelURL: self.channelURL), "refreshing a channel") { transaction throws(ParleyError) in
-                    try Engine.storeAnswerChannel(channel, touchedByEvents, transaction)
+                    try self.engine.storeAnswerChannelOrReread(channel, touchedByEvents, transaction)
                 }
+                self.engine.fetchWantedChannels()
             }
             self.releaseChannel()
         }

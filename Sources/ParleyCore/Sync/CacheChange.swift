@@ -140,8 +140,8 @@ public enum ChangeCause: Sendable {
     /// Messages or channels loaded from the server for a view.
     case apiLoad
     /// A channel was read again from the server: by a message view (at start, after a
-    /// reconnection), or by the engine when an event brought a channel without the member
-    /// list the cache lacks.
+    /// reconnection), or by the engine: a channel an event brought without the member list
+    /// the cache lacks, or whose copy in an answer was set aside (`ChannelReadGuard`).
     case channelRefresh(channelURL: String)
     /// The real-time stream dropped.
     case connectionLost

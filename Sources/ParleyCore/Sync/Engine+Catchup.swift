@@ -93,7 +93,10 @@ extension Engine {
     }
 
     /// Pages through channel changelogs from the saved token (first time: from the start).
-    private func syncChannelChangelogs(epoch: UInt64, resetOnce: Bool, then next: @escaping @Sendable () -> Void) {
+    /// A page whose channels events touched while it was read is asked for again (at most
+    /// `maxChangelogRereads` times in a row), rather than applied in part: the token then
+    /// never passes a change the cache did not take (`ChannelReadGuard`).
+    private func syncChannelChangelogs(epoch: UInt64, resetOnce: Bool, rereads: Int = 0, then next: @escaping @Sendable () -> Void) {
         guard self.session.epoch == epoch, let session = self.session.current else { return next() }
         let token = read("reading the channel token") { cache throws(ParleyError) in
             try cache.syncToken(scope: ChatCache.channelsTokenScope)
@@ -108,18 +111,24 @@ extension Engine {
             guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
+                var pageURLs: Set<String> = []
                 for channel in answer["updated"]?.arrayValue ?? [] {
-                    if let url = channel["channel_url"]?.stringValue { self.catchUp.passChannelURLs.insert(url) }
+                    if let url = channel["channel_url"]?.stringValue { pageURLs.insert(url) }
                 }
                 for url in answer["deleted"]?.arrayValue ?? [] {
-                    if let url = url.stringValue { self.catchUp.passChannelURLs.insert(url) }
+                    if let url = url.stringValue { pageURLs.insert(url) }
+                }
+                self.catchUp.passChannelURLs.formUnion(pageURLs)
+                if rereads < Self.maxChangelogRereads, pageURLs.contains(where: { touchedByEvents[$0] != nil }) {
+                    return self.syncChannelChangelogs(epoch: epoch, resetOnce: resetOnce, rereads: rereads + 1, then: next)
                 }
                 self.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
-                    try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction)
+                    self.channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
                     if let next = answer["next"]?.stringValue, !next.isEmpty {
                         try transaction.setSyncToken(next, scope: ChatCache.channelsTokenScope)
                     }
                 }
+                self.fetchWantedChannels()
                 if answer["has_more"]?.boolValue == true {
                     self.syncChannelChangelogs(epoch: epoch, resetOnce: resetOnce, then: next)
                 } else {
@@ -142,6 +151,11 @@ extension Engine {
             }
         }
     }
+
+    /// Times in a row a channel changelog page is asked for again because events touched
+    /// its channels meanwhile; past it the page is applied, its touched entries set aside and
+    /// those channels read again (`fetchWantedChannels`).
+    static let maxChangelogRereads = 20
 
     /// How many channels' message changelogs are fetched at once: with many cached
     /// channels a reconnect costs about channels / this many round trips, not one each.

@@ -161,32 +161,54 @@ extension Engine {
             return
         }
         for confirmation in confirmed { completeSend(reqID: confirmation.reqID, .success(confirmation.message)) }
-        fetchWantedMemberLists()
+        fetchWantedChannels()
     }
 
-    /// Reads each channel whose member list events could not give (PROTOCOL.md §9.1: a live
-    /// event about messages carries only the members it changed) whole from the server, one
-    /// request per channel at a time. A failed read is tried again at the channel's next event.
-    func fetchWantedMemberLists() {
-        let urls = memberLists.wanted.subtracting(memberLists.inFlight)
-        memberLists.wanted = []
+    /// Reads whole, one request per channel at a time, each channel whose member list
+    /// events could not give (PROTOCOL.md §9.1: a live event about messages carries only the
+    /// members it changed) or whose copy in an answer was set aside (`ChannelReadGuard`). A
+    /// channel the server no longer shows to the user is removed. A failed read is tried
+    /// again after the next events.
+    func fetchWantedChannels() {
+        let urls = channelRereads.wanted.subtracting(channelRereads.inFlight)
+        channelRereads.wanted.subtract(urls)
         for url in urls.sorted(by: utf8Precedes) {
-            memberLists.inFlight.insert(url)
+            channelRereads.inFlight.insert(url)
             let readStart = channelReads.begin()
             let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(url))?" + Self.fullChannelView.dropFirst()
             call("GET", path) { result in
-                self.memberLists.inFlight.remove(url)
+                self.channelRereads.inFlight.remove(url)
                 let touchedByEvents = self.channelReads.end(readStart)
+                let gone: Bool
                 switch result {
-                case .success(let channel) where channel["channel_url"]?.stringValue == url && channel["member_state"]?.stringValue != "none":
-                    self.write(.channelRefresh(channelURL: url), "storing a channel's member list") { transaction throws(ParleyError) in
-                        try Self.storeAnswerChannel(channel, touchedByEvents, transaction)
+                case .success(let channel) where channel["channel_url"]?.stringValue == url:
+                    gone = channel["member_state"]?.stringValue == "none"
+                    if !gone {
+                        self.write(.channelRefresh(channelURL: url), "storing a channel read again") { transaction throws(ParleyError) in
+                            if try !Self.storeAnswerChannel(channel, touchedByEvents, transaction) {
+                                self.channelRereads.wanted.insert(url)
+                            }
+                        }
                     }
                 case .success:
-                    break
+                    gone = false
+                case .failure(let error) where error.code == .notFound || error.code == .forbidden:
+                    gone = true
                 case .failure(let error):
-                    self.log(.info, "sync: reading the member list of \(url) failed: \(error)")
+                    gone = false
+                    self.channelRereads.wanted.insert(url)
+                    self.log(.info, "sync: reading the channel \(url) again failed: \(error)")
                 }
+                if gone {
+                    if touchedByEvents[url] == nil {
+                        self.write(.channelRefresh(channelURL: url), "removing a channel gone") { transaction throws(ParleyError) in
+                            try transaction.removeChannel(url, reason: .accessLost)
+                        }
+                    } else {
+                        self.channelRereads.wanted.insert(url)
+                    }
+                }
+                if case .success = result, !self.channelRereads.wanted.isEmpty { self.fetchWantedChannels() }
             }
         }
     }
@@ -261,7 +283,7 @@ extension Engine {
             try transaction.storeChannel(channel, changedMembers: changedMembers, fromEvent: true)
             if channel["members"] == nil, !url.isEmpty, try !transaction.cache.channelMembersKnown(url: url) {
                 // New to the cache by an event without members: its list comes by a refresh.
-                memberLists.wanted.insert(url)
+                channelRereads.wanted.insert(url)
             }
         }
         switch event.category {
@@ -399,9 +421,9 @@ extension Engine {
             case .none:
                 break
             case .storeChannel:
-                try Self.storeAnswerChannel(answer, touchedByEvents, transaction)
+                try storeAnswerChannelOrReread(answer, touchedByEvents, transaction)
             case .storeChannels(let key):
-                for channel in answer[key]?.arrayValue ?? [] { try Self.storeAnswerChannel(channel, touchedByEvents, transaction) }
+                for channel in answer[key]?.arrayValue ?? [] { try storeAnswerChannelOrReread(channel, touchedByEvents, transaction) }
             case .removeChannel(let reason):
                 if let url = params["channel_url"]?.stringValue { try transaction.removeChannel(url, reason: reason) }
             case .storeMessage:
@@ -427,7 +449,7 @@ extension Engine {
                     }
                 }
             case .channelChangelog:
-                try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction)
+                channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
             case .messageChangelog:
                 for message in answer["updated"]?.arrayValue ?? [] {
                     guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else {
@@ -442,6 +464,7 @@ extension Engine {
                 }
             }
         }
+        fetchWantedChannels()
     }
 }
 
@@ -496,35 +519,56 @@ extension Engine {
 extension Engine {
     /// One page of channel changelogs (the catch-up's and the catalog operation's): stores
     /// what changed and removes what went, minding what events did meanwhile (`ChannelTouch`).
+    /// Returns the channels whose entries were set aside, to read again.
     static func applyChannelChangelog(_ answer: JSONValue, touchedByEvents: [String: ChannelTouch],
-                                      _ transaction: CacheTransaction) throws(ParleyError) {
+                                      _ transaction: CacheTransaction) throws(ParleyError) -> Set<String> {
+        var setAside: Set<String> = []
         for channel in answer["updated"]?.arrayValue ?? [] {
-            try storeAnswerChannel(channel, touchedByEvents, transaction)
+            if try !storeAnswerChannel(channel, touchedByEvents, transaction), let url = channel["channel_url"]?.stringValue {
+                setAside.insert(url)
+            }
         }
         for url in answer["deleted"]?.arrayValue ?? [] {
-            // An event after the request went out is the later word on the channel.
-            if let url = url.stringValue, touchedByEvents[url] == nil { try transaction.removeChannel(url, reason: .changelog) }
+            guard let url = url.stringValue else { continue }
+            if touchedByEvents[url] == nil {
+                try transaction.removeChannel(url, reason: .changelog)
+            } else {
+                setAside.insert(url)
+            }
+        }
+        return setAside
+    }
+
+    /// `storeAnswerChannel`, and a read again of a channel whose copy was set aside.
+    func storeAnswerChannelOrReread(_ channel: JSONValue, _ touchedByEvents: [String: ChannelTouch],
+                                    _ transaction: CacheTransaction) throws(ParleyError) {
+        if try !Self.storeAnswerChannel(channel, touchedByEvents, transaction), let url = channel["channel_url"]?.stringValue {
+            channelRereads.wanted.insert(url)
         }
     }
 
-    /// Stores a channel read from the server, unless events since the request went out hold
-    /// a later copy: after a whole render, nothing of the answer is kept; after events
-    /// without members, only the answer's member list, with the members those events changed.
+    /// Stores a channel read from the server, unless events since the request went out may
+    /// hold a later copy: after a whole render (or a removal), nothing of the answer is kept
+    /// and false is returned (read the channel again); after events without members, only
+    /// the answer's member list, with the members those events changed.
     static func storeAnswerChannel(_ channel: JSONValue, _ touchedByEvents: [String: ChannelTouch],
-                                   _ transaction: CacheTransaction) throws(ParleyError) {
+                                   _ transaction: CacheTransaction) throws(ParleyError) -> Bool {
         guard let url = channel["channel_url"]?.stringValue, let touch = touchedByEvents[url] else {
-            return try transaction.storeChannel(channel)
+            try transaction.storeChannel(channel)
+            return true
         }
-        guard case .partial(let changedMembers) = touch else { return }
+        guard case .partial(let changedMembers) = touch else { return false }
         guard let stored = try transaction.cache.channel(url: url, withMembers: false),
             case .object(var merged)? = try? JSONValue.parse(stored.json)
         else {
-            return try transaction.storeChannel(channel)  // the events' copy was not kept: the answer's is the best there is
+            try transaction.storeChannel(channel)  // the events' copy was not kept: the answer's is the best there is
+            return true
         }
-        guard case .array(let members)? = channel["members"] else { return }
+        guard case .array(let members)? = channel["members"] else { return true }
         merged["members"] = .array(members.map { member in
             member["user_id"]?.stringValue.flatMap { changedMembers[$0] } ?? member
         })
         try transaction.storeChannel(.object(merged))
+        return true
     }
 }

@@ -108,13 +108,16 @@ struct CatchUpState {
 
 /// Answers about channels (changelogs, operation results, a channel refresh) read while
 /// events arrive. An answer shows each channel as of some moment while it was in flight; a
-/// live event applied meanwhile may show a later one. So a channel that events touched after
-/// the request went out is not simply stored from the answer (Engine+Events.swift,
-/// `storeAnswerChannel`): an event that carried the whole render, or removed the channel,
-/// makes the answer's copy useless (anything later comes by the stream, in id order, or by
-/// the next catch-up); events without `members` (PROTOCOL.md §9.1) leave the cache newer in
-/// everything but the member list, which the answer may know better (a member changed before
-/// the stream opened), so the answer gives its members and the events' `changed_members` stay.
+/// live event applied meanwhile may show an earlier or a later one, and nothing tells which.
+/// So a channel that events touched after the request went out is not simply stored from the
+/// answer (Engine+Events.swift, `storeAnswerChannel`): after an event that carried the whole
+/// render, or removed the channel, the answer's copy is set aside and the channel is read
+/// again (a read sent after the event was applied is at least as new as the event); events
+/// without `members` (PROTOCOL.md §9.1) leave the cache newer in everything but the member
+/// list, which the answer may know better (a member changed before the stream opened), so the
+/// answer gives its members and the events' `changed_members` stay. The catch-up does not
+/// set a changelog page aside: it asks for the same page again (Engine+Catchup.swift), so
+/// that its token never passes a change it did not apply.
 enum ChannelTouch {
     /// An event carried the channel's whole render, or removed the channel.
     case whole
@@ -122,7 +125,8 @@ enum ChannelTouch {
     case partial(changedMembers: [String: JSONValue])
 }
 
-struct MemberListFetches {
+/// Channels to read again whole from the server (Engine+Events.swift, `fetchWantedChannels`).
+struct ChannelRereads {
     var wanted: Set<String> = []
     var inFlight: Set<String> = []
 }
@@ -193,8 +197,9 @@ final class Engine: @unchecked Sendable {
     var outbox = OutboxState()
     var catchUp = CatchUpState()
     var channelReads = ChannelReadGuard()
-    /// Channels cached without their member list, to read whole (Engine+Events.swift).
-    var memberLists = MemberListFetches()
+    /// Channels to read whole: cached without their member list, or whose copy in an
+    /// answer was set aside because an event touched them meanwhile (Engine+Events.swift).
+    var channelRereads = ChannelRereads()
     /// Channels with an open message collection, and how many: eviction spares them.
     var openMessageViews: [String: Int] = [:]
     /// What the event stream delivered and the engine queue has not taken yet (any thread).
