@@ -142,6 +142,13 @@ final class EventHub: @unchecked Sendable {
             held.removeFirst(ready.count)
             let ended = changes?.endedStreams ?? []
             let through = resolved
+            if ready.isEmpty, ended.isEmpty, queuedDeliveries == 0 {
+                // Nothing to send and every earlier batch is out: the watermark moves now
+                // rather than by a job of the queue.
+                delivered = max(delivered, through)
+                delivery.finish()
+                return
+            }
             queuedDeliveries += 1
             // Yielded under the lock, so that batches queue in the order of their bounds.
             jobs.yield {
