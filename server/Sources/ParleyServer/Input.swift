@@ -97,6 +97,26 @@ func percentDecode<S: StringProtocol>(_ s: S, plusIsSpace: Bool) -> String {
 }
 
 /// Lookup over the JSON body first, then the query string.
+/// A path segment with every byte outside [A-Za-z0-9-._~] percent-encoded: the one form
+/// the router matches (Routes.routable) and the server writes (file URLs).
+func percentEncodePathSegment(_ segment: String) -> String {
+    var out = ""
+    out.reserveCapacity(segment.utf8.count)
+    let hex = Array("0123456789ABCDEF".utf8)
+    for b in segment.utf8 {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            out.unicodeScalars.append(Unicode.Scalar(b))
+        default:
+            out.unicodeScalars.append("%")
+            out.unicodeScalars.append(Unicode.Scalar(hex[Int(b >> 4)]))
+            out.unicodeScalars.append(Unicode.Scalar(hex[Int(b & 0x0F)]))
+        }
+    }
+    return out
+}
+
 struct Input: Sendable {
     let body: JSONObject
     let query: Query

@@ -50,7 +50,7 @@ extension ServerState {
 }
 
 extension ServerState {
-    func basicUser(_ userId: String, in channel: ChannelRecord? = nil) -> JSON {
+    func basicUser(_ userId: String, in channel: ChannelRecord?) -> JSON {
         let u = loadedUser(userId)
         var fields: [(String, JSON?)] = [
             ("user_id", .string(userId)),
@@ -66,7 +66,7 @@ extension ServerState {
 
     /// `privateFields`: `discovery_keys` (contact keys for finding friends) are for the user
     /// and admins only.
-    func userJSON(_ u: UserRecord, unread: (messages: Int64, channels: Int64)? = nil, privateFields: Bool = true) -> JSON {
+    func userJSON(_ u: UserRecord, unread: (messages: Int64, channels: Int64)?, privateFields: Bool) -> JSON {
         let online = isOnline(u.userId)
         return .obj([
             ("user_id", .string(u.userId)),

@@ -3,7 +3,7 @@ import Hummingbird
 
 enum RouteHandler: Sendable {
     case plain(Handler)
-    /// The event stream: a long-lived response, opened outside `Service.run` (EventStream.swift).
+    /// The event stream: a long-lived response, opened outside `Service.run` (Services/EventStream.swift).
     case events
 }
 
@@ -162,28 +162,10 @@ enum Routes {
         var head = request.head
         head.method = method
         if hasEscapes {
-            let segments = pathPart.split(separator: "/").map { canonicalEscapes(percentDecode($0, plusIsSpace: false)) }
+            let segments = pathPart.split(separator: "/").map { percentEncodePathSegment(percentDecode($0, plusIsSpace: false)) }
             head.path = "/" + segments.joined(separator: "/") + rawPath[queryStart...]
         }
         return Request(head: head, body: request.body)
-    }
-
-    private static func canonicalEscapes(_ segment: String) -> String {
-        var out = ""
-        out.reserveCapacity(segment.utf8.count)
-        let hex = Array("0123456789ABCDEF".utf8)
-        for b in segment.utf8 {
-            switch b {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(b))
-            default:
-                out.unicodeScalars.append("%")
-                out.unicodeScalars.append(Unicode.Scalar(hex[Int(b >> 4)]))
-                out.unicodeScalars.append(Unicode.Scalar(hex[Int(b & 0x0F)]))
-            }
-        }
-        return out
     }
 }
 

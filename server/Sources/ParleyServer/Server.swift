@@ -6,6 +6,14 @@ import NIOCore
 struct Caller: Sendable {
     let isAdmin: Bool
     let userId: String?  // the session user; nil for admin
+
+    /// True for a request with the right Api-Token, false without one; a wrong one is refused.
+    /// No database access: an admin request needs no read to be let in.
+    static func hasAdminToken(_ headers: HTTPFields, apiToken: String) throws -> Bool {
+        guard let token = headers[HTTPField.Name("Api-Token")!] else { return false }
+        guard !apiToken.isEmpty, token == apiToken else { throw APIError.unauthorizedApiToken }
+        return true
+    }
 }
 
 /// One request as handlers see it.
@@ -139,7 +147,7 @@ struct Endpoint: Sendable {
         // that a refused request later leaves nothing half done in memory (which would cost a
         // reload of everything from storage).
         let now = nowMillis()
-        if try !ServerState.isAdmin(request.headers, apiToken: config.apiToken) {
+        if try !Caller.hasAdminToken(request.headers, apiToken: config.apiToken) {
             _ = try await service.run(readOnly: true) { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
         }
         let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
@@ -193,28 +201,5 @@ struct Endpoint: Sendable {
             buffer.writeBytes(bytes)
             return Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: buffer))
         }
-    }
-}
-
-extension ServerState {
-    /// True for a request with the right Api-Token, false without one; a wrong one is refused.
-    /// No database access: an admin request needs no read to be let in.
-    static func isAdmin(_ headers: HTTPFields, apiToken: String) throws -> Bool {
-        guard let token = headers[HTTPField.Name("Api-Token")!] else { return false }
-        guard !apiToken.isEmpty, token == apiToken else { throw APIError.unauthorizedApiToken }
-        return true
-    }
-
-    func authenticate(_ headers: HTTPFields, apiToken: String, now: Int64) async throws -> Caller {
-        let sessionField = HTTPField.Name("Session-Key")!
-        if try Self.isAdmin(headers, apiToken: apiToken) { return Caller(isAdmin: true, userId: nil) }
-        guard let key = headers[sessionField], let session = try await session(key) else { throw APIError.unauthorizedSession }
-        if session.expiresAt > 0 && session.expiresAt <= now { throw APIError.expiredSession }
-        guard var user = try await userIfExists(session.userId), user.isActive else { throw APIError.unauthorizedSession }
-        if !user.hasEverLoggedIn {
-            user.hasEverLoggedIn = true
-            save(user)
-        }
-        return Caller(isAdmin: false, userId: session.userId)
     }
 }

@@ -12,7 +12,8 @@
 // With PARLEY_VERIFY_COUNTERS=1 every request checks the counters of the channels it touched
 // against the query and fails if they differ.
 
-extension ServerState {
+/// Who a message counts for (the definition above).
+enum UnreadRule {
     static func isCountable(_ m: MessageRecord) -> Bool {
         !m.silent && (m.parentId == 0 || m.isReplyToChannel)
     }
@@ -25,32 +26,37 @@ extension ServerState {
     static func mentions(_ m: MessageRecord, _ userId: String) -> Bool {
         m.mentionType == "channel" || m.mentionedUserIds.contains(userId)
     }
+}
 
+// Counting as messages come, go and change (the message service).
+extension MessageRecords {
     func countNewMessage(_ m: MessageRecord, in c: inout ChannelRecord) {
-        guard Self.isCountable(m) else { return }
-        for (id, member) in c.members where Self.isUnread(m, for: member) {
+        guard UnreadRule.isCountable(m) else { return }
+        for (id, member) in c.members where UnreadRule.isUnread(m, for: member) {
             c.members[id]!.unreadCount += 1
-            if Self.mentions(m, id) { c.members[id]!.unreadMentionCount += 1 }
+            if UnreadRule.mentions(m, id) { c.members[id]!.unreadMentionCount += 1 }
         }
     }
 
     func uncountMessage(_ m: MessageRecord, in c: inout ChannelRecord) {
-        guard Self.isCountable(m) else { return }
-        for (id, member) in c.members where Self.isUnread(m, for: member) {
+        guard UnreadRule.isCountable(m) else { return }
+        for (id, member) in c.members where UnreadRule.isUnread(m, for: member) {
             c.members[id]!.unreadCount -= 1
-            if Self.mentions(m, id) { c.members[id]!.unreadMentionCount -= 1 }
+            if UnreadRule.mentions(m, id) { c.members[id]!.unreadMentionCount -= 1 }
         }
     }
 
     /// After an edit that changed who the message mentions.
     func recountMentions(from old: MessageRecord, to new: MessageRecord, in c: inout ChannelRecord) {
-        guard Self.isCountable(new) else { return }
-        for (id, member) in c.members where Self.isUnread(new, for: member) {
-            let delta = (Self.mentions(new, id) ? 1 : 0) - (Self.mentions(old, id) ? 1 : 0)
+        guard UnreadRule.isCountable(new) else { return }
+        for (id, member) in c.members where UnreadRule.isUnread(new, for: member) {
+            let delta = (UnreadRule.mentions(new, id) ? 1 : 0) - (UnreadRule.mentions(old, id) ? 1 : 0)
             c.members[id]!.unreadMentionCount += Int64(delta)
         }
     }
+}
 
+extension ServerState {
     func recountUnread(_ c: inout ChannelRecord, _ userId: String) async throws {
         guard let member = c.members[userId] else { return }
         guard member.state == "joined" else {

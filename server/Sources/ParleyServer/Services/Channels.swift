@@ -10,7 +10,8 @@ func validateChannelURL(_ url: String, field: String = "channel_url") throws {
     if url == "." || url == ".." { throw APIError.invalid(field, "must not be \".\" or \"..\".") }
 }
 
-extension ServerState {
+// Membership rules, shared by the services (Services/Interfaces.swift).
+extension ChannelRecords {
     func joinedIds(_ c: ChannelRecord) -> Set<String> {
         Set(c.members.values.filter { $0.state == "joined" }.map(\.userId))
     }
@@ -18,29 +19,6 @@ extension ServerState {
     /// Joined and invited members: everyone whose channel list shows the channel, so every
     /// change to the channel as they see it reaches them in an event.
     func allMemberIds(_ c: ChannelRecord) -> Set<String> { Set(c.members.keys) }
-
-    /// Emits `channel_changed` (the channel rendered for each recipient) to `recipients`.
-    func emitChannelChanged(_ c: ChannelRecord, to recipients: Set<String>, now: Int64) {
-        emit("channel_changed", channelUrl: c.url, to: recipients, fields: [("channel", eventChannelJSON(c, now: now))], now: now)
-    }
-
-    /// Emits an event about a message to the joined members who can see `message` (nil: all
-    /// joined members). Invitees cannot read messages and a history offset may hide the
-    /// message, so the others do not receive it; when `channelChanged` (last message,
-    /// `updated_at`, read receipts), they receive `channel_changed` instead.
-    func emitMessageEvent(_ category: String, _ c: ChannelRecord, about message: MessageRecord?,
-                          fields: [(String, JSON?)], channelChanged: Bool, now: Int64) {
-        var told = Set<String>(), others = Set<String>()
-        for m in c.members.values {
-            if m.state == "joined" && (message.map { isVisible($0, to: m) || hasVisibleReplies($0, to: m) } ?? true) {
-                told.insert(m.userId)
-            } else {
-                others.insert(m.userId)
-            }
-        }
-        emit(category, channelUrl: c.url, to: told, fields: [("channel", eventChannelJSON(c, now: now))] + fields, now: now)
-        if channelChanged { emitChannelChanged(c, to: others, now: now) }
-    }
 
     /// A message hidden by the member's history offset still shows, as `parent_message_info`,
     /// in its replies the member can see: its changes concern them too.
@@ -67,6 +45,32 @@ extension ServerState {
         guard let me = ctx.caller.userId, c.isOperator(me), c.isJoined(me) else {
             throw APIError.forbidden("only operators may do this.")
         }
+    }
+}
+
+// Membership changes and the channel events they announce.
+extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
+    /// Emits `channel_changed` (the channel rendered for each recipient) to `recipients`.
+    func emitChannelChanged(_ c: ChannelRecord, to recipients: Set<String>, now: Int64) {
+        emit("channel_changed", channelUrl: c.url, to: recipients, fields: [("channel", eventChannelJSON(c, now: now))], now: now)
+    }
+
+    /// Emits an event about a message to the joined members who can see `message` (nil: all
+    /// joined members). Invitees cannot read messages and a history offset may hide the
+    /// message, so the others do not receive it; when `channelChanged` (last message,
+    /// `updated_at`, read receipts), they receive `channel_changed` instead.
+    func emitMessageEvent(_ category: String, _ c: ChannelRecord, about message: MessageRecord?,
+                          fields: [(String, JSON?)], channelChanged: Bool, now: Int64) {
+        var told = Set<String>(), others = Set<String>()
+        for m in c.members.values {
+            if m.state == "joined" && (message.map { isVisible($0, to: m) || hasVisibleReplies($0, to: m) } ?? true) {
+                told.insert(m.userId)
+            } else {
+                others.insert(m.userId)
+            }
+        }
+        emit(category, channelUrl: c.url, to: told, fields: [("channel", eventChannelJSON(c, now: now))] + fields, now: now)
+        if channelChanged { emitChannelChanged(c, to: others, now: now) }
     }
 
     /// Adds users as joined or invited members, honouring each user's auto-accept preference.
@@ -128,10 +132,14 @@ extension ServerState {
         ], now: now)
     }
 
-    func newestMessageTs(_ url: String) async throws -> Int64 {
-        try await MessageQueries.newestCreatedAt(db, channel: url)
+    func unhideMember(_ c: inout ChannelRecord, _ uid: String, now: Int64) {
+        c.members[uid]?.hiddenState = "unhidden"
+        touchMember(&c, uid, now)
+        emitChannelChanged(c, to: [uid], now: now)
     }
+}
 
+extension Rendering {
     func channelView(_ ctx: Ctx, viewer: String?, showMemberDefault: Bool) throws -> ChannelView {
         let i = ctx.input
         return ChannelView(
@@ -145,6 +153,9 @@ extension ServerState {
 }
 
 enum Channels {
+    /// What the channel service uses of a request (Services/Interfaces.swift).
+    typealias Needs = UserRecords & ChannelRecords & MessageRecords & EventEmitter & Rendering
+
     /// Body lists of users: `user_ids` and/or `users: [{user_id}]`.
     static func userIdList(_ i: Input, _ idsField: String, _ usersField: String?) throws -> [String]? {
         var out = try i.stringList(idsField)
@@ -168,7 +179,7 @@ enum Channels {
         return unique
     }
 
-    static func create(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func create(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let i = ctx.input
         var ids = try userIdList(i, "user_ids", "users") ?? []
         let name = try i.string("name", maxBytes: 2048) ?? ""
@@ -207,7 +218,7 @@ enum Channels {
             // Two creations of one distinct channel at once must find one channel: they take
             // turns (PostgreSQL; on SQLite the writer is alone anyway).
             try await s.lockForWriting(keys: ["distinct:" + customType])
-            if let existingUrl = try await ChannelQueries.distinctChannel(members: Set(ids), customType: customType, s.db),
+            if let existingUrl = try await s.distinctChannel(members: Set(ids), customType: customType),
                let existing = try await s.channelIfExists(existingUrl) {
                 var out = s.channelJSON(existing, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now)
                 if case .object(var o) = out { o["is_created"] = false; out = .object(o) }
@@ -288,7 +299,7 @@ enum Channels {
         return f
     }
 
-    static func matches(_ s: ServerState, _ c: ChannelRecord, _ f: ListFilter) -> Bool {
+    static func matches(_ s: some Needs, _ c: ChannelRecord, _ f: ListFilter) -> Bool {
         if !f.showEmpty && s.lastMessage(c, for: f.viewer) == nil { return false }
         if !f.showFrozen && c.freeze { return false }
         if f.joinedOnlyByViewer && (f.viewer.flatMap { c.members[$0] })?.state != "joined" { return false }
@@ -334,7 +345,7 @@ enum Channels {
         return true
     }
 
-    static func sortKey(_ s: ServerState, _ order: String, metadataKey: String?, viewer: String?) -> (ChannelRecord) -> [JSON] {
+    static func sortKey(_ s: some Needs, _ order: String, metadataKey: String?, viewer: String?) -> (ChannelRecord) -> [JSON] {
         switch order {
         case "latest_last_message":
             return { c in
@@ -364,7 +375,7 @@ enum Channels {
         }
     }
 
-    static func listChannels(_ s: ServerState, _ ctx: Ctx, scope: ChannelQueries.Scope, viewer: String?, mine: Bool) async throws -> Reply {
+    static func listChannels(_ s: some Needs, _ ctx: Ctx, scope: ChannelQueries.Scope, viewer: String?, mine: Bool) async throws -> Reply {
         let i = ctx.input
         let limit = try i.limit()
         let order = try i.enumValue("order", ["chronological", "latest_last_message", "channel_name_alphabetical", "metadata_value_alphabetical"], default: "chronological")
@@ -385,8 +396,8 @@ enum Channels {
         var selected: [ChannelRecord] = []
         let batch = limit + 1
         while selected.count <= limit {
-            let urls = try await ChannelQueries.listing(scope, filter: filter, order: order, metadataOrderKey: metadataOrderKey,
-                                                        after: after, limit: batch, s.db)
+            let urls = try await s.channelListing(scope, filter: filter, order: order, metadataOrderKey: metadataOrderKey,
+                                                 after: after, limit: batch)
             try await s.loadChannels(urls)
             for url in urls {
                 guard let c = s.loadedChannel(url) else { continue }
@@ -407,18 +418,18 @@ enum Channels {
         ]))
     }
 
-    static func listAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func listAll(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let me = ctx.caller.userId
         return try await listChannels(s, ctx, scope: .visibleTo(me), viewer: me, mine: false)
     }
 
-    static func listMine(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func listMine(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         return try await listChannels(s, ctx, scope: .memberOf(u.userId), viewer: u.userId, mine: true)
     }
 
-    static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func get(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         var viewer = ctx.caller.userId
         if ctx.caller.isAdmin {
@@ -430,7 +441,7 @@ enum Channels {
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: viewer, showMemberDefault: true), now: ctx.now))
     }
 
-    static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func update(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let i = ctx.input
@@ -458,7 +469,7 @@ enum Channels {
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
     }
 
-    static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func delete(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let audience = s.allMemberIds(c)
@@ -470,7 +481,7 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func invite(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func invite(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         guard let ids = try userIdList(ctx.input, "user_ids", "users"), !ids.isEmpty else { throw APIError.missing("user_ids") }
@@ -495,14 +506,9 @@ enum Channels {
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
     }
 
-    static func accept(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try await s.channel(ctx.param(.channelURL))
-        let uid = try ctx.requiredActingUser()
-        guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
-        _ = try ctx.input.string("access_code")
-        c.members[uid]!.state = "joined"
-        c.members[uid]!.joinedAt = ctx.now
-        s.touchMember(&c, uid, ctx.now)
+    /// `uid` has just become a joined member: the channel is saved, its members hear of it,
+    /// and the answer is the channel as the user now sees it.
+    private static func announceJoin(_ s: some Needs, _ c: inout ChannelRecord, _ uid: String, _ ctx: Ctx) async throws -> Reply {
         s.touch(&c, ctx.now)
         try await s.save(c)
         s.emit("user_joined", channelUrl: c.url, to: s.allMemberIds(c), fields: [
@@ -511,7 +517,18 @@ enum Channels {
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: uid, showMemberDefault: true), now: ctx.now))
     }
 
-    static func decline(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func accept(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
+        var c = try await s.channel(ctx.param(.channelURL))
+        let uid = try ctx.requiredActingUser()
+        guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
+        _ = try ctx.input.string("access_code")
+        c.members[uid]!.state = "joined"
+        c.members[uid]!.joinedAt = ctx.now
+        s.touchMember(&c, uid, ctx.now)
+        return try await announceJoin(s, &c, uid, ctx)
+    }
+
+    static func decline(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
@@ -527,7 +544,7 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func join(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func join(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         _ = try await s.user(uid)
@@ -544,15 +561,10 @@ enum Channels {
         } else {
             _ = try await s.addMembers(&c, [uid], inviter: nil, forceJoin: [uid], now: ctx.now)
         }
-        s.touch(&c, ctx.now)
-        try await s.save(c)
-        s.emit("user_joined", channelUrl: c.url, to: s.allMemberIds(c), fields: [
-            ("channel", s.eventChannelJSON(c, now: ctx.now)), ("users", .array([s.basicUser(uid, in: c)])),
-        ], now: ctx.now)
-        return .json(s.channelJSON(c, try s.channelView(ctx, viewer: uid, showMemberDefault: true), now: ctx.now))
+        return try await announceJoin(s, &c, uid, ctx)
     }
 
-    static func leave(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func leave(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let url = try ctx.param(.channelURL)
         var c = try await s.channel(url)
         var ids = try ctx.input.stringList("user_ids") ?? []
@@ -582,7 +594,7 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func hide(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func hide(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let hidePrevious = try ctx.input.bool("hide_previous_messages", default: false)
@@ -612,7 +624,7 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func unhide(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func unhide(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let all = try ctx.input.bool("should_unhide_all", default: false)
@@ -626,7 +638,7 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func resetHistory(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func resetHistory(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         let all = try ctx.input.bool("reset_all", default: false)
@@ -646,11 +658,11 @@ enum Channels {
         return .json(.obj([("ts_message_offset", .int(offset))]))
     }
 
-    static func typingUsers(_ s: ServerState, _ url: String, now: Int64) -> [String] {
+    static func typingUsers(_ s: some Needs, _ url: String, now: Int64) -> [String] {
         s.typing.typers(in: url, now: now)
     }
 
-    static func setTyping(_ s: ServerState, _ ctx: inout Ctx, typing: Bool) async throws -> Reply {
+    static func setTyping(_ s: some Needs, _ ctx: inout Ctx, typing: Bool) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         var ids = try ctx.input.stringList("user_ids") ?? []
         if let me = ctx.caller.userId {
@@ -669,10 +681,10 @@ enum Channels {
         return .json(.obj([]))
     }
 
-    static func startTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setTyping(s, &ctx, typing: true) }
-    static func endTyping(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setTyping(s, &ctx, typing: false) }
+    static func startTyping(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await setTyping(s, &ctx, typing: true) }
+    static func endTyping(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await setTyping(s, &ctx, typing: false) }
 
-    static func members(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func members(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         try s.requireJoined(c, ctx)
         let i = ctx.input
@@ -706,7 +718,7 @@ enum Channels {
         return .json(.obj([("members", .array(page.map { s.memberJSON(c, $0, now: ctx.now) })), ("next", .string(next))]))
     }
 
-    static func isMember(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func isMember(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         if !ctx.caller.isAdmin, let me = ctx.caller.userId, c.members[me] == nil, try me != ctx.param(.userId) {
             throw APIError.forbidden("the user is not a member of this channel.")
@@ -715,7 +727,7 @@ enum Channels {
         return .json(.obj([("is_member", .bool(state == "joined")), ("state", .string(state))]))
     }
 
-    static func markAsRead(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func markAsRead(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
@@ -724,7 +736,7 @@ enum Channels {
         return .json(.obj([("ts", .int(c.members[uid]!.readTs))]))
     }
 
-    static func markAsDelivered(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func markAsDelivered(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         let uid = try ctx.requiredActingUser()
         guard c.isJoined(uid) else { throw APIError.forbidden("the user is not a member of this channel.") }
@@ -738,13 +750,5 @@ enum Channels {
             ("delivered_ts", .int(c.members[uid]!.deliveredTs)),
         ], now: ctx.now)
         return .json(.obj([("ts", .int(c.members[uid]!.deliveredTs))]))
-    }
-}
-
-extension ServerState {
-    func unhideMember(_ c: inout ChannelRecord, _ uid: String, now: Int64) {
-        c.members[uid]?.hiddenState = "unhidden"
-        touchMember(&c, uid, now)
-        emitChannelChanged(c, to: [uid], now: now)
     }
 }

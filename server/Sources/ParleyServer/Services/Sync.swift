@@ -1,6 +1,9 @@
 // Client-sync extensions: channel and message changelogs, messages_gap (PROTOCOL.md §8).
 
 enum Sync {
+    /// What the sync service uses of a request (Services/Interfaces.swift): it reads, it emits nothing.
+    typealias Needs = UserRecords & ChannelRecords & MessageRecords & ChangeSequence & Rendering
+
     /// The starting point of a changelog read: a token (sequence position) or a time.
     enum Start {
         case seq(Int64)
@@ -33,7 +36,7 @@ enum Sync {
         case deleted(String)
     }
 
-    static func channelChangelogs(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func channelChangelogs(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let i = ctx.input
@@ -46,14 +49,14 @@ enum Sync {
         // Up to limit + 1 of each kind, merged in change order: enough to fill the page and
         // to tell whether there is more.
         var items: [(seq: Int64, item: ChannelChange)] = []
-        let changed = try await ChannelQueries.changedChannels(
+        let changed = try await s.changedChannels(
             of: u.userId, after: start, showEmpty: showEmpty, showFrozen: showFrozen, customTypes: customTypes,
-            limit: limit + 1, s.db)
+            limit: limit + 1)
         try await s.loadChannels(changed.map(\.url))
         for (url, seq) in changed {
             if let c = s.loadedChannel(url) { items.append((seq, .updated(c))) }
         }
-        for t in try await ChannelQueries.endedMemberships(of: u.userId, after: start, limit: limit + 1, s.db) {
+        for t in try await s.endedMemberships(of: u.userId, after: start, limit: limit + 1) {
             items.append((t.seq, .deleted(t.channelUrl)))
         }
         let (changes, hasMore, next) = page(items, limit: limit, current: s.currentSeq())
@@ -73,7 +76,7 @@ enum Sync {
         case deleted(MessageTombstoneRecord)
     }
 
-    static func messageChangelogs(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func messageChangelogs(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
@@ -83,12 +86,12 @@ enum Sync {
         let view = try MessageView.parse(i)
         // Up to limit + 1 of each kind, merged in change order: enough to fill the page and
         // to tell whether there is more.
-        let base = MessageQueries.condition(channel: c.url, filter: filter, visibleAfter: nil)
+        let base = s.messageCondition(c.url, filter, reader: nil)
         var items: [(seq: Int64, item: MessageChange)] = []
-        for m in try await MessageQueries.changes(try s.db, base, after: start, visibleAfter: reader?.tsMessageOffset, limit: limit + 1) {
+        for m in try await s.messageChanges(base, after: start, visibleAfter: reader?.tsMessageOffset, limit: limit + 1) {
             items.append((m.changeSeq, .updated(m)))
         }
-        for t in try await MessageQueries.tombstones(try s.db, channel: c.url, after: start, limit: limit + 1) {
+        for t in try await s.messageTombstones(channel: c.url, after: start, limit: limit + 1) {
             items.append((t.seq, .deleted(t)))
         }
         let (changes, hasMore, next) = page(items, limit: limit, current: s.currentSeq())
@@ -104,7 +107,7 @@ enum Sync {
                            ("has_more", .bool(hasMore)), ("next", .string(next))]))
     }
 
-    static func messagesGap(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func messagesGap(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
@@ -140,23 +143,22 @@ enum Sync {
         let view = try MessageView.parse(i)
 
         let base = s.messageCondition(c.url, filter, reader: reader)
-        let db = try s.db
-        let serverPrevCount = try await MessageQueries.count(db, base, [.above(prevLow, inclusive: true), .below(prevHigh, inclusive: true)])
+        let serverPrevCount = try await s.messageCount(base, [.above(prevLow, inclusive: true), .below(prevHigh, inclusive: true)])
         let refillPrev = prevCount != nil && prevCount != serverPrevCount
         var refillNext = false
         if let next, let nextCount {
-            refillNext = nextCount != (try await MessageQueries.count(db, base, [.above(next.low, inclusive: true), .below(next.high, inclusive: true)]))
+            refillNext = nextCount != (try await s.messageCount(base, [.above(next.low, inclusive: true), .below(next.high, inclusive: true)]))
         }
         var region: [KeyBound] = [refillPrev ? .above(prevLow, inclusive: true) : .above(prevHigh, inclusive: false)]
         if let next { region.append(refillNext ? .below(next.high, inclusive: true) : .below(next.low, inclusive: false)) }
-        let gapCount = try await MessageQueries.count(db, base, region)
+        let gapCount = try await s.messageCount(base, region)
         if gapCount > threshold {
             return .json(.obj([("is_huge_gap", true), ("gap_count", .int(gapCount))]))
         }
-        let prevPart = try await MessageQueries.page(db, base, region, descending: false, limit: prevLimit)
+        let prevPart = try await s.messagePage(base, region, descending: false, limit: prevLimit)
         let remaining = Int(gapCount) - prevPart.count
         let nextPart = next != nil
-            ? try await MessageQueries.page(db, base, region, descending: true, limit: min(nextLimit, remaining)) : []
+            ? try await s.messagePage(base, region, descending: true, limit: min(nextLimit, remaining)) : []
         let more = Int(gapCount) > prevPart.count + nextPart.count
         return .json(.obj([
             ("is_huge_gap", false), ("gap_count", .int(gapCount)),

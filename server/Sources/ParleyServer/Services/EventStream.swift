@@ -5,6 +5,9 @@ import NIOCore
 // The per-user Server-Sent Events stream with Last-Event-ID replay (PROTOCOL.md §9).
 
 enum EventStream {
+    /// What the event stream uses of a request (Services/Interfaces.swift).
+    typealias Needs = UserRecords & ChannelRecords & EventLog
+
     static func open(service: Service, config: ServerConfig, ctx: Ctx) async throws -> Response {
         let userId = try ctx.param(.userId)
         let lastEventField = HTTPField.Name("Last-Event-ID")!
@@ -17,13 +20,7 @@ enum EventStream {
         let lastEventId = requestedLastEventId
         let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
         let expiresAt: Int64 = try await service.run(readOnly: true) { s in
-            let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
-            if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
-            _ = try await s.user(userId)
-            if !caller.isAdmin, let key = ctx.headers[HTTPField.Name("Session-Key")!], let session = try await s.session(key) {
-                return session.expiresAt
-            }
-            return 0
+            try await admit(s, userId: userId, ctx: ctx, config: config, now: ctx.now)
         }
         // On the hub's queue: the replay covers the events delivered so far, the stream is
         // registered before the next delivery, so nothing falls between the two.
@@ -37,32 +34,7 @@ enum EventStream {
             }
             let delivered = hub.deliveredThrough
             let frames: [String] = try await service.read { s in
-                // Again, in a snapshot taken after every delivered commit: a deactivation or
-                // deletion delivered since the check above found no stream to end, so this
-                // one must not open.
-                let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: now)
-                if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
-                _ = try await s.user(userId)
-                var frames = ["retry: 1000\nevent: connected\ndata: \(JSON.obj([("user_id", .string(userId)), ("last_event_id", .int(delivered))]).serialized())\n\n"]
-                guard let last = lastEventId else { return frames }
-                let pruned = try await s.prunedThrough()
-                if last > delivered || last < pruned {
-                    let reason = last > delivered ? "unknown_id" : "retention"
-                    let data = JSON.obj([("reason", .string(reason)), ("last_event_id", .int(delivered))]).serialized()
-                    frames.append("id: \(delivered)\nevent: resync\ndata: \(data)\n\n")
-                    return frames
-                }
-                var rendered: Set<String> = []
-                let events = try await s.events(after: last, through: delivered, for: userId)
-                let data = events.map(\.parsedData)
-                // The channels the replay renders, each once, as they stand now.
-                var urls = Set<String>()
-                for case let fields? in data { if case .string(let url)? = fields["channel_url"] { urls.insert(url) } }
-                try await s.loadChannels(Array(urls))
-                for (event, fields) in zip(events, data) {
-                    frames.append(s.replayFrame(event, data: fields, for: userId, now: now, rendered: &rendered))
-                }
-                return frames
+                try await replay(s, userId: userId, after: lastEventId, delivered: delivered, ctx: ctx, config: config, now: now)
             }
             for frame in frames { continuation.yield(frame) }
             return hub.register(userId: userId, continuation: continuation)
@@ -88,13 +60,7 @@ enum EventStream {
             heartbeat.cancel()
             expiry.cancel()
             guard hub.remove(subscriberId) != nil, !hub.isOnline(userId) else { return }
-            _ = try? await service.run { s in
-                // Another stream of theirs may have opened meanwhile.
-                if !s.isOnline(userId), var u = try await s.userIfExists(userId) {
-                    u.lastSeenAt = nowMillis()
-                    s.save(u)
-                }
-            }
+            _ = try? await service.run { s in try await markLastSeen(s, userId: userId) }
         }
         continuation.onTermination = { _ in
             Task { await cleanup() }
@@ -116,5 +82,56 @@ enum EventStream {
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
             body: body)
+    }
+
+    /// The caller may open the user's stream; returns when its session key expires (0: never).
+    private static func admit(_ s: some Needs, userId: String, ctx: Ctx, config: ServerConfig, now: Int64) async throws -> Int64 {
+        let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: now)
+        if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
+        _ = try await s.user(userId)
+        if !caller.isAdmin, let key = ctx.headers[HTTPField.Name("Session-Key")!], let session = try await s.session(key) {
+            return session.expiresAt
+        }
+        return 0
+    }
+
+    /// The frames a stream starts with: `connected`, then the events after `last` up to
+    /// `delivered` (or a `resync` when they are gone or unknown).
+    private static func replay(_ s: some Needs, userId: String, after lastEventId: Int64?, delivered: Int64, ctx: Ctx,
+                               config: ServerConfig, now: Int64) async throws -> [String] {
+        // Again, in a snapshot taken after every delivered commit: a deactivation or
+        // deletion delivered since the check above found no stream to end, so this
+        // one must not open.
+        let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: now)
+        if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
+        _ = try await s.user(userId)
+        var frames = ["retry: 1000\nevent: connected\ndata: \(JSON.obj([("user_id", .string(userId)), ("last_event_id", .int(delivered))]).serialized())\n\n"]
+        guard let last = lastEventId else { return frames }
+        let pruned = try await s.prunedThrough()
+        if last > delivered || last < pruned {
+            let reason = last > delivered ? "unknown_id" : "retention"
+            let data = JSON.obj([("reason", .string(reason)), ("last_event_id", .int(delivered))]).serialized()
+            frames.append("id: \(delivered)\nevent: resync\ndata: \(data)\n\n")
+            return frames
+        }
+        var rendered: Set<String> = []
+        let events = try await s.events(after: last, through: delivered, for: userId)
+        let data = events.map(\.parsedData)
+        // The channels the replay renders, each once, as they stand now.
+        var urls = Set<String>()
+        for case let fields? in data { if case .string(let url)? = fields["channel_url"] { urls.insert(url) } }
+        try await s.loadChannels(Array(urls))
+        for (event, fields) in zip(events, data) {
+            frames.append(s.replayFrame(event, data: fields, for: userId, now: now, rendered: &rendered))
+        }
+        return frames
+    }
+
+    /// The user's last stream closed: they were last seen now, unless another opened meanwhile.
+    private static func markLastSeen(_ s: some Needs, userId: String) async throws {
+        if !s.isOnline(userId), var u = try await s.userIfExists(userId) {
+            u.lastSeenAt = nowMillis()
+            s.save(u)
+        }
     }
 }

@@ -36,7 +36,8 @@ extension MessageView {
     }
 }
 
-extension ServerState {
+// Message rules, shared by the services (Services/Interfaces.swift).
+extension MessageRecords where Self: ChannelRecords {
     /// The member whose history offset applies to a read (session user, or admin's `user_id`).
     func readerMember(_ c: ChannelRecord, _ ctx: Ctx) throws -> MemberRecord? {
         if ctx.caller.isAdmin {
@@ -79,6 +80,13 @@ extension ServerState {
         throw APIError.forbidden("only the sender or an operator may change this message.")
     }
 
+    /// Recomputes the channel's last message after a delete.
+    func refreshLastMessage(_ c: inout ChannelRecord) async throws {
+        c.lastMessageId = try await lastCountableMessage(channel: c.url)?.id ?? 0
+    }
+}
+
+extension MessageRecords where Self: ChannelRecords & UserRecords & EventEmitter & Rendering {
     /// A new message shows the channel again to members who hid it allowing auto-unhide.
     func unhideOnNewMessage(_ c: inout ChannelRecord, now: Int64) {
         // The few hidden members are picked out before sorting (the order of their events).
@@ -87,77 +95,13 @@ extension ServerState {
             unhideMember(&c, uid, now: now)
         }
     }
-
-    /// Recomputes the channel's last message after a delete.
-    func refreshLastMessage(_ c: inout ChannelRecord) async throws {
-        c.lastMessageId = try await MessageQueries.lastCountable(db, channel: c.url)?.id ?? 0
-    }
-
-    func parseMetaArray(_ i: Input, _ name: String = "sorted_metaarray") throws -> [MetaArrayItem]? {
-        guard let v = i.body[name], v != .null else {
-            if let q = i.query.first(name) {
-                guard let parsed = try? JSONParser.parse(q) else { throw APIError.invalid(name, "must be a JSON list.") }
-                return try metaArray(from: parsed, name)
-            }
-            return nil
-        }
-        return try metaArray(from: v, name)
-    }
-
-    private func metaArray(from v: JSON, _ name: String) throws -> [MetaArrayItem] {
-        guard case .array(let items) = v else { throw APIError.invalid(name, "must be a list of {key, value} objects.") }
-        var out: [MetaArrayItem] = []
-        for item in items {
-            guard case .object(let o) = item, case .string(let key)? = o["key"], !key.isEmpty, key.utf8.count <= 128 else {
-                throw APIError.invalid(name, "items need a non-empty string \"key\".")
-            }
-            var values: [String] = []
-            switch o["value"] {
-            case .array(let vs)?:
-                for x in vs {
-                    guard case .string(let s) = x else { throw APIError.invalid(name, "values must be strings.") }
-                    values.append(s)
-                }
-            case .string(let s)?: values = [s]
-            case nil, .null?: values = []
-            default: throw APIError.invalid(name, "\"value\" must be a list of strings.")
-            }
-            if let idx = out.firstIndex(where: { $0.key == key }) { out[idx].value += values } else { out.append(MetaArrayItem(key: key, value: values)) }
-        }
-        return out
-    }
-
-    func parseThumbnails(_ i: Input) throws -> [ThumbnailRecord] {
-        var raw: JSON? = i.body["thumbnails"]
-        if raw == nil || raw == .null, let q = i.query.first("thumbnails") {
-            raw = (try? JSONParser.parse(q)) ?? .array([.string(q)])
-        }
-        guard let raw, raw != .null else { return [] }
-        guard case .array(let items) = raw else { throw APIError.invalid("thumbnails", "must be a list.") }
-        var out: [ThumbnailRecord] = []
-        for item in items {
-            switch item {
-            case .string(let url): out.append(ThumbnailRecord(url: url, width: 0, height: 0, realWidth: 0, realHeight: 0))
-            case .object(let o):
-                guard case .string(let url)? = o["url"] else { throw APIError.invalid("thumbnails", "items need a string \"url\".") }
-                func num(_ k: String) throws -> Int64 {
-                    switch o[k] {
-                    case nil, .null?: return 0
-                    case .int(let n)?: return n
-                    default: throw APIError.invalid("thumbnails", "\"\(k)\" must be an integer.")
-                    }
-                }
-                out.append(ThumbnailRecord(url: url, width: try num("width"), height: try num("height"),
-                                           realWidth: try num("real_width"), realHeight: try num("real_height")))
-            default: throw APIError.invalid("thumbnails", "items must be URLs or objects.")
-            }
-        }
-        return out
-    }
 }
 
 enum Messages {
-    static func send(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    /// What the message service uses of a request (Services/Interfaces.swift).
+    typealias Needs = UserRecords & ChannelRecords & MessageRecords & EventEmitter & Rendering
+
+    static func send(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var upload: MultipartPart? = nil
         var input = ctx.input
@@ -200,7 +144,7 @@ enum Messages {
         }
 
         let reqId = try i.string("req_id", maxBytes: 128) ?? i.string("dedup_id", maxBytes: 128) ?? ""
-        if !reqId.isEmpty, let m = try await MessageQueries.message(try s.db, channel: c.url, sender: sender, requestId: reqId) {
+        if !reqId.isEmpty, let m = try await s.message(channel: c.url, sender: sender, requestId: reqId) {
             return .json(try await s.render(m, .full))
         }
         if let sender { try s.requireCanSend(c, sender: sender, ctx: ctx) }
@@ -218,7 +162,7 @@ enum Messages {
         let mentionedIds = try i.stringList("mentioned_user_ids") ?? []
         try await s.loadUsers(mentionedIds)
         let mentioned = mentionedIds.filter { s.loadedUser($0) != nil }
-        let metaArray = try s.parseMetaArray(i) ?? []
+        let metaArray = try parseMetaArray(i) ?? []
         let parentId = try i.int("parent_message_id", min: 0) ?? 0
         let replyToChannel = try i.bool("is_reply_to_channel", default: false)
         let silent = try i.bool("is_silent", default: false)
@@ -246,7 +190,7 @@ enum Messages {
         var thumbnails: [ThumbnailRecord] = []
         var pendingUpload: (FileRecord, [UInt8])? = nil
         if type == "FILE" {
-            thumbnails = try s.parseThumbnails(i)
+            thumbnails = try parseThumbnails(i)
             let filesObject = try i.object("files")
             func fromFiles(_ k: String) -> JSON? { filesObject?[k] }
             var url = try i.string("url", maxBytes: 2048)
@@ -264,7 +208,7 @@ enum Messages {
                                         type: mime ?? upload.contentType ?? "application/octet-stream",
                                         size: Int64(upload.data.count))
                 pendingUpload = (record, upload.data)
-                file = FileInfoRecord(url: "/v3/files/\(fileId)/\(urlPathEscape(fileName))", name: fileName,
+                file = FileInfoRecord(url: "/v3/files/\(fileId)/\(fileName.isEmpty ? "file" : percentEncodePathSegment(fileName))", name: fileName,
                                       size: record.size, type: record.type, fileId: fileId)
             } else {
                 guard let url, !url.isEmpty else { throw APIError.missing("url") }
@@ -327,7 +271,7 @@ enum Messages {
         return .json(messageJSON)
     }
 
-    static func list(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func list(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
@@ -354,8 +298,8 @@ enum Messages {
             prevBounds = [.below(key, inclusive: false)]
             nextBounds = [.above(key, inclusive: false)]
             if include {
-                anchorItems = try await MessageQueries.page(
-                    try s.db, base, [.below(key, inclusive: true), .above(key, inclusive: true)], descending: false, limit: 1)
+                anchorItems = try await s.messagePage(
+                    base, [.below(key, inclusive: true), .above(key, inclusive: true)], descending: false, limit: 1)
             }
         } else {
             // Without a message id, the messages at exactly `message_ts` go to the older side
@@ -365,10 +309,10 @@ enum Messages {
             nextBounds = [.above(MessageKey(t, .max), inclusive: false)]
         }
         // One more than asked on each side tells whether there are more.
-        var prev = try await MessageQueries.page(try s.db, base, prevBounds, descending: true, limit: prevLimit + 1)
+        var prev = try await s.messagePage(base, prevBounds, descending: true, limit: prevLimit + 1)
         let hasPrev = prev.count > prevLimit
         if hasPrev { prev.removeFirst() }
-        var next = try await MessageQueries.page(try s.db, base, nextBounds, descending: false, limit: nextLimit + 1)
+        var next = try await s.messagePage(base, nextBounds, descending: false, limit: nextLimit + 1)
         let hasNext = next.count > nextLimit
         if hasNext { next.removeLast() }
         var page = prev + anchorItems + next
@@ -382,7 +326,7 @@ enum Messages {
         ]))
     }
 
-    static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func get(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let m = try await s.message(c, ctx.messageId)
@@ -393,18 +337,18 @@ enum Messages {
         return .json(try await s.render(m, .full))
     }
 
-    static func totalCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func totalCount(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         // Every stored message the reader may see, replies included.
         let all = s.messageCondition(c.url, MessageFilter(replyType: "ALL"), reader: reader)
-        return .json(.obj([("total", .int(try await MessageQueries.count(try s.db, all, [])))]))
+        return .json(.obj([("total", .int(try await s.messageCount(all, [])))]))
     }
 
     /// Records a message change: touches it (message changelogs) and, when `channelChanged`
     /// (the channel renders it as `last_message`, or unread mention counts moved), the
     /// channel; then, unless the caller sends its own event, tells the members.
-    static func announceUpdate(_ s: ServerState, _ c: inout ChannelRecord, _ m: inout MessageRecord, now: Int64,
+    static func announceUpdate(_ s: some Needs, _ c: inout ChannelRecord, _ m: inout MessageRecord, now: Int64,
                                event: Bool = true, channelChanged: Bool) async throws {
         s.touch(&m, now)
         try await s.save(m)
@@ -418,7 +362,7 @@ enum Messages {
         }
     }
 
-    static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func update(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         let old = m
@@ -434,7 +378,7 @@ enum Messages {
         let data = try i.string("data")
         let mentionType = i.has("mention_type") ? try i.enumValue("mention_type", ["users", "channel"], default: "users") : nil
         let mentioned = try i.stringList("mentioned_user_ids")
-        let metaArray = try s.parseMetaArray(i)
+        let metaArray = try parseMetaArray(i)
         let url = try i.string("url", maxBytes: 2048)
         if url != nil && m.type != "FILE" { throw APIError.invalid("url", "applies to file messages only.") }
         if let text { m.message = text }
@@ -455,13 +399,13 @@ enum Messages {
         return .json(try await s.render(m, .full))
     }
 
-    static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func delete(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         let m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
         try await s.deleteMessage(m, at: ctx.now)
         s.uncountMessage(m, in: &c)
-        if let fileId = m.file?.fileId { try await RecordTables.deleteFile(fileId, try s.db) }
+        if let fileId = m.file?.fileId { try await s.deleteFile(fileId) }
         c.pinnedMessageIds.removeAll { $0 == m.id }
         if c.lastMessageId == m.id { try await s.refreshLastMessage(&c) }
         s.touch(&c, ctx.now)
@@ -471,7 +415,7 @@ enum Messages {
         if m.parentId != 0, var parent = try await s.messageRecord(m.parentId) {
             parent.replyCount = max(0, parent.replyCount - 1)
             parent.threadUpdatedAt = ctx.now
-            let remaining = try await MessageQueries.replies(try s.db, parent: parent.id)
+            let remaining = try await s.replies(to: parent.id)
             parent.lastRepliedAt = remaining.last?.createdAt ?? 0
             parent.recentReplierIds = parent.recentReplierIds.filter { uid in remaining.contains { $0.senderId == uid } }
             s.touch(&parent, ctx.now)
@@ -483,7 +427,7 @@ enum Messages {
         return .json(.obj([]))
     }
 
-    static func listReactions(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func listReactions(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         _ = try s.readerMember(c, ctx)
         let m = try await s.message(c, ctx.messageId)
@@ -492,7 +436,7 @@ enum Messages {
         }))]))
     }
 
-    static func react(_ s: ServerState, _ ctx: inout Ctx, add: Bool) async throws -> Reply {
+    static func react(_ s: some Needs, _ ctx: inout Ctx, add: Bool) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         let uid = try ctx.requiredActingUser()
@@ -523,10 +467,10 @@ enum Messages {
         ]))
     }
 
-    static func addReaction(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await react(s, &ctx, add: true) }
-    static func removeReaction(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await react(s, &ctx, add: false) }
+    static func addReaction(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await react(s, &ctx, add: true) }
+    static func removeReaction(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await react(s, &ctx, add: false) }
 
-    static func setPin(_ s: ServerState, _ ctx: inout Ctx, pinned: Bool) async throws -> Reply {
+    static func setPin(_ s: some Needs, _ ctx: inout Ctx, pinned: Bool) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         try s.requireJoined(c, ctx)
@@ -543,10 +487,10 @@ enum Messages {
         return .json(.obj([]))
     }
 
-    static func pin(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: true) }
-    static func unpin(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: false) }
+    static func pin(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: true) }
+    static func unpin(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: false) }
 
-    static func copy(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func copy(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let m = try await s.message(c, ctx.messageId)
@@ -588,11 +532,11 @@ enum Messages {
         return .json(json)
     }
 
-    static func addMetaArray(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func addMetaArray(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
-        guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
+        guard let items = try parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
         for item in items {
             if let idx = m.sortedMetaarray.firstIndex(where: { $0.key == item.key }) {
                 m.sortedMetaarray[idx].value += item.value
@@ -605,11 +549,11 @@ enum Messages {
         return .json(try await s.render(m, .full))
     }
 
-    static func updateMetaArray(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func updateMetaArray(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
-        guard let items = try s.parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
+        guard let items = try parseMetaArray(ctx.input) else { throw APIError.missing("sorted_metaarray") }
         let mode = try ctx.input.enumValue("mode", ["add", "remove"], default: "add")
         let upsert = try ctx.input.bool("upsert", default: false)
         for item in items {
@@ -630,17 +574,66 @@ enum Messages {
         try await announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id)
         return .json(try await s.render(m, .full))
     }
-}
 
-func urlPathEscape(_ s: String) -> String {
-    var out = ""
-    for b in s.utf8 {
-        let c = Character(Unicode.Scalar(b))
-        if (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "-._~".contains(c) {
-            out.append(c)
-        } else {
-            out += "%" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
+    static func parseMetaArray(_ i: Input, _ name: String = "sorted_metaarray") throws -> [MetaArrayItem]? {
+        guard let v = i.body[name], v != .null else {
+            if let q = i.query.first(name) {
+                guard let parsed = try? JSONParser.parse(q) else { throw APIError.invalid(name, "must be a JSON list.") }
+                return try metaArray(from: parsed, name)
+            }
+            return nil
         }
+        return try metaArray(from: v, name)
     }
-    return out.isEmpty ? "file" : out
+
+    private static func metaArray(from v: JSON, _ name: String) throws -> [MetaArrayItem] {
+        guard case .array(let items) = v else { throw APIError.invalid(name, "must be a list of {key, value} objects.") }
+        var out: [MetaArrayItem] = []
+        for item in items {
+            guard case .object(let o) = item, case .string(let key)? = o["key"], !key.isEmpty, key.utf8.count <= 128 else {
+                throw APIError.invalid(name, "items need a non-empty string \"key\".")
+            }
+            var values: [String] = []
+            switch o["value"] {
+            case .array(let vs)?:
+                for x in vs {
+                    guard case .string(let s) = x else { throw APIError.invalid(name, "values must be strings.") }
+                    values.append(s)
+                }
+            case .string(let s)?: values = [s]
+            case nil, .null?: values = []
+            default: throw APIError.invalid(name, "\"value\" must be a list of strings.")
+            }
+            if let idx = out.firstIndex(where: { $0.key == key }) { out[idx].value += values } else { out.append(MetaArrayItem(key: key, value: values)) }
+        }
+        return out
+    }
+
+    static func parseThumbnails(_ i: Input) throws -> [ThumbnailRecord] {
+        var raw: JSON? = i.body["thumbnails"]
+        if raw == nil || raw == .null, let q = i.query.first("thumbnails") {
+            raw = (try? JSONParser.parse(q)) ?? .array([.string(q)])
+        }
+        guard let raw, raw != .null else { return [] }
+        guard case .array(let items) = raw else { throw APIError.invalid("thumbnails", "must be a list.") }
+        var out: [ThumbnailRecord] = []
+        for item in items {
+            switch item {
+            case .string(let url): out.append(ThumbnailRecord(url: url, width: 0, height: 0, realWidth: 0, realHeight: 0))
+            case .object(let o):
+                guard case .string(let url)? = o["url"] else { throw APIError.invalid("thumbnails", "items need a string \"url\".") }
+                func num(_ k: String) throws -> Int64 {
+                    switch o[k] {
+                    case nil, .null?: return 0
+                    case .int(let n)?: return n
+                    default: throw APIError.invalid("thumbnails", "\"\(k)\" must be an integer.")
+                    }
+                }
+                out.append(ThumbnailRecord(url: url, width: try num("width"), height: try num("height"),
+                                           realWidth: try num("real_width"), realHeight: try num("real_height")))
+            default: throw APIError.invalid("thumbnails", "items must be URLs or objects.")
+            }
+        }
+        return out
+    }
 }

@@ -1,3 +1,5 @@
+import HTTPTypes
+
 // Users: CRUD, session tokens, unread counts, invitation preference (PROTOCOL.md §5).
 
 func validateUserId(_ id: String, field: String = "user_id") throws {
@@ -8,12 +10,12 @@ func validateUserId(_ id: String, field: String = "user_id") throws {
     if id == "." || id == ".." { throw APIError.invalid(field, "must not be \".\" or \"..\".") }
 }
 
-extension ServerState {
+extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
     /// After a change to a user's profile (what a basic user shows): every channel whose render
     /// shows that user (as a member, operator, creator, inviter, or in the last message) changed
     /// for all its members, so changelogs list it and the members receive `channel_changed`.
     func announceProfileChange(of userId: String, now: Int64) async throws {
-        for url in try await ChannelQueries.urls(showing: userId, db) {
+        for url in try await channelURLs(showing: userId) {
             guard var c = try await channelIfExists(url) else { continue }
             let last = lastMessage(c, for: nil)
             let shows = c.members[userId] != nil || c.createdBy == userId
@@ -28,7 +30,10 @@ extension ServerState {
 }
 
 enum Users {
-    static func create(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    /// What the user service uses of a request (Services/Interfaces.swift).
+    typealias Needs = UserRecords & ChannelRecords & EventEmitter & Rendering
+
+    static func create(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
         let i = ctx.input
         let id = try i.requiredString("user_id", maxBytes: 80)
@@ -46,7 +51,7 @@ enum Users {
         return .json(s.userJSON(u))
     }
 
-    static func list(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func list(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let i = ctx.input
         let limit = try i.limit()
         let after = try i.string("token").map { t throws -> String in
@@ -77,9 +82,9 @@ enum Users {
         var selected: [UserRecord] = []
         var position = after
         while selected.count <= limit {
-            let found = try await ChannelQueries.userListing(
+            let found = try await s.userListing(
                 after: position, ids: ids, nickname: nickname, activeMode: active, metadataKey: metaKey,
-                metadataValues: metaValues, limit: limit + 1, s.db)
+                metadataValues: metaValues, limit: limit + 1)
             try await s.loadUsers(found)
             for id in found {
                 position = id
@@ -93,7 +98,7 @@ enum Users {
                            ("next", .string(next))]))
     }
 
-    static func get(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func get(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let u = try await s.user(ctx.param(.userId))
         let include = try ctx.input.bool("include_unread_count", default: false)
         let customTypes = try ctx.input.stringList("custom_types")
@@ -101,12 +106,12 @@ enum Users {
         if include && !ctx.caller.isAdmin && ctx.caller.userId != u.userId {
             throw APIError.forbidden("unread counts of another user.")
         }
-        let unread = include ? try await ChannelQueries.unreadTotals(of: u.userId, customTypes: customTypes, superMode: superMode, s.db) : nil
+        let unread = include ? try await s.unreadTotals(of: u.userId, customTypes: customTypes, superMode: superMode) : nil
         return .json(s.userJSON(u, unread: unread,
                                 privateFields: ctx.mayReadPrivateFields(of: u.userId)))
     }
 
-    static func update(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func update(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let i = ctx.input
@@ -136,7 +141,7 @@ enum Users {
         return .json(s.userJSON(u))
     }
 
-    static func delete(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func delete(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
         let u = try await s.user(ctx.param(.userId))
         s.endStreams(of: u.userId, message: "The user was deleted.")
@@ -150,7 +155,7 @@ enum Users {
         return .json(.obj([]))
     }
 
-    static func issueToken(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func issueToken(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         try ctx.requireAdmin()
         let u = try await s.user(ctx.param(.userId))
         let expiresAt = try ctx.input.int("expires_at", min: 0) ?? 0
@@ -160,24 +165,24 @@ enum Users {
         return .json(.obj([("user_id", .string(u.userId)), ("token", .string(token)), ("expires_at", .int(expiresAt))]))
     }
 
-    static func unreadMessageCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func unreadMessageCount(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         try await unread(s, &ctx, channels: false)
     }
 
-    static func unreadChannelCount(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func unreadChannelCount(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         try await unread(s, &ctx, channels: true)
     }
 
-    private static func unread(_ s: ServerState, _ ctx: inout Ctx, channels: Bool) async throws -> Reply {
+    private static func unread(_ s: some Needs, _ ctx: inout Ctx, channels: Bool) async throws -> Reply {
         let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let customTypes = try ctx.input.stringList("custom_types")
         let superMode = try ctx.input.enumValue("super_mode", ["all", "super", "nonsuper"], default: "all")
-        let totals = try await ChannelQueries.unreadTotals(of: u.userId, customTypes: customTypes, superMode: superMode, s.db)
+        let totals = try await s.unreadTotals(of: u.userId, customTypes: customTypes, superMode: superMode)
         return .json(.obj([("unread_count", .int(channels ? totals.channels : totals.messages))]))
     }
 
-    static func markAllAsRead(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func markAllAsRead(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let urls = try ctx.input.stringList("channel_urls")
@@ -191,7 +196,7 @@ enum Users {
     }
 
     /// Leaves every channel of the user (optionally only those of one custom type).
-    static func leaveAll(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func leaveAll(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         let customType = try ctx.input.string("custom_type", maxBytes: 128)
@@ -203,18 +208,34 @@ enum Users {
         return .json(.obj([]))
     }
 
-    static func getInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func getInvitationPreference(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         return .json(.obj([("auto_accept", .bool(u.autoAccept))]))
     }
 
-    static func setInvitationPreference(_ s: ServerState, _ ctx: inout Ctx) async throws -> Reply {
+    static func setInvitationPreference(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var u = try await s.user(ctx.param(.userId))
         try ctx.requireSelfOrAdmin(u.userId)
         guard let auto = try ctx.input.bool("auto_accept") else { throw APIError.missing("auto_accept") }
         u.autoAccept = auto
         s.save(u)
         return .json(.obj([("auto_accept", .bool(u.autoAccept))]))
+    }
+}
+
+// Sessions: who a request comes from (PROTOCOL.md §2).
+extension UserRecords {
+    func authenticate(_ headers: HTTPFields, apiToken: String, now: Int64) async throws -> Caller {
+        let sessionField = HTTPField.Name("Session-Key")!
+        if try Caller.hasAdminToken(headers, apiToken: apiToken) { return Caller(isAdmin: true, userId: nil) }
+        guard let key = headers[sessionField], let session = try await session(key) else { throw APIError.unauthorizedSession }
+        if session.expiresAt > 0 && session.expiresAt <= now { throw APIError.expiredSession }
+        guard var user = try await userIfExists(session.userId), user.isActive else { throw APIError.unauthorizedSession }
+        if !user.hasEverLoggedIn {
+            user.hasEverLoggedIn = true
+            save(user)
+        }
+        return Caller(isAdmin: false, userId: session.userId)
     }
 }

@@ -1,0 +1,92 @@
+// The queries the services ask for by name (Services/Interfaces.swift), run in the request's
+// transaction or snapshot. The SQL is in Storage/.
+
+extension ServerState {
+    func userListing(after: String?, ids: Set<String>?, nickname: String?, activeMode: String,
+                     metadataKey: String?, metadataValues: [String]?, limit: Int) async throws -> [String] {
+        try await ChannelQueries.userListing(after: after, ids: ids, nickname: nickname, activeMode: activeMode,
+                                             metadataKey: metadataKey, metadataValues: metadataValues, limit: limit, db)
+    }
+
+    func unreadTotals(of userId: String, customTypes: [String]?, superMode: String) async throws -> (messages: Int64, channels: Int64) {
+        try await ChannelQueries.unreadTotals(of: userId, customTypes: customTypes, superMode: superMode, db)
+    }
+
+    func distinctChannel(members ids: Set<String>, customType: String) async throws -> String? {
+        try await ChannelQueries.distinctChannel(members: ids, customType: customType, db)
+    }
+
+    func channelListing(_ scope: ChannelQueries.Scope, filter: Channels.ListFilter, order: String,
+                        metadataOrderKey: String?, after: [JSON]?, limit: Int) async throws -> [String] {
+        try await ChannelQueries.listing(scope, filter: filter, order: order, metadataOrderKey: metadataOrderKey,
+                                         after: after, limit: limit, db)
+    }
+
+    func changedChannels(of userId: String, after start: Sync.Start, showEmpty: Bool, showFrozen: Bool,
+                         customTypes: [String]?, limit: Int) async throws -> [(url: String, seq: Int64)] {
+        try await ChannelQueries.changedChannels(of: userId, after: start, showEmpty: showEmpty, showFrozen: showFrozen,
+                                                 customTypes: customTypes, limit: limit, db)
+    }
+
+    func endedMemberships(of userId: String, after start: Sync.Start, limit: Int) async throws -> [MembershipTombstoneRecord] {
+        try await ChannelQueries.endedMemberships(of: userId, after: start, limit: limit, db)
+    }
+
+    func channelURLs(showing userId: String) async throws -> [String] {
+        try await ChannelQueries.urls(showing: userId, db)
+    }
+
+    func message(channel: String, sender: String?, requestId: String) async throws -> MessageRecord? {
+        try await MessageQueries.message(db, channel: channel, sender: sender, requestId: requestId)
+    }
+
+    func messagePage(_ base: SQLCondition, _ bounds: [KeyBound], descending: Bool, limit: Int) async throws -> [MessageRecord] {
+        try await MessageQueries.page(db, base, bounds, descending: descending, limit: limit)
+    }
+
+    func messageCount(_ base: SQLCondition, _ bounds: [KeyBound]) async throws -> Int64 {
+        try await MessageQueries.count(db, base, bounds)
+    }
+
+    func messageChanges(_ base: SQLCondition, after start: Sync.Start, visibleAfter offset: Int64?,
+                        limit: Int) async throws -> [MessageRecord] {
+        try await MessageQueries.changes(db, base, after: start, visibleAfter: offset, limit: limit)
+    }
+
+    func messageTombstones(channel: String, after start: Sync.Start, limit: Int) async throws -> [MessageTombstoneRecord] {
+        try await MessageQueries.tombstones(db, channel: channel, after: start, limit: limit)
+    }
+
+    func replies(to parent: Int64) async throws -> [MessageRecord] {
+        try await MessageQueries.replies(db, parent: parent)
+    }
+
+    func newestMessageTs(_ url: String) async throws -> Int64 {
+        try await MessageQueries.newestCreatedAt(db, channel: url)
+    }
+
+    func lastCountableMessage(channel url: String) async throws -> MessageRecord? {
+        try await MessageQueries.lastCountable(db, channel: url)
+    }
+
+    func file(_ id: String) async throws -> FileRecord? {
+        try await RecordTables.file(id, db)
+    }
+
+    func fileBytes(_ id: String) async throws -> [UInt8]? {
+        try await RecordTables.fileBytes(id, db)
+    }
+
+    func deleteFile(_ id: String) async throws {
+        try await RecordTables.deleteFile(id, db)
+    }
+
+    func reports(after: Int64, limit: Int) async throws -> [ReportRecord] {
+        try await db.query("SELECT \(RecordTables.reportColumns.joined(separator: ", ")) FROM reports "
+                           + "WHERE id > ? ORDER BY id LIMIT \(limit)", [.int(after)]).map(RecordTables.report)
+    }
+
+    func hasReports() async throws -> Bool {
+        try await db.queryOne("SELECT 1 FROM reports LIMIT 1") != nil
+    }
+}
