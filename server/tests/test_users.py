@@ -1,4 +1,5 @@
 import time
+import uuid
 
 from conftest import API_TOKEN, assert_error
 
@@ -117,3 +118,28 @@ def test_unknown_routes_and_methods(server):
     assert_error(server.request("PATCH", "/v3/users"), 405, 400105)
     assert_error(server.request("POST", "/v3/users", data="[1,2]", headers={"Content-Type": "application/json"}), 400, 400102)
     assert_error(server.request("POST", "/v3/users", data="{", headers={"Content-Type": "application/json"}), 400, 400102)
+
+
+def test_text_filters_compare_as_protocol_says(server):
+    """PROTOCOL.md §6.2 "Equality of text in filters": a channel name matches by its NFC key,
+    a nickname, user metadata value or custom type byte for byte."""
+    composed, decomposed = "\u00e9t\u00e9", "e\u0301te\u0301"
+    tag = uuid.uuid4().hex[:8]
+    uid = server.user("tf", nickname=composed + tag, metadata={"m": composed + tag})
+    url = server.channel([uid], name=decomposed + tag, custom_type=composed + tag)["channel_url"]
+
+    def user_ids(**query):
+        return [u["user_id"] for u in server.ok("GET", "/v3/users", params=query)["users"]]
+
+    def channel_urls(**query):
+        query = {"show_empty": "true", "limit": 100, **query}
+        return [c["channel_url"] for c in server.ok("GET", "/v3/group_channels", params=query)["channels"]]
+
+    assert user_ids(nickname=composed + tag) == [uid]
+    assert user_ids(nickname=decomposed + tag) == []
+    assert user_ids(metadatakey="m", metadatavalues_in=composed + tag) == [uid]
+    assert user_ids(metadatakey="m", metadatavalues_in=decomposed + tag) == []
+    assert channel_urls(name=composed + tag) == [url]
+    assert channel_urls(name=decomposed + tag) == [url]
+    assert channel_urls(custom_types=composed + tag) == [url]
+    assert channel_urls(custom_types=decomposed + tag) == []
