@@ -15,7 +15,7 @@ enum EventStream {
             requestedLastEventId = v
         }
         let lastEventId = requestedLastEventId
-        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
+        let outbox = Outbox()
         let expiresAt: Int64 = try await service.run(readOnly: true) { s in
             let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
@@ -64,15 +64,17 @@ enum EventStream {
                 }
                 return frames
             }
-            for frame in frames { continuation.yield(frame) }
-            return hub.register(userId: userId, continuation: continuation)
+            for frame in frames { outbox.append(frame) }
+            outbox.wake()
+            return hub.register(userId: userId, outbox: outbox)
         }
         let heartbeat = Task {
             let interval = UInt64(max(0.05, config.heartbeatSeconds) * 1_000_000_000)
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: interval)
                 if Task.isCancelled { break }
-                continuation.yield(": heartbeat \(nowMillis())\n\n")
+                outbox.append(": heartbeat \(nowMillis())\n\n")
+                outbox.wake()
             }
         }
         // A stream opened with an expiring session key ends when the key expires.
@@ -96,16 +98,16 @@ enum EventStream {
                 }
             }
         }
-        continuation.onTermination = { _ in
-            Task { await cleanup() }
-        }
+        // Should the body never run (or once it is done and dropped), the stream ends all the same.
+        let dropped = OnDrop { Task { await cleanup() } }
         let body = ResponseBody { writer in
+            _ = dropped
             do {
-                for await frame in stream {
-                    try await writer.write(ByteBuffer(string: frame))
+                while let bytes = await outbox.next() {
+                    try await writer.write(bytes)
                 }
             } catch {
-                continuation.finish()
+                outbox.finish()
                 await cleanup()
                 throw error
             }
@@ -117,4 +119,11 @@ enum EventStream {
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
             body: body)
     }
+}
+
+/// Runs its action when released.
+private final class OnDrop: Sendable {
+    let action: @Sendable () -> Void
+    init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+    deinit { action() }
 }
