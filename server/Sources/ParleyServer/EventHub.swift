@@ -176,7 +176,10 @@ final class EventHub: @unchecked Sendable {
             highestFinished = seq
         }
         let queue = self.queue
-        Task.detached {
+        // On a thread of its own rather than the two of the shared pool (on 2 cores), where
+        // each delivery would hold one and the requests whose commits feed it wait behind it
+        // (P7 at 50 streams: about 12% more accepted messages per second).
+        Task(executorPreference: ThreadExecutor(name: "parley-hub")) {
             for await job in queue { await job() }
         }
     }
@@ -410,6 +413,38 @@ final class TypingIndicators: @unchecked Sendable {
             let entries = (typing[url] ?? [:]).filter { now - $0.value < 10_000 }
             typing[url] = entries.isEmpty ? nil : entries
             return entries.keys.sorted()
+        }
+    }
+}
+
+/// A task executor with a thread of its own, which runs its jobs in the order they come.
+final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+
+    init(name: String) {
+        let thread = Thread { [self] in self.run() }
+        thread.name = name
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func run() {
+        var batch: [UnownedJob] = []
+        while true {
+            condition.lock()
+            while jobs.isEmpty { condition.wait() }
+            swap(&batch, &jobs)
+            condition.unlock()
+            for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 }
