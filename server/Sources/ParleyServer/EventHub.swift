@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 // The open event streams and the one ordered queue that feeds them (PROTOCOL.md §9). Writers
 // may commit in any order (on PostgreSQL several run at once): each registers with the hub
@@ -13,18 +14,107 @@ import Foundation
 final class Subscriber: @unchecked Sendable {
     let id: Int
     let userId: String
-    let continuation: AsyncStream<String>.Continuation
-    init(id: Int, userId: String, continuation: AsyncStream<String>.Continuation) {
+    let outbox: Outbox
+    init(id: Int, userId: String, outbox: Outbox) {
         self.id = id
         self.userId = userId
-        self.continuation = continuation
+        self.outbox = outbox
     }
 
     /// Ends the stream with an `error` event (PROTOCOL.md §9): its credential no longer holds.
     func end(code: Int, message: String) {
         let data = JSON.obj([("code", .int(Int64(code))), ("message", .string(message))]).serialized()
-        continuation.yield("event: error\ndata: \(data)\n\n")
-        continuation.finish()
+        outbox.append("event: error\ndata: \(data)\n\n")
+        outbox.finish()
+    }
+}
+
+/// A stream's frames not yet handed to its connection, in order, as one buffer: its writer
+/// takes all of them in one write when woken. The hub appends an event's frames without
+/// waking the writers and wakes them once its queue is drained, at most once per
+/// `EventHub.flushWindow` under load (frames queued meanwhile go out together, in one write
+/// per stream); a lone event goes out at once.
+final class Outbox: @unchecked Sendable {
+    private let mutex = NSLock()
+    private var pending = ByteBuffer()
+    /// The writer may take what is pending (woken since its last take).
+    private var ready = false
+    private var finished = false
+    private var cancelled = false
+    private var waiter: CheckedContinuation<ByteBuffer?, Never>?
+
+    /// Appends a frame (dropped once the stream is finished). True if nothing was pending.
+    @discardableResult
+    func append(_ frame: String) -> Bool {
+        mutex.withLock {
+            if finished { return false }
+            let wasEmpty = pending.readableBytes == 0
+            pending.writeString(frame)
+            return wasEmpty
+        }
+    }
+
+    /// Lets the writer take what is pending.
+    func wake() {
+        let (w, bytes): (CheckedContinuation<ByteBuffer?, Never>?, ByteBuffer?) = mutex.withLock {
+            guard let w = waiter else {
+                ready = true
+                return (nil, nil)
+            }
+            if pending.readableBytes == 0 { return (nil, nil) }
+            waiter = nil
+            return (w, take())
+        }
+        w?.resume(returning: bytes)
+    }
+
+    /// The writer ends once it has taken what is pending.
+    func finish() {
+        let (w, bytes): (CheckedContinuation<ByteBuffer?, Never>?, ByteBuffer?) = mutex.withLock {
+            finished = true
+            ready = true
+            guard let w = waiter else { return (nil, nil) }
+            waiter = nil
+            return (w, pending.readableBytes > 0 ? take() : nil)
+        }
+        w?.resume(returning: bytes)
+    }
+
+    /// The writer's task is cancelled: it ends now, whatever is pending.
+    private func cancel() {
+        let w: CheckedContinuation<ByteBuffer?, Never>? = mutex.withLock {
+            cancelled = true
+            finished = true
+            defer { waiter = nil }
+            return waiter
+        }
+        w?.resume(returning: nil)
+    }
+
+    private func take() -> ByteBuffer {
+        ready = false
+        let bytes = pending
+        pending = ByteBuffer()
+        return bytes
+    }
+
+    /// The writer: what to write next, once woken; nil when the stream ends.
+    func next() async -> ByteBuffer? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<ByteBuffer?, Never>) in
+                let (now, bytes): (Bool, ByteBuffer?) = mutex.withLock {
+                    if cancelled { return (true, nil) }
+                    if ready, pending.readableBytes > 0 { return (true, take()) }
+                    if finished { return (true, nil) }
+                    ready = false
+                    waiter = c
+                    return (false, nil)
+                }
+                if now { c.resume(returning: bytes) }
+            }
+        } onCancel: {
+            self.cancel()
+        }
     }
 }
 
@@ -86,7 +176,10 @@ final class EventHub: @unchecked Sendable {
             highestFinished = seq
         }
         let queue = self.queue
-        Task.detached {
+        // On a thread of its own rather than the two of the shared pool (on 2 cores), where
+        // each delivery would hold one and the requests whose commits feed it wait behind it
+        // (P7 at 50 streams: about 12% more accepted messages per second).
+        Task(executorPreference: ThreadExecutor(name: "parley-hub")) {
             for await job in queue { await job() }
         }
     }
@@ -153,7 +246,11 @@ final class EventHub: @unchecked Sendable {
             // Yielded under the lock, so that batches queue in the order of their bounds.
             jobs.yield {
                 self.deliver(Array(ready), ending: ended, through: through)
-                self.mutex.withLock { self.queuedDeliveries -= 1 }
+                let drained = self.mutex.withLock {
+                    self.queuedDeliveries -= 1
+                    return self.queuedDeliveries == 0
+                }
+                if drained { self.flushSoon() }
                 delivery.finish()
             }
         }
@@ -177,23 +274,72 @@ final class EventHub: @unchecked Sendable {
             for sub in targets {
                 let text = frames[sub.userId] ?? frame(sub.userId)
                 frames[sub.userId] = text
-                sub.continuation.yield(text)
+                if sub.outbox.append(text) { flushMutex.withLock { unflushed.append(sub.outbox) } }
             }
         }
         mutex.withLock { delivered = max(delivered, through) }
     }
 
+    /// The longest a frame waits for its stream's writer to be woken, under load: the writers
+    /// are woken at most once per window, so that frames queued meanwhile go out in one write.
+    /// 3 ms: P3's messages (one every 5 ms or more) go out at once; a burst into a channel of
+    /// 50 (P7) goes out in about one write per stream per 2–3 messages.
+    static let flushWindow: UInt64 = 3_000_000
+    /// Streams with frames appended since the last flush (read and written by the hub's jobs
+    /// and its flush timer, under `flushMutex`).
+    private var unflushed: [Outbox] = []
+    private let flushMutex = NSLock()
+    private var lastFlush: UInt64 = 0
+    private var flushScheduled = false
+
+    private static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    /// The queue is drained: wakes the writers of the streams with frames waiting, now if the
+    /// last wake-up is a window ago, else at the end of the window.
+    private func flushSoon() {
+        let now = Self.monotonicNanos()
+        let wait: UInt64? = flushMutex.withLock {
+            if unflushed.isEmpty || flushScheduled { return nil }
+            if now &- lastFlush >= Self.flushWindow { return 0 }
+            flushScheduled = true
+            return lastFlush + Self.flushWindow - now
+        }
+        guard let wait else { return }
+        if wait == 0 {
+            flushNow()
+        } else {
+            Task.detached {
+                try? await Task.sleep(nanoseconds: wait)
+                self.flushNow()
+            }
+        }
+    }
+
+    private func flushNow() {
+        let outboxes: [Outbox] = flushMutex.withLock {
+            flushScheduled = false
+            lastFlush = Self.monotonicNanos()
+            defer { unflushed.removeAll(keepingCapacity: true) }
+            return unflushed
+        }
+        for outbox in outboxes { outbox.wake() }
+    }
+
     /// Registers a stream. Call it from a job of `inOrder`, after the stream's replay. Once the
     /// server is shutting down, the stream ends at once (its client reconnects elsewhere).
-    func register(userId: String, continuation: AsyncStream<String>.Continuation) -> Int {
+    func register(userId: String, outbox: Outbox) -> Int {
         let (id, closing): (Int, Bool) = mutex.withLock {
             let id = nextSubscriberId
             nextSubscriberId += 1
-            subscribers[id] = Subscriber(id: id, userId: userId, continuation: continuation)
+            subscribers[id] = Subscriber(id: id, userId: userId, outbox: outbox)
             openStreams[userId, default: 0] += 1
             return (id, shuttingDown)
         }
-        if closing { continuation.finish() }
+        if closing { outbox.finish() }
         return id
     }
 
@@ -221,7 +367,7 @@ final class EventHub: @unchecked Sendable {
             shuttingDown = true
             return Array(subscribers.values)
         }
-        for sub in all { sub.continuation.finish() }
+        for sub in all { sub.outbox.finish() }
     }
 }
 
@@ -267,6 +413,38 @@ final class TypingIndicators: @unchecked Sendable {
             let entries = (typing[url] ?? [:]).filter { now - $0.value < 10_000 }
             typing[url] = entries.isEmpty ? nil : entries
             return entries.keys.sorted()
+        }
+    }
+}
+
+/// A task executor with a thread of its own, which runs its jobs in the order they come.
+final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+
+    init(name: String) {
+        let thread = Thread { [self] in self.run() }
+        thread.name = name
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func run() {
+        var batch: [UnownedJob] = []
+        while true {
+            condition.lock()
+            while jobs.isEmpty { condition.wait() }
+            swap(&batch, &jobs)
+            condition.unlock()
+            for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 }

@@ -18,7 +18,7 @@ enum EventStream {
             requestedLastEventId = v
         }
         let lastEventId = requestedLastEventId
-        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
+        let outbox = Outbox()
         let expiresAt: Int64 = try await service.run(readOnly: true) { s in
             try await admit(s, userId: userId, ctx: ctx, config: config, now: ctx.now)
         }
@@ -36,15 +36,17 @@ enum EventStream {
             let frames: [String] = try await service.read { s in
                 try await replay(s, userId: userId, after: lastEventId, delivered: delivered, ctx: ctx, config: config, now: now)
             }
-            for frame in frames { continuation.yield(frame) }
-            return hub.register(userId: userId, continuation: continuation)
+            for frame in frames { outbox.append(frame) }
+            outbox.wake()
+            return hub.register(userId: userId, outbox: outbox)
         }
         let heartbeat = Task {
             let interval = UInt64(max(0.05, config.heartbeatSeconds) * 1_000_000_000)
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: interval)
                 if Task.isCancelled { break }
-                continuation.yield(": heartbeat \(nowMillis())\n\n")
+                outbox.append(": heartbeat \(nowMillis())\n\n")
+                outbox.wake()
             }
         }
         // A stream opened with an expiring session key ends when the key expires.
@@ -62,16 +64,16 @@ enum EventStream {
             guard hub.remove(subscriberId) != nil, !hub.isOnline(userId) else { return }
             _ = try? await service.run { s in try await markLastSeen(s, userId: userId) }
         }
-        continuation.onTermination = { _ in
-            Task { await cleanup() }
-        }
+        // Should the body never run (or once it is done and dropped), the stream ends all the same.
+        let dropped = OnDrop { Task { await cleanup() } }
         let body = ResponseBody { writer in
+            _ = dropped
             do {
-                for await frame in stream {
-                    try await writer.write(ByteBuffer(string: frame))
+                while let bytes = await outbox.next() {
+                    try await writer.write(bytes)
                 }
             } catch {
-                continuation.finish()
+                outbox.finish()
                 await cleanup()
                 throw error
             }
@@ -134,4 +136,11 @@ enum EventStream {
             s.save(u)
         }
     }
+}
+
+/// Runs its action when released.
+private final class OnDrop: Sendable {
+    let action: @Sendable () -> Void
+    init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+    deinit { action() }
 }
