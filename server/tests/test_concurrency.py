@@ -169,6 +169,75 @@ def test_send_burst_stores_orders_and_streams_every_message_once(server):
             s.close()
 
 
+def test_failed_requests_among_concurrent_sends_undo_only_themselves(server):
+    """On SQLite writers that queue behind one another share one commit, each in a savepoint
+    of its own (Service.writeInGroup): a request that fails in such a group must leave the
+    others of its group stored and acknowledged, and leave nothing of its own."""
+    members = [server.user("grp") for _ in range(4)]
+    outsider = server.user("grp-out")
+    sessions = {u: server.session(u) for u in members + [outsider]}
+    url = server.channel(members, name="group-commit")["channel_url"]
+    rounds = 60
+    answers = {}  # thread name -> [(kind, text, status)]
+
+    def good(u):
+        def run(gate):
+            client = Client(server, sessions[u])
+            gate.wait()
+            out = answers.setdefault(f"good-{u}", [])
+            for i in range(rounds):
+                text = f"{u}#{i:03d}"
+                r = client.request("POST", f"/v3/group_channels/{url}/messages",
+                                   json={"message_type": "MESG", "message": text, "req_id": f"{u}-{i}"})
+                out.append(("good", text, r.status_code))
+        return run
+
+    def bad(kind):
+        def run(gate):
+            client = Client(server, sessions[outsider] if kind == "outsider" else sessions[members[0]])
+            admin = Client(server)
+            gate.wait()
+            out = answers.setdefault(f"bad-{kind}", [])
+            for i in range(rounds):
+                text = f"bad-{kind}#{i:03d}"
+                if kind == "outsider":  # not a member: refused
+                    r = client.request("POST", f"/v3/group_channels/{url}/messages",
+                                       json={"message_type": "MESG", "message": text})
+                elif kind == "parent":  # a reply to a message that does not exist
+                    r = client.request("POST", f"/v3/group_channels/{url}/messages",
+                                       json={"message_type": "MESG", "message": text, "parent_message_id": 10 ** 15 + i})
+                else:  # the administrator removes someone who is not a member
+                    r = admin.request("PUT", f"/v3/group_channels/{url}/leave", json={"user_ids": [outsider]})
+                out.append(("bad", text, r.status_code))
+        return run
+
+    targets = [(f"good-{u}", good(u)) for u in members] + [(f"bad-{k}", bad(k)) for k in ("outsider", "parent", "leave")]
+    run_threads(targets, timeout=180, barrier=True)
+
+    for name, got in answers.items():
+        statuses = {status for _, _, status in got}
+        if name.startswith("good"):
+            assert statuses == {200}, f"{name}: answers {sorted(statuses)}"
+        else:
+            assert 200 not in statuses and all(400 <= s < 500 for s in statuses), f"{name}: answers {sorted(statuses)}"
+    admin = Client(server)
+    listed = all_messages(admin, url)
+    texts = [m["message"] for m in listed]
+    assert not [t for t in texts if t.startswith("bad-")], "a refused request left a message"
+    for u in members:
+        mine = [m["message"] for m in listed if m["user"]["user_id"] == u]
+        assert mine == [f"{u}#{i:03d}" for i in range(rounds)], f"{u}: {len(mine)} of {rounds} stored, or out of order"
+    assert len(listed) == len(members) * rounds
+    # Each member's unread count is what the messages say: sending marks the channel read up
+    # to one's own message, so the others' messages after a member's last one are unread.
+    for u in members:
+        read_up_to = max(m["created_at"] for m in listed if m["user"]["user_id"] == u)
+        expected = sum(1 for m in listed if m["user"]["user_id"] != u and m["created_at"] > read_up_to)
+        unread = server.ok("GET", f"/v3/users/{u}/unread_message_count")["unread_count"]
+        assert unread == expected, f"{u}: unread {unread}, the messages say {expected}"
+    assert outsider not in [m["user_id"] for m in member_list(admin, url)]
+
+
 def test_same_req_id_raced_stores_one_message(server):
     sender, other = server.user("rq"), server.user("rq")
     url = server.channel([sender, other])["channel_url"]

@@ -322,7 +322,7 @@ extension ServerState {
     /// whose channel is gone, go out as stored. The data is parsed once per event.
     func framer(_ event: StoredEvent, now: Int64) -> (String) -> String {
         let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
-        guard case .object(let data)? = try? JSONParser.parse(event.data), data["channel"] != nil,
+        guard let data = event.parsedData, data["channel"] != nil,
             case .string(let url)? = data["channel_url"], let c = loadedChannels[url]
         else {
             let frame = head + event.data + "\n\n"

@@ -51,6 +51,7 @@ final class Service: @unchecked Sendable {
     }
 
     private func write<T>(_ body: (ServerState) async throws -> T) async throws -> T {
+        if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
         let counters = shared.sharedCounters
         let slot: Int? = counters != nil ? await writerSlots.borrow() : nil
         if slot == nil { await writeLock.lock() }
@@ -77,6 +78,65 @@ final class Service: @unchecked Sendable {
         return result
     }
 
+    // MARK: group commit (SQLite)
+
+    /// The commit group writers are joining (guarded by `writeLock`).
+    private var openGroup: CommitGroup? = nil
+    /// Writers one commit covers at most, so that the first one's answer does not wait long.
+    static let groupLimit = 16
+
+    /// SQLite: writers still run one at a time, but a writer that finds others waiting does
+    /// not commit: it hands the lock to the next one, whose changes go into the same
+    /// transaction (in a savepoint of their own), and waits. The last writer of the group —
+    /// the one nobody waits behind, or the `groupLimit`th — commits for all of them: one
+    /// fsync for the group instead of one each. Every member answers, and hands its events
+    /// to the hub, only after that commit; if it fails, every member fails and the counters
+    /// go back to where the group began.
+    private func writeInGroup<T>(_ database: any GroupCommitting, _ body: (ServerState) async throws -> T) async throws -> T {
+        await writeLock.lock()
+        let group: CommitGroup
+        if let open = openGroup {
+            group = open
+        } else {
+            group = CommitGroup(countersBefore: shared.committed)
+            openGroup = group
+        }
+        group.members += 1
+        let ticket = shared.hub.beginWriter { self.shared.committed.seq + 1 }
+        let request = ServerState(shared: shared, readOnly: false)
+        let outcome: Result<T, any Error>
+        do {
+            outcome = .success(try await request.handleWriting(group: database, body))
+        } catch {
+            outcome = .failure(error)
+        }
+        let commitFailure: (any Error)?
+        if writeLock.hasWaiters && group.members < Service.groupLimit {
+            writeLock.unlock()
+            commitFailure = await group.outcome()
+        } else {
+            openGroup = nil
+            do {
+                try await database.commitGroup()
+                commitFailure = nil
+            } catch {
+                shared.committed = group.countersBefore
+                commitFailure = error
+            }
+            writeLock.unlock()
+            group.finish(commitFailure)
+        }
+        guard case .success(let result) = outcome, commitFailure == nil else {
+            _ = shared.hub.finishWriter(ticket, nil)
+            if case .failure(let error) = outcome { throw error }
+            throw APIError.internal("storage commit failed: \(commitFailure.map { "\($0)" } ?? "")")
+        }
+        request.groupCommitted()
+        let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
+        if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
+        return result
+    }
+
     /// PostgreSQL: drops the oldest `count` events, in a transaction of its own (one writer at
     /// a time prunes). A failure leaves them for the next try.
     private func pruneEvents(_ count: Int) async {
@@ -95,5 +155,41 @@ final class Service: @unchecked Sendable {
             throw APIError.internal("a read-only request changed something")
         }
         return result
+    }
+}
+
+/// Writers sharing one SQLite commit (`Service.writeInGroup`): the counters as they stood
+/// before the first, to go back to if the commit fails, and the members waiting for it.
+final class CommitGroup: @unchecked Sendable {
+    let countersBefore: Counters
+    /// Guarded by the service's write lock.
+    var members = 0
+    private let mutex = NSLock()
+    private var finished = false
+    private var failure: (any Error)? = nil
+    private var waiters: [CheckedContinuation<(any Error)?, Never>] = []
+
+    init(countersBefore: Counters) { self.countersBefore = countersBefore }
+
+    /// Waits for the commit: nil when it succeeded, else why it failed.
+    func outcome() async -> (any Error)? {
+        await withCheckedContinuation { (waiter: CheckedContinuation<(any Error)?, Never>) in
+            let result: (done: Bool, failure: (any Error)?) = mutex.withLock {
+                if finished { return (true, failure) }
+                waiters.append(waiter)
+                return (false, nil)
+            }
+            if result.done { waiter.resume(returning: result.failure) }
+        }
+    }
+
+    func finish(_ failure: (any Error)?) {
+        let waiting = mutex.withLock {
+            finished = true
+            self.failure = failure
+            defer { waiters = [] }
+            return waiters
+        }
+        for waiter in waiting { waiter.resume(returning: failure) }
     }
 }

@@ -120,10 +120,14 @@ final class ServerState {
     /// Runs `body` as a write request in one write transaction, which commits the request's
     /// changes (`pending`) with what it wrote directly. The caller holds `Service`'s lock; on
     /// return the committed counters are this request's.
-    func handleWriting<T>(_ body: (ServerState) async throws -> T) async throws -> T {
+    ///
+    /// `group`: the request joins the group transaction of a database that groups commits
+    /// (Service.swift); its changes are then durable, and kept in the cache, only once the
+    /// group commits (`groupCommitted`).
+    func handleWriting<T>(group: (any GroupCommitting)? = nil, _ body: (ServerState) async throws -> T) async throws -> T {
         var bodyDone = false
         do {
-            let (result, written) = try await database.write { tx in
+            func attempt(_ tx: any SQLSession) async throws -> (T, RecordTables.WrittenVersions) {
                 startAttempt()
                 bodyDone = false
                 transaction = tx
@@ -146,8 +150,9 @@ final class ServerState {
                 }
                 return (result, written)
             }
+            let (result, written) = if let group { try await group.writeInGroup(attempt) } else { try await database.write(attempt) }
             if !shared.concurrentWriters { shared.committed = counters }
-            keepInCache(written)
+            if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
             return result
         } catch {
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
@@ -172,6 +177,12 @@ final class ServerState {
         keepInCache(RecordTables.WrittenVersions())
         return result
     }
+
+    /// What a request of a commit group wrote, kept in the cache once the group commits.
+    private var writtenAwaitingCommit = RecordTables.WrittenVersions()
+
+    /// The group this request joined has committed.
+    func groupCommitted() { keepInCache(writtenAwaitingCommit) }
 
     /// What the hub needs to deliver this committed request's events.
     var committedChanges: CommittedChanges {
@@ -646,8 +657,10 @@ final class ServerState {
             ("channel_url", .string(channelUrl)), ("channel_type", "group"),
         ]
         all.append(contentsOf: fields)
+        var fields = JSONObject()
+        for (key, value) in all { if let value { fields[key] = value } }
         let event = StoredEvent(id: id, createdAt: now, category: category,
-                                recipients: recipients.sorted(), data: JSON.obj(all).serialized())
+                                recipients: recipients.sorted(), data: JSON.object(fields).serialized(), fields: fields)
         pending.events.append(event)
         pendingFanout.append(event)
     }

@@ -10,9 +10,13 @@ struct StoredEvent: Sendable {
     let category: String
     let recipients: [String]
     let data: String
+    /// The object `data` was serialized from, kept while the event is delivered live so that
+    /// the hub does not parse what the request has just written (nil when read back).
+    var fields: JSONObject? = nil
 
     /// The event's data as an object (nil if it is not one).
     var parsedData: JSONObject? {
+        if let fields { return fields }
         guard case .object(let fields)? = try? JSONParser.parse(data) else { return nil }
         return fields
     }

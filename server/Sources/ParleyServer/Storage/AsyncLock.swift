@@ -25,6 +25,13 @@ final class AsyncLock: @unchecked Sendable {
         return true
     }
 
+    /// Somebody waits for the lock (a hint: the answer may be out of date at once).
+    var hasWaiters: Bool {
+        mutex.lock()
+        defer { mutex.unlock() }
+        return nextWaiter < waiters.count
+    }
+
     /// Hands the lock straight to the first waiter, if any, so nobody can overtake it.
     func unlock() {
         mutex.lock()

@@ -16,6 +16,11 @@ enum RecordTables {
         .text((try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null")
     }
 
+    /// Most stored lists are empty: those skip the encoder (a message has four such lists).
+    static func json<T: Encodable>(_ list: [T]) -> SQLValue {
+        list.isEmpty ? .text("[]") : .text((try? encoder.encode(list)).map { String(decoding: $0, as: UTF8.self) } ?? "null")
+    }
+
     /// Most stored lists are empty: those skip the decoder.
     static func decodeList<T: Decodable>(_ type: [T].Type, _ text: String, _ what: String) throws -> [T] {
         text == "[]" ? [] : try decode(type, text, what)
@@ -190,17 +195,48 @@ enum RecordTables {
         var start = 0
         while start < rows.count {
             let chunk = rows[start..<min(rows.count, start + 500)]
-            let one = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
-            let updates = columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }
-            let action = updates.isEmpty ? "DO NOTHING" : "DO UPDATE SET " + updates.joined(separator: ", ")
-            try await db.execute(
-                "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES "
-                    + Array(repeating: one, count: chunk.count).joined(separator: ", ")
-                    + " ON CONFLICT (\(key.joined(separator: ", "))) \(action)",
-                chunk.flatMap { $0 })
+            let sql = multiRowUpsertTexts.text(for: MultiRowUpsert(table: table, columns: columns, key: key, rows: chunk.count))
+            try await db.execute(sql, chunk.flatMap { $0 })
             start += chunk.count
         }
     }
+
+    /// The statement of `putRows` for one table and number of rows. A message rewrites the
+    /// member rows of its whole channel, so the same long statement is wanted again and again.
+    struct MultiRowUpsert: Hashable {
+        let table: String
+        let columns: [String]
+        let key: [String]
+        let rows: Int
+
+        var sql: String {
+            let one = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+            let updates = columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }
+            let action = updates.isEmpty ? "DO NOTHING" : "DO UPDATE SET " + updates.joined(separator: ", ")
+            return "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES "
+                + Array(repeating: one, count: rows).joined(separator: ", ")
+                + " ON CONFLICT (\(key.joined(separator: ", "))) \(action)"
+        }
+    }
+
+    /// Statement texts built so far, bounded: past `limit` different shapes it starts over.
+    final class StatementTexts: @unchecked Sendable {
+        private let mutex = NSLock()
+        private var texts: [MultiRowUpsert: String] = [:]
+        private let limit = 512
+
+        func text(for shape: MultiRowUpsert) -> String {
+            if let known = mutex.withLock({ texts[shape] }) { return known }
+            let built = shape.sql
+            mutex.withLock {
+                if texts.count >= limit { texts.removeAll() }
+                texts[shape] = built
+            }
+            return built
+        }
+    }
+
+    static let multiRowUpsertTexts = StatementTexts()
 
     static func deleteChannel(_ url: String, _ db: any SQLSession) async throws {
         for table in ["channel_operators", "channel_restrictions", "channel_metadata", "channel_metacounters"] {

@@ -116,6 +116,10 @@ final class SQLiteConnection: SQLSession, @unchecked Sendable {
         return Int(sqlite3_changes64(db))
     }
 
+    /// No transaction is open (SQLite rolls one back by itself after some errors, such as a
+    /// full disk).
+    var isInAutocommit: Bool { sqlite3_get_autocommit(db) != 0 }
+
     func executeScriptNow(_ sql: String) throws {
         var err: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(db, sql, nil, nil, &err)
@@ -137,12 +141,16 @@ final class SQLiteConnection: SQLSession, @unchecked Sendable {
 /// writer at a time anyway) and a few read-only connections whose snapshots never wait for
 /// the writer's commit. `synchronous=FULL`: an acknowledged commit survives a crash of the
 /// process or of the machine.
-final class SQLiteDatabase: SQLDatabase, @unchecked Sendable {
+final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     let dialect = SQLDialect.sqlite
     let path: String
     private let writer: SQLiteConnection
     private let writerLock = AsyncLock()
     private let readers: AsyncPool<SQLiteConnection>
+    /// The group transaction is open (guarded by `writerLock`).
+    private var groupOpen = false
+    /// Why the open group can no longer commit (a member's failure ended its transaction).
+    private var groupFailure: StorageError? = nil
 
     init(path: String, readers readerCount: Int = 4) throws {
         self.path = path
@@ -163,8 +171,56 @@ final class SQLiteDatabase: SQLDatabase, @unchecked Sendable {
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
         await writerLock.lock()
         defer { writerLock.unlock() }
+        if groupOpen { throw StorageError("sqlite: a write began while a group transaction is open") }
         // IMMEDIATE: the write lock is taken at BEGIN, so no statement inside fails as busy.
         return try await transaction(on: writer, begin: "BEGIN IMMEDIATE", body)
+    }
+
+    func writeInGroup<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        await writerLock.lock()
+        defer { writerLock.unlock() }
+        if let groupFailure { throw groupFailure }
+        if !groupOpen {
+            try writer.executeScriptNow("BEGIN IMMEDIATE")
+            groupOpen = true
+        }
+        try writer.executeScriptNow("SAVEPOINT request")
+        do {
+            let result = try await body(writer)
+            try writer.executeScriptNow("RELEASE request")
+            return result
+        } catch {
+            if writer.isInAutocommit {
+                groupFailure = StorageError("sqlite: the group transaction ended with a member's failure: \(error)")
+            } else {
+                do {
+                    try writer.executeScriptNow("ROLLBACK TO request")
+                    try writer.executeScriptNow("RELEASE request")
+                } catch let undo {
+                    groupFailure = StorageError("sqlite: a member's changes could not be undone: \(undo)")
+                }
+            }
+            throw error
+        }
+    }
+
+    func commitGroup() async throws {
+        await writerLock.lock()
+        defer { writerLock.unlock() }
+        guard groupOpen else { return }
+        groupOpen = false
+        let failure = groupFailure
+        groupFailure = nil
+        if let failure {
+            if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
+            throw failure
+        }
+        do {
+            try writer.executeScriptNow("COMMIT")
+        } catch {
+            if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
+            throw error
+        }
     }
 
     private func transaction<T>(on connection: SQLiteConnection, begin: String,
