@@ -17,6 +17,7 @@ import pytest
 
 BACKENDS = ("sqlite", "postgres")
 SQLITE_ONLY_HELP = "sqlite_only: the test reads or writes the server's SQLite file directly; skipped on PostgreSQL"
+POSTGRES_ONLY_HELP = "postgres_only: several servers share one database, which only PostgreSQL supports; skipped on SQLite"
 
 # Every PostgreSQL database this process created, so that drop_all can remove the leftovers.
 _created: List[str] = []
@@ -102,6 +103,19 @@ def drop_database(url: str) -> None:
                 pass
 
 
+def psql(url: str, sql: str) -> str:
+    """Runs SQL on a PostgreSQL database new_database made (psql, unaligned, tuples only) and
+    returns what it printed."""
+    parts = urlsplit(url)
+    base = urlunsplit((parts.scheme, parts.netloc, "", parts.query, ""))
+    command, env = _client_command("psql", base)
+    result = subprocess.run(command + ["-d", parts.path.lstrip("/"), "-v", "ON_ERROR_STOP=1", "-At", "-c", sql],
+                            env=env, capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        pytest.fail(f"psql failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout
+
+
 def drop_created_in(tmp_path: Union[str, Path]) -> None:
     """Drops the PostgreSQL databases database_for made for `tmp_path` (one test's)."""
     for (directory, _), url in list(_by_location.items()):
@@ -117,13 +131,14 @@ def drop_all() -> None:
 
 def register_markers(config: pytest.Config) -> None:
     config.addinivalue_line("markers", SQLITE_ONLY_HELP)
+    config.addinivalue_line("markers", POSTGRES_ONLY_HELP)
 
 
-def skip_sqlite_only(items: List[pytest.Item]) -> None:
-    """Skips the tests marked sqlite_only when the backend is not SQLite."""
-    if backend() == "sqlite":
-        return
-    skip = pytest.mark.skip(reason=f"sqlite_only: not run on the {backend()} backend")
+def skip_by_backend(items: List[pytest.Item]) -> None:
+    """Skips the tests marked sqlite_only when the backend is not SQLite, and those marked
+    postgres_only when it is not PostgreSQL."""
+    wrong = "postgres_only" if backend() == "sqlite" else "sqlite_only"
+    skip = pytest.mark.skip(reason=f"{wrong}: not run on the {backend()} backend")
     for item in items:
-        if item.get_closest_marker("sqlite_only"):
+        if item.get_closest_marker(wrong):
             item.add_marker(skip)

@@ -24,7 +24,7 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    databases.skip_sqlite_only(items)
+    databases.skip_by_backend(items)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -569,15 +569,13 @@ def test_stream_opened_while_its_user_is_deactivated_does_not_stay_open(server):
 HOLD_MS = 2000
 
 
-def test_a_writer_held_open_keeps_event_order_and_other_channels_going(server):
+def test_a_writer_held_open_keeps_event_order(server):
     """A send into channel X holds its transaction open for HOLD_MS after taking its message id
-    and event id (test hook). Meanwhile a send into channel Y, which takes later ids, commits.
-    On PostgreSQL the Y send does not wait for X (different channels); on SQLite, one writer
-    at a time, it does. Either way a stream receives X's message before Y's, each once; a
-    changelog token taken while X is held does not pass X; a resume from X's event id gives
-    exactly Y's."""
+    and event id (test hook). Meanwhile a send into channel Y is made: writers take turns (on
+    PostgreSQL across every server of the database), so it commits after X, with later ids. A
+    stream receives X's message before Y's, each once; a changelog token taken while X is held
+    does not pass X; a resume from X's event id gives exactly Y's."""
     import time
-    from tests_support import databases
     sender, watcher = server.user("held"), server.user("held")
     x = server.channel([sender, watcher], name="held-x")["channel_url"]
     y = server.channel([sender, watcher], name="held-y")["channel_url"]
@@ -608,11 +606,7 @@ def test_a_writer_held_open_keeps_event_order_and_other_channels_going(server):
     status, x_message, x_took, x_done = results["x"]
     assert status == 200, x_message
     assert x_message["message_id"] < y_message["message_id"], (x_message["message_id"], y_message["message_id"])
-    if databases.backend() == "postgres":
-        assert y_took < HOLD_MS / 1000 / 2, f"a send into another channel waited {y_took:.2f} s for the held one"
-        assert y_done < x_done, "the free send finished after the held one"
-    else:
-        assert y_done >= x_done - 0.05, "on SQLite a second writer waits for the first"
+    assert y_done >= x_done - 0.05, f"a second writer did not wait for the first (it took {y_took:.2f} s)"
     # The stream: X's message first, then Y's, each once, in event id order.
     assert stream.wait_for(lambda fs: sum(1 for f in fs if f["event"] == "message_received") >= 2, 10)
     time.sleep(0.3)

@@ -21,7 +21,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    databases.skip_sqlite_only(items)
+    databases.skip_by_backend(items)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -43,6 +43,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let storage: any SQLDatabase
         var legacyUploads: String? = nil
         var postgresPool: PostgresClient? = nil
+        var postgresURL: PostgresURL? = nil
         switch location {
         case .sqlite(let path):
             storage = try SQLiteDatabase(path: path)
@@ -52,6 +53,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             let postgres = try await PostgresDatabase.open(url: url, startsClient: false)
             storage = postgres
             postgresPool = postgres.client
+            postgresURL = url
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
         let shared = SharedState(database: storage, retention: eventRetention, uploadLimit: uploadLimitBytes, verify: verify)
@@ -77,11 +79,14 @@ struct ParleyServerCommand: AsyncParsableCommand {
             logger: logger)
         if let postgresPool { app.addServices(postgresPool) }
         // Once the pool runs and before the port opens: the schema, then what memory holds.
-        app.beforeServerStarts { [legacyUploads] in
+        app.beforeServerStarts { [legacyUploads, postgresURL, logger] in
             try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in
                 FileHandle.standardError.write(Data((line + "\n").utf8))
             }
             try await service.load()
+            // Other servers may write the same PostgreSQL database: their events reach this
+            // server's streams too.
+            if let postgresURL { PeerFollower(url: postgresURL, service: service, logger: logger).start() }
         }
         // Event streams never end by themselves, and a graceful shutdown waits for open
         // responses: on SIGTERM/SIGINT end them first, so that the server stops promptly

@@ -2,12 +2,14 @@ import Foundation
 import NIOCore
 
 // The open event streams and the one ordered queue that feeds them (PROTOCOL.md §9). Writers
-// may commit in any order (on PostgreSQL several run at once): each registers with the hub
-// before it takes a sequence number and hands its committed events over when it is done.
-// The hub queues events in id order, and only those no unfinished writer can still precede
-// (the watermark, `resolvedThrough`). It renders and delivers them on its own task, outside
-// every lock the requests take; a stream opens on the same queue, so its replay ends exactly
-// where its live events begin.
+// of this server may finish in another order than they took their numbers (SQLite's group
+// commit): each registers with the hub before it takes a sequence number and hands its
+// committed events over when it is done. The hub queues events in id order, and only those no
+// unfinished writer can still precede (the watermark, `resolvedThrough`). Numbers that no
+// writer of this server took were taken by another server on the same PostgreSQL database:
+// their events are read from the log (`puller`) and delivered in their place. The hub renders
+// and delivers on its own task, outside every lock the requests take; a stream opens on the
+// same queue, so its replay ends exactly where its live events begin.
 
 /// A live SSE subscriber. Fed only from the hub's queue, so it receives events in log order,
 /// replay first.
@@ -125,6 +127,8 @@ struct CommittedChanges: @unchecked Sendable {
     let events: [StoredEvent]
     /// Users whose streams end (deactivated or deleted), with the message they receive.
     let endedStreams: [(userId: String, message: String)]
+    /// The first sequence number the request could take: it took `firstSeq...seq`.
+    let firstSeq: Int64
     /// The last sequence number the request took (or the one before it, if it took none).
     let seq: Int64
     let renderer: ServerState
@@ -160,6 +164,14 @@ final class EventHub: @unchecked Sendable {
     /// Every sequence number up to here is committed or will never be: no writer can still
     /// commit one. A changelog's "now" (read before its snapshot).
     private var resolved: Int64 = 0
+    /// Every sequence number up to here is in a delivery queued (or done).
+    private var scheduled: Int64 = 0
+    /// The numbers finished writers of this server took, past `scheduled`.
+    private var localRanges: [ClosedRange<Int64>] = []
+    /// Reads the committed events whose ids are in the given ranges, with what renders them:
+    /// numbers no writer of this server took (another server's, on PostgreSQL). Returns only
+    /// once it has read them. Nil on SQLite, where this server is the only writer.
+    private var puller: (@Sendable ([ClosedRange<Int64>]) async -> [HeldEvent])?
     private var shuttingDown = false
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     private let queue: AsyncStream<@Sendable () async -> Void>
@@ -169,11 +181,13 @@ final class EventHub: @unchecked Sendable {
     }
 
     /// Runs the queue until the process ends. `seq` is the committed sequence at start.
-    func start(deliveredThrough seq: Int64) {
+    func start(deliveredThrough seq: Int64, puller: (@Sendable ([ClosedRange<Int64>]) async -> [HeldEvent])? = nil) {
         mutex.withLock {
             delivered = seq
             resolved = seq
+            scheduled = seq
             highestFinished = seq
+            self.puller = puller
         }
         let queue = self.queue
         // On a thread of its own rather than the two of the shared pool (on 2 cores), where
@@ -213,8 +227,8 @@ final class EventHub: @unchecked Sendable {
         }
     }
 
-    /// The writer is done: `changes` are what it committed (nil when it failed, leaving the
-    /// numbers it took unused for good). Queues every held event that no unfinished writer can
+    /// The writer is done: `changes` are what it committed (nil when it failed; the next
+    /// writer takes the numbers it took). Queues every held event that no unfinished writer can
     /// still precede, and returns at once; `wait` later resumes when that batch is delivered.
     func finishWriter(_ ticket: Int, _ changes: CommittedChanges?) -> Delivery {
         let delivery = Delivery()
@@ -222,6 +236,7 @@ final class EventHub: @unchecked Sendable {
             writers.removeValue(forKey: ticket)
             if let changes {
                 highestFinished = max(highestFinished, changes.seq)
+                if changes.seq >= changes.firstSeq { localRanges.append(changes.firstSeq...changes.seq) }
                 if !changes.events.isEmpty {
                     let fresh = changes.events.map { HeldEvent(event: $0, renderer: changes.renderer) }
                     let inOrder = held.last.map { $0.event.id < fresh[0].event.id } ?? true
@@ -230,31 +245,68 @@ final class EventHub: @unchecked Sendable {
                 }
             }
             let bound = writers.values.min().map { $0 - 1 } ?? highestFinished
-            resolved = max(resolved, bound)
-            let ready = held.prefix { $0.event.id <= bound }
-            held.removeFirst(ready.count)
-            let ended = changes?.endedStreams ?? []
-            let through = resolved
-            if ready.isEmpty, ended.isEmpty, queuedDeliveries == 0 {
-                // Nothing to send and every earlier batch is out: the watermark moves now
-                // rather than by a job of the queue.
-                delivered = max(delivered, through)
-                delivery.finish()
-                return
-            }
-            queuedDeliveries += 1
-            // Yielded under the lock, so that batches queue in the order of their bounds.
-            jobs.yield {
-                self.deliver(Array(ready), ending: ended, through: through)
-                let drained = self.mutex.withLock {
-                    self.queuedDeliveries -= 1
-                    return self.queuedDeliveries == 0
-                }
-                if drained { self.flushSoon() }
-                delivery.finish()
-            }
+            schedule(through: bound, ending: changes?.endedStreams ?? [], delivery: delivery)
         }
         return delivery
+    }
+
+    /// Another server committed every number up to `seq` (its announcement, or the counters
+    /// read from the database): their events are delivered once no unfinished writer of this
+    /// server can precede them.
+    func advance(committedThrough seq: Int64) {
+        mutex.withLock {
+            let bound = writers.values.min().map { min(seq, $0 - 1) } ?? seq
+            guard bound > scheduled else { return }
+            highestFinished = max(highestFinished, bound)
+            schedule(through: bound, ending: [], delivery: nil)
+        }
+    }
+
+    /// Under `mutex`: queues the delivery of everything up to `bound` not queued yet: the held
+    /// events of this server's writers, and those of the numbers none of them took (read by
+    /// `puller` when the job runs, in id order with the others).
+    private func schedule(through bound: Int64, ending: [(userId: String, message: String)], delivery: Delivery?) {
+        resolved = max(resolved, bound)
+        let ready = held.prefix { $0.event.id <= bound }
+        held.removeFirst(ready.count)
+        var gaps: [ClosedRange<Int64>] = []
+        if bound > scheduled {
+            localRanges.sort { $0.lowerBound < $1.lowerBound }
+            var next = scheduled + 1
+            for range in localRanges where range.upperBound >= next && range.lowerBound <= bound {
+                if range.lowerBound > next { gaps.append(next...(range.lowerBound - 1)) }
+                next = range.upperBound + 1
+            }
+            if next <= bound { gaps.append(next...bound) }
+            localRanges.removeAll { $0.upperBound <= bound }
+            scheduled = bound
+        }
+        let pull = gaps.isEmpty ? nil : puller
+        let missing = gaps
+        let through = resolved
+        if ready.isEmpty, ending.isEmpty, pull == nil, queuedDeliveries == 0 {
+            // Nothing to send and every earlier batch is out: the watermark moves now
+            // rather than by a job of the queue.
+            delivered = max(delivered, through)
+            delivery?.finish()
+            return
+        }
+        queuedDeliveries += 1
+        // Yielded under the lock, so that batches queue in the order of their bounds.
+        jobs.yield {
+            var events = Array(ready)
+            if let pull {
+                events += await pull(missing)
+                events.sort { $0.event.id < $1.event.id }
+            }
+            self.deliver(events, ending: ending, through: through)
+            let drained = self.mutex.withLock {
+                self.queuedDeliveries -= 1
+                return self.queuedDeliveries == 0
+            }
+            if drained { self.flushSoon() }
+            delivery?.finish()
+        }
     }
 
     /// Deliveries queued and not yet done.

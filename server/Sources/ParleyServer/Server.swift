@@ -185,7 +185,7 @@ struct Endpoint: Sendable {
         guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
         let holdMilliseconds = config.testHooks
             ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
-        let reply = try await service.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL]) { state in
+        let reply = try await service.run(readOnly: method == "GET" || method == "HEAD") { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             let reply = try await run(state, &ctx)
             if let holdMilliseconds, ctx.caller.isAdmin, !state.readOnly {

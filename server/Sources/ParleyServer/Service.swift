@@ -1,76 +1,79 @@
 import Foundation
 
 /// Runs requests. Read requests take no lock: they run in their own snapshots beside the
-/// writers. On SQLite write requests run one at a time (the lock; SQLite has one writer); on
-/// PostgreSQL several run at once, each holding the database's locks on what it changes
-/// (`ServerState.lockForWriting`). A writer registers with the hub before it takes a number
-/// and, once committed, hands its events over; the hub delivers them in id order.
+/// writers. Write requests run one at a time: in this server under the lock here, and on
+/// PostgreSQL, across every server on the database, by the turn each takes in its transaction
+/// (`WriteTurn`). A writer registers with the hub before it takes a number and, once
+/// committed, hands its events over; the hub delivers them in id order.
 final class Service: @unchecked Sendable {
     private let writeLock = AsyncLock()
-    /// PostgreSQL: the writers that may run at once, so that some pooled connections are
-    /// always left to readers and streams.
-    private let writerSlots: AsyncPool<Int>
     let shared: SharedState
     /// Queued deliveries past which a writer waits for its own.
     static let deliveryBacklog = 32
 
-    init(shared: SharedState, concurrentWriters: Int = 12) {
+    init(shared: SharedState) {
         self.shared = shared
-        writerSlots = AsyncPool(Array(0..<max(1, concurrentWriters)))
     }
 
     /// Reads the counters and starts the event hub (at start).
     func load() async throws {
         let counters = try await Counters.load(shared.database)
         shared.committed = counters
-        if shared.concurrentWriters {
-            shared.sharedCounters = SharedCounters(counters)
-            shared.setEventCount(counters.storedEvents)
-        }
-        shared.hub.start(deliveredThrough: counters.seq)
+        let others: (@Sendable ([ClosedRange<Int64>]) async -> [HeldEvent])? =
+            shared.database.dialect == .postgres ? { @Sendable ranges in await self.committedEvents(in: ranges) } : nil
+        shared.hub.start(deliveredThrough: counters.seq, puller: others)
     }
 
-    /// PostgreSQL: writers of one channel (as named by their route) queue here, before they
-    /// begin a transaction, rather than in the database, where each waiter would hold a
-    /// transaction and a pooled connection and every hand-over costs a wake-up of several
-    /// processes (P7 into one channel: 229 msg/s with the queue in the database, see
-    /// docs/BENCHMARKS.md). The database's locks stay what makes them correct.
-    private let channelQueues = KeyedAsyncLocks()
+    /// PostgreSQL: makes the hub deliver what every server committed up to now (before a
+    /// stream resumes from an id this server has not delivered yet; periodically, in case an
+    /// announcement was missed).
+    func catchUp() async throws {
+        guard shared.database.dialect == .postgres else { return }
+        let seq = try await shared.database.read { db in try await WriteTurn.committedSeq(db) }
+        shared.hub.advance(committedThrough: seq)
+    }
+
+    /// Another server's events for the hub, with the request that read them as their renderer.
+    /// The hub must not skip them, so a failure (the database unreachable) is retried until it
+    /// passes, each pause longer, up to 2 s.
+    private func committedEvents(in ranges: [ClosedRange<Int64>]) async -> [HeldEvent] {
+        var pause: UInt64 = 50_000_000
+        while true {
+            let reader = ServerState(shared: shared, readOnly: true)
+            if let events = try? await reader.handleReading({ s in try await s.committedEvents(in: ranges) }) {
+                return events.map { HeldEvent(event: $0, renderer: reader) }
+            }
+            try? await Task.sleep(nanoseconds: pause)
+            pause = min(pause * 2, 2_000_000_000)
+        }
+    }
 
     /// `readOnly`: the request only reads the database (a GET). One that changes something
-    /// all the same (a first login) runs again as a write request. `channel`: the channel the
-    /// route names, if any.
-    func run<T>(readOnly: Bool = false, channel: String? = nil, _ body: (ServerState) async throws -> T) async throws -> T {
+    /// all the same (a first login) runs again as a write request.
+    func run<T>(readOnly: Bool = false, _ body: (ServerState) async throws -> T) async throws -> T {
         if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
             return result
-        }
-        if let channel, shared.concurrentWriters {
-            return try await channelQueues.withLock(channel) { try await write(body) }
         }
         return try await write(body)
     }
 
     private func write<T>(_ body: (ServerState) async throws -> T) async throws -> T {
         if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
-        let counters = shared.sharedCounters
-        let slot: Int? = counters != nil ? await writerSlots.borrow() : nil
-        if slot == nil { await writeLock.lock() }
-        let release = { if let slot { self.writerSlots.giveBack(slot) } else { self.writeLock.unlock() } }
-        let ticket = shared.hub.beginWriter { counters?.nextSeq ?? self.shared.committed.seq + 1 }
+        await writeLock.lock()
+        // The numbers this server committed last: the database's (read in the turn) are never
+        // lower, so this is at most the first number the writer takes.
+        let ticket = shared.hub.beginWriter { self.shared.committed.seq + 1 }
         let request = ServerState(shared: shared, readOnly: false)
         let result: T
         do {
             result = try await request.handleWriting(body)
         } catch {
             _ = shared.hub.finishWriter(ticket, nil)
-            release()
+            writeLock.unlock()
             throw error
         }
         let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
-        release()
-        if counters != nil, let drop = shared.addedEvents(request.committedChanges.events.count) {
-            await pruneEvents(drop)
-        }
+        writeLock.unlock()
         // Writers faster than the streams wait for their events to go out (not holding a
         // lock), so that the queue, and the finished requests it holds, stays bounded: at most
         // `deliveryBacklog` plus one per writer in flight.
@@ -135,18 +138,6 @@ final class Service: @unchecked Sendable {
         let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
         if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
         return result
-    }
-
-    /// PostgreSQL: drops the oldest `count` events, in a transaction of its own (one writer at
-    /// a time prunes). A failure leaves them for the next try.
-    private func pruneEvents(_ count: Int) async {
-        var dropped = 0
-        do {
-            dropped = try await shared.database.write { tx in try await ServerState.pruneOldest(count, tx) }
-        } catch {
-            dropped = 0
-        }
-        shared.prunedEvents(dropped)
     }
 
     /// A read request that must not write (a stream's replay, run on the hub's queue).

@@ -43,21 +43,17 @@ final class ServerState {
             return transaction
         }
     }
-    /// SQLite: this request's copy of the counters, which become the committed ones if it
-    /// commits. (PostgreSQL: numbers come from `shared.sharedCounters`.)
+    /// A writer's copy of the counters, which become the committed ones if it commits: on
+    /// SQLite the ones the previous writer committed, on PostgreSQL the ones read when it took
+    /// its turn (`WriteTurn`).
     private var counters = Counters()
-    /// The highest numbers this request took, and the message ids.
-    private var taken = TakenNumbers()
+    /// The sequence as the writer's turn began: the numbers it took are the ones after it.
+    private var seqAtStart: Int64 = 0
+    /// The message ids this request took.
     private var takenMessageIds: Set<Int64> = []
     /// Every sequence number up to here was resolved when the request began (read before its
     /// snapshot, so everything it covers is in the snapshot).
     private var resolvedAtStart: Int64 = 0
-    /// The version of each user as this request loaded it (nil: looked up and absent), for
-    /// the check that nobody changed them meanwhile when they are written.
-    private var loadedUserVersions: [String: Int64?] = [:]
-    /// Users another writer changed under an earlier attempt of this request: later attempts
-    /// lock them before reading them, so that the request does not lose the race again.
-    private var contendedUsers: Set<String> = []
     /// A read request took a sequence number (which only writers may do).
     private var allocatedWhileReading = false
 
@@ -96,11 +92,10 @@ final class ServerState {
     /// Forgets what an attempt loaded and changed (a backend may run a transaction again).
     private func startAttempt() {
         // Only the writer reads the committed counters: it alone changes them.
-        counters = readOnly || shared.concurrentWriters ? Counters() : shared.committed
-        taken = TakenNumbers()
+        counters = readOnly ? Counters() : shared.committed
+        seqAtStart = counters.seq
         takenMessageIds = []
         resolvedAtStart = shared.hub.resolvedThrough
-        loadedUserVersions = [:]
         allocatedWhileReading = false
         loadedChannels = [:]
         absentChannels = []
@@ -132,26 +127,25 @@ final class ServerState {
                 bodyDone = false
                 transaction = tx
                 defer { transaction = nil }
+                if tx.dialect == .postgres {
+                    let values = try await WriteTurn.take(tx)
+                    counters = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
+                    seqAtStart = counters.seq
+                }
                 let result = try await body(self)
                 bodyDone = true
                 try checkRendering()
                 if verify { try await verifyUnreadCounters(touchedChannels) }
-                let written: RecordTables.WrittenVersions
-                do {
-                    written = try await RecordTables.write(pending, expectedUserVersions: loadedUserVersions, tx)
-                } catch let error as StorageError where error.changedUser != nil {
-                    contendedUsers.insert(error.changedUser ?? "")
-                    throw error
-                }
-                if let shared = shared.sharedCounters {
-                    try await shared.reserve(taken, tx)
-                } else {
-                    try await pruneEvents(adding: pending.events.count, tx)
+                let written = try await RecordTables.write(pending, tx)
+                try await pruneEvents(adding: pending.events.count, tx)
+                if tx.dialect == .postgres, counters.seq > seqAtStart {
+                    try await WriteTurn.announce(node: shared.nodeId, through: counters.seq,
+                                                 storedEvents: counters.storedEvents, tx)
                 }
                 return (result, written)
             }
             let (result, written) = if let group { try await group.writeInGroup(attempt) } else { try await database.write(attempt) }
-            if !shared.concurrentWriters { shared.committed = counters }
+            shared.committed = counters
             if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
             return result
         } catch {
@@ -186,7 +180,8 @@ final class ServerState {
 
     /// What the hub needs to deliver this committed request's events.
     var committedChanges: CommittedChanges {
-        CommittedChanges(events: pendingFanout, endedStreams: endedStreams, seq: max(counters.seq, taken.seq), renderer: self)
+        CommittedChanges(events: pendingFanout, endedStreams: endedStreams, firstSeq: seqAtStart + 1, seq: counters.seq,
+                         renderer: self)
     }
 
     /// After a commit (or a read): keeps what the request read whole, then what it wrote,
@@ -221,11 +216,14 @@ final class ServerState {
     }
 
     /// A changelog's "now": every change up to here is in what this request reads (the
-    /// changelogs list nothing past it). A writer on SQLite, alone, knows the exact number;
-    /// others take the hub's watermark as of their start, since a writer still running may
-    /// hold a lower number than one that committed.
-    func currentSeq() -> Int64 {
-        if !readOnly && !shared.concurrentWriters { return counters.seq }
+    /// changelogs list nothing past it). A writer, whose turn no other writer shares, knows
+    /// the exact number. A reader on PostgreSQL reads the committed counter in its snapshot:
+    /// numbers commit in order (`WriteTurn`), so every lower one is in it, whichever server
+    /// committed it. A reader on SQLite takes the hub's watermark as of its start, since a
+    /// writer of a commit group may hold a lower number than one that committed.
+    func currentSeq() async throws -> Int64 {
+        if !readOnly { return counters.seq }
+        if try db.dialect == .postgres { return try await WriteTurn.committedSeq(db) }
         return resolvedAtStart
     }
 
@@ -237,8 +235,6 @@ final class ServerState {
     func loadUsers<S: Sequence>(_ ids: S) async throws where S.Element == String {
         var missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
         if missing.isEmpty { return }
-        let contended = missing.intersection(contendedUsers)
-        if !contended.isEmpty { try await lockForWriting(keys: contended.sorted().map { "user:" + $0 }) }
         let cached = missing.compactMap { cache.user($0) }
         if !cached.isEmpty {
             let versions = try await ChannelQueries.versions(ofUsers: cached.map(\.user.userId), db)
@@ -247,19 +243,16 @@ final class ServerState {
                 // user made again can have a lower version than the one it replaced).
                 guard versions[entry.user.userId] == entry.version else { cache.forgetUser(entry.user.userId); continue }
                 loadedUsers[entry.user.userId] = entry.user
-                loadedUserVersions[entry.user.userId] = .some(entry.version)
                 missing.remove(entry.user.userId)
             }
         }
         if missing.isEmpty { return }
         for entry in try await ChannelQueries.users(Array(missing), db) {
             loadedUsers[entry.user.userId] = entry.user
-            loadedUserVersions[entry.user.userId] = .some(entry.version)
             readUsers.append(entry)
         }
         for id in missing where loadedUsers[id] == nil {
             absentUsers.insert(id)
-            loadedUserVersions[id] = .some(nil)
         }
     }
 
@@ -288,11 +281,8 @@ final class ServerState {
         let requested = missing
         var found: [CachedChannel] = []
         let cached = missing.compactMap { cache.channel($0) }
-        // A writer on PostgreSQL locks every channel it reads (and gets the versions with it).
-        let locked = try await lockForWriting(channels: missing)
         if !cached.isEmpty {
-            var versions = locked ?? [:]
-            if locked == nil { versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db) }
+            let versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db)
             for entry in cached {
                 guard let stored = versions[entry.channel.url], stored.version == entry.version,
                       stored.lastMessageSeq == entry.lastMessageSeq else { cache.forgetChannel(entry.channel.url); continue }
@@ -313,33 +303,6 @@ final class ServerState {
         }
         for url in requested where loadedChannels[url] == nil { absentChannels.insert(url) }
         try await loadUsers(shown)
-    }
-
-    /// PostgreSQL, a writer: locks each channel before reading it, so that writers of one
-    /// channel take turns and writers of different channels do not wait for each other. An
-    /// existing channel's row is locked (`FOR UPDATE`, in URL order, in the statement that
-    /// reads the versions the record cache is checked against: no round trip of its own); a
-    /// channel not there takes the lock `channel:URL` (so that two creations of one URL take
-    /// turns) and is looked for again under it, in case it was made meanwhile. Returns the
-    /// versions of the channels that exist; nil when no lock is needed (a reader, SQLite).
-    func lockForWriting(channels urls: Set<String>) async throws -> [String: (version: Int64, lastMessageSeq: Int64)]? {
-        guard !readOnly, shared.concurrentWriters else { return nil }
-        var versions = try await ChannelQueries.versions(ofChannels: Array(urls), lockingRows: true, db)
-        let absent = urls.filter { versions[$0] == nil }
-        if !absent.isEmpty {
-            try await lockForWriting(keys: absent.sorted().map { "channel:" + $0 })
-            for (url, version) in try await ChannelQueries.versions(ofChannels: Array(absent), lockingRows: true, db) {
-                versions[url] = version
-            }
-        }
-        return versions
-    }
-
-    /// The same for any key (a distinct member set, ...). SQLite: nothing to do, its writer is
-    /// alone.
-    func lockForWriting(keys: [String]) async throws {
-        guard !readOnly, shared.concurrentWriters else { return }
-        for key in keys { try await RecordTables.lockKey(key, db) }
     }
 
     /// Everyone a render of the channel names: members, operators, banned and muted users,
@@ -518,17 +481,12 @@ final class ServerState {
 
     // MARK: sequences
 
-    // Only writers take numbers. On SQLite they commit one at a time, each from the counters
-    // the previous one committed; on PostgreSQL they share `shared.sharedCounters`. A read
-    // request that takes one fails (`handleReading`).
+    // Only writers take numbers, one writer at a time (one per database: on PostgreSQL the
+    // turn), each from the counters the previous one committed. A read request that takes one
+    // fails (`handleReading`).
 
     func nextSeq() -> Int64 {
         if readOnly { allocatedWhileReading = true }
-        if let shared = shared.sharedCounters {
-            let seq = shared.takeSeq()
-            taken.seq = seq
-            return seq
-        }
         counters.seq += 1
         pending.counters["seq"] = counters.seq
         return counters.seq
@@ -538,27 +496,17 @@ final class ServerState {
     /// backwards, so id order is time order.
     func takeMessageNumbers(at now: Int64) -> (id: Int64, createdAt: Int64) {
         if readOnly { allocatedWhileReading = true }
-        let numbers: (id: Int64, createdAt: Int64)
-        if let shared = shared.sharedCounters {
-            numbers = shared.takeMessage(at: now)
-            taken.messageId = numbers.id
-        } else {
-            counters.lastMessageTs = max(counters.lastMessageTs, now)
-            numbers = (counters.nextMessageId, counters.lastMessageTs)
-            counters.nextMessageId += 1
-            pending.counters["next_message_id"] = counters.nextMessageId
-            pending.counters["last_message_ts"] = counters.lastMessageTs
-        }
+        counters.lastMessageTs = max(counters.lastMessageTs, now)
+        let numbers = (id: counters.nextMessageId, createdAt: counters.lastMessageTs)
+        counters.nextMessageId += 1
+        pending.counters["next_message_id"] = counters.nextMessageId
+        pending.counters["last_message_ts"] = counters.lastMessageTs
         takenMessageIds.insert(numbers.id)
         return numbers
     }
 
     func allocateReportId() -> Int64 {
         if readOnly { allocatedWhileReading = true }
-        if let shared = shared.sharedCounters {
-            taken.reportId = shared.takeReportId()
-            return taken.reportId
-        }
         let id = counters.nextReportId
         counters.nextReportId += 1
         pending.counters["next_report_id"] = counters.nextReportId
@@ -567,17 +515,13 @@ final class ServerState {
 
     func allocateChannelNumber() -> Int64 {
         if readOnly { allocatedWhileReading = true }
-        if let shared = shared.sharedCounters {
-            taken.channelNumber = shared.takeChannelNumber()
-            return taken.channelNumber
-        }
         counters.channelCounter += 1
         pending.counters["channel_counter"] = counters.channelCounter
         return counters.channelCounter
     }
 
     /// The newest message creation time so far (a writer's view).
-    var lastMessageTs: Int64 { shared.sharedCounters?.lastMessageTs ?? counters.lastMessageTs }
+    var lastMessageTs: Int64 { counters.lastMessageTs }
 
     /// Marks a change to the channel itself (for channel changelogs; `updated_at` moves).
     func touch(_ channel: inout ChannelRecord, _ now: Int64) {
@@ -622,26 +566,32 @@ final class ServerState {
         counters.storedEvents = retention
     }
 
-    /// PostgreSQL: drops the `count` oldest events (a transaction of its own, after a commit
-    /// took the log past its retention) and returns how many went. `pruned_through` only
-    /// grows.
-    static func pruneOldest(_ count: Int, _ tx: any SQLSession) async throws -> Int {
-        guard count > 0, let boundary = try await tx.queryOne("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET \(count - 1)")?.int(0)
-        else { return 0 }
-        let dropped = try await tx.execute("DELETE FROM events WHERE id <= ?", [.int(boundary)])
-        try await tx.execute("""
-            INSERT INTO meta (name, value) VALUES ('pruned_through', ?)
-            ON CONFLICT (name) DO UPDATE SET value = GREATEST(meta.value, excluded.value)
-            """, [.int(boundary)])
-        return dropped
-    }
-
     /// The retained events after `last` up to `through` addressed to `userId`, oldest first.
     func events(after last: Int64, through: Int64, for userId: String) async throws -> [StoredEvent] {
         let contains = try db.dialect == .sqlite ? "instr(recipients, ?) > 0" : "strpos(recipients, ?) > 0"
         return try await db.query("""
             SELECT id, created_at, category, recipients, data FROM events WHERE id > ? AND id <= ? AND \(contains) ORDER BY id
             """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map(RecordTables.event)
+    }
+
+    /// The committed events whose ids are in `ranges` (whoever receives them), oldest first,
+    /// parsed, with their channels loaded to render them: what another server's writers
+    /// committed (EventHub.swift). One query over the span of the ranges.
+    func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> [StoredEvent] {
+        guard let low = ranges.map(\.lowerBound).min(), let high = ranges.map(\.upperBound).max() else { return [] }
+        var events: [StoredEvent] = []
+        var urls = Set<String>()
+        for row in try await db.query("""
+            SELECT id, created_at, category, recipients, data FROM events WHERE id >= ? AND id <= ? ORDER BY id
+            """, [.int(low), .int(high)]) {
+            var event = RecordTables.event(row)
+            guard ranges.contains(where: { $0.contains(event.id) }) else { continue }
+            event.fields = event.parsedData
+            if case .string(let url)? = event.fields?["channel_url"] { urls.insert(url) }
+            events.append(event)
+        }
+        try await loadChannels(Array(urls))
+        return events
     }
 
     /// Where the retained events begin: events up to here were pruned (in this snapshot).

@@ -215,9 +215,8 @@ enum Channels {
         if let url, try await s.channelIfExists(url) != nil { throw APIError.exists("Channel \"\(url)\"") }
 
         if isDistinct {
-            // Two creations of one distinct channel at once must find one channel: they take
-            // turns (PostgreSQL; on SQLite the writer is alone anyway).
-            try await s.lockForWriting(keys: ["distinct:" + customType])
+            // Two creations of one distinct channel at once find one channel: writers take
+            // turns (Service.swift).
             if let existingUrl = try await s.distinctChannel(members: Set(ids), customType: customType),
                let existing = try await s.channelIfExists(existingUrl) {
                 var out = s.channelJSON(existing, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now)

@@ -22,9 +22,12 @@ enum EventStream {
         let expiresAt: Int64 = try await service.run(readOnly: true) { s in
             try await admit(s, userId: userId, ctx: ctx, config: config, now: ctx.now)
         }
+        let hub = service.shared.hub
+        // A client that comes from another server may know ids this one has not delivered
+        // yet: what every server committed is queued first.
+        if let lastEventId, lastEventId > hub.deliveredThrough { try await service.catchUp() }
         // On the hub's queue: the replay covers the events delivered so far, the stream is
         // registered before the next delivery, so nothing falls between the two.
-        let hub = service.shared.hub
         let now = ctx.now
         let subscriberId: Int = try await hub.inOrder {
             let open = hub.openStreamCount(of: userId)

@@ -44,9 +44,6 @@ protocol ChannelRecords: AnyObject {
     func loadedChannel(_ url: String) -> ChannelRecord?
     /// The channels the user is a member of (joined or invited), loaded, in URL order.
     func memberChannels(of userId: String) async throws -> [ChannelRecord]
-    /// Serializes writers on named keys ("distinct:<type>", "user:<id>") until the request
-    /// ends (PostgreSQL; on SQLite the writer is alone).
-    func lockForWriting(keys: [String]) async throws
     /// Writes the channel and the members that changed since the request loaded it.
     func save(_ c: ChannelRecord) async throws
     func deleteChannelRecord(_ url: String)
@@ -149,7 +146,7 @@ protocol EventLog: AnyObject {
 
 /// Where the change sequence stands, as a changelog's "now" (PROTOCOL.md §8.1).
 protocol ChangeSequence: AnyObject {
-    func currentSeq() -> Int64
+    func currentSeq() async throws -> Int64
 }
 
 /// The records as the protocol shows them (Render.swift), from what the request loaded.

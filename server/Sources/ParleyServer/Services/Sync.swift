@@ -59,7 +59,7 @@ enum Sync {
         for t in try await s.endedMemberships(of: u.userId, after: start, limit: limit + 1) {
             items.append((t.seq, .deleted(t.channelUrl)))
         }
-        let (changes, hasMore, next) = page(items, limit: limit, current: s.currentSeq())
+        let (changes, hasMore, next) = page(items, limit: limit, current: try await s.currentSeq())
         var updated: [JSON] = [], deleted: [JSON] = []
         for change in changes {
             switch change {
@@ -94,7 +94,7 @@ enum Sync {
         for t in try await s.messageTombstones(channel: c.url, after: start, limit: limit + 1) {
             items.append((t.seq, .deleted(t)))
         }
-        let (changes, hasMore, next) = page(items, limit: limit, current: s.currentSeq())
+        let (changes, hasMore, next) = page(items, limit: limit, current: try await s.currentSeq())
         var changed: [MessageRecord] = [], deleted: [JSON] = []
         for change in changes {
             switch change {

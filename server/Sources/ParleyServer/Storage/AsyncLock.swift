@@ -109,24 +109,3 @@ final class AsyncPool<Resource: Sendable>: @unchecked Sendable {
         return all
     }
 }
-
-/// One `AsyncLock` per key, made when first asked for and dropped when nobody holds or waits
-/// for it.
-final class KeyedAsyncLocks: @unchecked Sendable {
-    private let mutex = NSLock()
-    private var locks: [String: (lock: AsyncLock, users: Int)] = [:]
-
-    func withLock<T>(_ key: String, _ body: () async throws -> T) async rethrows -> T {
-        let lock: AsyncLock = mutex.withLock {
-            let entry = locks[key] ?? (AsyncLock(), 0)
-            locks[key] = (entry.lock, entry.users + 1)
-            return entry.lock
-        }
-        defer {
-            mutex.withLock {
-                if let entry = locks[key] { locks[key] = entry.users > 1 ? (entry.lock, entry.users - 1) : nil }
-            }
-        }
-        return try await lock.withLock(body)
-    }
-}

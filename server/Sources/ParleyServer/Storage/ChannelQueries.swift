@@ -94,16 +94,13 @@ enum ChannelQueries {
 
     /// What `RecordCache` compares: each existing channel's version and its last message's
     /// `change_seq` (-1 without one).
-    /// `lockingRows` (PostgreSQL): the channel rows are locked until the transaction ends,
-    /// in URL order.
-    static func versions(ofChannels urls: [String], lockingRows: Bool = false,
+    static func versions(ofChannels urls: [String],
                          _ db: any SQLSession) async throws -> [String: (version: Int64, lastMessageSeq: Int64)] {
         var out: [String: (Int64, Int64)] = [:]
-        let lock = lockingRows ? " ORDER BY c.url FOR UPDATE OF c" : ""
         for part in chunks(urls.sorted()) {
             for row in try await db.query("""
                 SELECT c.url, c.version, coalesce(m.change_seq, -1) FROM channels c LEFT JOIN messages m ON m.id = c.last_message_id
-                WHERE c.url IN (\(SQLCondition.placeholders(part.count)))\(lock)
+                WHERE c.url IN (\(SQLCondition.placeholders(part.count)))
                 """, part.map { .text($0) }) {
                 out[row.text(0)] = (row.int(1), row.int(2))
             }

@@ -140,16 +140,52 @@ enum Migrations {
                 }
             }),
         sharedCounterBounds,
+        writeTurn,
     ]
 
     static let sharedCounterBounds = Migration(
-        version: 3, summary: "PostgreSQL: bounds of the numbers writers running at once hand out (SharedState.swift)",
+        version: 3, summary: "PostgreSQL: bounds of the numbers writers running at once handed out (replaced by migration 4)",
         ddl: """
             CREATE SEQUENCE parley_reserved_seq MINVALUE 0 START 0;
             CREATE SEQUENCE parley_reserved_message_id MINVALUE 0 START 0;
             CREATE SEQUENCE parley_reserved_report_id MINVALUE 0 START 0;
             CREATE SEQUENCE parley_reserved_channel_number MINVALUE 0 START 0;
             """, onlyFor: .postgres)
+
+    /// Writers on PostgreSQL take turns across every server on the database (a transaction
+    /// lock, docs/ARCHITECTURE.md "Several servers on one PostgreSQL") and take their numbers
+    /// from `meta`, as on SQLite: the bounds of migration 3 are folded into `meta` (they may
+    /// pass the numbers stored: ids then jump, once), with the newest message's time and the
+    /// size of the event log, and the sequences go.
+    static let writeTurn = Migration(
+        version: 4, summary: "PostgreSQL: writers take turns across servers and number from meta", ddl: "",
+        backfill: { db in
+            guard db.dialect == .postgres else { return }
+            try await db.execute(WriteTurn.functionDefinition, [])
+            let bounds: [(meta: String, sequence: String, offset: Int64)] = [
+                ("seq", "parley_reserved_seq", 0), ("next_message_id", "parley_reserved_message_id", 1),
+                ("next_report_id", "parley_reserved_report_id", 1), ("channel_counter", "parley_reserved_channel_number", 0),
+            ]
+            for bound in bounds {
+                let reserved = try await db.queryOne(
+                    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM \(bound.sequence)")?.int(0) ?? 0
+                try await raiseCounter(bound.meta, to: reserved + bound.offset, db)
+                try await db.execute("DROP SEQUENCE \(bound.sequence)", [])
+            }
+            let newest = try await db.queryOne("SELECT coalesce(max(created_at), 0) FROM messages")?.int(0) ?? 0
+            try await raiseCounter("last_message_ts", to: newest, db)
+            try await db.execute("""
+                INSERT INTO meta (name, value) SELECT 'stored_events', count(*) FROM events
+                ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                """, [])
+        })
+
+    private static func raiseCounter(_ name: String, to value: Int64, _ db: any SQLSession) async throws {
+        try await db.execute("""
+            INSERT INTO meta (name, value) VALUES (?, ?)
+            ON CONFLICT (name) DO UPDATE SET value = GREATEST(meta.value, excluded.value)
+            """, [.text(name), .int(value)])
+    }
 
     static var latestVersion: Int { all.last?.version ?? 0 }
 

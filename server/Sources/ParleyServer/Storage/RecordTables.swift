@@ -131,24 +131,6 @@ enum RecordTables {
         return version
     }
 
-    /// Takes the transaction's lock on the user id (PostgreSQL; a row lock would not cover a
-    /// user not created yet) and fails the transaction as retryable when the user's version
-    /// is not `expected` (nil: the user must not exist).
-    static func checkUserVersion(_ id: String, _ expected: Int64?, _ db: any SQLSession) async throws {
-        if db.dialect == .postgres { try await lockKey("user:" + id, db) }
-        let current = try await db.queryOne("SELECT version FROM users WHERE user_id = ?", [.text(id)])?.int(0)
-        if current != expected {
-            var error = StorageError("user \"\(id)\" was changed by another request meanwhile", kind: .retryable)
-            error.changedUser = id
-            throw error
-        }
-    }
-
-    /// PostgreSQL: the transaction's advisory lock on a key (a hash of it), held to its end.
-    static func lockKey(_ key: String, _ db: any SQLSession) async throws {
-        try await db.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [.text(key)])
-    }
-
     static func putSession(_ s: SessionRecord, _ db: any SQLSession) async throws {
         try await db.execute(upsertSQL("sessions", ["token", "user_id", "expires_at", "created_at"], key: ["token"]),
                              [.text(s.token), .text(s.userId), .int(s.expiresAt), .int(s.createdAt)])
@@ -325,16 +307,10 @@ enum RecordTables {
         var users: [String: Int64] = [:]
     }
 
-    /// `expectedUserVersions`: each user as the request loaded it (a version, or nil when it
-    /// was absent). A user that differs now was changed by a writer running at the same time:
-    /// the transaction fails as one to run again (`SQLFailureKind.retryable`).
     @discardableResult
-    static func write(_ batch: StorageBatch, expectedUserVersions: [String: Int64?] = [:],
-                      _ db: any SQLSession) async throws -> WrittenVersions {
+    static func write(_ batch: StorageBatch, _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()
-        // In id order: two writers that lock the same users lock them in the same order.
         for (id, user) in batch.users.sorted(by: { $0.key < $1.key }) {
-            if let expected = expectedUserVersions[id] { try await checkUserVersion(id, expected, db) }
             if let user { written.users[id] = try await putUser(user, db) } else {
                 try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(id)])
                 try await db.execute("DELETE FROM users WHERE user_id = ?", [.text(id)])

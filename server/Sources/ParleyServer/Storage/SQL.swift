@@ -63,8 +63,6 @@ enum SQLFailureKind: Sendable {
 struct StorageError: Error, CustomStringConvertible {
     var kind: SQLFailureKind = .other
     let description: String
-    /// A retryable failure because another writer changed this user meanwhile.
-    var changedUser: String? = nil
 
     init(_ description: String, kind: SQLFailureKind = .other) {
         self.kind = kind

@@ -46,16 +46,21 @@ final class PostgresDatabase: SQLDatabase {
     static func open(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
                      maximumConnections: Int = 20, startsClient: Bool = true) async throws -> PostgresDatabase {
         do {
-            let configuration = PostgresConnection.Configuration(
-                host: url.host, port: url.port, username: url.user, password: url.password,
-                database: url.database, tls: try connectionTLS(for: url.tlsMode))
-            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            let connection = try await connect(url, id: 0, logger: logger)
             try? await connection.close()
         } catch {
             throw StorageError("cannot connect to PostgreSQL database \(url): \(PostgresErrors.mapped(error))")
         }
         return PostgresDatabase(url: url, logger: logger, maximumConnections: maximumConnections,
                                 startsClient: startsClient)
+    }
+
+    /// A connection of its own, outside the pool (one that listens for notifications).
+    static func connect(_ url: PostgresURL, id: Int, logger: Logger) async throws -> PostgresConnection {
+        let configuration = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password,
+            database: url.database, tls: try connectionTLS(for: url.tlsMode))
+        return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
     }
 
     /// Runs the connection pool until the calling task is cancelled. Only for a database made

@@ -1,0 +1,256 @@
+"""Several servers on one PostgreSQL database (docs/ARCHITECTURE.md "Several servers on one
+PostgreSQL"): writers take turns across servers, so event ids commit in the order they are
+taken; each server delivers the others' events to its own streams, in id order, once; a
+stream resumes on any server exactly where it left off."""
+import threading
+import time
+
+import pytest
+
+from concurrency_support import EventCollector
+from conftest import Server, databases
+
+pytestmark = pytest.mark.postgres_only
+
+HOLD_MS = 2000
+
+
+@pytest.fixture
+def two_servers(tmp_path):
+    db = databases.database_for(tmp_path, "shared")
+    first = Server(db)
+    second = Server(db)
+    yield first, second
+    for s in (first, second):
+        s.stop()
+    databases.drop_database(db)
+
+
+def message_texts(stream):
+    return [f[3] for f in stream.message_frames()]
+
+
+def wait_for_texts(stream, count, timeout=10):
+    return stream.wait_for(lambda fs: sum(1 for f in fs if f["event"] == "message_received") >= count, timeout)
+
+
+def test_a_write_held_on_one_server_comes_first_on_both(two_servers):
+    """Server A holds a send into X open after taking its numbers (test hook); meanwhile a send
+    into Y goes to server B. B's writer waits for A's turn to end, so Y's ids follow X's. A
+    stream on either server receives X then Y, each once; a resume from X's event id, on
+    either server, gives exactly Y."""
+    a, b = two_servers
+    sender, watcher = a.user("held"), a.user("held")
+    x = a.channel([sender, watcher], name="held-x")["channel_url"]
+    y = a.channel([sender, watcher], name="held-y")["channel_url"]
+    key = a.session(watcher)
+    on_a = EventCollector(a, watcher, session_key=key)
+    on_b = EventCollector(b, watcher, session_key=key)
+    for stream in (on_a, on_b):
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    results = {}
+
+    def held_send():
+        r = a.request("POST", f"/v3/group_channels/{x}/messages", headers={"Parley-Test-Hold-Ms": str(HOLD_MS)},
+                      json={"message_type": "MESG", "user_id": sender, "message": "held in x"})
+        results["x"] = (r.status_code, r.json(), time.monotonic())
+
+    thread = threading.Thread(target=held_send)
+    thread.start()
+    time.sleep(0.5)  # A has taken its turn and its numbers, and holds them
+    y_message = b.send(y, sender, "free in y")
+    y_done = time.monotonic()
+    thread.join(15)
+    status, x_message, x_done = results["x"]
+    assert status == 200, x_message
+    assert y_done >= x_done - 0.05, "server B's writer did not wait for A's turn"
+    assert x_message["message_id"] < y_message["message_id"]
+
+    for stream in (on_a, on_b):
+        assert wait_for_texts(stream, 2), stream.snapshot()
+    time.sleep(0.3)
+    for name, stream in (("A", on_a), ("B", on_b)):
+        frames = stream.message_frames()
+        assert [f[3] for f in frames] == ["held in x", "free in y"], (name, frames)
+        assert [f[1] for f in frames] == [x_message["message_id"], y_message["message_id"]], (name, frames)
+        assert frames[0][0] < frames[1][0], (name, frames)
+    x_event = on_a.message_frames()[0][0]
+    assert on_b.message_frames()[0][0] == x_event, "the two servers gave one event two ids"
+    for server in (a, b):
+        resumed = EventCollector(server, watcher, session_key=key, last_event_id=x_event)
+        assert wait_for_texts(resumed, 1), resumed.snapshot()
+        time.sleep(0.3)
+        assert message_texts(resumed) == ["free in y"], resumed.snapshot()
+        assert not any(f["event"] == "resync" for f in resumed.snapshot()), resumed.snapshot()
+        resumed.close()
+    on_a.close()
+    on_b.close()
+
+
+def test_sends_through_both_servers_reach_every_stream_in_the_stored_order(two_servers):
+    """Messages sent alternately through A and B, four at a time: a member's stream on A and
+    one on B each receive every message once, in the order the server lists them, with the
+    same event ids."""
+    a, b = two_servers
+    members = [a.user("burst") for _ in range(3)]
+    url = a.channel(members, name="burst")["channel_url"]
+    watcher = members[0]
+    key = a.session(watcher)
+    on_a = EventCollector(a, watcher, session_key=key)
+    on_b = EventCollector(b, watcher, session_key=key)
+    for stream in (on_a, on_b):
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    count = 80
+    errors = []
+
+    def sender(worker):
+        for n in range(worker, count, 4):
+            server = a if n % 2 == 0 else b
+            r = server.request("POST", f"/v3/group_channels/{url}/messages",
+                               json={"message_type": "MESG", "user_id": members[1 + n % 2], "message": f"m{n}"})
+            if r.status_code != 200:
+                errors.append((n, r.status_code, r.text))
+
+    threads = [threading.Thread(target=sender, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    listed = a.ok("GET", f"/v3/group_channels/{url}/messages",
+                  params={"message_ts": 0, "next_limit": 200, "prev_limit": 0, "include": "true"})["messages"]
+    stored = [m["message"] for m in listed]
+    assert sorted(stored) == sorted(f"m{n}" for n in range(count))
+    for name, stream in (("A", on_a), ("B", on_b)):
+        assert wait_for_texts(stream, count, 20), (name, len(stream.message_frames()))
+    time.sleep(0.5)
+    frames_a, frames_b = on_a.message_frames(), on_b.message_frames()
+    assert [f[3] for f in frames_a] == stored, "A's stream is not in the stored order"
+    assert [f[3] for f in frames_b] == stored, "B's stream is not in the stored order"
+    assert [f[0] for f in frames_a] == [f[0] for f in frames_b], "the servers numbered the events differently"
+    assert [f[0] for f in frames_a] == sorted(set(f[0] for f in frames_a)), "event ids repeat or go back"
+    on_a.close()
+    on_b.close()
+
+
+def test_a_server_killed_while_holding_its_turn_leaves_no_stall(two_servers):
+    """Server A is killed (-9) while a write of its holds the turn: PostgreSQL ends its
+    transaction, so B's writers go on; B's streams get B's message, and A's message was never
+    stored (nor acknowledged)."""
+    a, b = two_servers
+    sender, watcher = a.user("kill"), a.user("kill")
+    url = a.channel([sender, watcher], name="kill")["channel_url"]
+    on_b = EventCollector(b, watcher, session_key=a.session(watcher))
+    assert on_b.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    answered = {}
+
+    def held_send():
+        try:
+            r = a.request("POST", f"/v3/group_channels/{url}/messages", headers={"Parley-Test-Hold-Ms": "10000"},
+                          json={"message_type": "MESG", "user_id": sender, "message": "never stored"})
+            answered["status"] = r.status_code
+        except Exception as e:  # the server died under the request
+            answered["error"] = repr(e)
+
+    thread = threading.Thread(target=held_send)
+    thread.start()
+    time.sleep(0.7)
+    a.kill()
+    thread.join(15)
+    assert "status" not in answered, answered
+    started = time.monotonic()
+    b.send(url, sender, "after the kill")
+    assert time.monotonic() - started < 5, "B's writer waited for the dead server's turn"
+    assert wait_for_texts(on_b, 1), on_b.snapshot()
+    time.sleep(0.3)
+    assert message_texts(on_b) == ["after the kill"], on_b.snapshot()
+    listed = b.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+    assert [m["message"] for m in listed["messages"]] == ["after the kill"]
+    on_b.close()
+
+
+def test_a_database_of_schema_3_numbers_past_the_bounds_it_reserved(tmp_path):
+    """Before migration 4, servers on PostgreSQL handed numbers out in memory and kept a bound
+    past them in sequences, not in `meta`. A database of that schema (made here from a new one
+    by undoing migration 4, with bounds past what `meta` says) is migrated at start: numbers
+    continue past the bounds, and the sequences are gone."""
+    db = databases.database_for(tmp_path, "schema3")
+    first = Server(db)
+    a, b = first.user("m3"), first.user("m3")
+    url = first.channel([a, b], name="m3")["channel_url"]
+    before = first.send(url, a, "before")
+    first.stop()
+    databases.psql(db, """
+        DELETE FROM schema_migrations WHERE version = 4;
+        DROP FUNCTION parley_write_turn();
+        DELETE FROM meta WHERE name = 'stored_events';
+        CREATE SEQUENCE parley_reserved_seq MINVALUE 0 START 0;
+        CREATE SEQUENCE parley_reserved_message_id MINVALUE 0 START 0;
+        CREATE SEQUENCE parley_reserved_report_id MINVALUE 0 START 0;
+        CREATE SEQUENCE parley_reserved_channel_number MINVALUE 0 START 0;
+        SELECT setval('parley_reserved_seq', 50000);
+        SELECT setval('parley_reserved_message_id', 70000);
+        """)
+    second = Server(db)
+    try:
+        after = second.send(url, b, "after")
+        assert after["message_id"] == 70001, after
+        reader = EventCollector(second, a, last_event_id=0)
+        assert reader.wait_for(lambda fs: any(f["event"] == "message_received" and f["data"]["message"]["message"] == "after"
+                                              for f in fs), 10), reader.snapshot()
+        ids = [f["id"] for f in reader.snapshot() if f["event"] == "message_received"]
+        assert ids[-1] > 50000 and ids[0] < 50000, ids
+        reader.close()
+        listed = second.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+        assert [m["message_id"] for m in listed["messages"]] == [before["message_id"], 70001]
+        sequences = databases.psql(db, "SELECT count(*) FROM pg_class WHERE relkind = 'S' AND relname LIKE 'parley_reserved%'")
+        assert sequences.strip() == "0"
+        stored = databases.psql(db, "SELECT value FROM meta WHERE name = 'stored_events'").strip()
+        assert stored == databases.psql(db, "SELECT count(*) FROM events").strip()
+    finally:
+        second.stop()
+        databases.drop_database(db)
+
+
+def test_one_req_id_sent_to_two_servers_at_once_stores_one_message(two_servers):
+    """The same `req_id` sent by four clients at once, two through each server: one message is
+    stored per `req_id`, all four answers name it, and a stream on either server gets one
+    event for it."""
+    a, b = two_servers
+    sender, other = a.user("rq"), a.user("rq")
+    url = a.channel([sender, other], name="rq")["channel_url"]
+    key = a.session(other)
+    streams = [EventCollector(a, other, session_key=key), EventCollector(b, other, session_key=key)]
+    for stream in streams:
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    rounds = [f"both-{i}" for i in range(10)]
+    answers = {req_id: [None] * 4 for req_id in rounds}
+    gates = [threading.Barrier(4) for _ in rounds]
+
+    def racer(k):
+        server = a if k % 2 == 0 else b
+        for req_id, gate in zip(rounds, gates):
+            gate.wait(timeout=20)
+            r = server.request("POST", f"/v3/group_channels/{url}/messages",
+                               json={"message_type": "MESG", "user_id": sender, "message": f"{req_id} from {k}",
+                                     "req_id": req_id})
+            answers[req_id][k] = (r.status_code, r.json())
+
+    threads = [threading.Thread(target=racer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    listed = a.ok("GET", f"/v3/group_channels/{url}/messages",
+                  params={"message_ts": 0, "next_limit": 100, "prev_limit": 0})["messages"]
+    assert sorted(m["req_id"] for m in listed) == sorted(rounds), [(m["req_id"], m["message"]) for m in listed]
+    stored = {m["req_id"]: m["message_id"] for m in listed}
+    for req_id in rounds:
+        assert [s for s, _ in answers[req_id]] == [200] * 4, answers[req_id]
+        assert {body["message_id"] for _, body in answers[req_id]} == {stored[req_id]}, (req_id, answers[req_id])
+    for stream in streams:
+        assert wait_for_texts(stream, len(rounds)), stream.snapshot()
+    time.sleep(0.5)
+    for stream in streams:
+        assert [f[1] for f in stream.message_frames()] == [m["message_id"] for m in listed], stream.message_frames()
+        stream.close()
