@@ -116,16 +116,7 @@ enum Moderation {
     }
 
     static func unban(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
-        var c = try await s.channel(ctx.param(.channelURL))
-        try s.requireOperator(c, ctx)
-        let uid = try ctx.param(.userId)
-        guard c.bans.removeValue(forKey: uid) != nil else { throw APIError.notFound("Ban of \"\(uid)\"") }
-        s.touch(&c, ctx.now)
-        try await s.save(c)
-        s.emit("user_unbanned", channelUrl: c.url, to: s.allMemberIds(c).union([uid]), fields: [
-            ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(uid)),
-        ], now: ctx.now)
-        return .json(.obj([]))
+        try await lift(s, &ctx, bans: true)
     }
 
     static func mute(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
@@ -154,13 +145,21 @@ enum Moderation {
     }
 
     static func unmute(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
+        try await lift(s, &ctx, bans: false)
+    }
+
+    /// Ends a ban (`bans`) or a mute of the user the route names. The unbanned user hears of
+    /// it too, though no longer a member.
+    private static func lift(_ s: some Needs, _ ctx: inout Ctx, bans: Bool) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
         let uid = try ctx.param(.userId)
-        guard c.mutes.removeValue(forKey: uid) != nil else { throw APIError.notFound("Mute of \"\(uid)\"") }
+        let removed = bans ? c.bans.removeValue(forKey: uid) : c.mutes.removeValue(forKey: uid)
+        guard removed != nil else { throw APIError.notFound("\(bans ? "Ban" : "Mute") of \"\(uid)\"") }
         s.touch(&c, ctx.now)
         try await s.save(c)
-        s.emit("user_unmuted", channelUrl: c.url, to: s.allMemberIds(c), fields: [
+        s.emit(bans ? "user_unbanned" : "user_unmuted", channelUrl: c.url,
+               to: bans ? s.allMemberIds(c).union([uid]) : s.allMemberIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("user", s.basicUser(uid)),
         ], now: ctx.now)
         return .json(.obj([]))
