@@ -116,6 +116,28 @@ def psql(url: str, sql: str) -> str:
     return result.stdout
 
 
+def _as_cluster_owner(command: List[str]) -> List[str]:
+    # scripts/pg-test-cluster.sh runs the cluster as "parleypg" when started by root.
+    return ["runuser", "-u", "parleypg", "--"] + command if os.geteuid() == 0 else command
+
+
+def stop_cluster() -> None:
+    """Stops the test cluster of scripts/pg-test-cluster.sh (fast: sessions are ended), as an
+    administrator restarting it would. `start_cluster` brings it back on the same port."""
+    pg_ctl = os.path.join(os.environ["PARLEY_PG_BIN"], "pg_ctl")
+    data = os.path.join(os.environ["PARLEY_PG_DIR"], "data")
+    subprocess.run(_as_cluster_owner([pg_ctl, "-D", data, "-m", "fast", "-w", "-t", "60", "stop"]),
+                   check=True, capture_output=True, timeout=90)
+
+
+def start_cluster() -> None:
+    pg_ctl = os.path.join(os.environ["PARLEY_PG_BIN"], "pg_ctl")
+    directory = os.environ["PARLEY_PG_DIR"]
+    subprocess.run(_as_cluster_owner([pg_ctl, "-D", os.path.join(directory, "data"), "-l",
+                                      os.path.join(directory, "server.log"), "-w", "-t", "60", "start"]),
+                   check=True, capture_output=True, timeout=90)
+
+
 def drop_created_in(tmp_path: Union[str, Path]) -> None:
     """Drops the PostgreSQL databases database_for made for `tmp_path` (one test's)."""
     for (directory, _), url in list(_by_location.items()):

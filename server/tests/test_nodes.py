@@ -2,13 +2,15 @@
 PostgreSQL"): writers take turns across servers, so event ids commit in the order they are
 taken; each server delivers the others' events to its own streams, in id order, once; a
 stream resumes on any server exactly where it left off."""
+import json
 import threading
 import time
 
 import pytest
+import requests
 
 from concurrency_support import EventCollector
-from conftest import Server, databases
+from conftest import API_TOKEN, Server, databases
 
 pytestmark = pytest.mark.postgres_only
 
@@ -181,8 +183,9 @@ def test_a_database_of_schema_3_numbers_past_the_bounds_it_reserved(tmp_path):
     before = first.send(url, a, "before")
     first.stop()
     databases.psql(db, """
-        DELETE FROM schema_migrations WHERE version = 4;
+        DELETE FROM schema_migrations WHERE version >= 4;
         DROP FUNCTION parley_write_turn();
+        DROP TABLE typing, server_nodes, presence;
         DELETE FROM meta WHERE name = 'stored_events';
         CREATE SEQUENCE parley_reserved_seq MINVALUE 0 START 0;
         CREATE SEQUENCE parley_reserved_message_id MINVALUE 0 START 0;
@@ -253,4 +256,208 @@ def test_one_req_id_sent_to_two_servers_at_once_stores_one_message(two_servers):
     time.sleep(0.5)
     for stream in streams:
         assert [f[1] for f in stream.message_frames()] == [m["message_id"] for m in listed], stream.message_frames()
+        stream.close()
+
+
+def wait_until(predicate, timeout=8, step=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def presence_of(server, user_id):
+    u = server.ok("GET", f"/v3/users/{user_id}")
+    return u["is_online"], u["last_seen_at"]
+
+
+def test_a_stream_on_one_server_makes_the_user_online_on_every_server(two_servers):
+    """The user's stream is on A: B shows them online (the user and their member entry), then,
+    once the stream closes, offline with a last-seen time no earlier than the close."""
+    a, b = two_servers
+    user, friend = a.user("here"), a.user("here")
+    url = a.channel([user, friend], name="presence")["channel_url"]
+    assert presence_of(b, user) == (False, 0)
+    stream = EventCollector(a, user)
+    assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    assert wait_until(lambda: presence_of(b, user)[0]), "server B does not see the stream on A"
+    members = b.ok("GET", f"/v3/group_channels/{url}/members")["members"]
+    assert {m["user_id"]: m["is_online"] for m in members} == {user: True, friend: False}
+    closed_at = int(time.time() * 1000)
+    stream.close()
+    assert wait_until(lambda: not presence_of(b, user)[0]), "server B still shows the user online"
+    online, last_seen = presence_of(b, user)
+    assert last_seen >= closed_at - 1000, (last_seen, closed_at)
+    assert presence_of(a, user) == (online, last_seen)
+
+
+@pytest.fixture
+def two_servers_two_streams_each(tmp_path):
+    db = databases.database_for(tmp_path, "limited")
+    servers = [Server(db, extra_args=["--max-streams-per-user", "2"]) for _ in range(2)]
+    yield servers
+    for s in servers:
+        s.stop()
+    databases.drop_database(db)
+
+
+def open_status(server, user_id):
+    r = requests.get(server.url(f"/v3/users/{user_id}/events"), headers={"Api-Token": API_TOKEN}, stream=True, timeout=10)
+    status, body = r.status_code, (r.text if r.status_code != 200 else "")
+    r.close()
+    return status, body
+
+
+def test_the_per_user_stream_limit_counts_the_streams_on_every_server(two_servers_two_streams_each):
+    """At most 2 streams per user: one on A and one on B use both; a third is refused on
+    either server (429, code 400120); once one closes, a stream opens again."""
+    a, b = two_servers_two_streams_each
+    user = a.user("limit")
+    first = EventCollector(a, user)
+    second = EventCollector(b, user)
+    for status, body in (open_status(a, user), open_status(b, user)):
+        assert status == 429, (status, body)
+        assert json.loads(body)["code"] == 400120, body
+    first.close()
+    # Server A learns that the stream closed when its next heartbeat cannot go out.
+    third = None
+    deadline = time.monotonic() + 8
+    while third is None and time.monotonic() < deadline:
+        try:
+            third = EventCollector(b, user)
+        except AssertionError:
+            time.sleep(0.2)
+    assert third is not None, "the closed stream on A still counts"
+    assert open_status(a, user)[0] == 429
+    second.close()
+    third.close()
+
+
+def test_deactivating_a_user_ends_their_streams_on_every_server(two_servers):
+    """The admin deactivates the user through A: their streams on A and on B both end with
+    error 400301, and a stream no longer opens on B with their session key."""
+    a, b = two_servers
+    user = a.user("gone")
+    key = a.session(user)
+    streams = [EventCollector(server, user, session_key=key) for server in (a, b)]
+    for stream in streams:
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    a.ok("PUT", f"/v3/users/{user}", json={"is_active": False})
+    for name, stream in zip("AB", streams):
+        assert stream.wait_for(lambda fs: any(f["event"] == "error" for f in fs), 10), (name, stream.snapshot())
+        errors = [f["data"] for f in stream.snapshot() if f["event"] == "error"]
+        assert errors == [{"code": 400301, "message": "The user was deactivated."}], (name, errors)
+        with stream.cond:
+            stream.cond.wait_for(lambda: stream.ended, timeout=5)
+        assert stream.ended, name
+        assert not [f for f in stream.snapshot() if f["event"] not in ("connected", "error")], stream.snapshot()
+    r = requests.get(b.url(f"/v3/users/{user}/events"), headers={"Session-Key": key}, timeout=10)
+    assert r.status_code in (401, 403), (r.status_code, r.text)
+    # The event that ended them is no event of the wire: a resume does not show it.
+    a.ok("PUT", f"/v3/users/{user}", json={"is_active": True})
+    resumed = EventCollector(b, user, last_event_id=0)
+    assert resumed.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    time.sleep(0.5)
+    assert all(f["event"] in ("connected", "resync") for f in resumed.snapshot()), resumed.snapshot()
+    resumed.close()
+
+
+def test_typing_through_two_servers_lists_both_typers(two_servers):
+    """One member types through A, another through B: B's typing event lists both, on a
+    stream on either server; one stops through B: the next event lists the other alone."""
+    a, b = two_servers
+    first, second, watcher = a.user("typer"), a.user("typer"), a.user("typer")
+    url = a.channel([first, second, watcher], name="typing")["channel_url"]
+    on_a, on_b = EventCollector(a, watcher), EventCollector(b, watcher)
+    for stream in (on_a, on_b):
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    a.ok("POST", f"/v3/group_channels/{url}/typing", json={"user_ids": [first]})
+    b.ok("POST", f"/v3/group_channels/{url}/typing", json={"user_ids": [second]})
+    b.ok("DELETE", f"/v3/group_channels/{url}/typing", json={"user_ids": [first]})
+    expected = [sorted([first]), sorted([first, second]), [second]]
+    for name, stream in (("A", on_a), ("B", on_b)):
+        assert stream.wait_for(lambda fs: sum(1 for f in fs if f["event"] == "typing_status") >= 3, 10), stream.snapshot()
+        lists = [sorted(u["user_id"] for u in f["data"]["typing_users"])
+                 for f in stream.snapshot() if f["event"] == "typing_status"]
+        assert lists == expected, (name, lists)
+        stream.close()
+
+
+def test_a_database_restart_answers_503_with_retry_after_and_loses_nothing(two_servers):
+    """PostgreSQL stops for two seconds while two senders (one per server) send with req_ids
+    and retry as a client would: meanwhile requests get 503 with `Retry-After` and code 500902
+    (never 500); the servers reconnect by themselves; afterwards every message is stored
+    once, each acknowledged one with the id its answer gave, and a stream on either server
+    received every one of them once."""
+    a, b = two_servers
+    sender, watcher = a.user("pg"), a.user("pg")
+    url = a.channel([sender, watcher], name="restart")["channel_url"]
+    streams = [EventCollector(a, watcher), EventCollector(b, watcher)]
+    for stream in streams:
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    stop = threading.Event()
+    acknowledged, refusals, others = {}, [], []
+
+    def send_loop(server, prefix):
+        n = 0
+        while not stop.is_set():
+            req_id = f"{prefix}-{n}"
+            while True:
+                try:
+                    r = server.request("POST", f"/v3/group_channels/{url}/messages",
+                                       json={"message_type": "MESG", "user_id": sender, "message": req_id, "req_id": req_id})
+                except requests.RequestException as e:
+                    others.append((req_id, repr(e)))
+                    time.sleep(0.2)
+                    continue
+                if r.status_code == 200:
+                    acknowledged[req_id] = r.json()["message_id"]
+                    break
+                if r.status_code == 503:
+                    refusals.append((r.headers.get("Retry-After"), r.json().get("code")))
+                    time.sleep(min(float(r.headers.get("Retry-After", "1")), 1.0))
+                    continue
+                others.append((req_id, r.status_code, r.text[:200]))
+                break
+            n += 1
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=send_loop, args=(server, name), daemon=True)
+               for server, name in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.7)
+        databases.stop_cluster()
+        stopped = len(acknowledged)
+        time.sleep(2)
+        assert len(acknowledged) <= stopped + 2, "requests were acknowledged while the database was down"
+    finally:
+        databases.start_cluster()
+        restarted = time.monotonic()
+        # Both servers answer again by themselves, and the senders go on.
+        try:
+            assert wait_until(lambda: len(acknowledged) > stopped + 10, timeout=20), (len(acknowledged), stopped, others[-3:])
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+    assert not any(t.is_alive() for t in threads), f"a sender is stuck: {others[-3:]}"
+    assert time.monotonic() - restarted < 15
+    assert not [o for o in others if len(o) == 3], others  # no answer but 200 or 503
+    assert refusals, "no request was refused while the database was down"
+    assert all(ra == "1" and code == 500902 for ra, code in refusals), refusals[:5]
+    listed = a.ok("GET", f"/v3/group_channels/{url}/messages",
+                  params={"message_ts": 0, "next_limit": 200, "prev_limit": 0})["messages"]
+    stored = {m["req_id"]: m["message_id"] for m in listed}
+    assert len(stored) == len(listed), "a req_id was stored twice"
+    assert stored == acknowledged, (sorted(set(stored) ^ set(acknowledged)))
+    for name, stream in zip("AB", streams):
+        wait_for_texts(stream, len(listed), timeout=15)
+        time.sleep(0.3)
+        got = [f[1] for f in stream.message_frames()]
+        want = [m["message_id"] for m in listed]
+        assert got == want, (name, stream.ended, stream.error, sorted(set(want) - set(got)), [(f[0], f[1]) for f in stream.message_frames()])
         stream.close()

@@ -24,6 +24,11 @@ struct ParleyServerCommand: AsyncParsableCommand {
     @Option(help: "Seconds between SSE heartbeat comments.") var heartbeatSeconds = 15.0
     @Option(help: "Event streams one user may have open at once.") var maxStreamsPerUser = 20
 
+    /// PARLEY_LOG_LEVEL (trace, debug, info, notice, warning, error, critical; default error).
+    static var logLevel: Logger.Level {
+        ProcessInfo.processInfo.environment["PARLEY_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .error
+    }
+
     func validate() throws {
         if port < 0 || port > 65535 { throw ValidationError("--port must be 0...65535") }
         if uploadLimitBytes < 1 { throw ValidationError("--upload-limit-bytes must be positive") }
@@ -50,7 +55,9 @@ struct ParleyServerCommand: AsyncParsableCommand {
             legacyUploads = path + ".files"
         case .postgres(let url):
             // The pool runs as a service of the application (added below).
-            let postgres = try await PostgresDatabase.open(url: url, startsClient: false)
+            var postgresLogger = Logger(label: "parley-server.postgres")
+            postgresLogger.logLevel = Self.logLevel
+            let postgres = try await PostgresDatabase.open(url: url, logger: postgresLogger, startsClient: false)
             storage = postgres
             postgresPool = postgres.client
             postgresURL = url
@@ -65,7 +72,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let responder = ParleyResponder(service: service, config: config)
         let displayHost = host
         var logger = Logger(label: "parley-server")
-        logger.logLevel = .error
+        logger.logLevel = Self.logLevel
         var app = Application(
             responder: responder,
             configuration: .init(address: .hostname(host, port: port), serverName: "parley-server"),
@@ -86,12 +93,23 @@ struct ParleyServerCommand: AsyncParsableCommand {
             try await service.load()
             // Other servers may write the same PostgreSQL database: their events reach this
             // server's streams too.
-            if let postgresURL { PeerFollower(url: postgresURL, service: service, logger: logger).start() }
+            if let postgresURL {
+                let follower = PeerFollower(url: postgresURL, service: service, logger: logger)
+                // The first heartbeat says this server runs before any stream can open.
+                await follower.beat()
+                follower.start()
+            }
         }
         // Event streams never end by themselves, and a graceful shutdown waits for open
         // responses: on SIGTERM/SIGINT end them first, so that the server stops promptly
         // (clients reconnect and resume by Last-Event-ID).
-        let endStreams: @Sendable () -> Void = { shared.hub.finishAll() }
+        let endStreams: @Sendable () -> Void = {
+            shared.hub.finishAll()
+            // The other servers learn at once that this one's streams are gone (while the
+            // pool still runs: it stops last; should this lose the race, the rows go when
+            // the others find this server's heartbeat stopped).
+            if let cluster = shared.cluster { Task { await cluster.leave() } }
+        }
         var signalSources: [DispatchSourceSignal] = []
         for signalNumber in [SIGTERM, SIGINT] {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())

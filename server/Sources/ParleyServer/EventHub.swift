@@ -120,13 +120,11 @@ final class Outbox: @unchecked Sendable {
     }
 }
 
-/// What one committed request hands to the hub: its events, the streams it ends, and the
-/// request itself, whose loaded channels and users render the events as of the commit. The
+/// What one committed request hands to the hub: its events (with those that end streams,
+/// `StoredEvent.endStreamsCategory`), and the request itself, whose loaded channels and users render the events as of the commit. The
 /// request is finished when it is handed over; from then on only the hub's task reads it.
 struct CommittedChanges: @unchecked Sendable {
     let events: [StoredEvent]
-    /// Users whose streams end (deactivated or deleted), with the message they receive.
-    let endedStreams: [(userId: String, message: String)]
     /// The first sequence number the request could take: it took `firstSeq...seq`.
     let firstSeq: Int64
     /// The last sequence number the request took (or the one before it, if it took none).
@@ -245,7 +243,7 @@ final class EventHub: @unchecked Sendable {
                 }
             }
             let bound = writers.values.min().map { $0 - 1 } ?? highestFinished
-            schedule(through: bound, ending: changes?.endedStreams ?? [], delivery: delivery)
+            schedule(through: bound, delivery: delivery)
         }
         return delivery
     }
@@ -258,14 +256,14 @@ final class EventHub: @unchecked Sendable {
             let bound = writers.values.min().map { min(seq, $0 - 1) } ?? seq
             guard bound > scheduled else { return }
             highestFinished = max(highestFinished, bound)
-            schedule(through: bound, ending: [], delivery: nil)
+            schedule(through: bound, delivery: nil)
         }
     }
 
     /// Under `mutex`: queues the delivery of everything up to `bound` not queued yet: the held
     /// events of this server's writers, and those of the numbers none of them took (read by
     /// `puller` when the job runs, in id order with the others).
-    private func schedule(through bound: Int64, ending: [(userId: String, message: String)], delivery: Delivery?) {
+    private func schedule(through bound: Int64, delivery: Delivery?) {
         resolved = max(resolved, bound)
         let ready = held.prefix { $0.event.id <= bound }
         held.removeFirst(ready.count)
@@ -284,7 +282,7 @@ final class EventHub: @unchecked Sendable {
         let pull = gaps.isEmpty ? nil : puller
         let missing = gaps
         let through = resolved
-        if ready.isEmpty, ending.isEmpty, pull == nil, queuedDeliveries == 0 {
+        if ready.isEmpty, pull == nil, queuedDeliveries == 0 {
             // Nothing to send and every earlier batch is out: the watermark moves now
             // rather than by a job of the queue.
             delivered = max(delivered, through)
@@ -299,7 +297,7 @@ final class EventHub: @unchecked Sendable {
                 events += await pull(missing)
                 events.sort { $0.event.id < $1.event.id }
             }
-            self.deliver(events, ending: ending, through: through)
+            self.deliver(events, through: through)
             let drained = self.mutex.withLock {
                 self.queuedDeliveries -= 1
                 return self.queuedDeliveries == 0
@@ -312,12 +310,16 @@ final class EventHub: @unchecked Sendable {
     /// Deliveries queued and not yet done.
     var backlog: Int { mutex.withLock { queuedDeliveries } }
 
-    private func deliver(_ events: [HeldEvent], ending: [(userId: String, message: String)],
-                         through: Int64) {
-        for end in ending { endStreams(of: end.userId, code: 400301, message: end.message) }
+    private func deliver(_ events: [HeldEvent], through: Int64) {
         let now = nowMillis()
         for held in events {
             let event = held.event
+            if event.category == StoredEvent.endStreamsCategory {
+                let data = event.parsedData
+                guard case .int(let code)? = data?["code"], case .string(let message)? = data?["message"] else { continue }
+                for userId in event.recipients { endStreams(of: userId, code: Int(code), message: message) }
+                continue
+            }
             let recipients = Set(event.recipients)
             let targets = mutex.withLock { subscribers.values.filter { recipients.contains($0.userId) } }
             if targets.isEmpty { continue }
@@ -446,25 +448,6 @@ final class Delivery: @unchecked Sendable {
                 return false
             }
             if finished { continuation.resume() }
-        }
-    }
-}
-
-/// Who is typing in which channel, with when they said so. Not stored: it lasts seconds.
-final class TypingIndicators: @unchecked Sendable {
-    private let mutex = NSLock()
-    private var typing: [String: [String: Int64]] = [:]
-
-    func start(_ userId: String, in url: String, at now: Int64) { mutex.withLock { typing[url, default: [:]][userId] = now } }
-    func stop(_ userId: String, in url: String) { mutex.withLock { _ = typing[url]?.removeValue(forKey: userId) } }
-    func clear(_ url: String) { mutex.withLock { _ = typing.removeValue(forKey: url) } }
-
-    /// Who is typing in the channel: those who said so in the last 10 seconds, by id.
-    func typers(in url: String, now: Int64) -> [String] {
-        mutex.withLock {
-            let entries = (typing[url] ?? [:]).filter { now - $0.value < 10_000 }
-            typing[url] = entries.isEmpty ? nil : entries
-            return entries.keys.sorted()
         }
     }
 }

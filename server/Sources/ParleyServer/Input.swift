@@ -27,6 +27,9 @@ struct APIError: Error, Sendable {
     static func notFound(_ what: String) -> APIError {
         APIError(status: 404, code: 400201, message: "\(what) not found.")
     }
+    static func unavailable(_ detail: String) -> APIError {
+        APIError(status: 503, code: 500902, message: "The database is unavailable: \(detail)")
+    }
     static func forbidden(_ detail: String) -> APIError {
         APIError(status: 403, code: 400108, message: "Not allowed: \(detail)")
     }

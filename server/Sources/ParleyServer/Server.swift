@@ -112,6 +112,13 @@ struct ParleyResponder: HTTPResponder {
             return try await router.respond(to: Routes.routable(request), context: context)
         } catch let error as APIError {
             return Self.json(error.json, status: error.status)
+        } catch let error as StorageError where error.kind == .unavailable {
+            // The database is down or restarting (PROTOCOL.md §1): worth a retry soon. A write
+            // that failed at its commit may or may not have been stored; a send retried with
+            // its `req_id` is stored once either way.
+            var response = Self.json(APIError.unavailable(error.description).json, status: 503)
+            response.headers[.retryAfter] = String(Self.retryAfterSeconds)
+            return response
         } catch {
             return Self.json(APIError.internal("\(error)").json, status: 500)
         }
@@ -125,6 +132,9 @@ struct ParleyResponder: HTTPResponder {
             headers: [.contentType: "application/json; charset=utf-8"],
             body: ResponseBody(byteBuffer: buffer))
     }
+
+    /// What a 503 asks the client to wait before it retries.
+    static let retryAfterSeconds = 1
 
     /// The largest JSON body accepted (PROTOCOL.md §1).
     static let jsonBodyLimit = 1_048_576

@@ -36,7 +36,7 @@ struct Counters: Sendable {
 }
 
 /// What every request shares: the database, the counters as committed, the record cache, the
-/// open event streams and the typing indicators. Each part guards itself; `committed` is
+/// open event streams and who is online. Each part guards itself; `committed` is
 /// changed only by the writer that holds `Service`'s lock.
 final class SharedState: @unchecked Sendable {
     let database: any SQLDatabase
@@ -48,13 +48,15 @@ final class SharedState: @unchecked Sendable {
     /// Committed channels and users kept between requests.
     let cache = RecordCache(channels: 2_000, users: 20_000)
     let hub = EventHub()
-    let typing = TypingIndicators()
     /// The counters as of this server's last commit (a writer starts from a copy of them on
     /// SQLite; on PostgreSQL from the database's, read when it takes its turn, which are never
     /// behind these).
     var committed = Counters()
     /// This server among others on one PostgreSQL database: it ignores its own announcements.
     let nodeId = randomHex(8)
+    /// PostgreSQL: the streams of every server on the database, per user (nil on SQLite,
+    /// where the hub's streams are all there are).
+    let cluster: ClusterPresence?
     private let mutex = NSLock()
     private var baseURL = ""
 
@@ -63,6 +65,12 @@ final class SharedState: @unchecked Sendable {
         self.retention = max(1, retention)
         self.uploadLimit = uploadLimit
         self.verify = verify
+        cluster = database.dialect == .postgres ? ClusterPresence(node: nodeId, database: database) : nil
+    }
+
+    /// The user has an event stream open on this server or on another running one.
+    func isOnline(_ userId: String) -> Bool {
+        hub.isOnline(userId) || cluster?.isOnlineElsewhere(userId) == true
     }
 
     /// The scheme, host and port the server listens on, for absolute file URLs.

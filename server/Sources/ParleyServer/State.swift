@@ -32,7 +32,6 @@ final class ServerState {
     var database: any SQLDatabase { shared.database }
     var cache: RecordCache { shared.cache }
     var verify: Bool { shared.verify }
-    var typing: TypingIndicators { shared.typing }
     var publicBaseURL: String { shared.publicBaseURL }
     var uploadLimit: Int { shared.uploadLimit }
     /// The transaction of the request.
@@ -75,8 +74,6 @@ final class ServerState {
 
     var pending = StorageBatch()
     private(set) var pendingFanout: [StoredEvent] = []
-    /// Users whose event streams end once the request commits.
-    private(set) var endedStreams: [(userId: String, message: String)] = []
 
     /// Channels whose members' unread counters are checked against a count of the messages
     /// at the end of the request (PARLEY_VERIFY_COUNTERS=1, set by the test scripts).
@@ -109,7 +106,6 @@ final class ServerState {
         touchedChannels = []
         pending = StorageBatch()
         pendingFanout = []
-        endedStreams = []
     }
 
     /// Runs `body` as a write request in one write transaction, which commits the request's
@@ -149,6 +145,7 @@ final class ServerState {
             if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
             return result
         } catch {
+            if let storage = error as? StorageError, storage.kind == .unavailable { throw error }
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }
@@ -167,7 +164,7 @@ final class ServerState {
             try checkRendering()
             return result
         }
-        if !pending.isEmpty || !pendingFanout.isEmpty || !endedStreams.isEmpty || allocatedWhileReading { return nil }
+        if !pending.isEmpty || !pendingFanout.isEmpty || allocatedWhileReading { return nil }
         keepInCache(RecordTables.WrittenVersions())
         return result
     }
@@ -180,7 +177,7 @@ final class ServerState {
 
     /// What the hub needs to deliver this committed request's events.
     var committedChanges: CommittedChanges {
-        CommittedChanges(events: pendingFanout, endedStreams: endedStreams, firstSeq: seqAtStart + 1, seq: counters.seq,
+        CommittedChanges(events: pendingFanout, firstSeq: seqAtStart + 1, seq: counters.seq,
                          renderer: self)
     }
 
@@ -227,7 +224,7 @@ final class ServerState {
         return resolvedAtStart
     }
 
-    func isOnline(_ userId: String) -> Bool { shared.hub.isOnline(userId) }
+    func isOnline(_ userId: String) -> Bool { shared.isOnline(userId) }
 
     // MARK: loading
 
@@ -348,11 +345,20 @@ final class ServerState {
         absentUsers.remove(u.userId)
         pending.users[u.userId] = u
     }
-    /// Ends every open event stream of the user (deactivated or deleted) once the request
-    /// commits, before its events go out: their session keys no longer authenticate, so what
-    /// the streams would still deliver is not theirs to see.
+    /// Ends every open event stream of the user (deactivated or deleted), on every server,
+    /// before the events this request emits after this call: their session keys no longer
+    /// authenticate, so what the streams would still deliver is not theirs to see. It is an
+    /// event of the log (`StoredEvent.endStreamsCategory`) that each server's hub acts on in
+    /// id order and no stream is sent.
     func endStreams(of userId: String, message: String) {
-        endedStreams.append((userId, message))
+        let now = nowMillis()
+        var fields = JSONObject()
+        fields["code"] = .int(400301)
+        fields["message"] = .string(message)
+        let event = StoredEvent(id: nextSeq(), createdAt: now, category: StoredEvent.endStreamsCategory,
+                                recipients: [userId], data: JSON.object(fields).serialized(), fields: fields)
+        pending.events.append(event)
+        pendingFanout.append(event)
     }
 
     func deleteUser(_ id: String) {
@@ -434,7 +440,26 @@ final class ServerState {
         for id in previous.keys where current[id] == nil { pending.members[MemberKey(channelUrl: url, userId: id)] = .some(nil) }
     }
 
+    func setTyping(_ userId: String, in url: String, since: Int64?) {
+        pending.typing[MemberKey(channelUrl: url, userId: userId)] = .some(since)
+    }
+
+    func typers(in url: String, now: Int64) async throws -> [String] {
+        var since: [String: Int64?] = [:]
+        for row in try await db.query("SELECT user_id, since FROM typing WHERE channel_url = ?", [.text(url)]) {
+            since[row.text(0)] = row.int(1)
+        }
+        for (key, value) in pending.typing where key.channelUrl == url { since[key.userId] = value }
+        var typers: [String] = []
+        for (userId, started) in since {
+            guard let started else { continue }
+            if now - started < 10_000 { typers.append(userId) } else { setTyping(userId, in: url, since: nil) }
+        }
+        return typers.sorted()
+    }
+
     func deleteChannelRecord(_ url: String) {
+        for key in pending.typing.keys where key.channelUrl == url { pending.typing.removeValue(forKey: key) }
         let members = loadedChannels.removeValue(forKey: url)?.members ?? [:]
         absentChannels.insert(url)
         lastMessages.removeValue(forKey: url)

@@ -14,6 +14,11 @@ struct StoredEvent: Sendable {
     /// the hub does not parse what the request has just written (nil when read back).
     var fields: JSONObject? = nil
 
+    /// The category of an event that no stream receives: it ends the streams of its
+    /// recipients, with the `code` and `message` of its data, on every server (a user
+    /// deactivated or deleted). Not a valid event name on the wire, so no client can mistake it.
+    static let endStreamsCategory = "parley:end_streams"
+
     /// The event's data as an object (nil if it is not one).
     var parsedData: JSONObject? {
         if let fields { return fields }
@@ -67,11 +72,13 @@ struct StorageBatch: Sendable {
     var membershipTombstones: [MembershipKey: MembershipTombstoneRecord?] = [:]
     var events: [StoredEvent] = []
     var counters: [String: Int64] = [:]
+    /// Who started typing where, and when (nil: stopped).
+    var typing: [MemberKey: Int64?] = [:]
 
     var isEmpty: Bool {
         users.isEmpty && channels.isEmpty && members.isEmpty
-            && membershipTombstones.isEmpty 
-            && events.isEmpty && counters.isEmpty
+            && membershipTombstones.isEmpty
+            && events.isEmpty && counters.isEmpty && typing.isEmpty
     }
 }
 

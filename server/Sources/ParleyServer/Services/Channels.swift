@@ -113,7 +113,7 @@ extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
         let audience = allMemberIds(c)
         c.members.removeValue(forKey: userId)
         c.operatorIds.removeAll { $0 == userId }
-        typing.stop(userId, in: c.url)
+        setTyping(userId, in: c.url, since: nil)
         touch(&c, now)
         addMembershipTombstone(user: userId, channel: c.url, at: now)
         var fields: [(String, JSON?)] = [("channel", eventChannelJSON(c, now: now)), ("user", basicUser(userId))]
@@ -474,7 +474,6 @@ enum Channels {
         let audience = s.allMemberIds(c)
         for id in c.members.keys.sorted() { s.addMembershipTombstone(user: id, channel: c.url, at: ctx.now) }
         try await s.purgeMessages(of: c.url)
-        s.typing.clear(c.url)
         s.deleteChannelRecord(c.url)
         s.emit("channel_deleted", channelUrl: c.url, to: audience, fields: [], now: ctx.now)
         return .json(.obj([]))
@@ -657,10 +656,6 @@ enum Channels {
         return .json(.obj([("ts_message_offset", .int(offset))]))
     }
 
-    static func typingUsers(_ s: some Needs, _ url: String, now: Int64) -> [String] {
-        s.typing.typers(in: url, now: now)
-    }
-
     static func setTyping(_ s: some Needs, _ ctx: inout Ctx, typing: Bool) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         var ids = try ctx.input.stringList("user_ids") ?? []
@@ -671,9 +666,9 @@ enum Channels {
         if ids.isEmpty { throw APIError.missing("user_ids") }
         for id in ids where !c.isJoined(id) { throw APIError.forbidden("\"\(id)\" is not a member of this channel.") }
         for id in ids {
-            if typing { s.typing.start(id, in: c.url, at: ctx.now) } else { s.typing.stop(id, in: c.url) }
+            s.setTyping(id, in: c.url, since: typing ? ctx.now : nil)
         }
-        let typers = typingUsers(s, c.url, now: ctx.now)
+        let typers = try await s.typers(in: c.url, now: ctx.now)
         s.emit("typing_status", channelUrl: c.url, to: s.joinedIds(c), fields: [
             ("channel", s.eventChannelJSON(c, now: ctx.now)), ("typing_users", .array(typers.map { s.basicUser($0) })),
         ], now: ctx.now)

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import Synchronization
 
 // The per-user Server-Sent Events stream with Last-Event-ID replay (PROTOCOL.md §9).
 
@@ -23,25 +24,35 @@ enum EventStream {
             try await admit(s, userId: userId, ctx: ctx, config: config, now: ctx.now)
         }
         let hub = service.shared.hub
-        // A client that comes from another server may know ids this one has not delivered
-        // yet: what every server committed is queued first.
-        if let lastEventId, lastEventId > hub.deliveredThrough { try await service.catchUp() }
-        // On the hub's queue: the replay covers the events delivered so far, the stream is
-        // registered before the next delivery, so nothing falls between the two.
+        let cluster = service.shared.cluster
+        // Several servers: the limit counts the user's streams on every one of them.
+        try await cluster?.admit(userId, limit: config.maxStreamsPerUser)
+        let admission = Admission()
         let now = ctx.now
-        let subscriberId: Int = try await hub.inOrder {
-            let open = hub.openStreamCount(of: userId)
-            if open >= config.maxStreamsPerUser {
-                throw APIError(status: 429, code: 400120,
-                               message: "\"\(userId)\" already has \(open) open event streams (at most \(config.maxStreamsPerUser)).")
+        let subscriberId: Int
+        do {
+            // A client that comes from another server may know ids this one has not delivered
+            // yet: what every server committed is queued first.
+            if let lastEventId, lastEventId > hub.deliveredThrough { try await service.catchUp() }
+            // On the hub's queue: the replay covers the events delivered so far, the stream is
+            // registered before the next delivery, so nothing falls between the two.
+            subscriberId = try await hub.inOrder {
+                let open = hub.openStreamCount(of: userId)
+                if cluster == nil, open >= config.maxStreamsPerUser {
+                    throw APIError(status: 429, code: 400120,
+                                   message: "\"\(userId)\" already has \(open) open event streams (at most \(config.maxStreamsPerUser)).")
+                }
+                let delivered = hub.deliveredThrough
+                let frames: [String] = try await service.read { s in
+                    try await replay(s, userId: userId, after: lastEventId, delivered: delivered, ctx: ctx, config: config, now: now)
+                }
+                for frame in frames { outbox.append(frame) }
+                outbox.wake()
+                return hub.register(userId: userId, outbox: outbox)
             }
-            let delivered = hub.deliveredThrough
-            let frames: [String] = try await service.read { s in
-                try await replay(s, userId: userId, after: lastEventId, delivered: delivered, ctx: ctx, config: config, now: now)
-            }
-            for frame in frames { outbox.append(frame) }
-            outbox.wake()
-            return hub.register(userId: userId, outbox: outbox)
+        } catch {
+            if admission.end() { await cluster?.release(userId) }
+            throw error
         }
         let heartbeat = Task {
             let interval = UInt64(max(0.05, config.heartbeatSeconds) * 1_000_000_000)
@@ -64,8 +75,10 @@ enum EventStream {
         let cleanup: @Sendable () async -> Void = {
             heartbeat.cancel()
             expiry.cancel()
-            guard hub.remove(subscriberId) != nil, !hub.isOnline(userId) else { return }
-            _ = try? await service.run { s in try await markLastSeen(s, userId: userId) }
+            let removedHere = hub.remove(subscriberId) != nil
+            if admission.end() { await cluster?.release(userId) }
+            guard removedHere, !service.shared.isOnline(userId) else { return }
+            _ = try? await service.run { s in try await markLastSeen(s, userId: userId, at: nowMillis()) }
         }
         // Should the body never run (or once it is done and dropped), the stream ends all the same.
         let dropped = OnDrop { Task { await cleanup() } }
@@ -126,19 +139,27 @@ enum EventStream {
         var urls = Set<String>()
         for case let fields? in data { if case .string(let url)? = fields["channel_url"] { urls.insert(url) } }
         try await s.loadChannels(Array(urls))
-        for (event, fields) in zip(events, data) {
+        for (event, fields) in zip(events, data) where event.category != StoredEvent.endStreamsCategory {
             frames.append(s.replayFrame(event, data: fields, for: userId, now: now, rendered: &rendered))
         }
         return frames
     }
 
-    /// The user's last stream closed: they were last seen now, unless another opened meanwhile.
-    private static func markLastSeen(_ s: some Needs, userId: String) async throws {
-        if !s.isOnline(userId), var u = try await s.userIfExists(userId) {
-            u.lastSeenAt = nowMillis()
+    /// The user's last stream closed (or the server that had it was forgotten): they were
+    /// last seen `at`, unless another stream opened meanwhile.
+    static func markLastSeen(_ s: some Needs, userId: String, at time: Int64) async throws {
+        if !s.isOnline(userId), var u = try await s.userIfExists(userId), u.lastSeenAt < time {
+            u.lastSeenAt = time
             s.save(u)
         }
     }
+}
+
+/// A stream's admission, ended once: by the stream's end or by its failure to open.
+private final class Admission: Sendable {
+    private let ended = Mutex(false)
+    /// True the first time.
+    func end() -> Bool { ended.withLock { was in defer { was = true }; return !was } }
 }
 
 /// Runs its action when released.

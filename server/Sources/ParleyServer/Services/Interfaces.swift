@@ -127,8 +127,12 @@ protocol EventEmitter: AnyObject {
     func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64)
     /// Ends the user's open streams once the request commits.
     func endStreams(of userId: String, message: String)
-    /// Who is typing where (not stored).
-    var typing: TypingIndicators { get }
+    /// The user started (`since`: when) or stopped (nil) typing in the channel; stored with
+    /// the request's changes, so every server on the database sees the same typers.
+    func setTyping(_ userId: String, in url: String, since: Int64?)
+    /// Who is typing in the channel (as this request leaves it): those who started in the
+    /// last 10 seconds and did not stop, by id. Forgets the others.
+    func typers(in url: String, now: Int64) async throws -> [String]
 }
 
 /// The stored event log and who is online, as the event stream replays and opens it.
@@ -140,7 +144,7 @@ protocol EventLog: AnyObject {
     /// One replayed event as the user's stream sends it (Render.swift).
     func replayFrame(_ event: StoredEvent, data parsed: JSONObject?, for userId: String, now: Int64,
                      rendered: inout Set<String>) -> String
-    /// The user has a stream open on this server.
+    /// The user has a stream open on this server or another one on the database.
     func isOnline(_ userId: String) -> Bool
 }
 

@@ -141,6 +141,12 @@ enum Migrations {
             }),
         sharedCounterBounds,
         writeTurn,
+        Migration(version: 5, summary: "who is typing, shared by every server on the database", ddl: """
+            CREATE TABLE typing (
+                channel_url {TEXT} NOT NULL, user_id {TEXT} NOT NULL, since {INT} NOT NULL,
+                PRIMARY KEY (channel_url, user_id)) {WITHOUT_ROWID};
+            """),
+        presence,
     ]
 
     static let sharedCounterBounds = Migration(
@@ -179,6 +185,20 @@ enum Migrations {
                 ON CONFLICT (name) DO UPDATE SET value = excluded.value
                 """, [])
         })
+
+    /// Who has event streams open on which server, and which servers are running, shared by
+    /// every server on a PostgreSQL database (Storage/Postgres/Presence.swift). One SQLite
+    /// file has one server, which knows its own streams.
+    static let presence = Migration(
+        version: 6, summary: "PostgreSQL: the servers running and the streams each has open per user",
+        ddl: """
+            CREATE TABLE server_nodes (
+                node_id {TEXT} PRIMARY KEY, started_at {INT} NOT NULL, seen_at {INT} NOT NULL);
+            CREATE TABLE presence (
+                node_id {TEXT} NOT NULL, user_id {TEXT} NOT NULL, streams {INT} NOT NULL,
+                PRIMARY KEY (node_id, user_id));
+            CREATE INDEX presence_by_user ON presence (user_id);
+            """, onlyFor: .postgres)
 
     private static func raiseCounter(_ name: String, to value: Int64, _ db: any SQLSession) async throws {
         try await db.execute("""

@@ -221,7 +221,7 @@ enum RecordTables {
     static let multiRowUpsertTexts = StatementTexts()
 
     static func deleteChannel(_ url: String, _ db: any SQLSession) async throws {
-        for table in ["channel_operators", "channel_restrictions", "channel_metadata", "channel_metacounters"] {
+        for table in ["channel_operators", "channel_restrictions", "channel_metadata", "channel_metacounters", "typing"] {
             try await db.execute("DELETE FROM \(table) WHERE channel_url = ?", [.text(url)])
         }
         try await db.execute("DELETE FROM channels WHERE url = ?", [.text(url)])
@@ -337,6 +337,15 @@ enum RecordTables {
             if let tombstone { try await putMembershipTombstone(tombstone, db) } else {
                 try await db.execute("DELETE FROM membership_tombstones WHERE user_id = ? AND channel_url = ?",
                                      [.text(key.userId), .text(key.channelUrl)])
+            }
+        }
+        for (key, since) in batch.typing {
+            if let since {
+                try await db.execute(upsertSQL("typing", ["channel_url", "user_id", "since"], key: ["channel_url", "user_id"]),
+                                     [.text(key.channelUrl), .text(key.userId), .int(since)])
+            } else {
+                try await db.execute("DELETE FROM typing WHERE channel_url = ? AND user_id = ?",
+                                     [.text(key.channelUrl), .text(key.userId)])
             }
         }
         for event in batch.events { try await putEvent(event, db) }

@@ -57,6 +57,9 @@ enum SQLFailureKind: Sendable {
     case uniqueViolation
     /// The engine asks to retry the transaction (PostgreSQL deadlock or serialization failure).
     case retryable
+    /// The database cannot be reached (its server is down or restarting): the request may
+    /// be retried later, and the client is told so (503 with Retry-After).
+    case unavailable
     case other
 }
 

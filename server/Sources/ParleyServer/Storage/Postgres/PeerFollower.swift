@@ -3,7 +3,8 @@
 // A connection of its own listens for the writers' announcements (`WriteTurn.channel`), which
 // carry numbers only; the hub then reads the events from the log. An announcement is a hint:
 // the counters in the database are the truth, read again every `pollInterval` and after every
-// (re)connection, so a missed announcement only delays delivery.
+// (re)connection, so a missed announcement only delays delivery. The same connection hears
+// which users' streams open and close on the other servers (ClusterPresence.swift).
 import Logging
 import PostgresNIO
 
@@ -19,7 +20,7 @@ final class PeerFollower: Sendable {
         self.logger = logger
     }
 
-    /// Listens and polls until the process ends.
+    /// Listens and polls, and beats the presence heartbeat, until the process ends.
     func start() {
         Task { await self.listen() }
         Task {
@@ -28,23 +29,57 @@ final class PeerFollower: Sendable {
                 try? await self.service.catchUp()
             }
         }
+        Task {
+            while true {
+                try? await Task.sleep(nanoseconds: UInt64(ClusterPresence.heartbeatMillis) * 1_000_000)
+                await self.beat()
+            }
+        }
+    }
+
+    /// One presence heartbeat; the users of servers found dead were last seen with them.
+    func beat() async {
+        guard let cluster = service.shared.cluster else { return }
+        do {
+            for (userId, seenAt) in try await cluster.heartbeat() where !service.shared.isOnline(userId) {
+                _ = try await service.run { s in try await EventStream.markLastSeen(s, userId: userId, at: seenAt) }
+            }
+        } catch {
+            logger.warning("presence heartbeat failed: \(String(reflecting: error))")
+        }
     }
 
     private func listen() async {
         let hub = service.shared.hub
         let node = service.shared.nodeId
+        let cluster = service.shared.cluster
+        let database = service.shared.database as? PostgresDatabase
         var pause: UInt64 = 100_000_000
         while true {
             do {
                 let connection = try await PostgresDatabase.connect(url, id: 1, logger: logger)
+                database?.setReachable(true)
                 do {
                     try await connection.listen(on: WriteTurn.channel) { announcements in
-                        // Whatever was committed before the listening began.
-                        try await self.service.catchUp()
-                        pause = 100_000_000
-                        for try await announcement in announcements {
-                            guard let (sender, seq) = WriteTurn.parse(announcement.payload), sender != node else { continue }
-                            hub.advance(committedThrough: seq)
+                        try await connection.listen(on: ClusterPresence.channel) { presence in
+                            // Whatever was committed before the listening began.
+                            try await self.service.catchUp()
+                            pause = 100_000_000
+                            try await withThrowingTaskGroup(of: Void.self) { group in
+                                group.addTask {
+                                    for try await announcement in announcements {
+                                        guard let (sender, seq) = WriteTurn.parse(announcement.payload), sender != node
+                                        else { continue }
+                                        hub.advance(committedThrough: seq)
+                                    }
+                                }
+                                group.addTask {
+                                    for try await notice in presence { cluster?.heard(notice.payload) }
+                                }
+                                // Either ends only with the connection: then both go.
+                                try await group.next()
+                                group.cancelAll()
+                            }
                         }
                     }
                 } catch {
@@ -55,8 +90,10 @@ final class PeerFollower: Sendable {
             } catch {
                 logger.warning("listening for other servers' commits failed, retrying: \(String(reflecting: error))")
             }
+            // This connection is lost: the pool's are too, most likely (PostgreSQL restarts).
+            database?.setReachable(false)
             try? await Task.sleep(nanoseconds: pause)
-            pause = min(pause * 2, 5_000_000_000)
+            pause = min(pause * 2, 1_000_000_000)
         }
     }
 }

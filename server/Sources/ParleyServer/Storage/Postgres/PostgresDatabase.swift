@@ -4,6 +4,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 final class PostgresDatabase: SQLDatabase {
     let dialect = SQLDialect.postgres
@@ -15,6 +16,13 @@ final class PostgresDatabase: SQLDatabase {
     private let placeholders = PostgresPlaceholderCache()
     /// The task running `client.run()` when this object started it itself (see `init`).
     private let clientTask: Task<Void, Never>?
+
+    /// False while this server's own connection to PostgreSQL (PeerFollower.swift) is lost
+    /// and not yet back: requests then fail at once with `.unavailable` instead of queueing
+    /// for a connection the pool cannot make.
+    private let reachable = Mutex(true)
+
+    func setReachable(_ value: Bool) { reachable.withLock { $0 = value } }
 
     /// A write transaction is run again this many times after a deadlock or a serialization
     /// failure; its body must therefore have no effect outside the database.
@@ -102,12 +110,42 @@ final class PostgresDatabase: SQLDatabase {
 
     // MARK: Transactions
 
+    /// Gives up a transaction still running once the database is known to be unreachable
+    /// (`StatementGuard`): otherwise a statement that never completes would keep the request,
+    /// and a writer this server's write lock, for good. Its connection is closed.
+    private func watch(_ session: PostgresSession, _ connection: PostgresConnection) -> Task<Void, Never> {
+        let statements = session.statements
+        return Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(500))
+                guard let self, !Task.isCancelled else { return }
+                if !self.reachable.withLock({ $0 }) {
+                    statements.abandon(StorageError(
+                        "PostgreSQL cannot be reached; the transaction was given up (if it was committing, its outcome is unknown)",
+                        kind: .unavailable))
+                    try? await connection.close()
+                    return
+                }
+            }
+        }
+    }
+
+    /// Throws `.unavailable` while the database is known to be unreachable.
+    private func checkReachable() throws {
+        if !reachable.withLock({ $0 }) {
+            throw StorageError("PostgreSQL cannot be reached; retry shortly", kind: .unavailable)
+        }
+    }
+
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try checkReachable()
         var leased = false
         do {
             return try await client.withConnection { connection in
                 leased = true
                 let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
+                let watchdog = watch(session, connection)
+                defer { watchdog.cancel() }
                 try await session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 do {
                     let value = try await body(session)
@@ -126,17 +164,28 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try checkReachable()
         var retriesLeft = Self.writeRetries
         while true {
             var leased = false
             do {
                 // What client.withTransaction does (BEGIN, READ COMMITTED; COMMIT or ROLLBACK),
-                // in two steps so that a failure to get a connection is told apart.
+                // in steps so that a failure to get a connection is told apart.
                 return try await client.withConnection { connection in
                     leased = true
-                    return try await connection.withTransaction(logger: logger) { connection in
-                        try await body(PostgresSession(connection: connection, placeholders: placeholders, logger: logger))
+                    let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
+                    let watchdog = watch(session, connection)
+                    defer { watchdog.cancel() }
+                    try await session.run("BEGIN")
+                    let value: T
+                    do {
+                        value = try await body(session)
+                    } catch {
+                        try? await session.run("ROLLBACK")
+                        throw error
                     }
+                    try await session.run("COMMIT")
+                    return value
                 }
             } catch {
                 let mapped = leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
@@ -158,6 +207,8 @@ final class PostgresSession: SQLSession {
     private let connection: PostgresConnection
     private let placeholders: PostgresPlaceholderCache
     private let logger: Logger
+    /// Ends a statement that never completes (see `PostgresDatabase.watch`).
+    let statements = StatementGuard()
 
     fileprivate init(connection: PostgresConnection, placeholders: PostgresPlaceholderCache, logger: Logger) {
         self.connection = connection
@@ -168,12 +219,15 @@ final class PostgresSession: SQLSession {
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         if let slot = HotStatements.slots[sql] { return try await runPrepared(HotStatements.types[slot], binds) }
         let postgresQuery = try makeQuery(sql, binds)
+        let (connection, logger) = (self.connection, self.logger)
         do {
-            var rows: [SQLRow] = []
-            for try await row in try await connection.query(postgresQuery, logger: logger) {
-                rows.append(try PostgresValues.decode(row))
+            return try await statements.run {
+                var rows: [SQLRow] = []
+                for try await row in try await connection.query(postgresQuery, logger: logger) {
+                    rows.append(try PostgresValues.decode(row))
+                }
+                return rows
             }
-            return rows
         } catch {
             throw PostgresErrors.mapped(error)
         }
@@ -193,7 +247,7 @@ final class PostgresSession: SQLSession {
             // row count is what was inserted, updated or deleted. It collects any rows a
             // RETURNING clause produced; use `query` for those.
             let future: EventLoopFuture<PostgresQueryResult> = connection.query(postgresQuery, logger: logger)
-            return try await future.get().metadata.rows ?? 0
+            return try await statements.run { try await future.get().metadata.rows ?? 0 }
         } catch {
             throw PostgresErrors.mapped(error)
         }
@@ -207,13 +261,17 @@ final class PostgresSession: SQLSession {
 
     /// Runs a prepared statement (prepared once per connection by PostgresNIO), for hot paths
     /// that outgrow the `?` interface.
-    func execute<Statement: PostgresPreparedStatement>(prepared statement: Statement) async throws -> [Statement.Row] {
+    func execute<Statement: PostgresPreparedStatement>(prepared statement: Statement) async throws -> [Statement.Row]
+    where Statement.Row: Sendable {
+        let (connection, logger) = (self.connection, self.logger)
         do {
-            var rows: [Statement.Row] = []
-            for try await row in try await connection.execute(statement, logger: logger) {
-                rows.append(row)
+            return try await statements.run {
+                var rows: [Statement.Row] = []
+                for try await row in try await connection.execute(statement, logger: logger) {
+                    rows.append(row)
+                }
+                return rows
             }
-            return rows
         } catch {
             throw PostgresErrors.mapped(error)
         }
@@ -221,8 +279,9 @@ final class PostgresSession: SQLSession {
 
     /// A statement without parameters whose rows, if any, are not wanted.
     fileprivate func run(_ sql: String) async throws {
+        let (connection, logger) = (self.connection, self.logger)
         do {
-            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            try await statements.run { _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
         } catch {
             throw PostgresErrors.mapped(error)
         }
@@ -524,15 +583,20 @@ enum PostgresErrors {
     /// (PostgresNIO then reports its pool's own error type, not PSQLError).
     static func leaseFailure(_ error: any Error) -> any Error {
         if error is CancellationError { return error }
-        if let storageError = mapped(error) as? StorageError { return storageError }
-        return StorageError("PostgreSQL: no connection available (\(error))")
+        if var storageError = mapped(error) as? StorageError {
+            storageError.kind = .unavailable
+            return storageError
+        }
+        return StorageError("PostgreSQL: no connection available (\(error))", kind: .unavailable)
     }
 
     private static func storageError(_ error: PSQLError) -> StorageError {
         guard error.code == .server, let info = error.serverInfo else {
             var description = "PostgreSQL: \(error.code)"
             if let underlying = error.underlying { description += " (\(underlying))" }
-            return StorageError(description)
+            let lost: Set<PSQLError.Code> = [.connectionError, .serverClosedConnection, .uncleanShutdown, .poolClosed,
+                                             .clientClosedConnection]
+            return StorageError(description, kind: lost.contains(error.code) ? .unavailable : .other)
         }
         let state = info[.sqlState] ?? "?????"
         var description = "PostgreSQL error \(state): \(info[.message] ?? "no message")"
@@ -549,7 +613,70 @@ enum PostgresErrors {
         switch state {
         case "23505": return .uniqueViolation
         case "40001", "40P01": return .retryable
+        // The server shuts down, crashed, or does not accept connections yet; the connection is gone.
+        case "57P01", "57P02", "57P03": return .unavailable
+        case _ where state.hasPrefix("08"): return .unavailable
         default: return .other
+        }
+    }
+}
+
+/// Runs a transaction's statements so that each can be given up from outside: with PostgresNIO
+/// 1.33.2 a statement in flight as PostgreSQL shuts down was seen never to complete, even
+/// once its connection was closed (the database restart test of tests/test_nodes.py). Each
+/// statement runs in a task of its own, and the caller waits for the first of its result and
+/// `abandon`; after `abandon` every later statement fails at once.
+final class StatementGuard: Sendable {
+    private let state = Mutex<(abandoned: (any Error)?, current: (@Sendable (any Error) -> Void)?)>((nil, nil))
+
+    func run<R: Sendable>(_ statement: @escaping @Sendable () async throws -> R) async throws -> R {
+        let outcome = Outcome<R>()
+        let failure: (any Error)? = state.withLock { state in
+            if let abandoned = state.abandoned { return abandoned }
+            state.current = { outcome.finish(.failure($0)) }
+            return nil
+        }
+        if let failure { throw failure }
+        Task {
+            do { outcome.finish(.success(try await statement())) } catch { outcome.finish(.failure(error)) }
+        }
+        defer { state.withLock { $0.current = nil } }
+        return try await outcome.wait().get()
+    }
+
+    /// Fails the statement running, and every later one, with `error`.
+    func abandon(_ error: any Error) {
+        let current = state.withLock { state in
+            if state.abandoned == nil { state.abandoned = error }
+            return state.current
+        }
+        current?(error)
+    }
+}
+
+/// The first result handed to it, awaited once.
+final class Outcome<R: Sendable>: Sendable {
+    private let state = Mutex<(result: Result<R, any Error>?, waiter: CheckedContinuation<Result<R, any Error>, Never>?)>(
+        (nil, nil))
+
+    func finish(_ result: Result<R, any Error>) {
+        let waiter: CheckedContinuation<Result<R, any Error>, Never>? = state.withLock { state in
+            if state.result != nil { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: result)
+    }
+
+    func wait() async -> Result<R, any Error> {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Result<R, any Error>, Never>) in
+            let ready: Result<R, any Error>? = state.withLock { state in
+                if let result = state.result { return result }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
         }
     }
 }

@@ -1,0 +1,174 @@
+// PostgreSQL: who is online when several servers share the database (docs/ARCHITECTURE.md
+// "Several servers on one PostgreSQL"). Each server records, per user, how many event streams
+// it has open (table `presence`, migration 6) and that it is running (`server_nodes`, a
+// heartbeat). A stream opens only if the user's streams on every running server stay within
+// the limit; `is_online` and `last_seen_at` account for the other servers' streams, which
+// this server learns from notifications (a hint) and from a full read at every heartbeat
+// (the truth). A server killed without a word stops counting once its heartbeat is older
+// than `aliveWindow`, and its rows go after `forgetAfter`.
+import Foundation
+
+final class ClusterPresence: @unchecked Sendable {
+    /// Where a server announces a user's first stream on it ("NODE 1 USER") and its last
+    /// stream closing ("NODE 0 USER").
+    static let channel = "parley_presence"
+    static let heartbeatMillis: Int64 = 2_000
+    /// A server whose heartbeat is older than this is taken for dead: its streams no longer count.
+    static let aliveWindow: Int64 = 10_000
+    /// A dead server's rows are removed (and its users' `last_seen_at` set) after this.
+    static let forgetAfter: Int64 = 60_000
+    /// The class of the per-user transaction lock that serializes stream admissions (the
+    /// two-key advisory locks are a space apart from the write turn's one-key lock).
+    private static let admissionLockClass: Int32 = 0x5052_4553  // "PRES"
+
+    let node: String
+    private let database: any SQLDatabase
+    /// Serializes this server's writes of its own rows, so that `local` is what they say.
+    private let writing = AsyncLock()
+    private let mutex = NSLock()
+    /// This server's streams per user, as admitted (under `writing`).
+    private var local: [String: Int] = [:]
+    /// A write of this server's rows failed: the next heartbeat writes them whole.
+    private var stale = false
+    /// The users with streams on other running servers, and on which.
+    private var remote: [String: Set<String>] = [:]
+
+    init(node: String, database: any SQLDatabase) {
+        self.node = node
+        self.database = database
+    }
+
+    func isOnlineElsewhere(_ userId: String) -> Bool { mutex.withLock { remote[userId] != nil } }
+
+    /// Admits one more stream of the user on this server, or throws 429 when the user's
+    /// streams on every running server would pass `limit`.
+    func admit(_ userId: String, limit: Int) async throws {
+        await writing.lock()
+        defer { writing.unlock() }
+        let now = nowMillis()
+        let node = self.node
+        let open: Int64 = try await database.write { db in
+            try await db.execute("SELECT pg_advisory_xact_lock(\(Self.admissionLockClass), hashtext(?))", [.text(userId)])
+            let here = try await db.queryOne("""
+                INSERT INTO presence (node_id, user_id, streams) VALUES (?, ?, 1)
+                ON CONFLICT (node_id, user_id) DO UPDATE SET streams = presence.streams + 1 RETURNING streams
+                """, [.text(node), .text(userId)])?.int(0) ?? 1
+            let open = try await db.queryOne("""
+                SELECT coalesce(sum(p.streams), 0) FROM presence p LEFT JOIN server_nodes n ON n.node_id = p.node_id
+                WHERE p.user_id = ? AND (p.node_id = ? OR n.seen_at > ?)
+                """, [.text(userId), .text(node), .int(now - Self.aliveWindow)])?.int(0) ?? here
+            if open > Int64(limit) {
+                throw APIError(status: 429, code: 400120,
+                               message: "\"\(userId)\" already has \(open - 1) open event streams (at most \(limit)).")
+            }
+            if here == 1 { try await Self.notify("\(node) 1 \(userId)", db) }
+            return open
+        }
+        _ = open
+        mutex.withLock { local[userId, default: 0] += 1 }
+    }
+
+    /// One stream of the user on this server closed (it was admitted).
+    func release(_ userId: String) async {
+        await writing.lock()
+        defer { writing.unlock() }
+        let left: Int = mutex.withLock {
+            let left = (local[userId] ?? 1) - 1
+            local[userId] = left > 0 ? left : nil
+            return left
+        }
+        let node = self.node
+        do {
+            try await database.write { db in
+                if left > 0 {
+                    try await db.execute("UPDATE presence SET streams = ? WHERE node_id = ? AND user_id = ?",
+                                         [.int(Int64(left)), .text(node), .text(userId)])
+                } else {
+                    try await db.execute("DELETE FROM presence WHERE node_id = ? AND user_id = ?", [.text(node), .text(userId)])
+                    try await Self.notify("\(node) 0 \(userId)", db)
+                }
+            }
+        } catch {
+            mutex.withLock { stale = true }
+        }
+    }
+
+    /// A notification from `channel`.
+    func heard(_ payload: String) {
+        let parts = payload.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] != node[...] else { return }
+        let sender = String(parts[0]), userId = String(parts[2])
+        mutex.withLock {
+            if parts[1] == "1" {
+                remote[userId, default: []].insert(sender)
+            } else {
+                remote[userId]?.remove(sender)
+                if remote[userId]?.isEmpty == true { remote[userId] = nil }
+            }
+        }
+    }
+
+    /// Says this server runs (and writes its rows whole if a write failed), forgets the
+    /// servers dead for `forgetAfter`, and reads who has streams on the other running servers.
+    /// Returns the users of forgotten servers, with when those servers were last seen.
+    func heartbeat() async throws -> [(userId: String, seenAt: Int64)] {
+        let now = nowMillis()
+        let node = self.node
+        let forgotten = try await writeOwnRows(now: now)
+        let rows = try await database.read { db in
+            try await db.query("""
+                SELECT p.node_id, p.user_id FROM presence p JOIN server_nodes n ON n.node_id = p.node_id
+                WHERE p.node_id <> ? AND n.seen_at > ? AND p.streams > 0
+                """, [.text(node), .int(now - Self.aliveWindow)])
+        }
+        var others: [String: Set<String>] = [:]
+        for row in rows { others[row.text(1), default: []].insert(row.text(0)) }
+        mutex.withLock { remote = others }
+        return forgotten
+    }
+
+    /// The heartbeat's write: see `heartbeat`.
+    private func writeOwnRows(now: Int64) async throws -> [(userId: String, seenAt: Int64)] {
+        await writing.lock()
+        defer { writing.unlock() }
+        let node = self.node
+        let rewrite: [String: Int]? = mutex.withLock { stale ? local : nil }
+        let forgotten = try await database.write { db -> [(userId: String, seenAt: Int64)] in
+            try await db.execute("""
+                INSERT INTO server_nodes (node_id, started_at, seen_at) VALUES (?, ?, ?)
+                ON CONFLICT (node_id) DO UPDATE SET seen_at = excluded.seen_at
+                """, [.text(node), .int(now), .int(now)])
+            if let rewrite {
+                try await db.execute("DELETE FROM presence WHERE node_id = ?", [.text(node)])
+                for (userId, streams) in rewrite {
+                    try await db.execute("INSERT INTO presence (node_id, user_id, streams) VALUES (?, ?, ?)",
+                                         [.text(node), .text(userId), .int(Int64(streams))])
+                }
+            }
+            let rows = try await db.query("""
+                WITH gone AS (DELETE FROM server_nodes WHERE seen_at < ? RETURNING node_id, seen_at),
+                     streams AS (DELETE FROM presence p USING gone WHERE p.node_id = gone.node_id
+                                 RETURNING p.user_id, gone.seen_at)
+                SELECT user_id, max(seen_at) FROM streams GROUP BY user_id
+                """, [.int(now - Self.forgetAfter)])
+            return rows.map { (userId: $0.text(0), seenAt: $0.int(1)) }
+        }
+        if rewrite != nil { mutex.withLock { stale = false } }
+        return forgotten
+    }
+
+    /// This server stops (gracefully): its rows go, and the others learn it at once.
+    func leave() async {
+        let node = self.node
+        let users: [String] = mutex.withLock { Array(local.keys) }
+        try? await database.write { db in
+            try await db.execute("DELETE FROM presence WHERE node_id = ?", [.text(node)])
+            try await db.execute("DELETE FROM server_nodes WHERE node_id = ?", [.text(node)])
+            for userId in users { try await Self.notify("\(node) 0 \(userId)", db) }
+        }
+    }
+
+    private static func notify(_ payload: String, _ db: any SQLSession) async throws {
+        try await db.execute("SELECT pg_notify('\(channel)', ?)", [.text(payload)])
+    }
+}
