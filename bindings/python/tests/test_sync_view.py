@@ -195,17 +195,36 @@ POLICY_SEQUENCES = {
 POLICY_SEQUENCES["automatic"] = POLICY_SEQUENCES["manual"]
 
 
+def track_connection(client: parley.Client) -> List[str]:
+    """The client's connection events, in order (set before `connect`, to miss none)."""
+    connection: List[str] = []
+    client.set_connection_handler(lambda event, _error: connection.append(event))
+    return connection
+
+
+def settle_catch_up(client: parley.Client, connection: List[str]) -> None:
+    """Returns once no catch-up runs: one still running when the server dies ends by draining
+    the outbox, which would resend a failed message at a moment the test does not choose. A
+    reconnect reports success only after its catch-up (and any pass still running) is done;
+    the first stream must have opened before it, or the next one is a first `connected`."""
+    wait_until(lambda: "connected" in connection, "the stream opened")
+    client.reconnect()
+    wait_until(lambda: "reconnect_succeeded" in connection, "the catch-up finished")
+
+
 @pytest.mark.parametrize("policy", ["none", "manual", "automatic"])
 def test_resend_policies_under_refusal_outage_and_acceptance(
         server: RunningServer, admin: Admin, room: str, tmp_path: Path, policy: str) -> None:
     seed(admin, 5)
     actions = Actions()
     client = make_client(server, tmp_path, resend_policy=policy)
+    connection = track_connection(client)
     restarted = None
     try:
         client.connect(ME, room).result(TIMEOUT)
         with client.sync_view(CHANNEL, on_action=actions) as view:
             view.fetch(SyncDirection.PREVIOUS).result(TIMEOUT)
+            settle_catch_up(client, connection)
             mark = len(actions.snapshot())
             # The server refuses: the channel is frozen.
             admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": True})
@@ -266,18 +285,13 @@ def test_resend_policies_under_refusal_outage_and_acceptance(
 def test_automatic_resend_stops_after_the_retry_count(server: RunningServer, admin: Admin, room: str, tmp_path: Path) -> None:
     actions = Actions()
     client = make_client(server, tmp_path, resend_policy="automatic", resend_retry_count=1)
-    connection: List[str] = []
-    client.set_connection_handler(lambda event, _error: connection.append(event))
+    connection = track_connection(client)
     restarted = None
     try:
         client.connect(ME, room).result(TIMEOUT)
         with client.sync_view(CHANNEL, on_action=actions) as view:
             view.fetch(SyncDirection.PREVIOUS).result(TIMEOUT)
-            # A catch-up still running when the server dies ends by draining the outbox: it
-            # would resend "a" (or "b") at a moment this test does not choose. A reconnect
-            # reports success only after its catch-up (and any pass still running) is done.
-            client.reconnect()
-            wait_until(lambda: "reconnect_succeeded" in connection, "the catch-up finished")
+            settle_catch_up(client, connection)
             server.process.kill()
             server.process.wait()
             assert send_and_wait(client, "a") is not None      # first attempt
