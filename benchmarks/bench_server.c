@@ -1,7 +1,7 @@
 /* bench_server: the reference server itself (P7), driven with raw libcurl, raw sqlite3 and
  * PostgreSQL's own psql; no Parley client is involved. Two modes:
  *
- *   bench_server fanout BACKEND SERVER_URL API_TOKEN [MESSAGES] [SECONDS]
+ *   bench_server fanout BACKEND SERVER_URL API_TOKEN [MESSAGES] [SECONDS] [OTHER_URL LAYOUT]
  *   bench_server start SERVER_BINARY [SMALL] [LARGE] [POSTGRES_URL]
  *
  * fanout: a group channel of 50 members on the running server at SERVER_URL (BACKEND only
@@ -19,6 +19,11 @@
  *    to curl to the moment the last stream has it (p50, p99, max), and loss (accepted
  *    messages some stream still lacks after a grace period). Throughput = 2xx answers / wall
  *    time of the burst.
+ *    With OTHER_URL, a second server on the same PostgreSQL database, LAYOUT says where the
+ *    streams and sends go: "streams-there" opens every stream on OTHER_URL and sends to
+ *    SERVER_URL (each delivery crosses servers); "both" sends message n to SERVER_URL or
+ *    OTHER_URL in turn and opens member i's stream on one or the other in turn (two servers
+ *    sharing the load). Setup always goes through SERVER_URL.
  * start: the server's start with SMALL (default 10,000) and then LARGE (default 1,000,000)
  *    stored messages, on SQLite and, when POSTGRES_URL (postgres://USER@HOST:PORT of a
  *    cluster, no database) is given, on PostgreSQL. Per backend, a server this program
@@ -833,7 +838,12 @@ static int fanout_main(int argc, char **argv) {
     const char *backend_name = argv[2], *url = argv[3], *api_token = argv[4];
     int messages = argc > 5 ? atoi(argv[5]) : 5000;
     double seconds = argc > 6 ? atof(argv[6]) : 8;
-    if (messages < 1 || seconds <= 0) return 2;
+    const char *other = argc > 8 ? argv[7] : NULL, *layout = argc > 8 ? argv[8] : "";
+    int streams_there = other && strcmp(layout, "streams-there") == 0, both = other && strcmp(layout, "both") == 0;
+    if (messages < 1 || seconds <= 0 || (other && !streams_there && !both)) return 2;
+    /* Where member i's stream opens, and where message n is sent (n mod node_count). */
+    const char *nodes[2] = {url, other ? other : url};
+    int node_count = both ? 2 : 1;
 
     char auth[128], path[512], body[4096], run_id[48], channel[96], pair[96], members[MEMBERS][64], tokens[MEMBERS][128];
     snprintf(auth, sizeof auth, "Api-Token: %s", api_token);
@@ -879,7 +889,8 @@ static int fanout_main(int argc, char **argv) {
         streams[i] = (stream){i, {0}, 0, 0};
         snprintf(key, sizeof key, "Session-Key: %s", tokens[i]);
         stream_headers[i] = curl_slist_append(curl_slist_append(NULL, key), "Accept: text/event-stream");
-        snprintf(path, sizeof path, "%s/v3/users/%s/events", url, members[i]);
+        const char *stream_base = streams_there ? other : both ? nodes[i % 2] : url;
+        snprintf(path, sizeof path, "%s/v3/users/%s/events", stream_base, members[i]);
         CURL *h = stream_handles[i] = curl_easy_init();
         curl_easy_setopt(h, CURLOPT_URL, path);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, stream_headers[i]);
@@ -907,32 +918,40 @@ static int fanout_main(int argc, char **argv) {
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
         curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
     }
-    char big_url[512], pair_url[512], spread_urls[SPREAD_CHANNELS][512];
-    const char *big_urls[1] = {big_url}, *pair_urls[1] = {pair_url}, *spread_list[SPREAD_CHANNELS];
-    snprintf(big_url, sizeof big_url, "%s/v3/group_channels/%s/messages", url, channel);
-    snprintf(pair_url, sizeof pair_url, "%s/v3/group_channels/%s/messages", url, pair);
-    for (int i = 0; i < SPREAD_CHANNELS; i++) {
-        snprintf(spread_urls[i], sizeof spread_urls[i], "%s/v3/group_channels/%s/messages", url, spread[i]);
-        spread_list[i] = spread_urls[i];
+    /* Message n goes to entry n mod count: with two servers, to each in turn. */
+    char big_url[2][512], pair_url[2][512], spread_urls[2 * SPREAD_CHANNELS][512];
+    const char *big_urls[2], *pair_urls[2], *spread_list[2 * SPREAD_CHANNELS];
+    for (int k = 0; k < node_count; k++) {
+        snprintf(big_url[k], sizeof big_url[k], "%s/v3/group_channels/%s/messages", nodes[k], channel);
+        snprintf(pair_url[k], sizeof pair_url[k], "%s/v3/group_channels/%s/messages", nodes[k], pair);
+        big_urls[k] = big_url[k];
+        pair_urls[k] = pair_url[k];
+    }
+    /* With two servers, 8 entries: entry k is channel k mod 4 on server k / 4. */
+    int spread_count = SPREAD_CHANNELS * node_count;
+    for (int k = 0; k < spread_count; k++) {
+        snprintf(spread_urls[k], sizeof spread_urls[k], "%s/v3/group_channels/%s/messages", nodes[k / SPREAD_CHANNELS],
+                 spread[k % SPREAD_CHANNELS]);
+        spread_list[k] = spread_urls[k];
     }
 
     /* The same burst into 2 of the members first: what the server does without the fan-out. */
     run *small = run_new('s', messages, 2);
-    send_run(send_multi, senders, SENDERS, small, pair_urls, 1, members, 2, 0, seconds / 2);
+    send_run(send_multi, senders, SENDERS, small, pair_urls, node_count, members, 2, 0, seconds / 2);
     wait_deliveries(small, 5);
     run_result small_result = summarize(small);
     /* And spread over channels of the same 2 members: writers on different channels (side by
      * side on PostgreSQL, one at a time on SQLite). */
     run *spread_run = run_new('c', messages, 2);
-    send_run(send_multi, senders, SENDERS, spread_run, spread_list, SPREAD_CHANNELS, members, 2, 0, seconds / 2);
+    send_run(send_multi, senders, SENDERS, spread_run, spread_list, spread_count, members, 2, 0, seconds / 2);
     wait_deliveries(spread_run, 5);
     run_result spread_result = summarize(spread_run);
     run *burst = run_new('b', messages, MEMBERS);
-    send_run(send_multi, senders, SENDERS, burst, big_urls, 1, members, MEMBERS, 0, seconds);
+    send_run(send_multi, senders, SENDERS, burst, big_urls, node_count, members, MEMBERS, 0, seconds);
     wait_deliveries(burst, 5);
     run_result burst_result = summarize(burst);
     run *wide = run_new('w', messages, MEMBERS);
-    send_run(send_multi, senders, SENDERS_MORE, wide, big_urls, 1, members, MEMBERS, 0, seconds);
+    send_run(send_multi, senders, SENDERS_MORE, wide, big_urls, node_count, members, MEMBERS, 0, seconds);
     wait_deliveries(wide, 5);
     run_result wide_result = summarize(wide);
     /* A rate the server can take, so that the latency is not the length of its queue. */
@@ -941,7 +960,7 @@ static int fanout_main(int argc, char **argv) {
     int paced_count = (int)(rate * seconds * 2); /* twice as long: a low rate gives few samples */
     if (paced_count < 10) paced_count = 10;
     run *slow = run_new('r', paced_count, MEMBERS);
-    send_run(send_multi, senders, SENDERS, slow, big_urls, 1, members, MEMBERS, rate, seconds * 2 + 5);
+    send_run(send_multi, senders, SENDERS, slow, big_urls, node_count, members, MEMBERS, rate, seconds * 2 + 5);
     wait_deliveries(slow, 5);
     run_result paced_result = summarize(slow);
 
@@ -1014,7 +1033,7 @@ int main(int argc, char **argv) {
     int fanout = argc >= 5 && strcmp(argv[1], "fanout") == 0, start = argc >= 3 && strcmp(argv[1], "start") == 0;
     if (!fanout && !start) {
         fprintf(stderr,
-                "usage: %s fanout BACKEND SERVER_URL API_TOKEN [MESSAGES] [SECONDS]\n"
+                "usage: %s fanout BACKEND SERVER_URL API_TOKEN [MESSAGES] [SECONDS] [OTHER_URL streams-there|both]\n"
                 "       %s start SERVER_BINARY [SMALL] [LARGE] [POSTGRES_URL]\n",
                 argv[0], argv[0]);
         return 2;

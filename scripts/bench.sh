@@ -26,9 +26,9 @@ quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release
 quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views bench_server
 quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-server_pid="" pg_server_pid=""
+server_pid="" pg_server_pid="" pg_second_pid=""
 finish() {
-    for pid in $server_pid $pg_server_pid; do
+    for pid in $server_pid $pg_server_pid $pg_second_pid; do
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
@@ -74,8 +74,20 @@ run "$root/build/cmake/bench_server" fanout SQLite "$url" "$token" 5000 "$fanout
 "$PARLEY_PG_BIN/createdb" --maintenance-db="$PARLEY_TEST_PG/postgres" parley_bench_fanout
 start_server "$PARLEY_TEST_PG/parley_bench_fanout" postgres
 pg_server_pid=$started_pid
-run "$root/build/cmake/bench_server" fanout PostgreSQL "$started_url" "$token" 5000 "$fanout_seconds"
-kill "$pg_server_pid" 2>/dev/null || true; wait "$pg_server_pid" 2>/dev/null || true; pg_server_pid=""
+pg_url=$started_url
+run "$root/build/cmake/bench_server" fanout PostgreSQL "$pg_url" "$token" 5000 "$fanout_seconds"
+# Two servers on that database (docs/DEPLOYMENT.md): every stream on the second while the
+# sends go to the first (each delivery crosses servers), then sends and streams spread over
+# both. On this machine both servers, PostgreSQL and the benchmark share the same cores:
+# this measures what a second server costs, not how far two machines scale.
+start_server "$PARLEY_TEST_PG/parley_bench_fanout" postgres-second
+pg_second_pid=$started_pid
+run "$root/build/cmake/bench_server" fanout "PostgreSQL, streams on another server" "$pg_url" "$token" 5000 \
+    "$fanout_seconds" "$started_url" streams-there
+run "$root/build/cmake/bench_server" fanout "PostgreSQL, 2 servers" "$pg_url" "$token" 5000 "$fanout_seconds" \
+    "$started_url" both
+for pid in $pg_server_pid $pg_second_pid; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+pg_server_pid="" pg_second_pid=""
 # The start with stored messages on both backends: servers of its own, on databases of its own.
 run "$root/build/cmake/bench_server" start "$root/server/.build/release/parley-server" "$stored_small" "$stored" "$PARLEY_TEST_PG"
 

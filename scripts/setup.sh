@@ -17,6 +17,23 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The load balancer the multi-node tests put in front of the servers (tests_support/balancer.py
+# starts its own instance on loopback): no system service may start with the package, so a
+# policy-rc.d answering 101 forbids it during the installation.
+if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+    echo "== apt: installing haproxy"
+    policy=/usr/sbin/policy-rc.d
+    added_policy=""
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && added_policy=1
+    fi
+    status=0
+    { [ ${#missing[@]} -gt 0 ] || apt-get update -qq; } && \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy || status=$?
+    [ -n "$added_policy" ] && rm -f "$policy"
+    [ "$status" = 0 ] || { echo "installing haproxy failed (see apt-get's output above)" >&2; exit 1; }
+fi
+
 python3 -m pip --version >/dev/null 2>&1 || { echo "python3 -m pip is not available" >&2; exit 1; }
 if ! python3 -c 'import pytest, requests, mypy, sendbird_platform_sdk' >/dev/null 2>&1; then
     echo "== pip: installing ${pip_packages[*]}"

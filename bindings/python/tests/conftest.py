@@ -48,9 +48,10 @@ def server_binary() -> Path:
     return path
 
 
-def start_server(database: Union[str, Path], api_token: str) -> RunningServer:
+def start_server(database: Union[str, Path], api_token: str, port: int = 0) -> RunningServer:
+    """Starts parley-server on `port` (0: any free one) and returns once it listens."""
     process = subprocess.Popen(
-        [str(server_binary()), "--port", "0", "--database", str(database), "--api-token", api_token],
+        [str(server_binary()), "--port", str(port), "--database", str(database), "--api-token", api_token],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     assert process.stdout is not None

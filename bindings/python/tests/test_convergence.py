@@ -269,14 +269,20 @@ def differences(world: World, device: Device) -> List[str]:
 
 @pytest.mark.parametrize("seed", sorted({BASE_SEED + i for i in range(RUNS)} | set(REGRESSION_SEEDS)))
 def test_every_cache_converges_to_the_server(server: RunningServer, admin: Admin, tmp_path: Path, seed: int) -> None:
+    converge(server, server, admin, tmp_path, seed)
+
+
+def converge(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path: Path, seed: int) -> None:
+    """The run: the clients reach the server at `entry`; what each user may see is read from
+    `truth` (the same server, or another node on the same database)."""
     rng = random.Random(seed)
     tokens = {user: admin.user(user) for user in USERS}
     admin.call("POST", "/v3/group_channels", {"user_ids": USERS, "channel_url": "all-three", "name": "All",
                                               "operator_ids": ["ann"]})
     admin.call("POST", "/v3/group_channels", {"user_ids": USERS[:2], "channel_url": "pair", "name": "Pair",
                                               "operator_ids": ["ben"]})
-    world = World(server, admin, tokens, rng)
-    devices = [Device(server, user, tokens[user], tmp_path / f"cache-{user}-{index}")
+    world = World(truth, admin, tokens, rng)
+    devices = [Device(entry, user, tokens[user], tmp_path / f"cache-{user}-{index}")
                for user in USERS for index in range(CLIENTS_PER_USER)]
     try:
         for device in devices:

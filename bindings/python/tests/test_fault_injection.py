@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -181,14 +181,21 @@ class ProxiedDevice(Device):
 @pytest.mark.parametrize("seed", [BASE_SEED + i for i in range(RUNS)])
 def test_caches_converge_through_cuts_stalls_and_black_holes(server: RunningServer, admin: Admin, tmp_path: Path,
                                                              seed: int) -> None:
+    run_with_faults(server, server, admin, tmp_path, seed)
+
+
+def run_with_faults(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path: Path, seed: int,
+                    at_step: Optional[Callable[[int], None]] = None) -> None:
+    """The run: each client's proxy forwards to `entry`; what each user may see is read from
+    `truth`. `at_step(n)` runs before step n (a node killed or restarted, say)."""
     rng = random.Random(seed)
     tokens = {user: admin.user(user) for user in USERS}
     admin.call("POST", "/v3/group_channels", {"user_ids": USERS, "channel_url": "all-three", "name": "All",
                                               "operator_ids": ["ann"]})
     admin.call("POST", "/v3/group_channels", {"user_ids": USERS[:2], "channel_url": "pair", "name": "Pair",
                                               "operator_ids": ["ben"]})
-    world = FaultyWorld(server, admin, tokens, rng)
-    port = int(server.url.rsplit(":", 1)[1])
+    world = FaultyWorld(truth, admin, tokens, rng)
+    port = int(entry.url.rsplit(":", 1)[1])
     proxies: List[FaultyProxy] = []
     devices: List[Device] = []
     for user in USERS:
@@ -200,7 +207,9 @@ def test_caches_converge_through_cuts_stalls_and_black_holes(server: RunningServ
     try:
         for device in devices:
             device.connect()
-        for _ in range(STEPS):
+        for step in range(STEPS):
+            if at_step is not None:
+                at_step(step)
             if rng.random() < 0.15:
                 proxy = rng.choice(proxies)
                 fault = rng.choice(["cut", "stall", "swallow", "frame"])
