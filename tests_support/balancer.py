@@ -41,6 +41,11 @@ defaults
     retries 3
     option redispatch 1
     retry-on conn-failure
+    # The balancer's own errors (no server could take the request, or the one that had it
+    # died) say when to try again, as the servers' 503 does: clients wait that long, then resend.
+    http-error status 502 content-type application/json string "{{\\"error\\":true,\\"code\\":0,\\"message\\":\\"the server handling the request stopped; retry\\"}}" hdr Retry-After 1
+    http-error status 503 content-type application/json string "{{\\"error\\":true,\\"code\\":0,\\"message\\":\\"no server is available; retry\\"}}" hdr Retry-After 1
+    http-error status 504 content-type application/json string "{{\\"error\\":true,\\"code\\":0,\\"message\\":\\"the server did not answer in time; retry\\"}}" hdr Retry-After 1
 
 frontend parley
     bind 127.0.0.1:{port}

@@ -163,6 +163,20 @@ static int admin_call(parley_client *admin, const char *method, const char *path
 }
 
 /* Copies the string value of "key" out of a flat JSON text (enough for tokens here). */
+/* Waits until the client's event stream is open: the server registers a stream before it
+ * answers, so a message posted afterwards arrives live (one posted before would come from
+ * the catch-up instead). */
+static inline int wait_stream_open(parley_client *client) {
+    for (int waited = 0; waited < 20000; waited += 5) {
+        int state = PARLEY_STATE_CLOSED;
+        if (parley_client_connection_state(client, &state) == PARLEY_OK && state == PARLEY_STATE_OPEN) return 1;
+        struct timespec pause = {0, 5 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    fprintf(stderr, "the event stream did not open within 20 s\n");
+    return 0;
+}
+
 static int json_field_text(const char *json, const char *key, char *out, size_t size) {
     char pattern[64];
     snprintf(pattern, sizeof pattern, "\"%s\":\"", key);

@@ -221,6 +221,7 @@ int main(void) {
     slot_init(&slot);
     CHECK_STATUS(PARLEY_OK, parley_client_connect(client, NULL, viewer, token, on_result, &slot));
     CHECK(wait_slot(&slot) && slot.code == 0);
+    CHECK(wait_stream_open(client));
 
     view_state views[MAX_VIEWS];
     int view_count = 0;
@@ -274,6 +275,7 @@ int main(void) {
             slot_init(&slot);
             CHECK_STATUS(PARLEY_OK, parley_client_connect(client, NULL, viewer, token, on_result, &slot));
             CHECK(wait_slot(&slot) && slot.code == 0);
+            CHECK(wait_stream_open(client));
             online = 1;
         } else if (json_is_true(json_object_get(item, "clear"))) {
             CHECK_STATUS(PARLEY_OK, parley_client_clear_cached_data(client));

@@ -105,7 +105,13 @@ import Testing
         configuration.reconnectPolicy = policy
         let client = try ParleyClient(configuration: configuration)
         defer { client.close() }
-        _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
+        // The stream open before anything happens: the server registers a stream before it
+        // answers, so a change made afterwards arrives live.
+        func connectLive() throws {
+            _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
+            #expect(engineWaitUntil { client.connectionState == .open })
+        }
+        try connectLive()
 
         // (view, kind, channel, source, channel object) per changed channel.
         let seen = Box<[(String, String, String, String, JSONValue)]>([])
@@ -175,7 +181,7 @@ import Testing
                 client.disconnect()
                 online = false
             } else if step["connect"]?.boolValue == true {
-                _ = try waitFor { done throws(ParleyError) in try client.connect(userID: viewer, sessionToken: token, completion: done) }
+                try connectLive()
                 online = true
             } else if step["clear"]?.boolValue == true {
                 try client.clearCachedData()

@@ -48,10 +48,27 @@ struct APIEndpoint: Sendable {
         case 404: .notFound
         default: .server
         }
-        guard let body = try? JSONValue.parse(response.body), let message = body["message"]?.stringValue else {
-            return .failure(ParleyError(code, "the server answered HTTP \(status) without a JSON error body", httpStatus: status))
+        var error: ParleyError
+        if let body = try? JSONValue.parse(response.body), let message = body["message"]?.stringValue {
+            let serverCode = body["code"]?.int64Value.map { Int(clamping: $0) } ?? 0
+            error = ParleyError(code, message, httpStatus: status, serverCode: serverCode)
+        } else {
+            error = ParleyError(code, "the server answered HTTP \(status) without a JSON error body", httpStatus: status)
         }
-        let serverCode = body["code"]?.int64Value.map { Int(clamping: $0) } ?? 0
-        return .failure(ParleyError(code, message, httpStatus: status, serverCode: serverCode))
+        error.retryAfterMs = retryAfterMs(response.header("retry-after"))
+        return .failure(error)
+    }
+
+    /// The longest `Retry-After` followed: a server's advice, not a reason to stall for hours.
+    static let maxRetryAfterMs = 300_000
+
+    /// A `Retry-After` of delay-seconds, in milliseconds (0 when absent, a date, or invalid).
+    static func retryAfterMs(_ value: String?) -> Int {
+        guard let value else { return 0 }
+        let text = value.utf8.drop { $0 == 32 || $0 == 9 }.reversed().drop { $0 == 32 || $0 == 9 }.reversed()
+        guard !text.isEmpty, text.count <= 7, text.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+              let seconds = Int(String(decoding: text, as: UTF8.self))
+        else { return 0 }
+        return min(seconds * 1000, maxRetryAfterMs)
     }
 }

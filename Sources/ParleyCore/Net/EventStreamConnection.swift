@@ -24,7 +24,8 @@ import Glibc
 /// The resume point: `lastEventID` is the id of the last event handed to the handler (or
 /// of the last `resync`). A fresh connection (no id yet) adopts the server's newest id from
 /// its `connected` event, so a later reconnect misses nothing even when no event arrived in
-/// between. The server's `retry:` advice is ignored: the policy decides.
+/// between. The server's `retry:` advice is ignored: the policy decides, with a refusal's
+/// `Retry-After` (503 or 429) as the least delay.
 public final class EventStreamConnection: Sendable {
     private let http: HTTPClient
     private let streamURL: String
@@ -186,6 +187,8 @@ public final class EventStreamConnection: Sendable {
         var eventBatch: [StreamEvent] = []
         var responseStatus = 0
         var errorBody: [UInt8] = []
+        /// The refused attempt's `Retry-After`, in ms (0: none).
+        var retryAfterMs = 0
         /// The `Last-Event-ID` the current attempt sent.
         var sentResumeID: Int64?
         /// Reconnection attempts since the stream was last open (or started).
@@ -328,6 +331,7 @@ public final class EventStreamConnection: Sendable {
         core.parser = SSEParser(maxEventBytes: Self.maxEventBytes)
         core.responseStatus = 0
         core.errorBody = []
+        core.retryAfterMs = 0
         core.sentResumeID = core.resumeID
         var headers = [
             HTTPHeader("Session-Key", core.token),
@@ -365,7 +369,8 @@ public final class EventStreamConnection: Sendable {
             return
         }
         core.reconnectCount = attempt
-        let delayMs = policy.delayMs(attempt: attempt)
+        // The server's `Retry-After` (with a 503 or 429) is a floor under the policy's delay.
+        let delayMs = max(policy.delayMs(attempt: attempt), error.retryAfterMs)
         move(to: .reconnecting, error: error, &core)
         post(.reconnectAttempt(attempt: attempt, delayMs: delayMs), &core)
         core.effects.append(.timer(timerID: core.timerID, delayMs: delayMs))
@@ -398,7 +403,11 @@ public final class EventStreamConnection: Sendable {
         perform { core in
             guard core.attemptID == attemptID else { return }
             core.responseStatus = status
-            guard status == 200 else { return }  // the error body follows; judged at the end
+            guard status == 200 else {
+                // The error body follows; judged at the end.
+                core.retryAfterMs = APIEndpoint.retryAfterMs(headers.first { $0.name == "retry-after" }?.value)
+                return
+            }
             let contentType = headers.first { $0.name == "content-type" }?.value ?? ""
             if !asciiLowercased(contentType).hasPrefix("text/event-stream") {
                 scheduleReconnect(
@@ -472,7 +481,9 @@ public final class EventStreamConnection: Sendable {
                 close(with: error, &core)
             }
         case 408, 429, 500...599:
-            scheduleReconnect(after: ParleyError(.server, message, httpStatus: status, serverCode: serverCode), &core)
+            var error = ParleyError(.server, message, httpStatus: status, serverCode: serverCode)
+            error.retryAfterMs = core.retryAfterMs
+            scheduleReconnect(after: error, &core)
         default:
             let code: ParleyErrorCode =
                 switch status {

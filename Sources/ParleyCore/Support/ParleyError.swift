@@ -60,6 +60,9 @@ public struct ParleyError: Error, Sendable, Equatable, CustomStringConvertible {
     public var httpStatus: Int
     /// The server's error code from its JSON error body, 0 when none.
     public var serverCode: Int
+    /// How long the server asked to wait before trying again (its `Retry-After`, with a 503
+    /// or 429), in milliseconds; 0 when it said nothing.
+    public var retryAfterMs: Int = 0
 
     public init(_ code: ParleyErrorCode, _ message: String, httpStatus: Int = 0, serverCode: Int = 0) {
         self.code = code

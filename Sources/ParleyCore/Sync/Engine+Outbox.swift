@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 
 // The outbox (shared/SEMANTICS.md "Sending").
@@ -180,6 +181,20 @@ extension Engine {
             // `attempts` counts the first send too: attempts - 1 resends were made.
             let resendsLeft = configuration.resendRetryLimit.map { attempts - 1 < $0 } ?? true
             try transaction.markFailed(reqID: reqID, error: error, retryable: connectionLost && resendsLeft)
+            if connectionLost && resendsLeft && error.retryAfterMs > 0 { scheduleResend(afterMs: error.retryAfterMs) }
+        }
+    }
+
+    /// The server refused for now and said when to try again (503 or 429 with `Retry-After`):
+    /// its event stream may well stay up, so no reconnect would resend. The outbox drains
+    /// again once the wait is over (one timer at a time).
+    private func scheduleResend(afterMs delay: Int) {
+        guard !outbox.resendScheduled else { return }
+        outbox.resendScheduled = true
+        queue.asyncAfter(deadline: .now() + .milliseconds(delay)) { [weak self] in
+            guard let self else { return }
+            self.outbox.resendScheduled = false
+            self.drainOutbox()
         }
     }
 

@@ -80,6 +80,8 @@ struct OutboxState {
     /// The outbox is being drained; `drainRequestedAgain` asks for another pass after it.
     var draining = false
     var drainRequestedAgain = false
+    /// A drain is scheduled after the server's `Retry-After` (`scheduleResend`).
+    var resendScheduled = false
 }
 
 /// The changelog catch-up.

@@ -12,6 +12,7 @@ import requests
 
 import parley
 from conftest import ROOT, Admin, RunningServer
+from test_message_scenario import connect_live
 
 SCENARIO = ROOT / "Tests" / "scenarios" / "channel_collection.json"
 TIMEOUT = 20.0
@@ -76,7 +77,7 @@ def test_shared_channel_collection_scenario(server: RunningServer, admin: Admin,
         admin.call(step["admin"], step["path"], step.get("body"))
     seen = Seen()
     with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache"), reconnect_initial_delay_ms=50) as client:
-        client.connect(viewer, token).result(TIMEOUT)
+        connect_live(client, viewer, token)
         views: Dict[str, parley.GroupChannelCollection] = {}
         for name, view in scenario["views"].items():
             collection = client.group_channel_collection(view["query"])
@@ -110,7 +111,7 @@ def test_shared_channel_collection_scenario(server: RunningServer, admin: Admin,
                 client.disconnect()
                 online = False
             elif step.get("connect"):
-                client.connect(viewer, token).result(TIMEOUT)
+                connect_live(client, viewer, token)
                 online = True
             elif step.get("clear"):
                 client.clear_cached_data()

@@ -985,3 +985,30 @@ def test_the_server_ends_a_stream_whose_key_expires_and_the_client_asks_for_a_to
         recorder.wait(lambda: recorder.names().count("connected") + recorder.names().count("reconnect_succeeded") >= 2)
     finally:
         client.close()
+
+
+@pytest.mark.postgres_only
+def test_a_send_refused_while_the_database_restarts_is_resent_after_retry_after(server: RunningServer, admin: Admin,
+                                                                                tmp_path: Path) -> None:
+    """PostgreSQL stops under a connected client: its send is refused with 503 (500902,
+    Retry-After) and kept as failed. The event stream stays up, so no reconnect resends it:
+    the outbox sends it again once Retry-After has passed, and it is stored once."""
+    from tests_support import databases
+    alice_token, _, url = setup_pair(admin)
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", alice_token)
+        databases.stop_cluster()
+        try:
+            pending, future = client.send_user_message(url, "sent while the database restarts")
+            with pytest.raises(parley.ParleyError) as raised:
+                future.result(TIMEOUT)
+            assert (raised.value.http_status, raised.value.server_code) == (503, 500902), raised.value
+            assert client.cached_messages(url)[-1]["sending_status"] == "failed"
+        finally:
+            databases.start_cluster()
+        recorder.wait(lambda: any(p["req_id"] == pending["req_id"] for p in recorder.of("message_sent")))
+        assert "reconnect_started" not in recorder.names(), recorder.names()
+        copies = [m for m in server_messages(admin, url) if m["req_id"] == pending["req_id"]]
+        assert len(copies) == 1
+        assert [m.get("sending_status", "ok") for m in client.cached_messages(url)] == ["ok"]

@@ -65,6 +65,17 @@ def listing(server: RunningServer, token: str, channel: str, query: str) -> List
         position = f"message_ts={last['created_at']}&message_id={last['message_id']}&include=false"
 
 
+def connect_live(client: parley.Client, viewer: str, token: str) -> None:
+    """Connects and waits until the event stream is open: the server registers a stream before
+    it answers, so a message posted afterwards arrives live (one posted before would come from
+    the catch-up, which the scenario's expectations do not describe)."""
+    client.connect(viewer, token).result(TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while client.connection_state != "open":
+        assert time.monotonic() < deadline, "the event stream did not open"
+        time.sleep(0.005)
+
+
 def test_shared_message_collection_scenario(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     scenario = json.loads(SCENARIO.read_text())
     viewer, channel = scenario["viewer"], scenario["channel"]
@@ -87,7 +98,7 @@ def test_shared_message_collection_scenario(server: RunningServer, admin: Admin,
         run_admin(step)
     seen = Seen()
     with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache"), reconnect_initial_delay_ms=50) as client:
-        client.connect(viewer, token).result(TIMEOUT)
+        connect_live(client, viewer, token)
         views: Dict[str, parley.MessageCollection] = {}
         for name, spec in scenario["views"].items():
             point = parley.NEWEST if spec["starting_point"] == "newest" else 0
@@ -132,7 +143,7 @@ def test_shared_message_collection_scenario(server: RunningServer, admin: Admin,
                 client.disconnect()
                 online = False
             elif step.get("connect"):
-                client.connect(viewer, token).result(TIMEOUT)
+                connect_live(client, viewer, token)
                 online = True
             elif step.get("clear"):
                 client.clear_cached_data()
