@@ -18,6 +18,8 @@ from typing import Dict, List, Optional
 
 import pytest
 
+from tests_support.processes import stop_process
+
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 
 # The configuration of docs/DEPLOYMENT.md, with loopback addresses and short health-check
@@ -115,12 +117,6 @@ class Balancer:
                 if row["pxname"] == "nodes" and row["svname"] not in ("FRONTEND", "BACKEND")}
 
     def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
+        stop_process(self.process)
+        self.process = None
         self.log.close()

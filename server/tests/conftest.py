@@ -15,6 +15,7 @@ import requests
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.append(os.path.dirname(ROOT))  # the repository root, for tests_support
 from tests_support import databases  # noqa: E402
+from tests_support.processes import stop_process  # noqa: E402
 
 API_TOKEN = "test-admin-token"
 
@@ -70,13 +71,7 @@ class Server:
         self.base = text.split(" on ", 1)[1]
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def kill(self):
         if self.proc and self.proc.poll() is None:

@@ -335,6 +335,41 @@ def test_the_per_user_stream_limit_counts_the_streams_on_every_server(two_server
     third.close()
 
 
+def test_stream_opens_racing_on_both_servers_admit_exactly_the_limit(two_servers_two_streams_each):
+    """Eight streams of one user open at once, four through each server: exactly two are
+    admitted, the others refused with 429. Once the two close, the user is offline on both
+    servers and two streams open again (the counts went back to zero, not below)."""
+    a, b = two_servers_two_streams_each
+    user = a.user("racing")
+    outcomes, lock, start = [], threading.Lock(), threading.Barrier(8)
+
+    def open_one(server):
+        start.wait()
+        r = requests.get(server.url(f"/v3/users/{user}/events"), headers={"Api-Token": API_TOKEN},
+                         stream=True, timeout=10)
+        with lock:
+            outcomes.append(r)
+
+    threads = [threading.Thread(target=open_one, args=(s,)) for s in (a, b) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    try:
+        statuses = sorted(r.status_code for r in outcomes)
+        assert statuses == [200, 200] + [429] * 6, statuses
+        assert wait_until(lambda: presence_of(a, user)[0] and presence_of(b, user)[0])
+    finally:
+        for r in outcomes:
+            r.close()
+    assert wait_until(lambda: not presence_of(a, user)[0] and not presence_of(b, user)[0]), \
+        "a closed stream still counts as online"
+    again = [EventCollector(a, user), EventCollector(b, user)]
+    assert open_status(a, user)[0] == 429
+    for stream in again:
+        stream.close()
+
+
 def test_deactivating_a_user_ends_their_streams_on_every_server(two_servers):
     """The admin deactivates the user through A: their streams on A and on B both end with
     error 400301, and a stream no longer opens on B with their session key."""

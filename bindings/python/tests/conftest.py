@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bindings" / "python"))
 sys.path.append(str(ROOT))  # for tests_support
 from tests_support import databases  # noqa: E402
+from tests_support.processes import stop_process  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,11 +81,7 @@ def drop_test_databases(tmp_path: Path) -> Iterator[None]:
 def server(tmp_path: Path) -> Iterator[RunningServer]:
     running = start_server(server_database(tmp_path), secrets.token_hex(16))
     yield running
-    running.process.terminate()
-    try:
-        running.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        running.process.kill()
+    stop_process(running.process)
 
 
 class Admin:

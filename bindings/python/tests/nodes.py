@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 import signal
-import subprocess
 from pathlib import Path
 from typing import Iterator, List
 
@@ -12,6 +11,7 @@ import pytest
 
 from conftest import RunningServer, server_database, start_server
 from tests_support.balancer import Balancer
+from tests_support.processes import stop_process
 
 
 class Nodes:
@@ -47,13 +47,7 @@ class Nodes:
     def close(self) -> None:
         self.balancer.stop()
         for node in self.nodes:
-            if node.process.poll() is None:
-                node.process.terminate()
-                try:
-                    node.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    node.process.kill()
-                    node.process.wait()
+            stop_process(node.process)
 
 
 @pytest.fixture

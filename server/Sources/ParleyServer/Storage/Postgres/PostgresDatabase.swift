@@ -219,15 +219,9 @@ final class PostgresSession: SQLSession {
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         if let slot = HotStatements.slots[sql] { return try await runPrepared(HotStatements.types[slot], binds) }
         let postgresQuery = try makeQuery(sql, binds)
-        let (connection, logger) = (self.connection, self.logger)
         do {
-            return try await statements.run {
-                var rows: [SQLRow] = []
-                for try await row in try await connection.query(postgresQuery, logger: logger) {
-                    rows.append(try PostgresValues.decode(row))
-                }
-                return rows
-            }
+            let result = try await statements.run { connection.query(postgresQuery, logger: logger) }
+            return try result.rows.map(PostgresValues.decode)
         } catch {
             throw PostgresErrors.mapped(error)
         }
@@ -246,8 +240,8 @@ final class PostgresSession: SQLSession {
             // Only this (EventLoopFuture) form of `query` hands back the command tag, whose
             // row count is what was inserted, updated or deleted. It collects any rows a
             // RETURNING clause produced; use `query` for those.
-            let future: EventLoopFuture<PostgresQueryResult> = connection.query(postgresQuery, logger: logger)
-            return try await statements.run { try await future.get().metadata.rows ?? 0 }
+            let result = try await statements.run { connection.query(postgresQuery, logger: logger) }
+            return result.metadata.rows ?? 0
         } catch {
             throw PostgresErrors.mapped(error)
         }
@@ -265,7 +259,7 @@ final class PostgresSession: SQLSession {
     where Statement.Row: Sendable {
         let (connection, logger) = (self.connection, self.logger)
         do {
-            return try await statements.run {
+            return try await statements.runInTask {
                 var rows: [Statement.Row] = []
                 for try await row in try await connection.execute(statement, logger: logger) {
                     rows.append(row)
@@ -279,9 +273,8 @@ final class PostgresSession: SQLSession {
 
     /// A statement without parameters whose rows, if any, are not wanted.
     fileprivate func run(_ sql: String) async throws {
-        let (connection, logger) = (self.connection, self.logger)
         do {
-            try await statements.run { _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
+            _ = try await statements.run { connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
         } catch {
             throw PostgresErrors.mapped(error)
         }
@@ -623,13 +616,32 @@ enum PostgresErrors {
 
 /// Runs a transaction's statements so that each can be given up from outside: with PostgresNIO
 /// 1.33.2 a statement in flight as PostgreSQL shuts down was seen never to complete, even
-/// once its connection was closed (the database restart test of tests/test_nodes.py). Each
-/// statement runs in a task of its own, and the caller waits for the first of its result and
-/// `abandon`; after `abandon` every later statement fails at once.
+/// once its connection was closed (the database restart test of tests/test_nodes.py). The
+/// caller waits for the first of the statement's result and `abandon`; after `abandon` every
+/// later statement fails at once. A statement started as an EventLoopFuture costs nothing
+/// more than awaiting it; the prepared statements, which PostgresNIO offers only as async
+/// calls, each run in a task of their own (about 10 µs here, docs/BENCHMARKS.md).
 final class StatementGuard: Sendable {
     private let state = Mutex<(abandoned: (any Error)?, current: (@Sendable (any Error) -> Void)?)>((nil, nil))
 
-    func run<R: Sendable>(_ statement: @escaping @Sendable () async throws -> R) async throws -> R {
+    /// Starts the statement with `start` unless the transaction was abandoned.
+    func run<R: Sendable>(_ start: () -> EventLoopFuture<R>) async throws -> R {
+        let outcome = try begin(R.self)
+        defer { end() }
+        start().whenComplete { outcome.finish($0.mapError { $0 }) }
+        return try await outcome.wait().get()
+    }
+
+    func runInTask<R: Sendable>(_ statement: @escaping @Sendable () async throws -> R) async throws -> R {
+        let outcome = try begin(R.self)
+        defer { end() }
+        Task {
+            do { outcome.finish(.success(try await statement())) } catch { outcome.finish(.failure(error)) }
+        }
+        return try await outcome.wait().get()
+    }
+
+    private func begin<R: Sendable>(_: R.Type) throws -> Outcome<R> {
         let outcome = Outcome<R>()
         let failure: (any Error)? = state.withLock { state in
             if let abandoned = state.abandoned { return abandoned }
@@ -637,12 +649,10 @@ final class StatementGuard: Sendable {
             return nil
         }
         if let failure { throw failure }
-        Task {
-            do { outcome.finish(.success(try await statement())) } catch { outcome.finish(.failure(error)) }
-        }
-        defer { state.withLock { $0.current = nil } }
-        return try await outcome.wait().get()
+        return outcome
     }
+
+    private func end() { state.withLock { $0.current = nil } }
 
     /// Fails the statement running, and every later one, with `error`.
     func abandon(_ error: any Error) {

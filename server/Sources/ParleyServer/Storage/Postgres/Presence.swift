@@ -20,15 +20,20 @@ final class ClusterPresence: @unchecked Sendable {
     /// The class of the per-user transaction lock that serializes stream admissions (the
     /// two-key advisory locks are a space apart from the write turn's one-key lock).
     private static let admissionLockClass: Int32 = 0x5052_4553  // "PRES"
+    /// The class of the per-server lock: shared by admissions and releases, exclusive for a
+    /// rewrite of the server's rows.
+    private static let nodeLockClass: Int32 = 0x5052_4E4F  // "PRNO"
 
     let node: String
     private let database: any SQLDatabase
-    /// Serializes this server's writes of its own rows, so that `local` is what they say.
-    private let writing = AsyncLock()
     private let mutex = NSLock()
-    /// This server's streams per user, as admitted (under `writing`).
+    /// This server's streams per user: the truth its `presence` rows should say. Changed
+    /// inside the transaction that changes the rows, while that transaction holds this
+    /// server's node lock shared, so a rewrite (which holds it exclusively) reads a `local`
+    /// that matches every committed row.
     private var local: [String: Int] = [:]
-    /// A write of this server's rows failed: the next heartbeat writes them whole.
+    /// A write of this server's rows failed or its outcome is unknown: the next heartbeat
+    /// writes them whole from `local`.
     private var stale = false
     /// The users with streams on other running servers, and on which.
     private var remote: [String: Set<String>] = [:]
@@ -40,56 +45,104 @@ final class ClusterPresence: @unchecked Sendable {
 
     func isOnlineElsewhere(_ userId: String) -> Bool { mutex.withLock { remote[userId] != nil } }
 
+    /// Takes this server's node lock shared and the user's admission lock, for one admission
+    /// or release: admissions of one user queue across servers, and a rewrite of this server's
+    /// rows waits for the admissions and releases running here (and they for it).
+    private static let lockUserSQL = """
+        SELECT pg_advisory_xact_lock_shared(\(nodeLockClass), hashtext(?)), \
+        pg_advisory_xact_lock(\(admissionLockClass), hashtext(?))
+        """
+
     /// Admits one more stream of the user on this server, or throws 429 when the user's
-    /// streams on every running server would pass `limit`.
+    /// streams on every running server would pass `limit`. Three round trips with BEGIN and
+    /// COMMIT: the lock, then one statement that counts, checks and announces.
     func admit(_ userId: String, limit: Int) async throws {
-        await writing.lock()
-        defer { writing.unlock() }
         let now = nowMillis()
         let node = self.node
-        let open: Int64 = try await database.write { db in
-            try await db.execute("SELECT pg_advisory_xact_lock(\(Self.admissionLockClass), hashtext(?))", [.text(userId)])
-            let here = try await db.queryOne("""
-                INSERT INTO presence (node_id, user_id, streams) VALUES (?, ?, 1)
-                ON CONFLICT (node_id, user_id) DO UPDATE SET streams = presence.streams + 1 RETURNING streams
-                """, [.text(node), .text(userId)])?.int(0) ?? 1
-            let open = try await db.queryOne("""
-                SELECT coalesce(sum(p.streams), 0) FROM presence p LEFT JOIN server_nodes n ON n.node_id = p.node_id
-                WHERE p.user_id = ? AND (p.node_id = ? OR n.seen_at > ?)
-                """, [.text(userId), .text(node), .int(now - Self.aliveWindow)])?.int(0) ?? here
-            if open > Int64(limit) {
-                throw APIError(status: 429, code: 400120,
-                               message: "\"\(userId)\" already has \(open - 1) open event streams (at most \(limit)).")
+        var counted = false
+        do {
+            try await database.write { db in
+                if counted {
+                    // An earlier attempt counted, then its transaction rolled back (deadlock).
+                    counted = false
+                    mutex.withLock {
+                        let left = (local[userId] ?? 1) - 1
+                        local[userId] = left > 0 ? left : nil
+                    }
+                }
+                try await db.execute(Self.lockUserSQL, [.text(node), .text(userId)])
+                // The SELECT sees the snapshot before the INSERT: it adds this server's new
+                // count to the other running servers' counts. The announcement goes out only
+                // if the transaction commits, so a refused admission announces nothing.
+                guard let row = try await db.queryOne("""
+                    WITH here AS (
+                        INSERT INTO presence (node_id, user_id, streams) VALUES (?, ?, 1)
+                        ON CONFLICT (node_id, user_id) DO UPDATE SET streams = presence.streams + 1
+                        RETURNING streams),
+                    elsewhere AS (
+                        SELECT coalesce(sum(p.streams), 0) AS streams FROM presence p
+                        JOIN server_nodes n ON n.node_id = p.node_id
+                        WHERE p.user_id = ? AND p.node_id <> ? AND n.seen_at > ?)
+                    SELECT here.streams + elsewhere.streams,
+                           CASE WHEN here.streams = 1 AND here.streams + elsewhere.streams <= ?
+                                THEN pg_notify('\(Self.channel)', ?) END IS NULL
+                    FROM here, elsewhere
+                    """, [.text(node), .text(userId), .text(userId), .text(node), .int(now - Self.aliveWindow),
+                          .int(Int64(limit)), .text("\(node) 1 \(userId)")])
+                else { throw StorageError("counting a user's event streams returned no row") }
+                let open = row.int(0)
+                if open > Int64(limit) {
+                    throw APIError(status: 429, code: 400120,
+                                   message: "\"\(userId)\" already has \(open - 1) open event streams (at most \(limit)).")
+                }
+                mutex.withLock { local[userId, default: 0] += 1 }
+                counted = true
             }
-            if here == 1 { try await Self.notify("\(node) 1 \(userId)", db) }
-            return open
+        } catch {
+            if counted {
+                // Counted here, but the commit failed or its outcome is unknown: the stream
+                // does not open, and the rows are written whole at the next heartbeat.
+                mutex.withLock {
+                    let left = (local[userId] ?? 1) - 1
+                    local[userId] = left > 0 ? left : nil
+                    stale = true
+                }
+            }
+            throw error
         }
-        _ = open
-        mutex.withLock { local[userId, default: 0] += 1 }
     }
 
     /// One stream of the user on this server closed (it was admitted).
     func release(_ userId: String) async {
-        await writing.lock()
-        defer { writing.unlock() }
-        let left: Int = mutex.withLock {
-            let left = (local[userId] ?? 1) - 1
-            local[userId] = left > 0 ? left : nil
-            return left
-        }
         let node = self.node
+        var counted = false
         do {
             try await database.write { db in
-                if left > 0 {
-                    try await db.execute("UPDATE presence SET streams = ? WHERE node_id = ? AND user_id = ?",
-                                         [.int(Int64(left)), .text(node), .text(userId)])
-                } else {
+                try await db.execute(Self.lockUserSQL, [.text(node), .text(userId)])
+                if !counted {
+                    counted = true
+                    mutex.withLock {
+                        let left = (local[userId] ?? 1) - 1
+                        local[userId] = left > 0 ? left : nil
+                    }
+                }
+                let left = try await db.queryOne("""
+                    UPDATE presence SET streams = streams - 1 WHERE node_id = ? AND user_id = ? RETURNING streams
+                    """, [.text(node), .text(userId)])?.int(0)
+                if let left, left <= 0 {
                     try await db.execute("DELETE FROM presence WHERE node_id = ? AND user_id = ?", [.text(node), .text(userId)])
                     try await Self.notify("\(node) 0 \(userId)", db)
                 }
             }
         } catch {
-            mutex.withLock { stale = true }
+            // The stream is closed whatever the database says; `local` says so already.
+            mutex.withLock {
+                if !counted {
+                    let left = (local[userId] ?? 1) - 1
+                    local[userId] = left > 0 ? left : nil
+                }
+                stale = true
+            }
         }
     }
 
@@ -129,16 +182,26 @@ final class ClusterPresence: @unchecked Sendable {
 
     /// The heartbeat's write: see `heartbeat`.
     private func writeOwnRows(now: Int64) async throws -> [(userId: String, seenAt: Int64)] {
-        await writing.lock()
-        defer { writing.unlock() }
         let node = self.node
-        let rewrite: [String: Int]? = mutex.withLock { stale ? local : nil }
-        let forgotten = try await database.write { db -> [(userId: String, seenAt: Int64)] in
+        let mustRewrite = mutex.withLock { stale }
+        var rewritten = false
+        let forgotten: [(userId: String, seenAt: Int64)]
+        do {
+            forgotten = try await database.write { db -> [(userId: String, seenAt: Int64)] in
             try await db.execute("""
                 INSERT INTO server_nodes (node_id, started_at, seen_at) VALUES (?, ?, ?)
                 ON CONFLICT (node_id) DO UPDATE SET seen_at = excluded.seen_at
                 """, [.text(node), .int(now), .int(now)])
-            if let rewrite {
+            if mustRewrite {
+                // Exclusive: no admission or release of this server is between its count
+                // and its commit, so `local` is what the rows must say.
+                try await db.execute("SELECT pg_advisory_xact_lock(\(Self.nodeLockClass), hashtext(?))", [.text(node)])
+                // `stale` is cleared with the snapshot: a write failing after it sets it again.
+                let rewrite: [String: Int] = mutex.withLock {
+                    stale = false
+                    return local
+                }
+                rewritten = true
                 try await db.execute("DELETE FROM presence WHERE node_id = ?", [.text(node)])
                 for (userId, streams) in rewrite {
                     try await db.execute("INSERT INTO presence (node_id, user_id, streams) VALUES (?, ?, ?)",
@@ -152,8 +215,11 @@ final class ClusterPresence: @unchecked Sendable {
                 SELECT user_id, max(seen_at) FROM streams GROUP BY user_id
                 """, [.int(now - Self.forgetAfter)])
             return rows.map { (userId: $0.text(0), seenAt: $0.int(1)) }
+            }
+        } catch {
+            if rewritten { mutex.withLock { stale = true } }
+            throw error
         }
-        if rewrite != nil { mutex.withLock { stale = false } }
         return forgotten
     }
 
