@@ -9,42 +9,67 @@ import PostgresNIO
 struct ParleyServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "parley-server",
-        abstract: "The Parley reference chat server (REST + Server-Sent Events, SQLite storage).")
+        abstract: "The Parley reference chat server: REST and Server-Sent Events over SQLite or PostgreSQL.",
+        discussion: """
+            Every option can also be set by its environment variable (named in its help), or \
+            by a key of a JSON configuration file given with --config (the option's name with \
+            underscores: "max_streams_per_user"). The command line wins over the environment, \
+            which wins over the file. Secrets need never be on the command line: give \
+            PARLEY_API_TOKEN or --api-token-file, and PARLEY_DATABASE_URL or \
+            --database-file. docs/SERVER.md describes every setting.
+            """,
+        version: ServerVersion.string)
 
-    @Option(help: "Address to bind.") var host = "127.0.0.1"
-    @Option(help: "Port to listen on (0 = ephemeral).") var port = 8080
+    @Option(help: "A JSON file of settings (env PARLEY_CONFIG).") var config: String?
+    @Option(help: "Address to bind (env PARLEY_HOST; default 127.0.0.1).") var host: String?
+    @Option(help: "Port to listen on, 0 for any free one (env PARLEY_PORT; default 8080).") var port: String?
     @Option(help: """
-        Where the data lives: a SQLite file (PATH or sqlite:PATH, the default is parley-server.sqlite) \
-        or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require|verify-full]. \
-        Default: $PARLEY_DATABASE_URL, which keeps a password out of the process list.
+        Where the data lives: a SQLite file (PATH or sqlite:PATH) \
+        or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require|verify-full] \
+        (env PARLEY_DATABASE_URL; default parley-server.sqlite).
         """) var database: String?
-    @Option(help: "Admin API token (default: $PARLEY_API_TOKEN, else random, printed to stderr).") var apiToken: String?
-    @Option(help: "Maximum upload size in bytes.") var uploadLimitBytes = 26_214_400
-    @Option(help: "Number of events kept for Last-Event-ID resume.") var eventRetention = 10_000
-    @Option(help: "Seconds between SSE heartbeat comments.") var heartbeatSeconds = 15.0
-    @Option(help: "Event streams one user may have open at once.") var maxStreamsPerUser = 20
+    @Option(help: "A file holding the --database value, e.g. a URL with its password (env PARLEY_DATABASE_URL_FILE).")
+    var databaseFile: String?
+    @Option(help: "Admin API token (env PARLEY_API_TOKEN; default: a random one, printed to stderr).") var apiToken: String?
+    @Option(help: "A file holding the admin API token (env PARLEY_API_TOKEN_FILE).") var apiTokenFile: String?
+    @Option(help: "Largest upload in bytes (env PARLEY_UPLOAD_LIMIT_BYTES; default 26214400).") var uploadLimitBytes: String?
+    @Option(help: "Events kept for a Last-Event-ID resume (env PARLEY_EVENT_RETENTION; default 10000).")
+    var eventRetention: String?
+    @Option(help: "Seconds between the event streams' keep-alive comments (env PARLEY_HEARTBEAT_SECONDS; default 15).")
+    var heartbeatSeconds: String?
+    @Option(help: "Event streams one user may have open at once (env PARLEY_MAX_STREAMS_PER_USER; default 20).")
+    var maxStreamsPerUser: String?
+    @Option(help: "trace, debug, info, notice, warning, error or critical (env PARLEY_LOG_LEVEL; default error).")
+    var logLevel: String?
 
-    /// PARLEY_LOG_LEVEL (trace, debug, info, notice, warning, error, critical; default error).
-    static var logLevel: Logger.Level {
-        ProcessInfo.processInfo.environment["PARLEY_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .error
-    }
-
-    func validate() throws {
-        if port < 0 || port > 65535 { throw ValidationError("--port must be 0...65535") }
-        if uploadLimitBytes < 1 { throw ValidationError("--upload-limit-bytes must be positive") }
-        if eventRetention < 1 { throw ValidationError("--event-retention must be positive") }
-        if heartbeatSeconds <= 0 { throw ValidationError("--heartbeat-seconds must be positive") }
-        if maxStreamsPerUser < 1 { throw ValidationError("--max-streams-per-user must be positive") }
+    /// The options given on the command line, by setting name.
+    private var commandLine: Settings.CommandLine {
+        var given: [String: String] = [:]
+        let pairs: [(SettingKey, String?)] = [
+            (.host, host), (.port, port), (.database, database), (.databaseFile, databaseFile),
+            (.apiToken, apiToken), (.apiTokenFile, apiTokenFile), (.uploadLimitBytes, uploadLimitBytes),
+            (.eventRetention, eventRetention), (.heartbeatSeconds, heartbeatSeconds),
+            (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel),
+        ]
+        for (key, value) in pairs { if let value { given[key.name] = value } }
+        return Settings.CommandLine(values: given, configFile: config)
     }
 
     func run() async throws {
-        var token = apiToken ?? ProcessInfo.processInfo.environment["PARLEY_API_TOKEN"] ?? ""
+        let settings: Settings
+        do {
+            settings = try Settings.resolve(commandLine: commandLine, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            FileHandle.standardError.write(Data("parley-server: invalid configuration: \(error)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        let logLevel = settings.logLevel
+        var token = settings.apiToken ?? ""
         if token.isEmpty {
             token = randomHex(16)
             FileHandle.standardError.write(Data("parley-server: generated api token \(token)\n".utf8))
         }
-        let location: DatabaseLocation
-        do { location = try DatabaseLocation.resolve(argument: database) } catch { throw ValidationError("\(error)") }
+        let location = settings.database
         let storage: any SQLDatabase
         var legacyUploads: String? = nil
         var postgresPool: PostgresClient? = nil
@@ -56,23 +81,24 @@ struct ParleyServerCommand: AsyncParsableCommand {
         case .postgres(let url):
             // The pool runs as a service of the application (added below).
             var postgresLogger = Logger(label: "parley-server.postgres")
-            postgresLogger.logLevel = Self.logLevel
+            postgresLogger.logLevel = logLevel
             let postgres = try await PostgresDatabase.open(url: url, logger: postgresLogger, startsClient: false)
             storage = postgres
             postgresPool = postgres.client
             postgresURL = url
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
-        let shared = SharedState(database: storage, retention: eventRetention, uploadLimit: uploadLimitBytes, verify: verify)
+        let shared = SharedState(database: storage, retention: settings.eventRetention, uploadLimit: settings.uploadLimitBytes, verify: verify)
         let service = Service(shared: shared)
-        let config = ServerConfig(apiToken: token, uploadLimit: uploadLimitBytes,
-                                  heartbeatSeconds: heartbeatSeconds,
-                                  maxStreamsPerUser: maxStreamsPerUser,
+        let config = ServerConfig(apiToken: token, uploadLimit: settings.uploadLimitBytes,
+                                  heartbeatSeconds: settings.heartbeatSeconds,
+                                  maxStreamsPerUser: settings.maxStreamsPerUser,
                                   testHooks: ProcessInfo.processInfo.environment["PARLEY_TEST_HOOKS"] == "1")
         let responder = ParleyResponder(service: service, config: config)
+        let (host, port) = (settings.host, settings.port)
         let displayHost = host
         var logger = Logger(label: "parley-server")
-        logger.logLevel = Self.logLevel
+        logger.logLevel = logLevel
         var app = Application(
             responder: responder,
             configuration: .init(address: .hostname(host, port: port), serverName: "parley-server"),

@@ -414,6 +414,9 @@ final class EventHub: @unchecked Sendable {
         for id in ids { remove(id)?.end(code: code, message: message) }
     }
 
+    /// `finishAll` ran: the server is stopping.
+    var isShuttingDown: Bool { mutex.withLock { shuttingDown } }
+
     /// Ends every stream without a word, and every stream that opens from now on (shutdown:
     /// clients reconnect and resume).
     func finishAll() {

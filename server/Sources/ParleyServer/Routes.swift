@@ -5,6 +5,8 @@ enum RouteHandler: Sendable {
     case plain(Handler)
     /// The event stream: a long-lived response, opened outside `Service.run` (Services/EventStream.swift).
     case events
+    /// A health check: answered before any credential check (Services/Health.swift).
+    case health(HealthProbe)
 }
 
 /// The named parameters of the route templates. Handlers read them through `Ctx.param`.
@@ -54,6 +56,8 @@ struct PathParameters: Sendable {
 /// → handlers per method. The one table the router is built from.
 enum Routes {
     static let table: [(String, [HTTPRequest.Method: RouteHandler])] = [
+        ("/health/live", [.get: .health(.live)]),
+        ("/health/ready", [.get: .health(.ready)]),
         ("/v3/users", [.get: .plain(Users.list), .post: .plain(Users.create)]),
         ("/v3/users/:user_id", [.get: .plain(Users.get), .put: .plain(Users.update), .delete: .plain(Users.delete)]),
         ("/v3/users/:user_id/token", [.post: .plain(Users.issueToken)]),

@@ -151,6 +151,7 @@ struct Endpoint: Sendable {
         let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
         let method = request.method.rawValue.uppercased()
         let contentType = request.headers[.contentType] ?? ""
+        if case .health(let probe) = handler { return await Health.answer(probe, service: service) }
 
         // Credentials and size before a byte of the body is read: a stranger's request, or an
         // oversized one, costs no more than its head. A first login is committed here, so

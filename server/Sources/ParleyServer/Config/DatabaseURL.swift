@@ -1,4 +1,4 @@
-// Where the server keeps its data, from `--database` (or $PARLEY_DATABASE_URL): a SQLite
+// Where the server keeps its data, from the `database` setting (Config/Settings.swift): a SQLite
 // file by plain path or `sqlite:PATH`, or a PostgreSQL server by
 // `postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=...]`.
 // Descriptions and errors never contain the password: they end up in logs.
@@ -9,21 +9,6 @@ enum DatabaseLocation: Equatable, CustomStringConvertible {
     case postgres(PostgresURL)
 
     static let defaultSQLitePath = "parley-server.sqlite"
-    static let environmentVariable = "PARLEY_DATABASE_URL"
-
-    /// The `--database` value if given, else $PARLEY_DATABASE_URL, else the default file.
-    /// An empty value counts as not given, so that `PARLEY_DATABASE_URL=` in a shell script
-    /// does not turn into an error.
-    static func resolve(
-        argument: String?,
-        environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws(DatabaseURLError) -> DatabaseLocation {
-        if let argument, !argument.isEmpty { return try parse(argument) }
-        if let fromEnvironment = environment[environmentVariable], !fromEnvironment.isEmpty {
-            return try parse(fromEnvironment)
-        }
-        return .sqlite(path: defaultSQLitePath)
-    }
 
     static func parse(_ value: String) throws(DatabaseURLError) -> DatabaseLocation {
         if value.isEmpty { throw DatabaseURLError("the database location is empty") }

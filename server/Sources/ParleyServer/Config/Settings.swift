@@ -1,0 +1,206 @@
+// The server's settings, each from the command line, else the environment, else the
+// configuration file (`--config FILE`, JSON), else its default (docs/SERVER.md lists them).
+// Secrets (the admin token, a database URL with its password) can come from a file named by
+// the `..._file` setting, so that none has to appear on a command line, where `ps` shows it.
+import Foundation
+import Logging
+
+/// What `parley-server --version` prints; the same number as the library's (CMakeLists.txt).
+enum ServerVersion {
+    static let string = "0.1.0"
+}
+
+/// A setting refused at start, with the place it came from and the key it was given under.
+struct SettingsError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// One setting's names: `name` in the configuration file, `--name-with-dashes` on the
+/// command line, `PARLEY_NAME` in the environment (unless it has a name of its own).
+struct SettingKey: Sendable {
+    let name: String
+    let environmentName: String?
+
+    init(_ name: String, environment: String? = nil) {
+        self.name = name
+        self.environmentName = environment
+    }
+
+    var flag: String { "--" + name.replacingOccurrences(of: "_", with: "-") }
+    var environment: String { environmentName ?? "PARLEY_" + name.uppercased() }
+
+    static let host = SettingKey("host")
+    static let port = SettingKey("port")
+    static let database = SettingKey("database", environment: "PARLEY_DATABASE_URL")
+    static let databaseFile = SettingKey("database_file", environment: "PARLEY_DATABASE_URL_FILE")
+    static let apiToken = SettingKey("api_token")
+    static let apiTokenFile = SettingKey("api_token_file")
+    static let uploadLimitBytes = SettingKey("upload_limit_bytes")
+    static let eventRetention = SettingKey("event_retention")
+    static let heartbeatSeconds = SettingKey("heartbeat_seconds")
+    static let maxStreamsPerUser = SettingKey("max_streams_per_user")
+    static let logLevel = SettingKey("log_level")
+
+    /// Every key a configuration file may hold.
+    static let all: [SettingKey] = [
+        host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
+        heartbeatSeconds, maxStreamsPerUser, logLevel,
+    ]
+}
+
+/// The settings once resolved: every value checked.
+struct Settings: Sendable {
+    var host = "127.0.0.1"
+    var port = 8080
+    var database: DatabaseLocation = .sqlite(path: DatabaseLocation.defaultSQLitePath)
+    /// Nil: none was given; the server makes one up and prints it.
+    var apiToken: String?
+    var uploadLimitBytes = 26_214_400
+    var eventRetention = 10_000
+    var heartbeatSeconds = 15.0
+    var maxStreamsPerUser = 20
+    var logLevel: Logger.Level = .error
+
+    /// The values given on the command line (nil: not given there).
+    struct CommandLine {
+        var values: [String: String] = [:]
+        var configFile: String?
+    }
+
+    /// Resolves every setting: the command line, else `environment`, else the configuration
+    /// file (from the command line or PARLEY_CONFIG), else the default.
+    static func resolve(commandLine: CommandLine, environment: [String: String]) throws(SettingsError) -> Settings {
+        let configPath = commandLine.configFile ?? environment["PARLEY_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        let file = try configPath.map { path throws(SettingsError) in try ConfigFile.read(path) } ?? [:]
+        let source = Source(commandLine: commandLine.values, environment: environment, file: file,
+                            filePath: configPath ?? "")
+        var settings = Settings()
+        if let (value, origin) = source.string(.host) {
+            if value.isEmpty { throw SettingsError("\(origin): the address to bind is empty") }
+            settings.host = value
+        }
+        if let port = try source.integer(.port, in: 0...65_535) { settings.port = port }
+        if let (value, origin) = try source.secret(.database, file: .databaseFile) {
+            do { settings.database = try DatabaseLocation.parse(value) } catch {
+                throw SettingsError("\(origin): \(error)")
+            }
+        }
+        if let (token, _) = try source.secret(.apiToken, file: .apiTokenFile) { settings.apiToken = token }
+        if let value = try source.integer(.uploadLimitBytes, in: 1...Int(Int32.max)) { settings.uploadLimitBytes = value }
+        if let value = try source.integer(.eventRetention, in: 1...100_000_000) { settings.eventRetention = value }
+        if let value = try source.seconds(.heartbeatSeconds) { settings.heartbeatSeconds = value }
+        if let value = try source.integer(.maxStreamsPerUser, in: 1...100_000) { settings.maxStreamsPerUser = value }
+        if let (value, origin) = source.string(.logLevel) {
+            guard let level = Logger.Level(rawValue: value.lowercased()) else {
+                throw SettingsError("\(origin): '\(value)' is no log level (trace, debug, info, notice, warning, error, critical)")
+            }
+            settings.logLevel = level
+        }
+        return settings
+    }
+
+    /// Where one key's value is looked up, in order.
+    private struct Source {
+        let commandLine: [String: String]
+        let environment: [String: String]
+        let file: [String: ConfigValue]
+        let filePath: String
+
+        /// The value as text, and a phrase naming where it came from. An empty environment
+        /// variable counts as not set (`PARLEY_PORT=` in a script).
+        func string(_ key: SettingKey) -> (String, String)? {
+            if let value = commandLine[key.name] { return (value, key.flag) }
+            if let value = environment[key.environment], !value.isEmpty { return (value, key.environment) }
+            if let value = file[key.name] { return (value.text, "\(filePath): \"\(key.name)\"") }
+            return nil
+        }
+
+        func integer(_ key: SettingKey, in range: ClosedRange<Int>) throws(SettingsError) -> Int? {
+            guard let (text, origin) = string(key) else { return nil }
+            guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+                throw SettingsError("\(origin): '\(text)' is not a whole number in \(range.lowerBound)...\(range.upperBound)")
+            }
+            return value
+        }
+
+        func seconds(_ key: SettingKey) throws(SettingsError) -> Double? {
+            guard let (text, origin) = string(key) else { return nil }
+            guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite, value > 0, value <= 86_400
+            else { throw SettingsError("\(origin): '\(text)' is not a number of seconds above 0 (at most 86400)") }
+            return value
+        }
+
+        /// A secret given directly, or read from the file that `fileKey` names (its content
+        /// without the final line break). Both at the same level is a mistake.
+        func secret(_ key: SettingKey, file fileKey: SettingKey) throws(SettingsError) -> (String, String)? {
+            let direct = string(key)
+            let named = string(fileKey)
+            let level = { (origin: String?) -> Int in
+                guard let origin else { return 3 }
+                return origin.hasPrefix("--") ? 0 : origin.hasPrefix("PARLEY_") ? 1 : 2
+            }
+            if let direct, let named, level(direct.1) == level(named.1) {
+                throw SettingsError("\(direct.1) and \(named.1) are both given; give one of them")
+            }
+            if let named, level(named.1) < level(direct?.1) {
+                let (path, origin) = named
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    throw SettingsError("\(origin): cannot read '\(path)'")
+                }
+                guard var text = String(data: data, encoding: .utf8) else {
+                    throw SettingsError("\(origin): '\(path)' is not UTF-8 text")
+                }
+                while text.last == "\n" || text.last == "\r" { text.removeLast() }
+                if text.isEmpty { throw SettingsError("\(origin): '\(path)' is empty") }
+                return (text, "\(origin) ('\(path)')")
+            }
+            if let direct, direct.0.isEmpty { throw SettingsError("\(direct.1): the value is empty") }
+            return direct
+        }
+    }
+}
+
+/// A value of the configuration file (a JSON string or number), as text.
+struct ConfigValue {
+    let text: String
+}
+
+enum ConfigFile {
+    /// Reads a JSON object of settings. Unknown keys and values that are neither strings nor
+    /// numbers are refused, naming the key, so that a misspelt setting is not silently ignored.
+    static func read(_ path: String) throws(SettingsError) -> [String: ConfigValue] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw SettingsError("configuration file '\(path)' cannot be read")
+        }
+        let parsed: Any
+        do { parsed = try JSONSerialization.jsonObject(with: data) } catch {
+            throw SettingsError("configuration file '\(path)' is not valid JSON: \(error.localizedDescription)")
+        }
+        guard let object = parsed as? [String: Any] else {
+            throw SettingsError("configuration file '\(path)' must hold a JSON object of settings")
+        }
+        let known = Set(SettingKey.all.map(\.name))
+        var values: [String: ConfigValue] = [:]
+        for (key, value) in object {
+            guard known.contains(key) else {
+                throw SettingsError(
+                    "\(path): unknown key \"\(key)\" (known: \(SettingKey.all.map(\.name).joined(separator: ", ")))")
+            }
+            switch value {
+            case let text as String:
+                values[key] = ConfigValue(text: text)
+            case let number as NSNumber:
+                // JSON's true and false come back as NSNumbers of type "c" (char); `is Bool`
+                // cannot tell them from 0 and 1.
+                if String(cString: number.objCType) == "c" {
+                    throw SettingsError("\(path): \"\(key)\" must be a string or a number, not true or false")
+                }
+                values[key] = ConfigValue(text: number.stringValue)
+            default:
+                throw SettingsError("\(path): \"\(key)\" must be a string or a number")
+            }
+        }
+        return values
+    }
+}

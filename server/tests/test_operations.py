@@ -1,0 +1,239 @@
+"""Running the server as an operator would (docs/SERVER.md): --version and --help, settings
+from the command line, the environment and a configuration file (secrets from files), bad
+settings refused at start naming the key, and the health endpoints."""
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import time
+
+import pytest
+import requests
+
+from conftest import ROOT, Server, databases, server_binary
+from tests_support.processes import stop_process
+
+SETTING_KEYS = ["host", "port", "database", "database_file", "api_token", "api_token_file",
+                "upload_limit_bytes", "event_retention", "heartbeat_seconds", "max_streams_per_user",
+                "log_level"]
+ENVIRONMENT = {"database": "PARLEY_DATABASE_URL", "database_file": "PARLEY_DATABASE_URL_FILE"}
+
+
+def clean_environment(**extra):
+    """The test's environment without any PARLEY_ setting of the outer run, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARLEY_")}
+    env.update(extra)
+    return env
+
+
+def run_briefly(args, env, timeout=20):
+    return subprocess.run([server_binary()] + args, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+class Started:
+    """A server started with exactly the given arguments and environment."""
+
+    def __init__(self, args, env):
+        self.proc = subprocess.Popen([server_binary()] + args, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline() if ready else ""
+        assert line.startswith("parley-server listening on http://"), \
+            (line, self.proc.stderr.read() if self.proc.poll() is not None else "")
+        self.base = line.strip().split(" on ", 1)[1]
+
+    def get(self, path, token=None, **kwargs):
+        headers = {"Api-Token": token} if token else {}
+        return requests.get(self.base + path, headers=headers, timeout=10, **kwargs)
+
+    def stop(self):
+        stop_process(self.proc)
+
+
+def library_version():
+    text = open(os.path.join(os.path.dirname(ROOT), "CMakeLists.txt")).read()
+    return re.search(r"project\(Parley VERSION (\S+)", text).group(1)
+
+
+def test_version_is_the_library_version():
+    result = run_briefly(["--version"], clean_environment())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == library_version()
+
+
+def test_help_names_every_setting_with_its_environment_variable():
+    result = run_briefly(["--help"], clean_environment())
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    for key in SETTING_KEYS:
+        assert "--" + key.replace("_", "-") in text, key
+        assert ENVIRONMENT.get(key, "PARLEY_" + key.upper()) in text, key
+    assert "--config" in text and "PARLEY_CONFIG" in text
+
+
+def test_settings_come_from_the_file_the_environment_and_the_command_line_in_that_order(tmp_path):
+    """The file says 1 stream per user, the environment 2, the command line 3: 3 count. The
+    token comes from a file named by the environment, the database from the file."""
+    db = databases.database_for(tmp_path, "settings.sqlite")
+    token_file = tmp_path / "token"
+    token_file.write_text("secret-from-a-file\n")
+    config = tmp_path / "parley.json"
+    config.write_text(json.dumps({"port": 0, "database": db, "max_streams_per_user": 1, "log_level": "warning"}))
+    env = clean_environment(PARLEY_CONFIG=str(config), PARLEY_API_TOKEN_FILE=str(token_file),
+                            PARLEY_MAX_STREAMS_PER_USER="2")
+    server = Started(["--max-streams-per-user", "3"], env)
+    try:
+        assert server.get("/v3/users", token="secret-from-a-file").status_code == 200
+        assert server.get("/v3/users", token="secret-from-a-fil").status_code == 401
+        created = requests.post(server.base + "/v3/users", headers={"Api-Token": "secret-from-a-file"},
+                                json={"user_id": "u1", "nickname": "u1", "profile_url": ""}, timeout=10)
+        assert created.status_code == 200, created.text
+        streams = [server.get("/v3/users/u1/events", token="secret-from-a-file", stream=True) for _ in range(4)]
+        try:
+            assert [s.status_code for s in streams] == [200, 200, 200, 429]
+        finally:
+            for s in streams:
+                s.close()
+    finally:
+        server.stop()
+    # Without the command line the environment's 2 count, and the database named in the
+    # file is the one written.
+    again = Started([], env)
+    try:
+        users = again.get("/v3/users", token="secret-from-a-file").json()["users"]
+        assert [u["user_id"] for u in users] == ["u1"]
+        streams = [again.get("/v3/users/u1/events", token="secret-from-a-file", stream=True) for _ in range(3)]
+        try:
+            assert [s.status_code for s in streams] == [200, 200, 429]
+        finally:
+            for s in streams:
+                s.close()
+    finally:
+        again.stop()
+
+
+@pytest.mark.parametrize("args, env, file, message", [
+    ([], {"PARLEY_PORT": "eighty"}, None, "PARLEY_PORT: 'eighty' is not a whole number"),
+    (["--port", "70000"], {}, None, "--port: '70000' is not a whole number in 0...65535"),
+    ([], {}, {"prot": 8080}, 'unknown key "prot"'),
+    ([], {}, {"port": True}, '"port" must be a string or a number'),
+    ([], {}, {"heartbeat_seconds": 0}, '"heartbeat_seconds"'),
+    ([], {"PARLEY_LOG_LEVEL": "loud"}, None, "PARLEY_LOG_LEVEL: 'loud' is no log level"),
+    (["--api-token", "a", "--api-token-file", "/etc/hostname"], {}, None,
+     "--api-token and --api-token-file are both given"),
+    ([], {"PARLEY_API_TOKEN_FILE": "/nonexistent/token"}, None, "PARLEY_API_TOKEN_FILE: cannot read '/nonexistent/token'"),
+    ([], {"PARLEY_DATABASE_URL": "mysql://x/y"}, None, "PARLEY_DATABASE_URL: unsupported database URL scheme 'mysql'"),
+    ([], {}, "not json", "is not valid JSON"),
+])
+def test_invalid_settings_are_refused_at_start_naming_the_key(tmp_path, args, env, file, message):
+    if file is not None:
+        config = tmp_path / "bad.json"
+        config.write_text(file if isinstance(file, str) else json.dumps(file))
+        args = ["--config", str(config)] + args
+    if "PARLEY_DATABASE_URL" not in env:
+        args = args + ["--database", str(tmp_path / "unused.sqlite")]
+    result = run_briefly(args, clean_environment(**env))
+    assert result.returncode == 78, (result.returncode, result.stderr)
+    assert message in result.stderr, result.stderr
+    assert not (tmp_path / "unused.sqlite").exists(), "the server went on to open its database"
+
+
+def test_health_live_and_ready_need_no_credentials_and_say_nothing_sensitive(server):
+    live = requests.get(server.url("/health/live"), timeout=10)
+    assert live.status_code == 200
+    assert live.json() == {"status": "live", "version": library_version()}
+    ready = requests.get(server.url("/health/ready"), timeout=10)
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {"status": "ready", "version": library_version(), "database": "ok",
+                            "schema": "current", "event_streams": "accepting"}
+    assert "postgres" not in ready.text and "sqlite" not in ready.text
+    assert requests.post(server.url("/health/ready"), timeout=10).status_code == 405
+
+
+@pytest.mark.postgres_only
+def test_ready_turns_false_while_postgresql_is_stopped_and_back_after(fresh_server):
+    server = fresh_server()
+    assert requests.get(server.url("/health/ready"), timeout=10).status_code == 200
+    databases.stop_cluster()
+    try:
+        deadline = time.monotonic() + 15
+        answer = None
+        while time.monotonic() < deadline:
+            answer = requests.get(server.url("/health/ready"), timeout=10)
+            if answer.status_code == 503:
+                break
+            time.sleep(0.2)
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["status"] == "not_ready" and answer.json()["database"] == "unreachable", answer.text
+        assert answer.headers.get("Retry-After") == "1"
+        # The process itself still lives.
+        assert requests.get(server.url("/health/live"), timeout=10).status_code == 200
+    finally:
+        databases.start_cluster()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if requests.get(server.url("/health/ready"), timeout=10).status_code == 200:
+            break
+        time.sleep(0.2)
+    assert requests.get(server.url("/health/ready"), timeout=10).json()["status"] == "ready"
+
+
+def test_ready_turns_false_once_the_server_is_stopping(tmp_path):
+    """After SIGTERM the server ends its streams and says it no longer accepts them (it may
+    also stop answering at once; both are fine, a 200 is not)."""
+    server = Server(databases.database_for(tmp_path, "stopping.sqlite"))
+    try:
+        user = server.user("stopper")
+        stream = requests.get(server.url(f"/v3/users/{user}/events"), headers={"Api-Token": "test-admin-token"},
+                              stream=True, timeout=10)
+        assert stream.status_code == 200
+        server.proc.terminate()
+        try:
+            answer = requests.get(server.url("/health/ready"), timeout=5)
+            assert answer.status_code == 503 and answer.json()["event_streams"] == "closing", answer.text
+        except requests.ConnectionError:
+            pass
+        assert server.proc.wait(timeout=15) == 0
+        stream.close()
+    finally:
+        server.stop()
+
+
+def test_the_installed_server_runs_from_its_configuration_file_and_its_unit_verifies(tmp_path):
+    """scripts/install-server.sh into a prefix (installing the binary under test), then the
+    installed server started from the example configuration (port and database changed) with
+    the token from the environment; the installed systemd unit passes systemd-analyze."""
+    prefix = tmp_path / "prefix"
+    script = os.path.join(os.path.dirname(ROOT), "scripts", "install-server.sh")
+    installed = subprocess.run(["bash", script, str(prefix)], capture_output=True, text=True, timeout=120,
+                               env=clean_environment(PARLEY_SERVER_BIN=server_binary()))
+    assert installed.returncode == 0, installed.stderr
+    binary = prefix / "bin" / "parley-server"
+    assert subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout.strip() == library_version()
+    assert (prefix / "share" / "doc" / "parley-server" / "SERVER.md").exists()
+    settings = json.loads((prefix / "share" / "parley-server" / "config.example.json").read_text())
+    settings.update(port=0, host="127.0.0.1", database=databases.database_for(tmp_path, "installed.sqlite"))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(settings))
+    proc = subprocess.Popen([str(binary), "--config", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=clean_environment(PARLEY_API_TOKEN="installed-token"))
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        line = proc.stdout.readline() if ready else ""
+        assert line.startswith("parley-server listening on http://"), line
+        base = line.strip().split(" on ", 1)[1]
+        assert requests.get(base + "/v3/users", headers={"Api-Token": "installed-token"}, timeout=10).status_code == 200
+        assert requests.get(base + "/health/ready", timeout=10).json()["status"] == "ready"
+    finally:
+        stop_process(proc)
+    assert proc.returncode == 0, proc.stderr.read()
+    unit = prefix / "share" / "parley-server" / "parley-server.service"
+    text = unit.read_text()
+    assert f"ExecStart={binary} --config /etc/parley-server/config.json" in text
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed: the unit was not verified")
+    verified = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
