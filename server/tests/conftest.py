@@ -4,6 +4,7 @@ import os
 import queue
 import select
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -55,7 +56,9 @@ class Server:
                 "--heartbeat-seconds", "0.5"] + self.extra_args
         # Test hooks on: an admin write may hold its transaction open (Parley-Test-Hold-Ms).
         env = dict(os.environ, PARLEY_TEST_HOOKS="1")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        # stderr goes to a file: a pipe nobody reads would stall a server that logs a lot.
+        self.log = tempfile.NamedTemporaryFile(prefix="parley-server-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env)
         deadline = time.time() + 30
         line = b""
         while time.time() < deadline:
@@ -67,11 +70,21 @@ class Server:
                 break
         text = line.decode().strip()
         assert text.startswith("parley-server listening on http://"), \
-            f"unexpected start line {text!r}; stderr: {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+            f"unexpected start line {text!r}; stderr: {self.log_text() if self.proc.poll() is not None else ''}"
         self.base = text.split(" on ", 1)[1]
+
+    def log_text(self):
+        """What the server wrote to stderr so far."""
+        with open(self.log.name, encoding="utf-8", errors="replace") as f:
+            return f.read()
 
     def stop(self):
         stop_process(self.proc)
+        self.log.close()
+        try:
+            os.unlink(self.log.name)
+        except FileNotFoundError:
+            pass
 
     def kill(self):
         if self.proc and self.proc.poll() is None:

@@ -17,7 +17,7 @@ from tests_support.processes import stop_process
 
 SETTING_KEYS = ["host", "port", "database", "database_file", "api_token", "api_token_file",
                 "upload_limit_bytes", "event_retention", "heartbeat_seconds", "max_streams_per_user",
-                "log_level"]
+                "log_level", "log_format"]
 ENVIRONMENT = {"database": "PARLEY_DATABASE_URL", "database_file": "PARLEY_DATABASE_URL_FILE"}
 
 
@@ -237,3 +237,64 @@ def test_the_installed_server_runs_from_its_configuration_file_and_its_unit_veri
         pytest.skip("systemd-analyze is not installed: the unit was not verified")
     verified = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def access_lines(text):
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [line for line in lines if line.get("message") == "request"]
+
+
+def test_access_log_lines_in_json_name_route_status_caller_and_request_id_never_secrets(tmp_path):
+    server = Server(databases.database_for(tmp_path, "logs.sqlite"), ["--log-level", "info", "--log-format", "json"])
+    try:
+        user = server.user("logger")
+        session = server.session(user)
+        given = server.request("GET", "/v3/users", headers={"X-Request-Id": "lb-7f3a.9"})
+        assert given.headers["X-Request-Id"] == "lb-7f3a.9"
+        mine = server.request("GET", f"/v3/users/{user}", token=None, session=session)
+        assert mine.status_code == 200, mine.text
+        made_up = server.request("GET", "/v3/group_channels/nothing-here", headers={"X-Request-Id": "not a token"})
+        assert made_up.status_code == 400 or made_up.status_code == 404
+        assert re.fullmatch(r"[0-9a-f]{16}", made_up.headers["X-Request-Id"])
+        stranger = requests.get(server.url("/no/such/route"), timeout=10)
+        deadline = time.monotonic() + 5
+        while len(access_lines(server.log_text())) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = server.log_text()
+    finally:
+        server.stop()
+    lines = access_lines(text)
+    by_id = {line["request_id"]: line for line in lines}
+    first = by_id["lb-7f3a.9"]
+    assert (first["method"], first["route"], first["status"], first["caller"]) == ("GET", "/v3/users", 200, "admin")
+    assert first["level"] == "info" and first["logger"] == "parley-server"
+    assert isinstance(first["duration_ms"], float) and 0 <= first["duration_ms"] < 10_000
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", first["time"])
+    own = by_id[mine.headers["X-Request-Id"]]
+    assert (own["route"], own["status"], own["caller"]) == ("/v3/users/:user_id", 200, user)
+    other = by_id[made_up.headers["X-Request-Id"]]
+    assert other["route"] == "/v3/group_channels/:channel_url" and other["status"] == made_up.status_code
+    unknown = by_id[stranger.headers["X-Request-Id"]]
+    assert (unknown["route"], unknown["status"], unknown["caller"]) == ("-", 404, "-")
+    # The path's ids, the token and the session key appear nowhere in the log.
+    for secret in ("test-admin-token", session, "nothing-here"):
+        assert secret not in text
+
+
+def test_text_logs_and_level_error_keeps_stderr_quiet(tmp_path):
+    loud = Server(databases.database_for(tmp_path, "text.sqlite"), ["--log-level", "info"])
+    quiet = Server(databases.database_for(tmp_path, "quiet.sqlite"), ["--log-level", "error"])
+    try:
+        for s in (loud, quiet):
+            s.request("GET", "/v3/users", headers={"X-Request-Id": "text-1"})
+        deadline = time.monotonic() + 5
+        while "text-1" not in loud.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loud_text, quiet_text = loud.log_text(), quiet.log_text()
+    finally:
+        loud.stop()
+        quiet.stop()
+    line = next(l for l in loud_text.splitlines() if "text-1" in l)
+    assert " info parley-server: " in line and line.endswith(" request"), line
+    assert "route=/v3/users" in line and "status=200" in line and "caller=admin" in line, line
+    assert "text-1" not in quiet_text

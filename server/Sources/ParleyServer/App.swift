@@ -39,8 +39,13 @@ struct ParleyServerCommand: AsyncParsableCommand {
     var heartbeatSeconds: String?
     @Option(help: "Event streams one user may have open at once (env PARLEY_MAX_STREAMS_PER_USER; default 20).")
     var maxStreamsPerUser: String?
-    @Option(help: "trace, debug, info, notice, warning, error or critical (env PARLEY_LOG_LEVEL; default error).")
+    @Option(help: """
+        trace, debug, info (adds one access-log line per request), notice, warning, error or critical \
+        (env PARLEY_LOG_LEVEL; default error).
+        """)
     var logLevel: String?
+    @Option(help: "text, or json for one JSON object per line (env PARLEY_LOG_FORMAT; default text).")
+    var logFormat: String?
 
     /// The options given on the command line, by setting name.
     private var commandLine: Settings.CommandLine {
@@ -49,7 +54,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             (.host, host), (.port, port), (.database, database), (.databaseFile, databaseFile),
             (.apiToken, apiToken), (.apiTokenFile, apiTokenFile), (.uploadLimitBytes, uploadLimitBytes),
             (.eventRetention, eventRetention), (.heartbeatSeconds, heartbeatSeconds),
-            (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel),
+            (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel), (.logFormat, logFormat),
         ]
         for (key, value) in pairs { if let value { given[key.name] = value } }
         return Settings.CommandLine(values: given, configFile: config)
@@ -64,6 +69,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             throw ExitCode(78)  // EX_CONFIG
         }
         let logLevel = settings.logLevel
+        ServerLogging.bootstrap(format: settings.logFormat, level: logLevel)
         var token = settings.apiToken ?? ""
         if token.isEmpty {
             token = randomHex(16)
@@ -94,11 +100,12 @@ struct ParleyServerCommand: AsyncParsableCommand {
                                   heartbeatSeconds: settings.heartbeatSeconds,
                                   maxStreamsPerUser: settings.maxStreamsPerUser,
                                   testHooks: ProcessInfo.processInfo.environment["PARLEY_TEST_HOOKS"] == "1")
-        let responder = ParleyResponder(service: service, config: config)
+        
         let (host, port) = (settings.host, settings.port)
         let displayHost = host
         var logger = Logger(label: "parley-server")
         logger.logLevel = logLevel
+        let responder = ParleyResponder(service: service, config: config, logger: logger)
         var app = Application(
             responder: responder,
             configuration: .init(address: .hostname(host, port: port), serverName: "parley-server"),

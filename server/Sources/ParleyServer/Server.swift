@@ -1,6 +1,7 @@
 import HTTPTypes
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 
 struct Caller: Sendable {
@@ -97,29 +98,63 @@ struct ParleyResponder: HTTPResponder {
     typealias Context = BasicRequestContext
     let service: Service
     let config: ServerConfig
+    let logger: Logger
     private let router: RouterResponder<BasicRequestContext>
 
-    init(service: Service, config: ServerConfig) {
+    static let requestIdHeader = HTTPField.Name("X-Request-Id")!
+
+    init(service: Service, config: ServerConfig, logger: Logger) {
         self.service = service
         self.config = config
+        self.logger = logger
         let endpoint = Endpoint(service: service, config: config)
         router = Routes.router(serve: endpoint.handle).buildResponder()
     }
 
+    /// Answers the request, then writes its access-log line (for an event stream: once the
+    /// stream's head is sent). Every response carries the request id.
     func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
+        let started = ContinuousClock.now
+        let requestId = RequestRecord.requestId(given: request.headers[Self.requestIdHeader])
+        let record = RequestRecord()
+        var response = await RequestRecord.$current.withValue(record) {
+            await answer(request, context: context, requestId: requestId)
+        }
+        response.headers[Self.requestIdHeader] = requestId
+        if logger.logLevel <= .info {
+            let elapsed = started.duration(to: .now).components
+            let micros = elapsed.seconds * 1_000_000 + elapsed.attoseconds / 1_000_000_000_000
+            logger.info("request", metadata: [
+                "request_id": .string(requestId),
+                "method": .string(request.method.rawValue),
+                "route": .string(record.route),
+                "status": .stringConvertible(response.status.code),
+                "duration_ms": .stringConvertible(Double(micros) / 1000),
+                "caller": .string(record.caller),
+            ])
+        }
+        return response
+    }
+
+    private func answer(_ request: Request, context: BasicRequestContext, requestId: String) async -> Response {
         do {
             // Errors a handler or the router throws (APIError) come back here to become JSON.
             return try await router.respond(to: Routes.routable(request), context: context)
         } catch let error as APIError {
+            if error.status >= 500 {
+                logger.error("request failed", metadata: ["request_id": .string(requestId), "error": .string(error.message)])
+            }
             return Self.json(error.json, status: error.status)
         } catch let error as StorageError where error.kind == .unavailable {
             // The database is down or restarting (PROTOCOL.md §1): worth a retry soon. A write
             // that failed at its commit may or may not have been stored; a send retried with
             // its `req_id` is stored once either way.
+            logger.warning("database unavailable", metadata: ["request_id": .string(requestId), "error": .string(error.description)])
             var response = Self.json(APIError.unavailable(error.description).json, status: 503)
             response.headers[.retryAfter] = String(Self.retryAfterSeconds)
             return response
         } catch {
+            logger.error("request failed", metadata: ["request_id": .string(requestId), "error": .string("\(error)")])
             return Self.json(APIError.internal("\(error)").json, status: 500)
         }
     }
@@ -151,6 +186,7 @@ struct Endpoint: Sendable {
         let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
         let method = request.method.rawValue.uppercased()
         let contentType = request.headers[.contentType] ?? ""
+        RequestRecord.current?.route = route
         if case .health(let probe) = handler { return await Health.answer(probe, service: service) }
 
         // Credentials and size before a byte of the body is read: a stranger's request, or an
@@ -198,6 +234,7 @@ struct Endpoint: Sendable {
             ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
         let reply = try await service.run(readOnly: method == "GET" || method == "HEAD") { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
+            RequestRecord.current?.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
             let reply = try await run(state, &ctx)
             if let holdMilliseconds, ctx.caller.isAdmin, !state.readOnly {
                 try await Task.sleep(for: .milliseconds(holdMilliseconds))

@@ -41,11 +41,12 @@ struct SettingKey: Sendable {
     static let heartbeatSeconds = SettingKey("heartbeat_seconds")
     static let maxStreamsPerUser = SettingKey("max_streams_per_user")
     static let logLevel = SettingKey("log_level")
+    static let logFormat = SettingKey("log_format")
 
     /// Every key a configuration file may hold.
     static let all: [SettingKey] = [
         host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
-        heartbeatSeconds, maxStreamsPerUser, logLevel,
+        heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat,
     ]
 }
 
@@ -61,6 +62,7 @@ struct Settings: Sendable {
     var heartbeatSeconds = 15.0
     var maxStreamsPerUser = 20
     var logLevel: Logger.Level = .error
+    var logFormat: LogFormat = .text
 
     /// The values given on the command line (nil: not given there).
     struct CommandLine {
@@ -96,6 +98,12 @@ struct Settings: Sendable {
                 throw SettingsError("\(origin): '\(value)' is no log level (trace, debug, info, notice, warning, error, critical)")
             }
             settings.logLevel = level
+        }
+        if let (value, origin) = source.string(.logFormat) {
+            guard let format = LogFormat(rawValue: value.lowercased()) else {
+                throw SettingsError("\(origin): '\(value)' is no log format (text or json)")
+            }
+            settings.logFormat = format
         }
         return settings
     }
