@@ -12,12 +12,13 @@ import time
 import pytest
 import requests
 
+from concurrency_support import EventCollector
 from conftest import ROOT, Server, databases, server_binary
 from tests_support.processes import stop_process
 
 SETTING_KEYS = ["host", "port", "database", "database_file", "api_token", "api_token_file",
                 "upload_limit_bytes", "event_retention", "heartbeat_seconds", "max_streams_per_user",
-                "log_level", "log_format"]
+                "log_level", "log_format", "metrics_token", "metrics_token_file"]
 ENVIRONMENT = {"database": "PARLEY_DATABASE_URL", "database_file": "PARLEY_DATABASE_URL_FILE"}
 
 
@@ -298,3 +299,75 @@ def test_text_logs_and_level_error_keeps_stderr_quiet(tmp_path):
     assert " info parley-server: " in line and line.endswith(" request"), line
     assert "route=/v3/users" in line and "status=200" in line and "caller=admin" in line, line
     assert "text-1" not in quiet_text
+
+
+def scrape(server, headers=None):
+    """The samples of /metrics: {(name, frozenset(labels)): value}."""
+    answer = requests.get(server.url("/metrics"), headers=headers or {}, timeout=10)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    samples = {}
+    for line in answer.text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = re.fullmatch(r'([a-z_]+)(?:\{(.*)\})? (\S+)', line)
+        assert match, line
+        labels = frozenset(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        samples[(match.group(1), labels)] = float(match.group(3))
+    return samples
+
+
+def test_metrics_move_with_traffic(tmp_path):
+    server = Server(databases.database_for(tmp_path, "metrics.sqlite"))
+    try:
+        before = scrape(server)
+        assert before[("parley_event_streams_open", frozenset())] == 0
+        started = before[("parley_process_start_time_seconds", frozenset())]
+        assert time.time() - 600 < started <= time.time() + 1
+        sender, reader = server.user("m"), server.user("m")
+        url = server.channel([sender, reader])["channel_url"]
+        stream = EventCollector(server, reader)
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+        for i in range(3):
+            server.send(url, sender, text=f"counted {i}")
+        assert stream.wait_for(lambda fs: sum(1 for f in fs if f["event"] == "message_received") >= 3, 10)
+        # The hub notes what it delivered just after queueing the frames.
+        deadline = time.monotonic() + 5
+        after = scrape(server)
+        while (after[("parley_events_delivered_through_id", frozenset())]
+               < after[("parley_event_log_last_id", frozenset())]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            after = scrape(server)
+        stream.close()
+    finally:
+        server.stop()
+
+    def value(samples, name, **labels):
+        return samples.get((name, frozenset(labels.items())), 0.0)
+
+    sent = dict(method="POST", route="/v3/group_channels/:channel_url/messages", status="200")
+    assert value(after, "parley_http_requests_total", **sent) - value(before, "parley_http_requests_total", **sent) == 3
+    assert value(after, "parley_http_request_duration_seconds_count", method="POST",
+                 route="/v3/group_channels/:channel_url/messages") == 3
+    assert value(after, "parley_messages_stored_total") - value(before, "parley_messages_stored_total") == 3
+    assert value(after, "parley_events_delivered_total") > value(before, "parley_events_delivered_total")
+    assert value(after, "parley_event_frames_total") >= 3
+    assert value(after, "parley_event_streams_open") == 1
+    assert value(after, "parley_event_log_last_id") >= value(after, "parley_event_log_first_id") > 0
+    assert value(after, "parley_events_delivered_through_id") == value(after, "parley_event_log_last_id")
+    assert value(after, "parley_db_transaction_duration_seconds_count", kind="write") > \
+        value(before, "parley_db_transaction_duration_seconds_count", kind="write")
+    assert value(after, "parley_db_transactions_in_flight") == 0
+    # Bounded labels: the route template, never a channel url.
+    assert not any(url in str(labels) for (_, labels) in after)
+
+
+def test_metrics_behind_a_token(tmp_path):
+    server = Server(databases.database_for(tmp_path, "metrics-token.sqlite"), ["--metrics-token", "scraper"])
+    try:
+        assert requests.get(server.url("/metrics"), timeout=10).status_code == 401
+        wrong = requests.get(server.url("/metrics"), headers={"Authorization": "Bearer nope"}, timeout=10)
+        assert wrong.status_code == 401
+        assert ("parley_process_start_time_seconds", frozenset()) in scrape(server, {"Authorization": "Bearer scraper"})
+    finally:
+        server.stop()

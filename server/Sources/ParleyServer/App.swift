@@ -46,6 +46,10 @@ struct ParleyServerCommand: AsyncParsableCommand {
     var logLevel: String?
     @Option(help: "text, or json for one JSON object per line (env PARLEY_LOG_FORMAT; default text).")
     var logFormat: String?
+    @Option(help: "A token GET /metrics then asks for as \"Authorization: Bearer TOKEN\" (env PARLEY_METRICS_TOKEN; default: open).")
+    var metricsToken: String?
+    @Option(help: "A file holding the metrics token (env PARLEY_METRICS_TOKEN_FILE).")
+    var metricsTokenFile: String?
 
     /// The options given on the command line, by setting name.
     private var commandLine: Settings.CommandLine {
@@ -55,6 +59,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             (.apiToken, apiToken), (.apiTokenFile, apiTokenFile), (.uploadLimitBytes, uploadLimitBytes),
             (.eventRetention, eventRetention), (.heartbeatSeconds, heartbeatSeconds),
             (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel), (.logFormat, logFormat),
+            (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
         ]
         for (key, value) in pairs { if let value { given[key.name] = value } }
         return Settings.CommandLine(values: given, configFile: config)
@@ -99,6 +104,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let config = ServerConfig(apiToken: token, uploadLimit: settings.uploadLimitBytes,
                                   heartbeatSeconds: settings.heartbeatSeconds,
                                   maxStreamsPerUser: settings.maxStreamsPerUser,
+                                  metricsToken: settings.metricsToken,
                                   testHooks: ProcessInfo.processInfo.environment["PARLEY_TEST_HOOKS"] == "1")
         
         let (host, port) = (settings.host, settings.port)

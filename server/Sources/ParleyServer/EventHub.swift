@@ -205,6 +205,9 @@ final class EventHub: @unchecked Sendable {
 
     func openStreamCount(of userId: String) -> Int { mutex.withLock { openStreams[userId] ?? 0 } }
 
+    /// Every open stream of this server.
+    var openStreamTotal: Int { mutex.withLock { subscribers.count } }
+
     /// Runs `body` in queue order (after every job queued before it) and returns its result.
     func inOrder<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
@@ -230,6 +233,9 @@ final class EventHub: @unchecked Sendable {
     /// still precede, and returns at once; `wait` later resumes when that batch is delivered.
     func finishWriter(_ ticket: Int, _ changes: CommittedChanges?) -> Delivery {
         let delivery = Delivery()
+        if let changes {
+            ServerMetrics.shared.stored(messages: changes.events.reduce(0) { $0 + ($1.category == "message_received" ? 1 : 0) })
+        }
         mutex.withLock {
             writers.removeValue(forKey: ticket)
             if let changes {
@@ -312,6 +318,8 @@ final class EventHub: @unchecked Sendable {
 
     private func deliver(_ events: [HeldEvent], through: Int64) {
         let now = nowMillis()
+        var framesQueued = 0
+        defer { ServerMetrics.shared.delivered(events: events.count, frames: framesQueued) }
         for held in events {
             let event = held.event
             if event.category == StoredEvent.endStreamsCategory {
@@ -328,6 +336,7 @@ final class EventHub: @unchecked Sendable {
             for sub in targets {
                 let text = frames[sub.userId] ?? frame(sub.userId)
                 frames[sub.userId] = text
+                framesQueued += 1
                 if sub.outbox.append(text) { flushMutex.withLock { unflushed.append(sub.outbox) } }
             }
         }

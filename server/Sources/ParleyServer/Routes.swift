@@ -7,6 +7,8 @@ enum RouteHandler: Sendable {
     case events
     /// A health check: answered before any credential check (Services/Health.swift).
     case health(HealthProbe)
+    /// Prometheus text; open, or behind the metrics token (Operations/Metrics.swift).
+    case metrics
 }
 
 /// The named parameters of the route templates. Handlers read them through `Ctx.param`.
@@ -58,6 +60,7 @@ enum Routes {
     static let table: [(String, [HTTPRequest.Method: RouteHandler])] = [
         ("/health/live", [.get: .health(.live)]),
         ("/health/ready", [.get: .health(.ready)]),
+        ("/metrics", [.get: .metrics]),
         ("/v3/users", [.get: .plain(Users.list), .post: .plain(Users.create)]),
         ("/v3/users/:user_id", [.get: .plain(Users.get), .put: .plain(Users.update), .delete: .plain(Users.delete)]),
         ("/v3/users/:user_id/token", [.post: .plain(Users.issueToken)]),

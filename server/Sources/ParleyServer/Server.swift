@@ -88,6 +88,8 @@ struct ServerConfig: Sendable {
     let uploadLimit: Int
     let heartbeatSeconds: Double
     var maxStreamsPerUser = 20
+    /// Nil: /metrics is open to anyone who reaches the port.
+    var metricsToken: String? = nil
     /// PARLEY_TEST_HOOKS=1: an admin write may carry `Parley-Test-Hold-Ms: N` (at most 10,000)
     /// and then keeps its transaction open N ms after its handler ran, before it commits (its
     /// numbers taken, its channels locked). Tests use it to hold one writer while others run.
@@ -121,6 +123,9 @@ struct ParleyResponder: HTTPResponder {
             await answer(request, context: context, requestId: requestId)
         }
         response.headers[Self.requestIdHeader] = requestId
+        let method = Routes.servedMethods.contains(request.method) ? request.method.rawValue : "OTHER"
+        ServerMetrics.shared.requestAnswered(method: method, route: record.route, status: response.status.code,
+                                             duration: started.duration(to: .now))
         if logger.logLevel <= .info {
             let elapsed = started.duration(to: .now).components
             let micros = elapsed.seconds * 1_000_000 + elapsed.attoseconds / 1_000_000_000_000
@@ -181,6 +186,19 @@ struct Endpoint: Sendable {
     let service: Service
     let config: ServerConfig
 
+    /// GET /metrics: with a metrics token configured, only for `Authorization: Bearer TOKEN`.
+    static func metrics(_ request: Request, service: Service, config: ServerConfig) async throws -> Response {
+        if let token = config.metricsToken {
+            guard let given = request.headers[.authorization], given == "Bearer " + token else {
+                throw APIError(status: 401, code: 400108, message: "/metrics needs \"Authorization: Bearer\" with the metrics token.")
+            }
+        }
+        var buffer = ByteBuffer()
+        buffer.writeBytes(await ServerMetrics.shared.exposition(shared: service.shared))
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                        body: ResponseBody(byteBuffer: buffer))
+    }
+
     @Sendable func handle(_ handler: RouteHandler, route: String, request: Request, params: PathParameters) async throws -> Response {
         let rawPath = request.head.path ?? "/"
         let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
@@ -188,6 +206,7 @@ struct Endpoint: Sendable {
         let contentType = request.headers[.contentType] ?? ""
         RequestRecord.current?.route = route
         if case .health(let probe) = handler { return await Health.answer(probe, service: service) }
+        if case .metrics = handler { return try await Self.metrics(request, service: service, config: config) }
 
         // Credentials and size before a byte of the body is read: a stranger's request, or an
         // oversized one, costs no more than its head. A first login is committed here, so

@@ -42,11 +42,13 @@ struct SettingKey: Sendable {
     static let maxStreamsPerUser = SettingKey("max_streams_per_user")
     static let logLevel = SettingKey("log_level")
     static let logFormat = SettingKey("log_format")
+    static let metricsToken = SettingKey("metrics_token")
+    static let metricsTokenFile = SettingKey("metrics_token_file")
 
     /// Every key a configuration file may hold.
     static let all: [SettingKey] = [
         host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
-        heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat,
+        heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat, metricsToken, metricsTokenFile,
     ]
 }
 
@@ -63,6 +65,8 @@ struct Settings: Sendable {
     var maxStreamsPerUser = 20
     var logLevel: Logger.Level = .error
     var logFormat: LogFormat = .text
+    /// Nil: /metrics needs no token.
+    var metricsToken: String?
 
     /// The values given on the command line (nil: not given there).
     struct CommandLine {
@@ -89,6 +93,7 @@ struct Settings: Sendable {
             }
         }
         if let (token, _) = try source.secret(.apiToken, file: .apiTokenFile) { settings.apiToken = token }
+        if let (token, _) = try source.secret(.metricsToken, file: .metricsTokenFile) { settings.metricsToken = token }
         if let value = try source.integer(.uploadLimitBytes, in: 1...Int(Int32.max)) { settings.uploadLimitBytes = value }
         if let value = try source.integer(.eventRetention, in: 1...100_000_000) { settings.eventRetention = value }
         if let value = try source.seconds(.heartbeatSeconds) { settings.heartbeatSeconds = value }

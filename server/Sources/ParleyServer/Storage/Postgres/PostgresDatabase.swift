@@ -138,63 +138,67 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try checkReachable()
-        var leased = false
-        do {
-            return try await client.withConnection { connection in
-                leased = true
-                let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
-                let watchdog = watch(session, connection)
-                defer { watchdog.cancel() }
-                try await session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                do {
-                    let value = try await body(session)
-                    try await session.run("COMMIT")
-                    return value
-                } catch {
-                    // The body's error is the one worth reporting; a failed ROLLBACK means
-                    // the connection is broken, and the pool drops broken connections.
-                    try? await session.run("ROLLBACK")
-                    throw error
-                }
-            }
-        } catch {
-            throw leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
-        }
-    }
-
-    func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try checkReachable()
-        var retriesLeft = Self.writeRetries
-        while true {
+        try await ServerMetrics.shared.transaction("read") {
+            try checkReachable()
             var leased = false
             do {
-                // What client.withTransaction does (BEGIN, READ COMMITTED; COMMIT or ROLLBACK),
-                // in steps so that a failure to get a connection is told apart.
                 return try await client.withConnection { connection in
                     leased = true
                     let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
                     let watchdog = watch(session, connection)
                     defer { watchdog.cancel() }
-                    try await session.run("BEGIN")
-                    let value: T
+                    try await session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     do {
-                        value = try await body(session)
+                        let value = try await body(session)
+                        try await session.run("COMMIT")
+                        return value
                     } catch {
+                        // The body's error is the one worth reporting; a failed ROLLBACK means
+                        // the connection is broken, and the pool drops broken connections.
                         try? await session.run("ROLLBACK")
                         throw error
                     }
-                    try await session.run("COMMIT")
-                    return value
                 }
             } catch {
-                let mapped = leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
-                guard retriesLeft > 0, let storageError = mapped as? StorageError, storageError.kind == .retryable
-                else { throw mapped }
-                retriesLeft -= 1
-                // A short random pause, so that two transactions that deadlocked each other
-                // do not collide again at once.
-                try await Task.sleep(for: .milliseconds(Int.random(in: 1...20)))
+                throw leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
+            }
+        }
+    }
+
+    func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await ServerMetrics.shared.transaction("write") {
+            try checkReachable()
+            var retriesLeft = Self.writeRetries
+            while true {
+                var leased = false
+                do {
+                    // What client.withTransaction does (BEGIN, READ COMMITTED; COMMIT or ROLLBACK),
+                    // in steps so that a failure to get a connection is told apart.
+                    return try await client.withConnection { connection in
+                        leased = true
+                        let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
+                        let watchdog = watch(session, connection)
+                        defer { watchdog.cancel() }
+                        try await session.run("BEGIN")
+                        let value: T
+                        do {
+                            value = try await body(session)
+                        } catch {
+                            try? await session.run("ROLLBACK")
+                            throw error
+                        }
+                        try await session.run("COMMIT")
+                        return value
+                    }
+                } catch {
+                    let mapped = leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
+                    guard retriesLeft > 0, let storageError = mapped as? StorageError, storageError.kind == .retryable
+                    else { throw mapped }
+                    retriesLeft -= 1
+                    // A short random pause, so that two transactions that deadlocked each other
+                    // do not collide again at once.
+                    try await Task.sleep(for: .milliseconds(Int.random(in: 1...20)))
+                }
             }
         }
     }

@@ -163,63 +163,71 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        let connection = await readers.borrow()
-        defer { readers.giveBack(connection) }
-        return try await transaction(on: connection, begin: "BEGIN", body)
+        try await ServerMetrics.shared.transaction("read") {
+            let connection = await readers.borrow()
+            defer { readers.giveBack(connection) }
+            return try await transaction(on: connection, begin: "BEGIN", body)
+        }
     }
 
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        await writerLock.lock()
-        defer { writerLock.unlock() }
-        if groupOpen { throw StorageError("sqlite: a write began while a group transaction is open") }
-        // IMMEDIATE: the write lock is taken at BEGIN, so no statement inside fails as busy.
-        return try await transaction(on: writer, begin: "BEGIN IMMEDIATE", body)
+        try await ServerMetrics.shared.transaction("write") {
+            await writerLock.lock()
+            defer { writerLock.unlock() }
+            if groupOpen { throw StorageError("sqlite: a write began while a group transaction is open") }
+            // IMMEDIATE: the write lock is taken at BEGIN, so no statement inside fails as busy.
+            return try await transaction(on: writer, begin: "BEGIN IMMEDIATE", body)
+        }
     }
 
     func writeInGroup<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        await writerLock.lock()
-        defer { writerLock.unlock() }
-        if let groupFailure { throw groupFailure }
-        if !groupOpen {
-            try writer.executeScriptNow("BEGIN IMMEDIATE")
-            groupOpen = true
-        }
-        try writer.executeScriptNow("SAVEPOINT request")
-        do {
-            let result = try await body(writer)
-            try writer.executeScriptNow("RELEASE request")
-            return result
-        } catch {
-            if writer.isInAutocommit {
-                groupFailure = StorageError("sqlite: the group transaction ended with a member's failure: \(error)")
-            } else {
-                do {
-                    try writer.executeScriptNow("ROLLBACK TO request")
-                    try writer.executeScriptNow("RELEASE request")
-                } catch let undo {
-                    groupFailure = StorageError("sqlite: a member's changes could not be undone: \(undo)")
-                }
+        try await ServerMetrics.shared.transaction("write") {
+            await writerLock.lock()
+            defer { writerLock.unlock() }
+            if let groupFailure { throw groupFailure }
+            if !groupOpen {
+                try writer.executeScriptNow("BEGIN IMMEDIATE")
+                groupOpen = true
             }
-            throw error
+            try writer.executeScriptNow("SAVEPOINT request")
+            do {
+                let result = try await body(writer)
+                try writer.executeScriptNow("RELEASE request")
+                return result
+            } catch {
+                if writer.isInAutocommit {
+                    groupFailure = StorageError("sqlite: the group transaction ended with a member's failure: \(error)")
+                } else {
+                    do {
+                        try writer.executeScriptNow("ROLLBACK TO request")
+                        try writer.executeScriptNow("RELEASE request")
+                    } catch let undo {
+                        groupFailure = StorageError("sqlite: a member's changes could not be undone: \(undo)")
+                    }
+                }
+                throw error
+            }
         }
     }
 
     func commitGroup() async throws {
-        await writerLock.lock()
-        defer { writerLock.unlock() }
-        guard groupOpen else { return }
-        groupOpen = false
-        let failure = groupFailure
-        groupFailure = nil
-        if let failure {
-            if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
-            throw failure
-        }
-        do {
-            try writer.executeScriptNow("COMMIT")
-        } catch {
-            if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
-            throw error
+        try await ServerMetrics.shared.transaction("commit") {
+            await writerLock.lock()
+            defer { writerLock.unlock() }
+            guard groupOpen else { return }
+            groupOpen = false
+            let failure = groupFailure
+            groupFailure = nil
+            if let failure {
+                if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
+                throw failure
+            }
+            do {
+                try writer.executeScriptNow("COMMIT")
+            } catch {
+                if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
+                throw error
+            }
         }
     }
 

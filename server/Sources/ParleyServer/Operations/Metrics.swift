@@ -1,0 +1,112 @@
+// GET /metrics: Prometheus text (docs/SERVER.md "Metrics"), kept in swift-prometheus's
+// registry. One registry per process: the counters are the process's, whatever the number of
+// servers on a database (a scraper sums them over servers).
+import Foundation
+import Prometheus
+
+final class ServerMetrics: Sendable {
+    static let shared = ServerMetrics()
+
+    let registry = PrometheusCollectorRegistry()
+    private let startSeconds = Double(nowMillis()) / 1000
+
+    /// From 0.5 ms to 10 s: a request on a quiet server takes about a millisecond, a commit
+    /// waiting for a busy disk tens of them.
+    private static let buckets: [Duration] = [
+        .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+        .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+        .seconds(1), .seconds(2.5), .seconds(10),
+    ]
+
+    private static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "parley", metricName: metric, unitName: unit, helpText: help)
+    }
+
+    // Computed: the descriptor type is not Sendable, so it cannot be a stored static.
+    private static var requests: MetricNameDescriptor { name("http_requests", "total", "HTTP requests answered, by method, route template and status.") }
+    private static var requestDuration: MetricNameDescriptor {
+        name("http_request_duration", "seconds", "Time to the response head, by method and route template.")
+    }
+    private static var transactionDuration: MetricNameDescriptor {
+        name("db_transaction_duration", "seconds", "Database transactions, from asking for a connection to the end, by kind.")
+    }
+    private static var transactionFailures: MetricNameDescriptor {
+        name("db_transaction_failures", "total", "Database transactions that failed, by kind.")
+    }
+    private let transactionsInFlight: Gauge
+    private let streamsOpen: Gauge
+    private let framesSent: Counter
+    private let eventsDelivered: Counter
+    private let messagesStored: Counter
+    private let logFirstId: Gauge
+    private let logLastId: Gauge
+    private let deliveredId: Gauge
+    private let started: Gauge
+
+    private init() {
+        transactionsInFlight = registry.makeGauge(descriptor: Self.name(
+            "db_transactions_in_flight", "", "Database transactions running (on PostgreSQL, connections leased from the pool)."))
+        streamsOpen = registry.makeGauge(descriptor: Self.name("event_streams_open", "", "Event streams open on this server."))
+        framesSent = registry.makeCounter(descriptor: Self.name(
+            "event_frames", "total", "Event frames queued to this server's streams (one per event and stream)."))
+        eventsDelivered = registry.makeCounter(descriptor: Self.name(
+            "events_delivered", "total", "Events this server delivered to its streams, its own and other servers'."))
+        messagesStored = registry.makeCounter(descriptor: Self.name(
+            "messages_stored", "total", "Messages this server stored (sent and copied)."))
+        logFirstId = registry.makeGauge(descriptor: Self.name("event_log_first_id", "", "The oldest event id the log keeps."))
+        logLastId = registry.makeGauge(descriptor: Self.name("event_log_last_id", "", "The newest event id in the log."))
+        deliveredId = registry.makeGauge(descriptor: Self.name(
+            "events_delivered_through_id", "", "Every event up to this id went out to this server's streams."))
+        started = registry.makeGauge(descriptor: Self.name(
+            "process_start_time", "seconds", "When the process started, in seconds since 1970."))
+    }
+
+    /// `method` must be one the router serves (else "OTHER"), so that labels stay few.
+    func requestAnswered(method: String, route: String, status: Int, duration: Duration) {
+        registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", String(status))])
+            .increment()
+        registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("method", method), ("route", route)],
+                                       buckets: Self.buckets).record(duration)
+    }
+
+    /// Runs one transaction of `kind` ("read" or "write") and measures it.
+    func transaction<T>(_ kind: String, _ body: () async throws -> T) async throws -> T {
+        transactionsInFlight.increment()
+        let start = ContinuousClock.now
+        defer {
+            transactionsInFlight.decrement()
+            registry.makeDurationHistogram(descriptor: Self.transactionDuration, labels: [("kind", kind)], buckets: Self.buckets)
+                .record(start.duration(to: .now))
+        }
+        do {
+            return try await body()
+        } catch {
+            registry.makeCounter(descriptor: Self.transactionFailures, labels: [("kind", kind)]).increment()
+            throw error
+        }
+    }
+
+    func delivered(events: Int, frames: Int) {
+        if events > 0 { eventsDelivered.increment(by: Int64(events)) }
+        if frames > 0 { framesSent.increment(by: Int64(frames)) }
+    }
+
+    func stored(messages: Int) {
+        if messages > 0 { messagesStored.increment(by: Int64(messages)) }
+    }
+
+    /// The exposition, with the gauges read now.
+    func exposition(shared: SharedState) async -> [UInt8] {
+        streamsOpen.set(Int64(shared.hub.openStreamTotal))
+        deliveredId.set(shared.hub.deliveredThrough)
+        started.set(startSeconds)
+        let bounds = try? await shared.database.read { db in
+            try await db.queryOne("SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM events", [])
+        }
+        if let bounds = bounds ?? nil {
+            logFirstId.set(bounds.int(0))
+            logLastId.set(bounds.int(1))
+        }
+        return registry.emitToBuffer()
+    }
+}
