@@ -57,6 +57,7 @@ class Server:
         # Test hooks on: an admin write may hold its transaction open (Parley-Test-Hold-Ms).
         env = dict(os.environ, PARLEY_TEST_HOOKS="1")
         # stderr goes to a file: a pipe nobody reads would stall a server that logs a lot.
+        self._remove_log()
         self.log = tempfile.NamedTemporaryFile(prefix="parley-server-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env)
         deadline = time.time() + 30
@@ -80,11 +81,17 @@ class Server:
 
     def stop(self):
         stop_process(self.proc)
-        self.log.close()
-        try:
-            os.unlink(self.log.name)
-        except FileNotFoundError:
-            pass
+        self._remove_log()
+
+    def _remove_log(self):
+        log = getattr(self, "log", None)
+        if log is not None:
+            log.close()
+            try:
+                os.unlink(log.name)
+            except FileNotFoundError:
+                pass
+            self.log = None
 
     def kill(self):
         if self.proc and self.proc.poll() is None:

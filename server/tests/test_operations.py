@@ -18,7 +18,7 @@ from tests_support.processes import stop_process
 
 SETTING_KEYS = ["host", "port", "database", "database_file", "api_token", "api_token_file",
                 "upload_limit_bytes", "event_retention", "heartbeat_seconds", "max_streams_per_user",
-                "log_level", "log_format", "metrics_token", "metrics_token_file"]
+                "log_level", "log_format", "metrics_token", "metrics_token_file", "shutdown_grace_seconds"]
 ENVIRONMENT = {"database": "PARLEY_DATABASE_URL", "database_file": "PARLEY_DATABASE_URL_FILE"}
 
 
@@ -369,5 +369,66 @@ def test_metrics_behind_a_token(tmp_path):
         wrong = requests.get(server.url("/metrics"), headers={"Authorization": "Bearer nope"}, timeout=10)
         assert wrong.status_code == 401
         assert ("parley_process_start_time_seconds", frozenset()) in scrape(server, {"Authorization": "Bearer scraper"})
+    finally:
+        server.stop()
+
+
+def held_create(server, user_id, hold_ms, outcome):
+    """Creates a user through a write that keeps its transaction open `hold_ms` first
+    (PARLEY_TEST_HOOKS); puts the status, or the exception's name, into `outcome`."""
+    try:
+        r = requests.post(server.url("/v3/users"), json={"user_id": user_id, "nickname": user_id},
+                          headers={"Api-Token": "test-admin-token", "Parley-Test-Hold-Ms": str(hold_ms)}, timeout=30)
+        outcome.append(r.status_code)
+    except requests.RequestException as error:
+        outcome.append(type(error).__name__)
+
+
+def test_sigterm_finishes_requests_in_flight_ends_streams_with_a_retry_hint_and_exits_0(tmp_path):
+    import threading
+    server = Server(databases.database_for(tmp_path, "stop.sqlite"))
+    try:
+        reader = server.user("reader")
+        stream = requests.get(server.url(f"/v3/users/{reader}/events"), headers={"Api-Token": "test-admin-token"},
+                              stream=True, timeout=30)
+        received = bytearray()
+        reading = threading.Thread(target=lambda: [received.extend(chunk) for chunk in stream.iter_content(None)])
+        reading.start()
+        outcome = []
+        writer = threading.Thread(target=held_create, args=(server, "written-while-stopping", 1500, outcome))
+        writer.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        server.proc.terminate()
+        assert server.proc.wait(timeout=15) == 0
+        writer.join(10)
+        reading.join(10)
+        assert outcome == [200], outcome
+        assert time.monotonic() - started >= 0.7, "the server did not wait for the request in flight"
+        assert received.endswith(b": the server is stopping; reconnect and resume\nretry: 250\n\n"), bytes(received[-200:])
+        # What was answered is stored.
+        server.start()
+        assert server.request("GET", "/v3/users/written-while-stopping").status_code == 200
+    finally:
+        server.stop()
+
+
+def test_a_stop_gives_up_requests_still_running_after_the_grace_period(tmp_path):
+    import threading
+    server = Server(databases.database_for(tmp_path, "grace.sqlite"), ["--shutdown-grace-seconds", "1"])
+    try:
+        outcome = []
+        writer = threading.Thread(target=held_create, args=(server, "never-answered", 8000, outcome))
+        writer.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        server.proc.terminate()
+        assert server.proc.wait(timeout=15) == 0
+        assert 0.8 <= time.monotonic() - started < 5, time.monotonic() - started
+        writer.join(15)
+        assert outcome and outcome[0] != 200, outcome
+        # Nothing was acknowledged, and nothing half done is stored.
+        server.start()
+        assert server.request("GET", "/v3/users/never-answered").status_code == 404
     finally:
         server.stop()

@@ -40,6 +40,11 @@ class Nodes:
         self.nodes[index].process.kill()
         self.nodes[index].process.wait()
 
+    def stop(self, index: int) -> int:
+        """Stops node `index` with SIGTERM, as an operator would; returns its exit status."""
+        self.nodes[index].process.terminate()
+        return self.nodes[index].process.wait(timeout=30)
+
     def restart(self, index: int) -> None:
         """Starts node `index` again on its port (the balancer's checks take it back)."""
         self.nodes[index] = start_server(self.database, self.api_token, self.port(index))

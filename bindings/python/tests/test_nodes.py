@@ -87,3 +87,37 @@ def test_a_node_killed_in_turn_mid_burst_loses_and_duplicates_no_message(nodes: 
     finally:
         alice.client.close()
         bob.client.close()
+
+
+def test_a_node_stopped_with_sigterm_sends_its_clients_to_the_other(nodes: Nodes, tmp_path: Path) -> None:
+    """Each node in turn is stopped with SIGTERM (exit 0) and started again while Bob's client
+    is connected through the balancer: the node that held his stream ends it with a retry
+    hint, his client reconnects through the balancer and resumes, and a message Alice sends
+    after each stop reaches his cache, which equals the server's."""
+    admin = Admin(nodes.nodes[1])
+    tokens = {user: admin.user(user) for user in ("alice", "bob")}
+    admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "stops", "name": "Stops"})
+    world = World(nodes.nodes[1], admin, tokens, rng=None)  # type: ignore[arg-type]
+    alice = Device(nodes.entry, "alice", tokens["alice"], tmp_path / "alice")
+    bob = Device(nodes.entry, "bob", tokens["bob"], tmp_path / "bob")
+    try:
+        alice.connect()
+        bob.connect()
+        connection: List[str] = []
+        bob.client.set_connection_handler(lambda event, _error: connection.append(event))
+        for index in (0, 1):
+            assert nodes.stop(index) == 0
+            nodes.restart(index)
+            _, done = alice.client.send_user_message("stops", f"after stopping node {index}")
+            done.result(TIMEOUT)
+            deadline = time.monotonic() + 30
+            while True:
+                found = differences(world, bob)
+                if not found or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            assert not found, "\n".join(found[:20])
+        assert "reconnect_succeeded" in connection, connection
+    finally:
+        alice.client.close()
+        bob.client.close()

@@ -50,6 +50,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
     var metricsToken: String?
     @Option(help: "A file holding the metrics token (env PARLEY_METRICS_TOKEN_FILE).")
     var metricsTokenFile: String?
+    @Option(help: "Seconds a stop (SIGTERM) waits for requests in flight (env PARLEY_SHUTDOWN_GRACE_SECONDS; default 10).")
+    var shutdownGraceSeconds: String?
 
     /// The options given on the command line, by setting name.
     private var commandLine: Settings.CommandLine {
@@ -60,6 +62,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             (.eventRetention, eventRetention), (.heartbeatSeconds, heartbeatSeconds),
             (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel), (.logFormat, logFormat),
             (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
+            (.shutdownGraceSeconds, shutdownGraceSeconds),
         ]
         for (key, value) in pairs { if let value { given[key.name] = value } }
         return Settings.CommandLine(values: given, configFile: config)
@@ -142,7 +145,17 @@ struct ParleyServerCommand: AsyncParsableCommand {
         // Event streams never end by themselves, and a graceful shutdown waits for open
         // responses: on SIGTERM/SIGINT end them first, so that the server stops promptly
         // (clients reconnect and resume by Last-Event-ID).
-        let endStreams: @Sendable () -> Void = {
+        let grace = settings.shutdownGraceSeconds
+        let endStreams: @Sendable () -> Void = { [logger] in
+            // Requests still running after the grace period are given up: a stop must not
+            // wait for a client that never finishes its upload, say. Everything answered
+            // before was committed first, so nothing acknowledged is lost.
+            if !shared.hub.isShuttingDown {
+                DispatchQueue.global().asyncAfter(deadline: .now() + grace) {
+                    logger.warning("requests still running \(grace) s after the stop was asked for; exiting without them")
+                    Foundation.exit(0)
+                }
+            }
             shared.hub.finishAll()
             // The other servers learn at once that this one's streams are gone (while the
             // pool still runs: it stops last; should this lose the race, the rows go when

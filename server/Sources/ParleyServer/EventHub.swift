@@ -426,15 +426,23 @@ final class EventHub: @unchecked Sendable {
     /// `finishAll` ran: the server is stopping.
     var isShuttingDown: Bool { mutex.withLock { shuttingDown } }
 
-    /// Ends every stream without a word, and every stream that opens from now on (shutdown:
+    /// Ends every stream with `stoppingFrame`, and every stream that opens from now on (shutdown:
     /// clients reconnect and resume).
     func finishAll() {
         let all = mutex.withLock {
             shuttingDown = true
             return Array(subscribers.values)
         }
-        for sub in all { sub.outbox.finish() }
+        for sub in all {
+            sub.outbox.append(Self.stoppingFrame)
+            sub.outbox.finish()
+        }
     }
+
+    /// The last bytes of a stream the server ends because it stops: a comment saying so, and
+    /// a short reconnection time (the client resumes by Last-Event-ID, on another server
+    /// behind a balancer).
+    static let stoppingFrame = ": the server is stopping; reconnect and resume\nretry: 250\n\n"
 }
 
 /// The delivery of one batch of events, awaited by the writer whose finish queued it.

@@ -44,11 +44,13 @@ struct SettingKey: Sendable {
     static let logFormat = SettingKey("log_format")
     static let metricsToken = SettingKey("metrics_token")
     static let metricsTokenFile = SettingKey("metrics_token_file")
+    static let shutdownGraceSeconds = SettingKey("shutdown_grace_seconds")
 
     /// Every key a configuration file may hold.
     static let all: [SettingKey] = [
         host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
         heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat, metricsToken, metricsTokenFile,
+        shutdownGraceSeconds,
     ]
 }
 
@@ -67,6 +69,7 @@ struct Settings: Sendable {
     var logFormat: LogFormat = .text
     /// Nil: /metrics needs no token.
     var metricsToken: String?
+    var shutdownGraceSeconds = 10.0
 
     /// The values given on the command line (nil: not given there).
     struct CommandLine {
@@ -98,6 +101,7 @@ struct Settings: Sendable {
         if let value = try source.integer(.eventRetention, in: 1...100_000_000) { settings.eventRetention = value }
         if let value = try source.seconds(.heartbeatSeconds) { settings.heartbeatSeconds = value }
         if let value = try source.integer(.maxStreamsPerUser, in: 1...100_000) { settings.maxStreamsPerUser = value }
+        if let value = try source.seconds(.shutdownGraceSeconds) { settings.shutdownGraceSeconds = value }
         if let (value, origin) = source.string(.logLevel) {
             guard let level = Logger.Level(rawValue: value.lowercased()) else {
                 throw SettingsError("\(origin): '\(value)' is no log level (trace, debug, info, notice, warning, error, critical)")
