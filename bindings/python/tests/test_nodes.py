@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Tuple
 
 import pytest
 
@@ -19,6 +19,18 @@ from test_fault_injection import BASE_SEED as FAULT_SEED
 from test_fault_injection import run_with_faults
 
 pytestmark = pytest.mark.postgres_only
+
+
+def alice_and_bob_in(nodes: Nodes, tmp_path: Path, channel_url: str) -> Tuple[World, Device, Device]:
+    """Alice and Bob, members of one channel, each with a client through the balancer (not
+    yet connected), and the server's view of them."""
+    admin = Admin(nodes.nodes[1])
+    tokens = {user: admin.user(user) for user in ("alice", "bob")}
+    admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": channel_url, "name": channel_url})
+    world = World(nodes.nodes[1], admin, tokens, rng=None)  # type: ignore[arg-type]
+    alice = Device(nodes.entry, "alice", tokens["alice"], tmp_path / "alice")
+    bob = Device(nodes.entry, "bob", tokens["bob"], tmp_path / "bob")
+    return world, alice, bob
 
 
 def test_every_cache_converges_with_the_clients_spread_over_two_nodes(nodes: Nodes, tmp_path: Path) -> None:
@@ -45,12 +57,7 @@ def test_a_node_killed_in_turn_mid_burst_loses_and_duplicates_no_message(nodes: 
     resends it by itself (its req_id makes a repeat of one the server had stored harmless);
     the server ends up with each text once, in the order sent, and both clients' caches
     equal the server."""
-    admin = Admin(nodes.nodes[1])
-    tokens = {user: admin.user(user) for user in ("alice", "bob")}
-    admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "burst", "name": "Burst"})
-    world = World(nodes.nodes[1], admin, tokens, rng=None)  # type: ignore[arg-type]
-    alice = Device(nodes.entry, "alice", tokens["alice"], tmp_path / "alice")
-    bob = Device(nodes.entry, "bob", tokens["bob"], tmp_path / "bob")
+    world, alice, bob = alice_and_bob_in(nodes, tmp_path, "burst")
     texts = [f"burst {i:03d}" for i in range(90)]
     try:
         alice.connect()
@@ -94,12 +101,7 @@ def test_a_node_stopped_with_sigterm_sends_its_clients_to_the_other(nodes: Nodes
     is connected through the balancer: the node that held his stream ends it with a retry
     hint, his client reconnects through the balancer and resumes, and a message Alice sends
     after each stop reaches his cache, which equals the server's."""
-    admin = Admin(nodes.nodes[1])
-    tokens = {user: admin.user(user) for user in ("alice", "bob")}
-    admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "stops", "name": "Stops"})
-    world = World(nodes.nodes[1], admin, tokens, rng=None)  # type: ignore[arg-type]
-    alice = Device(nodes.entry, "alice", tokens["alice"], tmp_path / "alice")
-    bob = Device(nodes.entry, "bob", tokens["bob"], tmp_path / "bob")
+    world, alice, bob = alice_and_bob_in(nodes, tmp_path, "stops")
     try:
         alice.connect()
         bob.connect()

@@ -3,6 +3,7 @@
 // servers on a database (a scraper sums them over servers).
 import Foundation
 import Prometheus
+import Synchronization
 
 final class ServerMetrics: Sendable {
     static let shared = ServerMetrics()
@@ -59,29 +60,58 @@ final class ServerMetrics: Sendable {
             "events_delivered_through_id", "", "Every event up to this id went out to this server's streams."))
         started = registry.makeGauge(descriptor: Self.name(
             "process_start_time", "seconds", "When the process started, in seconds since 1970."))
+        var transactions: [TransactionKind: (duration: DurationHistogram, failures: Counter)] = [:]
+        for kind in TransactionKind.allCases {
+            transactions[kind] = (
+                registry.makeDurationHistogram(descriptor: Self.transactionDuration, labels: [("kind", kind.rawValue)],
+                                               buckets: Self.buckets),
+                registry.makeCounter(descriptor: Self.transactionFailures, labels: [("kind", kind.rawValue)]))
+        }
+        transactionCollectors = transactions
     }
+
+    /// The collectors of each (method, route, status) met so far: the registry's own lookup
+    /// builds the metric's name and takes its lock, on every request otherwise.
+    private let requestCollectors = Mutex<[String: (Counter, DurationHistogram)]>([:])
 
     /// `method` must be one the router serves (else "OTHER"), so that labels stay few.
     func requestAnswered(method: String, route: String, status: Int, duration: Duration) {
-        registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", String(status))])
-            .increment()
-        registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("method", method), ("route", route)],
-                                       buckets: Self.buckets).record(duration)
+        let key = "\(method) \(route) \(status)"
+        let collectors = requestCollectors.withLock { known in
+            if let found = known[key] { return found }
+            let made = (
+                registry.makeCounter(descriptor: Self.requests,
+                                     labels: [("method", method), ("route", route), ("status", String(status))]),
+                registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("method", method), ("route", route)],
+                                               buckets: Self.buckets))
+            known[key] = made
+            return made
+        }
+        collectors.0.increment()
+        collectors.1.record(duration)
     }
 
-    /// Runs one transaction of `kind` ("read" or "write") and measures it.
-    func transaction<T>(_ kind: String, _ body: () async throws -> T) async throws -> T {
+    enum TransactionKind: String, CaseIterable, Sendable {
+        case read, write
+        /// SQLite's group commit.
+        case commit
+    }
+
+    private let transactionCollectors: [TransactionKind: (duration: DurationHistogram, failures: Counter)]
+
+    /// Runs one transaction of `kind` and measures it.
+    func transaction<T>(_ kind: TransactionKind, _ body: () async throws -> T) async throws -> T {
+        let collectors = transactionCollectors[kind]!
         transactionsInFlight.increment()
         let start = ContinuousClock.now
         defer {
             transactionsInFlight.decrement()
-            registry.makeDurationHistogram(descriptor: Self.transactionDuration, labels: [("kind", kind)], buckets: Self.buckets)
-                .record(start.duration(to: .now))
+            collectors.duration.record(start.duration(to: .now))
         }
         do {
             return try await body()
         } catch {
-            registry.makeCounter(descriptor: Self.transactionFailures, labels: [("kind", kind)]).increment()
+            collectors.failures.increment()
             throw error
         }
     }

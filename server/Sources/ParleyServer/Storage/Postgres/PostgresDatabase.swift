@@ -138,7 +138,7 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try await ServerMetrics.shared.transaction("read") {
+        try await ServerMetrics.shared.transaction(.read) {
             try checkReachable()
             var leased = false
             do {
@@ -166,7 +166,7 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try await ServerMetrics.shared.transaction("write") {
+        try await ServerMetrics.shared.transaction(.write) {
             try checkReachable()
             var retriesLeft = Self.writeRetries
             while true {

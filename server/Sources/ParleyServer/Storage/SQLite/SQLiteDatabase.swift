@@ -163,7 +163,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try await ServerMetrics.shared.transaction("read") {
+        try await ServerMetrics.shared.transaction(.read) {
             let connection = await readers.borrow()
             defer { readers.giveBack(connection) }
             return try await transaction(on: connection, begin: "BEGIN", body)
@@ -171,7 +171,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     }
 
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try await ServerMetrics.shared.transaction("write") {
+        try await ServerMetrics.shared.transaction(.write) {
             await writerLock.lock()
             defer { writerLock.unlock() }
             if groupOpen { throw StorageError("sqlite: a write began while a group transaction is open") }
@@ -181,7 +181,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     }
 
     func writeInGroup<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try await ServerMetrics.shared.transaction("write") {
+        try await ServerMetrics.shared.transaction(.write) {
             await writerLock.lock()
             defer { writerLock.unlock() }
             if let groupFailure { throw groupFailure }
@@ -211,7 +211,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     }
 
     func commitGroup() async throws {
-        try await ServerMetrics.shared.transaction("commit") {
+        try await ServerMetrics.shared.transaction(.commit) {
             await writerLock.lock()
             defer { writerLock.unlock() }
             guard groupOpen else { return }
