@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import Logging
 
 enum RouteHandler: Sendable {
     case plain(Handler)
@@ -120,33 +121,42 @@ enum Routes {
     /// as a 405, so that one registration answers them all.
     static let otherMethod = HTTPRequest.Method("X-PARLEY-OTHER")!
 
-    /// The router for the table. `serve` runs a matched handler, given the route's template
-    /// and its decoded parameters.
+    /// The router for the table. `serve` runs a matched handler, given the route's template,
+    /// its decoded parameters and the request's record.
     static func router(
-        serve: @escaping @Sendable (RouteHandler, _ template: String, Request, PathParameters) async throws -> Response
-    ) -> Router<BasicRequestContext> {
+        logger: Logger,
+        serve: @escaping @Sendable (RouteHandler, _ template: String, Request, PathParameters, RequestRecord) async throws -> Response
+    ) -> Router<ParleyRequestContext> {
         // HEAD gets the GET handler's answer without its body.
-        let router = Router(options: .autoGenerateHeadEndpoints)
+        let router = Router(context: ParleyRequestContext.self, options: .autoGenerateHeadEndpoints)
+        // Added first, so they wrap every route and the not-found answer (outermost first).
+        router.add(middleware: RequestObservation(logger: logger))
+        router.add(middleware: ErrorResponses(logger: logger))
         for (template, handlers) in table {
             let path = RouterPath(template)
             let names = PathParameters.names(in: template)
             for (method, handler) in handlers {
                 router.on(path, method: method) { request, context in
-                    try await serve(handler, template, request, PathParameters(context.parameters, names: names))
+                    context.record.route = template
+                    return try await serve(handler, template, request, PathParameters(context.parameters, names: names), context.record)
                 }
             }
             // The event stream answers HEAD as it answers GET (a stream left open), not with a
             // generated head of a response whose body would never be read.
             if case .events = handlers[.get] {
                 router.on(path, method: .head) { request, context in
-                    try await serve(.events, template, request, PathParameters(context.parameters, names: names))
+                    context.record.route = template
+                    return try await serve(.events, template, request, PathParameters(context.parameters, names: names), context.record)
                 }
             }
             // Hummingbird hands a known path with another method to its not-found responder;
             // the protocol answers 405 there, before any credentials are looked at.
             for method in servedMethods.union([otherMethod]) where handlers[method] == nil {
                 if method == .head && handlers[.get] != nil { continue }
-                router.on(path, method: method) { _, _ -> Response in throw APIError.methodNotAllowed }
+                router.on(path, method: method) { _, context -> Response in
+                    context.record.route = template
+                    throw APIError.methodNotAllowed
+                }
             }
         }
         // Added last, so it wraps only the not-found responder: an unknown path gets the JSON 404.

@@ -29,6 +29,8 @@ struct Ctx {
     let rawBody: [UInt8]
     let contentType: String
     let headers: HTTPFields
+    /// What the access log learns (the caller, once authenticated).
+    let record: RequestRecord
 
     /// The user a call acts as: the session user (a differing `field` is 403), or for an
     /// admin the `field` parameter (required unless `optional`).
@@ -96,72 +98,21 @@ struct ServerConfig: Sendable {
     var testHooks = false
 }
 
+/// The application's responder: the router of Routes.table with its middleware
+/// (Operations/RequestMiddleware.swift), given each request as Routes.routable shapes it.
 struct ParleyResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
-    let service: Service
-    let config: ServerConfig
-    let logger: Logger
-    private let router: RouterResponder<BasicRequestContext>
-
-    static let requestIdHeader = HTTPField.Name("X-Request-Id")!
+    typealias Context = ParleyRequestContext
+    private let router: RouterResponder<ParleyRequestContext>
 
     init(service: Service, config: ServerConfig, logger: Logger) {
-        self.service = service
-        self.config = config
-        self.logger = logger
         let endpoint = Endpoint(service: service, config: config)
-        router = Routes.router(serve: endpoint.handle).buildResponder()
+        router = Routes.router(logger: logger, serve: endpoint.handle).buildResponder()
     }
 
-    /// Answers the request, then writes its access-log line (for an event stream: once the
-    /// stream's head is sent). Every response carries the request id.
-    func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
-        let started = ContinuousClock.now
-        let requestId = RequestRecord.requestId(given: request.headers[Self.requestIdHeader])
-        let record = RequestRecord()
-        var response = await RequestRecord.$current.withValue(record) {
-            await answer(request, context: context, requestId: requestId)
-        }
-        response.headers[Self.requestIdHeader] = requestId
-        let method = Routes.servedMethods.contains(request.method) ? request.method.rawValue : "OTHER"
-        ServerMetrics.shared.requestAnswered(method: method, route: record.route, status: response.status.code,
-                                             duration: started.duration(to: .now))
-        if logger.logLevel <= .info {
-            let elapsed = started.duration(to: .now).components
-            let micros = elapsed.seconds * 1_000_000 + elapsed.attoseconds / 1_000_000_000_000
-            logger.info("request", metadata: [
-                "request_id": .string(requestId),
-                "method": .string(request.method.rawValue),
-                "route": .string(record.route),
-                "status": .stringConvertible(response.status.code),
-                "duration_ms": .stringConvertible(Double(micros) / 1000),
-                "caller": .string(record.caller),
-            ])
-        }
-        return response
-    }
-
-    private func answer(_ request: Request, context: BasicRequestContext, requestId: String) async -> Response {
-        do {
-            // Errors a handler or the router throws (APIError) come back here to become JSON.
-            return try await router.respond(to: Routes.routable(request), context: context)
-        } catch let error as APIError {
-            if error.status >= 500 {
-                logger.error("request failed", metadata: ["request_id": .string(requestId), "error": .string(error.message)])
-            }
-            return Self.json(error.json, status: error.status)
-        } catch let error as StorageError where error.kind == .unavailable {
-            // The database is down or restarting (PROTOCOL.md §1): worth a retry soon. A write
-            // that failed at its commit may or may not have been stored; a send retried with
-            // its `req_id` is stored once either way.
-            logger.warning("database unavailable", metadata: ["request_id": .string(requestId), "error": .string(error.description)])
-            var response = Self.json(APIError.unavailable(error.description).json, status: 503)
-            response.headers[.retryAfter] = String(Self.retryAfterSeconds)
-            return response
-        } catch {
-            logger.error("request failed", metadata: ["request_id": .string(requestId), "error": .string("\(error)")])
-            return Self.json(APIError.internal("\(error)").json, status: 500)
-        }
+    func respond(to request: Request, context: ParleyRequestContext) async throws -> Response {
+        let routable = Routes.routable(request)
+        if routable.method != request.method { context.record.method = request.method.rawValue }
+        return try await router.respond(to: routable, context: context)
     }
 
     static func json(_ value: JSON, status: Int = 200) -> Response {
@@ -199,12 +150,12 @@ struct Endpoint: Sendable {
                         body: ResponseBody(byteBuffer: buffer))
     }
 
-    @Sendable func handle(_ handler: RouteHandler, route: String, request: Request, params: PathParameters) async throws -> Response {
+    @Sendable func handle(_ handler: RouteHandler, route: String, request: Request, params: PathParameters,
+                          record: RequestRecord) async throws -> Response {
         let rawPath = request.head.path ?? "/"
         let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
         let method = request.method.rawValue.uppercased()
         let contentType = request.headers[.contentType] ?? ""
-        RequestRecord.current?.route = route
         if case .health(let probe) = handler { return await Health.answer(probe, service: service) }
         if case .metrics = handler { return try await Self.metrics(request, service: service, config: config) }
 
@@ -243,7 +194,7 @@ struct Endpoint: Sendable {
         var ctx = Ctx(
             method: method, route: route, params: params, input: Input(body: bodyObject, query: query),
             caller: Caller(isAdmin: false, userId: nil), now: nowMillis(), rawBody: body,
-            contentType: contentType, headers: request.headers)
+            contentType: contentType, headers: request.headers, record: record)
 
         if case .events = handler {
             return try await EventStream.open(service: service, config: config, ctx: ctx)
@@ -253,7 +204,7 @@ struct Endpoint: Sendable {
             ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
         let reply = try await service.run(readOnly: method == "GET" || method == "HEAD") { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
-            RequestRecord.current?.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
+            record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
             let reply = try await run(state, &ctx)
             if let holdMilliseconds, ctx.caller.isAdmin, !state.readOnly {
                 try await Task.sleep(for: .milliseconds(holdMilliseconds))

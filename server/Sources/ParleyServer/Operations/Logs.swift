@@ -106,15 +106,28 @@ enum StandardError {
     }
 }
 
-/// What a request's handler learns about it for the access log (route, caller), shared with
-/// the responder through a task-local value.
+/// What the access log and the metrics learn about a request while it is answered (its id,
+/// the method as sent, the route template, the caller). Each request's context holds one
+/// (ParleyRequestContext); handlers on other tasks write to it, hence the lock.
 final class RequestRecord: @unchecked Sendable {
-    @TaskLocal static var current: RequestRecord?
-
     private let lock = NSLock()
+    private var id = "-"
+    private var sentMethod: String?
     private var routeTemplate = "-"
     private var callerName = "-"
 
+    var requestId: String {
+        get { lock.withLock { id } }
+        set { lock.withLock { id = newValue } }
+    }
+
+    /// Set when the router sees another method than the one sent (Routes.routable).
+    var method: String? {
+        get { lock.withLock { sentMethod } }
+        set { lock.withLock { sentMethod = newValue } }
+    }
+
+    /// The matched route's template; "-" for no route.
     var route: String {
         get { lock.withLock { routeTemplate } }
         set { lock.withLock { routeTemplate = newValue } }

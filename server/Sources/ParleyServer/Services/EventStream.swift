@@ -105,7 +105,7 @@ enum EventStream {
     /// The caller may open the user's stream; returns when its session key expires (0: never).
     private static func admit(_ s: some Needs, userId: String, ctx: Ctx, config: ServerConfig, now: Int64) async throws -> Int64 {
         let caller = try await s.authenticate(ctx.headers, apiToken: config.apiToken, now: now)
-        RequestRecord.current?.caller = caller.isAdmin ? "admin" : caller.userId ?? "-"
+        ctx.record.caller = caller.isAdmin ? "admin" : caller.userId ?? "-"
         if !caller.isAdmin && caller.userId != userId { throw APIError.forbidden("a session user can only open their own event stream.") }
         _ = try await s.user(userId)
         if !caller.isAdmin, let key = ctx.headers[HTTPField.Name("Session-Key")!], let session = try await s.session(key) {
