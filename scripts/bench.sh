@@ -42,7 +42,7 @@ PG_DURABLE=1 source scripts/pg-test-cluster.sh start 2> "$work/pg.log" || { cat 
 # Starts parley-server on a database (path or URL) in the background: its pid in $started_pid,
 # its URL in $started_url. The catch-up replays every missed event: the server keeps enough.
 start_server() {
-    server/.build/release/parley-server --port 0 --database "$1" --api-token "$token" \
+    PARLEY_API_TOKEN="$token" server/.build/release/parley-server --port 0 --database "$1" \
         --event-retention $((missed * 2 + 1000)) > "$work/out-$2" 2>/dev/null &
     started_pid=$!
     for _ in $(seq 300); do grep -q "listening on" "$work/out-$2" 2>/dev/null && break; sleep 0.1; done

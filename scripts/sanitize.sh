@@ -12,8 +12,8 @@ root=$(pwd)
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 mode=${1:-address}
 case "$mode" in address|thread) ;; *) echo "usage: $0 address|thread" >&2; exit 2 ;; esac
-export PARLEY_SERVER_BIN="${PARLEY_SERVER_BIN:-$root/server/.build/debug/parley-server}"
-[ -x "$PARLEY_SERVER_BIN" ] || swift build --package-path server -c debug
+export PARLEY_SERVER_BIN="${PARLEY_SERVER_BIN:-$root/server/.build/release/parley-server}"
+[ -x "$PARLEY_SERVER_BIN" ] || swift build --package-path server -c release
 # XCTest's own harness leaks two objects at exit; nothing of ours is suppressed.
 export LSAN_OPTIONS="suppressions=$root/scripts/lsan.supp:print_suppressions=0"
 export TSAN_OPTIONS="halt_on_error=1"

@@ -4,8 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [[ -z "${PARLEY_SERVER_BIN:-}" ]]; then
-    swift build --package-path server -c debug
-    export PARLEY_SERVER_BIN="$PWD/server/.build/debug/parley-server"
+    swift build --package-path server -c release
+    export PARLEY_SERVER_BIN="$PWD/server/.build/release/parley-server"
 fi
 if [[ ! -x "$PARLEY_SERVER_BIN" ]]; then
     echo "test-server.sh: $PARLEY_SERVER_BIN is not an executable" >&2

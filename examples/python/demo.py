@@ -1,7 +1,7 @@
 """Parley demo: two users chatting through a local parley-server, the cache answering
 while the server is down, and the outbox delivering a message sent while offline.
 
-    python3 examples/python/demo.py --server-bin server/.build/debug/parley-server
+    python3 examples/python/demo.py --server-bin server/.build/release/parley-server
 
 Starts its own server (SQLite database in a temp directory, the embedded default),
 creates the users and a channel with the admin token, then drives two clients.
@@ -47,7 +47,8 @@ class Server:
     def start(self) -> None:
         for _ in range(50):
             self.process = subprocess.Popen(
-                [self.binary, "--port", str(self.port), "--database", str(self.database), "--api-token", self.token],
+                [self.binary, "--port", str(self.port), "--database", str(self.database)],
+                env=dict(os.environ, PARLEY_API_TOKEN=self.token),  # not in argv, where ps shows it
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             assert self.process.stdout is not None
             line = self.process.stdout.readline().strip()
@@ -117,7 +118,7 @@ class Person:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--server-bin", default=str(HERE.parents[2] / "server" / ".build" / "debug" / "parley-server"))
+    parser.add_argument("--server-bin", default=str(HERE.parents[2] / "server" / ".build" / "release" / "parley-server"))
     parser.add_argument("--workdir", help="where the server database and the caches go (default: a temp dir)")
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="parley-demo-"))

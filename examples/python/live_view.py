@@ -3,7 +3,7 @@ bob chats, while alice's connection is cut (she misses messages, edits and a del
 and writes a message of her own) and when it comes back (changelog, fill, a huge gap in
 the busy channel, her offline message delivered once).
 
-    python3 examples/python/live_view.py --server-bin server/.build/debug/parley-server
+    python3 examples/python/live_view.py --server-bin server/.build/release/parley-server
 
 Starts its own server (SQLite in a temp directory, the embedded default), keeping only 200
 events for resuming, so that alice's absence outlasts them and her client catches up with
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import socket
 import subprocess
@@ -167,8 +168,9 @@ def main() -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="parley-live-"))
     workdir.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
-    server = subprocess.Popen([args.server_bin, "--port", "0", "--database", str(workdir / "server.sqlite"),
-                               "--api-token", token, "--event-retention", "200"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen([args.server_bin, "--port", "0", "--database", str(workdir / "server.sqlite"), "--event-retention", "200"],
+                              env=dict(os.environ, PARLEY_API_TOKEN=token),  # not in argv, where ps shows it
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert server.stdout is not None
     url = server.stdout.readline().strip().rsplit(" ", 1)[-1]
     admin = Admin(url, token)

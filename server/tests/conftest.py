@@ -34,7 +34,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def server_binary():
-    path = os.environ.get("PARLEY_SERVER_BIN") or os.path.join(ROOT, ".build", "debug", "parley-server")
+    path = os.environ.get("PARLEY_SERVER_BIN") or os.path.join(ROOT, ".build", "release", "parley-server")
     if not os.path.exists(path):
         pytest.exit(f"parley-server binary not found at {path}; build it first", returncode=2)
     return path

@@ -4,7 +4,7 @@ import Glibc
 // Shared by the engine tests: the real reference server and small waiting helpers.
 
 /// The reference server for engine tests: `parley-server --port 0` on a temp database,
-/// binary from PARLEY_SERVER_BIN or the package's server/.build/debug.
+/// binary from PARLEY_SERVER_BIN or the package's server/.build/release.
 final class EngineTestServer: Sendable {
     let url: String
     let apiToken = "engine-test-token"
@@ -20,7 +20,7 @@ final class EngineTestServer: Sendable {
         guard let directory = made else { throw ParleyError(.io, "mkdtemp failed") }
         self.directory = directory
         let root = String(#filePath.split(separator: "/").dropLast(3).joined(separator: "/"))
-        let binary = getenv("PARLEY_SERVER_BIN").map { String(cString: $0) } ?? "/\(root)/server/.build/debug/parley-server"
+        let binary = getenv("PARLEY_SERVER_BIN").map { String(cString: $0) } ?? "/\(root)/server/.build/release/parley-server"
         guard access(binary, X_OK) == 0 else {
             throw ParleyError(.io, "parley-server not found at \(binary): build it or set PARLEY_SERVER_BIN")
         }

@@ -43,7 +43,7 @@ class RunningServer(NamedTuple):
 
 
 def server_binary() -> Path:
-    path = Path(os.environ.get("PARLEY_SERVER_BIN", ROOT / "server" / ".build" / "debug" / "parley-server"))
+    path = Path(os.environ.get("PARLEY_SERVER_BIN", ROOT / "server" / ".build" / "release" / "parley-server"))
     if not path.exists():
         pytest.fail(f"parley-server not found at {path}: build it (scripts/test.sh does) or set PARLEY_SERVER_BIN")
     return path
