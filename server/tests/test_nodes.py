@@ -496,3 +496,117 @@ def test_a_database_restart_answers_503_with_retry_after_and_loses_nothing(two_s
         want = [m["message_id"] for m in listed]
         assert got == want, (name, stream.ended, stream.error, sorted(set(want) - set(got)), [(f[0], f[1]) for f in stream.message_frames()])
         stream.close()
+
+
+def test_a_server_lagging_past_the_retention_tells_its_streams_to_resync(tmp_path):
+    """Server B is frozen (SIGSTOP) while A stores more events than the log keeps; once B runs
+    again, the events it can no longer read are gone, and instead of skipping them silently
+    its stream gets what was still there and one `resync` ("lagged") with the newest id it
+    covers. The stream goes on live after it, and a resume from its last id is exact."""
+    import signal
+    db = databases.database_for(tmp_path, "lagging")
+    a = Server(db, ["--event-retention", "5"])
+    b = Server(db, ["--event-retention", "5"])
+    try:
+        sender, watcher = a.user("lag"), a.user("lag")
+        url = a.channel([sender, watcher], name="lag")["channel_url"]
+        on_b = EventCollector(b, watcher)
+        assert on_b.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+        a.send(url, sender, "before")
+        assert wait_for_texts(on_b, 1)
+        assert not any(f["event"] == "resync" for f in on_b.snapshot()), "a resync without any lag"
+
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            sent = [a.send(url, sender, f"while frozen {n}") for n in range(20)]
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
+        assert on_b.wait_for(lambda fs: any(f["event"] == "resync" for f in fs), 15), on_b.snapshot()[-3:]
+        time.sleep(0.5)
+        frames = on_b.snapshot()
+        resyncs = [f for f in frames if f["event"] == "resync"]
+        assert len(resyncs) == 1, resyncs
+        resync = resyncs[0]
+        assert resync["data"]["reason"] == "lagged"
+        assert resync["id"] == resync["data"]["last_event_id"]
+        delivered = [f for f in frames if f["event"] == "message_received"]
+        # Nothing out of order and nothing twice; what came is a tail of what was sent; the
+        # resync's id is the newest id before it and below every id after it.
+        ids = [f["id"] for f in delivered]
+        assert ids == sorted(set(ids)), [(f["id"], f["event"]) for f in frames]
+        position = frames.index(resync)
+        assert all(f["id"] <= resync["id"] for f in frames[:position] if f["id"] is not None)
+        assert all(f["id"] > resync["id"] for f in frames[position + 1:] if f["id"] is not None)
+        texts = [f["data"]["message"]["message"] for f in delivered]
+        assert texts[0] == "before" and texts[1:] == [m["message"] for m in sent][len(sent) - (len(texts) - 1):], texts
+        assert len(texts) - 1 < len(sent), "every event arrived: B did not lag past the retention"
+
+        last_seen = max(f["id"] for f in frames if f["id"] is not None)
+        after = a.send(url, sender, "after the resync")
+        assert on_b.wait_for(lambda fs: any(f["event"] == "message_received" and f["data"]["message"]["message"]
+                                            == "after the resync" for f in fs), 10)
+        resumed = EventCollector(a, watcher, last_event_id=last_seen)
+        assert resumed.wait_for(lambda fs: any(f["event"] == "message_received" for f in fs), 10)
+        time.sleep(0.3)
+        assert [m[1] for m in resumed.message_frames()] == [after["message_id"]]
+        lagged = sum(v for (name, _), v in scrape_metrics(b).items() if name == "parley_event_stream_resyncs_total")
+        assert lagged == 1, lagged
+        for stream in (on_b, resumed):
+            stream.close()
+    finally:
+        for s in (a, b):
+            s.stop()
+        databases.drop_database(db)
+
+
+def scrape_metrics(server):
+    import re
+    samples = {}
+    for line in requests.get(server.url("/metrics"), timeout=10).text.splitlines():
+        if line and not line.startswith("#"):
+            name, labels, value = re.fullmatch(r'([a-z_]+)(\{.*\})? (\S+)', line).groups()
+            samples[(name, labels or "")] = float(value)
+    return samples
+
+
+def test_a_server_frozen_while_holding_its_turn_stalls_the_others_only_until_postgresql_ends_it(two_servers):
+    """Server A is frozen (SIGSTOP) while a write of its holds the turn: its connection stays
+    open, so only PostgreSQL's idle-in-transaction timeout (15 s) frees the turn. B's write then
+    goes through; A's write is never stored, and A answers again once it runs."""
+    import signal
+    a, b = two_servers
+    sender, watcher = a.user("frozen"), a.user("frozen")
+    url = a.channel([sender, watcher], name="frozen")["channel_url"]
+    answered = {}
+
+    def held_send():
+        try:
+            r = a.request("POST", f"/v3/group_channels/{url}/messages", headers={"Parley-Test-Hold-Ms": "10000"},
+                          json={"message_type": "MESG", "user_id": sender, "message": "never stored"}, timeout=60)
+            answered["status"] = r.status_code
+        except Exception as e:
+            answered["error"] = repr(e)
+
+    thread = threading.Thread(target=held_send)
+    thread.start()
+    time.sleep(0.7)
+    a.proc.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        r = b.request("POST", f"/v3/group_channels/{url}/messages", timeout=40,
+                      json={"message_type": "MESG", "user_id": sender, "message": "after the freeze"})
+        waited = time.monotonic() - started
+        assert r.status_code == 200, r.text
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    assert 10 < waited < 25, f"B's writer waited {waited:.1f} s"
+    thread.join(30)
+    assert answered.get("status") != 200, answered
+    listed = b.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+    assert [m["message"] for m in listed["messages"]] == ["after the freeze"]
+    # A recovers: its pool replaces the ended session (a request on it may first get a 503).
+    deadline = time.monotonic() + 10
+    while a.request("POST", f"/v3/group_channels/{url}/messages",
+                    json={"message_type": "MESG", "user_id": sender, "message": "A again"}).status_code != 200:
+        assert time.monotonic() < deadline, "A did not recover"
+        time.sleep(0.2)

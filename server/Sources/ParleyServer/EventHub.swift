@@ -139,6 +139,14 @@ struct HeldEvent: @unchecked Sendable {
     let renderer: ServerState
 }
 
+/// Another server's events read for the hub. `pruned`: some of the numbers asked for were at
+/// or below the log's retention boundary when they were read, so events may be gone (this
+/// server lagged more than `event_retention` events behind).
+struct PulledEvents: Sendable {
+    var events: [HeldEvent]
+    var pruned: Bool
+}
+
 final class EventHub: @unchecked Sendable {
     private let mutex = NSLock()
     private var subscribers: [Int: Subscriber] = [:]
@@ -164,12 +172,14 @@ final class EventHub: @unchecked Sendable {
     private var resolved: Int64 = 0
     /// Every sequence number up to here is in a delivery queued (or done).
     private var scheduled: Int64 = 0
+    /// Batches lost events to pruning and no `resync` went out for them yet (`deliver`).
+    private var resyncOwed = false
     /// The numbers finished writers of this server took, past `scheduled`.
     private var localRanges: [ClosedRange<Int64>] = []
     /// Reads the committed events whose ids are in the given ranges, with what renders them:
     /// numbers no writer of this server took (another server's, on PostgreSQL). Returns only
     /// once it has read them. Nil on SQLite, where this server is the only writer.
-    private var puller: (@Sendable ([ClosedRange<Int64>]) async -> [HeldEvent])?
+    private var puller: (@Sendable ([ClosedRange<Int64>]) async -> PulledEvents)?
     private var shuttingDown = false
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     private let queue: AsyncStream<@Sendable () async -> Void>
@@ -179,7 +189,7 @@ final class EventHub: @unchecked Sendable {
     }
 
     /// Runs the queue until the process ends. `seq` is the committed sequence at start.
-    func start(deliveredThrough seq: Int64, puller: (@Sendable ([ClosedRange<Int64>]) async -> [HeldEvent])? = nil) {
+    func start(deliveredThrough seq: Int64, puller: (@Sendable ([ClosedRange<Int64>]) async -> PulledEvents)? = nil) {
         mutex.withLock {
             delivered = seq
             resolved = seq
@@ -299,11 +309,14 @@ final class EventHub: @unchecked Sendable {
         // Yielded under the lock, so that batches queue in the order of their bounds.
         jobs.yield {
             var events = Array(ready)
+            var lost = false
             if let pull {
-                events += await pull(missing)
+                let pulled = await pull(missing)
+                events += pulled.events
+                lost = pulled.pruned
                 events.sort { $0.event.id < $1.event.id }
             }
-            self.deliver(events, through: through)
+            self.deliver(events, through: through, lost: lost)
             let drained = self.mutex.withLock {
                 self.queuedDeliveries -= 1
                 return self.queuedDeliveries == 0
@@ -316,7 +329,12 @@ final class EventHub: @unchecked Sendable {
     /// Deliveries queued and not yet done.
     var backlog: Int { mutex.withLock { queuedDeliveries } }
 
-    private func deliver(_ events: [HeldEvent], through: Int64) {
+    /// `lost`: events up to `through` may be missing (PulledEvents.pruned). Every stream then
+    /// gets a `resync` after the events that were found, so that its client runs changelogs
+    /// instead of resuming past what it never received (docs/PROTOCOL.md §9): one for a run of
+    /// such batches, sent with the first batch that lost nothing or when no batch is left
+    /// queued, with that batch's bound as its id.
+    private func deliver(_ events: [HeldEvent], through: Int64, lost: Bool = false) {
         let now = nowMillis()
         var framesQueued = 0
         defer { ServerMetrics.shared.delivered(events: events.count, frames: framesQueued) }
@@ -339,6 +357,19 @@ final class EventHub: @unchecked Sendable {
                 framesQueued += 1
                 if sub.outbox.append(text) { flushMutex.withLock { unflushed.append(sub.outbox) } }
             }
+        }
+        let sendsResync = mutex.withLock {
+            if lost { resyncOwed = true }
+            guard resyncOwed, !lost || queuedDeliveries <= 1 else { return false }
+            resyncOwed = false
+            return true
+        }
+        if sendsResync {
+            let data = JSON.obj([("reason", .string("lagged")), ("last_event_id", .int(through))]).serialized()
+            let frame = "id: \(through)\nevent: resync\ndata: \(data)\n\n"
+            let everyone = mutex.withLock { Array(subscribers.values) }
+            for sub in everyone where sub.outbox.append(frame) { flushMutex.withLock { unflushed.append(sub.outbox) } }
+            ServerMetrics.shared.resyncedAfterLag(streams: everyone.count)
         }
         mutex.withLock { delivered = max(delivered, through) }
     }

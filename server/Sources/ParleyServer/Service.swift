@@ -19,7 +19,7 @@ final class Service: @unchecked Sendable {
     func load() async throws {
         let counters = try await Counters.load(shared.database)
         shared.committed = counters
-        let others: (@Sendable ([ClosedRange<Int64>]) async -> [HeldEvent])? =
+        let others: (@Sendable ([ClosedRange<Int64>]) async -> PulledEvents)? =
             shared.database.dialect == .postgres ? { @Sendable ranges in await self.committedEvents(in: ranges) } : nil
         shared.hub.start(deliveredThrough: counters.seq, puller: others)
     }
@@ -35,13 +35,17 @@ final class Service: @unchecked Sendable {
 
     /// Another server's events for the hub, with the request that read them as their renderer.
     /// The hub must not skip them, so a failure (the database unreachable) is retried until it
-    /// passes, each pause longer, up to 2 s.
-    private func committedEvents(in ranges: [ClosedRange<Int64>]) async -> [HeldEvent] {
+    /// passes, each pause longer, up to 2 s. Numbers at or below the retention boundary (read
+    /// in the same snapshot) may have lost their events to pruning: the result says so.
+    private func committedEvents(in ranges: [ClosedRange<Int64>]) async -> PulledEvents {
         var pause: UInt64 = 50_000_000
+        let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
         while true {
             let reader = ServerState(shared: shared, readOnly: true)
-            if let events = try? await reader.handleReading({ s in try await s.committedEvents(in: ranges) }) {
-                return events.map { HeldEvent(event: $0, renderer: reader) }
+            if let (events, pruned) = try? await reader.handleReading({ s in
+                (try await s.committedEvents(in: ranges), try await s.prunedThrough())
+            }) {
+                return PulledEvents(events: events.map { HeldEvent(event: $0, renderer: reader) }, pruned: lowest <= pruned)
             }
             try? await Task.sleep(nanoseconds: pause)
             pause = min(pause * 2, 2_000_000_000)

@@ -39,6 +39,7 @@ final class ServerMetrics: Sendable {
     private let framesSent: Counter
     private let eventsDelivered: Counter
     private let messagesStored: Counter
+    private let lagResyncs: Counter
     private let logFirstId: Gauge
     private let logLastId: Gauge
     private let deliveredId: Gauge
@@ -54,6 +55,9 @@ final class ServerMetrics: Sendable {
             "events_delivered", "total", "Events this server delivered to its streams, its own and other servers'."))
         messagesStored = registry.makeCounter(descriptor: Self.name(
             "messages_stored", "total", "Messages this server stored (sent and copied)."))
+        lagResyncs = registry.makeCounter(descriptor: Self.name(
+            "event_stream_resyncs", "total",
+            "resync frames sent to this server's streams because it fell behind the event log's retention."))
         logFirstId = registry.makeGauge(descriptor: Self.name("event_log_first_id", "", "The oldest event id the log keeps."))
         logLastId = registry.makeGauge(descriptor: Self.name("event_log_last_id", "", "The newest event id in the log."))
         deliveredId = registry.makeGauge(descriptor: Self.name(
@@ -119,6 +123,10 @@ final class ServerMetrics: Sendable {
     func delivered(events: Int, frames: Int) {
         if events > 0 { eventsDelivered.increment(by: Int64(events)) }
         if frames > 0 { framesSent.increment(by: Int64(frames)) }
+    }
+
+    func resyncedAfterLag(streams: Int) {
+        if streams > 0 { lagResyncs.increment(by: Int64(streams)) }
     }
 
     func stored(messages: Int) {

@@ -28,6 +28,11 @@ final class PostgresDatabase: SQLDatabase {
     /// failure; its body must therefore have no effect outside the database.
     static let writeRetries = 5
 
+    /// How long a transaction may sit between statements before PostgreSQL ends its session
+    /// (docs/DEPLOYMENT.md). Longer than any pause of a healthy write, including the test
+    /// hook's hold (at most 10 s, ServerConfig.testHooks).
+    static let idleInTransactionSeconds = 15
+
     /// - Parameters:
     ///   - startsClient: whether this object runs the pool itself, in a task that `close()`
     ///     cancels. Pass false to run it elsewhere, e.g. as a service of a Hummingbird
@@ -40,7 +45,13 @@ final class PostgresDatabase: SQLDatabase {
             database: url.database, tls: Self.tls(for: url.tlsMode))
         configuration.options.maximumConnections = maximumConnections
         // The server's application_name shows in pg_stat_activity: helps find our sessions.
-        configuration.options.additionalStartupParameters = [("application_name", "parley-server")]
+        // A server that hangs (or is frozen, or cut off) inside a transaction would hold the
+        // write turn, and with it every writer of every server, for as long as it hangs:
+        // PostgreSQL ends such a session once it has been idle in its transaction this long.
+        configuration.options.additionalStartupParameters = [
+            ("application_name", "parley-server"),
+            ("idle_in_transaction_session_timeout", "\(Self.idleInTransactionSeconds)s"),
+        ]
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         self.logger = logger
@@ -110,15 +121,25 @@ final class PostgresDatabase: SQLDatabase {
 
     // MARK: Transactions
 
-    /// Gives up a transaction still running once the database is known to be unreachable
-    /// (`StatementGuard`): otherwise a statement that never completes would keep the request,
-    /// and a writer this server's write lock, for good. Its connection is closed.
+    /// Gives up a transaction still running once the database is known to be unreachable, or
+    /// once its own connection closed (PostgreSQL ended the session, e.g. after
+    /// `idle_in_transaction_session_timeout`) (`StatementGuard`): otherwise a statement that
+    /// never completes would keep the request, and a writer this server's write lock, for
+    /// good. (Measured: a COMMIT sent as the server's FATAL arrived never completed.)
     private func watch(_ session: PostgresSession, _ connection: PostgresConnection) -> Task<Void, Never> {
         let statements = session.statements
+        // Polled rather than a callback on the connection's close future: connections live
+        // long in the pool, and a callback per transaction would pile up on each of them.
         return Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(500))
                 guard let self, !Task.isCancelled else { return }
+                if connection.isClosed {
+                    statements.abandon(StorageError(
+                        "the database connection closed; the transaction was given up (if it was committing, its outcome is unknown)",
+                        kind: .unavailable))
+                    return
+                }
                 if !self.reachable.withLock({ $0 }) {
                     statements.abandon(StorageError(
                         "PostgreSQL cannot be reached; the transaction was given up (if it was committing, its outcome is unknown)",
