@@ -1,6 +1,11 @@
 /* bench_live: what a live message costs its receiver, in a small and in a big channel.
  *
  *   bench_live SERVER_URL API_TOKEN [MESSAGES] [BIG_MEMBERS]
+ *   bench_live SERVER_URL API_TOKEN MESSAGES BIG_MEMBERS RECEIVER_URL LABEL
+ *
+ * With RECEIVER_URL (another server on the same PostgreSQL database, or the same server) the
+ * receiver connects there while the posts go to SERVER_URL, and only the P3 part runs; its
+ * rows carry LABEL (docs/BENCHMARKS.md "Several servers on one PostgreSQL").
  *
  * A receiving client is connected; MESSAGES messages (default 500) are posted into a channel
  * of 2 members at 50 and at 200 per second (P3: latency and loss), then at 100 per second
@@ -108,10 +113,12 @@ static live_result run(parley_client *root, waiter *w, const char *channel, cons
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s SERVER_URL API_TOKEN [MESSAGES] [BIG_MEMBERS]\n", argv[0]);
+        fprintf(stderr, "usage: %s SERVER_URL API_TOKEN [MESSAGES] [BIG_MEMBERS [RECEIVER_URL LABEL]]\n", argv[0]);
         return 2;
     }
     const char *url = argv[1], *api_token = argv[2];
+    const char *receiver_url = argc > 6 ? argv[5] : url;
+    const char *label = argc > 6 ? argv[6] : NULL;
     int messages = argc > 3 ? atoi(argv[3]) : 500;
     int big = argc > 4 ? atoi(argv[4]) : 500;
     if (messages < 1 || messages > MAX_MESSAGES || big < 3) return 2;
@@ -149,14 +156,30 @@ int main(int argc, char **argv) {
     free(body);
     if (!user_token(root, &w, me, token, sizeof token)) return 1;
 
-    parley_client *client = connected_client(url, cache_dir, me, token, on_event);
+    parley_client *client = connected_client(receiver_url, cache_dir, me, token, on_event);
     if (client == NULL) return 1;
     /* P3: delivery at 50 and 200 messages per second in a small channel. */
     live_result slow = run(root, &w, small_channel, bob, messages, 50);
     live_result fast = run(root, &w, small_channel, bob, messages, 200);
-    printf("Live messages in a 2-member channel, POST sent -> receiver's callback (%d each)\n", messages);
+    printf("Live messages in a 2-member channel, POST sent -> receiver's callback (%d each)%s%s\n", messages,
+           label ? ": " : "", label ? label : "");
     printf("   50/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d\n", slow.p50 / 1e3, slow.p99 / 1e3, slow.max / 1e3, slow.lost);
     printf("  200/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d\n\n", fast.p50 / 1e3, fast.p99 / 1e3, fast.max / 1e3, fast.lost);
+    if (label != NULL) {
+        int rates[2] = {50, 200};
+        live_result *results[2] = {&slow, &fast};
+        for (int i = 0; i < 2; i++) {
+            char measure[160], figure[64], comparison[96];
+            snprintf(measure, sizeof measure, "P3 %s, %d msg/s", label, rates[i]);
+            snprintf(figure, sizeof figure, "p50 %.2f p99 %.2f ms", results[i]->p50 / 1e3, results[i]->p99 / 1e3);
+            snprintf(comparison, sizeof comparison, "max %.2f ms, lost %d of %d", results[i]->max / 1e3, results[i]->lost, messages);
+            summary_row(measure, figure, comparison, "p50 <= 3, p99 <= 15 ms");
+        }
+        parley_client_destroy(client);
+        parley_client_destroy(root);
+        snprintf(config, sizeof config, "rm -rf '%s'", cache_dir);
+        return system(config) == 0 && slow.lost == 0 && fast.lost == 0 ? 0 : 1;
+    }
     live_result small = run(root, &w, small_channel, bob, messages, 100);
     live_result large = run(root, &w, big_channel, bob, messages, 100);
     printf("Live messages, 100/s, POST sent -> receiver's callback (%d each)\n", messages);

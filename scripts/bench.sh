@@ -82,6 +82,9 @@ run "$root/build/cmake/bench_server" fanout PostgreSQL "$pg_url" "$token" 5000 "
 # this measures what a second server costs, not how far two machines scale.
 start_server "$PARLEY_TEST_PG/parley_bench_fanout" postgres-second
 pg_second_pid=$started_pid
+# P3 on PostgreSQL: the receiver on the server that takes the posts, then on the other one.
+run "$root/build/cmake/bench_live" "$pg_url" "$token" "$live" 3 "$pg_url" "PostgreSQL, same server"
+run "$root/build/cmake/bench_live" "$pg_url" "$token" "$live" 3 "$started_url" "PostgreSQL, receiver on another server"
 run "$root/build/cmake/bench_server" fanout "PostgreSQL, streams on another server" "$pg_url" "$token" 5000 \
     "$fanout_seconds" "$started_url" streams-there
 run "$root/build/cmake/bench_server" fanout "PostgreSQL, 2 servers" "$pg_url" "$token" 5000 "$fanout_seconds" \
