@@ -293,6 +293,22 @@ def test_a_stream_on_one_server_makes_the_user_online_on_every_server(two_server
     assert presence_of(a, user) == (online, last_seen)
 
 
+def test_a_user_online_only_on_a_killed_server_goes_offline_elsewhere_once_it_is_taken_for_dead(two_servers):
+    """A is killed (-9) with the user's only stream: no notification says the stream closed.
+    B's heartbeats see A's heartbeat age past the 10 s window and stop counting A's streams
+    (without a full read of every user), so B shows the user offline."""
+    a, b = two_servers
+    user = a.user("gone")
+    stream = EventCollector(a, user)
+    assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    assert wait_until(lambda: presence_of(b, user)[0]), "server B does not see the stream on A"
+    killed_at = time.monotonic()
+    a.kill()
+    assert presence_of(b, user)[0], "B dropped the user before A could be taken for dead"
+    assert wait_until(lambda: not presence_of(b, user)[0], timeout=20), "B still shows the user online"
+    assert time.monotonic() - killed_at >= 8, "B took A for dead before its heartbeat window passed"
+
+
 @pytest.fixture
 def two_servers_two_streams_each(tmp_path):
     db = databases.database_for(tmp_path, "limited")

@@ -62,7 +62,9 @@ final class PeerFollower: Sendable {
                 do {
                     try await connection.listen(on: WriteTurn.channel) { announcements in
                         try await connection.listen(on: ClusterPresence.channel) { presence in
-                            // Whatever was committed before the listening began.
+                            // Whatever was committed before the listening began, and who opened
+                            // or closed streams meanwhile (read at the next heartbeat).
+                            cluster?.requireFullRead()
                             try await self.service.catchUp()
                             pause = 100_000_000
                             try await withThrowingTaskGroup(of: Void.self) { group in

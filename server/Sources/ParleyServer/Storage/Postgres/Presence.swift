@@ -3,9 +3,11 @@
 // it has open (table `presence`, migration 6) and that it is running (`server_nodes`, a
 // heartbeat). A stream opens only if the user's streams on every running server stay within
 // the limit; `is_online` and `last_seen_at` account for the other servers' streams, which
-// this server learns from notifications (a hint) and from a full read at every heartbeat
-// (the truth). A server killed without a word stops counting once its heartbeat is older
-// than `aliveWindow`, and its rows go after `forgetAfter`.
+// this server learns from notifications, checked against a full read of the other servers'
+// rows every `fullReadEvery` heartbeats and after every reconnection of the listening
+// connection (a notification can be missed only while it is away). The heartbeats between
+// read which servers are alive, a few rows. A server killed without a word stops counting
+// once its heartbeat is older than `aliveWindow`, and its rows go after `forgetAfter`.
 import Foundation
 
 final class ClusterPresence: @unchecked Sendable {
@@ -17,6 +19,8 @@ final class ClusterPresence: @unchecked Sendable {
     static let aliveWindow: Int64 = 10_000
     /// A dead server's rows are removed (and its users' `last_seen_at` set) after this.
     static let forgetAfter: Int64 = 60_000
+    /// Heartbeats between full reads of the other servers' rows (30 s).
+    static let fullReadEvery = 15
     /// The class of the per-user transaction lock that serializes stream admissions (the
     /// two-key advisory locks are a space apart from the write turn's one-key lock).
     private static let admissionLockClass: Int32 = 0x5052_4553  // "PRES"
@@ -37,6 +41,11 @@ final class ClusterPresence: @unchecked Sendable {
     private var stale = false
     /// The users with streams on other running servers, and on which.
     private var remote: [String: Set<String>] = [:]
+    /// Heartbeats since the last full read; at `fullReadEvery` or more the next one reads all.
+    private var beatsSinceFullRead = Int.max
+    /// Notifications heard while a full read runs, replayed in order onto its result: the
+    /// read's snapshot may predate them.
+    private var heardDuringFullRead: [String]?
 
     init(node: String, database: any SQLDatabase) {
         self.node = node
@@ -146,37 +155,83 @@ final class ClusterPresence: @unchecked Sendable {
         }
     }
 
+    /// The listening connection (re)connected: notifications may have been missed meanwhile.
+    func requireFullRead() { mutex.withLock { beatsSinceFullRead = Int.max } }
+
     /// A notification from `channel`.
     func heard(_ payload: String) {
+        mutex.withLock {
+            heardDuringFullRead?.append(payload)
+            apply(payload)
+        }
+    }
+
+    /// Under `mutex`.
+    private func apply(_ payload: String) {
         let parts = payload.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0] != node[...] else { return }
         let sender = String(parts[0]), userId = String(parts[2])
-        mutex.withLock {
-            if parts[1] == "1" {
-                remote[userId, default: []].insert(sender)
-            } else {
-                remote[userId]?.remove(sender)
-                if remote[userId]?.isEmpty == true { remote[userId] = nil }
-            }
+        if parts[1] == "1" {
+            remote[userId, default: []].insert(sender)
+        } else {
+            remote[userId]?.remove(sender)
+            if remote[userId]?.isEmpty == true { remote[userId] = nil }
         }
     }
 
     /// Says this server runs (and writes its rows whole if a write failed), forgets the
-    /// servers dead for `forgetAfter`, and reads who has streams on the other running servers.
-    /// Returns the users of forgotten servers, with when those servers were last seen.
+    /// servers dead for `forgetAfter`, and either reads who has streams on the other running
+    /// servers (every `fullReadEvery` beats, and after `requireFullRead`) or only which of them
+    /// are running, dropping the users of the others. Returns the users of forgotten
+    /// servers, with when those servers were last seen.
     func heartbeat() async throws -> [(userId: String, seenAt: Int64)] {
         let now = nowMillis()
         let node = self.node
         let forgotten = try await writeOwnRows(now: now)
-        let rows = try await database.read { db in
-            try await db.query("""
-                SELECT p.node_id, p.user_id FROM presence p JOIN server_nodes n ON n.node_id = p.node_id
-                WHERE p.node_id <> ? AND n.seen_at > ? AND p.streams > 0
-                """, [.text(node), .int(now - Self.aliveWindow)])
+        let readsAll: Bool = mutex.withLock {
+            guard beatsSinceFullRead >= Self.fullReadEvery else {
+                beatsSinceFullRead += 1
+                return false
+            }
+            beatsSinceFullRead = 0
+            heardDuringFullRead = []
+            return true
         }
-        var others: [String: Set<String>] = [:]
-        for row in rows { others[row.text(1), default: []].insert(row.text(0)) }
-        mutex.withLock { remote = others }
+        if readsAll {
+            do {
+                let rows = try await database.read { db in
+                    try await db.query("""
+                        SELECT p.node_id, p.user_id FROM presence p JOIN server_nodes n ON n.node_id = p.node_id
+                        WHERE p.node_id <> ? AND n.seen_at > ? AND p.streams > 0
+                        """, [.text(node), .int(now - Self.aliveWindow)])
+                }
+                var others: [String: Set<String>] = [:]
+                for row in rows { others[row.text(1), default: []].insert(row.text(0)) }
+                mutex.withLock {
+                    remote = others
+                    for payload in heardDuringFullRead ?? [] { apply(payload) }
+                    heardDuringFullRead = nil
+                }
+            } catch {
+                mutex.withLock {
+                    heardDuringFullRead = nil
+                    beatsSinceFullRead = Int.max
+                }
+                throw error
+            }
+        } else {
+            let alive = try await database.read { db in
+                try await db.query("SELECT node_id FROM server_nodes WHERE node_id <> ? AND seen_at > ?",
+                                   [.text(node), .int(now - Self.aliveWindow)])
+            }
+            let running = Set(alive.map { $0.text(0) })
+            mutex.withLock {
+                for (userId, servers) in remote where !servers.isSubset(of: running) {
+                    let left = servers.intersection(running)
+                    remote[userId] = left.isEmpty ? nil : left
+                }
+            }
+        }
         return forgotten
     }
 
