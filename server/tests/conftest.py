@@ -203,6 +203,17 @@ class EventReader:
         self.resp.close()
 
 
+def ready_answer(base_url, status, timeout):
+    """GET /health/ready on the server at `base_url` until it answers `status` or `timeout`
+    seconds pass; returns the last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = requests.get(base_url + "/health/ready", timeout=10)
+        if answer.status_code == status or time.monotonic() >= deadline:
+            return answer
+        time.sleep(0.2)
+
+
 def assert_error(response, status, code=None, mentions=None):
     assert response.status_code == status, f"expected {status}, got {response.status_code}: {response.text}"
     body = response.json()

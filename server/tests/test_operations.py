@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from concurrency_support import EventCollector
-from conftest import ROOT, Server, databases, server_binary
+from conftest import ROOT, Server, databases, ready_answer, server_binary
 from tests_support.processes import stop_process
 
 SETTING_KEYS = ["host", "port", "database", "database_file", "api_token", "api_token_file",
@@ -159,13 +159,7 @@ def test_ready_turns_false_while_postgresql_is_stopped_and_back_after(fresh_serv
     assert requests.get(server.url("/health/ready"), timeout=10).status_code == 200
     databases.stop_cluster()
     try:
-        deadline = time.monotonic() + 15
-        answer = None
-        while time.monotonic() < deadline:
-            answer = requests.get(server.url("/health/ready"), timeout=10)
-            if answer.status_code == 503:
-                break
-            time.sleep(0.2)
+        answer = ready_answer(server.url(""), 503, 15)
         assert answer.status_code == 503, answer.text
         assert answer.json()["status"] == "not_ready" and answer.json()["database"] == "unreachable", answer.text
         assert answer.headers.get("Retry-After") == "1"
@@ -173,12 +167,7 @@ def test_ready_turns_false_while_postgresql_is_stopped_and_back_after(fresh_serv
         assert requests.get(server.url("/health/live"), timeout=10).status_code == 200
     finally:
         databases.start_cluster()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if requests.get(server.url("/health/ready"), timeout=10).status_code == 200:
-            break
-        time.sleep(0.2)
-    assert requests.get(server.url("/health/ready"), timeout=10).json()["status"] == "ready"
+    assert ready_answer(server.url(""), 200, 20).json()["status"] == "ready"
 
 
 def test_ready_turns_false_once_the_server_is_stopping(tmp_path):

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import requests
 
-from conftest import ROOT, server_binary
+from conftest import ROOT, ready_answer, server_binary
 from tests_support import databases
 from tests_support.processes import stop_process
 
@@ -276,23 +276,14 @@ def test_the_server_guide_walked_through(tmp_path):
         if databases.backend() == "postgres":
             databases.stop_cluster()
             try:
-                deadline = time.monotonic() + 20
-                answer = None
-                while time.monotonic() < deadline:
-                    answer = requests.get(server.url("/health/ready"), timeout=10)
-                    if answer.status_code == 503:
-                        break
-                    time.sleep(0.2)
+                answer = ready_answer(server.base, 503, 20)
                 assert answer.status_code == 503 and answer.json()["database"] == "unreachable", answer.text
                 assert answer.headers["Retry-After"] == "1"
                 assert json.loads(re.findall(r'^\{"status":"not_ready".*\}$', health, re.M)[0]) | {"version": version} \
                     == answer.json()
             finally:
                 databases.start_cluster()
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and requests.get(server.url("/health/ready"), timeout=10).status_code != 200:
-                time.sleep(0.2)
-            assert requests.get(server.url("/health/ready"), timeout=10).status_code == 200
+            assert ready_answer(server.base, 200, 30).status_code == 200
 
         # "Stopping": SIGTERM with the stream open ends it with the documented hint, exit 0.
         stopping = guide_section("Stopping")
