@@ -21,6 +21,7 @@ private func causeName(_ cause: ChangeCause) -> String {
     case .cancel: "cancel"
     case .operation(let name): "operation:\(name)"
     case .apiLoad: "api_load"
+    case .pageLoad: "page_load"
     case .channelRefresh(let url): "channel_refresh:\(url)"
     case .connectionLost: "connection_lost"
     case .eviction: "eviction"

@@ -39,7 +39,7 @@ extension ParleyClient {
                     return
                 }
                 engine.openCache(userID: userID)
-                let path = "/v3/users/" + URLEncoding.encodePathSegment(userID)
+                let path = Endpoints.user(userID)
                 self.sendHTTP(operation: id, method: "GET", pathAndQuery: path, body: nil, credential: .session(sessionToken)) { result in
                     engine.queue.async {
                         switch result {

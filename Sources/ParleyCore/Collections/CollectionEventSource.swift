@@ -94,7 +94,7 @@ public enum CollectionEventSource: Sendable, Hashable {
         case .send, .resend, .sendResult, .cancel: self = .localSend
         case .operation: self = .localOperation
         case .channelRefresh: self = .channelRefresh
-        case .apiLoad: self = .apiLoad
+        case .apiLoad, .pageLoad: self = .apiLoad
         case .connectionLost, .eviction, .clear, .cacheUnavailable, .cacheRecovered: self = .localCache
         }
     }

@@ -190,9 +190,6 @@ public final class GroupChannelCollection: Sendable {
         var backgroundLoad = false
         /// A `loadMore` that arrived while the background page loads; it runs after it.
         var waitingLoad: (@Sendable (Result<[JSONText], ParleyError>) -> Void)?
-        /// Channels changed by anything but a page load while a page is loading: the page's
-        /// older copy must not overwrite them, nor its absence remove them.
-        var touchedDuringLoad: Set<String> = []
         /// The channels as the application holds them (see the design note).
         var told: [String: Entry] = [:]
         /// A catch-up runs: changes update `entries` but are reported at its end.
@@ -313,12 +310,10 @@ public final class GroupChannelCollection: Sendable {
         }
         var diff = Diff()
         var seen = Set<String>()
-        let isOwnLoad: Bool = if case .apiLoad = batch.cause { true } else { false }
         for change in batch.changes {
             switch change {
             case .channelUpserted(let upsert):
                 seen.insert(upsert.url)
-                if !isOwnLoad, view.loadCompletion != nil { view.touchedDuringLoad.insert(upsert.url) }
                 // The member list is read (and parsed) only for a query that filters by members,
                 // and handed on as stored text only to one that shows them.
                 let includeMembers = query.includeMemberList
@@ -327,7 +322,6 @@ public final class GroupChannelCollection: Sendable {
                     text: { includeMembers ? upsert.channelText.text : upsert.channelWithoutMembers.canonicalText }, into: &diff)
             case .channelRemoved(let url, _):
                 seen.insert(url)
-                if view.loadCompletion != nil { view.touchedDuringLoad.insert(url) }
                 apply(url: url, channel: nil, text: { "null" }, into: &diff)
             case .cleared:
                 for entry in view.entries { seen.insert(entry.url) }
@@ -512,14 +506,13 @@ public final class GroupChannelCollection: Sendable {
     private func loadFromServer(completion: (@Sendable (Result<[JSONText], ParleyError>) -> Void)?) {
         let token = view.serverToken
         let fromStart = token == nil
-        var path = "/v3/users/\(URLEncoding.encodePathSegment(view.userID))/my_group_channels?" + query.serverQuery
-            + "&limit=\(query.limit)"
-        if let token { path += "&token=" + URLEncoding.percentEncode(token) }
         // Set while loading; dispose takes it and cancels.
         view.loadCompletion = completion ?? { _ in }
         view.backgroundLoad = completion == nil
-        view.touchedDuringLoad = []
-        engine.call("GET", path) { result in
+        let listScope = completedListScope(fromStart: fromStart)
+        engine.loadChannelPage(
+            userID: view.userID, query: query.serverQuery, limit: query.limit, token: token, completesScope: listScope
+        ) { _, result in
             guard self.view.loadCompletion != nil else { return }  // disposed meanwhile
             self.view.loadCompletion = nil
             self.view.backgroundLoad = false
@@ -533,17 +526,16 @@ public final class GroupChannelCollection: Sendable {
                 }
             }
             if self.view.clearedDuringLoad {
-                // The page continues a list the clear emptied: dropped; the reload follows.
+                // The page continues a list the clear emptied (Paging did not store it): dropped; the reload follows.
                 self.view.clearedDuringLoad = false
-                self.view.touchedDuringLoad = []
                 if let completion { self.finishLoad(completion, added: []) }
                 return
             }
             do throws(ParleyError) {
-                let added = try self.applyServerPage(try result.get(), fromStart: fromStart, background: completion == nil)
+                let (page, touched) = try result.get()
+                let added = self.applyServerPage(page, touched: touched, fromStart: fromStart, background: completion == nil)
                 if let completion { self.finishLoad(completion, added: added) }
             } catch {
-                self.view.touchedDuringLoad = []
                 if let completion {
                     self.finishLoad(completion, failure: error)
                 } else if error.code != .network && error.code != .timeout {
@@ -556,48 +548,31 @@ public final class GroupChannelCollection: Sendable {
         }
     }
 
-    /// Stores a server page and brings the view to it; returns the channels it added (for a
-    /// background page they are reported as `added` events instead).
-    private func applyServerPage(_ answer: JSONValue, fromStart: Bool, background: Bool) throws(ParleyError) -> [JSONText] {
-        guard let list = answer["channels"]?.arrayValue, let next = answer["next"]?.stringValue else {
-            throw ParleyError(.protocolViolation, "channel list: expected channels and next")
-        }
-        var pageURLs: [String] = []
-        var lastKey: ChannelSortKey?
-        for channel in list {
-            guard let url = channel["channel_url"]?.stringValue, !url.isEmpty else {
-                throw ParleyError(.protocolViolation, "channel list: a channel without channel_url")
-            }
-            pageURLs.append(url)
-            lastKey = query.sortKey(channel)
-        }
-        let touched = view.touchedDuringLoad
-        view.touchedDuringLoad = []
-        // Store first (changes reach every view through the feed, this one included).
-        engine.write(.apiLoad, "storing a channel page") { transaction throws(ParleyError) in
-            for (channel, url) in zip(list, pageURLs) where !touched.contains(url) {
-                try transaction.storeChannel(channel)
-            }
-            if next.isEmpty && (fromStart || self.view.walkedFromStart) {
-                try transaction.setSyncToken("1", scope: ChatCache.channelListScope(queryIdentity: self.query.identity))
-            }
-        }
+    /// The scope a last page records as the whole list: only when the list was walked from its first page.
+    private func completedListScope(fromStart: Bool) -> String? {
+        fromStart || view.walkedFromStart ? ChatCache.channelListScope(queryIdentity: query.identity) : nil
+    }
+
+    /// Brings the view to a stored server page; returns the channels it added (for a
+    /// background page they are reported as `added` events instead). `touched`: channels
+    /// the feed changed while the page travelled (Paging kept their cached copies).
+    private func applyServerPage(_ page: StoredChannelPage, touched: Set<String>, fromStart: Bool, background: Bool) -> [JSONText] {
+        let lastKey = page.lastListed.map(query.sortKey)
         if fromStart {
             view.walkedFromStart = true
             // The server's first page is the reload a clear owed.
             view.reloadOwed = false
         }
         view.loadedOnce = true
-        view.serverToken = next.isEmpty ? nil : next
-        view.hasMore = !next.isEmpty
+        view.serverToken = page.next.isEmpty ? nil : page.next
+        view.hasMore = !page.next.isEmpty
         view.boundary = view.hasMore ? (lastKey ?? view.boundary) : nil
         // Bring the view to the page: its channels (as now cached) in, and within the range
         // the server's word for what is not there.
-        let cache = engine.cache
-        let pageSet = Set(pageURLs)
+        let pageSet = Set(page.urls)
         var ignored = Diff()  // what changed is reported from `told` below
-        for url in pageURLs {
-            let stored = (try? cache?.channel(url: url)) ?? nil
+        for url in page.urls {
+            let stored = page.stored[url]
             apply(url: url, channel: stored.flatMap { try? JSONValue.parse($0.json) }, text: { stored?.json ?? "null" }, into: &ignored)
         }
         var removed: [String] = []
@@ -609,12 +584,12 @@ public final class GroupChannelCollection: Sendable {
             }
         }
         guard !background else {
-            let diff = difference(for: pageURLs + removed)
+            let diff = difference(for: page.urls + removed)
             if diff.isEmpty { deliver(hasMore: view.hasMore, channels: heldList()) {} }
             report(diff, CollectionEventContext(source: .apiLoad, detail: ""))
             return []
         }
-        return handOut(pageURLs, removed: removed, source: .apiLoad)
+        return handOut(page.urls, removed: removed, source: .apiLoad)
     }
 
     /// A page's channels for the application, after the events that bring what it already

@@ -43,7 +43,7 @@ extension MessageCollection {
         default:
             break
         }
-        if view.ownWrite { return }
+        if case .pageLoad(let load) = batch.cause, load == view.currentLoad { return }
         var events = MessageEvents()
         for change in batch.changes {
             apply(change, into: &events)
@@ -56,7 +56,7 @@ extension MessageCollection {
     /// after each reconnection): a change is stored and reported with source `channel_refresh`;
     /// after a catch-up, with the changes the catch-up made to it (one `channel_updated`).
     func refreshChannel() {
-        let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(channelURL))?" + Engine.fullChannelView.dropFirst()
+        let path = Endpoints.channel(channelURL)
         let readStart = engine.channelReads.begin()
         engine.call("GET", path) { result in
             // An event applied meanwhile holds a later copy than this answer (ChannelReadGuard).
@@ -119,7 +119,6 @@ extension MessageCollection {
     private func apply(_ change: CacheChange, into events: inout MessageEvents) {
         switch change {
         case .messageUpserted(let upsert) where upsert.channelURL == channelURL:
-            if view.loading { view.touched.insert(upsert.key.messageID) }
             guard view.started else { return }
             if let reqID = upsert.replacedLocalReqID {
                 confirmLocal(reqID: reqID, message: upsert.message, key: upsert.key, into: &events)
@@ -127,7 +126,6 @@ extension MessageCollection {
                 applyMessage(upsert.message, key: upsert.key, into: &events)
             }
         case .messageRemoved(let url, let id) where url == channelURL:
-            if view.loading { view.touched.insert(id) }
             if let removed = view.remove(id: id) { events.add(.deleted, .succeeded, removed) }
         case .messagesTruncated(let url, let through, _) where url == channelURL:
             while let first = view.keys.first, first.createdAt <= through, let removed = view.remove(id: first.messageID) {
@@ -148,7 +146,6 @@ extension MessageCollection {
             view.channelDeleted = true
             events.channelDeleted = true
         case .newestEndUnknown(let url) where url == nil || url == channelURL:
-            if view.loading { view.droppedDuringLoad = true }
             if view.started && view.atNewestEnd {
                 stopAtLastMessage()
                 if !fillsGapsByItself { view.waitsForFetchNext = true }
@@ -227,7 +224,7 @@ extension MessageCollection {
 
     /// A server message a page brought is this client's message the view still shows as
     /// pending or failed (the page's store replaced the local copy before the send's answer
-    /// came back): not news, `reconcileLocals` reports it as `updated`, which the application
+    /// came back): not news, `reportConfirmed` reports it as `updated`, which the application
     /// applies to the pending entry by req_id. Reporting it as added too would show it twice.
     func replacesShownLocal(_ message: MessageItem) -> Bool {
         let reqID = message.reqID
@@ -315,19 +312,16 @@ extension MessageCollection {
         }
     }
 
-    /// After a page this view wrote itself (its feed report is skipped): local messages the
-    /// page's copies replaced are reported as confirmed.
-    func reconcileLocals(into events: inout MessageEvents) {
-        guard !view.locals.isEmpty, let cache = engine.cache,
-            let stored = try? cache.localMessages(channelURL: channelURL)
-        else { return }
-        let still = Set(stored.map(\.reqID))
-        for local in view.locals where local.status != .succeeded && !still.contains(local.reqID) {
-            view.locals.removeAll { $0.reqID == local.reqID }
-            if let copy = try? cache.message(channelURL: channelURL, reqID: local.reqID), view.keyByID[copy.messageID] != nil {
-                events.add(.updated, .succeeded, .text(copy.json, reqID: copy.reqID), source: .messageSent)
+    /// Local messages a page of this view's own load replaced with the server's copies (the
+    /// feed's report of that page is not applied to the view): reported as confirmed.
+    func reportConfirmed(_ confirmed: [ConfirmedLocal], into events: inout MessageEvents) {
+        for local in confirmed {
+            guard let index = view.localIndex(local.reqID), view.locals[index].status != .succeeded else { continue }
+            let entry = view.locals.remove(at: index)
+            if let shown = view.item(at: local.key) {
+                events.add(.updated, .succeeded, shown, source: .messageSent)
             } else {
-                events.add(.deleted, .succeeded, local.message, source: .messageSent)
+                events.add(.deleted, .succeeded, entry.message, source: .messageSent)
             }
         }
     }

@@ -1,81 +1,12 @@
 // The message collection's loads: the start (cache, then the server's page that replaces
-// it), pages both ways (from the cache inside a chunk, else from the server, whose answer is
-// stored and recorded as a chunk), the gap check after a reconnection, and the server's
-// page after a start that could not reach it. All run on the engine queue, one at a time.
-
-/// A page of the server's message listing (docs/PROTOCOL.md §7.2), in key order.
-struct ServerMessagePage {
-    var messages: [JSONValue]
-    var keys: [MessageKey]
-    var hasPrev: Bool
-    var hasNext: Bool
-
-    init(_ answer: JSONValue, channelURL: String, listKey: String = "messages") throws(ParleyError) {
-        guard let list = answer[listKey]?.arrayValue else {
-            throw ParleyError(.protocolViolation, "message list: expected \(listKey) (an array)")
-        }
-        var pairs: [(MessageKey, JSONValue)] = []
-        for (index, message) in list.enumerated() {
-            let columns: ChatCache.MessageColumns
-            do throws(ParleyError) {
-                columns = try ChatCache.MessageColumns(message)
-            } catch {
-                throw ParleyError(.protocolViolation, "message list: \(listKey)[\(index)]: \(error.message)")
-            }
-            guard columns.channelURL == channelURL else {
-                throw ParleyError(.protocolViolation, "message list: \(listKey)[\(index)] belongs to another channel")
-            }
-            pairs.append((MessageKey(createdAt: columns.createdAt, messageID: columns.messageID), message))
-        }
-        pairs.sort { $0.0 < $1.0 }
-        messages = pairs.map(\.1)
-        keys = pairs.map(\.0)
-        hasPrev = answer["has_prev"]?.boolValue ?? false
-        hasNext = answer["has_next"]?.boolValue ?? false
-    }
-}
-
-extension MessageKey {
-    /// The key just before this one, nil for the first possible key.
-    var predecessor: MessageKey? {
-        if messageID > .min { return MessageKey(createdAt: createdAt, messageID: messageID - 1) }
-        if createdAt > .min { return MessageKey(createdAt: createdAt - 1, messageID: .max) }
-        return nil
-    }
-
-    var successor: MessageKey? { ChatCache.successor(of: self) }
-}
+// it), pages both ways, the gap check after a reconnection, and the server's page after a
+// start that could not reach it. Paging (Sync/Paging.swift) reads, fetches and stores each
+// page; the view decides which page it wants and brings its range and list to the result.
+// All run on the engine queue, one at a time.
 
 extension MessageCollection {
-    /// Where a listing is anchored.
-    enum Anchor {
-        /// The newest end (the server's "now").
-        case now
-        /// The older side holds `created_at <= ms`, the newer side `created_at > ms`.
-        case time(Int64)
-        /// Sides strictly before / after the key.
-        case key(MessageKey)
-    }
-
-    func listPath(_ anchor: Anchor, previous: Int, next: Int) -> String {
-        var path = "/v3/group_channels/\(URLEncoding.encodePathSegment(channelURL))/messages?prev_limit=\(previous)"
-            + "&next_limit=\(next)&reverse=false" + params.serverQuery
-        switch anchor {
-        case .now:
-            break
-        case .time(let ms):
-            path += "&message_ts=\(max(0, ms))&include=true"
-        case .key(let key) where key.messageID == .max:
-            // Before (T, max) is created_at <= T; after it, created_at > T.
-            path += "&message_ts=\(max(0, key.createdAt))&include=true"
-        case .key(let key) where key.messageID == .min:
-            // Before (T, min) is created_at <= T - 1; after it, created_at > T - 1.
-            path += "&message_ts=\(key.createdAt > 0 ? key.createdAt - 1 : 0)&include=true"
-        case .key(let key):
-            path += "&message_ts=\(key.createdAt)&message_id=\(key.messageID)&include=false"
-        }
-        return path
-    }
+    /// The view's channel and filters, as Paging reads and lists them.
+    var scope: MessageScope { MessageScope(channelURL: channelURL, filter: view.filter, serverQuery: params.serverQuery) }
 
     /// The older side of the first page ends here: messages at or before it (`created_at`
     /// up to the starting point, or just before it when not inclusive). nil: the newest end.
@@ -109,7 +40,7 @@ extension MessageCollection {
             complete(cacheResult, .failure(error))
             return fail(apiResult, error)
         }
-        guard let cache = engine.cache else {
+        guard engine.cache != nil else {
             let error = ParleyError.invalidState("start: the client has no cache open")
             complete(cacheResult, .failure(error))
             return fail(apiResult, error)
@@ -117,38 +48,25 @@ extension MessageCollection {
         let anchorTime = startAnchorTime
         let anchorKey = anchorTime.map { MessageKey(createdAt: $0, messageID: .max) } ?? .newest
         let filter = view.filter
-        let scope = filter.continuityScope
-        var older: [CachedMessage] = []
-        var newer: [CachedMessage] = []
-        var locals: [CachedLocalMessage] = []
-        var provesOldest = false
+        var cached = CachedStart(messages: [], locals: [], reachesOldest: false)
         do throws(ParleyError) {
-            older = try cache.messages(
-                channelURL: channelURL, before: anchorKey, inclusive: true, limit: params.previousResultSize, filter: filter)
-            if anchorTime != nil && params.nextResultSize > 0 {
-                newer = try cache.messages(channelURL: channelURL, after: anchorKey, limit: params.nextResultSize, filter: filter)
-            }
-            locals = try cache.localMessages(channelURL: channelURL)
-            if older.count < params.previousResultSize, let first = older.first?.key ?? (anchorTime == nil ? nil : anchorKey),
-                let chunk = try cache.chunk(channelURL: channelURL, scope: scope, containing: first)
-            {
-                provesOldest = chunk.reachesOldest
-            }
+            cached = try engine.cachedStart(
+                scope, anchor: anchorTime.map { _ in anchorKey }, previous: params.previousResultSize, next: params.nextResultSize)
         } catch {
             engine.log(.warning, "message collection: reading the cache failed: \(error)")
         }
         view.started = true
-        for message in older + newer {
+        for message in cached.messages {
             view.put(.text(message.json, reqID: message.reqID), key: message.key, id: message.messageID)
         }
-        for local in locals {
+        for local in cached.locals {
             guard let value = try? JSONValue.parse(local.json), filter.matches(value) else { continue }
             view.insertLocal(LocalEntry(
                 reqID: local.reqID, createdAt: local.createdAt, status: local.status == .pending ? .pending : .failed, message: value))
         }
         view.low = view.keys.first ?? anchorKey
         view.high = anchorTime == nil ? .newest : (view.keys.last.map { max($0, anchorKey) } ?? anchorKey)
-        view.hasPrevious = !provesOldest
+        view.hasPrevious = !cached.reachesOldest
         view.hasNext = anchorTime != nil
         complete(cacheResult, .success(wholeList()))
         view.running = { error in apiResult(.failure(error)) }
@@ -168,46 +86,33 @@ extension MessageCollection {
     /// Gets the server's page around the starting point and makes it the view (and the
     /// cache's copy of that range). In the background its difference is reported as events.
     private func loadStartPage(background: Bool, _ apiResult: MessagesCompletion?) {
-        let anchorTime = startAnchorTime
-        let next = anchorTime == nil ? 0 : params.nextResultSize
-        let path = listPath(anchorTime.map(Anchor.time) ?? .now, previous: params.previousResultSize, next: next)
-        let liveAtRequest = engine.isStreamOpen
-        beginServerLoad()
-        engine.call("GET", path) { result in
+        view.currentLoad = engine.loadStartPage(
+            scope, anchorTime: startAnchorTime, previous: params.previousResultSize, next: params.nextResultSize
+        ) { _, result in
             guard self.view.running != nil else { return }  // disposed meanwhile
             do throws(ParleyError) {
-                let page = try ServerMessagePage(try result.get(), channelURL: self.channelURL)
-                let anchorKey = anchorTime.map { MessageKey(createdAt: $0, messageID: .max) } ?? .newest
-                let coveredLow: MessageKey = page.hasPrev ? (page.keys.first ?? anchorKey) : .oldest
-                let coveredHigh: MessageKey =
-                    if anchorTime == nil { .newest } else if next == 0 { anchorKey } else { page.hasNext ? (page.keys.last ?? anchorKey) : .newest }
-                let live = coveredHigh == .newest && liveAtRequest && !self.view.droppedDuringLoad && self.engine.isStreamOpen
-                let stored = try self.storePage(
-                    page.messages, from: coveredLow, through: coveredHigh, reachesOldest: !page.hasPrev, reachesNewest: live)
+                let page = try result.get()
                 let before = background ? Dictionary(zip(self.view.keys.map(\.messageID), self.view.messages), uniquingKeysWith: { a, _ in a }) : [:]
                 self.view.removeAll()
-                for message in stored {
-                    self.view.put(message.item, key: message.key, id: message.key.messageID)
-                    _ = self.adoptConfirmedLocal(message.item)
+                for message in page.stored.messages {
+                    let item = MessageItem.text(message.json, reqID: message.reqID)
+                    self.view.put(item, key: message.key, id: message.messageID)
+                    _ = self.adoptConfirmedLocal(item)
                 }
-                self.view.low = coveredLow
-                self.view.hasPrevious = page.hasPrev
+                self.view.low = page.low
+                self.view.hasPrevious = page.hasPrevious
                 self.view.verified = true
-                if coveredHigh == .newest {
-                    self.view.hasNext = false
-                    self.view.high = .newest
-                    self.view.gapCheckOwed = false
+                self.view.hasNext = page.hasNext
+                self.view.high = page.high
+                self.view.gapCheckOwed = false
+                if page.high == .newest {
                     self.view.waitsForFetchNext = false
-                    if !live { self.stopAtLastMessage() }
-                } else {
-                    self.view.hasNext = page.hasNext
-                    self.view.high = coveredHigh
-                    self.view.gapCheckOwed = false
+                    if !page.live { self.stopAtLastMessage() }
                 }
                 var events = MessageEvents()
-                // Before reconciling: the page's copies of messages still shown as pending or failed.
+                // Before confirming: the page's copies of messages still shown as pending or failed.
                 let replacing = Set(zip(self.view.keys, self.view.messages).filter { self.replacesShownLocal($0.1) }.map(\.0.messageID))
-                self.reconcileLocals(into: &events)
+                self.reportConfirmed(page.stored.confirmedLocals, into: &events)
                 if background {
                     var after = Set<Int64>()
                     for (key, message) in zip(self.view.keys, self.view.messages) {
@@ -244,47 +149,26 @@ extension MessageCollection {
             complete(completion, .success([]))
             return operationFinished()
         }
-        guard let cache = engine.cache else { return fail(completion, .invalidState("load_previous: the client has no cache open")) }
-        let size = params.previousResultSize
-        let scope = view.filter.continuityScope
+        guard engine.cache != nil else { return fail(completion, .invalidState("load_previous: the client has no cache open")) }
         let low = view.low
-        if let cached = try? cache.messages(channelURL: channelURL, before: low, limit: size + 1, filter: view.filter) {
-            var page: [CachedMessage]?
-            var more = true
-            if cached.count == size + 1, (try? cache.chunkCovers(channelURL: channelURL, scope: scope, from: cached[0].key, to: low)) == true {
-                page = Array(cached.dropFirst())
-            } else if cached.count <= size, let chunk = try? cache.chunk(channelURL: channelURL, scope: scope, containing: low),
-                chunk.reachesOldest, chunk.start <= (cached.first?.key ?? low)
-            {
-                page = cached
-                more = false
-            }
-            if let page {
-                let added = showCached(page)
-                view.low = more ? (page.first?.key ?? low) : .oldest
-                view.hasPrevious = more
-                complete(completion, .success(added))
-                return operationFinished()
-            }
+        if let page = engine.cachedPage(scope, before: low, size: params.previousResultSize) {
+            let added = showCached(page.messages)
+            view.low = page.more ? (page.messages.first?.key ?? low) : .oldest
+            view.hasPrevious = page.more
+            complete(completion, .success(added))
+            return operationFinished()
         }
         guard engine.session.current != nil else {
             return fail(completion, ParleyError(.network, "load_previous: offline, and the cache does not hold these messages continuously"))
         }
-        let path = listPath(.key(low), previous: size, next: 0)
-        beginServerLoad()
-        engine.call("GET", path) { result in
+        view.currentLoad = engine.loadPage(scope, before: low, size: params.previousResultSize) { _, result in
             guard self.view.running != nil else { return }
             do throws(ParleyError) {
-                let page = try ServerMessagePage(try result.get(), channelURL: self.channelURL)
-                let coveredLow: MessageKey = page.hasPrev ? (page.keys.first ?? low) : .oldest
-                var added: [MessageItem] = []
-                if let through = low.predecessor, coveredLow <= through {
-                    added = self.showStored(try self.storePage(
-                        page.messages, from: coveredLow, through: through, reachesOldest: !page.hasPrev, reachesNewest: false))
-                }
-                self.view.low = coveredLow
-                self.view.hasPrevious = page.hasPrev
-                self.finishServerPage(completion, added: added)
+                let page = try result.get()
+                let added = self.showStored(page.stored.messages)
+                self.view.low = page.low
+                self.view.hasPrevious = page.hasPrevious
+                self.finishServerPage(completion, added: added, confirmed: page.stored.confirmedLocals)
             } catch {
                 self.complete(completion, .failure(error))
             }
@@ -299,63 +183,37 @@ extension MessageCollection {
             complete(completion, .success([]))
             return operationFinished()
         }
-        guard let cache = engine.cache else { return fail(completion, .invalidState("load_next: the client has no cache open")) }
-        let size = params.nextPageSize
-        let scope = view.filter.continuityScope
+        guard engine.cache != nil else { return fail(completion, .invalidState("load_next: the client has no cache open")) }
         let high = view.high
-        if let cached = try? cache.messages(channelURL: channelURL, after: high, limit: size + 1, filter: view.filter) {
-            var page: [CachedMessage]?
-            var more = true
-            if cached.count == size + 1,
-                (try? cache.chunkCovers(channelURL: channelURL, scope: scope, from: high, to: cached[size].key)) == true
-            {
-                page = Array(cached.prefix(size))
-            } else if cached.count <= size, engine.isStreamOpen, !view.catchingUp,
-                let chunk = try? cache.chunk(channelURL: channelURL, scope: scope, containing: high),
-                chunk.reachesNewest, chunk.end >= (cached.last?.key ?? high)
-            {
-                page = cached
-                more = false
+        if let page = engine.cachedPage(scope, after: high, size: params.nextPageSize, mayReachNewest: !view.catchingUp) {
+            let added = showCached(page.messages)
+            view.high = page.more ? (page.messages.last?.key ?? high) : .newest
+            view.hasNext = page.more
+            if !page.more {
+                view.gapCheckOwed = false
+                view.waitsForFetchNext = false
             }
-            if let page {
-                let added = showCached(page)
-                view.high = more ? (page.last?.key ?? high) : .newest
-                view.hasNext = more
-                if !more {
-                    view.gapCheckOwed = false
-                    view.waitsForFetchNext = false
-                }
-                complete(completion, .success(added))
-                return operationFinished()
-            }
+            complete(completion, .success(added))
+            return operationFinished()
         }
         guard engine.session.current != nil else {
             return fail(completion, ParleyError(.network, "load_next: offline, and the cache does not hold these messages continuously"))
         }
-        let path = listPath(.key(high), previous: 0, next: size)
-        let liveAtRequest = engine.isStreamOpen
-        beginServerLoad()
-        engine.call("GET", path) { result in
+        view.currentLoad = engine.loadPage(scope, after: high, size: params.nextPageSize) { _, result in
             guard self.view.running != nil else { return }
             do throws(ParleyError) {
-                let page = try ServerMessagePage(try result.get(), channelURL: self.channelURL)
-                let coveredHigh: MessageKey = page.hasNext ? (page.keys.last ?? high) : .newest
-                let live = !page.hasNext && liveAtRequest && !self.view.droppedDuringLoad && self.engine.isStreamOpen
-                var added: [MessageItem] = []
-                if let from = high.successor, from <= coveredHigh {
-                    added = self.showStored(try self.storePage(
-                        page.messages, from: from, through: coveredHigh, reachesOldest: false, reachesNewest: live))
-                }
+                let page = try result.get()
+                let added = self.showStored(page.stored.messages)
                 self.view.hasNext = page.hasNext
-                self.view.high = coveredHigh
-                if coveredHigh == .newest {
+                self.view.high = page.high
+                if page.high == .newest {
                     // The application fetched up to the end: what the stream may still have
                     // missed is filled like any gap.
                     self.view.gapCheckOwed = false
                     self.view.waitsForFetchNext = false
+                    if !page.live { self.stopAtLastMessage() }
                 }
-                if !page.hasNext && !live { self.stopAtLastMessage() }
-                self.finishServerPage(completion, added: added)
+                self.finishServerPage(completion, added: added, confirmed: page.stored.confirmedLocals)
             } catch {
                 self.complete(completion, .failure(error))
             }
@@ -365,15 +223,16 @@ extension MessageCollection {
 
     /// Puts a page the server vouched for (as now stored) into the view; returns the messages
     /// new to it.
-    private func showStored(_ stored: [(key: MessageKey, item: MessageItem)]) -> [MessageItem] {
-        zip(stored, view.putPage(stored)).filter { $1 && !replacesShownLocal($0.item) }.map(\.0.item)
+    private func showStored(_ stored: [CachedMessage]) -> [MessageItem] {
+        let items = stored.map { message in (key: message.key, item: MessageItem.text(message.json, reqID: message.reqID)) }
+        return zip(items, view.putPage(items)).filter { $1 && !replacesShownLocal($0.item) }.map(\.0.item)
     }
 
     /// Ends a page load from the server: local messages its copies confirmed are reported,
     /// then the caller gets the page.
-    private func finishServerPage(_ completion: @escaping MessagesCompletion, added: [MessageItem]) {
+    private func finishServerPage(_ completion: @escaping MessagesCompletion, added: [MessageItem], confirmed: [ConfirmedLocal]) {
         var events = MessageEvents()
-        reconcileLocals(into: &events)
+        reportConfirmed(confirmed, into: &events)
         report(events, MessageEventContext(source: .localSend, detail: "", sendingStatus: .succeeded))
         complete(completion, .success(added))
     }
@@ -401,81 +260,47 @@ extension MessageCollection {
     }
 
     private func gapRound(liveAtRequest: Bool, filled: Int) {
-        let threshold = params.hugeGapThreshold
-        let limit = min(threshold, 300)
-        let path: String
-        let listKey: String
-        if let first = view.keys.first, let last = view.keys.last {
-            path = "/v3/group_channels/\(URLEncoding.encodePathSegment(channelURL))/messages_gap?prev_start_ts=\(first.createdAt)"
-                + "&prev_start_id=\(first.messageID)&prev_end_ts=\(last.createdAt)&prev_end_id=\(last.messageID)"
-                + "&prev_cache_count=\(view.keys.count)&huge_gap_threshold=\(max(1, threshold - filled))"
-                + "&prev_limit=\(limit)&next_limit=0" + params.serverQuery
-            listKey = "prev_messages"
-        } else {
-            // Nothing shown to compare: everything after the view's end is the gap.
-            path = listPath(.key(view.high), previous: 0, next: min(threshold - filled + 1, 200))
-            listKey = "messages"
-        }
-        beginServerLoad()
-        engine.call("GET", path) { result in
+        let shown = view.keys.first.flatMap { first in view.keys.last.map { (first: first, last: $0, count: view.keys.count) } }
+        view.currentLoad = engine.checkGap(
+            scope, shown: shown, high: view.high, threshold: params.hugeGapThreshold, filled: filled, liveAtRequest: liveAtRequest
+        ) { _, result in
             guard self.view.running != nil else { return }
             do throws(ParleyError) {
-                let answer = try result.get()
-                var page: ServerMessagePage?
-                let huge: Bool
-                let more: Bool
-                if listKey == "prev_messages" {
-                    guard let isHuge = answer["is_huge_gap"]?.boolValue else {
-                        throw ParleyError(.protocolViolation, "messages_gap: expected is_huge_gap")
-                    }
-                    huge = isHuge
-                    more = answer["prev_has_more"]?.boolValue ?? false
-                    if !huge { page = try ServerMessagePage(answer, channelURL: self.channelURL, listKey: listKey) }
-                } else {
-                    let listed = try ServerMessagePage(answer, channelURL: self.channelURL, listKey: listKey)
-                    huge = filled + listed.messages.count > threshold
-                    more = listed.hasNext
-                    page = listed
-                }
-                guard !huge, let page else {
+                guard case .filled(let fill) = try result.get() else {
                     self.view.gapCheckOwed = false
                     self.view.hasNext = true
                     let handler = self.handler
                     self.deliver(self.snapshot()) { handler.hugeGapDetected() }
                     return self.afterServerLoad(checksGapAfter: false)
                 }
-                let live = !more && liveAtRequest && !self.view.droppedDuringLoad && self.engine.isStreamOpen
-                let from = min(page.keys.first ?? .newest, self.view.high.successor ?? .newest)
-                let through: MessageKey = more ? (page.keys.last ?? self.view.high) : .newest
                 var events = MessageEvents()
-                if from <= through {
-                    let stored = try self.storePage(page.messages, from: from, through: through, reachesOldest: false, reachesNewest: live)
-                    let storedIDs = Set(stored.map(\.key.messageID))
-                    for (key, message) in zip(self.view.keys, self.view.messages) where key >= from && key <= through && !storedIDs.contains(key.messageID) {
+                if fill.from <= fill.through {
+                    let storedIDs = Set(fill.stored.messages.map(\.messageID))
+                    for key in self.view.keys where key >= fill.from && key <= fill.through && !storedIDs.contains(key.messageID) {
                         if let removed = self.view.remove(id: key.messageID) { events.add(.deleted, .succeeded, removed) }
-                        _ = message
                     }
-                    for message in stored where self.view.put(message.item, key: message.key, id: message.key.messageID) {
-                        if !self.adoptConfirmedLocal(message.item) && !self.replacesShownLocal(message.item) {
-                            events.add(.added, .succeeded, message.item)
+                    for message in fill.stored.messages {
+                        let item = MessageItem.text(message.json, reqID: message.reqID)
+                        guard self.view.put(item, key: message.key, id: message.messageID) else { continue }
+                        if !self.adoptConfirmedLocal(item) && !self.replacesShownLocal(item) {
+                            events.add(.added, .succeeded, item)
                         }
                     }
                 }
-                self.view.high = through
-                if !more {
-                    if live {
+                self.view.high = fill.through
+                if !fill.more {
+                    if fill.live {
                         self.view.gapCheckOwed = false
                         self.view.hasNext = false
                     } else {
                         self.stopAtLastMessage()
                     }
                 }
-                self.reconcileLocals(into: &events)
+                self.reportConfirmed(fill.stored.confirmedLocals, into: &events)
                 self.report(events, MessageEventContext(source: .messageFill, detail: "", sendingStatus: .succeeded))
-                if more {
-                    let droppedMeanwhile = self.view.droppedDuringLoad
-                    self.endServerLoad()
-                    self.gapRound(liveAtRequest: liveAtRequest && !droppedMeanwhile, filled: filled + page.messages.count)
+                if fill.more {
+                    self.view.currentLoad = nil
+                    self.gapRound(liveAtRequest: fill.streamHeld, filled: filled + fill.count)
                     return
                 }
             } catch {
@@ -487,17 +312,6 @@ extension MessageCollection {
     }
 
     // MARK: Shared steps
-
-    private func beginServerLoad() {
-        view.loading = true
-        view.touched = []
-        view.droppedDuringLoad = false
-    }
-
-    private func endServerLoad() {
-        view.loading = false
-        view.touched = []
-    }
 
     /// Ends a server load; a view that reached the newest end without the stream's word
     /// checks the gap as soon as the stream is open.
@@ -514,45 +328,5 @@ extension MessageCollection {
         guard error.code != .network && error.code != .timeout else { return }
         let handler = self.handler
         deliver(snapshot()) { handler.error(error) }
-    }
-
-    /// Stores a server page whose range `from...through` the server vouched for: its messages
-    /// (except those changed meanwhile by events), minus cached messages of the range that
-    /// match the filters but the server no longer lists (deleted unseen), and the range as a
-    /// chunk. Returns the range's messages as the cache now holds them.
-    func storePage(
-        _ messages: [JSONValue], from: MessageKey, through: MessageKey, reachesOldest: Bool, reachesNewest: Bool
-    ) throws(ParleyError) -> [(key: MessageKey, item: MessageItem)] {
-        guard let writer = engine.store.writer else { throw .invalidState("the client has no cache open") }
-        let touched = view.touched
-        let filter = view.filter
-        let channelURL = self.channelURL
-        var listed = Set<Int64>()
-        var fresh: [JSONValue] = []
-        for message in messages {
-            guard let id = message["message_id"]?.int64Value else { continue }
-            listed.insert(id)
-            if !touched.contains(id) { fresh.append(message) }
-        }
-        view.ownWrite = true
-        defer { view.ownWrite = false }
-        let stored = try writer.write(.apiLoad) { transaction throws(ParleyError) -> [CachedMessage] in
-            try transaction.storeMessages(fresh)
-            var now = try transaction.cache.messages(channelURL: channelURL, from: from, through: through, filter: filter)
-            let stale = now.filter { !listed.contains($0.messageID) && !touched.contains($0.messageID) }
-            if !stale.isEmpty {
-                for message in stale { try transaction.removeMessage(message.messageID) }
-                // A removal can rewrite the replies it summarized: read the range as it is now.
-                now = try transaction.cache.messages(channelURL: channelURL, from: from, through: through, filter: filter)
-            }
-            // A chunk ends at a real key: past the last message only the stream can vouch.
-            let end = through == .newest ? (now.last?.key ?? from.predecessor ?? from) : through
-            let start = min(from, end)
-            try transaction.addContinuousRange(
-                channelURL: channelURL, scope: filter.continuityScope, from: start, to: end,
-                reachesOldest: reachesOldest, reachesNewest: reachesNewest)
-            return now
-        }
-        return stored.map { message in (message.key, MessageItem.text(message.json, reqID: message.reqID)) }
     }
 }

@@ -18,9 +18,8 @@
 // Messages this client sends (pending, failed) are shown after the server's messages, in
 // send order, until the server's copy replaces them (`updated`, succeeded) or they go.
 //
-// Loads (start, pages, gap checks) run one at a time, in the order asked. While one waits
-// for the server, everything the feed reports for the channel is noted (`touched`): the
-// page's older copy never overwrites it, nor does its absence remove it.
+// Loads (start, pages, gap checks) run one at a time, in the order asked, through Paging
+// (Sync/Paging.swift), which reads the cache or the server and stores what the server sent.
 //
 // State lives on the engine queue. What the application reads (`messages`, `hasPrevious`,
 // `hasNext`) is a copy updated in callback order.
@@ -318,9 +317,7 @@ public final class MessageCollection: Sendable {
     /// The running load has finished (its completions are queued).
     func operationFinished() {
         view.running = nil
-        view.loading = false
-        view.touched = []
-        view.droppedDuringLoad = false
+        view.currentLoad = nil
         engine.queue.async { self.runOperations() }
     }
 }
@@ -380,13 +377,9 @@ final class MessageViewState: @unchecked Sendable {
     // Loads.
     var operations: [MessageCollection.Operation] = []
     var running: (@Sendable (ParleyError) -> Void)?
-    /// A load waits for the server.
-    var loading = false
-    /// Messages of the channel changed by anything but this view's own writes while loading.
-    var touched: Set<Int64> = []
-    var droppedDuringLoad = false
-    /// This view is writing (its own page): the feed's report of it is not news to it.
-    var ownWrite = false
+    /// The server load running for this view (Sync/Paging.swift): the feed's report of its
+    /// page is not news to the view, which takes the page from the load's result.
+    var currentLoad: PageLoad?
 
     init(filter: MessageFilter) { self.filter = filter }
 
@@ -439,6 +432,12 @@ final class MessageViewState: @unchecked Sendable {
         messages.insert(contentsOf: page.map(\.item), at: index)
         for entry in page { keyByID[entry.key.messageID] = entry.key }
         return Array(repeating: true, count: page.count)
+    }
+
+    /// The shown message at `key`, if any.
+    func item(at key: MessageKey) -> MessageItem? {
+        let index = position(of: key)
+        return index < keys.count && keys[index] == key ? messages[index] : nil
     }
 
     /// Removes a shown message; returns it.

@@ -61,7 +61,7 @@ public final class EventStreamConnection: Sendable {
         }
         try policy.validate()
         self.http = http
-        self.streamURL = "\(base)/v3/users/\(Self.percentEncoded(userID))/events"
+        self.streamURL = base + Endpoints.eventStream(userID: userID)
         self.policy = policy
         self.handler = handler
         self.core = Locked(Core(token: sessionToken, resumeID: lastEventID))
@@ -574,24 +574,5 @@ public final class EventStreamConnection: Sendable {
         guard !token.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
             throw .invalidArgument("the session token must not contain control characters")
         }
-    }
-
-    /// Percent-encodes everything but RFC 3986 unreserved characters.
-    private static func percentEncoded(_ text: String) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var bytes: [UInt8] = []
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                UInt8(ascii: "_"), UInt8(ascii: "~"):
-                bytes.append(byte)
-            default:
-                bytes.append(UInt8(ascii: "%"))
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0x0F)])
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -137,8 +137,10 @@ public enum ChangeCause: Sendable {
     case cancel
     /// A catalog operation's answer (by operation name).
     case operation(String)
-    /// Messages or channels loaded from the server for a view.
+    /// Loaded from the server for the application (a channel's access time).
     case apiLoad
+    /// A page of messages or channels a view asked for (Sync/Paging.swift), stored.
+    case pageLoad(PageLoad)
     /// A channel was read again from the server: by a message view (at start, after a
     /// reconnection), or by the engine: a channel an event brought without the member list
     /// the cache lacks, or whose copy in an answer was set aside (`ChannelReadGuard`).

@@ -50,9 +50,6 @@ extension Engine {
         }
     }
 
-    /// The query options of a channel render that carries everything the cache keeps.
-    static let fullChannelView = "&show_member=true&show_metadata=true&show_metacounter=true"
-
     /// After a channel changelog pass: a pending `resync` whose pass read the changelogs to
     /// the end is reported with the channels found (else it waits for the next pass).
     private func reportResyncIfFound(epoch: UInt64) {
@@ -102,9 +99,7 @@ extension Engine {
             try cache.syncToken(scope: ChatCache.channelsTokenScope)
         } ?? nil
         let hadToken = token != nil
-        let position = token.map { "token=" + URLEncoding.percentEncode($0) } ?? "change_ts=0"
-        let path = "/v3/users/\(URLEncoding.encodePathSegment(session.userID))/my_group_channels/changelogs?\(position)&limit=100"
-            + Self.fullChannelView
+        let path = Endpoints.channelChangelogs(userID: session.userID, token: token, limit: 100)
         let readStart = channelReads.begin()
         call("GET", path) { result in
             let touchedByEvents = self.channelReads.end(readStart)
@@ -199,9 +194,7 @@ extension Engine {
         let scope = ChatCache.messagesTokenScope(channelURL: channelURL)
         let token = read("reading a message token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
         let hadToken = token != nil
-        let position = token.map { "token=" + URLEncoding.percentEncode($0) } ?? "change_ts=0"
-        let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(channelURL))/messages/changelogs?\(position)&limit=200"
-            + "&include_reactions=true&include_thread_info=true&include_parent_message_info=true&with_sorted_meta_array=true"
+        let path = Endpoints.messageChangelogs(channelURL: channelURL, token: token, limit: 200)
         call("GET", path) { result in
             guard self.session.epoch == epoch else { return next() }
             switch result {

@@ -175,7 +175,7 @@ extension Engine {
         for url in urls.sorted(by: utf8Precedes) {
             channelRereads.inFlight.insert(url)
             let readStart = channelReads.begin()
-            let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(url))?" + Self.fullChannelView.dropFirst()
+            let path = Endpoints.channel(url)
             call("GET", path) { result in
                 self.channelRereads.inFlight.remove(url)
                 let touchedByEvents = self.channelReads.end(readStart)

@@ -223,7 +223,7 @@ extension Engine {
             guard case .object(var body) = try JSONValue.parse(entry.requestJSON) else {
                 throw ParleyError(.cache, "outbox entry \(reqID): request is not a JSON object")
             }
-            let path = "/v3/group_channels/\(URLEncoding.encodePathSegment(entry.channelURL))/messages"
+            let path = Endpoints.sendMessage(channelURL: entry.channelURL)
             let endpoint = services.endpoint
             if entry.kind == "file_upload" {
                 guard let filePath = body.removeValue(forKey: "file_path")?.stringValue else {

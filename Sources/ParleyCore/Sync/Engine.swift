@@ -199,6 +199,8 @@ final class Engine: @unchecked Sendable {
     var outbox = OutboxState()
     var catchUp = CatchUpState()
     var channelReads = ChannelReadGuard()
+    /// Loads of the views waiting for the server (Sync/Paging.swift).
+    var paging = PagingState()
     /// Channels to read whole: cached without their member list, or whose copy in an
     /// answer was set aside because an event touched them meanwhile (Engine+Events.swift).
     var channelRereads = ChannelRereads()
@@ -216,6 +218,10 @@ final class Engine: @unchecked Sendable {
         self.services = services
         queue = DispatchQueue(label: "parley.engine")
         queue.setSpecific(key: Self.queueKey, value: 1)
+        // First of the feed's observers: a load's watch has noted a batch before any view
+        // reacts to it (a view may start a load from its observer).
+        let weakEngine = WeakEngine(self)
+        feed.subscribe { batch in weakEngine.engine?.notePageLoads(batch) }
     }
 
     /// The open cache, for reads.
