@@ -127,7 +127,7 @@ public final class ChangeObservation: Sendable {
     public func cancel() {
         let engine = self.engine
         let id = self.id
-        engine.runNow { engine.feed.unsubscribe(id) }
+        engine.runNow { engine.unsubscribe(id) }
     }
 }
 
@@ -139,7 +139,7 @@ extension ParleyClient {
     /// handler is one such observer.
     public func observeChanges(_ observer: @escaping @Sendable (ChangeBatch) -> Void) -> ChangeObservation {
         let engine = self.engine
-        let id = engine.runNow { engine.feed.subscribe(observer) }
+        let id = engine.runNow { engine.subscribe(observer) }
         return ChangeObservation(engine: engine, id: id)
     }
 }

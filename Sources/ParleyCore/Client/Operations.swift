@@ -47,29 +47,6 @@ public struct OperationSpec: Sendable {
     }
 }
 
-/// How an operation's answer changes the cache.
-public enum CacheEffect: Sendable, Equatable {
-    case none
-    /// The answer is a channel: store it.
-    case storeChannel
-    /// The answer holds channels under this key: store them.
-    case storeChannels(key: String)
-    /// The channel of `channel_url` is gone for this user: remove it and its messages.
-    case removeChannel(ChannelRemovalReason)
-    /// The answer is a message: store it.
-    case storeMessage
-    /// The answer holds messages under this key: store them (continuity is recorded by the collections).
-    case storeMessages(key: String)
-    /// The message of `message_id` in `channel_url` was deleted: remove it.
-    case removeMessage
-    /// The user's history was reset: cached messages up to the answer's `ts_message_offset` are invisible now.
-    case truncateHistory
-    /// A channel changelog page: store `updated`, remove `deleted`.
-    case channelChangelog
-    /// A message changelog page: update the cached messages of `updated`, remove `deleted`.
-    case messageChangelog
-}
-
 public enum OperationCatalog {
     private static let channel = "/v3/group_channels/{channel_url}"
     private static let message = "/v3/group_channels/{channel_url}/messages/{message_id}"

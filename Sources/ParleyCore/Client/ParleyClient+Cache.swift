@@ -78,13 +78,7 @@ extension ParleyClient {
         // Written on the engine queue, without making the read wait for it.
         let engine = self.engine
         let now = Self.nowMs()
-        engine.queue.async {
-            guard engine.store.writer != nil, now - (engine.store.lastTouched[channelURL] ?? .min / 2) >= 60_000 else { return }
-            engine.write(.apiLoad, "recording a channel's access time") { transaction throws(ParleyError) in
-                try transaction.touchChannel(url: channelURL, at: now)
-            }
-            engine.store.lastTouched[channelURL] = now
-        }
+        engine.queue.async { engine.recordAccess(channelURL: channelURL, at: now) }
         return json
     }
 
@@ -94,8 +88,7 @@ extension ParleyClient {
         let engine = self.engine
         if let result = try engine.cacheReader.read(body) { return result }
         return try engine.sync { () throws(ParleyError) -> T in
-            guard let cache = engine.cache else { throw .invalidState("no cache open (call connect first)") }
-            return try body(cache)
+            try engine.readOpenCache(body)
         }
     }
 
@@ -104,10 +97,6 @@ extension ParleyClient {
     /// usable; the next catch-up refills it.
     public func clearCachedData() throws(ParleyError) {
         let engine = self.engine
-        try engine.sync { () throws(ParleyError) in
-            guard let writer = engine.store.writer else { throw .invalidState("no cache open (call connect first)") }
-            try writer.clear()
-            engine.store.lastTouched = [:]
-        }
+        try engine.sync { () throws(ParleyError) in try engine.clearCache() }
     }
 }

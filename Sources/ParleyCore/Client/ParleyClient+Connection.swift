@@ -32,38 +32,17 @@ extension ParleyClient {
             throw .invalidArgument("session_token must be non-empty and free of control characters")
         }
         return try startOperation(completion) { id, finish in
-            self.engine.queue.async {
-                let engine = self.engine
-                if let current = engine.session.current, current.userID != userID {
-                    finish(.failure(.invalidState("already connected as '\(current.userID)': disconnect first")))
-                    return
+            let engine = self.engine
+            engine.queue.async {
+                do throws(ParleyError) {
+                    try engine.prepareSession(userID: userID)
+                } catch {
+                    return finish(.failure(error))
                 }
-                engine.openCache(userID: userID)
-                let path = Endpoints.user(userID)
-                self.sendHTTP(operation: id, method: "GET", pathAndQuery: path, body: nil, credential: .session(sessionToken)) { result in
-                    engine.queue.async {
-                        switch result {
-                        case .success(let user):
-                            engine.write(.operation("connect"), "storing the user") { transaction throws(ParleyError) in
-                                try transaction.setMetaValue(user.canonicalText, forKey: "current_user")
-                            }
-                            engine.beginSession(userID: userID, token: sessionToken, user: user)
-                            finish(.success(user))
-                        case .failure(let error) where error.code == .network || error.code == .timeout:
-                            let cached = engine.read("reading the cached user") { cache throws(ParleyError) in
-                                try cache.metaValue("current_user").flatMap { try? JSONValue.parse($0) }
-                            } ?? nil
-                            guard let cached else {
-                                finish(.failure(error))
-                                return
-                            }
-                            self.log(.info, "connect: server unreachable (\(error.message)); working from the cache")
-                            engine.beginSession(userID: userID, token: sessionToken, user: cached)
-                            finish(.success(cached))
-                        case .failure(let error):
-                            finish(.failure(error))
-                        }
-                    }
+                self.sendHTTP(
+                    operation: id, method: "GET", pathAndQuery: Endpoints.user(userID), body: nil, credential: .session(sessionToken)
+                ) { result in
+                    engine.queue.async { finish(engine.beginSession(userID: userID, token: sessionToken, fetchedUser: result)) }
                 }
             }
         }
@@ -74,21 +53,7 @@ extension ParleyClient {
     /// `disconnected`.
     public func disconnect() {
         let engine = self.engine
-        let stream = engine.queue.sync { () -> EventStreamConnection? in
-            if engine.session.stream != nil {
-                // Messages may arrive unseen until the next connection: no range reaches the newest end.
-                engine.write(.connectionLost, "marking ranges") { transaction throws(ParleyError) in
-                    try transaction.forgetNewestEnd()
-                }
-            }
-            defer {
-                engine.session.stream = nil
-                engine.session.current = nil
-                engine.session.user = nil
-                engine.session.epoch &+= 1
-            }
-            return engine.session.stream
-        }
+        let stream = engine.queue.sync { engine.endSession() }
         stream?.stop()
         if stream != nil { engine.services.connectionEvent(.disconnected, nil) }
     }
@@ -96,7 +61,7 @@ extension ParleyClient {
     /// Reconnects the stream now (`EventStreamConnection.reconnectNow`). Throws
     /// `.invalidState` when not connected.
     public func reconnect() throws(ParleyError) {
-        let stream = engine.queue.sync { engine.session.current == nil ? nil : engine.session.stream }
+        let stream = engine.queue.sync { engine.sessionStream }
         guard let stream else { throw .invalidState("not connected (call connect first)") }
         if stream.state == .closed { stream.start() } else { stream.reconnectNow() }
     }
@@ -108,16 +73,12 @@ extension ParleyClient {
             throw .invalidArgument("session_token must be non-empty and free of control characters")
         }
         let engine = self.engine
-        let stream = try engine.sync { () throws(ParleyError) -> EventStreamConnection? in
-            guard engine.session.current != nil else { throw .invalidState("not connected (call connect first)") }
-            engine.session.current?.token = token
-            return engine.session.stream
-        }
+        let stream = try engine.sync { () throws(ParleyError) -> EventStreamConnection? in try engine.replaceSessionToken(token) }
         try stream?.updateSessionToken(token)
     }
 
     /// The connection state of the real-time stream: "closed", "connecting", "open" or "reconnecting".
     public var connectionState: ConnectionState {
-        engine.queue.sync { engine.session.stream?.state ?? .closed }
+        engine.queue.sync { engine.streamState }
     }
 }

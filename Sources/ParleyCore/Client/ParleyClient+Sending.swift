@@ -5,8 +5,10 @@ import Glibc
 // outbox is drained in order, one channel at a time. The server dedups by `req_id`, so a
 // resend after a timeout or a crash never makes a second copy.
 //
-// The client side checks the parameters and builds the pending message; the outbox itself
-// (storing, draining, resending, canceling) is the Sync layer's (Sync/Engine+Outbox.swift).
+// The client registers the send as an operation in flight and hops to the engine; checking
+// the parameters and building the pending message (Sync/OutgoingMessage.swift) and the
+// outbox itself (storing, draining, resending, canceling: Sync/Engine+Outbox.swift) are the
+// Sync layer's.
 // Local events (through the event handler): `message_pending` (stored), `message_sent`
 // (accepted; payload = the server's message), `message_failed` (payload = the failed local
 // message, with `error_code` / `error_message`), `message_canceled`, `message_resend_started`.
@@ -20,33 +22,13 @@ public struct AcceptedSend: Sendable {
 }
 
 extension ParleyClient {
-    static let userMessageKeys: Set<String> = [
-        "message", "req_id", "custom_type", "data", "mention_type", "mentioned_user_ids", "sorted_metaarray",
-        "parent_message_id", "is_reply_to_channel", "is_silent", "mark_as_read",
-    ]
-    static let fileMessageKeys: Set<String> = [
-        "url", "file_path", "file_name", "file_size", "file_type", "thumbnails", "req_id", "custom_type", "data",
-        "mention_type", "mentioned_user_ids", "sorted_metaarray", "parent_message_id", "is_reply_to_channel",
-        "is_silent", "mark_as_read",
-    ]
-
     /// Sends a user message (`MESG`). Returns at once with the pending message, already
     /// stored; the completion runs once with the server's message or the failure.
     public func sendUserMessage(
         channelURL: String, params: JSONValue,
         completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) throws(ParleyError) -> AcceptedSend {
-        let reader = try JSONReader(params, path: "params")
-        try reader.rejectUnknownKeys(allowed: Self.userMessageKeys)
-        let text = try reader.string("message")
-        guard !text.isEmpty else { throw .invalidArgument("params.message: must not be empty") }
-        var request = reader.fields
-        request["message_type"] = .string("MESG")
-        var pending = Self.pendingFields(reader.fields)
-        pending["type"] = .string("MESG")
-        pending["message"] = .string(text)
-        return try acceptSend(channelURL: channelURL, kind: "user", request: request, pending: pending, reader: reader,
-                              progress: nil, completion: completion)
+        try acceptSend(try OutgoingMessage.user(channelURL: channelURL, params: params), progress: nil, completion: completion)
     }
 
     /// Sends a file message (`FILE`): `url` (with optional `file_name`, `file_size`,
@@ -57,43 +39,7 @@ extension ParleyClient {
         channelURL: String, params: JSONValue, progress: HTTPUploadProgress? = nil,
         completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) throws(ParleyError) -> AcceptedSend {
-        let reader = try JSONReader(params, path: "params")
-        try reader.rejectUnknownKeys(allowed: Self.fileMessageKeys)
-        let url = try reader.optionalString("url")
-        let path = try reader.optionalString("file_path")
-        guard (url == nil) != (path == nil) else {
-            throw .invalidArgument("params: give exactly one of url (a hosted file) and file_path (a local file to upload)")
-        }
-        var file: [String: JSONValue] = [:]
-        var kind = "file_url"
-        if let path {
-            guard !path.isEmpty else { throw .invalidArgument("params.file_path: must not be empty") }
-            var info = stat()
-            guard stat(path, &info) == 0 else {
-                throw ParleyError(.io, "params.file_path: cannot read '\(path)': \(String(cString: strerror(errno)))")
-            }
-            guard (info.st_mode & S_IFMT) == S_IFREG else { throw .invalidArgument("params.file_path: '\(path)' is not a regular file") }
-            kind = "file_upload"
-            let name = try reader.optionalString("file_name") ?? String(path.split(separator: "/").last ?? "file")
-            file = ["name": .string(name), "size": .int(Int64(info.st_size)), "url": .string(""),
-                    "type": .string(try reader.optionalString("file_type") ?? "")]
-        } else if let url {
-            guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
-                throw .invalidArgument("params.url: expected an http:// or https:// URL, got '\(url)'")
-            }
-            file = ["url": .string(url), "name": .string(try reader.optionalString("file_name") ?? ""),
-                    "size": .int(try reader.optionalInt("file_size", in: 0...Int64.max) ?? 0),
-                    "type": .string(try reader.optionalString("file_type") ?? "")]
-        }
-        var request = reader.fields
-        request["message_type"] = .string("FILE")
-        var pending = Self.pendingFields(reader.fields)
-        pending["type"] = .string("FILE")
-        pending["message"] = .string("")
-        pending["file"] = .object(file)
-        if let thumbnails = reader.fields["thumbnails"] { pending["thumbnails"] = thumbnails }
-        return try acceptSend(channelURL: channelURL, kind: kind, request: request, pending: pending, reader: reader,
-                              progress: progress, completion: completion)
+        try acceptSend(try OutgoingMessage.file(channelURL: channelURL, params: params), progress: progress, completion: completion)
     }
 
     /// Progress reports reach the app on the callback context, like every other callback.
@@ -102,53 +48,21 @@ extension ParleyClient {
         return { sent, total in dispatcher.enqueue { progress(sent, total) } }
     }
 
-    /// The fields a pending message copies from the send parameters.
-    private static func pendingFields(_ params: [String: JSONValue]) -> [String: JSONValue] {
-        var fields: [String: JSONValue] = [:]
-        for key in ["custom_type", "data", "mention_type", "sorted_metaarray", "parent_message_id", "is_reply_to_channel"] {
-            if let value = params[key] { fields[key] = value }
-        }
-        if let ids = params["mentioned_user_ids"]?.arrayValue {
-            fields["mentioned_users"] = .array(ids.map { .object(["user_id": $0]) })
-        }
-        return fields
-    }
-
     private func acceptSend(
-        channelURL: String, kind: String, request: [String: JSONValue], pending: [String: JSONValue], reader: JSONReader,
-        progress: HTTPUploadProgress?, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+        _ outgoing: OutgoingMessage, progress: HTTPUploadProgress?,
+        completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) throws(ParleyError) -> AcceptedSend {
-        guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
-        if let parent = request["parent_message_id"], parent.int64Value == nil || parent.int64Value! < 0 {
-            throw .invalidArgument("params.parent_message_id: expected a non-negative integer")
-        }
-        let reqID = try reader.optionalString("req_id") ?? Self.newRequestID()
-        guard !reqID.isEmpty, reqID.utf8.count <= 64 else { throw .invalidArgument("params.req_id: must be 1 to 64 bytes long") }
-        var request = request
-        request["req_id"] = .string(reqID)
-        var message = pending
-        message["req_id"] = .string(reqID)
-        message["channel_url"] = .string(channelURL)
-        message["channel_type"] = .string("group")
-        message["created_at"] = .int(Self.nowMs())
-        message["updated_at"] = .int(0)
         let engine = self.engine
         var accepted: (UInt64, String)?
         _ = try startOperation(completion) { (id, finish) throws(ParleyError) in
             let progress = progress.map(self.onCallbackContext)
             let stored = try engine.sync { () throws(ParleyError) -> CachedLocalMessage in
-                guard let current = engine.session.current else { throw .invalidState("send: not connected (call connect first)") }
-                var sender: [String: JSONValue] = ["user_id": .string(current.userID)]
-                for key in ["nickname", "profile_url"] { if let value = engine.session.user?[key] { sender[key] = value } }
-                message["user"] = .object(sender)
-                return try engine.acceptSend(
-                    .object(message), outbox: OutboxRequest(kind: kind, requestJSON: JSONValue.object(request).canonicalText),
-                    progress: progress, finish: finish)
+                try engine.acceptSend(outgoing, progress: progress, finish: finish)
             }
             accepted = (id, stored.json)
         }
         guard let accepted else { throw ParleyError(.internalError, "send: not accepted") }
-        return AcceptedSend(operationID: accepted.0, pendingMessage: accepted.1, reqID: reqID)
+        return AcceptedSend(operationID: accepted.0, pendingMessage: accepted.1, reqID: outgoing.reqID)
     }
 
     /// Resends a failed message (same `req_id`). The completion runs once with the outcome.
@@ -180,19 +94,7 @@ extension ParleyClient {
     }
 
     /// A fresh random request id (32 hex digits).
-    public static func newRequestID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let hex = Array("0123456789abcdef".utf8)
-        var bytes: [UInt8] = []
-        for _ in 0..<2 {
-            var value = generator.next() as UInt64
-            for _ in 0..<16 {
-                bytes.append(hex[Int(value & 0xF)])
-                value >>= 4
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
+    public static func newRequestID() -> String { OutgoingMessage.newRequestID() }
 
     static func nowMs() -> Int64 { Engine.nowMs() }
 }

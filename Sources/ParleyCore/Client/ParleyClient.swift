@@ -54,7 +54,7 @@ public final class ParleyClient: Sendable {
                     dispatcher.enqueue { handler(event, error) }
                 }))
         let reporter = AppEventReporter(handlers: appHandlers, dispatcher: dispatcher)
-        engine.queue.sync { _ = engine.feed.subscribe(reporter.report) }
+        engine.queue.sync { _ = engine.subscribe(reporter.report) }
     }
 
     deinit { close() }
@@ -119,7 +119,7 @@ public final class ParleyClient: Sendable {
         let credential: APIEndpoint.Credential? = configuration.apiToken.map(APIEndpoint.Credential.apiToken)
         return try startOperation(completion) { id, finish in
             self.engine.queue.async {
-                let auth = credential ?? self.engine.session.current.map { APIEndpoint.Credential.session($0.token) }
+                let auth = credential ?? self.engine.sessionCredential
                 self.sendHTTP(operation: id, method: method, pathAndQuery: path, body: body, credential: auth, finish: finish)
             }
         }
@@ -182,11 +182,7 @@ public final class ParleyClient: Sendable {
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let engine = self.engine
-        let stream = engine.runNow { () -> EventStreamConnection? in
-            engine.session.epoch &+= 1
-            defer { engine.session.stream = nil }
-            return engine.session.stream
-        }
+        let stream = engine.runNow { engine.abandonSession() }
         stream?.stop()
         collections.disposeAll()
         operations.cancelAll()

@@ -86,12 +86,12 @@ public final class GroupChannelCollection: Sendable {
         self.dispatcher = client.dispatcher
         self.handler = handler
         let engine = client.engine
-        let userID: String? = engine.runNow { engine.store.userID }
+        let userID: String? = engine.runNow { engine.cacheUserID }
         guard let userID else { throw .invalidState("group channel collection: connect first (the cache is per user)") }
         view = ViewState(userID: userID)
         let weakSelf = WeakCollection()
         engine.runNow {
-            view.observerID = engine.feed.subscribe { batch in weakSelf.collection?.observe(batch) }
+            view.observerID = engine.subscribe { batch in weakSelf.collection?.observe(batch) }
         }
         weakSelf.collection = self
     }
@@ -137,7 +137,7 @@ public final class GroupChannelCollection: Sendable {
         let engine = self.engine
         let view = self.view
         let pending: (@Sendable (Result<[JSONText], ParleyError>) -> Void)? = engine.runNow {
-            if let id = view.observerID { engine.feed.unsubscribe(id) }
+            if let id = view.observerID { engine.unsubscribe(id) }
             view.observerID = nil
             defer {
                 view.loadCompletion = nil
@@ -378,7 +378,7 @@ public final class GroupChannelCollection: Sendable {
     private func reloadAfterClear() {
         guard view.reloadOwed, !guardState.isDisposed, view.loadCompletion == nil, !view.catchingUp else { return }
         // Without the stream the page would likely fail: the catch-up's end tries again.
-        guard engine.session.current != nil, engine.isStreamOpen else { return }
+        guard engine.isConnected, engine.isStreamOpen else { return }
         loadFromServer(completion: nil)
     }
 
@@ -434,7 +434,7 @@ public final class GroupChannelCollection: Sendable {
             return
         }
         let complete = (try? cache.syncToken(scope: ChatCache.channelListScope(queryIdentity: query.identity))) != nil
-        let online = engine.session.current != nil
+        let online = engine.isConnected
         if complete || (!view.loadedOnce && !(online && ((try? cachedPage(cache, after: nil).0.isEmpty) ?? true))) {
             // From the cache: the whole page when the cache holds the list, else the first page at once.
             let page: (channels: [(value: JSONValue, text: String)], more: Bool)
@@ -459,7 +459,7 @@ public final class GroupChannelCollection: Sendable {
             if firstOnly { loadFromServer(completion: nil) }
             return
         }
-        guard engine.session.current != nil else {
+        guard engine.isConnected else {
             dispatcher.enqueue {
                 completion(.failure(ParleyError(.network, "load_more: offline, and the cache does not hold this channel list whole")))
             }

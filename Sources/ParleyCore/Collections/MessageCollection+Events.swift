@@ -56,25 +56,11 @@ extension MessageCollection {
     /// after each reconnection): a change is stored and reported with source `channel_refresh`;
     /// after a catch-up, with the changes the catch-up made to it (one `channel_updated`).
     func refreshChannel() {
-        let path = Endpoints.channel(channelURL)
-        let readStart = engine.channelReads.begin()
-        engine.call("GET", path) { result in
-            // An event applied meanwhile holds a later copy than this answer (ChannelReadGuard).
-            let touchedByEvents = self.engine.channelReads.end(readStart)
-            if case .success(let channel) = result, channel["channel_url"]?.stringValue == self.channelURL,
-                channel["member_state"]?.stringValue != "none"
-            {
-                self.engine.write(.channelRefresh(channelURL: self.channelURL), "refreshing a channel") { transaction throws(ParleyError) in
-                    try self.engine.storeAnswerChannelOrReread(channel, touchedByEvents, transaction)
-                }
-                self.engine.fetchWantedChannels()
-            }
-            self.releaseChannel()
-        }
+        engine.refreshChannel(channelURL) { self.releaseHeldChannel() }
     }
 
     /// Ends holding back channel changes (unless another catch-up began): the net change is reported.
-    private func releaseChannel() {
+    private func releaseHeldChannel() {
         guard view.holdsChannel, !view.catchingUp else { return }
         view.holdsChannel = false
         guard view.observerID != nil, !view.channelDeleted, let channel = view.channel, channel != view.shownChannel else { return }

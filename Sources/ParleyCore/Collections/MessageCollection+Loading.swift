@@ -40,7 +40,7 @@ extension MessageCollection {
             complete(cacheResult, .failure(error))
             return fail(apiResult, error)
         }
-        guard engine.cache != nil else {
+        guard engine.hasCache else {
             let error = ParleyError.invalidState("start: the client has no cache open")
             complete(cacheResult, .failure(error))
             return fail(apiResult, error)
@@ -70,7 +70,7 @@ extension MessageCollection {
         view.hasNext = anchorTime != nil
         complete(cacheResult, .success(wholeList()))
         view.running = { error in apiResult(.failure(error)) }
-        guard engine.session.current != nil else {
+        guard engine.isConnected else {
             return fail(apiResult, ParleyError(.network, "start: offline; the view shows the cache until the server's page follows"))
         }
         refreshChannel()
@@ -79,7 +79,7 @@ extension MessageCollection {
 
     /// The start's reload after a start that only reached the cache.
     private func performReload() {
-        guard view.started, !view.verified, engine.session.current != nil else { return operationFinished() }
+        guard view.started, !view.verified, engine.isConnected else { return operationFinished() }
         loadStartPage(background: true, nil)
     }
 
@@ -149,7 +149,7 @@ extension MessageCollection {
             complete(completion, .success([]))
             return operationFinished()
         }
-        guard engine.cache != nil else { return fail(completion, .invalidState("load_previous: the client has no cache open")) }
+        guard engine.hasCache else { return fail(completion, .invalidState("load_previous: the client has no cache open")) }
         let low = view.low
         if let page = engine.cachedPage(scope, before: low, size: params.previousResultSize) {
             let added = showCached(page.messages)
@@ -158,7 +158,7 @@ extension MessageCollection {
             complete(completion, .success(added))
             return operationFinished()
         }
-        guard engine.session.current != nil else {
+        guard engine.isConnected else {
             return fail(completion, ParleyError(.network, "load_previous: offline, and the cache does not hold these messages continuously"))
         }
         view.currentLoad = engine.loadPage(scope, before: low, size: params.previousResultSize) { _, result in
@@ -183,7 +183,7 @@ extension MessageCollection {
             complete(completion, .success([]))
             return operationFinished()
         }
-        guard engine.cache != nil else { return fail(completion, .invalidState("load_next: the client has no cache open")) }
+        guard engine.hasCache else { return fail(completion, .invalidState("load_next: the client has no cache open")) }
         let high = view.high
         if let page = engine.cachedPage(scope, after: high, size: params.nextPageSize, mayReachNewest: !view.catchingUp) {
             let added = showCached(page.messages)
@@ -196,7 +196,7 @@ extension MessageCollection {
             complete(completion, .success(added))
             return operationFinished()
         }
-        guard engine.session.current != nil else {
+        guard engine.isConnected else {
             return fail(completion, ParleyError(.network, "load_next: offline, and the cache does not hold these messages continuously"))
         }
         view.currentLoad = engine.loadPage(scope, after: high, size: params.nextPageSize) { _, result in

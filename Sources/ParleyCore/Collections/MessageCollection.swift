@@ -135,7 +135,7 @@ public final class MessageCollection: Sendable {
         self.fillsGapsByItself = fillsGapsByItself
         self.owner = WeakClient(client)
         let engine = client.engine
-        let userID: String? = engine.runNow { engine.store.userID }
+        let userID: String? = engine.runNow { engine.cacheUserID }
         guard userID != nil else { throw .invalidState("message collection: connect first (the cache is per user)") }
         view = MessageViewState(filter: params.filter)
         let weakSelf = WeakMessageCollection()
@@ -144,8 +144,8 @@ public final class MessageCollection: Sendable {
             view.channel = engine.read("reading the channel") { cache throws(ParleyError) in
                 try cache.channel(url: channelURL).map { JSONText($0.json) }
             } ?? nil
-            view.observerID = engine.feed.subscribe { batch in weakSelf.collection?.observe(batch) }
-            engine.openMessageViews[channelURL, default: 0] += 1
+            view.observerID = engine.subscribe { batch in weakSelf.collection?.observe(batch) }
+            engine.retainChannel(channelURL)
         }
         weakSelf.collection = self
     }
@@ -247,13 +247,9 @@ public final class MessageCollection: Sendable {
         let channelURL = self.channelURL
         let pending: [@Sendable (ParleyError) -> Void] = engine.runNow {
             if let id = view.observerID {
-                engine.feed.unsubscribe(id)
+                engine.unsubscribe(id)
                 view.observerID = nil
-                if let count = engine.openMessageViews[channelURL], count > 1 {
-                    engine.openMessageViews[channelURL] = count - 1
-                } else {
-                    engine.openMessageViews[channelURL] = nil
-                }
+                engine.releaseChannel(channelURL)
             }
             var failures = view.running.map { [$0] } ?? []
             failures += view.operations.map(\.fail)

@@ -200,18 +200,7 @@ extension Engine {
             switch result {
             case .success(let answer):
                 self.write(.messageChangelog(channelURL: channelURL), "applying message changelogs") { transaction throws(ParleyError) in
-                    // Only messages the cache holds: new ones are found by listing.
-                    for message in answer["updated"]?.arrayValue ?? [] {
-                        guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else {
-                            // Not cached (e.g. hidden by the user's offset): its cached replies still summarize it.
-                            try transaction.updateReplies(of: message)
-                            continue
-                        }
-                        try transaction.storeMessage(message)
-                    }
-                    for deleted in answer["deleted"]?.arrayValue ?? [] {
-                        if let id = deleted["message_id"]?.int64Value { try transaction.removeMessage(id) }
-                    }
+                    try Self.applyMessageChangelog(answer, transaction)
                     if let next = answer["next"]?.stringValue, !next.isEmpty {
                         try transaction.setSyncToken(next, scope: scope)
                     }

@@ -408,6 +408,38 @@ struct ListedRange {
 }
 
 extension Engine {
+    /// Runs a catalog operation for the session: `send` sends the prepared call with the
+    /// session's credential; a successful answer is applied to the cache (its `CacheEffect`)
+    /// before `finish` gets it. Channels events touched while the answer travelled are
+    /// minded (`ChannelReadGuard`).
+    func runOperation(
+        _ operation: String, effect: CacheEffect, params: JSONValue,
+        finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void,
+        send: (APIEndpoint.Credential, @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void) -> Void
+    ) {
+        assertOnQueue()
+        guard let current = session.current else {
+            finish(.failure(.invalidState("\(operation): not connected (call connect first)")))
+            return
+        }
+        // A page read while the stream is up can vouch for the newest end if it stays up.
+        let liveSince = isStreamOpen ? session.streamBreaks : nil
+        let readStart = channelReads.begin()
+        send(.session(current.token)) { result in
+            guard case .success(let answer) = result else {
+                self.queue.async { _ = self.channelReads.end(readStart) }
+                finish(result)
+                return
+            }
+            self.queue.async {
+                let touchedByEvents = self.channelReads.end(readStart)
+                self.applyOperationResult(
+                    operation, effect, params: params, answer: answer, liveSince: liveSince, touchedByEvents: touchedByEvents)
+                finish(.success(answer))
+            }
+        }
+    }
+
     /// Applies a catalog operation's answer to the cache. `liveSince`: the stream's break
     /// count when the request went out with the stream open (nil: it was not open).
     /// `touchedByEvents`: channels events changed while the request was out
@@ -451,17 +483,7 @@ extension Engine {
             case .channelChangelog:
                 channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
             case .messageChangelog:
-                for message in answer["updated"]?.arrayValue ?? [] {
-                    guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else {
-                            // Not cached (e.g. hidden by the user's offset): its cached replies still summarize it.
-                            try transaction.updateReplies(of: message)
-                            continue
-                        }
-                    try transaction.storeMessage(message)
-                }
-                for deleted in answer["deleted"]?.arrayValue ?? [] {
-                    if let id = deleted["message_id"]?.int64Value { try transaction.removeMessage(id) }
-                }
+                try Self.applyMessageChangelog(answer, transaction)
             }
         }
         fetchWantedChannels()
@@ -537,6 +559,23 @@ extension Engine {
             }
         }
         return setAside
+    }
+
+    /// One page of a channel's message changelogs (the catch-up's and the catalog
+    /// operation's): the cached messages it changed are updated, those it lists as deleted
+    /// removed. Messages the cache does not hold are not added (new ones come by listing).
+    static func applyMessageChangelog(_ answer: JSONValue, _ transaction: CacheTransaction) throws(ParleyError) {
+        for message in answer["updated"]?.arrayValue ?? [] {
+            guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else {
+                // Not cached (e.g. hidden by the user's offset): its cached replies still summarize it.
+                try transaction.updateReplies(of: message)
+                continue
+            }
+            try transaction.storeMessage(message)
+        }
+        for deleted in answer["deleted"]?.arrayValue ?? [] {
+            if let id = deleted["message_id"]?.int64Value { try transaction.removeMessage(id) }
+        }
     }
 
     /// `storeAnswerChannel`, and a read again of a channel whose copy was set aside.

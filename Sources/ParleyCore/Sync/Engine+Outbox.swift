@@ -20,13 +20,19 @@ extension Engine {
     /// Stores a pending message with its outbox request and starts draining. Returns the
     /// stored local message.
     func acceptSend(
-        _ message: JSONValue, outbox request: OutboxRequest, progress: HTTPUploadProgress?,
+        _ outgoing: OutgoingMessage, progress: HTTPUploadProgress?,
         finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) throws(ParleyError) -> CachedLocalMessage {
         assertOnQueue()
-        guard session.current != nil, let writer = store.writer else {
+        guard let current = session.current, let writer = store.writer else {
             throw .invalidState("send: not connected (call connect first)")
         }
+        var sender: [String: JSONValue] = ["user_id": .string(current.userID)]
+        for key in ["nickname", "profile_url"] { if let value = session.user?[key] { sender[key] = value } }
+        var pending = outgoing.pending
+        pending["user"] = .object(sender)
+        let message = JSONValue.object(pending)
+        let request = OutboxRequest(kind: outgoing.kind, requestJSON: JSONValue.object(outgoing.request).canonicalText)
         let stored = try writer.write(.send) { transaction throws(ParleyError) in
             try transaction.insertPending(message, outbox: request)
         }

@@ -74,8 +74,86 @@ extension Engine {
         if more { queue.async { self.drainStreamInbox() } }
     }
 
+    /// Before `connect` fetches the user: another user's session is refused; the user's
+    /// cache is opened (reads work from now on, offline too).
+    func prepareSession(userID: String) throws(ParleyError) {
+        assertOnQueue()
+        if let current = session.current, current.userID != userID {
+            throw .invalidState("already connected as '\(current.userID)': disconnect first")
+        }
+        openCache(userID: userID)
+    }
+
+    /// `connect` fetched the user (or failed to): the session starts with the user, stored
+    /// for offline starts; when the server is unreachable, with the user the cache kept. The
+    /// result is what `connect` completes with.
+    func beginSession(userID: String, token: String, fetchedUser: Result<JSONValue, ParleyError>) -> Result<JSONValue, ParleyError> {
+        assertOnQueue()
+        switch fetchedUser {
+        case .success(let user):
+            write(.operation("connect"), "storing the user") { transaction throws(ParleyError) in
+                try transaction.setMetaValue(user.canonicalText, forKey: "current_user")
+            }
+            beginSession(userID: userID, token: token, user: user)
+            return .success(user)
+        case .failure(let error) where error.code == .network || error.code == .timeout:
+            let cached = read("reading the cached user") { cache throws(ParleyError) in
+                try cache.metaValue("current_user").flatMap { try? JSONValue.parse($0) }
+            } ?? nil
+            guard let cached else { return .failure(error) }
+            log(.info, "connect: server unreachable (\(error.message)); working from the cache")
+            beginSession(userID: userID, token: token, user: cached)
+            return .success(cached)
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    /// `disconnect`: the session ends; returns its stream, to stop off the queue. Ranges no
+    /// longer reach the newest end (messages may arrive unseen until the next connection).
+    func endSession() -> EventStreamConnection? {
+        assertOnQueue()
+        if session.stream != nil {
+            write(.connectionLost, "marking ranges") { transaction throws(ParleyError) in
+                try transaction.forgetNewestEnd()
+            }
+        }
+        defer {
+            session.stream = nil
+            session.current = nil
+            session.user = nil
+            session.epoch &+= 1
+        }
+        return session.stream
+    }
+
+    /// `close`: late callbacks of the session are ignored from now on; returns its stream, to stop.
+    func abandonSession() -> EventStreamConnection? {
+        session.epoch &+= 1
+        defer { session.stream = nil }
+        return session.stream
+    }
+
+    /// The session's credential for REST calls (nil when not connected).
+    var sessionCredential: APIEndpoint.Credential? { session.current.map { .session($0.token) } }
+
+    /// The connected user (nil when not connected).
+    var connectedUserID: String? { session.current?.userID }
+
+    /// The session's stream (nil when not connected).
+    var sessionStream: EventStreamConnection? { session.current == nil ? nil : session.stream }
+
+    var streamState: ConnectionState { session.stream?.state ?? .closed }
+
+    /// The session's new token: REST calls use it at once; returns the stream, to pass it on.
+    func replaceSessionToken(_ token: String) throws(ParleyError) -> EventStreamConnection? {
+        guard session.current != nil else { throw .invalidState("not connected (call connect first)") }
+        session.current?.token = token
+        return session.stream
+    }
+
     /// Engine queue: the session starts; the stream follows.
-    func beginSession(userID: String, token: String, user: JSONValue) {
+    private func beginSession(userID: String, token: String, user: JSONValue) {
         assertOnQueue()
         self.session.stream?.stop()
         self.session.epoch &+= 1

@@ -1,0 +1,77 @@
+// What the views (Collections/) and the facade (Client/) reach the engine through: whether
+// a session and a cache are there, the feed subscription, keeping a channel from eviction
+// while a view shows it, a channel's refresh, and the cache's own upkeep (access times,
+// clearing). Pages and gap checks are Paging's (Sync/Paging.swift); the session's calls are
+// in Engine+Session.swift, the outbox's in Engine+Outbox.swift. All on the engine queue.
+
+extension Engine {
+    /// A session is connected (its stream may be down).
+    var isConnected: Bool { session.current != nil }
+
+    /// A cache is open.
+    var hasCache: Bool { store.writer != nil }
+
+    /// The user whose cache is open (nil: none yet).
+    var cacheUserID: String? { store.userID }
+
+    /// Starts delivering committed batches to `observer`; returns the id to unsubscribe with.
+    func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64 { feed.subscribe(observer) }
+
+    func unsubscribe(_ id: UInt64) { feed.unsubscribe(id) }
+
+    /// A view shows `channelURL`: eviction spares its messages until `releaseChannel`.
+    func retainChannel(_ channelURL: String) {
+        openMessageViews[channelURL, default: 0] += 1
+    }
+
+    func releaseChannel(_ channelURL: String) {
+        if let count = openMessageViews[channelURL], count > 1 {
+            openMessageViews[channelURL] = count - 1
+        } else {
+            openMessageViews[channelURL] = nil
+        }
+    }
+
+    /// Reads a channel again from the server and stores it (cause `channelRefresh`), minding
+    /// what events did while the read travelled (`ChannelReadGuard`); `done` runs after, also
+    /// when the read failed or the channel is no longer the user's.
+    func refreshChannel(_ channelURL: String, then done: @escaping @Sendable () -> Void) {
+        let readStart = channelReads.begin()
+        call("GET", Endpoints.channel(channelURL)) { result in
+            // An event applied meanwhile holds a later copy than this answer.
+            let touchedByEvents = self.channelReads.end(readStart)
+            if case .success(let channel) = result, channel["channel_url"]?.stringValue == channelURL,
+                channel["member_state"]?.stringValue != "none"
+            {
+                self.write(.channelRefresh(channelURL: channelURL), "refreshing a channel") { transaction throws(ParleyError) in
+                    try self.storeAnswerChannelOrReread(channel, touchedByEvents, transaction)
+                }
+                self.fetchWantedChannels()
+            }
+            done()
+        }
+    }
+
+    /// Runs `body` on the open cache (on the engine queue).
+    func readOpenCache<T>(_ body: (ChatCache) throws(ParleyError) -> T) throws(ParleyError) -> T {
+        guard let cache else { throw .invalidState("no cache open (call connect first)") }
+        return try body(cache)
+    }
+
+    /// The application read a channel's messages: its access time (which orders eviction) is
+    /// written, at most once a minute per channel.
+    func recordAccess(channelURL: String, at now: Int64) {
+        guard store.writer != nil, now - (store.lastTouched[channelURL] ?? .min / 2) >= 60_000 else { return }
+        write(.apiLoad, "recording a channel's access time") { transaction throws(ParleyError) in
+            try transaction.touchChannel(url: channelURL, at: now)
+        }
+        store.lastTouched[channelURL] = now
+    }
+
+    /// `clear_cached_data`: everything cached goes (views learn it as `cleared`).
+    func clearCache() throws(ParleyError) {
+        guard let writer = store.writer else { throw .invalidState("no cache open (call connect first)") }
+        try writer.clear()
+        store.lastTouched = [:]
+    }
+}
