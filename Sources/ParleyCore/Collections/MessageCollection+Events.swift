@@ -56,7 +56,7 @@ extension MessageCollection {
     /// after each reconnection): a change is stored and reported with source `channel_refresh`;
     /// after a catch-up, with the changes the catch-up made to it (one `channel_updated`).
     func refreshChannel() {
-        engine.refreshChannel(channelURL) { self.releaseHeldChannel() }
+        context.refreshChannel(channelURL) { self.releaseHeldChannel() }
     }
 
     /// Ends holding back channel changes (unless another catch-up began): the net change is reported.
@@ -86,7 +86,7 @@ extension MessageCollection {
             view.operations.append(Operation(kind: .gapCheck, fail: { _ in }))
         }
         // Never from inside the feed's delivery: a load's own write must not be delivered late.
-        engine.queue.async { self.runOperations() }
+        context.queue.async { self.runOperations() }
     }
 
     func context(of cause: ChangeCause) -> MessageEventContext {
@@ -163,7 +163,7 @@ extension MessageCollection {
         // Never from inside the feed's delivery (as after a catch-up). The channel went with
         // the cache too: refreshed, so that what depends on the cached channel (the history
         // offset, how a hide is attributed) holds again.
-        engine.queue.async {
+        context.queue.async {
             self.runOperations()
             self.refreshChannel()
         }

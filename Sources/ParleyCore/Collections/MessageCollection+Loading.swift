@@ -40,7 +40,7 @@ extension MessageCollection {
             complete(cacheResult, .failure(error))
             return fail(apiResult, error)
         }
-        guard engine.hasCache else {
+        guard context.hasCache else {
             let error = ParleyError.invalidState("start: the client has no cache open")
             complete(cacheResult, .failure(error))
             return fail(apiResult, error)
@@ -50,10 +50,10 @@ extension MessageCollection {
         let filter = view.filter
         var cached = CachedStart(messages: [], locals: [], reachesOldest: false)
         do throws(ParleyError) {
-            cached = try engine.cachedStart(
+            cached = try context.cachedStart(
                 scope, anchor: anchorTime.map { _ in anchorKey }, previous: params.previousResultSize, next: params.nextResultSize)
         } catch {
-            engine.log(.warning, "message collection: reading the cache failed: \(error)")
+            context.log(.warning, "message collection: reading the cache failed: \(error)")
         }
         view.started = true
         for message in cached.messages {
@@ -70,7 +70,7 @@ extension MessageCollection {
         view.hasNext = anchorTime != nil
         complete(cacheResult, .success(wholeList()))
         view.running = { error in apiResult(.failure(error)) }
-        guard engine.isConnected else {
+        guard context.isConnected else {
             return fail(apiResult, ParleyError(.network, "start: offline; the view shows the cache until the server's page follows"))
         }
         refreshChannel()
@@ -79,14 +79,14 @@ extension MessageCollection {
 
     /// The start's reload after a start that only reached the cache.
     private func performReload() {
-        guard view.started, !view.verified, engine.isConnected else { return operationFinished() }
+        guard view.started, !view.verified, context.isConnected else { return operationFinished() }
         loadStartPage(background: true, nil)
     }
 
     /// Gets the server's page around the starting point and makes it the view (and the
     /// cache's copy of that range). In the background its difference is reported as events.
     private func loadStartPage(background: Bool, _ apiResult: MessagesCompletion?) {
-        view.currentLoad = engine.loadStartPage(
+        view.currentLoad = context.loadStartPage(
             scope, anchorTime: startAnchorTime, previous: params.previousResultSize, next: params.nextResultSize
         ) { _, result in
             guard self.view.running != nil else { return }  // disposed meanwhile
@@ -149,19 +149,19 @@ extension MessageCollection {
             complete(completion, .success([]))
             return operationFinished()
         }
-        guard engine.hasCache else { return fail(completion, .invalidState("load_previous: the client has no cache open")) }
+        guard context.hasCache else { return fail(completion, .invalidState("load_previous: the client has no cache open")) }
         let low = view.low
-        if let page = engine.cachedPage(scope, before: low, size: params.previousResultSize) {
+        if let page = context.cachedPage(scope, before: low, size: params.previousResultSize) {
             let added = showCached(page.messages)
             view.low = page.more ? (page.messages.first?.key ?? low) : .oldest
             view.hasPrevious = page.more
             complete(completion, .success(added))
             return operationFinished()
         }
-        guard engine.isConnected else {
+        guard context.isConnected else {
             return fail(completion, ParleyError(.network, "load_previous: offline, and the cache does not hold these messages continuously"))
         }
-        view.currentLoad = engine.loadPage(scope, before: low, size: params.previousResultSize) { _, result in
+        view.currentLoad = context.loadPage(scope, before: low, size: params.previousResultSize) { _, result in
             guard self.view.running != nil else { return }
             do throws(ParleyError) {
                 let page = try result.get()
@@ -183,9 +183,9 @@ extension MessageCollection {
             complete(completion, .success([]))
             return operationFinished()
         }
-        guard engine.hasCache else { return fail(completion, .invalidState("load_next: the client has no cache open")) }
+        guard context.hasCache else { return fail(completion, .invalidState("load_next: the client has no cache open")) }
         let high = view.high
-        if let page = engine.cachedPage(scope, after: high, size: params.nextPageSize, mayReachNewest: !view.catchingUp) {
+        if let page = context.cachedPage(scope, after: high, size: params.nextPageSize, mayReachNewest: !view.catchingUp) {
             let added = showCached(page.messages)
             view.high = page.more ? (page.messages.last?.key ?? high) : .newest
             view.hasNext = page.more
@@ -196,10 +196,10 @@ extension MessageCollection {
             complete(completion, .success(added))
             return operationFinished()
         }
-        guard engine.isConnected else {
+        guard context.isConnected else {
             return fail(completion, ParleyError(.network, "load_next: offline, and the cache does not hold these messages continuously"))
         }
-        view.currentLoad = engine.loadPage(scope, after: high, size: params.nextPageSize) { _, result in
+        view.currentLoad = context.loadPage(scope, after: high, size: params.nextPageSize) { _, result in
             guard self.view.running != nil else { return }
             do throws(ParleyError) {
                 let page = try result.get()
@@ -255,13 +255,13 @@ extension MessageCollection {
         guard view.started, view.gapCheckOwed, !view.waitsForFetchNext, !view.atNewestEnd, !view.channelDeleted else {
             return operationFinished()
         }
-        guard engine.isStreamOpen, !view.catchingUp else { return operationFinished() }  // again after the next catch-up
+        guard context.isStreamOpen, !view.catchingUp else { return operationFinished() }  // again after the next catch-up
         gapRound(liveAtRequest: true, filled: 0)
     }
 
     private func gapRound(liveAtRequest: Bool, filled: Int) {
         let shown = view.keys.first.flatMap { first in view.keys.last.map { (first: first, last: $0, count: view.keys.count) } }
-        view.currentLoad = engine.checkGap(
+        view.currentLoad = context.checkGap(
             scope, shown: shown, high: view.high, threshold: params.hugeGapThreshold, filled: filled, liveAtRequest: liveAtRequest
         ) { _, result in
             guard self.view.running != nil else { return }
@@ -316,7 +316,7 @@ extension MessageCollection {
     /// Ends a server load; a view that reached the newest end without the stream's word
     /// checks the gap as soon as the stream is open.
     private func afterServerLoad(checksGapAfter: Bool = true) {
-        let owesGapCheck = checksGapAfter && view.gapCheckOwed && !view.waitsForFetchNext && engine.isStreamOpen && !view.catchingUp
+        let owesGapCheck = checksGapAfter && view.gapCheckOwed && !view.waitsForFetchNext && context.isStreamOpen && !view.catchingUp
         operationFinished()
         if owesGapCheck && !view.operations.contains(where: { if case .gapCheck = $0.kind { true } else { false } }) {
             view.operations.append(Operation(kind: .gapCheck, fail: { _ in }))

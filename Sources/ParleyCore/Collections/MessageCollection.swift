@@ -102,7 +102,8 @@ public final class MessageCollection: Sendable {
     /// The starting point (ms); `Int64.max` for the newest end.
     public let startingPoint: Int64
     public let params: MessageListParams
-    let engine: Engine
+    /// What the view reaches below itself: the engine (Sync/MessageViewContext.swift).
+    let context: any MessageViewContext
     let dispatcher: CallbackDispatcher
     let handler: MessageCollectionHandler
     let guardState = DisposeGuard()
@@ -119,9 +120,19 @@ public final class MessageCollection: Sendable {
     /// The starting point that means "the newest end".
     public static let newestStartingPoint = Int64.max
 
-    init(
+    convenience init(
         client: ParleyClient, channelURL: String, startingPoint: Int64, params: MessageListParams, handler: MessageCollectionHandler,
         fillsGapsByItself: Bool = true
+    ) throws(ParleyError) {
+        try self.init(
+            context: client.engine, dispatcher: client.dispatcher, owner: WeakClient(client), channelURL: channelURL,
+            startingPoint: startingPoint, params: params, handler: handler, fillsGapsByItself: fillsGapsByItself)
+    }
+
+    /// A view over `context` (the engine, or a test's stand-in); `owner` is the client sends go through.
+    init(
+        context: any MessageViewContext, dispatcher: CallbackDispatcher, owner: WeakClient, channelURL: String, startingPoint: Int64,
+        params: MessageListParams, handler: MessageCollectionHandler, fillsGapsByItself: Bool = true
     ) throws(ParleyError) {
         try params.validate()
         guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
@@ -129,23 +140,20 @@ public final class MessageCollection: Sendable {
         self.channelURL = channelURL
         self.startingPoint = startingPoint
         self.params = params
-        self.engine = client.engine
-        self.dispatcher = client.dispatcher
+        self.context = context
+        self.dispatcher = dispatcher
         self.handler = handler
         self.fillsGapsByItself = fillsGapsByItself
-        self.owner = WeakClient(client)
-        let engine = client.engine
-        let userID: String? = engine.runNow { engine.cacheUserID }
+        self.owner = owner
+        let userID: String? = context.runNow { context.cacheUserID }
         guard userID != nil else { throw .invalidState("message collection: connect first (the cache is per user)") }
         view = MessageViewState(filter: params.filter)
         let weakSelf = WeakMessageCollection()
         let view = self.view
-        engine.runNow {
-            view.channel = engine.read("reading the channel") { cache throws(ParleyError) in
-                try cache.channel(url: channelURL).map { JSONText($0.json) }
-            } ?? nil
-            view.observerID = engine.subscribe { batch in weakSelf.collection?.observe(batch) }
-            engine.retainChannel(channelURL)
+        context.runNow {
+            view.channel = context.cachedChannelText(channelURL)
+            view.observerID = context.subscribe { batch in weakSelf.collection?.observe(batch) }
+            context.retainChannel(channelURL)
         }
         weakSelf.collection = self
     }
@@ -242,14 +250,14 @@ public final class MessageCollection: Sendable {
     /// Idempotent; safe inside a callback and while a page loads.
     public func dispose() {
         guard guardState.markDisposed() else { return }
-        let engine = self.engine
+        let context = self.context
         let view = self.view
         let channelURL = self.channelURL
-        let pending: [@Sendable (ParleyError) -> Void] = engine.runNow {
+        let pending: [@Sendable (ParleyError) -> Void] = context.runNow {
             if let id = view.observerID {
-                engine.unsubscribe(id)
+                context.unsubscribe(id)
                 view.observerID = nil
-                engine.releaseChannel(channelURL)
+                context.releaseChannel(channelURL)
             }
             var failures = view.running.map { [$0] } ?? []
             failures += view.operations.map(\.fail)
@@ -291,7 +299,7 @@ public final class MessageCollection: Sendable {
             dispatcher.enqueue { fail(.invalidState("the collection is disposed")) }
             return
         }
-        engine.queue.async {
+        context.queue.async {
             guard self.view.observerID != nil else {
                 self.dispatcher.enqueue { fail(.invalidState("the collection is disposed")) }
                 return
@@ -314,13 +322,13 @@ public final class MessageCollection: Sendable {
     func operationFinished() {
         view.running = nil
         view.currentLoad = nil
-        engine.queue.async { self.runOperations() }
+        context.queue.async { self.runOperations() }
     }
 }
 
 final class WeakClient: Sendable {
     weak let client: ParleyClient?
-    init(_ client: ParleyClient) { self.client = client }
+    init(_ client: ParleyClient?) { self.client = client }
 }
 
 /// What the application reads, as the callbacks delivered so far left it.

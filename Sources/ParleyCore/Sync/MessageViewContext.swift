@@ -1,0 +1,56 @@
+import Dispatch
+
+/// Everything a message view (Collections/MessageCollection.swift) reaches below itself: the
+/// queue it runs on, the change feed, the session's state as far as a view must know it,
+/// keeping its channel from eviction, the channel's refresh, and Paging's loads. The engine
+/// is the one real implementation; the view's unit tests give a stand-in that serves scripted
+/// pages (Tests/ParleyCoreTests/MessageViewLogicTests.swift). Every call but `runNow` is made
+/// on `queue`.
+protocol MessageViewContext: AnyObject, Sendable {
+    var queue: DispatchQueue { get }
+    /// Runs `body` on the queue and waits (inline when already there).
+    func runNow<T>(_ body: () -> T) -> T
+    func log(_ level: LogLevel, _ message: String)
+
+    var isConnected: Bool { get }
+    var hasCache: Bool { get }
+    var isStreamOpen: Bool { get }
+    var cacheUserID: String? { get }
+
+    func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64
+    func unsubscribe(_ id: UInt64)
+    func retainChannel(_ channelURL: String)
+    func releaseChannel(_ channelURL: String)
+    /// The channel as cached (its stored text), nil when not cached.
+    func cachedChannelText(_ channelURL: String) -> JSONText?
+    func refreshChannel(_ channelURL: String, then done: @escaping @Sendable () -> Void)
+
+    func cachedStart(_ scope: MessageScope, anchor: MessageKey?, previous: Int, next: Int) throws(ParleyError) -> CachedStart
+    func cachedPage(_ scope: MessageScope, before low: MessageKey, size: Int) -> CachedPage?
+    func cachedPage(_ scope: MessageScope, after high: MessageKey, size: Int, mayReachNewest: Bool) -> CachedPage?
+    func loadStartPage(
+        _ scope: MessageScope, anchorTime: Int64?, previous: Int, next requestedNext: Int,
+        _ done: @escaping @Sendable (PageLoad, Result<StartPage, ParleyError>) -> Void
+    ) -> PageLoad
+    func loadPage(
+        _ scope: MessageScope, before low: MessageKey, size: Int,
+        _ done: @escaping @Sendable (PageLoad, Result<(stored: StoredMessages, low: MessageKey, hasPrevious: Bool), ParleyError>) -> Void
+    ) -> PageLoad
+    func loadPage(
+        _ scope: MessageScope, after high: MessageKey, size: Int,
+        _ done: @escaping @Sendable (PageLoad, Result<(stored: StoredMessages, high: MessageKey, hasNext: Bool, live: Bool), ParleyError>) -> Void
+    ) -> PageLoad
+    func checkGap(
+        _ scope: MessageScope, shown: (first: MessageKey, last: MessageKey, count: Int)?, high: MessageKey,
+        threshold: Int, filled: Int, liveAtRequest: Bool,
+        _ done: @escaping @Sendable (PageLoad, Result<GapRound, ParleyError>) -> Void
+    ) -> PageLoad
+}
+
+extension Engine: MessageViewContext {
+    func cachedChannelText(_ channelURL: String) -> JSONText? {
+        read("reading the channel") { cache throws(ParleyError) in
+            try cache.channel(url: channelURL).map { JSONText($0.json) }
+        } ?? nil
+    }
+}
