@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import json
 import logging
 import threading
 from typing import Any, Callable, Dict, Optional
 
 from . import _native
+from .errors import ParleyError, error_for
 
 logger = logging.getLogger("parley")
 
@@ -61,15 +63,31 @@ def callback_trampoline(user_data: Optional[int]) -> None:
     _run(_take(user_data))
 
 
-@_native.RESULT_FN
-def result_trampoline(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
-    callable_ = _take(user_data)
+def deliver_result(callable_: Optional[Callable[..., None]], error: Any, result_json: Optional[bytes]) -> None:
+    """Runs a RESULT_FN's callable with (result_json, None) or (None, error details)."""
     if error:
-        details = error.contents
-        message = details.message.decode("utf-8", "replace") if details.message else ""
-        _run(callable_, None, (details.code, message, details.http_status, details.server_code))
+        _run(callable_, None, _native.error_details(error))
     else:
         _run(callable_, (result_json or b"null").decode("utf-8"), None)
+
+
+def decoding(callback: Callable[[Optional[Any], Optional[ParleyError]], None],
+             empty: str = "null") -> Callable[[Optional[str], Optional[tuple]], None]:
+    """A completion for :func:`deliver_result` that calls `callback(result, error)`: the result
+    decoded from JSON (`empty` for none) or the error's exception."""
+
+    def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+        if error is not None:
+            callback(None, error_for(*error))
+        else:
+            callback(json.loads(result_json or empty), None)
+
+    return complete
+
+
+@_native.RESULT_FN
+def result_trampoline(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
+    deliver_result(_take(user_data), error, result_json)
 
 
 @_native.LOG_FN
@@ -79,11 +97,7 @@ def log_trampoline(user_data: Optional[int], level: int, message: Optional[bytes
 
 @_native.CONNECTION_FN
 def connection_trampoline(user_data: Optional[int], event: int, error: Any) -> None:
-    details = None
-    if error:
-        e = error.contents
-        details = (e.code, e.message.decode("utf-8", "replace") if e.message else "", e.http_status, e.server_code)
-    _run(_peek(user_data), event, details)
+    _run(_peek(user_data), event, _native.error_details(error) if error else None)
 
 
 @_native.EVENT_FN

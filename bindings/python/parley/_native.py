@@ -1,15 +1,22 @@
-"""Loading libparley and declaring the C functions (ctypes)."""
+"""Loading libparley and declaring the C functions (ctypes).
+
+The one place that knows the C ABI: the structs, the callback (CFUNCTYPE) types, the
+signature of every C function the package calls, and the helpers that turn its statuses,
+errors and returned strings into Python values.
+"""
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import os
 from pathlib import Path
+from typing import Any, Tuple
+
+from .errors import ParleyError, Status, error_for
 
 c_int_p = ctypes.POINTER(ctypes.c_int)
-
-LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
-CALLBACK_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 
 
 class CError(ctypes.Structure):
@@ -21,10 +28,84 @@ class CError(ctypes.Structure):
     ]
 
 
+# -- the client's callbacks (include/parley/client.h, session.h, sending.h) ------------------
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+CALLBACK_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 RESULT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError), ctypes.c_char_p)
 CONNECTION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(CError))
 EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
+
+# -- collections (include/parley/group_channel_collection.h) -------------------------------
+
+
+class CCollectionContext(ctypes.Structure):
+    """parley_collection_context."""
+
+    _fields_ = [("source", ctypes.c_int), ("source_name", ctypes.c_char_p), ("detail", ctypes.c_char_p)]
+
+
+CHANNELS_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CCollectionContext), ctypes.c_char_p)
+COLLECTION_ERROR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError))
+GROUP_CHANNEL_COLLECTION_HANDLER_VERSION = 2
+
+
+class CGroupChannelCollectionHandler(ctypes.Structure):
+    """parley_group_channel_collection_handler."""
+
+    _fields_ = [
+        ("version", ctypes.c_int),
+        ("added", CHANNELS_EVENT_FN),
+        ("updated", CHANNELS_EVENT_FN),
+        ("deleted", CHANNELS_EVENT_FN),
+        ("error", COLLECTION_ERROR_FN),
+        ("user_data", ctypes.c_void_p),
+        ("deleted_channels", CHANNELS_EVENT_FN),  # version 2
+    ]
+
+
+# -- message collections (include/parley/message_collection.h) ------------------------------
+
+
+class CMessageEvent(ctypes.Structure):
+    """parley_message_event."""
+
+    _fields_ = [
+        ("kind", ctypes.c_int), ("source", ctypes.c_int), ("source_name", ctypes.c_char_p), ("detail", ctypes.c_char_p),
+        ("sending_status", ctypes.c_int), ("channel_url", ctypes.c_char_p), ("channel_json", ctypes.c_char_p),
+        ("messages_json", ctypes.c_char_p),
+    ]
+
+
+MESSAGE_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CMessageEvent))
+MESSAGE_COLLECTION_HANDLER_VERSION = 1
+
+
+class CMessageCollectionHandler(ctypes.Structure):
+    """parley_message_collection_handler."""
+
+    _fields_ = [
+        ("version", ctypes.c_int), ("event", MESSAGE_EVENT_FN), ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
+    ]
+
+
+# -- sync views (include/parley/sync_view.h) ----------------------------------------------------
+
+ACTION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p)
+FETCH_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError), ctypes.c_int, ctypes.c_int)
+SYNC_VIEW_HANDLER_VERSION = 1
+
+
+class CSyncViewHandler(ctypes.Structure):
+    """parley_sync_view_handler."""
+
+    _fields_ = [
+        ("version", ctypes.c_int), ("action", ACTION_FN), ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
+    ]
+
+
+# -- loading -----------------------------------------------------------------------------------
 
 
 def _candidates() -> list[str]:
@@ -56,7 +137,8 @@ def _load() -> ctypes.CDLL:
 lib = _load()
 
 
-def _declare(name: str, restype, *argtypes) -> None:
+def _declare(name: str, restype: Any, *argtypes: Any) -> None:
+    """Sets the signature of the C function `name`: every function the package calls is declared here."""
     function = getattr(lib, name)
     function.restype = restype
     function.argtypes = list(argtypes)
@@ -119,3 +201,79 @@ _declare(
     ctypes.c_int64, ctypes.c_int,
 )
 _declare("parley_client_clear_cached_data", ctypes.c_int, ctypes.c_void_p)
+
+# Collections.
+_declare("parley_collection_sources", ctypes.c_int, c_void_pp)
+_declare("parley_group_channel_collection_create", ctypes.c_int, c_void_pp, ctypes.c_void_p, ctypes.c_char_p,
+         ctypes.POINTER(CGroupChannelCollectionHandler))
+_declare("parley_group_channel_collection_load_more", ctypes.c_int, ctypes.c_void_p, RESULT_FN, ctypes.c_void_p)
+_declare("parley_group_channel_collection_has_more", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_group_channel_collection_channels", ctypes.c_int, ctypes.c_void_p, c_void_pp)
+_declare("parley_group_channel_collection_dispose", ctypes.c_int, ctypes.c_void_p)
+
+# Message collections.
+_declare("parley_message_collection_create", ctypes.c_int, c_void_pp, ctypes.c_void_p, ctypes.c_char_p,
+         ctypes.c_int64, ctypes.c_char_p, ctypes.POINTER(CMessageCollectionHandler))
+_declare("parley_message_collection_start", ctypes.c_int, ctypes.c_void_p, RESULT_FN, RESULT_FN, ctypes.c_void_p)
+_declare("parley_message_collection_load_previous", ctypes.c_int, ctypes.c_void_p, RESULT_FN, ctypes.c_void_p)
+_declare("parley_message_collection_load_next", ctypes.c_int, ctypes.c_void_p, RESULT_FN, ctypes.c_void_p)
+_declare("parley_message_collection_has_previous", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_message_collection_has_next", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_message_collection_messages", ctypes.c_int, ctypes.c_void_p, c_void_pp)
+_declare("parley_message_collection_dispose", ctypes.c_int, ctypes.c_void_p)
+
+# Sync views.
+_declare("parley_sync_view_create", ctypes.c_int, c_void_pp, ctypes.c_void_p, ctypes.c_char_p,
+         ctypes.c_int64, ctypes.c_char_p, ctypes.POINTER(CSyncViewHandler))
+_declare("parley_sync_view_fetch", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, FETCH_FN, ctypes.c_void_p)
+_declare("parley_sync_view_fetch_all_next", ctypes.c_int, ctypes.c_void_p, FETCH_FN, ctypes.c_void_p)
+_declare("parley_sync_view_reset_viewpoint", ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
+_declare("parley_sync_view_viewpoint", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64))
+_declare("parley_sync_view_messages", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, c_void_pp)
+_declare("parley_sync_view_dispose", ctypes.c_int, ctypes.c_void_p)
+
+
+# -- statuses, errors and returned strings --------------------------------------------------
+
+
+def last_error_message() -> str:
+    """The message of the calling thread's last failed call."""
+    return (lib.parley_last_error_message() or b"").decode("utf-8", "replace")
+
+
+def check(status: int) -> None:
+    """Raises the ParleyError of a failed synchronous call's status (PARLEY_OK passes)."""
+    if status != Status.OK:
+        raise error_for(status, last_error_message())
+
+
+ErrorDetails = Tuple[int, str, int, int]
+
+
+def error_details(error: Any) -> ErrorDetails:
+    """A `const parley_error *` given to a callback, as (code, message, http_status, server_code):
+    the arguments of :func:`parley.error_for`."""
+    e = error.contents
+    return e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code
+
+
+def error_from(error: Any) -> ParleyError:
+    """A `const parley_error *` given to a callback, as its exception."""
+    return error_for(*error_details(error))
+
+
+def take_string(pointer: ctypes.c_void_p) -> str:
+    """Copies a string the library returned and frees it ("" for NULL)."""
+    if not pointer.value:
+        return ""
+    try:
+        return ctypes.string_at(pointer.value).decode("utf-8")
+    finally:
+        lib.parley_free(pointer.value)
+
+
+def take_json(pointer: ctypes.c_void_p) -> Any:
+    """Decodes a JSON text the library returned and frees it (None for NULL)."""
+    if not pointer.value:
+        return None
+    return json.loads(take_string(pointer))

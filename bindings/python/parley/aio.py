@@ -7,15 +7,71 @@ resolve asyncio futures directly, with no extra threads and no locking.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generic, List, Mapping, Optional, TypeVar, Union
+import concurrent.futures
+import functools
+import inspect
+from typing import (
+    TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Dict, Generic, List, Mapping, Optional, TypeVar,
+    Union,
+)
 
 from .client import Client, operation_names
 from .channel_collection import ChannelChange, GroupChannelCollection, GroupChannelListQuery
-from .errors import ParleyError
+from .errors import NetworkError, ParleyError
 from .message_collection import NEWEST, MessageChange, MessageCollection, MessageListParams
-from .sync_view import NEWEST_VIEWPOINT, FetchResult, SyncAction, SyncDirection, SyncList, SyncView, SyncViewOptions
+from .sync_view import NEWEST_VIEWPOINT, SyncAction, SyncView, SyncViewOptions
+
+if TYPE_CHECKING:  # Python 3.10+, read by type checkers only
+    from typing import Concatenate, ParamSpec
+
+    P = ParamSpec("P")
+R = TypeVar("R")
+ClassT = TypeVar("ClassT", bound=type)
+
+# The async classes are described by the sync ones: a method that only forwards to the sync
+# object (`self._sync`: the Client, collection or view) is one line naming the sync method,
+# which gives it its signature, docstring and type.
 
 
+def _forward(method: "Callable[Concatenate[Any, P], R]") -> "Callable[Concatenate[Any, P], R]":
+    """A method that calls `method` of the sync object and returns what it returns."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._sync, name)(*args, **kwargs)
+
+    setattr(forward, "_forwards", True)
+    return forward
+
+
+def _awaiting(
+    method: "Callable[Concatenate[Any, P], concurrent.futures.Future[R]]",
+) -> "Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]":
+    """A coroutine method that calls `method` of the sync object and awaits the Future it returns
+    (on the object's event loop, `self._loop`)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.wrap_future(getattr(self._sync, name)(*args, **kwargs), loop=self._loop)
+
+    # It returns what the Future gives, not the Future: no return annotation.
+    forward.__annotations__ = {key: value for key, value in forward.__annotations__.items() if key != "return"}
+    setattr(forward, "__signature__", inspect.signature(method).replace(return_annotation=inspect.Signature.empty))
+    setattr(forward, "_forwards", True)
+    return forward
+
+
+def _forwarding(cls: ClassT) -> ClassT:
+    """Class decorator: names the class's forwarding methods as its own (``__qualname__``)."""
+    for name, value in vars(cls).items():
+        if getattr(value, "_forwards", False):
+            value.__qualname__ = f"{cls.__qualname__}.{name}"
+    return cls
+
+
+@_forwarding
 class AsyncClient:
     """Like :class:`Client`, with awaitable operations. Create it inside a running loop."""
 
@@ -23,6 +79,7 @@ class AsyncClient:
         options["dispatch_mode"] = "manual"
         self._loop = asyncio.get_running_loop()
         self.client = Client(config, **options)
+        self._sync = self.client
         self._fd = self.client.event_fd
         self._loop.add_reader(self._fd, self._on_readable)
 
@@ -60,8 +117,7 @@ class AsyncClient:
         """Connects as `user_id`; returns the user object."""
         return await self._await(lambda done: self.client.connect_with_callback(user_id, session_token, done))
 
-    def disconnect(self) -> None:
-        self.client.disconnect()
+    disconnect = _forward(Client.disconnect)
 
     async def perform(self, operation: str, params: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Any:
         """Performs a catalog operation; returns the server's answer."""
@@ -74,21 +130,13 @@ class AsyncClient:
             raise AttributeError(name)
         return lambda params=None, **kwargs: self.perform(name, params, **kwargs)
 
-    def post(self, function: Any) -> None:
-        self.client.post(function)
+    post = _forward(Client.post)
 
     # Handlers run on the loop's thread (during dispatch); the rest is synchronous.
-    def set_connection_handler(self, handler: Any) -> None:
-        self.client.set_connection_handler(handler)
-
-    def set_event_handler(self, handler: Any) -> None:
-        self.client.set_event_handler(handler)
-
-    def reconnect(self) -> None:
-        self.client.reconnect()
-
-    def set_session_token(self, token: str) -> None:
-        self.client.set_session_token(token)
+    set_connection_handler = _forward(Client.set_connection_handler)
+    set_event_handler = _forward(Client.set_event_handler)
+    reconnect = _forward(Client.reconnect)
+    set_session_token = _forward(Client.set_session_token)
 
     @property
     def connection_state(self) -> str:
@@ -104,30 +152,14 @@ class AsyncClient:
         pending, future = self.client.send_file_message(channel_url, progress, **params)
         return pending, asyncio.wrap_future(future, loop=self._loop)
 
-    async def resend_message(self, req_id: str, progress: Any = None) -> Any:
-        return await asyncio.wrap_future(self.client.resend_message(req_id, progress), loop=self._loop)
-
-    def cancel_message(self, req_id: str) -> None:
-        self.client.cancel_message(req_id)
-
-    def remove_failed_messages(self, channel_url: str) -> list:
-        return self.client.remove_failed_messages(channel_url)
-
-    def cached_channels(self, order: str = "latest_last_message", limit: int = 100) -> list:
-        return self.client.cached_channels(order, limit)
-
-    def cached_channel(self, channel_url: str) -> Any:
-        return self.client.cached_channel(channel_url)
-
-    def cached_messages(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> list:
-        return self.client.cached_messages(channel_url, before_ts, limit)
-
-    def cached_message_page(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> dict:
-        """See :meth:`parley.Client.cached_message_page`."""
-        return self.client.cached_message_page(channel_url, before_ts, limit)
-
-    def clear_cached_data(self) -> None:
-        self.client.clear_cached_data()
+    resend_message = _awaiting(Client.resend_message)
+    cancel_message = _forward(Client.cancel_message)
+    remove_failed_messages = _forward(Client.remove_failed_messages)
+    cached_channels = _forward(Client.cached_channels)
+    cached_channel = _forward(Client.cached_channel)
+    cached_messages = _forward(Client.cached_messages)
+    cached_message_page = _forward(Client.cached_message_page)
+    clear_cached_data = _forward(Client.clear_cached_data)
 
     def group_channel_collection(
         self, query: Union[None, GroupChannelListQuery, Dict[str, Any]] = None, **options: Any
@@ -174,7 +206,8 @@ class AsyncView(Generic[ChangeT]):
 
     def __init__(self, owner: AsyncClient, collection: Any) -> None:
         self._owner = owner
-        self._collection = collection
+        self._loop = owner._loop
+        self._sync = collection
         self._queue: "asyncio.Queue[Optional[ChangeT]]" = asyncio.Queue()
         collection.add_listener(self._queue.put_nowait)
 
@@ -187,8 +220,8 @@ class AsyncView(Generic[ChangeT]):
             yield change
 
     def dispose(self) -> None:
-        if not self._collection.disposed:
-            self._collection.dispose()
+        if not self._sync.disposed:
+            self._sync.dispose()
             self._queue.put_nowait(None)
 
     def __enter__(self: AsyncSelfT) -> AsyncSelfT:
@@ -204,6 +237,7 @@ class AsyncView(Generic[ChangeT]):
         self.dispose()
 
 
+@_forwarding
 class AsyncGroupChannelCollection(AsyncView[ChannelChange]):
     """A :class:`GroupChannelCollection` on an :class:`AsyncClient`: awaitable pages and an
     async iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
@@ -212,9 +246,7 @@ class AsyncGroupChannelCollection(AsyncView[ChannelChange]):
         super().__init__(owner, collection)
         self.collection = collection
 
-    async def load_more(self) -> List[Any]:
-        """The next page: the channels it added."""
-        return await asyncio.wrap_future(self.collection.load_more(), loop=self._owner._loop)
+    load_more = _awaiting(GroupChannelCollection.load_more)
 
     @property
     def has_more(self) -> bool:
@@ -225,7 +257,7 @@ class AsyncGroupChannelCollection(AsyncView[ChannelChange]):
         return self.collection.channels
 
 
-
+@_forwarding
 class AsyncMessageCollection(AsyncView[MessageChange]):
     """A :class:`MessageCollection` on an :class:`AsyncClient`: awaitable loads and an async
     iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
@@ -238,20 +270,18 @@ class AsyncMessageCollection(AsyncView[MessageChange]):
         """Starts the view; returns the server's list (or, offline, the cache's after raising
         nothing: check ``messages``). Raises what the server's page raised, except NetworkError."""
         cache, api = self.collection.start()
-        cached: List[Any] = await asyncio.wrap_future(cache, loop=self._owner._loop)
+        cached: List[Any] = await asyncio.wrap_future(cache, loop=self._loop)
         try:
-            result: List[Any] = await asyncio.wrap_future(api, loop=self._owner._loop)
+            result: List[Any] = await asyncio.wrap_future(api, loop=self._loop)
             return result
         except ParleyError as error:
-            if type(error).__name__ == "NetworkError":
+            # Exactly NetworkError (the offline case): its subclasses Timeout and TLSError still raise.
+            if type(error) is NetworkError:
                 return cached
             raise
 
-    async def load_previous(self) -> List[Any]:
-        return await asyncio.wrap_future(self.collection.load_previous(), loop=self._owner._loop)
-
-    async def load_next(self) -> List[Any]:
-        return await asyncio.wrap_future(self.collection.load_next(), loop=self._owner._loop)
+    load_previous = _awaiting(MessageCollection.load_previous)
+    load_next = _awaiting(MessageCollection.load_next)
 
     @property
     def has_previous(self) -> bool:
@@ -266,6 +296,7 @@ class AsyncMessageCollection(AsyncView[MessageChange]):
         return self.collection.messages
 
 
+@_forwarding
 class AsyncSyncView(AsyncView[SyncAction]):
     """A :class:`SyncView` on an :class:`AsyncClient`: awaitable fetches and an async iterator
     of actions. Callbacks run on the loop's thread (during dispatch)."""
@@ -274,18 +305,12 @@ class AsyncSyncView(AsyncView[SyncAction]):
         super().__init__(owner, view)
         self.view = view
 
-    async def fetch(self, direction: SyncDirection = SyncDirection.PREVIOUS) -> FetchResult:
-        return await asyncio.wrap_future(self.view.fetch(direction), loop=self._owner._loop)
-
-    async def fetch_all_next(self) -> FetchResult:
-        return await asyncio.wrap_future(self.view.fetch_all_next(), loop=self._owner._loop)
-
-    def reset_viewpoint(self, viewpoint: int) -> None:
-        self.view.reset_viewpoint(viewpoint)
+    fetch = _awaiting(SyncView.fetch)
+    fetch_all_next = _awaiting(SyncView.fetch_all_next)
+    reset_viewpoint = _forward(SyncView.reset_viewpoint)
 
     def actions(self) -> AsyncIterator[SyncAction]:
         """Every action, in order, until the view is disposed."""
         return self.changes()
 
-    def messages(self, which: SyncList) -> List[Any]:
-        return self.view.messages(which)
+    messages = _forward(SyncView.messages)

@@ -11,13 +11,13 @@ import concurrent.futures
 import ctypes
 import enum
 import json
-import sys
-import threading
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, Generic, List, Optional, TypeVar, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from . import _callbacks, _native
-from .errors import ParleyError, error_for
+from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
+from ._native import CHANNELS_EVENT_FN
+from .errors import ParleyError
 
 lib = _native.lib
 
@@ -182,50 +182,17 @@ DeletedHandler = Callable[[ChannelContext, List[str]], None]
 ErrorHandler = Callable[[ParleyError], None]
 
 
-class _CContext(ctypes.Structure):
-    _fields_ = [("source", ctypes.c_int), ("source_name", ctypes.c_char_p), ("detail", ctypes.c_char_p)]
-
-
-CHANNELS_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_CContext), ctypes.c_char_p)
-COLLECTION_ERROR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_native.CError))
-HANDLER_VERSION = 2
-
-
-class _CHandler(ctypes.Structure):
-    _fields_ = [
-        ("version", ctypes.c_int),
-        ("added", CHANNELS_EVENT_FN),
-        ("updated", CHANNELS_EVENT_FN),
-        ("deleted", CHANNELS_EVENT_FN),
-        ("error", COLLECTION_ERROR_FN),
-        ("user_data", ctypes.c_void_p),
-        ("deleted_channels", CHANNELS_EVENT_FN),  # version 2
-    ]
-
-
-def _declare(name: str, restype: Any, *argtypes: Any) -> None:
-    function = getattr(lib, name)
-    function.restype = restype
-    function.argtypes = list(argtypes)
-
-
-_declare("parley_collection_sources", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
-_declare("parley_group_channel_collection_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
-         ctypes.c_char_p, ctypes.POINTER(_CHandler))
-_declare("parley_group_channel_collection_load_more", ctypes.c_int, ctypes.c_void_p, _native.RESULT_FN, ctypes.c_void_p)
-_declare("parley_group_channel_collection_has_more", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
-_declare("parley_group_channel_collection_channels", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
-_declare("parley_group_channel_collection_dispose", ctypes.c_int, ctypes.c_void_p)
+def event_source(name: Optional[bytes]) -> CollectionEventSource:
+    """The source a C event names (``source_name``); UNKNOWN_EVENT for one this binding does not know."""
+    try:
+        return CollectionEventSource((name or b"").decode("utf-8"))
+    except ValueError:
+        return CollectionEventSource.UNKNOWN_EVENT
 
 
 def _context(pointer: Any) -> ChannelContext:
     c = pointer.contents
-    name = (c.source_name or b"").decode("utf-8")
-    try:
-        source = CollectionEventSource(name)
-    except ValueError:
-        source = CollectionEventSource.UNKNOWN_EVENT
-    return ChannelContext(source, (c.detail or b"").decode("utf-8"))
+    return ChannelContext(event_source(c.source_name), (c.detail or b"").decode("utf-8"))
 
 
 def _dispatch(user_data: Optional[int], kind: ChangeKind, context: Any, text: Optional[bytes]) -> None:
@@ -250,141 +217,17 @@ def _deleted_trampoline(user_data: Optional[int], context: Any, text: Optional[b
     _dispatch(user_data, ChangeKind.DELETED, context, text)
 
 
-@COLLECTION_ERROR_FN
-def _error_trampoline(user_data: Optional[int], error: Any) -> None:
-    target = _callbacks._peek(user_data)
-    e = error.contents
-    failure = error_for(e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code)
-    _callbacks._run(target, None, None, failure)
-
-
-def _check(status: int) -> None:
-    if status != 0:
-        raise error_for(status, (lib.parley_last_error_message() or b"").decode("utf-8", "replace"))
-
-
-def _take_json(out: ctypes.c_void_p) -> Any:
-    """Decodes a JSON text the library returned, and frees it."""
-    if not out.value:
-        return None
-    try:
-        return json.loads(ctypes.string_at(out.value).decode("utf-8"))
-    finally:
-        lib.parley_free(out.value)
-
-
 def collection_sources() -> List[Dict[str, Any]]:
     """The table of sources: ``[{"code", "name"}, ...]``."""
     out = ctypes.c_void_p()
-    _check(lib.parley_collection_sources(ctypes.byref(out)))
-    table: List[Dict[str, Any]] = _take_json(out)
+    _native.check(lib.parley_collection_sources(ctypes.byref(out)))
+    table: List[Dict[str, Any]] = _native.take_json(out)
     return table
-
-
-def dataclass_document(value: Any) -> Dict[str, Any]:
-    """A dataclass of options as its JSON document: enums by value, None fields left out."""
-    document: Dict[str, Any] = {}
-    for item in fields(value):
-        field_value = getattr(value, item.name)
-        if field_value is not None:
-            document[item.name] = field_value.value if isinstance(field_value, enum.Enum) else field_value
-    return document
-
-
-def options_document(base: Any, kind: type, options: Dict[str, Any]) -> Dict[str, Any]:
-    """An options document from a dataclass of `kind`, a mapping, keyword options or a mix
-    (keyword options win)."""
-    if isinstance(base, kind):
-        document = dataclass_document(base)
-    elif base is None:
-        document = {}
-    elif isinstance(base, dict):
-        document = dict(base)
-    else:
-        raise TypeError(f"expected a {kind.__name__}, a dict or None")
-    for key, value in options.items():
-        document[key] = value.value if isinstance(value, enum.Enum) else value
-    return document
 
 
 def make_query(query: Union[None, GroupChannelListQuery, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
     """A query document from a dataclass, a mapping, keyword options or a mix (options win)."""
     return options_document(query, GroupChannelListQuery, options)
-
-
-ChangeT = TypeVar("ChangeT")
-SelfT = TypeVar("SelfT", bound="NativeCollection[Any]")
-
-
-class NativeCollection(Generic[ChangeT]):
-    """What every collection shares: its library handle, its listeners, and disposal (safe
-    twice, from a callback, at interpreter exit). Subclasses set `_dispose_function`."""
-
-    _dispose_function: Any = None
-
-    def __init__(self) -> None:
-        self._listeners: List[Callable[[ChangeT], None]] = []
-        self._lock = threading.Lock()
-        self._handle: Optional[int] = None
-        self._key = 0
-
-    def _open(self, create: Callable[..., int], *arguments: Any, document: Any) -> None:
-        """Creates the library object: `create(&handle, *arguments, document as JSON text, &handler)`
-        with the handler made by the subclass; the callback key is released if it fails."""
-        handle = ctypes.c_void_p()
-        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        try:
-            _check(create(ctypes.byref(handle), *arguments, text))
-        except BaseException:
-            _callbacks.unregister(self._key)
-            raise
-        self._handle = handle.value
-
-    def add_listener(self, listener: Callable[[ChangeT], None]) -> None:
-        """Also calls `listener` with every change (after the on_* handlers)."""
-        with self._lock:
-            self._listeners.append(listener)
-
-    def _notify(self, change: ChangeT) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(change)
-
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise error_for(-2, "the collection is disposed")
-        return self._handle
-
-    @property
-    def disposed(self) -> bool:
-        return self._handle is None
-
-    def dispose(self) -> None:
-        """Stops the collection: no callback runs after this returns. Safe twice and from a callback."""
-        with self._lock:
-            handle, self._handle = self._handle, None
-        if handle is None:
-            return
-        try:
-            _check(type(self)._dispose_function(handle))
-        finally:
-            _callbacks.unregister(self._key)
-
-    def __enter__(self: SelfT) -> SelfT:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.dispose()
-
-    def __del__(self) -> None:
-        if sys.is_finalizing():
-            return  # the client's atexit close has stopped it; waiting now could hang
-        try:
-            self.dispose()
-        except Exception:
-            pass
 
 
 class GroupChannelCollection(NativeCollection[ChannelChange]):
@@ -406,16 +249,17 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
         self.on_deleted_channels = on_deleted_channels
         self.on_error = on_error
         self._key = _callbacks.register(self._receive, persistent=True)
-        handler = _CHandler(version=HANDLER_VERSION, added=_added_trampoline, updated=_updated_trampoline,
-                            error=_error_trampoline, user_data=_callbacks.as_key(self._key),
-                            deleted_channels=_deleted_trampoline)
+        handler = _native.CGroupChannelCollectionHandler(
+            version=_native.GROUP_CHANNEL_COLLECTION_HANDLER_VERSION, added=_added_trampoline, updated=_updated_trampoline,
+            error=error_trampoline, user_data=_callbacks.as_key(self._key), deleted_channels=_deleted_trampoline)
         self._open(lambda out, owner, text: lib.parley_group_channel_collection_create(out, owner, text, ctypes.byref(handler)),
                    client.handle, document=query)
 
-    def _receive(self, kind: Optional[ChangeKind], context: Optional[ChannelContext], payload: Any) -> None:
-        if kind is None:
+    def _receive(self, kind: Union[ChangeKind, ParleyError], context: Optional[ChannelContext] = None,
+                 payload: Any = None) -> None:
+        if isinstance(kind, ParleyError):
             if self.on_error is not None:
-                self.on_error(payload)
+                self.on_error(kind)
             return
         assert context is not None
         if kind is ChangeKind.DELETED:
@@ -434,16 +278,9 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
 
     def load_more_with_callback(self, callback: Callable[[Optional[List[Any]], Optional[ParleyError]], None]) -> None:
         """Loads the next page; `callback(channels, error)` runs once on the callback context."""
-
-        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
-            if error is not None:
-                callback(None, error_for(*error))
-            else:
-                callback(json.loads(result_json or "[]"), None)
-
-        key = _callbacks.register(complete)
+        key = _callbacks.register(_callbacks.decoding(callback, "[]"))
         try:
-            _check(lib.parley_group_channel_collection_load_more(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
+            _native.check(lib.parley_group_channel_collection_load_more(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
         except BaseException:
             _callbacks.unregister(key)
             raise
@@ -465,15 +302,15 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
     def has_more(self) -> bool:
         """True while channels follow the loaded ones (as of the callbacks delivered so far)."""
         out = ctypes.c_int(0)
-        _check(lib.parley_group_channel_collection_has_more(self.handle, ctypes.byref(out)))
+        _native.check(lib.parley_group_channel_collection_has_more(self.handle, ctypes.byref(out)))
         return bool(out.value)
 
     @property
     def channels(self) -> List[Any]:
         """The loaded channels in the query's order (as of the callbacks delivered so far)."""
         out = ctypes.c_void_p()
-        _check(lib.parley_group_channel_collection_channels(self.handle, ctypes.byref(out)))
-        channels: List[Any] = _take_json(out) or []
+        _native.check(lib.parley_group_channel_collection_channels(self.handle, ctypes.byref(out)))
+        channels: List[Any] = _native.take_json(out) or []
         return channels
 
     @property

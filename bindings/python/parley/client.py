@@ -17,7 +17,7 @@ from .channel_collection import (
 from .events import EventCategory
 from .message_collection import NEWEST, MessageCollection, MessageListParams, make_params
 from .sync_view import NEWEST_VIEWPOINT, SyncView, SyncViewOptions, make_options
-from .errors import ParleyError, error_for
+from .errors import ParleyError, Status, error_for
 
 lib = _native.lib
 
@@ -47,16 +47,6 @@ def version() -> str:
 ResultCallback = Callable[[Optional[Any], Optional[ParleyError]], None]
 
 
-def _take_string(pointer: ctypes.c_void_p) -> str:
-    """Copies a string the library returned and frees it."""
-    if not pointer.value:
-        return ""
-    try:
-        return ctypes.string_at(pointer.value).decode("utf-8")
-    finally:
-        lib.parley_free(pointer.value)
-
-
 _catalog: Optional[list] = None
 
 
@@ -65,8 +55,8 @@ def operations() -> list:
     global _catalog
     if _catalog is None:
         out = ctypes.c_void_p()
-        _check(lib.parley_operations(ctypes.byref(out)))
-        _catalog = json.loads(_take_string(out))
+        _native.check(lib.parley_operations(ctypes.byref(out)))
+        _catalog = json.loads(_native.take_string(out))
     return list(_catalog)
 
 
@@ -76,18 +66,12 @@ _CATEGORIES = {category.value: category for category in EventCategory}
 def event_categories() -> list:
     """Every event category the library reports: [{"name", "source"}, ...]."""
     out = ctypes.c_void_p()
-    _check(lib.parley_event_categories(ctypes.byref(out)))
-    return json.loads(_take_string(out))
+    _native.check(lib.parley_event_categories(ctypes.byref(out)))
+    return json.loads(_native.take_string(out))
 
 
 def operation_names() -> frozenset:
     return frozenset(entry["name"] for entry in operations())
-
-
-def _check(status: int) -> None:
-    if status != 0:
-        message = (lib.parley_last_error_message() or b"").decode("utf-8", "replace")
-        raise error_for(status, message)
 
 
 def _encode_json(value: Union[None, str, Mapping[str, Any], JSONValue]) -> Optional[bytes]:
@@ -148,7 +132,7 @@ class Client:
             document.update(options)
             text = _encode_json(document)
         handle = ctypes.c_void_p()
-        _check(lib.parley_client_create(ctypes.byref(handle), text))
+        _native.check(lib.parley_client_create(ctypes.byref(handle), text))
         self._handle: Optional[int] = handle.value
         self._close_lock = threading.Lock()
         _open_clients.add(self)
@@ -162,7 +146,7 @@ class Client:
     @property
     def handle(self) -> int:
         if self._handle is None:
-            raise error_for(-2, "the client is closed")
+            raise error_for(Status.INVALID_HANDLE, "the client is closed")
         return self._handle
 
     @property
@@ -176,7 +160,7 @@ class Client:
             handle, self._handle = self._handle, None
         if handle is None:
             return
-        _check(lib.parley_client_destroy(handle))
+        _native.check(lib.parley_client_destroy(handle))
         for attribute in ("_log_key", "_connection_key", "_event_key"):
             key = getattr(self, attribute)
             if key:
@@ -203,25 +187,26 @@ class Client:
     def event_fd(self) -> int:
         """Manual mode: a file descriptor readable while callbacks wait (do not close it)."""
         fd = ctypes.c_int(-1)
-        _check(lib.parley_client_event_fd(self.handle, ctypes.byref(fd)))
+        _native.check(lib.parley_client_event_fd(self.handle, ctypes.byref(fd)))
         return fd.value
 
     def dispatch(self, max_callbacks: int = 0) -> int:
         """Manual mode: runs up to `max_callbacks` waiting callbacks (0: all) here; returns how many ran."""
         ran = ctypes.c_int(0)
-        _check(lib.parley_client_dispatch(self.handle, max_callbacks, ctypes.byref(ran)))
+        _native.check(lib.parley_client_dispatch(self.handle, max_callbacks, ctypes.byref(ran)))
         return ran.value
 
     def set_log_handler(self, handler: Optional[LogHandler], level: int = LOG_INFO) -> None:
         """Receives the library's log records (level, message) up to `level`; None removes it."""
         old = self._log_key
         if handler is None:
-            _check(lib.parley_client_set_log_callback(self.handle, _native.LOG_FN(), None, LOG_OFF))
+            _native.check(lib.parley_client_set_log_callback(self.handle, _native.LOG_FN(), None, LOG_OFF))
             self._log_key = 0
         else:
             key = _callbacks.register(handler, persistent=True)
             try:
-                _check(lib.parley_client_set_log_callback(self.handle, _callbacks.log_trampoline, _callbacks.as_key(key), level))
+                _native.check(lib.parley_client_set_log_callback(self.handle, _callbacks.log_trampoline, _callbacks.as_key(key),
+                                                                 level))
             except BaseException:
                 _callbacks.unregister(key)
                 raise
@@ -233,7 +218,7 @@ class Client:
         """Runs `function` on the callback context after every callback queued before it."""
         key = _callbacks.register(function)
         try:
-            _check(lib.parley_client_post(self.handle, _callbacks.callback_trampoline, _callbacks.as_key(key)))
+            _native.check(lib.parley_client_post(self.handle, _callbacks.callback_trampoline, _callbacks.as_key(key)))
         except BaseException:
             _callbacks.unregister(key)
             raise
@@ -242,17 +227,10 @@ class Client:
 
     def _start(self, function_name: str, args: tuple, callback: "ResultCallback") -> int:
         """Calls a libparley function of the shape (client, out_operation_id, *args, fn, user_data)."""
-
-        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
-            if error is not None:
-                callback(None, error_for(*error))
-            else:
-                callback(json.loads(result_json or "null"), None)
-
-        key = _callbacks.register(complete)
+        key = _callbacks.register(_callbacks.decoding(callback))
         operation = ctypes.c_uint64(0)
         try:
-            _check(getattr(lib, function_name)(
+            _native.check(getattr(lib, function_name)(
                 self.handle, ctypes.byref(operation), *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
         except BaseException:
             _callbacks.unregister(key)
@@ -296,16 +274,16 @@ class Client:
 
     def disconnect(self) -> None:
         """Ends the session (operations then raise InvalidState until connect)."""
-        _check(lib.parley_client_disconnect(self.handle))
+        _native.check(lib.parley_client_disconnect(self.handle))
 
     @property
     def current_user_id(self) -> Optional[str]:
         out = ctypes.c_void_p()
         status = lib.parley_client_current_user_id(self.handle, ctypes.byref(out))
-        if status == -5:
+        if status == Status.INVALID_STATE:
             return None
-        _check(status)
-        return _take_string(out)
+        _native.check(status)
+        return _native.take_string(out)
 
     # -- operations --------------------------------------------------------------
 
@@ -330,19 +308,19 @@ class Client:
 
     def cancel(self, operation_id: int) -> None:
         """Cancels an operation in flight (its completion gets Cancelled)."""
-        _check(lib.parley_client_cancel(self.handle, operation_id))
+        _native.check(lib.parley_client_cancel(self.handle, operation_id))
 
     # -- connection and events ---------------------------------------------------
 
     def _set_persistent(self, attribute: str, setter: str, trampoline: Any, null: Any, wrapped: Optional[Callable[..., None]]) -> None:
         old = getattr(self, attribute)
         if wrapped is None:
-            _check(getattr(lib, setter)(self.handle, null, None))
+            _native.check(getattr(lib, setter)(self.handle, null, None))
             setattr(self, attribute, 0)
         else:
             key = _callbacks.register(wrapped, persistent=True)
             try:
-                _check(getattr(lib, setter)(self.handle, trampoline, _callbacks.as_key(key)))
+                _native.check(getattr(lib, setter)(self.handle, trampoline, _callbacks.as_key(key)))
             except BaseException:
                 _callbacks.unregister(key)
                 raise
@@ -354,10 +332,11 @@ class Client:
         """`handler(event_name, error_or_None)` for connection changes ("connecting",
         "connected", "reconnect_started", "reconnect_succeeded", "reconnect_failed",
         "disconnected", "session_token_required"). None removes it."""
-        wrapped = None
+        wrapped: Optional[Callable[[int, Optional[tuple]], None]] = None
         if handler is not None:
-            def wrapped(event: int, details: Optional[tuple]) -> None:
+            def wrapped_connection(event: int, details: Optional[tuple]) -> None:
                 handler(CONNECTION_EVENT_NAMES.get(event, str(event)), error_for(*details) if details else None)
+            wrapped = wrapped_connection
         self._set_persistent("_connection_key", "parley_client_set_connection_handler",
                              _callbacks.connection_trampoline, _native.CONNECTION_FN(), wrapped)
 
@@ -367,11 +346,12 @@ class Client:
         is an :class:`EventCategory` (a str), or the plain name of a category this binding
         does not know. A message this
         client sent is reported once, as "message_sent", never also as "message_received"."""
-        wrapped = None
+        wrapped: Optional[Callable[[str, str, str], None]] = None
         if handler is not None:
-            def wrapped(category: str, channel_url: str, payload: str) -> None:
+            def wrapped_event(category: str, channel_url: str, payload: str) -> None:
                 known = _CATEGORIES.get(category)
                 handler(known if known is not None else category, channel_url, json.loads(payload))
+            wrapped = wrapped_event
         self._set_persistent("_event_key", "parley_client_set_event_handler",
                              _callbacks.event_trampoline, _native.EVENT_FN(), wrapped)
 
@@ -379,17 +359,17 @@ class Client:
         """Reconnects the event stream now: skips the backoff wait, or, when open, replaces the
         connection with a new one that resumes where it stopped (reconnect_started, then
         reconnect_succeeded after the catch-up)."""
-        _check(lib.parley_client_reconnect(self.handle))
+        _native.check(lib.parley_client_reconnect(self.handle))
 
     def set_session_token(self, token: str) -> None:
         """Replaces the session token (answer to "session_token_required")."""
-        _check(lib.parley_client_set_session_token(self.handle, token.encode("utf-8")))
+        _native.check(lib.parley_client_set_session_token(self.handle, token.encode("utf-8")))
 
     @property
     def connection_state(self) -> str:
         """"closed", "connecting", "open" or "reconnecting"."""
         state = ctypes.c_int(0)
-        _check(lib.parley_client_connection_state(self.handle, ctypes.byref(state)))
+        _native.check(lib.parley_client_connection_state(self.handle, ctypes.byref(state)))
         return STATE_NAMES[state.value]
 
     # -- sending -----------------------------------------------------------------
@@ -399,16 +379,11 @@ class Client:
         trampoline finds through the same key) and runs `call(key)`, which returns a status."""
         future, done = self._future_and_callback()
 
-        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
-            if error is not None:
-                done(None, error_for(*error))
-            else:
-                done(json.loads(result_json or "null"), None)
-
+        complete = _callbacks.decoding(done)
         setattr(complete, "progress", progress)
         key = _callbacks.register(complete)
         try:
-            _check(call(key))
+            _native.check(call(key))
         except BaseException:
             _callbacks.unregister(key)
             raise
@@ -428,7 +403,7 @@ class Client:
         future = self._start_send(progress, lambda key: getattr(lib, function_name)(
             *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
         setattr(future, "operation_id", operation.value)
-        return json.loads(_take_string(pending)), future
+        return json.loads(_native.take_string(pending)), future
 
     def send_user_message(self, channel_url: str, message: Optional[str] = None, **params: Any) -> "tuple[Any, concurrent.futures.Future[Any]]":
         """Sends a user message. Returns (pending_message, future): the pending message is
@@ -454,37 +429,38 @@ class Client:
 
     def cancel_message(self, req_id: str) -> None:
         """Cancels a pending message not yet sent, an upload in progress, or a failed message."""
-        _check(lib.parley_client_cancel_message(self.handle, req_id.encode("utf-8")))
+        _native.check(lib.parley_client_cancel_message(self.handle, req_id.encode("utf-8")))
 
     def remove_failed_messages(self, channel_url: str) -> list:
         """Removes the channel's failed messages; returns their req_ids."""
         out = ctypes.c_void_p()
-        _check(lib.parley_client_remove_failed_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8")))
-        return json.loads(_take_string(out) or "[]")
+        _native.check(lib.parley_client_remove_failed_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8")))
+        return json.loads(_native.take_string(out) or "[]")
 
     # -- the cache -----------------------------------------------------------------
 
     def cached_channels(self, order: str = "latest_last_message", limit: int = 100) -> list:
         """Cached channels (works offline)."""
         out = ctypes.c_void_p()
-        _check(lib.parley_client_cached_channels(self.handle, ctypes.byref(out), order.encode("utf-8"), limit))
-        return json.loads(_take_string(out))
+        _native.check(lib.parley_client_cached_channels(self.handle, ctypes.byref(out), order.encode("utf-8"), limit))
+        return json.loads(_native.take_string(out))
 
     def cached_channel(self, channel_url: str) -> Optional[Any]:
         """The cached channel, or None."""
         out = ctypes.c_void_p()
         status = lib.parley_client_cached_channel(self.handle, ctypes.byref(out), channel_url.encode("utf-8"))
-        if status == -12:
+        if status == Status.NOT_FOUND:
             return None
-        _check(status)
-        return json.loads(_take_string(out))
+        _native.check(status)
+        return json.loads(_native.take_string(out))
 
     def cached_messages(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> list:
         """Cached messages of the channel, oldest first (pending/failed ones last when before_ts is -1),
         holes included: :meth:`cached_message_page` says whether a page is known to be continuous."""
         out = ctypes.c_void_p()
-        _check(lib.parley_client_cached_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts, limit))
-        return json.loads(_take_string(out))
+        _native.check(lib.parley_client_cached_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts,
+                                                        limit))
+        return json.loads(_native.take_string(out))
 
     def cached_message_page(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> dict:
         """:meth:`cached_messages` marked: ``{"messages": [...], "continuous": bool}``.
@@ -495,9 +471,9 @@ class Client:
         while the stream extends them. False: the page may span a hole (e.g. after a
         ``resync`` event); load that range from the server."""
         out = ctypes.c_void_p()
-        _check(lib.parley_client_cached_message_page(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts,
-                                                     limit))
-        return json.loads(_take_string(out))
+        _native.check(lib.parley_client_cached_message_page(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts,
+                                                            limit))
+        return json.loads(_native.take_string(out))
 
     # -- collections ---------------------------------------------------------------
 
@@ -542,4 +518,4 @@ class Client:
         """Removes everything cached for the current user (pending and failed messages too).
         Open collections and sync views report what they showed as deleted, then reload
         from the server (after the next catch-up when offline)."""
-        _check(lib.parley_client_clear_cached_data(self.handle))
+        _native.check(lib.parley_client_clear_cached_data(self.handle))

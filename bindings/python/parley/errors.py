@@ -1,16 +1,42 @@
 """Exceptions mirroring the library's PARLEY_E_* status codes."""
 from __future__ import annotations
 
+import enum
 from typing import Dict, Type
 
-OK = 0
+
+class Status(enum.IntEnum):
+    """The status codes of the C interface (include/parley/common.h): PARLEY_OK and PARLEY_E_*."""
+
+    OK = 0
+    INVALID_ARGUMENT = -1
+    INVALID_HANDLE = -2
+    INVALID_JSON = -3
+    NO_MEMORY = -4
+    INVALID_STATE = -5
+    NETWORK = -6
+    TIMEOUT = -7
+    CANCELLED = -8
+    SERVER = -9
+    UNAUTHORIZED = -10
+    FORBIDDEN = -11
+    NOT_FOUND = -12
+    CACHE = -13
+    PROTOCOL = -14
+    TLS = -15
+    IO = -16
+    LIMIT_EXCEEDED = -17
+    INTERNAL = -99
+
+
+OK = Status.OK.value
 
 
 class ParleyError(Exception):
     """A failure reported by libparley: `code` (negative PARLEY_E_*), `name`, `message`,
     and for server answers `http_status` and `server_code`."""
 
-    code: int = -99
+    code: int = Status.INTERNAL.value
     name: str = "internal"
 
     def __init__(self, message: str, code: int | None = None, http_status: int = 0, server_code: int = 0) -> None:
@@ -28,126 +54,126 @@ class ParleyError(Exception):
 class InvalidArgument(ParleyError):
     """A parameter is missing, out of range or malformed."""
 
-    code = -1
+    code = Status.INVALID_ARGUMENT.value
     name = "InvalidArgument"
 
 
 class InvalidHandle(ParleyError):
     """The handle is closed, disposed or of another kind."""
 
-    code = -2
+    code = Status.INVALID_HANDLE.value
     name = "InvalidHandle"
 
 
 class InvalidJSON(InvalidArgument):
     """A JSON argument does not parse."""
 
-    code = -3
+    code = Status.INVALID_JSON.value
     name = "InvalidJSON"
 
 
 class NoMemory(ParleyError):
     """The library ran out of memory."""
 
-    code = -4
+    code = Status.NO_MEMORY.value
     name = "NoMemory"
 
 
 class InvalidState(ParleyError):
     """The call does not fit the current state (closed, not connected, busy)."""
 
-    code = -5
+    code = Status.INVALID_STATE.value
     name = "InvalidState"
 
 
 class NetworkError(ParleyError):
     """The server could not be reached."""
 
-    code = -6
+    code = Status.NETWORK.value
     name = "NetworkError"
 
 
 class Timeout(NetworkError):
     """The server did not answer in time."""
 
-    code = -7
+    code = Status.TIMEOUT.value
     name = "Timeout"
 
 
 class Cancelled(ParleyError):
     """Cancelled, or the client or collection was closed."""
 
-    code = -8
+    code = Status.CANCELLED.value
     name = "Cancelled"
 
 
 class ServerError(ParleyError):
     """The server answered with an error (see http_status, server_code)."""
 
-    code = -9
+    code = Status.SERVER.value
     name = "ServerError"
 
 
 class Unauthorized(ServerError):
     """HTTP 401: missing, wrong or expired credentials."""
 
-    code = -10
+    code = Status.UNAUTHORIZED.value
     name = "Unauthorized"
 
 
 class Forbidden(ServerError):
     """HTTP 403: not allowed for this user."""
 
-    code = -11
+    code = Status.FORBIDDEN.value
     name = "Forbidden"
 
 
 class NotFound(ServerError):
     """HTTP 404."""
 
-    code = -12
+    code = Status.NOT_FOUND.value
     name = "NotFound"
 
 
 class CacheError(ParleyError):
     """The local cache (SQLite) failed."""
 
-    code = -13
+    code = Status.CACHE.value
     name = "CacheError"
 
 
 class ProtocolError(ParleyError):
     """The server's answer broke the protocol."""
 
-    code = -14
+    code = Status.PROTOCOL.value
     name = "ProtocolError"
 
 
 class TLSError(NetworkError):
     """TLS handshake or certificate verification failed."""
 
-    code = -15
+    code = Status.TLS.value
     name = "TLSError"
 
 
 class IOFailure(ParleyError):
     """A local file could not be read or written."""
 
-    code = -16
+    code = Status.IO.value
     name = "IOFailure"
 
 
 class LimitExceeded(ParleyError):
     """A size, depth or count limit was exceeded."""
 
-    code = -17
+    code = Status.LIMIT_EXCEEDED.value
     name = "LimitExceeded"
 
 
 class InternalError(ParleyError):
     """A bug in the library: please report it."""
 
-    code = -99
+    code = Status.INTERNAL.value
     name = "InternalError"
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _callbacks, _native
-from .channel_collection import (
-    COLLECTION_ERROR_FN, CollectionEventSource, NativeCollection, _check, _take_json, dataclass_document, options_document,
-)
+from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
+from ._native import MESSAGE_EVENT_FN
+from .channel_collection import CollectionEventSource, event_source
 from .errors import ParleyError, error_for
 
 lib = _native.lib
@@ -111,64 +111,17 @@ HugeGapHandler = Callable[[], None]
 ErrorHandler = Callable[[ParleyError], None]
 
 
-class _CEvent(ctypes.Structure):
-    _fields_ = [
-        ("kind", ctypes.c_int), ("source", ctypes.c_int), ("source_name", ctypes.c_char_p), ("detail", ctypes.c_char_p),
-        ("sending_status", ctypes.c_int), ("channel_url", ctypes.c_char_p), ("channel_json", ctypes.c_char_p),
-        ("messages_json", ctypes.c_char_p),
-    ]
-
-
-MESSAGE_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_CEvent))
-HANDLER_VERSION = 1
-
-
-class _CHandler(ctypes.Structure):
-    _fields_ = [
-        ("version", ctypes.c_int), ("event", MESSAGE_EVENT_FN), ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
-    ]
-
-
-def _declare(name: str, restype: Any, *argtypes: Any) -> None:
-    function = getattr(lib, name)
-    function.restype = restype
-    function.argtypes = list(argtypes)
-
-
-_declare("parley_message_collection_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p,
-         ctypes.c_int64, ctypes.c_char_p, ctypes.POINTER(_CHandler))
-_declare("parley_message_collection_start", ctypes.c_int, ctypes.c_void_p, _native.RESULT_FN, _native.RESULT_FN, ctypes.c_void_p)
-_declare("parley_message_collection_load_previous", ctypes.c_int, ctypes.c_void_p, _native.RESULT_FN, ctypes.c_void_p)
-_declare("parley_message_collection_load_next", ctypes.c_int, ctypes.c_void_p, _native.RESULT_FN, ctypes.c_void_p)
-_declare("parley_message_collection_has_previous", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
-_declare("parley_message_collection_has_next", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
-_declare("parley_message_collection_messages", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
-_declare("parley_message_collection_dispose", ctypes.c_int, ctypes.c_void_p)
-
-
 @MESSAGE_EVENT_FN
 def _event_trampoline(user_data: Optional[int], event: Any) -> None:
     target = _callbacks._peek(user_data)
     if target is None:
         return
     e = event.contents
-    name = (e.source_name or b"").decode("utf-8")
-    try:
-        source = CollectionEventSource(name)
-    except ValueError:
-        source = CollectionEventSource.UNKNOWN_EVENT
-    context = MessageContext(source, (e.detail or b"").decode("utf-8"), SendingStatus(e.sending_status))
+    context = MessageContext(event_source(e.source_name), (e.detail or b"").decode("utf-8"), SendingStatus(e.sending_status))
     change = MessageChange(
         MessageChangeKind(e.kind), context, json.loads((e.channel_json or b"null").decode("utf-8")),
         json.loads((e.messages_json or b"[]").decode("utf-8")))
     _callbacks._run(target, change)
-
-
-@COLLECTION_ERROR_FN
-def _error_trampoline(user_data: Optional[int], error: Any) -> None:
-    target = _callbacks._peek(user_data)
-    e = error.contents
-    _callbacks._run(target, error_for(e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code))
 
 
 def make_params(params: Union[None, MessageListParams, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
@@ -210,7 +163,8 @@ class MessageCollection(NativeCollection[MessageChange]):
         self.on_error = on_error
         self._key = _callbacks.register(self._receive, persistent=True)
         # One user_data serves both callbacks: `_receive` tells errors from changes.
-        handler = _CHandler(HANDLER_VERSION, _event_trampoline, _error_trampoline, _callbacks.as_key(self._key))
+        handler = _native.CMessageCollectionHandler(_native.MESSAGE_COLLECTION_HANDLER_VERSION, _event_trampoline,
+                                                    error_trampoline, _callbacks.as_key(self._key))
         self._open(lambda out, *arguments: lib.parley_message_collection_create(out, *arguments, ctypes.byref(handler)),
                    client.handle, channel_url.encode("utf-8"), starting_point, document=params)
 
@@ -254,7 +208,7 @@ class MessageCollection(NativeCollection[MessageChange]):
 
         api_future.add_done_callback(finish_later)
         try:
-            _check(lib.parley_message_collection_start(self.handle, _START_FN, _START_FN, _callbacks.as_key(key)))
+            _native.check(lib.parley_message_collection_start(self.handle, _START_FN, _START_FN, _callbacks.as_key(key)))
         except BaseException:
             _callbacks.unregister(key)
             raise
@@ -264,7 +218,7 @@ class MessageCollection(NativeCollection[MessageChange]):
         future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
         key = _callbacks.register(_future_callback(future))
         try:
-            _check(function(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
+            _native.check(function(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
         except BaseException:
             _callbacks.unregister(key)
             raise
@@ -281,13 +235,13 @@ class MessageCollection(NativeCollection[MessageChange]):
     @property
     def has_previous(self) -> bool:
         out = ctypes.c_int(0)
-        _check(lib.parley_message_collection_has_previous(self.handle, ctypes.byref(out)))
+        _native.check(lib.parley_message_collection_has_previous(self.handle, ctypes.byref(out)))
         return bool(out.value)
 
     @property
     def has_next(self) -> bool:
         out = ctypes.c_int(0)
-        _check(lib.parley_message_collection_has_next(self.handle, ctypes.byref(out)))
+        _native.check(lib.parley_message_collection_has_next(self.handle, ctypes.byref(out)))
         return bool(out.value)
 
     @property
@@ -295,8 +249,8 @@ class MessageCollection(NativeCollection[MessageChange]):
         """The shown messages: the server's in order, then pending and failed ones (as of the
         callbacks delivered so far)."""
         out = ctypes.c_void_p()
-        _check(lib.parley_message_collection_messages(self.handle, ctypes.byref(out)))
-        messages: List[Any] = _take_json(out) or []
+        _native.check(lib.parley_message_collection_messages(self.handle, ctypes.byref(out)))
+        messages: List[Any] = _native.take_json(out) or []
         return messages
 
     @property
@@ -341,10 +295,5 @@ class MessageCollection(NativeCollection[MessageChange]):
 
 @_native.RESULT_FN
 def _START_FN(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
-    callable_ = _callbacks._peek(user_data)
-    if error:
-        details = error.contents
-        message = details.message.decode("utf-8", "replace") if details.message else ""
-        _callbacks._run(callable_, None, (details.code, message, details.http_status, details.server_code))
-    else:
-        _callbacks._run(callable_, (result_json or b"null").decode("utf-8"), None)
+    # Like _callbacks.result_trampoline, but the callable stays registered for the second call.
+    _callbacks.deliver_result(_callbacks._peek(user_data), error, result_json)

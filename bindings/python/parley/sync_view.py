@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from . import _callbacks, _native
-from .channel_collection import COLLECTION_ERROR_FN, NativeCollection, _check, _take_json, dataclass_document, options_document
-from .errors import ParleyError, error_for
+from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
+from ._native import ACTION_FN, FETCH_FN
+from .errors import ParleyError
 from .message_collection import MessageTypeFilter, ReplyType
 
 lib = _native.lib
@@ -90,33 +91,6 @@ class FetchResult:
 ActionHandler = Callable[[SyncAction], None]
 ErrorHandler = Callable[[ParleyError], None]
 
-ACTION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p)
-FETCH_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_native.CError), ctypes.c_int, ctypes.c_int)
-HANDLER_VERSION = 1
-
-
-class _CHandler(ctypes.Structure):
-    _fields_ = [
-        ("version", ctypes.c_int), ("action", ACTION_FN), ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
-    ]
-
-
-def _declare(name: str, restype: Any, *argtypes: Any) -> None:
-    function = getattr(lib, name)
-    function.restype = restype
-    function.argtypes = list(argtypes)
-
-
-_declare("parley_sync_view_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p,
-         ctypes.c_int64, ctypes.c_char_p, ctypes.POINTER(_CHandler))
-_declare("parley_sync_view_fetch", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, FETCH_FN, ctypes.c_void_p)
-_declare("parley_sync_view_fetch_all_next", ctypes.c_int, ctypes.c_void_p, FETCH_FN, ctypes.c_void_p)
-_declare("parley_sync_view_reset_viewpoint", ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
-_declare("parley_sync_view_viewpoint", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64))
-_declare("parley_sync_view_messages", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
-_declare("parley_sync_view_dispose", ctypes.c_int, ctypes.c_void_p)
-
-
 @ACTION_FN
 def _action_trampoline(user_data: Optional[int], action: int, list_: int, messages_json: Optional[bytes]) -> None:
     target = _callbacks._peek(user_data)
@@ -125,21 +99,13 @@ def _action_trampoline(user_data: Optional[int], action: int, list_: int, messag
     _callbacks._run(target, SyncAction(SyncActionKind(action), SyncList(list_), json.loads((messages_json or b"[]").decode("utf-8"))))
 
 
-@COLLECTION_ERROR_FN
-def _error_trampoline(user_data: Optional[int], error: Any) -> None:
-    target = _callbacks._peek(user_data)
-    e = error.contents
-    _callbacks._run(target, error_for(e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code))
-
-
 @FETCH_FN
 def _fetch_trampoline(user_data: Optional[int], error: Any, has_more: int, offline: int) -> None:
     future = _callbacks._take(user_data)
     if future is None:
         return
     if error:
-        e = error.contents
-        _callbacks._run(future, None, error_for(e.code, (e.message or b"").decode("utf-8", "replace"), e.http_status, e.server_code))
+        _callbacks._run(future, None, _native.error_from(error))
     else:
         _callbacks._run(future, FetchResult(bool(has_more), bool(offline)), None)
 
@@ -165,7 +131,8 @@ class SyncView(NativeCollection[SyncAction]):
         self.on_action = on_action
         self.on_error = on_error
         self._key = _callbacks.register(self._receive, persistent=True)
-        handler = _CHandler(HANDLER_VERSION, _action_trampoline, _error_trampoline, _callbacks.as_key(self._key))
+        handler = _native.CSyncViewHandler(_native.SYNC_VIEW_HANDLER_VERSION, _action_trampoline, error_trampoline,
+                                           _callbacks.as_key(self._key))
         self._open(lambda out, *arguments: lib.parley_sync_view_create(out, *arguments, ctypes.byref(handler)),
                    client.handle, channel_url.encode("utf-8"), viewpoint, document=options)
 
@@ -189,7 +156,7 @@ class SyncView(NativeCollection[SyncAction]):
 
         key = _callbacks.register(complete)
         try:
-            _check(call(_fetch_trampoline, _callbacks.as_key(key)))
+            _native.check(call(_fetch_trampoline, _callbacks.as_key(key)))
         except BaseException:
             _callbacks.unregister(key)
             raise
@@ -208,19 +175,19 @@ class SyncView(NativeCollection[SyncAction]):
 
     def reset_viewpoint(self, viewpoint: int) -> None:
         """Starts over from `viewpoint` (ms, or NEWEST_VIEWPOINT): a CLEAR on each list first."""
-        _check(lib.parley_sync_view_reset_viewpoint(self.handle, viewpoint))
+        _native.check(lib.parley_sync_view_reset_viewpoint(self.handle, viewpoint))
 
     @property
     def viewpoint(self) -> int:
         out = ctypes.c_int64(0)
-        _check(lib.parley_sync_view_viewpoint(self.handle, ctypes.byref(out)))
+        _native.check(lib.parley_sync_view_viewpoint(self.handle, ctypes.byref(out)))
         return out.value
 
     def messages(self, which: SyncList) -> List[Any]:
         """One list as the actions delivered so far left it."""
         out = ctypes.c_void_p()
-        _check(lib.parley_sync_view_messages(self.handle, int(which), ctypes.byref(out)))
-        messages: List[Any] = _take_json(out) or []
+        _native.check(lib.parley_sync_view_messages(self.handle, int(which), ctypes.byref(out)))
+        messages: List[Any] = _native.take_json(out) or []
         return messages
 
     @property
