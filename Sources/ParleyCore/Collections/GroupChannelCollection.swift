@@ -70,7 +70,8 @@ public struct GroupChannelCollectionHandler: Sendable {
 
 public final class GroupChannelCollection: Sendable {
     public let query: GroupChannelListQuery
-    private let engine: Engine
+    /// What the view reaches below itself: the engine (Sync/MessageViewContext.swift).
+    private let context: any ChannelViewContext
     private let dispatcher: CallbackDispatcher
     private let handler: GroupChannelCollectionHandler
     private let guardState = DisposeGuard()
@@ -79,19 +80,25 @@ public final class GroupChannelCollection: Sendable {
     /// Engine-queue state.
     private let view: ViewState
 
-    init(client: ParleyClient, query: GroupChannelListQuery, handler: GroupChannelCollectionHandler) throws(ParleyError) {
+    convenience init(client: ParleyClient, query: GroupChannelListQuery, handler: GroupChannelCollectionHandler) throws(ParleyError) {
+        try self.init(context: client.engine, dispatcher: client.dispatcher, query: query, handler: handler)
+    }
+
+    /// A view over `context` (the engine, or a test's stand-in).
+    init(
+        context: any ChannelViewContext, dispatcher: CallbackDispatcher, query: GroupChannelListQuery, handler: GroupChannelCollectionHandler
+    ) throws(ParleyError) {
         try query.validate()
         self.query = query
-        self.engine = client.engine
-        self.dispatcher = client.dispatcher
+        self.context = context
+        self.dispatcher = dispatcher
         self.handler = handler
-        let engine = client.engine
-        let userID: String? = engine.runNow { engine.cacheUserID }
+        let userID: String? = context.runNow { context.cacheUserID }
         guard let userID else { throw .invalidState("group channel collection: connect first (the cache is per user)") }
         view = ViewState(userID: userID)
         let weakSelf = WeakCollection()
-        engine.runNow {
-            view.observerID = engine.subscribe { batch in weakSelf.collection?.observe(batch) }
+        context.runNow {
+            view.observerID = context.subscribe { batch in weakSelf.collection?.observe(batch) }
         }
         weakSelf.collection = self
     }
@@ -124,7 +131,7 @@ public final class GroupChannelCollection: Sendable {
             dispatcher.enqueue { completion(.failure(.invalidState("the collection is disposed"))) }
             return
         }
-        engine.queue.async { self.startLoad(completion) }
+        context.queue.async { self.startLoad(completion) }
     }
 
     // MARK: Disposing
@@ -134,10 +141,10 @@ public final class GroupChannelCollection: Sendable {
     /// Idempotent; safe inside a callback and while a page loads.
     public func dispose() {
         guard guardState.markDisposed() else { return }
-        let engine = self.engine
+        let context = self.context
         let view = self.view
-        let pending: (@Sendable (Result<[JSONText], ParleyError>) -> Void)? = engine.runNow {
-            if let id = view.observerID { engine.unsubscribe(id) }
+        let pending: (@Sendable (Result<[JSONText], ParleyError>) -> Void)? = context.runNow {
+            if let id = view.observerID { context.unsubscribe(id) }
             view.observerID = nil
             defer {
                 view.loadCompletion = nil
@@ -356,19 +363,19 @@ public final class GroupChannelCollection: Sendable {
             let typers = (event.data["typing_users"] ?? .array([])).canonicalText
             diff.updated.append(JSONText(CanonicalObjectText.inserting(name: "typing_users", value: typers, into: view.entries[index].text.text)))
         }
-        let context: CollectionEventContext
+        let eventContext: CollectionEventContext
         switch batch.cause {
         case .realtime(let event):
             // Another user's membership change is, to a list of channels, a change of counts.
             let source: CollectionEventSource = event.changedMemberCount ? .channelMemberCountChanged : CollectionEventSource(batch.cause)
-            context = CollectionEventContext(source: source, detail: event.name)
-        case .operation(let name): context = CollectionEventContext(source: .localOperation, detail: name)
-        default: context = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: "")
+            eventContext = CollectionEventContext(source: source, detail: event.name)
+        case .operation(let name): eventContext = CollectionEventContext(source: .localOperation, detail: name)
+        default: eventContext = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: "")
         }
-        report(diff, context)
+        report(diff, eventContext)
         if view.reloadOwed && !view.catchingUp && view.loadCompletion == nil {
             // Not from inside the feed's delivery: the reload's own write is delivered in turn.
-            engine.queue.async { self.reloadAfterClear() }
+            context.queue.async { self.reloadAfterClear() }
         }
     }
 
@@ -378,7 +385,7 @@ public final class GroupChannelCollection: Sendable {
     private func reloadAfterClear() {
         guard view.reloadOwed, !guardState.isDisposed, view.loadCompletion == nil, !view.catchingUp else { return }
         // Without the stream the page would likely fail: the catch-up's end tries again.
-        guard engine.isConnected, engine.isStreamOpen else { return }
+        guard context.isConnected, context.isStreamOpen else { return }
         loadFromServer(completion: nil)
     }
 
@@ -429,17 +436,17 @@ public final class GroupChannelCollection: Sendable {
             finishLoad(completion, added: [])
             return
         }
-        guard let cache = engine.cache else {
+        guard context.hasCache else {
             dispatcher.enqueue { completion(.failure(.invalidState("the client is disconnected from its cache"))) }
             return
         }
-        let complete = (try? cache.syncToken(scope: ChatCache.channelListScope(queryIdentity: query.identity))) != nil
-        let online = engine.isConnected
-        if complete || (!view.loadedOnce && !(online && ((try? cachedPage(cache, after: nil).0.isEmpty) ?? true))) {
+        let complete = context.holdsWholeChannelList(ChatCache.channelListScope(queryIdentity: query.identity))
+        let online = context.isConnected
+        if complete || (!view.loadedOnce && !(online && ((try? cachedPage(after: nil).0.isEmpty) ?? true))) {
             // From the cache: the whole page when the cache holds the list, else the first page at once.
             let page: (channels: [(value: JSONValue, text: String)], more: Bool)
             do {
-                page = try cachedPage(cache, after: view.boundary)
+                page = try cachedPage(after: view.boundary)
             } catch {
                 dispatcher.enqueue { completion(.failure(error)) }
                 return
@@ -459,7 +466,7 @@ public final class GroupChannelCollection: Sendable {
             if firstOnly { loadFromServer(completion: nil) }
             return
         }
-        guard engine.isConnected else {
+        guard context.isConnected else {
             dispatcher.enqueue {
                 completion(.failure(ParleyError(.network, "load_more: offline, and the cache does not hold this channel list whole")))
             }
@@ -469,9 +476,7 @@ public final class GroupChannelCollection: Sendable {
     }
 
     /// Reads up to `limit` matching channels after `after` from the cache, and whether more match.
-    private func cachedPage(
-        _ cache: ChatCache, after: ChannelSortKey?
-    ) throws(ParleyError) -> ([(value: JSONValue, text: String)], Bool) {
+    private func cachedPage(after: ChannelSortKey?) throws(ParleyError) -> ([(value: JSONValue, text: String)], Bool) {
         let sort: ChannelListSort =
             switch query.order {
             case .chronological: .chronological
@@ -479,25 +484,14 @@ public final class GroupChannelCollection: Sendable {
             case .channelNameAlphabetical: .channelName
             case .metadataValueAlphabetical: .metadataValue(key: query.metadataOrderKey ?? "")
             }
-        var position: [SQLiteValue]? = after.map { $0.elements.map(\.sqliteValue) }
-        var result: [(value: JSONValue, text: String)] = []
-        let batch = max(query.limit * 2, 50)
         // Member lists are read only to filter by them, or (as text) for the channels shown.
         let readsMembers = query.filtersByMembers
-        let showsMembers = query.includeMemberList && !readsMembers
-        while true {
-            let rows = try cache.channels(sort: sort, after: position, limit: batch, withMembers: readsMembers)
-            var last: JSONValue?
-            for row in rows {
-                last = try? JSONValue.parse(row.json)
-                guard let channel = last, query.matches(channel, userID: view.userID) else { continue }
-                if result.count == query.limit { return (result, true) }
-                let text = showsMembers ? try cache.channel(url: row.channelURL)?.json ?? row.json : row.json
-                result.append((channel, text))
-            }
-            guard rows.count == batch, let last else { return (result, false) }
-            position = query.sortKey(last).elements.map(\.sqliteValue)
-        }
+        let query = self.query
+        let userID = view.userID
+        return try context.cachedChannelPage(
+            sort: sort, after: after.map { $0.elements.map(\.sqliteValue) }, limit: query.limit, readsMembers: readsMembers,
+            showsMembers: query.includeMemberList && !readsMembers, matches: { query.matches($0, userID: userID) },
+            sortPosition: { query.sortKey($0).elements.map(\.sqliteValue) })
     }
 
     /// Loads the next page from the server (the first when nothing came from it yet), stores
@@ -510,7 +504,7 @@ public final class GroupChannelCollection: Sendable {
         view.loadCompletion = completion ?? { _ in }
         view.backgroundLoad = completion == nil
         let listScope = completedListScope(fromStart: fromStart)
-        engine.loadChannelPage(
+        _ = context.loadChannelPage(
             userID: view.userID, query: query.serverQuery, limit: query.limit, token: token, completesScope: listScope
         ) { _, result in
             guard self.view.loadCompletion != nil else { return }  // disposed meanwhile

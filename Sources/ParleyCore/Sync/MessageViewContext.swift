@@ -47,6 +47,31 @@ protocol MessageViewContext: AnyObject, Sendable {
     ) -> PageLoad
 }
 
+/// Everything a channel list view (Collections/GroupChannelCollection.swift) reaches below
+/// itself; the engine is the one implementation. Every call but `runNow` is made on `queue`.
+protocol ChannelViewContext: AnyObject, Sendable {
+    var queue: DispatchQueue { get }
+    func runNow<T>(_ body: () -> T) -> T
+    var isConnected: Bool { get }
+    var hasCache: Bool { get }
+    var isStreamOpen: Bool { get }
+    var cacheUserID: String? { get }
+    func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64
+    func unsubscribe(_ id: UInt64)
+
+    func holdsWholeChannelList(_ listScope: String) -> Bool
+    func cachedChannelPage(
+        sort: ChannelListSort, after: [SQLiteValue]?, limit: Int, readsMembers: Bool, showsMembers: Bool,
+        matches: (JSONValue) -> Bool, sortPosition: (JSONValue) -> [SQLiteValue]
+    ) throws(ParleyError) -> (channels: [(value: JSONValue, text: String)], more: Bool)
+    func loadChannelPage(
+        userID: String, query: String, limit: Int, token: String?, completesScope listScope: String?,
+        _ done: @escaping @Sendable (PageLoad, Result<(page: StoredChannelPage, touched: Set<String>), ParleyError>) -> Void
+    ) -> PageLoad
+}
+
+extension Engine: ChannelViewContext {}
+
 extension Engine: MessageViewContext {
     func cachedChannelText(_ channelURL: String) -> JSONText? {
         read("reading the channel") { cache throws(ParleyError) in

@@ -471,6 +471,38 @@ extension Engine {
 
     // MARK: Channel list pages
 
+    /// The cache holds the whole list of `listScope` (a walk of the server's list reached its end).
+    func holdsWholeChannelList(_ listScope: String) -> Bool {
+        guard let cache else { return false }
+        return (try? cache.syncToken(scope: listScope)) != nil
+    }
+
+    /// Up to `limit` cached channels after `after` in `sort`'s order that `matches` keeps
+    /// (a view's filters), and whether more match. Member lists are read only when
+    /// `readsMembers` (to filter by them) or, as text, for the channels kept when `showsMembers`.
+    func cachedChannelPage(
+        sort: ChannelListSort, after: [SQLiteValue]?, limit: Int, readsMembers: Bool, showsMembers: Bool,
+        matches: (JSONValue) -> Bool, sortPosition: (JSONValue) -> [SQLiteValue]
+    ) throws(ParleyError) -> (channels: [(value: JSONValue, text: String)], more: Bool) {
+        guard let cache else { throw .invalidState("the client is disconnected from its cache") }
+        var position = after
+        var result: [(value: JSONValue, text: String)] = []
+        let batch = max(limit * 2, 50)
+        while true {
+            let rows = try cache.channels(sort: sort, after: position, limit: batch, withMembers: readsMembers)
+            var last: JSONValue?
+            for row in rows {
+                last = try? JSONValue.parse(row.json)
+                guard let channel = last, matches(channel) else { continue }
+                if result.count == limit { return (result, true) }
+                let text = showsMembers ? try cache.channel(url: row.channelURL)?.json ?? row.json : row.json
+                result.append((channel, text))
+            }
+            guard rows.count == batch, let last else { return (result, false) }
+            position = sortPosition(last)
+        }
+    }
+
     /// A page of the user's channel list (`token` nil: the first), stored except the channels
     /// the feed changed while it travelled. A last page records `listScope` (when given: the
     /// list was walked from its first page) as the whole list.
