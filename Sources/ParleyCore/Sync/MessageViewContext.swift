@@ -1,24 +1,27 @@
 import Dispatch
 
+/// What every view reaches below itself: the queue it runs on, the change feed, and the
+/// session's state as far as a view must know it. Every call but `runNow` is made on `queue`.
+protocol ViewContext: AnyObject, Sendable {
+    var queue: DispatchQueue { get }
+    /// Runs `body` on the queue and waits (inline when already there).
+    func runNow<T>(_ body: () -> T) -> T
+    var isConnected: Bool { get }
+    var hasCache: Bool { get }
+    var isStreamOpen: Bool { get }
+    var cacheUserID: String? { get }
+    func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64
+    func unsubscribe(_ id: UInt64)
+}
+
 /// Everything a message view (Collections/MessageCollection.swift) reaches below itself: the
 /// queue it runs on, the change feed, the session's state as far as a view must know it,
 /// keeping its channel from eviction, the channel's refresh, and Paging's loads. The engine
 /// is the one real implementation; the view's unit tests give a stand-in that serves scripted
 /// pages (Tests/ParleyCoreTests/MessageViewLogicTests.swift). Every call but `runNow` is made
 /// on `queue`.
-protocol MessageViewContext: AnyObject, Sendable {
-    var queue: DispatchQueue { get }
-    /// Runs `body` on the queue and waits (inline when already there).
-    func runNow<T>(_ body: () -> T) -> T
+protocol MessageViewContext: ViewContext {
     func log(_ level: LogLevel, _ message: String)
-
-    var isConnected: Bool { get }
-    var hasCache: Bool { get }
-    var isStreamOpen: Bool { get }
-    var cacheUserID: String? { get }
-
-    func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64
-    func unsubscribe(_ id: UInt64)
     func retainChannel(_ channelURL: String)
     func releaseChannel(_ channelURL: String)
     /// The channel as cached (its stored text), nil when not cached.
@@ -49,16 +52,7 @@ protocol MessageViewContext: AnyObject, Sendable {
 
 /// Everything a channel list view (Collections/GroupChannelCollection.swift) reaches below
 /// itself; the engine is the one implementation. Every call but `runNow` is made on `queue`.
-protocol ChannelViewContext: AnyObject, Sendable {
-    var queue: DispatchQueue { get }
-    func runNow<T>(_ body: () -> T) -> T
-    var isConnected: Bool { get }
-    var hasCache: Bool { get }
-    var isStreamOpen: Bool { get }
-    var cacheUserID: String? { get }
-    func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64
-    func unsubscribe(_ id: UInt64)
-
+protocol ChannelViewContext: ViewContext {
     func holdsWholeChannelList(_ listScope: String) -> Bool
     func cachedChannelPage(
         sort: ChannelListSort, after: [SQLiteValue]?, limit: Int, readsMembers: Bool, showsMembers: Bool,
