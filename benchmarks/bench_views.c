@@ -7,7 +7,9 @@
  * copies written with raw sqlite3 below them. Measured:
  *   - a cached page of 100 through parley_message_collection_load_previous (inside the
  *     fetched range, so from the cache), start to completion, against the raw sqlite3 read
- *     of the same 100 rows (P1);
+ *     of the same 100 rows (P1), and the same call on a view with nothing before it: what
+ *     the view's order costs without reading anything (the caller's thread to the engine
+ *     queue, the engine queue to the callback thread);
  *   - opening a collection at the newest end: parley_message_collection_create + start to
  *     its cache result, the first page (P5);
  *   - the resident memory of the process with 10 collections open on that cache, beside the
@@ -69,7 +71,7 @@ static long rss_kb(void) {
 }
 
 typedef struct {
-    double page_us[64], raw_us[64], first_page_us;
+    double page_us[64], raw_us[64], hop_us[64], first_page_us;
     int pages;
     long rss_kb;
 } view_figures;
@@ -105,6 +107,26 @@ static int measure(const char *url, const char *cache_dir, const char *user, con
         if (page.code != 0) break;
         out->page_us[out->pages++] = page.at - start;
     }
+    /* The same call where nothing precedes the view (started at the oldest end): no read,
+     * only the two thread hops that keep a page in order with the view's events. */
+    parley_message_collection *oldest = NULL;
+    page_init(&first);
+    if (out->pages > 0) {
+        if (parley_message_collection_create(&oldest, client, channel, 0, "{\"previous_result_size\": 100}", NULL) != PARLEY_OK ||
+            parley_message_collection_start(oldest, on_page, on_ignored, &first) != PARLEY_OK) {
+            return 0;
+        }
+        wait_page(&first);
+    }
+    for (int i = 0; i < out->pages; i++) {
+        page_slot page;
+        page_init(&page);
+        double start = now_us();
+        if (parley_message_collection_load_previous(oldest, on_page, &page) != PARLEY_OK) return 0;
+        wait_page(&page);
+        out->hop_us[i] = page.at - start;
+    }
+    if (oldest != NULL) parley_message_collection_dispose(oldest);
     for (int i = 1; i < 10; i++) {
         if (parley_message_collection_create(&views[i], client, channel, PARLEY_STARTING_POINT_NEWEST, NULL, NULL) != PARLEY_OK) return 0;
         page_init(&first);
@@ -253,6 +275,9 @@ int main(int argc, char **argv) {
     printf("  cached page of 100 (load_previous)   median %8.1f us   p99 %8.1f us   (%d pages)\n", page_median,
            quantile(big_figures.page_us, big_figures.pages, 0.99), big_figures.pages);
     printf("  raw sqlite3 read of 100 rows (floor) median %8.1f us\n", raw_median);
+    double hop_median = median(big_figures.hop_us, big_figures.pages);
+    printf("  load_previous with nothing to read   median %8.1f us   (the two thread hops alone; raw read + hops: %.2fx raw)\n",
+           hop_median, (raw_median + hop_median) / raw_median);
     printf("  create + start to the first page     %8.2f ms (cache of %d)   %8.2f ms (cache of %d)\n",
            big_figures.first_page_us / 1e3, cached, small_figures.first_page_us / 1e3, small);
     printf("  process start to the first page      %8.2f ms (new process: load, create, connect, open; median of 5)\n",
@@ -263,6 +288,8 @@ int main(int argc, char **argv) {
     snprintf(figure, sizeof figure, "%.0f us (%.2fx)", page_median, page_median / raw_median);
     snprintf(comparison, sizeof comparison, "raw sqlite3 read of the rows %.0f us", raw_median);
     summary_row("P1 cached page of 100, load_previous (C)", figure, comparison, "<= 1.5x");
+    snprintf(figure, sizeof figure, "%.0f us (%.2fx)", hop_median, (raw_median + hop_median) / raw_median);
+    summary_row("P1 floor: the view's two hops, nothing read", figure, "(raw read + hops) / raw read", "-");
     snprintf(measure_text, sizeof measure_text, "P5 open a collection on %d cached: first page", cached);
     snprintf(figure, sizeof figure, "%.2f ms", big_figures.first_page_us / 1e3);
     snprintf(comparison, sizeof comparison, "cache of %d: %.2f ms", small, small_figures.first_page_us / 1e3);

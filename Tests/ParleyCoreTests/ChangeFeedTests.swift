@@ -77,6 +77,25 @@ private func changeName(_ change: CacheChange) -> String {
         #expect(third == [1])
         #expect(feed.observerCount == 2)
     }
+
+    /// An observer of one channel gets the batches that change it, every channel, or nothing
+    /// (a cause alone), and not those about other channels only.
+    @Test func channelObserversGetOnlyTheBatchesThatConcernTheirChannel() {
+        let feed = ChangeFeed()
+        var seen: [UInt64] = []
+        var all: [UInt64] = []
+        feed.subscribe(channelURL: "a") { seen.append($0.sequence) }
+        feed.subscribe { all.append($0.sequence) }
+        feed.publish(cause: .apiLoad, changes: [.messageRemoved(channelURL: "b", messageID: 1)])  // 1: not a's
+        feed.publish(cause: .apiLoad, changes: [.messageRemoved(channelURL: "b", messageID: 2), .channelMessagesEvicted(channelURL: "a")])  // 2
+        feed.publish(cause: .catchUpStarted, changes: [])  // 3: a cause alone
+        feed.publish(cause: .connectionLost, changes: [.newestEndUnknown(channelURL: nil)])  // 4: every channel
+        feed.publish(cause: .connectionLost, changes: [.newestEndUnknown(channelURL: "c")])  // 5: not a's
+        feed.publish(cause: .clear, changes: [.cleared])  // 6
+        feed.publish(cause: .apiLoad, changes: [.channelRemoved(url: "a", reason: .left)])  // 7
+        #expect(seen == [2, 3, 4, 6, 7])
+        #expect(all == [1, 2, 3, 4, 5, 6, 7])
+    }
 }
 
 @Suite struct CacheWriterTests {
@@ -227,8 +246,8 @@ private func changeName(_ change: CacheChange) -> String {
         #expect(engineWaitUntil { seen.value.filter { $0.change == "channel_upserted:feed-room:new" }.count == 1 })
 
         // A range reaching the newest end, then a message from bob extends it.
-        client.engine.queue.sync {
-            client.engine.write(.apiLoad, "test range") { transaction throws(ParleyError) in
+        client.syncEngine.queue.sync {
+            client.syncEngine.write(.apiLoad, "test range") { transaction throws(ParleyError) in
                 try transaction.addContinuousRange(channelURL: "feed-room", scope: "", from: .oldest, to: MessageKey(createdAt: 1, messageID: 1),
                                                    reachesOldest: true, reachesNewest: true)
             }

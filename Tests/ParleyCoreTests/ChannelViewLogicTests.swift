@@ -26,6 +26,9 @@ final class ChannelPagingStandIn: ChannelViewContext, @unchecked Sendable {
     var isStreamOpen: Bool { connected }
     var cacheUserID: String? { "alice" }
     func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64 { feed.subscribe(observer) }
+    func subscribe(channelURL: String, _ observer: @escaping ChangeFeed.Observer) -> UInt64 {
+        feed.subscribe(channelURL: channelURL, observer)
+    }
     func unsubscribe(_ id: UInt64) { feed.unsubscribe(id) }
     func holdsWholeChannelList(_ listScope: String) -> Bool { wholeListCached }
 

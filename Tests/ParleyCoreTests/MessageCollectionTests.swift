@@ -195,7 +195,7 @@ import Testing
         let client = try ParleyClient(configuration: configuration)
         defer { client.close() }
         _ = try waitFor { done throws(ParleyError) in try client.connect(userID: "alice", sessionToken: tokens["alice"] ?? "", completion: done) }
-        let engine = client.engine
+        let engine = client.syncEngine
         func cachedCount(_ url: String) -> Int {
             engine.runNow { (try? engine.cache?.messageCount(channelURL: url)) ?? -1 }
         }

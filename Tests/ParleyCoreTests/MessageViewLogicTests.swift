@@ -33,6 +33,9 @@ final class PagingStandIn: MessageViewContext, @unchecked Sendable {
     var isStreamOpen: Bool { streamOpen }
     var cacheUserID: String? { "alice" }
     func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64 { feed.subscribe(observer) }
+    func subscribe(channelURL: String, _ observer: @escaping ChangeFeed.Observer) -> UInt64 {
+        feed.subscribe(channelURL: channelURL, observer)
+    }
     func unsubscribe(_ id: UInt64) { feed.unsubscribe(id) }
     func retainChannel(_ channelURL: String) { calls.append("retain") }
     func releaseChannel(_ channelURL: String) { calls.append("release") }
@@ -164,7 +167,7 @@ final class PagingStandIn: MessageViewContext, @unchecked Sendable {
                 }
             }
             collection = try MessageCollection(
-                context: context, dispatcher: dispatcher, owner: WeakClient(nil), channelURL: "room",
+                context: context, dispatcher: dispatcher, outbox: WeakSender(nil), channelURL: "room",
                 startingPoint: MessageCollection.newestStartingPoint, params: params,
                 handler: MessageCollectionHandler(
                     added: record("added"), updated: record("updated"), deleted: record("deleted"),

@@ -12,7 +12,7 @@ import Testing
         let server: EngineTestServer
         let admin: ParleyClient
         let client: ParleyClient
-        var engine: Engine { client.engine }
+        var engine: Engine { client.syncEngine }
         let scope = MessageScope(channelURL: "room", filter: MessageFilter(), serverQuery: "")
 
         init(count: Int) throws {
@@ -31,7 +31,7 @@ import Testing
             _ = try waitFor { [client] done throws(ParleyError) in
                 try client.connect(userID: "alice", sessionToken: tokens["alice"] ?? "", completion: done)
             }
-            _ = engineWaitUntil { client.engine.runNow { client.engine.isStreamOpen } }
+            _ = engineWaitUntil { client.syncEngine.runNow { client.syncEngine.isStreamOpen } }
         }
 
         func send(_ count: Int, from first: Int) throws {

@@ -115,10 +115,10 @@ struct AppEventReporter: Sendable {
 
 /// An observer of the change feed, until `cancel()` (or until the client closes).
 public final class ChangeObservation: Sendable {
-    private let engine: Engine
+    private let engine: any ClientEngine
     private let id: UInt64
 
-    init(engine: Engine, id: UInt64) {
+    init(engine: any ClientEngine, id: UInt64) {
         self.engine = engine
         self.id = id
     }

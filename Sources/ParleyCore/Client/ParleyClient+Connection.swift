@@ -55,7 +55,7 @@ extension ParleyClient {
         let engine = self.engine
         let stream = engine.queue.sync { engine.endSession() }
         stream?.stop()
-        if stream != nil { engine.services.connectionEvent(.disconnected, nil) }
+        if stream != nil { engine.announce(.disconnected, nil) }
     }
 
     /// Reconnects the stream now (`EventStreamConnection.reconnectNow`). Throws

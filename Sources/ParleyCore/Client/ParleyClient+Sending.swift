@@ -21,7 +21,7 @@ public struct AcceptedSend: Sendable {
     public let reqID: String
 }
 
-extension ParleyClient {
+extension ParleyClient: MessageViewSender {
     /// Sends a user message (`MESG`). Returns at once with the pending message, already
     /// stored; the completion runs once with the server's message or the failure.
     public func sendUserMessage(

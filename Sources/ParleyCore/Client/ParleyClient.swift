@@ -15,7 +15,8 @@ public final class ParleyClient: Sendable {
     let http: HTTPClient
     let endpoint: APIEndpoint
     let operations = PendingOperations()
-    let engine: Engine
+    /// The Sync layer, through the calls the facade may make (Sync/ClientEngine.swift).
+    let engine: any ClientEngine
     private let logSink = LogSink(level: .off, handler: nil)
     /// The application's connection and event handlers (set any time, from any thread).
     let appHandlers = AppHandlers()
@@ -44,7 +45,7 @@ public final class ParleyClient: Sendable {
         let logSink = self.logSink
         let dispatcher = self.dispatcher
         let handlers = self.appHandlers
-        engine = Engine(
+        let engine = Engine(
             configuration: configuration,
             services: EngineServices(
                 http: http, endpoint: endpoint,
@@ -53,6 +54,7 @@ public final class ParleyClient: Sendable {
                     guard let handler = handlers.connection else { return }
                     dispatcher.enqueue { handler(event, error) }
                 }))
+        self.engine = engine
         let reporter = AppEventReporter(handlers: appHandlers, dispatcher: dispatcher)
         engine.queue.sync { _ = engine.subscribe(reporter.report) }
     }

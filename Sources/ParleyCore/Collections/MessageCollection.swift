@@ -108,8 +108,8 @@ public final class MessageCollection: Sendable {
     let handler: MessageCollectionHandler
     let guardState = DisposeGuard()
     let published = Locked(PublishedMessages())
-    /// The client, held weakly: a collection does not keep its client alive.
-    private let owner: WeakClient
+    /// What sends go through (the client), held weakly: a collection does not keep its client alive.
+    private let outbox: WeakSender
     /// Engine-queue state.
     let view: MessageViewState
     /// After the stream dropped the view checks and fills what it missed at its newest end by
@@ -125,13 +125,13 @@ public final class MessageCollection: Sendable {
         fillsGapsByItself: Bool = true
     ) throws(ParleyError) {
         try self.init(
-            context: client.engine, dispatcher: client.dispatcher, owner: WeakClient(client), channelURL: channelURL,
+            context: client.engine, dispatcher: client.dispatcher, outbox: WeakSender(client), channelURL: channelURL,
             startingPoint: startingPoint, params: params, handler: handler, fillsGapsByItself: fillsGapsByItself)
     }
 
-    /// A view over `context` (the engine, or a test's stand-in); `owner` is the client sends go through.
+    /// A view over `context` (the engine, or a test's stand-in); sends go through `outbox`.
     init(
-        context: any MessageViewContext, dispatcher: CallbackDispatcher, owner: WeakClient, channelURL: String, startingPoint: Int64,
+        context: any MessageViewContext, dispatcher: CallbackDispatcher, outbox: WeakSender, channelURL: String, startingPoint: Int64,
         params: MessageListParams, handler: MessageCollectionHandler, fillsGapsByItself: Bool = true
     ) throws(ParleyError) {
         try params.validate()
@@ -144,7 +144,7 @@ public final class MessageCollection: Sendable {
         self.dispatcher = dispatcher
         self.handler = handler
         self.fillsGapsByItself = fillsGapsByItself
-        self.owner = owner
+        self.outbox = outbox
         let userID: String? = context.runNow { context.cacheUserID }
         guard userID != nil else { throw .invalidState("message collection: connect first (the cache is per user)") }
         view = MessageViewState(filter: params.filter)
@@ -152,7 +152,7 @@ public final class MessageCollection: Sendable {
         let view = self.view
         context.runNow {
             view.channel = context.cachedChannelText(channelURL)
-            view.observerID = context.subscribe { batch in weakSelf.collection?.observe(batch) }
+            view.observerID = context.subscribe(channelURL: channelURL) { batch in weakSelf.collection?.observe(batch) }
             context.retainChannel(channelURL)
         }
         weakSelf.collection = self
@@ -224,23 +224,23 @@ public final class MessageCollection: Sendable {
     public func sendUserMessage(
         params: JSONValue, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void = { _ in }
     ) throws(ParleyError) -> AcceptedSend {
-        guard let client = owner.client else { throw .invalidState("the collection's client is closed") }
-        return try client.sendUserMessage(channelURL: channelURL, params: params, completion: completion)
+        guard let sender = outbox.sender else { throw .invalidState("the collection's client is closed") }
+        return try sender.sendUserMessage(channelURL: channelURL, params: params, completion: completion)
     }
 
     /// Resends a failed message of this view (same `req_id`).
     public func resendMessage(reqID: String, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void = { _ in })
         throws(ParleyError)
     {
-        guard let client = owner.client else { throw .invalidState("the collection's client is closed") }
-        _ = try client.resendMessage(reqID: reqID, completion: completion)
+        guard let sender = outbox.sender else { throw .invalidState("the collection's client is closed") }
+        _ = try sender.resendMessage(reqID: reqID, progress: nil, completion: completion)
     }
 
     /// Removes this channel's failed messages (reported as deleted, status canceled); returns their req_ids.
     @discardableResult
     public func removeFailedMessages() throws(ParleyError) -> [String] {
-        guard let client = owner.client else { throw .invalidState("the collection's client is closed") }
-        return try client.removeFailedMessages(channelURL: channelURL)
+        guard let sender = outbox.sender else { throw .invalidState("the collection's client is closed") }
+        return try sender.removeFailedMessages(channelURL: channelURL)
     }
 
     // MARK: Disposing
@@ -326,9 +326,22 @@ public final class MessageCollection: Sendable {
     }
 }
 
-final class WeakClient: Sendable {
-    weak let client: ParleyClient?
-    init(_ client: ParleyClient?) { self.client = client }
+/// What a message view sends through: the outbox's calls as the facade offers them (checked,
+/// registered as operations, completed on the callback context — Client/ParleyClient+Sending.swift).
+/// The view knows this much of the client, not the client itself.
+protocol MessageViewSender: AnyObject, Sendable {
+    func sendUserMessage(
+        channelURL: String, params: JSONValue, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+    ) throws(ParleyError) -> AcceptedSend
+    func resendMessage(
+        reqID: String, progress: HTTPUploadProgress?, completion: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+    ) throws(ParleyError) -> UInt64
+    func removeFailedMessages(channelURL: String) throws(ParleyError) -> [String]
+}
+
+final class WeakSender: Sendable {
+    weak let sender: (any MessageViewSender)?
+    init(_ sender: (any MessageViewSender)?) { self.sender = sender }
 }
 
 /// What the application reads, as the callbacks delivered so far left it.

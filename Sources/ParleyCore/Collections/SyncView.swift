@@ -564,3 +564,10 @@ extension ParleyClient {
 }
 
 extension SyncView: DisposableCollection {}
+
+/// The client of a sync view, held weakly. A sync view is built on message collections of
+/// its client (it makes a new one at each reset), so it knows the client itself.
+final class WeakClient: Sendable {
+    weak let client: ParleyClient?
+    init(_ client: ParleyClient?) { self.client = client }
+}

@@ -48,7 +48,8 @@ extension ChatCache {
                 VALUES (?1, ?2, ?3, 'pending', ?4)
                 """).run([.text(reqID), .text(channelURL), .integer(createdAt), .text(json)])
             if let outbox {
-                try enqueueOutbox(reqID: reqID, channelURL: channelURL, kind: outbox.kind, requestJSON: outbox.requestJSON)
+                try enqueueOutbox(
+                    reqID: reqID, channelURL: channelURL, kind: outbox.kind, requestJSON: outbox.requestJSON, attempts: outbox.attempts)
                 journal(.add(OutboxJournal.Record(
                     reqID: reqID, channelURL: channelURL, createdAt: createdAt, kind: outbox.kind, messageJSON: json,
                     requestJSON: outbox.requestJSON)))
@@ -173,13 +174,15 @@ extension ChatCache {
 
     /// Queues a request to send. Call it inside the transaction that stores what it sends
     /// (`insertPendingMessage(_:outbox:)` does). `reqID` must be unique in the outbox.
-    public func enqueueOutbox(reqID: String, channelURL: String, kind: String, requestJSON: String) throws(ParleyError) {
+    public func enqueueOutbox(
+        reqID: String, channelURL: String, kind: String, requestJSON: String, attempts: Int = 0
+    ) throws(ParleyError) {
         guard !reqID.isEmpty else { throw ParleyError.invalidArgument("outbox: req_id must not be empty") }
         let exists = try scalarInt("SELECT count(*) FROM outbox WHERE req_id = ?1", [.text(reqID)]) > 0
         guard !exists else { throw ParleyError.invalidArgument("outbox: req_id '\(reqID)' is already queued") }
         try database.statement(
-            "INSERT INTO outbox (req_id, channel_url, kind, request_json) VALUES (?1, ?2, ?3, ?4)"
-        ).run([.text(reqID), .text(channelURL), .text(kind), .text(requestJSON)])
+            "INSERT INTO outbox (req_id, channel_url, kind, request_json, attempts) VALUES (?1, ?2, ?3, ?4, ?5)"
+        ).run([.text(reqID), .text(channelURL), .text(kind), .text(requestJSON), .integer(Int64(attempts))])
     }
 
     /// Queued requests in send order (oldest first), of one channel or of all;

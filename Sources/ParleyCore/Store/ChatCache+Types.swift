@@ -256,10 +256,14 @@ public struct OutboxEntry: Sendable, Hashable {
 public struct OutboxRequest: Sendable, Hashable {
     public var kind: String
     public var requestJSON: String
+    /// Attempts counted when the request is stored: 1 when the sender counts its first
+    /// attempt in the transaction that stores the message (Sync/Engine+Outbox.swift).
+    public var attempts: Int
 
-    public init(kind: String, requestJSON: String) {
+    public init(kind: String, requestJSON: String, attempts: Int = 0) {
         self.kind = kind
         self.requestJSON = requestJSON
+        self.attempts = attempts
     }
 }
 

@@ -175,6 +175,49 @@ public struct ChangeBatch: Sendable {
     public var sequence: UInt64
     public var cause: ChangeCause
     public var changes: [CacheChange]
+
+    /// The channels a batch concerns, for observers of one channel (`ChangeFeed.subscribe`).
+    enum ChannelScope {
+        /// A change of every channel (`cleared`, the newest end of all), or no change at all:
+        /// a cause alone (a catch-up's start or end) matters to every view.
+        case all
+        case channels(Set<String>)
+
+        func contains(_ channelURL: String) -> Bool {
+            switch self {
+            case .all: true
+            case .channels(let urls): urls.contains(channelURL)
+            }
+        }
+    }
+
+    var channelScope: ChannelScope {
+        guard !changes.isEmpty else { return .all }
+        var urls = Set<String>()
+        for change in changes {
+            guard let url = change.channelURL else { return .all }
+            urls.insert(url)
+        }
+        return .channels(urls)
+    }
+}
+
+extension CacheChange {
+    /// The one channel the change is about; nil when it is about every channel.
+    var channelURL: String? {
+        switch self {
+        case .channelUpserted(let upsert): upsert.url
+        case .channelRemoved(let url, _): url
+        case .messageUpserted(let upsert): upsert.channelURL
+        case .messageRemoved(let url, _): url
+        case .messagesTruncated(let url, _, _): url
+        case .localMessageStatusChanged(let local): local.channelURL
+        case .rangeExtended(let chunk): chunk.channelURL
+        case .newestEndUnknown(let url): url
+        case .channelMessagesEvicted(let url): url
+        case .cleared: nil
+        }
+    }
 }
 
 /// A stored channel's value, either known at once or read from the cache on first use (then

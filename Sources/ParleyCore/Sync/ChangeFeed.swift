@@ -8,18 +8,21 @@
 final class ChangeFeed {
     typealias Observer = (ChangeBatch) -> Void
 
-    private var observers: [(id: UInt64, observe: Observer)] = []
+    /// `channelURL`: the observer cares about that channel alone (`ChangeBatch.concerns`).
+    private var observers: [(id: UInt64, channelURL: String?, observe: Observer)] = []
     private var nextObserverID: UInt64 = 1
     private var nextSequence: UInt64 = 1
     private var backlog: [ChangeBatch] = []
     private var delivering = false
 
     /// Starts delivering batches committed from now on. Returns the id to `unsubscribe` with.
+    /// With `channelURL`, only the batches that concern that channel are delivered (a
+    /// message view cares about one channel; a burst in another then costs it nothing).
     @discardableResult
-    func subscribe(_ observe: @escaping Observer) -> UInt64 {
+    func subscribe(channelURL: String? = nil, _ observe: @escaping Observer) -> UInt64 {
         let id = nextObserverID
         nextObserverID += 1
-        observers.append((id, observe))
+        observers.append((id, channelURL, observe))
         return id
     }
 
@@ -43,8 +46,14 @@ final class ChangeFeed {
             index += 1
             // A snapshot of ids: an observer may unsubscribe itself or another meanwhile,
             // and one that subscribed during delivery starts with the next batch.
+            var scope: ChangeBatch.ChannelScope?
             for id in observers.map(\.id) {
-                observers.first { $0.id == id }?.observe(batch)
+                guard let observer = observers.first(where: { $0.id == id }) else { continue }
+                if let url = observer.channelURL {
+                    if scope == nil { scope = batch.channelScope }
+                    guard scope?.contains(url) == true else { continue }
+                }
+                observer.observe(batch)
             }
             // A channel's member list is read from the cache on demand during delivery only.
             for case .channelUpserted(let upsert) in batch.changes { upsert.stored.seal() }

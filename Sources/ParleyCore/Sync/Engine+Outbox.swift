@@ -32,10 +32,15 @@ extension Engine {
         var pending = outgoing.pending
         pending["user"] = .object(sender)
         let message = JSONValue.object(pending)
-        let request = OutboxRequest(kind: outgoing.kind, requestJSON: JSONValue.object(outgoing.request).canonicalText)
+        // The first attempt is counted here, in the transaction that stores the message, not
+        // in one of its own just before the request goes out: one commit less per send. A
+        // crash before that request counts an attempt that never went out (as a crash while
+        // it travels counts one the server may never have seen).
+        let request = OutboxRequest(kind: outgoing.kind, requestJSON: JSONValue.object(outgoing.request).canonicalText, attempts: 1)
         let stored = try writer.write(.send) { transaction throws(ParleyError) in
             try transaction.insertPending(message, outbox: request)
         }
+        outbox.attemptCounted.insert(stored.reqID)
         outbox.finishers[stored.reqID] = finish
         if let progress { outbox.uploadProgress[stored.reqID] = progress }
         drainOutbox()
@@ -55,6 +60,8 @@ extension Engine {
         }
         guard local.status == .failed else { throw .invalidState("resend: message '\(reqID)' is already pending") }
         try writer.write(.resend) { transaction throws(ParleyError) in try transaction.markPending(reqID: reqID) }
+        // Its attempts start again from 0: the next one is counted when it goes out.
+        outbox.attemptCounted.remove(reqID)
         outbox.finishers[reqID] = finish
         if let progress { outbox.uploadProgress[reqID] = progress }
         drainOutbox()
@@ -81,6 +88,7 @@ extension Engine {
 
     private func cancelLocal(_ local: CachedLocalMessage, writer: CacheWriter) throws(ParleyError) {
         try writer.write(.cancel) { transaction throws(ParleyError) in try transaction.cancelLocal(local) }
+        outbox.attemptCounted.remove(local.reqID)
         completeSend(reqID: local.reqID, .failure(.cancelled("the message was canceled")))
     }
 
@@ -90,14 +98,20 @@ extension Engine {
         guard let writer = store.writer else { throw .invalidState("no cache open (call connect first)") }
         return try writer.write(.cancel) { transaction throws(ParleyError) -> [String] in
             let failed = try transaction.cache.localMessages(channelURL: channelURL, status: .failed)
-            for local in failed { try transaction.cancelLocal(local) }
+            for local in failed {
+                try transaction.cancelLocal(local)
+                outbox.attemptCounted.remove(local.reqID)
+            }
             return failed.map(\.reqID)
         }
     }
 
     /// Runs the completion of a send the app started (once) and forgets its handlers.
     func completeSend(reqID: String, _ outcome: Result<JSONValue, ParleyError>) {
-        if case .success = outcome { outbox.recentlySent.insert(reqID) }
+        if case .success = outcome {
+            outbox.recentlySent.insert(reqID)
+            outbox.attemptCounted.remove(reqID)
+        }
         outbox.uploadProgress[reqID] = nil
         outbox.finishers.removeValue(forKey: reqID)?(outcome)
     }
@@ -164,7 +178,9 @@ extension Engine {
                 try transaction.cache.outboxEntries(channelURL: channelURL).map { ($0.reqID, $0.attempts) }, uniquingKeysWith: { a, _ in a })
             for local in try transaction.cache.localMessages(channelURL: channelURL, status: .pending)
             where !outbox.sendsInFlight.contains(local.reqID) {
-                try recordFailure(transaction, reqID: local.reqID, error: error, connectionLost: true, attempts: attempts[local.reqID] ?? 0)
+                // An attempt counted ahead (`acceptSend`) that has not gone out is not one yet.
+                let made = (attempts[local.reqID] ?? 0) - (outbox.attemptCounted.contains(local.reqID) ? 1 : 0)
+                try recordFailure(transaction, reqID: local.reqID, error: error, connectionLost: true, attempts: made)
                 failed.append(local.reqID)
             }
             trimmed = try trimFailed(transaction, channelURL: channelURL)
@@ -181,6 +197,7 @@ extension Engine {
         switch configuration.resendPolicy {
         case .none:
             try transaction.dropFailed(reqID: reqID, error: error)
+            outbox.attemptCounted.remove(reqID)
         case .manual:
             try transaction.markFailed(reqID: reqID, error: error, retryable: connectionLost)
         case .automatic:
@@ -259,15 +276,18 @@ extension Engine {
             }
             // An automatic resend of a failed message shows it pending again (message_resend_started).
             let resending = try store.writer?.cache.localMessage(reqID: reqID)?.status == .failed
-            try store.writer?.write(resending ? .resend : .sendResult) { transaction throws(ParleyError) in
-                if resending { try transaction.markPending(reqID: reqID, resetAttempts: false) }
-                try transaction.recordOutboxAttempt(reqID: reqID)
+            if resending || !outbox.attemptCounted.contains(reqID) {
+                try store.writer?.write(resending ? .resend : .sendResult) { transaction throws(ParleyError) in
+                    if resending { try transaction.markPending(reqID: reqID, resetAttempts: false) }
+                    if !outbox.attemptCounted.contains(reqID) { try transaction.recordOutboxAttempt(reqID: reqID) }
+                }
             }
         } catch {
-            finishSend(reqID: reqID, channelURL: entry.channelURL, attempts: entry.attempts + 1, .failure(error), done: done)
+            let counted = outbox.attemptCounted.remove(reqID) != nil
+            finishSend(reqID: reqID, channelURL: entry.channelURL, attempts: entry.attempts + (counted ? 0 : 1), .failure(error), done: done)
             return
         }
-        let attempts = entry.attempts + 1
+        let attempts = entry.attempts + (outbox.attemptCounted.remove(reqID) != nil ? 0 : 1)
         guard let request else {
             return finishSend(reqID: reqID, channelURL: entry.channelURL, attempts: attempts, .failure(.invalidState("no server_url")), done: done)
         }

@@ -17,6 +17,11 @@ extension Engine {
     /// Starts delivering committed batches to `observer`; returns the id to unsubscribe with.
     func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64 { feed.subscribe(observer) }
 
+    /// The same, for an observer of one channel: batches about other channels pass it by.
+    func subscribe(channelURL: String, _ observer: @escaping ChangeFeed.Observer) -> UInt64 {
+        feed.subscribe(channelURL: channelURL, observer)
+    }
+
     func unsubscribe(_ id: UInt64) { feed.unsubscribe(id) }
 
     /// A view shows `channelURL`: eviction spares its messages until `releaseChannel`.
@@ -73,5 +78,6 @@ extension Engine {
         guard let writer = store.writer else { throw .invalidState("no cache open (call connect first)") }
         try writer.clear()
         store.lastTouched = [:]
+        outbox.attemptCounted = []
     }
 }

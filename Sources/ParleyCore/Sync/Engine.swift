@@ -66,6 +66,8 @@ struct StoreState {
 struct OutboxState {
     /// req_ids of sends in flight, so that a resend or drain never sends one twice at once.
     var sendsInFlight: Set<String> = []
+    /// req_ids whose first attempt was counted when they were stored and has not gone out.
+    var attemptCounted: Set<String> = []
     /// req_ids this client delivered lately, newest last (bounded): the server's
     /// `message_received` echo of one of them is not reported, `message_sent` was.
     var recentlySent = RecentKeys(capacity: 1024)

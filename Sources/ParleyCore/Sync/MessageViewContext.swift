@@ -11,6 +11,8 @@ protocol ViewContext: AnyObject, Sendable {
     var isStreamOpen: Bool { get }
     var cacheUserID: String? { get }
     func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64
+    /// Only the batches that concern `channelURL` (`ChangeBatch.channelScope`).
+    func subscribe(channelURL: String, _ observer: @escaping ChangeFeed.Observer) -> UInt64
     func unsubscribe(_ id: UInt64)
 }
 

@@ -124,3 +124,7 @@ func waitFor(_ start: (@escaping @Sendable (Result<JSONValue, ParleyError>) -> V
     return try result.get()
 }
 
+extension ParleyClient {
+    /// The engine itself, for tests that look below the facade's calls (Sync/ClientEngine.swift).
+    var syncEngine: Engine { engine as! Engine }
+}
