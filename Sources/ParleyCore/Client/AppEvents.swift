@@ -61,7 +61,7 @@ struct AppEventReporter: Sendable {
                 case .channelUpserted(let upsert):
                     events.append((EventCategory.channelChangelog.name, upsert.url, upsert.channel))
                 case .channelRemoved(let url, _):
-                    events.append((EventCategory.channelChangelogDeleted.name, url, .object(["channel_url": .string(url)])))
+                    events.append((EventCategory.channelChangelogDeleted.name, url, .object([WireField.channelURL: .string(url)])))
                 default: break
                 }
             }
@@ -71,7 +71,9 @@ struct AppEventReporter: Sendable {
                 case .messageUpserted(let upsert) where !upsert.inserted:
                     events.append((EventCategory.messageChangelog.name, upsert.channelURL, upsert.message))
                 case .messageRemoved(let url, let id):
-                    events.append((EventCategory.messageChangelogDeleted.name, url, .object(["channel_url": .string(url), "message_id": .int(id)])))
+                    events.append((EventCategory.messageChangelogDeleted.name, url, .object([
+                        WireField.channelURL: .string(url), WireField.messageID: .int(id),
+                    ])))
                 default: break
                 }
             }
@@ -81,7 +83,9 @@ struct AppEventReporter: Sendable {
             var fields: [String: JSONValue] = [
                 "reason": .string(salvage.reason), "moved_to": .string(salvage.movedTo),
                 "restored_req_ids": .array(salvage.restoredReqIDs.map(JSONValue.string)),
-                "lost": .array(salvage.lost.map { .object(["req_id": .string($0.reqID), "channel_url": .string($0.channelURL)]) }),
+                "lost": .array(salvage.lost.map {
+                    .object([WireField.reqID: .string($0.reqID), WireField.channelURL: .string($0.channelURL)])
+                }),
             ]
             if let unreadable = salvage.unreadable { fields["unreadable"] = .string(unreadable) }
             fields["restored_from_journal"] = .array(salvage.restoredFromJournal.map(JSONValue.string))

@@ -53,9 +53,9 @@ public enum OperationCatalog {
     private static let me = "/v3/users/{user_id}"
     /// Message lists as the reference SDK's params: the anchor's own messages only when asked
     /// (`include`, the SDK's `is_inclusive`), message types also by the collections' names.
-    private static let messageListDefaults: [String: JSONValue] = ["include": false]
+    private static let messageListDefaults: [String: JSONValue] = [WireField.include: false]
     private static let messageTypeNames: [String: [String: JSONValue]] = [
-        "message_type": ["all": .null, "user": "MESG", "file": "FILE", "admin": "ADMM"]
+        WireField.messageType: ["all": .null, "user": "MESG", "file": "FILE", "admin": "ADMM"]
     ]
 
     public static let all: [OperationSpec] = [
@@ -66,29 +66,29 @@ public enum OperationCatalog {
         OperationSpec("get_unread_channel_count", "GET", me + "/unread_channel_count"),
         OperationSpec("mark_all_as_read", "PUT", me + "/mark_as_read_all"),
         OperationSpec("get_channel_invitation_preference", "GET", me + "/channel_invitation_preference"),
-        OperationSpec("set_channel_invitation_preference", "PUT", me + "/channel_invitation_preference", required: ["auto_accept"]),
+        OperationSpec("set_channel_invitation_preference", "PUT", me + "/channel_invitation_preference", required: [WireField.autoAccept]),
         // Users
         OperationSpec("list_users", "GET", "/v3/users"),
         // Channel lists
-        OperationSpec("list_my_group_channels", "GET", me + "/my_group_channels", effect: .storeChannels(key: "channels")),
-        OperationSpec("list_group_channels", "GET", "/v3/group_channels", effect: .storeChannels(key: "channels")),
+        OperationSpec("list_my_group_channels", "GET", me + "/my_group_channels", effect: .storeChannels(key: WireField.channels)),
+        OperationSpec("list_group_channels", "GET", "/v3/group_channels", effect: .storeChannels(key: WireField.channels)),
         // The reference's public channel list: public channels only, without empty ones unless
         // `show_empty`; `public_membership_filter` all (default) or joined.
-        OperationSpec("list_public_group_channels", "GET", "/v3/group_channels", fixed: ["public_mode": "public"],
-                      defaults: ["show_empty": false], effect: .storeChannels(key: "channels")),
+        OperationSpec("list_public_group_channels", "GET", "/v3/group_channels", fixed: [WireField.publicMode: "public"],
+                      defaults: [WireField.showEmpty: false], effect: .storeChannels(key: WireField.channels)),
         OperationSpec("list_channel_changelogs", "GET", me + "/my_group_channels/changelogs", effect: .channelChangelog),
         // One channel
         OperationSpec("create_group_channel", "POST", "/v3/group_channels", effect: .storeChannel),
         OperationSpec("get_group_channel", "GET", channel, effect: .storeChannel),
         OperationSpec("update_group_channel", "PUT", channel, effect: .storeChannel),
         OperationSpec("delete_group_channel", "DELETE", channel, effect: .removeChannel(.deleted)),
-        OperationSpec("invite_users", "POST", channel + "/invite", required: ["user_ids"], effect: .storeChannel),
+        OperationSpec("invite_users", "POST", channel + "/invite", required: [WireField.userIDs], effect: .storeChannel),
         OperationSpec("accept_invitation", "PUT", channel + "/accept", effect: .storeChannel),
         OperationSpec("decline_invitation", "PUT", channel + "/decline", effect: .removeChannel(.invitationDeclined)),
         OperationSpec("join_channel", "PUT", channel + "/join", effect: .storeChannel),
         OperationSpec("leave_channel", "PUT", channel + "/leave", effect: .removeChannel(.left)),
-        OperationSpec("freeze_channel", "PUT", channel + "/freeze", fixed: ["freeze": true], effect: .storeChannel),
-        OperationSpec("unfreeze_channel", "PUT", channel + "/freeze", fixed: ["freeze": false], effect: .storeChannel),
+        OperationSpec("freeze_channel", "PUT", channel + "/freeze", fixed: [WireField.freeze: true], effect: .storeChannel),
+        OperationSpec("unfreeze_channel", "PUT", channel + "/freeze", fixed: [WireField.freeze: false], effect: .storeChannel),
         OperationSpec("hide_channel", "PUT", channel + "/hide"),
         OperationSpec("unhide_channel", "DELETE", channel + "/hide"),
         OperationSpec("reset_my_history", "PUT", channel + "/reset_user_history", effect: .truncateHistory),
@@ -100,50 +100,53 @@ public enum OperationCatalog {
         OperationSpec("list_members", "GET", channel + "/members"),
         OperationSpec("get_member_state", "GET", channel + "/members/{member_id}"),
         OperationSpec("list_operators", "GET", channel + "/operators"),
-        OperationSpec("add_operators", "POST", channel + "/operators", required: ["operator_ids"]),
-        OperationSpec("remove_operators", "DELETE", channel + "/operators", required: ["operator_ids"]),
-        OperationSpec("remove_all_operators", "DELETE", channel + "/operators", fixed: ["delete_all": true]),
-        OperationSpec("ban_user", "POST", channel + "/ban", required: ["user_id"]),
+        OperationSpec("add_operators", "POST", channel + "/operators", required: [WireField.operatorIDs]),
+        OperationSpec("remove_operators", "DELETE", channel + "/operators", required: [WireField.operatorIDs]),
+        OperationSpec("remove_all_operators", "DELETE", channel + "/operators", fixed: [WireField.deleteAll: true]),
+        OperationSpec("ban_user", "POST", channel + "/ban", required: [WireField.userID]),
         OperationSpec("unban_user", "DELETE", channel + "/ban/{target_user_id}"),
         OperationSpec("get_ban", "GET", channel + "/ban/{target_user_id}"),
         OperationSpec("list_banned_users", "GET", channel + "/ban"),
-        OperationSpec("mute_user", "POST", channel + "/mute", required: ["user_id"]),
+        OperationSpec("mute_user", "POST", channel + "/mute", required: [WireField.userID]),
         OperationSpec("unmute_user", "DELETE", channel + "/mute/{target_user_id}"),
         OperationSpec("get_mute", "GET", channel + "/mute/{target_user_id}"),
         OperationSpec("list_muted_users", "GET", channel + "/mute"),
         // Reports
-        OperationSpec("report_channel", "POST", "/v3/report/group_channels/{channel_url}", required: ["report_category"]),
-        OperationSpec("report_message", "POST", "/v3/report/group_channels/{channel_url}/messages/{message_id}", required: ["report_category"]),
-        OperationSpec("report_user", "POST", "/v3/report/users/{offending_user_id}", required: ["report_category"]),
+        OperationSpec("report_channel", "POST", "/v3/report/group_channels/{channel_url}", required: [WireField.reportCategory]),
+        OperationSpec("report_message", "POST", "/v3/report/group_channels/{channel_url}/messages/{message_id}",
+                      required: [WireField.reportCategory]),
+        OperationSpec("report_user", "POST", "/v3/report/users/{offending_user_id}", required: [WireField.reportCategory]),
         // Metadata and metacounters
         OperationSpec("get_metadata", "GET", channel + "/metadata"),
-        OperationSpec("create_metadata", "POST", channel + "/metadata", required: ["metadata"]),
-        OperationSpec("update_metadata", "PUT", channel + "/metadata", required: ["metadata"]),
+        OperationSpec("create_metadata", "POST", channel + "/metadata", required: [WireField.metadata]),
+        OperationSpec("update_metadata", "PUT", channel + "/metadata", required: [WireField.metadata]),
         OperationSpec("delete_metadata", "DELETE", channel + "/metadata/{key}"),
         OperationSpec("delete_all_metadata", "DELETE", channel + "/metadata"),
         OperationSpec("get_metacounters", "GET", channel + "/metacounter"),
-        OperationSpec("create_metacounters", "POST", channel + "/metacounter", required: ["metacounter"]),
-        OperationSpec("update_metacounters", "PUT", channel + "/metacounter", required: ["metacounter"]),
+        OperationSpec("create_metacounters", "POST", channel + "/metacounter", required: [WireField.metacounter]),
+        OperationSpec("update_metacounters", "PUT", channel + "/metacounter", required: [WireField.metacounter]),
         OperationSpec("delete_metacounter", "DELETE", channel + "/metacounter/{key}"),
         OperationSpec("delete_all_metacounters", "DELETE", channel + "/metacounter"),
         // Messages
         OperationSpec("list_messages", "GET", channel + "/messages", defaults: messageListDefaults, valueNames: messageTypeNames,
-                      effect: .storeMessages(key: "messages")),
-        OperationSpec("list_thread_replies", "GET", channel + "/messages", required: ["parent_message_id"], defaults: messageListDefaults,
-                      valueNames: messageTypeNames, effect: .storeMessages(key: "messages")),
+                      effect: .storeMessages(key: WireField.messages)),
+        OperationSpec("list_thread_replies", "GET", channel + "/messages", required: [WireField.parentMessageID],
+                      defaults: messageListDefaults, valueNames: messageTypeNames, effect: .storeMessages(key: WireField.messages)),
         OperationSpec("get_total_message_count", "GET", channel + "/messages/total_count"),
         OperationSpec("list_message_changelogs", "GET", channel + "/messages/changelogs", effect: .messageChangelog),
         OperationSpec("get_message", "GET", message, effect: .storeMessage),
         OperationSpec("update_message", "PUT", message, effect: .storeMessage),
         OperationSpec("delete_message", "DELETE", message, effect: .removeMessage),
-        OperationSpec("copy_message", "POST", message + "/copy", required: ["dest_channel_url"], effect: .storeMessage),
-        OperationSpec("add_reaction", "POST", message + "/reactions", required: ["reaction"]),
-        OperationSpec("remove_reaction", "DELETE", message + "/reactions", required: ["reaction"]),
+        OperationSpec("copy_message", "POST", message + "/copy", required: [WireField.destChannelURL], effect: .storeMessage),
+        OperationSpec("add_reaction", "POST", message + "/reactions", required: [WireField.reaction]),
+        OperationSpec("remove_reaction", "DELETE", message + "/reactions", required: [WireField.reaction]),
         OperationSpec("list_reactions", "GET", message + "/reactions"),
         OperationSpec("pin_message", "POST", message + "/pin"),
         OperationSpec("unpin_message", "DELETE", message + "/pin"),
-        OperationSpec("add_message_meta_array", "POST", message + "/sorted_metaarray", required: ["sorted_metaarray"], effect: .storeMessage),
-        OperationSpec("update_message_meta_array", "PUT", message + "/sorted_metaarray", required: ["sorted_metaarray"], effect: .storeMessage),
+        OperationSpec("add_message_meta_array", "POST", message + "/sorted_metaarray", required: [WireField.sortedMetaarray],
+                      effect: .storeMessage),
+        OperationSpec("update_message_meta_array", "PUT", message + "/sorted_metaarray", required: [WireField.sortedMetaarray],
+                      effect: .storeMessage),
     ]
 
     private static let byName: [String: OperationSpec] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
@@ -173,7 +176,7 @@ extension OperationSpec {
             switch fields.removeValue(forKey: key) {
             case .string(let text) where !text.isEmpty: value = text
             case .int(let number) where number >= 0: value = String(number)
-            case nil where key == "user_id": value = currentUserID
+            case nil where key == WireField.userID: value = currentUserID
             case nil: throw .invalidArgument("\(name): \(key) is required")
             case let other?: throw .invalidArgument("\(name): \(key) must be a non-empty string or a non-negative integer, got \(other.typeName == "string" ? "an empty string" : other.typeName)")
             }

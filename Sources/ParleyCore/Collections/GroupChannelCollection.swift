@@ -360,8 +360,9 @@ public final class GroupChannelCollection: Sendable {
         if case .realtime(let event) = batch.cause, event.category == .typingStatus, !seen.contains(event.channelURL),
             !view.catchingUp, let index = view.index(of: event.channelURL)
         {
-            let typers = (event.data["typing_users"] ?? .array([])).canonicalText
-            diff.updated.append(JSONText(CanonicalObjectText.inserting(name: "typing_users", value: typers, into: view.entries[index].text.text)))
+            let typers = (WireEventData(event.data).typingUsers ?? .array([])).canonicalText
+            diff.updated.append(JSONText(CanonicalObjectText.inserting(
+                name: WireField.typingUsers, value: typers, into: view.entries[index].text.text)))
         }
         let eventContext: CollectionEventContext
         switch batch.cause {
@@ -455,7 +456,7 @@ public final class GroupChannelCollection: Sendable {
             view.loadedOnce = true
             var pageURLs: [String] = []
             for (channel, text) in page.channels {
-                guard let url = channel["channel_url"]?.stringValue, view.index(of: url) == nil else { continue }
+                guard let url = WireChannel(channel).channelURL, view.index(of: url) == nil else { continue }
                 let entry = Entry(url: url, key: query.sortKey(channel), channel: query.kept(channel), text: query.presented(text: text))
                 view.insert(entry)
                 pageURLs.append(url)

@@ -214,21 +214,21 @@ public struct GroupChannelListQuery: Sendable, Equatable {
     /// same filters, and the full render the cache keeps.
     var serverQuery: String {
         var fields: [String: JSONValue] = [
-            "order": .string(order.rawValue), "show_empty": .bool(includeEmpty), "show_frozen": .bool(includeFrozen),
-            "member_state_filter": .string(memberStateFilter.rawValue), "hidden_mode": .string(hiddenStateFilter.rawValue),
-            "super_mode": .string(superChannelFilter.rawValue), "public_mode": .string(publicChannelFilter.rawValue),
-            "unread_filter": .string(unreadChannelFilter.rawValue),
-            "show_member": .bool(true), "show_metadata": .bool(true), "show_metacounter": .bool(true),
+            WireField.order: .string(order.rawValue), WireField.showEmpty: .bool(includeEmpty),
+            WireField.showFrozen: .bool(includeFrozen), WireField.memberStateFilter: .string(memberStateFilter.rawValue),
+            WireField.hiddenMode: .string(hiddenStateFilter.rawValue), WireField.superMode: .string(superChannelFilter.rawValue),
+            WireField.publicMode: .string(publicChannelFilter.rawValue), WireField.unreadFilter: .string(unreadChannelFilter.rawValue),
+            WireField.showMember: .bool(true), WireField.showMetadata: .bool(true), WireField.showMetacounter: .bool(true),
         ]
-        if let metadataOrderKey { fields["metadata_order_key"] = .string(metadataOrderKey) }
-        if let customTypes, !customTypes.isEmpty { fields["custom_types"] = .array(customTypes.map(JSONValue.string)) }
-        if let customTypeStartsWith { fields["custom_type_startswith"] = .string(customTypeStartsWith) }
-        if let channelNameContains { fields["name_contains"] = .string(channelNameContains) }
-        if let channelURLs, !channelURLs.isEmpty { fields["channel_urls"] = .array(channelURLs.map(JSONValue.string)) }
-        if let userIDsExactFilter { fields["members_exactly_in"] = .array(userIDsExactFilter.map(JSONValue.string)) }
+        if let metadataOrderKey { fields[WireField.metadataOrderKey] = .string(metadataOrderKey) }
+        if let customTypes, !customTypes.isEmpty { fields[WireField.customTypes] = .array(customTypes.map(JSONValue.string)) }
+        if let customTypeStartsWith { fields[WireField.customTypeStartsWith] = .string(customTypeStartsWith) }
+        if let channelNameContains { fields[WireField.nameContains] = .string(channelNameContains) }
+        if let channelURLs, !channelURLs.isEmpty { fields[WireField.channelURLs] = .array(channelURLs.map(JSONValue.string)) }
+        if let userIDsExactFilter { fields[WireField.membersExactlyIn] = .array(userIDsExactFilter.map(JSONValue.string)) }
         if let userIDsIncludeFilter, !userIDsIncludeFilter.isEmpty {
-            fields["members_include_in"] = .array(userIDsIncludeFilter.map(JSONValue.string))
-            fields["query_type"] = .string(userIDsIncludeQueryType == .and ? "AND" : "OR")
+            fields[WireField.membersIncludeIn] = .array(userIDsIncludeFilter.map(JSONValue.string))
+            fields[WireField.queryType] = .string(userIDsIncludeQueryType == .and ? "AND" : "OR")
         }
         // Only strings, booleans and string lists: encoding cannot fail.
         return (try? URLEncoding.queryString(fields, operation: "channel list")) ?? ""
@@ -238,14 +238,15 @@ public struct GroupChannelListQuery: Sendable, Equatable {
 
     /// Whether the channel, as rendered for `userID`, belongs in the list.
     public func matches(_ channel: JSONValue, userID: String) -> Bool {
-        guard case .object(let fields) = channel else { return false }
-        let memberState = fields["member_state"]?.stringValue ?? "none"
+        guard case .object = channel else { return false }
+        let channel = WireChannel(channel)
+        let memberState = channel.memberState ?? "none"
         // my_group_channels lists the channels where the user is joined or invited.
         guard memberState == "joined" || memberState == "invited" else { return false }
-        if !includeEmpty && fields["last_message"]?.objectValue == nil { return false }
-        if !includeFrozen && fields["freeze"]?.boolValue == true { return false }
-        let isPublic = fields["is_public"]?.boolValue == true
-        let isSuper = fields["is_super"]?.boolValue == true
+        if !includeEmpty && channel.lastMessage == nil { return false }
+        if !includeFrozen && channel.freeze == true { return false }
+        let isPublic = channel.isPublic == true
+        let isSuper = channel.isSuper == true
         switch publicChannelFilter {
         case .all: break
         case .publicOnly: if !isPublic { return false }
@@ -262,25 +263,25 @@ public struct GroupChannelListQuery: Sendable, Equatable {
         case .invitedOnly, .invitedByNonFriend: if memberState != "invited" { return false }
         case .invitedByFriend: return false
         }
-        let hiddenState = fields["hidden_state"]?.stringValue ?? "unhidden"
+        let hiddenState = channel.hiddenState ?? "unhidden"
         switch hiddenStateFilter {
         case .all: break
         case .unhiddenOnly: if hiddenState != "unhidden" { return false }
         case .hiddenOnly: if hiddenState == "unhidden" { return false }
         case .hiddenAllowAutoUnhide, .hiddenPreventAutoUnhide: if hiddenState != hiddenStateFilter.rawValue { return false }
         }
-        if unreadChannelFilter == .unreadMessage && (fields["unread_message_count"]?.int64Value ?? 0) == 0 { return false }
-        let customType = fields["custom_type"]?.stringValue ?? ""
+        if unreadChannelFilter == .unreadMessage && (channel.unreadMessageCount ?? 0) == 0 { return false }
+        let customType = channel.customType ?? ""
         if let customTypes, !customTypes.isEmpty, !customTypes.contains(customType) { return false }
         if let prefix = customTypeStartsWith, !customType.hasPrefix(prefix) { return false }
-        if let channelURLs, !channelURLs.isEmpty, !channelURLs.contains(fields["channel_url"]?.stringValue ?? "") { return false }
+        if let channelURLs, !channelURLs.isEmpty, !channelURLs.contains(channel.channelURL ?? "") { return false }
         if let part = channelNameContains, !part.isEmpty,
-            !(fields["name"]?.stringValue ?? "").lowercased().contains(part.lowercased())
+            !(channel.name ?? "").lowercased().contains(part.lowercased())
         {
             return false
         }
         if userIDsExactFilter != nil || userIDsIncludeFilter.map({ !$0.isEmpty }) == true {
-            let members = Set((fields["members"]?.arrayValue ?? []).compactMap { $0["user_id"]?.stringValue })
+            let members = Set((channel.members ?? []).compactMap { WireMember($0).userID })
             if let exact = userIDsExactFilter, members != Set(exact).union([userID]) { return false }
             if let include = userIDsIncludeFilter, !include.isEmpty {
                 let present = include.filter(members.contains).count
@@ -292,20 +293,21 @@ public struct GroupChannelListQuery: Sendable, Equatable {
 
     /// The channel's position in this query's order: the tuple the server sorts by.
     public func sortKey(_ channel: JSONValue) -> ChannelSortKey {
-        let url = ChannelSortElement.string(channel["channel_url"]?.stringValue ?? "")
-        let createdAt = channel["created_at"]?.int64Value ?? 0
+        let channel = WireChannel(channel)
+        let url = ChannelSortElement.string(channel.channelURL ?? "")
+        let createdAt = channel.createdAt ?? 0
         switch order {
         case .chronological:
             return ChannelSortKey(elements: [.int(-createdAt), url])
         case .latestLastMessage:
-            if let last = channel["last_message"]?.objectValue {
-                return ChannelSortKey(elements: [.int(0), .int(-(last["created_at"]?.int64Value ?? 0)), .int(-createdAt), url])
+            if let last = channel.lastMessage {
+                return ChannelSortKey(elements: [.int(0), .int(-(last.createdAt ?? 0)), .int(-createdAt), url])
             }
             return ChannelSortKey(elements: [.int(1), .int(-createdAt), .int(-createdAt), url])
         case .channelNameAlphabetical:
-            return ChannelSortKey(elements: [.string(textOrderKey(channel["name"]?.stringValue ?? "")), url])
+            return ChannelSortKey(elements: [.string(textOrderKey(channel.name ?? "")), url])
         case .metadataValueAlphabetical:
-            if let key = metadataOrderKey, let value = channel["metadata"]?[key]?.stringValue {
+            if let key = metadataOrderKey, let value = channel.metadataValue(key) {
                 return ChannelSortKey(elements: [.int(0), .string(textOrderKey(value)), url])
             }
             return ChannelSortKey(elements: [.int(1), .string(""), url])
@@ -319,15 +321,15 @@ public struct GroupChannelListQuery: Sendable, Equatable {
     /// The channel as the view keeps it to match and sort (without `members` unless the
     /// query filters by them).
     func kept(_ channel: JSONValue) -> JSONValue {
-        guard !filtersByMembers, case .object(var fields) = channel, fields["members"] != nil else { return channel }
-        fields["members"] = nil
+        guard !filtersByMembers, case .object(var fields) = channel, fields[WireField.members] != nil else { return channel }
+        fields[WireField.members] = nil
         return .object(fields)
     }
 
     /// The names (UTF-8) of the channel fields this query does not hand out.
     private var omittedChannelKeys: [[UInt8]] {
-        (includeMemberList ? [] : ["members"]).map { Array($0.utf8) }
-            + (includeMetadata ? [] : ["metadata", "metacounter"]).map { Array($0.utf8) }
+        (includeMemberList ? [] : [WireField.members]).map { Array($0.utf8) }
+            + (includeMetadata ? [] : [WireField.metadata, WireField.metacounter]).map { Array($0.utf8) }
     }
 
     /// A stored channel's text as this query hands it to the application (cut as `presented`
@@ -341,10 +343,10 @@ public struct GroupChannelListQuery: Sendable, Equatable {
     /// `metadata` / `metacounter` when they are not asked for).
     func presented(_ channel: JSONValue) -> JSONValue {
         guard !includeMemberList || !includeMetadata, case .object(var fields) = channel else { return channel }
-        if !includeMemberList { fields["members"] = nil }
+        if !includeMemberList { fields[WireField.members] = nil }
         if !includeMetadata {
-            fields["metadata"] = nil
-            fields["metacounter"] = nil
+            fields[WireField.metadata] = nil
+            fields[WireField.metacounter] = nil
         }
         return .object(fields)
     }

@@ -271,7 +271,7 @@ extension MessageCollection {
                 events.add(.updated, status, change.message)
             } else if view.filter.matches(change.message) {
                 view.insertLocal(LocalEntry(
-                    reqID: change.reqID, createdAt: change.message["created_at"]?.int64Value ?? 0, status: status,
+                    reqID: change.reqID, createdAt: WireMessage(change.message).createdAt ?? 0, status: status,
                     message: change.message))
                 events.add(.added, status, change.message)
             }
@@ -289,7 +289,7 @@ extension MessageCollection {
                 fields["sending_status"] = nil
                 message = .object(fields)
             }
-            if let id = message["message_id"]?.int64Value, id > 0, let createdAt = message["created_at"]?.int64Value {
+            if let id = WireMessage(message).messageID, id > 0, let createdAt = WireMessage(message).createdAt {
                 confirmLocal(reqID: change.reqID, message: message, key: MessageKey(createdAt: createdAt, messageID: id), into: &events)
             } else if let index = view.localIndex(change.reqID) {
                 let removed = view.locals.remove(at: index)

@@ -22,7 +22,7 @@ enum MessageItem: Sendable {
     var reqID: String {
         switch self {
         case .text(_, let reqID): reqID
-        case .value(let value): value["req_id"]?.stringValue ?? ""
+        case .value(let value): WireMessage(value).reqID ?? ""
         }
     }
 

@@ -108,7 +108,7 @@ public struct MessageListParams: Sendable, Equatable {
     /// The filters as the server's query parameters (`&...`). The optional parts are always
     /// asked for: the cache keeps messages whole, `presented` leaves out what was not asked.
     var serverQuery: String {
-        var query = "&include_reactions=true&include_thread_info=true&include_parent_message_info=true&with_sorted_meta_array=true"
+        var query = "&" + Endpoints.fullMessageView
         let reply = switch replyType {
         case .all: "ALL"
         case .none: "NONE"
@@ -127,19 +127,19 @@ public struct MessageListParams: Sendable, Equatable {
     /// The names (UTF-8) of the top-level message members `presented` leaves out.
     var omittedMessageKeys: [[UInt8]] {
         var keys: [String] = []
-        if !includeReactions { keys.append("reactions") }
-        if !includeThreadInfo { keys.append("thread_info") }
-        if !includeParentMessageInfo { keys.append("parent_message_info") }
-        if !includeMetaArray { keys.append("sorted_metaarray") }
+        if !includeReactions { keys.append(WireField.reactions) }
+        if !includeThreadInfo { keys.append(WireField.threadInfo) }
+        if !includeParentMessageInfo { keys.append(WireField.parentMessageInfo) }
+        if !includeMetaArray { keys.append(WireField.sortedMetaarray) }
         return keys.map { Array($0.utf8) }
     }
 
     func presented(_ message: JSONValue) -> JSONValue {
         guard case .object(var fields) = message else { return message }
-        if !includeReactions { fields["reactions"] = nil }
-        if !includeThreadInfo { fields["thread_info"] = nil }
-        if !includeParentMessageInfo { fields["parent_message_info"] = nil }
-        if !includeMetaArray { fields["sorted_metaarray"] = nil }
+        if !includeReactions { fields[WireField.reactions] = nil }
+        if !includeThreadInfo { fields[WireField.threadInfo] = nil }
+        if !includeParentMessageInfo { fields[WireField.parentMessageInfo] = nil }
+        if !includeMetaArray { fields[WireField.sortedMetaarray] = nil }
         return .object(fields)
     }
 }

@@ -381,7 +381,7 @@ public final class SyncView: Sendable {
                 guard view.generation == generation else { return [] }
                 var actions: [SyncViewLists.Action] = []
                 if removingOthers {
-                    let kept = Set(messages.compactMap { $0["message_id"]?.int64Value }.filter { $0 > 0 })
+                    let kept = Set(messages.compactMap { WireMessage($0).messageID }.filter { $0 > 0 })
                     let gone = view.lists.succeeded.values.filter { !kept.contains($0.key.messageID) }.sorted { $0.key < $1.key }
                     for entry in gone {
                         view.lists.succeeded[entry.key.messageID] = nil
@@ -486,8 +486,8 @@ struct SyncViewLists: Sendable {
     /// Applies one report of the collection (a message added, updated or deleted with its
     /// sending status) and queues the actions that tell the application.
     mutating func apply(_ kind: MessageEvents.Kind, _ status: MessageSendingStatus, _ message: JSONValue, into actions: inout [Action]) {
-        let reqID = message["req_id"]?.stringValue ?? ""
-        let messageID = message["message_id"]?.int64Value ?? 0
+        let reqID = WireMessage(message).reqID ?? ""
+        let messageID = WireMessage(message).messageID ?? 0
         if kind == .deleted {
             if !reqID.isEmpty, let local = takeLocal(reqID) {
                 Self.append(.remove, local.list, local.entry.message, to: &actions)
@@ -515,7 +515,7 @@ struct SyncViewLists: Sendable {
             putLocal(LocalEntry(reqID: reqID, message: message), in: list, at: nil)
             Self.append(.insert, list, message, to: &actions)
         case .succeeded, .none:
-            guard messageID > 0, let createdAt = message["created_at"]?.int64Value else { return }
+            guard messageID > 0, let createdAt = WireMessage(message).createdAt else { return }
             if !reqID.isEmpty, let local = takeLocal(reqID) {
                 Self.append(.remove, local.list, local.entry.message, to: &actions)
             }

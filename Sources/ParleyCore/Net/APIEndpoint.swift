@@ -49,8 +49,8 @@ struct APIEndpoint: Sendable {
         default: .server
         }
         var error: ParleyError
-        if let body = try? JSONValue.parse(response.body), let message = body["message"]?.stringValue {
-            let serverCode = body["code"]?.int64Value.map { Int(clamping: $0) } ?? 0
+        if let body = (try? JSONValue.parse(response.body)).map(WireError.init), let message = body.message {
+            let serverCode = body.code.map { Int(clamping: $0) } ?? 0
             error = ParleyError(code, message, httpStatus: status, serverCode: serverCode)
         } else {
             error = ParleyError(code, "the server answered HTTP \(status) without a JSON error body", httpStatus: status)

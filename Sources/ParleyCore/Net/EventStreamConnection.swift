@@ -468,9 +468,9 @@ public final class EventStreamConnection: Sendable {
     private func handleRefusal(status: Int, _ core: inout Core) {
         var serverCode = 0
         var message = "the event stream was refused with HTTP \(status)"
-        if let body = try? JSONValue.parse(core.errorBody) {
-            if let code = body["code"]?.int64Value { serverCode = Int(code) }
-            if let text = body["message"]?.stringValue { message = "event stream: \(text)" }
+        if let body = (try? JSONValue.parse(core.errorBody)).map(WireError.init) {
+            if let code = body.code { serverCode = Int(code) }
+            if let text = body.message { message = "event stream: \(text)" }
         }
         switch status {
         case 401:
@@ -500,8 +500,8 @@ public final class EventStreamConnection: Sendable {
     private func handle(_ event: SSEEvent, _ core: inout Core) {
         switch event.type {
         case "connected":
-            let data = try? JSONValue.parse(event.data)
-            let newest = data?["last_event_id"]?.int64Value
+            let data = (try? JSONValue.parse(event.data)).map(WireStreamNotice.init)
+            let newest = data?.lastEventID
             var adopted: Int64?
             if core.resumeID == nil, let newest, newest >= 0 {
                 core.resumeID = newest
@@ -512,21 +512,21 @@ public final class EventStreamConnection: Sendable {
             move(to: .open, error: nil, &core)
             post(.connected(resumedFrom: core.sentResumeID, adoptedPosition: adopted), &core)
         case "resync":
-            let data = try? JSONValue.parse(event.data)
-            guard let newest = event.id.flatMap({ Int64($0) }) ?? data?["last_event_id"]?.int64Value else {
+            let data = (try? JSONValue.parse(event.data)).map(WireStreamNotice.init)
+            guard let newest = event.id.flatMap({ Int64($0) }) ?? data?.lastEventID else {
                 skip("a resync event without an integer id", &core)
                 return
             }
             // Even when lower (the server lost its log): the server's newest id is the new baseline.
             core.resumeID = newest
-            post(.resync(reason: data?["reason"]?.stringValue ?? "unknown", newestID: newest), &core)
+            post(.resync(reason: data?.reason ?? "unknown", newestID: newest), &core)
         case "error":
             // The server ends the stream: its credential no longer holds (the session key
             // expired, the user was deactivated or deleted). A new token is needed; retrying
             // with the old one would only be refused.
-            let data = try? JSONValue.parse(event.data)
-            let serverCode = Int(data?["code"]?.int64Value ?? 0)
-            let text = data?["message"]?.stringValue ?? "the server ended the event stream"
+            let data = (try? JSONValue.parse(event.data)).map(WireError.init)
+            let serverCode = Int(data?.code ?? 0)
+            let text = data?.message ?? "the server ended the event stream"
             let error = ParleyError(.unauthorized, "event stream: \(text)", httpStatus: 401, serverCode: serverCode)
             if serverCode == 400302 || serverCode == 400301 {
                 waitForToken(error, &core)
@@ -550,7 +550,7 @@ public final class EventStreamConnection: Sendable {
                 return
             }
             var category = event.type
-            if category == "message", let named = data["category"]?.stringValue, !named.isEmpty {
+            if category == "message", let named = WireEventData(data).category, !named.isEmpty {
                 category = named
             }
             if let resumeID = core.resumeID, id <= resumeID {

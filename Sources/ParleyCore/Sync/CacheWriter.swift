@@ -140,7 +140,10 @@ final class CacheTransaction {
 
     /// Fields that only some renders of a channel carry (they depend on the query's show_*
     /// options): a render without one says nothing about it, so the cached value stays.
-    static let viewDependentKeys = ["members", "metadata", "metacounter", "operators", "read_receipt", "delivery_receipt"]
+    static let viewDependentKeys = [
+        WireField.members, WireField.metadata, WireField.metacounter, WireField.operators, WireField.readReceipt,
+        WireField.deliveryReceipt,
+    ]
 
     /// Stores a channel the server sent. A render for this user (it has `member_state`)
     /// replaces every per-user field, `last_message` included (absent: none visible to the
@@ -156,23 +159,23 @@ final class CacheTransaction {
     /// member in both lists the later `read_ts` and `delivered_ts` are kept (they only grow
     /// while a membership lasts; a new membership comes with an event that renders the list).
     func storeChannel(_ channel: JSONValue, changedMembers: [JSONValue] = [], fromEvent: Bool = false) throws(ParleyError) {
-        guard case .object(var incoming) = channel, let url = incoming["channel_url"]?.stringValue, !url.isEmpty else {
+        guard case .object(var incoming) = channel, let url = incoming[WireField.channelURL]?.stringValue, !url.isEmpty else {
             throw ParleyError(.protocolViolation, "channel: expected an object with a non-empty channel_url")
         }
-        if !fromEvent, case .array(let members)? = incoming["members"], let stored = try cache.channelMemberTexts(url: url) {
-            incoming["members"] = .array(Self.keepingLaterReceipts(members, stored: stored))
+        if !fromEvent, case .array(let members)? = incoming[WireField.members], let stored = try cache.channelMemberTexts(url: url) {
+            incoming[WireField.members] = .array(Self.keepingLaterReceipts(members, stored: stored))
         }
         // The row without its member list: merging into it costs nothing per member.
         let stored = try cache.channel(url: url, withMembers: false)
         var merged = incoming
         // Only the answer to creating a channel says whether it was created: not channel state.
-        merged["is_created"] = nil
+        merged[WireField.isCreated] = nil
         var oldOffset: Int64 = 0
         var previous: [String: JSONValue] = [:]
         if let stored, case .object(let old)? = try? JSONValue.parse(stored.json) {
             previous = old
-            oldOffset = old["ts_message_offset"]?.int64Value ?? 0
-            if incoming["member_state"] != nil {
+            oldOffset = old[WireField.tsMessageOffset]?.int64Value ?? 0
+            if incoming[WireField.memberState] != nil {
                 for key in Self.viewDependentKeys where merged[key] == nil {
                     if let value = old[key] { merged[key] = value }
                 }
@@ -182,7 +185,7 @@ final class CacheTransaction {
         }
         let value = JSONValue.object(merged)
         var outcome = try cache.upsertChannel(value)
-        if merged["members"] == nil, !changedMembers.isEmpty, try cache.updateChannelMembers(url: url, changedMembers),
+        if merged[WireField.members] == nil, !changedMembers.isEmpty, try cache.updateChannelMembers(url: url, changedMembers),
             outcome == .unchanged
         {
             outcome = .updated
@@ -191,7 +194,7 @@ final class CacheTransaction {
         if outcome != .unchanged {
             let newKey = try ChatCache.ChannelColumns(value).orderKey
             let current: StoredChannelValue
-            if merged["members"] != nil {
+            if merged[WireField.members] != nil {
                 current = StoredChannelValue(value)
             } else {
                 let cache = self.cache
@@ -199,11 +202,11 @@ final class CacheTransaction {
                     reading: { (try? cache.channel(url: url))??.json ?? value.canonicalText }, fallback: value)
             }
             var withoutMembers = merged
-            withoutMembers["members"] = nil
+            withoutMembers[WireField.members] = nil
             record(.channelUpserted(ChannelUpsert(
                 channelWithoutMembers: .object(withoutMembers), stored: current, url: url, oldKey: stored?.orderKey, newKey: newKey)))
         }
-        let offset = merged["ts_message_offset"]?.int64Value ?? 0
+        let offset = merged[WireField.tsMessageOffset]?.int64Value ?? 0
         if offset > oldOffset {
             let removed = try cache.truncateHistory(channelURL: url, through: offset)
             if removed > 0 { record(.messagesTruncated(channelURL: url, through: offset, removedCount: removed)) }
@@ -215,15 +218,15 @@ final class CacheTransaction {
     static func keepingLaterReceipts(_ members: [JSONValue], stored: [String]) -> [JSONValue] {
         var storedByID: [String: JSONValue] = [:]
         for text in stored {
-            guard let member = try? JSONValue.parse(text), let id = member["user_id"]?.stringValue else { continue }
+            guard let member = try? JSONValue.parse(text), let id = WireMember(member).userID else { continue }
             storedByID[id] = member
         }
         guard !storedByID.isEmpty else { return members }
         return members.map { member in
-            guard case .object(var fields) = member, let id = fields["user_id"]?.stringValue, let old = storedByID[id] else {
+            guard case .object(var fields) = member, let id = fields[WireField.userID]?.stringValue, let old = storedByID[id] else {
                 return member
             }
-            for key in ["read_ts", "delivered_ts"] {
+            for key in [WireField.readTs, WireField.deliveredTs] {
                 if let before = old[key]?.int64Value, let now = fields[key]?.int64Value, before > now { fields[key] = .int(before) }
             }
             return .object(fields)
@@ -238,23 +241,25 @@ final class CacheTransaction {
             guard let items = value?.arrayValue else { return nil }
             return Set(items.compactMap { item in key.map { item[$0]?.stringValue } ?? item.int64Value.map(String.init) })
         }
-        if let before = ids(old["operators"], "user_id"), let after = ids(new["operators"], "user_id"), before != after {
+        if let before = ids(old[WireField.operators], WireField.userID), let after = ids(new[WireField.operators], WireField.userID),
+            before != after
+        {
             for user in before.symmetricDifference(after) {
                 let role: JSONValue = .string(after.contains(user) ? "operator" : "")
                 for message in try cache.messages(channelURL: url, senderID: user) {
                     try patchMessage(message.messageID) { fields in
-                        guard case .object(var sender)? = fields["user"], sender["role"] != nil else { return }
-                        sender["role"] = role
-                        fields["user"] = .object(sender)
+                        guard case .object(var sender)? = fields[WireField.user], sender[WireField.role] != nil else { return }
+                        sender[WireField.role] = role
+                        fields[WireField.user] = .object(sender)
                     }
                 }
             }
         }
-        if let before = ids(old["pinned_message_ids"], nil), let after = ids(new["pinned_message_ids"], nil), before != after {
+        if let before = ids(old[WireField.pinnedMessageIDs], nil), let after = ids(new[WireField.pinnedMessageIDs], nil), before != after {
             for id in before.symmetricDifference(after) {
                 guard let messageID = Int64(id) else { continue }
                 try patchMessage(messageID) { fields in
-                    if fields["is_pinned"] != nil { fields["is_pinned"] = .bool(after.contains(id)) }
+                    if fields[WireField.isPinned] != nil { fields[WireField.isPinned] = .bool(after.contains(id)) }
                 }
             }
         }
@@ -320,18 +325,19 @@ final class CacheTransaction {
     /// Replies carry a summary of their parent (`parent_message_info`); an edit of the
     /// parent rewrites it, a deletion removes it (as the server renders them).
     func updateReplies(of parent: JSONValue?, deletedID: Int64? = nil) throws(ParleyError) {
-        guard let parentID = deletedID ?? parent?["message_id"]?.int64Value, (parent?["parent_message_id"]?.int64Value ?? 0) == 0 else {
+        let parentMessage = parent.map(WireMessage.init)
+        guard let parentID = deletedID ?? parentMessage?.messageID, (parentMessage?.parentMessageID ?? 0) == 0 else {
             return
         }
         for reply in try cache.replies(to: parentID) {
             try patchMessage(reply.messageID) { fields in
-                guard case .object(var info)? = fields["parent_message_info"] else { return }
+                guard case .object(var info)? = fields[WireField.parentMessageInfo] else { return }
                 guard let parent else {
-                    fields["parent_message_info"] = nil
+                    fields[WireField.parentMessageInfo] = nil
                     return
                 }
-                for key in ["message", "custom_type", "type"] { if let value = parent[key] { info[key] = value } }
-                fields["parent_message_info"] = .object(info)
+                for key in [WireField.message, WireField.customType, WireField.type] { if let value = parent[key] { info[key] = value } }
+                fields[WireField.parentMessageInfo] = .object(info)
             }
         }
     }
@@ -356,7 +362,7 @@ final class CacheTransaction {
     /// set from the cached channel: a replayed event carries them as they were when it was
     /// sent, the channel as it is now.
     private func prepared(_ message: JSONValue) throws(ParleyError) -> JSONValue? {
-        guard case .object(var fields) = message, let url = fields["channel_url"]?.stringValue else { return message }
+        guard case .object(var fields) = message, let url = fields[WireField.channelURL]?.stringValue else { return message }
         let context: MessageChannelContext?
         if let known = contexts[url] {
             context = known
@@ -365,15 +371,15 @@ final class CacheTransaction {
             contexts[url] = context
         }
         guard let context else { return message }
-        if let createdAt = fields["created_at"]?.int64Value, createdAt <= context.historyOffset { return nil }
-        if let operators = context.operatorIDs, case .object(var sender)? = fields["user"], sender["role"] != nil,
-            let id = sender["user_id"]?.stringValue
+        if let createdAt = fields[WireField.createdAt]?.int64Value, createdAt <= context.historyOffset { return nil }
+        if let operators = context.operatorIDs, case .object(var sender)? = fields[WireField.user], sender[WireField.role] != nil,
+            let id = sender[WireField.userID]?.stringValue
         {
-            sender["role"] = .string(operators.contains(id) ? "operator" : "")
-            fields["user"] = .object(sender)
+            sender[WireField.role] = .string(operators.contains(id) ? "operator" : "")
+            fields[WireField.user] = .object(sender)
         }
-        if let pinned = context.pinnedMessageIDs, fields["is_pinned"] != nil, let id = fields["message_id"]?.int64Value {
-            fields["is_pinned"] = .bool(pinned.contains(id))
+        if let pinned = context.pinnedMessageIDs, fields[WireField.isPinned] != nil, let id = fields[WireField.messageID]?.int64Value {
+            fields[WireField.isPinned] = .bool(pinned.contains(id))
         }
         return .object(fields)
     }

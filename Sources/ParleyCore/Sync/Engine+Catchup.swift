@@ -106,11 +106,12 @@ extension Engine {
             guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
+                let page = WireChangelogPage(answer)
                 var pageURLs: Set<String> = []
-                for channel in answer["updated"]?.arrayValue ?? [] {
-                    if let url = channel["channel_url"]?.stringValue { pageURLs.insert(url) }
+                for channel in page.updated ?? [] {
+                    if let url = WireChannel(channel).channelURL { pageURLs.insert(url) }
                 }
-                for url in answer["deleted"]?.arrayValue ?? [] {
+                for url in page.deleted ?? [] {
                     if let url = url.stringValue { pageURLs.insert(url) }
                 }
                 self.catchUp.passChannelURLs.formUnion(pageURLs)
@@ -119,12 +120,12 @@ extension Engine {
                 }
                 self.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
                     self.channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
-                    if let next = answer["next"]?.stringValue, !next.isEmpty {
+                    if let next = page.next, !next.isEmpty {
                         try transaction.setSyncToken(next, scope: ChatCache.channelsTokenScope)
                     }
                 }
                 self.fetchWantedChannels()
-                if answer["has_more"]?.boolValue == true {
+                if page.hasMore == true {
                     self.syncChannelChangelogs(epoch: epoch, resetOnce: resetOnce, then: next)
                 } else {
                     next()
@@ -199,13 +200,14 @@ extension Engine {
             guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
+                let page = WireChangelogPage(answer)
                 self.write(.messageChangelog(channelURL: channelURL), "applying message changelogs") { transaction throws(ParleyError) in
                     try Self.applyMessageChangelog(answer, transaction)
-                    if let next = answer["next"]?.stringValue, !next.isEmpty {
+                    if let next = page.next, !next.isEmpty {
                         try transaction.setSyncToken(next, scope: scope)
                     }
                 }
-                if answer["has_more"]?.boolValue == true {
+                if page.hasMore == true {
                     self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, then: next)
                 } else {
                     next()

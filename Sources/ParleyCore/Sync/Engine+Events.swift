@@ -68,7 +68,8 @@ extension Engine {
                 CacheChange.localMessageStatusChanged(LocalMessageChange(
                     reqID: message.reqID, channelURL: message.channelURL, status: .failed,
                     message: .object([
-                        "req_id": .string(message.reqID), "channel_url": .string(message.channelURL), "message_id": .int(0),
+                        WireField.reqID: .string(message.reqID), WireField.channelURL: .string(message.channelURL),
+                        WireField.messageID: .int(0),
                         "sending_status": .string("failed"), "error_code": .int(Int64(ParleyErrorCode.cache.rawValue)),
                         "error_message": .string("lost with the damaged cache file"),
                     ]),
@@ -181,8 +182,8 @@ extension Engine {
                 let touchedByEvents = self.channelReads.end(readStart)
                 let gone: Bool
                 switch result {
-                case .success(let channel) where channel["channel_url"]?.stringValue == url:
-                    gone = channel["member_state"]?.stringValue == "none"
+                case .success(let channel) where WireChannel(channel).channelURL == url:
+                    gone = WireChannel(channel).memberState == "none"
                     if !gone {
                         self.write(.channelRefresh(channelURL: url), "storing a channel read again") { transaction throws(ParleyError) in
                             if try !Self.storeAnswerChannel(channel, touchedByEvents, transaction) {
@@ -215,7 +216,7 @@ extension Engine {
 
     static func realtimeEvent(_ stream: StreamEvent, isOwnEcho: Bool) -> RealtimeEvent {
         RealtimeEvent(id: stream.id, category: EventCategory(rawValue: stream.category), name: stream.category, data: stream.data,
-                      channelURL: stream.data["channel_url"]?.stringValue ?? "", isOwnEcho: isOwnEcho)
+                      channelURL: WireEventData(stream.data).channelURL ?? "", isOwnEcho: isOwnEcho)
     }
 
     /// One event's step of `applyStreamEvents`: returns the event as applied and, for the
@@ -223,16 +224,16 @@ extension Engine {
     private func applyStreamEvent(
         _ stream: StreamEvent, _ transaction: CacheTransaction
     ) throws(ParleyError) -> (RealtimeEvent, (reqID: String, message: JSONValue)?) {
-        let data = stream.data
+        let data = WireEventData(stream.data)
         // The server also streams a sender's own messages. One this client sent reaches the
         // app as `message_sent` (with its req_id), so its echo is applied but not reported
         // as received: a second report would show the message twice. Other devices' sends
         // are reported as usual.
-        let echo = EventCategory(rawValue: stream.category) == .messageReceived ? ownSend(data["message"]) : nil
+        let echo = EventCategory(rawValue: stream.category) == .messageReceived ? ownSend(data.message) : nil
         var event = Self.realtimeEvent(stream, isOwnEcho: echo != nil)
         try attribute(&event, transaction)
         try apply(event, transaction)
-        if case .waitingLocally(let reqID, let channelURL)? = echo, let message = data["message"],
+        if case .waitingLocally(let reqID, let channelURL)? = echo, let message = data.message?.json,
             try transaction.cache.localMessage(reqID: reqID) == nil
         {
             // Not on the wire from here (e.g. sent before a crash, the answer never seen):
@@ -245,62 +246,62 @@ extension Engine {
     }
 
     private func apply(_ event: RealtimeEvent, _ transaction: CacheTransaction) throws(ParleyError) {
-        let data = event.data
+        let data = WireEventData(event.data)
         let url = event.channelURL
         let me = session.current?.userID
-        if let touched = url.isEmpty ? data["channel"]?["channel_url"]?.stringValue : url, !touched.isEmpty {
-            let channel = data["channel"]
-            let whole = channel?["members"] != nil || channel?["member_state"]?.stringValue == "none"
+        if let touched = url.isEmpty ? data.channel?.channelURL : url, !touched.isEmpty {
+            let channel = data.channel
+            let whole = channel?.hasMembers == true || channel?.memberState == "none"
                 || [.channelDeleted, .userLeft, .userBanned, .invitationDeclined].contains(event.category)
-            channelReads.noteEvent(touched, whole: whole, changedMembers: data["changed_members"]?.arrayValue ?? [])
+            channelReads.noteEvent(touched, whole: whole, changedMembers: data.changedMembers?.arrayValue ?? [])
         }
         let removal: ChannelRemovalReason? =
             switch event.category {
             case .channelDeleted: .deleted
-            case .userLeft where data["user"]?["user_id"]?.stringValue == me: .left
-            case .userBanned where data["user"]?["user_id"]?.stringValue == me: .banned
-            case .invitationDeclined where data["invitee"]?["user_id"]?.stringValue == me: .invitationDeclined
+            case .userLeft where data.user?.userID == me: .left
+            case .userBanned where data.user?.userID == me: .banned
+            case .invitationDeclined where data.invitee?.userID == me: .invitationDeclined
             default: nil
             }
         if let removal {
             if !url.isEmpty { try transaction.removeChannel(url, reason: removal) }
             return
         }
-        if let channel = data["channel"], case .object = channel {
+        if let channel = data.channel, case .object = channel.json {
             // Rendered for this user without a membership (e.g. unbanned after the ban
             // removed them): not one of the user's channels.
-            if channel["member_state"]?.stringValue == "none" {
+            if channel.memberState == "none" {
                 if !url.isEmpty { try transaction.removeChannel(url, reason: .accessLost) }
                 return
             }
             var changedMembers: [JSONValue] = []
-            if let changed = data["changed_members"] {
+            if let changed = data.changedMembers {
                 guard let list = changed.arrayValue else {
                     throw ParleyError(.protocolViolation, "\(event.name): changed_members must be an array")
                 }
                 changedMembers = list
             }
-            try transaction.storeChannel(channel, changedMembers: changedMembers, fromEvent: true)
-            if channel["members"] == nil, !url.isEmpty, try !transaction.cache.channelMembersKnown(url: url) {
+            try transaction.storeChannel(channel.json, changedMembers: changedMembers, fromEvent: true)
+            if !channel.hasMembers, !url.isEmpty, try !transaction.cache.channelMembersKnown(url: url) {
                 // New to the cache by an event without members: its list comes by a refresh.
                 channelRereads.wanted.insert(url)
             }
         }
         switch event.category {
         case .messageReceived:
-            if let message = data["message"] { try transaction.appendRealtimeMessage(message) }
+            if let message = data.message { try transaction.appendRealtimeMessage(message.json) }
         case .messageUpdated:
-            if let message = data["message"] { try transaction.storeMessage(message) }
+            if let message = data.message { try transaction.storeMessage(message.json) }
         case .messageDeleted:
-            if let id = data["message_id"]?.int64Value { try transaction.removeMessage(id) }
+            if let id = data.messageID { try transaction.removeMessage(id) }
         case .reactionUpdated:
-            if let reaction = data["reaction"] { try applyReaction(reaction, transaction) }
+            if let reaction = data.reaction { try applyReaction(reaction, transaction) }
         case .threadInfoUpdated:
-            if let parent = data["parent_message_id"]?.int64Value, let info = data["thread_info"] {
+            if let parent = data.parentMessageID, let info = data.threadInfo {
                 // The server shows no thread info once a thread has no replies left.
-                let empty = (info["reply_count"]?.int64Value ?? 0) == 0
+                let empty = (info.replyCount ?? 0) == 0
                 try transaction.patchMessage(parent) { fields in
-                    if empty { fields.removeValue(forKey: "thread_info") } else { fields["thread_info"] = info }
+                    if empty { fields.removeValue(forKey: WireField.threadInfo) } else { fields[WireField.threadInfo] = info.json }
                 }
             }
         default:
@@ -312,56 +313,58 @@ extension Engine {
     /// `changedMemberCount`), judged against the channel as stored before the event.
     private func attribute(_ event: inout RealtimeEvent, _ transaction: CacheTransaction) throws(ParleyError) {
         guard let me = session.current?.userID, let category = event.category else { return }
-        let data = event.data
-        func isMe(_ user: JSONValue?) -> Bool { user?["user_id"]?.stringValue == me }
-        func stored() throws(ParleyError) -> JSONValue? {
+        let data = WireEventData(event.data)
+        func isMe(_ user: WireUser?) -> Bool { user?.userID == me }
+        func stored() throws(ParleyError) -> WireChannel? {
             guard let text = try transaction.cache.channel(url: event.channelURL, withMembers: false)?.json else { return nil }
-            return try? JSONValue.parse(text)
+            return (try? JSONValue.parse(text)).map(WireChannel.init)
         }
         switch category {
         case .messageReceived where !event.isOwnEcho:
             // As the server picks whom to send `mention` (docs/PROTOCOL.md §7.1).
-            guard let message = data["message"] else { return }
-            let mentioned = message["mention_type"]?.stringValue == "channel"
-                ? !isMe(message["user"]) : (message["mentioned_users"]?.arrayValue ?? []).contains(where: isMe)
+            guard let message = data.message else { return }
+            let mentioned = message.mentionType == "channel"
+                ? !isMe(message.user) : (message.mentionedUsers ?? []).contains(where: isMe)
             if mentioned { event.reportedCategory = .mention }
-        case .readStatus where isMe(data["user"]):
+        case .readStatus where isMe(data.user):
             // The user's own hide with previous messages moves the read receipt first; the
             // channel it carries is already hidden, its history cut.
-            guard let channel = data["channel"], let before = try stored() else { return }
-            let hidden = (channel["hidden_state"]?.stringValue ?? "unhidden") != (before["hidden_state"]?.stringValue ?? "unhidden")
-            let cut = (channel["ts_message_offset"]?.int64Value ?? 0) > (before["ts_message_offset"]?.int64Value ?? 0)
+            guard let channel = data.channel, let before = try stored() else { return }
+            let hidden = (channel.hiddenState ?? "unhidden") != (before.hiddenState ?? "unhidden")
+            let cut = (channel.tsMessageOffset ?? 0) > (before.tsMessageOffset ?? 0)
             if hidden || cut { event.reportedCategory = .channelHidden }
         case .userJoined, .userLeft, .userBanned, .invitationReceived, .invitationDeclined:
-            let subjects = (data["users"]?.arrayValue ?? []) + (data["invitees"]?.arrayValue ?? [])
-                + [data["user"], data["invitee"]].compactMap { $0 }
-            guard !subjects.contains(where: isMe), let channel = data["channel"], let before = try stored() else { return }
-            event.changedMemberCount = ["member_count", "joined_member_count"].contains { channel[$0] != before[$0] }
+            let subjects = (data.users ?? []) + (data.invitees ?? []) + [data.user, data.invitee].compactMap { $0 }
+            guard !subjects.contains(where: isMe), let channel = data.channel, let before = try stored() else { return }
+            event.changedMemberCount = [WireField.memberCount, WireField.joinedMemberCount].contains {
+                channel.json[$0] != before.json[$0]
+            }
         default:
             break
         }
     }
 
-    private func applyReaction(_ reaction: JSONValue, _ transaction: CacheTransaction) throws(ParleyError) {
-        guard let messageID = reaction["message_id"]?.int64Value, let key = reaction["key"]?.stringValue,
-            let user = reaction["user_id"]?.stringValue
+    private func applyReaction(_ reaction: WireReaction, _ transaction: CacheTransaction) throws(ParleyError) {
+        guard let messageID = reaction.messageID, let key = reaction.key, let user = reaction.userID
         else { throw ParleyError(.protocolViolation, "reaction_updated: reaction needs message_id, key and user_id") }
-        let adding = reaction["operation"]?.stringValue != "DELETE"
-        let updatedAt = reaction["updated_at"] ?? .int(0)
+        let adding = !reaction.isDeletion
+        let updatedAt = reaction.updatedAt ?? .int(0)
         try transaction.patchMessage(messageID) { fields in
-            var reactions = fields["reactions"]?.arrayValue ?? []
-            let index = reactions.firstIndex { $0["key"]?.stringValue == key }
-            var users = index.flatMap { reactions[$0]["user_ids"]?.arrayValue } ?? []
+            var reactions = fields[WireField.reactions]?.arrayValue ?? []
+            let index = reactions.firstIndex { WireMessageReaction($0).key == key }
+            var users = index.flatMap { WireMessageReaction(reactions[$0]).userIDs } ?? []
             users.removeAll { $0.stringValue == user }
             if adding { users.append(.string(user)) }
-            let entry: JSONValue = .object(["key": .string(key), "user_ids": .array(users), "updated_at": updatedAt])
+            let entry: JSONValue = .object([
+                WireField.key: .string(key), WireField.userIDs: .array(users), WireField.updatedAt: updatedAt,
+            ])
             switch (index, users.isEmpty) {
             case (let at?, true): reactions.remove(at: at)
             case (let at?, false): reactions[at] = entry
             case (nil, false): reactions.append(entry)
             case (nil, true): break
             }
-            fields["reactions"] = .array(reactions)
+            fields[WireField.reactions] = .array(reactions)
         }
     }
 
@@ -373,13 +376,13 @@ extension Engine {
     }
 
     /// Whether `message` is one this client sent (by req_id and sender), nil when not.
-    private func ownSend(_ message: JSONValue?) -> OwnSend? {
-        guard let message, let reqID = message["req_id"]?.stringValue, !reqID.isEmpty,
-            let me = session.current?.userID, message["user"]?["user_id"]?.stringValue == me
+    private func ownSend(_ message: WireMessage?) -> OwnSend? {
+        guard let message, let reqID = message.reqID, !reqID.isEmpty,
+            let me = session.current?.userID, message.senderID == me
         else { return nil }
         if outbox.sendsInFlight.contains(reqID) || outbox.recentlySent.contains(reqID) { return .inFlightOrSent }
         let local = read("looking up a local message") { cache throws(ParleyError) in try cache.localMessage(reqID: reqID) } ?? nil
-        guard let local, local.channelURL == message["channel_url"]?.stringValue else { return nil }
+        guard let local, local.channelURL == message.channelURL else { return nil }
         return .waitingLocally(reqID: reqID, channelURL: local.channelURL)
     }
 
@@ -457,27 +460,27 @@ extension Engine {
             case .storeChannels(let key):
                 for channel in answer[key]?.arrayValue ?? [] { try storeAnswerChannelOrReread(channel, touchedByEvents, transaction) }
             case .removeChannel(let reason):
-                if let url = params["channel_url"]?.stringValue { try transaction.removeChannel(url, reason: reason) }
+                if let url = params[WireField.channelURL]?.stringValue { try transaction.removeChannel(url, reason: reason) }
             case .storeMessage:
                 try transaction.storeMessage(answer)
             case .storeMessages(let key):
                 try transaction.storeMessages(answer[key]?.arrayValue ?? [])
-                if let listedRange, let url = params["channel_url"]?.stringValue {
+                if let listedRange, let url = params[WireField.channelURL]?.stringValue {
                     try recordListedRange(listedRange, channelURL: url, reachesNewest: reachesNewest, transaction)
                 }
                 try evictIfNeeded(transaction)
             case .removeMessage:
-                if let id = params["message_id"]?.int64Value ?? params["message_id"]?.stringValue.flatMap({ Int64($0) }) {
+                if let id = params[WireField.messageID]?.int64Value ?? params[WireField.messageID]?.stringValue.flatMap({ Int64($0) }) {
                     try transaction.removeMessage(id)
                 }
             case .truncateHistory:
-                if let url = params["channel_url"]?.stringValue, let offset = answer["ts_message_offset"]?.int64Value {
+                if let url = params[WireField.channelURL]?.stringValue, let offset = WireHistoryReset(answer).tsMessageOffset {
                     try transaction.truncateHistory(channelURL: url, through: offset)
                     try transaction.patchChannel(url) { fields in
-                        fields["ts_message_offset"] = .int(offset)
-                        fields["last_message"] = nil
-                        fields["unread_message_count"] = .int(0)
-                        fields["unread_mention_count"] = .int(0)
+                        fields[WireField.tsMessageOffset] = .int(offset)
+                        fields[WireField.lastMessage] = nil
+                        fields[WireField.unreadMessageCount] = .int(0)
+                        fields[WireField.unreadMentionCount] = .int(0)
                     }
                 }
             case .channelChangelog:
@@ -494,9 +497,9 @@ extension Engine {
     /// The parameters with which a `list_messages` page is every message of its range:
     /// anything else filters, or shapes the page without changing which messages it holds.
     private static let listParamsKeepingAll: Set<String> = [
-        "channel_url", "message_ts", "prev_limit", "next_limit", "include", "reverse", "include_reply_type",
-        "include_reactions", "include_thread_info", "include_parent_message_info", "with_sorted_meta_array",
-        "include_poll_details", "include_meta_array",
+        WireField.channelURL, WireField.messageTs, WireField.prevLimit, WireField.nextLimit, WireField.include, WireField.reverse,
+        WireField.includeReplyType, WireField.includeReactions, WireField.includeThreadInfo, WireField.includeParentMessageInfo,
+        WireField.withSortedMetaArray, WireField.includePollDetails, WireField.includeMetaArray,
     ]
 
     /// The range an answer of `list_messages` vouches for, nil when it vouches for none: a
@@ -505,22 +508,23 @@ extension Engine {
     /// message: past it only the stream can vouch.
     static func listedRange(params: JSONValue, answer: JSONValue) -> ListedRange? {
         guard let fields = params.objectValue, fields.keys.allSatisfy(listParamsKeepingAll.contains),
-            fields["include_reply_type"]?.stringValue == "ALL",
-            (fields["next_limit"]?.int64Value ?? 0) == 0,
-            (fields["prev_limit"]?.int64Value ?? 15) > 0,
-            let messages = answer["messages"]?.arrayValue
+            fields[WireField.includeReplyType]?.stringValue == "ALL",
+            (fields[WireField.nextLimit]?.int64Value ?? 0) == 0,
+            (fields[WireField.prevLimit]?.int64Value ?? 15) > 0,
+            let messages = WireMessageList(answer).messages
         else { return nil }
         var keys: [MessageKey] = []
         var listed = Set<Int64>()
         for message in messages {
-            guard let id = message["message_id"]?.int64Value, let createdAt = message["created_at"]?.int64Value else { return nil }
+            let message = WireMessage(message)
+            guard let id = message.messageID, let createdAt = message.createdAt else { return nil }
             keys.append(MessageKey(createdAt: createdAt, messageID: id))
             listed.insert(id)
         }
         guard let from = keys.min(), let through = keys.max() else { return nil }
         return ListedRange(
-            from: from, through: through, listed: listed, reachesOldest: answer["has_prev"]?.boolValue == false,
-            atNewestEnd: fields["message_ts"] == nil)
+            from: from, through: through, listed: listed, reachesOldest: WireMessageList(answer).hasPrev == false,
+            atNewestEnd: fields[WireField.messageTs] == nil)
     }
 
     /// Records a listed range as continuous, first removing the cached messages of the range
@@ -544,13 +548,14 @@ extension Engine {
     /// Returns the channels whose entries were set aside, to read again.
     static func applyChannelChangelog(_ answer: JSONValue, touchedByEvents: [String: ChannelTouch],
                                       _ transaction: CacheTransaction) throws(ParleyError) -> Set<String> {
+        let page = WireChangelogPage(answer)
         var setAside: Set<String> = []
-        for channel in answer["updated"]?.arrayValue ?? [] {
-            if try !storeAnswerChannel(channel, touchedByEvents, transaction), let url = channel["channel_url"]?.stringValue {
+        for channel in page.updated ?? [] {
+            if try !storeAnswerChannel(channel, touchedByEvents, transaction), let url = WireChannel(channel).channelURL {
                 setAside.insert(url)
             }
         }
-        for url in answer["deleted"]?.arrayValue ?? [] {
+        for url in page.deleted ?? [] {
             guard let url = url.stringValue else { continue }
             if touchedByEvents[url] == nil {
                 try transaction.removeChannel(url, reason: .changelog)
@@ -565,23 +570,22 @@ extension Engine {
     /// operation's): the cached messages it changed are updated, those it lists as deleted
     /// removed. Messages the cache does not hold are not added (new ones come by listing).
     static func applyMessageChangelog(_ answer: JSONValue, _ transaction: CacheTransaction) throws(ParleyError) {
-        for message in answer["updated"]?.arrayValue ?? [] {
-            guard let id = message["message_id"]?.int64Value, try transaction.cache.message(id: id) != nil else {
+        let page = WireChangelogPage(answer)
+        for message in page.updated ?? [] {
+            guard let id = WireMessage(message).messageID, try transaction.cache.message(id: id) != nil else {
                 // Not cached (e.g. hidden by the user's offset): its cached replies still summarize it.
                 try transaction.updateReplies(of: message)
                 continue
             }
             try transaction.storeMessage(message)
         }
-        for deleted in answer["deleted"]?.arrayValue ?? [] {
-            if let id = deleted["message_id"]?.int64Value { try transaction.removeMessage(id) }
-        }
+        for id in page.deletedMessageIDs { try transaction.removeMessage(id) }
     }
 
     /// `storeAnswerChannel`, and a read again of a channel whose copy was set aside.
     func storeAnswerChannelOrReread(_ channel: JSONValue, _ touchedByEvents: [String: ChannelTouch],
                                     _ transaction: CacheTransaction) throws(ParleyError) {
-        if try !Self.storeAnswerChannel(channel, touchedByEvents, transaction), let url = channel["channel_url"]?.stringValue {
+        if try !Self.storeAnswerChannel(channel, touchedByEvents, transaction), let url = WireChannel(channel).channelURL {
             channelRereads.wanted.insert(url)
         }
     }
@@ -592,7 +596,7 @@ extension Engine {
     /// the answer's member list, with the members those events changed.
     static func storeAnswerChannel(_ channel: JSONValue, _ touchedByEvents: [String: ChannelTouch],
                                    _ transaction: CacheTransaction) throws(ParleyError) -> Bool {
-        guard let url = channel["channel_url"]?.stringValue, let touch = touchedByEvents[url] else {
+        guard let url = WireChannel(channel).channelURL, let touch = touchedByEvents[url] else {
             try transaction.storeChannel(channel)
             return true
         }
@@ -603,9 +607,9 @@ extension Engine {
             try transaction.storeChannel(channel)  // the events' copy was not kept: the answer's is the best there is
             return true
         }
-        guard case .array(let members)? = channel["members"] else { return true }
-        merged["members"] = .array(members.map { member in
-            member["user_id"]?.stringValue.flatMap { changedMembers[$0] } ?? member
+        guard let members = WireChannel(channel).members else { return true }
+        merged[WireField.members] = .array(members.map { member in
+            WireMember(member).userID.flatMap { changedMembers[$0] } ?? member
         })
         try transaction.storeChannel(.object(merged))
         return true

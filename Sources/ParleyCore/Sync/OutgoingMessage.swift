@@ -15,26 +15,27 @@ struct OutgoingMessage: Sendable {
     var pending: [String: JSONValue]
 
     static let userMessageKeys: Set<String> = [
-        "message", "req_id", "custom_type", "data", "mention_type", "mentioned_user_ids", "sorted_metaarray",
-        "parent_message_id", "is_reply_to_channel", "is_silent", "mark_as_read",
+        WireField.message, WireField.reqID, WireField.customType, WireField.data, WireField.mentionType, WireField.mentionedUserIDs,
+        WireField.sortedMetaarray, WireField.parentMessageID, WireField.isReplyToChannel, WireField.isSilent, WireField.markAsRead,
     ]
+    /// `file_path` is the library's own (a local file to upload); the others are the server's send fields.
     static let fileMessageKeys: Set<String> = [
-        "url", "file_path", "file_name", "file_size", "file_type", "thumbnails", "req_id", "custom_type", "data",
-        "mention_type", "mentioned_user_ids", "sorted_metaarray", "parent_message_id", "is_reply_to_channel",
-        "is_silent", "mark_as_read",
+        WireField.url, "file_path", WireField.fileName, WireField.fileSize, WireField.fileType, WireField.thumbnails, WireField.reqID,
+        WireField.customType, WireField.data, WireField.mentionType, WireField.mentionedUserIDs, WireField.sortedMetaarray,
+        WireField.parentMessageID, WireField.isReplyToChannel, WireField.isSilent, WireField.markAsRead,
     ]
 
     /// A user message (`MESG`).
     static func user(channelURL: String, params: JSONValue) throws(ParleyError) -> OutgoingMessage {
         let reader = try JSONReader(params, path: "params")
         try reader.rejectUnknownKeys(allowed: userMessageKeys)
-        let text = try reader.string("message")
+        let text = try reader.string(WireField.message)
         guard !text.isEmpty else { throw .invalidArgument("params.message: must not be empty") }
         var request = reader.fields
-        request["message_type"] = .string("MESG")
+        request[WireField.messageType] = .string("MESG")
         var pending = pendingFields(reader.fields)
-        pending["type"] = .string("MESG")
-        pending["message"] = .string(text)
+        pending[WireField.type] = .string("MESG")
+        pending[WireField.message] = .string(text)
         return try OutgoingMessage(channelURL: channelURL, kind: "user", request: request, pending: pending, reader: reader)
     }
 
@@ -43,7 +44,7 @@ struct OutgoingMessage: Sendable {
     static func file(channelURL: String, params: JSONValue) throws(ParleyError) -> OutgoingMessage {
         let reader = try JSONReader(params, path: "params")
         try reader.rejectUnknownKeys(allowed: fileMessageKeys)
-        let url = try reader.optionalString("url")
+        let url = try reader.optionalString(WireField.url)
         let path = try reader.optionalString("file_path")
         guard (url == nil) != (path == nil) else {
             throw .invalidArgument("params: give exactly one of url (a hosted file) and file_path (a local file to upload)")
@@ -58,24 +59,24 @@ struct OutgoingMessage: Sendable {
             }
             guard (info.st_mode & S_IFMT) == S_IFREG else { throw .invalidArgument("params.file_path: '\(path)' is not a regular file") }
             kind = "file_upload"
-            let name = try reader.optionalString("file_name") ?? String(path.split(separator: "/").last ?? "file")
-            file = ["name": .string(name), "size": .int(Int64(info.st_size)), "url": .string(""),
-                    "type": .string(try reader.optionalString("file_type") ?? "")]
+            let name = try reader.optionalString(WireField.fileName) ?? String(path.split(separator: "/").last ?? "file")
+            file = [WireField.name: .string(name), WireField.size: .int(Int64(info.st_size)), WireField.url: .string(""),
+                    WireField.type: .string(try reader.optionalString(WireField.fileType) ?? "")]
         } else if let url {
             guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
                 throw .invalidArgument("params.url: expected an http:// or https:// URL, got '\(url)'")
             }
-            file = ["url": .string(url), "name": .string(try reader.optionalString("file_name") ?? ""),
-                    "size": .int(try reader.optionalInt("file_size", in: 0...Int64.max) ?? 0),
-                    "type": .string(try reader.optionalString("file_type") ?? "")]
+            file = [WireField.url: .string(url), WireField.name: .string(try reader.optionalString(WireField.fileName) ?? ""),
+                    WireField.size: .int(try reader.optionalInt(WireField.fileSize, in: 0...Int64.max) ?? 0),
+                    WireField.type: .string(try reader.optionalString(WireField.fileType) ?? "")]
         }
         var request = reader.fields
-        request["message_type"] = .string("FILE")
+        request[WireField.messageType] = .string("FILE")
         var pending = pendingFields(reader.fields)
-        pending["type"] = .string("FILE")
-        pending["message"] = .string("")
-        pending["file"] = .object(file)
-        if let thumbnails = reader.fields["thumbnails"] { pending["thumbnails"] = thumbnails }
+        pending[WireField.type] = .string("FILE")
+        pending[WireField.message] = .string("")
+        pending[WireField.file] = .object(file)
+        if let thumbnails = reader.fields[WireField.thumbnails] { pending[WireField.thumbnails] = thumbnails }
         return try OutgoingMessage(channelURL: channelURL, kind: kind, request: request, pending: pending, reader: reader)
     }
 
@@ -83,32 +84,35 @@ struct OutgoingMessage: Sendable {
         channelURL: String, kind: String, request: [String: JSONValue], pending: [String: JSONValue], reader: JSONReader
     ) throws(ParleyError) {
         guard !channelURL.isEmpty else { throw .invalidArgument("channel_url must not be empty") }
-        if let parent = request["parent_message_id"], (parent.int64Value ?? -1) < 0 {
+        if let parent = request[WireField.parentMessageID], (parent.int64Value ?? -1) < 0 {
             throw .invalidArgument("params.parent_message_id: expected a non-negative integer")
         }
-        let reqID = try reader.optionalString("req_id") ?? Self.newRequestID()
+        let reqID = try reader.optionalString(WireField.reqID) ?? Self.newRequestID()
         guard !reqID.isEmpty, reqID.utf8.count <= 64 else { throw .invalidArgument("params.req_id: must be 1 to 64 bytes long") }
         self.channelURL = channelURL
         self.reqID = reqID
         self.kind = kind
         self.request = request
-        self.request["req_id"] = .string(reqID)
+        self.request[WireField.reqID] = .string(reqID)
         self.pending = pending
-        self.pending["req_id"] = .string(reqID)
-        self.pending["channel_url"] = .string(channelURL)
-        self.pending["channel_type"] = .string("group")
-        self.pending["created_at"] = .int(Engine.nowMs())
-        self.pending["updated_at"] = .int(0)
+        self.pending[WireField.reqID] = .string(reqID)
+        self.pending[WireField.channelURL] = .string(channelURL)
+        self.pending[WireField.channelType] = .string("group")
+        self.pending[WireField.createdAt] = .int(Engine.nowMs())
+        self.pending[WireField.updatedAt] = .int(0)
     }
 
     /// The fields a pending message copies from the send parameters.
     private static func pendingFields(_ params: [String: JSONValue]) -> [String: JSONValue] {
         var fields: [String: JSONValue] = [:]
-        for key in ["custom_type", "data", "mention_type", "sorted_metaarray", "parent_message_id", "is_reply_to_channel"] {
+        for key in [
+            WireField.customType, WireField.data, WireField.mentionType, WireField.sortedMetaarray, WireField.parentMessageID,
+            WireField.isReplyToChannel,
+        ] {
             if let value = params[key] { fields[key] = value }
         }
-        if let ids = params["mentioned_user_ids"]?.arrayValue {
-            fields["mentioned_users"] = .array(ids.map { .object(["user_id": $0]) })
+        if let ids = params[WireField.mentionedUserIDs]?.arrayValue {
+            fields[WireField.mentionedUsers] = .array(ids.map { .object([WireField.userID: $0]) })
         }
         return fields
     }

@@ -24,7 +24,7 @@ struct ServerMessagePage {
     var hasPrev: Bool
     var hasNext: Bool
 
-    init(_ answer: JSONValue, channelURL: String, listKey: String = "messages") throws(ParleyError) {
+    init(_ answer: JSONValue, channelURL: String, listKey: String = WireField.messages) throws(ParleyError) {
         guard let list = answer[listKey]?.arrayValue else {
             throw ParleyError(.protocolViolation, "message list: expected \(listKey) (an array)")
         }
@@ -44,8 +44,8 @@ struct ServerMessagePage {
         pairs.sort { $0.0 < $1.0 }
         messages = pairs.map(\.1)
         keys = pairs.map(\.0)
-        hasPrev = answer["has_prev"]?.boolValue ?? false
-        hasNext = answer["has_next"]?.boolValue ?? false
+        hasPrev = WireMessageList(answer).hasPrev ?? false
+        hasNext = WireMessageList(answer).hasNext ?? false
     }
 }
 
@@ -374,25 +374,25 @@ extension Engine {
                 channelURL: scope.channelURL, first: (shown.first.createdAt, shown.first.messageID),
                 last: (shown.last.createdAt, shown.last.messageID), shownCount: shown.count,
                 hugeGapThreshold: max(1, threshold - filled), limit: limit, filter: scope.serverQuery)
-            listKey = "prev_messages"
+            listKey = WireField.prevMessages
         } else {
             // Nothing shown to compare: everything after the range's end is the gap.
             path = Endpoints.messageList(
                 channelURL: scope.channelURL, anchor: Self.listAnchor(high), previous: 0, next: min(threshold - filled + 1, 200),
                 filter: scope.serverQuery)
-            listKey = "messages"
+            listKey = WireField.messages
         }
         return pageRequest(channelURL: scope.channelURL, path: path) { load, result, watch in
             done(load, Result(catching: { () throws(ParleyError) in
                 let answer = try result.get()
                 let page: ServerMessagePage
                 let more: Bool
-                if listKey == "prev_messages" {
-                    guard let isHuge = answer["is_huge_gap"]?.boolValue else {
+                if listKey == WireField.prevMessages {
+                    guard let isHuge = WireGapAnswer(answer).isHugeGap else {
                         throw ParleyError(.protocolViolation, "messages_gap: expected is_huge_gap")
                     }
                     if isHuge { return .huge }
-                    more = answer["prev_has_more"]?.boolValue ?? false
+                    more = WireGapAnswer(answer).prevHasMore ?? false
                     page = try ServerMessagePage(answer, channelURL: scope.channelURL, listKey: listKey)
                 } else {
                     page = try ServerMessagePage(answer, channelURL: scope.channelURL, listKey: listKey)
@@ -441,7 +441,7 @@ extension Engine {
         var listed = Set<Int64>()
         var fresh: [JSONValue] = []
         for message in messages {
-            guard let id = message["message_id"]?.int64Value else { continue }
+            guard let id = WireMessage(message).messageID else { continue }
             listed.insert(id)
             if !touched.contains(id) { fresh.append(message) }
         }
@@ -515,12 +515,13 @@ extension Engine {
         return pageRequest(channelURL: nil, path: path) { load, result, watch in
             done(load, Result(catching: { () throws(ParleyError) in
                 let answer = try result.get()
-                guard let list = answer["channels"]?.arrayValue, let next = answer["next"]?.stringValue else {
+                let page = WireChannelListPage(answer)
+                guard let list = page.channels, let next = page.next else {
                     throw ParleyError(.protocolViolation, "channel list: expected channels and next")
                 }
                 var urls: [String] = []
                 for channel in list {
-                    guard let url = channel["channel_url"]?.stringValue, !url.isEmpty else {
+                    guard let url = WireChannel(channel).channelURL, !url.isEmpty else {
                         throw ParleyError(.protocolViolation, "channel list: a channel without channel_url")
                     }
                     urls.append(url)

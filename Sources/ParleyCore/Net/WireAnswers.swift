@@ -1,0 +1,70 @@
+// Typed read-only views over the server's answers (docs/PROTOCOL.md §3, §6–§8), in the
+// manner of WireObjects.swift: the value as it came, a field read on demand. The objects an
+// answer lists stay JSON values: they are stored as they came.
+
+/// An error answer's body (docs/PROTOCOL.md §3), also the data of the stream's `error` frame (§9).
+struct WireError: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var code: Int64? { json[WireField.code]?.int64Value }
+    var message: String? { json[WireField.message]?.stringValue }
+}
+
+/// A page of a channel listing (docs/PROTOCOL.md §6.2).
+struct WireChannelListPage: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var channels: [JSONValue]? { json[WireField.channels]?.arrayValue }
+    /// "" on the last page.
+    var next: String? { json[WireField.next]?.stringValue }
+}
+
+/// The answer of `reset_user_history` (docs/PROTOCOL.md §6.3).
+struct WireHistoryReset: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var tsMessageOffset: Int64? { json[WireField.tsMessageOffset]?.int64Value }
+}
+
+/// A page of a message listing (docs/PROTOCOL.md §7.2).
+struct WireMessageList: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var messages: [JSONValue]? { json[WireField.messages]?.arrayValue }
+    var hasPrev: Bool? { json[WireField.hasPrev]?.boolValue }
+    var hasNext: Bool? { json[WireField.hasNext]?.boolValue }
+}
+
+/// A page of channel or message changelogs (docs/PROTOCOL.md §8.2, §8.3).
+struct WireChangelogPage: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    /// Channels (§8.3) or messages (§8.2).
+    var updated: [JSONValue]? { json[WireField.updated]?.arrayValue }
+    /// Channel URLs (§8.3) or `{message_id, deleted_at}` objects (§8.2).
+    var deleted: [JSONValue]? { json[WireField.deleted]?.arrayValue }
+    /// The message ids of a message changelog's `deleted` (entries without one skipped).
+    var deletedMessageIDs: [Int64] { (deleted ?? []).compactMap { $0[WireField.messageID]?.int64Value } }
+    var next: String? { json[WireField.next]?.stringValue }
+    var hasMore: Bool? { json[WireField.hasMore]?.boolValue }
+}
+
+/// The answer of a gap check (docs/PROTOCOL.md §8.4); its messages are under `prev_messages`.
+struct WireGapAnswer: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var isHugeGap: Bool? { json[WireField.isHugeGap]?.boolValue }
+    var prevHasMore: Bool? { json[WireField.prevHasMore]?.boolValue }
+}

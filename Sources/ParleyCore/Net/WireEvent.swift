@@ -1,0 +1,63 @@
+// Typed read-only views over the event stream's data (docs/PROTOCOL.md §9), in the manner
+// of WireObjects.swift: the value as it came, a field read on demand.
+
+/// The `data` of an event (docs/PROTOCOL.md §9): `category`, `channel_url`, the channel
+/// rendered for the recipient (§9.1) and the category's own fields.
+struct WireEventData: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var category: String? { json[WireField.category]?.stringValue }
+    var channelURL: String? { json[WireField.channelURL]?.stringValue }
+    /// Absent from `channel_deleted`, and from a replayed event after its channel's first (§9.1).
+    var channel: WireChannel? { json[WireField.channel].map(WireChannel.init) }
+    /// As sent (an array of members, §9.1); whoever applies the event checks its type.
+    var changedMembers: JSONValue? { json[WireField.changedMembers] }
+    /// `message_received`, `message_updated`, `mention`.
+    var message: WireMessage? { json[WireField.message].map(WireMessage.init) }
+    /// `message_deleted`.
+    var messageID: Int64? { json[WireField.messageID]?.int64Value }
+    /// `reaction_updated`.
+    var reaction: WireReaction? { json[WireField.reaction].map(WireReaction.init) }
+    /// `thread_info_updated`: the parent and its new `thread_info`.
+    var parentMessageID: Int64? { json[WireField.parentMessageID]?.int64Value }
+    var threadInfo: WireThreadInfo? { json[WireField.threadInfo].map(WireThreadInfo.init) }
+    /// The user the event is about (`read_status`, `user_left`, `user_banned`, ...).
+    var user: WireUser? { json[WireField.user].map(WireUser.init) }
+    /// `invitation_declined`: who declined.
+    var invitee: WireUser? { json[WireField.invitee].map(WireUser.init) }
+    /// `user_joined`: who joined.
+    var users: [WireUser]? { json[WireField.users]?.arrayValue?.map(WireUser.init) }
+    /// `invitation_received`: who was invited now.
+    var invitees: [WireUser]? { json[WireField.invitees]?.arrayValue?.map(WireUser.init) }
+    /// `typing_status`: the current typers, as sent (handed on as text).
+    var typingUsers: JSONValue? { json[WireField.typingUsers] }
+}
+
+/// The change of a `reaction_updated` event (docs/PROTOCOL.md §9):
+/// `{message_id, key, user_id, operation, updated_at}`.
+struct WireReaction: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var messageID: Int64? { json[WireField.messageID]?.int64Value }
+    var key: String? { json[WireField.key]?.stringValue }
+    var userID: String? { json[WireField.userID]?.stringValue }
+    /// The operation is "DELETE"; anything else (or none) adds.
+    var isDeletion: Bool { json[WireField.operation]?.stringValue == "DELETE" }
+    /// As sent: copied into the message's reaction entry untouched.
+    var updatedAt: JSONValue? { json[WireField.updatedAt] }
+}
+
+/// The data of the stream's own frames `connected` and `resync` (docs/PROTOCOL.md §9).
+/// Its `error` frame carries an error body (`WireError`).
+struct WireStreamNotice: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var lastEventID: Int64? { json[WireField.lastEventID]?.int64Value }
+    var reason: String? { json[WireField.reason]?.stringValue }
+}
