@@ -103,3 +103,32 @@ private func parsed(_ text: String) throws -> JSONValue { try JSONValue.parse(te
         #expect(resync.lastEventID == 42)
     }
 }
+
+/// What a `list_messages` answer vouches for (Engine.listedRange): a page around an anchor
+/// vouches for nothing unless it has no next side (the server's default there is 15, and
+/// with `include` false neither side holds what sits at the anchor).
+@Suite struct ListedRangeTests {
+    private let answer: JSONValue = [
+        "messages": [["message_id": 1, "created_at": 10], ["message_id": 2, "created_at": 20], ["message_id": 3, "created_at": 40]],
+        "has_prev": false, "has_next": false,
+    ]
+
+    @Test func anAnchoredPageWithItsDefaultNextSideVouchesForNothing() {
+        let params: JSONValue = ["channel_url": "room", "message_ts": 30, "include": false, "include_reply_type": "ALL", "prev_limit": 5]
+        #expect(Engine.listedRange(params: params, answer: answer) == nil)
+    }
+
+    @Test func pagesWithoutANextSideVouchForTheirRange() throws {
+        let anchored: JSONValue = [
+            "channel_url": "room", "message_ts": 50, "include": false, "include_reply_type": "ALL", "prev_limit": 5, "next_limit": 0,
+        ]
+        let range = try #require(Engine.listedRange(params: anchored, answer: answer))
+        #expect(range.from == MessageKey(createdAt: 10, messageID: 1) && range.through == MessageKey(createdAt: 40, messageID: 3))
+        #expect(range.reachesOldest && !range.atNewestEnd && range.listed == [1, 2, 3])
+        let newest: JSONValue = ["channel_url": "room", "include_reply_type": "ALL", "prev_limit": 5]
+        #expect(Engine.listedRange(params: newest, answer: answer)?.atNewestEnd == true)
+        // Filtered: replies left out, so the page is not every message of its range.
+        let filtered: JSONValue = ["channel_url": "room", "prev_limit": 5]
+        #expect(Engine.listedRange(params: filtered, answer: answer) == nil)
+    }
+}

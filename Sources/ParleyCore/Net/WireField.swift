@@ -12,6 +12,8 @@ enum WireField {
     // MARK: Users and members (§4.1, §4.3)
 
     static let userID = "user_id"
+    static let nickname = "nickname"
+    static let profileURL = "profile_url"
     /// A channel participant's role in a basic user: "operator" or "" (§4.1).
     static let role = "role"
     /// A member's read position (ms); it only grows while the membership lasts (§4.3).

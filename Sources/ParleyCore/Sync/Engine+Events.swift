@@ -258,9 +258,9 @@ extension Engine {
         let removal: ChannelRemovalReason? =
             switch event.category {
             case .channelDeleted: .deleted
-            case .userLeft where data.user?.userID == me: .left
-            case .userBanned where data.user?.userID == me: .banned
-            case .invitationDeclined where data.invitee?.userID == me: .invitationDeclined
+            case .userLeft where me != nil && data.user?.userID == me: .left
+            case .userBanned where me != nil && data.user?.userID == me: .banned
+            case .invitationDeclined where me != nil && data.invitee?.userID == me: .invitationDeclined
             default: nil
             }
         if let removal {
@@ -509,7 +509,9 @@ extension Engine {
     static func listedRange(params: JSONValue, answer: JSONValue) -> ListedRange? {
         guard let fields = params.objectValue, fields.keys.allSatisfy(listParamsKeepingAll.contains),
             fields[WireField.includeReplyType]?.stringValue == "ALL",
-            (fields[WireField.nextLimit]?.int64Value ?? 0) == 0,
+            // The server's default next side is 15 around an anchor (PROTOCOL.md §7.2): its
+            // two sides would then leave out what sits at the anchor itself (`include` false).
+            (fields[WireField.nextLimit]?.int64Value ?? (fields[WireField.messageTs] == nil ? 0 : 15)) == 0,
             (fields[WireField.prevLimit]?.int64Value ?? 15) > 0,
             let messages = WireMessageList(answer).messages
         else { return nil }

@@ -27,10 +27,10 @@ extension Engine {
         guard let current = session.current, let writer = store.writer else {
             throw .invalidState("send: not connected (call connect first)")
         }
-        var sender: [String: JSONValue] = ["user_id": .string(current.userID)]
-        for key in ["nickname", "profile_url"] { if let value = session.user?[key] { sender[key] = value } }
+        var sender: [String: JSONValue] = [WireField.userID: .string(current.userID)]
+        for key in [WireField.nickname, WireField.profileURL] { if let value = session.user?[key] { sender[key] = value } }
         var pending = outgoing.pending
-        pending["user"] = .object(sender)
+        pending[WireField.user] = .object(sender)
         let message = JSONValue.object(pending)
         // The first attempt is counted here, in the transaction that stores the message, not
         // in one of its own just before the request goes out: one commit less per send. A
@@ -264,8 +264,8 @@ extension Engine {
                         }
                     parts.append(.field(name: key, value: text))
                 }
-                parts.append(.file(name: "file", path: filePath, fileName: body["file_name"]?.stringValue,
-                                   contentType: body["file_type"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }))
+                parts.append(.file(name: "file", path: filePath, fileName: body[WireField.fileName]?.stringValue,
+                                   contentType: body[WireField.fileType]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }))
                 request?.multipart = parts
                 request?.uploadProgress = outbox.uploadProgress[reqID]
                 // Uploads may take long: no whole-transfer limit, a stall limit instead.

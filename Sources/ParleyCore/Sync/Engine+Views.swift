@@ -45,8 +45,8 @@ extension Engine {
         call("GET", Endpoints.channel(channelURL)) { result in
             // An event applied meanwhile holds a later copy than this answer.
             let touchedByEvents = self.channelReads.end(readStart)
-            if case .success(let channel) = result, channel["channel_url"]?.stringValue == channelURL,
-                channel["member_state"]?.stringValue != "none"
+            if case .success(let channel) = result, WireChannel(channel).channelURL == channelURL,
+                WireChannel(channel).memberState != "none"
             {
                 self.write(.channelRefresh(channelURL: channelURL), "refreshing a channel") { transaction throws(ParleyError) in
                     try self.storeAnswerChannelOrReread(channel, touchedByEvents, transaction)

@@ -157,7 +157,7 @@ struct ChannelReadGuard {
             }
             guard case .partial(var changed) = inFlight[request]?[url] ?? .partial(changedMembers: [:]) else { continue }
             for member in changedMembers {
-                if let id = member["user_id"]?.stringValue { changed[id] = member }
+                if let id = WireMember(member).userID { changed[id] = member }
             }
             inFlight[request]?[url] = .partial(changedMembers: changed)
         }
