@@ -150,4 +150,60 @@ private func randomObject(_ rng: inout SeededGenerator, depth: Int) -> JSONValue
         // The row before it is still readable on its own.
         #expect(try cache.messages(channelURL: "c1", before: MessageKey(createdAt: 15, messageID: 0), limit: 10).map(\.messageID) == [1])
     }
+
+    /// A text the cache wrote carries its check value: a read compares it instead of parsing,
+    /// so a text changed behind the cache's back fails the read even when it is still valid
+    /// JSON (which SQLite's JSON check would let through), in a page and in the JSON array.
+    @Test func aStoredMessageChangedBehindTheCacheFailsItsCheck() throws {
+        var template = Array("/tmp/parley-check-test-XXXXXX".utf8CString)
+        let directory: String = template.withUnsafeMutableBufferPointer { buffer in
+            mkdtemp(buffer.baseAddress!) != nil ? String(cString: buffer.baseAddress!) : "/tmp"
+        }
+        defer { _ = system("rm -rf '\(directory)'") }
+        let path = directory + "/user.sqlite"
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        let messages: [JSONValue] = (1...3).map { id in
+            ["message_id": .int(id), "channel_url": "c1", "created_at": .int(10 * id), "updated_at": 0, "type": "MESG",
+             "message": .string("text \(id)"), "user": ["user_id": "u1"]]
+        }
+        try cache.upsertMessages(messages)
+        #expect(try cache.messages(channelURL: "c1", before: .newest, limit: 10).map(\.json) == messages.map(\.canonicalText))
+        var buffer: [UInt8] = []
+        #expect(try cache.appendMessageTexts(channelURL: "c1", before: .newest, limit: 10, to: &buffer) == 3)
+        // Same length, still JSON: only the check sees it.
+        try cache.database.execute("UPDATE messages SET json = replace(json, 'text 2', 'text 9') WHERE message_id = 2")
+        do {
+            _ = try cache.messages(channelURL: "c1", before: .newest, limit: 10)
+            Issue.record("the changed text was read")
+        } catch {
+            #expect(error.code == .cache)
+            #expect(error.message.contains("message 2"))
+        }
+        buffer = []
+        #expect(throws: ParleyError.self) { try cache.appendMessageTexts(channelURL: "c1", before: .newest, limit: 10, to: &buffer) }
+        #expect(access(path + SQLiteDatabase.damageMarkerSuffix, F_OK) == 0)
+        #expect(try cache.messages(channelURL: "c1", before: MessageKey(createdAt: 15, messageID: 0), limit: 10).map(\.messageID) == [1])
+    }
+
+    /// The check value is stored on disk, so its function must never change: these values
+    /// were computed when it was written. Every single changed byte changes the value.
+    @Test func theCheckValueIsStableAndSeesEveryByte() {
+        let pinned: [(String, Int64)] = [
+            ("", -5_159_250_663_659_831_294), ("{}", -4_634_312_058_671_413_881),
+            ("{\"message\":\"héllo\",\"message_id\":1}", -6_481_236_665_721_529_972),
+        ]
+        for (text, value) in pinned { #expect(StoredTextCheck.value(of: text) == value, "\(text)") }
+        let text = Array("{\"message\":\"a text of some length to cover words and a tail\",\"n\":1}".utf8)
+        let original = text.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) }
+        for index in text.indices {
+            for bit in 0..<8 {
+                var changed = text
+                changed[index] ^= UInt8(1 << bit)
+                #expect(changed.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) } != original, "byte \(index) bit \(bit)")
+            }
+        }
+        // A longer or shorter text with the same words differs too.
+        #expect(StoredTextCheck.value(of: "{}") != StoredTextCheck.value(of: "{}\u{0}"))
+    }
 }

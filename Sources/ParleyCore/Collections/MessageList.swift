@@ -88,58 +88,69 @@ public struct MessageList: RandomAccessCollection, Sendable, Equatable, Expressi
 
 /// Text operations on canonical JSON objects as the cache stores them (no whitespace, valid).
 enum CanonicalObjectText {
-    /// `text` without its top-level members named in `names`. Text that is not an object is
-    /// returned as it is.
+    /// `text` without its top-level members named in `names` (the same string when it has
+    /// none). Text that is not an object is returned as it is.
     static func removingMembers(_ names: [[UInt8]], from text: String) -> String {
         var text = text
-        return text.withUTF8 { bytes -> String in
-            guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{") else { return String(decoding: bytes, as: UTF8.self) }
-            // Member ranges to drop (with the comma that separates each from its neighbour).
-            var dropped: [Range<Int>] = []
-            var index = 1
-            var previousEnd = 1
-            var keptAny = false
-            while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
-                let memberStart = index
-                let keyEnd = endOfString(bytes, from: index)
-                let valueEnd = endOfValue(bytes, from: keyEnd + 1)  // past the ':'
-                let keyLength = keyEnd - memberStart - 2
-                let named = names.contains { name in
-                    name.count == keyLength
-                        && name.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress! + memberStart + 1, keyLength) == 0 }
-                }
-                if named {
-                    // Before any kept member a member goes with the comma after it; after one,
-                    // with the comma before it.
-                    if !keptAny {
-                        let end = valueEnd < bytes.count && bytes[valueEnd] == UInt8(ascii: ",") ? valueEnd + 1 : valueEnd
-                        dropped.append(memberStart..<end)
-                    } else {
-                        dropped.append(previousEnd..<valueEnd)
-                    }
+        let cut = text.withUTF8 { bytes -> String? in
+            guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{") else { return nil }
+            return removingMembers(names, fromObject: bytes)
+        }
+        return cut ?? text
+    }
+
+    /// The object text without its top-level members named in `names`; nil if it has none.
+    private static func removingMembers(_ names: [[UInt8]], fromObject bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        // Member ranges to drop (with the comma that separates each from its neighbour).
+        var dropped: [Range<Int>] = []
+        var index = 1
+        var previousEnd = 1
+        var keptAny = false
+        // Keys are in byte order: past the greatest name none can follow (a key with an escape
+        // is not compared raw, and only keeps the scan going).
+        let greatest = names.max { $0.lexicographicallyPrecedes($1) } ?? []
+        while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            let memberStart = index
+            let keyEnd = endOfString(bytes, from: index)
+            let keyLength = keyEnd - memberStart - 2
+            guard keyLength >= 0 else { break }  // cut short: not an object the cache wrote
+            let rawKey = UnsafeBufferPointer(rebasing: bytes[(memberStart + 1)..<(keyEnd - 1)])
+            if greatest.lexicographicallyPrecedes(rawKey), !rawKey.contains(UInt8(ascii: "\\")) { break }
+            let valueEnd = endOfValue(bytes, from: keyEnd + 1)  // past the ':'
+            let named = names.contains { name in
+                name.count == keyLength && name.first == rawKey.first && rawKey.elementsEqual(name)
+            }
+            if named {
+                // Before any kept member a member goes with the comma after it; after one,
+                // with the comma before it.
+                if !keptAny {
+                    let end = valueEnd < bytes.count && bytes[valueEnd] == UInt8(ascii: ",") ? valueEnd + 1 : valueEnd
+                    dropped.append(memberStart..<end)
                 } else {
-                    keptAny = true
+                    dropped.append(previousEnd..<valueEnd)
                 }
-                previousEnd = valueEnd
-                index = valueEnd
-                if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
+            } else {
+                keptAny = true
             }
-            guard !dropped.isEmpty else { return String(decoding: bytes, as: UTF8.self) }
-            let ranges = dropped
-            let length = bytes.count - ranges.reduce(0) { $0 + $1.count }
-            return String(unsafeUninitializedCapacity: length) { output in
-                var written = 0
-                var from = 0
-                for range in ranges + [bytes.count..<bytes.count] {
-                    let count = range.lowerBound - from
-                    if count > 0 {
-                        (output.baseAddress! + written).update(from: bytes.baseAddress! + from, count: count)
-                        written += count
-                    }
-                    from = range.upperBound
+            previousEnd = valueEnd
+            index = valueEnd
+            if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
+        }
+        guard !dropped.isEmpty else { return nil }
+        let ranges = dropped
+        let length = bytes.count - ranges.reduce(0) { $0 + $1.count }
+        return String(unsafeUninitializedCapacity: length) { output in
+            var written = 0
+            var from = 0
+            for range in ranges + [bytes.count..<bytes.count] {
+                let count = range.lowerBound - from
+                if count > 0 {
+                    (output.baseAddress! + written).update(from: bytes.baseAddress! + from, count: count)
+                    written += count
                 }
-                return written
+                from = range.upperBound
             }
+            return written
         }
     }
 
@@ -191,28 +202,26 @@ enum CanonicalObjectText {
         }
     }
 
-    /// The index just past the string that starts (with its quote) at `start`.
+    /// The index just past the string that starts (with its quote) at `start`. A byte loop:
+    /// keys and most values are short, where a call per string costs more than the scan.
     private static func endOfString(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
-        var index = start + 1
         let base = bytes.baseAddress!
+        var index = start + 1
         while index < bytes.count {
-            // Jump to the next quote; it ends the string unless an odd run of backslashes escapes it.
-            guard let found = memchr(base + index, Int32(UInt8(ascii: "\"")), bytes.count - index) else { return bytes.count }
-            let quote = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
-            var backslashes = 0
-            while quote - backslashes - 1 > start, bytes[quote - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
-            if backslashes % 2 == 0 { return quote + 1 }
-            index = quote + 1
+            let byte = base[index]
+            if byte == UInt8(ascii: "\"") { return index + 1 }
+            index += byte == UInt8(ascii: "\\") ? 2 : 1  // an escape covers the byte after it
         }
         return bytes.count
     }
 
     /// The index just past the value that starts at `start`.
     private static func endOfValue(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        let base = bytes.baseAddress!
         var index = start
         var depth = 0
         while index < bytes.count {
-            switch bytes[index] {
+            switch base[index] {
             case UInt8(ascii: "\""):
                 index = endOfString(bytes, from: index)
                 if depth == 0 { return index }

@@ -107,18 +107,18 @@ extension ChatCache {
     private func writeMessage(_ columns: MessageColumns, json: String) throws(ParleyError) {
         try database.statement("""
             INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type,
-                                  sender_id, parent_message_id, is_reply_to_channel, json)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                                  sender_id, parent_message_id, is_reply_to_channel, json, json_check)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
             ON CONFLICT (message_id) DO UPDATE SET
                 channel_url = excluded.channel_url, created_at = excluded.created_at, updated_at = excluded.updated_at,
                 req_id = excluded.req_id, type = excluded.type, custom_type = excluded.custom_type,
                 sender_id = excluded.sender_id, parent_message_id = excluded.parent_message_id,
-                is_reply_to_channel = excluded.is_reply_to_channel, json = excluded.json
+                is_reply_to_channel = excluded.is_reply_to_channel, json = excluded.json, json_check = excluded.json_check
             """).run([
                 .integer(columns.messageID), .text(columns.channelURL), .integer(columns.createdAt),
                 .integer(columns.updatedAt), .text(columns.reqID), .text(columns.type), .text(columns.customType),
                 .text(columns.senderID), .integer(columns.parentMessageID), SQLiteValue(columns.isReplyToChannel),
-                .text(json),
+                .text(json), .integer(StoredTextCheck.value(of: json)),
             ])
     }
 
@@ -188,7 +188,8 @@ extension ChatCache {
         if limit == 0 { return 0 }
         // Walk the index newest first (what LIMIT needs), then lay the texts out oldest first.
         let statement = try database.statement("""
-            SELECT json FROM messages WHERE channel_url = ?1 AND (created_at, message_id) < (?2, ?3)
+            SELECT json, json_check, CASE WHEN json_check IS NULL THEN json_valid(json) END
+            FROM messages WHERE channel_url = ?1 AND (created_at, message_id) < (?2, ?3)
             ORDER BY created_at DESC, message_id DESC LIMIT ?4
             """)
         var scratch: [UInt8] = []
@@ -196,7 +197,7 @@ extension ChatCache {
         ranges.reserveCapacity(min(limit, 1024))
         try statement.rows([.text(channelURL), .integer(key.createdAt), .integer(key.messageID), .integer(Int64(limit))]) { row throws(ParleyError) in
             let valid = row.withTextBytes(0) { bytes in
-                guard Self.isStoredObject(bytes) else { return false }
+                guard Self.isStoredObject(bytes), Self.matchesCheck(bytes, row, check: 1, parsed: 2) else { return false }
                 let start = scratch.count
                 scratch.append(contentsOf: bytes)
                 ranges.append(start..<scratch.count)
@@ -258,7 +259,7 @@ extension ChatCache {
             WHERE channel_url = ?1 AND (created_at, message_id) >= (?2, ?3) AND (created_at, message_id) <= (?8, ?9)
             AND \(Self.filterSQL)
             ORDER BY created_at, message_id
-            """).rows(values) { row throws(ParleyError) in result.append(try self.readMessage(row)) }
+            """).rows(values) { row throws(ParleyError) in result.append(try self.readMessage(row, channelURL: channelURL)) }
         return result
     }
 
@@ -289,7 +290,7 @@ extension ChatCache {
             """
         var page: [CachedMessage] = []
         page.reserveCapacity(min(limit, 1024))
-        try database.statement(sql).rows(values) { row throws(ParleyError) in page.append(try self.readMessage(row)) }
+        try database.statement(sql).rows(values) { row throws(ParleyError) in page.append(try self.readMessage(row, channelURL: channelURL)) }
         return page
     }
 
@@ -316,16 +317,30 @@ extension ChatCache {
         ]
     }
 
-    /// SQLite's own JSON check comes with every row: collections hand stored texts to the
-    /// application without parsing them (Collections/MessageList.swift).
-    static let messageColumns = "message_id, channel_url, created_at, updated_at, req_id, json, json_valid(json)"
+    /// Collections hand stored texts to the application without parsing them
+    /// (Collections/MessageList.swift), so every read proves a text is what the cache wrote:
+    /// by its check value (Store/StoredTextCheck.swift), or, for a row written before the
+    /// cache kept one, by SQLite's JSON check.
+    static let messageColumns = """
+        message_id, channel_url, created_at, updated_at, req_id, json, json_check,
+        CASE WHEN json_check IS NULL THEN json_valid(json) END
+        """
 
-    func readMessage(_ row: SQLiteStatement) throws(ParleyError) -> CachedMessage {
-        let what = "message \(row.int64(0))"
-        guard row.int64(6) != 0 else { throw damaged(what) }
+    /// Whether a message text read in `row` is the one the cache wrote: its check value in
+    /// column `check` matches, or (none kept) SQLite's JSON check in column `parsed` passed.
+    static func matchesCheck(_ text: UnsafeBufferPointer<UInt8>, _ row: SQLiteStatement, check: Int32, parsed: Int32) -> Bool {
+        row.isNull(check) ? row.int64(parsed) != 0 : StoredTextCheck.value(of: text) == row.int64(check)
+    }
+
+    /// A row of `messageColumns`; `channelURL` is the one the query selected by, if it did
+    /// (a page's rows then share that string instead of each making its own).
+    func readMessage(_ row: SQLiteStatement, channelURL: String? = nil) throws(ParleyError) -> CachedMessage {
+        guard row.withTextBytes(5, { Self.matchesCheck($0, row, check: 6, parsed: 7) }) == true else {
+            throw damaged("message \(row.int64(0))")
+        }
         return CachedMessage(
-            messageID: row.int64(0), channelURL: row.string(1) ?? "", createdAt: row.int64(2),
-            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: try storedJSON(row, 5, what))
+            messageID: row.int64(0), channelURL: channelURL ?? row.string(1) ?? "", createdAt: row.int64(2),
+            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: try storedJSON(row, 5, "message \(row.int64(0))"))
     }
 }
 
@@ -356,7 +371,7 @@ extension ChatCache {
     public func messages(channelURL: String, senderID: String) throws(ParleyError) -> [CachedMessage] {
         var result: [CachedMessage] = []
         try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE channel_url = ?1 AND sender_id = ?2")
-            .rows([.text(channelURL), .text(senderID)]) { row throws(ParleyError) in result.append(try self.readMessage(row)) }
+            .rows([.text(channelURL), .text(senderID)]) { row throws(ParleyError) in result.append(try self.readMessage(row, channelURL: channelURL)) }
         return result
     }
 
@@ -373,13 +388,13 @@ extension ChatCache {
     /// A stored JSON text as read: valid UTF-8 holding a JSON object (what the cache writes).
     /// Anything else is damage the checks at open did not see: the file is marked for
     /// replacement and the read fails, so that no invalid text ever reaches the application.
-    func storedJSON(_ row: SQLiteStatement, _ column: Int32, _ what: String) throws(ParleyError) -> String {
+    func storedJSON(_ row: SQLiteStatement, _ column: Int32, _ what: @autoclosure () -> String) throws(ParleyError) -> String {
         // One pass: validating the UTF-8 gives the string.
         let text = row.withTextBytes(column) { bytes -> String? in
             guard bytes.count >= 2, bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") else { return nil }
             return String(validating: bytes, as: UTF8.self)
         }
-        guard let text = text ?? nil else { throw damaged(what) }
+        guard let text = text ?? nil else { throw damaged(what()) }
         return text
     }
 

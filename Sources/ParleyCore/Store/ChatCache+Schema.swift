@@ -14,6 +14,7 @@ extension ChatCache {
         SQLiteMigration(version: 3, sql: schemaVersion3),
         SQLiteMigration(version: 4, sql: schemaVersion4),
         SQLiteMigration(version: 5, sql: schemaVersion5),
+        SQLiteMigration(version: 6, sql: schemaVersion6),
     ]
 
     /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
@@ -157,5 +158,12 @@ extension ChatCache {
         UPDATE channels SET name_key = parley_text_order_key(name);
         DROP INDEX channels_name;
         CREATE INDEX channels_name ON channels (name_key, channel_url);
+        """
+
+    /// Version 6: each message's text with its check value (Store/StoredTextCheck.swift),
+    /// which reads compare instead of parsing. Rows written before have none (NULL) and are
+    /// parsed on read as before. A statement that changes `json` in SQL must set it NULL.
+    static let schemaVersion6 = """
+        ALTER TABLE messages ADD COLUMN json_check INTEGER;
         """
 }
