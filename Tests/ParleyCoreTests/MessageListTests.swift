@@ -32,6 +32,19 @@ private func randomObject(_ rng: inout SeededGenerator, depth: Int) -> JSONValue
     return .object(fields)
 }
 
+/// A cache in a file of its own (the damage marker lies beside it), removed afterwards.
+private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
+    var template = Array("/tmp/parley-list-test-XXXXXX".utf8CString)
+    let directory: String = template.withUnsafeMutableBufferPointer { buffer in
+        mkdtemp(buffer.baseAddress!) != nil ? String(cString: buffer.baseAddress!) : "/tmp"
+    }
+    defer { _ = system("rm -rf '\(directory)'") }
+    let path = directory + "/user.sqlite"
+    let cache = try ChatCache(location: .file(path: path))
+    defer { cache.close() }
+    try body(cache, path)
+}
+
 @Suite struct MessageListTests {
     @Test func aChannelListCutsTheStoredTextAsItPresentsTheValue() throws {
         var rng = SeededGenerator(state: 13)
@@ -125,65 +138,53 @@ private func randomObject(_ rng: inout SeededGenerator, depth: Int) -> JSONValue
     /// A stored text that is not JSON (damage the checks at open could not see) fails the
     /// read with a cache error and marks the file for replacement; nothing invalid is handed out.
     @Test func aDamagedStoredMessageFailsThePageRead() throws {
-        var template = Array("/tmp/parley-list-test-XXXXXX".utf8CString)
-        let directory: String = template.withUnsafeMutableBufferPointer { buffer in
-            mkdtemp(buffer.baseAddress!) != nil ? String(cString: buffer.baseAddress!) : "/tmp"
+        try withCacheFile { cache, path throws in
+            try cache.database.execute("""
+                INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                      parent_message_id, is_reply_to_channel, json)
+                VALUES (1, 'c1', 10, 0, '', 'MESG', '', 'u1', 0, 0, '{"message":"fine"}'),
+                       (2, 'c1', 20, 0, '', 'MESG', '', 'u1', 0, 0, '{"message":"cut off}')
+                """)
+            #expect(throws: ParleyError.self) { try cache.messages(channelURL: "c1", before: .newest, limit: 10) }
+            do throws(ParleyError) {
+                _ = try cache.messages(channelURL: "c1", before: .newest, limit: 10)
+            } catch {
+                #expect(error.code == .cache)
+                #expect(error.message.contains("message 2"))
+            }
+            #expect(access(path + SQLiteDatabase.damageMarkerSuffix, F_OK) == 0)
+            // The row before it is still readable on its own.
+            #expect(try cache.messages(channelURL: "c1", before: MessageKey(createdAt: 15, messageID: 0), limit: 10).map(\.messageID) == [1])
         }
-        defer { _ = system("rm -rf '\(directory)'") }
-        let path = directory + "/user.sqlite"
-        let cache = try ChatCache(location: .file(path: path))
-        defer { cache.close() }
-        try cache.database.execute("""
-            INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
-                                  parent_message_id, is_reply_to_channel, json)
-            VALUES (1, 'c1', 10, 0, '', 'MESG', '', 'u1', 0, 0, '{"message":"fine"}'),
-                   (2, 'c1', 20, 0, '', 'MESG', '', 'u1', 0, 0, '{"message":"cut off}')
-            """)
-        #expect(throws: ParleyError.self) { try cache.messages(channelURL: "c1", before: .newest, limit: 10) }
-        do {
-            _ = try cache.messages(channelURL: "c1", before: .newest, limit: 10)
-        } catch {
-            #expect(error.code == .cache)
-            #expect(error.message.contains("message 2"))
-        }
-        #expect(access(path + SQLiteDatabase.damageMarkerSuffix, F_OK) == 0)
-        // The row before it is still readable on its own.
-        #expect(try cache.messages(channelURL: "c1", before: MessageKey(createdAt: 15, messageID: 0), limit: 10).map(\.messageID) == [1])
     }
 
     /// A text the cache wrote carries its check value: a read compares it instead of parsing,
     /// so a text changed behind the cache's back fails the read even when it is still valid
     /// JSON (which SQLite's JSON check would let through), in a page and in the JSON array.
     @Test func aStoredMessageChangedBehindTheCacheFailsItsCheck() throws {
-        var template = Array("/tmp/parley-check-test-XXXXXX".utf8CString)
-        let directory: String = template.withUnsafeMutableBufferPointer { buffer in
-            mkdtemp(buffer.baseAddress!) != nil ? String(cString: buffer.baseAddress!) : "/tmp"
+        try withCacheFile { cache, path throws in
+            let messages: [JSONValue] = (1...3).map { id in
+                ["message_id": .int(id), "channel_url": "c1", "created_at": .int(10 * id), "updated_at": 0, "type": "MESG",
+                 "message": .string("text \(id)"), "user": ["user_id": "u1"]]
+            }
+            try cache.upsertMessages(messages)
+            #expect(try cache.messages(channelURL: "c1", before: .newest, limit: 10).map(\.json) == messages.map(\.canonicalText))
+            var buffer: [UInt8] = []
+            #expect(try cache.appendMessageTexts(channelURL: "c1", before: .newest, limit: 10, to: &buffer) == 3)
+            // Same length, still JSON: only the check sees it.
+            try cache.database.execute("UPDATE messages SET json = replace(json, 'text 2', 'text 9') WHERE message_id = 2")
+            do throws(ParleyError) {
+                _ = try cache.messages(channelURL: "c1", before: .newest, limit: 10)
+                Issue.record("the changed text was read")
+            } catch {
+                #expect(error.code == .cache)
+                #expect(error.message.contains("message 2"))
+            }
+            buffer = []
+            #expect(throws: ParleyError.self) { try cache.appendMessageTexts(channelURL: "c1", before: .newest, limit: 10, to: &buffer) }
+            #expect(access(path + SQLiteDatabase.damageMarkerSuffix, F_OK) == 0)
+            #expect(try cache.messages(channelURL: "c1", before: MessageKey(createdAt: 15, messageID: 0), limit: 10).map(\.messageID) == [1])
         }
-        defer { _ = system("rm -rf '\(directory)'") }
-        let path = directory + "/user.sqlite"
-        let cache = try ChatCache(location: .file(path: path))
-        defer { cache.close() }
-        let messages: [JSONValue] = (1...3).map { id in
-            ["message_id": .int(id), "channel_url": "c1", "created_at": .int(10 * id), "updated_at": 0, "type": "MESG",
-             "message": .string("text \(id)"), "user": ["user_id": "u1"]]
-        }
-        try cache.upsertMessages(messages)
-        #expect(try cache.messages(channelURL: "c1", before: .newest, limit: 10).map(\.json) == messages.map(\.canonicalText))
-        var buffer: [UInt8] = []
-        #expect(try cache.appendMessageTexts(channelURL: "c1", before: .newest, limit: 10, to: &buffer) == 3)
-        // Same length, still JSON: only the check sees it.
-        try cache.database.execute("UPDATE messages SET json = replace(json, 'text 2', 'text 9') WHERE message_id = 2")
-        do {
-            _ = try cache.messages(channelURL: "c1", before: .newest, limit: 10)
-            Issue.record("the changed text was read")
-        } catch {
-            #expect(error.code == .cache)
-            #expect(error.message.contains("message 2"))
-        }
-        buffer = []
-        #expect(throws: ParleyError.self) { try cache.appendMessageTexts(channelURL: "c1", before: .newest, limit: 10, to: &buffer) }
-        #expect(access(path + SQLiteDatabase.damageMarkerSuffix, F_OK) == 0)
-        #expect(try cache.messages(channelURL: "c1", before: MessageKey(createdAt: 15, messageID: 0), limit: 10).map(\.messageID) == [1])
     }
 
     /// The check value is stored on disk, so its function must never change: these values
