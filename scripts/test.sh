@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command: sets up the machine, builds everything, and runs every test
-# suite (Swift, C via ctest, Python binding, reference server) against the reference server
+# suite (Swift, C via ctest, Python binding and its wheel, reference server) against the reference server
 # on SQLite, then again on PostgreSQL (a private cluster on loopback that
 # scripts/pg-test-cluster.sh installs if needed, starts here and stops at the end).
 # Exit code 0 = all passed.
@@ -50,6 +50,10 @@ python3 -m pip install -q --no-deps --target "$root/build/python-install" ./bind
     || python3 -m pip install -q --no-deps --break-system-packages --target "$root/build/python-install" ./bindings/python
 python3 -m pytest -q bindings/python/tests
 record "python: ok"
+
+echo "== The Python wheel (scripts/build-wheel.sh; installed alone in a fresh virtual environment)"
+bash scripts/test-wheel.sh
+record "wheel: ok"
 
 echo "== Reference server tests"
 bash scripts/test-server.sh

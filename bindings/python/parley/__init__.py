@@ -6,7 +6,8 @@ from .channel_collection import (
     UnreadChannelFilter, UserIdsQueryType, collection_sources,
 )
 from .client import (
-    LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, event_categories, operations, version,
+    LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, event_categories, library_path, operations,
+    version,
 )
 from .events import EventCategory
 from .sync_view import (
@@ -29,10 +30,12 @@ __all__ = [
     "collection_sources", "NEWEST", "MessageChange", "MessageChangeKind", "MessageCollection", "MessageContext",
     "MessageListParams", "MessageTypeFilter", "ReplyType", "SendingStatus", "AsyncMessageCollection",
     "NEWEST_VIEWPOINT", "FetchResult", "SyncAction", "SyncActionKind", "SyncDirection", "SyncList", "SyncView",
-    "SyncViewOptions", "AsyncSyncView", "AsyncClient", "Client", "EventCategory", "event_categories", "operations", "version", "ParleyError", "error_for",
+    "SyncViewOptions", "AsyncSyncView", "AsyncClient", "Client", "EventCategory", "event_categories", "library_path", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
     "InvalidState", "IOFailure", "LimitExceeded", "NetworkError", "NoMemory", "NotFound", "ProtocolError",
     "ServerError", "Timeout", "TLSError", "Unauthorized",
 ]
-__version__ = "0.1.0"
+# The loaded library's version: the package is built with the same number (setup.py reads it from
+# include/parley/common.h), and bindings/python/tests/test_library.py checks that they agree.
+__version__ = version()

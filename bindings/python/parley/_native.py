@@ -11,7 +11,7 @@ import ctypes.util
 import json
 import os
 from pathlib import Path
-from typing import Any, Tuple
+from typing import Any, List, Optional, Tuple
 
 from .errors import ParleyError, Status, error_for
 
@@ -108,33 +108,61 @@ class CSyncViewHandler(ctypes.Structure):
 # -- loading -----------------------------------------------------------------------------------
 
 
-def _candidates() -> list[str]:
-    found: list[str] = []
+def _candidates() -> List[Tuple[str, Optional[str]]]:
+    """Where the library may be, in the order it is tried: (place, path or loader name); a place
+    that offers nothing has None, and its text says why (the ImportError lists every place)."""
+    here = Path(__file__).resolve().parent
+    # 1. A library bundled inside the installed package (the parley-chat wheel carries one).
+    found: List[Tuple[str, Optional[str]]] = [("bundled", str(path)) for path in sorted(here.glob("libparley.so*"))]
+    if not found:
+        found.append((f"bundled: no libparley.so* in {here}", None))
+    # 2. An explicit path: when it does not load, that is the error (no other library replaces it).
     explicit = os.environ.get("PARLEY_LIBRARY")
     if explicit:
-        return [explicit]  # an explicit choice is never silently replaced
-    here = Path(__file__).resolve().parent
-    found += [str(path) for path in sorted(here.glob("libparley.so*"))]
+        return found + [("PARLEY_LIBRARY", explicit), ("system loader: not tried, PARLEY_LIBRARY is set", None)]
+    found.append(("PARLEY_LIBRARY: not set", None))
+    # 3. The system loader (ldconfig's cache, LD_LIBRARY_PATH, the default directories).
     system = ctypes.util.find_library("parley")
     if system:
-        found.append(system)
-    found.append("libparley.so.0")
+        found.append(("system loader", system))
+    found.append(("system loader", "libparley.so.0"))
     return found
 
 
-def _load() -> ctypes.CDLL:
-    errors = []
-    for candidate in _candidates():
+def _path_of(name: str) -> str:
+    """The loaded library's path: `name` made absolute when it is a path, else the file the
+    loader mapped for that bare name (Linux: /proc/self/maps)."""
+    if "/" in name:
+        return os.path.abspath(name)
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and os.path.basename(fields[5].strip()).startswith("libparley.so"):
+                    return fields[5].strip()
+    except OSError:
+        pass
+    return name
+
+
+def _load() -> Tuple[ctypes.CDLL, str]:
+    tried = []
+    for place, candidate in _candidates():
+        if candidate is None:
+            tried.append(place)
+            continue
         try:
-            return ctypes.CDLL(candidate)
+            return ctypes.CDLL(candidate), _path_of(candidate)
         except OSError as error:
-            errors.append(f"{candidate}: {error}")
+            tried.append(f"{place}: {error}")
     raise ImportError(
-        "cannot load libparley; set PARLEY_LIBRARY to the library's path. Tried:\n  " + "\n  ".join(errors)
+        "cannot load libparley: install the parley-chat wheel (it carries the library), set PARLEY_LIBRARY to "
+        "the library's path, or install the library where the system loader finds it. Tried, in order:\n  "
+        + "\n  ".join(tried)
     )
 
 
-lib = _load()
+lib, library_path = _load()
 
 
 def _declare(name: str, restype: Any, *argtypes: Any) -> None:

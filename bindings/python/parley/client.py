@@ -44,6 +44,12 @@ def version() -> str:
     return lib.parley_version().decode()
 
 
+def library_path() -> str:
+    """The path of the libparley this process loaded (the bundled one, PARLEY_LIBRARY's, or the
+    system loader's)."""
+    return _native.library_path
+
+
 ResultCallback = Callable[[Optional[Any], Optional[ParleyError]], None]
 
 
