@@ -22,7 +22,7 @@ work=$(mktemp -d /tmp/parley-bench-server-XXXXXX)
 quietly() { "$@" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }; }
 echo "building (release)..."
 quietly bash scripts/setup.sh
-quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release
+quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DPARLEY_BUILD_BENCHMARKS=ON
 quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views bench_server
 quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')

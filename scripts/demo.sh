@@ -15,7 +15,7 @@ root=$(pwd)
 bash scripts/setup.sh
 
 echo "== Building libparley (release) and the C examples"
-cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$root/build/prefix" >/dev/null
+cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DPARLEY_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build/cmake -j "$(nproc)"
 echo "== Building parley-server (release; about 6 minutes the first time on 2 cores)"
 swift build --package-path server -c release
