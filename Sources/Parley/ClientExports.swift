@@ -22,6 +22,18 @@ public func exportClientCreate(_ outClient: UnsafeMutablePointer<OpaquePointer?>
     }
 }
 
+@_cdecl("parley_configuration_keys")
+public func exportConfigurationKeys(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        let table: JSONValue = .array(ClientConfiguration.keys.map { key in
+            ["name": .string(key.name), "type": .string(key.type), "default": key.defaultValue,
+             "values": .string(key.values), "summary": .string(key.summary)]
+        })
+        outJSON.pointee = try ownedCString(table.canonicalText)
+    }
+}
+
 @_cdecl("parley_client_destroy")
 public func exportClientDestroy(_ client: OpaquePointer?) -> Int32 {
     withStatus { () throws(ParleyError) in

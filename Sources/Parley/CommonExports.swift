@@ -2,7 +2,7 @@ import CParleyABI
 import Glibc
 import ParleyCore
 
-// include/parley/common.h: the version, status names and freeing.
+// include/parley/common.h: the version, status names, the retry rule and freeing.
 
 @_cdecl("parley_version")
 public func exportVersion() -> UnsafePointer<CChar> { staticStrings.pointer(for: ParleyVersion.string) }
@@ -11,6 +11,12 @@ public func exportVersion() -> UnsafePointer<CChar> { staticStrings.pointer(for:
 public func exportErrorName(_ code: Int32) -> UnsafePointer<CChar> {
     if code == 0 { return staticStrings.pointer(for: "ok") }
     return staticStrings.pointer(for: ParleyErrorCode(rawValue: code)?.name ?? "unknown")
+}
+
+@_cdecl("parley_error_is_retryable")
+public func exportErrorIsRetryable(_ error: UnsafePointer<parley_error>?) -> Int32 {
+    guard let error, let code = ParleyErrorCode(rawValue: error.pointee.code) else { return 0 }
+    return ParleyError.isRetryable(code: code, httpStatus: Int(error.pointee.http_status)) ? 1 : 0
 }
 
 @_cdecl("parley_free")

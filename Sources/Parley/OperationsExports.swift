@@ -27,7 +27,8 @@ public func exportOperations(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointe
         guard let outJSON else { throw .invalidArgument("out_json is NULL") }
         let catalog: JSONValue = .array(OperationCatalog.all.map { spec in
             ["name": .string(spec.name), "method": .string(spec.method), "path": .string(spec.path),
-             "required": .array(spec.required.map { .string($0) }), "defaults": .object(spec.defaults)]
+             "required": .array(spec.required.map { .string($0) }), "defaults": .object(spec.defaults),
+             "fixed": .object(spec.fixed), "value_names": .object(spec.valueNames.mapValues { .object($0) })]
         })
         outJSON.pointee = try ownedCString(catalog.canonicalText)
     }

@@ -1,6 +1,11 @@
 /* Every C function rejects NULL, destroyed and wrong handles, and bad arguments, with a
  * status code and a message — never a crash. */
 #include "check.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static void ignore_result(void *user_data, const parley_error *error, const char *json) {
     (void)user_data; (void)error; (void)json;
@@ -15,6 +20,70 @@ static void ignore_event(void *user_data, const char *category, const char *chan
 }
 static void ignore_progress(void *user_data, const char *req_id, int64_t sent, int64_t total) {
     (void)user_data; (void)req_id; (void)sent; (void)total;
+}
+
+/* parley_error_is_retryable: NULL and refusals are not retryable; the connection's failures
+ * and the server's own trouble are, a refused connection among them. */
+typedef struct retry_slot {
+    int done, code, retryable;
+} retry_slot;
+
+static void on_retry_result(void *user_data, const parley_error *error, const char *json) {
+    retry_slot *slot = user_data;
+    (void)json;
+    slot->code = error != NULL ? error->code : PARLEY_OK;
+    slot->retryable = parley_error_is_retryable(error);
+    slot->done = 1;
+}
+
+static int retryable(int code, int http_status) {
+    parley_error error = {code, "", http_status, 0};
+    return parley_error_is_retryable(&error);
+}
+
+static void check_retryable(void) {
+    CHECK(parley_error_is_retryable(NULL) == 0);
+    CHECK(retryable(PARLEY_E_INVALID_ARGUMENT, 0) == 0);
+    CHECK(retryable(PARLEY_E_INVALID_ARGUMENT, 400) == 0);
+    CHECK(retryable(PARLEY_E_UNAUTHORIZED, 401) == 0);
+    CHECK(retryable(PARLEY_E_NOT_FOUND, 404) == 0);
+    CHECK(retryable(PARLEY_E_CANCELLED, 0) == 0);
+    CHECK(retryable(PARLEY_E_SERVER, 409) == 0);
+    CHECK(retryable(PARLEY_E_SERVER, 0) == 0);
+    CHECK(retryable(12345, 503) == 0);
+    CHECK(retryable(PARLEY_E_NETWORK, 0) == 1);
+    CHECK(retryable(PARLEY_E_TIMEOUT, 0) == 1);
+    CHECK(retryable(PARLEY_E_SERVER, 500) == 1);
+    CHECK(retryable(PARLEY_E_SERVER, 503) == 1);
+    CHECK(retryable(PARLEY_E_SERVER, 408) == 1);
+    CHECK(retryable(PARLEY_E_SERVER, 429) == 1);
+
+    /* A port nothing listens on: bound to find a free one, then closed. */
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in address;
+    memset(&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    CHECK(probe >= 0 && bind(probe, (struct sockaddr *)&address, sizeof address) == 0);
+    CHECK(getsockname(probe, (struct sockaddr *)&address, &length) == 0);
+    close(probe);
+    char config[128];
+    snprintf(config, sizeof config, "{\"server_url\": \"http://127.0.0.1:%d\", \"dispatch_mode\": \"manual\"}",
+             ntohs(address.sin_port));
+    parley_client *client = NULL;
+    int fd = -1;
+    CHECK_STATUS(PARLEY_OK, parley_client_create(&client, config));
+    CHECK_STATUS(PARLEY_OK, parley_client_event_fd(client, &fd));
+    retry_slot slot = {0, 0, -1};
+    CHECK_STATUS(PARLEY_OK, parley_client_request(client, NULL, "GET", "/v3/users", NULL, on_retry_result, &slot));
+    for (int round = 0; round < 100 && !slot.done; round++) {
+        struct pollfd watch = {fd, POLLIN, 0};
+        poll(&watch, 1, 100);
+        parley_client_dispatch(client, 0, NULL);
+    }
+    CHECK(slot.done && slot.code == PARLEY_E_NETWORK && slot.retryable == 1);
+    CHECK_STATUS(PARLEY_OK, parley_client_destroy(client));
 }
 
 /* Every session, engine and cache function refuses `client` (NULL or not live) with
@@ -128,8 +197,14 @@ static void check_engine_arguments(parley_client *client) {
     CHECK_STATUS(PARLEY_OK, parley_client_set_event_handler(client, NULL, NULL));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_operations(NULL));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_event_categories(NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_configuration_keys(NULL));
     CHECK_STATUS(PARLEY_OK, parley_operations(&text));
     CHECK(text != NULL && strstr(text, "create_group_channel") != NULL);
+    CHECK(text != NULL && strstr(text, "\"fixed\":{\"freeze\":true}") != NULL);
+    parley_free(text);
+    text = NULL;
+    CHECK_STATUS(PARLEY_OK, parley_configuration_keys(&text));
+    CHECK(text != NULL && strstr(text, "\"name\":\"request_timeout_ms\"") != NULL);
     parley_free(text);
     text = NULL;
     CHECK_STATUS(PARLEY_OK, parley_event_categories(&text));
@@ -149,6 +224,7 @@ int main(void) {
     CHECK(strcmp(parley_error_name(12345), "unknown") == 0);
     CHECK(parley_last_error_message() != NULL);
     parley_free(NULL);
+    check_retryable();
 
     /* NULL handles. */
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_destroy(NULL));

@@ -84,6 +84,44 @@ private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool
         }
     }
 
+    /// The table parley_configuration_keys returns (docs/C-REFERENCE.md) says what the parser
+    /// does: every default given explicitly is the default, a value of another type is refused,
+    /// a range's bounds hold and every choice named is accepted.
+    @Test func keyTableMatchesTheParser() throws {
+        func accepts(_ fields: [String: JSONValue]) -> Bool {
+            (try? ClientConfiguration(json: JSONValue.object(fields).canonicalText)) != nil
+        }
+        let keys = ClientConfiguration.keys
+        #expect(Set(keys.map(\.name)).count == keys.count)
+        var defaults: [String: JSONValue] = [:]
+        for key in keys where key.defaultValue != .null { defaults[key.name] = key.defaultValue }
+        #expect(try ClientConfiguration(json: JSONValue.object(defaults).canonicalText) == ClientConfiguration())
+        for key in keys {
+            #expect(["string", "integer", "boolean"].contains(key.type), "\(key.name)")
+            #expect(key.defaultValue == .null || key.defaultValue.typeName == key.type, "\(key.name)")
+            #expect(!accepts([key.name: key.type == "string" ? 1 : "1"]), "\(key.name)")
+            if key.type == "integer" {
+                // "lo..hi", maybe followed by words ("except 0", ", at least ...").
+                let range = key.values.prefix { $0 != " " && $0 != "," }.split(separator: ".")
+                let low = try #require(range.first.flatMap { Int64($0) }, "\(key.name): \(key.values)")
+                let high = try #require(range.last.flatMap { Int64($0) }, "\(key.name): \(key.values)")
+                // reconnect_max_delay_ms is at least reconnect_initial_delay_ms, as its values say.
+                let companions: [String: JSONValue] = key.name == "reconnect_max_delay_ms" ? ["reconnect_initial_delay_ms": 0] : [:]
+                #expect(accepts(companions.merging([key.name: .int(low)]) { $1 }), "\(key.name)")
+                #expect(accepts([key.name: .int(high)]), "\(key.name)")
+                #expect(!accepts([key.name: .int(low - 1)]), "\(key.name)")
+                #expect(!accepts([key.name: .int(high + 1)]), "\(key.name)")
+                if key.values.hasSuffix("except 0") { #expect(!accepts([key.name: 0]), "\(key.name)") }
+            }
+            let choices = key.values.split(separator: "\"", omittingEmptySubsequences: false).enumerated()
+                .filter { $0.offset % 2 == 1 }.map { String($0.element) }
+            for choice in choices {
+                #expect(accepts([key.name: .string(choice)]), "\(key.name): \(choice)")
+            }
+            if !choices.isEmpty { #expect(!accepts([key.name: "no-such-choice"]), "\(key.name)") }
+        }
+    }
+
     @Test func malformedJSONIsInvalidJSON() {
         #expect(throws: ParleyError.self) { try ClientConfiguration(json: "{\"server_url\": ") }
         do { _ = try ClientConfiguration(json: "{,}") } catch { #expect(error.code == .invalidJSON) }

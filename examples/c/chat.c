@@ -5,13 +5,13 @@
  *   chat http://127.0.0.1:8080 alice 3f9c... general "hello from C" 10
  *
  * Callbacks run on the client's callback thread (the default "thread" dispatch mode);
- * this thread only waits. The cache lives in ./chat-cache. */
+ * this thread only waits. The cache lives in ./chat-cache. JSON is written with jansson. */
 #define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
 #include <parley.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -75,6 +75,13 @@ static void on_sent(void *user_data, const parley_error *error, const char *mess
     fflush(stdout);
 }
 
+/* A JSON value as text (free it), the value released. */
+static char *json_text(json_t *value) {
+    char *text = json_dumps(value, JSON_COMPACT);
+    json_decref(value);
+    return text;
+}
+
 static int fail(const char *what) {
     fprintf(stderr, "%s: %s\n", what, parley_last_error_message());
     return 1;
@@ -88,10 +95,11 @@ int main(int argc, char **argv) {
     const char *message = argc > 5 ? argv[5] : NULL;
     int seconds = argc > 6 ? atoi(argv[6]) : 5;
 
-    char config[1024];
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"chat-cache\"}", argv[1]);
+    char *config = json_text(json_pack("{s:s, s:s}", "server_url", argv[1], "cache_dir", "chat-cache"));
     parley_client *client = NULL;
-    if (parley_client_create(&client, config) != PARLEY_OK) return fail("parley_client_create");
+    int created = parley_client_create(&client, config);
+    free(config);
+    if (created != PARLEY_OK) return fail("parley_client_create");
     parley_client_set_connection_handler(client, on_connection, NULL);
     parley_client_set_event_handler(client, on_event, NULL);
     if (parley_client_connect(client, NULL, argv[2], argv[3], on_connected, NULL) != PARLEY_OK) {
@@ -104,11 +112,11 @@ int main(int argc, char **argv) {
     pthread_mutex_unlock(&lock);
 
     if (ok && message != NULL) {
-        char params[2048];
-        /* A real program would build this with a JSON library; the message must not contain quotes here. */
-        snprintf(params, sizeof params, "{\"message\": \"%s\"}", message);
+        char *params = json_text(json_pack("{s:s}", "message", message));
         char *pending = NULL;
-        if (parley_client_send_user_message(client, &pending, NULL, argv[4], params, on_sent, NULL) == PARLEY_OK) {
+        int sent = parley_client_send_user_message(client, &pending, NULL, argv[4], params, on_sent, NULL);
+        free(params);
+        if (sent == PARLEY_OK) {
             printf("[send] pending: %s\n", pending);
             parley_free(pending);
         } else {

@@ -6,13 +6,13 @@
  *
  * With MESSAGE, the view sends it and prints it going from pending to succeeded. Callbacks
  * run on the client's callback thread; this thread only waits. The cache lives in
- * ./chat-view-cache. */
+ * ./chat-view-cache. JSON is read and written with jansson. */
 #define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
 #include <parley.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,25 +42,28 @@ static const char *status_name(int status) {
     }
 }
 
-/* Prints the "message" texts of a JSON array (a tiny scan: examples stay dependency-free). */
-static void print_texts(const char *json) {
-    const char *cursor = json;
-    int count = 0;
-    while ((cursor = strstr(cursor, "\"message\":\"")) != NULL && count < 6) {
-        cursor += strlen("\"message\":\"");
-        const char *end = strchr(cursor, '"');
-        if (end == NULL) break;
-        printf(" \"%.*s\"", (int)(end - cursor), cursor);
-        cursor = end;
-        count++;
+/* Prints the texts ("message") of up to six messages of a JSON array, from index `first` on. */
+static void print_texts(json_t *messages, size_t first) {
+    for (size_t index = first; index < json_array_size(messages) && index < first + 6; index++) {
+        const char *text = json_string_value(json_object_get(json_array_get(messages, index), "message"));
+        if (text != NULL) printf(" \"%s\"", text);
     }
+}
+
+/* A JSON value as text (free it), the value released. */
+static char *json_text(json_t *value) {
+    char *text = json_dumps(value, JSON_COMPACT);
+    json_decref(value);
+    return text;
 }
 
 static void on_event(void *user_data, const parley_message_event *event) {
     (void)user_data;
     printf("[view] %-17s source=%-16s status=%-9s", kind_name(event->kind), event->source_name,
            status_name(event->sending_status));
-    print_texts(event->messages_json);
+    json_t *messages = json_loads(event->messages_json, 0, NULL);
+    print_texts(messages, 0);
+    json_decref(messages);
     printf("\n");
     fflush(stdout);
 }
@@ -72,13 +75,12 @@ static void on_loaded(void *user_data, const parley_error *error, const char *me
         printf("[view] %s: %s: %s\n", what, parley_error_name(error->code), error->message);
         failed = 1;
     } else {
-        int count = 0;
-        for (const char *cursor = messages_json; (cursor = strstr(cursor, "\"message_id\":")) != NULL; cursor++) count++;
-        printf("[view] %s: %d messages, newest:", what, count);
-        const char *last = messages_json, *next;
-        while ((next = strstr(last + 1, "\"message\":\"")) != NULL) last = next;
-        if (last != messages_json) print_texts(last);
+        json_t *messages = json_loads(messages_json, 0, NULL);
+        size_t count = json_array_size(messages);
+        printf("[view] %s: %zu messages, newest:", what, count);
+        if (count > 0) print_texts(messages, count - 1);
         printf("\n");
+        json_decref(messages);
     }
     fflush(stdout);
     done++;
@@ -121,10 +123,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     int seconds = argc > 5 ? atoi(argv[5]) : 5;
-    char config[512];
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"chat-view-cache\"}", argv[1]);
+    char *config = json_text(json_pack("{s:s, s:s}", "server_url", argv[1], "cache_dir", "chat-view-cache"));
     parley_client *client = NULL;
-    if (parley_client_create(&client, config) != PARLEY_OK) {
+    int created = parley_client_create(&client, config);
+    free(config);
+    if (created != PARLEY_OK) {
         fprintf(stderr, "create: %s\n", parley_last_error_message());
         return 1;
     }
@@ -143,9 +146,9 @@ int main(int argc, char **argv) {
     parley_message_collection_start(view, on_loaded, on_loaded, "start (cache, then server)");
     wait_results(3);  /* connect, cache result, server result */
     if (argc > 6) {
-        char params[512];
-        snprintf(params, sizeof params, "{\"message\": \"%s\"}", argv[6]);
+        char *params = json_text(json_pack("{s:s}", "message", argv[6]));
         parley_client_send_user_message(client, NULL, NULL, argv[4], params, on_sent, NULL);
+        free(params);
     }
     struct timespec pause = {seconds, 0};
     nanosleep(&pause, NULL);

@@ -4,11 +4,13 @@
  *   raw_request http://127.0.0.1:8080 secret GET /v3/users
  *
  * Shows manual dispatch: the client's event fd is watched with poll(2) and callbacks
- * run on this thread with parley_client_dispatch. */
+ * run on this thread with parley_client_dispatch. The configuration is built with jansson. */
 #define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
 #include <parley.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int finished = 0;
 static int exit_code = 0;
@@ -36,13 +38,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s URL API_TOKEN METHOD PATH [BODY_JSON]\n", argv[0]);
         return 2;
     }
-    char config[1024];
-    /* Real programs should build JSON with a JSON library; argv here is trusted. */
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"api_token\": \"%s\", \"dispatch_mode\": \"manual\"}",
-             argv[1], argv[2]);
+    json_t *settings = json_pack("{s:s, s:s, s:s}", "server_url", argv[1], "api_token", argv[2], "dispatch_mode", "manual");
+    char *config = json_dumps(settings, JSON_COMPACT);
+    json_decref(settings);
 
     parley_client *client = NULL;
-    if (parley_client_create(&client, config) != PARLEY_OK) {
+    int created = parley_client_create(&client, config);
+    free(config);
+    if (created != PARLEY_OK) {
         fprintf(stderr, "cannot create client: %s\n", parley_last_error_message());
         return 1;
     }

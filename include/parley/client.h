@@ -54,9 +54,18 @@ typedef struct parley_client parley_client;
  *   }
  *
  * Unknown keys and wrong types are refused with PARLEY_E_INVALID_ARGUMENT (malformed
- * JSON: PARLEY_E_INVALID_JSON) and a message naming the key.
+ * JSON: PARLEY_E_INVALID_JSON) and a message naming the key. parley_configuration_keys
+ * returns this table (docs/C-REFERENCE.md lists it).
  */
 int parley_client_create(parley_client **out_client, const char *config_json);
+
+/**
+ * Every key of the configuration document as a JSON array of {"name", "type", "default",
+ * "values", "summary"} (free with parley_free): type "string", "integer" or "boolean";
+ * default null where there is none (summary says what happens then); values the accepted
+ * range or choices in words, "" for any value of the type. docs/C-REFERENCE.md lists it.
+ */
+int parley_configuration_keys(char **out_json);
 
 /**
  * Destroys a client: cancels its operations (their callbacks run with

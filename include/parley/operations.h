@@ -15,8 +15,8 @@ extern "C" {
 
 /**
  * Performs a group-channel or message operation as the connected user and applies its
- * result to the local cache. `operation` is a name from the catalog (docs/C-API.md lists
- * them, parley_operations() returns them as JSON); params_json is a JSON object (NULL
+ * result to the local cache. `operation` is a name from the catalog (docs/C-REFERENCE.md
+ * lists them, parley_operations() returns them as JSON); params_json is a JSON object (NULL
  * for {}) whose keys are the wire parameter names, including the path parameters
  * (channel_url, message_id, ...). Completes with the server's answer (JSON).
  * Unknown operations, missing required parameters and non-object params are refused
@@ -27,16 +27,21 @@ int parley_client_perform(parley_client *client, uint64_t *out_operation_id, con
                           const char *params_json, parley_result_fn fn, void *user_data);
 
 /**
- * The operation catalog as a JSON array of {"name", "method", "path", "required", "defaults"}
- * (free with parley_free). "defaults" holds the values an operation sends for parameters the
- * caller leaves out where they differ from the server's (e.g. list_messages "include": false).
+ * The operation catalog as a JSON array of {"name", "method", "path", "required", "defaults",
+ * "fixed", "value_names"} (free with parley_free). "required" names the parameters besides
+ * the path's placeholders that must be given; "defaults" holds the values an operation sends
+ * for parameters the caller leaves out where they differ from the server's (e.g.
+ * list_messages "include": false); "fixed" the values it always sends, whatever the caller
+ * gives (e.g. freeze_channel "freeze": true); "value_names" the names a parameter also
+ * takes, with the value each stands for (null: the parameter is left out), e.g.
+ * list_messages "message_type": {"user": "MESG", ...}. docs/C-REFERENCE.md lists it.
  */
 int parley_operations(char **out_json);
 
 /**
  * Every event category the event handler can receive, as a JSON array of
  * {"name", "source"} with source "server" (the real-time stream), "sync" (the changelog
- * catch-up) or "local" (sending). Free with parley_free.
+ * catch-up) or "local" (sending). Free with parley_free. docs/C-REFERENCE.md lists them.
  */
 int parley_event_categories(char **out_json);
 

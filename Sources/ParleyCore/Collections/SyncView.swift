@@ -362,7 +362,7 @@ public final class SyncView: Sendable {
             guard isCurrent(generation) else { return done(.failure(.cancelled("the viewpoint was reset")), 0) }
             let offline = owner.client.map { $0.connectionState == .closed } ?? true
             done(.success(SyncFetchResult(hasMore: hasMore, offline: offline)), shown)
-        case .failure(let error) where Engine.isConnectionFailure(error):
+        case .failure(let error) where error.isRetryable:
             done(.success(SyncFetchResult(hasMore: hasMore, offline: true)), 0)
         case .failure(let error):
             done(.failure(error), 0)

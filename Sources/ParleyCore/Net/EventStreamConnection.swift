@@ -480,10 +480,6 @@ public final class EventStreamConnection: Sendable {
             } else {
                 close(with: error, &core)
             }
-        case 408, 429, 500...599:
-            var error = ParleyError(.server, message, httpStatus: status, serverCode: serverCode)
-            error.retryAfterMs = core.retryAfterMs
-            scheduleReconnect(after: error, &core)
         default:
             let code: ParleyErrorCode =
                 switch status {
@@ -491,7 +487,11 @@ public final class EventStreamConnection: Sendable {
                 case 404: .notFound
                 default: .server
                 }
-            close(with: ParleyError(code, message, httpStatus: status, serverCode: serverCode), &core)
+            var error = ParleyError(code, message, httpStatus: status, serverCode: serverCode)
+            // The server's own trouble (5xx, 408, 429): try again, after its Retry-After if it gave one.
+            guard error.isRetryable else { return close(with: error, &core) }
+            error.retryAfterMs = core.retryAfterMs
+            scheduleReconnect(after: error, &core)
         }
     }
 

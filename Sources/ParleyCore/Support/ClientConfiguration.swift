@@ -73,12 +73,61 @@ public struct ClientConfiguration: Sendable, Equatable {
 
     public init() {}
 
-    public static let documentKeys: Set<String> = [
-        "server_url", "dispatch_mode", "log_level", "request_timeout_ms", "connect_timeout_ms",
-        "tls_verify", "ca_file", "api_token", "user_agent", "cache_mode", "cache_dir", "cache_size_limit_mb",
-        "auto_resend", "resend_policy", "resend_retry_count", "max_failed_messages_per_channel", "reconnect_initial_delay_ms", "reconnect_max_delay_ms", "reconnect_max_attempts",
-        "stream_idle_timeout_s",
+    /// One key of the configuration document, as `parley_configuration_keys` lists it.
+    public struct Key: Sendable {
+        public let name: String
+        /// "string", "integer" or "boolean".
+        public let type: String
+        /// The value used when the key is left out; `.null` when there is none (`summary` says
+        /// what happens then).
+        public let defaultValue: JSONValue
+        /// The values accepted: a range ("1..3600000") or the choices (`"thread" or "manual"`);
+        /// empty when any value of the type is.
+        public let values: String
+        public let summary: String
+
+        init(_ name: String, _ type: String, _ defaultValue: JSONValue, _ values: String = "", _ summary: String) {
+            self.name = name
+            self.type = type
+            self.defaultValue = defaultValue
+            self.values = values
+            self.summary = summary
+        }
+    }
+
+    /// Every key `init(json:)` reads, in the order docs/C-REFERENCE.md lists them.
+    /// ClientConfigurationTests checks the table against the parser: defaults, types, ranges and choices.
+    public static let keys: [Key] = [
+        Key("server_url", "string", nil, "an http:// or https:// URL", "base URL of the server; required for network calls"),
+        Key("dispatch_mode", "string", "thread", #""thread" or "manual""#,
+            "where callbacks run: a callback thread per client, or the application's thread through parley_client_dispatch"),
+        Key("log_level", "string", "warning", #""off", "error", "warning", "info", "debug" or "trace""#,
+            "the most verbose log records kept (parley_client_set_log_callback sets it again)"),
+        Key("request_timeout_ms", "integer", 30_000, "1..3600000", "time limit of one request"),
+        Key("connect_timeout_ms", "integer", 10_000, "1..600000", "time limit of establishing a connection"),
+        Key("tls_verify", "boolean", true, "", "verify the server's certificate and host name"),
+        Key("ca_file", "string", nil, "a path", "a PEM file of the certificate authorities to trust instead of the system's"),
+        Key("api_token", "string", nil, "", "admin token sent as Api-Token with parley_client_request (tools and tests; applications use sessions)"),
+        Key("user_agent", "string", .string("parley/\(ParleyVersion.string)"), "", "the User-Agent header"),
+        Key("cache_mode", "string", "persistent", #""persistent" or "memory""#,
+            "a SQLite file per user and server (<cache_dir>/<server>/<user_id>.sqlite, mode 0600), or memory only"),
+        Key("cache_dir", "string", nil, "a non-empty path", "directory of the cache files; without it $XDG_CACHE_HOME/parley, else $HOME/.cache/parley"),
+        Key("cache_size_limit_mb", "integer", 256, "64..1048576", "size limit of the cache file: whole channels are evicted beyond it"),
+        Key("resend_policy", "string", "automatic", #""none", "manual" or "automatic""#,
+            "what a failed send becomes: none drops it at once; manual keeps it as failed until resent or removed; automatic also resends it by itself after a connection failure, up to resend_retry_count times"),
+        Key("auto_resend", "boolean", true, "", "the older switch: true is resend_policy \"automatic\", false \"manual\" (given with it, it must agree)"),
+        Key("resend_retry_count", "integer", -1, "-1..1000000", "automatic resends of a message before it is kept as failed; -1: no limit"),
+        Key("max_failed_messages_per_channel", "integer", -1, "-1..1000000 except 0",
+            "failed messages kept per channel, beyond it the oldest are removed (message_canceled); -1: no limit"),
+        Key("reconnect_initial_delay_ms", "integer", 500, "0..600000", "first wait before reconnecting the event stream (doubling, with jitter)"),
+        Key("reconnect_max_delay_ms", "integer", 30_000, "0..3600000, at least reconnect_initial_delay_ms",
+            "longest wait between reconnection attempts"),
+        Key("reconnect_max_attempts", "integer", 0, "0..1000000", "reconnection attempts before the stream gives up; 0: never"),
+        Key("stream_idle_timeout_s", "integer", 45, "0..3600",
+            "reconnect when nothing (not even a heartbeat) arrived for this long; 0: no watchdog"),
     ]
+
+    public static let documentKeys: Set<String> = Set(keys.map(\.name))
 
     /// Parses a configuration document. An empty string or `{}` gives the defaults.
     public init(json text: String) throws(ParleyError) {

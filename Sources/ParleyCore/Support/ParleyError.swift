@@ -83,3 +83,20 @@ public struct ParleyError: Error, Sendable, Equatable, CustomStringConvertible {
         ParleyError(.cancelled, message)
     }
 }
+
+extension ParleyError {
+    /// Whether the same call, tried again later, may succeed: the connection's failures
+    /// (network, timeout) and the server's own trouble (HTTP 5xx, 408 Request Timeout, 429 Too
+    /// Many Requests). Anything else is a refusal: the same request gets the same answer. The
+    /// one rule for the outbox's resends, a sync view's offline fetches, the event stream's
+    /// reconnections after a refusal, and the C ABI's `parley_error_is_retryable`.
+    public var isRetryable: Bool { Self.isRetryable(code: code, httpStatus: httpStatus) }
+
+    public static func isRetryable(code: ParleyErrorCode, httpStatus: Int) -> Bool {
+        switch code {
+        case .network, .timeout: true
+        case .server: httpStatus >= 500 || httpStatus == 429 || httpStatus == 408
+        default: false
+        }
+    }
+}

@@ -333,7 +333,7 @@ extension Engine {
                 }
                 return done(nil)
             }
-            let connectionLost = Self.isConnectionFailure(error)
+            let connectionLost = error.isRetryable
             var trimmed: [String] = []
             write(.sendResult, "marking a send failed") { transaction throws(ParleyError) in
                 try recordFailure(transaction, reqID: reqID, error: error, connectionLost: connectionLost, attempts: attempts)
@@ -359,15 +359,6 @@ extension Engine {
             else { return nil }
             return try JSONValue.parse(stored.json)
         } ?? nil
-    }
-
-    /// Failures that resending can fix: the network, timeouts, the server's own trouble.
-    static func isConnectionFailure(_ error: ParleyError) -> Bool {
-        switch error.code {
-        case .network, .timeout: true
-        case .server: error.httpStatus >= 500 || error.httpStatus == 429 || error.httpStatus == 408
-        default: false
-        }
     }
 
     static func nowMs() -> Int64 {

@@ -1,0 +1,412 @@
+/* gen_reference: writes docs/C-REFERENCE.md from the library's own tables, as librdkafka
+ * writes CONFIGURATION.md: the status codes (the PARLEY_E_* constants of
+ * include/parley/common.h, named by parley_error_name, classified by
+ * parley_error_is_retryable), the configuration keys (parley_configuration_keys), the
+ * operation catalog (parley_operations), the event categories (parley_event_categories)
+ * and the collection event sources (parley_collection_sources).
+ *
+ *   gen_reference ROOT           rewrites ROOT/docs/C-REFERENCE.md
+ *   gen_reference --check ROOT   exits 1 when ROOT/docs/C-REFERENCE.md differs (a ctest test)
+ *
+ * `cmake --build build/cmake --target c_reference` runs the first form on the source tree. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <jansson.h>
+#include <parley.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const reference_path = "docs/C-REFERENCE.md";
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "gen_reference: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    exit(2);
+}
+
+/* Calls one of the table functions (char **out_json) and parses its answer. */
+static json_t *table(int (*function)(char **), const char *name) {
+    char *text = NULL;
+    if (function(&text) != PARLEY_OK) die(name, parley_last_error_message());
+    json_error_t error;
+    json_t *value = json_loads(text, 0, &error);
+    parley_free(text);
+    if (!json_is_array(value)) die(name, "did not return a JSON array");
+    return value;
+}
+
+static const char *text_of(json_t *object, const char *key) {
+    const char *text = json_string_value(json_object_get(object, key));
+    return text ? text : "";
+}
+
+/* A table cell: '|' would end it. */
+static void cell(FILE *out, const char *text) {
+    for (; *text; text++) {
+        if (*text == '|') fputc('\\', out);
+        fputc(*text, out);
+    }
+}
+
+/* A JSON value as code: `false`, `"public"`. */
+static void code_value(FILE *out, json_t *value) {
+    char *text = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS);
+    fprintf(out, "`");
+    cell(out, text ? text : "?");
+    fprintf(out, "`");
+    free(text);
+}
+
+static int compare_strings(const void *left, const void *right) {
+    return strcmp(*(const char *const *)left, *(const char *const *)right);
+}
+
+/* The keys of a JSON object, sorted (the array is malloc'ed; the strings are the object's). */
+static size_t sorted_keys(json_t *object, const char ***out_keys) {
+    size_t count = json_object_size(object), index = 0;
+    const char **keys = malloc((count ? count : 1) * sizeof *keys);
+    if (keys == NULL) die("out of memory", NULL);
+    const char *key;
+    json_t *value;
+    json_object_foreach(object, key, value) keys[index++] = key;
+    qsort(keys, count, sizeof *keys, compare_strings);
+    *out_keys = keys;
+    return count;
+}
+
+/* `name`: `value`, ... for every member of an object, in key order. */
+static void members(FILE *out, json_t *object) {
+    const char **keys;
+    size_t count = sorted_keys(object, &keys);
+    for (size_t index = 0; index < count; index++) {
+        fprintf(out, "%s`%s`: ", index ? ", " : "", keys[index]);
+        code_value(out, json_object_get(object, keys[index]));
+    }
+    free(keys);
+}
+
+/* ---- Status codes -------------------------------------------------------------- */
+
+/* Which http_status values (100..599) make an error of `code` retryable, as ranges
+ * ("408, 429, 500–599"); "yes" or "no" when the status does not matter. */
+static void retryable(FILE *out, int code) {
+    parley_error error = {code, "", 0, 0};
+    int without_status = parley_error_is_retryable(&error), differs = 0;
+    for (int status = 100; status <= 599 && !differs; status++) {
+        error.http_status = status;
+        differs = parley_error_is_retryable(&error) != without_status;
+    }
+    if (!differs) {
+        fprintf(out, "%s", without_status ? "yes" : "no");
+        return;
+    }
+    fprintf(out, "with `http_status` ");
+    const char *separator = "";
+    for (int status = 100; status <= 599; status++) {
+        error.http_status = status;
+        if (!parley_error_is_retryable(&error)) continue;
+        int last = status;
+        for (error.http_status = status + 1; error.http_status <= 599 && parley_error_is_retryable(&error); error.http_status++) {
+            last = error.http_status;
+        }
+        if (last == status) fprintf(out, "%s%d", separator, status);
+        else fprintf(out, "%s%d–%d", separator, status, last);
+        separator = ", ";
+        status = last;
+    }
+    if (without_status) fprintf(out, ", or none");
+}
+
+/* One line of common.h: `#define PARLEY_E_NAME  -1  / * meaning * /`. */
+typedef struct status_code {
+    char constant[80];
+    int value;
+    char meaning[256];
+} status_code;
+
+/* The status constants of include/parley/common.h, checked against parley_error_name: each
+ * constant's value has the constant's name, and every code the library names is a constant. */
+static size_t status_codes(const char *root, status_code *codes, size_t capacity) {
+    char path[4096], line[512];
+    snprintf(path, sizeof path, "%s/include/parley/common.h", root);
+    FILE *header = fopen(path, "r");
+    if (header == NULL) die("cannot open", path);
+    size_t count = 0;
+    while (fgets(line, sizeof line, header) != NULL && count < capacity) {
+        status_code *code = &codes[count];
+        char suffix[64];
+        if (sscanf(line, "#define PARLEY_%63s %d", suffix, &code->value) != 2) continue;
+        if (strcmp(suffix, "OK") != 0 && strncmp(suffix, "E_", 2) != 0) continue;
+        snprintf(code->constant, sizeof code->constant, "PARLEY_%s", suffix);
+        const char *open = strstr(line, "/*"), *close = open ? strstr(open, "*/") : NULL;
+        if (open == NULL || close == NULL) die("a status code without a comment saying what it means", code->constant);
+        for (open += 2; *open == ' '; open++) {}
+        while (close > open && close[-1] == ' ') close--;
+        snprintf(code->meaning, sizeof code->meaning, "%.*s", (int)(close - open), open);
+        char name[64];
+        const char *from = strcmp(suffix, "OK") == 0 ? suffix : suffix + 2;
+        size_t length = 0;
+        for (; from[length] && length + 1 < sizeof name; length++) name[length] = (char)tolower((unsigned char)from[length]);
+        name[length] = 0;
+        if (strcmp(parley_error_name(code->value), name) != 0) die("parley_error_name disagrees with the header about", code->constant);
+        count++;
+    }
+    fclose(header);
+    for (int value = -1000; value <= 1000; value++) {
+        if (strcmp(parley_error_name(value), "unknown") == 0) continue;
+        size_t index = 0;
+        while (index < count && codes[index].value != value) index++;
+        if (index == count) die("the library names a status code common.h does not define", parley_error_name(value));
+    }
+    return count;
+}
+
+static void write_status_codes(FILE *out, const char *root) {
+    status_code codes[64];
+    size_t count = status_codes(root, codes, 64);
+    fprintf(out, "## Status codes\n\n"
+                 "Synchronous calls return one of these; a completion callback gets it as `parley_error.code`\n"
+                 "(`include/parley/common.h`). The name is `parley_error_name(code)`. Retryable is\n"
+                 "`parley_error_is_retryable` for an error of that code: trying the same call again later may\n"
+                 "succeed.\n\n"
+                 "| code | constant | name | retryable | meaning |\n"
+                 "|---:|---|---|---|---|\n");
+    for (size_t index = 0; index < count; index++) {
+        fprintf(out, "| %d | `%s` | `%s` | ", codes[index].value, codes[index].constant, parley_error_name(codes[index].value));
+        if (codes[index].value == PARLEY_OK) fprintf(out, "—");
+        else retryable(out, codes[index].value);
+        fprintf(out, " | ");
+        cell(out, codes[index].meaning);
+        fprintf(out, " |\n");
+    }
+    fprintf(out, "\n");
+}
+
+/* ---- Configuration ------------------------------------------------------------- */
+
+static void write_configuration(FILE *out) {
+    json_t *keys = table(parley_configuration_keys, "parley_configuration_keys");
+    fprintf(out, "## Configuration keys\n\n"
+                 "The JSON document given to `parley_client_create` (`parley_configuration_keys`). Every key\n"
+                 "is optional; unknown keys and values of the wrong type or outside the range are refused\n"
+                 "with `PARLEY_E_INVALID_ARGUMENT`, naming the key.\n\n"
+                 "| key | type | default | values | meaning |\n"
+                 "|---|---|---|---|---|\n");
+    size_t index;
+    json_t *key;
+    json_array_foreach(keys, index, key) {
+        fprintf(out, "| `%s` | %s | ", text_of(key, "name"), text_of(key, "type"));
+        json_t *default_value = json_object_get(key, "default");
+        if (default_value == NULL || json_is_null(default_value)) fprintf(out, "none");
+        else code_value(out, default_value);
+        fprintf(out, " | ");
+        cell(out, text_of(key, "values"));
+        fprintf(out, " | ");
+        cell(out, text_of(key, "summary"));
+        fprintf(out, " |\n");
+    }
+    fprintf(out, "\n");
+    json_decref(keys);
+}
+
+/* ---- Operations ---------------------------------------------------------------- */
+
+/* The path's placeholders other than {user_id} (which is the connected user unless given). */
+static void path_parameters(FILE *out, const char *path, const char **separator) {
+    for (const char *open = strchr(path, '{'); open != NULL; open = strchr(open + 1, '{')) {
+        const char *close = strchr(open, '}');
+        if (close == NULL) break;
+        int length = (int)(close - open - 1);
+        if (length == 7 && strncmp(open + 1, "user_id", 7) == 0) continue;
+        fprintf(out, "%s`%.*s`", *separator, length, open + 1);
+        *separator = ", ";
+    }
+}
+
+static void write_operations(FILE *out) {
+    json_t *catalog = table(parley_operations, "parley_operations");
+    fprintf(out, "## Operations\n\n"
+                 "`parley_client_perform(client, &id, name, params_json, fn, user_data)` runs one of these as\n"
+                 "the connected user and applies its answer to the cache (`parley_operations` is the catalog).\n"
+                 "`params_json` holds the wire parameters (docs/PROTOCOL.md gives each one's type and\n"
+                 "meaning): the path's placeholders are taken out of it (a non-empty string or a\n"
+                 "non-negative integer; `{user_id}` is the connected user unless given), the rest goes to the\n"
+                 "query string (GET, DELETE) or the JSON body (POST, PUT). Required: the placeholders and the\n"
+                 "parameters that must be given, checked before any request. Sent unless given: the\n"
+                 "reference SDK's defaults where they differ from the server's. Always sent: the values that\n"
+                 "make the operation what it is, whatever the caller gives.\n\n"
+                 "| operation | request | required | sent unless given | always sent |\n"
+                 "|---|---|---|---|---|\n");
+    size_t index;
+    json_t *operation;
+    json_array_foreach(catalog, index, operation) {
+        const char *path = text_of(operation, "path");
+        fprintf(out, "| `%s` | `%s %s` | ", text_of(operation, "name"), text_of(operation, "method"), path);
+        const char *separator = "";
+        path_parameters(out, path, &separator);
+        size_t item;
+        json_t *name;
+        json_array_foreach(json_object_get(operation, "required"), item, name) {
+            fprintf(out, "%s`%s`", separator, json_string_value(name));
+            separator = ", ";
+        }
+        fprintf(out, " | ");
+        members(out, json_object_get(operation, "defaults"));
+        fprintf(out, " | ");
+        members(out, json_object_get(operation, "fixed"));
+        fprintf(out, " |\n");
+    }
+
+    fprintf(out, "\nValue names: a parameter also takes these names, each standing for the value after it\n"
+                 "(none: the parameter is left out).\n\n");
+    json_array_foreach(catalog, index, operation) {
+        json_t *names = json_object_get(operation, "value_names");
+        const char **parameters;
+        size_t count = sorted_keys(names, &parameters);
+        for (size_t at = 0; at < count; at++) {
+            json_t *choices = json_object_get(names, parameters[at]);
+            fprintf(out, "- `%s` `%s`: ", text_of(operation, "name"), parameters[at]);
+            const char **given;
+            size_t choice_count = sorted_keys(choices, &given);
+            for (size_t choice = 0; choice < choice_count; choice++) {
+                json_t *value = json_object_get(choices, given[choice]);
+                fprintf(out, "%s`%s` ", choice ? ", " : "", given[choice]);
+                if (json_is_null(value)) fprintf(out, "none");
+                else code_value(out, value);
+            }
+            fprintf(out, "\n");
+            free(given);
+        }
+        free(parameters);
+    }
+    fprintf(out, "\n");
+    json_decref(catalog);
+}
+
+/* ---- Events -------------------------------------------------------------------- */
+
+static void source_constant(char *buffer, size_t size, const char *name) {
+    size_t length = (size_t)snprintf(buffer, size, "PARLEY_SOURCE_");
+    for (; *name && length + 1 < size; name++) buffer[length++] = (char)toupper((unsigned char)*name);
+    buffer[length] = 0;
+}
+
+static void write_events(FILE *out) {
+    json_t *categories = table(parley_event_categories, "parley_event_categories");
+    json_t *sources = table(parley_collection_sources, "parley_collection_sources");
+    char constant[128];
+    size_t index, other;
+    json_t *entry, *source;
+
+    fprintf(out, "## Event categories\n\n"
+                 "The `category` the event handler (`parley_client_set_event_handler`) receives\n"
+                 "(`parley_event_categories`): from the server's real-time stream, the changelog catch-up\n"
+                 "(sync) or this client (local). Payloads: docs/C-API.md, \"Connecting and the event\n"
+                 "stream\". A collection reports the changes of a real-time (server) category with the source\n"
+                 "of the same name, unless docs/C-API.md, \"Event sources\", names another one for them.\n\n"
+                 "| category | from | collection source |\n"
+                 "|---|---|---|\n");
+    json_array_foreach(categories, index, entry) {
+        const char *name = text_of(entry, "name");
+        const char *from = text_of(entry, "source");
+        fprintf(out, "| `%s` | %s | ", name, from);
+        json_array_foreach(sources, other, source) {
+            if (strcmp(from, "server") != 0 || strcmp(text_of(source, "name"), name) != 0) continue;
+            source_constant(constant, sizeof constant, name);
+            fprintf(out, "`%s`", constant);
+        }
+        fprintf(out, " |\n");
+    }
+
+    fprintf(out, "\n## Collection event sources\n\n"
+                 "Why a collection event happened: `source` and `source_name` of its context\n"
+                 "(`parley_collection_sources`; the constants are in `include/parley/group_channel_collection.h`).\n"
+                 "Codes are stable: new sources are only appended. What each one reports: docs/C-API.md,\n"
+                 "\"Event sources\".\n\n"
+                 "| code | constant | name |\n"
+                 "|---:|---|---|\n");
+    json_array_foreach(sources, index, source) {
+        source_constant(constant, sizeof constant, text_of(source, "name"));
+        fprintf(out, "| %lld | `%s` | `%s` |\n", (long long)json_integer_value(json_object_get(source, "code")), constant,
+                text_of(source, "name"));
+    }
+    json_decref(categories);
+    json_decref(sources);
+}
+
+/* ---- The document -------------------------------------------------------------- */
+
+static char *generate(const char *root, size_t *out_size) {
+    char *document = NULL;
+    FILE *out = open_memstream(&document, out_size);
+    if (out == NULL) die("out of memory", NULL);
+    fprintf(out, "# The C reference\n\n"
+                 "<!-- Generated by tools/gen_reference.c from the library's own tables: do not edit.\n"
+                 "     Regenerate: cmake --build build/cmake --target c_reference (configured with\n"
+                 "     -DPARLEY_BUILD_TESTS=ON); the ctest test c_reference_current fails while it differs. -->\n\n"
+                 "The tables of the C interface (version %s), as the library itself lists them. docs/C-API.md\n"
+                 "explains the conventions and the behaviour; `include/parley.h` documents every function.\n\n"
+                 "- [Status codes](#status-codes)\n"
+                 "- [Configuration keys](#configuration-keys)\n"
+                 "- [Operations](#operations)\n"
+                 "- [Event categories](#event-categories)\n"
+                 "- [Collection event sources](#collection-event-sources)\n\n",
+            parley_version());
+    write_status_codes(out, root);
+    write_configuration(out);
+    write_operations(out);
+    write_events(out);
+    fclose(out);
+    return document;
+}
+
+/* Reports the first line where the file and the generated text part. */
+static int check(const char *path, const char *expected, size_t size) {
+    FILE *file = fopen(path, "r");
+    char *actual = NULL;
+    size_t actual_size = 0;
+    if (file != NULL) {
+        FILE *copy = open_memstream(&actual, &actual_size);
+        int byte;
+        while ((byte = fgetc(file)) != EOF) fputc(byte, copy);
+        fclose(copy);
+        fclose(file);
+    }
+    if (actual != NULL && actual_size == size && memcmp(actual, expected, size) == 0) {
+        free(actual);
+        printf("%s is current\n", path);
+        return 0;
+    }
+    size_t line = 1, at = 0;
+    while (actual != NULL && at < size && at < actual_size && actual[at] == expected[at]) {
+        if (expected[at] == '\n') line++;
+        at++;
+    }
+    fprintf(stderr, "%s differs from the library's tables (first at line %zu); regenerate it:\n"
+                    "  cmake --build build/cmake --target c_reference\n", path, line);
+    free(actual);
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    int checking = argc == 3 && strcmp(argv[1], "--check") == 0;
+    if (argc != 2 + checking) {
+        fprintf(stderr, "usage: %s [--check] SOURCE_ROOT\n", argv[0]);
+        return 2;
+    }
+    const char *root = argv[1 + checking];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, reference_path);
+    size_t size = 0;
+    char *document = generate(root, &size);
+    int status = 0;
+    if (checking) {
+        status = check(path, document, size);
+    } else {
+        FILE *file = fopen(path, "w");
+        if (file == NULL || fwrite(document, 1, size, file) != size || fclose(file) != 0) die("cannot write", path);
+        printf("wrote %s\n", path);
+    }
+    free(document);
+    return status;
+}
