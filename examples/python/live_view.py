@@ -14,6 +14,7 @@ On a terminal each frame redraws the screen; otherwise frames are printed one af
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import secrets
@@ -130,13 +131,15 @@ class Screen:
              views: Dict[str, parley.MessageCollection]) -> None:
         lines = [f"== {self.step}", "", f"connection: {client.connection_state}", "", "CHANNELS (alice)"]
         for channel in channels.channels:
-            last = (channel.get("last_message") or {}).get("message", "")
+            last_message = channel.get("last_message")
+            last = last_message.get("message", "") if last_message else ""
             lines.append(f"  {channel['channel_url']:10} unread {channel.get('unread_message_count', 0):3}  last: {last[:40]}")
         for name, view in views.items():
             shown = view.messages
             lines += ["", f"VIEW {name}: {len(shown)} shown, has_previous={view.has_previous} has_next={view.has_next}"]
             for message in shown[-6:]:
-                who = (message.get("user") or {}).get("user_id", "")
+                sender = message.get("user")
+                who = sender.get("user_id", "") if sender else ""
                 status = message.get("sending_status", "sent")
                 lines.append(f"  {who:6} {message.get('message', '')[:44]:44} [{status}]")
         lines += ["", "EVENTS (view, kind, source, status, messages)"]
@@ -194,7 +197,7 @@ def main() -> int:
 
         def open_view(name: str) -> None:
             view = client.message_collection(name, previous_result_size=10)
-            view.add_listener(lambda change, name=name: screen.event(name, change))
+            view.add_listener(functools.partial(screen.event, name))
             if name == "busy":
                 view.on_huge_gap_detected = lambda: threading.Thread(target=reopen_busy).start()
             views[name] = view

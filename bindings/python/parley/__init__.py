@@ -1,21 +1,27 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
 from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncMessageCollection, AsyncSyncView
 from .channel_collection import (
-    ChangeKind, ChannelChange, ChannelContext, CollectionEventSource, GroupChannelCollection, GroupChannelListOrder,
-    GroupChannelListQuery, HiddenStateFilter, MemberStateFilter, PublicChannelFilter, SuperChannelFilter,
-    UnreadChannelFilter, UserIdsQueryType, collection_sources,
+    ChangeKind, ChannelChange, ChannelContext, CollectionEventSource, GroupChannelCollection, GroupChannelListOptions,
+    GroupChannelListOrder, GroupChannelListQuery, HiddenStateFilter, MemberStateFilter, PublicChannelFilter,
+    SuperChannelFilter, UnreadChannelFilter, UserIdsQueryType, collection_sources,
 )
 from .client import (
     LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, event_categories, library_path, operations,
     version,
 )
 from .events import EventCategory
+from .objects import (
+    BasicUser, CachedMessagePage, Channel, ChannelChangelogPage, ChannelListPage, DeletedMessage, FileInfo,
+    FileMessageParams, Member, MemberListPage, Message, MessageChangelogPage, MessageListPage, MetaArrayItem,
+    ParentMessageInfo, Reaction, ThreadInfo, Thumbnail, User, UserListPage, UserMessageParams,
+)
 from .sync_view import (
     NEWEST_VIEWPOINT, FetchResult, SyncAction, SyncActionKind, SyncDirection, SyncList, SyncView, SyncViewOptions,
+    SyncViewOverrides,
 )
 from .message_collection import (
-    NEWEST, MessageChange, MessageChangeKind, MessageCollection, MessageContext, MessageListParams, MessageTypeFilter,
-    ReplyType, SendingStatus,
+    NEWEST, MessageChange, MessageChangeKind, MessageCollection, MessageContext, MessageListOptions, MessageListParams,
+    MessageTypeFilter, ReplyType, SendingStatus,
 )
 from .errors import (
     CacheError, Cancelled, Forbidden, InternalError, InvalidArgument, InvalidHandle, InvalidJSON, InvalidState,
@@ -35,6 +41,11 @@ __all__ = [
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
     "InvalidState", "IOFailure", "LimitExceeded", "NetworkError", "NoMemory", "NotFound", "ProtocolError",
     "ServerError", "Timeout", "TLSError", "Unauthorized",
+    # The protocol's objects and the options, for type checkers (parley.objects; docs/PROTOCOL.md).
+    "BasicUser", "CachedMessagePage", "Channel", "ChannelChangelogPage", "ChannelListPage", "DeletedMessage", "FileInfo",
+    "FileMessageParams", "Member", "MemberListPage", "Message", "MessageChangelogPage", "MessageListPage",
+    "MetaArrayItem", "ParentMessageInfo", "Reaction", "ThreadInfo", "Thumbnail", "User", "UserListPage",
+    "UserMessageParams", "GroupChannelListOptions", "MessageListOptions", "SyncViewOverrides",
 ]
 # The loaded library's version: the package is built with the same number (setup.py reads it from
 # include/parley/common.h), and bindings/python/tests/test_library.py checks that they agree.

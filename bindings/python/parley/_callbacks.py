@@ -15,6 +15,7 @@ import threading
 from typing import Any, Callable, Dict, Optional
 
 from . import _native
+from ._native import ErrorDetails
 from .errors import ParleyError, error_for
 
 logger = logging.getLogger("parley")
@@ -58,9 +59,14 @@ def _run(callable_: Optional[Callable[..., None]], *args: Any) -> None:
         logger.exception("exception in a parley callback")
 
 
-@_native.CALLBACK_FN
-def callback_trampoline(user_data: Optional[int]) -> None:
+def _callback(user_data: Optional[int]) -> None:
     _run(_take(user_data))
+
+
+callback_trampoline = _native.CALLBACK_FN(_callback)
+
+#: What :func:`deliver_result` calls: ``(result_json, None)`` or ``(None, error details)``.
+Completion = Callable[[Optional[str], Optional[ErrorDetails]], None]
 
 
 def deliver_result(callable_: Optional[Callable[..., None]], error: Any, result_json: Optional[bytes]) -> None:
@@ -71,12 +77,11 @@ def deliver_result(callable_: Optional[Callable[..., None]], error: Any, result_
         _run(callable_, (result_json or b"null").decode("utf-8"), None)
 
 
-def decoding(callback: Callable[[Optional[Any], Optional[ParleyError]], None],
-             empty: str = "null") -> Callable[[Optional[str], Optional[tuple]], None]:
+def decoding(callback: Callable[[Optional[Any], Optional[ParleyError]], None], empty: str = "null") -> Completion:
     """A completion for :func:`deliver_result` that calls `callback(result, error)`: the result
     decoded from JSON (`empty` for none) or the error's exception."""
 
-    def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+    def complete(result_json: Optional[str], error: Optional[ErrorDetails]) -> None:
         if error is not None:
             callback(None, error_for(*error))
         else:
@@ -85,32 +90,35 @@ def decoding(callback: Callable[[Optional[Any], Optional[ParleyError]], None],
     return complete
 
 
-@_native.RESULT_FN
-def result_trampoline(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
+def _result(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
     deliver_result(_take(user_data), error, result_json)
 
 
-@_native.LOG_FN
-def log_trampoline(user_data: Optional[int], level: int, message: Optional[bytes]) -> None:
+def _log(user_data: Optional[int], level: int, message: Optional[bytes]) -> None:
     _run(_peek(user_data), level, (message or b"").decode("utf-8", "replace"))
 
 
-@_native.CONNECTION_FN
-def connection_trampoline(user_data: Optional[int], event: int, error: Any) -> None:
+def _connection(user_data: Optional[int], event: int, error: Any) -> None:
     _run(_peek(user_data), event, _native.error_details(error) if error else None)
 
 
-@_native.EVENT_FN
-def event_trampoline(user_data: Optional[int], category: Optional[bytes], channel_url: Optional[bytes], payload: Optional[bytes]) -> None:
+def _event(user_data: Optional[int], category: Optional[bytes], channel_url: Optional[bytes], payload: Optional[bytes]) -> None:
     _run(_peek(user_data), (category or b"").decode("utf-8"), (channel_url or b"").decode("utf-8"), (payload or b"null").decode("utf-8"))
 
 
-@_native.PROGRESS_FN
-def progress_trampoline(user_data: Optional[int], req_id: Optional[bytes], sent: int, total: int) -> None:
+def _progress(user_data: Optional[int], req_id: Optional[bytes], sent: int, total: int) -> None:
     with _lock:
         complete = _pending.get(user_data or 0)
     progress = getattr(complete, "progress", None)
     _run(progress, (req_id or b"").decode("utf-8"), sent, total)
+
+
+# The C function pointers: one each, alive as long as the module.
+result_trampoline = _native.RESULT_FN(_result)
+log_trampoline = _native.LOG_FN(_log)
+connection_trampoline = _native.CONNECTION_FN(_connection)
+event_trampoline = _native.EVENT_FN(_event)
+progress_trampoline = _native.PROGRESS_FN(_progress)
 
 
 def as_key(value: int) -> ctypes.c_void_p:

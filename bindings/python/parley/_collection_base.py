@@ -9,7 +9,7 @@ import json
 import sys
 import threading
 from dataclasses import fields
-from typing import Any, Callable, Dict, Generic, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVar
 
 from . import _callbacks, _native
 from .errors import Status, error_for
@@ -18,10 +18,12 @@ ChangeT = TypeVar("ChangeT")
 SelfT = TypeVar("SelfT", bound="NativeCollection[Any]")
 
 
-@_native.COLLECTION_ERROR_FN
-def error_trampoline(user_data: Optional[int], error: Any) -> None:
+def _error(user_data: Optional[int], error: Any) -> None:
     """The `error` callback of every view: calls the view's persistent callable with the ParleyError."""
     _callbacks._run(_callbacks._peek(user_data), _native.error_from(error))
+
+
+error_trampoline = _native.COLLECTION_ERROR_FN(_error)
 
 
 def dataclass_document(value: Any) -> Dict[str, Any]:
@@ -34,14 +36,14 @@ def dataclass_document(value: Any) -> Dict[str, Any]:
     return document
 
 
-def options_document(base: Any, kind: type, options: Dict[str, Any]) -> Dict[str, Any]:
+def options_document(base: Any, kind: type, options: Mapping[str, Any]) -> Dict[str, Any]:
     """An options document from a dataclass of `kind`, a mapping, keyword options or a mix
     (keyword options win)."""
     if isinstance(base, kind):
         document = dataclass_document(base)
     elif base is None:
         document = {}
-    elif isinstance(base, dict):
+    elif isinstance(base, Mapping):
         document = dict(base)
     else:
         raise TypeError(f"expected a {kind.__name__}, a dict or None")

@@ -12,12 +12,16 @@ import ctypes
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypedDict, Union
 
 from . import _callbacks, _native
 from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
 from ._native import CHANNELS_EVENT_FN
 from .errors import ParleyError
+from .objects import Channel
+
+if TYPE_CHECKING:
+    from .client import Client
 
 lib = _native.lib
 
@@ -151,6 +155,31 @@ class GroupChannelListQuery:
         return dataclass_document(self)
 
 
+class GroupChannelListOptions(TypedDict, total=False):
+    """The fields of :class:`GroupChannelListQuery` as keyword options of
+    :meth:`parley.Client.group_channel_collection` (an enum field also takes its value's string)."""
+
+    order: Union[GroupChannelListOrder, str]
+    metadata_order_key: Optional[str]
+    include_empty: bool
+    include_frozen: bool
+    include_member_list: bool
+    include_metadata: bool
+    member_state_filter: Union[MemberStateFilter, str]
+    hidden_state_filter: Union[HiddenStateFilter, str]
+    custom_types: Optional[List[str]]
+    custom_type_starts_with: Optional[str]
+    channel_name_contains: Optional[str]
+    channel_urls: Optional[List[str]]
+    user_ids_exact_filter: Optional[List[str]]
+    user_ids_include_filter: Optional[List[str]]
+    user_ids_include_query_type: Union[UserIdsQueryType, str]
+    super_channel_filter: Union[SuperChannelFilter, str]
+    public_channel_filter: Union[PublicChannelFilter, str]
+    unread_channel_filter: Union[UnreadChannelFilter, str]
+    limit: int
+
+
 @dataclass(frozen=True)
 class ChannelContext:
     """Why a change was reported: its source and, for real-time events, the category (for
@@ -173,11 +202,11 @@ class ChannelChange:
 
     kind: ChangeKind
     context: ChannelContext
-    channels: List[Any] = field(default_factory=list)
+    channels: List[Channel] = field(default_factory=list)
     channel_urls: List[str] = field(default_factory=list)
 
 
-ChannelsHandler = Callable[[ChannelContext, List[Any]], None]
+ChannelsHandler = Callable[[ChannelContext, List[Channel]], None]
 DeletedHandler = Callable[[ChannelContext, List[str]], None]
 ErrorHandler = Callable[[ParleyError], None]
 
@@ -201,20 +230,22 @@ def _dispatch(user_data: Optional[int], kind: ChangeKind, context: Any, text: Op
         _callbacks._run(target, kind, _context(context), json.loads((text or b"[]").decode("utf-8")))
 
 
-@CHANNELS_EVENT_FN
-def _added_trampoline(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
+def _added(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
     _dispatch(user_data, ChangeKind.ADDED, context, text)
 
 
-@CHANNELS_EVENT_FN
-def _updated_trampoline(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
+def _updated(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
     _dispatch(user_data, ChangeKind.UPDATED, context, text)
 
 
 # Deletions come through deleted_channels (the objects; their URLs are taken from them).
-@CHANNELS_EVENT_FN
-def _deleted_trampoline(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
+def _deleted(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
     _dispatch(user_data, ChangeKind.DELETED, context, text)
+
+
+_added_trampoline = CHANNELS_EVENT_FN(_added)
+_updated_trampoline = CHANNELS_EVENT_FN(_updated)
+_deleted_trampoline = CHANNELS_EVENT_FN(_deleted)
 
 
 def collection_sources() -> List[Dict[str, Any]]:
@@ -225,23 +256,36 @@ def collection_sources() -> List[Dict[str, Any]]:
     return table
 
 
-def make_query(query: Union[None, GroupChannelListQuery, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
+def make_query(query: Union[None, GroupChannelListQuery, Mapping[str, Any]], options: Mapping[str, Any]) -> Dict[str, Any]:
     """A query document from a dataclass, a mapping, keyword options or a mix (options win)."""
     return options_document(query, GroupChannelListQuery, options)
 
 
 class GroupChannelCollection(NativeCollection[ChannelChange]):
     """The live list of the user's channels for one query. Create it with
-    :meth:`parley.Client.group_channel_collection`; dispose it with :meth:`dispose` or a
-    ``with`` block. Callbacks run on the client's callback context, never after
-    :meth:`dispose` returned."""
+    :meth:`parley.Client.group_channel_collection` (``client.group_channel_collection(limit=30)``);
+    dispose it with :meth:`dispose` or a ``with`` block. Callbacks run on the client's
+    callback context, never after :meth:`dispose` returned."""
 
     _dispose_function = lib.parley_group_channel_collection_dispose
 
-    def __init__(self, client: Any, query: Dict[str, Any], on_added: Optional[ChannelsHandler] = None,
-                 on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
-                 on_error: Optional[ErrorHandler] = None, on_deleted_channels: Optional[ChannelsHandler] = None) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Not for applications: :meth:`parley.Client.group_channel_collection` creates the
+        collection (the arguments here are the binding's own and may change)."""
         super().__init__()
+        self._setup(*args, **kwargs)
+
+    @classmethod
+    def _create(cls, client: Client, query: Mapping[str, Any], on_added: Optional[ChannelsHandler] = None,
+                on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
+                on_error: Optional[ErrorHandler] = None,
+                on_deleted_channels: Optional[ChannelsHandler] = None) -> GroupChannelCollection:
+        """Creates the library's collection (what :meth:`parley.Client.group_channel_collection` calls)."""
+        return cls(client, query, on_added, on_updated, on_deleted, on_error, on_deleted_channels)
+
+    def _setup(self, client: Client, query: Mapping[str, Any], on_added: Optional[ChannelsHandler] = None,
+               on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
+               on_error: Optional[ErrorHandler] = None, on_deleted_channels: Optional[ChannelsHandler] = None) -> None:
         self._client = client
         self.on_added = on_added
         self.on_updated = on_updated
@@ -276,7 +320,7 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
                 handler(context, change.channels)
         self._notify(change)
 
-    def load_more_with_callback(self, callback: Callable[[Optional[List[Any]], Optional[ParleyError]], None]) -> None:
+    def load_more_with_callback(self, callback: Callable[[Optional[List[Channel]], Optional[ParleyError]], None]) -> None:
         """Loads the next page; `callback(channels, error)` runs once on the callback context."""
         key = _callbacks.register(_callbacks.decoding(callback, "[]"))
         try:
@@ -285,11 +329,11 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
             _callbacks.unregister(key)
             raise
 
-    def load_more(self) -> "concurrent.futures.Future[List[Any]]":
+    def load_more(self) -> concurrent.futures.Future[List[Channel]]:
         """Loads the next page (the first call: the first page): a Future of the channels it added."""
-        future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
+        future: concurrent.futures.Future[List[Channel]] = concurrent.futures.Future()
 
-        def done(channels: Optional[List[Any]], error: Optional[ParleyError]) -> None:
+        def done(channels: Optional[List[Channel]], error: Optional[ParleyError]) -> None:
             if error is not None:
                 future.set_exception(error)
             else:
@@ -306,11 +350,11 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
         return bool(out.value)
 
     @property
-    def channels(self) -> List[Any]:
+    def channels(self) -> List[Channel]:
         """The loaded channels in the query's order (as of the callbacks delivered so far)."""
         out = ctypes.c_void_p()
         _native.check(lib.parley_group_channel_collection_channels(self.handle, ctypes.byref(out)))
-        channels: List[Any] = _native.take_json(out) or []
+        channels: List[Channel] = _native.take_json(out) or []
         return channels
 
     @property

@@ -8,16 +8,26 @@ import json
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union, cast
 
 from . import _callbacks, _native
+from ._operation_support import missing_attribute
+from ._operations import Operations
 from .channel_collection import (
-    ChannelsHandler, DeletedHandler, ErrorHandler, GroupChannelCollection, GroupChannelListQuery, make_query,
+    ChannelsHandler, DeletedHandler, ErrorHandler, GroupChannelCollection, GroupChannelListOptions,
+    GroupChannelListQuery, make_query,
 )
 from .events import EventCategory
-from .message_collection import NEWEST, MessageCollection, MessageListParams, make_params
-from .sync_view import NEWEST_VIEWPOINT, SyncView, SyncViewOptions, make_options
+from .message_collection import (
+    NEWEST, ChannelDeletedHandler, ChannelHandler, HugeGapHandler, MessageCollection, MessageListOptions,
+    MessageListParams, MessagesHandler, ProgressHandler, make_params,
+)
+from .objects import CachedMessagePage, Channel, FileMessageParams, Message, User, UserMessageParams
+from .sync_view import ActionHandler, NEWEST_VIEWPOINT, SyncView, SyncViewOptions, SyncViewOverrides, make_options
 from .errors import ParleyError, Status, error_for
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 lib = _native.lib
 
@@ -35,13 +45,15 @@ CONNECTION_EVENT_NAMES = {
 }
 STATE_NAMES = ("closed", "connecting", "open", "reconnecting")
 ConnectionHandler = Callable[[str, Optional[ParleyError]], None]
+#: ``handler(category, channel_url, payload)``: the payload is the event's JSON object, whose
+#: keys depend on the category (docs/C-API.md, "Connecting and the event stream").
 EventHandler = Callable[[str, str, Any], None]
-ProgressHandler = Callable[[str, int, int], None]
 
 
 def version() -> str:
     """The loaded library's version, "MAJOR.MINOR.PATCH"."""
-    return lib.parley_version().decode()
+    text: bytes = lib.parley_version()
+    return text.decode()
 
 
 def library_path() -> str:
@@ -53,30 +65,32 @@ def library_path() -> str:
 ResultCallback = Callable[[Optional[Any], Optional[ParleyError]], None]
 
 
-_catalog: Optional[list] = None
+_catalog: Optional[List[Dict[str, Any]]] = None
 
 
-def operations() -> list:
-    """The operation catalog: [{"name", "method", "path", "required", "defaults"}, ...]."""
+def operations() -> List[Dict[str, Any]]:
+    """The operation catalog: [{"name", "method", "path", "required", "defaults"}, ...]. Each
+    operation is also a typed method of :class:`Client` and :class:`parley.AsyncClient`."""
     global _catalog
     if _catalog is None:
         out = ctypes.c_void_p()
         _native.check(lib.parley_operations(ctypes.byref(out)))
-        _catalog = json.loads(_native.take_string(out))
+        _catalog = cast(List[Dict[str, Any]], json.loads(_native.take_string(out)))
     return list(_catalog)
 
 
 _CATEGORIES = {category.value: category for category in EventCategory}
 
 
-def event_categories() -> list:
+def event_categories() -> List[Dict[str, str]]:
     """Every event category the library reports: [{"name", "source"}, ...]."""
     out = ctypes.c_void_p()
     _native.check(lib.parley_event_categories(ctypes.byref(out)))
-    return json.loads(_native.take_string(out))
+    return cast(List[Dict[str, str]], json.loads(_native.take_string(out)))
 
 
-def operation_names() -> frozenset:
+def operation_names() -> FrozenSet[str]:
+    """The names of the catalog's operations."""
     return frozenset(entry["name"] for entry in operations())
 
 
@@ -91,7 +105,7 @@ def _encode_json(value: Union[None, str, Mapping[str, Any], JSONValue]) -> Optio
 # Clients still open when the interpreter exits are closed while it is fully alive: the
 # library's callback thread may need the GIL to finish a callback, which a finalizer running
 # during interpreter shutdown could never give it (destroy would wait forever).
-_open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+_open_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
 @atexit.register
@@ -103,7 +117,7 @@ def _close_open_clients() -> None:
             pass
 
 
-class Client:
+class Client(Operations):
     """A Parley client.
 
     `config` is the configuration document of `parley_client_create` (a mapping or JSON
@@ -111,6 +125,10 @@ class Client:
     default) callbacks run on the client's callback thread; with ``"manual"`` they wait
     until you call :meth:`dispatch` (watch :attr:`event_fd` to know when). Use
     :class:`parley.AsyncClient` for asyncio.
+
+    Every operation of the library's catalog is a method with typed keyword parameters
+    (``client.get_group_channel(channel_url=url)``) returning a Future of the server's
+    answer; :meth:`perform` takes any operation by name.
 
     Close it with :meth:`close` or a ``with`` block: operations in flight then complete
     with :class:`parley.Cancelled`.
@@ -173,7 +191,7 @@ class Client:
                 _callbacks.unregister(key)
                 setattr(self, attribute, 0)
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -231,7 +249,7 @@ class Client:
 
     # -- operations --------------------------------------------------------------
 
-    def _start(self, function_name: str, args: tuple, callback: "ResultCallback") -> int:
+    def _start(self, function_name: str, args: Tuple[Any, ...], callback: ResultCallback) -> int:
         """Calls a libparley function of the shape (client, out_operation_id, *args, fn, user_data)."""
         key = _callbacks.register(_callbacks.decoding(callback))
         operation = ctypes.c_uint64(0)
@@ -244,8 +262,8 @@ class Client:
         return operation.value
 
     @staticmethod
-    def _future_and_callback() -> "tuple[concurrent.futures.Future[Any], ResultCallback]":
-        future: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+    def _future_and_callback() -> Tuple[concurrent.futures.Future[Any], ResultCallback]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
         def done(result: Optional[Any], error: Optional[ParleyError]) -> None:
             if error is not None:
@@ -255,12 +273,12 @@ class Client:
 
         return future, done
 
-    def request_with_callback(self, method: str, path: str, body: Any, callback: "ResultCallback") -> int:
+    def request_with_callback(self, method: str, path: str, body: Any, callback: ResultCallback) -> int:
         """Sends a raw REST request; `callback(result, error)` runs exactly once on the
         callback context. Returns the operation id (for :meth:`cancel`)."""
         return self._start("parley_client_request", (method.encode("utf-8"), path.encode("utf-8"), _encode_json(body)), callback)
 
-    def request(self, method: str, path: str, body: Any = None) -> "concurrent.futures.Future[Any]":
+    def request(self, method: str, path: str, body: Any = None) -> concurrent.futures.Future[Any]:
         """Sends a raw REST request and returns a Future of the decoded JSON answer
         (or the ParleyError). In manual mode the Future completes during :meth:`dispatch`."""
         future, done = self._future_and_callback()
@@ -269,14 +287,16 @@ class Client:
 
     # -- session -----------------------------------------------------------------
 
-    def connect_with_callback(self, user_id: str, session_token: str, callback: "ResultCallback") -> int:
+    def connect_with_callback(self, user_id: str, session_token: str, callback: ResultCallback) -> int:
+        """Connects as `user_id`; `callback(user, error)` runs exactly once on the callback
+        context. Returns the operation id."""
         return self._start("parley_client_connect", (user_id.encode("utf-8"), session_token.encode("utf-8")), callback)
 
-    def connect(self, user_id: str, session_token: str) -> "concurrent.futures.Future[Any]":
+    def connect(self, user_id: str, session_token: str) -> concurrent.futures.Future[User]:
         """Connects as `user_id` with a session token; the Future gives the user object."""
         future, done = self._future_and_callback()
         setattr(future, "operation_id", self.connect_with_callback(user_id, session_token, done))
-        return future
+        return cast("concurrent.futures.Future[User]", future)
 
     def disconnect(self) -> None:
         """Ends the session (operations then raise InvalidState until connect)."""
@@ -293,13 +313,15 @@ class Client:
 
     # -- operations --------------------------------------------------------------
 
-    def perform_with_callback(self, operation: str, params: Optional[Mapping[str, Any]], callback: "ResultCallback") -> int:
+    def perform_with_callback(self, operation: str, params: Optional[Mapping[str, Any]], callback: ResultCallback) -> int:
+        """Performs a catalog operation; `callback(answer, error)` runs exactly once on the
+        callback context. Returns the operation id (for :meth:`cancel`)."""
         return self._start("parley_client_perform", (operation.encode("utf-8"), _encode_json(params or {})), callback)
 
-    def perform(self, operation: str, params: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> "concurrent.futures.Future[Any]":
-        """Performs a catalog operation (see :func:`parley.operations`) as the connected
+    def perform(self, operation: str, params: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        """Performs a catalog operation (see :func:`parley.operations`) by name as the connected
         user; parameters are the wire names (`channel_url`, `message_id`, ...). Returns a
-        Future of the server's answer. Every operation is also a method:
+        Future of the server's answer. Every operation is also a typed method:
         ``client.create_group_channel(user_ids=["a", "b"])``."""
         merged = dict(params or {})
         merged.update(kwargs)
@@ -307,10 +329,12 @@ class Client:
         setattr(future, "operation_id", self.perform_with_callback(operation, merged, done))
         return future
 
-    def __getattr__(self, name: str) -> Callable[..., "concurrent.futures.Future[Any]"]:
-        if name.startswith("_") or name not in operation_names():
-            raise AttributeError(name)
-        return lambda params=None, **kwargs: self.perform(name, params, **kwargs)
+    if not TYPE_CHECKING:  # type checkers report unknown names themselves
+        def __getattr__(self, name: str) -> Any:
+            """Only for names the client lacks: an AttributeError saying what was probably meant."""
+            if name.startswith("_"):
+                raise AttributeError(name)
+            raise missing_attribute(self, name, operation_names())
 
     def cancel(self, operation_id: int) -> None:
         """Cancels an operation in flight (its completion gets Cancelled)."""
@@ -338,9 +362,9 @@ class Client:
         """`handler(event_name, error_or_None)` for connection changes ("connecting",
         "connected", "reconnect_started", "reconnect_succeeded", "reconnect_failed",
         "disconnected", "session_token_required"). None removes it."""
-        wrapped: Optional[Callable[[int, Optional[tuple]], None]] = None
+        wrapped: Optional[Callable[[int, Optional[_native.ErrorDetails]], None]] = None
         if handler is not None:
-            def wrapped_connection(event: int, details: Optional[tuple]) -> None:
+            def wrapped_connection(event: int, details: Optional[_native.ErrorDetails]) -> None:
                 handler(CONNECTION_EVENT_NAMES.get(event, str(event)), error_for(*details) if details else None)
             wrapped = wrapped_connection
         self._set_persistent("_connection_key", "parley_client_set_connection_handler",
@@ -380,7 +404,7 @@ class Client:
 
     # -- sending -----------------------------------------------------------------
 
-    def _start_send(self, progress: Optional[ProgressHandler], call: Callable[[int], int]) -> "concurrent.futures.Future[Any]":
+    def _start_send(self, progress: Optional[ProgressHandler], call: Callable[[int], int]) -> concurrent.futures.Future[Any]:
         """Registers the completion (carrying the progress handler, which the progress
         trampoline finds through the same key) and runs `call(key)`, which returns a status."""
         future, done = self._future_and_callback()
@@ -399,76 +423,88 @@ class Client:
         return _callbacks.progress_trampoline if progress else _native.PROGRESS_FN()
 
     def _send(self, function_name: str, channel_url: str, params: Mapping[str, Any],
-              progress: Optional[ProgressHandler], with_progress: bool) -> "tuple[Any, concurrent.futures.Future[Any]]":
+              progress: Optional[ProgressHandler], with_progress: bool) -> Tuple[Message, concurrent.futures.Future[Message]]:
         operation = ctypes.c_uint64(0)
         pending = ctypes.c_void_p()
-        args: list = [self.handle, ctypes.byref(pending), ctypes.byref(operation),
+        args: List[Any] = [self.handle, ctypes.byref(pending), ctypes.byref(operation),
                       channel_url.encode("utf-8"), _encode_json(dict(params))]
         if with_progress:
             args.append(self._progress_fn(progress))
         future = self._start_send(progress, lambda key: getattr(lib, function_name)(
             *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
         setattr(future, "operation_id", operation.value)
-        return json.loads(_native.take_string(pending)), future
+        pending_message: Message = json.loads(_native.take_string(pending))
+        return pending_message, cast("concurrent.futures.Future[Message]", future)
 
-    def send_user_message(self, channel_url: str, message: Optional[str] = None, **params: Any) -> "tuple[Any, concurrent.futures.Future[Any]]":
+    def send_user_message(
+        self, channel_url: str, message: Optional[str] = None, **params: Unpack[UserMessageParams],
+    ) -> Tuple[Message, concurrent.futures.Future[Message]]:
         """Sends a user message. Returns (pending_message, future): the pending message is
         already stored (``sending_status`` "pending", its ``req_id``); the future gives the
-        server's message or raises the failure."""
+        server's message or raises the failure. `params` are the send's fields
+        (:class:`parley.UserMessageParams`: ``custom_type``, ``mentioned_user_ids``, ...)."""
+        document: Dict[str, Any] = dict(params)
         if message is not None:
-            params["message"] = message
-        return self._send("parley_client_send_user_message", channel_url, params, None, False)
+            document["message"] = message
+        return self._send("parley_client_send_user_message", channel_url, document, None, False)
 
-    def send_file_message(self, channel_url: str, progress: Optional[ProgressHandler] = None, **params: Any) -> "tuple[Any, concurrent.futures.Future[Any]]":
+    def send_file_message(
+        self, channel_url: str, progress: Optional[ProgressHandler] = None, **params: Unpack[FileMessageParams],
+    ) -> Tuple[Message, concurrent.futures.Future[Message]]:
         """Sends a file message: ``url=...`` for a hosted file or ``file_path=...`` to upload
-        one (``progress(req_id, sent, total)`` reports the upload). Returns (pending, future)."""
+        one (``progress(req_id, sent, total)`` reports the upload). Returns (pending, future).
+        `params` are the send's fields (:class:`parley.FileMessageParams`)."""
         return self._send("parley_client_send_file_message", channel_url, params, progress, True)
 
-    def resend_message(self, req_id: str, progress: Optional[ProgressHandler] = None) -> "concurrent.futures.Future[Any]":
+    def resend_message(self, req_id: str, progress: Optional[ProgressHandler] = None) -> concurrent.futures.Future[Message]:
         """Resends a failed message (same req_id); the future gives the server's message."""
         operation = ctypes.c_uint64(0)
         future = self._start_send(progress, lambda key: lib.parley_client_resend_message(
             self.handle, ctypes.byref(operation), req_id.encode("utf-8"), self._progress_fn(progress),
             _callbacks.result_trampoline, _callbacks.as_key(key)))
         setattr(future, "operation_id", operation.value)
-        return future
+        return cast("concurrent.futures.Future[Message]", future)
 
     def cancel_message(self, req_id: str) -> None:
         """Cancels a pending message not yet sent, an upload in progress, or a failed message."""
         _native.check(lib.parley_client_cancel_message(self.handle, req_id.encode("utf-8")))
 
-    def remove_failed_messages(self, channel_url: str) -> list:
+    def remove_failed_messages(self, channel_url: str) -> List[str]:
         """Removes the channel's failed messages; returns their req_ids."""
         out = ctypes.c_void_p()
         _native.check(lib.parley_client_remove_failed_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8")))
-        return json.loads(_native.take_string(out) or "[]")
+        removed: List[str] = json.loads(_native.take_string(out) or "[]")
+        return removed
 
     # -- the cache -----------------------------------------------------------------
 
-    def cached_channels(self, order: str = "latest_last_message", limit: int = 100) -> list:
+    def cached_channels(self, order: str = "latest_last_message", limit: int = 100) -> List[Channel]:
         """Cached channels (works offline)."""
         out = ctypes.c_void_p()
         _native.check(lib.parley_client_cached_channels(self.handle, ctypes.byref(out), order.encode("utf-8"), limit))
-        return json.loads(_native.take_string(out))
+        channels: List[Channel] = json.loads(_native.take_string(out))
+        return channels
 
-    def cached_channel(self, channel_url: str) -> Optional[Any]:
+    def cached_channel(self, channel_url: str) -> Optional[Channel]:
         """The cached channel, or None."""
         out = ctypes.c_void_p()
         status = lib.parley_client_cached_channel(self.handle, ctypes.byref(out), channel_url.encode("utf-8"))
         if status == Status.NOT_FOUND:
             return None
         _native.check(status)
-        return json.loads(_native.take_string(out))
+        channel: Channel = json.loads(_native.take_string(out))
+        return channel
 
-    def cached_messages(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> list:
+    def cached_messages(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> List[Message]:
         """Cached messages of the channel, oldest first (pending/failed ones last when before_ts is -1),
         holes included: :meth:`cached_message_page` says whether a page is known to be continuous."""
         out = ctypes.c_void_p()
         _native.check(lib.parley_client_cached_messages(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts,
                                                         limit))
-        return json.loads(_native.take_string(out))
+        messages: List[Message] = json.loads(_native.take_string(out))
+        return messages
 
-    def cached_message_page(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> dict:
+    def cached_message_page(self, channel_url: str, before_ts: int = -1, limit: int = 30) -> CachedMessagePage:
         """:meth:`cached_messages` marked: ``{"messages": [...], "continuous": bool}``.
         ``continuous`` is true only when the cache knows no message is missing between the
         page's first and last message (and, with `before_ts`, up to just before it). Ranges
@@ -479,46 +515,50 @@ class Client:
         out = ctypes.c_void_p()
         _native.check(lib.parley_client_cached_message_page(self.handle, ctypes.byref(out), channel_url.encode("utf-8"), before_ts,
                                                             limit))
-        return json.loads(_native.take_string(out))
+        page: CachedMessagePage = json.loads(_native.take_string(out))
+        return page
 
     # -- collections ---------------------------------------------------------------
 
     def group_channel_collection(
-        self, query: "Union[None, GroupChannelListQuery, Dict[str, Any]]" = None, *,
-        on_added: "Optional[ChannelsHandler]" = None, on_updated: "Optional[ChannelsHandler]" = None,
-        on_deleted: "Optional[DeletedHandler]" = None, on_error: "Optional[ErrorHandler]" = None,
-        on_deleted_channels: "Optional[ChannelsHandler]" = None, **options: Any,
-    ) -> "GroupChannelCollection":
+        self, query: Union[None, GroupChannelListQuery, Mapping[str, Any]] = None, *,
+        on_added: Optional[ChannelsHandler] = None, on_updated: Optional[ChannelsHandler] = None,
+        on_deleted: Optional[DeletedHandler] = None, on_error: Optional[ErrorHandler] = None,
+        on_deleted_channels: Optional[ChannelsHandler] = None, **options: Unpack[GroupChannelListOptions],
+    ) -> GroupChannelCollection:
         """A live list of the connected user's channels. `query` is a
         :class:`GroupChannelListQuery` (or its dict form); keyword options override its
         fields (``order=GroupChannelListOrder.CHRONOLOGICAL, limit=50``). Invalid options
         raise :class:`InvalidArgument` naming the field. Use it as a context manager.
         A deletion calls `on_deleted` with the URLs, then `on_deleted_channels` with the
         channels as the view last held them."""
-        return GroupChannelCollection(self, make_query(query, options), on_added, on_updated, on_deleted, on_error,
-                                      on_deleted_channels)
+        return GroupChannelCollection._create(self, make_query(query, options), on_added, on_updated, on_deleted, on_error,
+                                              on_deleted_channels)
 
     def message_collection(
-        self, channel_url: str, starting_point: int = NEWEST, params: "Union[None, MessageListParams, Dict[str, Any]]" = None, *,
-        on_added: Any = None, on_updated: Any = None, on_deleted: Any = None, on_channel_updated: Any = None,
-        on_channel_deleted: Any = None, on_huge_gap_detected: Any = None, on_error: Any = None, **options: Any,
-    ) -> "MessageCollection":
+        self, channel_url: str, starting_point: int = NEWEST, params: Union[None, MessageListParams, Mapping[str, Any]] = None, *,
+        on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
+        on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
+        on_channel_deleted: Optional[ChannelDeletedHandler] = None, on_huge_gap_detected: Optional[HugeGapHandler] = None,
+        on_error: Optional[ErrorHandler] = None, **options: Unpack[MessageListOptions],
+    ) -> MessageCollection:
         """The live chat view of `channel_url` from `starting_point` (ms; default the newest
         end). `params` is a :class:`MessageListParams` (or its dict form); keyword options
         override its fields (``previous_result_size=50, reverse=True``). Call ``start()``,
         then page; use it as a context manager."""
-        return MessageCollection(self, channel_url, starting_point, make_params(params, options), on_added, on_updated,
-                                 on_deleted, on_channel_updated, on_channel_deleted, on_huge_gap_detected, on_error)
+        return MessageCollection._create(self, channel_url, starting_point, make_params(params, options), on_added, on_updated,
+                                         on_deleted, on_channel_updated, on_channel_deleted, on_huge_gap_detected, on_error)
 
     def sync_view(
-        self, channel_url: str, viewpoint: int = NEWEST_VIEWPOINT, options: "Union[None, SyncViewOptions, Dict[str, Any]]" = None, *,
-        on_action: Any = None, on_error: Any = None, **overrides: Any,
-    ) -> "SyncView":
+        self, channel_url: str, viewpoint: int = NEWEST_VIEWPOINT, options: Union[None, SyncViewOptions, Mapping[str, Any]] = None, *,
+        on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None,
+        **overrides: Unpack[SyncViewOverrides],
+    ) -> SyncView:
         """The SyncManager-style view of `channel_url` from `viewpoint` (ms; default the newest
         end). `options` is a :class:`SyncViewOptions` (or its dict form); keyword options
         override its fields (``limit=50, sender_user_ids=["bob"]``). Nothing loads until the
         first ``fetch``; use it as a context manager."""
-        return SyncView(self, channel_url, viewpoint, make_options(options, overrides), on_action, on_error)
+        return SyncView._create(self, channel_url, viewpoint, make_options(options, overrides), on_action, on_error)
 
     def clear_cached_data(self) -> None:
         """Removes everything cached for the current user (pending and failed messages too).

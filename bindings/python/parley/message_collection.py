@@ -12,13 +12,19 @@ import ctypes
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypedDict, Union
 
 from . import _callbacks, _native
 from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
 from ._native import MESSAGE_EVENT_FN
 from .channel_collection import CollectionEventSource, event_source
 from .errors import ParleyError, error_for
+from .objects import Channel, FileMessageParams, Message, UserMessageParams
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .client import Client
 
 lib = _native.lib
 
@@ -84,6 +90,25 @@ class MessageListParams:
         return dataclass_document(self)
 
 
+class MessageListOptions(TypedDict, total=False):
+    """The fields of :class:`MessageListParams` as keyword options of
+    :meth:`parley.Client.message_collection` (an enum field also takes its value's string)."""
+
+    previous_result_size: int
+    next_result_size: int
+    is_inclusive: bool
+    reverse: bool
+    message_type_filter: Union[MessageTypeFilter, str]
+    custom_types: Optional[List[str]]
+    sender_user_ids: Optional[List[str]]
+    reply_type: Union[ReplyType, str]
+    include_thread_info: bool
+    include_parent_message_info: bool
+    include_reactions: bool
+    include_meta_array: bool
+    huge_gap_threshold: int
+
+
 @dataclass(frozen=True)
 class MessageContext:
     """Why a change was reported: its source, the real-time category (or operation), and
@@ -96,23 +121,25 @@ class MessageContext:
 
 @dataclass(frozen=True)
 class MessageChange:
-    """One report of a message collection."""
+    """One report of a message collection: the channel as cached (None when it is not, or gone)
+    and the messages (none for channel events)."""
 
     kind: MessageChangeKind
     context: MessageContext
-    channel: Any = None
-    messages: List[Any] = field(default_factory=list)
+    channel: Optional[Channel] = None
+    messages: List[Message] = field(default_factory=list)
 
 
-MessagesHandler = Callable[[MessageContext, Any, List[Any]], None]
-ChannelHandler = Callable[[MessageContext, Any], None]
+MessagesHandler = Callable[[MessageContext, Optional[Channel], List[Message]], None]
+ChannelHandler = Callable[[MessageContext, Optional[Channel]], None]
 ChannelDeletedHandler = Callable[[MessageContext, str], None]
 HugeGapHandler = Callable[[], None]
 ErrorHandler = Callable[[ParleyError], None]
+#: ``progress(req_id, sent, total)`` of a file upload.
+ProgressHandler = Callable[[str, int, int], None]
 
 
-@MESSAGE_EVENT_FN
-def _event_trampoline(user_data: Optional[int], event: Any) -> None:
+def _event(user_data: Optional[int], event: Any) -> None:
     target = _callbacks._peek(user_data)
     if target is None:
         return
@@ -124,13 +151,16 @@ def _event_trampoline(user_data: Optional[int], event: Any) -> None:
     _callbacks._run(target, change)
 
 
-def make_params(params: Union[None, MessageListParams, Dict[str, Any]], options: Dict[str, Any]) -> Dict[str, Any]:
+_event_trampoline = MESSAGE_EVENT_FN(_event)
+
+
+def make_params(params: Union[None, MessageListParams, Mapping[str, Any]], options: Mapping[str, Any]) -> Dict[str, Any]:
     """A params document from a dataclass, a mapping, keyword options or a mix (options win)."""
     return options_document(params, MessageListParams, options)
 
 
-def _future_callback(future: "concurrent.futures.Future[List[Any]]") -> Callable[[Optional[str], Optional[tuple]], None]:
-    def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+def _future_callback(future: concurrent.futures.Future[List[Message]]) -> _callbacks.Completion:
+    def complete(result_json: Optional[str], error: Optional[_native.ErrorDetails]) -> None:
         if error is not None:
             future.set_exception(error_for(*error))
         else:
@@ -139,19 +169,36 @@ def _future_callback(future: "concurrent.futures.Future[List[Any]]") -> Callable
 
 
 class MessageCollection(NativeCollection[MessageChange]):
-    """The live chat view of one channel. Create it with :meth:`parley.Client.message_collection`,
-    :meth:`start` it, page with :meth:`load_previous` / :meth:`load_next`, and dispose it
-    with :meth:`dispose` or a ``with`` block. Callbacks run on the client's callback context,
-    never after :meth:`dispose` returned."""
+    """The live chat view of one channel. Create it with :meth:`parley.Client.message_collection`
+    (``client.message_collection("general", previous_result_size=30)``), :meth:`start` it,
+    page with :meth:`load_previous` / :meth:`load_next`, and dispose it with :meth:`dispose`
+    or a ``with`` block. Callbacks run on the client's callback context, never after
+    :meth:`dispose` returned."""
 
     _dispose_function = lib.parley_message_collection_dispose
 
-    def __init__(self, client: Any, channel_url: str, starting_point: int, params: Dict[str, Any],
-                 on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
-                 on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
-                 on_channel_deleted: Optional[ChannelDeletedHandler] = None,
-                 on_huge_gap_detected: Optional[HugeGapHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Not for applications: :meth:`parley.Client.message_collection` creates the view (the
+        arguments here are the binding's own and may change)."""
         super().__init__()
+        self._setup(*args, **kwargs)
+
+    @classmethod
+    def _create(cls, client: Client, channel_url: str, starting_point: int, params: Mapping[str, Any],
+                on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
+                on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
+                on_channel_deleted: Optional[ChannelDeletedHandler] = None,
+                on_huge_gap_detected: Optional[HugeGapHandler] = None,
+                on_error: Optional[ErrorHandler] = None) -> MessageCollection:
+        """Creates the library's view (what :meth:`parley.Client.message_collection` calls)."""
+        return cls(client, channel_url, starting_point, params, on_added, on_updated, on_deleted, on_channel_updated,
+                   on_channel_deleted, on_huge_gap_detected, on_error)
+
+    def _setup(self, client: Client, channel_url: str, starting_point: int, params: Mapping[str, Any],
+               on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
+               on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
+               on_channel_deleted: Optional[ChannelDeletedHandler] = None,
+               on_huge_gap_detected: Optional[HugeGapHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
         self._client = client
         self.channel_url = channel_url
         self.on_added = on_added
@@ -168,7 +215,7 @@ class MessageCollection(NativeCollection[MessageChange]):
         self._open(lambda out, *arguments: lib.parley_message_collection_create(out, *arguments, ctypes.byref(handler)),
                    client.handle, channel_url.encode("utf-8"), starting_point, document=params)
 
-    def _receive(self, change: Any) -> None:
+    def _receive(self, change: Union[MessageChange, ParleyError]) -> None:
         if isinstance(change, ParleyError):
             self._receive_error(change)
             return
@@ -190,20 +237,20 @@ class MessageCollection(NativeCollection[MessageChange]):
         if self.on_error is not None:
             self.on_error(error)
 
-    def start(self) -> "Tuple[concurrent.futures.Future[List[Any]], concurrent.futures.Future[List[Any]]]":
+    def start(self) -> Tuple[concurrent.futures.Future[List[Message]], concurrent.futures.Future[List[Message]]]:
         """Starts the view: two futures, the cache's list (at once) and the server's list that
         replaces it (raises NetworkError offline; the view then keeps the cached list)."""
-        cache_future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
-        api_future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
+        cache_future: concurrent.futures.Future[List[Message]] = concurrent.futures.Future()
+        api_future: concurrent.futures.Future[List[Message]] = concurrent.futures.Future()
         # Both completions share one user_data; the cache's always comes first.
         results = [_future_callback(cache_future), _future_callback(api_future)]
 
-        def complete(result_json: Optional[str], error: Optional[tuple]) -> None:
+        def complete(result_json: Optional[str], error: Optional[_native.ErrorDetails]) -> None:
             results.pop(0)(result_json, error)
 
         key = _callbacks.register(complete, persistent=True)
 
-        def finish_later(future: "concurrent.futures.Future[List[Any]]") -> None:
+        def finish_later(future: concurrent.futures.Future[List[Message]]) -> None:
             _callbacks.unregister(key)
 
         api_future.add_done_callback(finish_later)
@@ -214,8 +261,8 @@ class MessageCollection(NativeCollection[MessageChange]):
             raise
         return cache_future, api_future
 
-    def _load(self, function: Any) -> "concurrent.futures.Future[List[Any]]":
-        future: "concurrent.futures.Future[List[Any]]" = concurrent.futures.Future()
+    def _load(self, function: Any) -> concurrent.futures.Future[List[Message]]:
+        future: concurrent.futures.Future[List[Message]] = concurrent.futures.Future()
         key = _callbacks.register(_future_callback(future))
         try:
             _native.check(function(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
@@ -224,11 +271,11 @@ class MessageCollection(NativeCollection[MessageChange]):
             raise
         return future
 
-    def load_previous(self) -> "concurrent.futures.Future[List[Any]]":
+    def load_previous(self) -> concurrent.futures.Future[List[Message]]:
         """Loads older messages: a Future of those it added (in the view's order)."""
         return self._load(lib.parley_message_collection_load_previous)
 
-    def load_next(self) -> "concurrent.futures.Future[List[Any]]":
+    def load_next(self) -> concurrent.futures.Future[List[Message]]:
         """Loads newer messages: a Future of those it added."""
         return self._load(lib.parley_message_collection_load_next)
 
@@ -245,40 +292,43 @@ class MessageCollection(NativeCollection[MessageChange]):
         return bool(out.value)
 
     @property
-    def messages(self) -> List[Any]:
+    def messages(self) -> List[Message]:
         """The shown messages: the server's in order, then pending and failed ones (as of the
         callbacks delivered so far)."""
         out = ctypes.c_void_p()
         _native.check(lib.parley_message_collection_messages(self.handle, ctypes.byref(out)))
-        messages: List[Any] = _native.take_json(out) or []
+        messages: List[Message] = _native.take_json(out) or []
         return messages
 
     @property
-    def succeeded_messages(self) -> List[Any]:
+    def succeeded_messages(self) -> List[Message]:
         return [m for m in self.messages if "sending_status" not in m]
 
     @property
-    def pending_messages(self) -> List[Any]:
+    def pending_messages(self) -> List[Message]:
         return [m for m in self.messages if m.get("sending_status") == "pending"]
 
     @property
-    def failed_messages(self) -> List[Any]:
+    def failed_messages(self) -> List[Message]:
         return [m for m in self.messages if m.get("sending_status") == "failed"]
 
     # -- sending through the view ------------------------------------------------------
 
-    def send_user_message(self, message: Optional[str] = None, **params: Any) -> "Tuple[Any, concurrent.futures.Future[Any]]":
+    def send_user_message(
+        self, message: Optional[str] = None, **params: Unpack[UserMessageParams],
+    ) -> Tuple[Message, concurrent.futures.Future[Message]]:
         """Sends a user message into this channel; it shows up as added (pending) at once."""
-        result: "Tuple[Any, concurrent.futures.Future[Any]]" = self._client.send_user_message(self.channel_url, message, **params)
-        return result
+        return self._client.send_user_message(self.channel_url, message, **params)
 
-    def send_file_message(self, **params: Any) -> "Tuple[Any, concurrent.futures.Future[Any]]":
-        result: "Tuple[Any, concurrent.futures.Future[Any]]" = self._client.send_file_message(self.channel_url, **params)
-        return result
+    def send_file_message(
+        self, progress: Optional[ProgressHandler] = None, **params: Unpack[FileMessageParams],
+    ) -> Tuple[Message, concurrent.futures.Future[Message]]:
+        """Sends a file message into this channel (as :meth:`parley.Client.send_file_message`)."""
+        return self._client.send_file_message(self.channel_url, progress, **params)
 
-    def resend_message(self, req_id: str) -> "concurrent.futures.Future[Any]":
-        future: "concurrent.futures.Future[Any]" = self._client.resend_message(req_id)
-        return future
+    def resend_message(self, req_id: str) -> concurrent.futures.Future[Message]:
+        """Resends a failed message (same req_id); the future gives the server's message."""
+        return self._client.resend_message(req_id)
 
     def cancel_message(self, req_id: str) -> None:
         """Cancels a pending message not on the wire yet, or a failed one: the view reports it
@@ -289,11 +339,12 @@ class MessageCollection(NativeCollection[MessageChange]):
     def remove_failed_messages(self) -> List[str]:
         """Removes the channel's failed messages (their req_ids): each is reported as for
         :meth:`cancel_message`."""
-        removed: List[str] = self._client.remove_failed_messages(self.channel_url)
-        return removed
+        return self._client.remove_failed_messages(self.channel_url)
 
 
-@_native.RESULT_FN
-def _START_FN(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
+def _start_result(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:
     # Like _callbacks.result_trampoline, but the callable stays registered for the second call.
     _callbacks.deliver_result(_callbacks._peek(user_data), error, result_json)
+
+
+_START_FN = _native.RESULT_FN(_start_result)

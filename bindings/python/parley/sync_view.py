@@ -13,13 +13,17 @@ import ctypes
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypedDict, Union, cast
 
 from . import _callbacks, _native
 from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
 from ._native import ACTION_FN, FETCH_FN
 from .errors import ParleyError
 from .message_collection import MessageTypeFilter, ReplyType
+from .objects import Message
+
+if TYPE_CHECKING:
+    from .client import Client
 
 lib = _native.lib
 
@@ -70,13 +74,28 @@ class SyncViewOptions:
         return dataclass_document(self)
 
 
+class SyncViewOverrides(TypedDict, total=False):
+    """The fields of :class:`SyncViewOptions` as keyword options of :meth:`parley.Client.sync_view`
+    (an enum field also takes its value's string)."""
+
+    limit: int
+    message_type_filter: Union[MessageTypeFilter, str]
+    custom_types: Optional[List[str]]
+    sender_user_ids: Optional[List[str]]
+    reply_type: Union[ReplyType, str]
+    include_thread_info: bool
+    include_parent_message_info: bool
+    include_reactions: bool
+    include_meta_array: bool
+
+
 @dataclass(frozen=True)
 class SyncAction:
     """One action on one list (no messages for CLEAR)."""
 
     action: SyncActionKind
     list: SyncList
-    messages: List[Any] = field(default_factory=lambda: [])
+    messages: List[Message] = field(default_factory=lambda: [])
 
 
 @dataclass(frozen=True)
@@ -91,16 +110,15 @@ class FetchResult:
 ActionHandler = Callable[[SyncAction], None]
 ErrorHandler = Callable[[ParleyError], None]
 
-@ACTION_FN
-def _action_trampoline(user_data: Optional[int], action: int, list_: int, messages_json: Optional[bytes]) -> None:
+
+def _action(user_data: Optional[int], action: int, list_: int, messages_json: Optional[bytes]) -> None:
     target = _callbacks._peek(user_data)
     if target is None:
         return
     _callbacks._run(target, SyncAction(SyncActionKind(action), SyncList(list_), json.loads((messages_json or b"[]").decode("utf-8"))))
 
 
-@FETCH_FN
-def _fetch_trampoline(user_data: Optional[int], error: Any, has_more: int, offline: int) -> None:
+def _fetched(user_data: Optional[int], error: Any, has_more: int, offline: int) -> None:
     future = _callbacks._take(user_data)
     if future is None:
         return
@@ -110,22 +128,38 @@ def _fetch_trampoline(user_data: Optional[int], error: Any, has_more: int, offli
         _callbacks._run(future, FetchResult(bool(has_more), bool(offline)), None)
 
 
-def make_options(options: Union[None, SyncViewOptions, Dict[str, Any]], overrides: Dict[str, Any]) -> Dict[str, Any]:
+_action_trampoline = ACTION_FN(_action)
+_fetch_trampoline = FETCH_FN(_fetched)
+
+
+def make_options(options: Union[None, SyncViewOptions, Mapping[str, Any]], overrides: Mapping[str, Any]) -> Dict[str, Any]:
     """An options document from a dataclass, a mapping, keyword options or a mix (keywords win)."""
     return options_document(options, SyncViewOptions, overrides)
 
 
 class SyncView(NativeCollection[SyncAction]):
-    """The SyncManager-style view of one channel. Create it with :meth:`parley.Client.sync_view`,
-    :meth:`fetch` both ways, call :meth:`fetch_all_next` when coming back online, and dispose
-    it with :meth:`dispose` (the older API's ``remove``) or a ``with`` block. ``on_action``
-    runs on the client's callback context, never after :meth:`dispose` returned."""
+    """The SyncManager-style view of one channel. Create it with :meth:`parley.Client.sync_view`
+    (``client.sync_view("general", limit=50, on_action=apply)``), :meth:`fetch` both ways, call
+    :meth:`fetch_all_next` when coming back online, and dispose it with :meth:`dispose` (the
+    older API's ``remove``) or a ``with`` block. ``on_action`` runs on the client's callback
+    context, never after :meth:`dispose` returned."""
 
     _dispose_function = lib.parley_sync_view_dispose
 
-    def __init__(self, client: Any, channel_url: str, viewpoint: int, options: Dict[str, Any],
-                 on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Not for applications: :meth:`parley.Client.sync_view` creates the view (the arguments
+        here are the binding's own and may change)."""
         super().__init__()
+        self._setup(*args, **kwargs)
+
+    @classmethod
+    def _create(cls, client: Client, channel_url: str, viewpoint: int, options: Mapping[str, Any],
+                on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None) -> SyncView:
+        """Creates the library's view (what :meth:`parley.Client.sync_view` calls)."""
+        return cls(client, channel_url, viewpoint, options, on_action, on_error)
+
+    def _setup(self, client: Client, channel_url: str, viewpoint: int, options: Mapping[str, Any],
+               on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
         self._client = client
         self.channel_url = channel_url
         self.on_action = on_action
@@ -136,7 +170,7 @@ class SyncView(NativeCollection[SyncAction]):
         self._open(lambda out, *arguments: lib.parley_sync_view_create(out, *arguments, ctypes.byref(handler)),
                    client.handle, channel_url.encode("utf-8"), viewpoint, document=options)
 
-    def _receive(self, change: Any) -> None:
+    def _receive(self, change: Union[SyncAction, ParleyError]) -> None:
         if isinstance(change, ParleyError):
             if self.on_error is not None:
                 self.on_error(change)
@@ -145,14 +179,14 @@ class SyncView(NativeCollection[SyncAction]):
             self.on_action(change)
         self._notify(change)
 
-    def _fetch(self, call: Callable[[Any, Any], int]) -> "concurrent.futures.Future[FetchResult]":
-        future: "concurrent.futures.Future[FetchResult]" = concurrent.futures.Future()
+    def _fetch(self, call: Callable[[Any, Any], int]) -> concurrent.futures.Future[FetchResult]:
+        future: concurrent.futures.Future[FetchResult] = concurrent.futures.Future()
 
         def complete(result: Optional[FetchResult], error: Optional[ParleyError]) -> None:
             if error is not None:
                 future.set_exception(error)
             else:
-                future.set_result(result)  # type: ignore[arg-type]
+                future.set_result(cast(FetchResult, result))  # always given without an error
 
         key = _callbacks.register(complete)
         try:
@@ -162,13 +196,13 @@ class SyncView(NativeCollection[SyncAction]):
             raise
         return future
 
-    def fetch(self, direction: SyncDirection = SyncDirection.PREVIOUS) -> "concurrent.futures.Future[FetchResult]":
+    def fetch(self, direction: SyncDirection = SyncDirection.PREVIOUS) -> concurrent.futures.Future[FetchResult]:
         """Fetches ``limit`` messages that way (the first fetch: around the viewpoint); they
         arrive as INSERT actions before the Future completes."""
         handle = self.handle
         return self._fetch(lambda fn, key: lib.parley_sync_view_fetch(handle, int(direction), fn, key))
 
-    def fetch_all_next(self) -> "concurrent.futures.Future[FetchResult]":
+    def fetch_all_next(self) -> concurrent.futures.Future[FetchResult]:
         """Fetches every newer message, whatever the limit (call it when back online)."""
         handle = self.handle
         return self._fetch(lambda fn, key: lib.parley_sync_view_fetch_all_next(handle, fn, key))
@@ -183,21 +217,21 @@ class SyncView(NativeCollection[SyncAction]):
         _native.check(lib.parley_sync_view_viewpoint(self.handle, ctypes.byref(out)))
         return out.value
 
-    def messages(self, which: SyncList) -> List[Any]:
+    def messages(self, which: SyncList) -> List[Message]:
         """One list as the actions delivered so far left it."""
         out = ctypes.c_void_p()
         _native.check(lib.parley_sync_view_messages(self.handle, int(which), ctypes.byref(out)))
-        messages: List[Any] = _native.take_json(out) or []
+        messages: List[Message] = _native.take_json(out) or []
         return messages
 
     @property
-    def succeeded_messages(self) -> List[Any]:
+    def succeeded_messages(self) -> List[Message]:
         return self.messages(SyncList.SUCCEEDED)
 
     @property
-    def pending_messages(self) -> List[Any]:
+    def pending_messages(self) -> List[Message]:
         return self.messages(SyncList.PENDING)
 
     @property
-    def failed_messages(self) -> List[Any]:
+    def failed_messages(self) -> List[Message]:
         return self.messages(SyncList.FAILED)
