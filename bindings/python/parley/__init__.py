@@ -1,15 +1,15 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
-from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncMessageCollection, AsyncSyncView
+from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncMessageCollection, AsyncSyncView, EventStream, PendingSend, Send
 from .channel_collection import (
     ChangeKind, ChannelChange, ChannelContext, CollectionEventSource, GroupChannelCollection, GroupChannelListOptions,
     GroupChannelListOrder, GroupChannelListQuery, HiddenStateFilter, MemberStateFilter, PublicChannelFilter,
     SuperChannelFilter, UnreadChannelFilter, UserIdsQueryType, collection_sources,
 )
 from .client import (
-    LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, Client, event_categories, library_path, operations,
-    version,
+    LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, TRACE, Client, event_categories, library_path,
+    log_level_for, operations, version,
 )
-from .events import EventCategory
+from .events import ClientEvent, ConnectionEvent, ConnectionEventKind, EventCategory
 from .objects import (
     BasicUser, CachedMessagePage, Channel, ChannelChangelogPage, ChannelListPage, DeletedMessage, FileInfo,
     FileMessageParams, Member, MemberListPage, Message, MessageChangelogPage, MessageListPage, MetaArrayItem,
@@ -37,7 +37,8 @@ __all__ = [
     "MessageListParams", "MessageTypeFilter", "ReplyType", "SendingStatus", "AsyncMessageCollection",
     "NEWEST_VIEWPOINT", "FetchResult", "SyncAction", "SyncActionKind", "SyncDirection", "SyncList", "SyncView",
     "SyncViewOptions", "AsyncSyncView", "AsyncClient", "Client", "EventCategory", "event_categories", "library_path", "operations", "version", "ParleyError", "error_for",
-    "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE",
+    "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE", "TRACE", "log_level_for",
+    "ClientEvent", "ConnectionEvent", "ConnectionEventKind", "EventStream", "PendingSend", "Send",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
     "InvalidState", "IOFailure", "LimitExceeded", "NetworkError", "NoMemory", "NotFound", "ProtocolError",
     "ServerError", "Timeout", "TLSError", "Unauthorized",

@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import threading
+import traceback
 from typing import Any, Callable, Dict, Optional
 
 from . import _native
@@ -56,7 +57,13 @@ def _run(callable_: Optional[Callable[..., None]], *args: Any) -> None:
     try:
         callable_(*args)
     except BaseException:  # an exception must not unwind into C
-        logger.exception("exception in a parley callback")
+        try:
+            logger.exception("exception in a parley callback")
+        except BaseException:  # logging itself failed (a raising filter, say): stderr, then nothing
+            try:
+                traceback.print_exc()
+            except BaseException:
+                pass
 
 
 def _callback(user_data: Optional[int]) -> None:

@@ -3,6 +3,14 @@
 The library signals waiting callbacks through an event fd; the loop watches it with
 ``add_reader`` and runs them with ``dispatch`` on the loop's thread, so completions
 resolve asyncio futures directly, with no extra threads and no locking.
+
+What waits for the server is a coroutine (connecting, operations, requests, sends, loads);
+what answers from local state at once (the cache, the connection state, cancelling a
+message, setting handlers) is a plain method. Every send is a coroutine that returns once
+the message is stored: a :class:`PendingSend` (``pending``, ``req_id``, ``delivered``), or
+for :meth:`AsyncClient.resend_message` a :class:`Send` (``req_id``, ``delivered``).
+Connection changes and events are also async iterators: :meth:`AsyncClient.connection_events`,
+:meth:`AsyncClient.events`.
 """
 from __future__ import annotations
 
@@ -10,9 +18,15 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
+import json
+import logging
+import weakref
+from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generic, List, Mapping, Optional, Tuple, TypeVar, Union, cast,
 )
+
+from . import _native
 
 from ._collection_base import NativeCollection
 from ._operation_support import awaited, missing_attribute, own_qualnames
@@ -20,8 +34,12 @@ from ._operations import AsyncOperations
 from .channel_collection import (
     ChannelChange, ChannelsHandler, DeletedHandler, GroupChannelCollection, GroupChannelListOptions, GroupChannelListQuery,
 )
-from .client import Client, operation_names
-from .errors import NetworkError, ParleyError
+from .client import (
+    _CATEGORIES, CONNECTION_EVENT_KINDS, LOG_INFO, Client, LogHandler, ResultCallback, operation_names,
+    user_message_document,
+)
+from .errors import NetworkError, ParleyError, error_for
+from .events import ClientEvent, ConnectionEvent
 from .message_collection import (
     NEWEST, ChannelDeletedHandler, ChannelHandler, ErrorHandler, HugeGapHandler, MessageChange, MessageCollection,
     MessageListOptions, MessageListParams, MessagesHandler, ProgressHandler,
@@ -74,13 +92,111 @@ def _awaiting(
     return cast("Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]", forward)
 
 
+def _resolving(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> ResultCallback:
+    """A completion `(result, error)` that settles `future` (run on the loop's thread, during
+    dispatch or close); nothing once the future is done or the loop is closed."""
+
+    def done(result: Optional[Any], error: Optional[ParleyError]) -> None:
+        if future.done() or loop.is_closed():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    return done
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    # A failed send is also reported as an event and to the views: an application that does
+    # not await `delivered` is not told "Future exception was never retrieved".
+    if not future.cancelled():
+        future.exception()
+
+
+@dataclass(frozen=True, eq=False)
+class Send:
+    """A send under way (what :meth:`AsyncClient.resend_message` returns): the message's
+    ``req_id`` and ``delivered``, an asyncio Future of the server's message that raises the
+    failure (:class:`parley.ParleyError`; :class:`parley.Cancelled` when the message is
+    canceled or the client closed). Whatever happens to ``delivered``, the views and the
+    event handler report the outcome too. Cancelling ``delivered`` (``asyncio.wait_for``
+    timing out) does not stop the send: :meth:`AsyncClient.cancel_message` does."""
+
+    req_id: str
+    delivered: asyncio.Future[Message]
+
+
+@dataclass(frozen=True, eq=False)
+class PendingSend(Send):
+    """A new message on its way (what the async sends return): :class:`Send` with
+    ``pending``, the message as stored before it went out (``sending_status`` "pending",
+    ``req_id``), which the views already show.
+
+    ``sent = await client.send_user_message(url, "hi")``; ``sent.pending``; ``message =
+    await sent.delivered``."""
+
+    pending: Message
+
+
+EventT = TypeVar("EventT")
+
+
+class EventStream(AsyncIterator[EventT]):
+    """An async iterator of a client's events (:meth:`AsyncClient.connection_events`,
+    :meth:`AsyncClient.events`). It receives every event from its creation on (those that
+    come before the first ``__anext__`` wait in its queue) and ends when the client closes
+    or :meth:`aclose` is called; several streams each get every event. Use it in ``async
+    for``, or as ``async with client.events() as events:`` to stop it at the block's end."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Not for applications: the :class:`AsyncClient` methods create the streams."""
+        self._loop = loop
+        self._queue: asyncio.Queue[Optional[EventT]] = asyncio.Queue()
+        self._finished = False
+        self._streams: Optional[weakref.WeakSet[EventStream[EventT]]] = None
+
+    def _put(self, item: Optional[EventT]) -> None:
+        """Queues an event (None: the end), from any thread, in the order of the calls."""
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:
+            pass  # the loop is closed: nobody iterates any more
+
+    async def __anext__(self) -> EventT:
+        if self._finished:
+            raise StopAsyncIteration
+        item = await self._queue.get()
+        if item is None or self._finished:
+            self._finished = True
+            raise StopAsyncIteration
+        return item
+
+    async def aclose(self) -> None:
+        """Stops the stream: it receives nothing more and its iteration ends."""
+        self._finished = True
+        if self._streams is not None:
+            self._streams.discard(self)
+        self._queue.put_nowait(None)  # wakes an iteration waiting in another task
+
+    async def __aenter__(self) -> EventStream[EventT]:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
 @own_qualnames
 class AsyncClient(AsyncOperations):
     """Like :class:`Client`, with awaitable operations. Create it inside a running loop.
 
     Every operation of the library's catalog is a coroutine method with typed keyword
     parameters (``await client.get_group_channel(channel_url=url)``) giving the server's
-    answer; cancelling the awaiting task cancels the operation.
+    answer; cancelling the awaiting task cancels the operation. Sends are coroutines that
+    return once the message is stored, with a :class:`PendingSend` (``sent.pending`` at once,
+    ``await sent.delivered`` for the server's message). Connection changes and events are
+    async iterators (:meth:`connection_events`, :meth:`events`) besides the handlers. The
+    library's log lines go to ``logging.getLogger("parley")`` as with :class:`Client`.
     """
 
     def __init__(self, config: Union[None, str, Mapping[str, Any]] = None, **options: Any) -> None:
@@ -89,6 +205,9 @@ class AsyncClient(AsyncOperations):
         self.client = Client(config, **options)
         self._sync = self.client
         self._fd = self.client.event_fd
+        self._connection_streams: weakref.WeakSet[EventStream[ConnectionEvent]] = weakref.WeakSet()
+        self._event_streams: weakref.WeakSet[EventStream[ClientEvent]] = weakref.WeakSet()
+        self._fanning_out_connection = self._fanning_out_events = False  # the listeners are added once
         self._loop.add_reader(self._fd, self._on_readable)
 
     def _on_readable(self) -> None:
@@ -126,7 +245,19 @@ class AsyncClient(AsyncOperations):
         user: User = await self._await(lambda done: self.client.connect_with_callback(user_id, session_token, done))
         return user
 
-    disconnect = _forward(Client.disconnect)
+    async def disconnect(self) -> None:
+        """Ends the session (operations then raise InvalidState until connect); returns once
+        the event stream has stopped."""
+        self.client.disconnect()
+
+    @property
+    def current_user_id(self) -> Optional[str]:
+        """The connected user's id, or None."""
+        return self.client.current_user_id
+
+    @property
+    def closed(self) -> bool:
+        return self.client.closed
 
     async def perform(self, operation: str, params: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Any:
         """Performs a catalog operation by name; returns the server's answer. Every operation is
@@ -150,25 +281,121 @@ class AsyncClient(AsyncOperations):
     reconnect = _forward(Client.reconnect)
     set_session_token = _forward(Client.set_session_token)
 
+    def set_log_handler(self, handler: Optional[LogHandler], level: int = LOG_INFO) -> None:
+        """As :meth:`Client.set_log_handler`; the handler runs on the loop's thread."""
+        self.client.set_log_handler(handler, level)
+
+    def use_logging(self, logger: Optional[logging.Logger] = None, level: Optional[int] = None) -> None:
+        """As :meth:`Client.use_logging`: the library's log lines to `logger` (by default
+        ``logging.getLogger("parley")``), at `level` or the one the logger has now."""
+        self.client.use_logging(logger, level)
+
     @property
     def connection_state(self) -> str:
         return self.client.connection_state
 
-    def send_user_message(
+    # -- event iterators ---------------------------------------------------------------
+
+    def _stream(self, streams: weakref.WeakSet[EventStream[EventT]]) -> EventStream[EventT]:
+        stream: EventStream[EventT] = EventStream(self._loop)
+        if self.client.closed:
+            stream._put(None)
+        else:
+            stream._streams = streams
+            streams.add(stream)
+        return stream
+
+    def connection_events(self) -> EventStream[ConnectionEvent]:
+        """An async iterator of the connection changes, as :class:`parley.ConnectionEvent`
+        values (``kind``: a :class:`parley.ConnectionEventKind`, ``error``), from now until
+        the client closes (then the iteration ends)::
+
+            async for event in client.connection_events():
+                if event.kind is ConnectionEventKind.RECONNECT_FAILED: ...
+
+        It receives from the call on, not from the first ``__anext__``: create it before
+        :meth:`connect` to see ``connecting`` and ``connected``. Several iterators each get
+        every change; the connection handler still gets them too."""
+        if not self._fanning_out_connection and not self.client.closed:
+            self.client._add_connection_listener(self._fan_out_connection)
+            self._fanning_out_connection = True
+        return self._stream(self._connection_streams)
+
+    def events(self) -> EventStream[ClientEvent]:
+        """An async iterator of every event the event handler gets (:meth:`Client.set_event_handler`),
+        as :class:`parley.ClientEvent` values (``category``, ``channel_url``, ``payload``),
+        from now until the client closes (then the iteration ends)::
+
+            async for event in client.events():
+                if event.category is EventCategory.MESSAGE_RECEIVED: ...
+
+        Like :meth:`connection_events`, it receives from the call on, and several iterators
+        each get every event (each its own decoded payload)."""
+        if not self._fanning_out_events and not self.client.closed:
+            self.client._add_event_listener(self._fan_out_event)
+            self._fanning_out_events = True
+        return self._stream(self._event_streams)
+
+    def _fan_out_connection(self, event: int, details: Optional[_native.ErrorDetails]) -> None:
+        kind = CONNECTION_EVENT_KINDS.get(event)
+        error = error_for(*details) if details else None
+        for stream in list(self._connection_streams):
+            stream._put(ConnectionEvent(kind if kind is not None else str(event), error))
+
+    def _fan_out_event(self, category: str, channel_url: str, payload: str) -> None:
+        known = _CATEGORIES.get(category)
+        for stream in list(self._event_streams):
+            stream._put(ClientEvent(known if known is not None else category, channel_url, json.loads(payload)))
+
+    def _end_streams(self) -> None:
+        streams: List[EventStream[Any]] = [*self._connection_streams, *self._event_streams]
+        self._connection_streams.clear()
+        self._event_streams.clear()
+        for stream in streams:
+            stream._put(None)
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _delivery(self) -> Tuple[asyncio.Future[Message], ResultCallback]:
+        delivered: asyncio.Future[Message] = self._loop.create_future()
+        delivered.add_done_callback(_retrieve)
+        return delivered, _resolving(self._loop, delivered)
+
+    async def send_user_message(
         self, channel_url: str, message: Optional[str] = None, **params: Unpack[UserMessageParams],
-    ) -> Tuple[Message, asyncio.Future[Message]]:
-        """Returns (pending_message, awaitable of the server's message)."""
-        pending, future = self.client.send_user_message(channel_url, message, **params)
-        return pending, asyncio.wrap_future(future, loop=self._loop)
+    ) -> PendingSend:
+        """Sends a user message; returns once it is stored, with a :class:`PendingSend`:
+        ``pending`` (``sending_status`` "pending", its ``req_id``) and ``delivered``, a Future
+        of the server's message (raising the failure). `params` are the send's fields
+        (:class:`parley.UserMessageParams`). Raises at once what the library refuses
+        (InvalidArgument, InvalidState when not connected)::
 
-    def send_file_message(
+            sent = await client.send_user_message(url, "hello")
+            show(sent.pending)
+            message = await sent.delivered
+        """
+        delivered, done = self._delivery()
+        pending, _ = self.client._send_with_callback(
+            "parley_client_send_user_message", channel_url, user_message_document(message, params), None, done)
+        return PendingSend(pending["req_id"], delivered, pending)
+
+    async def send_file_message(
         self, channel_url: str, progress: Optional[ProgressHandler] = None, **params: Unpack[FileMessageParams],
-    ) -> Tuple[Message, asyncio.Future[Message]]:
-        """Returns (pending_message, awaitable of the server's message); progress(req_id, sent, total)."""
-        pending, future = self.client.send_file_message(channel_url, progress, **params)
-        return pending, asyncio.wrap_future(future, loop=self._loop)
+    ) -> PendingSend:
+        """Sends a file message (``url=...`` or ``file_path=...``; ``progress(req_id, sent,
+        total)`` reports an upload, on the loop's thread); returns a :class:`PendingSend` as
+        :meth:`send_user_message` does."""
+        delivered, done = self._delivery()
+        pending, _ = self.client._send_with_callback("parley_client_send_file_message", channel_url, params, progress, done)
+        return PendingSend(pending["req_id"], delivered, pending)
 
-    resend_message = _awaiting(Client.resend_message)
+    async def resend_message(self, req_id: str, progress: Optional[ProgressHandler] = None) -> Send:
+        """Resends a failed message (same req_id); returns once it is pending again, with a
+        :class:`Send` whose ``delivered`` gives the server's message."""
+        delivered, done = self._delivery()
+        self.client._resend_with_callback(req_id, progress, done)
+        return Send(req_id, delivered)
+
     cancel_message = _forward(Client.cancel_message)
     remove_failed_messages = _forward(Client.remove_failed_messages)
     cached_channels = _forward(Client.cached_channels)
@@ -214,11 +441,12 @@ class AsyncClient(AsyncOperations):
                                                          **overrides))
 
     async def close(self) -> None:
-        """Removes the fd watch and closes the client (pending operations get Cancelled)."""
-        if self.client.closed:
-            return
-        self._loop.remove_reader(self._fd)
-        self.client.close()
+        """Removes the fd watch and closes the client (pending operations get Cancelled); the
+        event iterators end after the events delivered while closing."""
+        if not self.client.closed:
+            self._loop.remove_reader(self._fd)
+            self.client.close()
+        self._end_streams()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -290,6 +518,10 @@ class AsyncGroupChannelCollection(AsyncView[ChannelChange]):
     def channels(self) -> List[Channel]:
         return self.collection.channels
 
+    @property
+    def channel_urls(self) -> List[str]:
+        return self.collection.channel_urls
+
 
 @own_qualnames
 class AsyncMessageCollection(AsyncView[MessageChange]):
@@ -328,7 +560,41 @@ class AsyncMessageCollection(AsyncView[MessageChange]):
 
     @property
     def messages(self) -> List[Message]:
+        """As :attr:`MessageCollection.messages`: the server's messages in order, then the
+        pending and failed ones."""
         return self.collection.messages
+
+    @property
+    def succeeded_messages(self) -> List[Message]:
+        return self.collection.succeeded_messages
+
+    @property
+    def pending_messages(self) -> List[Message]:
+        return self.collection.pending_messages
+
+    @property
+    def failed_messages(self) -> List[Message]:
+        return self.collection.failed_messages
+
+    # -- sending through the view ------------------------------------------------------
+
+    async def send_user_message(self, message: Optional[str] = None, **params: Unpack[UserMessageParams]) -> PendingSend:
+        """Sends a user message into this channel (as :meth:`AsyncClient.send_user_message`):
+        it shows up as added (pending) at once, then as updated once the server has it."""
+        return await self._owner.send_user_message(self.collection.channel_url, message, **params)
+
+    async def send_file_message(
+        self, progress: Optional[ProgressHandler] = None, **params: Unpack[FileMessageParams],
+    ) -> PendingSend:
+        """Sends a file message into this channel (as :meth:`AsyncClient.send_file_message`)."""
+        return await self._owner.send_file_message(self.collection.channel_url, progress, **params)
+
+    async def resend_message(self, req_id: str) -> Send:
+        """Resends a failed message (as :meth:`AsyncClient.resend_message`)."""
+        return await self._owner.resend_message(req_id)
+
+    cancel_message = _forward(MessageCollection.cancel_message)
+    remove_failed_messages = _forward(MessageCollection.remove_failed_messages)
 
 
 @own_qualnames
@@ -350,3 +616,19 @@ class AsyncSyncView(AsyncView[SyncAction]):
         return self.changes()
 
     messages = _forward(SyncView.messages)
+
+    @property
+    def viewpoint(self) -> int:
+        return self.view.viewpoint
+
+    @property
+    def succeeded_messages(self) -> List[Message]:
+        return self.view.succeeded_messages
+
+    @property
+    def pending_messages(self) -> List[Message]:
+        return self.view.pending_messages
+
+    @property
+    def failed_messages(self) -> List[Message]:
+        return self.view.failed_messages

@@ -5,6 +5,7 @@ import atexit
 import concurrent.futures
 import ctypes
 import json
+import logging
 import sys
 import threading
 import weakref
@@ -17,7 +18,7 @@ from .channel_collection import (
     ChannelsHandler, DeletedHandler, ErrorHandler, GroupChannelCollection, GroupChannelListOptions,
     GroupChannelListQuery, make_query,
 )
-from .events import EventCategory
+from .events import ConnectionEventKind, EventCategory
 from .message_collection import (
     NEWEST, ChannelDeletedHandler, ChannelHandler, HugeGapHandler, MessageCollection, MessageListOptions,
     MessageListParams, MessagesHandler, ProgressHandler, make_params,
@@ -36,15 +37,53 @@ LogHandler = Callable[[int, str], None]
 
 LOG_OFF, LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG, LOG_TRACE = range(6)
 
+#: The logging level of the library's LOG_TRACE lines ("TRACE", below logging.DEBUG).
+TRACE = 5
+if logging.getLevelName(TRACE) == f"Level {TRACE}":
+    logging.addLevelName(TRACE, "TRACE")
+
+#: The logger the library's log lines go to unless the application sets its own log handler.
+LOGGER_NAME = "parley"
+
+# The library's levels (PARLEY_LOG_*) as logging levels, the most verbose first.
+_LOGGING_LEVELS = {LOG_TRACE: TRACE, LOG_DEBUG: logging.DEBUG, LOG_INFO: logging.INFO,
+                   LOG_WARNING: logging.WARNING, LOG_ERROR: logging.ERROR}
+_LOG_LEVEL_NAMES = {"off": LOG_OFF, "error": LOG_ERROR, "warning": LOG_WARNING, "info": LOG_INFO,
+                    "debug": LOG_DEBUG, "trace": LOG_TRACE}
+
+
+def log_level_for(target: logging.Logger) -> int:
+    """The most verbose library level (LOG_*) whose lines `target` would keep now: from its
+    effective level (``logging.DEBUG`` -> LOG_DEBUG, ``TRACE`` or below -> LOG_TRACE, above
+    ``logging.ERROR`` or disabled -> LOG_OFF)."""
+    for level, logging_level in _LOGGING_LEVELS.items():
+        if target.isEnabledFor(logging_level):
+            return level
+    return LOG_OFF
+
+
+def _forwarding_to(target: logging.Logger) -> LogHandler:
+    """A log handler that hands each library line to `target` at the matching logging level."""
+
+    def forward(level: int, message: str) -> None:
+        target.log(_LOGGING_LEVELS.get(level, logging.INFO), message)
+
+    return forward
+
+
 # Connection events (PARLEY_CONNECTION_*), given to the connection handler.
 CONNECTING, CONNECTED, RECONNECT_STARTED, RECONNECT_SUCCEEDED, RECONNECT_FAILED, DISCONNECTED, SESSION_TOKEN_REQUIRED = range(1, 8)
-CONNECTION_EVENT_NAMES = {
-    CONNECTING: "connecting", CONNECTED: "connected", RECONNECT_STARTED: "reconnect_started",
-    RECONNECT_SUCCEEDED: "reconnect_succeeded", RECONNECT_FAILED: "reconnect_failed",
-    DISCONNECTED: "disconnected", SESSION_TOKEN_REQUIRED: "session_token_required",
+CONNECTION_EVENT_KINDS = {
+    CONNECTING: ConnectionEventKind.CONNECTING, CONNECTED: ConnectionEventKind.CONNECTED,
+    RECONNECT_STARTED: ConnectionEventKind.RECONNECT_STARTED, RECONNECT_SUCCEEDED: ConnectionEventKind.RECONNECT_SUCCEEDED,
+    RECONNECT_FAILED: ConnectionEventKind.RECONNECT_FAILED, DISCONNECTED: ConnectionEventKind.DISCONNECTED,
+    SESSION_TOKEN_REQUIRED: ConnectionEventKind.SESSION_TOKEN_REQUIRED,
 }
+CONNECTION_EVENT_NAMES = {number: kind.value for number, kind in CONNECTION_EVENT_KINDS.items()}
 STATE_NAMES = ("closed", "connecting", "open", "reconnecting")
 ConnectionHandler = Callable[[str, Optional[ParleyError]], None]
+ConnectionListener = Callable[[int, Optional[_native.ErrorDetails]], None]
+EventListener = Callable[[str, str, str], None]
 #: ``handler(category, channel_url, payload)``: the payload is the event's JSON object, whose
 #: keys depend on the category (docs/C-API.md, "Connecting and the event stream").
 EventHandler = Callable[[str, str, Any], None]
@@ -94,6 +133,14 @@ def operation_names() -> FrozenSet[str]:
     return frozenset(entry["name"] for entry in operations())
 
 
+def user_message_document(message: Optional[str], params: Mapping[str, Any]) -> Dict[str, Any]:
+    """The send's document of a user message: `params` and the text (when given)."""
+    document: Dict[str, Any] = dict(params)
+    if message is not None:
+        document["message"] = message
+    return document
+
+
 def _encode_json(value: Union[None, str, Mapping[str, Any], JSONValue]) -> Optional[bytes]:
     if value is None:
         return None
@@ -132,6 +179,10 @@ class Client(Operations):
 
     Close it with :meth:`close` or a ``with`` block: operations in flight then complete
     with :class:`parley.Cancelled`.
+
+    The library's log lines go to the ``logging`` logger ``"parley"`` (:meth:`use_logging`),
+    at the level the logger has when the client is created, unless the configuration names a
+    ``log_level``; :meth:`set_log_handler` replaces that.
     """
 
     def __init__(self, config: Union[None, str, Mapping[str, Any]] = None, **options: Any) -> None:
@@ -163,7 +214,15 @@ class Client(Operations):
         self._log_key = 0
         self._connection_key = 0
         self._event_key = 0
+        # The application's handlers and the binding's own listeners (the async client's
+        # iterators): one library callback each, installed while any of them is set.
+        self._connection_handler: Optional[ConnectionHandler] = None
+        self._event_handler: Optional[EventHandler] = None
+        self._connection_listeners: List[ConnectionListener] = []
+        self._event_listeners: List[EventListener] = []
         self.dispatch_mode: str = document.get("dispatch_mode", "thread")
+        configured = document.get("log_level")
+        self.use_logging(level=_LOG_LEVEL_NAMES.get(configured) if isinstance(configured, str) else None)
 
     # -- lifetime --------------------------------------------------------------
 
@@ -221,7 +280,10 @@ class Client(Operations):
         return ran.value
 
     def set_log_handler(self, handler: Optional[LogHandler], level: int = LOG_INFO) -> None:
-        """Receives the library's log records (level, message) up to `level`; None removes it."""
+        """Receives the library's log records ``handler(level, message)`` (`level` a LOG_*
+        constant) up to `level`, instead of the ``logging`` logger. None turns the library's
+        logs off; :meth:`use_logging` sends them to ``logging`` again. The handler runs on the
+        callback context, like every callback of the client."""
         old = self._log_key
         if handler is None:
             _native.check(lib.parley_client_set_log_callback(self.handle, _native.LOG_FN(), None, LOG_OFF))
@@ -237,6 +299,17 @@ class Client(Operations):
             self._log_key = key
         if old:
             _callbacks.unregister(old)
+
+    def use_logging(self, logger: Optional[logging.Logger] = None, level: Optional[int] = None) -> None:
+        """Sends the library's log lines to `logger` (by default ``logging.getLogger("parley")``),
+        each at the matching logging level: LOG_ERROR, LOG_WARNING, LOG_INFO and LOG_DEBUG as
+        ``logging.ERROR`` ... ``logging.DEBUG``, LOG_TRACE as :data:`parley.TRACE` (5). This is
+        what a new client does. `level` (a LOG_* constant) is the most verbose line the
+        library sends; by default it is read from the logger's effective level now (see
+        :func:`parley.log_level_for`) — the library does not see later changes of the
+        logger's level until this is called again. Replaces :meth:`set_log_handler`'s handler."""
+        target = logger if logger is not None else logging.getLogger(LOGGER_NAME)
+        self.set_log_handler(_forwarding_to(target), log_level_for(target) if level is None else level)
 
     def post(self, function: Callable[[], None]) -> None:
         """Runs `function` on the callback context after every callback queued before it."""
@@ -358,17 +431,81 @@ class Client(Operations):
         if old:
             _callbacks.unregister(old)
 
-    def set_connection_handler(self, handler: Optional[ConnectionHandler]) -> None:
-        """`handler(event_name, error_or_None)` for connection changes ("connecting",
-        "connected", "reconnect_started", "reconnect_succeeded", "reconnect_failed",
-        "disconnected", "session_token_required"). None removes it."""
-        wrapped: Optional[Callable[[int, Optional[_native.ErrorDetails]], None]] = None
+    # The library calls one callback per kind; it hands each event to the application's
+    # handler, then to the listeners. It stays installed while either is set, so replacing a
+    # handler never drops an event already queued for the old one. It holds the client
+    # weakly: a client nobody holds is still collected (and closed).
+
+    def _update_connection_callback(self) -> None:
+        wanted = self._connection_handler is not None or bool(self._connection_listeners)
+        if wanted and not self._connection_key:
+            this = weakref.ref(self)
+
+            def deliver(event: int, details: Optional[_native.ErrorDetails]) -> None:
+                client = this()
+                if client is not None:
+                    client._deliver_connection(event, details)
+
+            self._set_persistent("_connection_key", "parley_client_set_connection_handler",
+                                 _callbacks.connection_trampoline, _native.CONNECTION_FN(), deliver)
+        elif not wanted and self._connection_key:
+            self._set_persistent("_connection_key", "parley_client_set_connection_handler",
+                                 _callbacks.connection_trampoline, _native.CONNECTION_FN(), None)
+
+    def _deliver_connection(self, event: int, details: Optional[_native.ErrorDetails]) -> None:
+        handler = self._connection_handler
         if handler is not None:
-            def wrapped_connection(event: int, details: Optional[_native.ErrorDetails]) -> None:
-                handler(CONNECTION_EVENT_NAMES.get(event, str(event)), error_for(*details) if details else None)
-            wrapped = wrapped_connection
-        self._set_persistent("_connection_key", "parley_client_set_connection_handler",
-                             _callbacks.connection_trampoline, _native.CONNECTION_FN(), wrapped)
+            kind = CONNECTION_EVENT_KINDS.get(event)
+            _callbacks._run(handler, kind if kind is not None else str(event), error_for(*details) if details else None)
+        for listener in list(self._connection_listeners):
+            _callbacks._run(listener, event, details)
+
+    def _update_event_callback(self) -> None:
+        wanted = self._event_handler is not None or bool(self._event_listeners)
+        if wanted and not self._event_key:
+            this = weakref.ref(self)
+
+            def deliver(category: str, channel_url: str, payload: str) -> None:
+                client = this()
+                if client is not None:
+                    client._deliver_event(category, channel_url, payload)
+
+            self._set_persistent("_event_key", "parley_client_set_event_handler",
+                                 _callbacks.event_trampoline, _native.EVENT_FN(), deliver)
+        elif not wanted and self._event_key:
+            self._set_persistent("_event_key", "parley_client_set_event_handler",
+                                 _callbacks.event_trampoline, _native.EVENT_FN(), None)
+
+    def _deliver_event(self, category: str, channel_url: str, payload: str) -> None:
+        handler = self._event_handler
+        if handler is not None:
+            def call(handler: EventHandler) -> None:
+                known = _CATEGORIES.get(category)
+                handler(known if known is not None else category, channel_url, json.loads(payload))
+            _callbacks._run(call, handler)
+        for listener in list(self._event_listeners):
+            _callbacks._run(listener, category, channel_url, payload)
+
+    def _add_connection_listener(self, listener: ConnectionListener) -> None:
+        """Not for applications: also calls `listener(event_number, error_details_or_None)`
+        for each connection change, after the handler."""
+        self._connection_listeners.append(listener)
+        self._update_connection_callback()
+
+    def _add_event_listener(self, listener: EventListener) -> None:
+        """Not for applications: also calls `listener(category, channel_url, payload_json)`
+        for each event, after the handler."""
+        self._event_listeners.append(listener)
+        self._update_event_callback()
+
+    def set_connection_handler(self, handler: Optional[ConnectionHandler]) -> None:
+        """`handler(event, error_or_None)` for connection changes. `event` is a
+        :class:`ConnectionEventKind` (a str: "connecting", "connected", "reconnect_started",
+        "reconnect_succeeded", "reconnect_failed", "disconnected", "session_token_required");
+        `error` says why for reconnect_started, reconnect_failed and disconnected. None
+        removes it."""
+        self._connection_handler = handler
+        self._update_connection_callback()
 
     def set_event_handler(self, handler: Optional[EventHandler]) -> None:
         """`handler(category, channel_url, payload)` for every real-time, sync and local
@@ -376,14 +513,8 @@ class Client(Operations):
         is an :class:`EventCategory` (a str), or the plain name of a category this binding
         does not know. A message this
         client sent is reported once, as "message_sent", never also as "message_received"."""
-        wrapped: Optional[Callable[[str, str, str], None]] = None
-        if handler is not None:
-            def wrapped_event(category: str, channel_url: str, payload: str) -> None:
-                known = _CATEGORIES.get(category)
-                handler(known if known is not None else category, channel_url, json.loads(payload))
-            wrapped = wrapped_event
-        self._set_persistent("_event_key", "parley_client_set_event_handler",
-                             _callbacks.event_trampoline, _native.EVENT_FN(), wrapped)
+        self._event_handler = handler
+        self._update_event_callback()
 
     def reconnect(self) -> None:
         """Reconnects the event stream now: skips the backoff wait, or, when open, replaces the
@@ -404,12 +535,11 @@ class Client(Operations):
 
     # -- sending -----------------------------------------------------------------
 
-    def _start_send(self, progress: Optional[ProgressHandler], call: Callable[[int], int]) -> concurrent.futures.Future[Any]:
-        """Registers the completion (carrying the progress handler, which the progress
-        trampoline finds through the same key) and runs `call(key)`, which returns a status."""
-        future, done = self._future_and_callback()
-
-        complete = _callbacks.decoding(done)
+    def _start_send(self, progress: Optional[ProgressHandler], callback: ResultCallback, call: Callable[[int], int]) -> None:
+        """Registers the completion `callback(message, error)` (carrying the progress handler,
+        which the progress trampoline finds through the same key) and runs `call(key)`, which
+        returns a status."""
+        complete = _callbacks.decoding(callback)
         setattr(complete, "progress", progress)
         key = _callbacks.register(complete)
         try:
@@ -417,23 +547,41 @@ class Client(Operations):
         except BaseException:
             _callbacks.unregister(key)
             raise
-        return future
 
     def _progress_fn(self, progress: Optional[ProgressHandler]) -> Any:
         return _callbacks.progress_trampoline if progress else _native.PROGRESS_FN()
 
-    def _send(self, function_name: str, channel_url: str, params: Mapping[str, Any],
-              progress: Optional[ProgressHandler], with_progress: bool) -> Tuple[Message, concurrent.futures.Future[Message]]:
+    def _send_with_callback(self, function_name: str, channel_url: str, params: Mapping[str, Any],
+                           progress: Optional[ProgressHandler], callback: ResultCallback) -> Tuple[Message, int]:
+        """Not for applications (the binding's sends use it): starts `function_name`
+        (``parley_client_send_user_message`` or ``..._send_file_message``); `callback(message,
+        error)` runs exactly once on the callback context. Returns the stored pending message
+        and the operation id."""
         operation = ctypes.c_uint64(0)
         pending = ctypes.c_void_p()
         args: List[Any] = [self.handle, ctypes.byref(pending), ctypes.byref(operation),
                       channel_url.encode("utf-8"), _encode_json(dict(params))]
-        if with_progress:
+        if function_name == "parley_client_send_file_message":
             args.append(self._progress_fn(progress))
-        future = self._start_send(progress, lambda key: getattr(lib, function_name)(
+        self._start_send(progress, callback, lambda key: getattr(lib, function_name)(
             *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
-        setattr(future, "operation_id", operation.value)
         pending_message: Message = json.loads(_native.take_string(pending))
+        return pending_message, operation.value
+
+    def _resend_with_callback(self, req_id: str, progress: Optional[ProgressHandler], callback: ResultCallback) -> int:
+        """Not for applications: :meth:`resend_message` with `callback(message, error)` run
+        exactly once on the callback context. Returns the operation id."""
+        operation = ctypes.c_uint64(0)
+        self._start_send(progress, callback, lambda key: lib.parley_client_resend_message(
+            self.handle, ctypes.byref(operation), req_id.encode("utf-8"), self._progress_fn(progress),
+            _callbacks.result_trampoline, _callbacks.as_key(key)))
+        return operation.value
+
+    def _send(self, function_name: str, channel_url: str, params: Mapping[str, Any],
+              progress: Optional[ProgressHandler]) -> Tuple[Message, concurrent.futures.Future[Message]]:
+        future, done = self._future_and_callback()
+        pending_message, operation_id = self._send_with_callback(function_name, channel_url, params, progress, done)
+        setattr(future, "operation_id", operation_id)
         return pending_message, cast("concurrent.futures.Future[Message]", future)
 
     def send_user_message(
@@ -443,10 +591,7 @@ class Client(Operations):
         already stored (``sending_status`` "pending", its ``req_id``); the future gives the
         server's message or raises the failure. `params` are the send's fields
         (:class:`parley.UserMessageParams`: ``custom_type``, ``mentioned_user_ids``, ...)."""
-        document: Dict[str, Any] = dict(params)
-        if message is not None:
-            document["message"] = message
-        return self._send("parley_client_send_user_message", channel_url, document, None, False)
+        return self._send("parley_client_send_user_message", channel_url, user_message_document(message, params), None)
 
     def send_file_message(
         self, channel_url: str, progress: Optional[ProgressHandler] = None, **params: Unpack[FileMessageParams],
@@ -454,15 +599,12 @@ class Client(Operations):
         """Sends a file message: ``url=...`` for a hosted file or ``file_path=...`` to upload
         one (``progress(req_id, sent, total)`` reports the upload). Returns (pending, future).
         `params` are the send's fields (:class:`parley.FileMessageParams`)."""
-        return self._send("parley_client_send_file_message", channel_url, params, progress, True)
+        return self._send("parley_client_send_file_message", channel_url, params, progress)
 
     def resend_message(self, req_id: str, progress: Optional[ProgressHandler] = None) -> concurrent.futures.Future[Message]:
         """Resends a failed message (same req_id); the future gives the server's message."""
-        operation = ctypes.c_uint64(0)
-        future = self._start_send(progress, lambda key: lib.parley_client_resend_message(
-            self.handle, ctypes.byref(operation), req_id.encode("utf-8"), self._progress_fn(progress),
-            _callbacks.result_trampoline, _callbacks.as_key(key)))
-        setattr(future, "operation_id", operation.value)
+        future, done = self._future_and_callback()
+        setattr(future, "operation_id", self._resend_with_callback(req_id, progress, done))
         return cast("concurrent.futures.Future[Message]", future)
 
     def cancel_message(self, req_id: str) -> None:

@@ -1,8 +1,13 @@
 """The event categories the event handler receives (the library's own list:
-:func:`parley.event_categories`)."""
+:func:`parley.event_categories`), the connection events, and the values the async client's
+event iterators yield."""
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from .errors import ParleyError
 
 
 class EventCategory(str, enum.Enum):
@@ -77,3 +82,42 @@ _LOCAL = frozenset({EventCategory.MESSAGE_PENDING, EventCategory.MESSAGE_SENT, E
                     EventCategory.CACHE_UNAVAILABLE, EventCategory.CACHE_RECOVERED})
 _SYNC = frozenset({EventCategory.CHANNEL_CHANGELOG, EventCategory.CHANNEL_CHANGELOG_DELETED,
                    EventCategory.MESSAGE_CHANGELOG, EventCategory.MESSAGE_CHANGELOG_DELETED, EventCategory.RESYNC})
+
+
+class ConnectionEventKind(str, enum.Enum):
+    """A change of the connection (``PARLEY_CONNECTION_*``). It compares equal to its name, so
+    connection handlers may use either."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECT_STARTED = "reconnect_started"
+    RECONNECT_SUCCEEDED = "reconnect_succeeded"
+    RECONNECT_FAILED = "reconnect_failed"
+    DISCONNECTED = "disconnected"
+    SESSION_TOKEN_REQUIRED = "session_token_required"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class ConnectionEvent:
+    """What :meth:`parley.AsyncClient.connection_events` yields: the change and why, for
+    ``RECONNECT_STARTED``, ``RECONNECT_FAILED`` and a ``DISCONNECTED`` the application did
+    not ask for (the stream stopped for good); None otherwise."""
+
+    #: A :class:`ConnectionEventKind`, or the number (as a str) of one this binding does not know.
+    kind: Union[ConnectionEventKind, str]
+    error: Optional[ParleyError] = None
+
+
+@dataclass(frozen=True)
+class ClientEvent:
+    """What :meth:`parley.AsyncClient.events` yields: the arguments of the event handler
+    (:meth:`parley.Client.set_event_handler`). ``category`` is an :class:`EventCategory`, or
+    the plain name of a category this binding does not know; ``payload`` is the event's JSON
+    object, whose keys depend on the category (docs/C-API.md, "Connecting and the event stream")."""
+
+    category: Union[EventCategory, str]
+    channel_url: str
+    payload: Any

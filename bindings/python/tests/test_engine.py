@@ -835,9 +835,9 @@ def test_async_client_sends_and_receives_on_the_loop(server: RunningServer, admi
             client.set_event_handler(on_event)
             user = await client.connect("alice", alice_token)
             assert user["user_id"] == "alice"
-            pending, delivered = client.send_user_message(url, "from asyncio")
-            assert pending["sending_status"] == "pending"
-            message = await asyncio.wait_for(delivered, TIMEOUT)
+            sent = await client.send_user_message(url, "from asyncio")
+            assert sent.pending["sending_status"] == "pending"
+            message = await asyncio.wait_for(sent.delivered, TIMEOUT)
             assert message["message_id"] > 0
             admin.send(url, "bob", "to asyncio")
             while True:

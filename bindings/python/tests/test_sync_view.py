@@ -472,7 +472,7 @@ def test_async_actions(server: RunningServer, admin: Admin, room: str, tmp_path:
             with client.sync_view(CHANNEL, limit=10) as view:
                 first = await view.fetch(SyncDirection.PREVIOUS)
                 assert not first.has_more and not first.offline
-                _, sent = client.send_user_message(CHANNEL, "mine")
+                sent = await client.send_user_message(CHANNEL, "mine")
                 seen: List[Tuple[Act, SyncList, str]] = []
                 async for action in view.actions():
                     seen += [(action.action, action.list, m["message"]) for m in action.messages]
@@ -480,7 +480,7 @@ def test_async_actions(server: RunningServer, admin: Admin, room: str, tmp_path:
                         break
                 assert seen == [(Act.INSERT, SyncList.SUCCEEDED, "before"), (Act.INSERT, SyncList.PENDING, "mine"),
                                 (Act.REMOVE, SyncList.PENDING, "mine"), (Act.INSERT, SyncList.SUCCEEDED, "mine")]
-                await sent
+                await sent.delivered
                 assert [m["message"] for m in view.messages(SyncList.SUCCEEDED)] == ["before", "mine"]
 
     asyncio.run(asyncio.wait_for(main(), TIMEOUT))

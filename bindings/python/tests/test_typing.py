@@ -91,6 +91,17 @@ async def uses(aclient: parley.AsyncClient) -> None:
     await aclient.remove_reaction(channel_url="general", message_id="7", reaction="x")  # wrong
     seen["nmae"]  # wrong
     await aclient.list_mesages(channel_url="general")  # wrong
+    sent = await aclient.send_user_message("general", "hi", custom_type="greeting")
+    pending_id: str = sent.pending["req_id"]
+    delivered: parley.Message = await sent.delivered
+    resent: parley.Send = await aclient.resend_message(sent.req_id)
+    pending, result = await aclient.send_user_message("general", "hi")  # wrong
+    async for event in aclient.connection_events():
+        kind: str = event.kind
+    async for happened in aclient.events():
+        payload_category: str = happened.category
+    with aclient.message_collection("general") as aview:
+        viewed: parley.PendingSend = await aview.send_user_message("hello", mentioned_user_ids=["bob"])
 '''
 
 
@@ -110,7 +121,7 @@ def test_mypy_reports_wrong_uses(tmp_path: Path) -> None:
     result = mypy(uses)
     lines = reported(result.stdout, uses.name)
     expected = marked(USES)
-    assert len(expected) == 16
+    assert len(expected) == 17
     missed = sorted(expected - set(lines))
     unexpected = sorted(set(lines) - expected)
     assert not missed and not unexpected, (
