@@ -208,10 +208,11 @@ extension Engine {
                     // `connected`), else of the next pass.
                     let breaks = engine.session.streamBreaks
                     let passCovers = engine.catchUp.inProgress && engine.catchUp.passBreaks == breaks
-                    // A pass since the break may also be done already (the stream can open
-                    // after it): what it found counts as well.
-                    let found = !engine.catchUp.inProgress && engine.catchUp.lastPassBreaks == breaks
-                        ? engine.catchUp.lastPassChannelURLs : []
+                    // A pass since the break may have read its channel changelogs already
+                    // (the stream can open after that, even while the pass still reads the
+                    // message changelogs): what it found counts as well, or the next pass,
+                    // which finds nothing new, would report no channel.
+                    let found = engine.catchUp.lastPassBreaks == breaks ? engine.catchUp.lastPassChannelURLs : []
                     engine.catchUp.resync = PendingResync(reason: reason, collecting: passCovers, alreadyFound: found)
                     engine.session.streamBreaks &+= 1
                     engine.write(.connectionLost, "marking ranges after a resync") { transaction throws(ParleyError) in
