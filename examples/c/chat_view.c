@@ -5,20 +5,79 @@
  *   chat_view http://127.0.0.1:8080 alice 3f9c... general 5 "hello from the view"
  *
  * With MESSAGE, the view sends it and prints it going from pending to succeeded. Callbacks
- * run on the client's callback thread; this thread only waits. The cache lives in
- * ./chat-view-cache. JSON is read and written with jansson. */
+ * run on the client's callback thread while this thread prints too: every line is built
+ * first, then written and flushed whole under one lock (say), so that lines never mix. The
+ * cache lives in ./chat-view-cache. JSON is read and written with jansson; each event
+ * prints as one readable line, e.g.
+ *
+ *   [view] added 1 (message_received, succeeded): dave: seen by the view */
 #define _POSIX_C_SOURCE 200809L
 #include <jansson.h>
 #include <parley.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static int done = 0;  /* results received */
 static int failed = 0;
+
+/* ---- output: one line at a time ------------------------------------------------ */
+
+static pthread_mutex_t output_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Prints one line (a newline is added) to stream in one write, under the output lock. */
+static void say(FILE *stream, const char *format, ...) {
+    char line[1024];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(line, sizeof line - 1, format, arguments);
+    va_end(arguments);
+    strcat(line, "\n");
+    pthread_mutex_lock(&output_lock);
+    fputs(line, stream);
+    fflush(stream);
+    pthread_mutex_unlock(&output_lock);
+}
+
+/* text (may be NULL) cut to at most max bytes at a word boundary, "..." marking the cut;
+ * written to out, which holds max + 4 bytes. */
+static const char *shorten(const char *text, size_t max, char *out) {
+    if (text == NULL) text = "";
+    size_t length = strlen(text);
+    if (length <= max) return strcpy(out, text);
+    size_t cut = max;
+    while (cut > max / 2 && text[cut] != ' ') cut--;
+    if (text[cut] != ' ') {  /* one long word: cut it, but not inside a UTF-8 character */
+        cut = max;
+        while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80) cut--;
+    }
+    memcpy(out, text, cut);
+    strcpy(out + cut, "...");
+    return out;
+}
+
+/* Appends "sender: text" of up to three messages of a JSON array (from index first on)
+ * to out (size bytes, holding a string), "; " between them, then how many more. */
+static void describe_messages(json_t *messages, size_t first, char *out, size_t size) {
+    size_t count = json_array_size(messages);
+    for (size_t index = first; index < count && index < first + 3; index++) {
+        json_t *message = json_array_get(messages, index);
+        const char *sender = json_string_value(json_object_get(json_object_get(message, "user"), "user_id"));
+        char text[44];
+        shorten(json_string_value(json_object_get(message, "message")), 40, text);
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s%s: %s", index > first ? "; " : "", sender ? sender : "?", text);
+    }
+    if (count > first + 3) {
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, " (+%zu more)", count - first - 3);
+    }
+}
 
 static const char *kind_name(int kind) {
     switch (kind) {
@@ -42,14 +101,6 @@ static const char *status_name(int status) {
     }
 }
 
-/* Prints the texts ("message") of up to six messages of a JSON array, from index `first` on. */
-static void print_texts(json_t *messages, size_t first) {
-    for (size_t index = first; index < json_array_size(messages) && index < first + 6; index++) {
-        const char *text = json_string_value(json_object_get(json_array_get(messages, index), "message"));
-        if (text != NULL) printf(" \"%s\"", text);
-    }
-}
-
 /* A JSON value as text (free it), the value released. */
 static char *json_text(json_t *value) {
     char *text = json_dumps(value, JSON_COMPACT);
@@ -57,32 +108,37 @@ static char *json_text(json_t *value) {
     return text;
 }
 
+/* One line per event: its kind and how many messages, why (source) and their sending
+ * state, then the messages ("sender: text"). */
 static void on_event(void *user_data, const parley_message_event *event) {
     (void)user_data;
-    printf("[view] %-17s source=%-16s status=%-9s", kind_name(event->kind), event->source_name,
-           status_name(event->sending_status));
+    char detail[512] = "";
     json_t *messages = json_loads(event->messages_json, 0, NULL);
-    print_texts(messages, 0);
+    size_t count = json_array_size(messages);
+    describe_messages(messages, 0, detail, sizeof detail);
     json_decref(messages);
-    printf("\n");
-    fflush(stdout);
+    if (count > 0) {
+        say(stdout, "[view] %s %zu (%s, %s): %s", kind_name(event->kind), count, event->source_name,
+            status_name(event->sending_status), detail);
+    } else {
+        say(stdout, "[view] %s (%s)", kind_name(event->kind), event->source_name);
+    }
 }
 
 static void on_loaded(void *user_data, const parley_error *error, const char *messages_json) {
     const char *what = user_data;
-    pthread_mutex_lock(&lock);
     if (error != NULL) {
-        printf("[view] %s: %s: %s\n", what, parley_error_name(error->code), error->message);
-        failed = 1;
+        say(stdout, "[view] %s: %s: %s", what, parley_error_name(error->code), error->message);
     } else {
+        char newest[512] = "";
         json_t *messages = json_loads(messages_json, 0, NULL);
         size_t count = json_array_size(messages);
-        printf("[view] %s: %zu messages, newest:", what, count);
-        if (count > 0) print_texts(messages, count - 1);
-        printf("\n");
+        if (count > 0) describe_messages(messages, count - 1, newest, sizeof newest);
         json_decref(messages);
+        say(stdout, "[view] %s: %zu messages%s%s", what, count, count > 0 ? ", the newest: " : "", newest);
     }
-    fflush(stdout);
+    pthread_mutex_lock(&lock);
+    if (error != NULL) failed = 1;
     done++;
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&lock);
@@ -90,14 +146,13 @@ static void on_loaded(void *user_data, const parley_error *error, const char *me
 
 static void on_connected(void *user_data, const parley_error *error, const char *json) {
     (void)user_data; (void)json;
-    pthread_mutex_lock(&lock);
     if (error != NULL) {
-        printf("[view] connect: %s\n", error->message);
-        failed = 1;
+        say(stdout, "[view] connect: %s", error->message);
     } else {
-        printf("[view] connected\n");
+        say(stdout, "[view] connected");
     }
-    fflush(stdout);
+    pthread_mutex_lock(&lock);
+    if (error != NULL) failed = 1;
     done++;
     pthread_cond_broadcast(&changed);
     pthread_mutex_unlock(&lock);
@@ -105,7 +160,7 @@ static void on_connected(void *user_data, const parley_error *error, const char 
 
 static void on_sent(void *user_data, const parley_error *error, const char *json) {
     (void)user_data; (void)json;
-    if (error != NULL) printf("[send] failed: %s\n", error->message);
+    if (error != NULL) say(stdout, "[send] failed: %s", error->message);
 }
 
 static void wait_results(int count) {
@@ -128,7 +183,7 @@ int main(int argc, char **argv) {
     int created = parley_client_create(&client, config);
     free(config);
     if (created != PARLEY_OK) {
-        fprintf(stderr, "create: %s\n", parley_last_error_message());
+        say(stderr, "create: %s", parley_last_error_message());
         return 1;
     }
     parley_client_connect(client, NULL, argv[2], argv[3], on_connected, "connect");
@@ -139,7 +194,7 @@ int main(int argc, char **argv) {
     parley_message_collection *view = NULL;
     if (failed || parley_message_collection_create(&view, client, argv[4], PARLEY_STARTING_POINT_NEWEST,
                                                    "{\"previous_result_size\": 30}", &handler) != PARLEY_OK) {
-        fprintf(stderr, "collection: %s\n", parley_last_error_message());
+        say(stderr, "collection: %s", parley_last_error_message());
         parley_client_destroy(client);
         return 1;
     }
@@ -154,7 +209,7 @@ int main(int argc, char **argv) {
     nanosleep(&pause, NULL);
     int has_previous = 0;
     parley_message_collection_has_previous(view, &has_previous);
-    printf("[view] has_previous=%d; disposing\n", has_previous);
+    say(stdout, "[view] %s; disposing the view", has_previous ? "older messages to load" : "no older messages");
     parley_message_collection_dispose(view);
     parley_client_destroy(client);
     return failed;
