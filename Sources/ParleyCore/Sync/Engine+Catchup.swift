@@ -56,6 +56,7 @@ extension Engine {
         guard !catchUp.passFailed, session.epoch == epoch else { return }
         catchUp.lastPassChannelURLs = catchUp.passChannelURLs
         catchUp.lastPassBreaks = catchUp.passBreaks
+        catchUp.lastPassEpoch = epoch
         guard let resync = catchUp.resync, resync.collecting else { return }
         catchUp.resync = nil
         let found = catchUp.passChannelURLs.union(resync.alreadyFound)

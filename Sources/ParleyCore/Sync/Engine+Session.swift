@@ -208,11 +208,14 @@ extension Engine {
                     // `connected`), else of the next pass.
                     let breaks = engine.session.streamBreaks
                     let passCovers = engine.catchUp.inProgress && engine.catchUp.passBreaks == breaks
-                    // A pass since the break may have read its channel changelogs already
-                    // (the stream can open after that, even while the pass still reads the
-                    // message changelogs): what it found counts as well, or the next pass,
-                    // which finds nothing new, would report no channel.
-                    let found = engine.catchUp.lastPassBreaks == breaks ? engine.catchUp.lastPassChannelURLs : []
+                    // A pass of this session since the break may have read its channel
+                    // changelogs already (the stream can open after that, even while the pass
+                    // still reads the message changelogs): what it found counts as well, or
+                    // the next pass, which finds nothing new, would report no channel. A pass
+                    // of an earlier session (before a disconnect) found what it found before
+                    // the loss: it does not count.
+                    let passSinceBreak = engine.catchUp.lastPassBreaks == breaks && engine.catchUp.lastPassEpoch == engine.session.epoch
+                    let found = passSinceBreak ? engine.catchUp.lastPassChannelURLs : []
                     engine.catchUp.resync = PendingResync(reason: reason, collecting: passCovers, alreadyFound: found)
                     engine.session.streamBreaks &+= 1
                     engine.write(.connectionLost, "marking ranges after a resync") { transaction throws(ParleyError) in

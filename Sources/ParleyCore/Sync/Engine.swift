@@ -108,6 +108,8 @@ struct CatchUpState {
     /// can open after the pass is done) counts them too.
     var lastPassChannelURLs: Set<String> = []
     var lastPassBreaks: UInt64?
+    /// The session (`SessionState.epoch`) of that pass.
+    var lastPassEpoch: UInt64?
 }
 
 /// Answers about channels (changelogs, operation results, a channel refresh) read while
