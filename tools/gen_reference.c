@@ -211,16 +211,54 @@ static void write_configuration(FILE *out) {
 
 /* ---- Operations ---------------------------------------------------------------- */
 
-/* The path's placeholders other than {user_id} (which is the connected user unless given). */
-static void path_parameters(FILE *out, const char *path, const char **separator) {
-    for (const char *open = strchr(path, '{'); open != NULL; open = strchr(open + 1, '{')) {
-        const char *close = strchr(open, '}');
-        if (close == NULL) break;
-        int length = (int)(close - open - 1);
-        if (length == 7 && strncmp(open + 1, "user_id", 7) == 0) continue;
-        fprintf(out, "%s`%.*s`", *separator, length, open + 1);
-        *separator = ", ";
+static void write_operation(FILE *out, json_t *operation) {
+    const char *name = text_of(operation, "name");
+    fprintf(out, "### `%s`\n\n`%s %s`: ", name, text_of(operation, "method"), text_of(operation, "path"));
+    fprintf(out, "%s\n\n", text_of(operation, "summary"));
+    json_t *parameters = json_object_get(operation, "parameters");
+    if (json_array_size(parameters) == 0) {
+        fprintf(out, "No parameters.\n\n");
+    } else {
+        fprintf(out, "| parameter | type | required | default |\n"
+                     "|---|---|---|---|\n");
+        size_t index;
+        json_t *parameter;
+        json_array_foreach(parameters, index, parameter) {
+            const char *parameter_name = text_of(parameter, "name");
+            fprintf(out, "| `%s` | %s | %s | ", parameter_name, text_of(parameter, "type"),
+                    json_is_true(json_object_get(parameter, "required")) ? "yes" : "no");
+            json_t *default_value = json_object_get(parameter, "default");
+            if (default_value != NULL) code_value(out, default_value);
+            else if (strcmp(parameter_name, "user_id") == 0 && strstr(text_of(operation, "path"), "{user_id}") != NULL)
+                fprintf(out, "the connected user");
+            fprintf(out, " |\n");
+        }
+        fprintf(out, "\n");
     }
+    json_t *fixed = json_object_get(operation, "fixed");
+    if (json_object_size(fixed) > 0) {
+        fprintf(out, "Always sent: ");
+        members(out, fixed);
+        fprintf(out, ".\n\n");
+    }
+    json_t *names = json_object_get(operation, "value_names");
+    const char **named;
+    size_t count = sorted_keys(names, &named);
+    for (size_t at = 0; at < count; at++) {
+        json_t *choices = json_object_get(names, named[at]);
+        fprintf(out, "`%s` also takes: ", named[at]);
+        const char **given;
+        size_t choice_count = sorted_keys(choices, &given);
+        for (size_t choice = 0; choice < choice_count; choice++) {
+            json_t *value = json_object_get(choices, given[choice]);
+            fprintf(out, "%s`%s` ", choice ? ", " : "", given[choice]);
+            if (json_is_null(value)) fprintf(out, "(left out)");
+            else code_value(out, value);
+        }
+        fprintf(out, ".\n\n");
+        free(given);
+    }
+    free(named);
 }
 
 static void write_operations(FILE *out) {
@@ -228,58 +266,26 @@ static void write_operations(FILE *out) {
     fprintf(out, "## Operations\n\n"
                  "`parley_client_perform(client, &id, name, params_json, fn, user_data)` runs one of these as\n"
                  "the connected user and applies its answer to the cache (`parley_operations` is the catalog).\n"
-                 "`params_json` holds the wire parameters (docs/PROTOCOL.md gives each one's type and\n"
-                 "meaning): the path's placeholders are taken out of it (a non-empty string or a\n"
-                 "non-negative integer; `{user_id}` is the connected user unless given), the rest goes to the\n"
-                 "query string (GET, DELETE) or the JSON body (POST, PUT). Required: the placeholders and the\n"
-                 "parameters that must be given, checked before any request. Sent unless given: the\n"
-                 "reference SDK's defaults where they differ from the server's. Always sent: the values that\n"
-                 "make the operation what it is, whatever the caller gives.\n\n"
-                 "| operation | request | required | sent unless given | always sent |\n"
-                 "|---|---|---|---|---|\n");
+                 "`params_json` holds the wire parameters, each listed below with its JSON type (`string`,\n"
+                 "`integer`, `boolean`, `string[]`; `object`: string values, `object<integer>`: integer\n"
+                 "values, `object[]`: an array of objects; docs/PROTOCOL.md gives their meanings): the path's\n"
+                 "placeholders are taken out of it (a non-empty string or a non-negative integer; `{user_id}`\n"
+                 "is the connected user unless given), the rest goes to the query string (GET, DELETE) or the\n"
+                 "JSON body (POST, PUT). Required parameters are checked before any request; an optional one\n"
+                 "left out is not sent (the server's default applies) unless it has a default here: the\n"
+                 "reference SDK's defaults where they differ from the server's. Always sent: the\n"
+                 "values that make the operation what it is, whatever the caller gives. A parameter that\n"
+                 "\"also takes\" names accepts each of them for the value after it.\n\n"
+                 "| operation | request |\n"
+                 "|---|---|\n");
     size_t index;
     json_t *operation;
     json_array_foreach(catalog, index, operation) {
-        const char *path = text_of(operation, "path");
-        fprintf(out, "| `%s` | `%s %s` | ", text_of(operation, "name"), text_of(operation, "method"), path);
-        const char *separator = "";
-        path_parameters(out, path, &separator);
-        size_t item;
-        json_t *name;
-        json_array_foreach(json_object_get(operation, "required"), item, name) {
-            fprintf(out, "%s`%s`", separator, json_string_value(name));
-            separator = ", ";
-        }
-        fprintf(out, " | ");
-        members(out, json_object_get(operation, "defaults"));
-        fprintf(out, " | ");
-        members(out, json_object_get(operation, "fixed"));
-        fprintf(out, " |\n");
-    }
-
-    fprintf(out, "\nValue names: a parameter also takes these names, each standing for the value after it\n"
-                 "(none: the parameter is left out).\n\n");
-    json_array_foreach(catalog, index, operation) {
-        json_t *names = json_object_get(operation, "value_names");
-        const char **parameters;
-        size_t count = sorted_keys(names, &parameters);
-        for (size_t at = 0; at < count; at++) {
-            json_t *choices = json_object_get(names, parameters[at]);
-            fprintf(out, "- `%s` `%s`: ", text_of(operation, "name"), parameters[at]);
-            const char **given;
-            size_t choice_count = sorted_keys(choices, &given);
-            for (size_t choice = 0; choice < choice_count; choice++) {
-                json_t *value = json_object_get(choices, given[choice]);
-                fprintf(out, "%s`%s` ", choice ? ", " : "", given[choice]);
-                if (json_is_null(value)) fprintf(out, "none");
-                else code_value(out, value);
-            }
-            fprintf(out, "\n");
-            free(given);
-        }
-        free(parameters);
+        fprintf(out, "| [`%s`](#%s) | `%s %s` |\n", text_of(operation, "name"), text_of(operation, "name"),
+                text_of(operation, "method"), text_of(operation, "path"));
     }
     fprintf(out, "\n");
+    json_array_foreach(catalog, index, operation) write_operation(out, operation);
     json_decref(catalog);
 }
 

@@ -28,10 +28,19 @@ public func exportOperations(_ outJSON: UnsafeMutablePointer<UnsafeMutablePointe
         let catalog: JSONValue = .array(OperationCatalog.all.map { spec in
             ["name": .string(spec.name), "method": .string(spec.method), "path": .string(spec.path),
              "required": .array(spec.required.map { .string($0) }), "defaults": .object(spec.defaults),
-             "fixed": .object(spec.fixed), "value_names": .object(spec.valueNames.mapValues { .object($0) })]
+             "fixed": .object(spec.fixed), "value_names": .object(spec.valueNames.mapValues { .object($0) }),
+             "summary": .string(spec.summary), "parameters": .array(spec.parameters.map(parameterJSON))]
         })
         outJSON.pointee = try ownedCString(catalog.canonicalText)
     }
+}
+
+/// One entry of an operation's `parameters`: `default` only when the library has one.
+private func parameterJSON(_ parameter: OperationParameter) -> JSONValue {
+    var fields: [String: JSONValue] = ["name": .string(parameter.name), "type": .string(parameter.type.rawValue),
+                                       "required": .bool(parameter.required)]
+    if let value = parameter.default { fields["default"] = value }
+    return .object(fields)
 }
 
 @_cdecl("parley_event_categories")

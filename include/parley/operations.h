@@ -27,10 +27,17 @@ int parley_client_perform(parley_client *client, uint64_t *out_operation_id, con
                           const char *params_json, parley_result_fn fn, void *user_data);
 
 /**
- * The operation catalog as a JSON array of {"name", "method", "path", "required", "defaults",
- * "fixed", "value_names"} (free with parley_free). "required" names the parameters besides
- * the path's placeholders that must be given; "defaults" holds the values an operation sends
- * for parameters the caller leaves out where they differ from the server's (e.g.
+ * The operation catalog as a JSON array of {"name", "method", "path", "summary", "parameters",
+ * "required", "defaults", "fixed", "value_names"} (free with parley_free). "summary" is one
+ * line on what the operation does and answers (Markdown). "parameters" lists every parameter
+ * the caller may give, the required ones first, each as {"name", "type", "required"} plus
+ * "default" when the operation sends a value for it if left out; "type" is the JSON type on
+ * the wire: "string", "integer", "boolean", "string[]", "object" (string values, e.g.
+ * metadata), "object<integer>" (integer values: metacounter), "object[]" (an array of
+ * objects: sorted_metaarray) or "any". Path placeholders are required but {user_id} (the
+ * connected user unless given). "required" names the parameters besides the path's
+ * placeholders that must be given; "defaults" holds the values an operation sends for
+ * parameters the caller leaves out where they differ from the server's (e.g.
  * list_messages "include": false); "fixed" the values it always sends, whatever the caller
  * gives (e.g. freeze_channel "freeze": true); "value_names" the names a parameter also
  * takes, with the value each stands for (null: the parameter is left out), e.g.

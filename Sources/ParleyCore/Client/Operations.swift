@@ -1,7 +1,9 @@
 /// The catalog of REST operations a client can perform on the user's behalf: one entry
 /// per group-channel and message operation of the protocol (docs/PROTOCOL.md). The
 /// C ABI and the Python binding expose exactly these names, so the catalog is the
-/// single list to extend.
+/// single list to extend. It is also the one description of the operations' parameters:
+/// their names, wire types (`OperationCatalog.parameterTypes`) and defaults, which the C
+/// reference (docs/C-REFERENCE.md) and the Python binding's typed methods are generated from.
 ///
 /// Parameters arrive as one JSON object. Placeholders in `path` (`{channel_url}`,
 /// `{message_id}`, ...) are taken out of it; `{user_id}` defaults to the connected user.
@@ -10,8 +12,13 @@ public struct OperationSpec: Sendable {
     public let name: String
     public let method: String
     public let path: String
+    /// One line on what the operation does and answers (Markdown: `code` in backquotes).
+    public let summary: String
     /// Parameters that must be present (checked before any network I/O).
     public let required: [String]
+    /// The other parameters the operation takes (docs/PROTOCOL.md), in the order shown; the
+    /// server's default applies when one is left out. `parameters` lists them all.
+    public let optional: [String]
     /// Parameters fixed by the operation itself (e.g. `freeze: true`).
     public let fixed: [String: JSONValue]
     /// Values used when the caller does not give the parameter: the reference SDK's defaults
@@ -23,16 +30,37 @@ public struct OperationSpec: Sendable {
     /// What a successful answer writes to (or removes from) the cache.
     public let effect: CacheEffect
 
-    init(_ name: String, _ method: String, _ path: String, required: [String] = [], fixed: [String: JSONValue] = [:],
-         defaults: [String: JSONValue] = [:], valueNames: [String: [String: JSONValue]] = [:], effect: CacheEffect = .none) {
+    /// `optional`: parameter names separated by spaces.
+    init(_ name: String, _ method: String, _ path: String, summary: String, required: [String] = [],
+         optional: String = "", fixed: [String: JSONValue] = [:], defaults: [String: JSONValue] = [:],
+         valueNames: [String: [String: JSONValue]] = [:], effect: CacheEffect = .none) {
         self.name = name
         self.method = method
         self.path = path
+        self.summary = summary
         self.required = required
+        self.optional = optional.split(separator: " ").map(String.init)
         self.fixed = fixed
         self.defaults = defaults
         self.valueNames = valueNames
         self.effect = effect
+    }
+
+    /// Every parameter the caller may give, in the order shown: the required ones (path
+    /// placeholders but `{user_id}`, then `required`), then the optional ones (`{user_id}`,
+    /// `optional`, then the parameters with a default, by name). A name the type table
+    /// lacks is typed `any` (a test keeps the table complete).
+    public var parameters: [OperationParameter] {
+        var requiredNames = pathParameters.filter { $0 != WireField.userID }
+        for name in required where !requiredNames.contains(name) { requiredNames.append(name) }
+        var optionalNames = pathParameters.contains(WireField.userID) && !requiredNames.contains(WireField.userID)
+            ? [WireField.userID] : []
+        for name in optional + defaults.keys.sorted() where !(requiredNames + optionalNames).contains(name) {
+            optionalNames.append(name)
+        }
+        let type = { (name: String) in OperationCatalog.parameterTypes[name] ?? .any }
+        return requiredNames.map { OperationParameter(name: $0, type: type($0), required: true, default: nil) }
+            + optionalNames.map { OperationParameter(name: $0, type: type($0), required: false, default: defaults[$0]) }
     }
 
     /// Placeholder names in `path`, in order.
@@ -47,6 +75,32 @@ public struct OperationSpec: Sendable {
     }
 }
 
+/// One parameter of an operation as the catalog describes it.
+public struct OperationParameter: Sendable, Equatable {
+    public let name: String
+    public let type: ParameterType
+    public let required: Bool
+    /// The value the library sends when the caller leaves the parameter out (`OperationSpec.defaults`).
+    public let `default`: JSONValue?
+}
+
+/// A parameter's JSON type on the wire, in docs/PROTOCOL.md's terms.
+public enum ParameterType: String, Sendable, CaseIterable {
+    case string
+    case integer
+    case boolean
+    /// An array of strings.
+    case stringArray = "string[]"
+    /// An object of string values (`metadata`: string → string).
+    case object
+    /// An object of integer values (`metacounter`: string → integer).
+    case integerObject = "object<integer>"
+    /// An array of objects (`sorted_metaarray`: `{"key", "value": [string]}` items).
+    case objectArray = "object[]"
+    /// Any JSON value.
+    case any
+}
+
 public enum OperationCatalog {
     private static let channel = "/v3/group_channels/{channel_url}"
     private static let message = "/v3/group_channels/{channel_url}/messages/{message_id}"
@@ -57,96 +111,281 @@ public enum OperationCatalog {
     private static let messageTypeNames: [String: [String: JSONValue]] = [
         WireField.messageType: ["all": .null, "user": "MESG", "file": "FILE", "admin": "ADMM"]
     ]
+    /// Optional parameters shared by operations: the channel lists' and the message lists'
+    /// (docs/PROTOCOL.md §6.2, §7.2).
+    private static let channelList = "token limit order metadata_order_key show_empty show_frozen show_member " +
+        "show_metadata show_metacounter show_read_receipt show_delivery_receipt distinct_mode super_mode " +
+        "member_state_filter custom_types custom_type_startswith channel_urls name name_contains name_startswith " +
+        "members_exactly_in members_include_in query_type created_after created_before metadata_key metadata_values " +
+        "metadata_value_startswith"
+    private static let messageFilters = "message_type custom_types sender_ids include_reply_type include_reactions " +
+        "include_thread_info include_parent_message_info with_sorted_meta_array include_meta_array"
+    private static let messageList = "message_ts message_id prev_limit next_limit include reverse " + messageFilters
+
+    /// Every parameter's wire type by name (docs/PROTOCOL.md): one name has one type in every operation.
+    public static let parameterTypes: [String: ParameterType] = {
+        let names: [(ParameterType, String)] = [
+            (.string, "channel_url user_id member_id target_user_id offending_user_id dest_channel_url key token " +
+                "nickname nickname_startswith active_mode metadatakey super_mode profile_url name cover_url " +
+                "custom_type data inviter_id order metadata_order_key distinct_mode public_mode " +
+                "public_membership_filter member_state_filter hidden_mode unread_filter custom_type_startswith name_contains name_startswith " +
+                "query_type metadata_key metadata_value_startswith operator_filter muted_member_filter description " +
+                "agent_id mode report_category reporting_user_id report_description message_type include_reply_type " +
+                "message mention_type url reaction"),
+            (.integer, "message_id limit change_ts last_seen_at created_after created_before seconds message_ts " +
+                "prev_limit next_limit parent_message_id"),
+            (.boolean, "include_unread_count is_active auto_accept is_distinct is_super is_public is_ephemeral " +
+                "strict show_empty show_frozen show_member show_metadata show_metacounter show_read_receipt " +
+                "show_delivery_receipt should_leave_all hide_previous_messages allow_auto_unhide should_hide_all " +
+                "should_unhide_all reset_all include_ts upsert include reverse include_reactions include_thread_info " +
+                "include_parent_message_info with_sorted_meta_array include_meta_array"),
+            (.stringArray, "user_ids keys metadatavalues_in discovery_keys preferred_languages channel_urls " +
+                "operator_ids custom_types members_exactly_in members_include_in metadata_values sender_ids " +
+                "mentioned_user_ids"),
+            (.object, "metadata"),
+            (.integerObject, "metacounter"),
+            (.objectArray, "sorted_metaarray"),
+        ]
+        var table: [String: ParameterType] = [:]
+        for (type, list) in names {
+            for name in list.split(separator: " ") { table[String(name)] = type }
+        }
+        return table
+    }()
 
     public static let all: [OperationSpec] = [
         // The current user
-        OperationSpec("get_current_user", "GET", me),
-        OperationSpec("update_current_user", "PUT", me),
-        OperationSpec("get_unread_message_count", "GET", me + "/unread_message_count"),
-        OperationSpec("get_unread_channel_count", "GET", me + "/unread_channel_count"),
-        OperationSpec("mark_all_as_read", "PUT", me + "/mark_as_read_all"),
-        OperationSpec("get_channel_invitation_preference", "GET", me + "/channel_invitation_preference"),
-        OperationSpec("set_channel_invitation_preference", "PUT", me + "/channel_invitation_preference", required: [WireField.autoAccept]),
+        OperationSpec("get_current_user", "GET", me,
+                      summary: "The connected user's profile, or with `user_id` another user's.",
+                      optional: "include_unread_count custom_types super_mode"),
+        OperationSpec("update_current_user", "PUT", me,
+                      summary: "Changes the connected user's profile; answers the user.",
+                      optional: "nickname profile_url is_active metadata discovery_keys preferred_languages " +
+                                "last_seen_at"),
+        OperationSpec("get_unread_message_count", "GET", me + "/unread_message_count",
+                      summary: "The messages the user has not read: `{\"unread_count\"}`.",
+                      optional: "custom_types super_mode"),
+        OperationSpec("get_unread_channel_count", "GET", me + "/unread_channel_count",
+                      summary: "The channels with messages the user has not read: `{\"unread_count\"}`.",
+                      optional: "custom_types super_mode"),
+        OperationSpec("mark_all_as_read", "PUT", me + "/mark_as_read_all",
+                      summary: "Marks every joined channel (or those of `channel_urls`) read.",
+                      optional: "channel_urls"),
+        OperationSpec("get_channel_invitation_preference", "GET", me + "/channel_invitation_preference",
+                      summary: "Whether the user joins the channels they are invited to at once: `{\"auto_accept\"}`."),
+        OperationSpec("set_channel_invitation_preference", "PUT", me + "/channel_invitation_preference",
+                      summary: "Sets whether the user joins the channels they are invited to at once: " +
+                               "`{\"auto_accept\"}`.",
+                      required: [WireField.autoAccept]),
         // Users
-        OperationSpec("list_users", "GET", "/v3/users"),
+        OperationSpec("list_users", "GET", "/v3/users",
+                      summary: "One page of users in `user_id` order, without their private fields.",
+                      optional: "token limit user_ids nickname nickname_startswith active_mode metadatakey " +
+                                "metadatavalues_in"),
         // Channel lists
-        OperationSpec("list_my_group_channels", "GET", me + "/my_group_channels", effect: .storeChannels(key: WireField.channels)),
-        OperationSpec("list_group_channels", "GET", "/v3/group_channels", effect: .storeChannels(key: WireField.channels)),
+        OperationSpec("list_my_group_channels", "GET", me + "/my_group_channels",
+                      summary: "One page of the channels the user joined or is invited to; the cache stores them.",
+                      optional: channelList + " public_mode hidden_mode unread_filter",
+                      effect: .storeChannels(key: WireField.channels)),
+        OperationSpec("list_group_channels", "GET", "/v3/group_channels",
+                      summary: "One page of the channels the user may see (public ones and their own); the cache " +
+                               "stores them.",
+                      optional: channelList + " public_mode public_membership_filter",
+                      effect: .storeChannels(key: WireField.channels)),
         // The reference's public channel list: public channels only, without empty ones unless
         // `show_empty`; `public_membership_filter` all (default) or joined.
-        OperationSpec("list_public_group_channels", "GET", "/v3/group_channels", fixed: [WireField.publicMode: "public"],
+        OperationSpec("list_public_group_channels", "GET", "/v3/group_channels",
+                      summary: "One page of public channels, as the reference SDK's public channel list: empty ones " +
+                               "only with `show_empty=true`, `public_membership_filter=\"joined\"` for those the " +
+                               "user joined; the cache stores them.",
+                      optional: channelList + " public_membership_filter", fixed: [WireField.publicMode: "public"],
                       defaults: [WireField.showEmpty: false], effect: .storeChannels(key: WireField.channels)),
-        OperationSpec("list_channel_changelogs", "GET", me + "/my_group_channels/changelogs", effect: .channelChangelog),
+        OperationSpec("list_channel_changelogs", "GET", me + "/my_group_channels/changelogs",
+                      summary: "The user's channels changed or gone since `token` (or `change_ts`), applied to the " +
+                               "cache like the engine's own catch-up.",
+                      optional: "token change_ts limit show_member show_metadata show_metacounter show_read_receipt " +
+                                "show_delivery_receipt show_empty show_frozen custom_types",
+                      effect: .channelChangelog),
         // One channel
-        OperationSpec("create_group_channel", "POST", "/v3/group_channels", effect: .storeChannel),
-        OperationSpec("get_group_channel", "GET", channel, effect: .storeChannel),
-        OperationSpec("update_group_channel", "PUT", channel, effect: .storeChannel),
-        OperationSpec("delete_group_channel", "DELETE", channel, effect: .removeChannel(.deleted)),
-        OperationSpec("invite_users", "POST", channel + "/invite", required: [WireField.userIDs], effect: .storeChannel),
-        OperationSpec("accept_invitation", "PUT", channel + "/accept", effect: .storeChannel),
-        OperationSpec("decline_invitation", "PUT", channel + "/decline", effect: .removeChannel(.invitationDeclined)),
-        OperationSpec("join_channel", "PUT", channel + "/join", effect: .storeChannel),
-        OperationSpec("leave_channel", "PUT", channel + "/leave", effect: .removeChannel(.left)),
-        OperationSpec("freeze_channel", "PUT", channel + "/freeze", fixed: [WireField.freeze: true], effect: .storeChannel),
-        OperationSpec("unfreeze_channel", "PUT", channel + "/freeze", fixed: [WireField.freeze: false], effect: .storeChannel),
-        OperationSpec("hide_channel", "PUT", channel + "/hide"),
-        OperationSpec("unhide_channel", "DELETE", channel + "/hide"),
-        OperationSpec("reset_my_history", "PUT", channel + "/reset_user_history", effect: .truncateHistory),
-        OperationSpec("start_typing", "POST", channel + "/typing"),
-        OperationSpec("end_typing", "DELETE", channel + "/typing"),
-        OperationSpec("mark_as_read", "PUT", channel + "/messages/mark_as_read"),
-        OperationSpec("mark_as_delivered", "PUT", channel + "/messages/mark_as_delivered"),
+        OperationSpec("create_group_channel", "POST", "/v3/group_channels",
+                      summary: "Creates a channel with the user and `user_ids` as members; answers it, with " +
+                               "`is_created`.",
+                      optional: "user_ids name cover_url custom_type data channel_url is_distinct is_super " +
+                                "is_public is_ephemeral operator_ids inviter_id strict",
+                      effect: .storeChannel),
+        OperationSpec("get_group_channel", "GET", channel,
+                      summary: "One channel as the user sees it; the cache stores it.",
+                      optional: "show_member show_read_receipt show_delivery_receipt show_metadata show_metacounter",
+                      effect: .storeChannel),
+        OperationSpec("update_group_channel", "PUT", channel,
+                      summary: "Changes the channel's settings (operators only); `operator_ids` are added.",
+                      optional: "name cover_url custom_type data is_public is_distinct operator_ids",
+                      effect: .storeChannel),
+        OperationSpec("delete_group_channel", "DELETE", channel,
+                      summary: "Deletes the channel (operators only); it leaves the cache.",
+                      effect: .removeChannel(.deleted)),
+        OperationSpec("invite_users", "POST", channel + "/invite",
+                      summary: "Invites users; those who accept invitations automatically join at once.",
+                      required: [WireField.userIDs], optional: "inviter_id", effect: .storeChannel),
+        OperationSpec("accept_invitation", "PUT", channel + "/accept",
+                      summary: "Accepts the user's invitation to the channel.", optional: "user_id",
+                      effect: .storeChannel),
+        OperationSpec("decline_invitation", "PUT", channel + "/decline",
+                      summary: "Declines the user's invitation; the channel leaves the cache.", optional: "user_id",
+                      effect: .removeChannel(.invitationDeclined)),
+        OperationSpec("join_channel", "PUT", channel + "/join", summary: "Joins a public channel.", optional: "user_id",
+                      effect: .storeChannel),
+        OperationSpec("leave_channel", "PUT", channel + "/leave", summary: "Leaves the channel; it leaves the cache.",
+                      optional: "user_ids should_leave_all", effect: .removeChannel(.left)),
+        OperationSpec("freeze_channel", "PUT", channel + "/freeze",
+                      summary: "Freezes the channel: only operators may send then (operators only).",
+                      fixed: [WireField.freeze: true], effect: .storeChannel),
+        OperationSpec("unfreeze_channel", "PUT", channel + "/freeze",
+                      summary: "Unfreezes the channel (operators only).", fixed: [WireField.freeze: false],
+                      effect: .storeChannel),
+        OperationSpec("hide_channel", "PUT", channel + "/hide",
+                      summary: "Hides the channel from the user's list, with `hide_previous_messages` also its " +
+                               "messages so far.",
+                      optional: "user_id hide_previous_messages allow_auto_unhide should_hide_all"),
+        OperationSpec("unhide_channel", "DELETE", channel + "/hide", summary: "Shows the hidden channel again.",
+                      optional: "user_id should_unhide_all"),
+        OperationSpec("reset_my_history", "PUT", channel + "/reset_user_history",
+                      summary: "Hides the channel's messages so far from the user: `{\"ts_message_offset\"}`.",
+                      optional: "user_id reset_all", effect: .truncateHistory),
+        OperationSpec("start_typing", "POST", channel + "/typing", summary: "Tells the channel the user is typing.",
+                      optional: "user_ids"),
+        OperationSpec("end_typing", "DELETE", channel + "/typing",
+                      summary: "Tells the channel the user stopped typing.", optional: "user_ids"),
+        OperationSpec("mark_as_read", "PUT", channel + "/messages/mark_as_read",
+                      summary: "Marks the channel read up to now: `{\"ts\"}`.", optional: "user_id"),
+        OperationSpec("mark_as_delivered", "PUT", channel + "/messages/mark_as_delivered",
+                      summary: "Marks the channel's messages delivered: `{\"ts\"}`.", optional: "user_id"),
         // Members and moderation
-        OperationSpec("list_members", "GET", channel + "/members"),
-        OperationSpec("get_member_state", "GET", channel + "/members/{member_id}"),
-        OperationSpec("list_operators", "GET", channel + "/operators"),
-        OperationSpec("add_operators", "POST", channel + "/operators", required: [WireField.operatorIDs]),
-        OperationSpec("remove_operators", "DELETE", channel + "/operators", required: [WireField.operatorIDs]),
-        OperationSpec("remove_all_operators", "DELETE", channel + "/operators", fixed: [WireField.deleteAll: true]),
-        OperationSpec("ban_user", "POST", channel + "/ban", required: [WireField.userID]),
-        OperationSpec("unban_user", "DELETE", channel + "/ban/{target_user_id}"),
-        OperationSpec("get_ban", "GET", channel + "/ban/{target_user_id}"),
-        OperationSpec("list_banned_users", "GET", channel + "/ban"),
-        OperationSpec("mute_user", "POST", channel + "/mute", required: [WireField.userID]),
-        OperationSpec("unmute_user", "DELETE", channel + "/mute/{target_user_id}"),
-        OperationSpec("get_mute", "GET", channel + "/mute/{target_user_id}"),
-        OperationSpec("list_muted_users", "GET", channel + "/mute"),
+        OperationSpec("list_members", "GET", channel + "/members", summary: "One page of the channel's members.",
+                      optional: "token limit order operator_filter member_state_filter muted_member_filter " +
+                                "nickname_startswith"),
+        OperationSpec("get_member_state", "GET", channel + "/members/{member_id}",
+                      summary: "Whether `member_id` is a member: `{\"is_member\", \"state\"}`."),
+        OperationSpec("list_operators", "GET", channel + "/operators",
+                      summary: "One page of the channel's operators: `{\"operators\", \"next\"}`.",
+                      optional: "token limit"),
+        OperationSpec("add_operators", "POST", channel + "/operators",
+                      summary: "Makes joined members operators (operators only).", required: [WireField.operatorIDs]),
+        OperationSpec("remove_operators", "DELETE", channel + "/operators",
+                      summary: "Takes the operator role from users (operators only).",
+                      required: [WireField.operatorIDs]),
+        OperationSpec("remove_all_operators", "DELETE", channel + "/operators",
+                      summary: "Takes the operator role from every operator (operators only).",
+                      fixed: [WireField.deleteAll: true]),
+        OperationSpec("ban_user", "POST", channel + "/ban",
+                      summary: "Bans `user_id` from the channel for `seconds` (-1, the default: for good); a member " +
+                               "is removed (operators only).",
+                      required: [WireField.userID], optional: "seconds description agent_id"),
+        OperationSpec("unban_user", "DELETE", channel + "/ban/{target_user_id}",
+                      summary: "Lifts the ban of `target_user_id` (operators only)."),
+        OperationSpec("get_ban", "GET", channel + "/ban/{target_user_id}",
+                      summary: "Whether `target_user_id` is banned: `{\"is_banned\", ...}`."),
+        OperationSpec("list_banned_users", "GET", channel + "/ban",
+                      summary: "One page of the channel's bans (operators only): `{\"banned_list\", \"next\"}`.",
+                      optional: "token limit"),
+        OperationSpec("mute_user", "POST", channel + "/mute",
+                      summary: "Mutes the member `user_id` for `seconds` (-1, the default: until unmuted) " +
+                               "(operators only).",
+                      required: [WireField.userID], optional: "seconds description"),
+        OperationSpec("unmute_user", "DELETE", channel + "/mute/{target_user_id}",
+                      summary: "Lifts the mute of `target_user_id` (operators only)."),
+        OperationSpec("get_mute", "GET", channel + "/mute/{target_user_id}",
+                      summary: "Whether `target_user_id` is muted: `{\"is_muted\", ...}`."),
+        OperationSpec("list_muted_users", "GET", channel + "/mute",
+                      summary: "One page of the channel's mutes (operators only): `{\"muted_list\", \"next\"}`.",
+                      optional: "token limit"),
         // Reports
-        OperationSpec("report_channel", "POST", "/v3/report/group_channels/{channel_url}", required: [WireField.reportCategory]),
+        OperationSpec("report_channel", "POST", "/v3/report/group_channels/{channel_url}",
+                      summary: "Reports the channel; `report_category`: suspicious, harassing, inappropriate or spam.",
+                      required: [WireField.reportCategory], optional: "reporting_user_id report_description"),
         OperationSpec("report_message", "POST", "/v3/report/group_channels/{channel_url}/messages/{message_id}",
-                      required: [WireField.reportCategory]),
-        OperationSpec("report_user", "POST", "/v3/report/users/{offending_user_id}", required: [WireField.reportCategory]),
+                      summary: "Reports a message; `report_category`: suspicious, harassing, inappropriate or spam.",
+                      required: [WireField.reportCategory], optional: "reporting_user_id report_description"),
+        OperationSpec("report_user", "POST", "/v3/report/users/{offending_user_id}",
+                      summary: "Reports a user, in the channel `channel_url` if given; `report_category`: " +
+                               "suspicious, harassing, inappropriate or spam.",
+                      required: [WireField.reportCategory],
+                      optional: "channel_url reporting_user_id report_description"),
         // Metadata and metacounters
-        OperationSpec("get_metadata", "GET", channel + "/metadata"),
-        OperationSpec("create_metadata", "POST", channel + "/metadata", required: [WireField.metadata]),
-        OperationSpec("update_metadata", "PUT", channel + "/metadata", required: [WireField.metadata]),
-        OperationSpec("delete_metadata", "DELETE", channel + "/metadata/{key}"),
-        OperationSpec("delete_all_metadata", "DELETE", channel + "/metadata"),
-        OperationSpec("get_metacounters", "GET", channel + "/metacounter"),
-        OperationSpec("create_metacounters", "POST", channel + "/metacounter", required: [WireField.metacounter]),
-        OperationSpec("update_metacounters", "PUT", channel + "/metacounter", required: [WireField.metacounter]),
-        OperationSpec("delete_metacounter", "DELETE", channel + "/metacounter/{key}"),
-        OperationSpec("delete_all_metacounters", "DELETE", channel + "/metacounter"),
+        OperationSpec("get_metadata", "GET", channel + "/metadata",
+                      summary: "The channel's metadata (all of it, or `keys`).", optional: "keys"),
+        OperationSpec("create_metadata", "POST", channel + "/metadata",
+                      summary: "Adds metadata keys (a key that exists is an error); answers them.",
+                      required: [WireField.metadata], optional: "include_ts"),
+        OperationSpec("update_metadata", "PUT", channel + "/metadata",
+                      summary: "Changes metadata values (`upsert` adds missing keys); answers them.",
+                      required: [WireField.metadata], optional: "upsert"),
+        OperationSpec("delete_metadata", "DELETE", channel + "/metadata/{key}",
+                      summary: "Removes the metadata key `key`."),
+        OperationSpec("delete_all_metadata", "DELETE", channel + "/metadata", summary: "Removes every metadata key."),
+        OperationSpec("get_metacounters", "GET", channel + "/metacounter",
+                      summary: "The channel's metacounters (all of them, or `keys`).", optional: "keys"),
+        OperationSpec("create_metacounters", "POST", channel + "/metacounter",
+                      summary: "Adds metacounters (a key that exists is an error); answers them.",
+                      required: [WireField.metacounter]),
+        OperationSpec("update_metacounters", "PUT", channel + "/metacounter",
+                      summary: "Sets, increases or decreases metacounters (`mode`: set, increase, decrease); " +
+                               "answers them.",
+                      required: [WireField.metacounter], optional: "mode upsert"),
+        OperationSpec("delete_metacounter", "DELETE", channel + "/metacounter/{key}",
+                      summary: "Removes the metacounter `key`."),
+        OperationSpec("delete_all_metacounters", "DELETE", channel + "/metacounter",
+                      summary: "Removes every metacounter."),
         // Messages
-        OperationSpec("list_messages", "GET", channel + "/messages", defaults: messageListDefaults, valueNames: messageTypeNames,
+        OperationSpec("list_messages", "GET", channel + "/messages",
+                      summary: "Messages around an anchor (`message_ts` or `message_id`; the newest end without " +
+                               "one); the cache stores them. As the reference SDK: the anchor's own messages only " +
+                               "with `include=true`, and `message_type` also by the collections' names \"all\", " +
+                               "\"user\", \"file\", \"admin\".",
+                      optional: "message_ts message_id prev_limit next_limit include reverse " + messageFilters,
+                      defaults: messageListDefaults, valueNames: messageTypeNames,
                       effect: .storeMessages(key: WireField.messages)),
-        OperationSpec("list_thread_replies", "GET", channel + "/messages", required: [WireField.parentMessageID],
-                      defaults: messageListDefaults, valueNames: messageTypeNames, effect: .storeMessages(key: WireField.messages)),
-        OperationSpec("get_total_message_count", "GET", channel + "/messages/total_count"),
-        OperationSpec("list_message_changelogs", "GET", channel + "/messages/changelogs", effect: .messageChangelog),
-        OperationSpec("get_message", "GET", message, effect: .storeMessage),
-        OperationSpec("update_message", "PUT", message, effect: .storeMessage),
-        OperationSpec("delete_message", "DELETE", message, effect: .removeMessage),
-        OperationSpec("copy_message", "POST", message + "/copy", required: [WireField.destChannelURL], effect: .storeMessage),
-        OperationSpec("add_reaction", "POST", message + "/reactions", required: [WireField.reaction]),
-        OperationSpec("remove_reaction", "DELETE", message + "/reactions", required: [WireField.reaction]),
-        OperationSpec("list_reactions", "GET", message + "/reactions"),
-        OperationSpec("pin_message", "POST", message + "/pin"),
-        OperationSpec("unpin_message", "DELETE", message + "/pin"),
-        OperationSpec("add_message_meta_array", "POST", message + "/sorted_metaarray", required: [WireField.sortedMetaarray],
+        OperationSpec("list_thread_replies", "GET", channel + "/messages",
+                      summary: "The replies to `parent_message_id` around an anchor, as `list_messages`.",
+                      required: [WireField.parentMessageID],
+                      optional: "message_ts message_id prev_limit next_limit include reverse " + messageFilters,
+                      defaults: messageListDefaults, valueNames: messageTypeNames,
+                      effect: .storeMessages(key: WireField.messages)),
+        OperationSpec("get_total_message_count", "GET", channel + "/messages/total_count",
+                      summary: "How many messages the channel holds: `{\"total\"}`."),
+        OperationSpec("list_message_changelogs", "GET", channel + "/messages/changelogs",
+                      summary: "The channel's messages changed or deleted since `token` (or `change_ts`), applied " +
+                               "to the cache.",
+                      optional: "token change_ts limit " + messageFilters, effect: .messageChangelog),
+        OperationSpec("get_message", "GET", message, summary: "One message; the cache stores it.",
                       effect: .storeMessage),
-        OperationSpec("update_message_meta_array", "PUT", message + "/sorted_metaarray", required: [WireField.sortedMetaarray],
+        OperationSpec("update_message", "PUT", message, summary: "Edits a message (its sender or an operator).",
+                      optional: "message_type message custom_type data mention_type mentioned_user_ids " +
+                                "sorted_metaarray url",
                       effect: .storeMessage),
+        OperationSpec("delete_message", "DELETE", message,
+                      summary: "Deletes a message (its sender or an operator); it leaves the cache.",
+                      effect: .removeMessage),
+        OperationSpec("copy_message", "POST", message + "/copy",
+                      summary: "Copies a message (its sender only) into `dest_channel_url`; answers the copy.",
+                      required: [WireField.destChannelURL], effect: .storeMessage),
+        OperationSpec("add_reaction", "POST", message + "/reactions",
+                      summary: "Adds the user's `reaction` to a message.", required: [WireField.reaction],
+                      optional: "user_id"),
+        OperationSpec("remove_reaction", "DELETE", message + "/reactions",
+                      summary: "Removes the user's `reaction` from a message.", required: [WireField.reaction],
+                      optional: "user_id"),
+        OperationSpec("list_reactions", "GET", message + "/reactions",
+                      summary: "The reactions to a message: `{\"reactions\"}`."),
+        OperationSpec("pin_message", "POST", message + "/pin", summary: "Pins a message to the channel."),
+        OperationSpec("unpin_message", "DELETE", message + "/pin", summary: "Unpins a message."),
+        OperationSpec("add_message_meta_array", "POST", message + "/sorted_metaarray",
+                      summary: "Adds keys to a message's sorted meta array, or values to its keys; answers the " +
+                               "message.",
+                      required: [WireField.sortedMetaarray], effect: .storeMessage),
+        OperationSpec("update_message_meta_array", "PUT", message + "/sorted_metaarray",
+                      summary: "Adds or removes (`mode`) values of a message's sorted meta array; answers the message.",
+                      required: [WireField.sortedMetaarray], optional: "mode upsert", effect: .storeMessage),
     ]
 
     private static let byName: [String: OperationSpec] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })

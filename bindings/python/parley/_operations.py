@@ -1,5 +1,5 @@
-# Generated from the library's operation catalog (parley_operations) and the parameter table
-# of bindings/python/tools/generate_operations.py: do not edit. Regenerate with
+# Generated from the library's operation catalog (parley_operations) and the answer table of
+# bindings/python/tools/generate_operations.py: do not edit. Regenerate with
 #     python3 bindings/python/tools/generate_operations.py
 # when the catalog changes (bindings/python/tests/test_operations_generated.py fails until then).
 # mypy: disable-error-code="empty-body"
@@ -252,7 +252,7 @@ class Operations:
         public_membership_filter: Optional[str] = None,
     ) -> Future[ChannelListPage]:
         """One page of public channels, as the reference SDK's public channel list: empty ones only
-        with ``show_empty=True``, ``public_membership_filter="joined"`` for those the user joined;
+        with ``show_empty=true``, ``public_membership_filter="joined"`` for those the user joined;
         the cache stores them.
 
         ``GET /v3/group_channels`` (docs/PROTOCOL.md §6.2). The library sends ``show_empty=False``
@@ -759,7 +759,7 @@ class Operations:
     ) -> Future[MessageListPage]:
         """Messages around an anchor (``message_ts`` or ``message_id``; the newest end without one);
         the cache stores them. As the reference SDK: the anchor's own messages only with
-        ``include=True``, and ``message_type`` also by the collections' names "all", "user", "file",
+        ``include=true``, and ``message_type`` also by the collections' names "all", "user", "file",
         "admin".
 
         ``GET /v3/group_channels/{channel_url}/messages`` (docs/PROTOCOL.md §7.2). The library sends

@@ -108,8 +108,9 @@ _catalog: Optional[List[Dict[str, Any]]] = None
 
 
 def operations() -> List[Dict[str, Any]]:
-    """The operation catalog: [{"name", "method", "path", "required", "defaults"}, ...]. Each
-    operation is also a typed method of :class:`Client` and :class:`parley.AsyncClient`."""
+    """The operation catalog: [{"name", "method", "path", "summary", "parameters", "required",
+    "defaults", ...}, ...] (include/parley/operations.h). Each operation is also a typed method
+    of :class:`Client` and :class:`parley.AsyncClient`."""
     global _catalog
     if _catalog is None:
         out = ctypes.c_void_p()

@@ -1,0 +1,50 @@
+import Testing
+@testable import ParleyCore
+
+/// The catalog is the one description of the operations' parameters (the C reference and the
+/// Python binding are generated from it), so every parameter it names must have a wire type.
+@Suite struct OperationCatalogTests {
+    private static let allowedTypes: Set<String> = ["string", "integer", "boolean", "string[]", "object",
+                                                    "object<integer>", "object[]", "any"]
+
+    @Test func everyParameterHasAType() {
+        for spec in OperationCatalog.all {
+            let named = spec.pathParameters + spec.required + spec.optional + spec.defaults.keys.sorted()
+            for name in named {
+                #expect(OperationCatalog.parameterTypes[name] != nil, "\(spec.name): \(name) has no type")
+            }
+            let listed = Set(spec.parameters.map(\.name))
+            #expect(listed == Set(named), "\(spec.name): parameters \(listed.sorted()) vs \(Set(named).sorted())")
+            #expect(listed.count == spec.parameters.count, "\(spec.name): a parameter is listed twice")
+        }
+    }
+
+    @Test func everyTypeIsAWireType() {
+        for type in ParameterType.allCases {
+            #expect(Self.allowedTypes.contains(type.rawValue), "\(type.rawValue) is not a documented type")
+        }
+        for (name, type) in OperationCatalog.parameterTypes {
+            #expect(Self.allowedTypes.contains(type.rawValue), "\(name): \(type.rawValue)")
+        }
+    }
+
+    @Test func everyOperationHasASummary() {
+        for spec in OperationCatalog.all {
+            #expect(!spec.summary.isEmpty && !spec.summary.contains("\n"), "\(spec.name): summary")
+        }
+    }
+
+    @Test func parametersAreRequiredOrOptionalWithDefaults() throws {
+        let list = try #require(OperationCatalog.spec(named: "list_messages"))
+        let include = try #require(list.parameters.first { $0.name == "include" })
+        #expect(include == OperationParameter(name: "include", type: .boolean, required: false, default: false))
+        #expect(list.parameters.first?.name == "channel_url" && list.parameters.first?.required == true)
+        let user = try #require(OperationCatalog.spec(named: "get_current_user"))
+        // `{user_id}` is the connected user unless given: optional.
+        let userID = OperationParameter(name: "user_id", type: .string, required: false, default: nil)
+        #expect(user.parameters.first == userID)
+        let ban = try #require(OperationCatalog.spec(named: "ban_user"))
+        #expect(ban.parameters.map(\.name) == ["channel_url", "user_id", "seconds", "description", "agent_id"])
+        #expect(ban.parameters.map(\.required) == [true, true, false, false, false])
+    }
+}
