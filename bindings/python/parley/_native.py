@@ -175,6 +175,8 @@ def _declare(name: str, restype: Any, *argtypes: Any) -> None:
 _declare("parley_version", ctypes.c_char_p)
 _declare("parley_last_error_message", ctypes.c_char_p)
 _declare("parley_error_name", ctypes.c_char_p, ctypes.c_int)
+_declare("parley_error_is_retryable", ctypes.c_int, ctypes.POINTER(CError))
+_declare("parley_configuration_keys", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
 _declare("parley_free", None, ctypes.c_void_p)
 _declare("parley_client_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p)
 _declare("parley_client_destroy", ctypes.c_int, ctypes.c_void_p)

@@ -122,6 +122,14 @@ def operations() -> List[Dict[str, Any]]:
 _CATEGORIES = {category.value: category for category in EventCategory}
 
 
+def configuration_keys() -> List[Dict[str, Any]]:
+    """Every key of the client configuration: [{"name", "type", "default", "values", "summary"}, ...]
+    (``parley_configuration_keys``; docs/C-REFERENCE.md lists them)."""
+    out = ctypes.c_void_p()
+    _native.check(lib.parley_configuration_keys(ctypes.byref(out)))
+    return cast(List[Dict[str, Any]], json.loads(_native.take_string(out)))
+
+
 def event_categories() -> List[Dict[str, str]]:
     """Every event category the library reports: [{"name", "source"}, ...]."""
     out = ctypes.c_void_p()

@@ -47,6 +47,17 @@ class ParleyError(Exception):
         self.http_status = http_status
         self.server_code = server_code
 
+    @property
+    def retryable(self) -> bool:
+        """Whether the same call, tried again later, may succeed: the library's one rule
+        (``parley_error_is_retryable``: network failures, timeouts, the server's 5xx, 408, 429)."""
+        import ctypes
+
+        from . import _native  # imported here: _native imports this module first
+
+        error = _native.CError(self.code, None, self.http_status, self.server_code)
+        return bool(_native.lib.parley_error_is_retryable(ctypes.byref(error)))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code}, message={self.message!r}, http_status={self.http_status}, server_code={self.server_code})"
 

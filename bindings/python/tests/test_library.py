@@ -111,3 +111,30 @@ def test_without_parley_library_the_system_loader_is_tried(tmp_path: Path) -> No
     tried = result.stderr[result.stderr.index("Tried, in order:"):]
     assert tried.index(f"bundled: no libparley.so* in {package}") < tried.index("PARLEY_LIBRARY: not set") \
         < tried.index("system loader: libparley.so.0"), tried
+
+
+def test_errors_say_whether_a_retry_may_succeed_by_the_librarys_rule() -> None:
+    import socket
+
+    assert parley.NetworkError("down").retryable and parley.Timeout("slow").retryable
+    assert parley.ServerError("busy", http_status=503).retryable and parley.ServerError("later", http_status=429).retryable
+    assert not parley.ServerError("bad", http_status=400).retryable
+    assert not parley.InvalidArgument("no").retryable and not parley.NotFound("gone", http_status=404).retryable
+    # A real refusal of the connection: a port that was just free.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with parley.Client(server_url=f"http://127.0.0.1:{port}") as client:
+        with pytest.raises(parley.ParleyError) as failure:
+            client.request("GET", "/v3/users").result(30)
+    assert isinstance(failure.value, parley.NetworkError) and failure.value.retryable
+
+
+def test_the_configuration_keys_are_the_librarys() -> None:
+    keys = {entry["name"]: entry for entry in parley.configuration_keys()}
+    assert keys["server_url"]["type"] == "string"
+    assert keys["reconnect_initial_delay_ms"] == {**keys["reconnect_initial_delay_ms"], "type": "integer", "default": 500}
+    unknown = "no_such_key"
+    assert unknown not in keys
+    with pytest.raises(parley.InvalidArgument, match=unknown):
+        parley.Client({unknown: 1})
