@@ -63,6 +63,48 @@ public func exportSendFileMessage(
     }
 }
 
+/// One file's outcome to a `parley_file_sent_fn`.
+private func deliverFileSent(index: Int, reqID: String, _ result: Result<JSONValue, ParleyError>,
+                             to callback: CCallback<parley_file_sent_fn>) {
+    reqID.withCString { cReqID in
+        switch result {
+        case .success(let message):
+            message.canonicalText.withCString { callback.function(callback.userData, Int32(index), cReqID, nil, $0) }
+        case .failure(let error):
+            withCError(error) { callback.function(callback.userData, Int32(index), cReqID, $0, nil) }
+        }
+    }
+}
+
+@_cdecl("parley_client_send_file_messages")
+public func exportSendFileMessages(
+    _ client: OpaquePointer?, _ outPending: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ channelURL: UnsafePointer<CChar>?, _ paramsJSON: UnsafePointer<CChar>?,
+    _ progress: parley_progress_fn?, _ function: parley_file_sent_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        outPending?.pointee = nil
+        let object = try clients.lookup(client)
+        let url = try requiredString(channelURL, "channel_url")
+        guard let params = try optionalJSON(paramsJSON, "params_json") else { throw .invalidArgument("params_json is NULL") }
+        guard case .array(let files) = params else {
+            throw .invalidArgument("params_json: expected a JSON array of file message params, got \(params.typeName)")
+        }
+        guard let function else { throw .invalidArgument("fn is NULL") }
+        let callback = CCallback(function: function, userData: userData)
+        var reportProgress: (@Sendable (String, Int64, Int64) -> Void)?
+        if let progress {
+            let report = CCallback(function: progress, userData: userData)
+            reportProgress = { reqID, sent, total in reqID.withCString { report.function(report.userData, $0, sent, total) } }
+        }
+        let accepted = try object.sendFileMessages(channelURL: url, params: files, progress: reportProgress) { index, reqID, result in
+            deliverFileSent(index: index, reqID: reqID, result, to: callback)
+        }
+        // The pending messages are JSON texts already: the array is their list.
+        if let outPending { outPending.pointee = try ownedCString("[" + accepted.map(\.pendingMessage).joined(separator: ",") + "]") }
+    }
+}
+
 @_cdecl("parley_client_resend_message")
 public func exportResendMessage(
     _ client: OpaquePointer?, _ outOperationID: UnsafeMutablePointer<UInt64>?, _ reqID: UnsafePointer<CChar>?,

@@ -21,6 +21,9 @@ static void ignore_event(void *user_data, const char *category, const char *chan
 static void ignore_progress(void *user_data, const char *req_id, int64_t sent, int64_t total) {
     (void)user_data; (void)req_id; (void)sent; (void)total;
 }
+static void ignore_file_sent(void *user_data, int index, const char *req_id, const parley_error *error, const char *json) {
+    (void)user_data; (void)index; (void)req_id; (void)error; (void)json;
+}
 
 /* parley_error_is_retryable: NULL and refusals are not retryable; the connection's failures
  * and the server's own trouble are, a refused connection among them. */
@@ -111,6 +114,8 @@ static void check_refuses_handle(parley_client *client) {
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_send_user_message(client, &text, &operation, "c", "{\"message\":\"x\"}", ignore_result, NULL));
     CHECK(text == NULL && operation == 0);
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_send_file_message(client, NULL, NULL, "c", "{\"url\":\"http://x/y\"}", ignore_progress, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_send_file_messages(client, &text, "c", "[{\"url\":\"http://x/y\"}]", NULL, ignore_file_sent, NULL));
+    CHECK(text == NULL);
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_resend_message(client, NULL, "r", NULL, ignore_result, NULL));
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cancel_message(client, "r"));
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_remove_failed_messages(client, NULL, "c"));
@@ -157,6 +162,16 @@ static void check_engine_arguments(parley_client *client) {
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_message(client, &text, &operation, "c", "{\"url\":\"ftp://x\"}", NULL, ignore_result, NULL));
     CHECK_STATUS(PARLEY_E_IO, parley_client_send_file_message(client, &text, &operation, "c", "{\"file_path\":\"/nonexistent/parley\"}", NULL, ignore_result, NULL));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_message(client, &text, &operation, "c", "{\"file_path\":\"/\"}", NULL, ignore_result, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_messages(client, &text, "c", "{\"url\":\"http://x/y\"}", NULL, ignore_file_sent, NULL));
+    CHECK_ERROR_MENTIONS("array");
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_messages(client, &text, "c", "[]", NULL, ignore_file_sent, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_messages(client, &text, "c", "[{\"url\":\"http://x/y\"}]", NULL, NULL, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_messages(client, &text, NULL, "[{\"url\":\"http://x/y\"}]", NULL, ignore_file_sent, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_send_file_messages(client, &text, "c", NULL, NULL, ignore_file_sent, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_JSON, parley_client_send_file_messages(client, &text, "c", "[{", NULL, ignore_file_sent, NULL));
+    CHECK_STATUS(PARLEY_E_IO, parley_client_send_file_messages(client, &text, "c", "[{\"url\":\"http://x/y\"},{\"file_path\":\"/nonexistent/parley\"}]", NULL, ignore_file_sent, NULL));
+    CHECK_ERROR_MENTIONS("files[1]");
+    CHECK(text == NULL);
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_resend_message(client, &operation, NULL, NULL, ignore_result, NULL));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_resend_message(client, &operation, "r", NULL, NULL, NULL));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_cancel_message(client, NULL));

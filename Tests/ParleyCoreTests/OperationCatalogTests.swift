@@ -47,4 +47,29 @@ import Testing
         #expect(ban.parameters.map(\.name) == ["channel_url", "user_id", "seconds", "description", "agent_id"])
         #expect(ban.parameters.map(\.required) == [true, true, false, false, false])
     }
+
+    /// The reference's translation and push parameters are refused by name in every
+    /// operation and every send, not passed to a server that would ignore them.
+    @Test func unsupportedFeaturesAreRefusedByName() throws {
+        let update = try #require(OperationCatalog.spec(named: "update_message"))
+        let params: JSONValue = .object(["channel_url": "c", "message_id": .int(1), "message": "x",
+                                         "target_languages": .array(["de"])])
+        #expect(throws: ParleyError.self) { try update.prepare(params: params, currentUserID: "u") }
+        do {
+            _ = try update.prepare(params: params, currentUserID: "u")
+        } catch {
+            #expect(error.code == .invalidArgument)
+            #expect(error.message.contains("target_languages: message translation is not supported"))
+        }
+        let plain: JSONValue = .object(["channel_url": "c", "message_id": .int(1), "message": "x"])
+        #expect(throws: Never.self) { try update.prepare(params: plain, currentUserID: "u") }
+        for key in UnsupportedFeatures.parameters.keys {
+            #expect(throws: ParleyError.self) {
+                try OutgoingMessage.user(channelURL: "c", params: .object(["message": "hi", key: "x"]))
+            }
+            #expect(throws: ParleyError.self) {
+                try OutgoingMessage.file(channelURL: "c", params: .object(["url": "https://x/y", key: "x"]))
+            }
+        }
+    }
 }

@@ -43,6 +43,37 @@ int parley_client_send_file_message(parley_client *client, char **out_pending_js
                                     const char *channel_url, const char *params_json, parley_progress_fn progress,
                                     parley_result_fn fn, void *user_data);
 
+/**
+ * The outcome of one file of parley_client_send_file_messages: its position in the call's
+ * array (`index`, from 0), its req_id, and either the server's message (`message_json`,
+ * error NULL) or the failure (`error`, message_json NULL). Runs once per file, on the
+ * callback context; the strings are borrowed for the call.
+ */
+typedef void (*parley_file_sent_fn)(void *user_data, int index, const char *req_id, const parley_error *error,
+                                    const char *message_json);
+
+/** The most files one parley_client_send_file_messages call takes. */
+#define PARLEY_MAX_FILES_PER_SEND 20
+
+/**
+ * Sends 1 to PARLEY_MAX_FILES_PER_SEND file messages to channel_url in one call, each its
+ * own message. params_json is a JSON array whose items are parley_client_send_file_message's
+ * params (a req_id each is made up where none is given; two alike are refused). Every item is
+ * checked before any is stored: one bad item (PARLEY_E_INVALID_ARGUMENT, or PARLEY_E_IO for
+ * an unreadable file, its message naming "files[i]") stores none. Then each becomes a
+ * pending message in the array's order and the outbox delivers them in that order (a send
+ * made meanwhile on another thread may come between them). *out_pending_json (may be NULL;
+ * free with parley_free) receives the pending messages as a JSON array in the same order.
+ * progress (may be NULL) reports each upload under its req_id; fn runs once per file. A file
+ * that fails stays a failed message of its own: parley_client_resend_message resends it
+ * alone, parley_client_cancel_message removes it. Should storing one fail (a cache error),
+ * those stored before it are cancelled (fn runs for them with PARLEY_E_CANCELLED) and the
+ * call returns the error.
+ */
+int parley_client_send_file_messages(parley_client *client, char **out_pending_json, const char *channel_url,
+                                     const char *params_json, parley_progress_fn progress, parley_file_sent_fn fn,
+                                     void *user_data);
+
 /** Resends a failed message (same req_id). PARLEY_E_NOT_FOUND / PARLEY_E_INVALID_STATE if there is none / it is pending. */
 int parley_client_resend_message(parley_client *client, uint64_t *out_operation_id, const char *req_id,
                                  parley_progress_fn progress, parley_result_fn fn, void *user_data);

@@ -406,6 +406,7 @@ extension OperationSpec {
         guard case .object(var fields) = params else {
             throw .invalidArgument("\(name): params must be a JSON object, got \(params.typeName)")
         }
+        try UnsupportedFeatures.reject(fields, in: "\(name): params")
         var path = ""
         var rest = self.path[...]
         while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {

@@ -42,6 +42,54 @@ extension ParleyClient: MessageViewSender {
         try acceptSend(try OutgoingMessage.file(channelURL: channelURL, params: params), progress: progress, completion: completion)
     }
 
+    /// The most files one `sendFileMessages` call takes (the reference's limit).
+    public static let maxFilesPerSend = 20
+
+    /// Sends up to 20 file messages in one call, each its own message: the parameters of each
+    /// are `sendFileMessage`'s. Every file is checked before any is stored, so a bad one
+    /// stores none; then each becomes a pending message in the given order, and the outbox
+    /// delivers them in that order (a send made meanwhile on another thread may come between
+    /// them). `progress` names the file by its `req_id`; `completion` runs once per file with
+    /// its index, its `req_id` and its outcome. A failed file stays failed on its own, to be
+    /// resent (`resendMessage`) or removed like any other. Should storing one fail, the files
+    /// stored before it are cancelled (their completions run with `.cancelled`) and the call
+    /// throws.
+    public func sendFileMessages(
+        channelURL: String, params: [JSONValue], progress: (@Sendable (_ reqID: String, _ sent: Int64, _ total: Int64) -> Void)? = nil,
+        completion: @escaping @Sendable (_ index: Int, _ reqID: String, Result<JSONValue, ParleyError>) -> Void
+    ) throws(ParleyError) -> [AcceptedSend] {
+        guard (1...Self.maxFilesPerSend).contains(params.count) else {
+            throw .invalidArgument("files: give 1 to \(Self.maxFilesPerSend) files, got \(params.count)")
+        }
+        var outgoing: [OutgoingMessage] = []
+        for (index, item) in params.enumerated() {
+            do {
+                outgoing.append(try OutgoingMessage.file(channelURL: channelURL, params: item))
+            } catch {
+                throw ParleyError(error.code, "files[\(index)]: \(error.message)")
+            }
+        }
+        var seen = Set<String>()
+        for (index, message) in outgoing.enumerated() where !seen.insert(message.reqID).inserted {
+            throw .invalidArgument("files[\(index)].req_id: '\(message.reqID)' is given twice")
+        }
+        var accepted: [AcceptedSend] = []
+        for (index, message) in outgoing.enumerated() {
+            let reqID = message.reqID
+            var fileProgress: HTTPUploadProgress?
+            if let progress {
+                fileProgress = { @Sendable sent, total in progress(reqID, sent, total) }
+            }
+            do {
+                accepted.append(try acceptSend(message, progress: fileProgress) { completion(index, reqID, $0) })
+            } catch {
+                for earlier in accepted { try? cancelMessage(reqID: earlier.reqID) }
+                throw ParleyError(error.code, "files[\(index)]: \(error.message)")
+            }
+        }
+        return accepted
+    }
+
     /// Progress reports reach the app on the callback context, like every other callback.
     private func onCallbackContext(_ progress: @escaping HTTPUploadProgress) -> HTTPUploadProgress {
         let dispatcher = self.dispatcher

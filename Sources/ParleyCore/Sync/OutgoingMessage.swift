@@ -28,6 +28,7 @@ struct OutgoingMessage: Sendable {
     /// A user message (`MESG`).
     static func user(channelURL: String, params: JSONValue) throws(ParleyError) -> OutgoingMessage {
         let reader = try JSONReader(params, path: "params")
+        try UnsupportedFeatures.reject(reader.fields, in: "params")
         try reader.rejectUnknownKeys(allowed: userMessageKeys)
         let text = try reader.string(WireField.message)
         guard !text.isEmpty else { throw .invalidArgument("params.message: must not be empty") }
@@ -43,6 +44,7 @@ struct OutgoingMessage: Sendable {
     /// file uploaded with the message (its name, size and type read from the file unless given).
     static func file(channelURL: String, params: JSONValue) throws(ParleyError) -> OutgoingMessage {
         let reader = try JSONReader(params, path: "params")
+        try UnsupportedFeatures.reject(reader.fields, in: "params")
         try reader.rejectUnknownKeys(allowed: fileMessageKeys)
         let url = try reader.optionalString(WireField.url)
         let path = try reader.optionalString("file_path")

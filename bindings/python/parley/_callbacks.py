@@ -120,12 +120,21 @@ def _progress(user_data: Optional[int], req_id: Optional[bytes], sent: int, tota
     _run(progress, (req_id or b"").decode("utf-8"), sent, total)
 
 
+def _file_sent(user_data: Optional[int], index: int, req_id: Optional[bytes], error: Any, message_json: Optional[bytes]) -> None:
+    # One registration serves every file of the call: the batch removes it after the last one.
+    with _lock:
+        batch = _pending.get(user_data or 0)
+    _run(batch, index, (req_id or b"").decode("utf-8"), _native.error_details(error) if error else None,
+         (message_json or b"null").decode("utf-8"))
+
+
 # The C function pointers: one each, alive as long as the module.
 result_trampoline = _native.RESULT_FN(_result)
 log_trampoline = _native.LOG_FN(_log)
 connection_trampoline = _native.CONNECTION_FN(_connection)
 event_trampoline = _native.EVENT_FN(_event)
 progress_trampoline = _native.PROGRESS_FN(_progress)
+file_sent_trampoline = _native.FILE_SENT_FN(_file_sent)
 
 
 def as_key(value: int) -> ctypes.c_void_p:

@@ -36,6 +36,7 @@ RESULT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError), ctyp
 CONNECTION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(CError))
 EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
+FILE_SENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(CError), ctypes.c_char_p)
 
 # -- collections (include/parley/group_channel_collection.h) -------------------------------
 
@@ -213,6 +214,10 @@ _declare(
 _declare(
     "parley_client_send_file_message", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
     ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_char_p, PROGRESS_FN, RESULT_FN, ctypes.c_void_p,
+)
+_declare(
+    "parley_client_send_file_messages", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_char_p, ctypes.c_char_p, PROGRESS_FN, FILE_SENT_FN, ctypes.c_void_p,
 )
 _declare(
     "parley_client_resend_message", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),

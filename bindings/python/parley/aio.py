@@ -23,7 +23,7 @@ import logging
 import weakref
 from dataclasses import dataclass
 from typing import (
-    TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generic, List, Mapping, Optional, Tuple, TypeVar, Union, cast,
+    TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union, cast,
 )
 
 from . import _native
@@ -388,6 +388,15 @@ class AsyncClient(AsyncOperations):
         delivered, done = self._delivery()
         pending, _ = self.client._send_with_callback("parley_client_send_file_message", channel_url, params, progress, done)
         return PendingSend(pending["req_id"], delivered, pending)
+
+    async def send_file_messages(
+        self, channel_url: str, files: Sequence[FileMessageParams], progress: Optional[ProgressHandler] = None,
+    ) -> List[PendingSend]:
+        """Sends 1 to 20 file messages in one call (as :meth:`Client.send_file_messages`);
+        returns a :class:`PendingSend` per file, in order."""
+        deliveries = [self._delivery() for _ in files]
+        pending = self.client._send_files_with_callbacks(channel_url, files, progress, [done for _, done in deliveries])
+        return [PendingSend(message["req_id"], delivered, message) for message, (delivered, _) in zip(pending, deliveries)]
 
     async def resend_message(self, req_id: str, progress: Optional[ProgressHandler] = None) -> Send:
         """Resends a failed message (same req_id); returns once it is pending again, with a

@@ -9,7 +9,7 @@ import logging
 import sys
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _callbacks, _native
 from ._operation_support import missing_attribute
@@ -577,6 +577,39 @@ class Client(Operations):
         pending_message: Message = json.loads(_native.take_string(pending))
         return pending_message, operation.value
 
+    def _send_files_with_callbacks(self, channel_url: str, files: Sequence[Mapping[str, Any]],
+                                   progress: Optional[ProgressHandler], callbacks: Sequence[ResultCallback]) -> List[Message]:
+        """Not for applications: :meth:`send_file_messages` with `callbacks[i](message, error)`
+        run exactly once for file i on the callback context. Returns the pending messages."""
+        remaining = [len(callbacks)]
+        counting = threading.Lock()
+        key = 0
+
+        def outcome(index: int, req_id: str, error: Optional[_native.ErrorDetails], message_json: str) -> None:
+            if 0 <= index < len(callbacks):
+                if error is not None:
+                    callbacks[index](None, error_for(*error))
+                else:
+                    callbacks[index](json.loads(message_json), None)
+            with counting:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                _callbacks.unregister(key)
+
+        setattr(outcome, "progress", progress)
+        key = _callbacks.register(outcome)
+        pending = ctypes.c_void_p()
+        try:
+            _native.check(lib.parley_client_send_file_messages(
+                self.handle, ctypes.byref(pending), channel_url.encode("utf-8"), _encode_json([dict(f) for f in files]),
+                self._progress_fn(progress), _callbacks.file_sent_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        messages: List[Message] = json.loads(_native.take_string(pending))
+        return messages
+
     def _resend_with_callback(self, req_id: str, progress: Optional[ProgressHandler], callback: ResultCallback) -> int:
         """Not for applications: :meth:`resend_message` with `callback(message, error)` run
         exactly once on the callback context. Returns the operation id."""
@@ -609,6 +642,18 @@ class Client(Operations):
         one (``progress(req_id, sent, total)`` reports the upload). Returns (pending, future).
         `params` are the send's fields (:class:`parley.FileMessageParams`)."""
         return self._send("parley_client_send_file_message", channel_url, params, progress)
+
+    def send_file_messages(
+        self, channel_url: str, files: Sequence[FileMessageParams], progress: Optional[ProgressHandler] = None,
+    ) -> List[Tuple[Message, concurrent.futures.Future[Message]]]:
+        """Sends 1 to 20 file messages in one call, each its own message (each item is
+        :meth:`send_file_message`'s params). Every item is checked before any is stored; the
+        outbox delivers them in order. Returns (pending_message, future) per file, in order;
+        ``progress(req_id, sent, total)`` reports each upload. A failed file is resent alone
+        with :meth:`resend_message`."""
+        results = [self._future_and_callback() for _ in files]
+        pending = self._send_files_with_callbacks(channel_url, files, progress, [done for _, done in results])
+        return [(message, cast("concurrent.futures.Future[Message]", future)) for message, (future, _) in zip(pending, results)]
 
     def resend_message(self, req_id: str, progress: Optional[ProgressHandler] = None) -> concurrent.futures.Future[Message]:
         """Resends a failed message (same req_id); the future gives the server's message."""

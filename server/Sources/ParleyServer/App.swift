@@ -52,6 +52,16 @@ struct ParleyServerCommand: AsyncParsableCommand {
     var metricsTokenFile: String?
     @Option(help: "Seconds a stop (SIGTERM) waits for requests in flight (env PARLEY_SHUTDOWN_GRACE_SECONDS; default 10).")
     var shutdownGraceSeconds: String?
+    @Option(help: """
+        on: members who join a channel see the messages sent before they joined; off: their history \
+        starts when they join (env PARLEY_CHAT_HISTORY; default on). The admin API's setting wins.
+        """)
+    var chatHistory: String?
+    @Option(help: """
+        Group channels one user may have joined at once (env PARLEY_MAX_CHANNELS_PER_USER; default 2000). \
+        The admin API's setting wins.
+        """)
+    var maxChannelsPerUser: String?
 
     /// The options given on the command line, by setting name.
     private var commandLine: Settings.CommandLine {
@@ -62,7 +72,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
             (.eventRetention, eventRetention), (.heartbeatSeconds, heartbeatSeconds),
             (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel), (.logFormat, logFormat),
             (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
-            (.shutdownGraceSeconds, shutdownGraceSeconds),
+            (.shutdownGraceSeconds, shutdownGraceSeconds), (.chatHistory, chatHistory),
+            (.maxChannelsPerUser, maxChannelsPerUser),
         ]
         for (key, value) in pairs { if let value { given[key.name] = value } }
         return Settings.CommandLine(values: given, configFile: config)
@@ -102,7 +113,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
             postgresURL = url
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
-        let shared = SharedState(database: storage, retention: settings.eventRetention, uploadLimit: settings.uploadLimitBytes, verify: verify)
+        let shared = SharedState(database: storage, retention: settings.eventRetention, uploadLimit: settings.uploadLimitBytes,
+                                 applicationDefaults: settings.applicationDefaults, verify: verify)
         let service = Service(shared: shared)
         let config = ServerConfig(apiToken: token, uploadLimit: settings.uploadLimitBytes,
                                   heartbeatSeconds: settings.heartbeatSeconds,

@@ -62,6 +62,8 @@ enum Routes {
         ("/health/live", [.get: .health(.live)]),
         ("/health/ready", [.get: .health(.ready)]),
         ("/metrics", [.get: .metrics]),
+        ("/v3/applications/settings", [.get: .plain(ApplicationAdmin.getSettings), .put: .plain(ApplicationAdmin.updateSettings),
+                                        .delete: .plain(ApplicationAdmin.resetSettings)]),
         ("/v3/users", [.get: .plain(Users.list), .post: .plain(Users.create)]),
         ("/v3/users/:user_id", [.get: .plain(Users.get), .put: .plain(Users.update), .delete: .plain(Users.delete)]),
         ("/v3/users/:user_id/token", [.post: .plain(Users.issueToken)]),

@@ -45,6 +45,8 @@ final class SharedState: @unchecked Sendable {
     /// order of the listings it read, and that it rendered no user it did not load.
     let verify: Bool
     let uploadLimit: Int
+    /// The application settings where the database stores none (the command line's).
+    let applicationDefaults: ApplicationSettings
     /// Committed channels and users kept between requests.
     let cache = RecordCache(channels: 2_000, users: 20_000)
     let hub = EventHub()
@@ -60,8 +62,10 @@ final class SharedState: @unchecked Sendable {
     private let mutex = NSLock()
     private var baseURL = ""
 
-    init(database: any SQLDatabase, retention: Int, uploadLimit: Int, verify: Bool) {
+    init(database: any SQLDatabase, retention: Int, uploadLimit: Int,
+         applicationDefaults: ApplicationSettings = ApplicationSettings(), verify: Bool) {
         self.database = database
+        self.applicationDefaults = applicationDefaults
         self.retention = max(1, retention)
         self.uploadLimit = uploadLimit
         self.verify = verify

@@ -90,3 +90,27 @@ extension ServerState {
         try await db.queryOne("SELECT 1 FROM reports LIMIT 1") != nil
     }
 }
+
+// The application's settings and the membership counts they limit (Services/Application.swift).
+extension ServerState: ApplicationRecords {
+    func applicationSettings() async throws -> ApplicationSettings {
+        var stored: [String: String] = [:]
+        for row in try await db.query("SELECT name, value FROM application_settings", []) { stored[row.text(0)] = row.text(1) }
+        return shared.applicationDefaults.overridden(by: stored)
+    }
+
+    func storeApplicationSettings(_ values: [String: String?]) async throws {
+        for (name, value) in values.sorted(by: { $0.key < $1.key }) {
+            if let value {
+                try await db.execute(RecordTables.upsertSQL("application_settings", ["name", "value"], key: ["name"]),
+                                     [.text(name), .text(value)])
+            } else {
+                try await db.execute("DELETE FROM application_settings WHERE name = ?", [.text(name)])
+            }
+        }
+    }
+
+    func joinedChannelCount(of userId: String) async throws -> Int {
+        try await ChannelQueries.joinedChannelCount(of: userId, db)
+    }
+}

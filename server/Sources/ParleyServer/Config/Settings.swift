@@ -45,12 +45,14 @@ struct SettingKey: Sendable {
     static let metricsToken = SettingKey("metrics_token")
     static let metricsTokenFile = SettingKey("metrics_token_file")
     static let shutdownGraceSeconds = SettingKey("shutdown_grace_seconds")
+    static let chatHistory = SettingKey("chat_history")
+    static let maxChannelsPerUser = SettingKey("max_channels_per_user")
 
     /// Every key a configuration file may hold.
     static let all: [SettingKey] = [
         host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
         heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat, metricsToken, metricsTokenFile,
-        shutdownGraceSeconds,
+        shutdownGraceSeconds, chatHistory, maxChannelsPerUser,
     ]
 }
 
@@ -70,6 +72,9 @@ struct Settings: Sendable {
     /// Nil: /metrics needs no token.
     var metricsToken: String?
     var shutdownGraceSeconds = 10.0
+    /// The application settings a database starts with; the admin API's stored values win
+    /// over them (Services/Application.swift).
+    var applicationDefaults = ApplicationSettings()
 
     /// The values given on the command line (nil: not given there).
     struct CommandLine {
@@ -102,6 +107,16 @@ struct Settings: Sendable {
         if let value = try source.seconds(.heartbeatSeconds) { settings.heartbeatSeconds = value }
         if let value = try source.integer(.maxStreamsPerUser, in: 1...100_000) { settings.maxStreamsPerUser = value }
         if let value = try source.seconds(.shutdownGraceSeconds) { settings.shutdownGraceSeconds = value }
+        if let (value, origin) = source.string(.chatHistory) {
+            switch value.lowercased() {
+            case "on": settings.applicationDefaults.chatHistory = true
+            case "off": settings.applicationDefaults.chatHistory = false
+            default: throw SettingsError("\(origin): '\(value)' is neither on nor off")
+            }
+        }
+        if let value = try source.integer(.maxChannelsPerUser, in: 1...ApplicationSettings.channelLimitRange.upperBound) {
+            settings.applicationDefaults.maxChannelsPerUser = value
+        }
         if let (value, origin) = source.string(.logLevel) {
             guard let level = Logger.Level(rawValue: value.lowercased()) else {
                 throw SettingsError("\(origin): '\(value)' is no log level (trace, debug, info, notice, warning, error, critical)")

@@ -48,6 +48,51 @@ extension ChannelRecords {
     }
 }
 
+// Membership under the application's settings (Services/Application.swift): the channel
+// limit, and where a new member's history starts.
+extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationRecords {
+    /// Adds users as joined or invited members, honouring each user's auto-accept preference.
+    /// A user in `forceJoin` who has joined the most channels allowed is refused; an invitee
+    /// who has is left out (their invitation is cancelled, as the reference guide says).
+    func addMembers(_ c: inout ChannelRecord, _ ids: [String], inviter: String?, forceJoin: Set<String>,
+                    now: Int64) async throws -> (joined: [String], invited: [String]) {
+        var joined: [String] = [], invited: [String] = []
+        try await loadUsers(ids)
+        let settings = try await applicationSettings()
+        let historyStart = try await historyStartForNewMember(of: c.url, settings)
+        var full = Set<String>()
+        for id in Set(ids).sorted() where c.members[id] == nil {
+            if try await !hasRoomForChannel(id, settings) {
+                if forceJoin.contains(id) { throw APIError.channelLimit(id, settings.maxChannelsPerUser) }
+                full.insert(id)
+            }
+        }
+        for id in ids where c.members[id] == nil && !full.contains(id) {
+            let autoJoin = forceJoin.contains(id) || (loadedUser(id)?.autoAccept ?? true)
+            let isInvitation = inviter != nil && inviter != id
+            c.members[id] = MemberRecord(
+                userId: id, state: autoJoin ? "joined" : "invited", invitedAt: isInvitation ? now : 0,
+                inviterId: isInvitation ? inviter : nil, joinedAt: autoJoin ? now : 0, readTs: 0, deliveredTs: 0,
+                hiddenState: "unhidden", tsMessageOffset: autoJoin ? historyStart : 0, changeSeq: 0, changedAt: now)
+            touchMember(&c, id, now)
+            if autoJoin { joined.append(id) } else { invited.append(id) }
+        }
+        return (joined, invited)
+    }
+
+    /// An invited member joins (accepting, or joining a public channel they were invited to):
+    /// refused at the channel limit; their history starts now unless chat history is on.
+    func joinInvitedMember(_ c: inout ChannelRecord, _ uid: String, now: Int64) async throws {
+        let settings = try await applicationSettings()
+        if try await !hasRoomForChannel(uid, settings) { throw APIError.channelLimit(uid, settings.maxChannelsPerUser) }
+        let historyStart = try await historyStartForNewMember(of: c.url, settings)
+        c.members[uid]!.state = "joined"
+        c.members[uid]!.joinedAt = now
+        c.members[uid]!.tsMessageOffset = max(c.members[uid]!.tsMessageOffset, historyStart)
+        touchMember(&c, uid, now)
+    }
+}
+
 // Membership changes and the channel events they announce.
 extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
     /// Emits `channel_changed` (the channel rendered for each recipient) to `recipients`.
@@ -73,23 +118,6 @@ extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
         if channelChanged { emitChannelChanged(c, to: others, now: now) }
     }
 
-    /// Adds users as joined or invited members, honouring each user's auto-accept preference.
-    func addMembers(_ c: inout ChannelRecord, _ ids: [String], inviter: String?, forceJoin: Set<String>,
-                    now: Int64) async throws -> (joined: [String], invited: [String]) {
-        var joined: [String] = [], invited: [String] = []
-        try await loadUsers(ids)
-        for id in ids where c.members[id] == nil {
-            let autoJoin = forceJoin.contains(id) || (loadedUser(id)?.autoAccept ?? true)
-            let isInvitation = inviter != nil && inviter != id
-            c.members[id] = MemberRecord(
-                userId: id, state: autoJoin ? "joined" : "invited", invitedAt: isInvitation ? now : 0,
-                inviterId: isInvitation ? inviter : nil, joinedAt: autoJoin ? now : 0, readTs: 0, deliveredTs: 0,
-                hiddenState: "unhidden", tsMessageOffset: 0, changeSeq: 0, changedAt: now)
-            touchMember(&c, id, now)
-            if autoJoin { joined.append(id) } else { invited.append(id) }
-        }
-        return (joined, invited)
-    }
 
     func announceNewMembers(_ c: ChannelRecord, joined: [String], invited: [String], inviter: String?, now: Int64) {
         if !invited.isEmpty {
@@ -154,7 +182,7 @@ extension Rendering {
 
 enum Channels {
     /// What the channel service uses of a request (Services/Interfaces.swift).
-    typealias Needs = UserRecords & ChannelRecords & MessageRecords & EventEmitter & Rendering
+    typealias Needs = UserRecords & ChannelRecords & MessageRecords & ApplicationRecords & EventEmitter & Rendering
 
     /// Body lists of users: `user_ids` and/or `users: [{user_id}]`.
     static func userIdList(_ i: Input, _ idsField: String, _ usersField: String?) throws -> [String]? {
@@ -520,9 +548,7 @@ enum Channels {
         let uid = try ctx.requiredActingUser()
         guard let m = c.members[uid], m.state == "invited" else { throw APIError.invalid("user_id", "has no pending invitation to this channel.") }
         _ = try ctx.input.string("access_code")
-        c.members[uid]!.state = "joined"
-        c.members[uid]!.joinedAt = ctx.now
-        s.touchMember(&c, uid, ctx.now)
+        try await s.joinInvitedMember(&c, uid, now: ctx.now)
         return try await announceJoin(s, &c, uid, ctx)
     }
 
@@ -553,9 +579,7 @@ enum Channels {
         }
         if !c.isPublic && c.members[uid] == nil { throw APIError.notPublic }
         if c.members[uid] != nil {
-            c.members[uid]!.state = "joined"
-            c.members[uid]!.joinedAt = ctx.now
-            s.touchMember(&c, uid, ctx.now)
+            try await s.joinInvitedMember(&c, uid, now: ctx.now)
         } else {
             _ = try await s.addMembers(&c, [uid], inviter: nil, forceJoin: [uid], now: ctx.now)
         }

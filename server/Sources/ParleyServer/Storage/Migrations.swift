@@ -147,6 +147,9 @@ enum Migrations {
                 PRIMARY KEY (channel_url, user_id)) {WITHOUT_ROWID};
             """),
         presence,
+        Migration(version: 7, summary: "the application settings the admin API stores (chat history, channel limit)", ddl: """
+            CREATE TABLE application_settings (name {TEXT} PRIMARY KEY, value {TEXT} NOT NULL) {WITHOUT_ROWID};
+            """),
     ]
 
     static let sharedCounterBounds = Migration(
