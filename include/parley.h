@@ -26,6 +26,7 @@
 #include "parley/client.h"
 #include "parley/session.h"
 #include "parley/operations.h"
+#include "parley/query.h"
 #include "parley/sending.h"
 #include "parley/cache.h"
 #include "parley/group_channel_collection.h"

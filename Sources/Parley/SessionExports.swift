@@ -9,19 +9,7 @@ public func exportSetConnectionHandler(
     _ client: OpaquePointer?, _ function: parley_connection_fn?, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
     withStatus { () throws(ParleyError) in
-        let object = try clients.lookup(client)
-        guard let function else {
-            object.setConnectionHandler(nil)
-            return
-        }
-        let callback = CCallback(function: function, userData: userData)
-        object.setConnectionHandler { event, error in
-            if let error {
-                withCError(error) { callback.function(callback.userData, event.rawValue, $0) }
-            } else {
-                callback.function(callback.userData, event.rawValue, nil)
-            }
-        }
+        try clients.lookup(client).setConnectionHandler(function.map { connectionHandler($0, userData) })
     }
 }
 
@@ -30,17 +18,74 @@ public func exportSetEventHandler(
     _ client: OpaquePointer?, _ function: parley_event_fn?, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
     withStatus { () throws(ParleyError) in
+        try clients.lookup(client).setEventHandler(function.map { eventHandler($0, userData) })
+    }
+}
+
+@_cdecl("parley_client_add_connection_handler")
+public func exportAddConnectionHandler(
+    _ client: OpaquePointer?, _ id: UnsafePointer<CChar>?, _ function: parley_connection_fn?,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
         let object = try clients.lookup(client)
-        guard let function else {
-            object.setEventHandler(nil)
-            return
+        let id = try requiredString(id, "id")
+        guard let function else { throw .invalidArgument("fn is NULL (parley_client_remove_connection_handler removes)") }
+        try object.addConnectionHandler(id: id, connectionHandler(function, userData))
+    }
+}
+
+@_cdecl("parley_client_remove_connection_handler")
+public func exportRemoveConnectionHandler(_ client: OpaquePointer?, _ id: UnsafePointer<CChar>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        try object.removeConnectionHandler(id: try requiredString(id, "id"))
+    }
+}
+
+@_cdecl("parley_client_add_event_handler")
+public func exportAddEventHandler(
+    _ client: OpaquePointer?, _ id: UnsafePointer<CChar>?, _ function: parley_event_fn?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        let id = try requiredString(id, "id")
+        guard let function else { throw .invalidArgument("fn is NULL (parley_client_remove_event_handler removes)") }
+        try object.addEventHandler(id: id, eventHandler(function, userData))
+    }
+}
+
+@_cdecl("parley_client_remove_event_handler")
+public func exportRemoveEventHandler(_ client: OpaquePointer?, _ id: UnsafePointer<CChar>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        try object.removeEventHandler(id: try requiredString(id, "id"))
+    }
+}
+
+/// A C connection callback as the client's handler.
+private func connectionHandler(
+    _ function: parley_connection_fn, _ userData: UnsafeMutableRawPointer?
+) -> @Sendable (ConnectionEvent, ParleyError?) -> Void {
+    let callback = CCallback(function: function, userData: userData)
+    return { event, error in
+        if let error {
+            withCError(error) { callback.function(callback.userData, event.rawValue, $0) }
+        } else {
+            callback.function(callback.userData, event.rawValue, nil)
         }
-        let callback = CCallback(function: function, userData: userData)
-        object.setEventHandler { category, channelURL, payload in
-            category.withCString { category in
-                channelURL.withCString { url in
-                    payload.withCString { callback.function(callback.userData, category, url, $0) }
-                }
+    }
+}
+
+/// A C event callback as the client's handler.
+private func eventHandler(
+    _ function: parley_event_fn, _ userData: UnsafeMutableRawPointer?
+) -> @Sendable (String, String, String) -> Void {
+    let callback = CCallback(function: function, userData: userData)
+    return { category, channelURL, payload in
+        category.withCString { category in
+            channelURL.withCString { url in
+                payload.withCString { callback.function(callback.userData, category, url, $0) }
             }
         }
     }

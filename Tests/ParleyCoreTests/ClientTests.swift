@@ -136,9 +136,9 @@ private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool
     @Test func handlersReadManyTimesStayOneCallDeep() {
         let handlers = AppHandlers()
         let events = Box(0)
-        handlers.event = { _, _, _ in events.update { $0 += 1 } }
+        handlers.event.set("", { _, _, _ in events.update { $0 += 1 } })
         var event: AppHandlers.EventHandler?
-        for _ in 0..<300_000 { event = handlers.event }
+        for _ in 0..<300_000 { handlers.event.forEach { event = $0 } }
         event?("message_received", "room", "{}")
         #expect(events.value == 1)
 

@@ -60,8 +60,30 @@ int parley_client_current_user_id(parley_client *client, char **out_user_id);
  */
 typedef void (*parley_connection_fn)(void *user_data, int event, const parley_error *error);
 
-/** Sets (fn NULL: removes) the connection handler. Runs on the callback context. */
+/**
+ * Sets (fn NULL: removes) the connection handler. Runs on the callback context. It is the
+ * connection handler with the reserved id "" beside those of
+ * parley_client_add_connection_handler: it gets every change too, in its place in their order.
+ */
 int parley_client_set_connection_handler(parley_client *client, parley_connection_fn fn, void *user_data);
+
+/**
+ * Adds a connection handler under `id` (non-empty UTF-8, copied), beside the others. Every
+ * handler gets every connection change, on the callback context, in the order their ids were
+ * first added; an id already present replaces its handler in place (the new one hears the
+ * changes delivered after this call). fn NULL, id NULL or "" (reserved for
+ * parley_client_set_connection_handler): PARLEY_E_INVALID_ARGUMENT.
+ */
+int parley_client_add_connection_handler(parley_client *client, const char *id, parley_connection_fn fn, void *user_data);
+
+/**
+ * Removes the connection handler under `id` (PARLEY_OK also when there is none). Safe from
+ * inside any handler, of itself or of another: once it returns, the removed handler is not
+ * called again — not even for the change being delivered — except for a call already running
+ * on another thread. To free its user_data after removing it from another thread, free it in
+ * a job given to parley_client_post afterwards (callbacks never run concurrently).
+ */
+int parley_client_remove_connection_handler(parley_client *client, const char *id);
 
 /**
  * A real-time event, after it was applied to the cache. `category` is a server event
@@ -93,8 +115,30 @@ int parley_client_set_connection_handler(parley_client *client, parley_connectio
  */
 typedef void (*parley_event_fn)(void *user_data, const char *category, const char *channel_url, const char *payload_json);
 
-/** Sets (fn NULL: removes) the event handler. Runs on the callback context. */
+/**
+ * Sets (fn NULL: removes) the event handler. Runs on the callback context. It is the event
+ * handler with the reserved id "" beside those of parley_client_add_event_handler: it gets
+ * every event too, in its place in their order.
+ */
 int parley_client_set_event_handler(parley_client *client, parley_event_fn fn, void *user_data);
+
+/**
+ * Adds an event handler under `id` (non-empty UTF-8, copied), beside the others. Every
+ * handler gets every event, on the callback context, in the order their ids were first
+ * added; an id already present replaces its handler in place (the new one hears the events
+ * delivered after this call). fn NULL, id NULL or "" (reserved for
+ * parley_client_set_event_handler): PARLEY_E_INVALID_ARGUMENT.
+ */
+int parley_client_add_event_handler(parley_client *client, const char *id, parley_event_fn fn, void *user_data);
+
+/**
+ * Removes the event handler under `id` (PARLEY_OK also when there is none). Safe from inside
+ * any handler, of itself or of another: once it returns, the removed handler is not called
+ * again — not even for the event being delivered — except for a call already running on
+ * another thread. To free its user_data after removing it from another thread, free it in a
+ * job given to parley_client_post afterwards (callbacks never run concurrently).
+ */
+int parley_client_remove_event_handler(parley_client *client, const char *id);
 
 /**
  * Reconnects the event stream now. While waiting to reconnect it skips the backoff delay;

@@ -1,25 +1,66 @@
 
-/// The application's handlers for connection changes and events (set any time, from any thread).
+/// The application's connection and event handlers, each list keyed by an identifier (set,
+/// replaced and removed any time, from any thread, also from inside a handler).
+///
+/// A delivery reads the list when it runs on the callback context, not when it was queued,
+/// and checks each handler again just before calling it: a handler removed or replaced
+/// (by another handler of the same delivery, or from another thread) is not called after
+/// its removal returned, except for a call that is already running on another thread.
 final class AppHandlers: Sendable {
     typealias ConnectionHandler = @Sendable (ConnectionEvent, ParleyError?) -> Void
     typealias EventHandler = @Sendable (_ category: String, _ channelURL: String, _ payloadJSON: String) -> Void
 
+    /// The identifier of the handler `setConnectionHandler` / `setEventHandler` install.
+    static let reservedID = ""
+
+    let connection = KeyedHandlers<ConnectionHandler>()
+    let event = KeyedHandlers<EventHandler>()
+}
+
+/// Handlers keyed by identifier, called in the order their identifiers were first added.
+final class KeyedHandlers<Handler: Sendable>: Sendable {
     /// A struct, not a tuple: see `Locked` on closures in its value.
-    private struct Handlers {
-        var connection: ConnectionHandler?
-        var event: EventHandler?
+    private struct Entry {
+        let id: String
+        /// Changes when the handler under `id` is replaced, so a delivery under way calls the new
+        /// one only from the next delivery on.
+        let generation: UInt64
+        let handler: Handler
     }
 
-    private let handlers = Locked(Handlers())
-
-    var connection: ConnectionHandler? {
-        get { handlers.withLock { $0.connection } }
-        set { handlers.withLock { $0.connection = newValue } }
+    private struct State {
+        var entries: [Entry] = []
+        var nextGeneration: UInt64 = 1
     }
 
-    var event: EventHandler? {
-        get { handlers.withLock { $0.event } }
-        set { handlers.withLock { $0.event = newValue } }
+    private let state = Locked(State())
+
+    /// Adds `handler` under `id`, replacing (in place) the one already there; nil removes it.
+    func set(_ id: String, _ handler: Handler?) {
+        state.withLock { state in
+            let index = state.entries.firstIndex { $0.id == id }
+            guard let handler else {
+                if let index { state.entries.remove(at: index) }
+                return
+            }
+            let entry = Entry(id: id, generation: state.nextGeneration, handler: handler)
+            state.nextGeneration += 1
+            if let index { state.entries[index] = entry } else { state.entries.append(entry) }
+        }
+    }
+
+    var isEmpty: Bool { state.withLock { $0.entries.isEmpty } }
+
+    /// Calls `body` with each handler registered now, in order, skipping one that an earlier
+    /// call removed or replaced. Runs on the callback context; no lock is held during `body`.
+    func forEach(_ body: (Handler) -> Void) {
+        let snapshot = state.withLock { $0.entries.map { ($0.id, $0.generation) } }
+        for (id, generation) in snapshot {
+            let handler = state.withLock { state in
+                state.entries.first { $0.id == id && $0.generation == generation }?.handler
+            }
+            if let handler { body(handler) }
+        }
     }
 }
 
@@ -42,10 +83,12 @@ struct AppEventReporter: Sendable {
     let dispatcher: CallbackDispatcher
 
     func report(_ batch: ChangeBatch) {
-        guard let handler = handlers.event else { return }
+        // Nobody listening: skip formatting the payloads (a handler added now hears later events).
+        guard !handlers.event.isEmpty else { return }
+        let handlers = self.handlers
         for (name, channelURL, payload) in Self.events(of: batch) {
             let text = payload.canonicalText
-            dispatcher.enqueue { handler(name, channelURL, text) }
+            dispatcher.enqueue { handlers.event.forEach { $0(name, channelURL, text) } }
         }
     }
 

@@ -4,15 +4,56 @@
 extension ParleyClient {
     /// Sets (nil: removes) the handler told about connection changes (`ConnectionEvent`),
     /// with the error that caused a change when there is one. Runs on the callback context.
+    /// It is the connection handler with the reserved identifier "" (`addConnectionHandler`).
     public func setConnectionHandler(_ handler: (@Sendable (ConnectionEvent, ParleyError?) -> Void)?) {
-        appHandlers.connection = handler
+        appHandlers.connection.set(AppHandlers.reservedID, handler)
     }
 
     /// Sets (nil: removes) the handler of real-time events: the event's category
     /// (docs/PROTOCOL.md §9, plus the local `message_*` categories of sending), the channel
-    /// URL and the event's JSON. The cache is updated before the handler runs.
+    /// URL and the event's JSON. The cache is updated before the handler runs. It is the
+    /// event handler with the reserved identifier "" (`addEventHandler`).
     public func setEventHandler(_ handler: (@Sendable (_ category: String, _ channelURL: String, _ payloadJSON: String) -> Void)?) {
-        appHandlers.event = handler
+        appHandlers.event.set(AppHandlers.reservedID, handler)
+    }
+
+    /// Adds a connection handler under `id`, beside the others: every handler gets every
+    /// connection change, in the order their identifiers were first added. An `id` already
+    /// present replaces that handler in its place. `id` must be non-empty ("" is the handler
+    /// of `setConnectionHandler`).
+    public func addConnectionHandler(id: String, _ handler: @escaping @Sendable (ConnectionEvent, ParleyError?) -> Void) throws(ParleyError) {
+        try Self.checkHandlerID(id)
+        appHandlers.connection.set(id, handler)
+    }
+
+    /// Removes the connection handler under `id` (nothing when there is none). Also from inside a
+    /// handler: a removed handler is not called again, not even for the change being delivered.
+    public func removeConnectionHandler(id: String) throws(ParleyError) {
+        try Self.checkHandlerID(id)
+        appHandlers.connection.set(id, nil)
+    }
+
+    /// Adds an event handler under `id`, beside the others: every handler gets every event, in
+    /// the order their identifiers were first added. An `id` already present replaces that
+    /// handler in its place. `id` must be non-empty ("" is the handler of `setEventHandler`).
+    public func addEventHandler(
+        id: String, _ handler: @escaping @Sendable (_ category: String, _ channelURL: String, _ payloadJSON: String) -> Void
+    ) throws(ParleyError) {
+        try Self.checkHandlerID(id)
+        appHandlers.event.set(id, handler)
+    }
+
+    /// Removes the event handler under `id` (nothing when there is none). Also from inside a
+    /// handler: a removed handler is not called again, not even for the event being delivered.
+    public func removeEventHandler(id: String) throws(ParleyError) {
+        try Self.checkHandlerID(id)
+        appHandlers.event.set(id, nil)
+    }
+
+    private static func checkHandlerID(_ id: String) throws(ParleyError) {
+        guard !id.isEmpty else {
+            throw .invalidArgument("id must be non-empty (the empty id is the handler of the set_ function)")
+        }
     }
 
     /// Connects as `userID` with a session token issued by the server

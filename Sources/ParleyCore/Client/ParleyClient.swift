@@ -18,7 +18,7 @@ public final class ParleyClient: Sendable {
     /// The Sync layer, through the calls the facade may make (Sync/ClientEngine.swift).
     let engine: any ClientEngine
     private let logSink = LogSink(level: .off, handler: nil)
-    /// The application's connection and event handlers (set any time, from any thread).
+    /// The application's connection and event handlers, keyed by identifier (set any time, from any thread).
     let appHandlers = AppHandlers()
     /// Collections created from this client, disposed when it closes.
     let collections = CollectionRegistry()
@@ -51,8 +51,8 @@ public final class ParleyClient: Sendable {
                 http: http, endpoint: endpoint,
                 log: { level, message in ParleyClient.log(level, message, sink: logSink, dispatcher: dispatcher) },
                 connectionEvent: { event, error in
-                    guard let handler = handlers.connection else { return }
-                    dispatcher.enqueue { handler(event, error) }
+                    guard !handlers.connection.isEmpty else { return }
+                    dispatcher.enqueue { handlers.connection.forEach { $0(event, error) } }
                 }))
         self.engine = engine
         let reporter = AppEventReporter(handlers: appHandlers, dispatcher: dispatcher)

@@ -213,6 +213,13 @@ public struct GroupChannelListQuery: Sendable, Equatable {
     /// The listing's query string (without `token` and `limit`): the server's names for the
     /// same filters, and the full render the cache keeps.
     var serverQuery: String {
+        // Only strings, booleans and string lists: encoding cannot fail.
+        (try? URLEncoding.queryString(serverParameters, operation: "channel list")) ?? ""
+    }
+
+    /// The listing's parameters (without `token` and `limit`) by their wire names; members,
+    /// metadata and metacounters always asked for (the cache keeps channels whole).
+    var serverParameters: [String: JSONValue] {
         var fields: [String: JSONValue] = [
             WireField.order: .string(order.rawValue), WireField.showEmpty: .bool(includeEmpty),
             WireField.showFrozen: .bool(includeFrozen), WireField.memberStateFilter: .string(memberStateFilter.rawValue),
@@ -230,8 +237,7 @@ public struct GroupChannelListQuery: Sendable, Equatable {
             fields[WireField.membersIncludeIn] = .array(userIDsIncludeFilter.map(JSONValue.string))
             fields[WireField.queryType] = .string(userIDsIncludeQueryType == .and ? "AND" : "OR")
         }
-        // Only strings, booleans and string lists: encoding cannot fail.
-        return (try? URLEncoding.queryString(fields, operation: "channel list")) ?? ""
+        return fields
     }
 
     // MARK: Client-side evaluation (must agree with the server's listing)

@@ -1,5 +1,5 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
-from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncMessageCollection, AsyncSyncView, EventStream, PendingSend, Send
+from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncQuery, AsyncMessageCollection, AsyncSyncView, EventStream, PendingSend, Send
 from .channel_collection import (
     ChangeKind, ChannelChange, ChannelContext, CollectionEventSource, GroupChannelCollection, GroupChannelListOptions,
     GroupChannelListOrder, GroupChannelListQuery, HiddenStateFilter, MemberStateFilter, PublicChannelFilter,
@@ -15,6 +15,7 @@ from .objects import (
     FileMessageParams, Member, MemberListPage, Message, MessageChangelogPage, MessageListPage, MetaArrayItem,
     ParentMessageInfo, Reaction, ThreadInfo, Thumbnail, User, UserListPage, UserMessageParams,
 )
+from .query import QUERY_KINDS, Query
 from .sync_view import (
     NEWEST_VIEWPOINT, FetchResult, SyncAction, SyncActionKind, SyncDirection, SyncList, SyncView, SyncViewOptions,
     SyncViewOverrides,
@@ -36,7 +37,7 @@ __all__ = [
     "collection_sources", "NEWEST", "MessageChange", "MessageChangeKind", "MessageCollection", "MessageContext",
     "MessageListParams", "MessageTypeFilter", "ReplyType", "SendingStatus", "AsyncMessageCollection",
     "NEWEST_VIEWPOINT", "FetchResult", "SyncAction", "SyncActionKind", "SyncDirection", "SyncList", "SyncView",
-    "SyncViewOptions", "AsyncSyncView", "AsyncClient", "Client", "EventCategory", "configuration_keys", "event_categories", "library_path", "operations", "version", "ParleyError", "error_for",
+    "SyncViewOptions", "AsyncSyncView", "AsyncClient", "AsyncQuery", "Query", "QUERY_KINDS", "Client", "EventCategory", "configuration_keys", "event_categories", "library_path", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE", "TRACE", "log_level_for",
     "ClientEvent", "ConnectionEvent", "ConnectionEventKind", "EventStream", "PendingSend", "Send",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",

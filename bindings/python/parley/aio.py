@@ -44,6 +44,7 @@ from .message_collection import (
     NEWEST, ChannelDeletedHandler, ChannelHandler, ErrorHandler, HugeGapHandler, MessageChange, MessageCollection,
     MessageListOptions, MessageListParams, MessagesHandler, ProgressHandler,
 )
+from .query import Query
 from .objects import Channel, FileMessageParams, Message, User, UserMessageParams
 from .sync_view import ActionHandler, NEWEST_VIEWPOINT, SyncAction, SyncView, SyncViewOptions, SyncViewOverrides
 
@@ -278,6 +279,15 @@ class AsyncClient(AsyncOperations):
     # Handlers run on the loop's thread (during dispatch); the rest is synchronous.
     set_connection_handler = _forward(Client.set_connection_handler)
     set_event_handler = _forward(Client.set_event_handler)
+    add_connection_handler = _forward(Client.add_connection_handler)
+    remove_connection_handler = _forward(Client.remove_connection_handler)
+    add_event_handler = _forward(Client.add_event_handler)
+    remove_event_handler = _forward(Client.remove_event_handler)
+
+    def create_query(self, kind: str, **options: Any) -> AsyncQuery:
+        """As :meth:`Client.create_query`: an :class:`AsyncQuery`, whose pages are awaited
+        (``await query.load_next_page()``) and whose items come with ``async for``."""
+        return AsyncQuery(self, self.client.create_query(kind, **options))
     reconnect = _forward(Client.reconnect)
     set_session_token = _forward(Client.set_session_token)
 
@@ -466,6 +476,48 @@ class AsyncClient(AsyncOperations):
 
 ChangeT = TypeVar("ChangeT")
 AsyncSelfT = TypeVar("AsyncSelfT", bound="AsyncView[Any]")
+
+
+class AsyncQuery:
+    """A :class:`parley.Query` of an :class:`AsyncClient`: ``await load_next_page()`` gives the
+    next page; ``async for item in query`` gives the items page after page until the end
+    (:meth:`pages` the pages). Cancelling the awaiting task cancels the load."""
+
+    def __init__(self, owner: AsyncClient, query: Query) -> None:
+        self._owner = owner
+        self._sync = query
+        self.kind = query.kind
+
+    @property
+    def has_next(self) -> bool:
+        return self._sync.has_next
+
+    @property
+    def is_loading(self) -> bool:
+        return self._sync.is_loading
+
+    async def load_next_page(self) -> List[Any]:
+        """The next page's items (``[]`` past the end)."""
+        items: List[Any] = await self._owner._await(self._sync.load_next_page_with_callback)
+        return items
+
+    async def pages(self) -> AsyncIterator[List[Any]]:
+        while self.has_next:
+            yield await self.load_next_page()
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        async for page in self.pages():
+            for item in page:
+                yield item
+
+    def dispose(self) -> None:
+        self._sync.dispose()
+
+    def __enter__(self) -> AsyncQuery:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
 
 
 class AsyncView(Generic[ChangeT]):

@@ -24,6 +24,7 @@ from .message_collection import (
     MessageListParams, MessagesHandler, ProgressHandler, make_params,
 )
 from .objects import CachedMessagePage, Channel, FileMessageParams, Message, User, UserMessageParams
+from .query import Query
 from .sync_view import ActionHandler, NEWEST_VIEWPOINT, SyncView, SyncViewOptions, SyncViewOverrides, make_options
 from .errors import ParleyError, Status, error_for
 
@@ -229,6 +230,9 @@ class Client(Operations):
         self._event_handler: Optional[EventHandler] = None
         self._connection_listeners: List[ConnectionListener] = []
         self._event_listeners: List[EventListener] = []
+        # The keyed handlers' callback keys by id (add_event_handler, add_connection_handler).
+        self._keyed_connection: Dict[str, int] = {}
+        self._keyed_event: Dict[str, int] = {}
         self.dispatch_mode: str = document.get("dispatch_mode", "thread")
         configured = document.get("log_level")
         self.use_logging(level=_LOG_LEVEL_NAMES.get(configured) if isinstance(configured, str) else None)
@@ -258,6 +262,10 @@ class Client(Operations):
             if key:
                 _callbacks.unregister(key)
                 setattr(self, attribute, 0)
+        for keyed in (self._keyed_connection, self._keyed_event):
+            for key in keyed.values():
+                _callbacks.unregister(key)
+            keyed.clear()
 
     def __enter__(self) -> Client:
         return self
@@ -524,6 +532,74 @@ class Client(Operations):
         client sent is reported once, as "message_sent", never also as "message_received"."""
         self._event_handler = handler
         self._update_event_callback()
+
+    def _add_keyed(self, keyed: Dict[str, int], adder: str, id: str, trampoline: Any,
+                   wrapped: Callable[..., None]) -> None:
+        if not isinstance(id, str) or not id:
+            raise error_for(Status.INVALID_ARGUMENT, "id must be a non-empty str")
+        key = _callbacks.register(wrapped, persistent=True)
+        try:
+            _native.check(getattr(lib, adder)(self.handle, id.encode("utf-8"), trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+        old = keyed.get(id)
+        keyed[id] = key
+        if old:
+            _callbacks.unregister(old)
+
+    def _remove_keyed(self, keyed: Dict[str, int], remover: str, id: str) -> None:
+        if not isinstance(id, str) or not id:
+            raise error_for(Status.INVALID_ARGUMENT, "id must be a non-empty str")
+        _native.check(getattr(lib, remover)(self.handle, id.encode("utf-8")))
+        key = keyed.pop(id, 0)
+        if key:
+            _callbacks.unregister(key)
+
+    def add_connection_handler(self, id: str, handler: ConnectionHandler) -> None:
+        """Adds `handler(event, error_or_None)` for connection changes under `id` (a non-empty
+        str), beside :meth:`set_connection_handler`'s and the other added ones: each gets every
+        change, in the order their ids were first added. An id already present replaces its
+        handler in place."""
+
+        def deliver(event: int, details: Optional[_native.ErrorDetails]) -> None:
+            kind = CONNECTION_EVENT_KINDS.get(event)
+            handler(kind if kind is not None else str(event), error_for(*details) if details else None)
+
+        self._add_keyed(self._keyed_connection, "parley_client_add_connection_handler", id,
+                        _callbacks.connection_trampoline, deliver)
+
+    def remove_connection_handler(self, id: str) -> None:
+        """Removes the connection handler added under `id` (nothing if there is none). Also from
+        inside a handler: the removed one is not called again, not even for the current change."""
+        self._remove_keyed(self._keyed_connection, "parley_client_remove_connection_handler", id)
+
+    def add_event_handler(self, id: str, handler: EventHandler) -> None:
+        """Adds `handler(category, channel_url, payload)` (as :meth:`set_event_handler`'s) under
+        `id` (a non-empty str), beside the set handler and the other added ones: each gets every
+        event, in the order their ids were first added. An id already present replaces its
+        handler in place."""
+
+        def deliver(category: str, channel_url: str, payload: str) -> None:
+            known = _CATEGORIES.get(category)
+            handler(known if known is not None else category, channel_url, json.loads(payload))
+
+        self._add_keyed(self._keyed_event, "parley_client_add_event_handler", id, _callbacks.event_trampoline, deliver)
+
+    def remove_event_handler(self, id: str) -> None:
+        """Removes the event handler added under `id` (nothing if there is none). Also from inside
+        a handler: the removed one is not called again, not even for the current event."""
+        self._remove_keyed(self._keyed_event, "parley_client_remove_event_handler", id)
+
+    # -- queries -----------------------------------------------------------------
+
+    def create_query(self, kind: str, **options: Any) -> Query:
+        """A stateful list query (:class:`parley.Query`) of `kind`: "previous_messages",
+        "group_channels", "public_group_channels", "members", "operators", "banned_users" or
+        "muted_users", with that kind's options (docs/C-API.md, "Queries"), e.g.
+        ``client.create_query("previous_messages", channel_url=url, limit=30)``. Iterate it for
+        its items, or call :meth:`parley.Query.load_next_page` page by page."""
+        return Query(self, kind, options)
 
     def reconnect(self) -> None:
         """Reconnects the event stream now: skips the backoff wait, or, when open, replaces the
