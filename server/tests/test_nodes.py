@@ -185,7 +185,8 @@ def test_a_database_of_schema_3_numbers_past_the_bounds_it_reserved(tmp_path):
     databases.psql(db, """
         DELETE FROM schema_migrations WHERE version >= 4;
         DROP FUNCTION parley_write_turn();
-        DROP TABLE typing, server_nodes, presence, application_settings;
+        DROP TABLE typing, server_nodes, presence, application_settings, polls, poll_options, poll_votes, poll_tombstones;
+        ALTER TABLE messages DROP COLUMN poll_id;
         DELETE FROM meta WHERE name = 'stored_events';
         CREATE SEQUENCE parley_reserved_seq MINVALUE 0 START 0;
         CREATE SEQUENCE parley_reserved_message_id MINVALUE 0 START 0;

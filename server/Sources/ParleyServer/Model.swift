@@ -176,6 +176,9 @@ struct MessageRecord: Codable, Sendable {
     var recentReplierIds: [String]
     var changeSeq: Int64
     var changedAt: Int64
+    /// The poll the message carries (Services/Polls.swift); nil or 0: none. Optional so that
+    /// records of the old layout (LegacyImport.swift), which have no poll, still decode.
+    var pollId: Int64? = nil
 }
 
 struct MessageTombstoneRecord: Codable, Sendable {
@@ -211,4 +214,53 @@ struct ReportRecord: Codable, Sendable {
     var messageId: Int64?
     var description: String
     var createdAt: Int64
+}
+
+/// A poll of a group channel with its options (docs/PROTOCOL.md §7.6). Votes are rows of their
+/// own (`poll_votes`), counted when the poll is shown.
+struct PollRecord: Sendable, Equatable {
+    var id: Int64
+    var channelUrl: String
+    /// The message that carries the poll (0 until one is sent with `poll_id`).
+    var messageId: Int64
+    var title: String
+    var allowUserSuggestion: Bool
+    var allowMultipleVotes: Bool
+    /// When the poll closes by itself (ms); -1: never.
+    var closeAt: Int64
+    /// Closed by a request (`close`); a poll whose `closeAt` has passed is closed as well.
+    var isClosed: Bool
+    var createdBy: String?
+    var createdAt: Int64
+    var updatedAt: Int64
+    /// The id the next option gets: option ids are never reused within a poll.
+    var nextOptionId: Int64
+    var changeSeq: Int64
+    var changedAt: Int64
+    var options: [PollOptionRecord]
+
+    func isOpen(at now: Int64) -> Bool { !isClosed && (closeAt < 0 || closeAt > now) }
+}
+
+struct PollOptionRecord: Sendable, Equatable {
+    var id: Int64
+    var text: String
+    var createdBy: String?
+    var createdAt: Int64
+    var updatedAt: Int64
+}
+
+struct PollTombstoneRecord: Sendable {
+    var pollId: Int64
+    var channelUrl: String
+    var deletedAt: Int64
+    var seq: Int64
+}
+
+/// What the votes of a poll add up to.
+struct PollTally: Sendable {
+    /// Votes per option id (options without votes are absent).
+    var counts: [Int64: Int64] = [:]
+    /// Users with at least one vote.
+    var voterCount: Int64 = 0
 }

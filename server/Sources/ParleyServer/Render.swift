@@ -19,6 +19,11 @@ struct MessageView {
     var metaArray = false
     /// The parents of the messages rendered, for `parentInfo` (looked up by `render`).
     var parents: [Int64: MessageRecord] = [:]
+    /// Whose `voted_option_ids` the polls of the messages show (nil: nobody's, as in events,
+    /// which every recipient shares).
+    var pollViewer: String? = nil
+    /// The polls the messages carry, rendered (looked up by `render`).
+    var polls: [Int64: JSON] = [:]
 
     static let full = MessageView(reactions: true, threadInfo: true, parentInfo: true, metaArray: true)
 }
@@ -41,6 +46,10 @@ extension ServerState {
         }
         for parent in view.parents.values { if let sender = parent.senderId { shown.insert(sender) } }
         try await loadUsers(shown)
+        let pollIds = messages.compactMap(\.pollId)
+        if !pollIds.isEmpty {
+            view.polls = try await renderPolls(Array(try await pollRecords(pollIds).values), viewer: view.pollViewer, now: nowMillis())
+        }
         return messages.map { messageJSON($0, view) }
     }
 
@@ -283,6 +292,9 @@ extension ServerState {
                 ("user", parent.senderId.map { basicUser($0) }),
             ])))
         }
+        if let pollId = m.pollId, let poll = view.polls[pollId] {
+            f.append(("poll", poll))
+        }
         return .obj(f)
     }
 
@@ -419,7 +431,7 @@ extension ServerState {
     /// beside it (PROTOCOL.md §9.1). A replay renders the whole channel instead.
     static let memberlessCategories: Set<String> = [
         "message_received", "message_updated", "message_deleted", "mention", "reaction_updated", "thread_info_updated",
-        "read_status", "delivery_status", "typing_status",
+        "read_status", "delivery_status", "typing_status", "poll_updated", "poll_voted", "poll_deleted",
     ]
 
     /// Whose member render such an event changed: a new message marks its sender read; a

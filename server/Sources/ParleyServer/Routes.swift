@@ -20,6 +20,8 @@ enum PathParameter: String, Sendable {
     /// A metadata or metacounter key.
     case key
     case fileId = "file_id"
+    case pollId = "poll_id"
+    case optionId = "option_id"
 }
 
 /// The path parameters of one request, each percent-decoded once.
@@ -109,6 +111,14 @@ enum Routes {
         ("/v3/group_channels/:channel_url/messages/:message_id/pin", [.post: .plain(Messages.pin), .delete: .plain(Messages.unpin)]),
         ("/v3/group_channels/:channel_url/messages/:message_id/copy", [.post: .plain(Messages.copy)]),
         ("/v3/group_channels/:channel_url/messages/:message_id/sorted_metaarray", [.post: .plain(Messages.addMetaArray), .put: .plain(Messages.updateMetaArray)]),
+        ("/v3/group_channels/:channel_url/polls", [.get: .plain(Polls.list), .post: .plain(Polls.create)]),
+        ("/v3/group_channels/:channel_url/polls/changelogs", [.get: .plain(Polls.changelogs)]),
+        ("/v3/group_channels/:channel_url/polls/:poll_id", [.get: .plain(Polls.get), .put: .plain(Polls.update), .delete: .plain(Polls.delete)]),
+        ("/v3/group_channels/:channel_url/polls/:poll_id/close", [.put: .plain(Polls.close)]),
+        ("/v3/group_channels/:channel_url/polls/:poll_id/vote", [.put: .plain(Polls.vote)]),
+        ("/v3/group_channels/:channel_url/polls/:poll_id/options", [.post: .plain(Polls.addOption)]),
+        ("/v3/group_channels/:channel_url/polls/:poll_id/options/:option_id", [.put: .plain(Polls.updateOption), .delete: .plain(Polls.deleteOption)]),
+        ("/v3/group_channels/:channel_url/polls/:poll_id/options/:option_id/voters", [.get: .plain(Polls.voters)]),
         ("/v3/files/:file_id", [.get: .plain(Files.download)]),
         ("/v3/files/:file_id/*", [.get: .plain(Files.download)]),
         ("/v3/report", [.get: .plain(Reports.list)]),

@@ -61,6 +61,22 @@ struct Ctx {
         }
     }
 
+    /// The `poll_id` path parameter: a positive integer.
+    var pollId: Int64 {
+        get throws {
+            guard let id = Int64(try param(.pollId)), id > 0 else { throw APIError.invalid("poll_id", "must be a positive integer.") }
+            return id
+        }
+    }
+
+    /// The `option_id` path parameter: a positive integer.
+    var optionId: Int64 {
+        get throws {
+            guard let id = Int64(try param(.optionId)), id > 0 else { throw APIError.invalid("option_id", "must be a positive integer.") }
+            return id
+        }
+    }
+
     func requiredActingUser(_ field: String = "user_id") throws -> String {
         guard let u = try actingUser(field) else { throw APIError.missing(field) }
         return u

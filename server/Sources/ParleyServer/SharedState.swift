@@ -10,6 +10,7 @@ struct Counters: Sendable {
     var nextReportId: Int64 = 1
     var lastMessageTs: Int64 = 0
     var channelCounter: Int64 = 0
+    var nextPollId: Int64 = 1
     /// How many events the log holds (the events themselves stay in the database).
     var storedEvents = 0
 
@@ -29,6 +30,7 @@ struct Counters: Sendable {
         nextReportId = values["next_report_id"] ?? 1
         lastMessageTs = values["last_message_ts"] ?? 0
         channelCounter = values["channel_counter"] ?? 0
+        nextPollId = values["next_poll_id"] ?? 1
         self.storedEvents = storedEvents
     }
 

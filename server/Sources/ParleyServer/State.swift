@@ -538,6 +538,14 @@ final class ServerState {
         return id
     }
 
+    func allocatePollId() -> Int64 {
+        if readOnly { allocatedWhileReading = true }
+        let id = counters.nextPollId
+        counters.nextPollId += 1
+        pending.counters["next_poll_id"] = counters.nextPollId
+        return id
+    }
+
     func allocateChannelNumber() -> Int64 {
         if readOnly { allocatedWhileReading = true }
         counters.channelCounter += 1

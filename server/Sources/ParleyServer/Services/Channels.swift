@@ -182,7 +182,7 @@ extension Rendering {
 
 enum Channels {
     /// What the channel service uses of a request (Services/Interfaces.swift).
-    typealias Needs = UserRecords & ChannelRecords & MessageRecords & ApplicationRecords & EventEmitter & Rendering
+    typealias Needs = UserRecords & ChannelRecords & MessageRecords & PollRecords & ApplicationRecords & EventEmitter & Rendering
 
     /// Body lists of users: `user_ids` and/or `users: [{user_id}]`.
     static func userIdList(_ i: Input, _ idsField: String, _ usersField: String?) throws -> [String]? {
@@ -502,6 +502,7 @@ enum Channels {
         let audience = s.allMemberIds(c)
         for id in c.members.keys.sorted() { s.addMembershipTombstone(user: id, channel: c.url, at: ctx.now) }
         try await s.purgeMessages(of: c.url)
+        try await s.purgePolls(of: c.url)
         s.deleteChannelRecord(c.url)
         s.emit("channel_deleted", channelUrl: c.url, to: audience, fields: [], now: ctx.now)
         return .json(.obj([]))

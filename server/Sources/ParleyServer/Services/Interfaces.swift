@@ -112,6 +112,36 @@ protocol MessageRecords: AnyObject {
     func deleteFile(_ id: String) async throws
 }
 
+/// Polls, their options and votes, and the tombstones of deleted polls.
+protocol PollRecords: AnyObject {
+    func allocatePollId() -> Int64
+    /// Writes the poll with its options; options it no longer has go, with their votes.
+    func save(_ p: PollRecord) async throws
+    func pollRecord(_ id: Int64) async throws -> PollRecord?
+    func pollRecords(_ ids: [Int64]) async throws -> [Int64: PollRecord]
+    /// A change to the poll (its votes included): poll changelogs list it.
+    func touch(_ poll: inout PollRecord, _ now: Int64)
+    /// Deletes the poll with its options and votes, and leaves its tombstone.
+    func deletePoll(_ p: PollRecord, at now: Int64) async throws
+    /// Drops a deleted channel's polls (the channel's tombstone covers them).
+    func purgePolls(of url: String) async throws
+    func pollTallies(_ ids: [Int64]) async throws -> [Int64: PollTally]
+    /// The option ids the user voted for, per poll.
+    func pollVotes(_ ids: [Int64], of userId: String) async throws -> [Int64: [Int64]]
+    /// Every voter of the poll with their option ids.
+    func pollVotesByUser(_ id: Int64) async throws -> [String: [Int64]]
+    /// Replaces the user's votes on the poll (an empty list removes them).
+    func setPollVotes(_ id: Int64, user: String, options: [Int64], at now: Int64) async throws
+    /// Up to `limit` polls of the channel with ids below `before`, newest first, visible after the offset.
+    func pollPage(channel: String, before: Int64?, visibleAfter offset: Int64?, limit: Int) async throws -> [PollRecord]
+    /// Polls of the channel changed after `start`, in change order.
+    func pollChanges(channel: String, after start: Sync.Start, visibleAfter offset: Int64?, limit: Int) async throws -> [PollRecord]
+    /// Polls of the channel deleted after `start`, in change order.
+    func pollTombstones(channel: String, after start: Sync.Start, limit: Int) async throws -> [PollTombstoneRecord]
+    /// Up to `limit` voters of an option after `after`, by user id.
+    func pollVoters(_ id: Int64, option: Int64, after: String?, limit: Int) async throws -> [String]
+}
+
 /// Reports of messages, channels and users.
 protocol ReportRecords: AnyObject {
     func allocateReportId() -> Int64
@@ -178,4 +208,4 @@ extension Rendering {
     func userJSON(_ u: UserRecord, privateFields: Bool) -> JSON { userJSON(u, unread: nil, privateFields: privateFields) }
 }
 
-extension ServerState: UserRecords, ChannelRecords, MessageRecords, ReportRecords, EventEmitter, EventLog, ChangeSequence, Rendering {}
+extension ServerState: UserRecords, ChannelRecords, MessageRecords, PollRecords, ReportRecords, EventEmitter, EventLog, ChangeSequence, Rendering {}

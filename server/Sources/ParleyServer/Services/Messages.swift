@@ -99,7 +99,7 @@ extension MessageRecords where Self: ChannelRecords & UserRecords & EventEmitter
 
 enum Messages {
     /// What the message service uses of a request (Services/Interfaces.swift).
-    typealias Needs = UserRecords & ChannelRecords & MessageRecords & EventEmitter & Rendering
+    typealias Needs = UserRecords & ChannelRecords & MessageRecords & PollRecords & EventEmitter & Rendering
 
     static func send(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
@@ -168,6 +168,10 @@ enum Messages {
         let silent = try i.bool("is_silent", default: false)
         let markAsRead = try i.bool("mark_as_read", default: true)
         for flag in ["send_push", "include_poll_details", "require_auth"] { _ = try i.bool(flag) }
+        var poll: PollRecord? = nil
+        if let pollId = try i.int("poll_id", min: 1) {
+            poll = try await attachablePoll(s, pollId, to: c, sender: sender, ctx: ctx)
+        }
         // Test hook, admin only: a creation time from the newest message's (server-wide) to
         // now, so that messages can share a millisecond on purpose; ids stay in time order.
         var createdAtGiven: Int64? = nil
@@ -223,7 +227,7 @@ enum Messages {
             mentionedUserIds: mentioned, isOpMsg: sender.map { c.isOperator($0) } ?? false, silent: silent,
             parentId: parentId, isReplyToChannel: parentId != 0 && replyToChannel, file: file,
             thumbnails: thumbnails, sortedMetaarray: metaArray, reactions: [], replyCount: 0, lastRepliedAt: 0,
-            threadUpdatedAt: 0, recentReplierIds: [], changeSeq: 0, changedAt: 0)
+            threadUpdatedAt: 0, recentReplierIds: [], changeSeq: 0, changedAt: 0, pollId: poll?.id)
 
         if let (upload, bytes) = pendingUpload {
             var record = upload
@@ -243,6 +247,11 @@ enum Messages {
         }
         s.touch(&c, ctx.now)
         try await s.save(c)
+        if var poll {
+            poll.messageId = id
+            s.touch(&poll, ctx.now)
+            try await s.save(poll)
+        }
         let messageJSON = try await s.render(m, .full)
         s.emitMessageEvent("message_received", c, about: m, fields: [("message", messageJSON)], channelChanged: true, now: ctx.now)
         let joined = s.joinedIds(c)
@@ -271,12 +280,27 @@ enum Messages {
         return .json(messageJSON)
     }
 
+    /// The poll a new message may carry: one of the channel's, carried by no message yet,
+    /// sent by its creator or an operator (or the admin); ephemeral messages are not stored.
+    static func attachablePoll(_ s: some Needs, _ id: Int64, to c: ChannelRecord, sender: String?, ctx: Ctx) async throws -> PollRecord {
+        guard let p = try await s.pollRecord(id), p.channelUrl == c.url else {
+            throw APIError.invalid("poll_id", "does not name a poll of this channel.")
+        }
+        if p.messageId != 0 { throw APIError.invalid("poll_id", "is carried by message \(p.messageId) already.") }
+        if c.isEphemeral { throw APIError.invalid("poll_id", "cannot be sent in an ephemeral channel.") }
+        if !ctx.caller.isAdmin, let sender, p.createdBy != sender && !c.isOperator(sender) {
+            throw APIError.forbidden("only the poll's creator or an operator may send it.")
+        }
+        return p
+    }
+
     static func list(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let i = ctx.input
         let filter = try MessageFilter.parse(i)
-        let view = try MessageView.parse(i)
+        var view = try MessageView.parse(i)
+        view.pollViewer = reader?.userId
         let ts = try i.int("message_ts")
         // 0 means "no message id" (the platform SDK always sends both anchors).
         let anchorId = try i.int("message_id", min: 0).flatMap { $0 == 0 ? nil : $0 }
@@ -334,7 +358,9 @@ enum Messages {
         for flag in ["include_reactions", "include_thread_info", "include_parent_message_info", "include_poll_details", "with_sorted_meta_array"] {
             _ = try ctx.input.bool(flag)
         }
-        return .json(try await s.render(m, .full))
+        var view = MessageView.full
+        view.pollViewer = reader?.userId
+        return .json(try await s.render(m, view))
     }
 
     static func totalCount(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
@@ -403,6 +429,7 @@ enum Messages {
         var c = try await s.channel(ctx.param(.channelURL))
         let m = try await s.message(c, ctx.messageId)
         try s.requireSenderOrOperator(c, m, ctx)
+        try await s.deletePoll(carriedBy: m, in: c, now: ctx.now)
         try await s.deleteMessage(m, at: ctx.now)
         s.uncountMessage(m, in: &c)
         if let fileId = m.file?.fileId { try await s.deleteFile(fileId) }
@@ -518,6 +545,8 @@ enum Messages {
         copy.reactions = []
         copy.replyCount = 0; copy.lastRepliedAt = 0; copy.threadUpdatedAt = 0; copy.recentReplierIds = []
         copy.changeSeq = 0; copy.changedAt = 0
+        // A poll belongs to one message: the copy carries none.
+        copy.pollId = nil
         copy.isOpMsg = dest.isOperator(sender)
         if !dest.isEphemeral {
             try await s.save(copy)

@@ -83,7 +83,8 @@ enum Sync {
         let start = try parseStart(i)
         let limit = try i.limit(default: 100, max: 200)
         let filter = try MessageFilter.parse(i, defaultReplyType: "ALL")
-        let view = try MessageView.parse(i)
+        var view = try MessageView.parse(i)
+        view.pollViewer = reader?.userId
         // Up to limit + 1 of each kind, merged in change order: enough to fill the page and
         // to tell whether there is more.
         let base = s.messageCondition(c.url, filter, reader: nil)
@@ -140,7 +141,8 @@ enum Sync {
         let prevLimit = Int(try i.int("prev_limit", min: 0, max: 300) ?? 100)
         let nextLimit = Int(try i.int("next_limit", min: 0, max: 300) ?? 100)
         let filter = try MessageFilter.parse(i)
-        let view = try MessageView.parse(i)
+        var view = try MessageView.parse(i)
+        view.pollViewer = reader?.userId
 
         let base = s.messageCondition(c.url, filter, reader: reader)
         let serverPrevCount = try await s.messageCount(base, [.above(prevLow, inclusive: true), .below(prevHigh, inclusive: true)])

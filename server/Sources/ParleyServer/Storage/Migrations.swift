@@ -150,7 +150,33 @@ enum Migrations {
         Migration(version: 7, summary: "the application settings the admin API stores (chat history, channel limit)", ddl: """
             CREATE TABLE application_settings (name {TEXT} PRIMARY KEY, value {TEXT} NOT NULL) {WITHOUT_ROWID};
             """),
+        polls,
     ]
+
+    /// Polls of group channels (Services/Polls.swift): a poll row with its options, one row
+    /// per vote (the primary key makes a user's vote for an option unique), the tombstones of
+    /// deleted polls for poll changelogs, and the poll a message carries.
+    static let polls = Migration(version: 8, summary: "polls, their options, votes and tombstones; the poll a message carries", ddl: """
+        ALTER TABLE messages ADD COLUMN poll_id {INT} NOT NULL DEFAULT 0;
+        CREATE TABLE polls (
+            id {INT} PRIMARY KEY, channel_url {TEXT} NOT NULL, message_id {INT} NOT NULL, title {TEXT} NOT NULL,
+            allow_user_suggestion {INT} NOT NULL, allow_multiple_votes {INT} NOT NULL, close_at {INT} NOT NULL,
+            is_closed {INT} NOT NULL, created_by {TEXT}, created_at {INT} NOT NULL, updated_at {INT} NOT NULL,
+            next_option_id {INT} NOT NULL, change_seq {INT} NOT NULL, changed_at {INT} NOT NULL);
+        CREATE INDEX polls_in_channel ON polls (channel_url, id);
+        CREATE INDEX polls_by_change ON polls (channel_url, change_seq);
+        CREATE TABLE poll_options (
+            poll_id {INT} NOT NULL, id {INT} NOT NULL, text {TEXT} NOT NULL, created_by {TEXT},
+            created_at {INT} NOT NULL, updated_at {INT} NOT NULL,
+            PRIMARY KEY (poll_id, id)) {WITHOUT_ROWID};
+        CREATE TABLE poll_votes (
+            poll_id {INT} NOT NULL, option_id {INT} NOT NULL, user_id {TEXT} NOT NULL, voted_at {INT} NOT NULL,
+            PRIMARY KEY (poll_id, option_id, user_id)) {WITHOUT_ROWID};
+        CREATE INDEX poll_votes_by_user ON poll_votes (poll_id, user_id, option_id);
+        CREATE TABLE poll_tombstones (
+            poll_id {INT} PRIMARY KEY, channel_url {TEXT} NOT NULL, deleted_at {INT} NOT NULL, seq {INT} NOT NULL);
+        CREATE INDEX poll_tombstones_by_change ON poll_tombstones (channel_url, seq);
+        """)
 
     static let sharedCounterBounds = Migration(
         version: 3, summary: "PostgreSQL: bounds of the numbers writers running at once handed out (replaced by migration 4)",

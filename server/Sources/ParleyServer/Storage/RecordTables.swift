@@ -86,14 +86,14 @@ enum RecordTables {
                                  "created_at", "updated_at", "mention_type", "is_op_msg", "silent", "parent_id",
                                  "is_reply_to_channel", "file", "thumbnails", "sorted_metaarray", "reactions",
                                  "reply_count", "last_replied_at", "thread_updated_at", "recent_replier_ids",
-                                 "change_seq", "changed_at"]
+                                 "change_seq", "changed_at", "poll_id"]
     static func messageRow(_ m: MessageRecord) -> [SQLValue] {
         [.int(m.id), .text(m.channelUrl), .text(m.type), .text(m.message), .optional(m.senderId), .text(m.reqId),
          .text(m.customType), .text(m.data), .int(m.createdAt), .int(m.updatedAt), .text(m.mentionType),
          .bool(m.isOpMsg), .bool(m.silent), .int(m.parentId), .bool(m.isReplyToChannel),
          m.file.map { json($0) } ?? .null, json(m.thumbnails), json(m.sortedMetaarray), json(m.reactions),
          .int(m.replyCount), .int(m.lastRepliedAt), .int(m.threadUpdatedAt), json(m.recentReplierIds),
-         .int(m.changeSeq), .int(m.changedAt)]
+         .int(m.changeSeq), .int(m.changedAt), .int(m.pollId ?? 0)]
     }
 
     static let reportColumns = ["id", "report_type", "category", "reporting_user_id", "offending_user_id",
@@ -379,7 +379,7 @@ enum RecordTables {
             reactions: try decodeList([ReactionRecord].self, row.text(18), "reactions"),
             replyCount: row.int(19), lastRepliedAt: row.int(20), threadUpdatedAt: row.int(21),
             recentReplierIds: try decodeList([String].self, row.text(22), "recent repliers"),
-            changeSeq: row.int(23), changedAt: row.int(24))
+            changeSeq: row.int(23), changedAt: row.int(24), pollId: row.int(25) == 0 ? nil : row.int(25))
     }
 
     /// What memory keeps between requests: the counters, and how many events the log holds.
