@@ -15,6 +15,7 @@ private func causeName(_ cause: ChangeCause) -> String {
     case .realtime(let event): "realtime:\(event.name)\(event.isOwnEcho ? ":echo" : "")"
     case .channelChangelog: "channel_changelog"
     case .messageChangelog(let url): "message_changelog:\(url)"
+    case .pollChangelog(let url): "poll_changelog:\(url)"
     case .send: "send"
     case .resend: "resend"
     case .sendResult: "send_result"

@@ -5,7 +5,7 @@ import Testing
 /// Python binding are generated from it), so every parameter it names must have a wire type.
 @Suite struct OperationCatalogTests {
     private static let allowedTypes: Set<String> = ["string", "integer", "boolean", "string[]", "object",
-                                                    "object<integer>", "object[]", "any"]
+                                                    "object<integer>", "object[]", "integer[]", "any"]
 
     @Test func everyParameterHasAType() {
         for spec in OperationCatalog.all {

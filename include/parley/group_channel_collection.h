@@ -55,6 +55,9 @@ extern "C" {
 #define PARLEY_SOURCE_USER_JOINED                  28
 #define PARLEY_SOURCE_USER_LEFT                    29
 #define PARLEY_SOURCE_PINNED_MESSAGE_UPDATED       30
+#define PARLEY_SOURCE_POLL_UPDATED                 31
+#define PARLEY_SOURCE_POLL_VOTED                   32
+#define PARLEY_SOURCE_POLL_DELETED                 33
 #define PARLEY_SOURCE_CHANNEL_CHANGELOG            100
 #define PARLEY_SOURCE_MESSAGE_CHANGELOG            101
 #define PARLEY_SOURCE_MESSAGE_FILL                 102
@@ -67,6 +70,7 @@ extern "C" {
 #define PARLEY_SOURCE_MESSAGE_SENT                 109
 #define PARLEY_SOURCE_CHANNEL_MEMBER_COUNT_CHANGED 110
 #define PARLEY_SOURCE_CHANNEL_REFRESH              111
+#define PARLEY_SOURCE_POLL_CHANGELOG               112
 /* END GENERATED */
 
 /** Every source as a JSON array of {"code", "name"} (free with parley_free). */

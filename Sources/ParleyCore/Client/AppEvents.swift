@@ -120,6 +120,12 @@ struct AppEventReporter: Sendable {
                 default: break
                 }
             }
+        case .pollChangelog:
+            for change in batch.changes {
+                if case .messageUpserted(let upsert) = change, !upsert.inserted {
+                    events.append((EventCategory.pollChangelog.name, upsert.channelURL, upsert.message))
+                }
+            }
         case .cacheUnavailable(let reason):
             events.append((EventCategory.cacheUnavailable.name, "", .object(["reason": .string(reason)])))
         case .cacheRecovered(let salvage):

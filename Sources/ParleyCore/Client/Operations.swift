@@ -97,6 +97,8 @@ public enum ParameterType: String, Sendable, CaseIterable {
     case integerObject = "object<integer>"
     /// An array of objects (`sorted_metaarray`: `{"key", "value": [string]}` items).
     case objectArray = "object[]"
+    /// An array of integers (`option_ids`).
+    case integerArray = "integer[]"
     /// Any JSON value.
     case any
 }
@@ -105,6 +107,7 @@ public enum OperationCatalog {
     private static let channel = "/v3/group_channels/{channel_url}"
     private static let message = "/v3/group_channels/{channel_url}/messages/{message_id}"
     private static let me = "/v3/users/{user_id}"
+    private static let poll = "/v3/group_channels/{channel_url}/polls/{poll_id}"
     /// Message lists as the reference SDK's params: the anchor's own messages only when asked
     /// (`include`, the SDK's `is_inclusive`), message types also by the collections' names.
     private static let messageListDefaults: [String: JSONValue] = [WireField.include: false]
@@ -131,20 +134,22 @@ public enum OperationCatalog {
                 "public_membership_filter member_state_filter hidden_mode unread_filter custom_type_startswith name_contains name_startswith " +
                 "query_type metadata_key metadata_value_startswith operator_filter muted_member_filter description " +
                 "agent_id mode report_category reporting_user_id report_description message_type include_reply_type " +
-                "message mention_type url reaction"),
+                "message mention_type url reaction title text"),
             (.integer, "message_id limit change_ts last_seen_at created_after created_before seconds message_ts " +
-                "prev_limit next_limit parent_message_id"),
+                "prev_limit next_limit parent_message_id poll_id option_id close_at"),
             (.boolean, "include_unread_count is_active auto_accept is_distinct is_super is_public is_ephemeral " +
                 "strict show_empty show_frozen show_member show_metadata show_metacounter show_read_receipt " +
                 "show_delivery_receipt should_leave_all hide_previous_messages allow_auto_unhide should_hide_all " +
                 "should_unhide_all reset_all include_ts upsert include reverse include_reactions include_thread_info " +
-                "include_parent_message_info with_sorted_meta_array include_meta_array"),
+                "include_parent_message_info with_sorted_meta_array include_meta_array allow_user_suggestion " +
+                "allow_multiple_votes"),
             (.stringArray, "user_ids keys metadatavalues_in discovery_keys preferred_languages channel_urls " +
                 "operator_ids custom_types members_exactly_in members_include_in metadata_values sender_ids " +
-                "mentioned_user_ids"),
+                "mentioned_user_ids options"),
             (.object, "metadata"),
             (.integerObject, "metacounter"),
             (.objectArray, "sorted_metaarray"),
+            (.integerArray, "option_ids"),
         ]
         var table: [String: ParameterType] = [:]
         for (type, list) in names {
@@ -386,6 +391,33 @@ public enum OperationCatalog {
         OperationSpec("update_message_meta_array", "PUT", message + "/sorted_metaarray",
                       summary: "Adds or removes (`mode`) values of a message's sorted meta array; answers the message.",
                       required: [WireField.sortedMetaarray], optional: "mode upsert", effect: .storeMessage),
+        // Polls (docs/PROTOCOL.md §7.6): the cached message carrying a poll shows it as answered.
+        OperationSpec("create_poll", "POST", channel + "/polls",
+                      summary: "Creates a poll in the channel; send a message with its `poll_id` to show it.",
+                      required: ["title", "options"], optional: "allow_user_suggestion allow_multiple_votes close_at user_id",
+                      effect: .storePoll),
+        OperationSpec("list_polls", "GET", channel + "/polls", summary: "The channel's polls, newest first: `{\"polls\", \"next\"}`.",
+                      optional: "token limit"),
+        OperationSpec("get_poll", "GET", poll, summary: "One poll, with the user's votes.", effect: .storePoll),
+        OperationSpec("update_poll", "PUT", poll, summary: "Changes a poll's title, options' rules or closing time (its creator or an operator).",
+                      optional: "title allow_user_suggestion allow_multiple_votes close_at", effect: .storePoll),
+        OperationSpec("delete_poll", "DELETE", poll, summary: "Deletes a poll (its creator or an operator); its message stays.",
+                      effect: .removePoll),
+        OperationSpec("close_poll", "PUT", poll + "/close", summary: "Closes a poll: it takes no more votes.", effect: .storePoll),
+        OperationSpec("add_poll_option", "POST", poll + "/options", summary: "Adds an option to a poll.",
+                      required: ["text"], optional: "user_id", effect: .storePoll),
+        OperationSpec("update_poll_option", "PUT", poll + "/options/{option_id}", summary: "Changes an option's text.",
+                      required: ["text"], effect: .storePoll),
+        OperationSpec("delete_poll_option", "DELETE", poll + "/options/{option_id}", summary: "Deletes an option and its votes.",
+                      effect: .storePoll),
+        OperationSpec("vote_poll", "PUT", poll + "/vote",
+                      summary: "Replaces the user's votes of a poll with `option_ids` (`[]` retracts them).",
+                      required: ["option_ids"], optional: "user_id", effect: .storePoll),
+        OperationSpec("list_poll_voters", "GET", poll + "/options/{option_id}/voters",
+                      summary: "Who voted for an option: `{\"vote_count\", \"voters\", \"next\"}`.", optional: "token limit"),
+        OperationSpec("list_poll_changelogs", "GET", channel + "/polls/changelogs",
+                      summary: "The channel's polls changed or deleted since `token` (or `change_ts`), applied to the cache.",
+                      optional: "token change_ts limit", effect: .pollChangelog),
     ]
 
     private static let byName: [String: OperationSpec] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })

@@ -33,12 +33,14 @@ public enum CollectionEventSource: Sendable, Hashable {
     case channelMemberCountChanged
     /// A message view refreshed its channel from the server (at start, after a reconnection).
     case channelRefresh
+    /// The catch-up's poll changelog changed the poll a message carries.
+    case pollChangelog
 
     /// Every source, in code order.
     public static let allCases: [CollectionEventSource] =
         EventCategory.allCases.filter { $0.source == "server" }.map(CollectionEventSource.realtime)
         + [.channelChangelog, .messageChangelog, .messageFill, .localOperation, .localSend, .localCache, .cacheLoad, .apiLoad, .unknownEvent,
-           .messageSent, .channelMemberCountChanged, .channelRefresh]
+           .messageSent, .channelMemberCountChanged, .channelRefresh, .pollChangelog]
 
     private static let codes: [CollectionEventSource: Int32] = {
         var table: [CollectionEventSource: Int32] = [:]
@@ -75,6 +77,7 @@ public enum CollectionEventSource: Sendable, Hashable {
         case .messageSent: "message_sent"
         case .channelMemberCountChanged: "channel_member_count_changed"
         case .channelRefresh: "channel_refresh"
+        case .pollChangelog: "poll_changelog"
         }
     }
 
@@ -91,6 +94,7 @@ public enum CollectionEventSource: Sendable, Hashable {
             }
         case .channelChangelog, .catchUpStarted, .catchUpFinished, .resync: self = .channelChangelog
         case .messageChangelog: self = .messageChangelog
+        case .pollChangelog: self = .pollChangelog
         case .send, .resend, .sendResult, .cancel: self = .localSend
         case .operation: self = .localOperation
         case .channelRefresh: self = .channelRefresh

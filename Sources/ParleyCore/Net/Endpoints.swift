@@ -46,6 +46,11 @@ enum Endpoints {
         channelBase(channelURL) + "/messages/changelogs?" + changelogPosition(token) + "&limit=\(limit)&" + fullMessageView
     }
 
+    /// A page of a channel's poll changelogs from `token` (nil: from the beginning; §7.6).
+    static func pollChangelogs(channelURL: String, token: String?, limit: Int) -> String {
+        channelBase(channelURL) + "/polls/changelogs?" + changelogPosition(token) + "&limit=\(limit)"
+    }
+
     /// Where a message listing is anchored (docs/PROTOCOL.md §7.2).
     enum MessageListAnchor: Equatable {
         /// The newest end.

@@ -20,6 +20,10 @@ struct WireEventData: Sendable {
     var messageID: Int64? { json[WireField.messageID]?.int64Value }
     /// `reaction_updated`.
     var reaction: WireReaction? { json[WireField.reaction].map(WireReaction.init) }
+    /// `poll_updated`, `poll_voted`: the poll as the recipient sees it.
+    var poll: WirePoll? { json[WireField.poll].map(WirePoll.init) }
+    /// `poll_deleted`.
+    var pollID: Int64? { json[WireField.pollID]?.int64Value }
     /// `thread_info_updated`: the parent and its new `thread_info`.
     var parentMessageID: Int64? { json[WireField.parentMessageID]?.int64Value }
     var threadInfo: WireThreadInfo? { json[WireField.threadInfo].map(WireThreadInfo.init) }
@@ -49,6 +53,21 @@ struct WireReaction: Sendable {
     var isDeletion: Bool { json[WireField.operation]?.stringValue == "DELETE" }
     /// As sent: copied into the message's reaction entry untouched.
     var updatedAt: JSONValue? { json[WireField.updatedAt] }
+}
+
+/// A poll (docs/PROTOCOL.md §7.6): in events, in a message's `poll`, in poll changelogs and
+/// in the answers of the poll operations. Kept whole as it came.
+struct WirePoll: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var id: Int64? { json[WireField.id]?.int64Value }
+    /// The message that carries it; 0 while none does.
+    var messageID: Int64? { json[WireField.messageID]?.int64Value }
+    var channelURL: String? { json[WireField.channelURL]?.stringValue }
+    /// Present when the poll was rendered for a user (absent from a message event's copy).
+    var votedOptionIDs: JSONValue? { json[WireField.votedOptionIDs] }
 }
 
 /// The data of the stream's own frames `connected` and `resync` (docs/PROTOCOL.md §9).

@@ -122,6 +122,16 @@ enum WireField {
 
     static let category = "category"
     static let channel = "channel"
+    /// The poll a message carries, and the poll of `poll_updated` / `poll_voted` (§7.6, §9).
+    static let poll = "poll"
+    /// A poll's id (§7.6), also `poll_deleted`'s field and a send's parameter (§7.1).
+    static let pollID = "poll_id"
+    /// A poll's own `id` (§7.6).
+    static let id = "id"
+    /// The viewer's own votes of a poll (§7.6).
+    static let votedOptionIDs = "voted_option_ids"
+    /// A poll changelog's deleted polls (§7.6).
+    static let deletedAt = "deleted_at"
     /// `reaction_updated`'s change (§9); also the parameter of adding or removing a reaction (§7.4).
     static let reaction = "reaction"
     /// A reaction change's "ADD" or "DELETE" (§9).

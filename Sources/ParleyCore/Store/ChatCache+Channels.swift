@@ -215,6 +215,7 @@ extension ChatCache {
         let removed = try database.statement("DELETE FROM messages WHERE channel_url = ?1").run([.text(url)])
         try database.statement("DELETE FROM chunks WHERE channel_url = ?1").run([.text(url)])
         try removeSyncToken(scope: Self.messagesTokenScope(channelURL: url))
+        try removeSyncToken(scope: Self.pollsTokenScope(channelURL: url))
         return removed
     }
 

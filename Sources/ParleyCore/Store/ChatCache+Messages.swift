@@ -264,6 +264,26 @@ extension ChatCache {
     }
 
     /// Whether the channel has any stored server message (one index probe, whatever their number).
+    /// The channels with a cached message that carries a poll (index `messages_with_polls`).
+    public func channelsWithPolls() throws(ParleyError) -> [String] {
+        var urls: [String] = []
+        try database.statement(
+            "SELECT DISTINCT channel_url FROM messages WHERE json_extract(json, '$.poll.id') IS NOT NULL ORDER BY channel_url"
+        ).rows([]) { row in urls.append(row.string(0) ?? "") }
+        return urls
+    }
+
+    /// The cached message of the channel that carries poll `pollID`, if any.
+    public func messageID(carryingPoll pollID: Int64, channelURL: String) throws(ParleyError) -> Int64? {
+        var id: Int64?
+        try database.statement("""
+            SELECT message_id FROM messages
+            WHERE channel_url = ?1 AND json_extract(json, '$.poll.id') = ?2 AND json_extract(json, '$.poll.id') IS NOT NULL
+            LIMIT 1
+            """).rows([.text(channelURL), .integer(pollID)]) { row in id = row.int64(0) }
+        return id
+    }
+
     public func hasMessages(channelURL: String) throws(ParleyError) -> Bool {
         try scalarInt("SELECT EXISTS (SELECT 1 FROM messages WHERE channel_url = ?1)", [.text(channelURL)]) != 0
     }

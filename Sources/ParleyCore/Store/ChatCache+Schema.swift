@@ -15,6 +15,7 @@ extension ChatCache {
         SQLiteMigration(version: 4, sql: schemaVersion4),
         SQLiteMigration(version: 5, sql: schemaVersion5),
         SQLiteMigration(version: 6, sql: schemaVersion6),
+        SQLiteMigration(version: 7, sql: schemaVersion7),
     ]
 
     /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
@@ -165,5 +166,14 @@ extension ChatCache {
     /// parsed on read as before. A statement that changes `json` in SQL must set it NULL.
     static let schemaVersion6 = """
         ALTER TABLE messages ADD COLUMN json_check INTEGER;
+        """
+
+    /// Version 7: the cached messages that carry a poll, by channel and poll id (a partial
+    /// index over the text: only those messages are in it). The catch-up runs the poll
+    /// changelogs of the channels it lists, and a poll's events and deletion find the message
+    /// carrying it through it.
+    static let schemaVersion7 = """
+        CREATE INDEX messages_with_polls ON messages (channel_url, json_extract(json, '$.poll.id'))
+            WHERE json_extract(json, '$.poll.id') IS NOT NULL;
         """
 }

@@ -32,6 +32,9 @@ public final class ChatCache {
     /// Sync-token scope of one channel's message changelog token.
     public static func messagesTokenScope(channelURL: String) -> String { "messages:\(channelURL)" }
 
+    /// Sync-token scope of a channel's poll changelogs.
+    public static func pollsTokenScope(channelURL: String) -> String { "polls:\(channelURL)" }
+
     /// Sync-token scope that marks a channel list query (by its identity) as held whole by
     /// the cache: its listing was walked to the end and changes have been applied since.
     public static func channelListScope(queryIdentity: String) -> String { "channel_list:\(queryIdentity)" }

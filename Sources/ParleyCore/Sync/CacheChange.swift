@@ -127,6 +127,8 @@ public enum ChangeCause: Sendable {
     case channelChangelog
     /// The message changelog catch-up of one channel.
     case messageChangelog(channelURL: String)
+    /// The poll changelog catch-up of one channel (the polls its cached messages carry).
+    case pollChangelog(channelURL: String)
     /// The app sent a message (stored as pending).
     case send
     /// The app resent a failed message.

@@ -22,4 +22,11 @@ public enum CacheEffect: Sendable, Equatable {
     case channelChangelog
     /// A message changelog page: update the cached messages of `updated`, remove `deleted`.
     case messageChangelog
+    /// The answer is a poll: the cached message carrying it shows it.
+    case storePoll
+    /// Poll `poll_id` of `channel_url` was deleted: the cached message carrying it shows none.
+    case removePoll
+    /// A poll changelog page of `channel_url`: cached messages show the polls of `updated`,
+    /// none of `deleted`.
+    case pollChangelog
 }

@@ -381,7 +381,41 @@ final class CacheTransaction {
         if let pinned = context.pinnedMessageIDs, fields[WireField.isPinned] != nil, let id = fields[WireField.messageID]?.int64Value {
             fields[WireField.isPinned] = .bool(pinned.contains(id))
         }
+        if case .object(var poll)? = fields[WireField.poll], poll[WireField.votedOptionIDs] == nil {
+            // A message event's copy of the poll is every recipient's, without anyone's votes;
+            // the user's own come with the poll's events and renders for the user.
+            poll[WireField.votedOptionIDs] = try ownVotes(pollID: poll[WireField.id]?.int64Value,
+                                                          messageID: fields[WireField.messageID]?.int64Value)
+            fields[WireField.poll] = .object(poll)
+        }
         return .object(fields)
+    }
+
+    /// The user's votes of the poll as the cached message carrying it has them ([] if none).
+    private func ownVotes(pollID: Int64?, messageID: Int64?) throws(ParleyError) -> JSONValue {
+        guard let pollID, let messageID, let stored = try cache.message(id: messageID),
+              let cached = try JSONValue.parse(stored.json)[WireField.poll].map(WirePoll.init), cached.id == pollID,
+              let votes = cached.votedOptionIDs
+        else { return .array([]) }
+        return votes
+    }
+
+    /// A poll as an event, an operation or a poll changelog brought it: the cached message
+    /// carrying it (`message_id`) shows it from now on. Polls no message carries yet, or
+    /// whose message is not cached, are not kept.
+    func storePoll(_ poll: JSONValue) throws(ParleyError) {
+        let wire = WirePoll(poll)
+        guard case .object(var fields) = poll, let messageID = wire.messageID, messageID > 0 else { return }
+        if fields[WireField.votedOptionIDs] == nil {
+            fields[WireField.votedOptionIDs] = try ownVotes(pollID: wire.id, messageID: messageID)
+        }
+        try patchMessage(messageID) { message in message[WireField.poll] = .object(fields) }
+    }
+
+    /// Poll `pollID` of the channel was deleted: the cached message that carried it shows none.
+    func removePoll(_ pollID: Int64, channelURL: String) throws(ParleyError) {
+        guard let messageID = try cache.messageID(carryingPoll: pollID, channelURL: channelURL) else { return }
+        try patchMessage(messageID) { message in message[WireField.poll] = nil }
     }
 
     /// Rewrites a cached message through `change` (when cached): reactions and thread info

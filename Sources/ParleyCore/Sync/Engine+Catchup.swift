@@ -35,6 +35,7 @@ extension Engine {
         syncChannelChangelogs(epoch: epoch, resetOnce: true) {
             self.reportResyncIfFound(epoch: epoch)
             self.syncMessageChangelogs(epoch: epoch, urls: self.channelsWithMessages()) {
+              self.syncPollChangelogs(epoch: epoch, urls: self.channelsWithPolls()) {
                 self.catchUp.inProgress = false
                 if self.catchUp.requestedAgain && self.session.epoch == epoch {
                     self.runCatchUp(then: nil)
@@ -46,6 +47,7 @@ extension Engine {
                 // Pending messages go out under every policy; failed ones only with automatic resend.
                 self.drainOutbox()
                 self.finishCatchUp()
+              }
             }
         }
     }
@@ -227,6 +229,53 @@ extension Engine {
                 self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: false, then: next)
             case .failure(let error):
                 self.log(.warning, "sync: message changelogs of \(channelURL) failed: \(error)")
+                next()
+            }
+        }
+    }
+
+    /// The channels whose cached messages carry polls: their poll changelogs run after the
+    /// message changelogs (votes and poll edits change no message).
+    private func channelsWithPolls() -> [String] {
+        read("listing channels with polls") { cache throws(ParleyError) -> [String] in try cache.channelsWithPolls() } ?? []
+    }
+
+    /// Runs the poll changelogs of `urls`, one channel after another, then `next` once.
+    private func syncPollChangelogs(epoch: UInt64, urls: [String], then next: @escaping @Sendable () -> Void) {
+        guard let url = urls.first else { return next() }
+        syncPollChangelog(epoch: epoch, channelURL: url, resetOnce: true) {
+            self.syncPollChangelogs(epoch: epoch, urls: Array(urls.dropFirst()), then: next)
+        }
+    }
+
+    private func syncPollChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, then next: @escaping @Sendable () -> Void) {
+        guard self.session.epoch == epoch else { return next() }
+        let scope = ChatCache.pollsTokenScope(channelURL: channelURL)
+        let token = read("reading a poll token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
+        let hadToken = token != nil
+        call("GET", Endpoints.pollChangelogs(channelURL: channelURL, token: token, limit: 200)) { result in
+            guard self.session.epoch == epoch else { return next() }
+            switch result {
+            case .success(let answer):
+                let page = WireChangelogPage(answer)
+                self.write(.pollChangelog(channelURL: channelURL), "applying poll changelogs") { transaction throws(ParleyError) in
+                    try Self.applyPollChangelog(answer, channelURL: channelURL, transaction)
+                    if let next = page.next, !next.isEmpty { try transaction.setSyncToken(next, scope: scope) }
+                }
+                if page.hasMore == true {
+                    self.syncPollChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, then: next)
+                } else {
+                    next()
+                }
+            case .failure(let error) where error.code == .invalidArgument && hadToken && resetOnce:
+                self.log(.info, "sync: poll changelog token of \(channelURL) refused (\(error.message)); starting over")
+                self.write(.pollChangelog(channelURL: channelURL), "resetting a poll token") { transaction throws(ParleyError) in
+                    try transaction.removeSyncToken(scope: scope)
+                }
+                self.syncPollChangelog(epoch: epoch, channelURL: channelURL, resetOnce: false, then: next)
+            case .failure(let error):
+                // Access is the message changelog's to judge (it ran first); this one only waits.
+                self.log(.warning, "sync: poll changelogs of \(channelURL) failed: \(error)")
                 next()
             }
         }

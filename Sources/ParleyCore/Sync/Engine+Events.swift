@@ -296,6 +296,10 @@ extension Engine {
             if let id = data.messageID { try transaction.removeMessage(id) }
         case .reactionUpdated:
             if let reaction = data.reaction { try applyReaction(reaction, transaction) }
+        case .pollUpdated, .pollVoted:
+            if let poll = data.poll { try transaction.storePoll(poll.json) }
+        case .pollDeleted:
+            if let id = data.pollID, !url.isEmpty { try transaction.removePoll(id, channelURL: url) }
         case .threadInfoUpdated:
             if let parent = data.parentMessageID, let info = data.threadInfo {
                 // The server shows no thread info once a thread has no replies left.
@@ -487,6 +491,15 @@ extension Engine {
                 channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
             case .messageChangelog:
                 try Self.applyMessageChangelog(answer, transaction)
+            case .storePoll:
+                try transaction.storePoll(answer)
+            case .removePoll:
+                if let url = params[WireField.channelURL]?.stringValue,
+                   let id = params[WireField.pollID]?.int64Value ?? params[WireField.pollID]?.stringValue.flatMap({ Int64($0) }) {
+                    try transaction.removePoll(id, channelURL: url)
+                }
+            case .pollChangelog:
+                if let url = params[WireField.channelURL]?.stringValue { try Self.applyPollChangelog(answer, channelURL: url, transaction) }
             }
         }
         fetchWantedChannels()
@@ -582,6 +595,22 @@ extension Engine {
             try transaction.storeMessage(message)
         }
         for id in page.deletedMessageIDs { try transaction.removeMessage(id) }
+    }
+
+    /// A poll changelog page of a channel (docs/PROTOCOL.md §7.6): the cached messages carrying
+    /// the polls of `updated` show them, those carrying the polls of `deleted` show none.
+    static func applyPollChangelog(_ answer: JSONValue, channelURL: String, _ transaction: CacheTransaction) throws(ParleyError) {
+        func list(_ key: String) throws(ParleyError) -> [JSONValue] {
+            guard let value = answer[key] else { return [] }
+            guard let items = value.arrayValue else { throw ParleyError(.protocolViolation, "poll changelogs: \(key) must be an array") }
+            return items
+        }
+        let updated = try list(WireField.updated)
+        let deleted = try list(WireField.deleted)
+        for poll in updated { try transaction.storePoll(poll) }
+        for entry in deleted {
+            if let id = entry[WireField.pollID]?.int64Value { try transaction.removePoll(id, channelURL: channelURL) }
+        }
     }
 
     /// `storeAnswerChannel`, and a read again of a channel whose copy was set aside.

@@ -33,6 +33,11 @@ public enum EventCategory: String, Sendable, CaseIterable {
     case userJoined = "user_joined"
     case userLeft = "user_left"
     case pinnedMessageUpdated = "pinned_message_updated"
+    /// A poll changed (edits, options, close), or a user voted; each recipient's copy carries
+    /// that recipient's own votes. `poll_deleted` names the poll only.
+    case pollUpdated = "poll_updated"
+    case pollVoted = "poll_voted"
+    case pollDeleted = "poll_deleted"
 
     // Sending (local).
     case messagePending = "message_pending"
@@ -50,6 +55,8 @@ public enum EventCategory: String, Sendable, CaseIterable {
     case channelChangelogDeleted = "channel_changelog_deleted"
     case messageChangelog = "message_changelog"
     case messageChangelogDeleted = "message_changelog_deleted"
+    /// A cached message's poll as the poll changelog found it changed (payload: the message).
+    case pollChangelog = "poll_changelog"
     /// The stream resumed past the server's retention: events were lost (see `ChangeCause.resync`).
     case resync = "resync"
 
@@ -61,7 +68,7 @@ public enum EventCategory: String, Sendable, CaseIterable {
     public var source: String {
         switch self {
         case .messagePending, .messageSent, .messageFailed, .messageCanceled, .messageResendStarted, .cacheUnavailable, .cacheRecovered: "local"
-        case .channelChangelog, .channelChangelogDeleted, .messageChangelog, .messageChangelogDeleted, .resync: "sync"
+        case .channelChangelog, .channelChangelogDeleted, .messageChangelog, .messageChangelogDeleted, .pollChangelog, .resync: "sync"
         default: "server"
         }
     }

@@ -17,6 +17,7 @@ struct OutgoingMessage: Sendable {
     static let userMessageKeys: Set<String> = [
         WireField.message, WireField.reqID, WireField.customType, WireField.data, WireField.mentionType, WireField.mentionedUserIDs,
         WireField.sortedMetaarray, WireField.parentMessageID, WireField.isReplyToChannel, WireField.isSilent, WireField.markAsRead,
+        WireField.pollID,
     ]
     /// `file_path` is the library's own (a local file to upload); the others are the server's send fields.
     static let fileMessageKeys: Set<String> = [

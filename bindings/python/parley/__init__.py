@@ -13,7 +13,8 @@ from .events import ClientEvent, ConnectionEvent, ConnectionEventKind, EventCate
 from .objects import (
     BasicUser, CachedMessagePage, Channel, ChannelChangelogPage, ChannelListPage, DeletedMessage, FileInfo,
     FileMessageParams, Member, MemberListPage, Message, MessageChangelogPage, MessageListPage, MetaArrayItem,
-    ParentMessageInfo, Reaction, ThreadInfo, Thumbnail, User, UserListPage, UserMessageParams,
+    ParentMessageInfo, Poll, PollChangelogPage, PollListPage, PollOption, PollVoters, DeletedPoll, Reaction, ThreadInfo,
+    Thumbnail, User, UserListPage, UserMessageParams,
 )
 from .query import QUERY_KINDS, Query
 from .sync_view import (
@@ -46,7 +47,8 @@ __all__ = [
     # The protocol's objects and the options, for type checkers (parley.objects; docs/PROTOCOL.md).
     "BasicUser", "CachedMessagePage", "Channel", "ChannelChangelogPage", "ChannelListPage", "DeletedMessage", "FileInfo",
     "FileMessageParams", "Member", "MemberListPage", "Message", "MessageChangelogPage", "MessageListPage",
-    "MetaArrayItem", "ParentMessageInfo", "Reaction", "ThreadInfo", "Thumbnail", "User", "UserListPage",
+    "MetaArrayItem", "ParentMessageInfo", "Poll", "PollOption", "PollListPage", "PollVoters", "DeletedPoll",
+    "PollChangelogPage", "Reaction", "ThreadInfo", "Thumbnail", "User", "UserListPage",
     "UserMessageParams", "GroupChannelListOptions", "MessageListOptions", "SyncViewOverrides",
 ]
 # The loaded library's version: the package is built with the same number (setup.py reads it from

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 from ._operation_support import awaiting_operation, operation, own_qualnames
 from .objects import (
     Channel, ChannelChangelogPage, ChannelListPage, MemberListPage, Message, MessageChangelogPage, MessageListPage,
-    MetaArrayItem, User, UserListPage,
+    MetaArrayItem, Poll, PollChangelogPage, PollListPage, PollVoters, User, UserListPage,
 )
 
 
@@ -943,6 +943,141 @@ class Operations:
         (docs/PROTOCOL.md §7.4).
         """
 
+    @operation
+    def create_poll(
+        self, *,
+        channel_url: str,
+        title: str,
+        options: List[str],
+        allow_user_suggestion: Optional[bool] = None,
+        allow_multiple_votes: Optional[bool] = None,
+        close_at: Optional[int] = None,
+        user_id: Optional[str] = None,
+    ) -> Future[Poll]:
+        """Creates a poll in the channel; send a message with its ``poll_id`` to show it.
+
+        ``POST /v3/group_channels/{channel_url}/polls`` (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def list_polls(
+        self, *,
+        channel_url: str,
+        token: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> Future[PollListPage]:
+        """The channel's polls, newest first: ``{"polls", "next"}``.
+
+        ``GET /v3/group_channels/{channel_url}/polls`` (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def get_poll(self, *, channel_url: str, poll_id: int) -> Future[Poll]:
+        """One poll, with the user's votes.
+
+        ``GET /v3/group_channels/{channel_url}/polls/{poll_id}`` (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def update_poll(
+        self, *,
+        channel_url: str,
+        poll_id: int,
+        title: Optional[str] = None,
+        allow_user_suggestion: Optional[bool] = None,
+        allow_multiple_votes: Optional[bool] = None,
+        close_at: Optional[int] = None,
+    ) -> Future[Poll]:
+        """Changes a poll's title, options' rules or closing time (its creator or an operator).
+
+        ``PUT /v3/group_channels/{channel_url}/polls/{poll_id}`` (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def delete_poll(self, *, channel_url: str, poll_id: int) -> Future[Dict[str, Any]]:
+        """Deletes a poll (its creator or an operator); its message stays.
+
+        ``DELETE /v3/group_channels/{channel_url}/polls/{poll_id}`` (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def close_poll(self, *, channel_url: str, poll_id: int) -> Future[Poll]:
+        """Closes a poll: it takes no more votes.
+
+        ``PUT /v3/group_channels/{channel_url}/polls/{poll_id}/close`` (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def add_poll_option(
+        self, *,
+        channel_url: str,
+        poll_id: int,
+        text: str,
+        user_id: Optional[str] = None,
+    ) -> Future[Poll]:
+        """Adds an option to a poll.
+
+        ``POST /v3/group_channels/{channel_url}/polls/{poll_id}/options`` (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def update_poll_option(self, *, channel_url: str, poll_id: int, option_id: int, text: str) -> Future[Poll]:
+        """Changes an option's text.
+
+        ``PUT /v3/group_channels/{channel_url}/polls/{poll_id}/options/{option_id}``
+        (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def delete_poll_option(self, *, channel_url: str, poll_id: int, option_id: int) -> Future[Poll]:
+        """Deletes an option and its votes.
+
+        ``DELETE /v3/group_channels/{channel_url}/polls/{poll_id}/options/{option_id}``
+        (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def vote_poll(
+        self, *,
+        channel_url: str,
+        poll_id: int,
+        option_ids: List[int],
+        user_id: Optional[str] = None,
+    ) -> Future[Poll]:
+        """Replaces the user's votes of a poll with ``option_ids`` (``[]`` retracts them).
+
+        ``PUT /v3/group_channels/{channel_url}/polls/{poll_id}/vote`` (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def list_poll_voters(
+        self, *,
+        channel_url: str,
+        poll_id: int,
+        option_id: int,
+        token: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> Future[PollVoters]:
+        """Who voted for an option: ``{"vote_count", "voters", "next"}``.
+
+        ``GET /v3/group_channels/{channel_url}/polls/{poll_id}/options/{option_id}/voters``
+        (docs/PROTOCOL.md §7.6).
+        """
+
+    @operation
+    def list_poll_changelogs(
+        self, *,
+        channel_url: str,
+        token: Optional[str] = None,
+        change_ts: Optional[int] = None,
+        limit: Optional[int] = None,
+    ) -> Future[PollChangelogPage]:
+        """The channel's polls changed or deleted since ``token`` (or ``change_ts``), applied to the
+        cache.
+
+        ``GET /v3/group_channels/{channel_url}/polls/changelogs`` (docs/PROTOCOL.md §7.6).
+        """
+
 
 @own_qualnames
 class AsyncOperations:
@@ -1020,3 +1155,15 @@ class AsyncOperations:
     unpin_message = awaiting_operation(Operations.unpin_message)
     add_message_meta_array = awaiting_operation(Operations.add_message_meta_array)
     update_message_meta_array = awaiting_operation(Operations.update_message_meta_array)
+    create_poll = awaiting_operation(Operations.create_poll)
+    list_polls = awaiting_operation(Operations.list_polls)
+    get_poll = awaiting_operation(Operations.get_poll)
+    update_poll = awaiting_operation(Operations.update_poll)
+    delete_poll = awaiting_operation(Operations.delete_poll)
+    close_poll = awaiting_operation(Operations.close_poll)
+    add_poll_option = awaiting_operation(Operations.add_poll_option)
+    update_poll_option = awaiting_operation(Operations.update_poll_option)
+    delete_poll_option = awaiting_operation(Operations.delete_poll_option)
+    vote_poll = awaiting_operation(Operations.vote_poll)
+    list_poll_voters = awaiting_operation(Operations.list_poll_voters)
+    list_poll_changelogs = awaiting_operation(Operations.list_poll_changelogs)

@@ -109,6 +109,9 @@ class CollectionEventSource(str, enum.Enum):
     USER_JOINED = "user_joined"
     USER_LEFT = "user_left"
     PINNED_MESSAGE_UPDATED = "pinned_message_updated"
+    POLL_UPDATED = "poll_updated"
+    POLL_VOTED = "poll_voted"
+    POLL_DELETED = "poll_deleted"
     CHANNEL_CHANGELOG = "channel_changelog"
     MESSAGE_CHANGELOG = "message_changelog"
     MESSAGE_FILL = "message_fill"
@@ -121,6 +124,7 @@ class CollectionEventSource(str, enum.Enum):
     MESSAGE_SENT = "message_sent"
     CHANNEL_MEMBER_COUNT_CHANGED = "channel_member_count_changed"
     CHANNEL_REFRESH = "channel_refresh"
+    POLL_CHANGELOG = "poll_changelog"
     # END GENERATED
 
 

@@ -18,7 +18,7 @@ __all__ = [
     "BasicUser", "User", "Member", "Channel", "Message", "FileInfo", "Thumbnail", "MetaArrayItem", "Reaction",
     "ThreadInfo", "ParentMessageInfo", "DeletedMessage", "ChannelListPage", "MessageListPage", "UserListPage",
     "MemberListPage", "ChannelChangelogPage", "MessageChangelogPage", "CachedMessagePage", "UserMessageParams",
-    "FileMessageParams",
+    "FileMessageParams", "Poll", "PollOption", "PollListPage", "PollVoters", "DeletedPoll", "PollChangelogPage",
 ]
 
 
@@ -141,6 +141,40 @@ class ParentMessageInfo(TypedDict, total=False):
     user: BasicUser
 
 
+class PollOption(TypedDict, total=False):
+    """One option of a poll (§7.6); ids count 1, 2, … within the poll."""
+
+    poll_id: int
+    id: int
+    text: str
+    vote_count: int
+    created_by: str
+    created_at: int
+    updated_at: int
+
+
+class Poll(TypedDict, total=False):
+    """A poll (§7.6), as a message carries it (``poll``), in events and in the poll
+    operations' answers. ``status`` is ``"open"`` or ``"closed"``; ``close_at`` -1 = never;
+    ``voted_option_ids`` are the viewing user's own votes."""
+
+    id: int
+    title: str
+    channel_url: str
+    #: The message that carries it; 0 until one does.
+    message_id: int
+    allow_user_suggestion: bool
+    allow_multiple_votes: bool
+    close_at: int
+    status: str
+    created_by: str
+    created_at: int
+    updated_at: int
+    voter_count: int
+    options: List[PollOption]
+    voted_option_ids: List[int]
+
+
 class _MessageKeys(TypedDict):
     # Also in every pending and failed message of the outbox.
     message_id: int
@@ -185,6 +219,8 @@ class Message(_MessageKeys, total=False):
     reactions: List[Reaction]
     thread_info: ThreadInfo
     parent_message_info: ParentMessageInfo
+    #: The poll the message carries (§7.6).
+    poll: Poll
     # The library's own fields (docs/C-API.md, "Sending and the outbox").
     sending_status: str
     error_code: int
@@ -312,6 +348,35 @@ class MessageChangelogPage(TypedDict):
     next: str
 
 
+class PollListPage(TypedDict):
+    """The answer of ``list_polls`` (§7.6): newest first."""
+
+    polls: List[Poll]
+    next: str
+
+
+class PollVoters(TypedDict):
+    """The answer of ``list_poll_voters`` (§7.6)."""
+
+    vote_count: int
+    voters: List[BasicUser]
+    next: str
+
+
+class DeletedPoll(TypedDict):
+    poll_id: int
+    deleted_at: int
+
+
+class PollChangelogPage(TypedDict):
+    """The answer of ``list_poll_changelogs`` (§7.6): created polls are in ``updated`` too."""
+
+    updated: List[Poll]
+    deleted: List[DeletedPoll]
+    has_more: bool
+    next: str
+
+
 class CachedMessagePage(TypedDict):
     """What :meth:`parley.Client.cached_message_page` returns."""
 
@@ -337,6 +402,8 @@ class _SendParams(TypedDict, total=False):
     is_reply_to_channel: bool
     is_silent: bool
     mark_as_read: bool
+    #: Sends the message carrying this poll (``create_poll`` first; §7.6).
+    poll_id: int
 
 
 class UserMessageParams(_SendParams, total=False):

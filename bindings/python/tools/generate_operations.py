@@ -39,7 +39,7 @@ COMMAND = "python3 bindings/python/tools/generate_operations.py"
 # Wire type (the catalog's "type" of a parameter, docs/C-REFERENCE.md) -> annotation.
 WIRE_TYPES: Dict[str, str] = {
     "string": "str", "integer": "int", "boolean": "bool", "string[]": "List[str]", "object": "Dict[str, str]",
-    "object<integer>": "Dict[str, int]", "object[]": "List[MetaArrayItem]", "any": "Any",
+    "object<integer>": "Dict[str, int]", "object[]": "List[MetaArrayItem]", "integer[]": "List[int]", "any": "Any",
 }
 
 
@@ -126,10 +126,23 @@ ANSWERS: Dict[str, Answer] = {
     "unpin_message": Answer(_ANY, "§7.4"),
     "add_message_meta_array": Answer("Message", "§7.4"),
     "update_message_meta_array": Answer("Message", "§7.4"),
+    "create_poll": Answer("Poll", "§7.6"),
+    "list_polls": Answer("PollListPage", "§7.6"),
+    "get_poll": Answer("Poll", "§7.6"),
+    "update_poll": Answer("Poll", "§7.6"),
+    "delete_poll": Answer(_ANY, "§7.6"),
+    "close_poll": Answer("Poll", "§7.6"),
+    "add_poll_option": Answer("Poll", "§7.6"),
+    "update_poll_option": Answer("Poll", "§7.6"),
+    "delete_poll_option": Answer("Poll", "§7.6"),
+    "vote_poll": Answer("Poll", "§7.6"),
+    "list_poll_voters": Answer("PollVoters", "§7.6"),
+    "list_poll_changelogs": Answer("PollChangelogPage", "§7.6"),
 }
 
 OBJECT_TYPES = ("BasicUser", "Channel", "ChannelChangelogPage", "ChannelListPage", "MemberListPage", "Message",
-                "MessageChangelogPage", "MessageListPage", "MetaArrayItem", "User", "UserListPage")
+                "MessageChangelogPage", "MessageListPage", "MetaArrayItem", "Poll", "PollChangelogPage", "PollListPage",
+                "PollVoters", "User", "UserListPage")
 
 
 class Parameter(NamedTuple):
