@@ -246,6 +246,40 @@ private func channel(_ url: String) -> JSONValue {
         #expect(try cache.channelMemberTexts(url: "c2") == nil)
     }
 
+    /// Version 7 takes the id of the poll a stored message carries into a column: the
+    /// catch-up's poll changelogs and the poll events find the message by it. A damaged text
+    /// is left with none, and later writes of its row still work.
+    @Test func aVersion6FileKnowsTheMessagesThatCarryPolls() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        let old = try SQLiteDatabase(location: .file(path: path), migrations: Array(ChatCache.migrations.prefix(6)))
+        let rows: [(Int64, String, String)] = [
+            (1, "c1", #"{"message_id":1,"poll":{"id":7,"title":"t"}}"#), (2, "c1", #"{"message_id":2}"#),
+            (3, "c2", #"{"message_id":3,"poll":{"id":"8"}}"#), (4, "c2", #"{"message_id":4,"poll":{"id":9"#),
+        ]
+        for (id, url, json) in rows {
+            try old.statement("""
+                INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                      parent_message_id, is_reply_to_channel, json)
+                VALUES (?1, ?2, ?1, 0, '', 'MESG', '', 'u1', 0, 0, ?3)
+                """).run([.integer(id), .text(url), .text(json)])
+        }
+        old.close()
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        #expect(cache.schemaVersion == ChatCache.migrations.last?.version)
+        #expect(try cache.channelsWithPolls() == ["c1"])
+        #expect(try cache.messageID(carryingPoll: 7, channelURL: "c1") == 1)
+        #expect(try cache.messageID(carryingPoll: 7, channelURL: "c2") == nil)
+        #expect(try cache.messageID(carryingPoll: 9, channelURL: "c2") == nil)
+        // A message written now carries its poll's id; the damaged row can still be replaced.
+        try cache.upsertMessage(["message_id": 4, "channel_url": "c2", "created_at": 4, "updated_at": 1,
+                                 "poll": ["id": 9, "title": "again"]])
+        #expect(try cache.messageID(carryingPoll: 9, channelURL: "c2") == 4)
+        #expect(try cache.channelsWithPolls() == ["c1", "c2"])
+    }
+
     @Test func aVersion4FileSortsNamesByTheirNormalForm() throws {
         let directory = try temporaryDirectory()
         defer { removeTree(directory) }

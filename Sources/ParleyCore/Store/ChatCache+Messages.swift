@@ -14,6 +14,8 @@ extension ChatCache {
         var senderID: String
         var parentMessageID: Int64
         var isReplyToChannel: Bool
+        /// The id of the poll the message carries (0: none).
+        var pollID: Int64
 
         init(_ message: JSONValue) throws(ParleyError) {
             let reader = try JSONReader(message, path: "message", errorCode: .protocolViolation)
@@ -28,6 +30,7 @@ extension ChatCache {
             senderID = try reader.optionalObject("user")?.string("user_id", default: "") ?? ""
             parentMessageID = try reader.int("parent_message_id", default: 0)
             isReplyToChannel = try reader.bool("is_reply_to_channel", default: false)
+            pollID = try reader.optionalObject("poll")?.int("id", default: 0) ?? 0
         }
     }
 
@@ -107,18 +110,19 @@ extension ChatCache {
     private func writeMessage(_ columns: MessageColumns, json: String) throws(ParleyError) {
         try database.statement("""
             INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type,
-                                  sender_id, parent_message_id, is_reply_to_channel, json, json_check)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                                  sender_id, parent_message_id, is_reply_to_channel, json, json_check, poll_id)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
             ON CONFLICT (message_id) DO UPDATE SET
                 channel_url = excluded.channel_url, created_at = excluded.created_at, updated_at = excluded.updated_at,
                 req_id = excluded.req_id, type = excluded.type, custom_type = excluded.custom_type,
                 sender_id = excluded.sender_id, parent_message_id = excluded.parent_message_id,
-                is_reply_to_channel = excluded.is_reply_to_channel, json = excluded.json, json_check = excluded.json_check
+                is_reply_to_channel = excluded.is_reply_to_channel, json = excluded.json, json_check = excluded.json_check,
+                poll_id = excluded.poll_id
             """).run([
                 .integer(columns.messageID), .text(columns.channelURL), .integer(columns.createdAt),
                 .integer(columns.updatedAt), .text(columns.reqID), .text(columns.type), .text(columns.customType),
                 .text(columns.senderID), .integer(columns.parentMessageID), SQLiteValue(columns.isReplyToChannel),
-                .text(json), .integer(StoredTextCheck.value(of: json)),
+                .text(json), .integer(StoredTextCheck.value(of: json)), .integer(columns.pollID),
             ])
     }
 
@@ -268,7 +272,7 @@ extension ChatCache {
     public func channelsWithPolls() throws(ParleyError) -> [String] {
         var urls: [String] = []
         try database.statement(
-            "SELECT DISTINCT channel_url FROM messages WHERE json_extract(json, '$.poll.id') IS NOT NULL ORDER BY channel_url"
+            "SELECT DISTINCT channel_url FROM messages WHERE poll_id != 0 ORDER BY channel_url"
         ).rows([]) { row in urls.append(row.string(0) ?? "") }
         return urls
     }
@@ -277,9 +281,7 @@ extension ChatCache {
     public func messageID(carryingPoll pollID: Int64, channelURL: String) throws(ParleyError) -> Int64? {
         var id: Int64?
         try database.statement("""
-            SELECT message_id FROM messages
-            WHERE channel_url = ?1 AND json_extract(json, '$.poll.id') = ?2 AND json_extract(json, '$.poll.id') IS NOT NULL
-            LIMIT 1
+            SELECT message_id FROM messages WHERE channel_url = ?1 AND poll_id = ?2 AND poll_id != 0 LIMIT 1
             """).rows([.text(channelURL), .integer(pollID)]) { row in id = row.int64(0) }
         return id
     }

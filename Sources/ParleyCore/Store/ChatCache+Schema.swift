@@ -168,12 +168,15 @@ extension ChatCache {
         ALTER TABLE messages ADD COLUMN json_check INTEGER;
         """
 
-    /// Version 7: the cached messages that carry a poll, by channel and poll id (a partial
-    /// index over the text: only those messages are in it). The catch-up runs the poll
-    /// changelogs of the channels it lists, and a poll's events and deletion find the message
-    /// carrying it through it.
+    /// Version 7: the id of the poll a message carries, as a column (0: none), and the messages
+    /// that carry one by channel (a partial index: only those are in it). The catch-up runs
+    /// the poll changelogs of the channels it lists; a poll's events and deletion find the
+    /// message carrying it. A column, not an index over the text: a damaged text must not
+    /// make writes of its row fail.
     static let schemaVersion7 = """
-        CREATE INDEX messages_with_polls ON messages (channel_url, json_extract(json, '$.poll.id'))
-            WHERE json_extract(json, '$.poll.id') IS NOT NULL;
+        ALTER TABLE messages ADD COLUMN poll_id INTEGER NOT NULL DEFAULT 0;
+        UPDATE messages SET poll_id = CASE WHEN json_valid(json) THEN
+            CASE WHEN json_type(json, '$.poll.id') = 'integer' THEN json_extract(json, '$.poll.id') ELSE 0 END ELSE 0 END;
+        CREATE INDEX messages_with_polls ON messages (channel_url, poll_id) WHERE poll_id != 0;
         """
 }

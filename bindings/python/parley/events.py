@@ -43,6 +43,11 @@ class EventCategory(str, enum.Enum):
     USER_JOINED = "user_joined"
     USER_LEFT = "user_left"
     PINNED_MESSAGE_UPDATED = "pinned_message_updated"
+    #: A poll changed or a user voted (payload ``{"poll"}``, with the recipient's own
+    #: ``voted_option_ids``); ``POLL_DELETED``'s payload names ``poll_id``.
+    POLL_UPDATED = "poll_updated"
+    POLL_VOTED = "poll_voted"
+    POLL_DELETED = "poll_deleted"
     MESSAGE_PENDING = "message_pending"
     MESSAGE_SENT = "message_sent"
     MESSAGE_FAILED = "message_failed"
@@ -60,6 +65,8 @@ class EventCategory(str, enum.Enum):
     CHANNEL_CHANGELOG_DELETED = "channel_changelog_deleted"
     MESSAGE_CHANGELOG = "message_changelog"
     MESSAGE_CHANGELOG_DELETED = "message_changelog_deleted"
+    #: The catch-up's poll changelog changed the poll a cached message carries (payload: the message).
+    POLL_CHANGELOG = "poll_changelog"
     #: The stream resumed past the server's retention: events were lost. Payload
     #: ``{"reason", "channel_urls"}``: the channels the changelogs found changed meanwhile.
     RESYNC = "resync"
@@ -81,7 +88,8 @@ _LOCAL = frozenset({EventCategory.MESSAGE_PENDING, EventCategory.MESSAGE_SENT, E
                     EventCategory.MESSAGE_CANCELED, EventCategory.MESSAGE_RESEND_STARTED,
                     EventCategory.CACHE_UNAVAILABLE, EventCategory.CACHE_RECOVERED})
 _SYNC = frozenset({EventCategory.CHANNEL_CHANGELOG, EventCategory.CHANNEL_CHANGELOG_DELETED,
-                   EventCategory.MESSAGE_CHANGELOG, EventCategory.MESSAGE_CHANGELOG_DELETED, EventCategory.RESYNC})
+                   EventCategory.MESSAGE_CHANGELOG, EventCategory.MESSAGE_CHANGELOG_DELETED, EventCategory.POLL_CHANGELOG,
+                   EventCategory.RESYNC})
 
 
 class ConnectionEventKind(str, enum.Enum):

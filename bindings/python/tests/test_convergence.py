@@ -117,7 +117,7 @@ class World:
         invited = [c for c in channels if c.get("member_state") == "invited"]
         kinds = ["send"] * 10 + ["reply"] * 3 + ["edit"] * 3 + ["delete"] * 2 + ["react"] * 3 + ["hide"] * 2 \
             + ["unhide"] + ["reset"] + ["metadata"] * 2 + ["metacounter"] * 2 + ["invite"] * 2 + ["accept"] * 2 \
-            + ["leave"] + ["freeze"] + ["read"] * 2 + ["create"]
+            + ["leave"] + ["freeze"] + ["read"] * 2 + ["create"] + ["poll"] * 2 + ["vote"] * 3 + ["close"]
         kind = self.rng.choice(kinds)
         if kind == "accept" and not invited:
             kind = "create"
@@ -202,6 +202,22 @@ class World:
                 perform(operation, channel_url=channel)
             elif kind == "read":
                 perform("mark_as_read", channel_url=channel)
+            elif kind == "poll":
+                poll = perform("create_poll", channel_url=channel, title=f"poll {self.rng.randrange(1000)}",
+                               options=["a", "b", "c"], allow_multiple_votes=self.rng.random() < 0.5)
+                pending, done = client.send_user_message(channel, f"{user} asks", poll_id=poll["id"])
+                self.await_send(pending, done)
+            elif kind in ("vote", "close"):
+                polls = [m["poll"] for m in self.messages_of(user, channel) if "poll" in m]
+                if not polls:
+                    return
+                poll = self.rng.choice(polls)
+                if kind == "vote":
+                    ids = [option["id"] for option in poll["options"]]
+                    count = self.rng.choice([0, 1, 2] if poll["allow_multiple_votes"] else [0, 1, 1])
+                    perform("vote_poll", channel_url=channel, poll_id=poll["id"], option_ids=sorted(self.rng.sample(ids, count)))
+                else:
+                    perform("close_poll", channel_url=channel, poll_id=poll["id"])
             elif kind == "create":
                 members = [user] + [u for u in others if self.rng.random() < 0.7]
                 perform("create_group_channel", user_ids=members, operator_ids=[user],
@@ -318,6 +334,8 @@ def converge(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path:
         assert not remaining, (f"seed {seed}: caches differ from the server after {STEPS} operations "
                                f"({world.performed}, {world.refusals} refused):\n{report}")
         assert sum(world.performed.values()) > STEPS // 2, f"seed {seed}: too few operations took effect: {world.performed}"
+        if STEPS >= 100:  # polls take part: some were sent and voted on
+            assert world.performed.get("poll", 0) > 0 and world.performed.get("vote", 0) > 0, world.performed
     finally:
         for device in devices:
             device.client.close()

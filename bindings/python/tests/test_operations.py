@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 import parley
+from test_engine import poll_until
 
 TIMEOUT = 15
 
@@ -171,6 +172,31 @@ def test_every_operation_against_the_real_server(server, admin):
         run(alice, "pin_message", channel_url=url, message_id=second["message_id"])
         assert run(alice, "get_group_channel", channel_url=url)["pinned_message_ids"] == [second["message_id"]]
         run(alice, "unpin_message", channel_url=url, message_id=second["message_id"])
+        # Polls (§7.6): created, carried by a message, voted on, changed, closed, deleted.
+        poll = run(alice, "create_poll", channel_url=url, title="Lunch?", options=["pizza", "sushi"], allow_user_suggestion=True)
+        assert poll["message_id"] == 0 and [o["text"] for o in poll["options"]] == ["pizza", "sushi"]
+        carrier = admin.send(url, "bob", "vote", poll_id=poll["id"])
+        assert run(bob, "vote_poll", channel_url=url, poll_id=poll["id"], option_ids=[2])["voted_option_ids"] == [2]
+        assert run(bob, "get_poll", channel_url=url, poll_id=poll["id"])["voter_count"] == 1
+        assert len(run(bob, "add_poll_option", channel_url=url, poll_id=poll["id"], text="tacos")["options"]) == 3
+        assert run(alice, "update_poll_option", channel_url=url, poll_id=poll["id"], option_id=3, text="tacos!")["options"][2]["text"] == "tacos!"
+        assert len(run(alice, "delete_poll_option", channel_url=url, poll_id=poll["id"], option_id=1)["options"]) == 2
+        voters = run(alice, "list_poll_voters", channel_url=url, poll_id=poll["id"], option_id=2)
+        assert voters["vote_count"] == 1 and [v["user_id"] for v in voters["voters"]] == ["bob"]
+        assert run(alice, "update_poll", channel_url=url, poll_id=poll["id"], title="Lunch today?")["title"] == "Lunch today?"
+        with pytest.raises(parley.Forbidden):
+            run(bob, "update_poll", channel_url=url, poll_id=poll["id"], title="mine")
+        assert [p["id"] for p in run(bob, "list_polls", channel_url=url)["polls"]] == [poll["id"]]
+        assert [p["id"] for p in run(bob, "list_poll_changelogs", channel_url=url, change_ts=0)["updated"]] == [poll["id"]]
+        assert run(alice, "close_poll", channel_url=url, poll_id=poll["id"])["status"] == "closed"
+        with pytest.raises(parley.Forbidden):
+            run(bob, "vote_poll", channel_url=url, poll_id=poll["id"], option_ids=[3])
+        # The answers were applied to the cached message carrying the poll (bob's own votes).
+        poll_until(lambda: next((m.get("poll", {}).get("status") for m in alice.cached_messages(url, limit=100)
+                                 if m["message_id"] == carrier["message_id"]), None) == "closed")
+        run(alice, "delete_poll", channel_url=url, poll_id=poll["id"])
+        with pytest.raises(parley.NotFound):
+            run(bob, "get_poll", channel_url=url, poll_id=poll["id"])
         with_meta = run(alice, "add_message_meta_array", channel_url=url, message_id=first["message_id"],
                         sorted_metaarray=[{"key": "tags", "value": ["a"]}])
         assert with_meta["sorted_metaarray"] == [{"key": "tags", "value": ["a"]}]
