@@ -5,6 +5,34 @@
 #include "server_support.h"
 #include <jansson.h>
 
+/* The outcomes of one parley_client_send_file_messages call. */
+typedef struct {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int done;
+    int failed;
+} files_sent;
+
+static void on_file_sent(void *user_data, int index, const char *req_id, const parley_error *error, const char *json) {
+    (void)index; (void)req_id; (void)json;
+    files_sent *sent = user_data;
+    pthread_mutex_lock(&sent->mutex);
+    sent->done++;
+    if (error != NULL) sent->failed++;
+    pthread_cond_broadcast(&sent->cond);
+    pthread_mutex_unlock(&sent->mutex);
+}
+
+static int wait_files_sent(files_sent *sent, int count) {
+    struct timespec deadline;
+    deadline_in(&deadline, 20000);
+    pthread_mutex_lock(&sent->mutex);
+    while (sent->done < count && pthread_cond_timedwait(&sent->cond, &sent->mutex, &deadline) == 0) {}
+    int all = sent->done == count;
+    pthread_mutex_unlock(&sent->mutex);
+    return all;
+}
+
 #define MAX_VIEWS 16
 
 static pthread_mutex_t seen_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -312,6 +340,21 @@ int main(void) {
             slot_init(&slot);
             CHECK_STATUS(PARLEY_OK, parley_client_send_user_message(client, NULL, NULL, channel, params, on_result, &slot));
             CHECK(wait_slot(&slot) && slot.code == 0);
+        } else if (json_object_get(item, "send_files") != NULL) {
+            json_t *files = json_array();
+            size_t file_index;
+            json_t *url;
+            json_array_foreach(json_object_get(item, "send_files"), file_index, url) {
+                const char *slash = strrchr(json_string_value(url), '/');
+                json_array_append_new(files, json_pack("{s:O, s:s}", "url", url, "file_name", slash ? slash + 1 : "file"));
+            }
+            char *params = json_dumps(files, JSON_COMPACT);
+            files_sent sent = {.mutex = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+            CHECK_STATUS(PARLEY_OK, parley_client_send_file_messages(client, NULL, channel, params, NULL, on_file_sent, &sent));
+            CHECK(wait_files_sent(&sent, (int)json_array_size(files)));
+            CHECK(sent.failed == 0);
+            free(params);
+            json_decref(files);
         } else if (json_is_true(json_object_get(item, "disconnect"))) {
             CHECK_STATUS(PARLEY_OK, parley_client_disconnect(client));
             online = 0;

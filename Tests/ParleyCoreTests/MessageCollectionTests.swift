@@ -384,6 +384,19 @@ import Testing
                 _ = try waitFor { done throws(ParleyError) in
                     try client.sendUserMessage(channelURL: channel, params: ["message": .string(text)], completion: done).operationID
                 }
+            } else if let urls = step["send_files"]?.arrayValue {
+                // Several hosted files in one call: each its own message, all delivered.
+                let files: [JSONValue] = urls.map { url in
+                    .object(["url": url, "file_name": .string(String((url.stringValue ?? "").split(separator: "/").last ?? "file"))])
+                }
+                let outcomes = Box<[Int: Result<JSONValue, ParleyError>]>([:])
+                _ = try client.sendFileMessages(channelURL: channel, params: files) { index, _, result in
+                    outcomes.update { $0[index] = result }
+                }
+                #expect(engineWaitUntil { outcomes.value.count == files.count }, "\(place): files not all sent")
+                for (index, result) in outcomes.value.sorted(by: { $0.key < $1.key }) {
+                    if case .failure(let error) = result { Issue.record("\(place): file \(index) failed: \(error)") }
+                }
             } else if step["disconnect"]?.boolValue == true {
                 client.disconnect()
                 online = false

@@ -139,6 +139,11 @@ def test_shared_message_collection_scenario(server: RunningServer, admin: Admin,
                 run_admin(step)
             elif "send" in step:
                 client.send_user_message(channel, step["send"])[1].result(TIMEOUT)
+            elif "send_files" in step:
+                sent = client.send_file_messages(channel, [{"url": url, "file_name": url.rsplit("/", 1)[-1]}
+                                                           for url in step["send_files"]])
+                for _, future in sent:
+                    future.result(TIMEOUT)
             elif step.get("disconnect"):
                 client.disconnect()
                 online = False
