@@ -19,23 +19,31 @@ extension ParleyClient {
         let engine = self.engine
         return try startOperation(completion) { id, finish in
             engine.queue.async {
-                guard let userID = engine.connectedUserID else {
-                    finish(.failure(.invalidState("\(operation): not connected (call connect first)")))
-                    return
-                }
-                let call: PreparedCall
-                do throws(ParleyError) {
-                    call = try spec.prepare(params: params, currentUserID: userID)
-                } catch {
-                    finish(.failure(error))
-                    return
-                }
+                guard let call = Self.preparedCall(spec, params: params, engine: engine, finish: finish) else { return }
                 engine.runOperation(operation, effect: spec.effect, params: params, finish: finish) { credential, done in
                     self.sendHTTP(
                         operation: id, method: call.method, pathAndQuery: call.pathAndQuery, body: call.body, credential: credential,
                         finish: done)
                 }
             }
+        }
+    }
+
+    /// On the engine queue: the operation's request for the connected user, or nil after
+    /// `finish` got the failure (not connected, bad parameters).
+    static func preparedCall(
+        _ spec: OperationSpec, params: JSONValue, engine: any ClientEngine,
+        finish: @Sendable (Result<JSONValue, ParleyError>) -> Void
+    ) -> PreparedCall? {
+        guard let userID = engine.connectedUserID else {
+            finish(.failure(.invalidState("\(spec.name): not connected (call connect first)")))
+            return nil
+        }
+        do throws(ParleyError) {
+            return try spec.prepare(params: params, currentUserID: userID)
+        } catch {
+            finish(.failure(error))
+            return nil
         }
     }
 }

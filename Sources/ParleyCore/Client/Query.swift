@@ -397,15 +397,9 @@ extension ParleyClient {
         let engine = self.engine
         return try startOperation(completion) { id, finish in
             engine.queue.async {
-                guard let userID = engine.connectedUserID, let credential = engine.sessionCredential else {
+                guard let call = Self.preparedCall(spec, params: params, engine: engine, finish: finish) else { return }
+                guard let credential = engine.sessionCredential else {
                     finish(.failure(.invalidState("\(operation): not connected (call connect first)")))
-                    return
-                }
-                let call: PreparedCall
-                do throws(ParleyError) {
-                    call = try spec.prepare(params: params, currentUserID: userID)
-                } catch {
-                    finish(.failure(error))
                     return
                 }
                 self.sendHTTP(

@@ -6,7 +6,7 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, List, NamedTuple, Union
+from typing import Any, Iterator, List, NamedTuple, Union
 
 import pytest
 
@@ -116,3 +116,16 @@ class Admin:
 @pytest.fixture
 def admin(server: RunningServer) -> Admin:
     return Admin(server)
+
+
+def listing_for(server_url: str, token: str, channel_url: str, **extra: str) -> List[Any]:
+    """Every message of the channel as the server lists it to the token's user, oldest first."""
+    import time
+
+    import requests
+
+    response = requests.get(f"{server_url}/v3/group_channels/{channel_url}/messages", headers={"Session-Key": token},
+                            params={"message_ts": int(time.time() * 1000) + 60_000, "prev_limit": 200, "next_limit": 0,
+                                    **extra}, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()["messages"]

@@ -5,27 +5,16 @@ code and leaves the cache alone. And the reference's translation and push parame
 refused by name (docs/C-API.md, "Not supported")."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, List
 
 import pytest
-import requests
 
 import parley
-from conftest import Admin, RunningServer
+from conftest import Admin, RunningServer, listing_for
 from test_engine import connect, make_client, poll_until
 
 TIMEOUT = 10
-
-
-def listing_for(server: RunningServer, token: str, channel_url: str) -> List[Any]:
-    """The channel's messages as the server lists them to the token's user."""
-    response = requests.get(f"{server.url}/v3/group_channels/{channel_url}/messages", headers={"Session-Key": token},
-                            params={"message_ts": int(time.time() * 1000) + 60_000, "prev_limit": 200, "next_limit": 0},
-                            timeout=10)
-    assert response.status_code == 200, response.text
-    return response.json()["messages"]
 
 
 def test_with_chat_history_off_a_new_member_sees_what_the_server_lists_for_them(server: RunningServer, admin: Admin,
@@ -45,10 +34,10 @@ def test_with_chat_history_off_a_new_member_sees_what_the_server_lists_for_them(
             initial, remote = collection.start()
             initial.result(TIMEOUT)
             remote.result(TIMEOUT)
-            assert collection.messages == [] and listing_for(server, carol, url) == []
+            assert collection.messages == [] and listing_for(server.url, carol, url) == []
             admin.send(url, "alice", "after carol")
             poll_until(lambda: [m["message"] for m in collection.messages] == ["after carol"], timeout=TIMEOUT)
-            truth = listing_for(server, carol, url)
+            truth = listing_for(server.url, carol, url)
             assert [m["message_id"] for m in collection.messages] == [m["message_id"] for m in truth]
             poll_until(lambda: [m["message_id"] for m in client.cached_messages(url)] == [m["message_id"] for m in truth],
                        timeout=TIMEOUT)
@@ -56,7 +45,7 @@ def test_with_chat_history_off_a_new_member_sees_what_the_server_lists_for_them(
             assert cached is not None and cached["unread_message_count"] == 1
             assert cached["last_message"]["message"] == "after carol"
     # alice, who was there before, still sees everything.
-    assert [m["message"] for m in listing_for(server, admin.token("alice"), url)] == [
+    assert [m["message"] for m in listing_for(server.url, admin.token("alice"), url)] == [
         "before carol one", "before carol two", "after carol"]
 
 
@@ -102,4 +91,4 @@ def test_translation_and_push_parameters_are_refused_by_name(server: RunningServ
                                                    "translation_target_languages": ["fr"]}).result(TIMEOUT)
         assert "translation_target_languages: message translation is not supported" in refused.value.message
         # Nothing reached the server: the message is unchanged and nothing else was stored.
-        assert [m["message"] for m in listing_for(server, erin, url)] == ["plain"]
+        assert [m["message"] for m in listing_for(server.url, erin, url)] == ["plain"]

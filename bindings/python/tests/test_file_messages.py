@@ -4,7 +4,6 @@ the server's own listing; a bad item stores none; a failed file is resent alone.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -12,18 +11,10 @@ import pytest
 import requests
 
 import parley
-from conftest import Admin, RunningServer, server_database
+from conftest import Admin, RunningServer, listing_for, server_database
 from test_engine import RestartableServer, connect, make_client, poll_until
 
 TIMEOUT = 10
-
-
-def listing_for(server_url: str, token: str, channel_url: str) -> List[Any]:
-    response = requests.get(f"{server_url}/v3/group_channels/{channel_url}/messages", headers={"Session-Key": token},
-                            params={"message_ts": int(time.time() * 1000) + 60_000, "prev_limit": 200, "next_limit": 0},
-                            timeout=10)
-    assert response.status_code == 200, response.text
-    return response.json()["messages"]
 
 
 def write_files(directory: Path, sizes: List[int]) -> List[Path]:

@@ -6,14 +6,11 @@ for the user, field by field."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-import requests
-
 import parley
-from conftest import Admin, RunningServer, server_database
+from conftest import Admin, RunningServer, listing_for, server_database
 from test_engine import RestartableServer, connect, make_client, poll_until
 
 TIMEOUT = 10
@@ -21,11 +18,8 @@ TIMEOUT = 10
 
 def server_message(server: RunningServer, token: str, channel_url: str, message_id: int) -> Dict[str, Any]:
     """The message as the server lists it to the token's user (with everything a cache keeps)."""
-    response = requests.get(f"{server.url}/v3/group_channels/{channel_url}/messages", headers={"Session-Key": token},
-                            params={"message_ts": int(time.time() * 1000) + 60_000, "prev_limit": 200, "next_limit": 0,
-                                    "include_reactions": "true", "include_thread_info": "true"}, timeout=10)
-    assert response.status_code == 200, response.text
-    return next(m for m in response.json()["messages"] if m["message_id"] == message_id)
+    listing = listing_for(server.url, token, channel_url, include_reactions="true", include_thread_info="true")
+    return next(m for m in listing if m["message_id"] == message_id)
 
 
 def cached_poll(client: parley.Client, channel_url: str, message_id: int) -> Optional[Dict[str, Any]]:
