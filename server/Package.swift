@@ -23,10 +23,18 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // Thumbnails of uploaded images and the check of uploaded channel covers (Images.swift).
+        // No pkg-config: its flags for libvips carry `-pthread`, which SwiftPM warns about, and
+        // the shim needs none of them (Sources/CParleyVips/shim.h).
+        .systemLibrary(
+            name: "CParleyVips",
+            providers: [.apt(["libvips-dev"])]
+        ),
         .executableTarget(
             name: "ParleyServer",
             dependencies: [
                 "CParleySQLite",
+                "CParleyVips",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

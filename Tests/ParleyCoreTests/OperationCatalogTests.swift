@@ -72,4 +72,26 @@ import Testing
             }
         }
     }
+
+    /// A local cover file turns the call into a multipart upload: the path is not sent, the
+    /// other parameters go as form fields (lists as JSON), the file as `cover_file`.
+    @Test func coverFilePathMakesAMultipartUpload() throws {
+        let create = try #require(OperationCatalog.spec(named: "create_group_channel"))
+        let call = try create.prepare(params: .object(["name": "N", "is_public": true, "user_ids": .array(["a", "b"]),
+                                                       "cover_file_path": "/tmp/cover.png"]), currentUserID: "u")
+        #expect(call.upload == PreparedCall.FileUpload(part: "cover_file", path: "/tmp/cover.png"))
+        #expect(call.body == .object(["name": "N", "is_public": true, "user_ids": .array(["a", "b"])]))
+        #expect(call.multipartBody == [.field(name: "is_public", value: "true"), .field(name: "name", value: "N"),
+                                       .field(name: "user_ids", value: #"["a","b"]"#),
+                                       .file(name: "cover_file", path: "/tmp/cover.png", fileName: nil, contentType: nil)])
+        let plain = try create.prepare(params: .object(["name": "N"]), currentUserID: "u")
+        #expect(plain.upload == nil && plain.multipartBody == nil)
+        let update = try #require(OperationCatalog.spec(named: "update_group_channel"))
+        for bad: JSONValue in ["", .int(3), "a\u{0}b"] {
+            #expect(throws: ParleyError.self) {
+                try update.prepare(params: .object(["channel_url": "c", "cover_file_path": bad]), currentUserID: "u")
+            }
+        }
+        #expect(try update.prepare(params: .object(["channel_url": "c", "cover_file_path": .null]), currentUserID: "u").upload == nil)
+    }
 }

@@ -7,7 +7,8 @@
 ///
 /// Parameters arrive as one JSON object. Placeholders in `path` (`{channel_url}`,
 /// `{message_id}`, ...) are taken out of it; `{user_id}` defaults to the connected user.
-/// The rest goes to the query string (GET, DELETE) or the JSON body (POST, PUT).
+/// The rest goes to the query string (GET, DELETE) or the JSON body (POST, PUT); with a
+/// local file given (`uploads`), the body is sent as `multipart/form-data` instead.
 public struct OperationSpec: Sendable {
     public let name: String
     public let method: String
@@ -29,11 +30,14 @@ public struct OperationSpec: Sendable {
     public let valueNames: [String: [String: JSONValue]]
     /// What a successful answer writes to (or removes from) the cache.
     public let effect: CacheEffect
+    /// Parameters naming a local file, each mapped to the form part that carries the file's
+    /// bytes (e.g. `cover_file_path` → `cover_file`): given one, the call is a multipart upload.
+    public let uploads: [String: String]
 
     /// `optional`: parameter names separated by spaces.
     init(_ name: String, _ method: String, _ path: String, summary: String, required: [String] = [],
          optional: String = "", fixed: [String: JSONValue] = [:], defaults: [String: JSONValue] = [:],
-         valueNames: [String: [String: JSONValue]] = [:], effect: CacheEffect = .none) {
+         valueNames: [String: [String: JSONValue]] = [:], uploads: [String: String] = [:], effect: CacheEffect = .none) {
         self.name = name
         self.method = method
         self.path = path
@@ -43,6 +47,7 @@ public struct OperationSpec: Sendable {
         self.fixed = fixed
         self.defaults = defaults
         self.valueNames = valueNames
+        self.uploads = uploads
         self.effect = effect
     }
 
@@ -134,7 +139,7 @@ public enum OperationCatalog {
                 "public_membership_filter member_state_filter hidden_mode unread_filter custom_type_startswith name_contains name_startswith " +
                 "query_type metadata_key metadata_value_startswith operator_filter muted_member_filter description " +
                 "agent_id mode report_category reporting_user_id report_description message_type include_reply_type " +
-                "message mention_type url reaction title text"),
+                "message mention_type url reaction title text cover_file_path"),
             (.integer, "message_id limit change_ts last_seen_at created_after created_before seconds message_ts " +
                 "prev_limit next_limit parent_message_id poll_id option_id close_at"),
             (.boolean, "include_unread_count is_active auto_accept is_distinct is_super is_public is_ephemeral " +
@@ -214,18 +219,20 @@ public enum OperationCatalog {
         // One channel
         OperationSpec("create_group_channel", "POST", "/v3/group_channels",
                       summary: "Creates a channel with the user and `user_ids` as members; answers it, with " +
-                               "`is_created`.",
-                      optional: "user_ids name cover_url custom_type data channel_url is_distinct is_super " +
-                                "is_public is_ephemeral operator_ids inviter_id strict",
-                      effect: .storeChannel),
+                               "`is_created`. `cover_file_path`: a local image uploaded as the channel's cover " +
+                               "(its `cover_url` is then the server's copy).",
+                      optional: "user_ids name cover_url cover_file_path custom_type data channel_url is_distinct " +
+                                "is_super is_public is_ephemeral operator_ids inviter_id strict",
+                      uploads: [WireField.coverFilePath: WireField.coverFile], effect: .storeChannel),
         OperationSpec("get_group_channel", "GET", channel,
                       summary: "One channel as the user sees it; the cache stores it.",
                       optional: "show_member show_read_receipt show_delivery_receipt show_metadata show_metacounter",
                       effect: .storeChannel),
         OperationSpec("update_group_channel", "PUT", channel,
-                      summary: "Changes the channel's settings (operators only); `operator_ids` are added.",
-                      optional: "name cover_url custom_type data is_public is_distinct operator_ids",
-                      effect: .storeChannel),
+                      summary: "Changes the channel's settings (operators only); `operator_ids` are added. " +
+                               "`cover_file_path`: a local image uploaded as the new cover, replacing the old one.",
+                      optional: "name cover_url cover_file_path custom_type data is_public is_distinct operator_ids",
+                      uploads: [WireField.coverFilePath: WireField.coverFile], effect: .storeChannel),
         OperationSpec("delete_group_channel", "DELETE", channel,
                       summary: "Deletes the channel (operators only); it leaves the cache.",
                       effect: .removeChannel(.deleted)),
@@ -430,6 +437,33 @@ public struct PreparedCall: Sendable, Equatable {
     public var method: String
     public var pathAndQuery: String
     public var body: JSONValue?
+    /// A local file to upload (`OperationSpec.uploads`): the body's fields then go as form fields.
+    public var upload: FileUpload? = nil
+
+    public struct FileUpload: Sendable, Equatable {
+        /// The form part that carries the file.
+        public var part: String
+        public var path: String
+    }
+
+    /// The body as form fields beside the file: strings as they are, booleans as
+    /// `true`/`false`, anything else (lists, numbers) as JSON text, which the server reads.
+    public var multipartBody: [HTTPBodyPart]? {
+        guard let upload, case .object(let fields)? = body else { return nil }
+        var parts: [HTTPBodyPart] = []
+        for key in fields.keys.sorted() {
+            guard let value = fields[key], value != .null else { continue }
+            let text: String =
+                switch value {
+                case .string(let string): string
+                case .bool(let flag): flag ? "true" : "false"
+                default: value.canonicalText
+                }
+            parts.append(.field(name: key, value: text))
+        }
+        parts.append(.file(name: upload.part, path: upload.path, fileName: nil, contentType: nil))
+        return parts
+    }
 }
 
 extension OperationSpec {
@@ -464,10 +498,21 @@ extension OperationSpec {
             if case .string(let given)? = fields[key], let value = names[given] { fields[key] = value == .null ? nil : value }
         }
         for (key, value) in fixed { fields[key] = value }
+        var upload: PreparedCall.FileUpload? = nil
+        for (key, part) in uploads.sorted(by: { $0.key < $1.key }) {
+            switch fields.removeValue(forKey: key) {
+            case nil, .null?: continue
+            case .string(let path)? where !path.isEmpty && !path.utf8.contains(0):
+                if upload != nil { throw .invalidArgument("\(name): give one file to upload at a time") }
+                upload = PreparedCall.FileUpload(part: part, path: path)
+            case let other?:
+                throw .invalidArgument("\(name): \(key) must be the path of a local file, got \(other.typeName == "string" ? "an empty string or one with NUL" : other.typeName)")
+            }
+        }
         if method == "GET" || method == "DELETE" {
             let query = try URLEncoding.queryString(fields, operation: name)
             return PreparedCall(method: method, pathAndQuery: query.isEmpty ? path : path + "?" + query, body: nil)
         }
-        return PreparedCall(method: method, pathAndQuery: path, body: .object(fields))
+        return PreparedCall(method: method, pathAndQuery: path, body: .object(fields), upload: upload)
     }
 }

@@ -23,7 +23,7 @@ extension ParleyClient {
                 engine.runOperation(operation, effect: spec.effect, params: params, finish: finish) { credential, done in
                     self.sendHTTP(
                         operation: id, method: call.method, pathAndQuery: call.pathAndQuery, body: call.body, credential: credential,
-                        finish: done)
+                        multipart: call.multipartBody, finish: done)
                 }
             }
         }

@@ -159,11 +159,18 @@ public final class ParleyClient: Sendable {
     /// (on the network thread). Cancelling the operation aborts the transfer.
     func sendHTTP(
         operation id: UInt64, method: String, pathAndQuery: String, body: JSONValue?, credential: APIEndpoint.Credential?,
-        finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+        multipart: [HTTPBodyPart]? = nil, finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) {
-        guard let request = endpoint.request(method: method, pathAndQuery: pathAndQuery, body: body, credential: credential) else {
+        guard var request = endpoint.request(method: method, pathAndQuery: pathAndQuery, body: multipart == nil ? body : nil,
+                                             credential: credential) else {
             finish(.failure(.invalidState("no server_url in the client configuration")))
             return
+        }
+        if let multipart {
+            request.multipart = multipart
+            // An upload may take long: no whole-transfer limit, a stall limit instead (as for file messages).
+            request.timeoutMs = 0
+            request.lowSpeedTimeoutSec = max(30, configuration.requestTimeoutMs / 1000)
         }
         log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
         let task = http.send(request) { [weak self] result in

@@ -157,6 +157,13 @@ enum WireField {
     static let fileSize = "file_size"
     static let fileType = "file_type"
 
+    // MARK: Channel cover upload (§6.1)
+
+    /// The form part carrying an uploaded cover image.
+    static let coverFile = "cover_file"
+    /// The catalog parameter naming the local file to upload as `cover_file` (not sent).
+    static let coverFilePath = "cover_file_path"
+
     // MARK: Channel list parameters (§6.2)
 
     static let order = "order"

@@ -288,6 +288,7 @@ class Operations:
         user_ids: Optional[List[str]] = None,
         name: Optional[str] = None,
         cover_url: Optional[str] = None,
+        cover_file_path: Optional[str] = None,
         custom_type: Optional[str] = None,
         data: Optional[str] = None,
         channel_url: Optional[str] = None,
@@ -300,7 +301,8 @@ class Operations:
         strict: Optional[bool] = None,
     ) -> Future[Channel]:
         """Creates a channel with the user and ``user_ids`` as members; answers it, with
-        ``is_created``.
+        ``is_created``. ``cover_file_path``: a local image uploaded as the channel's cover (its
+        ``cover_url`` is then the server's copy).
 
         ``POST /v3/group_channels`` (docs/PROTOCOL.md §6.1).
         """
@@ -326,6 +328,7 @@ class Operations:
         channel_url: str,
         name: Optional[str] = None,
         cover_url: Optional[str] = None,
+        cover_file_path: Optional[str] = None,
         custom_type: Optional[str] = None,
         data: Optional[str] = None,
         is_public: Optional[bool] = None,
@@ -333,6 +336,7 @@ class Operations:
         operator_ids: Optional[List[str]] = None,
     ) -> Future[Channel]:
         """Changes the channel's settings (operators only); ``operator_ids`` are added.
+        ``cover_file_path``: a local image uploaded as the new cover, replacing the old one.
 
         ``PUT /v3/group_channels/{channel_url}`` (docs/PROTOCOL.md §6.3).
         """

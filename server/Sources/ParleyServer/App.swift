@@ -94,6 +94,10 @@ struct ParleyServerCommand: AsyncParsableCommand {
             token = randomHex(16)
             FileHandle.standardError.write(Data("parley-server: generated api token \(token)\n".utf8))
         }
+        // libvips starts once, before any request (Images.swift); without it the server still runs.
+        if !Images.available {
+            FileHandle.standardError.write(Data("parley-server: libvips did not start: uploads get no thumbnails, covers are not checked\n".utf8))
+        }
         let location = settings.database
         let storage: any SQLDatabase
         var legacyUploads: String? = nil

@@ -128,6 +128,8 @@ struct ThumbnailRecord: Codable, Sendable, Equatable {
     var height: Int64
     var realWidth: Int64
     var realHeight: Int64
+    /// The stored file of a thumbnail the server made (Images.swift), deleted with the message.
+    var fileId: String? = nil
 }
 
 struct FileInfoRecord: Codable, Sendable {

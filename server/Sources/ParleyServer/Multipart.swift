@@ -81,3 +81,55 @@ enum Multipart {
         return nil
     }
 }
+
+/// A multipart request as a handler reads it: its text parts as the request's fields, and its
+/// file parts (those with a filename) by name.
+struct UploadForm {
+    let input: Input
+    let files: [String: MultipartPart]
+
+    /// `fileFields`: the parts taken as files; `jsonFields`: the text parts holding JSON (a list,
+    /// an object), taken as text when they do not parse. Every other part is text. A file larger
+    /// than `limit` is 413.
+    init(_ ctx: Ctx, fileFields: Set<String>, jsonFields: Set<String>, limit: Int) throws {
+        var fields = JSONObject()
+        var files: [String: MultipartPart] = [:]
+        for part in try ctx.multipartParts() {
+            if fileFields.contains(part.name) && part.filename != nil {
+                if (part.filename ?? "").utf8.contains(0) || (part.contentType ?? "").utf8.contains(0) {
+                    throw APIError.invalid(part.name, Input.nulMessage)
+                }
+                if part.data.count > limit { throw APIError.tooLarge }
+                files[part.name] = part
+                continue
+            }
+            let text = String(decoding: part.data, as: UTF8.self)
+            if jsonFields.contains(part.name), let parsed = try? JSONParser.parse(text) {
+                fields[part.name] = parsed
+            } else {
+                fields[part.name] = .string(text)
+            }
+        }
+        if let field = Input.fieldWithNUL(body: fields, query: Query(nil)) { throw APIError.invalid(field, Input.nulMessage) }
+        input = Input(body: fields, query: ctx.input.query)
+        self.files = files
+    }
+}
+
+/// What was made of a multipart request before the write lock (RouteHandler.prepared): its
+/// parts, and the thumbnails of its upload for the boxes it asked for.
+struct PreparedUpload: Sendable {
+    var parts: [MultipartPart]
+    var boxes: [ThumbnailBox] = []
+    var thumbnails: [MadeThumbnail] = []
+}
+
+extension Ctx {
+    var isMultipart: Bool { contentType.lowercased().hasPrefix("multipart/form-data") }
+
+    /// The parts of a multipart body, parsed once.
+    func multipartParts() throws -> [MultipartPart] {
+        if let prepared { return prepared.parts }
+        return try Multipart.parse(body: rawBody, contentType: contentType)
+    }
+}

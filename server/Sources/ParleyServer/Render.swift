@@ -183,7 +183,7 @@ extension ServerState {
             ("channel_url", .string(c.url)),
             ("channel_type", "group"),
             ("name", .string(c.name)),
-            ("cover_url", .string(c.coverUrl)),
+            ("cover_url", .string(absoluteURL(c.coverUrl))),
             ("custom_type", .string(c.customType)),
             ("data", .string(c.data)),
             ("created_at", .int(c.createdAt)),
@@ -269,7 +269,7 @@ extension ServerState {
                 ("require_auth", .bool(file.fileId != nil)),
             ])))
             f.append(("thumbnails", .array(m.thumbnails.map { t in
-                .obj([("url", .string(t.url)), ("width", .int(t.width)), ("height", .int(t.height)),
+                .obj([("url", .string(absoluteURL(t.url))), ("width", .int(t.width)), ("height", .int(t.height)),
                       ("real_width", .int(t.realWidth)), ("real_height", .int(t.realHeight))])
             })))
         }

@@ -4,6 +4,9 @@ import Logging
 
 enum RouteHandler: Sendable {
     case plain(Handler)
+    /// A handler whose request is first worked on outside the write lock (CPU work on its body:
+    /// Messages.prepareUpload makes the thumbnails of an upload), not yet authorized for it.
+    case prepared(@Sendable (inout Ctx) throws -> Void, Handler)
     /// The event stream: a long-lived response, opened outside `Service.run` (Services/EventStream.swift).
     case events
     /// A health check: answered before any credential check (Services/Health.swift).
@@ -99,7 +102,7 @@ enum Routes {
         ("/v3/group_channels/:channel_url/metadata/:key", [.get: .plain(Meta.getOne), .put: .plain(Meta.updateOne), .delete: .plain(Meta.deleteOne)]),
         ("/v3/group_channels/:channel_url/metacounter", [.get: .plain(Meta.getAll), .post: .plain(Meta.create), .put: .plain(Meta.updateMany), .delete: .plain(Meta.deleteAll)]),
         ("/v3/group_channels/:channel_url/metacounter/:key", [.get: .plain(Meta.getOne), .put: .plain(Meta.updateOne), .delete: .plain(Meta.deleteOne)]),
-        ("/v3/group_channels/:channel_url/messages", [.get: .plain(Messages.list), .post: .plain(Messages.send)]),
+        ("/v3/group_channels/:channel_url/messages", [.get: .plain(Messages.list), .post: .prepared(Messages.prepareUpload, Messages.send)]),
         // Literal segments are matched before a parameter in the same place (".../messages/:message_id").
         ("/v3/group_channels/:channel_url/messages/mark_as_read", [.put: .plain(Channels.markAsRead)]),
         ("/v3/group_channels/:channel_url/messages/mark_as_delivered", [.put: .plain(Channels.markAsDelivered)]),

@@ -31,6 +31,8 @@ struct Ctx {
     let headers: HTTPFields
     /// What the access log learns (the caller, once authenticated).
     let record: RequestRecord
+    /// A multipart body's parts and what was made of them before the write lock (RouteHandler.prepared).
+    var prepared: PreparedUpload? = nil
 
     /// The user a call acts as: the session user (a differing `field` is 403), or for an
     /// admin the `field` parameter (required unless `optional`).
@@ -215,7 +217,16 @@ struct Endpoint: Sendable {
         if case .events = handler {
             return try await EventStream.open(service: service, config: config, ctx: ctx)
         }
-        guard case .plain(let run) = handler else { throw APIError.notFound("Route") }
+        let run: Handler
+        switch handler {
+        case .plain(let handler):
+            run = handler
+        case .prepared(let prepare, let handler):
+            try prepare(&ctx)
+            run = handler
+        default:
+            throw APIError.notFound("Route")
+        }
         let holdMilliseconds = config.testHooks
             ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
         let reply = try await service.run(readOnly: method == "GET" || method == "HEAD") { state in

@@ -207,11 +207,18 @@ enum Channels {
         return unique
     }
 
+    /// A create or update as a form with a `cover_file` part (PROTOCOL.md §6.1), or as JSON.
+    static func coverForm(_ s: some Needs, _ ctx: Ctx) throws -> (Input, MultipartPart?) {
+        guard ctx.isMultipart else { return (ctx.input, nil) }
+        let form = try UploadForm(ctx, fileFields: ["cover_file"], jsonFields: ["users", "user_ids", "operator_ids"], limit: s.uploadLimit)
+        return (form.input, form.files["cover_file"])
+    }
+
     static func create(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
-        let i = ctx.input
+        let (i, coverFile) = try coverForm(s, ctx)
         var ids = try userIdList(i, "user_ids", "users") ?? []
         let name = try i.string("name", maxBytes: 2048) ?? ""
-        let coverUrl = try i.string("cover_url", maxBytes: 2048) ?? ""
+        var coverUrl = try i.string("cover_url", maxBytes: 2048) ?? ""
         let customType = try i.string("custom_type", maxBytes: 128) ?? ""
         let data = try i.string("data") ?? ""
         let url = try i.string("channel_url")
@@ -253,6 +260,7 @@ enum Channels {
             }
         }
         let channelUrl = url ?? "parley_group_channel_\(s.allocateChannelNumber())_\(randomHex(8))"
+        if let coverFile { coverUrl = try await s.storeCover(coverFile, channel: channelUrl) }
         var c = ChannelRecord(
             url: channelUrl, name: name, coverUrl: coverUrl, customType: customType, data: data,
             createdAt: ctx.now, updatedAt: ctx.now, createdBy: inviter, isDistinct: isDistinct, isSuper: isSuper,
@@ -471,9 +479,9 @@ enum Channels {
     static func update(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         try s.requireOperator(c, ctx)
-        let i = ctx.input
+        let (i, coverFile) = try coverForm(s, ctx)
         let name = try i.string("name", maxBytes: 2048)
-        let cover = try i.string("cover_url", maxBytes: 2048)
+        var cover = try i.string("cover_url", maxBytes: 2048)
         let customType = try i.string("custom_type", maxBytes: 128)
         let data = try i.string("data")
         let isPublic = try i.bool("is_public")
@@ -484,7 +492,8 @@ enum Channels {
         if isDistinct == true && c.isSuper { throw APIError.invalid("is_distinct", "a super channel cannot be distinct.") }
         for op in operatorIds ?? [] where c.members[op] == nil { throw APIError.invalid("operator_ids", "\"\(op)\" is not a member.") }
         if let name { c.name = name }
-        if let cover { c.coverUrl = cover }
+        if let coverFile { cover = try await s.storeCover(coverFile, channel: c.url) }
+        if let cover { try await s.replaceCover(&c, with: cover) }
         if let customType { c.customType = customType }
         if let data { c.data = data }
         if let isPublic { c.isPublic = isPublic }

@@ -105,25 +105,11 @@ enum Messages {
         var c = try await s.channel(ctx.param(.channelURL))
         var upload: MultipartPart? = nil
         var input = ctx.input
-        if ctx.contentType.lowercased().hasPrefix("multipart/form-data") {
-            let parts = try Multipart.parse(body: ctx.rawBody, contentType: ctx.contentType)
-            var fields = JSONObject()
-            for part in parts {
-                if part.name == "file" && part.filename != nil { upload = part; continue }
-                let text = String(decoding: part.data, as: UTF8.self)
-                if part.name == "thumbnails" || part.name == "sorted_metaarray" || part.name == "mentioned_user_ids",
-                   let parsed = try? JSONParser.parse(text) {
-                    fields[part.name] = parsed
-                } else {
-                    fields[part.name] = .string(text)
-                }
-            }
-            input = Input(body: fields, query: ctx.input.query)
-            if let field = Input.fieldWithNUL(body: fields, query: Query(nil)) { throw APIError.invalid(field, Input.nulMessage) }
-            if let upload, (upload.filename ?? "").utf8.contains(0) || (upload.contentType ?? "").utf8.contains(0) {
-                throw APIError.invalid("file", Input.nulMessage)
-            }
-            if let upload, upload.data.count > s.uploadLimit { throw APIError.tooLarge }
+        if ctx.isMultipart {
+            let form = try UploadForm(ctx, fileFields: ["file"], jsonFields: ["thumbnails", "sorted_metaarray", "mentioned_user_ids"],
+                                      limit: s.uploadLimit)
+            upload = form.files["file"]
+            input = form.input
         }
         let i = input
         let type = try i.enumValue("message_type", ["MESG", "FILE", "ADMM"], default: "", caseInsensitive: false)
@@ -193,8 +179,10 @@ enum Messages {
         var file: FileInfoRecord? = nil
         var thumbnails: [ThumbnailRecord] = []
         var pendingUpload: (FileRecord, [UInt8])? = nil
+        var pendingThumbnails: [(FileRecord, [UInt8])] = []
         if type == "FILE" {
             thumbnails = try parseThumbnails(i)
+            let boxes = try Images.requestedBoxes(i)
             let filesObject = try i.object("files")
             func fromFiles(_ k: String) -> JSON? { filesObject?[k] }
             var url = try i.string("url", maxBytes: 2048)
@@ -214,6 +202,10 @@ enum Messages {
                 pendingUpload = (record, upload.data)
                 file = FileInfoRecord(url: "/v3/files/\(fileId)/\(fileName.isEmpty ? "file" : percentEncodePathSegment(fileName))", name: fileName,
                                       size: record.size, type: record.type, fileId: fileId)
+                for (made, record) in Files.thumbnailFiles(ctx.prepared, of: upload.data, boxes: boxes, channel: c.url) {
+                    pendingThumbnails.append((record, made.bytes))
+                    thumbnails.append(Files.thumbnailRecord(made, record))
+                }
             } else {
                 guard let url, !url.isEmpty else { throw APIError.missing("url") }
                 file = FileInfoRecord(url: url, name: name ?? "", size: size ?? 0, type: mime ?? "", fileId: nil)
@@ -231,6 +223,11 @@ enum Messages {
 
         if let (upload, bytes) = pendingUpload {
             var record = upload
+            record.messageId = id
+            try await s.store(record, bytes: bytes)
+        }
+        for (thumbnail, bytes) in pendingThumbnails {
+            var record = thumbnail
             record.messageId = id
             try await s.store(record, bytes: bytes)
         }
@@ -432,7 +429,10 @@ enum Messages {
         try await s.deletePoll(carriedBy: m, in: c, now: ctx.now)
         try await s.deleteMessage(m, at: ctx.now)
         s.uncountMessage(m, in: &c)
-        if let fileId = m.file?.fileId { try await s.deleteFile(fileId) }
+        // A copy (`copy`) names the original's stored files: only the message they were uploaded with deletes them.
+        for fileId in [m.file?.fileId].compactMap({ $0 }) + m.thumbnails.compactMap(\.fileId) {
+            if try await s.file(fileId)?.messageId == m.id { try await s.deleteFile(fileId) }
+        }
         c.pinnedMessageIds.removeAll { $0 == m.id }
         if c.lastMessageId == m.id { try await s.refreshLastMessage(&c) }
         s.touch(&c, ctx.now)
