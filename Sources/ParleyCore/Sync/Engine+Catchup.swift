@@ -193,19 +193,31 @@ extension Engine {
         }
     }
 
-    private func syncMessageChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, then next: @escaping @Sendable () -> Void) {
+    /// One page of a channel's message changelog. Its messages replace the cached copies even
+    /// when their `updated_at` did not move (reactions, thread info, pins, polls change a
+    /// message without moving it), unless events of the channel arrived while the page was
+    /// read: the page is then asked for again (at most `maxChangelogRereads` times in a row),
+    /// and past that applied without replacing what the cache has from those events.
+    private func syncMessageChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, rereads: Int = 0,
+                                      then next: @escaping @Sendable () -> Void) {
         guard self.session.epoch == epoch else { return next() }
         let scope = ChatCache.messagesTokenScope(channelURL: channelURL)
         let token = read("reading a message token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
         let hadToken = token != nil
         let path = Endpoints.messageChangelogs(channelURL: channelURL, token: token, limit: 200)
+        let readStart = channelReads.begin()
         call("GET", path) { result in
+            let touched = self.channelReads.end(readStart)[channelURL] != nil
             guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
+                if touched && rereads < Self.maxChangelogRereads {
+                    return self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, rereads: rereads + 1,
+                                                     then: next)
+                }
                 let page = WireChangelogPage(answer)
                 self.write(.messageChangelog(channelURL: channelURL), "applying message changelogs") { transaction throws(ParleyError) in
-                    try Self.applyMessageChangelog(answer, transaction)
+                    try Self.applyMessageChangelog(answer, replaceCached: !touched, transaction)
                     if let next = page.next, !next.isEmpty {
                         try transaction.setSyncToken(next, scope: scope)
                     }
@@ -248,15 +260,24 @@ extension Engine {
         }
     }
 
-    private func syncPollChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, then next: @escaping @Sendable () -> Void) {
+    /// One page of a channel's poll changelog; asked for again while events of the channel
+    /// arrive as it is read (their polls may be later than the page's), as message changelogs are.
+    private func syncPollChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, rereads: Int = 0,
+                                   then next: @escaping @Sendable () -> Void) {
         guard self.session.epoch == epoch else { return next() }
         let scope = ChatCache.pollsTokenScope(channelURL: channelURL)
         let token = read("reading a poll token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
         let hadToken = token != nil
+        let readStart = channelReads.begin()
         call("GET", Endpoints.pollChangelogs(channelURL: channelURL, token: token, limit: 200)) { result in
+            let touched = self.channelReads.end(readStart)[channelURL] != nil
             guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
+                if touched && rereads < Self.maxChangelogRereads {
+                    return self.syncPollChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, rereads: rereads + 1,
+                                                  then: next)
+                }
                 let page = WireChangelogPage(answer)
                 self.write(.pollChangelog(channelURL: channelURL), "applying poll changelogs") { transaction throws(ParleyError) in
                     try Self.applyPollChangelog(answer, channelURL: channelURL, transaction)

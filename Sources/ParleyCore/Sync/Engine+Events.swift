@@ -490,7 +490,8 @@ extension Engine {
             case .channelChangelog:
                 channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
             case .messageChangelog:
-                try Self.applyMessageChangelog(answer, transaction)
+                let url = params[WireField.channelURL]?.stringValue ?? ""
+                try Self.applyMessageChangelog(answer, replaceCached: touchedByEvents[url] == nil, transaction)
             case .storePoll:
                 try transaction.storePoll(answer)
             case .removePoll:
@@ -584,7 +585,9 @@ extension Engine {
     /// One page of a channel's message changelogs (the catch-up's and the catalog
     /// operation's): the cached messages it changed are updated, those it lists as deleted
     /// removed. Messages the cache does not hold are not added (new ones come by listing).
-    static func applyMessageChangelog(_ answer: JSONValue, _ transaction: CacheTransaction) throws(ParleyError) {
+    /// A message changelog page. `replaceCached`: its messages replace the cached copies even
+    /// when their `updated_at` did not move (no event touched the channel while it was read).
+    static func applyMessageChangelog(_ answer: JSONValue, replaceCached: Bool, _ transaction: CacheTransaction) throws(ParleyError) {
         let page = WireChangelogPage(answer)
         for message in page.updated ?? [] {
             guard let id = WireMessage(message).messageID, try transaction.cache.message(id: id) != nil else {
@@ -592,7 +595,7 @@ extension Engine {
                 try transaction.updateReplies(of: message)
                 continue
             }
-            try transaction.storeMessage(message)
+            try transaction.storeMessage(message, force: replaceCached)
         }
         for id in page.deletedMessageIDs { try transaction.removeMessage(id) }
     }

@@ -284,3 +284,38 @@ def test_a_channel_first_seen_in_a_message_event_gets_its_members(server: Runnin
         recorder.wait(lambda: len(recorder.of("message_received")) == 1)
         cached = wait_equal(client, server.url, tokens["alice"], url)
         assert [m["user_id"] for m in cached["members"]] == ["alice", "bob"]
+
+
+def test_message_changelogs_bring_changes_that_do_not_move_updated_at(tmp_path: Path) -> None:
+    """A reaction and thread info change a message without moving its `updated_at`: when the
+    events are gone (the server keeps 3), the message changelog's copy must still replace the
+    cached one. (Found by the fault-injection test across nodes: a first connect that failed
+    left a reaction out of the cache for good.)"""
+    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
+    server.start()
+    try:
+        admin = Admin(server.running())
+        tokens, url = setup(admin)
+        target = admin.send(url, "alice", "react to me")
+        client, recorder = make_client(server.url, tmp_path / "cache")
+        with client:
+            connect(client, recorder, "bob", tokens["bob"])
+            client.list_messages(channel_url=url).result(10)
+            poll_until(lambda: [m["message_id"] for m in client.cached_messages(url)] == [target["message_id"]])
+            client.disconnect()
+            admin.call("POST", f"/v3/group_channels/{url}/messages/{target['message_id']}/reactions",
+                       {"user_id": "alice", "reaction": "heart"})
+            admin.send(url, "alice", "a reply", parent_message_id=target["message_id"])
+            for i in range(5):
+                admin.call("PUT", f"/v3/group_channels/{url}", {"data": f"churn {i}"})
+            connect(client, recorder, "bob", tokens["bob"])
+            truth = admin.call("GET", f"/v3/group_channels/{url}/messages/{target['message_id']}", include_reactions="true",
+                               include_thread_info="true", user_id="bob")
+            assert truth["reactions"][0]["user_ids"] == ["alice"] and truth["updated_at"] == target["updated_at"]
+
+            def cached_target() -> Dict[str, Any]:
+                return next(m for m in client.cached_messages(url) if m["message_id"] == target["message_id"])
+            poll_until(lambda: cached_target().get("reactions") == truth["reactions"])
+            poll_until(lambda: cached_target().get("thread_info", {}).get("reply_count") == 1)
+    finally:
+        server.stop()
