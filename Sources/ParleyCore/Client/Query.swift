@@ -289,7 +289,10 @@ public final class Query: Sendable {
         guard let position else { return 0 }
         let kind = self.kind
         let finishLoad: @Sendable (Result<JSONValue, ParleyError>) -> Void = { [state] outcome in
-            let page = Self.page(outcome, kind: kind)
+            // Disposed before the completion ran: the answer may be in already (the cancel came
+            // too late to stop it), but the query is gone, so the load is reported cancelled.
+            let disposed = state.withLock { $0.disposed }
+            let page = disposed ? .failure(ParleyError(.cancelled, "the query was disposed")) : Self.page(outcome, kind: kind)
             state.withLock { state in
                 state.loading = false
                 guard case .success(let page) = page else { return }
