@@ -41,22 +41,24 @@ public func exportQueryLoadNextPage(
     }
 }
 
+/// A yes/no state of a query into `*out` (1 or 0; 0 on failure).
+private func queryFlag(_ query: OpaquePointer?, _ out: UnsafeMutablePointer<Int32>?, _ name: String,
+                       _ read: (Query) -> Bool) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let out else { throw .invalidArgument("\(name) is NULL") }
+        out.pointee = 0
+        out.pointee = read(try queries.lookup(query)) ? 1 : 0
+    }
+}
+
 @_cdecl("parley_query_has_next")
 public func exportQueryHasNext(_ query: OpaquePointer?, _ outHasNext: UnsafeMutablePointer<Int32>?) -> Int32 {
-    withStatus { () throws(ParleyError) in
-        guard let outHasNext else { throw .invalidArgument("out_has_next is NULL") }
-        outHasNext.pointee = 0
-        outHasNext.pointee = try queries.lookup(query).hasNext ? 1 : 0
-    }
+    queryFlag(query, outHasNext, "out_has_next") { $0.hasNext }
 }
 
 @_cdecl("parley_query_is_loading")
 public func exportQueryIsLoading(_ query: OpaquePointer?, _ outIsLoading: UnsafeMutablePointer<Int32>?) -> Int32 {
-    withStatus { () throws(ParleyError) in
-        guard let outIsLoading else { throw .invalidArgument("out_is_loading is NULL") }
-        outIsLoading.pointee = 0
-        outIsLoading.pointee = try queries.lookup(query).isLoading ? 1 : 0
-    }
+    queryFlag(query, outIsLoading, "out_is_loading") { $0.isLoading }
 }
 
 @_cdecl("parley_query_dispose")
