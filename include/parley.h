@@ -32,5 +32,6 @@
 #include "parley/group_channel_collection.h"
 #include "parley/message_collection.h"
 #include "parley/sync_view.h"
+#include "parley/search.h"
 
 #endif /* PARLEY_H */

@@ -46,6 +46,12 @@ enum Endpoints {
         channelBase(channelURL) + "/messages/changelogs?" + changelogPosition(token) + "&limit=\(limit)&" + fullMessageView
     }
 
+    /// A page of the server's message search (§7.7); filters and markers follow.
+    static func searchMessages(userID: String, query: String, limit: Int, sortField: String) -> String {
+        "/v3/search/messages?user_id=" + URLEncoding.percentEncode(userID) + "&query=" + URLEncoding.percentEncode(query)
+            + "&limit=\(limit)&sort_field=" + sortField
+    }
+
     /// A page of a channel's poll changelogs from `token` (nil: from the beginning; §7.6).
     static func pollChangelogs(channelURL: String, token: String?, limit: Int) -> String {
         channelBase(channelURL) + "/polls/changelogs?" + changelogPosition(token) + "&limit=\(limit)"

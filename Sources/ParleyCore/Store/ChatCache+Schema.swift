@@ -16,6 +16,7 @@ extension ChatCache {
         SQLiteMigration(version: 5, sql: schemaVersion5),
         SQLiteMigration(version: 6, sql: schemaVersion6),
         SQLiteMigration(version: 7, sql: schemaVersion7),
+        SQLiteMigration(version: 8, sql: schemaVersion8),
     ]
 
     /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
@@ -178,5 +179,47 @@ extension ChatCache {
         UPDATE messages SET poll_id = CASE WHEN json_valid(json) THEN
             CASE WHEN json_type(json, '$.poll.id') = 'integer' THEN json_extract(json, '$.poll.id') ELSE 0 END ELSE 0 END;
         CREATE INDEX messages_with_polls ON messages (channel_url, poll_id) WHERE poll_id != 0;
+        """
+
+    /// The text a message is found by: its `message` and its file's `name`, "" when absent or
+    /// when the stored text is damaged (a damaged row must not make its writes fail). `row` is
+    /// `new` or `old` in a trigger, `messages` in the view: the index and the text it was
+    /// built from must be computed the same way, or deleting from the index goes wrong.
+    static func searchedText(_ row: String) -> String {
+        "CASE WHEN json_valid(\(row).json) AND json_type(\(row).json, '$.message') = 'text' THEN json_extract(\(row).json, '$.message') ELSE '' END"
+    }
+
+    static func searchedFileName(_ row: String) -> String {
+        "CASE WHEN json_valid(\(row).json) AND json_type(\(row).json, '$.file.name') = 'text' THEN json_extract(\(row).json, '$.file.name') ELSE '' END"
+    }
+
+    /// Version 8: full-text search over the cached messages (Store/ChatCache+Search.swift). An
+    /// FTS5 index whose content is a view over `messages` (the text is stored once, in the
+    /// message), kept by triggers in the same transaction as every write of `messages`:
+    /// inserts, edits, deletions, truncation, eviction and clearing all go through them. The
+    /// `unicode61` tokenizer folds case and diacritics. The existing messages are indexed here.
+    static let schemaVersion8 = """
+        CREATE VIEW message_search_content AS
+            SELECT message_id, \(searchedText("messages")) AS text, \(searchedFileName("messages")) AS file_name FROM messages;
+        CREATE VIRTUAL TABLE message_search USING fts5(
+            text, file_name, content = 'message_search_content', content_rowid = 'message_id',
+            tokenize = 'unicode61 remove_diacritics 2');
+        CREATE TRIGGER message_search_after_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO message_search (rowid, text, file_name)
+                VALUES (new.message_id, \(searchedText("new")), \(searchedFileName("new")));
+        END;
+        CREATE TRIGGER message_search_after_delete AFTER DELETE ON messages BEGIN
+            INSERT INTO message_search (message_search, rowid, text, file_name)
+                VALUES ('delete', old.message_id, \(searchedText("old")), \(searchedFileName("old")));
+        END;
+        CREATE TRIGGER message_search_after_update AFTER UPDATE OF json, message_id ON messages
+            WHEN old.message_id != new.message_id OR \(searchedText("old")) IS NOT \(searchedText("new"))
+                OR \(searchedFileName("old")) IS NOT \(searchedFileName("new")) BEGIN
+            INSERT INTO message_search (message_search, rowid, text, file_name)
+                VALUES ('delete', old.message_id, \(searchedText("old")), \(searchedFileName("old")));
+            INSERT INTO message_search (rowid, text, file_name)
+                VALUES (new.message_id, \(searchedText("new")), \(searchedFileName("new")));
+        END;
+        INSERT INTO message_search (message_search) VALUES ('rebuild');
         """
 }

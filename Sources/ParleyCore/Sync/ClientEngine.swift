@@ -6,7 +6,7 @@ import Dispatch
 /// the engine's extensions in Sync/ share its fields). The collections it creates get the
 /// same object as their narrower contexts (`MessageViewContext`, `ChannelViewContext`).
 /// Every call but `runNow`, `sync` and the `cacheReader` is made on `queue`.
-protocol ClientEngine: MessageViewContext, ChannelViewContext {
+protocol ClientEngine: MessageViewContext, ChannelViewContext, SearchViewContext {
     /// Runs `body` on the engine queue and waits for it (never from the queue itself).
     func sync<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T
 

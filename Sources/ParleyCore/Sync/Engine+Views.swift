@@ -81,3 +81,17 @@ extension Engine {
         outbox.attemptCounted = []
     }
 }
+
+extension Engine: SearchViewContext {
+    func searchCache(_ query: CacheSearchQuery, _ window: ChatCache.SearchWindow) throws(ParleyError) -> [CacheSearchHit] {
+        try readOpenCache { cache throws(ParleyError) in try cache.searchMessages(query, window) }
+    }
+
+    func cachedMessageIDs(_ ids: [Int64]) -> Set<Int64> {
+        read("reading which messages are cached") { cache throws(ParleyError) in try cache.storedMessageIDs(among: ids) } ?? []
+    }
+
+    func serverGet(_ pathAndQuery: String, _ done: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void) {
+        call("GET", pathAndQuery, done)
+    }
+}

@@ -1,5 +1,8 @@
 """Parley: cached group channels and messages kept in sync with a server (ctypes binding)."""
-from .aio import AsyncClient, AsyncGroupChannelCollection, AsyncQuery, AsyncMessageCollection, AsyncSyncView, EventStream, PendingSend, Send
+from .aio import (
+    AsyncClient, AsyncGroupChannelCollection, AsyncMessageSearch, AsyncQuery, AsyncMessageCollection, AsyncSyncView, EventStream,
+    PendingSend, Send,
+)
 from .channel_collection import (
     ChangeKind, ChannelChange, ChannelContext, CollectionEventSource, GroupChannelCollection, GroupChannelListOptions,
     GroupChannelListOrder, GroupChannelListQuery, HiddenStateFilter, MemberStateFilter, PublicChannelFilter,
@@ -17,6 +20,7 @@ from .objects import (
     Thumbnail, User, UserListPage, UserMessageParams,
 )
 from .query import QUERY_KINDS, Query
+from .search import MessageSearch, SearchChange, SearchChangeKind, SearchOrder, SearchResult
 from .sync_view import (
     NEWEST_VIEWPOINT, FetchResult, SyncAction, SyncActionKind, SyncDirection, SyncList, SyncView, SyncViewOptions,
     SyncViewOverrides,
@@ -50,6 +54,7 @@ __all__ = [
     "MetaArrayItem", "ParentMessageInfo", "Poll", "PollOption", "PollListPage", "PollVoters", "DeletedPoll",
     "PollChangelogPage", "Reaction", "ThreadInfo", "Thumbnail", "User", "UserListPage",
     "UserMessageParams", "GroupChannelListOptions", "MessageListOptions", "SyncViewOverrides",
+    "MessageSearch", "AsyncMessageSearch", "SearchChange", "SearchChangeKind", "SearchOrder", "SearchResult",
 ]
 # The loaded library's version: the package is built with the same number (setup.py reads it from
 # include/parley/common.h), and bindings/python/tests/test_library.py checks that they agree.

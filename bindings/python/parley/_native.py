@@ -106,6 +106,22 @@ class CSyncViewHandler(ctypes.Structure):
     ]
 
 
+# -- message search (include/parley/search.h) --------------------------------------------------
+
+SEARCH_RESULTS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+SEARCH_LOAD_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError), ctypes.c_char_p)
+MESSAGE_SEARCH_HANDLER_VERSION = 1
+
+
+class CMessageSearchHandler(ctypes.Structure):
+    """parley_message_search_handler."""
+
+    _fields_ = [
+        ("version", ctypes.c_int), ("added", SEARCH_RESULTS_FN), ("updated", SEARCH_RESULTS_FN), ("deleted", SEARCH_RESULTS_FN),
+        ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
+    ]
+
+
 # -- loading -----------------------------------------------------------------------------------
 
 
@@ -275,6 +291,12 @@ _declare("parley_sync_view_reset_viewpoint", ctypes.c_int, ctypes.c_void_p, ctyp
 _declare("parley_sync_view_viewpoint", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64))
 _declare("parley_sync_view_messages", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, c_void_pp)
 _declare("parley_sync_view_dispose", ctypes.c_int, ctypes.c_void_p)
+_declare("parley_message_search_create", ctypes.c_int, c_void_pp, ctypes.c_void_p, ctypes.c_char_p,
+         ctypes.POINTER(CMessageSearchHandler))
+_declare("parley_message_search_load_more", ctypes.c_int, ctypes.c_void_p, SEARCH_LOAD_FN, ctypes.c_void_p)
+_declare("parley_message_search_has_more", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+_declare("parley_message_search_results", ctypes.c_int, ctypes.c_void_p, c_void_pp)
+_declare("parley_message_search_dispose", ctypes.c_int, ctypes.c_void_p)
 
 
 # -- statuses, errors and returned strings --------------------------------------------------

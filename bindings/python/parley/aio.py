@@ -46,6 +46,7 @@ from .message_collection import (
 )
 from .query import Query
 from .objects import Channel, FileMessageParams, Message, User, UserMessageParams
+from .search import MessageSearch, SearchChange, SearchHandler, SearchOrder, SearchResult
 from .sync_view import ActionHandler, NEWEST_VIEWPOINT, SyncAction, SyncView, SyncViewOptions, SyncViewOverrides
 
 if TYPE_CHECKING:  # read by type checkers only
@@ -459,6 +460,23 @@ class AsyncClient(AsyncOperations):
         return AsyncSyncView(self, self.client.sync_view(channel_url, viewpoint, options, on_action=on_action, on_error=on_error,
                                                          **overrides))
 
+    def search_messages(
+        self, query: str, *, order: Union[SearchOrder, str] = SearchOrder.TIME, channel_urls: Optional[List[str]] = None,
+        custom_types: Optional[List[str]] = None, sender_ids: Optional[List[str]] = None, message_ts_from: Optional[int] = None,
+        message_ts_to: Optional[int] = None, limit: int = 20, advanced_query: bool = False, highlight_start: str = "<b>",
+        highlight_end: str = "</b>", search_server: bool = False, on_added: Optional[SearchHandler] = None,
+        on_updated: Optional[SearchHandler] = None, on_deleted: Optional[SearchHandler] = None,
+        on_error: Optional[ErrorHandler] = None,
+    ) -> AsyncMessageSearch:
+        """A live message search (see :meth:`Client.search_messages`): ``await search.load_more()``
+        for a page, ``async for result in search`` for every result page after page, and
+        ``async for change in search.changes()`` for what changes afterwards."""
+        return AsyncMessageSearch(self, self.client.search_messages(
+            query, order=order, channel_urls=channel_urls, custom_types=custom_types, sender_ids=sender_ids,
+            message_ts_from=message_ts_from, message_ts_to=message_ts_to, limit=limit, advanced_query=advanced_query,
+            highlight_start=highlight_start, highlight_end=highlight_end, search_server=search_server, on_added=on_added,
+            on_updated=on_updated, on_deleted=on_deleted, on_error=on_error))
+
     async def close(self) -> None:
         """Removes the fd watch and closes the client (pending operations get Cancelled); the
         event iterators end after the events delivered while closing."""
@@ -693,3 +711,31 @@ class AsyncSyncView(AsyncView[SyncAction]):
     @property
     def failed_messages(self) -> List[Message]:
         return self.view.failed_messages
+
+
+class AsyncMessageSearch(AsyncView[SearchChange]):
+    """A :class:`MessageSearch` on an :class:`AsyncClient`: ``await load_more()``, ``async for
+    result in search`` (every result, loading page after page until none is left) and an
+    async iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, search: MessageSearch) -> None:
+        """Not for applications: :meth:`AsyncClient.search_messages` creates it."""
+        super().__init__(owner, search)
+        self.search = search
+
+    load_more = _awaiting(MessageSearch.load_more)
+
+    async def __aiter__(self) -> AsyncIterator[SearchResult]:
+        for result in self.search.results:
+            yield result
+        while self.search.has_more:
+            for result in await self.load_more():
+                yield result
+
+    @property
+    def has_more(self) -> bool:
+        return self.search.has_more
+
+    @property
+    def results(self) -> List[SearchResult]:
+        return self.search.results

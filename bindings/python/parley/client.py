@@ -25,6 +25,7 @@ from .message_collection import (
 )
 from .objects import CachedMessagePage, Channel, FileMessageParams, Message, User, UserMessageParams
 from .query import Query
+from .search import MessageSearch, SearchHandler, SearchOrder, search_params
 from .sync_view import ActionHandler, NEWEST_VIEWPOINT, SyncView, SyncViewOptions, SyncViewOverrides, make_options
 from .errors import ParleyError, Status, error_for
 
@@ -831,6 +832,24 @@ class Client(Operations):
         override its fields (``limit=50, sender_user_ids=["bob"]``). Nothing loads until the
         first ``fetch``; use it as a context manager."""
         return SyncView._create(self, channel_url, viewpoint, make_options(options, overrides), on_action, on_error)
+
+    def search_messages(
+        self, query: str, *, order: Union[SearchOrder, str] = SearchOrder.TIME, channel_urls: Optional[List[str]] = None,
+        custom_types: Optional[List[str]] = None, sender_ids: Optional[List[str]] = None, message_ts_from: Optional[int] = None,
+        message_ts_to: Optional[int] = None, limit: int = 20, advanced_query: bool = False, highlight_start: str = "<b>",
+        highlight_end: str = "</b>", search_server: bool = False, on_added: Optional[SearchHandler] = None,
+        on_updated: Optional[SearchHandler] = None, on_deleted: Optional[SearchHandler] = None,
+        on_error: Optional[ErrorHandler] = None,
+    ) -> MessageSearch:
+        """A live search of the cached messages for `query` (plain text: every word, the last
+        as a prefix; ``advanced_query=True``: an FTS5 expression), optionally also of the
+        server's (``search_server=True``). Nothing loads until ``load_more()``; use it as a
+        context manager. Invalid params raise :class:`InvalidArgument` naming the field."""
+        params = search_params(
+            query, order=order, channel_urls=channel_urls, custom_types=custom_types, sender_ids=sender_ids,
+            message_ts_from=message_ts_from, message_ts_to=message_ts_to, limit=limit, advanced_query=advanced_query,
+            highlight_start=highlight_start, highlight_end=highlight_end, search_server=search_server)
+        return MessageSearch(self, params, on_added, on_updated, on_deleted, on_error)
 
     def clear_cached_data(self) -> None:
         """Removes everything cached for the current user (pending and failed messages too).

@@ -1,0 +1,603 @@
+// The message search view: the cached messages matching a query, live.
+//
+// Design note. The view shows a *window* of the cache's search results (Store/
+// ChatCache+Search.swift) and keeps it equal to a fresh search of the cache after every
+// committed batch of changes (Sync/ChangeFeed.swift), reporting the difference as added /
+// updated / deleted:
+// - time order: every hit at or newer than the oldest one loaded (all of them once the
+//   cache has no more), so a new matching message is added at the top and nothing leaves
+//   the window but what stops matching or leaves the cache;
+// - relevance order: the first `count` hits, `count` growing by a page with each load. The
+//   index's scores move with its content, so a change may reorder the window, and a new
+//   better hit pushes the last one out (reported deleted; `hasMore` then stays true).
+// With `searchServer` each load also asks the server (docs/PROTOCOL.md §7.7) for its next
+// page and the view shows both, each message once: the cache's copy wins for a message the
+// cache holds (it is kept live and judged by the cache's index), the server's copy shows a
+// message the cache lacks (kept current by the message events, dropped by a deletion).
+// In time order both sources are merged by key. In relevance order the two scores cannot
+// be compared: the server's hits come first in the server's order, then the cache's other
+// hits in the cache's order.
+//
+// State lives on the engine queue; loads run one at a time in the order asked. What the
+// application reads (`results`, `hasMore`) is a copy updated in callback order.
+
+/// What a search view looks for, and how it pages.
+public struct MessageSearchParams: Sendable, Equatable {
+    /// Plain text: every word must occur, the last one as a prefix (`MessageSearchText`).
+    /// With `advancedQuery`, an FTS5 query expression (docs/C-API.md "Searching messages").
+    public var query: String
+    public var advancedQuery = false
+    /// Empty: every channel.
+    public var channelURLs: [String] = []
+    public var customTypes: [String] = []
+    public var senderIDs: [String] = []
+    /// Inclusive bounds on `created_at` (ms).
+    public var createdFrom: Int64?
+    public var createdTo: Int64?
+    public var order: MessageSearchOrder = .time
+    /// Results per load (1–100).
+    public var limit = 20
+    /// Marks around the matched words in snippets (at most 16 bytes each).
+    public var highlightStart = "<b>"
+    public var highlightEnd = "</b>"
+    /// Loads also ask the server, which searches every message the user may see.
+    public var searchServer = false
+
+    public init(query: String) { self.query = query }
+
+    static let fieldNames: Set<String> = [
+        "query", "advanced_query", "channel_urls", "custom_types", "sender_ids", "message_ts_from", "message_ts_to", "order",
+        "limit", "highlight_start", "highlight_end", "search_server",
+    ]
+
+    /// Reads the parameters from their JSON form (the C ABI's and Python's); `query` is
+    /// required, the rest optional. Unknown fields and wrong types are refused.
+    public init(json: JSONValue) throws(ParleyError) {
+        let reader = try JSONReader(json, path: "params")
+        try reader.rejectUnknownKeys(allowed: Self.fieldNames)
+        query = try reader.string("query")
+        advancedQuery = try reader.bool("advanced_query", default: false)
+        channelURLs = try reader.optionalStrings("channel_urls") ?? []
+        customTypes = try reader.optionalStrings("custom_types") ?? []
+        senderIDs = try reader.optionalStrings("sender_ids") ?? []
+        createdFrom = try reader.optionalInt("message_ts_from")
+        createdTo = try reader.optionalInt("message_ts_to")
+        order = try reader.enumeration("order", default: MessageSearchOrder.time)
+        limit = Int(try reader.int("limit", default: 20, in: 1...100))
+        highlightStart = try reader.string("highlight_start", default: highlightStart)
+        highlightEnd = try reader.string("highlight_end", default: highlightEnd)
+        searchServer = try reader.bool("search_server", default: false)
+        try validate()
+    }
+
+    /// Refuses what no search can answer, naming the field.
+    public func validate() throws(ParleyError) {
+        guard !query.allSatisfy(\.isWhitespace) else { throw .invalidArgument("params.query must not be empty") }
+        guard query.count <= 1000 else { throw .invalidArgument("params.query: at most 1000 characters, got \(query.count)") }
+        guard (1...100).contains(limit) else { throw .invalidArgument("params.limit: must be 1 to 100, got \(limit)") }
+        for (name, marker) in [("highlight_start", highlightStart), ("highlight_end", highlightEnd)] where marker.utf8.count > 16 {
+            throw .invalidArgument("params.\(name): at most 16 bytes, got \(marker.utf8.count)")
+        }
+        if let from = createdFrom, let to = createdTo, from > to {
+            throw .invalidArgument("params.message_ts_from (\(from)) is after message_ts_to (\(to))")
+        }
+        // Lists travel comma-separated in the server's query string.
+        for (name, list) in [("channel_urls", channelURLs), ("custom_types", customTypes), ("sender_ids", senderIDs)] {
+            if let bad = list.first(where: { $0.isEmpty || $0.utf8.contains(0x2C) }) {
+                throw .invalidArgument("params.\(name): items must be non-empty and without commas, got '\(bad)'")
+            }
+        }
+        if searchServer && advancedQuery {
+            throw .invalidArgument("params: search_server takes plain text only (the server does not read FTS5 expressions)")
+        }
+    }
+
+    /// The cache's form of the query; nil when the text has no words (nothing matches).
+    var cacheQuery: CacheSearchQuery? {
+        guard let match = advancedQuery ? query : MessageSearchText.matchExpression(query) else { return nil }
+        var result = CacheSearchQuery(match: match)
+        result.channelURLs = channelURLs
+        result.customTypes = customTypes
+        result.senderIDs = senderIDs
+        result.createdFrom = createdFrom
+        result.createdTo = createdTo
+        result.order = order
+        result.highlightStart = highlightStart
+        result.highlightEnd = highlightEnd
+        return result
+    }
+
+    /// The server's query string for the next page (docs/PROTOCOL.md §7.7).
+    func serverPath(userID: String, token: String?) -> String {
+        var path = Endpoints.searchMessages(userID: userID, query: query, limit: limit, sortField: order == .time ? "ts" : "score")
+        let lists = [("channel_urls", channelURLs), ("custom_types", customTypes), ("sender_ids", senderIDs)]
+        for (name, list) in lists where !list.isEmpty {
+            path += "&\(name)=" + list.map(URLEncoding.percentEncode).joined(separator: ",")
+        }
+        if let createdFrom { path += "&message_ts_from=\(createdFrom)" }
+        if let createdTo { path += "&message_ts_to=\(createdTo)" }
+        path += "&highlight_start=" + URLEncoding.percentEncode(highlightStart)
+        path += "&highlight_end=" + URLEncoding.percentEncode(highlightEnd)
+        if let token { path += "&token=" + URLEncoding.percentEncode(token) }
+        return path
+    }
+}
+
+/// One result of a search view.
+public struct MessageSearchResult: Sendable, Equatable {
+    /// Where the shown copy of the message comes from.
+    public enum Origin: String, Sendable {
+        case cache
+        case server
+    }
+
+    public var messageID: Int64
+    public var channelURL: String
+    public var key: MessageKey
+    /// The message (the cache's stored text, or the server's object).
+    public var message: JSONText
+    /// Its text (or file name) around the matches, the matched words between the markers.
+    public var snippet: String
+    /// Bigger is more relevant; the cache's and the server's scores are not comparable.
+    public var score: Double
+    public var origin: Origin
+
+    /// `{"message": …, "origin": "cache" | "server", "score": …, "snippet": …}`, built without
+    /// parsing the message.
+    public var json: JSONText {
+        let score = score.isFinite ? JSONValue.double(score).canonicalText : "0"
+        return JSONText(
+            "{\"message\":\(message.text),\"origin\":\"\(origin.rawValue)\",\"score\":\(score),\"snippet\":"
+                + JSONValue.string(snippet).canonicalText + "}")
+    }
+
+    init(_ hit: CacheSearchHit) {
+        messageID = hit.messageID
+        channelURL = hit.channelURL
+        key = hit.key
+        message = JSONText(hit.json)
+        snippet = hit.snippet
+        score = hit.score
+        origin = .cache
+    }
+
+    /// One entry of the server's `results` (docs/PROTOCOL.md §7.7).
+    init(server entry: JSONValue) throws(ParleyError) {
+        let reader = try JSONReader(entry, path: "results[]", errorCode: .protocolViolation)
+        let message = try reader.object("message")
+        messageID = try message.int("message_id", in: 1...Int64.max)
+        channelURL = try message.string("channel_url")
+        key = MessageKey(createdAt: try message.int("created_at"), messageID: messageID)
+        self.message = JSONText(encoding: entry["message"] ?? .null)
+        snippet = try reader.string("snippet", default: "")
+        score = try reader.double("score", default: 0)
+        origin = .server
+    }
+}
+
+/// The callbacks of a search view. They run on the client's callback context, one at a time,
+/// never after `dispose()` returned. Each list is in the view's order; `results` has the
+/// whole view.
+public struct MessageSearchHandler: Sendable {
+    public var added: @Sendable ([MessageSearchResult]) -> Void
+    public var updated: @Sendable ([MessageSearchResult]) -> Void
+    public var deleted: @Sendable ([MessageSearchResult]) -> Void
+    /// A background step failed (the server's page of a load that still showed the cache's).
+    public var error: @Sendable (ParleyError) -> Void
+
+    public init(
+        added: @escaping @Sendable ([MessageSearchResult]) -> Void = { _ in },
+        updated: @escaping @Sendable ([MessageSearchResult]) -> Void = { _ in },
+        deleted: @escaping @Sendable ([MessageSearchResult]) -> Void = { _ in },
+        error: @escaping @Sendable (ParleyError) -> Void = { _ in }
+    ) {
+        self.added = added
+        self.updated = updated
+        self.deleted = deleted
+        self.error = error
+    }
+}
+
+public typealias MessageSearchCompletion = @Sendable (Result<[MessageSearchResult], ParleyError>) -> Void
+
+/// What a search view reaches below itself (the engine, Sync/Engine+Views.swift). Every
+/// call but `runNow` is made on `queue`.
+protocol SearchViewContext: ViewContext {
+    func searchCache(_ query: CacheSearchQuery, _ window: ChatCache.SearchWindow) throws(ParleyError) -> [CacheSearchHit]
+    /// Which of these messages the cache holds.
+    func cachedMessageIDs(_ ids: [Int64]) -> Set<Int64>
+    /// A GET on the server with the session (the answer on `queue`).
+    func serverGet(_ pathAndQuery: String, _ done: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void)
+}
+
+public final class MessageSearch: Sendable {
+    public let params: MessageSearchParams
+    let context: any SearchViewContext
+    let dispatcher: CallbackDispatcher
+    let handler: MessageSearchHandler
+    let guardState = DisposeGuard()
+    let published = Locked(PublishedSearch())
+    /// Engine-queue state.
+    let view: SearchViewState
+
+    init(context: any SearchViewContext, dispatcher: CallbackDispatcher, params: MessageSearchParams, handler: MessageSearchHandler)
+        throws(ParleyError)
+    {
+        try params.validate()
+        self.params = params
+        self.context = context
+        self.dispatcher = dispatcher
+        self.handler = handler
+        let userID: String? = context.runNow { context.cacheUserID }
+        guard let userID else { throw .invalidState("message search: connect first (the cache is per user)") }
+        let query = params.cacheQuery
+        if params.advancedQuery, let query {
+            // A syntax error is the caller's: say so now, not at the first load.
+            let check: Result<Void, ParleyError> = context.runNow {
+                do throws(ParleyError) {
+                    _ = try context.searchCache(query, .first(limit: 1))
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            try check.get()
+        }
+        view = SearchViewState(userID: userID, query: query)
+        let weakSelf = WeakMessageSearch()
+        let view = self.view
+        context.runNow {
+            view.observerID = context.subscribe { batch in weakSelf.search?.observe(batch) }
+        }
+        weakSelf.search = self
+    }
+
+    deinit { dispose() }
+
+    // MARK: What the application reads
+
+    /// The results shown, in the view's order, as the callbacks delivered so far left them.
+    public var results: [MessageSearchResult] { published.withLock { $0.results } }
+
+    /// `results` as one JSON array text.
+    public var resultsJSON: String { JSONText.arrayText(results.map(\.json)) }
+
+    /// More results exist beyond those loaded (in the cache, or on the server with `searchServer`).
+    public var hasMore: Bool { published.withLock { $0.hasMore } }
+
+    public var isDisposed: Bool { guardState.isDisposed }
+
+    // MARK: Loading
+
+    /// Loads the next `limit` results (the first load: the first ones); the completion gets
+    /// the results it added, in the view's order. Changes to results already shown that
+    /// happened meanwhile are reported as events before it. With `searchServer`, a server
+    /// that cannot be reached leaves the view with the cache's results: the error goes to
+    /// the handler's `error` (the completion fails only when the cache gave nothing either),
+    /// and the next load asks the server again.
+    public func loadMore(completion: @escaping MessageSearchCompletion) {
+        guard !guardState.isDisposed else {
+            dispatcher.enqueue { completion(.failure(.invalidState("the search is disposed"))) }
+            return
+        }
+        context.queue.async {
+            guard self.view.observerID != nil else {
+                self.dispatcher.enqueue { completion(.failure(.invalidState("the search is disposed"))) }
+                return
+            }
+            self.view.loads.append(completion)
+            self.runLoads()
+        }
+    }
+
+    // MARK: Disposing
+
+    /// Stops the callbacks: after it returns none runs. Loads waiting or in flight complete,
+    /// once, with `.cancelled`. Idempotent; safe inside a callback.
+    public func dispose() {
+        guard guardState.markDisposed() else { return }
+        let context = self.context
+        let view = self.view
+        let pending: [MessageSearchCompletion] = context.runNow {
+            if let id = view.observerID {
+                context.unsubscribe(id)
+                view.observerID = nil
+            }
+            var pending = view.loads
+            if let running = view.running { pending.insert(running, at: 0) }
+            view.loads = []
+            view.running = nil
+            return pending
+        }
+        if !pending.isEmpty {
+            dispatcher.enqueue {
+                for completion in pending { completion(.failure(.cancelled("the search was disposed"))) }
+            }
+        }
+        guardState.waitForRunningCallback(dispatcher: dispatcher)
+    }
+
+    // MARK: Engine queue
+
+    final class WeakMessageSearch: @unchecked Sendable {
+        weak var search: MessageSearch?
+    }
+
+    private func runLoads() {
+        guard view.running == nil, view.observerID != nil, !view.loads.isEmpty else { return }
+        let completion = view.loads.removeFirst()
+        view.running = completion
+        loadLocalPage()
+        guard params.searchServer, view.query != nil, !view.serverExhausted else { return finishLoad(serverError: nil) }
+        let path = params.serverPath(userID: view.userID, token: view.serverToken)
+        context.serverGet(path) { result in
+            guard self.view.observerID != nil else { return }
+            switch result {
+            case .success(let answer):
+                do throws(ParleyError) {
+                    try self.takeServerPage(answer)
+                    self.finishLoad(serverError: nil)
+                } catch {
+                    self.finishLoad(serverError: error)
+                }
+            case .failure(let error):
+                self.finishLoad(serverError: error)
+            }
+        }
+    }
+
+    /// Widens the cache window by one page.
+    private func loadLocalPage() {
+        view.started = true
+        guard let query = view.query, !view.localExhausted else {
+            view.localExhausted = true
+            return
+        }
+        let limit = params.limit
+        do throws(ParleyError) {
+            switch params.order {
+            case .time:
+                let page = try context.searchCache(query, .olderThan(view.localBoundary, limit: limit + 1))
+                view.localExhausted = page.count <= limit
+                if let last = page.prefix(limit).last { view.localBoundary = last.key }
+            case .relevance:
+                let page = try context.searchCache(query, .first(limit: view.localCount + limit + 1))
+                view.localExhausted = page.count <= view.localCount + limit
+                view.localCount = min(page.count, view.localCount + limit)
+            }
+        } catch {
+            view.localError = error
+        }
+    }
+
+    private func takeServerPage(_ answer: JSONValue) throws(ParleyError) {
+        let reader = try JSONReader(answer, path: "search answer", errorCode: .protocolViolation)
+        let entries = try reader.array("results")
+        var known = Set(view.serverHits.map(\.messageID))
+        for entry in entries {
+            let result = try MessageSearchResult(server: entry)
+            if known.insert(result.messageID).inserted { view.serverHits.append(result) }
+        }
+        let next = try reader.string("next", default: "")
+        view.serverExhausted = try !reader.bool("has_next", default: false) || next.isEmpty
+        view.serverToken = next.isEmpty ? nil : next
+    }
+
+    private func finishLoad(serverError: ParleyError?) {
+        guard let completion = view.running else { return }
+        view.running = nil
+        let localError = view.localError
+        view.localError = nil
+        let changes = recompose()
+        let failure = localError ?? (changes.added.isEmpty && changes.shown.isEmpty ? serverError : nil)
+        let reportedServerError = failure == nil ? serverError : nil
+        let hasMore = view.hasMore(searchingServer: params.searchServer)
+        let handler = self.handler
+        let published = self.published
+        dispatcher.enqueue {
+            self.guardState.run {
+                published.withLock { $0.results = changes.shown }
+                if !changes.deleted.isEmpty { handler.deleted(changes.deleted) }
+                if !changes.updated.isEmpty { handler.updated(changes.updated) }
+                if let reportedServerError { handler.error(reportedServerError) }
+                published.withLock { $0.hasMore = hasMore }
+            }
+            // Disposed meanwhile: what was promised then is a cancellation.
+            if self.guardState.isDisposed {
+                completion(.failure(.cancelled("the search was disposed")))
+            } else if let failure {
+                completion(.failure(failure))
+            } else {
+                completion(.success(changes.added))
+            }
+        }
+        context.queue.async { self.runLoads() }
+    }
+
+    /// A committed batch: the window is searched again when the batch may change it.
+    func observe(_ batch: ChangeBatch) {
+        guard view.started, view.observerID != nil else { return }
+        // While a load runs its end searches again: what changed meanwhile is told then.
+        var relevant = view.running != nil
+        for change in batch.changes {
+            switch change {
+            case .messageUpserted, .messageRemoved, .channelMessagesEvicted:
+                relevant = true
+            case .messagesTruncated(let url, let through, _):
+                relevant = true
+                view.serverHits.removeAll { $0.channelURL == url && $0.key.createdAt <= through }
+            case .channelRemoved(let url, _):
+                relevant = true
+                view.serverHits.removeAll { $0.channelURL == url }
+            case .cleared:
+                relevant = true
+            default:
+                continue
+            }
+        }
+        // The server's copies of messages the cache lacks follow the message events.
+        if case .realtime(let event) = batch.cause, !view.serverHits.isEmpty {
+            let data = WireEventData(event.data)
+            switch event.category {
+            case .messageUpdated:
+                if let message = data.message, let id = message.messageID,
+                    let index = view.serverHits.firstIndex(where: { $0.messageID == id })
+                {
+                    view.serverHits[index].message = JSONText(encoding: message.json)
+                    relevant = true
+                }
+            case .messageDeleted:
+                if let id = data.messageID, view.serverHits.contains(where: { $0.messageID == id }) {
+                    view.serverHits.removeAll { $0.messageID == id }
+                    relevant = true
+                }
+            default:
+                break
+            }
+        }
+        guard relevant, view.running == nil else { return }
+        let changes = recompose()
+        guard !(changes.added.isEmpty && changes.updated.isEmpty && changes.deleted.isEmpty) else { return }
+        let handler = self.handler
+        let published = self.published
+        let hasMore = view.hasMore(searchingServer: params.searchServer)
+        dispatcher.enqueue {
+            self.guardState.run {
+                published.withLock {
+                    $0.results = changes.shown
+                    $0.hasMore = hasMore
+                }
+                if !changes.deleted.isEmpty { handler.deleted(changes.deleted) }
+                if !changes.updated.isEmpty { handler.updated(changes.updated) }
+                if !changes.added.isEmpty { handler.added(changes.added) }
+            }
+        }
+    }
+
+    struct Changes {
+        var shown: [MessageSearchResult]
+        var added: [MessageSearchResult] = []
+        var updated: [MessageSearchResult] = []
+        var deleted: [MessageSearchResult] = []
+    }
+
+    /// Searches the window again, builds the view's list and tells what changed since the
+    /// last time.
+    private func recompose() -> Changes {
+        let list = compose()
+        var changes = Changes(shown: list)
+        let before = Dictionary(view.shown.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
+        let now = Set(list.map(\.messageID))
+        changes.deleted = view.shown.filter { !now.contains($0.messageID) }
+        for result in list {
+            if let old = before[result.messageID] {
+                if old != result { changes.updated.append(result) }
+            } else {
+                changes.added.append(result)
+            }
+        }
+        view.shown = list
+        return changes
+    }
+
+    /// The view's list: the cache's window, and the server's hits (see the design note).
+    private func compose() -> [MessageSearchResult] {
+        guard let query = view.query, view.started else { return [] }
+        var local: [CacheSearchHit] = []
+        var serverCached: [Int64: CacheSearchHit] = [:]
+        var cachedServerIDs: Set<Int64> = []
+        do throws(ParleyError) {
+            switch params.order {
+            case .time:
+                let from = view.localExhausted ? MessageKey.oldest : (view.localBoundary ?? MessageKey.newest)
+                local = try context.searchCache(query, .atOrNewerThan(from))
+            case .relevance:
+                local = try context.searchCache(query, .first(limit: view.localExhausted ? Int.max : view.localCount))
+                if !view.localExhausted { view.localCount = local.count }
+            }
+            if !view.serverHits.isEmpty {
+                // A message the cache holds is judged by the cache: its copy is current.
+                cachedServerIDs = context.cachedMessageIDs(view.serverHits.map(\.messageID))
+                for hit in try context.searchCache(query, .among(Array(cachedServerIDs))) { serverCached[hit.messageID] = hit }
+            }
+        } catch {
+            view.localError = error
+            return view.shown
+        }
+        var list: [MessageSearchResult] = []
+        var seen: Set<Int64> = []
+        switch params.order {
+        case .time:
+            for hit in local where seen.insert(hit.messageID).inserted { list.append(MessageSearchResult(hit)) }
+            for hit in serverCached.values where seen.insert(hit.messageID).inserted { list.append(MessageSearchResult(hit)) }
+            for result in view.serverHits where !cachedServerIDs.contains(result.messageID) && seen.insert(result.messageID).inserted {
+                list.append(result)
+            }
+            list.sort { $0.key > $1.key }
+        case .relevance:
+            for result in view.serverHits {
+                if cachedServerIDs.contains(result.messageID) {
+                    if let hit = serverCached[result.messageID], seen.insert(hit.messageID).inserted { list.append(MessageSearchResult(hit)) }
+                } else if seen.insert(result.messageID).inserted {
+                    list.append(result)
+                }
+            }
+            for hit in local where seen.insert(hit.messageID).inserted { list.append(MessageSearchResult(hit)) }
+        }
+        return list
+    }
+}
+
+/// What the application reads, as the callbacks delivered so far left it.
+struct PublishedSearch: Sendable {
+    var results: [MessageSearchResult] = []
+    var hasMore = true
+}
+
+/// The search view's state on the engine queue.
+final class SearchViewState: @unchecked Sendable {
+    let userID: String
+    /// Nil when the text has no words: nothing matches.
+    let query: CacheSearchQuery?
+    var observerID: UInt64?
+    var started = false
+    /// Time order: the oldest cache hit loaded (the window is every hit at or newer than it).
+    var localBoundary: MessageKey?
+    /// Relevance order: how many of the cache's first hits the window holds.
+    var localCount = 0
+    /// The cache has no hit beyond the window: the window is every hit.
+    var localExhausted = false
+    var localError: ParleyError?
+    /// The server's hits so far, in its order, each once.
+    var serverHits: [MessageSearchResult] = []
+    var serverToken: String?
+    var serverExhausted = false
+    /// The list as last reported.
+    var shown: [MessageSearchResult] = []
+    var loads: [MessageSearchCompletion] = []
+    var running: MessageSearchCompletion?
+
+    init(userID: String, query: CacheSearchQuery?) {
+        self.userID = userID
+        self.query = query
+    }
+
+    func hasMore(searchingServer: Bool) -> Bool {
+        guard query != nil else { return false }
+        return !localExhausted || (searchingServer && !serverExhausted)
+    }
+}
+
+extension ParleyClient {
+    /// A live search of the cached messages (see MessageSearch); with `searchServer`, of the
+    /// server's too. Needs a connected client (the cache is per user; it may be offline).
+    /// Nothing loads until the first `loadMore`.
+    public func messageSearch(params: MessageSearchParams, handler: MessageSearchHandler) throws(ParleyError) -> MessageSearch {
+        guard !isClosed else { throw .invalidState("the client is closed") }
+        let search = try MessageSearch(context: engine, dispatcher: dispatcher, params: params, handler: handler)
+        collections.add(search)
+        return search
+    }
+}
+
+extension MessageSearch: DisposableCollection {}

@@ -1,0 +1,172 @@
+// Full-text search over the cached server messages: the FTS5 index of schema version 8
+// (ChatCache+Schema.swift), queried with the filters and orders of a search view
+// (Collections/MessageSearch.swift). Pending and failed messages are not searched.
+
+/// The order of search results.
+public enum MessageSearchOrder: String, Sendable, CaseIterable {
+    /// Newest first: `created_at` descending, then `message_id` descending.
+    case time
+    /// Most relevant first (the index's BM25 score), ties newest first.
+    case relevance
+}
+
+/// What a search of the cache looks for. `match` is an FTS5 query expression (see
+/// `MessageSearchText.matchExpression` for turning user text into one).
+public struct CacheSearchQuery: Sendable, Equatable {
+    public var match: String
+    /// Empty: every channel.
+    public var channelURLs: [String] = []
+    public var customTypes: [String] = []
+    public var senderIDs: [String] = []
+    /// Inclusive bounds on `created_at` (ms).
+    public var createdFrom: Int64?
+    public var createdTo: Int64?
+    public var order: MessageSearchOrder = .time
+    public var highlightStart = "<b>"
+    public var highlightEnd = "</b>"
+
+    public init(match: String) { self.match = match }
+}
+
+/// One cached message a search found.
+public struct CacheSearchHit: Sendable, Equatable {
+    public var messageID: Int64
+    public var channelURL: String
+    public var key: MessageKey
+    /// The message's stored text.
+    public var json: String
+    /// The best-matching column's text around the matches, with them between the markers.
+    public var snippet: String
+    /// Bigger is more relevant (the negated BM25 value: it depends on the whole index).
+    public var score: Double
+}
+
+extension ChatCache {
+    /// Where a page of a search starts.
+    public enum SearchWindow: Sendable, Equatable {
+        /// Time order: up to `limit` hits older than `key` (nil: from the newest).
+        case olderThan(MessageKey?, limit: Int)
+        /// Time order: every hit at or newer than `key` (a view's loaded window).
+        case atOrNewerThan(MessageKey)
+        /// Either order: the first `limit` hits.
+        case first(limit: Int)
+        /// Either order: those of these messages that match (their current snippets).
+        case among([Int64])
+    }
+
+    /// The cached messages matching `query` in `window`, in the query's order. An FTS5
+    /// syntax error in `match` is `.invalidArgument` with SQLite's words.
+    public func searchMessages(_ query: CacheSearchQuery, _ window: SearchWindow) throws(ParleyError) -> [CacheSearchHit] {
+        var conditions = ["message_search MATCH ?1"]
+        var values: [SQLiteValue] = [.text(query.match), .text(query.highlightStart), .text(query.highlightEnd)]
+        func bind(_ value: SQLiteValue) -> String {
+            values.append(value)
+            return "?\(values.count)"
+        }
+        func list(_ items: [String]) -> SQLiteValue { .text(JSONValue.array(items.map(JSONValue.string)).canonicalText) }
+        if !query.channelURLs.isEmpty { conditions.append("m.channel_url IN (SELECT value FROM json_each(\(bind(list(query.channelURLs)))))") }
+        if !query.customTypes.isEmpty { conditions.append("m.custom_type IN (SELECT value FROM json_each(\(bind(list(query.customTypes)))))") }
+        if !query.senderIDs.isEmpty { conditions.append("m.sender_id IN (SELECT value FROM json_each(\(bind(list(query.senderIDs)))))") }
+        if let from = query.createdFrom { conditions.append("m.created_at >= \(bind(.integer(from)))") }
+        if let to = query.createdTo { conditions.append("m.created_at <= \(bind(.integer(to)))") }
+        var limit: Int?
+        switch window {
+        case .olderThan(let key, let count):
+            if let key {
+                conditions.append("(m.created_at, m.message_id) < (\(bind(.integer(key.createdAt))), \(bind(.integer(key.messageID))))")
+            }
+            limit = count
+        case .atOrNewerThan(let key):
+            conditions.append("(m.created_at, m.message_id) >= (\(bind(.integer(key.createdAt))), \(bind(.integer(key.messageID))))")
+        case .first(let count):
+            limit = count
+        case .among(let ids):
+            if ids.isEmpty { return [] }
+            let array = JSONValue.array(ids.map(JSONValue.int)).canonicalText
+            conditions.append("message_search.rowid IN (SELECT value FROM json_each(\(bind(.text(array)))))")
+        }
+        if let limit, limit <= 0 { return [] }
+        let order =
+            query.order == .time
+            ? "m.created_at DESC, m.message_id DESC"
+            : "bm25(message_search) ASC, m.created_at DESC, m.message_id DESC"
+        var sql = """
+            SELECT m.message_id, m.channel_url, m.created_at, m.json,
+                   snippet(message_search, -1, ?2, ?3, '…', 16), bm25(message_search)
+            FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid
+            WHERE \(conditions.joined(separator: " AND ")) ORDER BY \(order)
+            """
+        if let limit { sql += " LIMIT \(bind(.integer(Int64(limit))))" }
+        var hits: [CacheSearchHit] = []
+        do throws(ParleyError) {
+            try database.statement(sql).rows(values) { row in
+                let id = row.int64(0)
+                hits.append(
+                    CacheSearchHit(
+                        messageID: id, channelURL: row.string(1) ?? "", key: MessageKey(createdAt: row.int64(2), messageID: id),
+                        json: row.string(3) ?? "null", snippet: row.string(4) ?? "", score: -row.double(5)))
+            }
+        } catch {
+            // The statement is fixed and valid: a plain SQL error (not busy, I/O or a damaged
+            // file) comes from the expression, the caller's input.
+            if database.lastFailureCode & 0xff == 1 /* SQLITE_ERROR */ {
+                throw .invalidArgument("search query: \(error.message)")
+            }
+            throw error
+        }
+        return hits
+    }
+
+    /// Which of these server messages are stored.
+    public func storedMessageIDs(among ids: [Int64]) throws(ParleyError) -> Set<Int64> {
+        guard !ids.isEmpty else { return [] }
+        var stored: Set<Int64> = []
+        try database.statement("SELECT message_id FROM messages WHERE message_id IN (SELECT value FROM json_each(?1))")
+            .rows([.text(JSONValue.array(ids.map(JSONValue.int)).canonicalText)]) { stored.insert($0.int64(0)) }
+        return stored
+    }
+
+    /// How many cached messages the search index holds (for checks and benchmarks).
+    public func searchIndexCount() throws(ParleyError) -> Int64 {
+        var count: Int64 = 0
+        try database.statement("SELECT count(*) FROM message_search_content").rows { count = $0.int64(0) }
+        return count
+    }
+
+    /// Checks the index against its content (FTS5 `integrity-check`); throws when they differ.
+    public func checkSearchIndex() throws(ParleyError) {
+        _ = try database.statement("INSERT INTO message_search (message_search, rank) VALUES ('integrity-check', 1)").run()
+    }
+}
+
+/// Turning what a user typed into a search expression.
+public enum MessageSearchText {
+    /// The words of `text`: the runs of letters and digits (anything else separates words and
+    /// means nothing, so any text is a valid query).
+    public static func words(_ text: String) -> [String] {
+        var words: [String] = []
+        var current = ""
+        for character in text {
+            if character.isLetter || character.isNumber {
+                current.append(character)
+            } else if !current.isEmpty {
+                words.append(current)
+                current = ""
+            }
+        }
+        if !current.isEmpty { words.append(current) }
+        return words
+    }
+
+    /// The FTS5 expression for plain text: every word must occur, the last one as a prefix
+    /// (what is being typed). Each word is quoted, so nothing in it acts as FTS5 syntax.
+    /// Nil when the text has no words (nothing can match).
+    public static func matchExpression(_ text: String) -> String? {
+        let words = words(text)
+        guard !words.isEmpty else { return nil }
+        // Words hold only letters and digits: no quote to escape inside the quotes.
+        var parts = words.map { "\"" + $0 + "\"" }
+        parts[parts.count - 1] += " *"
+        return parts.joined(separator: " AND ")
+    }
+}

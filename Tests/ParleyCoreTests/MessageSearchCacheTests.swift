@@ -1,0 +1,206 @@
+import Glibc
+import Testing
+@testable import ParleyCore
+
+// The cache's search index (schema version 8) on its own: it follows every write of the
+// messages (random inserts, edits, deletions, truncations, evictions, clears: the results
+// equal a brute-force scan after each step), plain text never acts as FTS5 syntax, the
+// filters and both orders, and a cache written before the index gets indexed when opened.
+
+private let base: Int64 = 1_700_000_000_000
+
+private func message(
+    _ id: Int64, channel: String = "c1", text: String, fileName: String? = nil, customType: String = "", sender: String = "u1",
+    createdAt: Int64? = nil, updatedAt: Int64 = 0
+) -> JSONValue {
+    var fields: [String: JSONValue] = [
+        "message_id": .int(id), "channel_url": .string(channel), "created_at": .int(createdAt ?? base + id / 2),
+        "updated_at": .int(updatedAt), "type": .string(fileName == nil ? "MESG" : "FILE"), "message": .string(text),
+        "req_id": .string(""), "user": ["user_id": .string(sender)], "custom_type": .string(customType),
+    ]
+    if let fileName { fields["file"] = ["name": .string(fileName), "url": "http://x/f", "size": 1, "type": "text/plain"] }
+    return .object(fields)
+}
+
+/// The plain-text rule over ASCII words, by brute force: every query word is a word of the
+/// text or file name (case folded), the last one as a prefix.
+private func matches(_ query: String, text: String, fileName: String) -> Bool {
+    let words = MessageSearchText.words(query).map { $0.lowercased() }
+    guard !words.isEmpty else { return false }
+    let haystack = Set(MessageSearchText.words(text + " " + fileName).map { $0.lowercased() })
+    for (index, word) in words.enumerated() {
+        let found = index == words.count - 1 ? haystack.contains { $0.hasPrefix(word) } : haystack.contains(word)
+        if !found { return false }
+    }
+    return true
+}
+
+private struct Stored {
+    var channel: String
+    var text: String
+    var fileName: String
+    var key: MessageKey
+    var sender: String
+}
+
+@Suite struct MessageSearchCacheTests {
+    @Test func theIndexFollowsEveryWriteOfTheMessages() throws {
+        let cache = try ChatCache(location: .memory)
+        defer { cache.close() }
+        let vocabulary = ["apple", "apricot", "Banana", "band", "cherry", "CHAT", "chart", "delta", "dog", "echo"]
+        var random = SystemRandomNumberGenerator()
+        var seed: UInt64 = 0x5EA4C4
+        func next(_ bound: Int) -> Int {
+            // A fixed sequence, so a failure can be replayed.
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            _ = random
+            return Int((seed >> 33) % UInt64(bound))
+        }
+        func sentence() -> String { (0..<(1 + next(5))).map { _ in vocabulary[next(vocabulary.count)] }.joined(separator: next(2) == 0 ? " " : ", ") }
+        var stored: [Int64: Stored] = [:]
+        var nextID: Int64 = 1
+        for step in 0..<400 {
+            switch next(10) {
+            case 0...4:
+                let id = nextID
+                nextID += 1
+                let channel = ["c1", "c2", "c3"][next(3)]
+                let fileName = next(4) == 0 ? sentence() + ".txt" : ""
+                let text = fileName.isEmpty ? sentence() : ""
+                let sender = ["u1", "u2"][next(2)]
+                try cache.upsertMessage(message(id, channel: channel, text: text, fileName: fileName.isEmpty ? nil : fileName, sender: sender))
+                stored[id] = Stored(channel: channel, text: text, fileName: fileName, key: MessageKey(createdAt: base + id / 2, messageID: id), sender: sender)
+            case 5, 6:
+                guard let id = stored.keys.randomElement(using: &random) else { continue }
+                let entry = stored[id]!
+                let text = entry.fileName.isEmpty ? sentence() : ""
+                try cache.upsertMessage(
+                    message(id, channel: entry.channel, text: text, fileName: entry.fileName.isEmpty ? nil : entry.fileName,
+                            sender: entry.sender, updatedAt: base + 10_000 + Int64(step)))
+                stored[id]!.text = text
+            case 7:
+                guard let id = stored.keys.randomElement(using: &random) else { continue }
+                try cache.deleteMessage(messageID: id)
+                stored[id] = nil
+            case 8:
+                // A history reset: the channel's messages up to a time go.
+                let channel = ["c1", "c2", "c3"][next(3)]
+                let through = base + nextID / 2 - Int64(next(20))
+                try cache.truncateHistory(channelURL: channel, through: through)
+                stored = stored.filter { $0.value.channel != channel || $0.value.key.createdAt > through }
+            default:
+                if next(8) == 0 {
+                    try cache.clear()
+                    stored = [:]
+                } else {
+                    let channel = ["c1", "c2", "c3"][next(3)]
+                    _ = try cache.transaction { () throws(ParleyError) in try cache.removeChannelMessages(url: channel) }
+                    stored = stored.filter { $0.value.channel != channel }
+                }
+            }
+            let query = [vocabulary[next(vocabulary.count)], String(vocabulary[next(vocabulary.count)].prefix(2 + next(3)))]
+                .prefix(1 + next(2)).joined(separator: " ")
+            let expected = stored.filter { matches(query, text: $0.value.text, fileName: $0.value.fileName) }
+                .sorted { $0.value.key > $1.value.key }.map(\.key)
+            let found = try cache.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression(query)!), .first(limit: 10_000))
+            #expect(found.map(\.messageID) == expected, "step \(step): '\(query)'")
+            if step % 50 == 0 { try cache.checkSearchIndex() }
+        }
+        try cache.checkSearchIndex()
+        #expect(try cache.searchIndexCount() == Int64(stored.count))
+    }
+
+    @Test func plainTextNeverActsAsSyntax() throws {
+        let cache = try ChatCache(location: .memory)
+        defer { cache.close() }
+        try cache.upsertMessage(message(1, text: "Café au lait: NEAR the \"door\" OR window"))
+        try cache.upsertMessage(message(2, text: "plain words only", fileName: nil))
+        try cache.upsertMessage(message(3, text: "", fileName: "Quarterly-Report_2026.pdf"))
+        func search(_ text: String) throws -> [Int64] {
+            guard let match = MessageSearchText.matchExpression(text) else { return [] }
+            return try cache.searchMessages(CacheSearchQuery(match: match), .first(limit: 100)).map(\.messageID)
+        }
+        #expect(try search("cafe") == [1])
+        #expect(try search("CAFÉ AU") == [1])
+        #expect(try search("near(\"door\"") == [1])
+        #expect(try search("door OR") == [1])
+        #expect(try search("-window") == [1])
+        #expect(try search("\"*") == [])
+        #expect(try search("quarterly 2026") == [3])
+        #expect(try search("report pd") == [3])
+        #expect(try search("plain AND") == [])
+        #expect(try search("👍 words") == [2])
+        #expect(try search(String(repeating: "a'b:c*(", count: 140)) == [])
+        // Advanced expressions: FTS5 syntax, and a syntax error is the caller's.
+        #expect(try cache.searchMessages(CacheSearchQuery(match: "door OR plain"), .first(limit: 10)).map(\.messageID) == [2, 1])
+        #expect(throws: ParleyError.self) { try cache.searchMessages(CacheSearchQuery(match: "door AND ("), .first(limit: 10)) }
+        do {
+            _ = try cache.searchMessages(CacheSearchQuery(match: "\"unterminated"), .first(limit: 10))
+            Issue.record("a bad expression was accepted")
+        } catch {
+            #expect(error.code == .invalidArgument)
+        }
+    }
+
+    @Test func filtersWindowsAndOrders() throws {
+        let cache = try ChatCache(location: .memory)
+        defer { cache.close() }
+        try cache.upsertMessage(message(1, channel: "a", text: "red fox", customType: "t1", sender: "u1", createdAt: base + 1))
+        try cache.upsertMessage(message(2, channel: "b", text: "red red red fox", customType: "t2", sender: "u2", createdAt: base + 2))
+        try cache.upsertMessage(message(3, channel: "a", text: "a red herring among many other words here", sender: "u2", createdAt: base + 3))
+        try cache.upsertMessage(message(4, channel: "a", text: "blue", sender: "u1", createdAt: base + 4))
+        var query = CacheSearchQuery(match: MessageSearchText.matchExpression("red")!)
+        #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3, 2, 1])
+        #expect(try cache.searchMessages(query, .olderThan(MessageKey(createdAt: base + 3, messageID: 3), limit: 1)).map(\.messageID) == [2])
+        #expect(try cache.searchMessages(query, .atOrNewerThan(MessageKey(createdAt: base + 2, messageID: 2))).map(\.messageID) == [3, 2])
+        #expect(try cache.searchMessages(query, .among([1, 4, 99])).map(\.messageID) == [1])
+        query.order = .relevance
+        let ranked = try cache.searchMessages(query, .first(limit: 10))
+        #expect(ranked.first?.messageID == 2)
+        #expect(zip(ranked, ranked.dropFirst()).allSatisfy { $0.score >= $1.score })
+        query.order = .time
+        query.channelURLs = ["a"]
+        #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3, 1])
+        query.senderIDs = ["u2"]
+        #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3])
+        query = CacheSearchQuery(match: MessageSearchText.matchExpression("red")!)
+        query.customTypes = ["t1", "t2"]
+        query.createdFrom = base + 2
+        query.createdTo = base + 2
+        #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [2])
+        query = CacheSearchQuery(match: MessageSearchText.matchExpression("fox")!)
+        query.highlightStart = "["
+        query.highlightEnd = "]"
+        #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.snippet) == ["red red red [fox]", "red [fox]"])
+    }
+
+    @Test func aCacheWrittenBeforeTheIndexIsIndexedWhenOpened() throws {
+        let path = "/tmp/parley-search-migration-\(getpid()).sqlite"
+        func remove() { for suffix in ["", "-wal", "-shm", ".outbox"] { unlink(path + suffix) } }
+        defer { remove() }
+        remove()
+        do {
+            let old = try SQLiteDatabase(location: .file(path: path), migrations: Array(ChatCache.migrations.prefix(7)))
+            for id in Int64(1)...3 {
+                _ = try old.statement("""
+                    INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                          parent_message_id, json) VALUES (?1, 'c', ?2, 0, '', 'MESG', '', 'u', 0, ?3)
+                    """).run([.integer(id), .integer(base + id), .text(message(id, text: "old message \(id)").canonicalText)])
+            }
+            // A damaged text is indexed as empty, and does not stop the migration.
+            _ = try old.statement("""
+                INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                      parent_message_id, json) VALUES (4, 'c', ?1, 0, '', 'MESG', '', 'u', 0, '{not json')
+                """).run([.integer(base + 4)])
+            old.close()
+        }
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        #expect(cache.schemaVersion == 8)
+        let found = try cache.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression("old mess")!), .first(limit: 10))
+        #expect(found.map(\.messageID) == [3, 2, 1])
+        try cache.checkSearchIndex()
+        _ = try cache.deleteMessage(messageID: 4)
+        try cache.checkSearchIndex()
+    }
+}

@@ -1,0 +1,184 @@
+"""Searching messages (include/parley/search.h): a live view of the cached messages matching a
+query, which works offline and can continue on the server.
+
+``client.search_messages("lunch fri")`` finds the cached messages containing "lunch" and a
+word starting with "fri" (case and accents do not matter; punctuation only separates words,
+so any text is a valid query). :meth:`MessageSearch.load_more` loads a page of results; the
+view then keeps them equal to a fresh search of the cache, reporting each change as a
+:class:`SearchChange` (added / updated / deleted). ``search_server=True`` makes each load ask
+the server for its next page too (docs/C-API.md "Searching messages").
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import enum
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, TypedDict, Union, cast
+
+from . import _callbacks, _native
+from ._collection_base import NativeCollection, error_trampoline
+from ._native import SEARCH_LOAD_FN, SEARCH_RESULTS_FN
+from .errors import ParleyError
+from .objects import Message
+
+if TYPE_CHECKING:
+    from .client import Client
+
+lib = _native.lib
+
+
+class SearchOrder(str, enum.Enum):
+    """The order of results: newest first, or most relevant first (ties newest first)."""
+
+    TIME = "time"
+    RELEVANCE = "relevance"
+
+
+class SearchResult(TypedDict):
+    """One result: the message, its text around the matches with the matched words between
+    the highlight markers, a score (bigger is more relevant; the cache's and the server's
+    are not comparable) and where the shown copy comes from ("cache" or "server")."""
+
+    message: Message
+    snippet: str
+    score: float
+    origin: str
+
+
+class SearchChangeKind(enum.Enum):
+    ADDED = "added"
+    UPDATED = "updated"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True)
+class SearchChange:
+    """Results that entered the view, changed (message, snippet, score or origin) or left it,
+    in the view's order. A load's own results come with its Future, not as a change."""
+
+    kind: SearchChangeKind
+    results: List[SearchResult]
+
+
+SearchHandler = Callable[[List[SearchResult]], None]
+ErrorHandler = Callable[[ParleyError], None]
+
+
+def _results(kind: SearchChangeKind) -> Any:
+    def receive(user_data: Optional[int], results_json: Optional[bytes]) -> None:
+        target = _callbacks._peek(user_data)
+        if target is not None:
+            _callbacks._run(target, SearchChange(kind, json.loads((results_json or b"[]").decode("utf-8"))))
+
+    return SEARCH_RESULTS_FN(receive)
+
+
+_added_trampoline = _results(SearchChangeKind.ADDED)
+_updated_trampoline = _results(SearchChangeKind.UPDATED)
+_deleted_trampoline = _results(SearchChangeKind.DELETED)
+
+
+def _loaded(user_data: Optional[int], error: Any, results_json: Optional[bytes]) -> None:
+    future = _callbacks._take(user_data)
+    if future is None:
+        return
+    if error:
+        _callbacks._run(future, None, _native.error_from(error))
+    else:
+        _callbacks._run(future, json.loads((results_json or b"[]").decode("utf-8")), None)
+
+
+_load_trampoline = SEARCH_LOAD_FN(_loaded)
+
+
+def search_params(
+    query: str, *, order: Union[SearchOrder, str] = SearchOrder.TIME, channel_urls: Optional[List[str]] = None,
+    custom_types: Optional[List[str]] = None, sender_ids: Optional[List[str]] = None, message_ts_from: Optional[int] = None,
+    message_ts_to: Optional[int] = None, limit: int = 20, advanced_query: bool = False, highlight_start: str = "<b>",
+    highlight_end: str = "</b>", search_server: bool = False,
+) -> Dict[str, Any]:
+    """The params document of ``parley_message_search_create`` (None fields left out)."""
+    document: Dict[str, Any] = {
+        "query": query, "order": order.value if isinstance(order, SearchOrder) else order, "limit": limit, "advanced_query": advanced_query,
+        "highlight_start": highlight_start, "highlight_end": highlight_end, "search_server": search_server,
+    }
+    optional = {"channel_urls": channel_urls, "custom_types": custom_types, "sender_ids": sender_ids,
+                "message_ts_from": message_ts_from, "message_ts_to": message_ts_to}
+    document.update({key: value for key, value in optional.items() if value is not None})
+    return document
+
+
+class MessageSearch(NativeCollection[SearchChange]):
+    """A live message search. Create it with :meth:`parley.Client.search_messages`, call
+    :meth:`load_more` for each page, read :attr:`results`, and dispose it with
+    :meth:`dispose` or a ``with`` block. The on_* handlers run on the client's callback
+    context, never after :meth:`dispose` returned."""
+
+    _dispose_function = lib.parley_message_search_dispose
+
+    def __init__(self, client: Client, params: Dict[str, Any], on_added: Optional[SearchHandler] = None,
+                 on_updated: Optional[SearchHandler] = None, on_deleted: Optional[SearchHandler] = None,
+                 on_error: Optional[ErrorHandler] = None) -> None:
+        """Not for applications: :meth:`parley.Client.search_messages` creates the search."""
+        super().__init__()
+        self._client = client
+        self.query = str(params["query"])
+        self._handlers = {SearchChangeKind.ADDED: on_added, SearchChangeKind.UPDATED: on_updated,
+                          SearchChangeKind.DELETED: on_deleted}
+        self.on_error = on_error
+        self._key = _callbacks.register(self._receive, persistent=True)
+        handler = _native.CMessageSearchHandler(
+            _native.MESSAGE_SEARCH_HANDLER_VERSION, _added_trampoline, _updated_trampoline, _deleted_trampoline, error_trampoline,
+            _callbacks.as_key(self._key))
+        self._open(lambda out, *arguments: lib.parley_message_search_create(out, *arguments, ctypes.byref(handler)),
+                   client.handle, document=params)
+
+    def _receive(self, change: Union[SearchChange, ParleyError]) -> None:
+        if isinstance(change, ParleyError):
+            if self.on_error is not None:
+                self.on_error(change)
+            return
+        handler = self._handlers[change.kind]
+        if handler is not None:
+            handler(change.results)
+        self._notify(change)
+
+    def load_more_with_callback(self, done: Callable[[Optional[List[SearchResult]], Optional[ParleyError]], None]) -> None:
+        """Loads the next page and calls ``done(results, error)`` on the callback context."""
+        key = _callbacks.register(done)
+        try:
+            _native.check(lib.parley_message_search_load_more(self.handle, _load_trampoline, _callbacks.as_key(key)))
+        except BaseException:
+            _callbacks.unregister(key)
+            raise
+
+    def load_more(self) -> concurrent.futures.Future[List[SearchResult]]:
+        """Loads the next ``limit`` results (the first call: the first ones); the Future gets
+        those it added, in the view's order."""
+        future: concurrent.futures.Future[List[SearchResult]] = concurrent.futures.Future()
+
+        def complete(results: Optional[List[SearchResult]], error: Optional[ParleyError]) -> None:
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(cast(List[SearchResult], results))
+
+        self.load_more_with_callback(complete)
+        return future
+
+    @property
+    def has_more(self) -> bool:
+        """More results exist beyond those loaded (in the cache, or on the server)."""
+        out = ctypes.c_int(0)
+        _native.check(lib.parley_message_search_has_more(self.handle, ctypes.byref(out)))
+        return bool(out.value)
+
+    @property
+    def results(self) -> List[SearchResult]:
+        """The results shown, in the view's order, as the changes so far left them."""
+        out = ctypes.c_void_p()
+        _native.check(lib.parley_message_search_results(self.handle, ctypes.byref(out)))
+        results: List[SearchResult] = _native.take_json(out) or []
+        return results

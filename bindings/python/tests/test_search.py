@@ -1,0 +1,290 @@
+"""The message search view (include/parley/search.h) against the real server.
+
+The acceptance test drives random messages, edits, deletions, history resets and cache
+clears through the server, and after each step checks every open search view against a
+brute-force scan of the cache file: all of its messages read with Python's own sqlite3, put
+in a fresh FTS5 table of the same tokenizer, searched with the same expression — the same
+results, in the same order, with the same snippets and scores — and the hits themselves
+against a pure-Python reading of the plain-text rule. Then: a search typed offline finds
+what the cache holds and adds a matching message that arrives after reconnecting; bad
+params are refused by name; and "search the server too" merges the server's hits."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+import parley
+from conftest import Admin, RunningServer, listing_for, server_database
+from test_engine import RestartableServer, connect, make_client, poll_until
+
+TIMEOUT = 15
+VOCABULARY = ["apple", "apricot", "banana", "band", "cherry", "chat", "chart", "delta", "dog", "echo", "Éclair", "eclipse"]
+
+
+def words(text: str) -> List[str]:
+    """The library's word rule: runs of letters and digits."""
+    return [w for w in re.split(r"[\W_]+", text) if w]
+
+
+def match_expression(text: str) -> Optional[str]:
+    found = words(text)
+    if not found:
+        return None
+    parts = [f'"{w}"' for w in found]
+    parts[-1] += " *"
+    return " AND ".join(parts)
+
+
+def fold(word: str) -> str:
+    import unicodedata
+    return "".join(c for c in unicodedata.normalize("NFD", word.lower()) if not unicodedata.combining(c))
+
+
+def plain_match(query: str, text: str) -> bool:
+    wanted = [fold(w) for w in words(query)]
+    have = {fold(w) for w in words(text)}
+    return bool(wanted) and all(w in have for w in wanted[:-1]) and any(h.startswith(wanted[-1]) for h in have)
+
+
+def searched_text(message: Dict[str, Any]) -> Tuple[str, str]:
+    text = message.get("message") if isinstance(message.get("message"), str) else ""
+    file = message.get("file")
+    name = file.get("name") if isinstance(file, dict) and isinstance(file.get("name"), str) else ""
+    return text or "", name or ""
+
+
+def brute_force(cache_path: Path, query: str, order: str, start: str = "<b>", end: str = "</b>") -> List[Dict[str, Any]]:
+    """Every cached message matching `query`, in `order`, by a fresh index of the cache's rows."""
+    expression = match_expression(query)
+    if expression is None:
+        return []
+    cache = sqlite3.connect(str(cache_path))
+    try:
+        rows = cache.execute("SELECT message_id, channel_url, created_at, json FROM messages").fetchall()
+    finally:
+        cache.close()
+    fresh = sqlite3.connect(":memory:")
+    fresh.execute("CREATE VIRTUAL TABLE t USING fts5(text, file_name, tokenize = 'unicode61 remove_diacritics 2')")
+    keys = {}
+    for message_id, channel_url, created_at, text in rows:
+        message = json.loads(text)
+        fresh.execute("INSERT INTO t (rowid, text, file_name) VALUES (?, ?, ?)", (message_id, *searched_text(message)))
+        keys[message_id] = (created_at, message_id, message)
+    hits = fresh.execute("SELECT rowid, snippet(t, -1, ?, ?, '…', 16), bm25(t) FROM t WHERE t MATCH ?",
+                         (start, end, expression)).fetchall()
+    results = [{"message": keys[rowid][2], "snippet": snippet, "score": -score, "key": keys[rowid][:2]}
+               for rowid, snippet, score in hits]
+    if order == "time":
+        results.sort(key=lambda r: r["key"], reverse=True)
+    else:
+        results.sort(key=lambda r: (-r["score"], -r["key"][0], -r["key"][1]))
+    return results
+
+
+def check_view(search: parley.MessageSearch, cache_path: Path, order: str) -> Optional[str]:
+    """None when the view equals the brute-force search of the cache (its window of it), else why not."""
+    shown = search.results
+    expected = brute_force(cache_path, search.query, order)
+    if order == "time":
+        if search.has_more:
+            if not shown:
+                return "has_more with nothing shown"
+            oldest = (shown[-1]["message"]["created_at"], shown[-1]["message"]["message_id"])
+            expected = [r for r in expected if r["key"] >= oldest]
+    else:
+        if search.has_more:
+            expected = expected[:len(shown)]
+    got_ids = [r["message"]["message_id"] for r in shown]
+    want_ids = [r["message"]["message_id"] for r in expected]
+    if got_ids != want_ids:
+        return f"'{search.query}' ({order}): shown {got_ids}, expected {want_ids}"
+    for got, want in zip(shown, expected):
+        if got["message"] != want["message"] or got["snippet"] != want["snippet"] or got["origin"] != "cache":
+            return f"'{search.query}': result {got} differs from {want}"
+        if abs(got["score"] - want["score"]) > 1e-9 * max(1.0, abs(want["score"])):
+            return f"'{search.query}': score {got['score']} != {want['score']}"
+        text, name = searched_text(got["message"])
+        if not plain_match(search.query, text + " " + name):
+            return f"'{search.query}' does not match {text!r} / {name!r} by the plain-text rule"
+    return None
+
+
+def wait_equal(views: List[Tuple[parley.MessageSearch, str]], cache_path: Path, what: str) -> None:
+    last: List[Optional[str]] = [None]
+
+    def all_equal() -> bool:
+        for search, order in views:
+            problem = check_view(search, cache_path, order)
+            if problem:
+                last[0] = problem
+                return False
+        return True
+
+    try:
+        poll_until(all_equal, timeout=TIMEOUT)
+    except AssertionError:
+        raise AssertionError(f"after {what}: {last[0]}") from None
+
+
+def sentence(rng: random.Random) -> str:
+    return (" " if rng.random() < 0.5 else ", ").join(rng.choice(VOCABULARY) for _ in range(rng.randint(1, 5)))
+
+
+# PARLEY_SEARCH_SEEDS=N runs N seeds (a longer campaign); the suite runs three.
+@pytest.mark.parametrize("seed", range(1, 1 + int(os.environ.get("PARLEY_SEARCH_SEEDS", "3"))))
+def test_search_views_equal_a_brute_force_scan_of_the_cache_after_every_step(server: RunningServer, admin: Admin,
+                                                                             tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    tokens = {name: admin.user(name) for name in ("alice", "bob")}
+    channels = [admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": f"room{i}"})["channel_url"]
+                for i in range(3)]
+    for url in channels:
+        for _ in range(8):
+            admin.send(url, "bob", sentence(rng))
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", tokens["alice"])
+        cache_path = next((tmp_path / "cache").rglob("alice.sqlite"))
+        collections = []
+        for url in channels:
+            collection = client.message_collection(url, previous_result_size=100)
+            first, remote = collection.start()
+            first.result(TIMEOUT)
+            remote.result(TIMEOUT)
+            collections.append(collection)
+        views: List[Tuple[parley.MessageSearch, str]] = []
+        for query, order, limit in [("ap", "time", 3), ("cha", "relevance", 4), ("banana d", "time", 50), ("eclair", "relevance", 50),
+                                    ("dog, echo!", "time", 2), ("e", "relevance", 5)]:
+            search = client.search_messages(query, order=order, limit=limit)
+            search.load_more().result(TIMEOUT)
+            views.append((search, order))
+        wait_equal(views, cache_path, "the first loads")
+        sent: List[Tuple[str, int]] = []
+        for step in range(40):
+            choice = rng.random()
+            url = rng.choice(channels)
+            if choice < 0.45 or not sent:
+                message = admin.send(url, rng.choice(["alice", "bob"]), sentence(rng))
+                sent.append((url, message["message_id"]))
+                what = f"step {step}: a message"
+            elif choice < 0.65:
+                url, message_id = rng.choice(sent)
+                try:
+                    admin.call("PUT", f"/v3/group_channels/{url}/messages/{message_id}", {"message_type": "MESG", "message": sentence(rng)})
+                except AssertionError:
+                    continue  # deleted, or gone with a history reset
+                what = f"step {step}: an edit"
+            elif choice < 0.8:
+                url, message_id = sent.pop(rng.randrange(len(sent)))
+                try:
+                    admin.call("DELETE", f"/v3/group_channels/{url}/messages/{message_id}")
+                except AssertionError:
+                    continue
+                what = f"step {step}: a deletion"
+            elif choice < 0.9:
+                client.reset_my_history(channel_url=url).result(TIMEOUT)
+                sent = [(u, m) for u, m in sent if u != url]
+                what = f"step {step}: a history reset of {url}"
+            else:
+                client.clear_cached_data()
+                for collection in collections:
+                    collection.dispose()
+                collections = []
+                for room in channels:
+                    collection = client.message_collection(room, previous_result_size=100)
+                    first, remote = collection.start()
+                    first.result(TIMEOUT)
+                    remote.result(TIMEOUT)
+                    collections.append(collection)
+                what = f"step {step}: a cache clear and reload"
+            if rng.random() < 0.3:
+                search, _ = rng.choice(views)
+                if search.has_more:
+                    search.load_more().result(TIMEOUT)
+            wait_equal(views, cache_path, what)
+        # The cache itself equals the server's listings (what the views were checked against).
+        for url in channels:
+            cached = {m["message_id"]: m for m in client.cached_messages(url, limit=200)}
+            listed = {m["message_id"]: m for m in listing_for(server.url, tokens["alice"], url)}
+            assert set(cached) == set(listed)
+            assert all(cached[i]["message"] == listed[i]["message"] for i in listed)
+        for search, _ in views:
+            search.dispose()
+        for collection in collections:
+            collection.dispose()
+
+
+def test_an_offline_search_finds_cached_messages_and_goes_live_after_reconnecting(tmp_path: Path) -> None:
+    restartable = RestartableServer(server_database(tmp_path))
+    restartable.start()
+    try:
+        admin = Admin(restartable.running())
+        tokens = {name: admin.user(name) for name in ("alice", "bob")}
+        url = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "trip"})["channel_url"]
+        admin.send(url, "bob", "The café near the station opens at eight")
+        admin.send(url, "bob", "Train tickets are booked")
+        client, recorder = make_client(restartable.url, tmp_path / "cache")
+        with client:
+            connect(client, recorder, "alice", tokens["alice"])
+            with client.message_collection(url) as collection:
+                first, remote = collection.start()
+                first.result(TIMEOUT)
+                remote.result(TIMEOUT)
+            restartable.stop()
+            recorder.wait(lambda: "reconnect_started" in recorder.names())
+            added: List[List[Dict[str, Any]]] = []
+            lock = threading.Lock()
+
+            def on_added(results: List[Dict[str, Any]]) -> None:
+                with lock:
+                    added.append(results)
+
+            with client.search_messages("CAFE sta", on_added=on_added, highlight_start="[", highlight_end="]") as search:
+                page = search.load_more().result(TIMEOUT)
+                assert [r["message"]["message"] for r in page] == ["The café near the station opens at eight"]
+                assert page[0]["snippet"] == "The [café] near the [station] opens at eight"
+                assert page[0]["origin"] == "cache" and not search.has_more
+                restartable.start()
+                recorder.wait(lambda: "reconnect_succeeded" in recorder.names())
+                admin.send(url, "bob", "Meet me at the cafe by the station")
+                poll_until(lambda: len(search.results) == 2)
+                assert [r["message"]["message"] for r in search.results] == [
+                    "Meet me at the cafe by the station", "The café near the station opens at eight"]
+                with lock:
+                    assert [[r["message"]["message"] for r in batch] for batch in added] == [["Meet me at the cafe by the station"]]
+    finally:
+        restartable.stop()
+
+
+def test_bad_params_are_refused_by_name(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    token = admin.user("alice")
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        with pytest.raises(parley.InvalidState):
+            client.search_messages("hello")  # no cache before connecting
+        connect(client, recorder, "alice", token)
+        for kwargs, field in [({"query": ""}, "query"), ({"query": "   "}, "query"), ({"query": "x" * 1001}, "query"),
+                              ({"query": "a", "limit": 0}, "limit"), ({"query": "a", "limit": 101}, "limit"),
+                              ({"query": "a", "channel_urls": ["a,b"]}, "channel_urls"),
+                              ({"query": "a", "highlight_start": "<" * 17}, "highlight_start"),
+                              ({"query": "a", "message_ts_from": 5, "message_ts_to": 4}, "message_ts_from"),
+                              ({"query": "a", "advanced_query": True, "search_server": True}, "search_server"),
+                              ({"query": "a AND (", "advanced_query": True}, "search query"),
+                              ({"query": "a", "order": "size"}, "order")]:
+            with pytest.raises(parley.InvalidArgument, match=field):
+                client.search_messages(**kwargs)
+        # Text without words is a valid query that finds nothing.
+        with client.search_messages("*** ()") as search:
+            assert search.load_more().result(TIMEOUT) == [] and not search.has_more
+        search = client.search_messages("a")
+        search.dispose()
+        with pytest.raises(parley.InvalidHandle):
+            search.load_more()
