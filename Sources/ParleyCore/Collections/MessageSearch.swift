@@ -483,19 +483,34 @@ public final class MessageSearch: Sendable {
 
     /// Searches the window again, builds the view's list and tells what changed since the
     /// last time.
+    ///
+    /// Every change to the index moves every score a little: a result is `updated` when its
+    /// message, snippet or origin changed, or (relevance order) it moved among the results
+    /// shown before and now; otherwise it keeps the score last reported.
     private func recompose() -> Changes {
-        let list = compose()
-        var changes = Changes(shown: list)
+        var list = compose()
         let before = Dictionary(view.shown.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
         let now = Set(list.map(\.messageID))
+        var changes = Changes(shown: [])
         changes.deleted = view.shown.filter { !now.contains($0.messageID) }
-        for result in list {
-            if let old = before[result.messageID] {
-                if old != result { changes.updated.append(result) }
-            } else {
+        var oldRank: [Int64: Int] = [:]
+        for (rank, id) in view.shown.map(\.messageID).filter(now.contains).enumerated() { oldRank[id] = rank }
+        var commonRank = 0
+        for index in list.indices {
+            let result = list[index]
+            guard let old = before[result.messageID] else {
                 changes.added.append(result)
+                continue
+            }
+            let moved = params.order == .relevance && oldRank[result.messageID] != commonRank
+            commonRank += 1
+            if moved || old.message != result.message || old.snippet != result.snippet || old.origin != result.origin {
+                changes.updated.append(result)
+            } else {
+                list[index] = old
             }
         }
+        changes.shown = list
         view.shown = list
         return changes
     }
