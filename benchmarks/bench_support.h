@@ -155,6 +155,33 @@ static inline const char *cache_file_in(const char *directory) {
     return path;
 }
 
+/* With PARLEY_BENCH_WITHOUT_SEARCH_INDEX=1 in the environment, removes the search index
+ * (its triggers and table) from the cache file under `directory`, so that the run
+ * measures the cache's writes without it; scripts/bench.sh runs the sends and the catch-up
+ * both ways. Returns what to add to the rows' names ("" normally). The client keeps its
+ * connection: SQLite sees the changed schema at its next statement. */
+static inline const char *search_index_variant(const char *directory) {
+    const char *flag = getenv("PARLEY_BENCH_WITHOUT_SEARCH_INDEX");
+    if (flag == NULL || strcmp(flag, "1") != 0) return "";
+    const char *path = cache_file_in(directory);
+    sqlite3 *db = NULL;
+    if (path == NULL || sqlite3_open(path, &db) != SQLITE_OK) {
+        fprintf(stderr, "no cache file under %s\n", directory);
+        exit(1);
+    }
+    sqlite3_busy_timeout(db, 10000);
+    char *error = NULL;
+    if (sqlite3_exec(db,
+                     "DROP TRIGGER message_search_after_insert; DROP TRIGGER message_search_after_delete;"
+                     " DROP TRIGGER message_search_after_update; DROP TABLE message_search;",
+                     NULL, NULL, &error) != SQLITE_OK) {
+        fprintf(stderr, "removing the search index: %s\n", error);
+        exit(1);
+    }
+    sqlite3_close(db);
+    return " [no search index]";
+}
+
 static inline long long file_bytes(const char *path) {
     struct stat info;
     return stat(path, &info) == 0 ? (long long)info.st_size : 0;

@@ -12,10 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 sends=300 reads=2000 missed=10000 channels=10 cache_mb=700 live=500 members=500 viewed=1000000
-fanout_seconds=5 stored_small=10000 stored=1000000
+fanout_seconds=5 stored_small=10000 stored=1000000 searched=1000000
 if [[ "${1:-}" == "--quick" ]]; then
     sends=100 reads=500 missed=2000 cache_mb=100 live=200 members=100 viewed=20000
-    fanout_seconds=2 stored=100000
+    fanout_seconds=2 stored=100000 searched=100000
 fi
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 work=$(mktemp -d /tmp/parley-bench-server-XXXXXX)
@@ -23,7 +23,7 @@ quietly() { "$@" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; };
 echo "building (release)..."
 quietly bash scripts/setup.sh
 quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DPARLEY_BUILD_BENCHMARKS=ON
-quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views bench_server
+quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views bench_server bench_search
 quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 server_pid="" pg_server_pid="" pg_second_pid=""
@@ -62,6 +62,10 @@ run() {
 : > "$work/rows"
 run "$root/build/cmake/bench_engine" "$url" "$token" "$sends" "$reads"
 run "$root/build/cmake/bench_catchup" "$url" "$token" "$missed" "$channels"
+# P8 and P4 again with the cache's search index removed: what keeping it costs.
+run env PARLEY_BENCH_WITHOUT_SEARCH_INDEX=1 "$root/build/cmake/bench_engine" "$url" "$token" "$sends" "$reads"
+run env PARLEY_BENCH_WITHOUT_SEARCH_INDEX=1 "$root/build/cmake/bench_catchup" "$url" "$token" "$missed" "$channels"
+run "$root/build/cmake/bench_search" "$url" "$token" "$searched"
 run "$root/build/cmake/bench_open" "$url" "$token" "$cache_mb"
 run "$root/build/cmake/bench_live" "$url" "$token" "$live" "$members"
 run "$root/build/cmake/bench_views" "$url" "$token" "$viewed" 1000

@@ -151,8 +151,8 @@ private struct Stored {
         try cache.upsertMessage(message(4, channel: "a", text: "blue", sender: "u1", createdAt: base + 4))
         var query = CacheSearchQuery(match: MessageSearchText.matchExpression("red")!)
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3, 2, 1])
-        #expect(try cache.searchMessages(query, .olderThan(MessageKey(createdAt: base + 3, messageID: 3), limit: 1)).map(\.messageID) == [2])
-        #expect(try cache.searchMessages(query, .atOrNewerThan(MessageKey(createdAt: base + 2, messageID: 2))).map(\.messageID) == [3, 2])
+        #expect(try cache.searchMessages(query, .olderThan(messageID: 3, limit: 1)).map(\.messageID) == [2])
+        #expect(try cache.searchMessages(query, .atOrNewerThan(messageID: 2)).map(\.messageID) == [3, 2])
         #expect(try cache.searchMessages(query, .among([1, 4, 99])).map(\.messageID) == [1])
         query.order = .relevance
         let ranked = try cache.searchMessages(query, .first(limit: 10))

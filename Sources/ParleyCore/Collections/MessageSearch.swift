@@ -357,9 +357,9 @@ public final class MessageSearch: Sendable {
         do throws(ParleyError) {
             switch params.order {
             case .time:
-                let page = try context.searchCache(query, .olderThan(view.localBoundary, limit: limit + 1))
+                let page = try context.searchCache(query, .olderThan(messageID: view.localBoundary, limit: limit + 1))
                 view.localExhausted = page.count <= limit
-                if let last = page.prefix(limit).last { view.localBoundary = last.key }
+                if let last = page.prefix(limit).last { view.localBoundary = last.messageID }
             case .relevance:
                 let page = try context.searchCache(query, .first(limit: view.localCount + limit + 1))
                 view.localExhausted = page.count <= view.localCount + limit
@@ -524,8 +524,8 @@ public final class MessageSearch: Sendable {
         do throws(ParleyError) {
             switch params.order {
             case .time:
-                let from = view.localExhausted ? MessageKey.oldest : (view.localBoundary ?? MessageKey.newest)
-                local = try context.searchCache(query, .atOrNewerThan(from))
+                let from = view.localExhausted ? Int64.min : (view.localBoundary ?? Int64.max)
+                local = try context.searchCache(query, .atOrNewerThan(messageID: from))
             case .relevance:
                 local = try context.searchCache(query, .first(limit: view.localExhausted ? Int.max : view.localCount))
                 if !view.localExhausted { view.localCount = local.count }
@@ -548,7 +548,7 @@ public final class MessageSearch: Sendable {
             for result in view.serverHits where !cachedServerIDs.contains(result.messageID) && seen.insert(result.messageID).inserted {
                 list.append(result)
             }
-            list.sort { $0.key > $1.key }
+            list.sort { $0.messageID > $1.messageID }
         case .relevance:
             for result in view.serverHits {
                 if cachedServerIDs.contains(result.messageID) {
@@ -577,7 +577,7 @@ final class SearchViewState: @unchecked Sendable {
     var observerID: UInt64?
     var started = false
     /// Time order: the oldest cache hit loaded (the window is every hit at or newer than it).
-    var localBoundary: MessageKey?
+    var localBoundary: Int64?
     /// Relevance order: how many of the cache's first hits the window holds.
     var localCount = 0
     /// The cache has no hit beyond the window: the window is every hit.

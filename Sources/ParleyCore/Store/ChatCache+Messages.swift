@@ -16,6 +16,10 @@ extension ChatCache {
         var isReplyToChannel: Bool
         /// The id of the poll the message carries (0: none).
         var pollID: Int64
+        /// What search finds it by (ChatCache+Search.swift): its text and its file's name
+        /// ("" when absent or not text).
+        var searchText: String
+        var searchFileName: String
 
         init(_ message: JSONValue) throws(ParleyError) {
             let reader = try JSONReader(message, path: "message", errorCode: .protocolViolation)
@@ -31,6 +35,8 @@ extension ChatCache {
             parentMessageID = try reader.int("parent_message_id", default: 0)
             isReplyToChannel = try reader.bool("is_reply_to_channel", default: false)
             pollID = try reader.optionalObject("poll")?.int("id", default: 0) ?? 0
+            searchText = message[WireField.message]?.stringValue ?? ""
+            searchFileName = message[WireField.file]?[WireField.name]?.stringValue ?? ""
         }
     }
 
@@ -110,19 +116,21 @@ extension ChatCache {
     private func writeMessage(_ columns: MessageColumns, json: String) throws(ParleyError) {
         try database.statement("""
             INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type,
-                                  sender_id, parent_message_id, is_reply_to_channel, json, json_check, poll_id)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                                  sender_id, parent_message_id, is_reply_to_channel, json, json_check, poll_id,
+                                  search_text, search_file_name)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
             ON CONFLICT (message_id) DO UPDATE SET
                 channel_url = excluded.channel_url, created_at = excluded.created_at, updated_at = excluded.updated_at,
                 req_id = excluded.req_id, type = excluded.type, custom_type = excluded.custom_type,
                 sender_id = excluded.sender_id, parent_message_id = excluded.parent_message_id,
                 is_reply_to_channel = excluded.is_reply_to_channel, json = excluded.json, json_check = excluded.json_check,
-                poll_id = excluded.poll_id
+                poll_id = excluded.poll_id, search_text = excluded.search_text, search_file_name = excluded.search_file_name
             """).run([
                 .integer(columns.messageID), .text(columns.channelURL), .integer(columns.createdAt),
                 .integer(columns.updatedAt), .text(columns.reqID), .text(columns.type), .text(columns.customType),
                 .text(columns.senderID), .integer(columns.parentMessageID), SQLiteValue(columns.isReplyToChannel),
-                .text(json), .integer(StoredTextCheck.value(of: json)), .integer(columns.pollID),
+                .text(json), .integer(StoredTextCheck.value(of: json)), .integer(columns.pollID), .text(columns.searchText),
+                .text(columns.searchFileName),
             ])
     }
 

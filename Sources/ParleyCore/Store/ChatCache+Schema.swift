@@ -181,44 +181,40 @@ extension ChatCache {
         CREATE INDEX messages_with_polls ON messages (channel_url, poll_id) WHERE poll_id != 0;
         """
 
-    /// The text a message is found by: its `message` and its file's `name`, "" when absent or
-    /// when the stored text is damaged (a damaged row must not make its writes fail). `row` is
-    /// `new` or `old` in a trigger, `messages` in the view: the index and the text it was
-    /// built from must be computed the same way, or deleting from the index goes wrong.
-    static func searchedText(_ row: String) -> String {
-        "CASE WHEN json_valid(\(row).json) AND json_type(\(row).json, '$.message') = 'text' THEN json_extract(\(row).json, '$.message') ELSE '' END"
-    }
-
-    static func searchedFileName(_ row: String) -> String {
-        "CASE WHEN json_valid(\(row).json) AND json_type(\(row).json, '$.file.name') = 'text' THEN json_extract(\(row).json, '$.file.name') ELSE '' END"
-    }
-
-    /// Version 8: full-text search over the cached messages (Store/ChatCache+Search.swift). An
-    /// FTS5 index whose content is a view over `messages` (the text is stored once, in the
-    /// message), kept by triggers in the same transaction as every write of `messages`:
-    /// inserts, edits, deletions, truncation, eviction and clearing all go through them. The
-    /// `unicode61` tokenizer folds case and diacritics. The existing messages are indexed here.
+    /// Version 8: full-text search over the cached messages (Store/ChatCache+Search.swift).
+    /// What a message is found by — its `message` and its file's `name` — is kept in two
+    /// columns, written with the rest of the row (ChatCache+Messages.swift), and an FTS5
+    /// index reads them as its content (the text is not stored twice). Triggers keep the
+    /// index in the same transaction as every write of `messages`: inserts, edits, deletions,
+    /// truncation, eviction and clearing all go through them; an edit that leaves the text as
+    /// it was costs the index nothing. The `unicode61` tokenizer folds case and diacritics.
+    /// Existing rows get their columns from their text ("" when it is damaged) and are indexed.
     static let schemaVersion8 = """
-        CREATE VIEW message_search_content AS
-            SELECT message_id, \(searchedText("messages")) AS text, \(searchedFileName("messages")) AS file_name FROM messages;
+        ALTER TABLE messages ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
+        ALTER TABLE messages ADD COLUMN search_file_name TEXT NOT NULL DEFAULT '';
+        UPDATE messages SET
+            search_text = CASE WHEN json_valid(json) AND json_type(json, '$.message') = 'text'
+                THEN json_extract(json, '$.message') ELSE '' END,
+            search_file_name = CASE WHEN json_valid(json) AND json_type(json, '$.file.name') = 'text'
+                THEN json_extract(json, '$.file.name') ELSE '' END;
         CREATE VIRTUAL TABLE message_search USING fts5(
-            text, file_name, content = 'message_search_content', content_rowid = 'message_id',
+            search_text, search_file_name, content = 'messages', content_rowid = 'message_id',
             tokenize = 'unicode61 remove_diacritics 2');
         CREATE TRIGGER message_search_after_insert AFTER INSERT ON messages BEGIN
-            INSERT INTO message_search (rowid, text, file_name)
-                VALUES (new.message_id, \(searchedText("new")), \(searchedFileName("new")));
+            INSERT INTO message_search (rowid, search_text, search_file_name)
+                VALUES (new.message_id, new.search_text, new.search_file_name);
         END;
         CREATE TRIGGER message_search_after_delete AFTER DELETE ON messages BEGIN
-            INSERT INTO message_search (message_search, rowid, text, file_name)
-                VALUES ('delete', old.message_id, \(searchedText("old")), \(searchedFileName("old")));
+            INSERT INTO message_search (message_search, rowid, search_text, search_file_name)
+                VALUES ('delete', old.message_id, old.search_text, old.search_file_name);
         END;
-        CREATE TRIGGER message_search_after_update AFTER UPDATE OF json, message_id ON messages
-            WHEN old.message_id != new.message_id OR \(searchedText("old")) IS NOT \(searchedText("new"))
-                OR \(searchedFileName("old")) IS NOT \(searchedFileName("new")) BEGIN
-            INSERT INTO message_search (message_search, rowid, text, file_name)
-                VALUES ('delete', old.message_id, \(searchedText("old")), \(searchedFileName("old")));
-            INSERT INTO message_search (rowid, text, file_name)
-                VALUES (new.message_id, \(searchedText("new")), \(searchedFileName("new")));
+        CREATE TRIGGER message_search_after_update AFTER UPDATE OF search_text, search_file_name, message_id ON messages
+            WHEN old.message_id != new.message_id OR old.search_text != new.search_text
+                OR old.search_file_name != new.search_file_name BEGIN
+            INSERT INTO message_search (message_search, rowid, search_text, search_file_name)
+                VALUES ('delete', old.message_id, old.search_text, old.search_file_name);
+            INSERT INTO message_search (rowid, search_text, search_file_name)
+                VALUES (new.message_id, new.search_text, new.search_file_name);
         END;
         INSERT INTO message_search (message_search) VALUES ('rebuild');
         """

@@ -4,9 +4,13 @@
 
 /// The order of search results.
 public enum MessageSearchOrder: String, Sendable, CaseIterable {
-    /// Newest first: `created_at` descending, then `message_id` descending.
+    /// Newest first, by `message_id`: the server numbers messages in the order it accepts
+    /// them and never gives a later one an earlier `created_at` (docs/PROTOCOL.md §4.4), so
+    /// this is the time order. The index walks it directly: a page costs the same whether a
+    /// word is rare or in every message.
     case time
-    /// Most relevant first (the index's BM25 score), ties newest first.
+    /// Most relevant first (the index's BM25 score), ties newest first. Every match is
+    /// ranked: a page of a word found in many messages costs in proportion to their number.
     case relevance
 }
 
@@ -44,10 +48,10 @@ public struct CacheSearchHit: Sendable, Equatable {
 extension ChatCache {
     /// Where a page of a search starts.
     public enum SearchWindow: Sendable, Equatable {
-        /// Time order: up to `limit` hits older than `key` (nil: from the newest).
-        case olderThan(MessageKey?, limit: Int)
-        /// Time order: every hit at or newer than `key` (a view's loaded window).
-        case atOrNewerThan(MessageKey)
+        /// Time order: up to `limit` hits older than message `id` (nil: from the newest).
+        case olderThan(messageID: Int64?, limit: Int)
+        /// Time order: every hit at or newer than message `id` (a view's loaded window).
+        case atOrNewerThan(messageID: Int64)
         /// Either order: the first `limit` hits.
         case first(limit: Int)
         /// Either order: those of these messages that match (their current snippets).
@@ -71,13 +75,11 @@ extension ChatCache {
         if let to = query.createdTo { conditions.append("m.created_at <= \(bind(.integer(to)))") }
         var limit: Int?
         switch window {
-        case .olderThan(let key, let count):
-            if let key {
-                conditions.append("(m.created_at, m.message_id) < (\(bind(.integer(key.createdAt))), \(bind(.integer(key.messageID))))")
-            }
+        case .olderThan(let id, let count):
+            if let id { conditions.append("message_search.rowid < \(bind(.integer(id)))") }
             limit = count
-        case .atOrNewerThan(let key):
-            conditions.append("(m.created_at, m.message_id) >= (\(bind(.integer(key.createdAt))), \(bind(.integer(key.messageID))))")
+        case .atOrNewerThan(let id):
+            conditions.append("message_search.rowid >= \(bind(.integer(id)))")
         case .first(let count):
             limit = count
         case .among(let ids):
@@ -86,10 +88,8 @@ extension ChatCache {
             conditions.append("message_search.rowid IN (SELECT value FROM json_each(\(bind(.text(array)))))")
         }
         if let limit, limit <= 0 { return [] }
-        let order =
-            query.order == .time
-            ? "m.created_at DESC, m.message_id DESC"
-            : "bm25(message_search) ASC, m.created_at DESC, m.message_id DESC"
+        // The rowid is the message id: ordering by it lets FTS5 walk its lists newest first.
+        let order = query.order == .time ? "message_search.rowid DESC" : "bm25(message_search) ASC, message_search.rowid DESC"
         var sql = """
             SELECT m.message_id, m.channel_url, m.created_at, m.json,
                    snippet(message_search, -1, ?2, ?3, '…', 16), bm25(message_search)
@@ -129,7 +129,7 @@ extension ChatCache {
     /// How many cached messages the search index holds (for checks and benchmarks).
     public func searchIndexCount() throws(ParleyError) -> Int64 {
         var count: Int64 = 0
-        try database.statement("SELECT count(*) FROM message_search_content").rows { count = $0.int64(0) }
+        try database.statement("SELECT count(*) FROM message_search").rows { count = $0.int64(0) }
         return count
     }
 

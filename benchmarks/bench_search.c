@@ -1,0 +1,280 @@
+/* bench_search: searching a big cache.
+ *
+ *   bench_search SERVER_URL API_TOKEN [CACHED_MESSAGES]
+ *
+ * A user's cache holds CACHED_MESSAGES (default 1,000,000) messages of one channel, written
+ * with raw sqlite3 (the cache's own schema, so its triggers index each one): ten words each
+ * from a vocabulary of 20,000 made-up words drawn with Zipf's law (as words in real text
+ * are), so a query word may be rare or very common. Measured, for words of several
+ * frequencies, a two-word query and a prefix, in both orders:
+ *   - a search's first page of 20 (parley_message_search_create + load_more to its
+ *     completion; the first search of each query, then the median of 5) beside the raw
+ *     sqlite3 run of the same statement on another connection (the floor);
+ *   - writing the messages with the index beside the same writes without it (the trigger
+ *     removed on a copy), and the cache file with and without the index. */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_support.h"
+#include <sqlite3.h>
+#include <unistd.h>
+
+#define VOCABULARY 20000
+#define WORDS_PER_MESSAGE 10
+
+static char words[VOCABULARY][16];
+static double cumulative[VOCABULARY];
+
+/* Word `rank` (0: the most frequent): syllables chosen by its digits, so words differ in
+ * length and share prefixes the way real ones do. */
+static void make_vocabulary(void) {
+    static const char *syllables[] = {"ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "be", "da", "fe", "go", "hu", "ji", "po", "qu"};
+    double total = 0;
+    for (int rank = 0; rank < VOCABULARY; rank++) {
+        int value = rank + 16;
+        words[rank][0] = '\0';
+        while (value > 0) {
+            strcat(words[rank], syllables[value % 16]);
+            value /= 16;
+        }
+        total += 1.0 / (rank + 1);
+        cumulative[rank] = total;
+    }
+    for (int rank = 0; rank < VOCABULARY; rank++) cumulative[rank] /= total;
+}
+
+static int zipf_rank(void) {
+    double u = (double)rand() / ((double)RAND_MAX + 1.0);
+    int low = 0, high = VOCABULARY - 1;
+    while (low < high) {
+        int middle = (low + high) / 2;
+        if (cumulative[middle] < u) low = middle + 1; else high = middle;
+    }
+    return low;
+}
+
+/* Writes `count` messages into the channel of the cache at `path`; returns the seconds taken. */
+static double write_messages(const char *path, const char *channel, int count, long long first_id) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK) return -1;
+    sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000;", NULL, NULL, NULL);
+    sqlite3_stmt *insert = NULL;
+    sqlite3_prepare_v2(db,
+                       "INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,"
+                       " parent_message_id, search_text, json) VALUES (?1, ?2, ?3, 0, '', 'MESG', '', 'bob', 0, ?4,"
+                       " json_object('channel_url', ?2, 'created_at', ?3, 'custom_type', '', 'message', ?4, 'message_id', ?1,"
+                       " 'type', 'MESG', 'updated_at', 0, 'user', json_object('user_id', 'bob')))",
+                       -1, &insert, NULL);
+    double started = now_us();
+    char text[256];
+    for (int done = 0; done < count;) {
+        int batch = count - done < 20000 ? count - done : 20000;
+        sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+        for (int i = 0; i < batch; i++, done++) {
+            text[0] = '\0';
+            for (int w = 0; w < WORDS_PER_MESSAGE; w++) {
+                if (w > 0) strcat(text, " ");
+                strcat(text, words[zipf_rank()]);
+            }
+            sqlite3_bind_int64(insert, 1, first_id + done);
+            sqlite3_bind_text(insert, 2, channel, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(insert, 3, 1600000000000LL + done);
+            sqlite3_bind_text(insert, 4, text, -1, SQLITE_TRANSIENT);
+            if (sqlite3_step(insert) != SQLITE_DONE) {
+                fprintf(stderr, "insert: %s\n", sqlite3_errmsg(db));
+                return -1;
+            }
+            sqlite3_reset(insert);
+        }
+        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    }
+    double seconds = (now_us() - started) / 1e6;
+    sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    sqlite3_finalize(insert);
+    sqlite3_close(db);
+    return seconds;
+}
+
+typedef struct {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int done, code, count;
+} load_slot;
+
+static void on_loaded(void *user_data, const parley_error *error, const char *results_json) {
+    load_slot *slot = user_data;
+    pthread_mutex_lock(&slot->mutex);
+    slot->code = error ? error->code : 0;
+    slot->count = 0;
+    for (const char *at = results_json; at && (at = strstr(at, "\"origin\":")); at++) slot->count++;
+    slot->done = 1;
+    pthread_cond_broadcast(&slot->cond);
+    pthread_mutex_unlock(&slot->mutex);
+}
+
+/* One search's first page through the library: microseconds, and how many results it gave. */
+static double library_first_page(parley_client *client, const char *query, const char *order, int *count) {
+    char params[256];
+    snprintf(params, sizeof params, "{\"query\": \"%s\", \"order\": \"%s\", \"limit\": 20}", query, order);
+    load_slot slot = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+    double started = now_us();
+    parley_message_search *search = NULL;
+    if (parley_message_search_create(&search, client, params, NULL) != PARLEY_OK) {
+        fprintf(stderr, "search: %s\n", parley_last_error_message());
+        return -1;
+    }
+    parley_message_search_load_more(search, on_loaded, &slot);
+    pthread_mutex_lock(&slot.mutex);
+    while (!slot.done) pthread_cond_wait(&slot.cond, &slot.mutex);
+    pthread_mutex_unlock(&slot.mutex);
+    double elapsed = now_us() - started;
+    parley_message_search_dispose(search);
+    *count = slot.count;
+    return slot.code == 0 ? elapsed : -1;
+}
+
+/* The same page with raw sqlite3: the library's statement (Sources/ParleyCore/Store/
+ * ChatCache+Search.swift) with the expression its plain-text rule makes. */
+static double raw_first_page(sqlite3 *db, const char *expression, const char *order) {
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT m.message_id, m.channel_url, m.created_at, m.json, snippet(message_search, -1, '<b>', '</b>', '…', 16),"
+             " bm25(message_search) FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid"
+             " WHERE message_search MATCH ?1 ORDER BY %s LIMIT 21",
+             strcmp(order, "time") == 0 ? "message_search.rowid DESC" : "bm25(message_search) ASC, message_search.rowid DESC");
+    double started = now_us();
+    sqlite3_stmt *statement = NULL;
+    sqlite3_prepare_v2(db, sql, -1, &statement, NULL);
+    sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
+    size_t bytes = 0;
+    while (sqlite3_step(statement) == SQLITE_ROW) bytes += (size_t)sqlite3_column_bytes(statement, 3);
+    sqlite3_finalize(statement);
+    double elapsed = now_us() - started;
+    return bytes > 0 ? elapsed : -1;
+}
+
+static long long count_matches(sqlite3 *db, const char *expression) {
+    sqlite3_stmt *statement = NULL;
+    sqlite3_prepare_v2(db, "SELECT count(*) FROM message_search WHERE message_search MATCH ?1", -1, &statement, NULL);
+    sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
+    long long count = sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int64(statement, 0) : -1;
+    sqlite3_finalize(statement);
+    return count;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SERVER_URL API_TOKEN [CACHED_MESSAGES]\n", argv[0]);
+        return 2;
+    }
+    const char *url = argv[1], *api_token = argv[2];
+    int cached = argc > 3 ? atoi(argv[3]) : 1000000;
+    if (cached < 1000) return 2;
+    srand(7);
+    make_vocabulary();
+    char cache_dir[] = "/tmp/parley-bench-search-XXXXXX", command[1200];
+    if (mkdtemp(cache_dir) == NULL) return 1;
+    waiter w = WAITER_INIT;
+    parley_client *root = admin_client(url, api_token);
+    if (root == NULL) return 1;
+    char user[128], channel[128], token[256];
+    if (!solo_user_and_channel(root, &w, "search", user, sizeof user, channel, sizeof channel, token, sizeof token)) return 1;
+    parley_client *client = connected_client(url, cache_dir, user, token, NULL);
+    if (client == NULL) return 1;
+    const char *found = cache_file_in(cache_dir);
+    if (found == NULL) return 1;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", found);
+
+    /* The writes without the index, measured on a copy of the (still empty) cache. */
+    char bare[1100];
+    snprintf(bare, sizeof bare, "%s.bare", path);
+    sqlite3 *bare_db = NULL;
+    sqlite3_open_v2(path, &bare_db, SQLITE_OPEN_READONLY, NULL);
+    char copy_sql[1200];
+    snprintf(copy_sql, sizeof copy_sql, "VACUUM INTO '%s'", bare);
+    if (sqlite3_exec(bare_db, copy_sql, NULL, NULL, NULL) != SQLITE_OK) return 1;
+    sqlite3_close(bare_db);
+    sqlite3_open(bare, &bare_db);
+    sqlite3_exec(bare_db,
+                 "DROP TRIGGER message_search_after_insert; DROP TRIGGER message_search_after_delete;"
+                 " DROP TRIGGER message_search_after_update; DROP TABLE message_search;",
+                 NULL, NULL, NULL);
+    sqlite3_close(bare_db);
+    printf("writing %d messages of %d words (Zipf over %d words)...\n", cached, WORDS_PER_MESSAGE, VOCABULARY);
+    srand(11);
+    double bare_seconds = write_messages(bare, channel, cached, 1000000000LL);
+    srand(11);
+    double indexed_seconds = write_messages(path, channel, cached, 1000000000LL);
+    if (bare_seconds < 0 || indexed_seconds < 0) return 1;
+    /* Both files as compact as a fresh write leaves them. */
+    sqlite3_open(bare, &bare_db);
+    sqlite3_exec(bare_db, "VACUUM", NULL, NULL, NULL);
+    sqlite3_close(bare_db);
+    long long bare_bytes = file_bytes(bare);
+    long long indexed_bytes = file_bytes(path);
+
+    sqlite3 *db = NULL;
+    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+    typedef struct { const char *label; char query[64]; char expression[96]; } query_case;
+    query_case cases[5];
+    int ranks[] = {2, 300, 15000};
+    const char *labels[] = {"common word", "medium word", "rare word"};
+    for (int i = 0; i < 3; i++) {
+        cases[i].label = labels[i];
+        snprintf(cases[i].query, sizeof cases[i].query, "%s", words[ranks[i]]);
+        snprintf(cases[i].expression, sizeof cases[i].expression, "\"%s\" *", words[ranks[i]]);
+    }
+    cases[3].label = "two words";
+    snprintf(cases[3].query, sizeof cases[3].query, "%s %s", words[40], words[90]);
+    snprintf(cases[3].expression, sizeof cases[3].expression, "\"%s\" AND \"%s\" *", words[40], words[90]);
+    cases[4].label = "prefix";
+    snprintf(cases[4].query, sizeof cases[4].query, "%.5s", words[700]);
+    snprintf(cases[4].expression, sizeof cases[4].expression, "\"%.5s\" *", words[700]);
+
+    printf("\nSearch over a cache of %d messages: first page of 20 (search create + load_more to completion)\n", cached);
+    double worst_median = 0, typical = 0, typical_raw = 0;
+    for (int c = 0; c < 5; c++) {
+        long long matches = count_matches(db, cases[c].expression);
+        for (int o = 0; o < 2; o++) {
+            const char *order = o == 0 ? "time" : "relevance";
+            double samples[5], raw[5];
+            int count = 0;
+            double first = library_first_page(client, cases[c].query, order, &count);
+            for (int i = 0; i < 5; i++) {
+                samples[i] = library_first_page(client, cases[c].query, order, &count);
+                raw[i] = raw_first_page(db, cases[c].expression, order);
+            }
+            double library_median = median(samples, 5), raw_median = median(raw, 5);
+            printf("  %-12s %-9s %8lld matches  first %8.2f ms  median %8.2f ms  raw sqlite3 %8.2f ms  (%d results)\n",
+                   cases[c].label, order, matches, first / 1e3, library_median / 1e3, raw_median / 1e3, count);
+            if (library_median > worst_median) worst_median = library_median;
+            if (c == 1 && o == 0) {
+                typical = library_median;
+                typical_raw = raw_median;
+            }
+        }
+    }
+    printf("\nWriting %d messages (raw sqlite3, batches of 20,000)\n", cached);
+    printf("  with the search index    %8.1f s   (%.1f us per message)\n", indexed_seconds, indexed_seconds * 1e6 / cached);
+    printf("  without it               %8.1f s   (%.1f us per message)\n", bare_seconds, bare_seconds * 1e6 / cached);
+    printf("Cache file: %.1f MB with the index, %.1f MB without (+%.0f%%)\n", indexed_bytes / 1048576.0, bare_bytes / 1048576.0,
+           100.0 * (indexed_bytes - bare_bytes) / (double)bare_bytes);
+
+    char measure[128], figure[96], comparison[128];
+    snprintf(measure, sizeof measure, "search first page, %d cached, medium word, time order", cached);
+    snprintf(figure, sizeof figure, "%.2f ms", typical / 1e3);
+    snprintf(comparison, sizeof comparison, "raw sqlite3 %.2f ms", typical_raw / 1e3);
+    summary_row(measure, figure, comparison, "<= 5 ms");
+    snprintf(figure, sizeof figure, "%.2f ms", worst_median / 1e3);
+    summary_row("search first page, slowest query (common word, relevance)", figure, "(every match is ranked)", "-");
+    snprintf(figure, sizeof figure, "%.1f us/message", indexed_seconds * 1e6 / cached);
+    snprintf(comparison, sizeof comparison, "without the index %.1f us/message", bare_seconds * 1e6 / cached);
+    summary_row("cache write of a message, with the search index", figure, comparison, "(cost of the index)");
+    snprintf(figure, sizeof figure, "%.0f MB (+%.0f%%)", indexed_bytes / 1048576.0, 100.0 * (indexed_bytes - bare_bytes) / (double)bare_bytes);
+    snprintf(comparison, sizeof comparison, "without the index %.0f MB", bare_bytes / 1048576.0);
+    summary_row("cache size with the search index", figure, comparison, "(reported)");
+    sqlite3_close(db);
+    parley_client_destroy(client);
+    parley_client_destroy(root);
+    snprintf(command, sizeof command, "rm -rf '%s'", cache_dir);
+    return system(command) == 0 ? 0 : 1;
+}
