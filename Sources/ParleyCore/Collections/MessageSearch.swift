@@ -107,19 +107,12 @@ public struct MessageSearchParams: Sendable, Equatable {
         return result
     }
 
-    /// The server's query string for the next page (docs/PROTOCOL.md §7.7).
-    func serverPath(userID: String, token: String?) -> String {
-        var path = Endpoints.searchMessages(userID: userID, query: query, limit: limit, sortField: order == .time ? "ts" : "score")
-        let lists = [("channel_urls", channelURLs), ("custom_types", customTypes), ("sender_ids", senderIDs)]
-        for (name, list) in lists where !list.isEmpty {
-            path += "&\(name)=" + list.map(URLEncoding.percentEncode).joined(separator: ",")
-        }
-        if let createdFrom { path += "&message_ts_from=\(createdFrom)" }
-        if let createdTo { path += "&message_ts_to=\(createdTo)" }
-        path += "&highlight_start=" + URLEncoding.percentEncode(highlightStart)
-        path += "&highlight_end=" + URLEncoding.percentEncode(highlightEnd)
-        if let token { path += "&token=" + URLEncoding.percentEncode(token) }
-        return path
+    /// What the server is asked (docs/PROTOCOL.md §7.7).
+    var serverQuery: ServerSearchQuery {
+        ServerSearchQuery(
+            query: query, channelURLs: channelURLs, customTypes: customTypes, senderIDs: senderIDs, createdFrom: createdFrom,
+            createdTo: createdTo, byRelevance: order == .relevance, limit: limit, highlightStart: highlightStart,
+            highlightEnd: highlightEnd)
     }
 }
 
@@ -161,16 +154,19 @@ public struct MessageSearchResult: Sendable, Equatable {
         origin = .cache
     }
 
-    /// One entry of the server's `results` (docs/PROTOCOL.md §7.7).
-    init(server entry: JSONValue) throws(ParleyError) {
-        let reader = try JSONReader(entry, path: "results[]", errorCode: .protocolViolation)
-        let message = try reader.object("message")
-        messageID = try message.int("message_id", in: 1...Int64.max)
-        channelURL = try message.string("channel_url")
-        key = MessageKey(createdAt: try message.int("created_at"), messageID: messageID)
-        self.message = JSONText(encoding: entry["message"] ?? .null)
-        snippet = try reader.string("snippet", default: "")
-        score = try reader.double("score", default: 0)
+    /// One of the server's results (docs/PROTOCOL.md §7.7).
+    init(server entry: WireSearchResult) throws(ParleyError) {
+        guard let message = entry.message, let id = message.messageID, id > 0, let createdAt = message.createdAt,
+            let channelURL = message.channelURL
+        else {
+            throw ParleyError(.protocolViolation, "search answer: a result without message.message_id, created_at or channel_url")
+        }
+        messageID = id
+        self.channelURL = channelURL
+        key = MessageKey(createdAt: createdAt, messageID: id)
+        self.message = JSONText(encoding: message.json)
+        snippet = entry.snippet ?? ""
+        score = entry.score ?? 0
         origin = .server
     }
 }
@@ -200,16 +196,6 @@ public struct MessageSearchHandler: Sendable {
 
 public typealias MessageSearchCompletion = @Sendable (Result<[MessageSearchResult], ParleyError>) -> Void
 
-/// What a search view reaches below itself (the engine, Sync/Engine+Views.swift). Every
-/// call but `runNow` is made on `queue`.
-protocol SearchViewContext: ViewContext {
-    func searchCache(_ query: CacheSearchQuery, _ window: ChatCache.SearchWindow) throws(ParleyError) -> [CacheSearchHit]
-    /// Which of these messages the cache holds.
-    func cachedMessageIDs(_ ids: [Int64]) -> Set<Int64>
-    /// A GET on the server with the session (the answer on `queue`).
-    func serverGet(_ pathAndQuery: String, _ done: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void)
-}
-
 public final class MessageSearch: Sendable {
     public let params: MessageSearchParams
     let context: any SearchViewContext
@@ -229,7 +215,7 @@ public final class MessageSearch: Sendable {
         self.dispatcher = dispatcher
         self.handler = handler
         let userID: String? = context.runNow { context.cacheUserID }
-        guard let userID else { throw .invalidState("message search: connect first (the cache is per user)") }
+        guard userID != nil else { throw .invalidState("message search: connect first (the cache is per user)") }
         let query = params.cacheQuery
         if params.advancedQuery, let query {
             // A syntax error is the caller's: say so now, not at the first load.
@@ -243,7 +229,7 @@ public final class MessageSearch: Sendable {
             }
             try check.get()
         }
-        view = SearchViewState(userID: userID, query: query)
+        view = SearchViewState(query: query)
         let weakSelf = WeakMessageSearch()
         let view = self.view
         context.runNow {
@@ -329,13 +315,17 @@ public final class MessageSearch: Sendable {
         view.running = completion
         loadLocalPage()
         guard params.searchServer, view.query != nil, !view.serverExhausted else { return finishLoad(serverError: nil) }
-        let path = params.serverPath(userID: view.userID, token: view.serverToken)
-        context.serverGet(path) { result in
+        context.searchServer(params.serverQuery, token: view.serverToken) { result in
             guard self.view.observerID != nil else { return }
             switch result {
-            case .success(let answer):
+            case .success(let page):
                 do throws(ParleyError) {
-                    try self.takeServerPage(answer)
+                    var results: [MessageSearchResult] = []
+                    for entry in page.results { results.append(try MessageSearchResult(server: entry)) }
+                    var known = Set(self.view.serverHits.map(\.messageID))
+                    for result in results where known.insert(result.messageID).inserted { self.view.serverHits.append(result) }
+                    self.view.serverToken = page.next
+                    self.view.serverExhausted = page.next == nil
                     self.finishLoad(serverError: nil)
                 } catch {
                     self.finishLoad(serverError: error)
@@ -368,19 +358,6 @@ public final class MessageSearch: Sendable {
         } catch {
             view.localError = error
         }
-    }
-
-    private func takeServerPage(_ answer: JSONValue) throws(ParleyError) {
-        let reader = try JSONReader(answer, path: "search answer", errorCode: .protocolViolation)
-        let entries = try reader.array("results")
-        var known = Set(view.serverHits.map(\.messageID))
-        for entry in entries {
-            let result = try MessageSearchResult(server: entry)
-            if known.insert(result.messageID).inserted { view.serverHits.append(result) }
-        }
-        let next = try reader.string("next", default: "")
-        view.serverExhausted = try !reader.bool("has_next", default: false) || next.isEmpty
-        view.serverToken = next.isEmpty ? nil : next
     }
 
     private func finishLoad(serverError: ParleyError?) {
@@ -571,7 +548,6 @@ struct PublishedSearch: Sendable {
 
 /// The search view's state on the engine queue.
 final class SearchViewState: @unchecked Sendable {
-    let userID: String
     /// Nil when the text has no words: nothing matches.
     let query: CacheSearchQuery?
     var observerID: UInt64?
@@ -592,8 +568,7 @@ final class SearchViewState: @unchecked Sendable {
     var loads: [MessageSearchCompletion] = []
     var running: MessageSearchCompletion?
 
-    init(userID: String, query: CacheSearchQuery?) {
-        self.userID = userID
+    init(query: CacheSearchQuery?) {
         self.query = query
     }
 

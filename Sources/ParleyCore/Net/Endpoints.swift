@@ -46,10 +46,20 @@ enum Endpoints {
         channelBase(channelURL) + "/messages/changelogs?" + changelogPosition(token) + "&limit=\(limit)&" + fullMessageView
     }
 
-    /// A page of the server's message search (§7.7); filters and markers follow.
-    static func searchMessages(userID: String, query: String, limit: Int, sortField: String) -> String {
-        "/v3/search/messages?user_id=" + URLEncoding.percentEncode(userID) + "&query=" + URLEncoding.percentEncode(query)
-            + "&limit=\(limit)&sort_field=" + sortField
+    /// A page of the server's message search (§7.7) from `token` (nil: the first).
+    static func searchMessages(userID: String, _ search: ServerSearchQuery, token: String?) -> String {
+        var path = "/v3/search/messages?user_id=" + URLEncoding.percentEncode(userID) + "&query=" + URLEncoding.percentEncode(search.query)
+        path += "&limit=\(search.limit)&sort_field=" + (search.byRelevance ? "score" : "ts")
+        let lists = [("channel_urls", search.channelURLs), ("custom_types", search.customTypes), ("sender_ids", search.senderIDs)]
+        for (name, list) in lists where !list.isEmpty {
+            path += "&\(name)=" + list.map(URLEncoding.percentEncode).joined(separator: ",")
+        }
+        if let from = search.createdFrom { path += "&message_ts_from=\(from)" }
+        if let to = search.createdTo { path += "&message_ts_to=\(to)" }
+        path += "&highlight_start=" + URLEncoding.percentEncode(search.highlightStart)
+        path += "&highlight_end=" + URLEncoding.percentEncode(search.highlightEnd)
+        if let token { path += "&token=" + URLEncoding.percentEncode(token) }
+        return path
     }
 
     /// A page of a channel's poll changelogs from `token` (nil: from the beginning; §7.6).
@@ -163,4 +173,18 @@ public enum URLEncoding {
         default: nil
         }
     }
+}
+
+/// What the server's message search is asked (docs/PROTOCOL.md §7.7).
+struct ServerSearchQuery: Sendable, Equatable {
+    var query: String
+    var channelURLs: [String]
+    var customTypes: [String]
+    var senderIDs: [String]
+    var createdFrom: Int64?
+    var createdTo: Int64?
+    var byRelevance: Bool
+    var limit: Int
+    var highlightStart: String
+    var highlightEnd: String
 }

@@ -68,3 +68,27 @@ struct WireGapAnswer: Sendable {
     var isHugeGap: Bool? { json[WireField.isHugeGap]?.boolValue }
     var prevHasMore: Bool? { json[WireField.prevHasMore]?.boolValue }
 }
+
+/// A page of the server's message search (docs/PROTOCOL.md §7.7).
+struct WireSearchPage: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var results: [WireSearchResult]? { json[WireField.results]?.arrayValue?.map(WireSearchResult.init) }
+    var hasNext: Bool? { json[WireField.hasNext]?.boolValue }
+    /// "" on the last page.
+    var next: String? { json[WireField.next]?.stringValue }
+}
+
+/// One result of the server's message search: the message as listed, its snippet and score.
+struct WireSearchResult: Sendable {
+    let json: JSONValue
+
+    init(_ json: JSONValue) { self.json = json }
+
+    var message: WireMessage? { json[WireField.message].map(WireMessage.init) }
+    var snippet: String? { json[WireField.snippet]?.stringValue }
+    var score: Double? { json[WireField.score]?.doubleValue }
+}
+

@@ -112,6 +112,10 @@ enum WireField {
     /// A changelog's deletions: channel URLs (§8.3) or `{message_id, deleted_at}` (§8.2).
     static let deleted = "deleted"
     static let hasMore = "has_more"
+    /// The server's message search (§7.7): its results, and each one's snippet and score.
+    static let results = "results"
+    static let snippet = "snippet"
+    static let score = "score"
     /// More messages are missing than `huge_gap_threshold` (§8.4).
     static let isHugeGap = "is_huge_gap"
     static let prevMessages = "prev_messages"

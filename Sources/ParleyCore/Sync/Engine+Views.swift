@@ -91,7 +91,17 @@ extension Engine: SearchViewContext {
         read("reading which messages are cached") { cache throws(ParleyError) in try cache.storedMessageIDs(among: ids) } ?? []
     }
 
-    func serverGet(_ pathAndQuery: String, _ done: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void) {
-        call("GET", pathAndQuery, done)
+    func searchServer(
+        _ query: ServerSearchQuery, token: String?, _ done: @escaping @Sendable (Result<ServerSearchPage, ParleyError>) -> Void
+    ) {
+        guard let userID = session.current?.userID else { return done(.failure(.invalidState("not connected"))) }
+        call("GET", Endpoints.searchMessages(userID: userID, query, token: token)) { result in
+            done(result.flatMap { answer -> Result<ServerSearchPage, ParleyError> in
+                let page = WireSearchPage(answer)
+                guard let results = page.results else { return .failure(ParleyError(.protocolViolation, "search answer: no results array")) }
+                let next = page.next ?? ""
+                return .success(ServerSearchPage(results: results, next: page.hasNext == true && !next.isEmpty ? next : nil))
+            })
+        }
     }
 }

@@ -66,6 +66,24 @@ protocol ChannelViewContext: ViewContext {
     ) -> PageLoad
 }
 
+/// What a search view reaches below itself (the engine, Sync/Engine+Views.swift). Every
+/// call but `runNow` is made on `queue`.
+protocol SearchViewContext: ViewContext {
+    func searchCache(_ query: CacheSearchQuery, _ window: ChatCache.SearchWindow) throws(ParleyError) -> [CacheSearchHit]
+    /// Which of these messages the cache holds.
+    func cachedMessageIDs(_ ids: [Int64]) -> Set<Int64>
+    /// A page of the server's search from `token` (nil: the first), the answer on `queue`.
+    func searchServer(
+        _ query: ServerSearchQuery, token: String?, _ done: @escaping @Sendable (Result<ServerSearchPage, ParleyError>) -> Void)
+}
+
+/// A page of the server's search, as it came.
+struct ServerSearchPage: Sendable {
+    var results: [WireSearchResult]
+    /// Nil on the last page.
+    var next: String?
+}
+
 extension Engine: ChannelViewContext {}
 
 extension Engine: MessageViewContext {
