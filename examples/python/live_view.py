@@ -188,7 +188,7 @@ class Screen:
     def draw(self, title: str, client: parley.Client, channels: parley.GroupChannelCollection,
              views: Dict[str, parley.MessageCollection], events: List[Tuple[str, str, str, str, List[str]]],
              highlight: Optional[Any] = None, checks: Optional[List[Tuple[bool, str]]] = None,
-             focus: str = "general") -> None:
+             focus: str = "general", search: Optional[parley.MessageSearch] = None) -> None:
         width, height = shutil.get_terminal_size((80, 24))
         width, height = max(width, 40), max(height, 12)
         self.number += 1
@@ -209,6 +209,13 @@ class Screen:
             listing = [self.event_line(entry, width) for entry in events] or ["  (none yet)"]
             below = min(9, max(3, room // 2))
         left = room - below
+        if search is not None:
+            # The search: its query, then its newest results with the matched words marked.
+            results = search.results
+            lines.append(rule(f"search '{search.query}': {len(results)} found in the cache", width))
+            for result in results[:max(1, min(3, left // 3))]:
+                lines.append(fit(f"  {result['snippet']}", width))
+            left -= 1 + max(1, min(3, left // 3))
         # The view the frame is about gets the larger share.
         other = "busy" if focus == "general" else "general"
         sizes = {focus: min(6, max(1, left - left // 3))}
@@ -291,7 +298,7 @@ def main() -> int:
     assert server.stdout is not None
     url = server.stdout.readline().strip().rsplit(" ", 1)[-1]
     admin = Admin(url, token)
-    screen = Screen(sys.stdout.isatty(), frames=9)
+    screen = Screen(sys.stdout.isatty(), frames=10)
     checks = Checks(args.checks)
     step = args.step and sys.stdin.isatty()
     try:
@@ -385,6 +392,17 @@ def main() -> int:
               " floods 'busy' with 320; alice writes one: it waits in her outbox", key=True,
               events=screen.events(since=before_cut), highlight=lambda text: text == "sent while offline")
 
+        # A search typed offline: the cache answers; it stays open and follows the cache.
+        search = client.search_messages("YOU", highlight_start="[", highlight_end="]")
+        search_changes: List[parley.SearchChange] = []
+        search.add_listener(search_changes.append)
+        found_offline = [r["message"]["message"] for r in search.load_more().result(20)]
+        checks.check(client.connection_state != "open" and found_offline == ["are you there?"],
+                     "live view: a search typed offline found the cached message")
+        frame("SEARCH OFFLINE: alice searches 'YOU' with no connection: her cache's full-text index"
+              " answers at once, the matched word marked", key=True, events=screen.events(since=before_cut),
+              search=search)
+
         reconnected = screen.mark()
         relay.restore()
         client.reconnect()
@@ -395,9 +413,17 @@ def main() -> int:
         changed = wait(lambda: f"{edited['message']} (edited)" in texts(general) and deleted["message"] not in texts(general), 20)
         checks.check(online and filled and changed,
                      "live view: back online, changelog (edit, deletion) and fill applied")
+        expected_found = sorted(missed + [f"{edited['message']} (edited)"])
+        searched = wait(lambda: sorted(r["message"]["message"] for r in search.results) == expected_found, 20)
+        added_live = sorted(text for change in search_changes if change.kind is parley.SearchChangeKind.ADDED
+                            for text in (r["message"]["message"] for r in change.results))
+        checks.check(searched and added_live == sorted(missed),
+                     "live view: the offline search added the 5 missed messages as they reached the cache")
         frame("BACK ONLINE: a changelog brings bob's edit and deletion, a fill the 5 messages"
-              " alice missed", key=True, events=screen.events(since=reconnected, view="general"),
-              highlight=lambda text: text in missed or text.endswith("(edited)"))
+              " alice missed; her search adds those that match", key=True,
+              events=screen.events(since=reconnected, view="general"),
+              highlight=lambda text: text in missed or text.endswith("(edited)"), search=search)
+        search.dispose()
 
         busy_newest = lambda: texts(views["busy"])[-1:] == ["flood 319"]  # noqa: E731
         checks.check(recreated.is_set() and wait(busy_newest, 10)
