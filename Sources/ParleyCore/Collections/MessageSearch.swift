@@ -350,10 +350,12 @@ public final class MessageSearch: Sendable {
                 let page = try context.searchCache(query, .olderThan(messageID: view.localBoundary, limit: limit + 1))
                 view.localExhausted = page.count <= limit
                 if let last = page.prefix(limit).last { view.localBoundary = last.messageID }
+                view.localHits += page.prefix(limit)
             case .relevance:
                 let page = try context.searchCache(query, .first(limit: view.localCount + limit + 1))
                 view.localExhausted = page.count <= view.localCount + limit
                 view.localCount = min(page.count, view.localCount + limit)
+                view.localHits = Array(page.prefix(view.localCount))
             }
         } catch {
             view.localError = error
@@ -365,7 +367,10 @@ public final class MessageSearch: Sendable {
         view.running = nil
         let localError = view.localError
         view.localError = nil
-        let changes = recompose()
+        // The page is the window's new part: the window is searched again only when the cache
+        // changed while the load ran.
+        let changes = recompose(searching: view.changedDuringLoad)
+        view.changedDuringLoad = false
         let failure = localError ?? (changes.added.isEmpty && changes.shown.isEmpty ? serverError : nil)
         let reportedServerError = failure == nil ? serverError : nil
         let hasMore = view.hasMore(searchingServer: params.searchServer)
@@ -394,8 +399,7 @@ public final class MessageSearch: Sendable {
     /// A committed batch: the window is searched again when the batch may change it.
     func observe(_ batch: ChangeBatch) {
         guard view.started, view.observerID != nil else { return }
-        // While a load runs its end searches again: what changed meanwhile is told then.
-        var relevant = view.running != nil
+        var relevant = false
         for change in batch.changes {
             switch change {
             case .messageUpserted, .messageRemoved, .channelMessagesEvicted:
@@ -432,8 +436,13 @@ public final class MessageSearch: Sendable {
                 break
             }
         }
-        guard relevant, view.running == nil else { return }
-        let changes = recompose()
+        guard relevant else { return }
+        // While a load runs its end searches again: what changed meanwhile is told then.
+        guard view.running == nil else {
+            view.changedDuringLoad = true
+            return
+        }
+        let changes = recompose(searching: true)
         guard !(changes.added.isEmpty && changes.updated.isEmpty && changes.deleted.isEmpty) else { return }
         let handler = self.handler
         let published = self.published
@@ -464,8 +473,8 @@ public final class MessageSearch: Sendable {
     /// Every change to the index moves every score a little: a result is `updated` when its
     /// message, snippet or origin changed, or (relevance order) it moved among the results
     /// shown before and now; otherwise it keeps the score last reported.
-    private func recompose() -> Changes {
-        var list = compose()
+    private func recompose(searching: Bool) -> Changes {
+        var list = compose(searching: searching)
         let before = Dictionary(view.shown.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
         let now = Set(list.map(\.messageID))
         var changes = Changes(shown: [])
@@ -492,20 +501,22 @@ public final class MessageSearch: Sendable {
         return changes
     }
 
-    /// The view's list: the cache's window, and the server's hits (see the design note).
-    private func compose() -> [MessageSearchResult] {
+    /// The view's list: the cache's window (searched again with `searching`, else as the
+    /// last search left it), and the server's hits (see the design note).
+    private func compose(searching: Bool) -> [MessageSearchResult] {
         guard let query = view.query, view.started else { return [] }
-        var local: [CacheSearchHit] = []
         var serverCached: [Int64: CacheSearchHit] = [:]
         var cachedServerIDs: Set<Int64> = []
         do throws(ParleyError) {
-            switch params.order {
-            case .time:
-                let from = view.localExhausted ? Int64.min : (view.localBoundary ?? Int64.max)
-                local = try context.searchCache(query, .atOrNewerThan(messageID: from))
-            case .relevance:
-                local = try context.searchCache(query, .first(limit: view.localExhausted ? Int.max : view.localCount))
-                if !view.localExhausted { view.localCount = local.count }
+            if searching {
+                switch params.order {
+                case .time:
+                    let from = view.localExhausted ? Int64.min : (view.localBoundary ?? Int64.max)
+                    view.localHits = try context.searchCache(query, .atOrNewerThan(messageID: from))
+                case .relevance:
+                    view.localHits = try context.searchCache(query, .first(limit: view.localExhausted ? Int.max : view.localCount))
+                    if !view.localExhausted { view.localCount = view.localHits.count }
+                }
             }
             if !view.serverHits.isEmpty {
                 // A message the cache holds is judged by the cache: its copy is current.
@@ -516,6 +527,7 @@ public final class MessageSearch: Sendable {
             view.localError = error
             return view.shown
         }
+        let local = view.localHits
         var list: [MessageSearchResult] = []
         var seen: Set<Int64> = []
         switch params.order {
@@ -559,6 +571,10 @@ final class SearchViewState: @unchecked Sendable {
     /// The cache has no hit beyond the window: the window is every hit.
     var localExhausted = false
     var localError: ParleyError?
+    /// The window's hits as last searched, in order.
+    var localHits: [CacheSearchHit] = []
+    /// A batch that may change the window was committed while a load ran.
+    var changedDuringLoad = false
     /// The server's hits so far, in its order, each once.
     var serverHits: [MessageSearchResult] = []
     var serverToken: String?

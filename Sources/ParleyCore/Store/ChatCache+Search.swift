@@ -88,31 +88,63 @@ extension ChatCache {
             conditions.append("message_search.rowid IN (SELECT value FROM json_each(\(bind(.text(array)))))")
         }
         if let limit, limit <= 0 { return [] }
-        // The rowid is the message id: ordering by it lets FTS5 walk its lists newest first.
-        let order = query.order == .time ? "message_search.rowid DESC" : "bm25(message_search) ASC, message_search.rowid DESC"
-        var sql = """
-            SELECT m.message_id, m.channel_url, m.created_at, m.json,
-                   snippet(message_search, -1, ?2, ?3, '…', 16), bm25(message_search)
-            FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid
-            WHERE \(conditions.joined(separator: " AND ")) ORDER BY \(order)
-            """
-        if let limit { sql += " LIMIT \(bind(.integer(Int64(limit))))" }
-        var hits: [CacheSearchHit] = []
+        let filtersMessages = conditions.contains { $0.hasPrefix("m.") }
         do throws(ParleyError) {
-            try database.statement(sql).rows(values) { row in
-                let id = row.int64(0)
-                hits.append(
-                    CacheSearchHit(
-                        messageID: id, channelURL: row.string(1) ?? "", key: MessageKey(createdAt: row.int64(2), messageID: id),
-                        json: row.string(3) ?? "null", snippet: row.string(4) ?? "", score: -row.double(5)))
+            if query.order == .time {
+                // The rowid is the message id: ordering by it lets FTS5 walk its lists newest
+                // first and stop at the limit.
+                var sql = """
+                    SELECT m.message_id, m.channel_url, m.created_at, m.json,
+                           snippet(message_search, -1, ?2, ?3, '…', 16), bm25(message_search)
+                    FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid
+                    WHERE \(conditions.joined(separator: " AND ")) ORDER BY message_search.rowid DESC
+                    """
+                if let limit { sql += " LIMIT \(bind(.integer(Int64(limit))))" }
+                return try hits(sql, values)
+            }
+            // Relevance ranks every match: first the ids and scores alone (the sort then holds
+            // two numbers a match, not its message), then the messages and snippets of the page.
+            var sql = """
+                SELECT message_search.rowid, bm25(message_search) FROM message_search
+                \(filtersMessages ? "JOIN messages AS m ON m.message_id = message_search.rowid" : "")
+                WHERE \(conditions.joined(separator: " AND ")) ORDER BY bm25(message_search) ASC, message_search.rowid DESC
+                """
+            if let limit { sql += " LIMIT \(bind(.integer(Int64(limit))))" }
+            var ranked: [(id: Int64, score: Double)] = []
+            try database.statement(sql).rows(values) { row in ranked.append((row.int64(0), -row.double(1))) }
+            guard !ranked.isEmpty else { return [] }
+            let ids = JSONValue.array(ranked.map { JSONValue.int($0.id) }).canonicalText
+            let details = """
+                SELECT m.message_id, m.channel_url, m.created_at, m.json, snippet(message_search, -1, ?2, ?3, '…', 16), 0
+                FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid
+                WHERE message_search MATCH ?1 AND message_search.rowid IN (SELECT value FROM json_each(?4))
+                """
+            let found = try hits(details, [values[0], values[1], values[2], .text(ids)])
+            let byID = Dictionary(found.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
+            return ranked.compactMap { entry in
+                guard var hit = byID[entry.id] else { return nil }
+                hit.score = entry.score
+                return hit
             }
         } catch {
-            // The statement is fixed and valid: a plain SQL error (not busy, I/O or a damaged
+            // The statements are fixed and valid: a plain SQL error (not busy, I/O or a damaged
             // file) comes from the expression, the caller's input.
             if database.lastFailureCode & 0xff == 1 /* SQLITE_ERROR */ {
                 throw .invalidArgument("search query: \(error.message)")
             }
             throw error
+        }
+    }
+
+    /// Runs a search statement whose columns are id, channel, created_at, text, snippet, bm25.
+    private func hits(_ sql: String, _ values: [SQLiteValue]) throws(ParleyError) -> [CacheSearchHit] {
+        var hits: [CacheSearchHit] = []
+        try database.statement(sql).rows(values) { row in
+            let id = row.int64(0)
+            hits.append(
+                CacheSearchHit(
+                    messageID: id, channelURL: row.string(1) ?? "", key: MessageKey(createdAt: row.int64(2), messageID: id),
+                    json: row.string(3) ?? "null", snippet: row.string(4) ?? "", score: -row.double(5)))
         }
         return hits
     }
