@@ -122,6 +122,7 @@ enum Routes {
         ("/v3/group_channels/:channel_url/polls/:poll_id/options", [.post: .plain(Polls.addOption)]),
         ("/v3/group_channels/:channel_url/polls/:poll_id/options/:option_id", [.put: .plain(Polls.updateOption), .delete: .plain(Polls.deleteOption)]),
         ("/v3/group_channels/:channel_url/polls/:poll_id/options/:option_id/voters", [.get: .plain(Polls.voters)]),
+        ("/v3/search/messages", [.get: .plain(Search.messages)]),
         ("/v3/files/:file_id", [.get: .plain(Files.download)]),
         ("/v3/files/:file_id/*", [.get: .plain(Files.download)]),
         ("/v3/report", [.get: .plain(Reports.list)]),

@@ -69,6 +69,13 @@ extension ServerState {
         try await MessageQueries.lastCountable(db, channel: url)
     }
 
+    func searchMessages(_ q: MessageSearch) async throws -> [SearchHit] {
+        let found = try await SearchQueries.search(q, db)
+        let records = try await MessageQueries.messages(db, ids: found.map(\.id))
+        // A hit is in the index only while its row is in the same snapshot: none is missing.
+        return found.compactMap { hit in records[hit.id].map { SearchHit(message: $0, score: hit.score) } }
+    }
+
     func file(_ id: String) async throws -> FileRecord? {
         try await RecordTables.file(id, db)
     }

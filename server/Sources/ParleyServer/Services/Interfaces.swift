@@ -103,6 +103,8 @@ protocol MessageRecords: AnyObject {
     func newestMessageTs(_ url: String) async throws -> Int64
     /// The channel's newest message that counts as its last message.
     func lastCountableMessage(channel url: String) async throws -> MessageRecord?
+    /// One page of the messages a search finds (Services/Search.swift), in its order.
+    func searchMessages(_ q: MessageSearch) async throws -> [SearchHit]
 
     /// The largest upload accepted, in bytes.
     var uploadLimit: Int { get }

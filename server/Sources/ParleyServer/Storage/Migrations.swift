@@ -151,7 +151,17 @@ enum Migrations {
             CREATE TABLE application_settings (name {TEXT} PRIMARY KEY, value {TEXT} NOT NULL) {WITHOUT_ROWID};
             """),
         polls,
+        search,
     ]
+
+    /// The full-text index of messages (Storage/SearchQueries.swift), filled from the messages
+    /// already stored. Its DDL differs per engine and holds trigger and function bodies, so it
+    /// runs statement by statement here rather than as a script; on SQLite it runs after an
+    /// import of the record layout, whose messages it then indexes with the others.
+    static let search = Migration(version: 9, summary: "full-text index of message texts and file names", ddl: "",
+                                  backfill: { db in
+                                      for statement in SearchQueries.schema(db.dialect) { try await db.execute(statement, []) }
+                                  })
 
     /// Polls of group channels (Services/Polls.swift): a poll row with its options, one row
     /// per vote (the primary key makes a user's vote for an option unique), the tombstones of
