@@ -26,19 +26,23 @@ public func exportGroupChannelCollectionHandlerInit(
             throw .invalidArgument("handler version \(version) is not supported (this library: 1 to \(PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION))")
         }
         let defaults = parley_group_channel_collection_handler(
-            version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil, deleted_channels: nil)
-        // A version 1 struct ends before deleted_channels: write only its bytes.
+            version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil, deleted_channels: nil,
+            freshness_changed: nil)
+        // An older version's struct ends before the later fields: write only its bytes.
         withUnsafeBytes(of: defaults) { bytes in
             UnsafeMutableRawPointer(handler).copyMemory(from: bytes.baseAddress!, byteCount: groupChannelHandlerSize(version: version))
         }
     }
 }
 
-/// The size of the handler struct of `version` (1: everything before `deleted_channels`).
+/// The size of the handler struct of `version` (1: everything before `deleted_channels`, 2:
+/// before `freshness_changed`).
 func groupChannelHandlerSize(version: Int32) -> Int {
-    version >= 2
-        ? MemoryLayout<parley_group_channel_collection_handler>.size
-        : MemoryLayout<parley_group_channel_collection_handler>.offset(of: \.deleted_channels)!
+    switch version {
+    case 1: MemoryLayout<parley_group_channel_collection_handler>.offset(of: \.deleted_channels)!
+    case 2: MemoryLayout<parley_group_channel_collection_handler>.offset(of: \.freshness_changed)!
+    default: MemoryLayout<parley_group_channel_collection_handler>.size
+    }
 }
 
 /// Copies the caller's handler, reading only the fields its version has.
@@ -50,7 +54,8 @@ func readGroupChannelHandler(_ handler: UnsafePointer<parley_group_channel_colle
         throw .invalidArgument("handler.version is \(version); set it with PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT")
     }
     var copy = parley_group_channel_collection_handler(
-        version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil, deleted_channels: nil)
+        version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil, deleted_channels: nil,
+            freshness_changed: nil)
     withUnsafeMutableBytes(of: &copy) { bytes in
         bytes.baseAddress!.copyMemory(from: UnsafeRawPointer(handler), byteCount: groupChannelHandlerSize(version: version))
     }
@@ -116,6 +121,7 @@ public func exportGroupChannelCollectionCreate(
                 let fn = CCallback(function: error, userData: copy.user_data)
                 swiftHandler.error = { failure in withCError(failure) { fn.function(fn.userData, $0) } }
             }
+            if let changed = freshnessCallback(copy.freshness_changed, copy.user_data) { swiftHandler.freshnessChanged = changed }
         }
         let collection = try object.groupChannelCollection(query: query, handler: swiftHandler)
         outCollection.pointee = groupChannelCollections.insert(collection)

@@ -10,11 +10,37 @@ let messageCollections = HandleTable<MessageCollection>(kind: "message collectio
 public func exportMessageCollectionHandlerInit(_ handler: UnsafeMutablePointer<parley_message_collection_handler>?, _ version: Int32) -> Int32 {
     withStatus { () throws(ParleyError) in
         guard let handler else { throw .invalidArgument("handler is NULL") }
-        guard version == PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION else {
-            throw .invalidArgument("handler version \(version) is not supported (this library: \(PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION))")
+        guard (1...PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION).contains(version) else {
+            throw .invalidArgument("handler version \(version) is not supported (this library: 1 to \(PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION))")
         }
-        handler.pointee = parley_message_collection_handler(version: version, event: nil, error: nil, user_data: nil)
+        let defaults = parley_message_collection_handler(version: version, event: nil, error: nil, user_data: nil, freshness_changed: nil)
+        // A version 1 struct ends before freshness_changed: write only its bytes.
+        withUnsafeBytes(of: defaults) { bytes in
+            UnsafeMutableRawPointer(handler).copyMemory(from: bytes.baseAddress!, byteCount: messageHandlerSize(version: version))
+        }
     }
+}
+
+/// The size of the handler struct of `version` (1: everything before `freshness_changed`).
+private func messageHandlerSize(version: Int32) -> Int {
+    version >= 2
+        ? MemoryLayout<parley_message_collection_handler>.size
+        : MemoryLayout<parley_message_collection_handler>.offset(of: \.freshness_changed)!
+}
+
+/// Copies the caller's handler, reading only the fields its version has.
+private func readMessageHandler(_ handler: UnsafePointer<parley_message_collection_handler>) throws(ParleyError)
+    -> parley_message_collection_handler
+{
+    let version = UnsafeRawPointer(handler).load(as: Int32.self)
+    guard (1...PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION).contains(version) else {
+        throw .invalidArgument("handler.version is \(version); set it with PARLEY_MESSAGE_COLLECTION_HANDLER_INIT")
+    }
+    var copy = parley_message_collection_handler(version: version, event: nil, error: nil, user_data: nil, freshness_changed: nil)
+    withUnsafeMutableBytes(of: &copy) { bytes in
+        bytes.baseAddress!.copyMemory(from: UnsafeRawPointer(handler), byteCount: messageHandlerSize(version: version))
+    }
+    return copy
 }
 
 /// Hands one event to the C callback, every string borrowed for the call.
@@ -58,10 +84,7 @@ public func exportMessageCollectionCreate(
         }
         var swiftHandler = MessageCollectionHandler()
         if let handler {
-            let copy = handler.pointee
-            guard copy.version == PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION else {
-                throw .invalidArgument("handler.version is \(copy.version); set it with PARLEY_MESSAGE_COLLECTION_HANDLER_INIT")
-            }
+            let copy = try readMessageHandler(handler)
             if let event = copy.event {
                 let fn = CCallback(function: event, userData: copy.user_data)
                 swiftHandler.added = { context, channel, messages in
@@ -88,6 +111,7 @@ public func exportMessageCollectionCreate(
                 let fn = CCallback(function: error, userData: copy.user_data)
                 swiftHandler.error = { failure in withCError(failure) { fn.function(fn.userData, $0) } }
             }
+            if let changed = freshnessCallback(copy.freshness_changed, copy.user_data) { swiftHandler.freshnessChanged = changed }
         }
         let collection = try object.messageCollection(channelURL: url, startingPoint: startingPoint, params: params, handler: swiftHandler)
         outCollection.pointee = messageCollections.insert(collection)

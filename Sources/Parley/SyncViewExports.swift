@@ -9,11 +9,35 @@ let syncViews = HandleTable<SyncView>(kind: "sync view")
 public func exportSyncViewHandlerInit(_ handler: UnsafeMutablePointer<parley_sync_view_handler>?, _ version: Int32) -> Int32 {
     withStatus { () throws(ParleyError) in
         guard let handler else { throw .invalidArgument("handler is NULL") }
-        guard version == PARLEY_SYNC_VIEW_HANDLER_VERSION else {
-            throw .invalidArgument("handler version \(version) is not supported (this library: \(PARLEY_SYNC_VIEW_HANDLER_VERSION))")
+        guard (1...PARLEY_SYNC_VIEW_HANDLER_VERSION).contains(version) else {
+            throw .invalidArgument("handler version \(version) is not supported (this library: 1 to \(PARLEY_SYNC_VIEW_HANDLER_VERSION))")
         }
-        handler.pointee = parley_sync_view_handler(version: version, action: nil, error: nil, user_data: nil)
+        let defaults = parley_sync_view_handler(version: version, action: nil, error: nil, user_data: nil, freshness_changed: nil)
+        // A version 1 struct ends before freshness_changed: write only its bytes.
+        withUnsafeBytes(of: defaults) { bytes in
+            UnsafeMutableRawPointer(handler).copyMemory(from: bytes.baseAddress!, byteCount: syncViewHandlerSize(version: version))
+        }
     }
+}
+
+/// The size of the handler struct of `version` (1: everything before `freshness_changed`).
+private func syncViewHandlerSize(version: Int32) -> Int {
+    version >= 2
+        ? MemoryLayout<parley_sync_view_handler>.size
+        : MemoryLayout<parley_sync_view_handler>.offset(of: \.freshness_changed)!
+}
+
+/// Copies the caller's handler, reading only the fields its version has.
+private func readSyncViewHandler(_ handler: UnsafePointer<parley_sync_view_handler>) throws(ParleyError) -> parley_sync_view_handler {
+    let version = UnsafeRawPointer(handler).load(as: Int32.self)
+    guard (1...PARLEY_SYNC_VIEW_HANDLER_VERSION).contains(version) else {
+        throw .invalidArgument("handler.version is \(version); set it with PARLEY_SYNC_VIEW_HANDLER_INIT")
+    }
+    var copy = parley_sync_view_handler(version: version, action: nil, error: nil, user_data: nil, freshness_changed: nil)
+    withUnsafeMutableBytes(of: &copy) { bytes in
+        bytes.baseAddress!.copyMemory(from: UnsafeRawPointer(handler), byteCount: syncViewHandlerSize(version: version))
+    }
+    return copy
 }
 
 @_cdecl("parley_sync_view_create")
@@ -33,10 +57,7 @@ public func exportSyncViewCreate(
         }
         var swiftHandler = SyncViewHandler()
         if let handler {
-            let copy = handler.pointee
-            guard copy.version == PARLEY_SYNC_VIEW_HANDLER_VERSION else {
-                throw .invalidArgument("handler.version is \(copy.version); set it with PARLEY_SYNC_VIEW_HANDLER_INIT")
-            }
+            let copy = try readSyncViewHandler(handler)
             if let action = copy.action {
                 let fn = CCallback(function: action, userData: copy.user_data)
                 swiftHandler.action = { action, list, messages in
@@ -49,6 +70,7 @@ public func exportSyncViewCreate(
                 let fn = CCallback(function: error, userData: copy.user_data)
                 swiftHandler.error = { failure in withCError(failure) { fn.function(fn.userData, $0) } }
             }
+            if let changed = freshnessCallback(copy.freshness_changed, copy.user_data) { swiftHandler.freshnessChanged = changed }
         }
         let view = try object.syncView(channelURL: url, viewpoint: viewpoint, options: options, handler: swiftHandler)
         outView.pointee = syncViews.insert(view)

@@ -28,6 +28,7 @@ private func causeName(_ cause: ChangeCause) -> String {
     case .eviction: "eviction"
     case .clear: "clear"
     case .catchUpStarted: "catch_up_started"
+    case .connectivityChanged(let open): "connectivity:\(open)"
     case .catchUpFinished: "catch_up_finished"
     case .cacheUnavailable: "cache_unavailable"
     case .cacheRecovered: "cache_recovered"

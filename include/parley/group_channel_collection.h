@@ -85,6 +85,42 @@ typedef struct parley_collection_context {
                                 CHANNEL_MEMBER_COUNT_CHANGED), else "" */
 } parley_collection_context;
 
+/* ---- Freshness (every view: channel and message collections, sync views) ---------------- */
+
+/*
+ * Whether what a view shows is live or possibly stale (docs/C-API.md, "Freshness"). The
+ * first rule that holds gives the state:
+ *   OFFLINE      no event stream (disconnected, the server unreachable, reconnecting);
+ *   CATCHING_UP  the stream is open and the catch-up after it (replayed events, changelogs)
+ *                runs, or the view's own part of it (a message view's gap check and channel
+ *                refresh, the server's page a view could not get while offline);
+ *   CACHED       the server has not confirmed what the view shows yet (shown from the cache,
+ *                or nothing loaded yet);
+ *   LIVE         connected, caught up, and the server confirmed what the view shows.
+ * Each view has a getter and reports changes to a freshness_changed callback of its handler.
+ */
+#define PARLEY_FRESHNESS_LIVE        1
+#define PARLEY_FRESHNESS_CACHED      2
+#define PARLEY_FRESHNESS_CATCHING_UP 3
+#define PARLEY_FRESHNESS_OFFLINE     4
+
+/*
+ * Where a load's result came from (the *_last_page_origin getters): SERVER when the server's
+ * answer to that load vouched for the whole result (several pages as one result: only when it
+ * gave each), CACHE when it was read from the cache (or there was nothing to read: past the
+ * end), NONE before the first completion and for a completion with an error.
+ */
+#define PARLEY_PAGE_ORIGIN_NONE   0
+#define PARLEY_PAGE_ORIGIN_CACHE  1
+#define PARLEY_PAGE_ORIGIN_SERVER 2
+
+/**
+ * A view's freshness changed to `freshness` (PARLEY_FRESHNESS_*). Called only for real
+ * changes, in order with the view's other callbacks, on the client's callback context, never
+ * after the view's dispose returned.
+ */
+typedef void (*parley_freshness_fn)(void *user_data, int freshness);
+
 /* ---- The collection --------------------------------------------------------------------- */
 
 typedef struct parley_group_channel_collection parley_group_channel_collection;
@@ -98,9 +134,10 @@ typedef void (*parley_channels_event_fn)(void *user_data, const parley_collectio
 /** A background step failed (the server's page after the cached first page). */
 typedef void (*parley_collection_error_fn)(void *user_data, const parley_error *error);
 
-/* 2 added deleted_channels. A handler of version 1 (built against an older header, so
- * without that field) is still accepted: the library reads only the fields of its version. */
-#define PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION 2
+/* 2 added deleted_channels, 3 freshness_changed. A handler of an older version (built against
+ * an older header, so without the later fields) is still accepted: the library reads only
+ * the fields of its version. */
+#define PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION 3
 
 /**
  * The callbacks of a collection. Any may be NULL. Set version to
@@ -120,13 +157,15 @@ typedef struct parley_group_channel_collection_handler {
     void *user_data;
     /* version 2 */
     parley_channels_event_fn deleted_channels;
+    /* version 3: the collection's freshness changed (PARLEY_FRESHNESS_*) */
+    parley_freshness_fn freshness_changed;
 } parley_group_channel_collection_handler;
 
-#define PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT { PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION, NULL, NULL, NULL, NULL, NULL, NULL }
+#define PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_INIT { PARLEY_GROUP_CHANNEL_COLLECTION_HANDLER_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
 /**
- * Fills handler with the defaults of `version` (1 or 2; all callbacks NULL). With 1 only the
- * fields of version 1 are written (handler may point to the smaller, older struct).
+ * Fills handler with the defaults of `version` (1 to 3; all callbacks NULL). With an older
+ * version only its fields are written (handler may point to the smaller, older struct).
  */
 int parley_group_channel_collection_handler_init(parley_group_channel_collection_handler *handler, int version);
 
@@ -175,6 +214,20 @@ int parley_group_channel_collection_has_more(parley_group_channel_collection *co
 
 /** The loaded channels in order as a JSON array (free with parley_free). */
 int parley_group_channel_collection_channels(parley_group_channel_collection *collection, char **out_json);
+
+/**
+ * The collection's freshness (PARLEY_FRESHNESS_*), as of the callbacks delivered so far: inside
+ * a freshness_changed callback, the value it got; inside a load_more completion, already what
+ * the page made it.
+ */
+int parley_group_channel_collection_freshness(parley_group_channel_collection *collection, int *out_freshness);
+
+/**
+ * Where the page the last load_more completion got came from (PARLEY_PAGE_ORIGIN_*): read
+ * inside the completion, that page's. A page is SERVER when the server listed it in this load,
+ * CACHE when the cache gave it (the first page at once, or a list the cache holds whole).
+ */
+int parley_group_channel_collection_last_page_origin(parley_group_channel_collection *collection, int *out_origin);
 
 /**
  * Stops the collection and frees the handle. After it returns no event callback of it runs

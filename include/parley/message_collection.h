@@ -65,10 +65,12 @@ typedef struct parley_message_event {
 
 typedef void (*parley_message_event_fn)(void *user_data, const parley_message_event *event);
 
-#define PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION 1
+/* 2 added freshness_changed. A handler of version 1 (built against an older header, so
+ * without that field) is still accepted: the library reads only the fields of its version. */
+#define PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION 2
 
 /**
- * The callbacks of a message collection. Either may be NULL. Set version to
+ * The callbacks of a message collection. Any may be NULL. Set version to
  * PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION (PARLEY_MESSAGE_COLLECTION_HANDLER_INIT or
  * parley_message_collection_handler_init do). They run on the client's callback context.
  */
@@ -78,11 +80,16 @@ typedef struct parley_message_collection_handler {
     /** A background step failed (a gap check, the server's page after an offline start). */
     parley_collection_error_fn error;
     void *user_data;
+    /* version 2: the view's freshness changed (PARLEY_FRESHNESS_*, group_channel_collection.h) */
+    parley_freshness_fn freshness_changed;
 } parley_message_collection_handler;
 
-#define PARLEY_MESSAGE_COLLECTION_HANDLER_INIT { PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION, NULL, NULL, NULL }
+#define PARLEY_MESSAGE_COLLECTION_HANDLER_INIT { PARLEY_MESSAGE_COLLECTION_HANDLER_VERSION, NULL, NULL, NULL, NULL }
 
-/** Fills handler with the defaults of `version` (callbacks NULL). */
+/**
+ * Fills handler with the defaults of `version` (1 or 2; callbacks NULL). With 1 only the
+ * fields of version 1 are written (handler may point to the smaller, older struct).
+ */
 int parley_message_collection_handler_init(parley_message_collection_handler *handler, int version);
 
 typedef struct parley_message_collection parley_message_collection;
@@ -141,6 +148,21 @@ int parley_message_collection_has_next(parley_message_collection *collection, in
  * the whole list reversed with "reverse". Reflects the callbacks delivered so far.
  */
 int parley_message_collection_messages(parley_message_collection *collection, char **out_json);
+
+/**
+ * The view's freshness (PARLEY_FRESHNESS_*), as of the callbacks delivered so far: inside a
+ * freshness_changed callback, the value it got; inside a load's completion, already what the
+ * load made it (api_fn of a start that reached the server: LIVE, unless a gap check follows).
+ */
+int parley_message_collection_freshness(parley_message_collection *collection, int *out_freshness);
+
+/**
+ * Where the result the last load completion got came from (PARLEY_PAGE_ORIGIN_*): read inside
+ * the completion, that result's. start's cache_fn: CACHE; its api_fn: SERVER; load_previous /
+ * load_next: CACHE when a stored continuous range covered the page, SERVER when the server
+ * gave it. This client's pending and failed messages in a list do not change it.
+ */
+int parley_message_collection_last_page_origin(parley_message_collection *collection, int *out_origin);
 
 /**
  * Stops the view and frees the handle. After it returns no event callback of it runs (one

@@ -55,10 +55,12 @@ extern "C" {
 /** One action: messages_json is a JSON array (in the list's order), borrowed for the call. */
 typedef void (*parley_sync_action_fn)(void *user_data, int action, int list, const char *messages_json);
 
-#define PARLEY_SYNC_VIEW_HANDLER_VERSION 1
+/* 2 added freshness_changed. A handler of version 1 (built against an older header, so
+ * without that field) is still accepted: the library reads only the fields of its version. */
+#define PARLEY_SYNC_VIEW_HANDLER_VERSION 2
 
 /**
- * The callbacks of a sync view. Either may be NULL. Set version to
+ * The callbacks of a sync view. Any may be NULL. Set version to
  * PARLEY_SYNC_VIEW_HANDLER_VERSION (PARLEY_SYNC_VIEW_HANDLER_INIT or
  * parley_sync_view_handler_init do). They run on the client's callback context.
  */
@@ -68,11 +70,16 @@ typedef struct parley_sync_view_handler {
     /** A background step failed (the server's page after an offline first fetch). */
     parley_collection_error_fn error;
     void *user_data;
+    /* version 2: the view's freshness changed (PARLEY_FRESHNESS_*, group_channel_collection.h) */
+    parley_freshness_fn freshness_changed;
 } parley_sync_view_handler;
 
-#define PARLEY_SYNC_VIEW_HANDLER_INIT { PARLEY_SYNC_VIEW_HANDLER_VERSION, NULL, NULL, NULL }
+#define PARLEY_SYNC_VIEW_HANDLER_INIT { PARLEY_SYNC_VIEW_HANDLER_VERSION, NULL, NULL, NULL, NULL }
 
-/** Fills handler with the defaults of `version` (callbacks NULL). */
+/**
+ * Fills handler with the defaults of `version` (1 or 2; callbacks NULL). With 1 only the
+ * fields of version 1 are written (handler may point to the smaller, older struct).
+ */
 int parley_sync_view_handler_init(parley_sync_view_handler *handler, int version);
 
 typedef struct parley_sync_view parley_sync_view;
@@ -121,6 +128,20 @@ int parley_sync_view_viewpoint(parley_sync_view *view, int64_t *out_viewpoint);
  * JSON array (free with parley_free).
  */
 int parley_sync_view_messages(parley_sync_view *view, int list, char **out_json);
+
+/**
+ * The view's freshness (PARLEY_FRESHNESS_*): the message collection's underneath, as of the
+ * callbacks delivered so far. A view that does not fill what it missed by itself is LIVE once
+ * caught up, with has_more toward newer messages 1 until fetch_all_next.
+ */
+int parley_sync_view_freshness(parley_sync_view *view, int *out_freshness);
+
+/**
+ * Where the messages the last fetch completion got came from (PARLEY_PAGE_ORIGIN_*): read
+ * inside the completion, that fetch's. An offline fetch (offline = 1) is CACHE; fetch_all_next
+ * is SERVER only when the server gave each of its pages.
+ */
+int parley_sync_view_last_fetch_origin(parley_sync_view *view, int *out_origin);
 
 /**
  * Stops the view and frees the handle (the older API's "remove"). After it returns no

@@ -99,7 +99,7 @@ public enum CollectionEventSource: Sendable, Hashable {
         case .operation: self = .localOperation
         case .channelRefresh: self = .channelRefresh
         case .apiLoad, .pageLoad: self = .apiLoad
-        case .connectionLost, .eviction, .clear, .cacheUnavailable, .cacheRecovered: self = .localCache
+        case .connectionLost, .connectivityChanged, .eviction, .clear, .cacheUnavailable, .cacheRecovered: self = .localCache
         }
     }
 }

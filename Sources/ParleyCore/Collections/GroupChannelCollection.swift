@@ -52,19 +52,23 @@ public struct GroupChannelCollectionHandler: Sendable {
     /// A background step failed (the server's first page after the cached one); the view
     /// keeps what it has.
     public var error: @Sendable (ParleyError) -> Void
+    /// The view's freshness changed (only real changes, in order with the other callbacks).
+    public var freshnessChanged: @Sendable (ViewFreshness) -> Void
 
     public init(
         added: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         updated: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
         deleted: @escaping @Sendable (CollectionEventContext, [String]) -> Void = { _, _ in },
         deletedChannels: @escaping @Sendable (CollectionEventContext, [JSONText]) -> Void = { _, _ in },
-        error: @escaping @Sendable (ParleyError) -> Void = { _ in }
+        error: @escaping @Sendable (ParleyError) -> Void = { _ in },
+        freshnessChanged: @escaping @Sendable (ViewFreshness) -> Void = { _ in }
     ) {
         self.added = added
         self.updated = updated
         self.deleted = deleted
         self.deletedChannels = deletedChannels
         self.error = error
+        self.freshnessChanged = freshnessChanged
     }
 }
 
@@ -77,6 +81,10 @@ public final class GroupChannelCollection: Sendable {
     private let guardState = DisposeGuard()
     /// The list as the application sees it, updated in callback order.
     private let published = Locked<(hasMore: Bool, channels: [JSONText])>((true, []))
+    /// Live, cached, catching up or offline (Sync/ViewFreshness.swift).
+    private let freshnessTracker: FreshnessTracker
+    /// Where the last page's result came from (nil before one, and after a failed one).
+    private let publishedOrigin = Locked<PageOrigin?>(nil)
     /// Engine-queue state.
     private let view: ViewState
 
@@ -95,10 +103,12 @@ public final class GroupChannelCollection: Sendable {
         self.handler = handler
         let userID: String? = context.runNow { context.cacheUserID }
         guard let userID else { throw .invalidState("group channel collection: connect first (the cache is per user)") }
-        view = ViewState(userID: userID)
+        let view = ViewState(userID: userID)
+        self.view = view
         let weakSelf = WeakCollection()
-        context.runNow {
+        freshnessTracker = context.runNow {
             view.observerID = context.subscribe { batch in weakSelf.collection?.observe(batch) }
+            return FreshnessTracker(link: context.freshnessLink)
         }
         weakSelf.collection = self
     }
@@ -118,6 +128,14 @@ public final class GroupChannelCollection: Sendable {
     public var channels: [JSONValue] { channelTexts.map(\.value) }
 
     public var isDisposed: Bool { guardState.isDisposed }
+
+    /// Live, cached, catching up or offline, as of the callbacks delivered so far
+    /// (`GroupChannelCollectionHandler.freshnessChanged` reports each change).
+    public var freshness: ViewFreshness { freshnessTracker.published }
+
+    /// Where the result the last `loadMore` completion got came from: read inside a completion,
+    /// that page's. nil before the first completion and after one with an error.
+    public var lastLoadOrigin: PageOrigin? { publishedOrigin.withLock { $0 } }
 
     // MARK: Loading
 
@@ -204,6 +222,11 @@ public final class GroupChannelCollection: Sendable {
         /// The cache was cleared: the page in flight is stale, the view loads its first page again.
         var clearedDuringLoad = false
         var reloadOwed = false
+        /// The server vouched for the loaded range: its first page came from the server, or
+        /// every page from a cache that holds the whole list (as current as the catch-up made it).
+        var confirmed = false
+        /// The server's first page runs as the view's part of a catch-up (freshness: catching up).
+        var followUpLoad = false
 
         init(userID: String) { self.userID = userID }
 
@@ -300,6 +323,8 @@ public final class GroupChannelCollection: Sendable {
     }
 
     private func observe(_ batch: ChangeBatch) {
+        freshnessTracker.observe(batch)
+        defer { refreshFreshness() }
         switch batch.cause {
         case .catchUpStarted:
             view.catchingUp = true
@@ -310,7 +335,14 @@ public final class GroupChannelCollection: Sendable {
                 view.catchingUp = false
                 report(diff, CollectionEventContext(source: .channelChangelog, detail: ""))
             }
-            if view.reloadOwed { reloadAfterClear() }
+            if view.reloadOwed {
+                reloadAfterClear(followingUp: true)
+            } else if view.loadedOnce, !view.confirmed, view.loadCompletion == nil, context.isConnected, context.isStreamOpen {
+                // A first page that only reached the cache (its server page failed: offline):
+                // the server's follows now, its difference reported as `api_load`.
+                view.followUpLoad = true
+                loadFromServer(completion: nil)
+            }
             return
         default:
             break
@@ -342,6 +374,7 @@ public final class GroupChannelCollection: Sendable {
                 view.walkedFromStart = false
                 view.clearedDuringLoad = view.loadCompletion != nil
                 view.reloadOwed = wasLoaded
+                view.confirmed = false
             default:
                 break
             }
@@ -383,10 +416,11 @@ public final class GroupChannelCollection: Sendable {
     /// After `clear_cached_data`: the view loads its first page from the server again, in
     /// the background (reported as `added`, source `api_load`); offline, after the next
     /// catch-up (docs/C-API.md "Clearing the cache with views open").
-    private func reloadAfterClear() {
+    private func reloadAfterClear(followingUp: Bool = false) {
         guard view.reloadOwed, !guardState.isDisposed, view.loadCompletion == nil, !view.catchingUp else { return }
         // Without the stream the page would likely fail: the catch-up's end tries again.
         guard context.isConnected, context.isStreamOpen else { return }
+        view.followUpLoad = followingUp
         loadFromServer(completion: nil)
     }
 
@@ -453,6 +487,8 @@ public final class GroupChannelCollection: Sendable {
                 return
             }
             let firstOnly = !complete
+            // A whole list's pages are as current as the cache; a first page alone is not.
+            view.confirmed = complete && (view.confirmed || !view.loadedOnce)
             view.loadedOnce = true
             var pageURLs: [String] = []
             for (channel, text) in page.channels {
@@ -463,7 +499,7 @@ public final class GroupChannelCollection: Sendable {
             }
             view.hasMore = firstOnly || page.more
             view.boundary = view.hasMore ? (page.channels.last.map { query.sortKey($0.value) } ?? view.boundary) : nil
-            finishLoad(completion, added: handOut(pageURLs, source: .cacheLoad))
+            finishLoad(completion, added: handOut(pageURLs, source: .cacheLoad), origin: .cache)
             if firstOnly { loadFromServer(completion: nil) }
             return
         }
@@ -511,7 +547,9 @@ public final class GroupChannelCollection: Sendable {
             guard self.view.loadCompletion != nil else { return }  // disposed meanwhile
             self.view.loadCompletion = nil
             self.view.backgroundLoad = false
+            self.view.followUpLoad = false
             defer {
+                self.refreshFreshness()
                 if let waiting = self.view.waitingLoad {
                     self.view.waitingLoad = nil
                     self.startLoad(waiting)
@@ -529,7 +567,7 @@ public final class GroupChannelCollection: Sendable {
             do throws(ParleyError) {
                 let (page, touched) = try result.get()
                 let added = self.applyServerPage(page, touched: touched, fromStart: fromStart, background: completion == nil)
-                if let completion { self.finishLoad(completion, added: added) }
+                if let completion { self.finishLoad(completion, added: added, origin: .server) }
             } catch {
                 if let completion {
                     self.finishLoad(completion, failure: error)
@@ -554,6 +592,7 @@ public final class GroupChannelCollection: Sendable {
     private func applyServerPage(_ page: StoredChannelPage, touched: Set<String>, fromStart: Bool, background: Bool) -> [JSONText] {
         let lastKey = page.lastListed.map(query.sortKey)
         if fromStart {
+            view.confirmed = true
             view.walkedFromStart = true
             // The server's first page is the reload a clear owed.
             view.reloadOwed = false
@@ -602,19 +641,37 @@ public final class GroupChannelCollection: Sendable {
         return entries.sorted { $0.key < $1.key }.map(\.text)
     }
 
+    /// Queues a load's completion. A freshness change the load made is reported first, so the
+    /// completion reads the view's new freshness; `origin` is the page's (`lastLoadOrigin`
+    /// while the completion runs).
     private func finishLoad(
-        _ completion: @escaping @Sendable (Result<[JSONText], ParleyError>) -> Void, added: [JSONText] = [], failure: ParleyError? = nil
+        _ completion: @escaping @Sendable (Result<[JSONText], ParleyError>) -> Void, added: [JSONText] = [], failure: ParleyError? = nil,
+        origin: PageOrigin = .cache
     ) {
+        refreshFreshness()
         let hasMore = view.hasMore
         let snapshot = heldList()
         let presented = added
         let guardState = self.guardState
         let published = self.published
+        let publishedOrigin = self.publishedOrigin
+        let resultOrigin: PageOrigin? = failure == nil ? origin : nil
         // A completion runs even after dispose (exactly once); the list copy only while live.
         dispatcher.enqueue {
             if !guardState.isDisposed { published.withLock { $0 = (hasMore, snapshot) } }
+            publishedOrigin.withLock { $0 = resultOrigin }
             if let failure { completion(.failure(failure)) } else { completion(.success(presented)) }
         }
+    }
+
+    /// Derives the freshness again after a step; a change is queued behind the step's callbacks.
+    private func refreshFreshness() {
+        guard view.observerID != nil else { return }  // disposed: nothing more is reported
+        let handler = self.handler
+        freshnessTracker.update(
+            followUp: view.catchingUp || view.followUpLoad, confirmed: view.confirmed,
+            deliver: { job in self.deliver(hasMore: self.view.hasMore, channels: self.heldList(), job) },
+            report: { handler.freshnessChanged($0) })
     }
 }
 

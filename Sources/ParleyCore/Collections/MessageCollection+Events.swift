@@ -27,6 +27,8 @@ struct MessageEvents {
 
 extension MessageCollection {
     func observe(_ batch: ChangeBatch) {
+        freshnessTracker.observe(batch)
+        defer { refreshFreshness() }
         switch batch.cause {
         case .catchUpStarted:
             view.catchingUp = true
@@ -63,6 +65,7 @@ extension MessageCollection {
     private func releaseHeldChannel() {
         guard view.holdsChannel, !view.catchingUp else { return }
         view.holdsChannel = false
+        defer { refreshFreshness() }
         guard view.observerID != nil, !view.channelDeleted, let channel = view.channel, channel != view.shownChannel else { return }
         var events = MessageEvents()
         events.channelChanged = true
@@ -369,16 +372,44 @@ extension MessageCollection {
     }
 
     /// Queues a load's completion: it runs even after dispose (exactly once); the published
-    /// copy is updated only while the view lives.
-    func complete(_ completion: @escaping MessagesCompletion, _ result: Result<[MessageItem], ParleyError>) {
+    /// copy is updated only while the view lives. A freshness change the load made is
+    /// reported first, so the completion reads the view's new freshness; `origin` is the
+    /// result's (`lastLoadOrigin` while the completion runs).
+    func complete(_ completion: @escaping MessagesCompletion, _ result: Result<[MessageItem], ParleyError>, origin: PageOrigin = .cache) {
+        refreshFreshness()
         let state = snapshot()
         let guardState = self.guardState
         let published = self.published
+        let publishedOrigin = self.publishedOrigin
         let outcome = result.map(presentedList)
+        let resultOrigin: PageOrigin? = if case .success = result { origin } else { nil }
         dispatcher.enqueue {
             if !guardState.isDisposed { published.withLock { $0 = state } }
+            publishedOrigin.withLock { $0 = resultOrigin }
             completion(outcome)
         }
+    }
+
+    // MARK: Freshness
+
+    /// The view's own part of a catch-up still runs: the catch-up itself (its changes are
+    /// still arriving), the channel refresh after it, the gap check and the reload of a start
+    /// that only reached the cache (queued or running).
+    var followsUp: Bool {
+        view.catchingUp || view.holdsChannel || view.runningFollowUp || view.operations.contains { $0.kind.isFollowUp }
+    }
+
+    /// The server vouched for what the view shows: its start page (or the reload of it) came
+    /// from the server, and a view at the newest end that owes a gap check has had it.
+    var isConfirmed: Bool { view.verified && !(view.gapCheckOwed && !view.waitsForFetchNext) }
+
+    /// Derives the freshness again after a step; a change is queued behind the step's callbacks.
+    func refreshFreshness() {
+        guard view.observerID != nil else { return }  // disposed: nothing more is reported
+        let handler = self.handler
+        freshnessTracker.update(
+            followUp: followsUp, confirmed: isConfirmed, deliver: { job in self.deliver(self.snapshot(), job) },
+            report: { handler.freshnessChanged($0) })
     }
 
     /// The whole list as shown (for the start's results).

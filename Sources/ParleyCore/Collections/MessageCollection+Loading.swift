@@ -68,7 +68,7 @@ extension MessageCollection {
         view.high = anchorTime == nil ? .newest : (view.keys.last.map { max($0, anchorKey) } ?? anchorKey)
         view.hasPrevious = !cached.reachesOldest
         view.hasNext = anchorTime != nil
-        complete(cacheResult, .success(wholeList()))
+        complete(cacheResult, .success(wholeList()), origin: .cache)
         view.running = { error in apiResult(.failure(error)) }
         guard context.isConnected else {
             return fail(apiResult, ParleyError(.network, "start: offline; the view shows the cache until the server's page follows"))
@@ -128,7 +128,7 @@ extension MessageCollection {
                     if events.isEmpty { self.deliver(self.snapshot()) {} }
                 } else {
                     self.report(events, MessageEventContext(source: .localSend, detail: "", sendingStatus: .succeeded))
-                    if let apiResult { self.complete(apiResult, .success(self.wholeList())) }
+                    if let apiResult { self.complete(apiResult, .success(self.wholeList()), origin: .server) }
                 }
             } catch {
                 if let apiResult {
@@ -155,7 +155,7 @@ extension MessageCollection {
             let added = showCached(page.messages)
             view.low = page.more ? (page.messages.first?.key ?? low) : .oldest
             view.hasPrevious = page.more
-            complete(completion, .success(added))
+            complete(completion, .success(added), origin: .cache)
             return operationFinished()
         }
         guard context.isConnected else {
@@ -234,7 +234,7 @@ extension MessageCollection {
         var events = MessageEvents()
         reportConfirmed(confirmed, into: &events)
         report(events, MessageEventContext(source: .localSend, detail: "", sendingStatus: .succeeded))
-        complete(completion, .success(added))
+        complete(completion, .success(added), origin: .server)
     }
 
     /// Puts a page read from the cache into the view; returns its messages (the stored texts,
@@ -317,10 +317,11 @@ extension MessageCollection {
     /// checks the gap as soon as the stream is open.
     private func afterServerLoad(checksGapAfter: Bool = true) {
         let owesGapCheck = checksGapAfter && view.gapCheckOwed && !view.waitsForFetchNext && context.isStreamOpen && !view.catchingUp
-        operationFinished()
+        // Queued before the load ends, so that its freshness passes from this load to the check.
         if owesGapCheck && !view.operations.contains(where: { if case .gapCheck = $0.kind { true } else { false } }) {
             view.operations.append(Operation(kind: .gapCheck, fail: { _ in }))
         }
+        operationFinished()
     }
 
     private func reportBackgroundError(_ error: ParleyError) {

@@ -75,6 +75,8 @@ public struct MessageCollectionHandler: Sendable {
     public var hugeGapDetected: @Sendable () -> Void
     /// A background step failed (a gap check, the server's page after an offline start).
     public var error: @Sendable (ParleyError) -> Void
+    /// The view's freshness changed (only real changes, in order with the other callbacks).
+    public var freshnessChanged: @Sendable (ViewFreshness) -> Void
 
     public init(
         added: @escaping @Sendable (MessageEventContext, JSONText, MessageList) -> Void = { _, _, _ in },
@@ -83,7 +85,8 @@ public struct MessageCollectionHandler: Sendable {
         channelUpdated: @escaping @Sendable (MessageEventContext, JSONText) -> Void = { _, _ in },
         channelDeleted: @escaping @Sendable (MessageEventContext, String) -> Void = { _, _ in },
         hugeGapDetected: @escaping @Sendable () -> Void = {},
-        error: @escaping @Sendable (ParleyError) -> Void = { _ in }
+        error: @escaping @Sendable (ParleyError) -> Void = { _ in },
+        freshnessChanged: @escaping @Sendable (ViewFreshness) -> Void = { _ in }
     ) {
         self.added = added
         self.updated = updated
@@ -92,6 +95,7 @@ public struct MessageCollectionHandler: Sendable {
         self.channelDeleted = channelDeleted
         self.hugeGapDetected = hugeGapDetected
         self.error = error
+        self.freshnessChanged = freshnessChanged
     }
 }
 
@@ -108,6 +112,10 @@ public final class MessageCollection: Sendable {
     let handler: MessageCollectionHandler
     let guardState = DisposeGuard()
     let published = Locked(PublishedMessages())
+    /// Live, cached, catching up or offline (Sync/ViewFreshness.swift).
+    let freshnessTracker: FreshnessTracker
+    /// Where the last load's result came from (nil before one, and after a failed one).
+    let publishedOrigin = Locked<PageOrigin?>(nil)
     /// What sends go through (the client), held weakly: a collection does not keep its client alive.
     private let outbox: WeakSender
     /// Engine-queue state.
@@ -150,10 +158,11 @@ public final class MessageCollection: Sendable {
         view = MessageViewState(filter: params.filter)
         let weakSelf = WeakMessageCollection()
         let view = self.view
-        context.runNow {
+        freshnessTracker = context.runNow {
             view.channel = context.cachedChannelText(channelURL)
             view.observerID = context.subscribe(channelURL: channelURL) { batch in weakSelf.collection?.observe(batch) }
             context.retainChannel(channelURL)
+            return FreshnessTracker(link: context.freshnessLink)
         }
         weakSelf.collection = self
     }
@@ -189,6 +198,14 @@ public final class MessageCollection: Sendable {
     public var hasNext: Bool { published.withLock { $0.hasNext } }
 
     public var isDisposed: Bool { guardState.isDisposed }
+
+    /// Live, cached, catching up or offline, as of the callbacks delivered so far
+    /// (`MessageCollectionHandler.freshnessChanged` reports each change).
+    public var freshness: ViewFreshness { freshnessTracker.published }
+
+    /// Where the result the last load completion got came from: read inside a completion, that
+    /// result's. nil before the first completion and after one with an error.
+    public var lastLoadOrigin: PageOrigin? { publishedOrigin.withLock { $0 } }
 
     // MARK: Loading
 
@@ -289,6 +306,14 @@ public final class MessageCollection: Sendable {
             case gapCheck
             /// The server's page after a start that could not reach it.
             case reload
+
+            /// The view's own part of a catch-up (its freshness is catching up meanwhile).
+            var isFollowUp: Bool {
+                switch self {
+                case .gapCheck, .reload: true
+                default: false
+                }
+            }
         }
         var kind: Kind
         var fail: @Sendable (ParleyError) -> Void
@@ -314,6 +339,7 @@ public final class MessageCollection: Sendable {
         while view.running == nil, view.observerID != nil, !view.operations.isEmpty {
             let operation = view.operations.removeFirst()
             view.running = operation.fail
+            view.runningFollowUp = operation.kind.isFollowUp
             perform(operation.kind)
         }
     }
@@ -321,7 +347,9 @@ public final class MessageCollection: Sendable {
     /// The running load has finished (its completions are queued).
     func operationFinished() {
         view.running = nil
+        view.runningFollowUp = false
         view.currentLoad = nil
+        refreshFreshness()
         context.queue.async { self.runOperations() }
     }
 }
@@ -394,6 +422,8 @@ final class MessageViewState: @unchecked Sendable {
     // Loads.
     var operations: [MessageCollection.Operation] = []
     var running: (@Sendable (ParleyError) -> Void)?
+    /// The running load is a gap check or the reload of an unconfirmed start.
+    var runningFollowUp = false
     /// The server load running for this view (Sync/Paging.swift): the feed's report of its
     /// page is not news to the view, which takes the page from the load's result.
     var currentLoad: PageLoad?

@@ -117,10 +117,14 @@ public struct SyncFetchResult: Sendable, Equatable {
     public var hasMore: Bool
     /// The server could not be reached: the fetch gave what the cache holds.
     public var offline: Bool
+    /// Where the fetched messages came from (`fetchAllNext`: the server's only when every
+    /// page was).
+    public var origin: PageOrigin
 
-    public init(hasMore: Bool, offline: Bool) {
+    public init(hasMore: Bool, offline: Bool, origin: PageOrigin = .cache) {
         self.hasMore = hasMore
         self.offline = offline
+        self.origin = origin
     }
 }
 
@@ -133,13 +137,17 @@ public struct SyncViewHandler: Sendable {
     public var action: @Sendable (SyncViewAction, SyncViewList, [JSONValue]) -> Void
     /// A background step failed (the server's page after an offline first fetch).
     public var error: @Sendable (ParleyError) -> Void
+    /// The view's freshness changed (only real changes, in order with the actions).
+    public var freshnessChanged: @Sendable (ViewFreshness) -> Void
 
     public init(
         action: @escaping @Sendable (SyncViewAction, SyncViewList, [JSONValue]) -> Void = { _, _, _ in },
-        error: @escaping @Sendable (ParleyError) -> Void = { _ in }
+        error: @escaping @Sendable (ParleyError) -> Void = { _ in },
+        freshnessChanged: @escaping @Sendable (ViewFreshness) -> Void = { _ in }
     ) {
         self.action = action
         self.error = error
+        self.freshnessChanged = freshnessChanged
     }
 }
 
@@ -169,12 +177,23 @@ public final class SyncView: Sendable {
         self.owner = WeakClient(client)
         self.state = Locked(SyncViewState(viewpoint: viewpoint))
         let collection = try makeCollection(client: client, viewpoint: viewpoint, generation: 0)
-        state.withLock { $0.collection = collection }
+        state.withLock {
+            $0.collection = collection
+            $0.freshness = collection.freshness
+        }
     }
 
     deinit { dispose() }
 
     public var isDisposed: Bool { guardState.isDisposed }
+
+    /// Live, cached, catching up or offline, as of the callbacks delivered so far: the
+    /// message collection's underneath (`SyncViewHandler.freshnessChanged` reports changes).
+    public var freshness: ViewFreshness { state.withLock { $0.freshness } }
+
+    /// Where the result the last fetch completion got came from: read inside a completion,
+    /// that fetch's. nil before the first completion and after one with an error.
+    public var lastFetchOrigin: PageOrigin? { state.withLock { $0.lastFetchOrigin } }
 
     /// The viewpoint (ms) the view started from; `newestViewpoint` for the newest end.
     public var viewpoint: Int64 { state.withLock { $0.viewpoint } }
@@ -197,7 +216,7 @@ public final class SyncView: Sendable {
     /// completion. Offline the completion says so and the view keeps what the cache gave.
     public func fetch(_ direction: SyncViewDirection, completion: @escaping SyncFetchCompletion) {
         guard let claimed = claimFetch(completion) else { return }
-        fetch(direction, claimed) { result, _ in completion(result) }
+        fetch(direction, claimed) { result, _ in self.completeFetch(completion, result) }
     }
 
     /// Fetches every newer message, whatever the limit (for a user who was at the newest end
@@ -207,14 +226,29 @@ public final class SyncView: Sendable {
         fetchAllNext(claimed, completion: completion)
     }
 
-    private func fetchAllNext(_ claimed: ClaimedFetch, completion: @escaping SyncFetchCompletion) {
+    private func fetchAllNext(_ claimed: ClaimedFetch, origin: PageOrigin? = nil, completion: @escaping SyncFetchCompletion) {
         fetch(.next, claimed) { result, added in
+            // The pages as one result: the server's only when it gave each of them.
+            var result = result
+            if case .success(var outcome) = result, let origin {
+                outcome.origin = origin.combined(with: outcome.origin)
+                result = .success(outcome)
+            }
             // Stops at the end, offline, on an error, and on a page that brought nothing (no
             // loop on a view that cannot move).
-            guard case .success(let outcome) = result, outcome.hasMore, !outcome.offline, added > 0 else { return completion(result) }
+            guard case .success(let outcome) = result, outcome.hasMore, !outcome.offline, added > 0 else {
+                return self.completeFetch(completion, result)
+            }
             guard let next = self.claimFetch(completion, generation: claimed.generation) else { return }
-            self.fetchAllNext(next, completion: completion)
+            self.fetchAllNext(next, origin: outcome.origin, completion: completion)
         }
+    }
+
+    /// Runs a fetch's completion (on the callback context), its origin readable meanwhile.
+    private func completeFetch(_ completion: SyncFetchCompletion, _ result: Result<SyncFetchResult, ParleyError>) {
+        let origin: PageOrigin? = if case .success(let outcome) = result { outcome.origin } else { nil }
+        state.withLock { $0.lastFetchOrigin = origin }
+        completion(result)
     }
 
     /// Starts over from `viewpoint` (ms, or `newestViewpoint`): a `clear` on each list, then
@@ -231,6 +265,7 @@ public final class SyncView: Sendable {
             let state = self.state
             let handler = self.handler
             let guardState = self.guardState
+            let weakSelf = WeakSyncView(self)
             // The swap and the queued clears in one step: a fetch of the new collection can
             // only be claimed after it, so its actions follow the clears.
             let old = state.withLock { view -> MessageCollection?? in
@@ -249,6 +284,8 @@ public final class SyncView: Sendable {
                         guard current else { return }
                         for list in SyncViewList.allCases { handler.action(.clear, list, []) }
                     }
+                    // The new collection's freshness, unless it reported one already.
+                    weakSelf.view?.forwardFreshness(fresh.freshness, generation)
                 }
                 return .some(view.collection)
             }
@@ -283,7 +320,8 @@ public final class SyncView: Sendable {
             added: { context, _, messages in weakSelf.view?.translate(.added, context.sendingStatus, Array(messages), generation) },
             updated: { context, _, messages in weakSelf.view?.translate(.updated, context.sendingStatus, Array(messages), generation) },
             deleted: { context, _, messages in weakSelf.view?.translate(.deleted, context.sendingStatus, Array(messages), generation) },
-            error: { failure in weakSelf.view?.reportError(failure, generation) })
+            error: { failure in weakSelf.view?.reportError(failure, generation) },
+            freshnessChanged: { freshness in weakSelf.view?.forwardFreshness(freshness, generation) })
         return try MessageCollection(
             client: client, channelURL: channelURL, startingPoint: viewpoint, params: options.collectionParams, handler: handler,
             fillsGapsByItself: false)
@@ -361,9 +399,12 @@ public final class SyncView: Sendable {
             // An action callback may have reset the viewpoint: this fetch then belongs to the old one.
             guard isCurrent(generation) else { return done(.failure(.cancelled("the viewpoint was reset")), 0) }
             let offline = owner.client.map { $0.connectionState == .closed } ?? true
-            done(.success(SyncFetchResult(hasMore: hasMore, offline: offline)), shown)
+            // The collection's completion runs now: its origin is this result's.
+            let origin = collection.lastLoadOrigin ?? .cache
+            done(.success(SyncFetchResult(hasMore: hasMore, offline: offline, origin: origin)), shown)
         case .failure(let error) where error.isRetryable:
-            done(.success(SyncFetchResult(hasMore: hasMore, offline: true)), 0)
+            // The first fetch shows what the cache held.
+            done(.success(SyncFetchResult(hasMore: hasMore, offline: true, origin: .cache)), 0)
         case .failure(let error):
             done(.failure(error), 0)
         }
@@ -413,6 +454,19 @@ public final class SyncView: Sendable {
         }
     }
 
+    /// The collection underneath reported its freshness: passed on when it changes what the
+    /// application was told (a reset makes a new collection, whose value may be the same).
+    private func forwardFreshness(_ freshness: ViewFreshness, _ generation: UInt64) {
+        guardState.run {
+            let changed = state.withLock { view -> Bool in
+                guard view.generation == generation, view.freshness != freshness else { return false }
+                view.freshness = freshness
+                return true
+            }
+            if changed { handler.freshnessChanged(freshness) }
+        }
+    }
+
     private func reportError(_ error: ParleyError, _ generation: UInt64) {
         guard isCurrent(generation) else { return }
         guardState.run { handler.error(error) }
@@ -438,6 +492,9 @@ struct SyncViewState: Sendable {
     var collection: MessageCollection?
     var started = false
     var lists = SyncViewLists()
+    /// What the application was told (or the first collection's value before any report).
+    var freshness = ViewFreshness.offline
+    var lastFetchOrigin: PageOrigin?
 }
 
 extension MessageSendingStatus {

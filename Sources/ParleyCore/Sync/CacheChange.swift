@@ -159,6 +159,10 @@ public enum ChangeCause: Sendable {
     case catchUpStarted
     /// The catch-up ended (also when it failed or the session ended); an empty batch.
     case catchUpFinished
+    /// The event stream opened (the engine applied its `connected`; the catch-up it starts
+    /// was announced just before) or dropped (also a disconnect); an empty batch. Views
+    /// derive their freshness from it (Sync/ViewFreshness.swift).
+    case connectivityChanged(streamOpen: Bool)
     /// The persistent cache could not be opened: the client runs on an in-memory cache
     /// (nothing survives the process, pending messages included); an empty batch.
     case cacheUnavailable(reason: String)

@@ -113,6 +113,8 @@ extension Engine {
     /// longer reach the newest end (messages may arrive unseen until the next connection).
     func endSession() -> EventStreamConnection? {
         assertOnQueue()
+        // Offline first: what the drop does to the views comes after (never as a live view's change).
+        setLink(open: false)
         if session.stream != nil {
             write(.connectionLost, "marking ranges") { transaction throws(ParleyError) in
                 try transaction.forgetNewestEnd()
@@ -156,6 +158,7 @@ extension Engine {
     private func beginSession(userID: String, token: String, user: JSONValue) {
         assertOnQueue()
         self.session.stream?.stop()
+        setLink(open: false)
         self.session.epoch &+= 1
         self.session.current = Session(userID: userID, token: token)
         self.session.user = user
@@ -218,10 +221,12 @@ extension Engine {
                     let found = passSinceBreak ? engine.catchUp.lastPassChannelURLs : []
                     engine.catchUp.resync = PendingResync(reason: reason, collecting: passCovers, alreadyFound: found)
                     engine.session.streamBreaks &+= 1
+                    // The catch-up is announced first: what the loss does to the views comes
+                    // while they are catching up (never as a live view's change).
+                    engine.runCatchUp(then: nil)
                     engine.write(.connectionLost, "marking ranges after a resync") { transaction throws(ParleyError) in
                         try transaction.forgetNewestEnd()
                     }
-                    engine.runCatchUp(then: nil)
                 }
             },
             tokenExpired: {
@@ -238,6 +243,10 @@ extension Engine {
     /// goes away, or exits, still resumes from there and misses nothing); then the catch-up.
     private func streamOpened() {
         storeStreamPosition()
+        // Open before the catch-up is announced, published after: a view never sees an open
+        // stream without the catch-up that follows it (it would pass for live in between).
+        let opened = !session.linkOpen
+        session.linkOpen = true
         if !self.session.streamWasOpen {
             self.session.streamWasOpen = true
             services.connectionEvent(.connected, nil)
@@ -245,6 +254,19 @@ extension Engine {
         } else {
             self.runCatchUp { self.services.connectionEvent(.reconnectSucceeded, nil) }
         }
+        if opened { feed.publish(cause: .connectivityChanged(streamOpen: true), changes: []) }
+    }
+
+    /// The stream opened or dropped as the engine queue learned it; views learn it from the feed.
+    func setLink(open: Bool) {
+        guard session.linkOpen != open else { return }
+        session.linkOpen = open
+        feed.publish(cause: .connectivityChanged(streamOpen: open), changes: [])
+    }
+
+    /// The session's side of every view's freshness (Sync/ViewFreshness.swift).
+    var freshnessLink: FreshnessLink {
+        FreshnessLink(streamOpen: session.current != nil && session.linkOpen, catchingUp: catchUp.announced)
     }
 
     private func storeStreamPosition() {
@@ -257,6 +279,8 @@ extension Engine {
     }
 
     private func streamStateChanged(_ old: ConnectionState, _ new: ConnectionState, _ error: ParleyError?) {
+        // Offline first: what the drop does to the views comes after (never as a live view's change).
+        if new != .open { setLink(open: false) }
         switch new {
         case .open:
             break  // reported when the `connected` event has told the stream's position (streamOpened)

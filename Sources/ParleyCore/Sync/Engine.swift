@@ -49,6 +49,10 @@ struct SessionState {
     var streamWasOpen = false
     /// Failed reconnection attempts since the stream was last open.
     var reconnectFailures = 0
+    /// The engine queue applied the stream's `connected` and no drop since: what views'
+    /// freshness reads (`isStreamOpen` reads the stream's own state, which runs ahead of
+    /// what the engine applied). Changes are published as `connectivityChanged`.
+    var linkOpen = false
     /// Bumped whenever events may have been missed (the stream dropped, or resumed past the
     /// server's retention): a page asked for before a bump cannot vouch for the newest end.
     var streamBreaks: UInt64 = 0

@@ -14,6 +14,13 @@ protocol ViewContext: AnyObject, Sendable {
     /// Only the batches that concern `channelURL` (`ChangeBatch.channelScope`).
     func subscribe(channelURL: String, _ observer: @escaping ChangeFeed.Observer) -> UInt64
     func unsubscribe(_ id: UInt64)
+    /// The session's side of the view's freshness now (read where the view subscribes).
+    var freshnessLink: FreshnessLink { get }
+}
+
+extension ViewContext {
+    /// Stand-ins that script no session: the stream as they say, no catch-up running.
+    var freshnessLink: FreshnessLink { FreshnessLink(streamOpen: isConnected && isStreamOpen, catchingUp: false) }
 }
 
 /// Everything a message view (Collections/MessageCollection.swift) reaches below itself: the

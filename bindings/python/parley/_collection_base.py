@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVa
 
 from . import _callbacks, _native
 from .errors import Status, error_for
+from .freshness import Freshness, FreshnessHandler, freshness_of
 
 ChangeT = TypeVar("ChangeT")
 SelfT = TypeVar("SelfT", bound="NativeCollection[Any]")
@@ -53,13 +54,18 @@ def options_document(base: Any, kind: type, options: Mapping[str, Any]) -> Dict[
 
 
 class NativeCollection(Generic[ChangeT]):
-    """What every collection shares: its library handle, its listeners, and disposal (safe
-    twice, from a callback, at interpreter exit). Subclasses set `_dispose_function`."""
+    """What every collection shares: its library handle, its listeners, its freshness, and
+    disposal (safe twice, from a callback, at interpreter exit). Subclasses set
+    `_dispose_function` and `_freshness_function`, and pass a :class:`Freshness` their
+    `_receive` gets to `_freshness_changed`."""
 
     _dispose_function: Any = None
+    _freshness_function: Any = None
 
     def __init__(self) -> None:
         self._listeners: List[Callable[[ChangeT], None]] = []
+        self._freshness_listeners: List[FreshnessHandler] = []
+        self.on_freshness_changed: Optional[FreshnessHandler] = None
         self._lock = threading.Lock()
         self._handle: Optional[int] = None
         self._key = 0
@@ -86,6 +92,25 @@ class NativeCollection(Generic[ChangeT]):
             listeners = list(self._listeners)
         for listener in listeners:
             listener(change)
+
+    @property
+    def freshness(self) -> Freshness:
+        """Live, cached, catching up or offline, as of the callbacks delivered so far (inside a
+        load's completion: already what the load made it)."""
+        return freshness_of(type(self)._freshness_function, self.handle)
+
+    def add_freshness_listener(self, listener: FreshnessHandler) -> None:
+        """Also calls `listener` with every freshness change (after ``on_freshness_changed``)."""
+        with self._lock:
+            self._freshness_listeners.append(listener)
+
+    def _freshness_changed(self, freshness: Freshness) -> None:
+        if self.on_freshness_changed is not None:
+            self.on_freshness_changed(freshness)
+        with self._lock:
+            listeners = list(self._freshness_listeners)
+        for listener in listeners:
+            listener(freshness)
 
     @property
     def handle(self) -> int:

@@ -49,7 +49,8 @@ class CCollectionContext(ctypes.Structure):
 
 CHANNELS_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CCollectionContext), ctypes.c_char_p)
 COLLECTION_ERROR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError))
-GROUP_CHANNEL_COLLECTION_HANDLER_VERSION = 2
+FRESHNESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int)  # every view's freshness_changed
+GROUP_CHANNEL_COLLECTION_HANDLER_VERSION = 3
 
 
 class CGroupChannelCollectionHandler(ctypes.Structure):
@@ -63,6 +64,7 @@ class CGroupChannelCollectionHandler(ctypes.Structure):
         ("error", COLLECTION_ERROR_FN),
         ("user_data", ctypes.c_void_p),
         ("deleted_channels", CHANNELS_EVENT_FN),  # version 2
+        ("freshness_changed", FRESHNESS_FN),  # version 3
     ]
 
 
@@ -80,7 +82,7 @@ class CMessageEvent(ctypes.Structure):
 
 
 MESSAGE_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CMessageEvent))
-MESSAGE_COLLECTION_HANDLER_VERSION = 1
+MESSAGE_COLLECTION_HANDLER_VERSION = 2
 
 
 class CMessageCollectionHandler(ctypes.Structure):
@@ -88,6 +90,7 @@ class CMessageCollectionHandler(ctypes.Structure):
 
     _fields_ = [
         ("version", ctypes.c_int), ("event", MESSAGE_EVENT_FN), ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
+        ("freshness_changed", FRESHNESS_FN),  # version 2
     ]
 
 
@@ -95,7 +98,7 @@ class CMessageCollectionHandler(ctypes.Structure):
 
 ACTION_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p)
 FETCH_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(CError), ctypes.c_int, ctypes.c_int)
-SYNC_VIEW_HANDLER_VERSION = 1
+SYNC_VIEW_HANDLER_VERSION = 2
 
 
 class CSyncViewHandler(ctypes.Structure):
@@ -103,6 +106,7 @@ class CSyncViewHandler(ctypes.Structure):
 
     _fields_ = [
         ("version", ctypes.c_int), ("action", ACTION_FN), ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
+        ("freshness_changed", FRESHNESS_FN),  # version 2
     ]
 
 
@@ -297,6 +301,13 @@ _declare("parley_message_search_load_more", ctypes.c_int, ctypes.c_void_p, SEARC
 _declare("parley_message_search_has_more", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
 _declare("parley_message_search_results", ctypes.c_int, ctypes.c_void_p, c_void_pp)
 _declare("parley_message_search_dispose", ctypes.c_int, ctypes.c_void_p)
+
+# Freshness and page origin of every view.
+for _view in ("group_channel_collection", "message_collection", "sync_view"):
+    _declare(f"parley_{_view}_freshness", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_group_channel_collection_last_page_origin", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_message_collection_last_page_origin", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_sync_view_last_fetch_origin", ctypes.c_int, ctypes.c_void_p, c_int_p)
 
 
 # -- statuses, errors and returned strings --------------------------------------------------

@@ -40,6 +40,7 @@ from .client import (
 )
 from .errors import NetworkError, ParleyError, error_for
 from .events import ClientEvent, ConnectionEvent
+from .freshness import Freshness, FreshnessHandler, Page
 from .message_collection import (
     NEWEST, ChannelDeletedHandler, ChannelHandler, ErrorHandler, HugeGapHandler, MessageChange, MessageCollection,
     MessageListOptions, MessageListParams, MessagesHandler, ProgressHandler,
@@ -428,37 +429,42 @@ class AsyncClient(AsyncOperations):
         self, query: Union[None, GroupChannelListQuery, Mapping[str, Any]] = None, *,
         on_added: Optional[ChannelsHandler] = None, on_updated: Optional[ChannelsHandler] = None,
         on_deleted: Optional[DeletedHandler] = None, on_error: Optional[ErrorHandler] = None,
-        on_deleted_channels: Optional[ChannelsHandler] = None, **options: Unpack[GroupChannelListOptions],
+        on_deleted_channels: Optional[ChannelsHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
+        **options: Unpack[GroupChannelListOptions],
     ) -> AsyncGroupChannelCollection:
         """A live channel list whose changes are read with ``async for change in collection.changes()``
-        (the on_* handlers of :meth:`Client.group_channel_collection` work too)."""
+        and its freshness with ``async for state in collection.freshness_changes()`` (the on_*
+        handlers of :meth:`Client.group_channel_collection` work too)."""
         return AsyncGroupChannelCollection(self, self.client.group_channel_collection(
             query, on_added=on_added, on_updated=on_updated, on_deleted=on_deleted, on_error=on_error,
-            on_deleted_channels=on_deleted_channels, **options))
+            on_deleted_channels=on_deleted_channels, on_freshness_changed=on_freshness_changed, **options))
 
     def message_collection(
         self, channel_url: str, starting_point: int = NEWEST, params: Union[None, MessageListParams, Mapping[str, Any]] = None,
         *, on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
         on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
         on_channel_deleted: Optional[ChannelDeletedHandler] = None, on_huge_gap_detected: Optional[HugeGapHandler] = None,
-        on_error: Optional[ErrorHandler] = None, **options: Unpack[MessageListOptions],
+        on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
+        **options: Unpack[MessageListOptions],
     ) -> AsyncMessageCollection:
         """A live chat view whose changes are read with ``async for change in collection.changes()``
-        (the on_* handlers of :meth:`Client.message_collection` work too)."""
+        and its freshness with ``async for state in collection.freshness_changes()`` (the on_*
+        handlers of :meth:`Client.message_collection` work too)."""
         return AsyncMessageCollection(self, self.client.message_collection(
             channel_url, starting_point, params, on_added=on_added, on_updated=on_updated, on_deleted=on_deleted,
             on_channel_updated=on_channel_updated, on_channel_deleted=on_channel_deleted,
-            on_huge_gap_detected=on_huge_gap_detected, on_error=on_error, **options))
+            on_huge_gap_detected=on_huge_gap_detected, on_error=on_error, on_freshness_changed=on_freshness_changed,
+            **options))
 
     def sync_view(
         self, channel_url: str, viewpoint: int = NEWEST_VIEWPOINT, options: Union[None, SyncViewOptions, Mapping[str, Any]] = None,
         *, on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None,
-        **overrides: Unpack[SyncViewOverrides],
+        on_freshness_changed: Optional[FreshnessHandler] = None, **overrides: Unpack[SyncViewOverrides],
     ) -> AsyncSyncView:
         """The SyncManager-style view, its actions read with ``async for action in view.actions()``
-        (``on_action`` works too)."""
+        and its freshness with ``async for state in view.freshness_changes()`` (``on_action`` works too)."""
         return AsyncSyncView(self, self.client.sync_view(channel_url, viewpoint, options, on_action=on_action, on_error=on_error,
-                                                         **overrides))
+                                                         on_freshness_changed=on_freshness_changed, **overrides))
 
     def search_messages(
         self, query: str, *, order: Union[SearchOrder, str] = SearchOrder.TIME, channel_urls: Optional[List[str]] = None,
@@ -539,9 +545,9 @@ class AsyncQuery:
 
 
 class AsyncView(Generic[ChangeT]):
-    """What the async collections share: an async iterator of changes and disposal.
-    Callbacks run on the loop's thread (during dispatch). The :class:`AsyncClient` methods
-    create them."""
+    """What the async collections share: async iterators of changes and of freshness, and
+    disposal. Callbacks run on the loop's thread (during dispatch). The :class:`AsyncClient`
+    methods create them."""
 
     def __init__(self, owner: AsyncClient, collection: NativeCollection[ChangeT]) -> None:
         """Not for applications: the :class:`AsyncClient` methods create the async views."""
@@ -549,7 +555,41 @@ class AsyncView(Generic[ChangeT]):
         self._loop = owner._loop
         self._sync = collection
         self._queue: asyncio.Queue[Optional[ChangeT]] = asyncio.Queue()
+        self._freshness_streams: weakref.WeakSet[EventStream[Freshness]] = weakref.WeakSet()
         collection.add_listener(self._queue.put_nowait)
+        collection.add_freshness_listener(self._fan_out_freshness)
+
+    @property
+    def freshness(self) -> Freshness:
+        """Live, cached, catching up or offline, as of the callbacks delivered so far."""
+        return self._sync.freshness
+
+    def freshness_changes(self) -> EventStream[Freshness]:
+        """An async iterator of the view's freshness changes (:class:`parley.Freshness`), from
+        the call on, until the view is disposed (then the iteration ends)::
+
+            async for state in collection.freshness_changes():
+                show_banner(state is not Freshness.LIVE)
+
+        Read :attr:`freshness` first for the value it starts from. Several iterators each get
+        every change; ``on_freshness_changed`` still gets them too."""
+        stream: EventStream[Freshness] = EventStream(self._loop)
+        if self._sync.disposed:
+            stream._put(None)
+        else:
+            stream._streams = self._freshness_streams
+            self._freshness_streams.add(stream)
+        return stream
+
+    def _fan_out_freshness(self, freshness: Freshness) -> None:
+        for stream in list(self._freshness_streams):
+            stream._put(freshness)
+
+    def _end_freshness_streams(self) -> None:
+        streams = list(self._freshness_streams)
+        self._freshness_streams.clear()
+        for stream in streams:
+            stream._put(None)
 
     async def changes(self) -> AsyncIterator[ChangeT]:
         """Every change, in order, until the collection is disposed."""
@@ -563,6 +603,7 @@ class AsyncView(Generic[ChangeT]):
         if not self._sync.disposed:
             self._sync.dispose()
             self._queue.put_nowait(None)
+            self._end_freshness_streams()
 
     def __enter__(self: AsyncSelfT) -> AsyncSelfT:
         return self
@@ -612,13 +653,14 @@ class AsyncMessageCollection(AsyncView[MessageChange]):
         super().__init__(owner, collection)
         self.collection = collection
 
-    async def start(self) -> List[Message]:
+    async def start(self) -> Page[Message]:
         """Starts the view; returns the server's list (or, offline, the cache's after raising
-        nothing: check ``messages``). Raises what the server's page raised, except NetworkError."""
+        nothing: check ``messages``). Raises what the server's page raised, except NetworkError.
+        The list is a :class:`parley.Page`: ``origin`` says which of the two it is."""
         cache, api = self.collection.start()
-        cached: List[Message] = await asyncio.wrap_future(cache, loop=self._loop)
+        cached: Page[Message] = await asyncio.wrap_future(cache, loop=self._loop)
         try:
-            result: List[Message] = await asyncio.wrap_future(api, loop=self._loop)
+            result: Page[Message] = await asyncio.wrap_future(api, loop=self._loop)
             return result
         except ParleyError as error:
             # Exactly NetworkError (the offline case): its subclasses Timeout and TLSError still raise.

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from . import _callbacks, _native
 from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
 from ._native import CHANNELS_EVENT_FN
-from .errors import ParleyError
+from .errors import ParleyError, error_for
+from .freshness import Freshness, FreshnessHandler, Page, freshness_trampoline, origin_of
 from .objects import Channel
 
 if TYPE_CHECKING:
@@ -272,6 +273,7 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
     callback context, never after :meth:`dispose` returned."""
 
     _dispose_function = lib.parley_group_channel_collection_dispose
+    _freshness_function = lib.parley_group_channel_collection_freshness
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Not for applications: :meth:`parley.Client.group_channel_collection` creates the
@@ -283,28 +285,35 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
     def _create(cls, client: Client, query: Mapping[str, Any], on_added: Optional[ChannelsHandler] = None,
                 on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
                 on_error: Optional[ErrorHandler] = None,
-                on_deleted_channels: Optional[ChannelsHandler] = None) -> GroupChannelCollection:
+                on_deleted_channels: Optional[ChannelsHandler] = None,
+                on_freshness_changed: Optional[FreshnessHandler] = None) -> GroupChannelCollection:
         """Creates the library's collection (what :meth:`parley.Client.group_channel_collection` calls)."""
-        return cls(client, query, on_added, on_updated, on_deleted, on_error, on_deleted_channels)
+        return cls(client, query, on_added, on_updated, on_deleted, on_error, on_deleted_channels, on_freshness_changed)
 
     def _setup(self, client: Client, query: Mapping[str, Any], on_added: Optional[ChannelsHandler] = None,
                on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
-               on_error: Optional[ErrorHandler] = None, on_deleted_channels: Optional[ChannelsHandler] = None) -> None:
+               on_error: Optional[ErrorHandler] = None, on_deleted_channels: Optional[ChannelsHandler] = None,
+               on_freshness_changed: Optional[FreshnessHandler] = None) -> None:
         self._client = client
         self.on_added = on_added
         self.on_updated = on_updated
         self.on_deleted = on_deleted
         self.on_deleted_channels = on_deleted_channels
         self.on_error = on_error
+        self.on_freshness_changed = on_freshness_changed
         self._key = _callbacks.register(self._receive, persistent=True)
         handler = _native.CGroupChannelCollectionHandler(
             version=_native.GROUP_CHANNEL_COLLECTION_HANDLER_VERSION, added=_added_trampoline, updated=_updated_trampoline,
-            error=error_trampoline, user_data=_callbacks.as_key(self._key), deleted_channels=_deleted_trampoline)
+            error=error_trampoline, user_data=_callbacks.as_key(self._key), deleted_channels=_deleted_trampoline,
+            freshness_changed=freshness_trampoline)
         self._open(lambda out, owner, text: lib.parley_group_channel_collection_create(out, owner, text, ctypes.byref(handler)),
                    client.handle, document=query)
 
-    def _receive(self, kind: Union[ChangeKind, ParleyError], context: Optional[ChannelContext] = None,
+    def _receive(self, kind: Union[ChangeKind, ParleyError, Freshness], context: Optional[ChannelContext] = None,
                  payload: Any = None) -> None:
+        if isinstance(kind, Freshness):
+            self._freshness_changed(kind)
+            return
         if isinstance(kind, ParleyError):
             if self.on_error is not None:
                 self.on_error(kind)
@@ -324,24 +333,35 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
                 handler(context, change.channels)
         self._notify(change)
 
-    def load_more_with_callback(self, callback: Callable[[Optional[List[Channel]], Optional[ParleyError]], None]) -> None:
-        """Loads the next page; `callback(channels, error)` runs once on the callback context."""
-        key = _callbacks.register(_callbacks.decoding(callback, "[]"))
+    def load_more_with_callback(self, callback: Callable[[Optional[Page[Channel]], Optional[ParleyError]], None]) -> None:
+        """Loads the next page; `callback(channels, error)` runs once on the callback context
+        (`channels` a :class:`parley.Page`: its ``origin`` says whether the cache or the server gave it)."""
+        handle = self.handle
+
+        def complete(result_json: Optional[str], error: Optional[_native.ErrorDetails]) -> None:
+            if error is not None:
+                callback(None, error_for(*error))
+            else:
+                origin = origin_of(lib.parley_group_channel_collection_last_page_origin, handle)
+                callback(Page(json.loads(result_json or "[]"), origin), None)
+
+        key = _callbacks.register(complete)
         try:
             _native.check(lib.parley_group_channel_collection_load_more(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
         except BaseException:
             _callbacks.unregister(key)
             raise
 
-    def load_more(self) -> concurrent.futures.Future[List[Channel]]:
-        """Loads the next page (the first call: the first page): a Future of the channels it added."""
-        future: concurrent.futures.Future[List[Channel]] = concurrent.futures.Future()
+    def load_more(self) -> concurrent.futures.Future[Page[Channel]]:
+        """Loads the next page (the first call: the first page): a Future of the channels it added,
+        a :class:`parley.Page` (a list) whose ``origin`` says whether the cache or the server gave it."""
+        future: concurrent.futures.Future[Page[Channel]] = concurrent.futures.Future()
 
-        def done(channels: Optional[List[Channel]], error: Optional[ParleyError]) -> None:
+        def done(channels: Optional[Page[Channel]], error: Optional[ParleyError]) -> None:
             if error is not None:
                 future.set_exception(error)
             else:
-                future.set_result(channels or [])
+                future.set_result(channels if channels is not None else Page())
 
         self.load_more_with_callback(done)
         return future

@@ -19,6 +19,7 @@ from .channel_collection import (
     GroupChannelListQuery, make_query,
 )
 from .events import ConnectionEventKind, EventCategory
+from .freshness import FreshnessHandler
 from .message_collection import (
     NEWEST, ChannelDeletedHandler, ChannelHandler, HugeGapHandler, MessageCollection, MessageListOptions,
     MessageListParams, MessagesHandler, ProgressHandler, make_params,
@@ -797,41 +798,48 @@ class Client(Operations):
         self, query: Union[None, GroupChannelListQuery, Mapping[str, Any]] = None, *,
         on_added: Optional[ChannelsHandler] = None, on_updated: Optional[ChannelsHandler] = None,
         on_deleted: Optional[DeletedHandler] = None, on_error: Optional[ErrorHandler] = None,
-        on_deleted_channels: Optional[ChannelsHandler] = None, **options: Unpack[GroupChannelListOptions],
+        on_deleted_channels: Optional[ChannelsHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
+        **options: Unpack[GroupChannelListOptions],
     ) -> GroupChannelCollection:
         """A live list of the connected user's channels. `query` is a
         :class:`GroupChannelListQuery` (or its dict form); keyword options override its
         fields (``order=GroupChannelListOrder.CHRONOLOGICAL, limit=50``). Invalid options
         raise :class:`InvalidArgument` naming the field. Use it as a context manager.
         A deletion calls `on_deleted` with the URLs, then `on_deleted_channels` with the
-        channels as the view last held them."""
+        channels as the view last held them. `on_freshness_changed` gets each change of its
+        :class:`parley.Freshness`."""
         return GroupChannelCollection._create(self, make_query(query, options), on_added, on_updated, on_deleted, on_error,
-                                              on_deleted_channels)
+                                              on_deleted_channels, on_freshness_changed)
 
     def message_collection(
         self, channel_url: str, starting_point: int = NEWEST, params: Union[None, MessageListParams, Mapping[str, Any]] = None, *,
         on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
         on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
         on_channel_deleted: Optional[ChannelDeletedHandler] = None, on_huge_gap_detected: Optional[HugeGapHandler] = None,
-        on_error: Optional[ErrorHandler] = None, **options: Unpack[MessageListOptions],
+        on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
+        **options: Unpack[MessageListOptions],
     ) -> MessageCollection:
         """The live chat view of `channel_url` from `starting_point` (ms; default the newest
         end). `params` is a :class:`MessageListParams` (or its dict form); keyword options
         override its fields (``previous_result_size=50, reverse=True``). Call ``start()``,
-        then page; use it as a context manager."""
+        then page; use it as a context manager. `on_freshness_changed` gets each change of its
+        :class:`parley.Freshness`."""
         return MessageCollection._create(self, channel_url, starting_point, make_params(params, options), on_added, on_updated,
-                                         on_deleted, on_channel_updated, on_channel_deleted, on_huge_gap_detected, on_error)
+                                         on_deleted, on_channel_updated, on_channel_deleted, on_huge_gap_detected, on_error,
+                                         on_freshness_changed)
 
     def sync_view(
         self, channel_url: str, viewpoint: int = NEWEST_VIEWPOINT, options: Union[None, SyncViewOptions, Mapping[str, Any]] = None, *,
         on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None,
-        **overrides: Unpack[SyncViewOverrides],
+        on_freshness_changed: Optional[FreshnessHandler] = None, **overrides: Unpack[SyncViewOverrides],
     ) -> SyncView:
         """The SyncManager-style view of `channel_url` from `viewpoint` (ms; default the newest
         end). `options` is a :class:`SyncViewOptions` (or its dict form); keyword options
         override its fields (``limit=50, sender_user_ids=["bob"]``). Nothing loads until the
-        first ``fetch``; use it as a context manager."""
-        return SyncView._create(self, channel_url, viewpoint, make_options(options, overrides), on_action, on_error)
+        first ``fetch``; use it as a context manager. `on_freshness_changed` gets each change of
+        its :class:`parley.Freshness`."""
+        return SyncView._create(self, channel_url, viewpoint, make_options(options, overrides), on_action, on_error,
+                                on_freshness_changed)
 
     def search_messages(
         self, query: str, *, order: Union[SearchOrder, str] = SearchOrder.TIME, channel_urls: Optional[List[str]] = None,

@@ -19,6 +19,7 @@ from ._collection_base import NativeCollection, dataclass_document, error_trampo
 from ._native import MESSAGE_EVENT_FN
 from .channel_collection import CollectionEventSource, event_source
 from .errors import ParleyError, error_for
+from .freshness import Freshness, FreshnessHandler, Page, PageOrigin, freshness_trampoline, origin_of
 from .objects import Channel, FileMessageParams, Message, UserMessageParams
 
 if TYPE_CHECKING:
@@ -159,12 +160,14 @@ def make_params(params: Union[None, MessageListParams, Mapping[str, Any]], optio
     return options_document(params, MessageListParams, options)
 
 
-def _future_callback(future: concurrent.futures.Future[List[Message]]) -> _callbacks.Completion:
+def _future_callback(future: concurrent.futures.Future[Page[Message]], handle: Optional[int]) -> _callbacks.Completion:
     def complete(result_json: Optional[str], error: Optional[_native.ErrorDetails]) -> None:
         if error is not None:
             future.set_exception(error_for(*error))
         else:
-            future.set_result(json.loads(result_json or "[]"))
+            # Read while the completion runs: the origin of this result.
+            origin: Optional[PageOrigin] = origin_of(lib.parley_message_collection_last_page_origin, handle)
+            future.set_result(Page(json.loads(result_json or "[]"), origin))
     return complete
 
 
@@ -176,6 +179,7 @@ class MessageCollection(NativeCollection[MessageChange]):
     :meth:`dispose` returned."""
 
     _dispose_function = lib.parley_message_collection_dispose
+    _freshness_function = lib.parley_message_collection_freshness
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Not for applications: :meth:`parley.Client.message_collection` creates the view (the
@@ -189,17 +193,20 @@ class MessageCollection(NativeCollection[MessageChange]):
                 on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
                 on_channel_deleted: Optional[ChannelDeletedHandler] = None,
                 on_huge_gap_detected: Optional[HugeGapHandler] = None,
-                on_error: Optional[ErrorHandler] = None) -> MessageCollection:
+                on_error: Optional[ErrorHandler] = None,
+                on_freshness_changed: Optional[FreshnessHandler] = None) -> MessageCollection:
         """Creates the library's view (what :meth:`parley.Client.message_collection` calls)."""
         return cls(client, channel_url, starting_point, params, on_added, on_updated, on_deleted, on_channel_updated,
-                   on_channel_deleted, on_huge_gap_detected, on_error)
+                   on_channel_deleted, on_huge_gap_detected, on_error, on_freshness_changed)
 
     def _setup(self, client: Client, channel_url: str, starting_point: int, params: Mapping[str, Any],
                on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
                on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
                on_channel_deleted: Optional[ChannelDeletedHandler] = None,
-               on_huge_gap_detected: Optional[HugeGapHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
+               on_huge_gap_detected: Optional[HugeGapHandler] = None, on_error: Optional[ErrorHandler] = None,
+               on_freshness_changed: Optional[FreshnessHandler] = None) -> None:
         self._client = client
+        self.on_freshness_changed = on_freshness_changed
         self.channel_url = channel_url
         self.on_added = on_added
         self.on_updated = on_updated
@@ -211,11 +218,14 @@ class MessageCollection(NativeCollection[MessageChange]):
         self._key = _callbacks.register(self._receive, persistent=True)
         # One user_data serves both callbacks: `_receive` tells errors from changes.
         handler = _native.CMessageCollectionHandler(_native.MESSAGE_COLLECTION_HANDLER_VERSION, _event_trampoline,
-                                                    error_trampoline, _callbacks.as_key(self._key))
+                                                    error_trampoline, _callbacks.as_key(self._key), freshness_trampoline)
         self._open(lambda out, *arguments: lib.parley_message_collection_create(out, *arguments, ctypes.byref(handler)),
                    client.handle, channel_url.encode("utf-8"), starting_point, document=params)
 
-    def _receive(self, change: Union[MessageChange, ParleyError]) -> None:
+    def _receive(self, change: Union[MessageChange, ParleyError, Freshness]) -> None:
+        if isinstance(change, Freshness):
+            self._freshness_changed(change)
+            return
         if isinstance(change, ParleyError):
             self._receive_error(change)
             return
@@ -237,20 +247,21 @@ class MessageCollection(NativeCollection[MessageChange]):
         if self.on_error is not None:
             self.on_error(error)
 
-    def start(self) -> Tuple[concurrent.futures.Future[List[Message]], concurrent.futures.Future[List[Message]]]:
+    def start(self) -> Tuple[concurrent.futures.Future[Page[Message]], concurrent.futures.Future[Page[Message]]]:
         """Starts the view: two futures, the cache's list (at once) and the server's list that
-        replaces it (raises NetworkError offline; the view then keeps the cached list)."""
-        cache_future: concurrent.futures.Future[List[Message]] = concurrent.futures.Future()
-        api_future: concurrent.futures.Future[List[Message]] = concurrent.futures.Future()
+        replaces it (raises NetworkError offline; the view then keeps the cached list). Each is a
+        :class:`parley.Page`: ``origin`` is ``CACHE`` for the first, ``SERVER`` for the second."""
+        cache_future: concurrent.futures.Future[Page[Message]] = concurrent.futures.Future()
+        api_future: concurrent.futures.Future[Page[Message]] = concurrent.futures.Future()
         # Both completions share one user_data; the cache's always comes first.
-        results = [_future_callback(cache_future), _future_callback(api_future)]
+        results = [_future_callback(cache_future, self.handle), _future_callback(api_future, self.handle)]
 
         def complete(result_json: Optional[str], error: Optional[_native.ErrorDetails]) -> None:
             results.pop(0)(result_json, error)
 
         key = _callbacks.register(complete, persistent=True)
 
-        def finish_later(future: concurrent.futures.Future[List[Message]]) -> None:
+        def finish_later(future: concurrent.futures.Future[Page[Message]]) -> None:
             _callbacks.unregister(key)
 
         api_future.add_done_callback(finish_later)
@@ -261,9 +272,9 @@ class MessageCollection(NativeCollection[MessageChange]):
             raise
         return cache_future, api_future
 
-    def _load(self, function: Any) -> concurrent.futures.Future[List[Message]]:
-        future: concurrent.futures.Future[List[Message]] = concurrent.futures.Future()
-        key = _callbacks.register(_future_callback(future))
+    def _load(self, function: Any) -> concurrent.futures.Future[Page[Message]]:
+        future: concurrent.futures.Future[Page[Message]] = concurrent.futures.Future()
+        key = _callbacks.register(_future_callback(future, self.handle))
         try:
             _native.check(function(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
         except BaseException:
@@ -271,12 +282,13 @@ class MessageCollection(NativeCollection[MessageChange]):
             raise
         return future
 
-    def load_previous(self) -> concurrent.futures.Future[List[Message]]:
-        """Loads older messages: a Future of those it added (in the view's order)."""
+    def load_previous(self) -> concurrent.futures.Future[Page[Message]]:
+        """Loads older messages: a Future of those it added (in the view's order), a
+        :class:`parley.Page` whose ``origin`` says whether the cache or the server gave them."""
         return self._load(lib.parley_message_collection_load_previous)
 
-    def load_next(self) -> concurrent.futures.Future[List[Message]]:
-        """Loads newer messages: a Future of those it added."""
+    def load_next(self) -> concurrent.futures.Future[Page[Message]]:
+        """Loads newer messages: a Future of those it added (a :class:`parley.Page`)."""
         return self._load(lib.parley_message_collection_load_next)
 
     @property

@@ -12,13 +12,14 @@ import concurrent.futures
 import ctypes
 import enum
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypedDict, Union, cast
 
 from . import _callbacks, _native
 from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
 from ._native import ACTION_FN, FETCH_FN
 from .errors import ParleyError
+from .freshness import Freshness, FreshnessHandler, PageOrigin, freshness_trampoline, origin_of
 from .message_collection import MessageTypeFilter, ReplyType
 from .objects import Message
 
@@ -101,10 +102,12 @@ class SyncAction:
 @dataclass(frozen=True)
 class FetchResult:
     """How a fetch ended: more messages exist that way; the server could not be reached (the
-    fetch gave what the cache holds)."""
+    fetch gave what the cache holds); where the fetched messages came from (``origin``; for
+    ``fetch_all_next`` ``SERVER`` only when every page was the server's; None when unknown)."""
 
     has_more: bool
     offline: bool
+    origin: Optional[PageOrigin] = None
 
 
 ActionHandler = Callable[[SyncAction], None]
@@ -145,6 +148,7 @@ class SyncView(NativeCollection[SyncAction]):
     context, never after :meth:`dispose` returned."""
 
     _dispose_function = lib.parley_sync_view_dispose
+    _freshness_function = lib.parley_sync_view_freshness
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Not for applications: :meth:`parley.Client.sync_view` creates the view (the arguments
@@ -154,23 +158,29 @@ class SyncView(NativeCollection[SyncAction]):
 
     @classmethod
     def _create(cls, client: Client, channel_url: str, viewpoint: int, options: Mapping[str, Any],
-                on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None) -> SyncView:
+                on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None,
+                on_freshness_changed: Optional[FreshnessHandler] = None) -> SyncView:
         """Creates the library's view (what :meth:`parley.Client.sync_view` calls)."""
-        return cls(client, channel_url, viewpoint, options, on_action, on_error)
+        return cls(client, channel_url, viewpoint, options, on_action, on_error, on_freshness_changed)
 
     def _setup(self, client: Client, channel_url: str, viewpoint: int, options: Mapping[str, Any],
-               on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None) -> None:
+               on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None,
+               on_freshness_changed: Optional[FreshnessHandler] = None) -> None:
         self._client = client
         self.channel_url = channel_url
         self.on_action = on_action
         self.on_error = on_error
+        self.on_freshness_changed = on_freshness_changed
         self._key = _callbacks.register(self._receive, persistent=True)
         handler = _native.CSyncViewHandler(_native.SYNC_VIEW_HANDLER_VERSION, _action_trampoline, error_trampoline,
-                                           _callbacks.as_key(self._key))
+                                           _callbacks.as_key(self._key), freshness_trampoline)
         self._open(lambda out, *arguments: lib.parley_sync_view_create(out, *arguments, ctypes.byref(handler)),
                    client.handle, channel_url.encode("utf-8"), viewpoint, document=options)
 
-    def _receive(self, change: Union[SyncAction, ParleyError]) -> None:
+    def _receive(self, change: Union[SyncAction, ParleyError, Freshness]) -> None:
+        if isinstance(change, Freshness):
+            self._freshness_changed(change)
+            return
         if isinstance(change, ParleyError):
             if self.on_error is not None:
                 self.on_error(change)
@@ -181,12 +191,15 @@ class SyncView(NativeCollection[SyncAction]):
 
     def _fetch(self, call: Callable[[Any, Any], int]) -> concurrent.futures.Future[FetchResult]:
         future: concurrent.futures.Future[FetchResult] = concurrent.futures.Future()
+        handle = self.handle
 
         def complete(result: Optional[FetchResult], error: Optional[ParleyError]) -> None:
             if error is not None:
                 future.set_exception(error)
             else:
-                future.set_result(cast(FetchResult, result))  # always given without an error
+                # Read while the completion runs: this fetch's origin.
+                origin = origin_of(lib.parley_sync_view_last_fetch_origin, handle)
+                future.set_result(replace(cast(FetchResult, result), origin=origin))  # always given without an error
 
         key = _callbacks.register(complete)
         try:
