@@ -12,7 +12,8 @@ public func exportMessageSearchHandlerInit(_ handler: UnsafeMutablePointer<parle
         guard version == PARLEY_MESSAGE_SEARCH_HANDLER_VERSION else {
             throw .invalidArgument("handler version \(version) is not supported (this library: \(PARLEY_MESSAGE_SEARCH_HANDLER_VERSION))")
         }
-        handler.pointee = parley_message_search_handler(version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil)
+        handler.pointee = parley_message_search_handler(
+            version: version, added: nil, updated: nil, deleted: nil, error: nil, user_data: nil, freshness_changed: nil)
     }
 }
 
@@ -49,6 +50,7 @@ public func exportMessageSearchCreate(
                 let fn = CCallback(function: error, userData: copy.user_data)
                 swiftHandler.error = { failure in withCError(failure) { fn.function(fn.userData, $0) } }
             }
+            if let changed = freshnessCallback(copy.freshness_changed, copy.user_data) { swiftHandler.freshnessChanged = changed }
         }
         outSearch.pointee = messageSearches.insert(try object.messageSearch(params: params, handler: swiftHandler))
     }
@@ -84,6 +86,20 @@ public func exportMessageSearchHasMore(_ search: OpaquePointer?, _ out: UnsafeMu
     withStatus { () throws(ParleyError) in
         guard let out else { throw .invalidArgument("out_has_more is NULL") }
         out.pointee = try messageSearches.lookup(search).hasMore ? 1 : 0
+    }
+}
+
+@_cdecl("parley_message_search_freshness")
+public func exportMessageSearchFreshness(_ search: OpaquePointer?, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        try writeFreshness(out) { () throws(ParleyError) in try messageSearches.lookup(search).freshness }
+    }
+}
+
+@_cdecl("parley_message_search_last_page_origin")
+public func exportMessageSearchLastPageOrigin(_ search: OpaquePointer?, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        try writeOrigin(out) { () throws(ParleyError) in try messageSearches.lookup(search).lastLoadOrigin }
     }
 }
 

@@ -52,9 +52,11 @@ typedef struct parley_message_search_handler {
     /** A background step failed (the server's page of a load that still gave the cache's). */
     parley_collection_error_fn error;
     void *user_data;
+    /** The search's freshness changed (PARLEY_FRESHNESS_*, group_channel_collection.h). */
+    parley_freshness_fn freshness_changed;
 } parley_message_search_handler;
 
-#define PARLEY_MESSAGE_SEARCH_HANDLER_INIT { PARLEY_MESSAGE_SEARCH_HANDLER_VERSION, NULL, NULL, NULL, NULL, NULL }
+#define PARLEY_MESSAGE_SEARCH_HANDLER_INIT { PARLEY_MESSAGE_SEARCH_HANDLER_VERSION, NULL, NULL, NULL, NULL, NULL, NULL }
 
 /** Fills handler with the defaults of `version` (callbacks NULL). */
 int parley_message_search_handler_init(parley_message_search_handler *handler, int version);
@@ -93,6 +95,22 @@ int parley_message_search_load_more(parley_message_search *search, parley_search
 
 /** 1 while more results exist beyond those loaded (in the cache, or on the server), else 0. */
 int parley_message_search_has_more(parley_message_search *search, int *out_has_more);
+
+/**
+ * The search's freshness (PARLEY_FRESHNESS_*, docs/C-API.md "Freshness and page origin"): a
+ * search of the cache alone is confirmed once it has loaded (it shows the cache, which the
+ * session keeps current: live while the stream is open and caught up); one with
+ * search_server once the server answered a load.
+ */
+int parley_message_search_freshness(parley_message_search *search, int *out_freshness);
+
+/**
+ * Where the last load's results came from: PARLEY_PAGE_ORIGIN_SERVER when the server answered
+ * it (search_server), else PARLEY_PAGE_ORIGIN_CACHE; PARLEY_PAGE_ORIGIN_NONE before the first
+ * completion and after a failed load. Inside a load's completion it is that load's. Each
+ * result also says where its copy comes from ("origin").
+ */
+int parley_message_search_last_page_origin(parley_message_search *search, int *out_origin);
 
 /** The results shown, in the view's order, as the callbacks so far left them (free with parley_free). */
 int parley_message_search_results(parley_message_search *search, char **out_json);

@@ -180,17 +180,21 @@ public struct MessageSearchHandler: Sendable {
     public var deleted: @Sendable ([MessageSearchResult]) -> Void
     /// A background step failed (the server's page of a load that still showed the cache's).
     public var error: @Sendable (ParleyError) -> Void
+    /// The view's freshness changed (only real changes, in order with the other callbacks).
+    public var freshnessChanged: @Sendable (ViewFreshness) -> Void
 
     public init(
         added: @escaping @Sendable ([MessageSearchResult]) -> Void = { _ in },
         updated: @escaping @Sendable ([MessageSearchResult]) -> Void = { _ in },
         deleted: @escaping @Sendable ([MessageSearchResult]) -> Void = { _ in },
-        error: @escaping @Sendable (ParleyError) -> Void = { _ in }
+        error: @escaping @Sendable (ParleyError) -> Void = { _ in },
+        freshnessChanged: @escaping @Sendable (ViewFreshness) -> Void = { _ in }
     ) {
         self.added = added
         self.updated = updated
         self.deleted = deleted
         self.error = error
+        self.freshnessChanged = freshnessChanged
     }
 }
 
@@ -205,6 +209,10 @@ public final class MessageSearch: Sendable {
     let published = Locked(PublishedSearch())
     /// Engine-queue state.
     let view: SearchViewState
+    /// Live, cached, catching up or offline (Sync/ViewFreshness.swift). A search of the cache
+    /// alone is confirmed once it loaded (it shows the cache, which the session keeps
+    /// current); one that searches the server too once the server answered a load.
+    private let freshnessTracker: FreshnessTracker
 
     init(context: any SearchViewContext, dispatcher: CallbackDispatcher, params: MessageSearchParams, handler: MessageSearchHandler)
         throws(ParleyError)
@@ -232,8 +240,9 @@ public final class MessageSearch: Sendable {
         view = SearchViewState(query: query)
         let weakSelf = WeakMessageSearch()
         let view = self.view
-        context.runNow {
+        freshnessTracker = context.runNow {
             view.observerID = context.subscribe { batch in weakSelf.search?.observe(batch) }
+            return FreshnessTracker(link: context.freshnessLink)
         }
         weakSelf.search = self
     }
@@ -250,6 +259,14 @@ public final class MessageSearch: Sendable {
 
     /// More results exist beyond those loaded (in the cache, or on the server with `searchServer`).
     public var hasMore: Bool { published.withLock { $0.hasMore } }
+
+    /// Whether what the view shows is live or may be stale, as the callbacks so far reported it.
+    public var freshness: ViewFreshness { freshnessTracker.published }
+
+    /// Where the last load's results came from: `.server` when the server answered it (with
+    /// `searchServer`), else `.cache`; nil before the first load completed and after a failed
+    /// one. Read inside a load's completion it is that load's.
+    public var lastLoadOrigin: PageOrigin? { published.withLock { $0.lastLoadOrigin } }
 
     public var isDisposed: Bool { guardState.isDisposed }
 
@@ -326,7 +343,8 @@ public final class MessageSearch: Sendable {
                     for result in results where known.insert(result.messageID).inserted { self.view.serverHits.append(result) }
                     self.view.serverToken = page.next
                     self.view.serverExhausted = page.next == nil
-                    self.finishLoad(serverError: nil)
+                    self.view.serverAnswered = true
+                    self.finishLoad(serverError: nil, origin: .server)
                 } catch {
                     self.finishLoad(serverError: error)
                 }
@@ -362,7 +380,7 @@ public final class MessageSearch: Sendable {
         }
     }
 
-    private func finishLoad(serverError: ParleyError?) {
+    private func finishLoad(serverError: ParleyError?, origin: PageOrigin = .cache) {
         guard let completion = view.running else { return }
         view.running = nil
         let localError = view.localError
@@ -376,6 +394,7 @@ public final class MessageSearch: Sendable {
         let hasMore = view.hasMore(searchingServer: params.searchServer)
         let handler = self.handler
         let published = self.published
+        let resultOrigin: PageOrigin? = failure == nil ? origin : nil
         dispatcher.enqueue {
             self.guardState.run {
                 published.withLock { $0.results = changes.shown }
@@ -384,6 +403,11 @@ public final class MessageSearch: Sendable {
                 if let reportedServerError { handler.error(reportedServerError) }
                 published.withLock { $0.hasMore = hasMore }
             }
+        }
+        // A freshness change the load made is told before its completion runs.
+        refreshFreshness()
+        dispatcher.enqueue {
+            published.withLock { $0.lastLoadOrigin = resultOrigin }
             // Disposed meanwhile: what was promised then is a cancellation.
             if self.guardState.isDisposed {
                 completion(.failure(.cancelled("the search was disposed")))
@@ -398,7 +422,10 @@ public final class MessageSearch: Sendable {
 
     /// A committed batch: the window is searched again when the batch may change it.
     func observe(_ batch: ChangeBatch) {
-        guard view.started, view.observerID != nil else { return }
+        guard view.observerID != nil else { return }
+        freshnessTracker.observe(batch)
+        defer { refreshFreshness() }
+        guard view.started else { return }
         var relevant = false
         for change in batch.changes {
             switch change {
@@ -458,6 +485,18 @@ public final class MessageSearch: Sendable {
                 if !changes.added.isEmpty { handler.added(changes.added) }
             }
         }
+    }
+
+    /// Derives the freshness again after a step; a change is queued behind the step's callbacks.
+    private func refreshFreshness() {
+        guard view.observerID != nil else { return }  // disposed: nothing more is reported
+        let confirmed = params.searchServer && view.query != nil ? view.serverAnswered : view.started
+        let handler = self.handler
+        let guardState = self.guardState
+        freshnessTracker.update(
+            followUp: false, confirmed: confirmed,
+            deliver: { job in self.dispatcher.enqueue { guardState.run(job) } },
+            report: { handler.freshnessChanged($0) })
     }
 
     struct Changes {
@@ -556,6 +595,7 @@ public final class MessageSearch: Sendable {
 struct PublishedSearch: Sendable {
     var results: [MessageSearchResult] = []
     var hasMore = true
+    var lastLoadOrigin: PageOrigin?
 }
 
 /// The search view's state on the engine queue.
@@ -579,6 +619,8 @@ final class SearchViewState: @unchecked Sendable {
     var serverHits: [MessageSearchResult] = []
     var serverToken: String?
     var serverExhausted = false
+    /// The server answered a load (the view's results are confirmed by it).
+    var serverAnswered = false
     /// The list as last reported.
     var shown: [MessageSearchResult] = []
     var loads: [MessageSearchCompletion] = []

@@ -49,7 +49,7 @@ enum Endpoints {
     /// A page of the server's message search (§7.7) from `token` (nil: the first).
     static func searchMessages(userID: String, _ search: ServerSearchQuery, token: String?) -> String {
         var path = "/v3/search/messages?user_id=" + URLEncoding.percentEncode(userID) + "&query=" + URLEncoding.percentEncode(search.query)
-        path += "&limit=\(search.limit)&sort_field=" + (search.byRelevance ? "score" : "ts")
+        path += "&limit=\(search.limit)&sort_field=" + (search.byRelevance ? "score" : "ts") + "&" + fullMessageView
         let lists = [("channel_urls", search.channelURLs), ("custom_types", search.customTypes), ("sender_ids", search.senderIDs)]
         for (name, list) in lists where !list.isEmpty {
             path += "&\(name)=" + list.map(URLEncoding.percentEncode).joined(separator: ",")

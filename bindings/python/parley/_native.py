@@ -122,7 +122,7 @@ class CMessageSearchHandler(ctypes.Structure):
 
     _fields_ = [
         ("version", ctypes.c_int), ("added", SEARCH_RESULTS_FN), ("updated", SEARCH_RESULTS_FN), ("deleted", SEARCH_RESULTS_FN),
-        ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p),
+        ("error", COLLECTION_ERROR_FN), ("user_data", ctypes.c_void_p), ("freshness_changed", FRESHNESS_FN),
     ]
 
 
@@ -303,11 +303,12 @@ _declare("parley_message_search_results", ctypes.c_int, ctypes.c_void_p, c_void_
 _declare("parley_message_search_dispose", ctypes.c_int, ctypes.c_void_p)
 
 # Freshness and page origin of every view.
-for _view in ("group_channel_collection", "message_collection", "sync_view"):
+for _view in ("group_channel_collection", "message_collection", "sync_view", "message_search"):
     _declare(f"parley_{_view}_freshness", ctypes.c_int, ctypes.c_void_p, c_int_p)
 _declare("parley_group_channel_collection_last_page_origin", ctypes.c_int, ctypes.c_void_p, c_int_p)
 _declare("parley_message_collection_last_page_origin", ctypes.c_int, ctypes.c_void_p, c_int_p)
 _declare("parley_sync_view_last_fetch_origin", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_message_search_last_page_origin", ctypes.c_int, ctypes.c_void_p, c_int_p)
 
 
 # -- statuses, errors and returned strings --------------------------------------------------

@@ -472,7 +472,7 @@ class AsyncClient(AsyncOperations):
         message_ts_to: Optional[int] = None, limit: int = 20, advanced_query: bool = False, highlight_start: str = "<b>",
         highlight_end: str = "</b>", search_server: bool = False, on_added: Optional[SearchHandler] = None,
         on_updated: Optional[SearchHandler] = None, on_deleted: Optional[SearchHandler] = None,
-        on_error: Optional[ErrorHandler] = None,
+        on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
     ) -> AsyncMessageSearch:
         """A live message search (see :meth:`Client.search_messages`): ``await search.load_more()``
         for a page, ``async for result in search`` for every result page after page, and
@@ -481,7 +481,7 @@ class AsyncClient(AsyncOperations):
             query, order=order, channel_urls=channel_urls, custom_types=custom_types, sender_ids=sender_ids,
             message_ts_from=message_ts_from, message_ts_to=message_ts_to, limit=limit, advanced_query=advanced_query,
             highlight_start=highlight_start, highlight_end=highlight_end, search_server=search_server, on_added=on_added,
-            on_updated=on_updated, on_deleted=on_deleted, on_error=on_error))
+            on_updated=on_updated, on_deleted=on_deleted, on_error=on_error, on_freshness_changed=on_freshness_changed))
 
     async def close(self) -> None:
         """Removes the fd watch and closes the client (pending operations get Cancelled); the

@@ -847,7 +847,7 @@ class Client(Operations):
         message_ts_to: Optional[int] = None, limit: int = 20, advanced_query: bool = False, highlight_start: str = "<b>",
         highlight_end: str = "</b>", search_server: bool = False, on_added: Optional[SearchHandler] = None,
         on_updated: Optional[SearchHandler] = None, on_deleted: Optional[SearchHandler] = None,
-        on_error: Optional[ErrorHandler] = None,
+        on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
     ) -> MessageSearch:
         """A live search of the cached messages for `query` (plain text: every word, the last
         as a prefix; ``advanced_query=True``: an FTS5 expression), optionally also of the
@@ -857,7 +857,7 @@ class Client(Operations):
             query, order=order, channel_urls=channel_urls, custom_types=custom_types, sender_ids=sender_ids,
             message_ts_from=message_ts_from, message_ts_to=message_ts_to, limit=limit, advanced_query=advanced_query,
             highlight_start=highlight_start, highlight_end=highlight_end, search_server=search_server)
-        return MessageSearch(self, params, on_added, on_updated, on_deleted, on_error)
+        return MessageSearch(self, params, on_added, on_updated, on_deleted, on_error, on_freshness_changed)
 
     def clear_cached_data(self) -> None:
         """Removes everything cached for the current user (pending and failed messages too).

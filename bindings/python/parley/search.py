@@ -21,6 +21,7 @@ from . import _callbacks, _native
 from ._collection_base import NativeCollection, error_trampoline
 from ._native import SEARCH_LOAD_FN, SEARCH_RESULTS_FN
 from .errors import ParleyError
+from .freshness import Freshness, FreshnessHandler, Page, PageOrigin, freshness_trampoline, origin_of
 from .objects import Message
 
 if TYPE_CHECKING:
@@ -117,10 +118,11 @@ class MessageSearch(NativeCollection[SearchChange]):
     context, never after :meth:`dispose` returned."""
 
     _dispose_function = lib.parley_message_search_dispose
+    _freshness_function = lib.parley_message_search_freshness
 
     def __init__(self, client: Client, params: Dict[str, Any], on_added: Optional[SearchHandler] = None,
                  on_updated: Optional[SearchHandler] = None, on_deleted: Optional[SearchHandler] = None,
-                 on_error: Optional[ErrorHandler] = None) -> None:
+                 on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None) -> None:
         """Not for applications: :meth:`parley.Client.search_messages` creates the search."""
         super().__init__()
         self._client = client
@@ -128,14 +130,18 @@ class MessageSearch(NativeCollection[SearchChange]):
         self._handlers = {SearchChangeKind.ADDED: on_added, SearchChangeKind.UPDATED: on_updated,
                           SearchChangeKind.DELETED: on_deleted}
         self.on_error = on_error
+        self.on_freshness_changed = on_freshness_changed
         self._key = _callbacks.register(self._receive, persistent=True)
         handler = _native.CMessageSearchHandler(
             _native.MESSAGE_SEARCH_HANDLER_VERSION, _added_trampoline, _updated_trampoline, _deleted_trampoline, error_trampoline,
-            _callbacks.as_key(self._key))
+            _callbacks.as_key(self._key), freshness_trampoline)
         self._open(lambda out, *arguments: lib.parley_message_search_create(out, *arguments, ctypes.byref(handler)),
                    client.handle, document=params)
 
-    def _receive(self, change: Union[SearchChange, ParleyError]) -> None:
+    def _receive(self, change: Union[SearchChange, ParleyError, Freshness]) -> None:
+        if isinstance(change, Freshness):
+            self._freshness_changed(change)
+            return
         if isinstance(change, ParleyError):
             if self.on_error is not None:
                 self.on_error(change)
@@ -154,19 +160,28 @@ class MessageSearch(NativeCollection[SearchChange]):
             _callbacks.unregister(key)
             raise
 
-    def load_more(self) -> concurrent.futures.Future[List[SearchResult]]:
+    def load_more(self) -> concurrent.futures.Future[Page[SearchResult]]:
         """Loads the next ``limit`` results (the first call: the first ones); the Future gets
-        those it added, in the view's order."""
-        future: concurrent.futures.Future[List[SearchResult]] = concurrent.futures.Future()
+        those it added, in the view's order, as a :class:`parley.Page` whose ``origin`` says
+        whether the server answered the load."""
+        future: concurrent.futures.Future[Page[SearchResult]] = concurrent.futures.Future()
+        handle = self.handle
 
         def complete(results: Optional[List[SearchResult]], error: Optional[ParleyError]) -> None:
             if error is not None:
                 future.set_exception(error)
             else:
-                future.set_result(cast(List[SearchResult], results))
+                # Read while the completion runs: this load's origin.
+                origin = origin_of(lib.parley_message_search_last_page_origin, handle)
+                future.set_result(Page(cast(List[SearchResult], results), origin))
 
         self.load_more_with_callback(complete)
         return future
+
+    @property
+    def last_page_origin(self) -> Optional[PageOrigin]:
+        """Where the last load's results came from (None before the first and after a failure)."""
+        return origin_of(lib.parley_message_search_last_page_origin, self.handle)
 
     @property
     def has_more(self) -> bool:

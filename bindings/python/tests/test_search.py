@@ -299,3 +299,135 @@ def test_bad_params_are_refused_by_name(server: RunningServer, admin: Admin, tmp
         search.dispose()
         with pytest.raises(parley.InvalidHandle):
             search.load_more()
+
+
+def test_a_search_says_how_fresh_it_is_through_cuts(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    from parley import Freshness as F, PageOrigin
+    from test_fault_injection import FaultyProxy
+    from test_freshness import ME, Seen, fill_cache, proxied_client, reached, wait_for
+
+    token = admin.user(ME)
+    admin.user("bob")
+    for url in ("room", "side"):
+        admin.call("POST", "/v3/group_channels", {"channel_url": url, "name": url.title(), "user_ids": [ME, "bob"]})
+        for index in range(30):
+            admin.send(url, "bob", f"{url}-{index} lunch")
+    proxy = FaultyProxy(int(server.url.rsplit(":", 1)[1]))
+    try:
+        cache_dir = tmp_path / "cache"
+        fill_cache(proxy, cache_dir, token)  # the newest 10 of each channel cached
+        proxy.go_offline()
+        with proxied_client(proxy, cache_dir) as client:
+            client.connect(ME, token).result(TIMEOUT)
+            local_seen, server_seen = Seen(), Seen()
+            errors: List[parley.ParleyError] = []
+            local = client.search_messages("lunch", limit=50, on_freshness_changed=local_seen)
+            remote = client.search_messages("lunch", limit=50, search_server=True, on_freshness_changed=server_seen,
+                                            on_error=errors.append)
+            local_seen.view, server_seen.view = local, remote
+            assert local.freshness is F.OFFLINE and remote.freshness is F.OFFLINE
+            # Offline both answer from the cache; the server's page is owed, its error reported.
+            page = local.load_more().result(TIMEOUT)
+            assert len(page) == 20 and page.origin is PageOrigin.CACHE and not local.has_more
+            page = remote.load_more().result(TIMEOUT)
+            assert len(page) == 20 and page.origin is PageOrigin.CACHE and remote.has_more
+            assert all(r["origin"] == "cache" for r in page)
+            poll_until(lambda: len(errors) == 1)
+            assert isinstance(errors[0], parley.NetworkError)
+            assert local_seen.snapshot() == [] and server_seen.snapshot() == []
+
+            # Back: the cache's search is live once caught up; the server's waits for its answer.
+            proxy.come_back()
+            wait_for(reached(local_seen, F.LIVE), "the cache's search to be live")
+            wait_for(reached(server_seen, F.CACHED), "the server search to be caught up")
+            assert local_seen.snapshot() == [F.CATCHING_UP, F.LIVE]
+            assert server_seen.snapshot() == [F.CATCHING_UP, F.CACHED]
+            more = remote.load_more().result(TIMEOUT)
+            assert more.origin is PageOrigin.SERVER and remote.last_page_origin is PageOrigin.SERVER
+            assert len(remote.results) == 50 and remote.has_more  # the server's first page of 50
+            remote.load_more().result(TIMEOUT)
+            assert not remote.has_more
+            # The server's 60 hits, the cache's 20 among them: 60 results, each once, newest first.
+            ids = [r["message"]["message_id"] for r in remote.results]
+            assert len(ids) == 60 and ids == sorted(set(ids), reverse=True)
+            assert sum(r["origin"] == "server" for r in remote.results) == 40
+            wait_for(reached(server_seen, F.LIVE), "the server search to be live")
+
+            proxy.go_offline()
+            wait_for(reached(local_seen, F.OFFLINE), "offline")
+            wait_for(reached(server_seen, F.OFFLINE), "offline")
+            assert local_seen.mismatches == [] and server_seen.mismatches == []
+            local.dispose()
+            remote.dispose()
+    finally:
+        proxy.close()
+
+
+def server_search(server: RunningServer, token: str, query: str, sort_field: str) -> List[Dict[str, Any]]:
+    """Every page of the server's own search for the token's user."""
+    import requests
+
+    results: List[Dict[str, Any]] = []
+    params: Dict[str, Any] = {"query": query, "sort_field": sort_field, "limit": 7}
+    while True:
+        answer = requests.get(f"{server.url}/v3/search/messages", params=params, headers={"Session-Key": token}, timeout=10).json()
+        results += answer["results"]
+        if not answer["has_next"]:
+            return results
+        params["token"] = answer["next"]
+
+
+@pytest.mark.parametrize("order", ["time", "relevance"])
+def test_searching_the_server_too_merges_its_hits_with_the_cache_s(server: RunningServer, admin: Admin, tmp_path: Path,
+                                                                     order: str) -> None:
+    rng = random.Random(5)
+    tokens = {name: admin.user(name) for name in ("alice", "bob")}
+    for url in ("room0", "room1"):
+        admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": url})
+        for _ in range(40):
+            admin.send(url, "bob", sentence(rng))
+    admin.call("POST", "/v3/group_channels", {"user_ids": ["bob"], "channel_url": "private"})
+    admin.send("private", "bob", "apple apple apple")  # not alice's: never found
+    client, recorder = make_client(server.url, tmp_path / "cache")
+    with client:
+        connect(client, recorder, "alice", tokens["alice"])
+        with client.message_collection("room0", previous_result_size=15) as view:
+            view.start()[1].result(TIMEOUT)  # the cache holds room0's newest 15, nothing of room1
+        query = "ap"
+        truth = server_search(server, tokens["alice"], query, "ts" if order == "time" else "score")
+        listed = [m for url in ("room0", "room1") for m in listing_for(server.url, tokens["alice"], url)]
+        assert sorted(r["message"]["message_id"] for r in truth) == sorted(
+            m["message_id"] for m in listed if plain_match(query, m["message"]))
+        with client.search_messages(query, order=order, limit=6, search_server=True) as search:
+            pages = 0
+            while search.has_more and pages < 50:
+                search.load_more().result(TIMEOUT)
+                pages += 1
+            shown = search.results
+            cached = {m["message_id"]: m for m in client.cached_messages("room0", limit=100)}
+            ids = [r["message"]["message_id"] for r in shown]
+            assert len(ids) == len(set(ids)), "a message shown twice"
+            assert sorted(ids) == sorted(r["message"]["message_id"] for r in truth)
+            if order == "time":
+                assert ids == sorted(ids, reverse=True)
+            else:
+                # The server's order for everything it returned (the cache holds nothing it did not).
+                assert ids == [r["message"]["message_id"] for r in truth]
+            for result in shown:
+                message_id = result["message"]["message_id"]
+                if message_id in cached:
+                    assert result["origin"] == "cache" and result["message"] == cached[message_id]
+                else:
+                    assert result["origin"] == "server"
+                    server_copy = next(r for r in truth if r["message"]["message_id"] == message_id)
+                    assert result["message"]["message"] == server_copy["message"]["message"]
+                    assert result["snippet"] == server_copy["snippet"]
+            # A server-only hit follows its message's events: edited, then deleted.
+            target = next(r for r in shown if r["origin"] == "server")
+            target_id = target["message"]["message_id"]
+            channel = target["message"]["channel_url"]
+            admin.call("PUT", f"/v3/group_channels/{channel}/messages/{target_id}", {"message_type": "MESG", "message": "apricot edited"})
+            poll_until(lambda: any(r["message"]["message_id"] == target_id and r["message"]["message"] == "apricot edited"
+                                   for r in search.results))
+            admin.call("DELETE", f"/v3/group_channels/{channel}/messages/{target_id}")
+            poll_until(lambda: all(r["message"]["message_id"] != target_id for r in search.results))
