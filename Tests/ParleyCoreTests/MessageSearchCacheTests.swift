@@ -110,6 +110,23 @@ private struct Stored {
         #expect(try cache.searchIndexCount() == Int64(stored.count))
     }
 
+    @Test func evictionTakesMessagesOutOfTheIndex() throws {
+        // A limit every write exceeds: each eviction removes the least recently used channels.
+        let cache = try ChatCache(location: .memory, uncheckedSizeLimitBytes: 1)
+        defer { cache.close() }
+        for id in Int64(1)...60 {
+            try cache.upsertMessage(message(id, channel: "c\(id % 3)", text: "evicted word \(id)"))
+        }
+        try cache.touchChannel(url: "c1", at: 5)
+        let report = try cache.evictIfNeeded(protecting: ["c1"])
+        #expect(Set(report.evictedChannelURLs) == ["c0", "c2"])
+        let found = try cache.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression("evicted")!), .first(limit: 100))
+        let kept: [Int64] = Array((Int64(1)...60).reversed()).filter { $0 % 3 == 1 }
+        #expect(found.map(\.messageID) == kept)
+        try cache.checkSearchIndex()
+        #expect(try cache.searchIndexCount() == 20)
+    }
+
     @Test func plainTextNeverActsAsSyntax() throws {
         let cache = try ChatCache(location: .memory)
         defer { cache.close() }

@@ -194,7 +194,7 @@ class Screen:
         self.number += 1
         label = f"[{self.number}/{self.frames}] "
         lines = textwrap.wrap(title, width, initial_indent=label, subsequent_indent=" " * len(label))[:3]
-        lines.append(rule(f"alice's channels (her connection: {client.connection_state})", width))
+        lines.append(rule(f"alice's channels (connection: {client.connection_state}; list: {channels.freshness.value})", width))
         for channel in channels.channels:
             last_message = channel.get("last_message")
             last = last_message.get("message", "") if last_message else ""
@@ -212,7 +212,7 @@ class Screen:
         if search is not None:
             # The search: its query, then its newest results with the matched words marked.
             results = search.results
-            lines.append(rule(f"search '{search.query}': {len(results)} found in the cache", width))
+            lines.append(rule(f"search '{search.query}': {len(results)} found in the cache, {search.freshness.value}", width))
             for result in results[:max(1, min(3, left // 3))]:
                 lines.append(fit(f"  {result['snippet']}", width))
             left -= 1 + max(1, min(3, left // 3))
@@ -223,7 +223,7 @@ class Screen:
         for name, view in views.items():
             shown = view.messages
             more = "more before" if view.has_previous else "the oldest"
-            lines.append(rule(f"view '{name}': {len(shown)} shown, {more}", width))
+            lines.append(rule(f"view '{name}': {len(shown)} shown, {more}, {view.freshness.value}", width))
             for message in shown[-sizes.get(name, 2):]:
                 sender = message.get("user")
                 who = sender.get("user_id", "") if sender else ""
@@ -385,6 +385,7 @@ def main() -> int:
             admin.send("busy", "bob", f"flood {index}")
         offline, _ = general.send_user_message("sent while offline")
         wait(lambda: "sent while offline" in texts(general), 10)
+        views_offline = wait(lambda: all(v.freshness is parley.Freshness.OFFLINE for v in [*views.values(), channels]), 10)
         checks.check(offline_ok and client.connection_state != "open" and texts(general)[-1] == "sent while offline"
                      and offline["sending_status"] == "pending" and not any(t in texts(general) for t in missed),
                      "live view: offline, the views showed her cache; her message waited")
@@ -413,6 +414,9 @@ def main() -> int:
         changed = wait(lambda: f"{edited['message']} (edited)" in texts(general) and deleted["message"] not in texts(general), 20)
         checks.check(online and filled and changed,
                      "live view: back online, changelog (edit, deletion) and fill applied")
+        views_live = wait(lambda: all(v.freshness is parley.Freshness.LIVE for v in [*views.values(), channels, search]), 20)
+        checks.check(views_offline and views_live,
+                     "live view: every view said 'offline' while cut and 'live' once caught up")
         expected_found = sorted(missed + [f"{edited['message']} (edited)"])
         searched = wait(lambda: sorted(r["message"]["message"] for r in search.results) == expected_found, 20)
         added_live = sorted(text for change in search_changes if change.kind is parley.SearchChangeKind.ADDED
