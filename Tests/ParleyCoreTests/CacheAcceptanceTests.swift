@@ -8,10 +8,12 @@ import Testing
 
 private func temporaryDirectory() throws -> String { try temporaryDirectory(prefix: "parley-cache-test") }
 
+/// `padding` bytes go into `data`: the message's size, not its text (which the search index
+/// keeps a second copy of, ChatCache+Schema.swift version 8).
 private func message(_ id: Int64, channel: String, text: String = "hello", padding: Int = 0) -> JSONValue {
     [
         "message_id": .int(id), "channel_url": .string(channel), "created_at": .int(1_700_000_000_000 + id),
-        "updated_at": 0, "type": "MESG", "message": .string(text + String(repeating: "x", count: padding)),
+        "updated_at": 0, "type": "MESG", "message": .string(text), "data": .string(String(repeating: "x", count: padding)),
         "req_id": .string("r\(id)"), "user": ["user_id": "u1"], "custom_type": "", "parent_message_id": 0,
     ]
 }

@@ -184,7 +184,9 @@ extension ChatCache {
     /// Version 8: full-text search over the cached messages (Store/ChatCache+Search.swift).
     /// What a message is found by — its `message` and its file's `name` — is kept in two
     /// columns, written with the rest of the row (ChatCache+Messages.swift), and an FTS5
-    /// index reads them as its content (the text is not stored twice). Triggers keep the
+    /// index reads them as its content (it keeps no copy of its own; the columns are the
+    /// text's second copy in the row, which spares every write a parse of the JSON in SQL).
+    /// Triggers keep the
     /// index in the same transaction as every write of `messages`: inserts, edits, deletions,
     /// truncation, eviction and clearing all go through them; an edit that leaves the text as
     /// it was costs the index nothing. The `unicode61` tokenizer folds case and diacritics.
