@@ -113,13 +113,18 @@ extension ChatCache {
             var ranked: [(id: Int64, score: Double)] = []
             try database.statement(sql).rows(values) { row in ranked.append((row.int64(0), -row.double(1))) }
             guard !ranked.isEmpty else { return [] }
+            // One pass over the matches between the page's lowest and highest id: a lookup per id
+            // would start the query over for each (a prefix term merges its words every time),
+            // hence `+`, which keeps the id list away from FTS5.
             let ids = JSONValue.array(ranked.map { JSONValue.int($0.id) }).canonicalText
             let details = """
                 SELECT m.message_id, m.channel_url, m.created_at, m.json, snippet(message_search, -1, ?2, ?3, '…', 16), 0
                 FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid
-                WHERE message_search MATCH ?1 AND message_search.rowid IN (SELECT value FROM json_each(?4))
+                WHERE message_search MATCH ?1 AND message_search.rowid BETWEEN ?5 AND ?6
+                    AND +message_search.rowid IN (SELECT value FROM json_each(?4))
                 """
-            let found = try hits(details, [values[0], values[1], values[2], .text(ids)])
+            let lowest = ranked.map(\.id).min() ?? 0, highest = ranked.map(\.id).max() ?? 0
+            let found = try hits(details, [values[0], values[1], values[2], .text(ids), .integer(lowest), .integer(highest)])
             let byID = Dictionary(found.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
             return ranked.compactMap { entry in
                 guard var hit = byID[entry.id] else { return nil }
