@@ -84,6 +84,7 @@ static double write_messages(const char *path, const char *channel, int count, l
             }
             sqlite3_reset(insert);
         }
+        if (!index_noted_changes(db)) return -1;
         sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     }
     double seconds = (now_us() - started) / 1e6;
@@ -137,8 +138,9 @@ static double raw_first_page(sqlite3 *db, const char *expression, const char *or
     char sql[1024];
     snprintf(sql, sizeof sql,
              "SELECT m.message_id, m.channel_url, m.created_at, m.json, snippet(message_search, -1, '<b>', '</b>', '…', 16),"
-             " bm25(message_search) FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid"
+             " %s FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid"
              " WHERE message_search MATCH ?1 ORDER BY %s LIMIT 21",
+             strcmp(order, "time") == 0 ? "0" : "bm25(message_search)",
              strcmp(order, "time") == 0 ? "message_search.rowid DESC" : "bm25(message_search) ASC, message_search.rowid DESC");
     double started = now_us();
     sqlite3_stmt *statement = NULL;

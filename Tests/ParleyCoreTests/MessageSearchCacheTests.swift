@@ -58,9 +58,13 @@ private struct Stored {
         }
         func sentence() -> String { (0..<(1 + next(5))).map { _ in vocabulary[next(vocabulary.count)] }.joined(separator: next(2) == 0 ? " " : ", ") }
         var stored: [Int64: Stored] = [:]
+        var deleted: [Int64: Stored] = [:]
         var nextID: Int64 = 1
-        for step in 0..<400 {
-            switch next(10) {
+        var writes: Int64 = 0
+        // One write; false when it has to run outside a transaction (clearing vacuums).
+        func write(_ step: Int, insideTransaction: Bool) throws -> Bool {
+            writes += 1
+            switch next(11) {
             case 0...4:
                 let id = nextID
                 nextID += 1
@@ -71,32 +75,60 @@ private struct Stored {
                 try cache.upsertMessage(message(id, channel: channel, text: text, fileName: fileName.isEmpty ? nil : fileName, sender: sender))
                 stored[id] = Stored(channel: channel, text: text, fileName: fileName, key: MessageKey(createdAt: base + id / 2, messageID: id), sender: sender)
             case 5, 6:
-                guard let id = stored.keys.randomElement(using: &random) else { continue }
+                guard let id = stored.keys.randomElement(using: &random) else { return true }
                 let entry = stored[id]!
                 let text = entry.fileName.isEmpty ? sentence() : ""
                 try cache.upsertMessage(
                     message(id, channel: entry.channel, text: text, fileName: entry.fileName.isEmpty ? nil : entry.fileName,
-                            sender: entry.sender, updatedAt: base + 10_000 + Int64(step)))
+                            sender: entry.sender, updatedAt: base + 10_000 + writes))
                 stored[id]!.text = text
             case 7:
-                guard let id = stored.keys.randomElement(using: &random) else { continue }
+                guard let id = stored.keys.randomElement(using: &random) else { return true }
                 try cache.deleteMessage(messageID: id)
+                deleted[id] = stored[id]
                 stored[id] = nil
             case 8:
+                // A deleted message comes back (a changelog after a delete in the same batch),
+                // perhaps with another text.
+                guard let id = deleted.keys.randomElement(using: &random), var entry = deleted.removeValue(forKey: id) else { return true }
+                if entry.fileName.isEmpty && next(2) == 0 { entry.text = sentence() }
+                try cache.upsertMessage(
+                    message(id, channel: entry.channel, text: entry.text, fileName: entry.fileName.isEmpty ? nil : entry.fileName,
+                            sender: entry.sender, updatedAt: base + 10_000 + writes))
+                stored[id] = entry
+            case 9:
                 // A history reset: the channel's messages up to a time go.
                 let channel = ["c1", "c2", "c3"][next(3)]
                 let through = base + nextID / 2 - Int64(next(20))
                 try cache.truncateHistory(channelURL: channel, through: through)
+                for (id, entry) in stored where entry.channel == channel && entry.key.createdAt <= through { deleted[id] = entry }
                 stored = stored.filter { $0.value.channel != channel || $0.value.key.createdAt > through }
             default:
                 if next(8) == 0 {
+                    guard !insideTransaction else { return false }
                     try cache.clear()
                     stored = [:]
+                    deleted = [:]
                 } else {
                     let channel = ["c1", "c2", "c3"][next(3)]
                     _ = try cache.transaction { () throws(ParleyError) in try cache.removeChannelMessages(url: channel) }
                     stored = stored.filter { $0.value.channel != channel }
                 }
+            }
+            return true
+        }
+        for step in 0..<400 {
+            if next(3) == 0 {
+                // Several writes in one transaction: the index is brought up to date at its
+                // commit, from the first state of each message it touched and the last.
+                let count = 2 + next(6)
+                try cache.transaction { () throws(ParleyError) in
+                    for _ in 0..<count {
+                        do { guard try write(step, insideTransaction: true) else { break } } catch { throw error as! ParleyError }
+                    }
+                }
+            } else {
+                _ = try write(step, insideTransaction: false)
             }
             let query = [vocabulary[next(vocabulary.count)], String(vocabulary[next(vocabulary.count)].prefix(2 + next(3)))]
                 .prefix(1 + next(2)).joined(separator: " ")
@@ -175,7 +207,10 @@ private struct Stored {
         let ranked = try cache.searchMessages(query, .first(limit: 10))
         #expect(ranked.first?.messageID == 2)
         #expect(zip(ranked, ranked.dropFirst()).allSatisfy { $0.score >= $1.score })
+        #expect(ranked.allSatisfy { $0.score > 0 })
         query.order = .time
+        // Time order does not rank.
+        #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.score) == [0, 0, 0])
         query.channelURLs = ["a"]
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3, 1])
         query.senderIDs = ["u2"]
@@ -213,11 +248,60 @@ private struct Stored {
         }
         let cache = try ChatCache(location: .file(path: path))
         defer { cache.close() }
-        #expect(cache.schemaVersion == 8)
+        #expect(cache.schemaVersion == ChatCache.migrations.last?.version)
         let found = try cache.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression("old mess")!), .first(limit: 10))
         #expect(found.map(\.messageID) == [3, 2, 1])
         try cache.checkSearchIndex()
         _ = try cache.deleteMessage(messageID: 4)
+        try cache.checkSearchIndex()
+    }
+
+    @Test func aCacheOfVersion8KeepsItsIndexAndIsKeptCurrentAtCommits() throws {
+        let path = "/tmp/parley-search-migration8-\(getpid()).sqlite"
+        func remove() { for suffix in ["", "-wal", "-shm", ".outbox"] { unlink(path + suffix) } }
+        defer { remove() }
+        remove()
+        do {
+            // Version 8 indexed each write from its triggers.
+            let old = try SQLiteDatabase(location: .file(path: path), migrations: Array(ChatCache.migrations.prefix(8)))
+            for id in Int64(1)...4 {
+                _ = try old.statement("""
+                    INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                          parent_message_id, json, search_text) VALUES (?1, 'c', ?2, 0, '', 'MESG', '', 'u', 0, ?3, ?4)
+                    """).run([.integer(id), .integer(base + id), .text(message(id, text: "kept words \(id)").canonicalText),
+                              .text("kept words \(id)")])
+            }
+            old.close()
+        }
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        func search(_ text: String) throws -> [Int64] {
+            try cache.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression(text)!), .first(limit: 100)).map(\.messageID)
+        }
+        #expect(try search("kept") == [4, 3, 2, 1])
+        try cache.upsertMessage(message(2, channel: "c", text: "changed words", createdAt: base + 2, updatedAt: 5))
+        _ = try cache.deleteMessage(messageID: 3)
+        #expect(try search("kept") == [4, 1])
+        #expect(try search("changed") == [2])
+        try cache.checkSearchIndex()
+
+        // A write outside any transaction is noted by the triggers; the next commit indexes it.
+        _ = try cache.database.statement("UPDATE messages SET search_text = 'late text' WHERE message_id = 4").run()
+        #expect(try search("late").isEmpty)
+        try cache.transaction {}
+        #expect(try search("late") == [4])
+        #expect(try search("kept") == [1])
+        try cache.checkSearchIndex()
+
+        // A transaction that rolls back leaves neither the messages nor the notes.
+        do {
+            try cache.transaction { () throws(ParleyError) in
+                try cache.upsertMessage(message(9, channel: "c", text: "rolled back", createdAt: base + 9))
+                throw ParleyError.invalidState("undo")
+            }
+        } catch {}
+        #expect(try search("rolled").isEmpty)
+        #expect(try cache.scalarInt("SELECT count(*) FROM message_search_changes") == 0)
         try cache.checkSearchIndex()
     }
 }

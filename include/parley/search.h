@@ -32,8 +32,8 @@ extern "C" {
 /**
  * Results changed: results_json is a JSON array (borrowed for the call), in the view's
  * order, of {"message": {...}, "snippet": "... <b>word</b> ...", "score": number (bigger is
- * more relevant; the cache's and the server's are not comparable), "origin": "cache" |
- * "server"}.
+ * more relevant; the cache's and the server's are not comparable; 0 for the cache's results
+ * in time order, which does not rank), "origin": "cache" | "server"}.
  */
 typedef void (*parley_search_results_fn)(void *user_data, const char *results_json);
 

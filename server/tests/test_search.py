@@ -530,7 +530,7 @@ def test_a_database_from_before_migration_9_is_searchable(fresh_server):
         db = sqlite3.connect(s.db_path)
         db.executescript("""
             DROP TRIGGER message_search_insert; DROP TRIGGER message_search_update; DROP TRIGGER message_search_delete;
-            DROP TABLE message_search; DELETE FROM schema_migrations WHERE version = 9;
+            DROP TABLE message_search; DROP TABLE message_search_changes; DELETE FROM schema_migrations WHERE version >= 9;
             """)
         db.commit()
         db.close()
@@ -538,7 +538,7 @@ def test_a_database_from_before_migration_9_is_searchable(fresh_server):
         databases.psql(s.db_path, """
             DROP TRIGGER messages_search ON messages; DROP FUNCTION parley_message_search_trigger();
             ALTER TABLE messages DROP COLUMN search_vector; DROP FUNCTION parley_message_search_vector(text, text);
-            DROP FUNCTION parley_search_text(text); DELETE FROM schema_migrations WHERE version = 9;
+            DROP FUNCTION parley_search_text(text); DELETE FROM schema_migrations WHERE version >= 9;
             """)
     s2 = fresh_server()
     session = s2.session(me)
@@ -546,6 +546,57 @@ def test_a_database_from_before_migration_9_is_searchable(fresh_server):
     for query in ["old", "cafe", "plans pdf", "message", "another"]:
         check(s2, session, [url], {"query": query})
     assert len(search(s2, {"query": "old"}, session=session)) == 4
+
+
+@pytest.mark.skipif(databases.backend() != "sqlite", reason="migration 10 changes SQLite's index only")
+def test_a_database_of_migration_9_keeps_its_index_and_follows_later_writes(fresh_server):
+    """Migration 9 indexed each write from its triggers; from migration 10 each commit takes in
+    the messages it changed. What version 9 indexed stays found, and edits, deletions and new
+    messages after the upgrade (each request its own savepoint of a group commit) are followed."""
+    s = fresh_server()
+    me, x = s.user(), s.user()
+    url = s.channel([me, x])["channel_url"]
+    kept = s.send(url, x, "quince written by version nine")
+    edited = s.send(url, x, "quince to be edited")
+    deleted = s.send(url, me, "quince to be deleted")
+    s.stop()
+    db = sqlite3.connect(s.db_path)
+    name = "coalesce(json_extract({row}.file, '$.name'), '')"
+    add = "INSERT INTO message_search (rowid, message, file_name) VALUES ({row}.id, {row}.message, %s);" % name
+    remove = ("INSERT INTO message_search (message_search, rowid, message, file_name) "
+              "VALUES ('delete', {row}.id, {row}.message, %s);" % name)
+    db.executescript(f"""
+        DROP TRIGGER message_search_insert; DROP TRIGGER message_search_update; DROP TRIGGER message_search_delete;
+        DROP TABLE message_search_changes; DELETE FROM schema_migrations WHERE version = 10;
+        CREATE TRIGGER message_search_insert AFTER INSERT ON messages BEGIN {add.format(row="new")} END;
+        CREATE TRIGGER message_search_delete AFTER DELETE ON messages BEGIN {remove.format(row="old")} END;
+        CREATE TRIGGER message_search_update AFTER UPDATE OF message, file ON messages
+            WHEN old.message IS NOT new.message OR old.file IS NOT new.file
+            BEGIN {remove.format(row="old")} {add.format(row="new")} END;
+        """)
+    db.commit()
+    db.close()
+    s2 = fresh_server()
+    session = s2.session(me)
+    s2.ok("PUT", f"/v3/group_channels/{url}/messages/{edited['message_id']}", json={"message_type": "MESG", "message": "rhubarb now"})
+    s2.ok("DELETE", f"/v3/group_channels/{url}/messages/{deleted['message_id']}")
+    for i in range(5):
+        s2.send(url, x if i % 2 else me, f"quince after the upgrade {i}")
+    for query in ["quince", "rhubarb", "edited", "deleted", "nine", "upgrade 3", "qu"]:
+        check(s2, session, [url], {"query": query})
+    found = [r["message"]["message_id"] for r in search(s2, {"query": "quince"}, session=session)]
+    assert kept["message_id"] in found and edited["message_id"] not in found and deleted["message_id"] not in found
+    assert len(found) == 6
+    s2.stop()
+    db = sqlite3.connect(s2.db_path)
+    try:
+        assert db.execute("SELECT count(*) FROM message_search_changes").fetchone()[0] == 0
+        indexed = {r[0] for r in db.execute("SELECT rowid FROM message_search WHERE message_search MATCH 'quince OR rhubarb'")}
+        stored = {r[0] for r in db.execute("SELECT id FROM messages WHERE message LIKE 'quince%' OR message LIKE 'rhubarb%'")}
+        assert indexed == stored and len(stored) == 7
+        db.execute("INSERT INTO message_search (message_search) VALUES ('integrity-check')")
+    finally:
+        db.close()
 
 
 # --- a measurement, out of the default suite ------------------------------------------------------

@@ -131,7 +131,8 @@ public struct MessageSearchResult: Sendable, Equatable {
     public var message: JSONText
     /// Its text (or file name) around the matches, the matched words between the markers.
     public var snippet: String
-    /// Bigger is more relevant; the cache's and the server's scores are not comparable.
+    /// Bigger is more relevant; the cache's and the server's scores are not comparable. The
+    /// cache gives 0 in time order (it does not rank there).
     public var score: Double
     public var origin: Origin
 

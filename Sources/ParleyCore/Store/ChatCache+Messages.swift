@@ -138,7 +138,11 @@ extension ChatCache {
     /// Chunks are unaffected: a range stays continuous when a message leaves it.
     @discardableResult
     public func deleteMessage(messageID: Int64) throws(ParleyError) -> Bool {
-        try database.statement("DELETE FROM messages WHERE message_id = ?1").run([.integer(messageID)]) > 0
+        let delete = { () throws(ParleyError) -> Bool in
+            try self.database.statement("DELETE FROM messages WHERE message_id = ?1").run([.integer(messageID)]) > 0
+        }
+        // In a transaction of its own when called alone, so that the search index follows.
+        return database.isInTransaction ? try delete() : try transaction(delete)
     }
 
     /// Removes several messages in one transaction; returns the ids that were stored.

@@ -61,6 +61,9 @@ public final class ChatCache {
         }
         database = try SQLiteDatabase(location: location, migrations: Self.migrations)
         sizeLimitBytes = uncheckedSizeLimitBytes
+        database.beforeCommit = { (database) throws(ParleyError) in try Self.indexChangedMessages(database) }
+        // A write made outside any transaction left its changes noted but not indexed.
+        try database.transaction {}
         guard case .file(let path) = location else { return }
         let journalPath = OutboxJournal.path(forCache: path)
         let contents = OutboxJournal.read(path: journalPath)
@@ -213,6 +216,8 @@ public final class ChatCache {
     /// stays; the cache is usable afterwards.
     public func clear() throws(ParleyError) {
         try transaction { () throws(ParleyError) in
+            // Emptied at once, rather than a delete per message through the noted changes.
+            try database.execute("INSERT INTO message_search (message_search) VALUES ('delete-all')")
             for table in Self.allTables {
                 try database.execute("DELETE FROM \(table)")
             }

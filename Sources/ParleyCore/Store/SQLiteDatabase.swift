@@ -107,6 +107,12 @@ public final class SQLiteDatabase {
     private var cachedStatements: [String: SQLiteStatement] = [:]
     private var savepointDepth = 0
 
+    /// Runs at the end of every outermost `transaction`, just before its COMMIT, inside it
+    /// (a failure rolls the whole transaction back). The cache brings its search index up to
+    /// date there, once per transaction instead of once per statement (ChatCache+Schema.swift,
+    /// version 9).
+    public var beforeCommit: ((SQLiteDatabase) throws(ParleyError) -> Void)?
+
     /// Opens (creating if needed) the database, configures it (WAL, synchronous=NORMAL,
     /// foreign_keys=ON, busy timeout), recovers from a bad file (see the file comment),
     /// then applies the migrations newer than its `user_version`, each in its own
@@ -371,6 +377,7 @@ public final class SQLiteDatabase {
         try execute("BEGIN IMMEDIATE")
         do throws(ParleyError) {
             let value = try body()
+            try beforeCommit?(self)
             try execute("COMMIT")
             return value
         } catch {

@@ -40,7 +40,7 @@ class SearchOrder(str, enum.Enum):
 class SearchResult(TypedDict):
     """One result: the message, its text around the matches with the matched words between
     the highlight markers, a score (bigger is more relevant; the cache's and the server's
-    are not comparable) and where the shown copy comes from ("cache" or "server")."""
+    are not comparable; 0 for the cache's results in time order, which does not rank) and where the shown copy comes from ("cache" or "server")."""
 
     message: Message
     snippet: str

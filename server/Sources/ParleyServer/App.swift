@@ -148,6 +148,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
             try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in
                 FileHandle.standardError.write(Data((line + "\n").utf8))
             }
+            // From here on the schema has the table of noted changes (migration 10).
+            (storage as? SQLiteDatabase)?.beforeCommit = SearchQueries.indexNotedChanges
             try await service.load()
             // Other servers may write the same PostgreSQL database: their events reach this
             // server's streams too.

@@ -152,6 +152,7 @@ enum Migrations {
             """),
         polls,
         search,
+        searchAtCommit,
     ]
 
     /// The full-text index of messages (Storage/SearchQueries.swift), filled from the messages
@@ -162,6 +163,15 @@ enum Migrations {
                                   backfill: { db in
                                       for statement in SearchQueries.schema(db.dialect) { try await db.execute(statement, []) }
                                   })
+
+    /// SQLite's search index brought up to date at each commit rather than by each write
+    /// (SearchQueries.sqliteNotedChangesSchema). A backfill, so that it follows migration 9's.
+    static let searchAtCommit = Migration(version: 10, summary: "SQLite: the search index follows each commit, not each statement",
+                                          ddl: "", onlyFor: .sqlite,
+                                          backfill: { db in
+                                              guard db.dialect == .sqlite else { return }
+                                              for statement in SearchQueries.sqliteNotedChangesSchema { try await db.execute(statement, []) }
+                                          })
 
     /// Polls of group channels (Services/Polls.swift): a poll row with its options, one row
     /// per vote (the primary key makes a user's vote for an option unique), the tombstones of

@@ -87,6 +87,62 @@ enum SearchQueries {
         }
     }
 
+    /// Migration 10, SQLite only: the index is brought up to date once per write transaction,
+    /// just before its COMMIT (`indexNotedChanges`), instead of by the triggers themselves.
+    /// FTS5 writes what it holds in memory to a new segment of the index at every savepoint
+    /// and at the start of every statement that runs triggers, so indexing from the triggers
+    /// made a segment, and merge work, for each message (and each request of a group commit
+    /// is a savepoint). The triggers now only note which messages changed and, the first time
+    /// in a transaction, what the index holds for them: a contentless index must be handed
+    /// exactly the old values to delete them.
+    static let sqliteNotedChangesSchema: [String] = {
+        let fileName = { (row: String) in "coalesce(json_extract(\(row).file, '$.name'), '')" }
+        let noteOld = """
+            INSERT INTO message_search_changes (id, indexed, old_message, old_file_name)
+                VALUES (old.id, 1, old.message, \(fileName("old"))) ON CONFLICT (id) DO NOTHING;
+            """
+        let noteNew = "INSERT INTO message_search_changes (id, indexed) VALUES (new.id, 0) ON CONFLICT (id) DO NOTHING;"
+        return [
+            "DROP TRIGGER message_search_insert",
+            "DROP TRIGGER message_search_delete",
+            "DROP TRIGGER message_search_update",
+            """
+            CREATE TABLE message_search_changes (
+                id INTEGER PRIMARY KEY, indexed INTEGER NOT NULL, old_message TEXT, old_file_name TEXT)
+            """,
+            "CREATE TRIGGER message_search_insert AFTER INSERT ON messages BEGIN \(noteNew) END",
+            "CREATE TRIGGER message_search_delete AFTER DELETE ON messages BEGIN \(noteOld) END",
+            """
+            CREATE TRIGGER message_search_update AFTER UPDATE OF id, message, file ON messages
+            WHEN old.id IS NOT new.id OR old.message IS NOT new.message OR old.file IS NOT new.file
+            BEGIN \(noteOld) \(noteNew) END
+            """,
+        ]
+    }()
+
+    /// Applies the changes noted since the transaction began (migration 10) to the index and
+    /// forgets them; SQLite's writer runs it before every COMMIT (Storage/SQLite/SQLiteDatabase.swift).
+    /// First the old values go, then the messages as they are now come in, each in id order:
+    /// FTS5 then writes one segment per step. A message whose text ended as it began is left alone.
+    static func indexNotedChanges(_ db: SQLiteConnection) throws {
+        guard try db.queryNow("SELECT EXISTS (SELECT 1 FROM message_search_changes)").first?.int(0) == 1 else { return }
+        let fileName = "coalesce(json_extract(m.file, '$.name'), '')"
+        let unchanged = "m.message = c.old_message AND \(fileName) = c.old_file_name"
+        try db.executeNow("""
+            INSERT INTO message_search (message_search, rowid, message, file_name)
+                SELECT 'delete', c.id, c.old_message, c.old_file_name FROM message_search_changes c
+                WHERE c.indexed AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = c.id AND \(unchanged))
+                ORDER BY c.id
+            """)
+        try db.executeNow("""
+            INSERT INTO message_search (rowid, message, file_name)
+                SELECT m.id, m.message, \(fileName) FROM message_search_changes c CROSS JOIN messages m ON m.id = c.id
+                WHERE NOT (c.indexed AND \(unchanged))
+                ORDER BY c.id
+            """)
+        try db.executeNow("DELETE FROM message_search_changes")
+    }
+
     /// One page of hits: the messages the user could list now (a joined member, after their
     /// history offset; deleted ones are gone from the table and the index) that hold every
     /// term, in the order asked, after the key of the previous page.

@@ -152,6 +152,11 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     /// Why the open group can no longer commit (a member's failure ended its transaction).
     private var groupFailure: StorageError? = nil
 
+    /// Work each write transaction does just before its COMMIT, inside it; set once the
+    /// schema is in place (App.swift), before any request: the search index takes in the
+    /// messages the transaction changed (SearchQueries.indexNotedChanges).
+    var beforeCommit: (@Sendable (SQLiteConnection) throws -> Void)? = nil
+
     init(path: String, readers readerCount: Int = 4) throws {
         self.path = path
         writer = try SQLiteConnection(path: path, readOnly: false)
@@ -176,7 +181,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
             defer { writerLock.unlock() }
             if groupOpen { throw StorageError("sqlite: a write began while a group transaction is open") }
             // IMMEDIATE: the write lock is taken at BEGIN, so no statement inside fails as busy.
-            return try await transaction(on: writer, begin: "BEGIN IMMEDIATE", body)
+            return try await transaction(on: writer, begin: "BEGIN IMMEDIATE", finishing: beforeCommit, body)
         }
     }
 
@@ -223,6 +228,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
                 throw failure
             }
             do {
+                try beforeCommit?(writer)
                 try writer.executeScriptNow("COMMIT")
             } catch {
                 if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
@@ -232,10 +238,12 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     }
 
     private func transaction<T>(on connection: SQLiteConnection, begin: String,
+                                finishing: (@Sendable (SQLiteConnection) throws -> Void)? = nil,
                                 _ body: (any SQLSession) async throws -> T) async throws -> T {
         try connection.executeScriptNow(begin)
         do {
             let result = try await body(connection)
+            try finishing?(connection)
             try connection.executeScriptNow("COMMIT")
             return result
         } catch {
