@@ -31,8 +31,12 @@ import Testing
     }
 
     @Test func theTrackerFollowsTheFeedAndReportsOnlyChanges() {
-        let tracker = FreshnessTracker(link: .offline)
+        let tracker = FreshnessTracker()
         #expect(tracker.current == .offline && tracker.published == .offline)
+        // Started where the view subscribes: the session's side then.
+        tracker.start(link: FreshnessLink(streamOpen: true, catchingUp: false))
+        #expect(tracker.current == .cached && tracker.published == .cached)
+        tracker.start(link: .offline)
         let delivered = Box<[ViewFreshness]>([])
         func step(_ cause: ChangeCause?, followUp: Bool = false, confirmed: Bool = true) {
             if let cause { tracker.observe(ChangeBatch(sequence: 0, cause: cause, changes: [])) }
@@ -65,6 +69,8 @@ import Testing
         let seen = Box<[ViewFreshness]>([])
         let getterAgreed = Box(true)
         let collection: MessageCollection
+        /// The handler reads the view through it: emptied at the end, or the two hold each other.
+        let holder = Box<MessageCollection?>(nil)
 
         init() throws {
             context.server = (1...Int64(30)).map { PagingStandIn.message($0, "m\($0)") }
@@ -73,7 +79,7 @@ import Testing
             params.previousResultSize = 10
             let seen = self.seen
             let agreed = self.getterAgreed
-            let holder = Box<MessageCollection?>(nil)
+            let holder = self.holder
             collection = try MessageCollection(
                 context: context, dispatcher: dispatcher, outbox: WeakSender(nil), channelURL: "room",
                 startingPoint: MessageCollection.newestStartingPoint, params: params,
@@ -93,6 +99,7 @@ import Testing
         deinit {
             collection.dispose()
             dispatcher.close()
+            holder.update { $0 = nil }
         }
     }
 

@@ -15,6 +15,11 @@ final class AppHandlers: Sendable {
 
     let connection = KeyedHandlers<ConnectionHandler>()
     let event = KeyedHandlers<EventHandler>()
+
+    func removeAll() {
+        connection.removeAll()
+        event.removeAll()
+    }
 }
 
 /// Handlers keyed by identifier, called in the order their identifiers were first added.
@@ -34,6 +39,8 @@ final class KeyedHandlers<Handler: Sendable>: Sendable {
     }
 
     private let state = Locked(State())
+
+    func removeAll() { state.withLock { $0.entries.removeAll() } }
 
     /// Adds `handler` under `id`, replacing (in place) the one already there; nil removes it.
     func set(_ id: String, _ handler: Handler?) {

@@ -198,5 +198,7 @@ public final class ParleyClient: Sendable {
         http.shutdown()
         dispatcher.close()
         engine.runNow { engine.closeCache() }
+        // None of them runs again; dropped, so that one holding the client frees it.
+        appHandlers.removeAll()
     }
 }

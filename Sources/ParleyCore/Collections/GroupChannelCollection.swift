@@ -105,12 +105,16 @@ public final class GroupChannelCollection: Sendable {
         guard let userID else { throw .invalidState("group channel collection: connect first (the cache is per user)") }
         let view = ViewState(userID: userID)
         self.view = view
+        let tracker = FreshnessTracker()
+        freshnessTracker = tracker
+        // Reachable before it subscribes, and every property stored before the engine queue
+        // can call it (the queue's `sync` orders them): no batch is missed or raced.
         let weakSelf = WeakCollection()
-        freshnessTracker = context.runNow {
-            view.observerID = context.subscribe { batch in weakSelf.collection?.observe(batch) }
-            return FreshnessTracker(link: context.freshnessLink)
-        }
         weakSelf.collection = self
+        context.runNow {
+            tracker.start(link: context.freshnessLink)
+            view.observerID = context.subscribe { batch in weakSelf.collection?.observe(batch) }
+        }
     }
 
     deinit { dispose() }

@@ -156,15 +156,19 @@ public final class MessageCollection: Sendable {
         let userID: String? = context.runNow { context.cacheUserID }
         guard userID != nil else { throw .invalidState("message collection: connect first (the cache is per user)") }
         view = MessageViewState(filter: params.filter)
-        let weakSelf = WeakMessageCollection()
+        let tracker = FreshnessTracker()
+        freshnessTracker = tracker
         let view = self.view
-        freshnessTracker = context.runNow {
+        // Reachable before it subscribes, and every property stored before the engine queue
+        // can call it (the queue's `sync` orders them): no batch is missed or raced.
+        let weakSelf = WeakMessageCollection()
+        weakSelf.collection = self
+        context.runNow {
             view.channel = context.cachedChannelText(channelURL)
+            tracker.start(link: context.freshnessLink)
             view.observerID = context.subscribe(channelURL: channelURL) { batch in weakSelf.collection?.observe(batch) }
             context.retainChannel(channelURL)
-            return FreshnessTracker(link: context.freshnessLink)
         }
-        weakSelf.collection = self
     }
 
     deinit { dispose() }

@@ -239,13 +239,17 @@ public final class MessageSearch: Sendable {
             try check.get()
         }
         view = SearchViewState(query: query)
-        let weakSelf = WeakMessageSearch()
+        let tracker = FreshnessTracker()
+        freshnessTracker = tracker
         let view = self.view
-        freshnessTracker = context.runNow {
-            view.observerID = context.subscribe { batch in weakSelf.search?.observe(batch) }
-            return FreshnessTracker(link: context.freshnessLink)
-        }
+        // Reachable before it subscribes, and every property stored before the engine queue
+        // can call it (the queue's `sync` orders them): no batch is missed or raced.
+        let weakSelf = WeakMessageSearch()
         weakSelf.search = self
+        context.runNow {
+            tracker.start(link: context.freshnessLink)
+            view.observerID = context.subscribe { batch in weakSelf.search?.observe(batch) }
+        }
     }
 
     deinit { dispose() }

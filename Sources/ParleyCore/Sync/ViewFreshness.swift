@@ -89,12 +89,20 @@ final class FreshnessTracker: @unchecked Sendable {
     private(set) var current: ViewFreshness
     private let publishedValue: Locked<ViewFreshness>
 
-    /// On the engine queue, where the view subscribes to the feed (so that no batch falls
-    /// between the read and the subscription). A view starts unconfirmed.
-    init(link: FreshnessLink) {
+    /// Made with the view (offline until `start`). A view starts unconfirmed.
+    init() {
+        link = .offline
+        current = ViewFreshness.derive(.offline, followUp: false, confirmed: false)
+        publishedValue = Locked(current)
+    }
+
+    /// Engine queue, in the same block where the view subscribes to the feed (so that no
+    /// batch falls between the read and the subscription), before the view's init returns.
+    func start(link: FreshnessLink) {
         self.link = link
         current = ViewFreshness.derive(link, followUp: false, confirmed: false)
-        publishedValue = Locked(current)
+        let current = self.current
+        publishedValue.withLock { $0 = current }
     }
 
     /// The value as of the callbacks delivered so far.
