@@ -233,7 +233,9 @@ int main(int argc, char **argv) {
     snprintf(cases[4].expression, sizeof cases[4].expression, "\"%.5s\" *", words[700]);
 
     printf("\nSearch over a cache of %d messages: first page of 20 (search create + load_more to completion)\n", cached);
-    double worst_median = 0, typical = 0, typical_raw = 0;
+    /* The slowest query of each order: [0] time, [1] relevance. */
+    double worst[2] = {0, 0}, worst_raw[2] = {0, 0}, worst_first[2] = {0, 0};
+    const char *worst_label[2] = {"", ""};
     for (int c = 0; c < 5; c++) {
         long long matches = count_matches(db, cases[c].expression);
         for (int o = 0; o < 2; o++) {
@@ -248,10 +250,11 @@ int main(int argc, char **argv) {
             double library_median = median(samples, 5), raw_median = median(raw, 5);
             printf("  %-12s %-9s %8lld matches  first %8.2f ms  median %8.2f ms  raw sqlite3 %8.2f ms  (%d results)\n",
                    cases[c].label, order, matches, first / 1e3, library_median / 1e3, raw_median / 1e3, count);
-            if (library_median > worst_median) worst_median = library_median;
-            if (c == 1 && o == 0) {
-                typical = library_median;
-                typical_raw = raw_median;
+            if (library_median > worst[o]) {
+                worst[o] = library_median;
+                worst_raw[o] = raw_median;
+                worst_first[o] = first;
+                worst_label[o] = cases[c].label;
             }
         }
     }
@@ -261,13 +264,15 @@ int main(int argc, char **argv) {
     printf("Cache file: %.1f MB with the index, %.1f MB without (+%.0f%%)\n", indexed_bytes / 1048576.0, bare_bytes / 1048576.0,
            100.0 * (indexed_bytes - bare_bytes) / (double)bare_bytes);
 
-    char measure[128], figure[96], comparison[128];
-    snprintf(measure, sizeof measure, "search first page, %d cached, medium word, time order", cached);
-    snprintf(figure, sizeof figure, "%.2f ms", typical / 1e3);
-    snprintf(comparison, sizeof comparison, "raw sqlite3 %.2f ms", typical_raw / 1e3);
-    summary_row(measure, figure, comparison, "<= 5 ms");
-    snprintf(figure, sizeof figure, "%.2f ms", worst_median / 1e3);
-    summary_row("search first page, slowest query (common word, relevance)", figure, "(every match is ranked)", "-");
+    char measure[160], figure[96], comparison[128];
+    for (int o = 0; o < 2; o++) {
+        snprintf(measure, sizeof measure, "search first page, %d cached, slowest query in %s order (%s)", cached,
+                 o == 0 ? "time" : "relevance", worst_label[o]);
+        snprintf(figure, sizeof figure, "%.2f ms (first search %.2f ms)", worst[o] / 1e3, worst_first[o] / 1e3);
+        snprintf(comparison, sizeof comparison, "raw sqlite3 %.2f ms%s", worst_raw[o] / 1e3,
+                 o == 0 ? "" : " (every match is ranked)");
+        summary_row(measure, figure, comparison, "<= 5 ms");
+    }
     snprintf(figure, sizeof figure, "%.1f us/message", indexed_seconds * 1e6 / cached);
     snprintf(comparison, sizeof comparison, "without the index %.1f us/message", bare_seconds * 1e6 / cached);
     summary_row("cache write of a message, with the search index", figure, comparison, "(cost of the index)");
