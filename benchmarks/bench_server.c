@@ -611,7 +611,7 @@ static int add_stored_copies(const backend *b, const char *channel, const char *
         "channel_url, type, 'stored ' || (i - 1), sender_id, '', custom_type, data,"
         " %lld + i - 1, updated_at, mention_type, is_op_msg, silent, parent_id, is_reply_to_channel, file,"
         " thumbnails, sorted_metaarray, reactions, reply_count, last_replied_at, thread_updated_at,"
-        " recent_replier_ids, change_seq, changed_at";
+        " recent_replier_ids, change_seq, changed_at, poll_id";
     long long rows = -1;
     int ok;
     if (!b->postgres) {
@@ -628,6 +628,13 @@ static int add_stored_copies(const backend *b, const char *channel, const char *
             "UPDATE channels SET last_message_id = %d, updated_at = %lld WHERE url = %Q;"
             "UPDATE members SET read_ts = %lld WHERE channel_url = %Q AND user_id = %Q;"
             "INSERT OR REPLACE INTO meta (name, value) VALUES ('next_message_id', %d), ('last_message_ts', %lld);"
+            /* What the server's writer does before each COMMIT (SearchQueries.indexNotedChanges in
+             * server/Sources/ParleyServer/Storage/SearchQueries.swift): the noted copies go into
+             * the search index. */
+            "INSERT INTO message_search (rowid, message, file_name)"
+            " SELECT m.id, m.message, coalesce(json_extract(m.file, '$.name'), '')"
+            " FROM message_search_changes c CROSS JOIN messages m ON m.id = c.id ORDER BY c.id;"
+            "DELETE FROM message_search_changes;"
             "COMMIT; PRAGMA journal_mode=WAL;",
             from + 1, to, copies, to, last_ts, channel, last_ts, channel, sender, to + 1, last_ts);
         char *error = NULL;
