@@ -117,7 +117,7 @@ import Testing
                 log.update {
                     $0 += messages.map { message in
                         let reqID = message["req_id"]?.stringValue ?? ""
-                        return "\(kind):\(context.source.name):\(context.sendingStatus.name):\(message["message"]?.stringValue ?? "")"
+                        return "\(kind):\(context.source.name):\(context.sendingStatus):\(message["message"]?.stringValue ?? "")"
                             + ":\(message["sending_status"]?.stringValue ?? "-"):\(!reqID.isEmpty && listed.contains(reqID) ? "listed" : "gone")"
                     }
                 }
@@ -134,7 +134,7 @@ import Testing
         #expect(engineWaitUntil { started.value })
         let actions = Box<[String]>([])
         let sync = try client.syncView(channelURL: "room", handler: SyncViewHandler(action: { action, list, messages in
-            actions.update { $0 += messages.map { "\(action.name):\(list.name):\($0["message"]?.stringValue ?? "")" } }
+            actions.update { $0 += messages.map { "\(action):\(list):\($0["message"]?.stringValue ?? "")" } }
         }))
         defer { sync.dispose() }
         let fetched = Box<Bool>(false)
@@ -312,7 +312,7 @@ import Testing
             let params = try MessageListParams(json: spec["params"] ?? [:])
             let record: @Sendable (String, MessageEventContext, MessageList) -> Void = { kind, context, messages in
                 let texts = messages.isEmpty ? [""] : messages.map { $0["message"]?.stringValue ?? "" }
-                seen.update { $0 += texts.map { (name, kind, $0, context.source.name, context.sendingStatus.name) } }
+                seen.update { $0 += texts.map { (name, kind, $0, context.source.name, "\(context.sendingStatus)") } }
             }
             let point = spec["starting_point"]?.stringValue == "oldest" ? 0 : MessageCollection.newestStartingPoint
             let collection = try client.messageCollection(

@@ -211,18 +211,18 @@ private struct Stored {
         query.order = .time
         // Time order does not rank.
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.score) == [0, 0, 0])
-        query.channelURLs = ["a"]
+        query.filter.channelURLs = ["a"]
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3, 1])
-        query.senderIDs = ["u2"]
+        query.filter.senderIDs = ["u2"]
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3])
         query = CacheSearchQuery(match: MessageSearchText.matchExpression("red")!)
-        query.customTypes = ["t1", "t2"]
-        query.createdFrom = base + 2
-        query.createdTo = base + 2
+        query.filter.customTypes = ["t1", "t2"]
+        query.filter.createdFrom = base + 2
+        query.filter.createdTo = base + 2
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [2])
         query = CacheSearchQuery(match: MessageSearchText.matchExpression("fox")!)
-        query.highlightStart = "["
-        query.highlightEnd = "]"
+        query.filter.highlightStart = "["
+        query.filter.highlightEnd = "]"
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.snippet) == ["red red red [fox]", "red [fox]"])
     }
 

@@ -221,9 +221,9 @@ import Testing
             let truth = ids(full[key]?.arrayValue ?? [], id)
             let query = try Query(client: client, kind: kind, options: options)
             let pages = try walk(query)
-            #expect(truth.count > 2, "\(kind.name): too small to page")
-            #expect(pages.flatMap { ids($0, id) } == truth, "\(kind.name)")
-            #expect(pages.dropLast().allSatisfy { $0.count == 2 }, "\(kind.name)")
+            #expect(truth.count > 2, "\(kind): too small to page")
+            #expect(pages.flatMap { ids($0, id) } == truth, "\(kind)")
+            #expect(pages.dropLast().allSatisfy { $0.count == 2 }, "\(kind)")
         }
         try compare(.groupChannels, ["limit": 2, "include_empty": true, "order": "chronological"],
                     "list_my_group_channels", ["limit": 100, "show_empty": true, "order": "chronological"], key: "channels", id: "channel_url")

@@ -52,7 +52,7 @@ import Testing
         let edited: JSONValue = ["req_id": "r1", "message_id": 9, "created_at": 6, "message": "edited"]
         lists.apply(.updated, .succeeded, edited, into: &actions)
         lists.apply(.deleted, .succeeded, edited, into: &actions)
-        let log = actions.map { "\($0.action.name):\($0.list.name):\($0.messages.count)" }
+        let log = actions.map { "\($0.action):\($0.list):\($0.messages.count)" }
         #expect(log == [
             "insert:pending:1", "remove:pending:1", "insert:failed:1", "remove:failed:1", "insert:pending:1",
             "remove:pending:1", "insert:succeeded:1", "update:succeeded:1", "remove:succeeded:1",
@@ -91,8 +91,8 @@ import Testing
         let view = try client.syncView(channelURL: "room", viewpoint: middle, options: options, handler: SyncViewHandler(
             action: { action, list, messages in
                 log.update {
-                    if action == .clear { $0.append("clear:\(list.name)") }
-                    $0 += messages.map { "\(action.name):\(list.name):\($0["message"]?.stringValue ?? "")" }
+                    if action == .clear { $0.append("clear:\(list)") }
+                    $0 += messages.map { "\(action):\(list):\($0["message"]?.stringValue ?? "")" }
                 }
             }))
         defer { view.dispose() }

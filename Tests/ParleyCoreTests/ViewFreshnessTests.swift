@@ -24,7 +24,6 @@ import Testing
         #expect(ViewFreshness.derive(Self.open, followUp: true, confirmed: true) == .catchingUp)
         #expect(ViewFreshness.derive(Self.open, followUp: false, confirmed: false) == .cached)
         #expect(ViewFreshness.derive(Self.open, followUp: false, confirmed: true) == .live)
-        #expect(ViewFreshness.allCases.map(\.name) == ["live", "cached", "catching_up", "offline"])
         #expect(ViewFreshness.allCases.map(\.rawValue) == [1, 2, 3, 4])
         #expect(PageOrigin.server.combined(with: .server) == .server)
         #expect(PageOrigin.server.combined(with: .cache) == .cache && PageOrigin.cache.combined(with: .server) == .cache)

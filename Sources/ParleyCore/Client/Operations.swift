@@ -446,23 +446,10 @@ public struct PreparedCall: Sendable, Equatable {
         public var path: String
     }
 
-    /// The body as form fields beside the file: strings as they are, booleans as
-    /// `true`/`false`, anything else (lists, numbers) as JSON text, which the server reads.
+    /// The body as form fields (`[HTTPBodyPart].formFields`) beside the file.
     public var multipartBody: [HTTPBodyPart]? {
         guard let upload, case .object(let fields)? = body else { return nil }
-        var parts: [HTTPBodyPart] = []
-        for key in fields.keys.sorted() {
-            guard let value = fields[key], value != .null else { continue }
-            let text: String =
-                switch value {
-                case .string(let string): string
-                case .bool(let flag): flag ? "true" : "false"
-                default: value.canonicalText
-                }
-            parts.append(.field(name: key, value: text))
-        }
-        parts.append(.file(name: upload.part, path: upload.path, fileName: nil, contentType: nil))
-        return parts
+        return .formFields(fields) + [.file(name: upload.part, path: upload.path, fileName: nil, contentType: nil)]
     }
 }
 

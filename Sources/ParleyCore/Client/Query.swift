@@ -22,24 +22,6 @@ public enum QueryKind: Int32, Sendable, CaseIterable {
     /// A channel's muted members (operators only).
     case mutedUsers = 7
 
-    /// The kind's name (the C constant without `PARLEY_QUERY_`, in lower case).
-    public var name: String {
-        switch self {
-        case .previousMessages: "previous_messages"
-        case .groupChannels: "group_channels"
-        case .publicGroupChannels: "public_group_channels"
-        case .members: "members"
-        case .operators: "operators"
-        case .bannedUsers: "banned_users"
-        case .mutedUsers: "muted_users"
-        }
-    }
-
-    public init?(name: String) {
-        guard let kind = Self.allCases.first(where: { $0.name == name }) else { return nil }
-        self = kind
-    }
-
     /// The catalog operation that reads one page.
     var operation: String {
         switch self {

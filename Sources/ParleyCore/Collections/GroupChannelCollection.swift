@@ -105,16 +105,8 @@ public final class GroupChannelCollection: Sendable {
         guard let userID else { throw .invalidState("group channel collection: connect first (the cache is per user)") }
         let view = ViewState(userID: userID)
         self.view = view
-        let tracker = FreshnessTracker()
-        freshnessTracker = tracker
-        // Reachable before it subscribes, and every property stored before the engine queue
-        // can call it (the queue's `sync` orders them): no batch is missed or raced.
-        let weakSelf = WeakCollection()
-        weakSelf.collection = self
-        context.runNow {
-            tracker.start(link: context.freshnessLink)
-            view.observerID = context.subscribe { batch in weakSelf.collection?.observe(batch) }
-        }
+        freshnessTracker = FreshnessTracker()
+        context.attach(self, state: view, freshness: freshnessTracker) { collection, batch in collection.observe(batch) }
     }
 
     deinit { dispose() }
@@ -166,8 +158,7 @@ public final class GroupChannelCollection: Sendable {
         let context = self.context
         let view = self.view
         let pending: (@Sendable (Result<[JSONText], ParleyError>) -> Void)? = context.runNow {
-            if let id = view.observerID { context.unsubscribe(id) }
-            view.observerID = nil
+            context.detach(view)
             defer {
                 view.loadCompletion = nil
                 view.waitingLoad = nil
@@ -188,10 +179,6 @@ public final class GroupChannelCollection: Sendable {
 
     // MARK: Engine queue
 
-    private final class WeakCollection: @unchecked Sendable {
-        weak var collection: GroupChannelCollection?
-    }
-
     /// One shown channel: as the query matches and sorts it (`GroupChannelListQuery.kept`),
     /// and as the application gets it.
     struct Entry {
@@ -201,7 +188,7 @@ public final class GroupChannelCollection: Sendable {
         var text: JSONText
     }
 
-    final class ViewState: @unchecked Sendable {
+    final class ViewState: FeedSubscriber, @unchecked Sendable {
         let userID: String
         var observerID: UInt64?
         /// The loaded range, sorted by key.

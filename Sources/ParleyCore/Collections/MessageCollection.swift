@@ -33,16 +33,6 @@ public enum MessageSendingStatus: Int32, Sendable, CaseIterable {
     case canceled = 3
     /// A server message (sent by anyone), or this client's message once accepted.
     case succeeded = 4
-
-    public var name: String {
-        switch self {
-        case .none: "none"
-        case .pending: "pending"
-        case .failed: "failed"
-        case .canceled: "canceled"
-        case .succeeded: "succeeded"
-        }
-    }
 }
 
 /// Why a message collection reported a change.
@@ -156,19 +146,15 @@ public final class MessageCollection: Sendable {
         let userID: String? = context.runNow { context.cacheUserID }
         guard userID != nil else { throw .invalidState("message collection: connect first (the cache is per user)") }
         view = MessageViewState(filter: params.filter)
-        let tracker = FreshnessTracker()
-        freshnessTracker = tracker
+        freshnessTracker = FreshnessTracker()
         let view = self.view
-        // Reachable before it subscribes, and every property stored before the engine queue
-        // can call it (the queue's `sync` orders them): no batch is missed or raced.
-        let weakSelf = WeakMessageCollection()
-        weakSelf.collection = self
-        context.runNow {
-            view.channel = context.cachedChannelText(channelURL)
-            tracker.start(link: context.freshnessLink)
-            view.observerID = context.subscribe(channelURL: channelURL) { batch in weakSelf.collection?.observe(batch) }
-            context.retainChannel(channelURL)
-        }
+        context.attach(
+            self, state: view, channelURL: channelURL, freshness: freshnessTracker,
+            setUp: {
+                view.channel = context.cachedChannelText(channelURL)
+                context.retainChannel(channelURL)
+            },
+            observe: { collection, batch in collection.observe(batch) })
     }
 
     deinit { dispose() }
@@ -275,11 +261,7 @@ public final class MessageCollection: Sendable {
         let view = self.view
         let channelURL = self.channelURL
         let pending: [@Sendable (ParleyError) -> Void] = context.runNow {
-            if let id = view.observerID {
-                context.unsubscribe(id)
-                view.observerID = nil
-                context.releaseChannel(channelURL)
-            }
+            if context.detach(view) { context.releaseChannel(channelURL) }
             var failures = view.running.map { [$0] } ?? []
             failures += view.operations.map(\.fail)
             view.running = nil
@@ -295,10 +277,6 @@ public final class MessageCollection: Sendable {
     }
 
     // MARK: Engine queue
-
-    final class WeakMessageCollection: @unchecked Sendable {
-        weak var collection: MessageCollection?
-    }
 
     /// A load waiting to run, with what to tell its caller when it cannot.
     struct Operation {
@@ -393,7 +371,7 @@ struct LocalEntry {
 }
 
 /// The view's state on the engine queue.
-final class MessageViewState: @unchecked Sendable {
+final class MessageViewState: FeedSubscriber, @unchecked Sendable {
     let filter: MessageFilter
     var observerID: UInt64?
     var channel: JSONText?

@@ -27,19 +27,11 @@ public struct MessageSearchParams: Sendable, Equatable {
     /// With `advancedQuery`, an FTS5 query expression (docs/C-API.md "Searching messages").
     public var query: String
     public var advancedQuery = false
-    /// Empty: every channel.
-    public var channelURLs: [String] = []
-    public var customTypes: [String] = []
-    public var senderIDs: [String] = []
-    /// Inclusive bounds on `created_at` (ms).
-    public var createdFrom: Int64?
-    public var createdTo: Int64?
+    /// Channels, custom types, senders and times; the highlight marks (at most 16 bytes each).
+    public var filter = MessageSearchFilter()
     public var order: MessageSearchOrder = .time
     /// Results per load (1–100).
     public var limit = 20
-    /// Marks around the matched words in snippets (at most 16 bytes each).
-    public var highlightStart = "<b>"
-    public var highlightEnd = "</b>"
     /// Loads also ask the server, which searches every message the user may see.
     public var searchServer = false
 
@@ -57,32 +49,33 @@ public struct MessageSearchParams: Sendable, Equatable {
         try reader.rejectUnknownKeys(allowed: Self.fieldNames)
         query = try reader.string("query")
         advancedQuery = try reader.bool("advanced_query", default: false)
-        channelURLs = try reader.optionalStrings("channel_urls") ?? []
-        customTypes = try reader.optionalStrings("custom_types") ?? []
-        senderIDs = try reader.optionalStrings("sender_ids") ?? []
-        createdFrom = try reader.optionalInt("message_ts_from")
-        createdTo = try reader.optionalInt("message_ts_to")
+        filter.channelURLs = try reader.optionalStrings("channel_urls") ?? []
+        filter.customTypes = try reader.optionalStrings("custom_types") ?? []
+        filter.senderIDs = try reader.optionalStrings("sender_ids") ?? []
+        filter.createdFrom = try reader.optionalInt("message_ts_from")
+        filter.createdTo = try reader.optionalInt("message_ts_to")
+        filter.highlightStart = try reader.string("highlight_start", default: filter.highlightStart)
+        filter.highlightEnd = try reader.string("highlight_end", default: filter.highlightEnd)
         order = try reader.enumeration("order", default: MessageSearchOrder.time)
         limit = Int(try reader.int("limit", default: 20, in: 1...100))
-        highlightStart = try reader.string("highlight_start", default: highlightStart)
-        highlightEnd = try reader.string("highlight_end", default: highlightEnd)
         searchServer = try reader.bool("search_server", default: false)
         try validate()
     }
 
     /// Refuses what no search can answer, naming the field.
     public func validate() throws(ParleyError) {
+        let filter = self.filter
         guard !query.allSatisfy(\.isWhitespace) else { throw .invalidArgument("params.query must not be empty") }
         guard query.count <= 1000 else { throw .invalidArgument("params.query: at most 1000 characters, got \(query.count)") }
         guard (1...100).contains(limit) else { throw .invalidArgument("params.limit: must be 1 to 100, got \(limit)") }
-        for (name, marker) in [("highlight_start", highlightStart), ("highlight_end", highlightEnd)] where marker.utf8.count > 16 {
+        for (name, marker) in [("highlight_start", filter.highlightStart), ("highlight_end", filter.highlightEnd)] where marker.utf8.count > 16 {
             throw .invalidArgument("params.\(name): at most 16 bytes, got \(marker.utf8.count)")
         }
-        if let from = createdFrom, let to = createdTo, from > to {
+        if let from = filter.createdFrom, let to = filter.createdTo, from > to {
             throw .invalidArgument("params.message_ts_from (\(from)) is after message_ts_to (\(to))")
         }
         // Lists travel comma-separated in the server's query string.
-        for (name, list) in [("channel_urls", channelURLs), ("custom_types", customTypes), ("sender_ids", senderIDs)] {
+        for (name, list) in [("channel_urls", filter.channelURLs), ("custom_types", filter.customTypes), ("sender_ids", filter.senderIDs)] {
             if let bad = list.first(where: { $0.isEmpty || $0.utf8.contains(0x2C) }) {
                 throw .invalidArgument("params.\(name): items must be non-empty and without commas, got '\(bad)'")
             }
@@ -96,23 +89,14 @@ public struct MessageSearchParams: Sendable, Equatable {
     var cacheQuery: CacheSearchQuery? {
         guard let match = advancedQuery ? query : MessageSearchText.matchExpression(query) else { return nil }
         var result = CacheSearchQuery(match: match)
-        result.channelURLs = channelURLs
-        result.customTypes = customTypes
-        result.senderIDs = senderIDs
-        result.createdFrom = createdFrom
-        result.createdTo = createdTo
+        result.filter = filter
         result.order = order
-        result.highlightStart = highlightStart
-        result.highlightEnd = highlightEnd
         return result
     }
 
     /// What the server is asked (docs/PROTOCOL.md §7.7).
     var serverQuery: ServerSearchQuery {
-        ServerSearchQuery(
-            query: query, channelURLs: channelURLs, customTypes: customTypes, senderIDs: senderIDs, createdFrom: createdFrom,
-            createdTo: createdTo, byRelevance: order == .relevance, limit: limit, highlightStart: highlightStart,
-            highlightEnd: highlightEnd)
+        ServerSearchQuery(query: query, filter: filter, byRelevance: order == .relevance, limit: limit)
     }
 }
 
@@ -239,17 +223,8 @@ public final class MessageSearch: Sendable {
             try check.get()
         }
         view = SearchViewState(query: query)
-        let tracker = FreshnessTracker()
-        freshnessTracker = tracker
-        let view = self.view
-        // Reachable before it subscribes, and every property stored before the engine queue
-        // can call it (the queue's `sync` orders them): no batch is missed or raced.
-        let weakSelf = WeakMessageSearch()
-        weakSelf.search = self
-        context.runNow {
-            tracker.start(link: context.freshnessLink)
-            view.observerID = context.subscribe { batch in weakSelf.search?.observe(batch) }
-        }
+        freshnessTracker = FreshnessTracker()
+        context.attach(self, state: view, freshness: freshnessTracker) { search, batch in search.observe(batch) }
     }
 
     deinit { dispose() }
@@ -307,10 +282,7 @@ public final class MessageSearch: Sendable {
         let context = self.context
         let view = self.view
         let pending: [MessageSearchCompletion] = context.runNow {
-            if let id = view.observerID {
-                context.unsubscribe(id)
-                view.observerID = nil
-            }
+            context.detach(view)
             var pending = view.loads
             if let running = view.running { pending.insert(running, at: 0) }
             view.loads = []
@@ -326,10 +298,6 @@ public final class MessageSearch: Sendable {
     }
 
     // MARK: Engine queue
-
-    final class WeakMessageSearch: @unchecked Sendable {
-        weak var search: MessageSearch?
-    }
 
     private func runLoads() {
         guard view.running == nil, view.observerID != nil, !view.loads.isEmpty else { return }
@@ -604,7 +572,7 @@ struct PublishedSearch: Sendable {
 }
 
 /// The search view's state on the engine queue.
-final class SearchViewState: @unchecked Sendable {
+final class SearchViewState: FeedSubscriber, @unchecked Sendable {
     /// Nil when the text has no words: nothing matches.
     let query: CacheSearchQuery?
     var observerID: UInt64?

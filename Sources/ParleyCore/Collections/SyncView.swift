@@ -41,15 +41,6 @@ public enum SyncViewAction: Int32, Sendable, CaseIterable {
     case remove = 3
     /// The list is emptied (the viewpoint was reset); no messages.
     case clear = 4
-
-    public var name: String {
-        switch self {
-        case .insert: "insert"
-        case .update: "update"
-        case .remove: "remove"
-        case .clear: "clear"
-        }
-    }
 }
 
 /// The three lists of a sync view.
@@ -60,14 +51,6 @@ public enum SyncViewList: Int32, Sendable, CaseIterable {
     case pending = 2
     /// This client's messages whose send failed, kept for a resend or removal.
     case failed = 3
-
-    public var name: String {
-        switch self {
-        case .succeeded: "succeeded"
-        case .pending: "pending"
-        case .failed: "failed"
-        }
-    }
 }
 
 /// What a sync view shows and how much a fetch loads.
@@ -157,7 +140,9 @@ public final class SyncView: Sendable {
     let dispatcher: CallbackDispatcher
     let handler: SyncViewHandler
     let guardState = DisposeGuard()
-    private let owner: WeakClient
+    /// Held weakly. A sync view is built on message collections of its client (it makes a
+    /// new one at each reset), so it knows the client itself.
+    private let owner: WeakReference<ParleyClient>
     private let state: Locked<SyncViewState>
     /// Held for a whole `resetViewpoint`.
     private let resetting = Locked<Void>(())
@@ -174,7 +159,7 @@ public final class SyncView: Sendable {
         self.options = options
         self.dispatcher = client.dispatcher
         self.handler = handler
-        self.owner = WeakClient(client)
+        self.owner = WeakReference(client)
         self.state = Locked(SyncViewState(viewpoint: viewpoint))
         let collection = try makeCollection(client: client, viewpoint: viewpoint, generation: 0)
         state.withLock {
@@ -259,13 +244,13 @@ public final class SyncView: Sendable {
         // Resets run one at a time: each gets the next generation and its own collection.
         try resetting.withLock { _ throws(ParleyError) in
             guard !guardState.isDisposed else { throw .invalidState("the sync view is disposed") }
-            guard let client = owner.client else { throw .invalidState("the sync view's client is closed") }
+            guard let client = owner.object else { throw .invalidState("the sync view's client is closed") }
             let generation = state.withLock { $0.generation } + 1
             let fresh = try makeCollection(client: client, viewpoint: viewpoint, generation: generation)
             let state = self.state
             let handler = self.handler
             let guardState = self.guardState
-            let weakSelf = WeakSyncView(self)
+            let weakSelf = WeakReference(self)
             // The swap and the queued clears in one step: a fetch of the new collection can
             // only be claimed after it, so its actions follow the clears.
             let old = state.withLock { view -> MessageCollection?? in
@@ -285,7 +270,7 @@ public final class SyncView: Sendable {
                         for list in SyncViewList.allCases { handler.action(.clear, list, []) }
                     }
                     // The new collection's freshness, unless it reported one already.
-                    weakSelf.view?.forwardFreshness(fresh.freshness, generation)
+                    weakSelf.object?.forwardFreshness(fresh.freshness, generation)
                 }
                 return .some(view.collection)
             }
@@ -315,13 +300,13 @@ public final class SyncView: Sendable {
     // MARK: The adapter
 
     private func makeCollection(client: ParleyClient, viewpoint: Int64, generation: UInt64) throws(ParleyError) -> MessageCollection {
-        let weakSelf = WeakSyncView(self)
+        let weakSelf = WeakReference(self)
         let handler = MessageCollectionHandler(
-            added: { context, _, messages in weakSelf.view?.translate(.added, context.sendingStatus, Array(messages), generation) },
-            updated: { context, _, messages in weakSelf.view?.translate(.updated, context.sendingStatus, Array(messages), generation) },
-            deleted: { context, _, messages in weakSelf.view?.translate(.deleted, context.sendingStatus, Array(messages), generation) },
-            error: { failure in weakSelf.view?.reportError(failure, generation) },
-            freshnessChanged: { freshness in weakSelf.view?.forwardFreshness(freshness, generation) })
+            added: { context, _, messages in weakSelf.object?.translate(.added, context.sendingStatus, Array(messages), generation) },
+            updated: { context, _, messages in weakSelf.object?.translate(.updated, context.sendingStatus, Array(messages), generation) },
+            deleted: { context, _, messages in weakSelf.object?.translate(.deleted, context.sendingStatus, Array(messages), generation) },
+            error: { failure in weakSelf.object?.reportError(failure, generation) },
+            freshnessChanged: { freshness in weakSelf.object?.forwardFreshness(freshness, generation) })
         return try MessageCollection(
             client: client, channelURL: channelURL, startingPoint: viewpoint, params: options.collectionParams, handler: handler,
             fillsGapsByItself: false)
@@ -398,7 +383,7 @@ public final class SyncView: Sendable {
             let shown = show(Array(messages), generation: generation, removingOthers: whole)
             // An action callback may have reset the viewpoint: this fetch then belongs to the old one.
             guard isCurrent(generation) else { return done(.failure(.cancelled("the viewpoint was reset")), 0) }
-            let offline = owner.client.map { $0.connectionState == .closed } ?? true
+            let offline = owner.object.map { $0.connectionState == .closed } ?? true
             // The collection's completion runs now: its origin is this result's.
             let origin = collection.lastLoadOrigin ?? .cache
             done(.success(SyncFetchResult(hasMore: hasMore, offline: offline, origin: origin)), shown)
@@ -479,11 +464,6 @@ public final class SyncView: Sendable {
             handler.action(action.action, action.list, action.messages)
         }
     }
-}
-
-final class WeakSyncView: Sendable {
-    weak let view: SyncView?
-    init(_ view: SyncView) { self.view = view }
 }
 
 struct SyncViewState: Sendable {
@@ -621,10 +601,3 @@ extension ParleyClient {
 }
 
 extension SyncView: DisposableCollection {}
-
-/// The client of a sync view, held weakly. A sync view is built on message collections of
-/// its client (it makes a new one at each reset), so it knows the client itself.
-final class WeakClient: Sendable {
-    weak let client: ParleyClient?
-    init(_ client: ParleyClient?) { self.client = client }
-}

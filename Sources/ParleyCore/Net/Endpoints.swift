@@ -50,14 +50,14 @@ enum Endpoints {
     static func searchMessages(userID: String, _ search: ServerSearchQuery, token: String?) -> String {
         var path = "/v3/search/messages?user_id=" + URLEncoding.percentEncode(userID) + "&query=" + URLEncoding.percentEncode(search.query)
         path += "&limit=\(search.limit)&sort_field=" + (search.byRelevance ? "score" : "ts") + "&" + fullMessageView
-        let lists = [("channel_urls", search.channelURLs), ("custom_types", search.customTypes), ("sender_ids", search.senderIDs)]
+        let lists = [("channel_urls", search.filter.channelURLs), ("custom_types", search.filter.customTypes), ("sender_ids", search.filter.senderIDs)]
         for (name, list) in lists where !list.isEmpty {
             path += "&\(name)=" + list.map(URLEncoding.percentEncode).joined(separator: ",")
         }
-        if let from = search.createdFrom { path += "&message_ts_from=\(from)" }
-        if let to = search.createdTo { path += "&message_ts_to=\(to)" }
-        path += "&highlight_start=" + URLEncoding.percentEncode(search.highlightStart)
-        path += "&highlight_end=" + URLEncoding.percentEncode(search.highlightEnd)
+        if let from = search.filter.createdFrom { path += "&message_ts_from=\(from)" }
+        if let to = search.filter.createdTo { path += "&message_ts_to=\(to)" }
+        path += "&highlight_start=" + URLEncoding.percentEncode(search.filter.highlightStart)
+        path += "&highlight_end=" + URLEncoding.percentEncode(search.filter.highlightEnd)
         if let token { path += "&token=" + URLEncoding.percentEncode(token) }
         return path
     }
@@ -178,13 +178,7 @@ public enum URLEncoding {
 /// What the server's message search is asked (docs/PROTOCOL.md §7.7).
 struct ServerSearchQuery: Sendable, Equatable {
     var query: String
-    var channelURLs: [String]
-    var customTypes: [String]
-    var senderIDs: [String]
-    var createdFrom: Int64?
-    var createdTo: Int64?
+    var filter: MessageSearchFilter
     var byRelevance: Bool
     var limit: Int
-    var highlightStart: String
-    var highlightEnd: String
 }

@@ -29,6 +29,24 @@ public enum HTTPBodyPart: Sendable, Equatable {
     }
 }
 
+extension [HTTPBodyPart] {
+    /// A JSON object's members as form fields, in key order (nulls left out): strings as they
+    /// are, booleans as `true`/`false`, anything else (lists, numbers) as JSON text, which the
+    /// server reads.
+    static func formFields(_ fields: [String: JSONValue]) -> [HTTPBodyPart] {
+        fields.keys.sorted().compactMap { key in
+            guard let value = fields[key], value != .null else { return nil }
+            let text: String =
+                switch value {
+                case .string(let string): string
+                case .bool(let flag): flag ? "true" : "false"
+                default: value.canonicalText
+                }
+            return .field(name: key, value: text)
+        }
+    }
+}
+
 /// Part validation and the curl mime structure for one request. The checks that need
 /// no I/O run on the submitting thread; opening files and building the mime structure run
 /// on the network thread when the transfer starts.

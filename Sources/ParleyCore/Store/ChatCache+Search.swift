@@ -14,10 +14,9 @@ public enum MessageSearchOrder: String, Sendable, CaseIterable {
     case relevance
 }
 
-/// What a search of the cache looks for. `match` is an FTS5 query expression (see
-/// `MessageSearchText.matchExpression` for turning user text into one).
-public struct CacheSearchQuery: Sendable, Equatable {
-    public var match: String
+/// Which messages a search considers, and how its snippets mark the matched words: the same
+/// for the cache's search, the server's (Net/Endpoints.swift) and a search view's parameters.
+public struct MessageSearchFilter: Sendable, Equatable {
     /// Empty: every channel.
     public var channelURLs: [String] = []
     public var customTypes: [String] = []
@@ -25,9 +24,19 @@ public struct CacheSearchQuery: Sendable, Equatable {
     /// Inclusive bounds on `created_at` (ms).
     public var createdFrom: Int64?
     public var createdTo: Int64?
-    public var order: MessageSearchOrder = .time
+    /// Marks around the matched words in snippets.
     public var highlightStart = "<b>"
     public var highlightEnd = "</b>"
+
+    public init() {}
+}
+
+/// What a search of the cache looks for. `match` is an FTS5 query expression (see
+/// `MessageSearchText.matchExpression` for turning user text into one).
+public struct CacheSearchQuery: Sendable, Equatable {
+    public var match: String
+    public var filter = MessageSearchFilter()
+    public var order: MessageSearchOrder = .time
 
     public init(match: String) { self.match = match }
 }
@@ -63,17 +72,17 @@ extension ChatCache {
     /// syntax error in `match` is `.invalidArgument` with SQLite's words.
     public func searchMessages(_ query: CacheSearchQuery, _ window: SearchWindow) throws(ParleyError) -> [CacheSearchHit] {
         var conditions = ["message_search MATCH ?1"]
-        var values: [SQLiteValue] = [.text(query.match), .text(query.highlightStart), .text(query.highlightEnd)]
+        var values: [SQLiteValue] = [.text(query.match), .text(query.filter.highlightStart), .text(query.filter.highlightEnd)]
         func bind(_ value: SQLiteValue) -> String {
             values.append(value)
             return "?\(values.count)"
         }
         func list(_ items: [String]) -> SQLiteValue { .text(JSONValue.array(items.map(JSONValue.string)).canonicalText) }
-        if !query.channelURLs.isEmpty { conditions.append("m.channel_url IN (SELECT value FROM json_each(\(bind(list(query.channelURLs)))))") }
-        if !query.customTypes.isEmpty { conditions.append("m.custom_type IN (SELECT value FROM json_each(\(bind(list(query.customTypes)))))") }
-        if !query.senderIDs.isEmpty { conditions.append("m.sender_id IN (SELECT value FROM json_each(\(bind(list(query.senderIDs)))))") }
-        if let from = query.createdFrom { conditions.append("m.created_at >= \(bind(.integer(from)))") }
-        if let to = query.createdTo { conditions.append("m.created_at <= \(bind(.integer(to)))") }
+        if !query.filter.channelURLs.isEmpty { conditions.append("m.channel_url IN (SELECT value FROM json_each(\(bind(list(query.filter.channelURLs)))))") }
+        if !query.filter.customTypes.isEmpty { conditions.append("m.custom_type IN (SELECT value FROM json_each(\(bind(list(query.filter.customTypes)))))") }
+        if !query.filter.senderIDs.isEmpty { conditions.append("m.sender_id IN (SELECT value FROM json_each(\(bind(list(query.filter.senderIDs)))))") }
+        if let from = query.filter.createdFrom { conditions.append("m.created_at >= \(bind(.integer(from)))") }
+        if let to = query.filter.createdTo { conditions.append("m.created_at <= \(bind(.integer(to)))") }
         var limit: Int?
         switch window {
         case .olderThan(let id, let count):

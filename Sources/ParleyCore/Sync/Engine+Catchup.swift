@@ -188,59 +188,84 @@ extension Engine {
             if queue.runningWorkers == 0 { next() }
             return
         }
-        syncMessageChangelog(epoch: epoch, channelURL: url, resetOnce: true) {
+        syncChangelog(.messages, epoch: epoch, channelURL: url, resetOnce: true) {
             self.pullMessageChangelog(epoch: epoch, from: queue, then: next)
         }
     }
 
-    /// One page of a channel's message changelog. Its messages replace the cached copies even
-    /// when their `updated_at` did not move (reactions, thread info, pins, polls change a
-    /// message without moving it), unless events of the channel arrived while the page was
-    /// read: the page is then asked for again (at most `maxChangelogRereads` times in a row),
-    /// and past that applied without replacing what the cache has from those events.
-    private func syncMessageChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, rereads: Int = 0,
-                                      then next: @escaping @Sendable () -> Void) {
+    /// The two changelogs read per channel during a catch-up.
+    enum ChannelChangelog {
+        /// Its messages replace the cached copies even when their `updated_at` did not move
+        /// (reactions, thread info, pins, polls change a message without moving it).
+        case messages
+        /// Votes and poll edits change no message; runs after the message changelogs.
+        case polls
+
+        var noun: String { self == .messages ? "message" : "poll" }
+
+        func tokenScope(_ channelURL: String) -> String {
+            self == .messages ? ChatCache.messagesTokenScope(channelURL: channelURL) : ChatCache.pollsTokenScope(channelURL: channelURL)
+        }
+
+        func path(_ channelURL: String, token: String?) -> String {
+            self == .messages
+                ? Endpoints.messageChangelogs(channelURL: channelURL, token: token, limit: 200)
+                : Endpoints.pollChangelogs(channelURL: channelURL, token: token, limit: 200)
+        }
+
+        func cause(_ channelURL: String) -> ChangeCause {
+            self == .messages ? .messageChangelog(channelURL: channelURL) : .pollChangelog(channelURL: channelURL)
+        }
+    }
+
+    /// One page of a channel's changelog of `kind`. Events of the channel that arrive while the
+    /// page is read may be later than its entries: the page is then asked for again (at most
+    /// `maxChangelogRereads` times in a row), and past that a message page is applied without
+    /// replacing what the cache has from those events. A refused token is dropped once and the
+    /// changelog read from the start.
+    private func syncChangelog(_ kind: ChannelChangelog, epoch: UInt64, channelURL: String, resetOnce: Bool, rereads: Int = 0,
+                               then next: @escaping @Sendable () -> Void) {
         guard self.session.epoch == epoch else { return next() }
-        let scope = ChatCache.messagesTokenScope(channelURL: channelURL)
-        let token = read("reading a message token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
-        let hadToken = token != nil
-        let path = Endpoints.messageChangelogs(channelURL: channelURL, token: token, limit: 200)
+        let scope = kind.tokenScope(channelURL)
+        let token = read("reading a \(kind.noun) token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
         let readStart = channelReads.begin()
-        call("GET", path) { result in
+        call("GET", kind.path(channelURL, token: token)) { result in
             let touched = self.channelReads.end(readStart)[channelURL] != nil
             guard self.session.epoch == epoch else { return next() }
             switch result {
             case .success(let answer):
                 if touched && rereads < Self.maxChangelogRereads {
-                    return self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, rereads: rereads + 1,
-                                                     then: next)
+                    return self.syncChangelog(kind, epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, rereads: rereads + 1,
+                                              then: next)
                 }
                 let page = WireChangelogPage(answer)
-                self.write(.messageChangelog(channelURL: channelURL), "applying message changelogs") { transaction throws(ParleyError) in
-                    try Self.applyMessageChangelog(answer, replaceCached: !touched, transaction)
-                    if let next = page.next, !next.isEmpty {
-                        try transaction.setSyncToken(next, scope: scope)
+                self.write(kind.cause(channelURL), "applying \(kind.noun) changelogs") { transaction throws(ParleyError) in
+                    switch kind {
+                    case .messages: try Self.applyMessageChangelog(answer, replaceCached: !touched, transaction)
+                    case .polls: try Self.applyPollChangelog(answer, channelURL: channelURL, transaction)
                     }
+                    if let next = page.next, !next.isEmpty { try transaction.setSyncToken(next, scope: scope) }
                 }
                 if page.hasMore == true {
-                    self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, then: next)
+                    self.syncChangelog(kind, epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, then: next)
                 } else {
                     next()
                 }
-            case .failure(let error) where error.code == .forbidden || error.code == .notFound:
-                // No longer ours to see: forget it.
-                self.write(.messageChangelog(channelURL: channelURL), "removing a channel") { transaction throws(ParleyError) in
+            case .failure(let error) where kind == .messages && (error.code == .forbidden || error.code == .notFound):
+                // No longer ours to see: forget it. (Access is the message changelog's to
+                // judge, as it runs first; a poll changelog only waits.)
+                self.write(kind.cause(channelURL), "removing a channel") { transaction throws(ParleyError) in
                     try transaction.removeChannel(channelURL, reason: .accessLost)
                 }
                 next()
-            case .failure(let error) where error.code == .invalidArgument && hadToken && resetOnce:
-                self.log(.info, "sync: message changelog token of \(channelURL) refused (\(error.message)); starting over")
-                self.write(.messageChangelog(channelURL: channelURL), "resetting a message token") { transaction throws(ParleyError) in
+            case .failure(let error) where error.code == .invalidArgument && token != nil && resetOnce:
+                self.log(.info, "sync: \(kind.noun) changelog token of \(channelURL) refused (\(error.message)); starting over")
+                self.write(kind.cause(channelURL), "resetting a \(kind.noun) token") { transaction throws(ParleyError) in
                     try transaction.removeSyncToken(scope: scope)
                 }
-                self.syncMessageChangelog(epoch: epoch, channelURL: channelURL, resetOnce: false, then: next)
+                self.syncChangelog(kind, epoch: epoch, channelURL: channelURL, resetOnce: false, then: next)
             case .failure(let error):
-                self.log(.warning, "sync: message changelogs of \(channelURL) failed: \(error)")
+                self.log(.warning, "sync: \(kind.noun) changelogs of \(channelURL) failed: \(error)")
                 next()
             }
         }
@@ -255,50 +280,8 @@ extension Engine {
     /// Runs the poll changelogs of `urls`, one channel after another, then `next` once.
     private func syncPollChangelogs(epoch: UInt64, urls: [String], then next: @escaping @Sendable () -> Void) {
         guard let url = urls.first else { return next() }
-        syncPollChangelog(epoch: epoch, channelURL: url, resetOnce: true) {
+        syncChangelog(.polls, epoch: epoch, channelURL: url, resetOnce: true) {
             self.syncPollChangelogs(epoch: epoch, urls: Array(urls.dropFirst()), then: next)
-        }
-    }
-
-    /// One page of a channel's poll changelog; asked for again while events of the channel
-    /// arrive as it is read (their polls may be later than the page's), as message changelogs are.
-    private func syncPollChangelog(epoch: UInt64, channelURL: String, resetOnce: Bool, rereads: Int = 0,
-                                   then next: @escaping @Sendable () -> Void) {
-        guard self.session.epoch == epoch else { return next() }
-        let scope = ChatCache.pollsTokenScope(channelURL: channelURL)
-        let token = read("reading a poll token") { cache throws(ParleyError) in try cache.syncToken(scope: scope) } ?? nil
-        let hadToken = token != nil
-        let readStart = channelReads.begin()
-        call("GET", Endpoints.pollChangelogs(channelURL: channelURL, token: token, limit: 200)) { result in
-            let touched = self.channelReads.end(readStart)[channelURL] != nil
-            guard self.session.epoch == epoch else { return next() }
-            switch result {
-            case .success(let answer):
-                if touched && rereads < Self.maxChangelogRereads {
-                    return self.syncPollChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, rereads: rereads + 1,
-                                                  then: next)
-                }
-                let page = WireChangelogPage(answer)
-                self.write(.pollChangelog(channelURL: channelURL), "applying poll changelogs") { transaction throws(ParleyError) in
-                    try Self.applyPollChangelog(answer, channelURL: channelURL, transaction)
-                    if let next = page.next, !next.isEmpty { try transaction.setSyncToken(next, scope: scope) }
-                }
-                if page.hasMore == true {
-                    self.syncPollChangelog(epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, then: next)
-                } else {
-                    next()
-                }
-            case .failure(let error) where error.code == .invalidArgument && hadToken && resetOnce:
-                self.log(.info, "sync: poll changelog token of \(channelURL) refused (\(error.message)); starting over")
-                self.write(.pollChangelog(channelURL: channelURL), "resetting a poll token") { transaction throws(ParleyError) in
-                    try transaction.removeSyncToken(scope: scope)
-                }
-                self.syncPollChangelog(epoch: epoch, channelURL: channelURL, resetOnce: false, then: next)
-            case .failure(let error):
-                // Access is the message changelog's to judge (it ran first); this one only waits.
-                self.log(.warning, "sync: poll changelogs of \(channelURL) failed: \(error)")
-                next()
-            }
         }
     }
 }

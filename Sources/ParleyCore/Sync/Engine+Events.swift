@@ -44,7 +44,7 @@ extension Engine {
             // engine, at most once a day and at the lowest CPU priority (it reads the whole
             // file; reads and writes right after connect must not wait for it); damage it
             // finds is replaced at the next open, like a bad row.
-            let weak = WeakEngine(self)
+            let weak = WeakReference(self)
             // A thread of its own that ends with the walk: its priority is never handed back
             // (raising it again needs a privilege) and must not stay on a shared pool's thread.
             let thread = try? NativeThread.start(name: "parley-check") {
@@ -54,7 +54,7 @@ extension Engine {
                     return
                 }
                 SQLiteFiles.writeSmallFile(path + SQLiteDatabase.damageMarkerSuffix, "quick_check: \(problem)")
-                weak.engine?.log(.error, "cache: the integrity check found damage (\(problem)); the file is replaced, "
+                weak.object?.log(.error, "cache: the integrity check found damage (\(problem)); the file is replaced, "
                     + "unsent messages kept, when it is next opened")
             }
             thread?.detach()

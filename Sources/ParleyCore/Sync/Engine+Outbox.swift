@@ -253,17 +253,7 @@ extension Engine {
                     throw ParleyError(.cache, "outbox entry \(reqID): upload without file_path")
                 }
                 request = endpoint.request(method: "POST", pathAndQuery: path, body: nil, credential: .session(current.token))
-                var parts: [HTTPBodyPart] = []
-                for key in body.keys.sorted() {
-                    guard let value = body[key] else { continue }
-                    let text: String =
-                        switch value {
-                        case .string(let string): string
-                        case .bool(let flag): flag ? "true" : "false"
-                        default: value.canonicalText
-                        }
-                    parts.append(.field(name: key, value: text))
-                }
+                var parts: [HTTPBodyPart] = .formFields(body)
                 parts.append(.file(name: "file", path: filePath, fileName: body[WireField.fileName]?.stringValue,
                                    contentType: body[WireField.fileType]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }))
                 request?.multipart = parts

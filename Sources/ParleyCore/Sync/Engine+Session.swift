@@ -3,13 +3,6 @@
 // (`session.epoch`); opening the stream starts a catch-up, a drop forgets which ranges reach
 // the newest end, and connection changes are told to the application.
 
-/// A reference that does not keep the engine alive (the stream's callbacks hold it).
-final class WeakEngine: Sendable {
-    weak let engine: Engine?
-
-    init(_ engine: Engine) { self.engine = engine }
-}
-
 /// What the event stream delivered, waiting for the engine queue: events and state changes
 /// in arrival order, each with the session epoch it belongs to. One drain job is scheduled
 /// while anything waits.
@@ -185,12 +178,12 @@ extension Engine {
     /// changes still take effect between the events they came between; each is ignored once
     /// the session it belongs to has ended.
     private func streamHandler(epoch: UInt64) -> EventStreamHandler {
-        let weak = WeakEngine(self)
+        let weak = WeakReference(self)
         let queue = self.queue
         let inbox = self.streamInbox
         let push: @Sendable (StreamInbox.Item) -> Void = { item in
             guard inbox.push(item, epoch: epoch) else { return }
-            queue.async { weak.engine?.drainStreamInbox() }
+            queue.async { weak.object?.drainStreamInbox() }
         }
         let onEngine: @Sendable (@escaping @Sendable (Engine) -> Void) -> Void = { work in push(.control(work)) }
         return EventStreamHandler(
@@ -233,7 +226,7 @@ extension Engine {
                 onEngine { $0.services.connectionEvent(.sessionTokenRequired, nil) }
             },
             eventSkipped: { reason in
-                weak.engine?.log(.warning, "event stream: skipped an event: \(reason)")
+                weak.object?.log(.warning, "event stream: skipped an event: \(reason)")
             })
     }
 

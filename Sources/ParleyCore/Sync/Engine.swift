@@ -228,8 +228,8 @@ final class Engine: @unchecked Sendable {
         queue.setSpecific(key: Self.queueKey, value: 1)
         // First of the feed's observers: a load's watch has noted a batch before any view
         // reacts to it (a view may start a load from its observer).
-        let weakEngine = WeakEngine(self)
-        feed.subscribe { batch in weakEngine.engine?.notePageLoads(batch) }
+        let weakEngine = WeakReference(self)
+        feed.subscribe { batch in weakEngine.object?.notePageLoads(batch) }
     }
 
     /// The open cache, for reads.

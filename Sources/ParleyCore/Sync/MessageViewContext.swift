@@ -23,6 +23,43 @@ extension ViewContext {
     var freshnessLink: FreshnessLink { FreshnessLink(streamOpen: isConnected && isStreamOpen, catchingUp: false) }
 }
 
+/// A view's engine-queue state, as far as its place on the change feed goes.
+protocol FeedSubscriber: AnyObject {
+    /// Set while the view is subscribed: from its creation until it is disposed.
+    var observerID: UInt64? { get set }
+}
+
+extension ViewContext {
+    /// Puts a new view on the feed: in one turn of the queue, `setUp` runs, the view's
+    /// freshness starts from the session's side as it is now, and the view subscribes (to
+    /// the batches of `channelURL` only, when given). Called last in the view's init, once
+    /// every property is stored: the queue's `sync` orders them before any batch reaches
+    /// the view, so none is missed or raced. The feed holds the view weakly.
+    func attach<View: AnyObject & Sendable>(
+        _ view: View, state: some FeedSubscriber, channelURL: String? = nil, freshness: FreshnessTracker,
+        setUp: () -> Void = {}, observe: @escaping (View, ChangeBatch) -> Void
+    ) {
+        let weakView = WeakReference(view)
+        runNow {
+            setUp()
+            freshness.start(link: freshnessLink)
+            let observer: ChangeFeed.Observer = { batch in
+                if let view = weakView.object { observe(view, batch) }
+            }
+            state.observerID = channelURL.map { subscribe(channelURL: $0, observer) } ?? subscribe(observer)
+        }
+    }
+
+    /// Takes the view off the feed (on the queue); false when it already was.
+    @discardableResult
+    func detach(_ state: some FeedSubscriber) -> Bool {
+        guard let id = state.observerID else { return false }
+        unsubscribe(id)
+        state.observerID = nil
+        return true
+    }
+}
+
 /// Everything a message view (Collections/MessageCollection.swift) reaches below itself: the
 /// queue it runs on, the change feed, the session's state as far as a view must know it,
 /// keeping its channel from eviction, the channel's refresh, and Paging's loads. The engine

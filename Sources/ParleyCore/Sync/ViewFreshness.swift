@@ -14,8 +14,9 @@
 // `ViewFreshness.derive` combines them; `FreshnessTracker` is what a view holds: it follows
 // the session's side from the feed and reports each real change once, through the view's own
 // delivery (so on the callback context, in order with the view's other callbacks, never
-// after dispose). A new view adopts it in a few lines: create it where it subscribes, call
-// `observe` for every batch, and `update` after every step that may change its own side.
+// after dispose). A new view adopts it in a few lines: hand it to `ViewContext.attach` (Sync/
+// MessageViewContext.swift) where the view subscribes, call `observe` for every batch, and
+// `update` after every step that may change its own side.
 
 /// Whether a view's content is live or possibly stale (`PARLEY_FRESHNESS_*`).
 public enum ViewFreshness: Int32, Sendable, CaseIterable {
@@ -30,15 +31,6 @@ public enum ViewFreshness: Int32, Sendable, CaseIterable {
     /// No event stream (disconnected, the server unreachable, reconnecting): changes may be
     /// missed until it is back.
     case offline = 4
-
-    public var name: String {
-        switch self {
-        case .live: "live"
-        case .cached: "cached"
-        case .catchingUp: "catching_up"
-        case .offline: "offline"
-        }
-    }
 
     /// The one rule. The session's side wins: without the stream nothing is live, and while
     /// the catch-up runs what the view shows may still change because of what was missed.
@@ -57,13 +49,6 @@ public enum PageOrigin: Int32, Sendable, CaseIterable {
     /// as the cache holds them once it stored the answer; this client's own unsent messages
     /// ride along).
     case server = 2
-
-    public var name: String {
-        switch self {
-        case .cache: "cache"
-        case .server: "server"
-        }
-    }
 
     /// Several pages given as one result: the server's only when it gave each of them.
     func combined(with other: PageOrigin) -> PageOrigin {
