@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import traceback
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Protocol
 
 from . import _native
 from ._native import ErrorDetails
@@ -39,6 +39,39 @@ def unregister(key: int) -> None:
     with _lock:
         _pending.pop(key, None)
         _persistent.pop(key, None)
+
+
+def calling(key: int, call: Callable[[ctypes.c_void_p], int]) -> int:
+    """Runs `call(user_data)` (a C function given the registered `key`; it returns a status)
+    and returns `key`. When the call fails its callback never runs: the key is released and
+    the failure raised."""
+    try:
+        _native.check(call(as_key(key)))
+    except BaseException:
+        unregister(key)
+        raise
+    return key
+
+
+def start(callable_: Callable[..., None], call: Callable[[ctypes.c_void_p], int], persistent: bool = False) -> int:
+    """Registers `callable_` and runs `call(user_data)` with its key (see :func:`calling`)."""
+    return calling(register(callable_, persistent), call)
+
+
+class Settleable(Protocol):
+    """A future of either kind (concurrent.futures or asyncio)."""
+
+    def set_result(self, result: Any, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
+def settle(future: Settleable, result: Any, error: Optional[BaseException]) -> None:
+    """Completes `future` with a completion's outcome: the error raised, or the result."""
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def _take(key: Optional[int]) -> Optional[Callable[..., None]]:
@@ -95,6 +128,18 @@ def decoding(callback: Callable[[Optional[Any], Optional[ParleyError]], None], e
             callback(json.loads(result_json or empty), None)
 
     return complete
+
+
+def finish(user_data: Optional[int], error: Any, result: Callable[[], Any]) -> None:
+    """Completes a registered callable of the shape ``(result, error)`` from its C callback:
+    with ``(None, the ParleyError)``, or ``(result(), None)`` (read only without an error)."""
+    callable_ = _take(user_data)
+    if callable_ is None:
+        return
+    if error:
+        _run(callable_, None, _native.error_from(error))
+    else:
+        _run(callable_, result(), None)
 
 
 def _result(user_data: Optional[int], error: Any, result_json: Optional[bytes]) -> None:

@@ -355,3 +355,39 @@ def take_json(pointer: ctypes.c_void_p) -> Any:
     if not pointer.value:
         return None
     return json.loads(take_string(pointer))
+
+
+def read_flag(function: Any, *arguments: Any) -> bool:
+    """A boolean getter's answer: `function(*arguments, &out)` (raises what it reports)."""
+    out = ctypes.c_int(0)
+    check(function(*arguments, ctypes.byref(out)))
+    return bool(out.value)
+
+
+def read_json(function: Any, *arguments: Any) -> Any:
+    """A JSON getter's answer, decoded: `function(*arguments, &out)` (raises what it reports;
+    None for NULL)."""
+    out = ctypes.c_void_p()
+    check(function(*arguments, ctypes.byref(out)))
+    return take_json(out)
+
+
+class HandleOwner:
+    """An object that owns one library handle (a client, a view, a query): :attr:`handle`
+    raises InvalidHandle once it is released. `_released` says how, in that error."""
+
+    _released = "the object is released"
+
+    def __init__(self) -> None:
+        self._handle: Optional[int] = None
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise error_for(Status.INVALID_HANDLE, self._released)
+        return self._handle
+
+    def _release(self) -> Optional[int]:
+        """Forgets the handle and returns it (None when it was already released)."""
+        handle, self._handle = self._handle, None
+        return handle

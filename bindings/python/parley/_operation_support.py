@@ -67,13 +67,19 @@ def awaiting_operation(
 
     functools.update_wrapper(perform, method)
     # It gives what the Future gives: the same parameters, the Future's result type.
-    result = awaited(method.__annotations__.get("return"))
-    setattr(perform, "__signature__", inspect.signature(method).replace(return_annotation=result))
-    perform.__annotations__ = {key: value for key, value in method.__annotations__.items() if key != "return"}
-    if result is not inspect.Signature.empty:
-        perform.__annotations__["return"] = result
-    setattr(perform, "_forwards", True)
+    forwarding(perform, method, awaited(method.__annotations__.get("return")))
     return cast("Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]", perform)
+
+
+def forwarding(wrapper: Callable[..., Any], method: Callable[..., Any], returns: Any) -> None:
+    """Describes `wrapper`, made from `method` (functools.wraps), as taking `method`'s parameters
+    and returning `returns` (an annotation; ``inspect.Signature.empty`` for none), for help(),
+    inspect and editors; and marks it as forwarding (see :func:`own_qualnames`)."""
+    setattr(wrapper, "__signature__", inspect.signature(method).replace(return_annotation=returns))
+    wrapper.__annotations__ = {key: value for key, value in method.__annotations__.items() if key != "return"}
+    if returns is not inspect.Signature.empty:
+        wrapper.__annotations__["return"] = returns
+    setattr(wrapper, "_forwards", True)
 
 
 def own_qualnames(cls: ClassT) -> ClassT:

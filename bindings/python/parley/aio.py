@@ -23,38 +23,37 @@ import logging
 import weakref
 from dataclasses import dataclass
 from typing import (
-    TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union, cast,
+    TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generic, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar,
+    Union, cast, overload,
 )
 
-from . import _native
+from . import _callbacks, _native
 
 from ._collection_base import NativeCollection
-from ._operation_support import awaited, missing_attribute, own_qualnames
+from ._operation_support import awaited, forwarding, missing_attribute, own_qualnames
 from ._operations import AsyncOperations
-from .channel_collection import (
-    ChannelChange, ChannelsHandler, DeletedHandler, GroupChannelCollection, GroupChannelListOptions, GroupChannelListQuery,
-)
+from .channel_collection import ChannelChange, GroupChannelCollection
 from .client import (
     _CATEGORIES, CONNECTION_EVENT_KINDS, LOG_INFO, Client, LogHandler, ResultCallback, operation_names,
     user_message_document,
 )
 from .errors import NetworkError, ParleyError, error_for
 from .events import ClientEvent, ConnectionEvent
-from .freshness import Freshness, FreshnessHandler, Page
-from .message_collection import (
-    NEWEST, ChannelDeletedHandler, ChannelHandler, ErrorHandler, HugeGapHandler, MessageChange, MessageCollection,
-    MessageListOptions, MessageListParams, MessagesHandler, ProgressHandler,
-)
+from .freshness import Freshness, Page
+from .message_collection import MessageChange, MessageCollection, ProgressHandler
 from .query import Query
-from .objects import Channel, FileMessageParams, Message, User, UserMessageParams
-from .search import MessageSearch, SearchChange, SearchHandler, SearchOrder, SearchResult
-from .sync_view import ActionHandler, NEWEST_VIEWPOINT, SyncAction, SyncView, SyncViewOptions, SyncViewOverrides
+from .objects import FileMessageParams, Message, User, UserMessageParams
+from .search import MessageSearch, SearchChange, SearchResult
+from .sync_view import SyncAction, SyncView
 
 if TYPE_CHECKING:  # read by type checkers only
     from typing_extensions import Concatenate, ParamSpec, Unpack
 
     P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+W = TypeVar("W")
 
 # The async classes are described by the sync ones: a method that only forwards to the sync
 # object (`self._sync`: the Client, collection or view) is one line naming the sync method,
@@ -86,13 +85,45 @@ def _awaiting(
         return await asyncio.wrap_future(getattr(self._sync, name)(*args, **kwargs), loop=self._loop)
 
     # It returns what the Future gives, not the Future.
-    result = awaited(method.__annotations__.get("return"))
-    forward.__annotations__ = {key: value for key, value in forward.__annotations__.items() if key != "return"}
-    if result is not inspect.Signature.empty:
-        forward.__annotations__["return"] = result
-    setattr(forward, "__signature__", inspect.signature(method).replace(return_annotation=result))
-    setattr(forward, "_forwards", True)
+    forwarding(forward, method, awaited(method.__annotations__.get("return")))
     return cast("Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]", forward)
+
+
+def _wrapping(method: Callable[Concatenate[Any, P], R], wrap: Callable[[Any, R], W], doc: str) -> Callable[Concatenate[Any, P], W]:
+    """A method that calls `method` of the sync object and returns its result wrapped for the
+    loop: `wrap(self, result)` (an async view of the sync one). Same parameters as `method`;
+    `doc` says what the wrapped result offers."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return wrap(self, getattr(self._sync, name)(*args, **kwargs))
+
+    forward.__doc__ = doc
+    forwarding(forward, method, getattr(wrap, "__name__", inspect.Signature.empty))
+    return cast("Callable[Concatenate[Any, P], W]", forward)
+
+
+class _ReadOnly(Protocol[T_co]):
+    """How type checkers see a :func:`_forwarded` property: a read-only attribute of type T_co."""
+
+    @overload
+    def __get__(self, instance: None, owner: Any) -> _ReadOnly[T_co]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: Any) -> T_co: ...
+
+
+def _forwarded(getter: Callable[[Any], T]) -> _ReadOnly[T]:
+    """A read-only property that reads the same property of the sync object (`getter`: that
+    property, e.g. ``MessageCollection.messages``; its documentation too)."""
+    sync_property = cast(property, getter)
+    name = sync_property.fget.__name__ if sync_property.fget is not None else ""
+
+    def get(self: Any) -> Any:
+        return getattr(self._sync, name)
+
+    return cast("_ReadOnly[T]", property(get, doc=sync_property.__doc__))
 
 
 def _resolving(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> ResultCallback:
@@ -100,12 +131,8 @@ def _resolving(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> 
     dispatch or close); nothing once the future is done or the loop is closed."""
 
     def done(result: Optional[Any], error: Optional[ParleyError]) -> None:
-        if future.done() or loop.is_closed():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
+        if not future.done() and not loop.is_closed():
+            _callbacks.settle(future, result, error)
 
     return done
 
@@ -188,6 +215,252 @@ class EventStream(AsyncIterator[EventT]):
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
 
+    @classmethod
+    def _joining(cls, loop: asyncio.AbstractEventLoop, streams: weakref.WeakSet[EventStream[EventT]],
+                 ended: bool) -> EventStream[EventT]:
+        """A new stream among `streams` (those its source feeds); already at its end when the
+        source has `ended` (a closed client, a disposed view)."""
+        stream: EventStream[EventT] = cls(loop)
+        if ended:
+            stream._put(None)
+        else:
+            stream._streams = streams
+            streams.add(stream)
+        return stream
+
+
+def _end_streams(*groups: weakref.WeakSet[EventStream[Any]]) -> None:
+    """Ends every stream of `groups` (after the events already queued) and forgets them."""
+    streams: List[EventStream[Any]] = [stream for group in groups for stream in group]
+    for group in groups:
+        group.clear()
+    for stream in streams:
+        stream._put(None)
+
+
+
+ChangeT = TypeVar("ChangeT")
+AsyncSelfT = TypeVar("AsyncSelfT", bound="AsyncView[Any]")
+
+
+class AsyncQuery:
+    """A :class:`parley.Query` of an :class:`AsyncClient`: ``await load_next_page()`` gives the
+    next page; ``async for item in query`` gives the items page after page until the end
+    (:meth:`pages` the pages). Cancelling the awaiting task cancels the load."""
+
+    def __init__(self, owner: AsyncClient, query: Query) -> None:
+        self._owner = owner
+        self._sync = query
+        self.kind = query.kind
+
+    has_next = _forwarded(Query.has_next)
+    is_loading = _forwarded(Query.is_loading)
+
+    async def load_next_page(self) -> List[Any]:
+        """The next page's items (``[]`` past the end)."""
+        items: List[Any] = await self._owner._await(self._sync.load_next_page_with_callback)
+        return items
+
+    async def pages(self) -> AsyncIterator[List[Any]]:
+        while self.has_next:
+            yield await self.load_next_page()
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        async for page in self.pages():
+            for item in page:
+                yield item
+
+    def dispose(self) -> None:
+        self._sync.dispose()
+
+    def __enter__(self) -> AsyncQuery:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+
+class AsyncView(Generic[ChangeT]):
+    """What the async collections share: async iterators of changes and of freshness, and
+    disposal. Callbacks run on the loop's thread (during dispatch). The :class:`AsyncClient`
+    methods create them."""
+
+    def __init__(self, owner: AsyncClient, collection: NativeCollection[ChangeT]) -> None:
+        """Not for applications: the :class:`AsyncClient` methods create the async views."""
+        self._owner = owner
+        self._loop = owner._loop
+        self._sync = collection
+        self._queue: asyncio.Queue[Optional[ChangeT]] = asyncio.Queue()
+        self._freshness_streams: weakref.WeakSet[EventStream[Freshness]] = weakref.WeakSet()
+        collection.add_listener(self._queue.put_nowait)
+        collection.add_freshness_listener(self._fan_out_freshness)
+
+    freshness = _forwarded(NativeCollection.freshness)
+
+    def freshness_changes(self) -> EventStream[Freshness]:
+        """An async iterator of the view's freshness changes (:class:`parley.Freshness`), from
+        the call on, until the view is disposed (then the iteration ends)::
+
+            async for state in collection.freshness_changes():
+                show_banner(state is not Freshness.LIVE)
+
+        Read :attr:`freshness` first for the value it starts from. Several iterators each get
+        every change; ``on_freshness_changed`` still gets them too."""
+        return EventStream._joining(self._loop, self._freshness_streams, self._sync.disposed)
+
+    def _fan_out_freshness(self, freshness: Freshness) -> None:
+        for stream in list(self._freshness_streams):
+            stream._put(freshness)
+
+    async def changes(self) -> AsyncIterator[ChangeT]:
+        """Every change, in order, until the collection is disposed."""
+        while True:
+            change = await self._queue.get()
+            if change is None:
+                return
+            yield change
+
+    def dispose(self) -> None:
+        if not self._sync.disposed:
+            self._sync.dispose()
+            self._queue.put_nowait(None)
+            _end_streams(self._freshness_streams)
+
+    def __enter__(self: AsyncSelfT) -> AsyncSelfT:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+    async def __aenter__(self: AsyncSelfT) -> AsyncSelfT:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self.dispose()
+
+
+@own_qualnames
+class AsyncGroupChannelCollection(AsyncView[ChannelChange]):
+    """A :class:`GroupChannelCollection` on an :class:`AsyncClient`: awaitable pages and an
+    async iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, collection: GroupChannelCollection) -> None:
+        """Not for applications: :meth:`AsyncClient.group_channel_collection` creates it."""
+        super().__init__(owner, collection)
+        self.collection = collection
+
+    load_more = _awaiting(GroupChannelCollection.load_more)
+
+    has_more = _forwarded(GroupChannelCollection.has_more)
+    channels = _forwarded(GroupChannelCollection.channels)
+    channel_urls = _forwarded(GroupChannelCollection.channel_urls)
+
+
+@own_qualnames
+class AsyncMessageCollection(AsyncView[MessageChange]):
+    """A :class:`MessageCollection` on an :class:`AsyncClient`: awaitable loads and an async
+    iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, collection: MessageCollection) -> None:
+        """Not for applications: :meth:`AsyncClient.message_collection` creates it."""
+        super().__init__(owner, collection)
+        self.collection = collection
+
+    async def start(self) -> Page[Message]:
+        """Starts the view; returns the server's list (or, offline, the cache's after raising
+        nothing: check ``messages``). Raises what the server's page raised, except NetworkError.
+        The list is a :class:`parley.Page`: ``origin`` says which of the two it is."""
+        cache, api = self.collection.start()
+        cached: Page[Message] = await asyncio.wrap_future(cache, loop=self._loop)
+        try:
+            result: Page[Message] = await asyncio.wrap_future(api, loop=self._loop)
+            return result
+        except ParleyError as error:
+            # Exactly NetworkError (the offline case): its subclasses Timeout and TLSError still raise.
+            if type(error) is NetworkError:
+                return cached
+            raise
+
+    load_previous = _awaiting(MessageCollection.load_previous)
+    load_next = _awaiting(MessageCollection.load_next)
+
+    has_previous = _forwarded(MessageCollection.has_previous)
+    has_next = _forwarded(MessageCollection.has_next)
+    messages = _forwarded(MessageCollection.messages)
+    succeeded_messages = _forwarded(MessageCollection.succeeded_messages)
+    pending_messages = _forwarded(MessageCollection.pending_messages)
+    failed_messages = _forwarded(MessageCollection.failed_messages)
+
+    # -- sending through the view ------------------------------------------------------
+
+    async def send_user_message(self, message: Optional[str] = None, **params: Unpack[UserMessageParams]) -> PendingSend:
+        """Sends a user message into this channel (as :meth:`AsyncClient.send_user_message`):
+        it shows up as added (pending) at once, then as updated once the server has it."""
+        return await self._owner.send_user_message(self.collection.channel_url, message, **params)
+
+    async def send_file_message(
+        self, progress: Optional[ProgressHandler] = None, **params: Unpack[FileMessageParams],
+    ) -> PendingSend:
+        """Sends a file message into this channel (as :meth:`AsyncClient.send_file_message`)."""
+        return await self._owner.send_file_message(self.collection.channel_url, progress, **params)
+
+    async def resend_message(self, req_id: str) -> Send:
+        """Resends a failed message (as :meth:`AsyncClient.resend_message`)."""
+        return await self._owner.resend_message(req_id)
+
+    cancel_message = _forward(MessageCollection.cancel_message)
+    remove_failed_messages = _forward(MessageCollection.remove_failed_messages)
+
+
+@own_qualnames
+class AsyncSyncView(AsyncView[SyncAction]):
+    """A :class:`SyncView` on an :class:`AsyncClient`: awaitable fetches and an async iterator
+    of actions. Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, view: SyncView) -> None:
+        """Not for applications: :meth:`AsyncClient.sync_view` creates it."""
+        super().__init__(owner, view)
+        self.view = view
+
+    fetch = _awaiting(SyncView.fetch)
+    fetch_all_next = _awaiting(SyncView.fetch_all_next)
+    reset_viewpoint = _forward(SyncView.reset_viewpoint)
+
+    def actions(self) -> AsyncIterator[SyncAction]:
+        """Every action, in order, until the view is disposed."""
+        return self.changes()
+
+    messages = _forward(SyncView.messages)
+
+    viewpoint = _forwarded(SyncView.viewpoint)
+    succeeded_messages = _forwarded(SyncView.succeeded_messages)
+    pending_messages = _forwarded(SyncView.pending_messages)
+    failed_messages = _forwarded(SyncView.failed_messages)
+
+
+@own_qualnames
+class AsyncMessageSearch(AsyncView[SearchChange]):
+    """A :class:`MessageSearch` on an :class:`AsyncClient`: ``await load_more()``, ``async for
+    result in search`` (every result, loading page after page until none is left) and an
+    async iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
+
+    def __init__(self, owner: AsyncClient, search: MessageSearch) -> None:
+        """Not for applications: :meth:`AsyncClient.search_messages` creates it."""
+        super().__init__(owner, search)
+        self.search = search
+
+    load_more = _awaiting(MessageSearch.load_more)
+
+    async def __aiter__(self) -> AsyncIterator[SearchResult]:
+        for result in self.search.results:
+            yield result
+        while self.search.has_more:
+            for result in await self.load_more():
+                yield result
+
+    has_more = _forwarded(MessageSearch.has_more)
+    results = _forwarded(MessageSearch.results)
+
 
 @own_qualnames
 class AsyncClient(AsyncOperations):
@@ -221,12 +494,8 @@ class AsyncClient(AsyncOperations):
         future: asyncio.Future[Any] = self._loop.create_future()
 
         def done(result: Optional[Any], error: Optional[ParleyError]) -> None:
-            if future.cancelled():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
+            if not future.cancelled():
+                _callbacks.settle(future, result, error)
 
         operation = start(done)
         try:
@@ -253,14 +522,8 @@ class AsyncClient(AsyncOperations):
         the event stream has stopped."""
         self.client.disconnect()
 
-    @property
-    def current_user_id(self) -> Optional[str]:
-        """The connected user's id, or None."""
-        return self.client.current_user_id
-
-    @property
-    def closed(self) -> bool:
-        return self.client.closed
+    current_user_id = _forwarded(Client.current_user_id)
+    closed = _forwarded(Client.closed)
 
     async def perform(self, operation: str, params: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Any:
         """Performs a catalog operation by name; returns the server's answer. Every operation is
@@ -302,20 +565,9 @@ class AsyncClient(AsyncOperations):
         ``logging.getLogger("parley")``), at `level` or the one the logger has now."""
         self.client.use_logging(logger, level)
 
-    @property
-    def connection_state(self) -> str:
-        return self.client.connection_state
+    connection_state = _forwarded(Client.connection_state)
 
     # -- event iterators ---------------------------------------------------------------
-
-    def _stream(self, streams: weakref.WeakSet[EventStream[EventT]]) -> EventStream[EventT]:
-        stream: EventStream[EventT] = EventStream(self._loop)
-        if self.client.closed:
-            stream._put(None)
-        else:
-            stream._streams = streams
-            streams.add(stream)
-        return stream
 
     def connection_events(self) -> EventStream[ConnectionEvent]:
         """An async iterator of the connection changes, as :class:`parley.ConnectionEvent`
@@ -331,7 +583,7 @@ class AsyncClient(AsyncOperations):
         if not self._fanning_out_connection and not self.client.closed:
             self.client._add_connection_listener(self._fan_out_connection)
             self._fanning_out_connection = True
-        return self._stream(self._connection_streams)
+        return EventStream._joining(self._loop, self._connection_streams, self.client.closed)
 
     def events(self) -> EventStream[ClientEvent]:
         """An async iterator of every event the event handler gets (:meth:`Client.set_event_handler`),
@@ -346,7 +598,7 @@ class AsyncClient(AsyncOperations):
         if not self._fanning_out_events and not self.client.closed:
             self.client._add_event_listener(self._fan_out_event)
             self._fanning_out_events = True
-        return self._stream(self._event_streams)
+        return EventStream._joining(self._loop, self._event_streams, self.client.closed)
 
     def _fan_out_connection(self, event: int, details: Optional[_native.ErrorDetails]) -> None:
         kind = CONNECTION_EVENT_KINDS.get(event)
@@ -358,13 +610,6 @@ class AsyncClient(AsyncOperations):
         known = _CATEGORIES.get(category)
         for stream in list(self._event_streams):
             stream._put(ClientEvent(known if known is not None else category, channel_url, json.loads(payload)))
-
-    def _end_streams(self) -> None:
-        streams: List[EventStream[Any]] = [*self._connection_streams, *self._event_streams]
-        self._connection_streams.clear()
-        self._event_streams.clear()
-        for stream in streams:
-            stream._put(None)
 
     # -- sending -------------------------------------------------------------------------
 
@@ -425,63 +670,25 @@ class AsyncClient(AsyncOperations):
     cached_message_page = _forward(Client.cached_message_page)
     clear_cached_data = _forward(Client.clear_cached_data)
 
-    def group_channel_collection(
-        self, query: Union[None, GroupChannelListQuery, Mapping[str, Any]] = None, *,
-        on_added: Optional[ChannelsHandler] = None, on_updated: Optional[ChannelsHandler] = None,
-        on_deleted: Optional[DeletedHandler] = None, on_error: Optional[ErrorHandler] = None,
-        on_deleted_channels: Optional[ChannelsHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
-        **options: Unpack[GroupChannelListOptions],
-    ) -> AsyncGroupChannelCollection:
+    group_channel_collection = _wrapping(
+        Client.group_channel_collection, AsyncGroupChannelCollection,
         """A live channel list whose changes are read with ``async for change in collection.changes()``
         and its freshness with ``async for state in collection.freshness_changes()`` (the on_*
-        handlers of :meth:`Client.group_channel_collection` work too)."""
-        return AsyncGroupChannelCollection(self, self.client.group_channel_collection(
-            query, on_added=on_added, on_updated=on_updated, on_deleted=on_deleted, on_error=on_error,
-            on_deleted_channels=on_deleted_channels, on_freshness_changed=on_freshness_changed, **options))
-
-    def message_collection(
-        self, channel_url: str, starting_point: int = NEWEST, params: Union[None, MessageListParams, Mapping[str, Any]] = None,
-        *, on_added: Optional[MessagesHandler] = None, on_updated: Optional[MessagesHandler] = None,
-        on_deleted: Optional[MessagesHandler] = None, on_channel_updated: Optional[ChannelHandler] = None,
-        on_channel_deleted: Optional[ChannelDeletedHandler] = None, on_huge_gap_detected: Optional[HugeGapHandler] = None,
-        on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
-        **options: Unpack[MessageListOptions],
-    ) -> AsyncMessageCollection:
+        handlers of :meth:`Client.group_channel_collection` work too).""")
+    message_collection = _wrapping(
+        Client.message_collection, AsyncMessageCollection,
         """A live chat view whose changes are read with ``async for change in collection.changes()``
         and its freshness with ``async for state in collection.freshness_changes()`` (the on_*
-        handlers of :meth:`Client.message_collection` work too)."""
-        return AsyncMessageCollection(self, self.client.message_collection(
-            channel_url, starting_point, params, on_added=on_added, on_updated=on_updated, on_deleted=on_deleted,
-            on_channel_updated=on_channel_updated, on_channel_deleted=on_channel_deleted,
-            on_huge_gap_detected=on_huge_gap_detected, on_error=on_error, on_freshness_changed=on_freshness_changed,
-            **options))
-
-    def sync_view(
-        self, channel_url: str, viewpoint: int = NEWEST_VIEWPOINT, options: Union[None, SyncViewOptions, Mapping[str, Any]] = None,
-        *, on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None,
-        on_freshness_changed: Optional[FreshnessHandler] = None, **overrides: Unpack[SyncViewOverrides],
-    ) -> AsyncSyncView:
+        handlers of :meth:`Client.message_collection` work too).""")
+    sync_view = _wrapping(
+        Client.sync_view, AsyncSyncView,
         """The SyncManager-style view, its actions read with ``async for action in view.actions()``
-        and its freshness with ``async for state in view.freshness_changes()`` (``on_action`` works too)."""
-        return AsyncSyncView(self, self.client.sync_view(channel_url, viewpoint, options, on_action=on_action, on_error=on_error,
-                                                         on_freshness_changed=on_freshness_changed, **overrides))
-
-    def search_messages(
-        self, query: str, *, order: Union[SearchOrder, str] = SearchOrder.TIME, channel_urls: Optional[List[str]] = None,
-        custom_types: Optional[List[str]] = None, sender_ids: Optional[List[str]] = None, message_ts_from: Optional[int] = None,
-        message_ts_to: Optional[int] = None, limit: int = 20, advanced_query: bool = False, highlight_start: str = "<b>",
-        highlight_end: str = "</b>", search_server: bool = False, on_added: Optional[SearchHandler] = None,
-        on_updated: Optional[SearchHandler] = None, on_deleted: Optional[SearchHandler] = None,
-        on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
-    ) -> AsyncMessageSearch:
+        and its freshness with ``async for state in view.freshness_changes()`` (``on_action`` works too).""")
+    search_messages = _wrapping(
+        Client.search_messages, AsyncMessageSearch,
         """A live message search (see :meth:`Client.search_messages`): ``await search.load_more()``
         for a page, ``async for result in search`` for every result page after page, and
-        ``async for change in search.changes()`` for what changes afterwards."""
-        return AsyncMessageSearch(self, self.client.search_messages(
-            query, order=order, channel_urls=channel_urls, custom_types=custom_types, sender_ids=sender_ids,
-            message_ts_from=message_ts_from, message_ts_to=message_ts_to, limit=limit, advanced_query=advanced_query,
-            highlight_start=highlight_start, highlight_end=highlight_end, search_server=search_server, on_added=on_added,
-            on_updated=on_updated, on_deleted=on_deleted, on_error=on_error, on_freshness_changed=on_freshness_changed))
+        ``async for change in search.changes()`` for what changes afterwards.""")
 
     async def close(self) -> None:
         """Removes the fd watch and closes the client (pending operations get Cancelled); the
@@ -489,295 +696,10 @@ class AsyncClient(AsyncOperations):
         if not self.client.closed:
             self._loop.remove_reader(self._fd)
             self.client.close()
-        self._end_streams()
+        _end_streams(self._connection_streams, self._event_streams)
 
     async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
-
-
-ChangeT = TypeVar("ChangeT")
-AsyncSelfT = TypeVar("AsyncSelfT", bound="AsyncView[Any]")
-
-
-class AsyncQuery:
-    """A :class:`parley.Query` of an :class:`AsyncClient`: ``await load_next_page()`` gives the
-    next page; ``async for item in query`` gives the items page after page until the end
-    (:meth:`pages` the pages). Cancelling the awaiting task cancels the load."""
-
-    def __init__(self, owner: AsyncClient, query: Query) -> None:
-        self._owner = owner
-        self._sync = query
-        self.kind = query.kind
-
-    @property
-    def has_next(self) -> bool:
-        return self._sync.has_next
-
-    @property
-    def is_loading(self) -> bool:
-        return self._sync.is_loading
-
-    async def load_next_page(self) -> List[Any]:
-        """The next page's items (``[]`` past the end)."""
-        items: List[Any] = await self._owner._await(self._sync.load_next_page_with_callback)
-        return items
-
-    async def pages(self) -> AsyncIterator[List[Any]]:
-        while self.has_next:
-            yield await self.load_next_page()
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        async for page in self.pages():
-            for item in page:
-                yield item
-
-    def dispose(self) -> None:
-        self._sync.dispose()
-
-    def __enter__(self) -> AsyncQuery:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.dispose()
-
-
-class AsyncView(Generic[ChangeT]):
-    """What the async collections share: async iterators of changes and of freshness, and
-    disposal. Callbacks run on the loop's thread (during dispatch). The :class:`AsyncClient`
-    methods create them."""
-
-    def __init__(self, owner: AsyncClient, collection: NativeCollection[ChangeT]) -> None:
-        """Not for applications: the :class:`AsyncClient` methods create the async views."""
-        self._owner = owner
-        self._loop = owner._loop
-        self._sync = collection
-        self._queue: asyncio.Queue[Optional[ChangeT]] = asyncio.Queue()
-        self._freshness_streams: weakref.WeakSet[EventStream[Freshness]] = weakref.WeakSet()
-        collection.add_listener(self._queue.put_nowait)
-        collection.add_freshness_listener(self._fan_out_freshness)
-
-    @property
-    def freshness(self) -> Freshness:
-        """Live, cached, catching up or offline, as of the callbacks delivered so far."""
-        return self._sync.freshness
-
-    def freshness_changes(self) -> EventStream[Freshness]:
-        """An async iterator of the view's freshness changes (:class:`parley.Freshness`), from
-        the call on, until the view is disposed (then the iteration ends)::
-
-            async for state in collection.freshness_changes():
-                show_banner(state is not Freshness.LIVE)
-
-        Read :attr:`freshness` first for the value it starts from. Several iterators each get
-        every change; ``on_freshness_changed`` still gets them too."""
-        stream: EventStream[Freshness] = EventStream(self._loop)
-        if self._sync.disposed:
-            stream._put(None)
-        else:
-            stream._streams = self._freshness_streams
-            self._freshness_streams.add(stream)
-        return stream
-
-    def _fan_out_freshness(self, freshness: Freshness) -> None:
-        for stream in list(self._freshness_streams):
-            stream._put(freshness)
-
-    def _end_freshness_streams(self) -> None:
-        streams = list(self._freshness_streams)
-        self._freshness_streams.clear()
-        for stream in streams:
-            stream._put(None)
-
-    async def changes(self) -> AsyncIterator[ChangeT]:
-        """Every change, in order, until the collection is disposed."""
-        while True:
-            change = await self._queue.get()
-            if change is None:
-                return
-            yield change
-
-    def dispose(self) -> None:
-        if not self._sync.disposed:
-            self._sync.dispose()
-            self._queue.put_nowait(None)
-            self._end_freshness_streams()
-
-    def __enter__(self: AsyncSelfT) -> AsyncSelfT:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.dispose()
-
-    async def __aenter__(self: AsyncSelfT) -> AsyncSelfT:
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        self.dispose()
-
-
-@own_qualnames
-class AsyncGroupChannelCollection(AsyncView[ChannelChange]):
-    """A :class:`GroupChannelCollection` on an :class:`AsyncClient`: awaitable pages and an
-    async iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
-
-    def __init__(self, owner: AsyncClient, collection: GroupChannelCollection) -> None:
-        """Not for applications: :meth:`AsyncClient.group_channel_collection` creates it."""
-        super().__init__(owner, collection)
-        self.collection = collection
-
-    load_more = _awaiting(GroupChannelCollection.load_more)
-
-    @property
-    def has_more(self) -> bool:
-        return self.collection.has_more
-
-    @property
-    def channels(self) -> List[Channel]:
-        return self.collection.channels
-
-    @property
-    def channel_urls(self) -> List[str]:
-        return self.collection.channel_urls
-
-
-@own_qualnames
-class AsyncMessageCollection(AsyncView[MessageChange]):
-    """A :class:`MessageCollection` on an :class:`AsyncClient`: awaitable loads and an async
-    iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
-
-    def __init__(self, owner: AsyncClient, collection: MessageCollection) -> None:
-        """Not for applications: :meth:`AsyncClient.message_collection` creates it."""
-        super().__init__(owner, collection)
-        self.collection = collection
-
-    async def start(self) -> Page[Message]:
-        """Starts the view; returns the server's list (or, offline, the cache's after raising
-        nothing: check ``messages``). Raises what the server's page raised, except NetworkError.
-        The list is a :class:`parley.Page`: ``origin`` says which of the two it is."""
-        cache, api = self.collection.start()
-        cached: Page[Message] = await asyncio.wrap_future(cache, loop=self._loop)
-        try:
-            result: Page[Message] = await asyncio.wrap_future(api, loop=self._loop)
-            return result
-        except ParleyError as error:
-            # Exactly NetworkError (the offline case): its subclasses Timeout and TLSError still raise.
-            if type(error) is NetworkError:
-                return cached
-            raise
-
-    load_previous = _awaiting(MessageCollection.load_previous)
-    load_next = _awaiting(MessageCollection.load_next)
-
-    @property
-    def has_previous(self) -> bool:
-        return self.collection.has_previous
-
-    @property
-    def has_next(self) -> bool:
-        return self.collection.has_next
-
-    @property
-    def messages(self) -> List[Message]:
-        """As :attr:`MessageCollection.messages`: the server's messages in order, then the
-        pending and failed ones."""
-        return self.collection.messages
-
-    @property
-    def succeeded_messages(self) -> List[Message]:
-        return self.collection.succeeded_messages
-
-    @property
-    def pending_messages(self) -> List[Message]:
-        return self.collection.pending_messages
-
-    @property
-    def failed_messages(self) -> List[Message]:
-        return self.collection.failed_messages
-
-    # -- sending through the view ------------------------------------------------------
-
-    async def send_user_message(self, message: Optional[str] = None, **params: Unpack[UserMessageParams]) -> PendingSend:
-        """Sends a user message into this channel (as :meth:`AsyncClient.send_user_message`):
-        it shows up as added (pending) at once, then as updated once the server has it."""
-        return await self._owner.send_user_message(self.collection.channel_url, message, **params)
-
-    async def send_file_message(
-        self, progress: Optional[ProgressHandler] = None, **params: Unpack[FileMessageParams],
-    ) -> PendingSend:
-        """Sends a file message into this channel (as :meth:`AsyncClient.send_file_message`)."""
-        return await self._owner.send_file_message(self.collection.channel_url, progress, **params)
-
-    async def resend_message(self, req_id: str) -> Send:
-        """Resends a failed message (as :meth:`AsyncClient.resend_message`)."""
-        return await self._owner.resend_message(req_id)
-
-    cancel_message = _forward(MessageCollection.cancel_message)
-    remove_failed_messages = _forward(MessageCollection.remove_failed_messages)
-
-
-@own_qualnames
-class AsyncSyncView(AsyncView[SyncAction]):
-    """A :class:`SyncView` on an :class:`AsyncClient`: awaitable fetches and an async iterator
-    of actions. Callbacks run on the loop's thread (during dispatch)."""
-
-    def __init__(self, owner: AsyncClient, view: SyncView) -> None:
-        """Not for applications: :meth:`AsyncClient.sync_view` creates it."""
-        super().__init__(owner, view)
-        self.view = view
-
-    fetch = _awaiting(SyncView.fetch)
-    fetch_all_next = _awaiting(SyncView.fetch_all_next)
-    reset_viewpoint = _forward(SyncView.reset_viewpoint)
-
-    def actions(self) -> AsyncIterator[SyncAction]:
-        """Every action, in order, until the view is disposed."""
-        return self.changes()
-
-    messages = _forward(SyncView.messages)
-
-    @property
-    def viewpoint(self) -> int:
-        return self.view.viewpoint
-
-    @property
-    def succeeded_messages(self) -> List[Message]:
-        return self.view.succeeded_messages
-
-    @property
-    def pending_messages(self) -> List[Message]:
-        return self.view.pending_messages
-
-    @property
-    def failed_messages(self) -> List[Message]:
-        return self.view.failed_messages
-
-
-class AsyncMessageSearch(AsyncView[SearchChange]):
-    """A :class:`MessageSearch` on an :class:`AsyncClient`: ``await load_more()``, ``async for
-    result in search`` (every result, loading page after page until none is left) and an
-    async iterator of changes. Callbacks run on the loop's thread (during dispatch)."""
-
-    def __init__(self, owner: AsyncClient, search: MessageSearch) -> None:
-        """Not for applications: :meth:`AsyncClient.search_messages` creates it."""
-        super().__init__(owner, search)
-        self.search = search
-
-    load_more = _awaiting(MessageSearch.load_more)
-
-    async def __aiter__(self) -> AsyncIterator[SearchResult]:
-        for result in self.search.results:
-            yield result
-        while self.search.has_more:
-            for result in await self.load_more():
-                yield result
-
-    @property
-    def has_more(self) -> bool:
-        return self.search.has_more
-
-    @property
-    def results(self) -> List[SearchResult]:
-        return self.search.results

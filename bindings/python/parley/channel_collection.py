@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypedDict, Union
 
 from . import _callbacks, _native
-from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
+from ._collection_base import ErrorHandler, NativeCollection, dataclass_document, options_document
 from ._native import CHANNELS_EVENT_FN
 from .errors import ParleyError, error_for
-from .freshness import Freshness, FreshnessHandler, Page, freshness_trampoline, origin_of
+from .freshness import FreshnessHandler, Page, origin_of
 from .objects import Channel
 
 if TYPE_CHECKING:
@@ -213,7 +213,6 @@ class ChannelChange:
 
 ChannelsHandler = Callable[[ChannelContext, List[Channel]], None]
 DeletedHandler = Callable[[ChannelContext, List[str]], None]
-ErrorHandler = Callable[[ParleyError], None]
 
 
 def event_source(name: Optional[bytes]) -> CollectionEventSource:
@@ -229,28 +228,24 @@ def _context(pointer: Any) -> ChannelContext:
     return ChannelContext(event_source(c.source_name), (c.detail or b"").decode("utf-8"))
 
 
-def _dispatch(user_data: Optional[int], kind: ChangeKind, context: Any, text: Optional[bytes]) -> None:
-    target = _callbacks._peek(user_data)
-    if target is not None:
-        _callbacks._run(target, kind, _context(context), json.loads((text or b"[]").decode("utf-8")))
+def _changes(kind: ChangeKind) -> Any:
+    """The trampoline of one kind of change: it hands the view's `_receive` a :class:`ChannelChange`
+    (a deletion comes through ``deleted_channels``: the channels, their URLs taken from them)."""
+
+    def receive(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
+        target = _callbacks._peek(user_data)
+        if target is None:
+            return
+        channels = json.loads((text or b"[]").decode("utf-8"))
+        urls = [channel["channel_url"] for channel in channels] if kind is ChangeKind.DELETED else []
+        _callbacks._run(target, ChannelChange(kind, _context(context), channels=channels, channel_urls=urls))
+
+    return CHANNELS_EVENT_FN(receive)
 
 
-def _added(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
-    _dispatch(user_data, ChangeKind.ADDED, context, text)
-
-
-def _updated(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
-    _dispatch(user_data, ChangeKind.UPDATED, context, text)
-
-
-# Deletions come through deleted_channels (the objects; their URLs are taken from them).
-def _deleted(user_data: Optional[int], context: Any, text: Optional[bytes]) -> None:
-    _dispatch(user_data, ChangeKind.DELETED, context, text)
-
-
-_added_trampoline = CHANNELS_EVENT_FN(_added)
-_updated_trampoline = CHANNELS_EVENT_FN(_updated)
-_deleted_trampoline = CHANNELS_EVENT_FN(_deleted)
+_added_trampoline = _changes(ChangeKind.ADDED)
+_updated_trampoline = _changes(ChangeKind.UPDATED)
+_deleted_trampoline = _changes(ChangeKind.DELETED)
 
 
 def collection_sources() -> List[Dict[str, Any]]:
@@ -294,44 +289,25 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
                on_updated: Optional[ChannelsHandler] = None, on_deleted: Optional[DeletedHandler] = None,
                on_error: Optional[ErrorHandler] = None, on_deleted_channels: Optional[ChannelsHandler] = None,
                on_freshness_changed: Optional[FreshnessHandler] = None) -> None:
-        self._client = client
         self.on_added = on_added
         self.on_updated = on_updated
         self.on_deleted = on_deleted
         self.on_deleted_channels = on_deleted_channels
-        self.on_error = on_error
-        self.on_freshness_changed = on_freshness_changed
-        self._key = _callbacks.register(self._receive, persistent=True)
         handler = _native.CGroupChannelCollectionHandler(
             version=_native.GROUP_CHANNEL_COLLECTION_HANDLER_VERSION, added=_added_trampoline, updated=_updated_trampoline,
-            error=error_trampoline, user_data=_callbacks.as_key(self._key), deleted_channels=_deleted_trampoline,
-            freshness_changed=freshness_trampoline)
-        self._open(lambda out, owner, text: lib.parley_group_channel_collection_create(out, owner, text, ctypes.byref(handler)),
-                   client.handle, document=query)
+            deleted_channels=_deleted_trampoline)
+        self._open(client, on_error, on_freshness_changed, lib.parley_group_channel_collection_create, handler, document=query)
 
-    def _receive(self, kind: Union[ChangeKind, ParleyError, Freshness], context: Optional[ChannelContext] = None,
-                 payload: Any = None) -> None:
-        if isinstance(kind, Freshness):
-            self._freshness_changed(kind)
-            return
-        if isinstance(kind, ParleyError):
-            if self.on_error is not None:
-                self.on_error(kind)
-            return
-        assert context is not None
-        if kind is ChangeKind.DELETED:
-            channels = list(payload)
-            change = ChannelChange(kind, context, channels=channels, channel_urls=[c["channel_url"] for c in channels])
+    def _deliver(self, change: ChannelChange) -> None:
+        if change.kind is ChangeKind.DELETED:
             if self.on_deleted is not None:
-                self.on_deleted(context, change.channel_urls)
+                self.on_deleted(change.context, change.channel_urls)
             if self.on_deleted_channels is not None:
-                self.on_deleted_channels(context, change.channels)
+                self.on_deleted_channels(change.context, change.channels)
         else:
-            change = ChannelChange(kind, context, channels=list(payload))
-            handler = self.on_added if kind is ChangeKind.ADDED else self.on_updated
+            handler = self.on_added if change.kind is ChangeKind.ADDED else self.on_updated
             if handler is not None:
-                handler(context, change.channels)
-        self._notify(change)
+                handler(change.context, change.channels)
 
     def load_more_with_callback(self, callback: Callable[[Optional[Page[Channel]], Optional[ParleyError]], None]) -> None:
         """Loads the next page; `callback(channels, error)` runs once on the callback context
@@ -345,43 +321,26 @@ class GroupChannelCollection(NativeCollection[ChannelChange]):
                 origin = origin_of(lib.parley_group_channel_collection_last_page_origin, handle)
                 callback(Page(json.loads(result_json or "[]"), origin), None)
 
-        key = _callbacks.register(complete)
-        try:
-            _native.check(lib.parley_group_channel_collection_load_more(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        _callbacks.start(complete, lambda key: lib.parley_group_channel_collection_load_more(
+            handle, _callbacks.result_trampoline, key))
 
     def load_more(self) -> concurrent.futures.Future[Page[Channel]]:
         """Loads the next page (the first call: the first page): a Future of the channels it added,
         a :class:`parley.Page` (a list) whose ``origin`` says whether the cache or the server gave it."""
         future: concurrent.futures.Future[Page[Channel]] = concurrent.futures.Future()
-
-        def done(channels: Optional[Page[Channel]], error: Optional[ParleyError]) -> None:
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(channels if channels is not None else Page())
-
-        self.load_more_with_callback(done)
+        self.load_more_with_callback(lambda channels, error: _callbacks.settle(future, channels, error))
         return future
 
     @property
     def has_more(self) -> bool:
         """True while channels follow the loaded ones (as of the callbacks delivered so far)."""
-        out = ctypes.c_int(0)
-        _native.check(lib.parley_group_channel_collection_has_more(self.handle, ctypes.byref(out)))
-        return bool(out.value)
+        return self._flag(lib.parley_group_channel_collection_has_more)
 
     @property
     def channels(self) -> List[Channel]:
         """The loaded channels in the query's order (as of the callbacks delivered so far)."""
-        out = ctypes.c_void_p()
-        _native.check(lib.parley_group_channel_collection_channels(self.handle, ctypes.byref(out)))
-        channels: List[Channel] = _native.take_json(out) or []
-        return channels
+        return self._list(lib.parley_group_channel_collection_channels)
 
     @property
     def channel_urls(self) -> List[str]:
         return [channel["channel_url"] for channel in self.channels]
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import ctypes
+import functools
 import json
 import logging
 import sys
@@ -12,10 +13,11 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _callbacks, _native
+from ._collection_base import ErrorHandler
 from ._operation_support import missing_attribute
 from ._operations import Operations
 from .channel_collection import (
-    ChannelsHandler, DeletedHandler, ErrorHandler, GroupChannelCollection, GroupChannelListOptions,
+    ChannelsHandler, DeletedHandler, GroupChannelCollection, GroupChannelListOptions,
     GroupChannelListQuery, make_query,
 )
 from .events import ConnectionEventKind, EventCategory
@@ -176,7 +178,7 @@ def _close_open_clients() -> None:
             pass
 
 
-class Client(Operations):
+class Client(_native.HandleOwner, Operations):
     """A Parley client.
 
     `config` is the configuration document of `parley_client_create` (a mapping or JSON
@@ -218,9 +220,10 @@ class Client(Operations):
                 document = dict(config)
             document.update(options)
             text = _encode_json(document)
+        super().__init__()
         handle = ctypes.c_void_p()
         _native.check(lib.parley_client_create(ctypes.byref(handle), text))
-        self._handle: Optional[int] = handle.value
+        self._handle = handle.value
         self._close_lock = threading.Lock()
         _open_clients.add(self)
         self._log_key = 0
@@ -241,11 +244,7 @@ class Client(Operations):
 
     # -- lifetime --------------------------------------------------------------
 
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise error_for(Status.INVALID_HANDLE, "the client is closed")
-        return self._handle
+    _released = "the client is closed"
 
     @property
     def closed(self) -> bool:
@@ -255,7 +254,7 @@ class Client(Operations):
         """Cancels what is in flight, runs every queued callback, and frees the client.
         Safe to call twice, and from one of the client's callbacks."""
         with self._close_lock:
-            handle, self._handle = self._handle, None
+            handle = self._release()
         if handle is None:
             return
         _native.check(lib.parley_client_destroy(handle))
@@ -308,14 +307,9 @@ class Client(Operations):
             _native.check(lib.parley_client_set_log_callback(self.handle, _native.LOG_FN(), None, LOG_OFF))
             self._log_key = 0
         else:
-            key = _callbacks.register(handler, persistent=True)
-            try:
-                _native.check(lib.parley_client_set_log_callback(self.handle, _callbacks.log_trampoline, _callbacks.as_key(key),
-                                                                 level))
-            except BaseException:
-                _callbacks.unregister(key)
-                raise
-            self._log_key = key
+            handle = self.handle
+            self._log_key = _callbacks.start(handler, lambda key: lib.parley_client_set_log_callback(
+                handle, _callbacks.log_trampoline, key, level), persistent=True)
         if old:
             _callbacks.unregister(old)
 
@@ -332,38 +326,23 @@ class Client(Operations):
 
     def post(self, function: Callable[[], None]) -> None:
         """Runs `function` on the callback context after every callback queued before it."""
-        key = _callbacks.register(function)
-        try:
-            _native.check(lib.parley_client_post(self.handle, _callbacks.callback_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        handle = self.handle
+        _callbacks.start(function, lambda key: lib.parley_client_post(handle, _callbacks.callback_trampoline, key))
 
     # -- operations --------------------------------------------------------------
 
     def _start(self, function_name: str, args: Tuple[Any, ...], callback: ResultCallback) -> int:
         """Calls a libparley function of the shape (client, out_operation_id, *args, fn, user_data)."""
-        key = _callbacks.register(_callbacks.decoding(callback))
         operation = ctypes.c_uint64(0)
-        try:
-            _native.check(getattr(lib, function_name)(
-                self.handle, ctypes.byref(operation), *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        handle = self.handle
+        _callbacks.start(_callbacks.decoding(callback), lambda key: getattr(lib, function_name)(
+            handle, ctypes.byref(operation), *args, _callbacks.result_trampoline, key))
         return operation.value
 
     @staticmethod
     def _future_and_callback() -> Tuple[concurrent.futures.Future[Any], ResultCallback]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def done(result: Optional[Any], error: Optional[ParleyError]) -> None:
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
-
-        return future, done
+        return future, functools.partial(_callbacks.settle, future)
 
     def request_with_callback(self, method: str, path: str, body: Any, callback: ResultCallback) -> int:
         """Sends a raw REST request; `callback(result, error)` runs exactly once on the
@@ -440,13 +419,9 @@ class Client(Operations):
             _native.check(getattr(lib, setter)(self.handle, null, None))
             setattr(self, attribute, 0)
         else:
-            key = _callbacks.register(wrapped, persistent=True)
-            try:
-                _native.check(getattr(lib, setter)(self.handle, trampoline, _callbacks.as_key(key)))
-            except BaseException:
-                _callbacks.unregister(key)
-                raise
-            setattr(self, attribute, key)
+            handle = self.handle
+            setattr(self, attribute, _callbacks.start(
+                wrapped, lambda key: getattr(lib, setter)(handle, trampoline, key), persistent=True))
         if old:
             _callbacks.unregister(old)
 
@@ -539,12 +514,9 @@ class Client(Operations):
                    wrapped: Callable[..., None]) -> None:
         if not isinstance(id, str) or not id:
             raise error_for(Status.INVALID_ARGUMENT, "id must be a non-empty str")
-        key = _callbacks.register(wrapped, persistent=True)
-        try:
-            _native.check(getattr(lib, adder)(self.handle, id.encode("utf-8"), trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        handle = self.handle
+        key = _callbacks.start(wrapped, lambda user_data: getattr(lib, adder)(
+            handle, id.encode("utf-8"), trampoline, user_data), persistent=True)
         old = keyed.get(id)
         keyed[id] = key
         if old:
@@ -622,18 +594,14 @@ class Client(Operations):
 
     # -- sending -----------------------------------------------------------------
 
-    def _start_send(self, progress: Optional[ProgressHandler], callback: ResultCallback, call: Callable[[int], int]) -> None:
+    def _start_send(self, progress: Optional[ProgressHandler], callback: ResultCallback,
+                    call: Callable[[ctypes.c_void_p], int]) -> None:
         """Registers the completion `callback(message, error)` (carrying the progress handler,
-        which the progress trampoline finds through the same key) and runs `call(key)`, which
-        returns a status."""
+        which the progress trampoline finds through the same key) and runs `call(user_data)`,
+        which returns a status."""
         complete = _callbacks.decoding(callback)
         setattr(complete, "progress", progress)
-        key = _callbacks.register(complete)
-        try:
-            _native.check(call(key))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        _callbacks.start(complete, call)
 
     def _progress_fn(self, progress: Optional[ProgressHandler]) -> Any:
         return _callbacks.progress_trampoline if progress else _native.PROGRESS_FN()
@@ -650,8 +618,8 @@ class Client(Operations):
                       channel_url.encode("utf-8"), _encode_json(dict(params))]
         if function_name == "parley_client_send_file_message":
             args.append(self._progress_fn(progress))
-        self._start_send(progress, callback, lambda key: getattr(lib, function_name)(
-            *args, _callbacks.result_trampoline, _callbacks.as_key(key)))
+        self._start_send(progress, callback, lambda user_data: getattr(lib, function_name)(
+            *args, _callbacks.result_trampoline, user_data))
         pending_message: Message = json.loads(_native.take_string(pending))
         return pending_message, operation.value
 
@@ -676,15 +644,12 @@ class Client(Operations):
                 _callbacks.unregister(key)
 
         setattr(outcome, "progress", progress)
+        # Registered before the call: the last outcome may come before the call returns.
         key = _callbacks.register(outcome)
         pending = ctypes.c_void_p()
-        try:
-            _native.check(lib.parley_client_send_file_messages(
-                self.handle, ctypes.byref(pending), channel_url.encode("utf-8"), _encode_json([dict(f) for f in files]),
-                self._progress_fn(progress), _callbacks.file_sent_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        _callbacks.calling(key, lambda user_data: lib.parley_client_send_file_messages(
+            self.handle, ctypes.byref(pending), channel_url.encode("utf-8"), _encode_json([dict(f) for f in files]),
+            self._progress_fn(progress), _callbacks.file_sent_trampoline, user_data))
         messages: List[Message] = json.loads(_native.take_string(pending))
         return messages
 
@@ -692,9 +657,9 @@ class Client(Operations):
         """Not for applications: :meth:`resend_message` with `callback(message, error)` run
         exactly once on the callback context. Returns the operation id."""
         operation = ctypes.c_uint64(0)
-        self._start_send(progress, callback, lambda key: lib.parley_client_resend_message(
+        self._start_send(progress, callback, lambda user_data: lib.parley_client_resend_message(
             self.handle, ctypes.byref(operation), req_id.encode("utf-8"), self._progress_fn(progress),
-            _callbacks.result_trampoline, _callbacks.as_key(key)))
+            _callbacks.result_trampoline, user_data))
         return operation.value
 
     def _send(self, function_name: str, channel_url: str, params: Mapping[str, Any],

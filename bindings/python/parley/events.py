@@ -10,7 +10,14 @@ from typing import Any, Optional, Union
 from .errors import ParleyError
 
 
-class EventCategory(str, enum.Enum):
+class _NamedByValue(str, enum.Enum):
+    """A str enum whose str() is its value (the wire name), as handlers print or compare it."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class EventCategory(_NamedByValue):
     """A category of event. It compares equal to its name, so handlers may use either."""
 
     MESSAGE_RECEIVED = "message_received"
@@ -71,9 +78,6 @@ class EventCategory(str, enum.Enum):
     #: ``{"reason", "channel_urls"}``: the channels the changelogs found changed meanwhile.
     RESYNC = "resync"
 
-    def __str__(self) -> str:
-        return str(self.value)
-
     @property
     def source(self) -> str:
         """"server" (the real-time stream), "sync" (the changelog catch-up) or "local" (sending, the cache)."""
@@ -92,7 +96,7 @@ _SYNC = frozenset({EventCategory.CHANNEL_CHANGELOG, EventCategory.CHANNEL_CHANGE
                    EventCategory.RESYNC})
 
 
-class ConnectionEventKind(str, enum.Enum):
+class ConnectionEventKind(_NamedByValue):
     """A change of the connection (``PARLEY_CONNECTION_*``). It compares equal to its name, so
     connection handlers may use either."""
 
@@ -103,9 +107,6 @@ class ConnectionEventKind(str, enum.Enum):
     RECONNECT_FAILED = "reconnect_failed"
     DISCONNECTED = "disconnected"
     SESSION_TOKEN_REQUIRED = "session_token_required"
-
-    def __str__(self) -> str:
-        return str(self.value)
 
 
 @dataclass(frozen=True)

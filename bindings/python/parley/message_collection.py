@@ -8,18 +8,17 @@ with a :class:`MessageContext` saying why and in which sending state.
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
 import enum
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypedDict, Union
 
 from . import _callbacks, _native
-from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
+from ._collection_base import ErrorHandler, NativeCollection, dataclass_document, options_document
 from ._native import MESSAGE_EVENT_FN
 from .channel_collection import CollectionEventSource, event_source
-from .errors import ParleyError, error_for
-from .freshness import Freshness, FreshnessHandler, Page, PageOrigin, freshness_trampoline, origin_of
+from .errors import error_for
+from .freshness import FreshnessHandler, Page, PageOrigin, origin_of
 from .objects import Channel, FileMessageParams, Message, UserMessageParams
 
 if TYPE_CHECKING:
@@ -135,7 +134,6 @@ MessagesHandler = Callable[[MessageContext, Optional[Channel], List[Message]], N
 ChannelHandler = Callable[[MessageContext, Optional[Channel]], None]
 ChannelDeletedHandler = Callable[[MessageContext, str], None]
 HugeGapHandler = Callable[[], None]
-ErrorHandler = Callable[[ParleyError], None]
 #: ``progress(req_id, sent, total)`` of a file upload.
 ProgressHandler = Callable[[str, int, int], None]
 
@@ -205,8 +203,6 @@ class MessageCollection(NativeCollection[MessageChange]):
                on_channel_deleted: Optional[ChannelDeletedHandler] = None,
                on_huge_gap_detected: Optional[HugeGapHandler] = None, on_error: Optional[ErrorHandler] = None,
                on_freshness_changed: Optional[FreshnessHandler] = None) -> None:
-        self._client = client
-        self.on_freshness_changed = on_freshness_changed
         self.channel_url = channel_url
         self.on_added = on_added
         self.on_updated = on_updated
@@ -214,21 +210,11 @@ class MessageCollection(NativeCollection[MessageChange]):
         self.on_channel_updated = on_channel_updated
         self.on_channel_deleted = on_channel_deleted
         self.on_huge_gap_detected = on_huge_gap_detected
-        self.on_error = on_error
-        self._key = _callbacks.register(self._receive, persistent=True)
-        # One user_data serves both callbacks: `_receive` tells errors from changes.
-        handler = _native.CMessageCollectionHandler(_native.MESSAGE_COLLECTION_HANDLER_VERSION, _event_trampoline,
-                                                    error_trampoline, _callbacks.as_key(self._key), freshness_trampoline)
-        self._open(lambda out, *arguments: lib.parley_message_collection_create(out, *arguments, ctypes.byref(handler)),
-                   client.handle, channel_url.encode("utf-8"), starting_point, document=params)
+        handler = _native.CMessageCollectionHandler(version=_native.MESSAGE_COLLECTION_HANDLER_VERSION, event=_event_trampoline)
+        self._open(client, on_error, on_freshness_changed, lib.parley_message_collection_create, handler,
+                   channel_url.encode("utf-8"), starting_point, document=params)
 
-    def _receive(self, change: Union[MessageChange, ParleyError, Freshness]) -> None:
-        if isinstance(change, Freshness):
-            self._freshness_changed(change)
-            return
-        if isinstance(change, ParleyError):
-            self._receive_error(change)
-            return
+    def _deliver(self, change: MessageChange) -> None:
         kind = change.kind
         if kind in (MessageChangeKind.ADDED, MessageChangeKind.UPDATED, MessageChangeKind.DELETED):
             handler = {MessageChangeKind.ADDED: self.on_added, MessageChangeKind.UPDATED: self.on_updated,
@@ -241,11 +227,6 @@ class MessageCollection(NativeCollection[MessageChange]):
             self.on_channel_deleted(change.context, self.channel_url)
         elif kind is MessageChangeKind.HUGE_GAP_DETECTED and self.on_huge_gap_detected is not None:
             self.on_huge_gap_detected()
-        self._notify(change)
-
-    def _receive_error(self, error: ParleyError) -> None:
-        if self.on_error is not None:
-            self.on_error(error)
 
     def start(self) -> Tuple[concurrent.futures.Future[Page[Message]], concurrent.futures.Future[Page[Message]]]:
         """Starts the view: two futures, the cache's list (at once) and the server's list that
@@ -253,33 +234,22 @@ class MessageCollection(NativeCollection[MessageChange]):
         :class:`parley.Page`: ``origin`` is ``CACHE`` for the first, ``SERVER`` for the second."""
         cache_future: concurrent.futures.Future[Page[Message]] = concurrent.futures.Future()
         api_future: concurrent.futures.Future[Page[Message]] = concurrent.futures.Future()
+        handle = self.handle
         # Both completions share one user_data; the cache's always comes first.
-        results = [_future_callback(cache_future, self.handle), _future_callback(api_future, self.handle)]
+        results = [_future_callback(cache_future, handle), _future_callback(api_future, handle)]
 
         def complete(result_json: Optional[str], error: Optional[_native.ErrorDetails]) -> None:
             results.pop(0)(result_json, error)
 
         key = _callbacks.register(complete, persistent=True)
-
-        def finish_later(future: concurrent.futures.Future[Page[Message]]) -> None:
-            _callbacks.unregister(key)
-
-        api_future.add_done_callback(finish_later)
-        try:
-            _native.check(lib.parley_message_collection_start(self.handle, _START_FN, _START_FN, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        api_future.add_done_callback(lambda _: _callbacks.unregister(key))
+        _callbacks.calling(key, lambda user_data: lib.parley_message_collection_start(handle, _START_FN, _START_FN, user_data))
         return cache_future, api_future
 
     def _load(self, function: Any) -> concurrent.futures.Future[Page[Message]]:
         future: concurrent.futures.Future[Page[Message]] = concurrent.futures.Future()
-        key = _callbacks.register(_future_callback(future, self.handle))
-        try:
-            _native.check(function(self.handle, _callbacks.result_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        handle = self.handle
+        _callbacks.start(_future_callback(future, handle), lambda key: function(handle, _callbacks.result_trampoline, key))
         return future
 
     def load_previous(self) -> concurrent.futures.Future[Page[Message]]:
@@ -293,24 +263,17 @@ class MessageCollection(NativeCollection[MessageChange]):
 
     @property
     def has_previous(self) -> bool:
-        out = ctypes.c_int(0)
-        _native.check(lib.parley_message_collection_has_previous(self.handle, ctypes.byref(out)))
-        return bool(out.value)
+        return self._flag(lib.parley_message_collection_has_previous)
 
     @property
     def has_next(self) -> bool:
-        out = ctypes.c_int(0)
-        _native.check(lib.parley_message_collection_has_next(self.handle, ctypes.byref(out)))
-        return bool(out.value)
+        return self._flag(lib.parley_message_collection_has_next)
 
     @property
     def messages(self) -> List[Message]:
         """The shown messages: the server's in order, then pending and failed ones (as of the
         callbacks delivered so far)."""
-        out = ctypes.c_void_p()
-        _native.check(lib.parley_message_collection_messages(self.handle, ctypes.byref(out)))
-        messages: List[Message] = _native.take_json(out) or []
-        return messages
+        return self._list(lib.parley_message_collection_messages)
 
     @property
     def succeeded_messages(self) -> List[Message]:

@@ -33,7 +33,7 @@ QUERY_KINDS: Dict[str, int] = {
 PageCallback = Callable[[Optional[List[Any]], Optional[ParleyError]], None]
 
 
-class Query:
+class Query(_native.HandleOwner):
     """A stateful list query of one of :data:`QUERY_KINDS`: :meth:`load_next_page` gives the
     next page (a Future of the list of items: messages, channels, members, or users / bans /
     mutes as the server gives them), :attr:`has_next` whether another may follow. Iterating
@@ -41,63 +41,46 @@ class Query:
     A second load while one runs raises :class:`parley.InvalidState` ("query in progress").
     Release it with :meth:`dispose` or a ``with`` block."""
 
+    _released = "the query is disposed"
+
     def __init__(self, client: Client, kind: str, options: Mapping[str, Any]) -> None:
         from .client import _encode_json
 
+        super().__init__()
         number = QUERY_KINDS.get(kind)
         if number is None:
             raise error_for(Status.INVALID_ARGUMENT, f"unknown query kind {kind!r}; expected one of {', '.join(QUERY_KINDS)}")
         handle = ctypes.c_void_p()
         _native.check(lib.parley_query_create(ctypes.byref(handle), client.handle, number, _encode_json(dict(options))))
         self._client = client
-        self._handle: Optional[int] = handle.value
+        self._handle = handle.value
         self.kind = kind
-
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise error_for(Status.INVALID_HANDLE, "the query is disposed")
-        return self._handle
 
     @property
     def has_next(self) -> bool:
         """Whether another page may follow (false once a page's answer said it was the last)."""
-        out = ctypes.c_int(0)
-        _native.check(lib.parley_query_has_next(self.handle, ctypes.byref(out)))
-        return bool(out.value)
+        return _native.read_flag(lib.parley_query_has_next, self.handle)
 
     @property
     def is_loading(self) -> bool:
         """Whether a load runs (its completion has not run yet)."""
-        out = ctypes.c_int(0)
-        _native.check(lib.parley_query_is_loading(self.handle, ctypes.byref(out)))
-        return bool(out.value)
+        return _native.read_flag(lib.parley_query_is_loading, self.handle)
 
     def load_next_page_with_callback(self, callback: PageCallback) -> int:
         """Loads the next page; `callback(items, error)` runs exactly once on the callback
         context. Returns the operation id (for :meth:`parley.Client.cancel`)."""
-        key = _callbacks.register(_callbacks.decoding(callback, empty="[]"))
         operation = ctypes.c_uint64(0)
-        try:
-            _native.check(lib.parley_query_load_next_page(
-                self.handle, ctypes.byref(operation), _callbacks.result_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        handle = self.handle
+        _callbacks.start(_callbacks.decoding(callback, empty="[]"), lambda key: lib.parley_query_load_next_page(
+            handle, ctypes.byref(operation), _callbacks.result_trampoline, key))
         return operation.value
 
     def load_next_page(self) -> concurrent.futures.Future[List[Any]]:
         """A Future of the next page's items (``[]`` past the end). In manual dispatch mode it
         completes during :meth:`parley.Client.dispatch`."""
         future: concurrent.futures.Future[List[Any]] = concurrent.futures.Future()
-
-        def done(items: Optional[List[Any]], error: Optional[ParleyError]) -> None:
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(items or [])
-
-        setattr(future, "operation_id", self.load_next_page_with_callback(done))
+        operation = self.load_next_page_with_callback(lambda items, error: _callbacks.settle(future, items or [], error))
+        setattr(future, "operation_id", operation)
         return future
 
     def _wait(self, future: concurrent.futures.Future[List[Any]]) -> List[Any]:
@@ -121,7 +104,7 @@ class Query:
     def dispose(self) -> None:
         """Releases the query; a load in flight completes with :class:`parley.Cancelled`.
         Safe to call twice."""
-        handle, self._handle = self._handle, None
+        handle = self._release()
         if handle is not None:
             _native.check(lib.parley_query_dispose(handle))
 

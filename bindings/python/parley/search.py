@@ -11,17 +11,16 @@ the server for its next page too (docs/C-API.md "Searching messages").
 from __future__ import annotations
 
 import concurrent.futures
-import ctypes
 import enum
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, TypedDict, Union, cast
 
 from . import _callbacks, _native
-from ._collection_base import NativeCollection, error_trampoline
+from ._collection_base import ErrorHandler, NativeCollection
 from ._native import SEARCH_LOAD_FN, SEARCH_RESULTS_FN
 from .errors import ParleyError
-from .freshness import Freshness, FreshnessHandler, Page, PageOrigin, freshness_trampoline, origin_of
+from .freshness import FreshnessHandler, Page, PageOrigin, origin_of
 from .objects import Message
 
 if TYPE_CHECKING:
@@ -64,7 +63,6 @@ class SearchChange:
 
 
 SearchHandler = Callable[[List[SearchResult]], None]
-ErrorHandler = Callable[[ParleyError], None]
 
 
 def _results(kind: SearchChangeKind) -> Any:
@@ -82,13 +80,7 @@ _deleted_trampoline = _results(SearchChangeKind.DELETED)
 
 
 def _loaded(user_data: Optional[int], error: Any, results_json: Optional[bytes]) -> None:
-    future = _callbacks._take(user_data)
-    if future is None:
-        return
-    if error:
-        _callbacks._run(future, None, _native.error_from(error))
-    else:
-        _callbacks._run(future, json.loads((results_json or b"[]").decode("utf-8")), None)
+    _callbacks.finish(user_data, error, lambda: json.loads((results_json or b"[]").decode("utf-8")))
 
 
 _load_trampoline = SEARCH_LOAD_FN(_loaded)
@@ -125,40 +117,22 @@ class MessageSearch(NativeCollection[SearchChange]):
                  on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None) -> None:
         """Not for applications: :meth:`parley.Client.search_messages` creates the search."""
         super().__init__()
-        self._client = client
         self.query = str(params["query"])
         self._handlers = {SearchChangeKind.ADDED: on_added, SearchChangeKind.UPDATED: on_updated,
                           SearchChangeKind.DELETED: on_deleted}
-        self.on_error = on_error
-        self.on_freshness_changed = on_freshness_changed
-        self._key = _callbacks.register(self._receive, persistent=True)
-        handler = _native.CMessageSearchHandler(
-            _native.MESSAGE_SEARCH_HANDLER_VERSION, _added_trampoline, _updated_trampoline, _deleted_trampoline, error_trampoline,
-            _callbacks.as_key(self._key), freshness_trampoline)
-        self._open(lambda out, *arguments: lib.parley_message_search_create(out, *arguments, ctypes.byref(handler)),
-                   client.handle, document=params)
+        handler = _native.CMessageSearchHandler(version=_native.MESSAGE_SEARCH_HANDLER_VERSION, added=_added_trampoline,
+                                                updated=_updated_trampoline, deleted=_deleted_trampoline)
+        self._open(client, on_error, on_freshness_changed, lib.parley_message_search_create, handler, document=params)
 
-    def _receive(self, change: Union[SearchChange, ParleyError, Freshness]) -> None:
-        if isinstance(change, Freshness):
-            self._freshness_changed(change)
-            return
-        if isinstance(change, ParleyError):
-            if self.on_error is not None:
-                self.on_error(change)
-            return
+    def _deliver(self, change: SearchChange) -> None:
         handler = self._handlers[change.kind]
         if handler is not None:
             handler(change.results)
-        self._notify(change)
 
     def load_more_with_callback(self, done: Callable[[Optional[List[SearchResult]], Optional[ParleyError]], None]) -> None:
         """Loads the next page and calls ``done(results, error)`` on the callback context."""
-        key = _callbacks.register(done)
-        try:
-            _native.check(lib.parley_message_search_load_more(self.handle, _load_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        handle = self.handle
+        _callbacks.start(done, lambda key: lib.parley_message_search_load_more(handle, _load_trampoline, key))
 
     def load_more(self) -> concurrent.futures.Future[Page[SearchResult]]:
         """Loads the next ``limit`` results (the first call: the first ones); the Future gets
@@ -186,14 +160,9 @@ class MessageSearch(NativeCollection[SearchChange]):
     @property
     def has_more(self) -> bool:
         """More results exist beyond those loaded (in the cache, or on the server)."""
-        out = ctypes.c_int(0)
-        _native.check(lib.parley_message_search_has_more(self.handle, ctypes.byref(out)))
-        return bool(out.value)
+        return self._flag(lib.parley_message_search_has_more)
 
     @property
     def results(self) -> List[SearchResult]:
         """The results shown, in the view's order, as the changes so far left them."""
-        out = ctypes.c_void_p()
-        _native.check(lib.parley_message_search_results(self.handle, ctypes.byref(out)))
-        results: List[SearchResult] = _native.take_json(out) or []
-        return results
+        return self._list(lib.parley_message_search_results)

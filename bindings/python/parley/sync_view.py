@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, TypedDict, Union, cast
 
 from . import _callbacks, _native
-from ._collection_base import NativeCollection, dataclass_document, error_trampoline, options_document
+from ._collection_base import ErrorHandler, NativeCollection, dataclass_document, options_document
 from ._native import ACTION_FN, FETCH_FN
 from .errors import ParleyError
-from .freshness import Freshness, FreshnessHandler, PageOrigin, freshness_trampoline, origin_of
+from .freshness import FreshnessHandler, PageOrigin, origin_of
 from .message_collection import MessageTypeFilter, ReplyType
 from .objects import Message
 
@@ -111,7 +111,6 @@ class FetchResult:
 
 
 ActionHandler = Callable[[SyncAction], None]
-ErrorHandler = Callable[[ParleyError], None]
 
 
 def _action(user_data: Optional[int], action: int, list_: int, messages_json: Optional[bytes]) -> None:
@@ -122,13 +121,7 @@ def _action(user_data: Optional[int], action: int, list_: int, messages_json: Op
 
 
 def _fetched(user_data: Optional[int], error: Any, has_more: int, offline: int) -> None:
-    future = _callbacks._take(user_data)
-    if future is None:
-        return
-    if error:
-        _callbacks._run(future, None, _native.error_from(error))
-    else:
-        _callbacks._run(future, FetchResult(bool(has_more), bool(offline)), None)
+    _callbacks.finish(user_data, error, lambda: FetchResult(bool(has_more), bool(offline)))
 
 
 _action_trampoline = ACTION_FN(_action)
@@ -166,28 +159,15 @@ class SyncView(NativeCollection[SyncAction]):
     def _setup(self, client: Client, channel_url: str, viewpoint: int, options: Mapping[str, Any],
                on_action: Optional[ActionHandler] = None, on_error: Optional[ErrorHandler] = None,
                on_freshness_changed: Optional[FreshnessHandler] = None) -> None:
-        self._client = client
         self.channel_url = channel_url
         self.on_action = on_action
-        self.on_error = on_error
-        self.on_freshness_changed = on_freshness_changed
-        self._key = _callbacks.register(self._receive, persistent=True)
-        handler = _native.CSyncViewHandler(_native.SYNC_VIEW_HANDLER_VERSION, _action_trampoline, error_trampoline,
-                                           _callbacks.as_key(self._key), freshness_trampoline)
-        self._open(lambda out, *arguments: lib.parley_sync_view_create(out, *arguments, ctypes.byref(handler)),
-                   client.handle, channel_url.encode("utf-8"), viewpoint, document=options)
+        handler = _native.CSyncViewHandler(version=_native.SYNC_VIEW_HANDLER_VERSION, action=_action_trampoline)
+        self._open(client, on_error, on_freshness_changed, lib.parley_sync_view_create, handler, channel_url.encode("utf-8"), viewpoint,
+                   document=options)
 
-    def _receive(self, change: Union[SyncAction, ParleyError, Freshness]) -> None:
-        if isinstance(change, Freshness):
-            self._freshness_changed(change)
-            return
-        if isinstance(change, ParleyError):
-            if self.on_error is not None:
-                self.on_error(change)
-            return
+    def _deliver(self, change: SyncAction) -> None:
         if self.on_action is not None:
             self.on_action(change)
-        self._notify(change)
 
     def _fetch(self, call: Callable[[Any, Any], int]) -> concurrent.futures.Future[FetchResult]:
         future: concurrent.futures.Future[FetchResult] = concurrent.futures.Future()
@@ -201,12 +181,7 @@ class SyncView(NativeCollection[SyncAction]):
                 origin = origin_of(lib.parley_sync_view_last_fetch_origin, handle)
                 future.set_result(replace(cast(FetchResult, result), origin=origin))  # always given without an error
 
-        key = _callbacks.register(complete)
-        try:
-            _native.check(call(_fetch_trampoline, _callbacks.as_key(key)))
-        except BaseException:
-            _callbacks.unregister(key)
-            raise
+        _callbacks.start(complete, lambda key: call(_fetch_trampoline, key))
         return future
 
     def fetch(self, direction: SyncDirection = SyncDirection.PREVIOUS) -> concurrent.futures.Future[FetchResult]:
@@ -232,10 +207,7 @@ class SyncView(NativeCollection[SyncAction]):
 
     def messages(self, which: SyncList) -> List[Message]:
         """One list as the actions delivered so far left it."""
-        out = ctypes.c_void_p()
-        _native.check(lib.parley_sync_view_messages(self.handle, int(which), ctypes.byref(out)))
-        messages: List[Message] = _native.take_json(out) or []
-        return messages
+        return self._list(lib.parley_sync_view_messages, int(which))
 
     @property
     def succeeded_messages(self) -> List[Message]:

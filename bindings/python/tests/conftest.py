@@ -5,8 +5,9 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any, Iterator, List, NamedTuple, Union
+from typing import Any, Dict, Generic, Iterator, List, NamedTuple, TypeVar, Union
 
 import pytest
 
@@ -33,6 +34,25 @@ def server_database(tmp_path: Path, name: str = "server.sqlite") -> str:
     """The `--database` of a test's server: `tmp_path/name` on SQLite, a PostgreSQL URL with
     PARLEY_TEST_BACKEND=postgres. The same for the same arguments, so a restart reuses it."""
     return databases.database_for(tmp_path, name)
+
+
+T = TypeVar("T")
+
+
+class Collected(Generic[T]):
+    """A listener that keeps what it is called with, in order (it runs on the callback thread)."""
+
+    def __init__(self) -> None:
+        self.items: List[T] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, item: T) -> None:
+        with self.lock:
+            self.items.append(item)
+
+    def snapshot(self) -> List[T]:
+        with self.lock:
+            return list(self.items)
 
 
 class RunningServer(NamedTuple):
@@ -122,10 +142,43 @@ def listing_for(server_url: str, token: str, channel_url: str, **extra: str) -> 
     """Every message of the channel as the server lists it to the token's user, oldest first."""
     import time
 
+    params = {"message_ts": int(time.time() * 1000) + 60_000, "prev_limit": 200, "next_limit": 0, **extra}
+    messages: List[Any] = listed(server_url, token, f"/v3/group_channels/{channel_url}/messages", params)["messages"]
+    return messages
+
+
+def listed(server_url: str, token: str, path: str, params: Dict[str, Any]) -> Any:
+    """One page of a listing as the token's user gets it (the answer's JSON)."""
     import requests
 
-    response = requests.get(f"{server_url}/v3/group_channels/{channel_url}/messages", headers={"Session-Key": token},
-                            params={"message_ts": int(time.time() * 1000) + 60_000, "prev_limit": 200, "next_limit": 0,
-                                    **extra}, timeout=10)
+    response = requests.get(server_url + path, params=params, headers={"Session-Key": token}, timeout=10)
     assert response.status_code == 200, response.text
-    return response.json()["messages"]
+    return response.json()
+
+
+def walk_channels(server_url: str, token: str, user_id: str, params: Dict[str, Any]) -> List[str]:
+    """The URLs of the user's channels as the server lists them (``my_group_channels`` with
+    `params`), walked with its ``next`` tokens to the end."""
+    query = dict(params)
+    urls: List[str] = []
+    for _ in range(1000):
+        page = listed(server_url, token, f"/v3/users/{user_id}/my_group_channels", query)
+        urls += [channel["channel_url"] for channel in page["channels"]]
+        if not page["next"]:
+            return urls
+        query["token"] = page["next"]
+    raise AssertionError("the server's listing never ended")
+
+
+def walk_messages(server_url: str, token: str, channel_url: str, filters: Dict[str, Any]) -> List[int]:
+    """The ids of the channel's messages as the server lists them to the token's user (with
+    `filters`), walked from the oldest to the end."""
+    query: Dict[str, Any] = {"message_ts": 0, "prev_limit": 0, "next_limit": 200, "include": "true", **filters}
+    ids: List[int] = []
+    while True:
+        page = listed(server_url, token, f"/v3/group_channels/{channel_url}/messages", query)
+        ids += [m["message_id"] for m in page["messages"]]
+        if not page["has_next"]:
+            return ids
+        last = page["messages"][-1]
+        query.update(message_ts=last["created_at"], message_id=last["message_id"], include="false")

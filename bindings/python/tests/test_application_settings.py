@@ -12,7 +12,7 @@ import pytest
 
 import parley
 from conftest import Admin, RunningServer, listing_for
-from test_engine import connect, make_client, poll_until
+from test_engine import connected, poll_until
 
 TIMEOUT = 10
 
@@ -25,9 +25,7 @@ def test_with_chat_history_off_a_new_member_sees_what_the_server_lists_for_them(
     url = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice"], "is_public": True, "channel_url": "history"})["channel_url"]
     admin.send(url, "alice", "before carol one")
     admin.send(url, "alice", "before carol two")
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "carol", carol)
+    with connected(server.url, tmp_path / "cache", "carol", carol) as (client, recorder):
         client.join_channel(channel_url=url).result(TIMEOUT)
         collection = client.message_collection(url)
         with collection:
@@ -56,9 +54,7 @@ def test_a_join_beyond_the_channel_limit_fails_with_the_servers_code(server: Run
     dave = admin.user("dave")
     admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "dave"], "channel_url": "first"})
     admin.call("POST", "/v3/group_channels", {"user_ids": ["alice"], "is_public": True, "channel_url": "second"})
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "dave", dave)
+    with connected(server.url, tmp_path / "cache", "dave", dave) as (client, recorder):
         with pytest.raises(parley.ParleyError) as refused:
             client.join_channel(channel_url="second").result(TIMEOUT)
         assert isinstance(refused.value, parley.Forbidden)
@@ -73,9 +69,7 @@ def test_a_join_beyond_the_channel_limit_fails_with_the_servers_code(server: Run
 def test_translation_and_push_parameters_are_refused_by_name(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     erin = admin.user("erin")
     url = admin.call("POST", "/v3/group_channels", {"user_ids": ["erin"], "channel_url": "ported"})["channel_url"]
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "erin", erin)
+    with connected(server.url, tmp_path / "cache", "erin", erin) as (client, recorder):
         cases = [
             ({"target_languages": ["en"]}, "target_languages: message translation is not supported"),
             ({"push_notification_delivery_option": "suppress"},

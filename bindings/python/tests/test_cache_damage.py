@@ -5,12 +5,13 @@ file for replacement), and when the file is replaced its unsent messages are car
 back the unsent messages of a file destroyed as a whole, so their number is known."""
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -51,6 +52,29 @@ def restart(server: RunningServer, tmp_path: Path) -> subprocess.Popen:
     return process
 
 
+@contextlib.contextmanager
+def restarted(server: RunningServer, tmp_path: Path) -> Iterator[None]:
+    """The server (killed by :func:`unsent_messages_then_close`) running again, stopped after the block."""
+    again = restart(server, tmp_path)
+    try:
+        yield
+    finally:
+        again.terminate()
+        again.wait()
+
+
+@contextlib.contextmanager
+def recovered_client(server: RunningServer, cache_dir: Path, token: str,
+                     events: Events) -> Iterator[Tuple[parley.Client, Dict[str, Any]]]:
+    """alice's client on the damaged cache, connected, once it reported ``cache_recovered``:
+    the client and that event's payload."""
+    with parley.Client(server_url=server.url, cache_dir=str(cache_dir)) as client:
+        client.set_event_handler(events)
+        client.connect("alice", token).result(TIMEOUT)
+        wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
+        yield client, events.of("cache_recovered")[0]
+
+
 def unsent_messages_then_close(server: RunningServer, admin: Admin, cache_dir: Path,
                                count: int = 2) -> Tuple[str, List[str], Path]:
     """alice caches 5 messages of bob's, the server dies, she sends `count` (kept unsent), closes."""
@@ -85,8 +109,7 @@ def test_a_row_that_is_not_valid_utf8_json_is_an_error_and_the_file_is_replaced_
     with sqlite3.connect(path) as db:  # one byte that is not UTF-8 inside a stored message
         db.execute("UPDATE messages SET json = CAST(x'7b226d657373616765223a22ff227d' AS TEXT) "
                    "WHERE message_id = (SELECT min(message_id) FROM messages)")
-    again = restart(server, tmp_path)
-    try:
+    with restarted(server, tmp_path):
         events = Events()
         with parley.Client(server_url=server.url, cache_dir=str(cache_dir), auto_resend=False) as client:
             client.set_event_handler(events)
@@ -94,11 +117,7 @@ def test_a_row_that_is_not_valid_utf8_json_is_an_error_and_the_file_is_replaced_
             with pytest.raises(parley.CacheError, match="damaged"):
                 client.cached_messages("room")
         assert Path(str(path) + ".damaged").exists()
-        with parley.Client(server_url=server.url, cache_dir=str(cache_dir)) as client:
-            client.set_event_handler(events)
-            client.connect("alice", token).result(TIMEOUT)
-            wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
-            recovered = events.of("cache_recovered")[0]
+        with recovered_client(server, cache_dir, token, events) as (client, recovered):
             assert sorted(recovered["restored_req_ids"]) == sorted(req_ids) and recovered["lost"] == []
             assert recovered["lost_unknown"] is False
             assert "marked damaged" in recovered["reason"] and Path(recovered["moved_to"]).exists()
@@ -107,9 +126,6 @@ def test_a_row_that_is_not_valid_utf8_json_is_an_error_and_the_file_is_replaced_
             wait_until(lambda: not [m for m in client.cached_messages("room") if m.get("sending_status")], "no local copy left")
             time.sleep(0.5)
             assert delivered_once(admin, ["unsent 0", "unsent 1"])
-    finally:
-        again.terminate()
-        again.wait()
 
 
 def journal_of(path: Path) -> Path:
@@ -127,23 +143,14 @@ def test_an_unreadable_outbox_without_its_journal_is_reported_lost(server: Runni
     with open(path, "r+b") as file:  # the outbox table's page becomes garbage
         file.seek((root - 1) * page_size)
         file.write(b"\xde\xad\xbe\xef" * (page_size // 4))
-    again = restart(server, tmp_path)
-    try:
-        events = Events()
-        with parley.Client(server_url=server.url, cache_dir=str(cache_dir)) as client:
-            client.set_event_handler(events)
-            client.connect("alice", token).result(TIMEOUT)
-            wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
-            recovered = events.of("cache_recovered")[0]
-            assert recovered["restored_req_ids"] == [] and recovered.get("unreadable"), recovered
-            assert recovered["lost_unknown"] is True and recovered["journal_unreadable"] == "no outbox journal"
-            assert sorted(item["req_id"] for item in recovered["lost"]) == sorted(req_ids)
-            failed = [m["req_id"] for m in events.of("message_failed")]
-            assert sorted(failed) == sorted(req_ids)
-            client.cached_messages("room")  # the fresh cache reads fine
-    finally:
-        again.terminate()
-        again.wait()
+    events = Events()
+    with restarted(server, tmp_path), recovered_client(server, cache_dir, token, events) as (client, recovered):
+        assert recovered["restored_req_ids"] == [] and recovered.get("unreadable"), recovered
+        assert recovered["lost_unknown"] is True and recovered["journal_unreadable"] == "no outbox journal"
+        assert sorted(item["req_id"] for item in recovered["lost"]) == sorted(req_ids)
+        failed = [m["req_id"] for m in events.of("message_failed")]
+        assert sorted(failed) == sorted(req_ids)
+        client.cached_messages("room")  # the fresh cache reads fine
 
 
 def destroy(path: Path, damage: str) -> None:
@@ -165,28 +172,19 @@ def test_a_file_unreadable_as_a_whole_gives_its_unsent_messages_back_from_the_jo
     token, req_ids, path = unsent_messages_then_close(server, admin, cache_dir, count=3)
     texts = [f"unsent {index}" for index in range(3)]
     destroy(path, damage)
-    again = restart(server, tmp_path)
-    try:
-        events = Events()
-        with parley.Client(server_url=server.url, cache_dir=str(cache_dir)) as client:
-            client.set_event_handler(events)
-            client.connect("alice", token).result(TIMEOUT)
-            wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
-            recovered = events.of("cache_recovered")[0]
-            assert recovered.get("unreadable"), recovered
-            assert recovered["restored_req_ids"] == req_ids and recovered["restored_from_journal"] == req_ids, recovered
-            assert recovered["lost"] == [] and recovered["lost_unknown"] is False and "journal_unreadable" not in recovered
-            assert events.of("message_failed") == []
-            wait_until(lambda: delivered_once(admin, texts), "the restored messages delivered")
-            wait_until(lambda: not [m for m in client.cached_messages("room") if m.get("sending_status")], "no local copy left")
-            # Nothing is unsent any more: the journal holds no live record.
-            wait_until(lambda: journal_of(path).stat().st_size == 0, "the journal emptied")
-            time.sleep(0.5)
-            assert delivered_once(admin, texts)
-            assert sorted(m["req_id"] for m in client.cached_messages("room") if m["message"] in texts) == sorted(req_ids)
-    finally:
-        again.terminate()
-        again.wait()
+    events = Events()
+    with restarted(server, tmp_path), recovered_client(server, cache_dir, token, events) as (client, recovered):
+        assert recovered.get("unreadable"), recovered
+        assert recovered["restored_req_ids"] == req_ids and recovered["restored_from_journal"] == req_ids, recovered
+        assert recovered["lost"] == [] and recovered["lost_unknown"] is False and "journal_unreadable" not in recovered
+        assert events.of("message_failed") == []
+        wait_until(lambda: delivered_once(admin, texts), "the restored messages delivered")
+        wait_until(lambda: not [m for m in client.cached_messages("room") if m.get("sending_status")], "no local copy left")
+        # Nothing is unsent any more: the journal holds no live record.
+        wait_until(lambda: journal_of(path).stat().st_size == 0, "the journal emptied")
+        time.sleep(0.5)
+        assert delivered_once(admin, texts)
+        assert sorted(m["req_id"] for m in client.cached_messages("room") if m["message"] in texts) == sorted(req_ids)
 
 
 @pytest.mark.parametrize("damage,journal", [("header", "damaged"), ("truncated", "missing")])
@@ -201,19 +199,10 @@ def test_a_file_unreadable_as_a_whole_without_a_readable_journal_says_its_losses
     else:
         journal_of(path).unlink()
     destroy(path, damage)
-    again = restart(server, tmp_path)
-    try:
-        events = Events()
-        with parley.Client(server_url=server.url, cache_dir=str(cache_dir)) as client:
-            client.set_event_handler(events)
-            client.connect("alice", token).result(TIMEOUT)
-            wait_until(lambda: events.of("cache_recovered"), "cache_recovered")
-            recovered = events.of("cache_recovered")[0]
-            assert recovered["restored_req_ids"] == [] and recovered.get("unreadable"), recovered
-            assert recovered["lost_unknown"] is True and recovered.get("journal_unreadable"), recovered
-            if journal == "damaged":  # kept for inspection beside the damaged file
-                assert Path(recovered["moved_to"] + ".outbox").read_bytes().startswith(b"garbage")
-            client.cached_messages("room")  # the fresh cache reads fine
-    finally:
-        again.terminate()
-        again.wait()
+    events = Events()
+    with restarted(server, tmp_path), recovered_client(server, cache_dir, token, events) as (client, recovered):
+        assert recovered["restored_req_ids"] == [] and recovered.get("unreadable"), recovered
+        assert recovered["lost_unknown"] is True and recovered.get("journal_unreadable"), recovered
+        if journal == "damaged":  # kept for inspection beside the damaged file
+            assert Path(recovered["moved_to"] + ".outbox").read_bytes().startswith(b"garbage")
+        client.cached_messages("room")  # the fresh cache reads fine

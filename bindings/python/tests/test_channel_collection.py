@@ -18,7 +18,7 @@ from parley import (
     ChangeKind, ChannelChange, CollectionEventSource as Source, GroupChannelListOrder as Order,
     GroupChannelListQuery, HiddenStateFilter,
 )
-from conftest import Admin, RunningServer
+from conftest import Admin, RunningServer, walk_channels
 
 TIMEOUT = 20.0
 ME = "me"
@@ -44,16 +44,7 @@ def server_listing(server: RunningServer, token: str, query: Dict[str, Any]) -> 
             params[lists[key]] = ",".join(value)
         elif key == "user_ids_include_query_type":
             params["query_type"] = value.upper()
-    urls: List[str] = []
-    while True:
-        response = requests.get(f"{server.url}/v3/users/{ME}/my_group_channels", params=params,
-                                headers={"Session-Key": token}, timeout=10)
-        assert response.status_code == 200, response.text
-        page = response.json()
-        urls += [channel["channel_url"] for channel in page["channels"]]
-        if not page["next"]:
-            return urls
-        params["token"] = page["next"]
+    return walk_channels(server.url, token, ME, params)
 
 
 class Recorder:

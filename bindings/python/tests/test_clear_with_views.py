@@ -34,6 +34,16 @@ def make_channels(admin: Admin, count: int) -> List[str]:
     return urls
 
 
+def room_with_messages(admin: Admin, count: int) -> str:
+    """The user and bob in channel "room", with `count` messages of bob's; returns the user's token."""
+    token = admin.user(ME)
+    admin.user("bob")
+    admin.call("POST", "/v3/group_channels", {"channel_url": "room", "user_ids": [ME, "bob"]})
+    for index in range(count):
+        admin.send("room", "bob", f"m{index}")
+    return token
+
+
 def walk(collection: parley.GroupChannelCollection, story: StoryChecker, pages: int = 1000) -> None:
     for _ in range(pages):
         if not collection.has_more:
@@ -109,11 +119,7 @@ def test_a_channel_view_cleared_offline_reloads_when_the_connection_is_back(
 
 def test_a_message_view_at_the_newest_end_reloads_after_a_clear(
         server: RunningServer, admin: Admin, tmp_path: Path) -> None:
-    token = admin.user(ME)
-    admin.user("bob")
-    admin.call("POST", "/v3/group_channels", {"channel_url": "room", "user_ids": [ME, "bob"]})
-    for index in range(12):
-        admin.send("room", "bob", f"m{index}")
+    token = room_with_messages(admin, 12)
     recorder = Recorder()
     with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache")) as client:
         client.connect(ME, token).result(TIMEOUT)
@@ -138,11 +144,7 @@ def test_a_message_view_at_the_newest_end_reloads_after_a_clear(
 
 
 def test_a_sync_view_reloads_after_a_clear(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
-    token = admin.user(ME)
-    admin.user("bob")
-    admin.call("POST", "/v3/group_channels", {"channel_url": "room", "user_ids": [ME, "bob"]})
-    for index in range(8):
-        admin.send("room", "bob", f"m{index}")
+    token = room_with_messages(admin, 8)
     actions = Actions()
     with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache")) as client:
         client.connect(ME, token).result(TIMEOUT)

@@ -283,6 +283,30 @@ def differences(world: World, device: Device) -> List[str]:
     return found
 
 
+def create_users_and_channels(admin: Admin) -> Dict[str, str]:
+    """The users (their tokens by id) and the two channels every run starts from."""
+    tokens = {user: admin.user(user) for user in USERS}
+    admin.call("POST", "/v3/group_channels", {"user_ids": USERS, "channel_url": "all-three", "name": "All",
+                                              "operator_ids": ["ann"]})
+    admin.call("POST", "/v3/group_channels", {"user_ids": USERS[:2], "channel_url": "pair", "name": "Pair",
+                                              "operator_ids": ["ben"]})
+    return tokens
+
+
+def wait_for_convergence(world: World, devices: List[Device], timeout: float) -> Tuple[bool, str]:
+    """Waits up to `timeout` s until every device's cache agrees with the server: whether they
+    all do, and a report of what still differs."""
+    deadline = time.monotonic() + timeout
+    remaining: List[Tuple[str, List[str]]] = []
+    while True:
+        remaining = [(f"{d.user}#{i % CLIENTS_PER_USER}", found) for i, d in enumerate(devices)
+                     if (found := differences(world, d))]
+        if not remaining or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return not remaining, "\n".join(f"{name}: {line}" for name, found in remaining for line in found[:15])
+
+
 @pytest.mark.parametrize("seed", sorted({BASE_SEED + i for i in range(RUNS)} | set(REGRESSION_SEEDS)))
 def test_every_cache_converges_to_the_server(server: RunningServer, admin: Admin, tmp_path: Path, seed: int) -> None:
     converge(server, server, admin, tmp_path, seed)
@@ -292,11 +316,7 @@ def converge(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path:
     """The run: the clients reach the server at `entry`; what each user may see is read from
     `truth` (the same server, or another node on the same database)."""
     rng = random.Random(seed)
-    tokens = {user: admin.user(user) for user in USERS}
-    admin.call("POST", "/v3/group_channels", {"user_ids": USERS, "channel_url": "all-three", "name": "All",
-                                              "operator_ids": ["ann"]})
-    admin.call("POST", "/v3/group_channels", {"user_ids": USERS[:2], "channel_url": "pair", "name": "Pair",
-                                              "operator_ids": ["ben"]})
+    tokens = create_users_and_channels(admin)
     world = World(truth, admin, tokens, rng)
     devices = [Device(entry, user, tokens[user], tmp_path / f"cache-{user}-{index}")
                for user in USERS for index in range(CLIENTS_PER_USER)]
@@ -322,16 +342,8 @@ def converge(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path:
             if not device.connected:
                 device.connect()
 
-        deadline = time.monotonic() + 30
-        remaining: List[Tuple[str, List[str]]] = []
-        while True:
-            remaining = [(f"{d.user}#{i % CLIENTS_PER_USER}", found) for i, d in enumerate(devices)
-                         if (found := differences(world, d))]
-            if not remaining or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        report = "\n".join(f"{name}: {line}" for name, found in remaining for line in found[:15])
-        assert not remaining, (f"seed {seed}: caches differ from the server after {STEPS} operations "
+        converged, report = wait_for_convergence(world, devices, 30)
+        assert converged, (f"seed {seed}: caches differ from the server after {STEPS} operations "
                                f"({world.performed}, {world.refusals} refused):\n{report}")
         assert sum(world.performed.values()) > STEPS // 2, f"seed {seed}: too few operations took effect: {world.performed}"
         if STEPS >= 100:  # polls take part: some were sent and voted on

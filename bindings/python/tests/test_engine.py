@@ -2,6 +2,7 @@
 changelog catch-up, restarts, token expiry and crash durability."""
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -12,7 +13,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
 import pytest
 
@@ -72,6 +73,17 @@ class RestartableServer:
         return RunningServer(self.url, self.api_token, self.process)
 
 
+@contextlib.contextmanager
+def short_retention(tmp_path: Path) -> Iterator[RestartableServer]:
+    """A server that keeps only 3 events (a client away longer resyncs), stopped after the block."""
+    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def restartable(tmp_path: Path):
     server = RestartableServer(server_database(tmp_path))
@@ -128,6 +140,15 @@ def make_client(url: str, cache_dir: Path, **options: Any) -> Tuple[parley.Clien
     return client, recorder
 
 
+@contextlib.contextmanager
+def connected(url: str, cache_dir: Path, user_id: str, token: str, **options: Any) -> Iterator[Tuple[parley.Client, Recorder]]:
+    """A client of :func:`make_client`, connected as `user_id` (:func:`connect`), closed after the block."""
+    client, recorder = make_client(url, cache_dir, **options)
+    with client:
+        connect(client, recorder, user_id, token)
+        yield client, recorder
+
+
 def connect(client: parley.Client, recorder: Recorder, user_id: str, token: str) -> Any:
     user = client.connect(user_id, token).result(TIMEOUT)
     recorder.wait(lambda: "connected" in recorder.names() or "reconnect_succeeded" in recorder.names())
@@ -147,6 +168,17 @@ def connect_then_lose_the_server(client: parley.Client, recorder: Recorder, rest
     connect(client, recorder, "alice", token)
     restartable.stop()
     recorder.wait(lambda: "reconnect_started" in recorder.names())
+
+
+def sends_failing_offline(client: parley.Client, url: str, texts: List[str]) -> List[Any]:
+    """Sends `texts` with the server gone: each send fails for the connection and stays cached
+    as failed. Returns the pending messages."""
+    sends = [client.send_user_message(url, text) for text in texts]
+    for _, result in sends:
+        with pytest.raises((parley.NetworkError, parley.Timeout)):
+            result.result(TIMEOUT)
+    assert [m["sending_status"] for m in client.cached_messages(url)] == ["failed"] * len(texts)
+    return [pending for pending, _ in sends]
 
 
 def server_messages(admin: Admin, channel_url: str) -> List[Any]:
@@ -188,9 +220,7 @@ def test_connect_catch_up_events_and_cache(restartable: RestartableServer, tmp_p
 def test_send_user_message_pending_then_succeeded_once(restartable: RestartableServer, tmp_path: Path) -> None:
     admin = Admin(restartable.running())
     alice_token, _, url = setup_pair(admin)
-    client, recorder = make_client(restartable.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(restartable.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         pending, future = client.send_user_message(url, "hi bob", custom_type="greeting")
         assert pending["message_id"] == 0 and pending["sending_status"] == "pending"
         assert pending["req_id"] and pending["message"] == "hi bob" and pending["user"]["user_id"] == "alice"
@@ -237,9 +267,7 @@ def test_refused_send_fails_with_server_code_and_is_not_resent(server: RunningSe
     alice_token, _, _ = setup_pair(admin)
     admin.user("carol")
     admin.call("POST", "/v3/group_channels", {"user_ids": ["bob", "carol"], "channel_url": "private"})
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         pending, future = client.send_user_message("private", "let me in")
         with pytest.raises(parley.ParleyError) as raised:
             future.result(TIMEOUT)
@@ -261,9 +289,7 @@ def test_server_down_cache_answers_and_outbox_delivers_after_restart(restartable
     admin = Admin(restartable.running())
     alice_token, _, url = setup_pair(admin)
     first = admin.send(url, "bob", "before the outage")
-    client, recorder = make_client(restartable.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(restartable.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         client.list_messages(channel_url=url).result(TIMEOUT)
         restartable.stop()
         recorder.wait(lambda: "reconnect_started" in recorder.names())
@@ -286,9 +312,7 @@ def test_server_down_cache_answers_and_outbox_delivers_after_restart(restartable
 def test_resume_after_disconnect_replays_missed_events_once(restartable: RestartableServer, tmp_path: Path) -> None:
     admin = Admin(restartable.running())
     alice_token, _, url = setup_pair(admin)
-    client, recorder = make_client(restartable.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(restartable.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         admin.send(url, "bob", "one")
         recorder.wait(lambda: len(recorder.of("message_received")) == 1)
         client.disconnect()
@@ -355,9 +379,7 @@ def test_reconnect_after_restart_delivers_new_events(restartable: RestartableSer
 def test_reconnect_while_open_replaces_the_connection_and_misses_nothing(server: RunningServer, admin: Admin,
                                                                          tmp_path: Path) -> None:
     alice_token, _, url = setup_pair(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         assert client.connection_state == "open"
         sent: List[int] = []
         for round_number in range(3):
@@ -379,9 +401,7 @@ def test_reconnect_while_open_replaces_the_connection_and_misses_nothing(server:
 
 def test_own_sends_are_reported_as_sent_not_as_received(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     alice_token, _, url = setup_pair(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         pending, result = client.send_user_message(url, "mine")
         sent = result.result(TIMEOUT)
         # A message from alice's other device (no req_id of ours) and one from bob are received.
@@ -404,10 +424,7 @@ def test_a_waiting_message_the_server_already_has_is_confirmed_by_its_echo(resta
     client, recorder = make_client(restartable.url, tmp_path / "cache", auto_resend=False)
     with client:
         connect_then_lose_the_server(client, recorder, restartable, alice_token)
-        pending, result = client.send_user_message(url, "answer lost")
-        with pytest.raises((parley.NetworkError, parley.Timeout)):
-            result.result(TIMEOUT)
-        assert [m["sending_status"] for m in client.cached_messages(url)] == ["failed"]
+        pending, = sends_failing_offline(client, url, ["answer lost"])
         restartable.start()
         accepted = admin.send(url, "alice", "answer lost", req_id=pending["req_id"])
         recorder.wait(lambda: len(recorder.of("message_sent")) == 1)
@@ -427,9 +444,7 @@ def test_expired_token_asks_for_a_new_one(restartable: RestartableServer, tmp_pa
     admin = Admin(restartable.running())
     setup_pair(admin)
     short = admin.token("alice", expires_at=int(time.time() * 1000) + 3000)
-    client, recorder = make_client(restartable.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", short)
+    with connected(restartable.url, tmp_path / "cache", "alice", short) as (client, recorder):
         time.sleep(3.5)
         restartable.stop()
         restartable.start()
@@ -449,9 +464,7 @@ def test_file_upload_with_progress_and_cancel(server: RunningServer, admin: Admi
     payload = os.urandom(600_000)
     path = tmp_path / "photo.bin"
     path.write_bytes(payload)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         reports: List[Tuple[str, int, int]] = []
         pending, future = client.send_file_message(url, progress=lambda r, s, t: reports.append((r, s, t)),
                                                    file_path=str(path), file_type="application/octet-stream")
@@ -488,9 +501,7 @@ def test_file_upload_with_progress_and_cancel(server: RunningServer, admin: Admi
 
 def test_clear_cached_data_and_memory_mode(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     alice_token, _, url = setup_pair(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache", cache_mode="memory")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token, cache_mode="memory") as (client, recorder):
         recorder.wait(lambda: client.cached_channel(url) is not None)
         assert not (tmp_path / "cache").exists()
         client.clear_cached_data()
@@ -593,16 +604,12 @@ def test_kill_9_after_pending_delivers_exactly_once(restartable: RestartableServ
 
 
 def test_catch_up_by_changelogs_after_retention_is_exceeded(tmp_path: Path) -> None:
-    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
-    server.start()
-    try:
+    with short_retention(tmp_path) as server:
         admin = Admin(server.running())
         alice_token, _, url = setup_pair(admin)
         keep = admin.send(url, "bob", "will be edited")
         gone = admin.send(url, "bob", "will be deleted")
-        client, recorder = make_client(server.url, tmp_path / "cache")
-        with client:
-            connect(client, recorder, "alice", alice_token)
+        with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
             client.list_messages(channel_url=url).result(TIMEOUT)
             assert len(client.cached_messages(url)) == 2
             client.disconnect()
@@ -617,23 +624,17 @@ def test_catch_up_by_changelogs_after_retention_is_exceeded(tmp_path: Path) -> N
             recorder.wait(lambda: client.cached_channel(url)["name"] == "Renamed while away")
             cached = client.cached_messages(url)
             assert [(m["message_id"], m["message"]) for m in cached] == [(keep["message_id"], "edited while away")]
-    finally:
-        server.stop()
 
 
 def test_after_a_resync_the_cache_claims_no_continuity_over_the_hole(tmp_path: Path) -> None:
     """Events lost beyond the server's retention: the range that reached the newest end
     before must not be extended over the messages that were never received."""
     import sqlite3
-    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
-    server.start()
-    try:
+    with short_retention(tmp_path) as server:
         admin = Admin(server.running())
         alice_token, _, url = setup_pair(admin)
         before = admin.send(url, "bob", "before")
-        client, recorder = make_client(server.url, tmp_path / "cache")
-        with client:
-            connect(client, recorder, "alice", alice_token)
+        with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
             client.list_messages(channel_url=url).result(TIMEOUT)
         # The range a message view records after loading the newest page (scope "" = no filter).
         with sqlite3.connect(next((tmp_path / "cache").rglob("alice.sqlite"))) as db:
@@ -657,26 +658,20 @@ def test_after_a_resync_the_cache_claims_no_continuity_over_the_hole(tmp_path: P
             covers_before = (start_ts, start_id) <= (before["created_at"], before["message_id"]) <= (end_ts, end_id)
             covers_live = (start_ts, start_id) <= (live["created_at"], live["message_id"]) <= (end_ts, end_id)
             assert not (covers_before and covers_live), f"a range spans the hole of {len(missed)} messages: {chunks}"
-    finally:
-        server.stop()
 
 
 def test_a_resync_is_reported_and_cached_pages_mark_the_hole(tmp_path: Path) -> None:
     """An application on the event handler and cached reads (no collection) learns of
     events lost beyond the server's retention: a `resync` event names the channels that
     changed meanwhile, and a cached page spanning the hole is not called continuous."""
-    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
-    server.start()
-    try:
+    with short_retention(tmp_path) as server:
         admin = Admin(server.running())
         alice_token, _, url = setup_pair(admin)
         admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "quiet"})
         admin.send("quiet", "bob", "nothing happens here")
         for index in range(3):
             admin.send(url, "bob", f"before {index}")
-        client, recorder = make_client(server.url, tmp_path / "cache")
-        with client:
-            connect(client, recorder, "alice", alice_token)
+        with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
             client.list_messages(channel_url=url, include_reply_type="ALL", prev_limit=50).result(TIMEOUT)
             client.list_messages(channel_url="quiet", include_reply_type="ALL", prev_limit=50).result(TIMEOUT)
             page = client.cached_message_page(url)
@@ -707,8 +702,6 @@ def test_a_resync_is_reported_and_cached_pages_mark_the_hole(tmp_path: Path) -> 
             page = client.cached_message_page(url, limit=100)
             assert [m["message_id"] for m in page["messages"]] == [m["message_id"] for m in server_messages(admin, url)]
             assert len(missed) == 6 and page["continuous"] is True
-    finally:
-        server.stop()
 
 
 def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
@@ -720,9 +713,7 @@ def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer,
         admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": url})
         kept[url] = admin.send(url, "bob", f"keep {url}")["message_id"]
         gone[url] = admin.send(url, "bob", f"delete {url}")["message_id"]
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         for url in urls:
             client.list_messages(channel_url=url).result(TIMEOUT)
             assert len(client.cached_messages(url)) == 2
@@ -733,9 +724,7 @@ def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer,
     import sqlite3
     with sqlite3.connect(next((tmp_path / "cache").rglob("alice.sqlite"))) as db:
         db.execute("DELETE FROM meta WHERE key = 'last_event_id'")
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         recorder.wait(lambda: len(recorder.of("message_changelog")) == len(urls))
         assert sorted(p["message_id"] for p in recorder.of("message_changelog")) == sorted(kept.values())
         for url in urls:
@@ -748,9 +737,7 @@ def test_refused_changelog_token_resets_instead_of_failing(server: RunningServer
 
     alice_token, _, url = setup_pair(admin)
     admin.send(url, "bob", "hello")
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         client.list_messages(channel_url=url).result(TIMEOUT)
         recorder.wait(lambda: client.cached_channel(url) is not None)
         # A catch-up now that messages are cached gives the channel its own message token
@@ -786,9 +773,7 @@ def test_refused_changelog_token_resets_instead_of_failing(server: RunningServer
 def test_reaction_and_thread_events_patch_the_cached_message(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     alice_token, _, url = setup_pair(admin)
     parent = admin.send(url, "bob", "parent")
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         client.list_messages(channel_url=url).result(TIMEOUT)
         client.add_reaction(channel_url=url, message_id=parent["message_id"], reaction="thumbsup").result(TIMEOUT)
         recorder.wait(lambda: len(recorder.of("reaction_updated")) == 1)
@@ -805,9 +790,7 @@ def test_reaction_and_thread_events_patch_the_cached_message(server: RunningServ
 
 def test_channel_removed_from_cache_when_user_leaves(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     alice_token, _, url = setup_pair(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         recorder.wait(lambda: client.cached_channel(url) is not None)
         client.leave_channel(channel_url=url).result(TIMEOUT)
         assert client.cached_channel(url) is None
@@ -856,12 +839,7 @@ def test_cancel_failed_message_and_manual_resend(restartable: RestartableServer,
     client, recorder = make_client(restartable.url, tmp_path / "cache", auto_resend=False)
     with client:
         connect_then_lose_the_server(client, recorder, restartable, alice_token)
-        dropped, dropped_result = client.send_user_message(url, "never mind")
-        kept, kept_result = client.send_user_message(url, "send me later")
-        for future in (dropped_result, kept_result):
-            with pytest.raises((parley.NetworkError, parley.Timeout)):
-                future.result(TIMEOUT)
-        assert [m["sending_status"] for m in client.cached_messages(url)] == ["failed", "failed"]
+        dropped, kept = sends_failing_offline(client, url, ["never mind", "send me later"])
         client.cancel_message(dropped["req_id"])
         recorder.wait(lambda: len(recorder.of("message_canceled")) == 1)
         assert recorder.of("message_canceled")[0]["req_id"] == dropped["req_id"]
@@ -884,9 +862,7 @@ def test_dot_segment_ids_cannot_change_the_route(server: RunningServer, admin: A
     leave_channel(".") must not become PUT /v3/group_channels/leave, and nothing changes."""
     alice_token, _, url = setup_pair(admin)
     admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "leave"})
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         for dots in (".", ".."):
             with pytest.raises(parley.NotFound):
                 client.leave_channel(channel_url=dots).result(TIMEOUT)
@@ -930,9 +906,7 @@ def test_an_unusable_cache_directory_is_reported_not_only_logged(server: Running
     alice_token, _, _ = setup_pair(admin)
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("a file where the cache directory should be")
-    client, recorder = make_client(server.url, blocked)
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, blocked, "alice", alice_token) as (client, recorder):
         recorder.wait(lambda: len(recorder.of("cache_unavailable")) == 1)
         assert recorder.of("cache_unavailable")[0]["reason"]
 
@@ -995,9 +969,7 @@ def test_a_send_refused_while_the_database_restarts_is_resent_after_retry_after(
     the outbox sends it again once Retry-After has passed, and it is stored once."""
     from tests_support import databases
     alice_token, _, url = setup_pair(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", alice_token)
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
         databases.stop_cluster()
         try:
             pending, future = client.send_user_message(url, "sent while the database restarts")

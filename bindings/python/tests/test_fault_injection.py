@@ -14,7 +14,6 @@ import os
 import random
 import socket
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -22,7 +21,7 @@ import pytest
 
 import parley
 from conftest import Admin, RunningServer
-from test_convergence import CLIENTS_PER_USER, TIMEOUT, USERS, Device, World, differences
+from test_convergence import CLIENTS_PER_USER, TIMEOUT, USERS, Device, World, create_users_and_channels, wait_for_convergence
 from tcp_relay import loopback_listener, shut_down
 
 BASE_SEED = int(os.environ.get("PARLEY_FAULT_SEED", "7001"))
@@ -99,48 +98,40 @@ class FaultyProxy:
         for pair in pairs:
             shut_down(*pair)
 
-    def stall(self, seconds: float) -> None:
+    def _set(self, **faults: bool) -> None:
+        """Turns faults on or off (the pumps waiting out a stall look again)."""
         with self.lock:
-            self.stalled = True
-        threading.Timer(seconds, self._unstall).start()
-
-    def _unstall(self) -> None:
-        with self.lock:
-            self.stalled = False
+            for name, on in faults.items():
+                setattr(self, name, on)
             self.lock.notify_all()
+
+    def stall(self, seconds: float) -> None:
+        self._set(stalled=True)
+        threading.Timer(seconds, lambda: self._set(stalled=False)).start()
 
     def swallow(self, seconds: float) -> None:
         """A black hole: bytes vanish, connections stay open; then they are cut."""
-        with self.lock:
-            self.blackhole = True
+        self._set(blackhole=True)
 
         def end() -> None:
-            with self.lock:
-                self.blackhole = False
+            self._set(blackhole=False)
             self.cut()
 
         threading.Timer(seconds, end).start()
 
     def cut_inside_next_frame(self) -> None:
-        with self.lock:
-            self.cut_in_frame = True
+        self._set(cut_in_frame=True)
 
     def go_offline(self) -> None:
         """Cuts every connection and refuses new ones until `come_back`."""
-        with self.lock:
-            self.refusing = True
+        self._set(refusing=True)
         self.cut()
 
     def come_back(self) -> None:
-        with self.lock:
-            self.refusing = False
+        self._set(refusing=False)
 
     def heal(self) -> None:
-        with self.lock:
-            self.stalled = False
-            self.blackhole = False
-            self.cut_in_frame = False
-            self.lock.notify_all()
+        self._set(stalled=False, blackhole=False, cut_in_frame=False)
 
     def close(self) -> None:
         self.closed = True
@@ -189,11 +180,7 @@ def run_with_faults(entry: RunningServer, truth: RunningServer, admin: Admin, tm
     """The run: each client's proxy forwards to `entry`; what each user may see is read from
     `truth`. `at_step(n)` runs before step n (a node killed or restarted, say)."""
     rng = random.Random(seed)
-    tokens = {user: admin.user(user) for user in USERS}
-    admin.call("POST", "/v3/group_channels", {"user_ids": USERS, "channel_url": "all-three", "name": "All",
-                                              "operator_ids": ["ann"]})
-    admin.call("POST", "/v3/group_channels", {"user_ids": USERS[:2], "channel_url": "pair", "name": "Pair",
-                                              "operator_ids": ["ben"]})
+    tokens = create_users_and_channels(admin)
     world = FaultyWorld(truth, admin, tokens, rng)
     port = int(entry.url.rsplit(":", 1)[1])
     proxies: List[FaultyProxy] = []
@@ -233,16 +220,8 @@ def run_with_faults(entry: RunningServer, truth: RunningServer, admin: Admin, tm
             except Exception:
                 pass
 
-        deadline = time.monotonic() + 60
-        remaining: List[Tuple[str, List[str]]] = []
-        while True:
-            remaining = [(f"{d.user}#{i % CLIENTS_PER_USER}", found) for i, d in enumerate(devices)
-                         if (found := differences(world, d))]
-            if not remaining or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        report = "\n".join(f"{name}: {line}" for name, found in remaining for line in found[:15])
-        assert not remaining, (f"seed {seed}: caches differ from the server after {STEPS} operations with faults "
+        converged, report = wait_for_convergence(world, devices, 60)
+        assert converged, (f"seed {seed}: caches differ from the server after {STEPS} operations with faults "
                                f"{injected} ({world.performed}, {world.refusals} refused, {world.lost_sends} sends failed for the "
                                f"connection):\n{report}")
         assert sum(injected.values()) >= STEPS // 20, f"seed {seed}: too few faults: {injected}"

@@ -12,7 +12,7 @@ import requests
 
 import parley
 from conftest import Admin, RunningServer, listing_for, server_database
-from test_engine import RestartableServer, connect, make_client, poll_until
+from test_engine import RestartableServer, connect, connected, poll_until
 
 TIMEOUT = 10
 
@@ -35,9 +35,7 @@ def test_files_are_sent_as_their_own_messages_in_order(server: RunningServer, ad
                                    {"file_path": str(paths[1]), "file_name": "renamed.bin"},
                                    {"file_path": str(paths[2]), "req_id": "my-own-req-id"}]
     progress: List[Tuple[str, int, int]] = []
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", token)
+    with connected(server.url, tmp_path / "cache", "alice", token) as (client, recorder):
         sent = client.send_file_messages(url, files, progress=lambda req_id, done, total: progress.append((req_id, done, total)))
         assert len(sent) == 4
         pending = [message for message, _ in sent]
@@ -69,9 +67,7 @@ def test_a_bad_item_stores_none_and_the_limits_hold(server: RunningServer, admin
     token = admin.user("bob")
     url = admin.call("POST", "/v3/group_channels", {"user_ids": ["bob"], "channel_url": "checked"})["channel_url"]
     good = write_files(tmp_path, [100])[0]
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "bob", token)
+    with connected(server.url, tmp_path / "cache", "bob", token) as (client, recorder):
         with pytest.raises(parley.IOFailure) as unreadable:
             client.send_file_messages(url, [{"file_path": str(good)}, {"file_path": str(good)},
                                             {"file_path": str(tmp_path / "missing.bin")}])
@@ -106,9 +102,7 @@ def test_a_failed_file_is_resent_alone(tmp_path: Path) -> None:
         token = admin.user("carol")
         url = admin.call("POST", "/v3/group_channels", {"user_ids": ["carol"], "channel_url": "mixed"})["channel_url"]
         small, large, other = write_files(tmp_path, [500, 5_000, 800])
-        client, recorder = make_client(restartable.url, tmp_path / "cache")
-        with client:
-            connect(client, recorder, "carol", token)
+        with connected(restartable.url, tmp_path / "cache", "carol", token) as (client, recorder):
             sent = client.send_file_messages(url, [{"file_path": str(small)}, {"file_path": str(large)}, {"file_path": str(other)}])
             first = sent[0][1].result(TIMEOUT)
             with pytest.raises(parley.ServerError) as too_large:

@@ -65,15 +65,21 @@ def proxied_client(proxy: FaultyProxy, cache_dir: Path) -> parley.Client:
                          reconnect_max_delay_ms=300, request_timeout_ms=3000, connect_timeout_ms=1000)
 
 
-@pytest.fixture
-def world(server: RunningServer, admin: Admin) -> str:
+def two_rooms(admin: Admin, words: str = "") -> str:
+    """The user, bob and two channels ("room", "side") of 30 messages of bob's each (their text
+    the channel, the index and `words`); returns the user's token."""
     token = admin.user(ME)
     admin.user("bob")
     for url in ("room", "side"):
         admin.call("POST", "/v3/group_channels", {"channel_url": url, "name": url.title(), "user_ids": [ME, "bob"]})
         for index in range(30):
-            admin.send(url, "bob", f"{url}-{index}")
+            admin.send(url, "bob", f"{url}-{index}{words}")
     return token
+
+
+@pytest.fixture
+def world(server: RunningServer, admin: Admin) -> str:
+    return two_rooms(admin)
 
 
 def fill_cache(proxy: FaultyProxy, cache_dir: Path, token: str) -> None:

@@ -5,6 +5,7 @@ deletes, reactions and threads in view; sending through the view; the gap check 
 offline (fill below the threshold, huge gap above it); dispose races."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,14 +14,13 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
-import requests
 
 import parley
 from parley import CollectionEventSource as Source, MessageChange, MessageChangeKind as Kind, SendingStatus
-from conftest import Admin, RunningServer, server_database
+from conftest import Admin, Collected, RunningServer, server_database, walk_messages
 
 TIMEOUT = 30.0
 ME = "me"
@@ -36,18 +36,7 @@ def wait_until(condition: Any, what: str, timeout: float = TIMEOUT) -> None:
 
 def server_listing(server: RunningServer, token: str, channel: str, **filters: Any) -> List[int]:
     """The server's own listing of the channel for the user, oldest first, walked whole."""
-    params: Dict[str, Any] = {"message_ts": 0, "prev_limit": 0, "next_limit": 200, "include": "true", **filters}
-    ids: List[int] = []
-    while True:
-        response = requests.get(f"{server.url}/v3/group_channels/{channel}/messages", params=params,
-                                headers={"Session-Key": token}, timeout=10)
-        assert response.status_code == 200, response.text
-        page = response.json()
-        ids += [m["message_id"] for m in page["messages"]]
-        if not page["has_next"]:
-            return ids
-        last = page["messages"][-1]
-        params.update(message_ts=last["created_at"], message_id=last["message_id"], include="false")
+    return walk_messages(server.url, token, channel, filters)
 
 
 def server_filters(options: Dict[str, Any]) -> Dict[str, Any]:
@@ -63,25 +52,19 @@ def server_filters(options: Dict[str, Any]) -> Dict[str, Any]:
     return query
 
 
-class Recorder:
+class Recorder(Collected[MessageChange]):
     """Collects a collection's changes."""
 
-    def __init__(self) -> None:
-        self.changes: List[MessageChange] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, change: MessageChange) -> None:
-        with self.lock:
-            self.changes.append(change)
+    @property
+    def changes(self) -> List[MessageChange]:
+        return self.items
 
     def of(self, kind: Kind, source: Optional[Source] = None) -> List[Any]:
-        with self.lock:
-            return [m for c in self.changes if c.kind is kind and (source is None or c.context.source is source)
-                    for m in c.messages]
+        return [m for c in self.snapshot() if c.kind is kind and (source is None or c.context.source is source)
+                for m in c.messages]
 
     def kinds(self) -> List[Kind]:
-        with self.lock:
-            return [c.kind for c in self.changes]
+        return [c.kind for c in self.snapshot()]
 
 
 def ids(messages: List[Any]) -> List[int]:
@@ -124,6 +107,15 @@ def world(server: RunningServer, admin: Admin, tmp_path: Path) -> Tuple[parley.C
     client.connect(ME, token).result(TIMEOUT)
     yield client, token, admin
     client.close()
+
+
+@contextlib.contextmanager
+def started(view: parley.MessageCollection, recorder: Recorder) -> Iterator[parley.MessageCollection]:
+    """`view`, reporting to `recorder`, started (the server's first page is in); disposed after the block."""
+    with view:
+        view.add_listener(recorder)
+        view.start()[1].result(TIMEOUT)
+        yield view
 
 
 def walk(collection: parley.MessageCollection) -> List[int]:
@@ -312,9 +304,7 @@ def test_sending_through_the_view(world: Tuple[parley.Client, str, Admin], serve
     client, token, admin = world
     seed(admin, 5)
     recorder = Recorder()
-    with client.message_collection(CHANNEL) as view:
-        view.add_listener(recorder)
-        view.start()[1].result(TIMEOUT)
+    with started(client.message_collection(CHANNEL), recorder) as view:
         pending, done = view.send_user_message("hello")
         sent = done.result(TIMEOUT)
         wait_until(lambda: any(c.kind is Kind.UPDATED and c.context.sending_status is SendingStatus.SUCCEEDED
@@ -353,9 +343,7 @@ def test_sent_while_the_server_is_down_is_delivered_once_in_order(
     client, token, admin = world
     seed(admin, 3)
     recorder = Recorder()
-    with client.message_collection(CHANNEL) as view:
-        view.add_listener(recorder)
-        view.start()[1].result(TIMEOUT)
+    with started(client.message_collection(CHANNEL), recorder) as view:
         server.process.kill()
         server.process.wait()
         futures = [view.send_user_message(f"offline {i}")[1] for i in range(3)]
@@ -449,9 +437,7 @@ def test_offline_gap_is_filled_or_huge(world: Tuple[parley.Client, str, Admin], 
     client, token, admin = world
     seed(admin, 30)
     recorder = Recorder()
-    with client.message_collection(CHANNEL, previous_result_size=30) as view:
-        view.add_listener(recorder)
-        view.start()[1].result(TIMEOUT)
+    with started(client.message_collection(CHANNEL, previous_result_size=30), recorder) as view:
         client.disconnect()
         extra = bulk_send(admin, missed, "missed")
         admin.call("DELETE", f"/v3/group_channels/{CHANNEL}/messages/{view.messages[-1]['message_id']}")
@@ -476,9 +462,7 @@ def test_huge_gap_counts_only_what_the_filter_keeps(world: Tuple[parley.Client, 
     client, token, admin = world
     seed(admin, 10)
     recorder = Recorder()
-    with client.message_collection(CHANNEL, sender_user_ids=["bob"], huge_gap_threshold=20) as view:
-        view.add_listener(recorder)
-        view.start()[1].result(TIMEOUT)
+    with started(client.message_collection(CHANNEL, sender_user_ids=["bob"], huge_gap_threshold=20), recorder) as view:
         client.disconnect()
         for index in range(40):  # 20 from bob: exactly the threshold, not more
             admin.send(CHANNEL, "bob" if index % 2 else "carol", f"x{index}")
@@ -708,9 +692,7 @@ def test_a_gap_fill_that_brings_a_failed_message_reports_it_once(server: Running
                            reconnect_initial_delay_ms=50, reconnect_max_delay_ms=300) as client:
             client.connect(ME, token).result(TIMEOUT)
             wait_until(lambda: client.connection_state == "open", "the stream")
-            with client.message_collection(CHANNEL) as view:
-                view.add_listener(recorder)
-                view.start()[1].result(TIMEOUT)
+            with started(client.message_collection(CHANNEL), recorder) as view:
                 process.kill()
                 process.wait()
                 pending, future = view.send_user_message("answer lost")

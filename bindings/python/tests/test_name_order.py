@@ -14,11 +14,9 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-import requests
-
 import parley
 from parley import ChangeKind, ChannelChange, GroupChannelListOrder as Order, GroupChannelListQuery
-from conftest import Admin, RunningServer
+from conftest import Admin, RunningServer, walk_channels
 
 TIMEOUT = 20.0
 ME = "namer"
@@ -71,18 +69,7 @@ def expected_by_rank(names: Dict[str, str], ranks: Dict[str, str]) -> List[str]:
 
 def server_walk(server: RunningServer, token: str, params: Dict[str, Any], limit: int) -> List[str]:
     """The server's listing walked with its keyset tokens at `limit` a page."""
-    query: Dict[str, Any] = {**params, "limit": limit, "show_empty": "true"}
-    urls: List[str] = []
-    for _ in range(1000):
-        response = requests.get(f"{server.url}/v3/users/{ME}/my_group_channels", params=query,
-                                headers={"Session-Key": token}, timeout=10)
-        assert response.status_code == 200, response.text
-        page = response.json()
-        urls += [channel["channel_url"] for channel in page["channels"]]
-        if not page["next"]:
-            return urls
-        query["token"] = page["next"]
-    raise AssertionError("the server's listing never ended")
+    return walk_channels(server.url, token, ME, {**params, "limit": limit, "show_empty": "true"})
 
 
 class AddedRecorder:

@@ -228,20 +228,19 @@ def test_every_operation_against_the_real_server(server, admin):
         assert run(alice, "report_channel", channel_url=url, report_category="suspicious")["report_type"] == "channel"
 
         # Moderation.
-        run(alice, "mute_user", channel_url=url, user_id="carol", seconds=60, description="calm down")
-        assert run(alice, "get_mute", channel_url=url, target_user_id="carol")["is_muted"] is True
-        assert [entry["user"]["user_id"] for entry in run(alice, "list_muted_users", channel_url=url)["muted_list"]] == ["carol"]
-        with pytest.raises(parley.Forbidden):
-            run(bob, "list_muted_users", channel_url=url)  # operators only
-        run(alice, "unmute_user", channel_url=url, target_user_id="carol")
-        assert run(alice, "get_mute", channel_url=url, target_user_id="carol")["is_muted"] is False
-        run(alice, "ban_user", channel_url=url, user_id="dave", seconds=-1)
-        assert run(alice, "get_ban", channel_url=url, target_user_id="dave")["is_banned"] is True
-        assert [entry["user"]["user_id"] for entry in run(alice, "list_banned_users", channel_url=url)["banned_list"]] == ["dave"]
-        with pytest.raises(parley.Forbidden):
-            run(bob, "list_banned_users", channel_url=url)  # operators only
-        run(alice, "unban_user", channel_url=url, target_user_id="dave")
-        assert run(alice, "get_ban", channel_url=url, target_user_id="dave")["is_banned"] is False
+        # Muting and banning work alike: (apply, state, listing, lift) operations, the state's and the listing's keys.
+        for target, options, (apply, state, listing, lift), (flag, listed) in [
+            ("carol", {"seconds": 60, "description": "calm down"}, ("mute_user", "get_mute", "list_muted_users", "unmute_user"),
+             ("is_muted", "muted_list")),
+            ("dave", {"seconds": -1}, ("ban_user", "get_ban", "list_banned_users", "unban_user"), ("is_banned", "banned_list")),
+        ]:
+            run(alice, apply, channel_url=url, user_id=target, **options)
+            assert run(alice, state, channel_url=url, target_user_id=target)[flag] is True
+            assert [entry["user"]["user_id"] for entry in run(alice, listing, channel_url=url)[listed]] == [target]
+            with pytest.raises(parley.Forbidden):
+                run(bob, listing, channel_url=url)  # operators only
+            run(alice, lift, channel_url=url, target_user_id=target)
+            assert run(alice, state, channel_url=url, target_user_id=target)[flag] is False
 
         # Hide / unhide / reset history.
         run(bob, "hide_channel", channel_url=url, hide_previous_messages=False)

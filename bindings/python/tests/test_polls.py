@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import parley
 from conftest import Admin, RunningServer, listing_for, server_database
-from test_engine import RestartableServer, connect, make_client, poll_until
+from test_engine import RestartableServer, connect, connected, make_client, poll_until
 
 TIMEOUT = 10
 
@@ -169,9 +169,7 @@ def test_the_catch_up_brings_what_happened_to_a_poll_while_away(tmp_path: Path) 
 def test_sending_a_message_with_a_poll_through_the_library(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     tokens = {name: admin.user(name) for name in ("alice", "bob")}
     url = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "ask"})["channel_url"]
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", tokens["alice"])
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
         created = client.create_poll(channel_url=url, title="Ready?", options=["yes", "no"]).result(TIMEOUT)
         assert created["message_id"] == 0 and created["created_by"] == "alice"
         pending, future = client.send_user_message(url, "Please vote", poll_id=created["id"])

@@ -23,7 +23,7 @@ import pytest
 
 import parley
 from conftest import Admin, RunningServer, listing_for, server_database
-from test_engine import RestartableServer, connect, make_client, poll_until
+from test_engine import RestartableServer, connect, connected, make_client, poll_until
 
 TIMEOUT = 15
 VOCABULARY = ["apple", "apricot", "banana", "band", "cherry", "chat", "chart", "delta", "dog", "echo", "Éclair", "eclipse"]
@@ -156,17 +156,21 @@ def test_search_views_equal_a_brute_force_scan_of_the_cache_after_every_step(ser
     for url in channels:
         for _ in range(8):
             admin.send(url, "bob", sentence(rng))
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", tokens["alice"])
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
         cache_path = next((tmp_path / "cache").rglob("alice.sqlite"))
-        collections = []
-        for url in channels:
-            collection = client.message_collection(url, previous_result_size=100)
-            first, remote = collection.start()
-            first.result(TIMEOUT)
-            remote.result(TIMEOUT)
-            collections.append(collection)
+
+        def open_collections() -> List[parley.MessageCollection]:
+            """A started view of each channel, as an application showing them has (its loads fill the cache)."""
+            opened = []
+            for url in channels:
+                collection = client.message_collection(url, previous_result_size=100)
+                first, remote = collection.start()
+                first.result(TIMEOUT)
+                remote.result(TIMEOUT)
+                opened.append(collection)
+            return opened
+
+        collections = open_collections()
         views: List[Tuple[parley.MessageSearch, str]] = []
         changes: List[parley.SearchChange] = []
         for query, order, limit in [("ap", "time", 3), ("cha", "relevance", 4), ("banana d", "time", 50), ("eclair", "relevance", 50),
@@ -207,13 +211,7 @@ def test_search_views_equal_a_brute_force_scan_of_the_cache_after_every_step(ser
                 client.clear_cached_data()
                 for collection in collections:
                     collection.dispose()
-                collections = []
-                for room in channels:
-                    collection = client.message_collection(room, previous_result_size=100)
-                    first, remote = collection.start()
-                    first.result(TIMEOUT)
-                    remote.result(TIMEOUT)
-                    collections.append(collection)
+                collections = open_collections()
                 what = f"step {step}: a cache clear and reload"
             # The step reached the cache (then the views must follow it).
             for room in channels:
@@ -242,9 +240,7 @@ def test_an_offline_search_finds_cached_messages_and_goes_live_after_reconnectin
         url = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "trip"})["channel_url"]
         admin.send(url, "bob", "The café near the station opens at eight")
         admin.send(url, "bob", "Train tickets are booked")
-        client, recorder = make_client(restartable.url, tmp_path / "cache")
-        with client:
-            connect(client, recorder, "alice", tokens["alice"])
+        with connected(restartable.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
             with client.message_collection(url) as collection:
                 first, remote = collection.start()
                 first.result(TIMEOUT)
@@ -304,14 +300,9 @@ def test_bad_params_are_refused_by_name(server: RunningServer, admin: Admin, tmp
 def test_a_search_says_how_fresh_it_is_through_cuts(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     from parley import Freshness as F, PageOrigin
     from test_fault_injection import FaultyProxy
-    from test_freshness import ME, Seen, fill_cache, proxied_client, reached, wait_for
+    from test_freshness import ME, Seen, fill_cache, proxied_client, reached, two_rooms, wait_for
 
-    token = admin.user(ME)
-    admin.user("bob")
-    for url in ("room", "side"):
-        admin.call("POST", "/v3/group_channels", {"channel_url": url, "name": url.title(), "user_ids": [ME, "bob"]})
-        for index in range(30):
-            admin.send(url, "bob", f"{url}-{index} lunch")
+    token = two_rooms(admin, " lunch")
     proxy = FaultyProxy(int(server.url.rsplit(":", 1)[1]))
     try:
         cache_dir = tmp_path / "cache"
@@ -388,9 +379,7 @@ def test_searching_the_server_too_merges_its_hits_with_the_cache_s(server: Runni
             admin.send(url, "bob", sentence(rng))
     admin.call("POST", "/v3/group_channels", {"user_ids": ["bob"], "channel_url": "private"})
     admin.send("private", "bob", "apple apple apple")  # not alice's: never found
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", tokens["alice"])
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
         with client.message_collection("room0", previous_result_size=15) as view:
             view.start()[1].result(TIMEOUT)  # the cache holds room0's newest 15, nothing of room1
         query = "ap"

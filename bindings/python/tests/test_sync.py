@@ -11,8 +11,8 @@ from typing import Any, Dict, List
 
 import requests
 
-from conftest import Admin, RunningServer, server_database
-from test_engine import RestartableServer, connect, make_client, poll_until
+from conftest import Admin, RunningServer
+from test_engine import connect, connected, make_client, poll_until, short_retention
 from tcp_relay import loopback_listener, shut_down
 
 FULL_VIEW = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
@@ -58,9 +58,7 @@ def setup(admin: Admin):
 
 def test_unread_counts_are_the_recipients_own(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     tokens, url = setup(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", tokens["alice"])
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
         for i in range(3):
             admin.send(url, "bob", f"unread {i}", mentioned_user_ids=["alice"] if i == 0 else [])
         recorder.wait(lambda: len(recorder.of("message_received")) == 3)
@@ -74,9 +72,7 @@ def test_unread_counts_are_the_recipients_own(server: RunningServer, admin: Admi
 
 def test_hiding_is_cached_and_hidden_messages_leave_the_cache(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     tokens, url = setup(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", tokens["alice"])
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
         for i in range(3):
             admin.send(url, "bob", f"before hiding {i}")
         recorder.wait(lambda: len(recorder.of("message_received")) == 3)
@@ -101,9 +97,7 @@ def test_hiding_is_cached_and_hidden_messages_leave_the_cache(server: RunningSer
 def test_metadata_and_metacounters_are_cached_live_and_after_being_away(server: RunningServer, admin: Admin,
                                                                        tmp_path: Path) -> None:
     tokens, url = setup(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", tokens["alice"])
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
         admin.call("POST", f"/v3/group_channels/{url}/metadata", {"metadata": {"topic": "cats", "color": "red"}})
         admin.call("POST", f"/v3/group_channels/{url}/metacounter", {"metacounter": {"likes": 2}})
         cached = wait_equal(client, server.url, tokens["alice"], url)
@@ -122,9 +116,7 @@ def test_metadata_and_metacounters_are_cached_live_and_after_being_away(server: 
 
 def test_last_message_respects_the_users_history_reset(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     tokens, url = setup(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "bob", tokens["bob"])
+    with connected(server.url, tmp_path / "cache", "bob", tokens["bob"]) as (client, recorder):
         admin.send(url, "alice", "before the reset")
         recorder.wait(lambda: len(recorder.of("message_received")) == 1)
         client.reset_my_history(channel_url=url).result(10)
@@ -139,16 +131,12 @@ def test_last_message_respects_the_users_history_reset(server: RunningServer, ad
 
 
 def test_changelog_deletions_are_reported_and_applied(tmp_path: Path) -> None:
-    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
-    server.start()
-    try:
+    with short_retention(tmp_path) as server:
         admin = Admin(server.running())
         tokens, url = setup(admin)
         gone = admin.send(url, "bob", "will be deleted")
         admin.send(url, "bob", "stays")
-        client, recorder = make_client(server.url, tmp_path / "cache")
-        with client:
-            connect(client, recorder, "alice", tokens["alice"])
+        with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
             client.list_messages(channel_url=url).result(10)
             other = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "leaving"})
             poll_until(lambda: client.cached_channel(other["channel_url"]) is not None)
@@ -166,8 +154,6 @@ def test_changelog_deletions_are_reported_and_applied(tmp_path: Path) -> None:
             assert client.cached_channel("leaving") is None
             assert [m["message"] for m in client.cached_messages(url)] == ["stays"]
             wait_equal(client, server.url, tokens["alice"], url)
-    finally:
-        server.stop()
 
 
 class AnswerHoldingProxy:
@@ -274,9 +260,7 @@ def test_a_channel_first_seen_in_a_message_event_gets_its_members(server: Runnin
     """A message event carries the channel without its member list; a channel the cache did
     not hold is then read whole, so the cache still equals the server's full view."""
     tokens, url = setup(admin)
-    client, recorder = make_client(server.url, tmp_path / "cache")
-    with client:
-        connect(client, recorder, "alice", tokens["alice"])
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
         caught_up(client, recorder)  # no changelog answer in flight to bring the channel back
         client.clear_cached_data()
         assert client.cached_channel(url) is None
@@ -291,15 +275,11 @@ def test_message_changelogs_bring_changes_that_do_not_move_updated_at(tmp_path: 
     events are gone (the server keeps 3), the message changelog's copy must still replace the
     cached one. (Found by the fault-injection test across nodes: a first connect that failed
     left a reaction out of the cache for good.)"""
-    server = RestartableServer(server_database(tmp_path), "--event-retention", "3")
-    server.start()
-    try:
+    with short_retention(tmp_path) as server:
         admin = Admin(server.running())
         tokens, url = setup(admin)
         target = admin.send(url, "alice", "react to me")
-        client, recorder = make_client(server.url, tmp_path / "cache")
-        with client:
-            connect(client, recorder, "bob", tokens["bob"])
+        with connected(server.url, tmp_path / "cache", "bob", tokens["bob"]) as (client, recorder):
             client.list_messages(channel_url=url).result(10)
             poll_until(lambda: [m["message_id"] for m in client.cached_messages(url)] == [target["message_id"]])
             client.disconnect()
@@ -317,5 +297,3 @@ def test_message_changelogs_bring_changes_that_do_not_move_updated_at(tmp_path: 
                 return next(m for m in client.cached_messages(url) if m["message_id"] == target["message_id"])
             poll_until(lambda: cached_target().get("reactions") == truth["reactions"])
             poll_until(lambda: cached_target().get("thread_info", {}).get("reply_count") == 1)
-    finally:
-        server.stop()

@@ -6,16 +6,17 @@ action sequences and the server holds each message at most once; the retry count
 per-channel maximum of failed messages; reset_viewpoint during fetches."""
 from __future__ import annotations
 
-import threading
+import contextlib
+import subprocess
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 import parley
 from parley import SyncAction, SyncActionKind as Act, SyncDirection, SyncList
-from conftest import Admin, RunningServer
+from conftest import Admin, Collected, RunningServer
 from test_message_collection import bulk_send, restart_server, seed, server_filters, server_listing, wait_until
 
 TIMEOUT = 30.0
@@ -23,20 +24,8 @@ ME = "me"
 CHANNEL = "room"
 
 
-class Actions:
+class Actions(Collected[SyncAction]):
     """Records a sync view's actions."""
-
-    def __init__(self) -> None:
-        self.items: List[SyncAction] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, action: SyncAction) -> None:
-        with self.lock:
-            self.items.append(action)
-
-    def snapshot(self) -> List[SyncAction]:
-        with self.lock:
-            return list(self.items)
 
     def flat(self, since: int = 0) -> List[Tuple[Act, SyncList, str]]:
         """(action, list, text) per message, in delivery order; CLEAR as one entry with text ""."""
@@ -212,110 +201,109 @@ def settle_catch_up(client: parley.Client, connection: List[str]) -> None:
     wait_until(lambda: "reconnect_succeeded" in connection, "the catch-up finished")
 
 
+@contextlib.contextmanager
+def settled_view(server: RunningServer, tmp_path: Path, token: str, actions: Actions,
+                 **config: Any) -> Iterator[Tuple[parley.Client, parley.SyncView, Callable[[], None]]]:
+    """A client of `config` connected as the user, its sync view of the channel reporting to
+    `actions`, fetched once and past the first catch-up (:func:`settle_catch_up`): the client,
+    the view and `restart()`, which starts the killed server again (stopped after the block,
+    with the client closed)."""
+    restarted: List[subprocess.Popen] = []
+    client = make_client(server, tmp_path, **config)
+    connection = track_connection(client)
+    try:
+        client.connect(ME, token).result(TIMEOUT)
+        with client.sync_view(CHANNEL, on_action=actions) as view:
+            view.fetch(SyncDirection.PREVIOUS).result(TIMEOUT)
+            settle_catch_up(client, connection)
+            yield client, view, lambda: restarted.append(restart_server(server, tmp_path))
+    finally:
+        client.close()
+        for process in restarted:
+            process.terminate()
+            process.wait()
+
+
 @pytest.mark.parametrize("policy", ["none", "manual", "automatic"])
 def test_resend_policies_under_refusal_outage_and_acceptance(
         server: RunningServer, admin: Admin, room: str, tmp_path: Path, policy: str) -> None:
     seed(admin, 5)
     actions = Actions()
-    client = make_client(server, tmp_path, resend_policy=policy)
-    connection = track_connection(client)
-    restarted = None
-    try:
-        client.connect(ME, room).result(TIMEOUT)
-        with client.sync_view(CHANNEL, on_action=actions) as view:
-            view.fetch(SyncDirection.PREVIOUS).result(TIMEOUT)
-            settle_catch_up(client, connection)
-            mark = len(actions.snapshot())
-            # The server refuses: the channel is frozen.
-            admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": True})
-            assert isinstance(send_and_wait(client, "refused"), parley.Forbidden)
-            # The server is unreachable.
-            server.process.kill()
-            server.process.wait()
-            assert isinstance(send_and_wait(client, "unreachable"), (parley.NetworkError, parley.Timeout))
-            wait_until(lambda: len(actions.flat(mark)) == len(POLICY_SEQUENCES[policy]), "the failures")
-            assert actions.flat(mark) == POLICY_SEQUENCES[policy]
-            # The server accepts again.
-            restarted = restart_server(server, tmp_path)
-            admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": False})
-            mark = len(actions.snapshot())
-            wait_until(lambda: client.connection_state == "open", "reconnected")
-            view.fetch_all_next().result(TIMEOUT)
-            if policy == "automatic":
-                wait_until(lambda: len(actions.flat(mark)) >= 4, "the automatic resend")
-            time.sleep(1.0)
-            after_outage = actions.flat(mark)
-            if policy == "automatic":
-                assert after_outage == [
-                    (Act.REMOVE, SyncList.FAILED, "unreachable"), (Act.INSERT, SyncList.PENDING, "unreachable"),
-                    (Act.REMOVE, SyncList.PENDING, "unreachable"), (Act.INSERT, SyncList.SUCCEEDED, "unreachable"),
-                ]
-                assert [m["message"] for m in view.failed_messages] == ["refused"]  # a refusal is kept
-            else:
-                assert after_outage == []  # nothing goes out by itself
-            if policy == "manual":
-                assert [m["message"] for m in view.failed_messages] == ["refused", "unreachable"]
-                for failed in view.failed_messages:
-                    client.resend_message(failed["req_id"]).result(TIMEOUT)
-                assert actions.flat(mark) == [
-                    (Act.REMOVE, SyncList.FAILED, "refused"), (Act.INSERT, SyncList.PENDING, "refused"),
-                    (Act.REMOVE, SyncList.PENDING, "refused"), (Act.INSERT, SyncList.SUCCEEDED, "refused"),
-                    (Act.REMOVE, SyncList.FAILED, "unreachable"), (Act.INSERT, SyncList.PENDING, "unreachable"),
-                    (Act.REMOVE, SyncList.PENDING, "unreachable"), (Act.INSERT, SyncList.SUCCEEDED, "unreachable"),
-                ]
-            if policy == "none":
-                assert view.failed_messages == [] and view.pending_messages == []
-                assert client.cached_messages(CHANNEL)[-1].get("sending_status") is None
-            mark = len(actions.snapshot())
-            assert send_and_wait(client, "accepted") is None
-            assert actions.flat(mark) == [(Act.INSERT, SyncList.PENDING, "accepted"), (Act.REMOVE, SyncList.PENDING, "accepted"),
-                                          (Act.INSERT, SyncList.SUCCEEDED, "accepted")]
-            on_server = texts_on_server(server, admin, room)
-            expected = {"none": ["accepted"], "manual": ["refused", "unreachable", "accepted"],
-                        "automatic": ["unreachable", "accepted"]}[policy]
-            assert on_server[5:] == expected
-            assert [m["message"] for m in view.succeeded_messages][-len(expected):] == expected
-    finally:
-        client.close()
-        if restarted is not None:
-            restarted.terminate()
-            restarted.wait()
+    with settled_view(server, tmp_path, room, actions, resend_policy=policy) as (client, view, restart):
+        mark = len(actions.snapshot())
+        # The server refuses: the channel is frozen.
+        admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": True})
+        assert isinstance(send_and_wait(client, "refused"), parley.Forbidden)
+        # The server is unreachable.
+        server.process.kill()
+        server.process.wait()
+        assert isinstance(send_and_wait(client, "unreachable"), (parley.NetworkError, parley.Timeout))
+        wait_until(lambda: len(actions.flat(mark)) == len(POLICY_SEQUENCES[policy]), "the failures")
+        assert actions.flat(mark) == POLICY_SEQUENCES[policy]
+        # The server accepts again.
+        restart()
+        admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": False})
+        mark = len(actions.snapshot())
+        wait_until(lambda: client.connection_state == "open", "reconnected")
+        view.fetch_all_next().result(TIMEOUT)
+        if policy == "automatic":
+            wait_until(lambda: len(actions.flat(mark)) >= 4, "the automatic resend")
+        time.sleep(1.0)
+        after_outage = actions.flat(mark)
+        if policy == "automatic":
+            assert after_outage == [
+                (Act.REMOVE, SyncList.FAILED, "unreachable"), (Act.INSERT, SyncList.PENDING, "unreachable"),
+                (Act.REMOVE, SyncList.PENDING, "unreachable"), (Act.INSERT, SyncList.SUCCEEDED, "unreachable"),
+            ]
+            assert [m["message"] for m in view.failed_messages] == ["refused"]  # a refusal is kept
+        else:
+            assert after_outage == []  # nothing goes out by itself
+        if policy == "manual":
+            assert [m["message"] for m in view.failed_messages] == ["refused", "unreachable"]
+            for failed in view.failed_messages:
+                client.resend_message(failed["req_id"]).result(TIMEOUT)
+            assert actions.flat(mark) == [
+                (Act.REMOVE, SyncList.FAILED, "refused"), (Act.INSERT, SyncList.PENDING, "refused"),
+                (Act.REMOVE, SyncList.PENDING, "refused"), (Act.INSERT, SyncList.SUCCEEDED, "refused"),
+                (Act.REMOVE, SyncList.FAILED, "unreachable"), (Act.INSERT, SyncList.PENDING, "unreachable"),
+                (Act.REMOVE, SyncList.PENDING, "unreachable"), (Act.INSERT, SyncList.SUCCEEDED, "unreachable"),
+            ]
+        if policy == "none":
+            assert view.failed_messages == [] and view.pending_messages == []
+            assert client.cached_messages(CHANNEL)[-1].get("sending_status") is None
+        mark = len(actions.snapshot())
+        assert send_and_wait(client, "accepted") is None
+        assert actions.flat(mark) == [(Act.INSERT, SyncList.PENDING, "accepted"), (Act.REMOVE, SyncList.PENDING, "accepted"),
+                                      (Act.INSERT, SyncList.SUCCEEDED, "accepted")]
+        on_server = texts_on_server(server, admin, room)
+        expected = {"none": ["accepted"], "manual": ["refused", "unreachable", "accepted"],
+                    "automatic": ["unreachable", "accepted"]}[policy]
+        assert on_server[5:] == expected
+        assert [m["message"] for m in view.succeeded_messages][-len(expected):] == expected
 
 
 def test_automatic_resend_stops_after_the_retry_count(server: RunningServer, admin: Admin, room: str, tmp_path: Path) -> None:
     actions = Actions()
-    client = make_client(server, tmp_path, resend_policy="automatic", resend_retry_count=1)
-    connection = track_connection(client)
-    restarted = None
-    try:
-        client.connect(ME, room).result(TIMEOUT)
-        with client.sync_view(CHANNEL, on_action=actions) as view:
-            view.fetch(SyncDirection.PREVIOUS).result(TIMEOUT)
-            settle_catch_up(client, connection)
-            server.process.kill()
-            server.process.wait()
-            assert send_and_wait(client, "a") is not None      # first attempt
-            assert send_and_wait(client, "b") is not None      # its drain resends "a" once (the one retry), then "b" fails with it
-            wait_until(lambda: [m["message"] for m in view.failed_messages] == ["a", "b"], "both failed")
-            assert actions.flat() == [
-                (Act.INSERT, SyncList.PENDING, "a"), (Act.REMOVE, SyncList.PENDING, "a"), (Act.INSERT, SyncList.FAILED, "a"),
-                (Act.INSERT, SyncList.PENDING, "b"),
-                (Act.REMOVE, SyncList.FAILED, "a"), (Act.INSERT, SyncList.PENDING, "a"),
-                (Act.REMOVE, SyncList.PENDING, "a"), (Act.INSERT, SyncList.FAILED, "a"),
-                (Act.REMOVE, SyncList.PENDING, "b"), (Act.INSERT, SyncList.FAILED, "b"),
-            ]
-            restarted = restart_server(server, tmp_path)
-            wait_until(lambda: [m["message"] for m in view.failed_messages] == ["a"], "b resent, a kept")
-            time.sleep(1.0)
-            assert texts_on_server(server, admin, room) == ["b"]
-            # A resend the application asks for gives "a" its retries again.
-            client.resend_message(view.failed_messages[0]["req_id"]).result(TIMEOUT)
-            assert texts_on_server(server, admin, room) == ["b", "a"]
-    finally:
-        client.close()
-        if restarted is not None:
-            restarted.terminate()
-            restarted.wait()
+    with settled_view(server, tmp_path, room, actions, resend_policy="automatic", resend_retry_count=1) as (client, view, restart):
+        server.process.kill()
+        server.process.wait()
+        assert send_and_wait(client, "a") is not None      # first attempt
+        assert send_and_wait(client, "b") is not None      # its drain resends "a" once (the one retry), then "b" fails with it
+        wait_until(lambda: [m["message"] for m in view.failed_messages] == ["a", "b"], "both failed")
+        assert actions.flat() == [
+            (Act.INSERT, SyncList.PENDING, "a"), (Act.REMOVE, SyncList.PENDING, "a"), (Act.INSERT, SyncList.FAILED, "a"),
+            (Act.INSERT, SyncList.PENDING, "b"),
+            (Act.REMOVE, SyncList.FAILED, "a"), (Act.INSERT, SyncList.PENDING, "a"),
+            (Act.REMOVE, SyncList.PENDING, "a"), (Act.INSERT, SyncList.FAILED, "a"),
+            (Act.REMOVE, SyncList.PENDING, "b"), (Act.INSERT, SyncList.FAILED, "b"),
+        ]
+        restart()
+        wait_until(lambda: [m["message"] for m in view.failed_messages] == ["a"], "b resent, a kept")
+        time.sleep(1.0)
+        assert texts_on_server(server, admin, room) == ["b"]
+        # A resend the application asks for gives "a" its retries again.
+        client.resend_message(view.failed_messages[0]["req_id"]).result(TIMEOUT)
+        assert texts_on_server(server, admin, room) == ["b", "a"]
 
 
 def test_failed_messages_beyond_the_maximum_are_removed_oldest_first(
