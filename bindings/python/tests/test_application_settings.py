@@ -6,8 +6,6 @@ refused by name (docs/C-API.md, "Not supported")."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List
-
 import pytest
 
 import parley

@@ -7,13 +7,11 @@ not after a hole), the sync view. Online and offline (the reload waits for the c
 Every step of a channel view's story adds up (test_channel_story.StoryChecker)."""
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
-from typing import Any, List
+from typing import List
 
 import parley
-from parley import ChangeKind, CollectionEventSource as Source, GroupChannelListQuery, MessageChangeKind as Kind
+from parley import CollectionEventSource as Source, GroupChannelListQuery, MessageChangeKind as Kind
 from parley import SyncActionKind as Act, SyncDirection, SyncList
 from conftest import Admin, RunningServer
 from test_channel_collection import server_listing as channel_listing, wait_until

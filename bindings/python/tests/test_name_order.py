@@ -12,7 +12,7 @@ import random
 import threading
 import unicodedata
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import parley
 from parley import ChangeKind, ChannelChange, GroupChannelListOrder as Order, GroupChannelListQuery

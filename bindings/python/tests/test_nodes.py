@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import List, Tuple
 
 import pytest
 
