@@ -38,6 +38,7 @@ final class ServerMetrics: Sendable {
     private let streamsOpen: Gauge
     private let framesSent: Counter
     private let eventsDelivered: Counter
+    private let logReads: Counter
     private let messagesStored: Counter
     private let lagResyncs: Counter
     private let logFirstId: Gauge
@@ -53,6 +54,9 @@ final class ServerMetrics: Sendable {
             "event_frames", "total", "Event frames queued to this server's streams (one per event and stream)."))
         eventsDelivered = registry.makeCounter(descriptor: Self.name(
             "events_delivered", "total", "Events this server delivered to its streams, its own and other servers'."))
+        logReads = registry.makeCounter(descriptor: Self.name(
+            "event_log_reads", "total",
+            "Reads of other servers' events from the log (PostgreSQL): one per delivery, whatever the announcements it covers."))
         messagesStored = registry.makeCounter(descriptor: Self.name(
             "messages_stored", "total", "Messages this server stored (sent and copied)."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
@@ -124,6 +128,8 @@ final class ServerMetrics: Sendable {
         if events > 0 { eventsDelivered.increment(by: Int64(events)) }
         if frames > 0 { framesSent.increment(by: Int64(frames)) }
     }
+
+    func readOtherServersEvents() { logReads.increment() }
 
     func resyncedAfterLag(streams: Int) {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }
