@@ -7,9 +7,7 @@ import Testing
 /// A stand-in for what a channel list view reaches below itself (ChannelViewContext): a
 /// scripted cache and a scripted server page. Only the view's logic is under test here; the
 /// real paging is covered by GroupChannelCollectionTests against the real server.
-final class ChannelPagingStandIn: ChannelViewContext, @unchecked Sendable {
-    let queue = DispatchQueue(label: "test.channel-view-context")
-    let feed = ChangeFeed()
+final class ChannelPagingStandIn: FeedStandIn, ChannelViewContext, @unchecked Sendable {
     var connected = true
     var wholeListCached = false
     /// What the cache holds, in the list's order.
@@ -20,16 +18,10 @@ final class ChannelPagingStandIn: ChannelViewContext, @unchecked Sendable {
     var serverNext = ""
     var serverRequests = 0
 
-    func runNow<T>(_ body: () -> T) -> T { queue.sync(execute: body) }
+    init() { super.init(label: "test.channel-view-context") }
+
     var isConnected: Bool { connected }
-    var hasCache: Bool { true }
     var isStreamOpen: Bool { connected }
-    var cacheUserID: String? { "alice" }
-    func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64 { feed.subscribe(observer) }
-    func subscribe(channelURL: String, _ observer: @escaping ChangeFeed.Observer) -> UInt64 {
-        feed.subscribe(channelURL: channelURL, observer)
-    }
-    func unsubscribe(_ id: UInt64) { feed.unsubscribe(id) }
     func holdsWholeChannelList(_ listScope: String) -> Bool { wholeListCached }
 
     func cachedChannelPage(

@@ -8,9 +8,7 @@ import Testing
 /// pages from a scripted list of one channel's messages, with exact end flags, and publishes
 /// what the test hands it on its own change feed. Only the view's logic is under test here;
 /// Paging against the real server is PagingTests.
-final class PagingStandIn: MessageViewContext, @unchecked Sendable {
-    let queue = DispatchQueue(label: "test.view-context")
-    let feed = ChangeFeed()
+final class PagingStandIn: FeedStandIn, MessageViewContext, @unchecked Sendable {
     /// The channel's messages on the "server", in key order. Guarded by `queue`.
     var server: [CachedMessage] = []
     var locals: [CachedLocalMessage] = []
@@ -26,17 +24,11 @@ final class PagingStandIn: MessageViewContext, @unchecked Sendable {
     private var held: [@Sendable () -> Void] = []
     private var nextLoad: UInt64 = 0
 
-    func runNow<T>(_ body: () -> T) -> T { queue.sync(execute: body) }
+    init() { super.init(label: "test.view-context") }
+
     func log(_ level: LogLevel, _ message: String) {}
     var isConnected: Bool { true }
-    var hasCache: Bool { true }
     var isStreamOpen: Bool { streamOpen }
-    var cacheUserID: String? { "alice" }
-    func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64 { feed.subscribe(observer) }
-    func subscribe(channelURL: String, _ observer: @escaping ChangeFeed.Observer) -> UInt64 {
-        feed.subscribe(channelURL: channelURL, observer)
-    }
-    func unsubscribe(_ id: UInt64) { feed.unsubscribe(id) }
     func retainChannel(_ channelURL: String) { calls.append("retain") }
     func releaseChannel(_ channelURL: String) { calls.append("release") }
     func cachedChannelText(_ channelURL: String) -> JSONText? { JSONText(#"{"channel_url":"room"}"#) }
