@@ -3,20 +3,16 @@
 // answer lists stay JSON values: they are stored as they came.
 
 /// An error answer's body (docs/PROTOCOL.md §3), also the data of the stream's `error` frame (§9).
-struct WireError: Sendable {
+struct WireError: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var code: Int64? { json[WireField.code]?.int64Value }
     var message: String? { json[WireField.message]?.stringValue }
 }
 
 /// A page of a channel listing (docs/PROTOCOL.md §6.2).
-struct WireChannelListPage: Sendable {
+struct WireChannelListPage: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var channels: [JSONValue]? { json[WireField.channels]?.arrayValue }
     /// "" on the last page.
@@ -24,19 +20,15 @@ struct WireChannelListPage: Sendable {
 }
 
 /// The answer of `reset_user_history` (docs/PROTOCOL.md §6.3).
-struct WireHistoryReset: Sendable {
+struct WireHistoryReset: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var tsMessageOffset: Int64? { json[WireField.tsMessageOffset]?.int64Value }
 }
 
 /// A page of a message listing (docs/PROTOCOL.md §7.2).
-struct WireMessageList: Sendable {
+struct WireMessageList: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var messages: [JSONValue]? { json[WireField.messages]?.arrayValue }
     var hasPrev: Bool? { json[WireField.hasPrev]?.boolValue }
@@ -44,10 +36,8 @@ struct WireMessageList: Sendable {
 }
 
 /// A page of channel or message changelogs (docs/PROTOCOL.md §8.2, §8.3).
-struct WireChangelogPage: Sendable {
+struct WireChangelogPage: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     /// Channels (§8.3) or messages (§8.2).
     var updated: [JSONValue]? { json[WireField.updated]?.arrayValue }
@@ -60,20 +50,16 @@ struct WireChangelogPage: Sendable {
 }
 
 /// The answer of a gap check (docs/PROTOCOL.md §8.4); its messages are under `prev_messages`.
-struct WireGapAnswer: Sendable {
+struct WireGapAnswer: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var isHugeGap: Bool? { json[WireField.isHugeGap]?.boolValue }
     var prevHasMore: Bool? { json[WireField.prevHasMore]?.boolValue }
 }
 
 /// A page of the server's message search (docs/PROTOCOL.md §7.7).
-struct WireSearchPage: Sendable {
+struct WireSearchPage: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var results: [WireSearchResult]? { json[WireField.results]?.arrayValue?.map(WireSearchResult.init) }
     var hasNext: Bool? { json[WireField.hasNext]?.boolValue }
@@ -82,10 +68,8 @@ struct WireSearchPage: Sendable {
 }
 
 /// One result of the server's message search: the message as listed, its snippet and score.
-struct WireSearchResult: Sendable {
+struct WireSearchResult: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var message: WireMessage? { json[WireField.message].map(WireMessage.init) }
     var snippet: String? { json[WireField.snippet]?.stringValue }

@@ -3,10 +3,8 @@
 
 /// The `data` of an event (docs/PROTOCOL.md §9): `category`, `channel_url`, the channel
 /// rendered for the recipient (§9.1) and the category's own fields.
-struct WireEventData: Sendable {
+struct WireEventData: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var category: String? { json[WireField.category]?.stringValue }
     var channelURL: String? { json[WireField.channelURL]?.stringValue }
@@ -41,10 +39,8 @@ struct WireEventData: Sendable {
 
 /// The change of a `reaction_updated` event (docs/PROTOCOL.md §9):
 /// `{message_id, key, user_id, operation, updated_at}`.
-struct WireReaction: Sendable {
+struct WireReaction: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var messageID: Int64? { json[WireField.messageID]?.int64Value }
     var key: String? { json[WireField.key]?.stringValue }
@@ -57,10 +53,8 @@ struct WireReaction: Sendable {
 
 /// A poll (docs/PROTOCOL.md §7.6): in events, in a message's `poll`, in poll changelogs and
 /// in the answers of the poll operations. Kept whole as it came.
-struct WirePoll: Sendable {
+struct WirePoll: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var id: Int64? { json[WireField.id]?.int64Value }
     /// The message that carries it; 0 while none does.
@@ -72,10 +66,8 @@ struct WirePoll: Sendable {
 
 /// The data of the stream's own frames `connected` and `resync` (docs/PROTOCOL.md §9).
 /// Its `error` frame carries an error body (`WireError`).
-struct WireStreamNotice: Sendable {
+struct WireStreamNotice: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var lastEventID: Int64? { json[WireField.lastEventID]?.int64Value }
     var reason: String? { json[WireField.reason]?.stringValue }

@@ -3,11 +3,21 @@
 // is stored or handed on stays the value (or text) the server sent. An accessor is nil
 // when the field is missing or of another type; the caller picks the default.
 
-/// A user, a basic user or a member (docs/PROTOCOL.md §4.1, §4.3).
-struct WireUser: Sendable {
-    let json: JSONValue
+/// What every typed view over the server's JSON is: the value as it came (`json`), wrapped
+/// without a copy by `init(_:)`, its fields read by the type's accessors.
+protocol WireObject: Sendable {
+    var json: JSONValue { get }
+    /// The memberwise initializer of a struct whose one stored property is `json`.
+    init(json: JSONValue)
+}
 
-    init(_ json: JSONValue) { self.json = json }
+extension WireObject {
+    init(_ json: JSONValue) { self.init(json: json) }
+}
+
+/// A user, a basic user or a member (docs/PROTOCOL.md §4.1, §4.3).
+struct WireUser: WireObject {
+    let json: JSONValue
 
     var userID: String? { json[WireField.userID]?.stringValue }
 }
@@ -16,10 +26,8 @@ struct WireUser: Sendable {
 typealias WireMember = WireUser
 
 /// A group channel (docs/PROTOCOL.md §4.2), usually rendered for the current user.
-struct WireChannel: Sendable {
+struct WireChannel: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var channelURL: String? { json[WireField.channelURL]?.stringValue }
     var name: String? { json[WireField.name]?.stringValue }
@@ -51,10 +59,8 @@ struct WireChannel: Sendable {
 }
 
 /// A message (docs/PROTOCOL.md §4.4).
-struct WireMessage: Sendable {
+struct WireMessage: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var messageID: Int64? { json[WireField.messageID]?.int64Value }
     var createdAt: Int64? { json[WireField.createdAt]?.int64Value }
@@ -71,20 +77,16 @@ struct WireMessage: Sendable {
 }
 
 /// One entry of a message's `reactions` (docs/PROTOCOL.md §4.4): a key and who reacted with it.
-struct WireMessageReaction: Sendable {
+struct WireMessageReaction: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var key: String? { json[WireField.key]?.stringValue }
     var userIDs: [JSONValue]? { json[WireField.userIDs]?.arrayValue }
 }
 
 /// A thread parent's `thread_info` (docs/PROTOCOL.md §4.4).
-struct WireThreadInfo: Sendable {
+struct WireThreadInfo: WireObject {
     let json: JSONValue
-
-    init(_ json: JSONValue) { self.json = json }
 
     var replyCount: Int64? { json[WireField.replyCount]?.int64Value }
 }
