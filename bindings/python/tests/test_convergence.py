@@ -100,6 +100,10 @@ class World:
         assert len(page["messages"]) < 200, "more messages than one page holds: raise the limit"
         return page["messages"]
 
+    def stays_failed(self, message: Any) -> bool:
+        """Whether a failed local message is one the run expects to stay failed: the server refused it."""
+        return message.get("req_id") in self.refused_sends
+
     def await_send(self, pending: Any, done: Any) -> None:
         try:
             done.result(TIMEOUT)
@@ -267,7 +271,7 @@ def differences(world: World, device: Device) -> List[str]:
                 found.append(f"channel {url}.{key}: " + describe(truth[url].get(key, "<absent>"), cached[url].get(key, "<absent>")))
         server_messages = {m["message_id"]: m for m in world.messages_of(device.user, url)}
         for message in device.client.cached_messages(url, limit=1000):
-            if message.get("sending_status") == "failed" and message.get("req_id") in world.refused_sends:
+            if message.get("sending_status") == "failed" and world.stays_failed(message):
                 continue  # refused (frozen, not a member...): it stays local until resent or removed, by design
             if message.get("sending_status") in ("pending", "failed"):
                 found.append(f"message {message.get('req_id')} in {url}: still {message['sending_status']}")

@@ -15,11 +15,12 @@ import random
 import socket
 import threading
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import pytest
 
 import parley
+from parley.errors import Status
 from conftest import Admin, RunningServer
 from test_convergence import CLIENTS_PER_USER, TIMEOUT, USERS, Device, World, create_users_and_channels, wait_for_convergence
 from tcp_relay import loopback_listener, shut_down
@@ -146,15 +147,30 @@ class FaultyWorld(World):
 
     lost_sends = 0
 
+    def __init__(self, server: RunningServer, admin: Admin, tokens: Dict[str, str], rng: random.Random) -> None:
+        super().__init__(server, admin, tokens, rng)
+        self.lost_req_ids: Set[str] = set()
+
     def await_send(self, pending: Any, done: Any) -> None:
         try:
             done.result(TIMEOUT)
         except (parley.NetworkError, parley.Timeout):
             self.lost_sends += 1
+            self.lost_req_ids.add(pending["req_id"])
             raise
         except parley.ParleyError:
             self.refused_sends.add(pending["req_id"])
             raise
+
+
+    def stays_failed(self, message: Any) -> bool:
+        """Also a lost send that went out again after the reconnection and was refused then (the
+        channel frozen or the sender gone meanwhile): it carries the server's error, not the
+        connection's."""
+        if super().stays_failed(message):
+            return True
+        connection_codes = (Status.NETWORK, Status.TIMEOUT)
+        return message.get("req_id") in self.lost_req_ids and message.get("error_code") not in connection_codes
 
 
 class ProxiedDevice(Device):
