@@ -56,6 +56,26 @@ final class Outbox: @unchecked Sendable {
         }
     }
 
+    /// Appends a frame given in three parts (see `ServerState.framer`). True if nothing was
+    /// pending.
+    @discardableResult
+    func append(_ prefix: String, _ middle: String, _ suffix: String) -> Bool {
+        mutex.withLock {
+            if finished { return false }
+            let wasEmpty = pending.readableBytes == 0
+            if wasEmpty {
+                // Room for a few frames at once: under load a window gathers several.
+                pending.reserveCapacity(Self.initialCapacity)
+            }
+            pending.writeString(prefix)
+            pending.writeString(middle)
+            pending.writeString(suffix)
+            return wasEmpty
+        }
+    }
+
+    private static let initialCapacity = 16_384
+
     /// Lets the writer take what is pending.
     func wake() {
         let (w, bytes): (CheckedContinuation<ByteBuffer?, Never>?, ByteBuffer?) = mutex.withLock {
@@ -162,6 +182,8 @@ private final class QueuedPull: @unchecked Sendable {
 final class EventHub: @unchecked Sendable {
     private let mutex = NSLock()
     private var subscribers: [Int: Subscriber] = [:]
+    /// The same streams by user, in the order they opened.
+    private var subscribersByUser: [String: [Subscriber]] = [:]
     /// Open streams per user, so that `isOnline` (asked for every member of every render) is
     /// a lookup.
     private var openStreams: [String: Int] = [:]
@@ -370,6 +392,8 @@ final class EventHub: @unchecked Sendable {
     private func deliver(_ events: [HeldEvent], through: Int64, lost: Bool = false) {
         let now = nowMillis()
         var framesQueued = 0
+        var middle = ""
+        middle.reserveCapacity(1024)
         defer { ServerMetrics.shared.delivered(events: events.count, frames: framesQueued) }
         for held in events {
             let event = held.event
@@ -379,16 +403,21 @@ final class EventHub: @unchecked Sendable {
                 for userId in event.recipients { endStreams(of: userId, code: Int(code), message: message) }
                 continue
             }
-            let recipients = Set(event.recipients)
-            let targets = mutex.withLock { subscribers.values.filter { recipients.contains($0.userId) } }
+            // One rendering per user, whatever their number of streams.
+            let targets: [[Subscriber]] = mutex.withLock {
+                if subscribersByUser.isEmpty { return [] }
+                var targets: [[Subscriber]] = []
+                for userId in event.recipients { if let subs = subscribersByUser[userId] { targets.append(subs) } }
+                return targets
+            }
             if targets.isEmpty { continue }
             let frame = held.renderer.framer(event, now: now)
-            var frames: [String: String] = [:]  // one rendering per user, whatever their number of streams
-            for sub in targets {
-                let text = frames[sub.userId] ?? frame(sub.userId)
-                frames[sub.userId] = text
-                framesQueued += 1
-                if sub.outbox.append(text) { flushMutex.withLock { unflushed.append(sub.outbox) } }
+            for subs in targets {
+                let (prefix, suffix) = frame(subs[0].userId, &middle)
+                for sub in subs {
+                    framesQueued += 1
+                    if sub.outbox.append(prefix, middle, suffix) { flushMutex.withLock { unflushed.append(sub.outbox) } }
+                }
             }
         }
         let sendsResync = mutex.withLock {
@@ -462,7 +491,9 @@ final class EventHub: @unchecked Sendable {
         let (id, closing): (Int, Bool) = mutex.withLock {
             let id = nextSubscriberId
             nextSubscriberId += 1
-            subscribers[id] = Subscriber(id: id, userId: userId, outbox: outbox)
+            let sub = Subscriber(id: id, userId: userId, outbox: outbox)
+            subscribers[id] = sub
+            subscribersByUser[userId, default: []].append(sub)
             openStreams[userId, default: 0] += 1
             return (id, shuttingDown)
         }
@@ -475,6 +506,10 @@ final class EventHub: @unchecked Sendable {
     func remove(_ id: Int) -> Subscriber? {
         mutex.withLock {
             guard let sub = subscribers.removeValue(forKey: id) else { return nil }
+            if var subs = subscribersByUser.removeValue(forKey: sub.userId) {
+                subs.removeAll { $0.id == id }
+                if !subs.isEmpty { subscribersByUser[sub.userId] = subs }
+            }
             let left = (openStreams[sub.userId] ?? 1) - 1
             openStreams[sub.userId] = left > 0 ? left : nil
             return sub

@@ -331,32 +331,53 @@ extension ServerState {
     /// rendered for that recipient from the current state. Live delivery runs right after the
     /// change is committed, so that is the state as of the event; a replay gets the newest
     /// state, which is what the client converges to anyway. Events without a channel, or
-    /// whose channel is gone, go out as stored. The data is parsed once per event.
-    func framer(_ event: StoredEvent, now: Int64) -> (String) -> String {
+    /// whose channel is gone, go out as stored.
+    ///
+    /// A recipient's frame is `prefix + middle + suffix`: the closure writes the recipient's
+    /// own fields into `middle` (emptied first; the caller reuses one buffer for every
+    /// recipient) and returns the parts every recipient of the same kind shares, rendered once
+    /// per event.
+    func framer(_ event: StoredEvent, now: Int64) -> (_ userId: String, _ middle: inout String) -> (prefix: String, suffix: String) {
         let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
         guard let data = event.parsedData, data["channel"] != nil,
             case .string(let url)? = data["channel_url"], let c = loadedChannels[url]
         else {
             let frame = head + event.data + "\n\n"
-            return { _ in frame }
+            return { _, middle in
+                middle.removeAll(keepingCapacity: true)
+                return (frame, "")
+            }
         }
         // What every recipient's frame shares is serialized once per event, and each frame
         // spliced from those parts: the same bytes as serializing `data` with `channel`
         // replaced by `recipientChannelJSON` (same keys, same order, nothing repeated).
-        var before = head + "{", after = ""
-        var first = true
-        var seenChannel = false
-        for k in data.keys {
-            if k == "channel" {
-                if !first { before += "," }
-                first = false
-                JSON.writeString(k, to: &before)
-                before += ":"
-                seenChannel = true
-            } else if seenChannel {
-                JSON.writeMember(k, data[k] ?? .null, first: &first, to: &after)
-            } else {
-                JSON.writeMember(k, data[k] ?? .null, first: &first, to: &before)
+        var before: String, after: String
+        if let range = event.channelRange, event.fields != nil {
+            // Live: `data` is `fields` serialized, and `range` the channel's value in it: the
+            // members around it are taken as they were written.
+            let utf8 = event.data.utf8
+            let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+            let end = utf8.index(utf8.startIndex, offsetBy: range.upperBound)
+            let last = utf8.index(before: utf8.endIndex)  // the closing brace
+            before = head + String(event.data[..<start])
+            after = String(event.data[end..<last])
+        } else {
+            before = head + "{"
+            after = ""
+            var first = true
+            var seenChannel = false
+            for (k, value) in data.entries {
+                if k == "channel" {
+                    if !first { before += "," }
+                    first = false
+                    JSON.writeString(k, to: &before)
+                    before += ":"
+                    seenChannel = true
+                } else if seenChannel {
+                    JSON.writeMember(k, value, first: &first, to: &after)
+                } else {
+                    JSON.writeMember(k, value, first: &first, to: &before)
+                }
             }
         }
         // Live, an event that changes no membership carries the channel without `members`
@@ -370,59 +391,86 @@ extension ServerState {
             JSON.writeMember("changed_members", .array(changed.map { self.memberJSON(c, $0, now: now) }), first: &first,
                              to: &afterForViewers)
         }
-        after += "}\n\n"
-        afterForViewers += "}\n\n"
-        var common = "{"
+        let suffix = "}" + after + "}\n\n"
+        let suffixForViewers = "}" + afterForViewers + "}\n\n"
+        var common = before + "{"
         var commonFirst = true
         JSON.writeFields(channelCommonFields(c), first: &commonFirst, to: &common)
         JSON.writeMember("operators", .array(c.operatorIds.map { basicUser($0, in: c) }), first: &commonFirst, to: &common)
-        // The last message (for recipients who see it) and the members and metadata (for those
-        // who see the channel) are rendered once, for the first recipient who needs them.
-        // Each part follows other fields, so it starts with its comma (`first` is false).
-        var lastMessageText: String? = nil
+        // The prefixes: for those who see the channel with its last message, for those who
+        // see it without (their history starts after it), and for those who cannot see it.
+        // Each is rendered once, for the first recipient who needs it. The last message and
+        // the members and metadata follow other fields, so each starts with its comma.
+        let last = self.lastMessage(c, for: nil)
+        var withLast: String? = nil
+        var withoutLast: String? = nil
         var sharedText: String? = nil
-        return { userId in
-            let full = c.members[userId] != nil || c.isPublic
-            var lastText: Substring = ""
-            if full, let last = self.lastMessage(c, for: userId) {
-                if lastMessageText == nil {
-                    var text = ""
+        func shared() -> String {
+            if let sharedText { return sharedText }
+            var text = ""
+            var first = false
+            JSON.writeFields([
+                ("members", memberless ? nil : .array(self.sortedMembers(c).map { self.memberJSON(c, $0, now: now) })),
+                ("metadata", .stringMap(c.metadata)),
+                ("metacounter", .intMap(c.metacounters)),
+            ], first: &first, to: &text)
+            sharedText = text
+            return text
+        }
+        return { userId, middle in
+            middle.removeAll(keepingCapacity: true)
+            let member = c.members[userId]
+            self.writeChannelViewerFields(c, userId, member, now: now, to: &middle)
+            guard member != nil || c.isPublic else { return (common, suffix) }
+            if let last, self.isVisible(last, to: member) {
+                if withLast == nil {
+                    var text = common
                     var first = false
                     JSON.writeMember("last_message", self.messageJSON(last, MessageView()), first: &first, to: &text)
-                    lastMessageText = text
+                    text += shared()
+                    withLast = text
                 }
-                lastText = lastMessageText![...]
+                return (withLast!, suffixForViewers)
             }
-            var sharedPart: Substring = ""
-            if full {
-                if sharedText == nil {
-                    var text = ""
-                    var first = false
-                    JSON.writeFields([
-                        ("members", memberless ? nil : .array(self.sortedMembers(c).map { self.memberJSON(c, $0, now: now) })),
-                        ("metadata", .stringMap(c.metadata)),
-                        ("metacounter", .intMap(c.metacounters)),
-                    ], first: &first, to: &text)
-                    sharedText = text
-                }
-                sharedPart = sharedText![...]
+            if withoutLast == nil { withoutLast = common + shared() }
+            return (withoutLast!, suffixForViewers)
+        }
+    }
+
+    /// What `JSON.writeFields(channelViewerFields(c, viewer, now: now), first: false)` writes
+    /// (each field with its comma), written directly: once per recipient of every event.
+    func writeChannelViewerFields(_ c: ChannelRecord, _ viewer: String, _ member: MemberRecord?, now: Int64,
+                                  to out: inout String) {
+        let hidden = member?.hiddenState ?? "unhidden"
+        out += ",\"member_state\":"
+        JSON.writeString(member?.state ?? "none", to: &out)
+        out += c.isOperator(viewer) ? ",\"my_role\":\"operator\",\"hidden_state\":" : ",\"my_role\":\"\",\"hidden_state\":"
+        JSON.writeString(hidden, to: &out)
+        out += hidden != "unhidden" ? ",\"is_hidden\":true" : ",\"is_hidden\":false"
+        let muted = c.mutes.isEmpty ? false : c.mutes[viewer].map { $0.isActive(at: now) } ?? false
+        out += muted ? ",\"is_muted\":true" : ",\"is_muted\":false"
+        let joined = member?.state == "joined"
+        out += ",\"is_push_enabled\":true,\"count_preference\":\"all\",\"unread_message_count\":"
+        out += String(joined ? member!.unreadCount : 0)
+        out += ",\"unread_mention_count\":"
+        out += String(joined ? member!.unreadMentionCount : 0)
+        out += ",\"user_last_read\":"
+        out += String(member?.readTs ?? 0)
+        out += ",\"ts_message_offset\":"
+        out += String(member?.tsMessageOffset ?? 0)
+        if let member {
+            if member.invitedAt > 0 {
+                out += ",\"invited_at\":"
+                out += String(member.invitedAt)
             }
-            var viewerText = ""
-            var first = false
-            JSON.writeFields(self.channelViewerFields(c, userId, now: now), first: &first, to: &viewerText)
-            let after = full ? afterForViewers : after
-            // Assembled in one buffer of the right size: each part is copied once.
-            var frame = ""
-            frame.reserveCapacity(before.utf8.count + common.utf8.count + lastText.utf8.count
-                + sharedPart.utf8.count + viewerText.utf8.count + 1 + after.utf8.count)
-            frame += before
-            frame += common
-            frame += lastText
-            frame += sharedPart
-            frame += viewerText
-            frame += "}"
-            frame += after
-            return frame
+            if let inviter = member.inviterId {
+                var first = false
+                JSON.writeMember("inviter", basicUser(inviter), first: &first, to: &out)
+            }
+            if joined {
+                out += ",\"joined_ts\":"
+                out += String(member.joinedAt)
+            }
         }
     }
 

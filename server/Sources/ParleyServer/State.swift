@@ -642,8 +642,23 @@ final class ServerState {
         all.append(contentsOf: fields)
         var fields = JSONObject()
         for (key, value) in all { if let value { fields[key] = value } }
+        // Serialized as `JSON.object(fields).serialized()` would, noting where the channel is.
+        var data = "{"
+        data.reserveCapacity(4096)
+        var first = true
+        var channelRange: Range<Int>? = nil
+        for (key, value) in fields.entries {
+            if !first { data += "," }
+            first = false
+            JSON.writeString(key, to: &data)
+            data += ":"
+            let start = data.utf8.count
+            value.write(to: &data)
+            if key == "channel" { channelRange = start..<data.utf8.count }
+        }
+        data += "}"
         let event = StoredEvent(id: id, createdAt: now, category: category,
-                                recipients: recipients.sorted(), data: JSON.object(fields).serialized(), fields: fields)
+                                recipients: recipients.sorted(), data: data, fields: fields, channelRange: channelRange)
         pending.events.append(event)
         pendingFanout.append(event)
     }

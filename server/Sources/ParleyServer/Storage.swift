@@ -13,6 +13,9 @@ struct StoredEvent: Sendable {
     /// The object `data` was serialized from, kept while the event is delivered live so that
     /// the hub does not parse what the request has just written (nil when read back).
     var fields: JSONObject? = nil
+    /// Where the value of `fields["channel"]` is in `data` (UTF-8 offsets), set with `fields`
+    /// by the request that serialized them: the hub splices each recipient's channel there.
+    var channelRange: Range<Int>? = nil
 
     /// The category of an event that no stream receives: it ends the streams of its
     /// recipients, with the `code` and `message` of its data, on every server (a user

@@ -97,6 +97,7 @@ extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationR
 extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
     /// Emits `channel_changed` (the channel rendered for each recipient) to `recipients`.
     func emitChannelChanged(_ c: ChannelRecord, to recipients: Set<String>, now: Int64) {
+        guard !recipients.isEmpty else { return }  // `emit` would drop it, after rendering the channel
         emit("channel_changed", channelUrl: c.url, to: recipients, fields: [("channel", eventChannelJSON(c, now: now))], now: now)
     }
 
