@@ -132,8 +132,7 @@ def test_sends_through_both_servers_reach_every_stream_in_the_stored_order(two_s
     assert [f[0] for f in frames_a] == [f[0] for f in frames_b], "the servers numbered the events differently"
     assert [f[0] for f in frames_a] == sorted(set(f[0] for f in frames_a)), "event ids repeat or go back"
     for server in (a, b):
-        # Each server read the other's events from the log, at most once per event delivered
-        # (announcements that queue up share a read).
+        # Each server read the other's events from the log, at most once per event delivered.
         samples = scrape_metrics(server)
         reads = sum(v for (name, _), v in samples.items() if name == "parley_event_log_reads_total")
         delivered = sum(v for (name, _), v in samples.items() if name == "parley_events_delivered_total")

@@ -56,7 +56,7 @@ final class ServerMetrics: Sendable {
             "events_delivered", "total", "Events this server delivered to its streams, its own and other servers'."))
         logReads = registry.makeCounter(descriptor: Self.name(
             "event_log_reads", "total",
-            "Reads of other servers' events from the log (PostgreSQL): one per delivery, whatever the announcements it covers."))
+            "Reads of other servers' events from the log (PostgreSQL): one read transaction per delivery that needs them."))
         messagesStored = registry.makeCounter(descriptor: Self.name(
             "messages_stored", "total", "Messages this server stored (sent and copied)."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
