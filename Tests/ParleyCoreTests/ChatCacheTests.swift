@@ -109,6 +109,9 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         #expect(try cache.upsertMessage(accepted) == .replacedLocal(reqID: "local-a"))
         #expect(try cache.localMessages(channelURL: "c1").map(\.reqID) == ["local-b", "local-c"])
         #expect(try cache.outboxEntries().map(\.reqID) == ["local-b", "local-c"])
+        // The drain reads only the oldest.
+        #expect(try cache.outboxEntries(channelURL: "c1", limit: 1).map(\.reqID) == ["local-b"])
+        #expect(try cache.outboxEntries(channelURL: "other", limit: 1).isEmpty)
     }
 
     @Test func filtersSelectByTypeCustomTypeSenderAndReplies() throws {

@@ -189,15 +189,17 @@ extension ChatCache {
     /// `retryableOnly` leaves out those whose last failure cannot be fixed by resending,
     /// `pendingOnly` those of failed messages (only a resend makes them pending again).
     public func outboxEntries(
-        channelURL: String? = nil, retryableOnly: Bool = false, pendingOnly: Bool = false
+        channelURL: String? = nil, retryableOnly: Bool = false, pendingOnly: Bool = false, limit: Int? = nil
     ) throws(ParleyError) -> [OutboxEntry] {
         var result: [OutboxEntry] = []
+        // LIMIT -1: no limit. The drain takes only the oldest entry: reading them all for it
+        // made a burst of n queued sends read n²/2 entries.
         try database.statement("""
             SELECT sequence, req_id, channel_url, kind, request_json, attempts, retryable, last_error_code, last_error_message
             FROM outbox WHERE (?1 IS NULL OR channel_url = ?1) AND (?2 = 0 OR retryable = 1)
             AND (?3 = 0 OR req_id IN (SELECT req_id FROM local_messages WHERE sending_status = 'pending'))
-            ORDER BY sequence
-            """).rows([SQLiteValue(channelURL), SQLiteValue(retryableOnly), SQLiteValue(pendingOnly)]) { row in
+            ORDER BY sequence LIMIT ?4
+            """).rows([SQLiteValue(channelURL), SQLiteValue(retryableOnly), SQLiteValue(pendingOnly), .integer(Int64(limit ?? -1))]) { row in
             result.append(OutboxEntry(
                 sequence: row.int64(0), reqID: row.string(1) ?? "", channelURL: row.string(2) ?? "",
                 kind: row.string(3) ?? "", requestJSON: row.string(4) ?? "", attempts: row.int(5),

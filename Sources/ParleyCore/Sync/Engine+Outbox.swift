@@ -154,7 +154,7 @@ extension Engine {
     private func drainChannel(_ channelURL: String, then next: @escaping @Sendable () -> Void) {
         let pendingOnly = drainsPendingOnly
         let entry = read("reading the outbox") { cache throws(ParleyError) in
-            try cache.outboxEntries(channelURL: channelURL, retryableOnly: true, pendingOnly: pendingOnly).first
+            try cache.outboxEntries(channelURL: channelURL, retryableOnly: true, pendingOnly: pendingOnly, limit: 1).first
         } ?? nil
         guard let entry, session.current != nil else { return next() }
         sendEntry(entry) { connectionLost in
