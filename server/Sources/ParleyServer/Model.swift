@@ -35,14 +35,15 @@ struct MemberRecord: Codable, Sendable, Equatable {
     /// Position in the global change sequence of the last per-user change (channel changelogs).
     var changeSeq: Int64
     var changedAt: Int64
-    /// Messages and mentions unread by this member (kept up to date by UnreadCounters.swift
-    /// rather than counted per render: a render happens per recipient per event).
-    var unreadCount: Int64 = 0
-    var unreadMentionCount: Int64 = 0
+    /// What the channel's message and mention totals (`ChannelRecord.countedMessages` and
+    /// `countedMentions`) exceed this member's unread counts by (UnreadCounters.swift): a
+    /// new message moves the channel's totals, not every member's row.
+    var unreadBase: Int64 = 0
+    var mentionBase: Int64 = 0
 
     init(userId: String, state: String, invitedAt: Int64, inviterId: String?, joinedAt: Int64, readTs: Int64,
          deliveredTs: Int64, hiddenState: String, tsMessageOffset: Int64, changeSeq: Int64, changedAt: Int64,
-         unreadCount: Int64 = 0, unreadMentionCount: Int64 = 0) {
+         unreadBase: Int64 = 0, mentionBase: Int64 = 0) {
         self.userId = userId
         self.state = state
         self.invitedAt = invitedAt
@@ -54,13 +55,13 @@ struct MemberRecord: Codable, Sendable, Equatable {
         self.tsMessageOffset = tsMessageOffset
         self.changeSeq = changeSeq
         self.changedAt = changedAt
-        self.unreadCount = unreadCount
-        self.unreadMentionCount = unreadMentionCount
+        self.unreadBase = unreadBase
+        self.mentionBase = mentionBase
     }
 
     private enum CodingKeys: String, CodingKey {
         case userId, state, invitedAt, inviterId, joinedAt, readTs, deliveredTs, hiddenState, tsMessageOffset
-        case changeSeq, changedAt, unreadCount, unreadMentionCount
+        case changeSeq, changedAt
     }
 
     // Records of the old layout (LegacyImport.swift) have no counters: they are counted after
@@ -75,9 +76,7 @@ struct MemberRecord: Codable, Sendable, Equatable {
             deliveredTs: try c.decode(Int64.self, forKey: .deliveredTs),
             hiddenState: try c.decode(String.self, forKey: .hiddenState),
             tsMessageOffset: try c.decode(Int64.self, forKey: .tsMessageOffset),
-            changeSeq: try c.decode(Int64.self, forKey: .changeSeq), changedAt: try c.decode(Int64.self, forKey: .changedAt),
-            unreadCount: try c.decodeIfPresent(Int64.self, forKey: .unreadCount) ?? 0,
-            unreadMentionCount: try c.decodeIfPresent(Int64.self, forKey: .unreadMentionCount) ?? 0)
+            changeSeq: try c.decode(Int64.self, forKey: .changeSeq), changedAt: try c.decode(Int64.self, forKey: .changedAt))
     }
 }
 
@@ -116,6 +115,19 @@ struct ChannelRecord: Codable, Sendable {
     var lastMessageId: Int64
     var changeSeq: Int64
     var changedAt: Int64
+    /// Countable messages (UnreadRule) ever sent in the channel, and those of them that
+    /// mention the whole channel: a joined member's unread counts are these less the
+    /// member's bases (UnreadCounters.swift).
+    var countedMessages: Int64 = 0
+    var countedMentions: Int64 = 0
+
+    // Records of the old layout (LegacyImport.swift) have no totals: their members are
+    // counted after the import, against totals of 0.
+    private enum CodingKeys: String, CodingKey {
+        case url, name, coverUrl, customType, data, createdAt, updatedAt, createdBy, isDistinct, isSuper, isPublic
+        case isEphemeral, freeze, members, operatorIds, bans, mutes, metadata, metacounters, pinnedMessageIds
+        case lastMessageId, changeSeq, changedAt
+    }
 
     var joinedCount: Int { members.values.filter { $0.state == "joined" }.count }
     func isJoined(_ userId: String) -> Bool { members[userId]?.state == "joined" }

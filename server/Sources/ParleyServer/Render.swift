@@ -139,8 +139,7 @@ extension ServerState {
 
     /// Messages counted as unread for a member (UnreadCounters.swift keeps them).
     func unreadCounts(_ channel: ChannelRecord, _ userId: String) -> (messages: Int64, mentions: Int64) {
-        guard let member = channel.members[userId], member.state == "joined" else { return (0, 0) }
-        return (member.unreadCount, member.unreadMentionCount)
+        channel.unreadCounts(of: userId)
     }
 
     func lastMessage(_ channel: ChannelRecord, for userId: String?) -> MessageRecord? {
@@ -451,9 +450,9 @@ extension ServerState {
         out += muted ? ",\"is_muted\":true" : ",\"is_muted\":false"
         let joined = member?.state == "joined"
         out += ",\"is_push_enabled\":true,\"count_preference\":\"all\",\"unread_message_count\":"
-        out += String(joined ? member!.unreadCount : 0)
+        out += String(joined ? c.countedMessages - member!.unreadBase : 0)
         out += ",\"unread_mention_count\":"
-        out += String(joined ? member!.unreadMentionCount : 0)
+        out += String(joined ? c.countedMentions - member!.mentionBase : 0)
         out += ",\"user_last_read\":"
         out += String(member?.readTs ?? 0)
         out += ",\"ts_message_offset\":"

@@ -1,15 +1,22 @@
-// Unread counters per member, kept in the member rows instead of counted per render (a
-// render happens for every recipient of every event). The definition, which
-// MessageQueries.unread counts: a message is unread for a joined member when it is newer
-// than both the member's read position and history start, not sent by the member, not
-// silent, and not a reply kept in its thread; it is a mention when it mentions the channel
-// or the member. Each change keeps the counters equal to that count:
-// - a new message adds itself to the members it is unread for (`countNewMessage`);
-// - a deleted one removes itself (`uncountMessage`), an edit of its mentions moves the
-//   mention counts (`recountMentions`);
+// Unread counters, kept in the rows instead of counted per render (a render happens for
+// every recipient of every event). The definition, which MessageQueries.unread counts: a
+// message is unread for a joined member when it is newer than both the member's read
+// position and history start, not sent by the member, not silent, and not a reply kept in
+// its thread; it is a mention when it mentions the channel or the member.
+//
+// A new message must not write every member's row (a channel of 1,000 members would write
+// 1,000 rows per message). So the channel keeps totals — countable messages, and those that
+// mention the whole channel (`ChannelRecord.countedMessages`, `countedMentions`) — and each
+// member a base: a joined member's unread count is the total less the base. Each change
+// keeps that equal to the count:
+// - a new message raises the totals; the members it is not unread for (its sender, a member
+//   who read past it) raise their base with them, and members it mentions by name lower
+//   their mention base (`countNewMessage`): usually one or two rows, not all;
+// - a deleted message raises the base of the members it was unread for (`uncountMessage`),
+//   an edit of its mentions moves mention bases (`recountMentions`);
 // - a member whose read position, history start or state changes is counted again by a
-//   query (`ServerState.save(_: ChannelRecord)`).
-// With PARLEY_VERIFY_COUNTERS=1 every request checks the counters of the channels it touched
+//   query, which sets the bases from the totals (`ServerState.save(_: ChannelRecord)`).
+// With PARLEY_VERIFY_COUNTERS=1 every request checks the counts of the channels it touched
 // against the query and fails if they differ.
 
 /// Who a message counts for (the definition above).
@@ -28,21 +35,37 @@ enum UnreadRule {
     }
 }
 
+extension ChannelRecord {
+    /// The member's unread messages and mentions (0 unless joined).
+    func unreadCounts(of userId: String) -> (messages: Int64, mentions: Int64) {
+        guard let member = members[userId], member.state == "joined" else { return (0, 0) }
+        return (countedMessages - member.unreadBase, countedMentions - member.mentionBase)
+    }
+}
+
 // Counting as messages come, go and change (the message service).
 extension MessageRecords {
     func countNewMessage(_ m: MessageRecord, in c: inout ChannelRecord) {
         guard UnreadRule.isCountable(m) else { return }
-        for (id, member) in c.members where UnreadRule.isUnread(m, for: member) {
-            c.members[id]!.unreadCount += 1
-            if UnreadRule.mentions(m, id) { c.members[id]!.unreadMentionCount += 1 }
+        let wholeChannel = m.mentionType == "channel"
+        c.countedMessages += 1
+        if wholeChannel { c.countedMentions += 1 }
+        // Every joined member's counts just rose with the totals; where the message does not
+        // count (or counts as a mention without mentioning the whole channel), the base says so.
+        for (id, member) in c.members where member.state == "joined" {
+            let unread = UnreadRule.isUnread(m, for: member)
+            if !unread { c.members[id]!.unreadBase += 1 }
+            let mention: Int64 = unread && UnreadRule.mentions(m, id) ? 1 : 0
+            let risen: Int64 = wholeChannel ? 1 : 0
+            if mention != risen { c.members[id]!.mentionBase += risen - mention }
         }
     }
 
     func uncountMessage(_ m: MessageRecord, in c: inout ChannelRecord) {
         guard UnreadRule.isCountable(m) else { return }
         for (id, member) in c.members where UnreadRule.isUnread(m, for: member) {
-            c.members[id]!.unreadCount -= 1
-            if UnreadRule.mentions(m, id) { c.members[id]!.unreadMentionCount -= 1 }
+            c.members[id]!.unreadBase += 1
+            if UnreadRule.mentions(m, id) { c.members[id]!.mentionBase += 1 }
         }
     }
 
@@ -51,7 +74,7 @@ extension MessageRecords {
         guard UnreadRule.isCountable(new) else { return }
         for (id, member) in c.members where UnreadRule.isUnread(new, for: member) {
             let delta = (UnreadRule.mentions(new, id) ? 1 : 0) - (UnreadRule.mentions(old, id) ? 1 : 0)
-            c.members[id]!.unreadMentionCount += Int64(delta)
+            c.members[id]!.mentionBase -= Int64(delta)
         }
     }
 }
@@ -60,14 +83,14 @@ extension ServerState {
     func recountUnread(_ c: inout ChannelRecord, _ userId: String) async throws {
         guard let member = c.members[userId] else { return }
         guard member.state == "joined" else {
-            c.members[userId]!.unreadCount = 0
-            c.members[userId]!.unreadMentionCount = 0
+            c.members[userId]!.unreadBase = c.countedMessages
+            c.members[userId]!.mentionBase = c.countedMentions
             return
         }
         let (count, mentions) = try await MessageQueries.unread(
             db, channel: c.url, user: userId, floor: max(member.readTs, member.tsMessageOffset))
-        c.members[userId]!.unreadCount = count
-        c.members[userId]!.unreadMentionCount = mentions
+        c.members[userId]!.unreadBase = c.countedMessages - count
+        c.members[userId]!.mentionBase = c.countedMentions - mentions
     }
 
     func verifyUnreadCounters(_ urls: Set<String>) async throws {
@@ -76,9 +99,10 @@ extension ServerState {
             for member in c.members.values where member.state == "joined" {
                 let (count, mentions) = try await MessageQueries.unread(
                     db, channel: url, user: member.userId, floor: max(member.readTs, member.tsMessageOffset))
-                if count != member.unreadCount || mentions != member.unreadMentionCount {
+                let kept = c.unreadCounts(of: member.userId)
+                if count != kept.messages || mentions != kept.mentions {
                     throw APIError.internal("unread counters of \(member.userId) in \(url) are "
-                        + "\(member.unreadCount)/\(member.unreadMentionCount), the messages say \(count)/\(mentions)")
+                        + "\(kept.messages)/\(kept.mentions), the messages say \(count)/\(mentions)")
                 }
             }
         }

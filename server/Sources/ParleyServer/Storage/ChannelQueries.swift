@@ -71,7 +71,7 @@ enum ChannelQueries {
             }
             for row in try await db.query("SELECT \(RecordTables.channelColumns.joined(separator: ", ")), version FROM channels WHERE url IN (\(list))", binds) {
                 let url = row.text(0)
-                let c = ChannelRecord(
+                var c = ChannelRecord(
                     url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
                     createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
                     isSuper: row.bool(9), isPublic: row.bool(10), isEphemeral: row.bool(11), freeze: row.bool(12),
@@ -81,8 +81,10 @@ enum ChannelQueries {
                     metacounters: metacounters[url] ?? [:],
                     pinnedMessageIds: try RecordTables.decodeList([Int64].self, row.text(13), "pinned message ids"),
                     lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16))
+                c.countedMessages = row.int(17)
+                c.countedMentions = row.int(18)
                 if c.lastMessageId != 0 { lastIds.append(c.lastMessageId) }
-                out.append((c, row.int(17)))
+                out.append((c, row.int(19)))
             }
         }
         let last = try await MessageQueries.messages(db, ids: lastIds)
@@ -180,7 +182,8 @@ enum ChannelQueries {
         if superMode == "super" { c.add("c.is_super = 1") }
         if superMode == "nonsuper" { c.add("c.is_super = 0") }
         let row = try await db.queryOne("""
-            SELECT CAST(coalesce(sum(vm.unread_count), 0) AS BIGINT), count(CASE WHEN vm.unread_count > 0 THEN 1 END)
+            SELECT CAST(coalesce(sum(c.counted_messages - vm.unread_base), 0) AS BIGINT),
+                count(CASE WHEN c.counted_messages > vm.unread_base THEN 1 END)
             FROM members vm JOIN channels c ON c.url = vm.channel_url WHERE \(c.sql)
             """, c.binds)
         return (row?.int(0) ?? 0, row?.int(1) ?? 0)
@@ -323,7 +326,7 @@ enum ChannelQueries {
             default: break
             }
             if f.unreadFilter == "unread_message" {
-                c.add("(vm.user_id IS NULL OR (vm.state = 'joined' AND vm.unread_count > 0))")
+                c.add("(vm.user_id IS NULL OR (vm.state = 'joined' AND c.counted_messages > vm.unread_base))")
             }
         }
         if let types = f.customTypes, !types.isEmpty {

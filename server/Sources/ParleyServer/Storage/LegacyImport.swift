@@ -121,11 +121,12 @@ enum LegacyImport {
             guard let r = record(ReportRecord.self, body) else { return }
             try await RecordTables.putReport(r, db)
         }
-        // The old layout counted unread messages per render; the rows keep counters.
+        // The old layout counted unread messages per render; the rows keep counters, as bases
+        // under the imported channels' totals of 0 (UnreadCounters.swift).
         try await db.execute("""
             UPDATE members SET
-                unread_count = (SELECT count(*) FROM messages m WHERE \(unreadMessage)),
-                unread_mention_count = (SELECT count(*) FROM messages m WHERE \(unreadMessage) AND (m.mention_type = 'channel'
+                unread_base = -(SELECT count(*) FROM messages m WHERE \(unreadMessage)),
+                mention_base = -(SELECT count(*) FROM messages m WHERE \(unreadMessage) AND (m.mention_type = 'channel'
                     OR EXISTS (SELECT 1 FROM message_mentions mm WHERE mm.message_id = m.id AND mm.user_id = members.user_id)))
             WHERE state = 'joined'
             """, [])

@@ -153,6 +153,13 @@ enum Migrations {
         polls,
         search,
         searchAtCommit,
+        Migration(version: 11, summary: "unread counts as channel totals less member bases: a message writes the channel's row, not every member's", ddl: """
+            ALTER TABLE channels ADD COLUMN counted_messages {INT} NOT NULL DEFAULT 0;
+            ALTER TABLE channels ADD COLUMN counted_mentions {INT} NOT NULL DEFAULT 0;
+            ALTER TABLE members RENAME COLUMN unread_count TO unread_base;
+            ALTER TABLE members RENAME COLUMN unread_mention_count TO mention_base;
+            UPDATE members SET unread_base = -unread_base, mention_base = -mention_base;
+            """),
     ]
 
     /// The full-text index of messages (Storage/SearchQueries.swift), filled from the messages

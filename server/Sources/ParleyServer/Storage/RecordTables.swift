@@ -53,7 +53,8 @@ enum RecordTables {
 
     static let channelColumns = ["url", "name", "cover_url", "custom_type", "data", "created_at", "updated_at",
                                  "created_by", "is_distinct", "is_super", "is_public", "is_ephemeral", "is_frozen",
-                                 "pinned_message_ids", "last_message_id", "change_seq", "changed_at"]
+                                 "pinned_message_ids", "last_message_id", "change_seq", "changed_at",
+                                 "counted_messages", "counted_mentions"]
     /// Written, never read back into the record: the sort keys of listings (ChannelQueries.swift).
     static let channelKeyColumns = ["name_key", "last_message_at"]
     /// `lastMessageAt`: the creation time of the channel's last message (0 without one).
@@ -61,25 +62,26 @@ enum RecordTables {
         [.text(c.url), .text(c.name), .text(c.coverUrl), .text(c.customType), .text(c.data), .int(c.createdAt),
          .int(c.updatedAt), .optional(c.createdBy), .bool(c.isDistinct), .bool(c.isSuper), .bool(c.isPublic),
          .bool(c.isEphemeral), .bool(c.freeze), json(c.pinnedMessageIds), .int(c.lastMessageId), .int(c.changeSeq),
-         .int(c.changedAt), .text(orderKeyText(c.name)), .int(lastMessageAt)]
+         .int(c.changedAt), .int(c.countedMessages), .int(c.countedMentions), .text(orderKeyText(c.name)),
+         .int(lastMessageAt)]
     }
 
     static let memberColumns = ["channel_url", "user_id", "state", "invited_at", "inviter_id", "joined_at", "read_ts",
                                 "delivered_ts", "hidden_state", "ts_message_offset", "change_seq", "changed_at",
-                                "unread_count", "unread_mention_count"]
+                                "unread_base", "mention_base"]
     /// A row of `SELECT memberColumns FROM members`.
     static func memberRecord(_ row: SQLRow) -> MemberRecord {
         MemberRecord(
             userId: row.text(1), state: row.text(2), invitedAt: row.int(3), inviterId: row.optionalText(4),
             joinedAt: row.int(5), readTs: row.int(6), deliveredTs: row.int(7), hiddenState: row.text(8),
             tsMessageOffset: row.int(9), changeSeq: row.int(10), changedAt: row.int(11),
-            unreadCount: row.int(12), unreadMentionCount: row.int(13))
+            unreadBase: row.int(12), mentionBase: row.int(13))
     }
 
     static func memberRow(_ url: String, _ m: MemberRecord) -> [SQLValue] {
         [.text(url), .text(m.userId), .text(m.state), .int(m.invitedAt), .optional(m.inviterId), .int(m.joinedAt),
          .int(m.readTs), .int(m.deliveredTs), .text(m.hiddenState), .int(m.tsMessageOffset), .int(m.changeSeq),
-         .int(m.changedAt), .int(m.unreadCount), .int(m.unreadMentionCount)]
+         .int(m.changedAt), .int(m.unreadBase), .int(m.mentionBase)]
     }
 
     static let messageColumns = ["id", "channel_url", "type", "message", "sender_id", "req_id", "custom_type", "data",
