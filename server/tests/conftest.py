@@ -203,6 +203,22 @@ class EventReader:
         self.resp.close()
 
 
+# The layout before migration 11: each member row holds its unread counts, the channel no
+# totals (server UnreadCounters.swift). Tests of older databases go back to it first.
+UNDO_MIGRATION_11 = """
+    ALTER TABLE members RENAME COLUMN unread_base TO unread_count;
+    ALTER TABLE members RENAME COLUMN mention_base TO unread_mention_count;
+    UPDATE members SET
+        unread_count = CASE WHEN state = 'joined'
+            THEN (SELECT counted_messages FROM channels WHERE url = channel_url) - unread_count ELSE 0 END,
+        unread_mention_count = CASE WHEN state = 'joined'
+            THEN (SELECT counted_mentions FROM channels WHERE url = channel_url) - unread_mention_count ELSE 0 END;
+    ALTER TABLE channels DROP COLUMN counted_messages;
+    ALTER TABLE channels DROP COLUMN counted_mentions;
+    DELETE FROM schema_migrations WHERE version = 11;
+    """
+
+
 def ready_answer(base_url, status, timeout):
     """GET /health/ready on the server at `base_url` until it answers `status` or `timeout`
     seconds pass; returns the last answer."""

@@ -1,6 +1,8 @@
 """The record cache (server/Sources/ParleyServer/RecordCache.swift) keeps channels and users
 between requests but checks each against the database before using it. Two servers on one
 database show it: what one changes, the other (which cached the old state) shows next."""
+import pytest
+
 from conftest import Server, databases
 
 
@@ -52,3 +54,33 @@ def test_a_second_server_sees_what_the_first_changed(tmp_path):
         second.stop()
         if databases.backend() != "sqlite":
             databases.drop_database(db)
+
+
+@pytest.mark.postgres_only
+def test_a_writer_on_another_server_sees_a_changed_user(tmp_path):
+    """A writer trusts cached users while the database's `users_written` counter has not
+    moved since it found them current; a user changed through another server moves it."""
+    db = databases.database_for(tmp_path, "shared.sqlite")
+    first = Server(db)
+    second = Server(db)
+    try:
+        a, b = first.user(nickname="before"), first.user(nickname="b before")
+        url = first.channel([a, b])["channel_url"]
+        # The second server's writers load (and cache) both users, then use them unchecked.
+        for text in ("one", "two"):
+            assert second.send(url, a, text=text)["user"]["nickname"] == "before"
+        first.ok("PUT", f"/v3/users/{a}", json={"nickname": "after"})
+        assert second.send(url, a, text="three")["user"]["nickname"] == "after"
+        # Changed again, while the second server's writers have found `a` current since.
+        first.ok("PUT", f"/v3/users/{b}", json={"nickname": "b after"})
+        first.ok("PUT", f"/v3/users/{a}", json={"nickname": "again"})
+        assert second.send(url, b, text="four")["user"]["nickname"] == "b after"
+        assert second.send(url, a, text="five")["user"]["nickname"] == "again"
+        # A user deleted through the first server is gone for the second's writers.
+        first.ok("DELETE", f"/v3/users/{b}")
+        assert second.request("POST", f"/v3/group_channels/{url}/messages",
+                              json={"message_type": "MESG", "user_id": b, "message": "six"}).status_code in (400, 403, 404)
+    finally:
+        first.stop()
+        second.stop()
+        databases.drop_database(db)

@@ -3,6 +3,7 @@ so a message writes the channel's row, not every member's. Databases of the layo
 (the counts in the member rows, up to migration 10) keep their counts. Both backends."""
 import sqlite3
 
+from conftest import UNDO_MIGRATION_11
 from tests_support import databases
 
 
@@ -38,25 +39,15 @@ def test_a_database_of_migration_10_keeps_its_unread_counts(fresh_server):
     assert before[b][:2] == (3, 2) and before[c][:2] == (1, 1) and before[a][:2] == (0, 0) and before[d][:2] == (3, 1)
     s.stop()
     # The layout of migration 10: the counts themselves in the member rows.
-    downgrade = """
-        ALTER TABLE members RENAME COLUMN unread_base TO unread_count;
-        ALTER TABLE members RENAME COLUMN mention_base TO unread_mention_count;
-        UPDATE members SET
-            unread_count = CASE WHEN state = 'joined' THEN (SELECT counted_messages FROM channels WHERE url = channel_url) - unread_count ELSE 0 END,
-            unread_mention_count = CASE WHEN state = 'joined' THEN (SELECT counted_mentions FROM channels WHERE url = channel_url) - unread_mention_count ELSE 0 END;
-        ALTER TABLE channels DROP COLUMN counted_messages;
-        ALTER TABLE channels DROP COLUMN counted_mentions;
-        DELETE FROM schema_migrations WHERE version = 11;
-        """
     if databases.backend() == "sqlite":
         db = sqlite3.connect(s.db_path)
-        db.executescript(downgrade)
+        db.executescript(UNDO_MIGRATION_11)
         db.commit()
         rows = {r[0]: r[1:] for r in db.execute("SELECT user_id, unread_count, unread_mention_count FROM members")}
         db.close()
         assert rows[b] == (3, 2) and rows[c] == (1, 1)
     else:
-        databases.psql(s.db_path, downgrade)
+        databases.psql(s.db_path, UNDO_MIGRATION_11)
     s2 = fresh_server()
     assert unread_seen(s2, [a, b, c, d], url) == before
     s2.ok("POST", f"/v3/group_channels/{url}/messages",

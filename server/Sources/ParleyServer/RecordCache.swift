@@ -8,6 +8,10 @@ import Foundation
 // one query has found the same version (and last message change) in its own transaction:
 // the cache can be behind, never wrong.
 //
+// Users can skip that query: every transaction that writes users moves one counter
+// (`users_written`), which a writer knows exactly (it holds the write turn); an entry the
+// writer found current at the counter's value stays current until the counter moves.
+//
 // That holds while the writers of one channel are serialized (today `Service`'s write
 // lock): a request writes the whole channel it loaded, and stores it here under the version
 // its write returned. Readers store what they read, beside the writer: an entry older than
@@ -29,6 +33,10 @@ struct CachedChannel {
 struct CachedUser {
     var version: Int64
     var user: UserRecord
+    /// The `users_written` counter (Counters.usersWritten) of a writer's transaction in which
+    /// this entry was current, -1 if unknown (read by a reader). While the counter has not
+    /// moved since, no user was written and the entry needs no version check.
+    var currentAt: Int64 = -1
 }
 
 /// A map bounded to `capacity` entries that keeps the recently used ones.

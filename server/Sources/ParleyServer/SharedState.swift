@@ -11,6 +11,9 @@ struct Counters: Sendable {
     var lastMessageTs: Int64 = 0
     var channelCounter: Int64 = 0
     var nextPollId: Int64 = 1
+    /// Moves with every transaction that writes users: cached users known current at one
+    /// value need no check while it stays (RecordCache.swift).
+    var usersWritten: Int64 = 0
     /// How many events the log holds (the events themselves stay in the database).
     var storedEvents = 0
 
@@ -31,6 +34,7 @@ struct Counters: Sendable {
         lastMessageTs = values["last_message_ts"] ?? 0
         channelCounter = values["channel_counter"] ?? 0
         nextPollId = values["next_poll_id"] ?? 1
+        usersWritten = values["users_written"] ?? 0
         self.storedEvents = storedEvents
     }
 

@@ -68,6 +68,8 @@ final class ServerState {
     /// What this request read from the database whole, for `cache` once the request ends well.
     private var readChannels: [CachedChannel] = []
     private var readUsers: [CachedUser] = []
+    /// `counters.usersWritten` as the attempt began (a writer's; -1 for a reader).
+    private var usersWrittenAtStart: Int64 = -1
     /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
     /// on, the request fails instead of showing an empty profile.
     var renderedUnloadedUser: String? = nil
@@ -101,6 +103,7 @@ final class ServerState {
         lastMessages = [:]
         readChannels = []
         readUsers = []
+        usersWrittenAtStart = readOnly ? -1 : counters.usersWritten
         renderedUnloadedUser = nil
         savedThisRequest = [:]
         touchedChannels = []
@@ -127,6 +130,7 @@ final class ServerState {
                     let values = try await WriteTurn.take(tx)
                     counters = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
                     seqAtStart = counters.seq
+                    usersWrittenAtStart = counters.usersWritten
                 }
                 let result = try await body(self)
                 bodyDone = true
@@ -185,7 +189,14 @@ final class ServerState {
     /// under the versions its writes returned.
     private func keepInCache(_ written: RecordTables.WrittenVersions) {
         for entry in readChannels { cache.store(entry) }
-        for entry in readUsers { cache.store(entry) }
+        // What a writer read is current at the counter it committed (a reader cannot know),
+        // unless the writer then changed it: that one is stored below as written. Stored
+        // here first, it would be seen, stamped current, by a writer running meanwhile.
+        let usersCurrentAt = readOnly ? -1 : counters.usersWritten
+        for var entry in readUsers where pending.users[entry.user.userId] == nil {
+            entry.currentAt = usersCurrentAt
+            cache.store(entry)
+        }
         for (url, channel) in pending.channels {
             guard channel != nil, let version = written.channels[url], let full = loadedChannels[url] else {
                 cache.forgetChannel(url)
@@ -200,7 +211,7 @@ final class ServerState {
                 cache.forgetUser(id)
                 continue
             }
-            cache.store(CachedUser(version: version, user: user), written: true)
+            cache.store(CachedUser(version: version, user: user, currentAt: usersCurrentAt), written: true)
         }
         readChannels = []
         readUsers = []
@@ -232,15 +243,27 @@ final class ServerState {
     func loadUsers<S: Sequence>(_ ids: S) async throws where S.Element == String {
         var missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
         if missing.isEmpty { return }
-        let cached = missing.compactMap { cache.user($0) }
-        if !cached.isEmpty {
-            let versions = try await ChannelQueries.versions(ofUsers: cached.map(\.user.userId), db)
-            for entry in cached {
+        var unchecked: [CachedUser] = []
+        // A writer that has written no user yet sees users as committed at its start.
+        let unchangedSince: Int64? = readOnly || counters.usersWritten != usersWrittenAtStart ? nil : usersWrittenAtStart
+        for entry in missing.compactMap({ cache.user($0) }) {
+            if let unchangedSince, entry.currentAt == unchangedSince {
+                loadedUsers[entry.user.userId] = entry.user
+                missing.remove(entry.user.userId)
+            } else {
+                unchecked.append(entry)
+            }
+        }
+        if !unchecked.isEmpty {
+            let versions = try await ChannelQueries.versions(ofUsers: unchecked.map(\.user.userId), db)
+            for entry in unchecked {
                 // A stale entry goes, so that the fresh read below replaces it (a channel or
                 // user made again can have a lower version than the one it replaced).
                 guard versions[entry.user.userId] == entry.version else { cache.forgetUser(entry.user.userId); continue }
                 loadedUsers[entry.user.userId] = entry.user
                 missing.remove(entry.user.userId)
+                // Checked in this transaction: kept as current at the counter it commits.
+                if !readOnly { readUsers.append(entry) }
             }
         }
         if missing.isEmpty { return }
@@ -344,6 +367,14 @@ final class ServerState {
         loadedUsers[u.userId] = u
         absentUsers.remove(u.userId)
         pending.users[u.userId] = u
+        noteUserWritten()
+    }
+
+    /// Moves `users_written` once per transaction that writes users (RecordCache.swift).
+    private func noteUserWritten() {
+        guard counters.usersWritten == usersWrittenAtStart else { return }
+        counters.usersWritten += 1
+        pending.counters["users_written"] = counters.usersWritten
     }
     /// Ends every open event stream of the user (deactivated or deleted), on every server,
     /// before the events this request emits after this call: their session keys no longer
@@ -365,6 +396,7 @@ final class ServerState {
         loadedUsers.removeValue(forKey: id)
         absentUsers.insert(id)
         pending.users[id] = .some(nil)
+        noteUserWritten()
     }
     func save(_ s: SessionRecord) async throws {
         try await RecordTables.putSession(s, db)
