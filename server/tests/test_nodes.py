@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from concurrency_support import EventCollector
-from conftest import API_TOKEN, Server, databases
+from conftest import API_TOKEN, UNDO_MIGRATION_11, Server, databases
 
 pytestmark = pytest.mark.postgres_only
 
@@ -188,7 +188,7 @@ def test_a_database_of_schema_3_numbers_past_the_bounds_it_reserved(tmp_path):
     url = first.channel([a, b], name="m3")["channel_url"]
     before = first.send(url, a, "before")
     first.stop()
-    databases.psql(db, """
+    databases.psql(db, UNDO_MIGRATION_11 + """
         DELETE FROM schema_migrations WHERE version >= 4;
         DROP FUNCTION parley_write_turn();
         DROP TABLE typing, server_nodes, presence, application_settings, polls, poll_options, poll_votes, poll_tombstones;
