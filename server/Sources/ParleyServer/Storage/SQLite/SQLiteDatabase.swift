@@ -120,6 +120,24 @@ final class SQLiteConnection: SQLSession, @unchecked Sendable {
     /// full disk).
     var isInAutocommit: Bool { sqlite3_get_autocommit(db) != 0 }
 
+    /// Copies what the WAL holds into the database file without waiting for readers or the
+    /// writer (a PASSIVE checkpoint). False if SQLite reported an error.
+    @discardableResult
+    func checkpointPassively() -> Bool {
+        sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil) == SQLITE_OK
+    }
+
+    /// Replaces SQLite's automatic checkpoint of this connection: after each commit, `hook`
+    /// hears how many pages the WAL holds (WALCheckpointer.swift).
+    func onCommittedToWAL(_ checkpointer: WALCheckpointer) {
+        let context = Unmanaged.passUnretained(checkpointer).toOpaque()
+        sqlite3_wal_hook(db, { context, _, _, pages in
+            guard let context else { return SQLITE_OK }
+            Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().writerCommitted(walPages: pages)
+            return SQLITE_OK
+        }, context)
+    }
+
     func executeScriptNow(_ sql: String) throws {
         var err: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(db, sql, nil, nil, &err)
@@ -147,6 +165,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     private let writer: SQLiteConnection
     private let writerLock = AsyncLock()
     private let readers: AsyncPool<SQLiteConnection>
+    private let checkpointer: WALCheckpointer
     /// The group transaction is open (guarded by `writerLock`).
     private var groupOpen = false
     /// Why the open group can no longer commit (a member's failure ended its transaction).
@@ -161,10 +180,12 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
         self.path = path
         writer = try SQLiteConnection(path: path, readOnly: false)
         try writer.executeScriptNow("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
-        // Readers open after the writer has switched the file to WAL.
+        // Readers and the checkpointer open after the writer has switched the file to WAL.
         var opened: [SQLiteConnection] = []
         for _ in 0..<max(1, readerCount) { opened.append(try SQLiteConnection(path: path, readOnly: true)) }
         readers = AsyncPool(opened)
+        checkpointer = try WALCheckpointer(path: path, writer: writer)
+        writer.onCommittedToWAL(checkpointer)
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
