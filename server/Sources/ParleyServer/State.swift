@@ -417,12 +417,24 @@ final class ServerState {
     func save(_ c: ChannelRecord) async throws {
         var c = c
         let previous = loadedChannels[c.url]?.members ?? [:]
+        if c.lastMessageId == 0 {
+            lastMessages.removeValue(forKey: c.url)
+        } else if lastMessages[c.url]?.id != c.lastMessageId {
+            // Usually the message this request just stored (a send): no need to read it back.
+            if let stored = savedThisRequest[c.lastMessageId] {
+                lastMessages[c.url] = stored
+            } else {
+                lastMessages[c.url] = try await MessageQueries.message(db, id: c.lastMessageId)
+            }
+            if let last = lastMessages[c.url] { try await loadUsers([last.senderId].compactMap { $0 } + last.mentionedUserIds) }
+        }
         // A member whose start of unread messages moved (read, history reset, joined) is
         // counted again; the counters of the others moved with each message (UnreadCounters.swift).
+        let newestCountableAt: Int64? = c.lastMessageId == 0 ? 0 : lastMessages[c.url]?.createdAt
         for (id, m) in c.members where m.state == "joined" {
             let before = previous[id]
             if before?.state != "joined" || before?.readTs != m.readTs || before?.tsMessageOffset != m.tsMessageOffset {
-                try await recountUnread(&c, id)
+                try await recountUnread(&c, id, newestCountableAt: newestCountableAt)
             }
         }
         // Parts changed since the last commit: the union over this request's saves.
@@ -436,17 +448,6 @@ final class ServerState {
         pending.channels[c.url] = record
         saveMembers(of: c.url, from: previous, to: c.members)
         touchedChannels.insert(c.url)
-        if c.lastMessageId == 0 {
-            lastMessages.removeValue(forKey: c.url)
-        } else if lastMessages[c.url]?.id != c.lastMessageId {
-            // Usually the message this request just stored (a send): no need to read it back.
-            if let stored = savedThisRequest[c.lastMessageId] {
-                lastMessages[c.url] = stored
-            } else {
-                lastMessages[c.url] = try await MessageQueries.message(db, id: c.lastMessageId)
-            }
-            if let last = lastMessages[c.url] { try await loadUsers([last.senderId].compactMap { $0 } + last.mentionedUserIds) }
-        }
         pending.lastMessageAt[c.url] = lastMessages[c.url]?.createdAt ?? 0
     }
 

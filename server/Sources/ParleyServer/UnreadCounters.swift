@@ -80,15 +80,19 @@ extension MessageRecords {
 }
 
 extension ServerState {
-    func recountUnread(_ c: inout ChannelRecord, _ userId: String) async throws {
+    /// `newestCountableAt`: the creation time of the channel's newest countable message (its
+    /// last message; 0 without one), nil if not known. A member whose read position is at or
+    /// past it has nothing unread, and needs no query: the common case, since sending a
+    /// message and marking the channel read both move the reader past its last message.
+    func recountUnread(_ c: inout ChannelRecord, _ userId: String, newestCountableAt: Int64? = nil) async throws {
         guard let member = c.members[userId] else { return }
-        guard member.state == "joined" else {
+        let floor = max(member.readTs, member.tsMessageOffset)
+        if member.state != "joined" || newestCountableAt.map({ floor >= $0 }) == true {
             c.members[userId]!.unreadBase = c.countedMessages
             c.members[userId]!.mentionBase = c.countedMentions
             return
         }
-        let (count, mentions) = try await MessageQueries.unread(
-            db, channel: c.url, user: userId, floor: max(member.readTs, member.tsMessageOffset))
+        let (count, mentions) = try await MessageQueries.unread(db, channel: c.url, user: userId, floor: floor)
         c.members[userId]!.unreadBase = c.countedMessages - count
         c.members[userId]!.mentionBase = c.countedMentions - mentions
     }
