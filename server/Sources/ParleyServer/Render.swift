@@ -449,10 +449,11 @@ extension ServerState {
         let muted = c.mutes.isEmpty ? false : c.mutes[viewer].map { $0.isActive(at: now) } ?? false
         out += muted ? ",\"is_muted\":true" : ",\"is_muted\":false"
         let joined = member?.state == "joined"
+        let unread = c.unreadCounts(of: member)
         out += ",\"is_push_enabled\":true,\"count_preference\":\"all\",\"unread_message_count\":"
-        out += String(joined ? c.countedMessages - member!.unreadBase : 0)
+        out += String(unread.messages)
         out += ",\"unread_mention_count\":"
-        out += String(joined ? c.countedMentions - member!.mentionBase : 0)
+        out += String(unread.mentions)
         out += ",\"user_last_read\":"
         out += String(member?.readTs ?? 0)
         out += ",\"ts_message_offset\":"

@@ -38,8 +38,19 @@ enum UnreadRule {
 extension ChannelRecord {
     /// The member's unread messages and mentions (0 unless joined).
     func unreadCounts(of userId: String) -> (messages: Int64, mentions: Int64) {
-        guard let member = members[userId], member.state == "joined" else { return (0, 0) }
+        unreadCounts(of: members[userId])
+    }
+
+    /// The same for a member record of this channel (nil: not a member).
+    func unreadCounts(of member: MemberRecord?) -> (messages: Int64, mentions: Int64) {
+        guard let member, member.state == "joined" else { return (0, 0) }
         return (countedMessages - member.unreadBase, countedMentions - member.mentionBase)
+    }
+
+    /// Sets the member's bases so that its counts are the ones given (counted by a query).
+    mutating func setUnreadCounts(of userId: String, messages: Int64, mentions: Int64) {
+        members[userId]?.unreadBase = countedMessages - messages
+        members[userId]?.mentionBase = countedMentions - mentions
     }
 }
 
@@ -88,13 +99,11 @@ extension ServerState {
         guard let member = c.members[userId] else { return }
         let floor = max(member.readTs, member.tsMessageOffset)
         if member.state != "joined" || newestCountableAt.map({ floor >= $0 }) == true {
-            c.members[userId]!.unreadBase = c.countedMessages
-            c.members[userId]!.mentionBase = c.countedMentions
+            c.setUnreadCounts(of: userId, messages: 0, mentions: 0)
             return
         }
         let (count, mentions) = try await MessageQueries.unread(db, channel: c.url, user: userId, floor: floor)
-        c.members[userId]!.unreadBase = c.countedMessages - count
-        c.members[userId]!.mentionBase = c.countedMentions - mentions
+        c.setUnreadCounts(of: userId, messages: count, mentions: mentions)
     }
 
     func verifyUnreadCounters(_ urls: Set<String>) async throws {
