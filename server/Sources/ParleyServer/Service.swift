@@ -62,7 +62,9 @@ final class Service: @unchecked Sendable {
     }
 
     private func write<T>(_ body: (ServerState) async throws -> T) async throws -> T {
-        if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
+        if let group = shared.database as? any GroupCommitting {
+            return try await writeInGroup(group, body)
+        }
         await writeLock.lock()
         // The numbers this server committed last: the database's (read in the turn) are never
         // lower, so this is at most the first number the writer takes.
@@ -96,9 +98,11 @@ final class Service: @unchecked Sendable {
     /// not commit: it hands the lock to the next one, whose changes go into the same
     /// transaction (in a savepoint of their own), and waits. The last writer of the group —
     /// the one nobody waits behind, or the `groupLimit`th — commits for all of them: one
-    /// fsync for the group instead of one each. Every member answers, and hands its events
-    /// to the hub, only after that commit; if it fails, every member fails and the counters
-    /// go back to where the group began.
+    /// commit for the group instead of one each. It releases the lock once the COMMIT is in
+    /// the WAL and waits for the sync to the disk outside it, so the next group runs during
+    /// that sync (WALSyncer.swift). Every member answers, and hands its events to the hub,
+    /// only once the commit is durable; if it fails, every member fails, and a failed COMMIT
+    /// puts the counters back where the group began.
     private func writeInGroup<T>(_ database: any GroupCommitting, _ body: (ServerState) async throws -> T) async throws -> T {
         await writeLock.lock()
         let group: CommitGroup
@@ -114,6 +118,7 @@ final class Service: @unchecked Sendable {
         let outcome: Result<T, any Error>
         do {
             outcome = .success(try await request.handleWriting(group: database, body))
+            group.succeeded.append(request)
         } catch {
             outcome = .failure(error)
         }
@@ -123,14 +128,22 @@ final class Service: @unchecked Sendable {
             commitFailure = await group.outcome()
         } else {
             openGroup = nil
+            var commit: UInt64? = nil
+            var failure: (any Error)? = nil
             do {
-                try await database.commitGroup()
-                commitFailure = nil
+                commit = try await database.commitGroup()
             } catch {
                 shared.committed = group.countersBefore
-                commitFailure = error
+                failure = error
             }
+            // Committed, not yet durable: the next writers may build on it (they append behind
+            // it), so the cache holds it now; nobody answers or reads it before the sync.
+            if commit != nil { for member in group.succeeded { member.groupCommitted() } }
             writeLock.unlock()
+            if let commit {
+                do { try await database.durable(commit) } catch { failure = error }
+            }
+            commitFailure = failure
             group.finish(commitFailure)
         }
         guard case .success(let result) = outcome, commitFailure == nil else {
@@ -138,7 +151,6 @@ final class Service: @unchecked Sendable {
             if case .failure(let error) = outcome { throw error }
             throw APIError.internal("storage commit failed: \(commitFailure.map { "\($0)" } ?? "")")
         }
-        request.groupCommitted()
         let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
         if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
         return result
@@ -159,6 +171,8 @@ final class CommitGroup: @unchecked Sendable {
     let countersBefore: Counters
     /// Guarded by the service's write lock.
     var members = 0
+    /// The members whose changes the commit keeps (guarded by the write lock).
+    var succeeded: [ServerState] = []
     private let mutex = NSLock()
     private var finished = false
     private var failure: (any Error)? = nil
@@ -188,3 +202,4 @@ final class CommitGroup: @unchecked Sendable {
         for waiter in waiting { waiter.resume(returning: failure) }
     }
 }
+

@@ -107,13 +107,17 @@ protocol SQLDatabase: Sendable {
 
 /// A database whose writers can share one commit (SQLite: one writer, and a commit's fsync
 /// costs more than most requests). A member's changes are its own — they roll back alone
-/// when it fails — but become durable only with `commitGroup`, which every member waits
-/// for before it answers (Service.swift).
+/// when it fails — but become durable only with `commitGroup` and `durable`, which every
+/// member waits for before it answers (Service.swift).
 protocol GroupCommitting: SQLDatabase {
     /// Runs `body` in the open group transaction (beginning one if none is open), inside a
     /// savepoint of its own: undone alone when it throws.
     func writeInGroup<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
-    /// Commits the open group transaction. Throws when it could not (then nothing of the
-    /// group is stored), or when a member's failure took the whole transaction with it.
-    func commitGroup() async throws
+    /// Commits the open group transaction; returns the commit's number for `durable`.
+    /// Throws when it could not (then nothing of the group is stored), or when a member's
+    /// failure took the whole transaction with it.
+    func commitGroup() async throws -> UInt64
+    /// Returns once the commit numbered `commit` is on the disk (called outside the write
+    /// lock: the next group runs meanwhile). Throws if it could not be written.
+    func durable(_ commit: UInt64) async throws
 }

@@ -157,8 +157,9 @@ final class SQLiteConnection: SQLSession, @unchecked Sendable {
 
 /// The SQLite backend: one file in WAL mode, one writer connection (SQLite allows one
 /// writer at a time anyway) and a few read-only connections whose snapshots never wait for
-/// the writer's commit. `synchronous=FULL`: an acknowledged commit survives a crash of the
-/// process or of the machine.
+/// the writer's commit. An acknowledged commit survives a crash of the process or of the
+/// machine: the writer's COMMIT appends to the WAL and `WALSyncer` syncs it outside the
+/// write lock; nothing is answered, delivered or read before that sync.
 final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     let dialect = SQLDialect.sqlite
     let path: String
@@ -166,6 +167,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     private let writerLock = AsyncLock()
     private let readers: AsyncPool<SQLiteConnection>
     private let checkpointer: WALCheckpointer
+    private let syncer: WALSyncer
     /// The group transaction is open (guarded by `writerLock`).
     private var groupOpen = false
     /// Why the open group can no longer commit (a member's failure ended its transaction).
@@ -179,31 +181,63 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     init(path: String, readers readerCount: Int = 4) throws {
         self.path = path
         writer = try SQLiteConnection(path: path, readOnly: false)
-        try writer.executeScriptNow("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
+        // OFF: the writer's COMMIT does not sync; `syncer` does, after the write lock is
+        // released. The writer never checkpoints (WALCheckpointer.swift), so no copy into the
+        // database file happens with these settings.
+        try writer.executeScriptNow("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;")
+        syncer = WALSyncer(databasePath: path)
         // Readers and the checkpointer open after the writer has switched the file to WAL.
         var opened: [SQLiteConnection] = []
         for _ in 0..<max(1, readerCount) { opened.append(try SQLiteConnection(path: path, readOnly: true)) }
         readers = AsyncPool(opened)
-        checkpointer = try WALCheckpointer(path: path, writer: writer)
+        checkpointer = try WALCheckpointer(path: path)
         writer.onCommittedToWAL(checkpointer)
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
         try await ServerMetrics.shared.transaction(.read) {
             let connection = await readers.borrow()
-            defer { readers.giveBack(connection) }
-            return try await transaction(on: connection, begin: "BEGIN", body)
+            let result: T
+            do {
+                defer { readers.giveBack(connection) }
+                result = try await transaction(on: connection, begin: "BEGIN", body)
+            }
+            // The snapshot may hold commits not yet on the disk: none is shown before it is.
+            try await syncer.durable(syncer.visibleThrough)
+            return result
         }
     }
 
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try await ServerMetrics.shared.transaction(.write) {
+        let (result, commit): (T, UInt64) = try await ServerMetrics.shared.transaction(.write) {
             await writerLock.lock()
             defer { writerLock.unlock() }
             if groupOpen { throw StorageError("sqlite: a write began while a group transaction is open") }
             // IMMEDIATE: the write lock is taken at BEGIN, so no statement inside fails as busy.
-            return try await transaction(on: writer, begin: "BEGIN IMMEDIATE", finishing: beforeCommit, body)
+            try writer.executeScriptNow("BEGIN IMMEDIATE")
+            do {
+                let result = try await body(writer)
+                try beforeCommit?(writer)
+                return (result, try commitToWAL())
+            } catch {
+                if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
+                throw error
+            }
         }
+        try await syncer.durable(commit)
+        return result
+    }
+
+    /// The writer's COMMIT, numbered for `syncer`: appended to the WAL, not yet durable.
+    private func commitToWAL() throws -> UInt64 {
+        let number = try syncer.beginCommit()
+        defer { syncer.requestSync(through: number) }
+        try writer.executeScriptNow("COMMIT")
+        return number
+    }
+
+    func durable(_ commit: UInt64) async throws {
+        try await syncer.durable(commit)
     }
 
     func writeInGroup<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
@@ -236,11 +270,11 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
         }
     }
 
-    func commitGroup() async throws {
+    func commitGroup() async throws -> UInt64 {
         try await ServerMetrics.shared.transaction(.commit) {
             await writerLock.lock()
             defer { writerLock.unlock() }
-            guard groupOpen else { return }
+            guard groupOpen else { return syncer.visibleThrough }
             groupOpen = false
             let failure = groupFailure
             groupFailure = nil
@@ -250,7 +284,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
             }
             do {
                 try beforeCommit?(writer)
-                try writer.executeScriptNow("COMMIT")
+                return try commitToWAL()
             } catch {
                 if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
                 throw error
@@ -258,13 +292,12 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
         }
     }
 
+    /// A reader's transaction.
     private func transaction<T>(on connection: SQLiteConnection, begin: String,
-                                finishing: (@Sendable (SQLiteConnection) throws -> Void)? = nil,
                                 _ body: (any SQLSession) async throws -> T) async throws -> T {
         try connection.executeScriptNow(begin)
         do {
             let result = try await body(connection)
-            try finishing?(connection)
             try connection.executeScriptNow("COMMIT")
             return result
         } catch {
@@ -273,5 +306,15 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
         }
     }
 
-    func close() async {}
+    /// SQLite checkpoints with the settings of the last connection it closes: the writer's
+    /// must sync by then.
+    func close() async {
+        await writerLock.lock()
+        defer { writerLock.unlock() }
+        try? writer.executeScriptNow("PRAGMA synchronous=FULL;")
+    }
+
+    deinit {
+        try? writer.executeScriptNow("PRAGMA synchronous=FULL;")
+    }
 }

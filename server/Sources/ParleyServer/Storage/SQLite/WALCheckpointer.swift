@@ -7,23 +7,24 @@ import Foundation
 /// about 1,000 page writes and an fsync of the file). Here the writer's commit only reports
 /// the WAL's size; from `wakeAt` pages on, this thread runs a PASSIVE checkpoint on its own
 /// connection, which waits for no reader and no writer, while commits go on. Should it
-/// fall behind (the WAL past `writerChecksAt` pages), the writer checkpoints after its
-/// commit itself, as SQLite would have.
+/// fall behind (the WAL past `writerChecksAt` pages), the writer waits after its commit
+/// for a checkpoint on the same connection, as SQLite would have made it wait. Checkpoints
+/// run only here: this connection syncs (`synchronous=FULL`: the WAL before the copy, the
+/// database file after it), the writer's does not (WALSyncer.swift).
 final class WALCheckpointer: @unchecked Sendable {
     static let wakeAt: Int32 = 1_000
     static let writerChecksAt: Int32 = 10_000
 
     private let connection: SQLiteConnection
-    /// Used only from the writer's own commit hook (the writer's thread at that moment).
-    private unowned let writer: SQLiteConnection
     private let condition = NSCondition()
     /// A checkpoint is wanted (guarded by `condition`).
     private var wanted = false
+    /// Held while `connection` checkpoints (its thread, or the writer that fell back on it).
+    private let checkpointing = NSLock()
 
-    init(path: String, writer: SQLiteConnection) throws {
+    init(path: String) throws {
         connection = try SQLiteConnection(path: path, readOnly: false)
         try connection.executeScriptNow("PRAGMA synchronous=FULL;")
-        self.writer = writer
         let thread = Thread { [self] in run() }
         thread.name = "parley-wal-checkpoint"
         thread.start()
@@ -32,7 +33,7 @@ final class WALCheckpointer: @unchecked Sendable {
     /// From the writer's commit hook: the WAL now holds `walPages` pages.
     func writerCommitted(walPages: Int32) {
         if walPages >= Self.writerChecksAt {
-            writer.checkpointPassively()
+            checkpointing.withLock { _ = connection.checkpointPassively() }
         } else if walPages >= Self.wakeAt {
             condition.lock()
             wanted = true
@@ -47,7 +48,7 @@ final class WALCheckpointer: @unchecked Sendable {
             while !wanted { condition.wait() }
             wanted = false
             condition.unlock()
-            connection.checkpointPassively()
+            checkpointing.withLock { _ = connection.checkpointPassively() }
         }
     }
 }
