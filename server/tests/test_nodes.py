@@ -141,6 +141,42 @@ def test_sends_through_both_servers_reach_every_stream_in_the_stored_order(two_s
     on_b.close()
 
 
+def test_announcements_that_come_while_a_read_waits_join_that_read(tmp_path, monkeypatch):
+    """Server B's reads of A's events are slowed (test hook), so A's announcements arrive
+    while one waits: they join the read queued behind it instead of each queuing a read of
+    its own. B's stream gets every message once, in the stored order, from a few reads."""
+    db = databases.database_for(tmp_path, "joined")
+    a = Server(db)
+    monkeypatch.setenv("PARLEY_TEST_PEER_READ_DELAY_MS", "500")
+    b = Server(db)
+    monkeypatch.delenv("PARLEY_TEST_PEER_READ_DELAY_MS")
+    try:
+        sender, watcher = a.user("join"), a.user("join")
+        url = a.channel([sender, watcher], name="join")["channel_url"]
+        on_b = EventCollector(b, watcher, session_key=a.session(watcher))
+        assert on_b.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+        time.sleep(1.5)  # the reads of the setup's events are done
+
+        def reads():
+            return sum(v for (name, _), v in scrape_metrics(b).items() if name == "parley_event_log_reads_total")
+
+        before = reads()
+        count = 30
+        for n in range(count):
+            a.send(url, sender, f"j{n}")
+        assert wait_for_texts(on_b, count, 20), len(on_b.message_frames())
+        time.sleep(0.5)
+        texts = [f[3] for f in on_b.message_frames()]
+        assert texts == [f"j{n}" for n in range(count)]
+        # One read per announcement would be 30; the periodic catch-up may add a few.
+        assert reads() - before <= 8, reads() - before
+        on_b.close()
+    finally:
+        for s in (a, b):
+            s.stop()
+        databases.drop_database(db)
+
+
 def test_a_server_killed_while_holding_its_turn_leaves_no_stall(two_servers):
     """Server A is killed (-9) while a write of its holds the turn: PostgreSQL ends its
     transaction, so B's writers go on; B's streams get B's message, and A's message was never

@@ -167,6 +167,18 @@ struct PulledEvents: Sendable {
     var pruned: Bool
 }
 
+/// A delivery's numbers to read from the log and its bound, which later announcements may
+/// extend until the delivery begins (`EventHub.openPull`). Read and written under the hub's lock.
+private final class QueuedPull: @unchecked Sendable {
+    var ranges: [ClosedRange<Int64>]
+    var through: Int64
+
+    init(ranges: [ClosedRange<Int64>], through: Int64) {
+        self.ranges = ranges
+        self.through = through
+    }
+}
+
 final class EventHub: @unchecked Sendable {
     private let mutex = NSLock()
     private var subscribers: [Int: Subscriber] = [:]
@@ -198,6 +210,11 @@ final class EventHub: @unchecked Sendable {
     private var resyncOwed = false
     /// The numbers finished writers of this server took, past `scheduled`.
     private var localRanges: [ClosedRange<Int64>] = []
+    /// The queue's last job while it is a read of other servers' events that has not begun:
+    /// an announcement that arrives meanwhile adds its numbers to that read instead of
+    /// queuing one of its own, so announcements that come faster than reads complete share
+    /// one read transaction rather than each waiting behind the last (the cross-server tail).
+    private var openPull: QueuedPull?
     /// Reads the committed events whose ids are in the given ranges, with what renders them:
     /// numbers no writer of this server took (another server's, on PostgreSQL). Returns only
     /// once it has read them. Nil on SQLite, where this server is the only writer.
@@ -243,8 +260,13 @@ final class EventHub: @unchecked Sendable {
     /// Runs `body` in queue order (after every job queued before it) and returns its result.
     func inOrder<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
-            jobs.yield {
-                do { done.resume(returning: try await body()) } catch { done.resume(throwing: error) }
+            // Under the lock, as `schedule` queues: no later announcement joins a read queued
+            // before this job (a stream registered here must not miss it, nor see it twice).
+            mutex.withLock {
+                openPull = nil
+                jobs.yield {
+                    do { done.resume(returning: try await body()) } catch { done.resume(throwing: error) }
+                }
             }
         }
     }
@@ -318,8 +340,12 @@ final class EventHub: @unchecked Sendable {
             scheduled = bound
         }
         let pull = gaps.isEmpty ? nil : puller
-        let missing = gaps
         let through = resolved
+        if ready.isEmpty, delivery == nil, pull != nil, let open = openPull {
+            open.ranges += gaps
+            open.through = through
+            return
+        }
         if ready.isEmpty, pull == nil, queuedDeliveries == 0 {
             // Nothing to send and every earlier batch is out: the watermark moves now
             // rather than by a job of the queue.
@@ -328,8 +354,14 @@ final class EventHub: @unchecked Sendable {
             return
         }
         queuedDeliveries += 1
+        let queued = QueuedPull(ranges: gaps, through: through)
+        openPull = ready.isEmpty && delivery == nil && pull != nil ? queued : nil
         // Yielded under the lock, so that batches queue in the order of their bounds.
         jobs.yield {
+            let (missing, through) = self.mutex.withLock {
+                if self.openPull === queued { self.openPull = nil }
+                return (queued.ranges, queued.through)
+            }
             var events = Array(ready)
             var lost = false
             if let pull {

@@ -15,6 +15,16 @@ final class Service: @unchecked Sendable {
         self.shared = shared
     }
 
+    /// Tests only (`PARLEY_TEST_HOOKS=1` with `PARLEY_TEST_PEER_READ_DELAY_MS`, at most
+    /// 10,000): each read of other servers' events starts this much later, so that a test
+    /// sees announcements arrive while one waits.
+    private static let testReadDelay: UInt64 = {
+        let environment = ProcessInfo.processInfo.environment
+        guard environment["PARLEY_TEST_HOOKS"] == "1",
+              let milliseconds = environment["PARLEY_TEST_PEER_READ_DELAY_MS"].flatMap({ UInt64($0) }) else { return 0 }
+        return min(milliseconds, 10_000) * 1_000_000
+    }()
+
     /// Reads the counters and starts the event hub (at start).
     func load() async throws {
         let counters = try await Counters.load(shared.database)
@@ -38,6 +48,7 @@ final class Service: @unchecked Sendable {
     /// passes, each pause longer, up to 2 s. Numbers at or below the retention boundary (read
     /// in the same snapshot) may have lost their events to pruning: the result says so.
     private func committedEvents(in ranges: [ClosedRange<Int64>]) async -> PulledEvents {
+        if Service.testReadDelay > 0 { try? await Task.sleep(nanoseconds: Service.testReadDelay) }
         var pause: UInt64 = 50_000_000
         let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
         while true {
