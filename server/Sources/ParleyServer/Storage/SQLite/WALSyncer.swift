@@ -20,7 +20,8 @@ final class WALSyncer: @unchecked Sendable {
     /// The WAL file, opened by the syncing thread at its first sync.
     private var descriptor: Int32 = -1
     private let condition = NSCondition()
-    // Guarded by `condition`:
+    // Guarded by `condition`. Commits are numbered in the order they begin, and the writer
+    // runs them one at a time, so every commit up to `requested` has finished appending.
     private var begun: UInt64 = 0
     private var requested: UInt64 = 0
     private var synced: UInt64 = 0
@@ -79,10 +80,10 @@ final class WALSyncer: @unchecked Sendable {
                 condition.unlock()
                 waiter.resume(throwing: failure)
             } else {
+                // Only the writer asks for syncs, once its COMMIT has returned: a sync begun
+                // while a COMMIT still appends would not cover it. Every commit begun is
+                // followed by that request, so a reader waiting for one is woken by it.
                 waiters.append((number, waiter))
-                // A reader may wait for a commit whose writer has not asked for its sync yet.
-                requested = max(requested, number)
-                condition.signal()
                 condition.unlock()
             }
         }
