@@ -342,7 +342,14 @@ final class EventHub: @unchecked Sendable {
         let pull = gaps.isEmpty ? nil : puller
         let through = resolved
         if ready.isEmpty, delivery == nil, pull != nil, let open = openPull {
-            open.ranges += gaps
+            // Adjacent ranges merged: the read checks each event against every range.
+            for gap in gaps {
+                if let last = open.ranges.last, last.upperBound + 1 >= gap.lowerBound {
+                    open.ranges[open.ranges.count - 1] = last.lowerBound...max(last.upperBound, gap.upperBound)
+                } else {
+                    open.ranges.append(gap)
+                }
+            }
             open.through = through
             return
         }

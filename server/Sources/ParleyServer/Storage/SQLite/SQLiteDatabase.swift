@@ -116,6 +116,17 @@ final class SQLiteConnection: SQLSession, @unchecked Sendable {
         return Int(sqlite3_changes64(db))
     }
 
+    /// The WAL file SQLite uses for this connection's database (beside the file a symbolic
+    /// link names, not beside the link).
+    var walPath: String {
+        get throws {
+            guard let file = sqlite3_db_filename(db, "main"), let wal = sqlite3_filename_wal(file) else {
+                throw StorageError("sqlite: no WAL file name for \(path)")
+            }
+            return String(cString: wal)
+        }
+    }
+
     /// No transaction is open (SQLite rolls one back by itself after some errors, such as a
     /// full disk).
     var isInAutocommit: Bool { sqlite3_get_autocommit(db) != 0 }
@@ -181,11 +192,13 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     init(path: String, readers readerCount: Int = 4) throws {
         self.path = path
         writer = try SQLiteConnection(path: path, readOnly: false)
-        // OFF: the writer's COMMIT does not sync; `syncer` does, after the write lock is
-        // released. The writer never checkpoints (WALCheckpointer.swift), so no copy into the
-        // database file happens with these settings.
-        try writer.executeScriptNow("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;")
-        syncer = WALSyncer(databasePath: path)
+        // NORMAL: in WAL mode the writer's COMMIT does not sync; `syncer` does, after the
+        // write lock is released. NORMAL still syncs the WAL's new header when the WAL starts
+        // over after a full checkpoint, before any frame overwrites the old ones (with OFF a
+        // power loss could then replay old frames over newer pages), and checkpoints with
+        // syncs; the writer never checkpoints anyway (WALCheckpointer.swift).
+        try writer.executeScriptNow("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        syncer = try WALSyncer(walPath: writer.walPath)
         // Readers and the checkpointer open after the writer has switched the file to WAL.
         var opened: [SQLiteConnection] = []
         for _ in 0..<max(1, readerCount) { opened.append(try SQLiteConnection(path: path, readOnly: true)) }
@@ -197,14 +210,17 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
         try await ServerMetrics.shared.transaction(.read) {
             let connection = await readers.borrow()
-            let result: T
+            let outcome: Result<T, any Error>
             do {
                 defer { readers.giveBack(connection) }
-                result = try await transaction(on: connection, begin: "BEGIN", body)
+                outcome = .success(try await transaction(on: connection, begin: "BEGIN", body))
+            } catch {
+                outcome = .failure(error)
             }
-            // The snapshot may hold commits not yet on the disk: none is shown before it is.
+            // The snapshot may hold commits not yet on the disk: nothing it showed, an error
+            // it led to included ("not found" after a deletion), goes out before they are.
             try await syncer.durable(syncer.visibleThrough)
-            return result
+            return try outcome.get()
         }
     }
 
@@ -278,15 +294,15 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
             groupOpen = false
             let failure = groupFailure
             groupFailure = nil
-            if let failure {
-                if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
-                throw failure
-            }
             do {
+                if let failure { throw failure }
                 try beforeCommit?(writer)
                 return try commitToWAL()
             } catch {
                 if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
+                // The members answer with this failure; what they read came partly from the
+                // groups before, which must be on the disk first (rare: held under the lock).
+                try? await syncer.durable(syncer.visibleThrough)
                 throw error
             }
         }
@@ -306,15 +322,5 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
         }
     }
 
-    /// SQLite checkpoints with the settings of the last connection it closes: the writer's
-    /// must sync by then.
-    func close() async {
-        await writerLock.lock()
-        defer { writerLock.unlock() }
-        try? writer.executeScriptNow("PRAGMA synchronous=FULL;")
-    }
-
-    deinit {
-        try? writer.executeScriptNow("PRAGMA synchronous=FULL;")
-    }
+    func close() async {}
 }

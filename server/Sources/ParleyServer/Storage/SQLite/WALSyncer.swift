@@ -1,16 +1,18 @@
 import Foundation
 
 /// Makes the writer's commits durable on a thread of its own, so that the write lock is not
-/// held across an fsync. The writer's connection runs with `synchronous=OFF`: its COMMIT
-/// only appends the transaction to the WAL (in the page cache). Each commit takes a number
+/// held across an fsync. The writer's connection runs with `synchronous=NORMAL`, which in
+/// WAL mode does not sync at COMMIT: it only appends the transaction to the WAL (in the
+/// page cache). (It does sync the WAL's new header when the WAL starts over after a full
+/// checkpoint, before old frames are overwritten.) Each commit takes a number
 /// before it starts (`beginCommit`); this thread then `fdatasync`s the WAL file, and one
 /// sync covers every commit appended before it began. Nothing is answered or shown before
 /// its commit is durable:
 /// - a writer answers (and hands its events to the hub) only after `durable(number)`;
 /// - a reader's snapshot may hold commits not yet synced, so a read waits, after its
 ///   transaction, for every commit that had begun by then (`durable(visibleThrough)`).
-/// The next commit group meanwhile runs and appends behind the one being synced: the WAL is
-/// written in order, so what a power loss takes is always a tail of unanswered commits.
+/// The next commit group meanwhile runs and appends behind the one being synced; a power
+/// loss takes only commits not yet synced, none of which was answered or shown.
 /// Checkpoints run on the checkpointer's connection (`synchronous=FULL`: it syncs the WAL
 /// before copying it and the database file after), never with the writer's settings.
 /// If a sync fails, what the page cache held may be lost, so every commit from then on
@@ -19,6 +21,8 @@ final class WALSyncer: @unchecked Sendable {
     private let walPath: String
     /// The WAL file, opened by the syncing thread at its first sync.
     private var descriptor: Int32 = -1
+    /// The WAL's directory was synced once (its entry for the file SQLite may just have made).
+    private var directorySynced = false
     private let condition = NSCondition()
     // Guarded by `condition`. Commits are numbered in the order they begin, and the writer
     // runs them one at a time, so every commit up to `requested` has finished appending.
@@ -31,8 +35,9 @@ final class WALSyncer: @unchecked Sendable {
     /// takes this much longer, so that a test can see who waits for it.
     private let testDelayMicroseconds: UInt32
 
-    init(databasePath: String) {
-        walPath = databasePath + "-wal"
+    /// `walPath`: the WAL file SQLite uses (`SQLiteConnection.walPath`).
+    init(walPath: String) {
+        self.walPath = walPath
         let environment = ProcessInfo.processInfo.environment
         let delay = environment["PARLEY_TEST_HOOKS"] == "1"
             ? environment["PARLEY_TEST_WAL_SYNC_DELAY_MS"].flatMap { UInt32($0) } ?? 0 : 0
@@ -124,8 +129,10 @@ final class WALSyncer: @unchecked Sendable {
         }
     }
 
-    /// `fdatasync` of the WAL file. The descriptor is opened again if the file it names was
-    /// removed (SQLite removes the WAL only when its last connection closes).
+    /// `fdatasync` of the WAL file (and once of its directory). The descriptor is opened
+    /// again if the file it names was removed (SQLite removes the WAL only when its last
+    /// connection closes). A WAL missing after a commit is an error: the commit is nowhere
+    /// this thread can sync.
     private func syncWAL() -> StorageError? {
         var status = stat()
         if descriptor >= 0, fstat(descriptor, &status) == 0, status.st_nlink == 0 {
@@ -134,12 +141,23 @@ final class WALSyncer: @unchecked Sendable {
         }
         if descriptor < 0 {
             descriptor = open(walPath, O_RDONLY | O_CLOEXEC)
-            // No WAL file: nothing was appended since SQLite last removed it.
-            if descriptor < 0 { return errno == ENOENT ? nil : StorageError("sqlite: cannot open the WAL \(walPath) to sync it: errno \(errno)") }
+            if descriptor < 0 { return StorageError("sqlite: cannot open the WAL \(walPath) to sync it: errno \(errno)") }
         }
         while fdatasync(descriptor) != 0 {
             if errno == EINTR { continue }
             return StorageError("sqlite: the WAL could not be written to the disk (fdatasync: errno \(errno)); restart the server")
+        }
+        if !directorySynced {
+            let slash = walPath.lastIndex(of: "/")
+            let directory = slash.map { $0 == walPath.startIndex ? "/" : String(walPath[..<$0]) } ?? "."
+            let handle = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard handle >= 0 else { return StorageError("sqlite: cannot open \(directory) to sync it: errno \(errno)") }
+            defer { close(handle) }
+            // As PostgreSQL does: a file system that cannot sync a directory says EINVAL.
+            if fsync(handle) != 0, errno != EINVAL {
+                return StorageError("sqlite: the WAL's directory could not be written to the disk (fsync: errno \(errno)); restart the server")
+            }
+            directorySynced = true
         }
         return nil
     }
