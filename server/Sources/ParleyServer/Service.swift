@@ -73,9 +73,7 @@ final class Service: @unchecked Sendable {
     }
 
     private func write<T>(_ body: (ServerState) async throws -> T) async throws -> T {
-        if let group = shared.database as? any GroupCommitting {
-            return try await writeInGroup(group, body)
-        }
+        if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
         await writeLock.lock()
         // The numbers this server committed last: the database's (read in the turn) are never
         // lower, so this is at most the first number the writer takes.
@@ -213,4 +211,3 @@ final class CommitGroup: @unchecked Sendable {
         for waiter in waiting { waiter.resume(returning: failure) }
     }
 }
-

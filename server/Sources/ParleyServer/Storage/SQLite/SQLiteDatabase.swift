@@ -219,7 +219,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
             }
             // The snapshot may hold commits not yet on the disk: nothing it showed, an error
             // it led to included ("not found" after a deletion), goes out before they are.
-            try await syncer.durable(syncer.visibleThrough)
+            try await syncer.durableThroughBegun()
             return try outcome.get()
         }
     }
@@ -302,7 +302,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
                 if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
                 // The members answer with this failure; what they read came partly from the
                 // groups before, which must be on the disk first (rare: held under the lock).
-                try? await syncer.durable(syncer.visibleThrough)
+                try? await syncer.durableThroughBegun()
                 throw error
             }
         }

@@ -10,7 +10,7 @@ import Foundation
 /// fall behind (the WAL past `writerChecksAt` pages), the writer waits after its commit
 /// for a checkpoint on the same connection, as SQLite would have made it wait. Checkpoints
 /// run only here: this connection syncs (`synchronous=FULL`: the WAL before the copy, the
-/// database file after it), the writer's does not (WALSyncer.swift).
+/// database file after it); the writer's commits are synced by WALSyncer.swift.
 final class WALCheckpointer: @unchecked Sendable {
     static let wakeAt: Int32 = 1_000
     static let writerChecksAt: Int32 = 10_000

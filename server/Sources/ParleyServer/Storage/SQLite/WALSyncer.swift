@@ -10,7 +10,7 @@ import Foundation
 /// its commit is durable:
 /// - a writer answers (and hands its events to the hub) only after `durable(number)`;
 /// - a reader's snapshot may hold commits not yet synced, so a read waits, after its
-///   transaction, for every commit that had begun by then (`durable(visibleThrough)`).
+///   transaction, for every commit that had begun by then (`durableThroughBegun`).
 /// The next commit group meanwhile runs and appends behind the one being synced; a power
 /// loss takes only commits not yet synced, none of which was answered or shown.
 /// Checkpoints run on the checkpointer's connection (`synchronous=FULL`: it syncs the WAL
@@ -71,6 +71,19 @@ final class WALSyncer: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return begun
+    }
+
+    /// Returns once every commit begun so far (what a snapshot taken before now may hold)
+    /// is on the disk; throws if a sync failed first.
+    func durableThroughBegun() async throws {
+        if let pending = lastBegunIfUnsynced() { try await durable(pending) }
+    }
+
+    /// The last commit begun, unless it is synced already.
+    private func lastBegunIfUnsynced() -> UInt64? {
+        condition.lock()
+        defer { condition.unlock() }
+        return synced >= begun ? nil : begun
     }
 
     /// Returns once commits up to `number` are on the disk; throws if a sync failed first.
