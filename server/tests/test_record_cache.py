@@ -84,3 +84,54 @@ def test_a_writer_on_another_server_sees_a_changed_user(tmp_path):
         first.stop()
         second.stop()
         databases.drop_database(db)
+
+
+@pytest.mark.postgres_only
+def test_a_server_rendering_another_servers_events_sees_changed_users_and_channels(tmp_path):
+    """The second server reads the first one's events with the `users_written` counter of its
+    snapshot and trusts users it found current at that value; it loads a channel that one of
+    the events is newer than without checking its copy. A user and a channel changed through
+    the first server show in the next event the second server renders."""
+    from concurrency_support import EventCollector
+    db = databases.database_for(tmp_path, "shared.sqlite")
+    first = Server(db)
+    second = Server(db)
+    try:
+        a, b = first.user(nickname="before"), first.user(nickname="watcher")
+        url = first.channel([a, b], name="old name")["channel_url"]
+        stream = EventCollector(second, b, session_key=first.session(b))
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+
+        def received(count):
+            assert stream.wait_for(lambda fs: sum(1 for f in fs if f["event"] == "message_received") >= count, 10)
+            return [f["data"] for f in stream.snapshot() if f["event"] == "message_received"][count - 1]
+
+        def sender_as_rendered_there(seen):
+            # The message's own `user` was rendered by the first server, stored with the event;
+            # the channel and `changed_members` by the second, from what it loaded.
+            return {m["user_id"]: m["nickname"] for m in seen["changed_members"]}[a]
+
+        # Two events read by the second server: the users are cached and stamped current.
+        for n, text in enumerate(("one", "two"), 1):
+            first.send(url, a, text=text)
+            seen = received(n)
+            assert seen["message"]["user"]["nickname"] == "before" == sender_as_rendered_there(seen)
+            assert seen["channel"]["name"] == "old name"
+            assert seen["channel"]["unread_message_count"] == n
+        first.ok("PUT", f"/v3/users/{a}", json={"nickname": "after"})
+        first.ok("PUT", f"/v3/group_channels/{url}", json={"name": "new name"})
+        first.send(url, a, text="three")
+        seen = received(3)
+        assert seen["message"]["message"] == "three"
+        assert seen["message"]["user"]["nickname"] == "after" == sender_as_rendered_there(seen)
+        assert seen["channel"]["name"] == "new name"
+        assert seen["channel"]["unread_message_count"] == 3
+        # The counter unchanged since: the next event renders from the copies stamped above.
+        first.send(url, a, text="four")
+        seen = received(4)
+        assert (sender_as_rendered_there(seen), seen["channel"]["unread_message_count"]) == ("after", 4)
+        stream.close()
+    finally:
+        first.stop()
+        second.stop()
+        databases.drop_database(db)

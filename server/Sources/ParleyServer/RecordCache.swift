@@ -33,9 +33,10 @@ struct CachedChannel {
 struct CachedUser {
     var version: Int64
     var user: UserRecord
-    /// The `users_written` counter (Counters.usersWritten) of a writer's transaction in which
-    /// this entry was current, -1 if unknown (read by a reader). While the counter has not
-    /// moved since, no user was written and the entry needs no version check.
+    /// The `users_written` counter (Counters.usersWritten) of a transaction in which this
+    /// entry was current (a writer's, or a reader's that read the counter in its snapshot),
+    /// -1 if unknown. While the counter has not moved since, no user was written and the
+    /// entry needs no version check.
     var currentAt: Int64 = -1
 }
 

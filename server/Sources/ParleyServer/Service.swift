@@ -53,9 +53,7 @@ final class Service: @unchecked Sendable {
         let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
         while true {
             let reader = ServerState(shared: shared, readOnly: true)
-            if let (events, pruned) = try? await reader.handleReading({ s in
-                (try await s.committedEvents(in: ranges), try await s.prunedThrough())
-            }) {
+            if let (events, pruned) = try? await reader.handleReading({ s in try await s.committedEvents(in: ranges) }) {
                 return PulledEvents(events: events.map { HeldEvent(event: $0, renderer: reader) }, pruned: lowest <= pruned)
             }
             try? await Task.sleep(nanoseconds: pause)

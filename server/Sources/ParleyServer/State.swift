@@ -70,6 +70,12 @@ final class ServerState {
     private var readUsers: [CachedUser] = []
     /// `counters.usersWritten` as the attempt began (a writer's; -1 for a reader).
     private var usersWrittenAtStart: Int64 = -1
+    /// A reader that read `users_written` in its snapshot (`committedEvents`): the users it
+    /// reads are as of that value, so its cached users current at it need no version check.
+    private var usersWrittenInSnapshot: Int64? = nil
+    /// Channels this request knows changed since their cached copy: loaded without
+    /// checking the copy's version first.
+    private var channelsKnownChanged: Set<String> = []
     /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
     /// on, the request fails instead of showing an empty profile.
     var renderedUnloadedUser: String? = nil
@@ -104,6 +110,8 @@ final class ServerState {
         readChannels = []
         readUsers = []
         usersWrittenAtStart = readOnly ? -1 : counters.usersWritten
+        usersWrittenInSnapshot = nil
+        channelsKnownChanged = []
         renderedUnloadedUser = nil
         savedThisRequest = [:]
         touchedChannels = []
@@ -192,7 +200,7 @@ final class ServerState {
         // What a writer read is current at the counter it committed (a reader cannot know),
         // unless the writer then changed it: that one is stored below as written. Stored
         // here first, it would be seen, stamped current, by a writer running meanwhile.
-        let usersCurrentAt = readOnly ? -1 : counters.usersWritten
+        let usersCurrentAt = readOnly ? usersWrittenInSnapshot ?? -1 : counters.usersWritten
         for var entry in readUsers where pending.users[entry.user.userId] == nil {
             entry.currentAt = usersCurrentAt
             cache.store(entry)
@@ -245,7 +253,8 @@ final class ServerState {
         if missing.isEmpty { return }
         var unchecked: [CachedUser] = []
         // A writer that has written no user yet sees users as committed at its start.
-        let unchangedSince: Int64? = readOnly || counters.usersWritten != usersWrittenAtStart ? nil : usersWrittenAtStart
+        let unchangedSince: Int64? = readOnly ? usersWrittenInSnapshot
+            : counters.usersWritten != usersWrittenAtStart ? nil : usersWrittenAtStart
         for entry in missing.compactMap({ cache.user($0) }) {
             if let unchangedSince, entry.currentAt == unchangedSince {
                 loadedUsers[entry.user.userId] = entry.user
@@ -300,7 +309,7 @@ final class ServerState {
         if missing.isEmpty { return }
         let requested = missing
         var found: [CachedChannel] = []
-        let cached = missing.compactMap { cache.channel($0) }
+        let cached = missing.compactMap { channelsKnownChanged.contains($0) ? nil : cache.channel($0) }
         if !cached.isEmpty {
             let versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db)
             for entry in cached {
@@ -637,27 +646,43 @@ final class ServerState {
         let contains = try db.dialect == .sqlite ? "instr(recipients, ?) > 0" : "strpos(recipients, ?) > 0"
         return try await db.query("""
             SELECT id, created_at, category, recipients, data FROM events WHERE id > ? AND id <= ? AND \(contains) ORDER BY id
-            """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map(RecordTables.event)
+            """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map { RecordTables.event($0) }
     }
 
     /// The committed events whose ids are in `ranges` (whoever receives them), oldest first,
     /// parsed, with their channels loaded to render them: what another server's writers
-    /// committed (EventHub.swift). One query over the span of the ranges.
-    func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> [StoredEvent] {
-        guard let low = ranges.map(\.lowerBound).min(), let high = ranges.map(\.upperBound).max() else { return [] }
+    /// committed (EventHub.swift); and where the retained events begin (events up to there
+    /// were pruned). One statement over the span of the ranges, which also reads the users
+    /// counter, so that users current at it are not checked again: this read follows every
+    /// message of another server, round trips are its cost.
+    func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
+        guard let low = ranges.map(\.lowerBound).min(), let high = ranges.map(\.upperBound).max() else { return ([], 0) }
         var events: [StoredEvent] = []
         var urls = Set<String>()
+        var pruned: Int64 = 0
         for row in try await db.query("""
-            SELECT id, created_at, category, recipients, data FROM events WHERE id >= ? AND id <= ? ORDER BY id
+            SELECT b.pruned, b.users, e.id, e.created_at, e.category, e.recipients, e.data FROM
+                (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
+                        coalesce((SELECT value FROM meta WHERE name = 'users_written'), 0) AS users) b
+                LEFT JOIN events e ON e.id >= ? AND e.id <= ?
+            ORDER BY e.id
             """, [.int(low), .int(high)]) {
-            var event = RecordTables.event(row)
+            pruned = row.int(0)
+            usersWrittenInSnapshot = row.int(1)
+            guard row.optionalInt(2) != nil else { continue }
+            var event = RecordTables.event(row, from: 2)
             guard ranges.contains(where: { $0.contains(event.id) }) else { continue }
             event.fields = event.parsedData
-            if case .string(let url)? = event.fields?["channel_url"] { urls.insert(url) }
+            if case .string(let url)? = event.fields?["channel_url"] {
+                urls.insert(url)
+                // A cached copy older than the event is stale if the event changed the
+                // channel, as most do: loaded at once, not after a version check that fails.
+                if let copy = cache.channel(url), copy.channel.changeSeq < event.id { channelsKnownChanged.insert(url) }
+            }
             events.append(event)
         }
         try await loadChannels(Array(urls))
-        return events
+        return (events, pruned)
     }
 
     /// Where the retained events begin: events up to here were pruned (in this snapshot).

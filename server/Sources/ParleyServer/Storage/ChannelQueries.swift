@@ -14,21 +14,31 @@ enum ChannelQueries {
 
     // MARK: loading records
 
-    /// The users of `ids` that exist, with their metadata and versions.
+    /// The users of `ids` that exist, with their metadata and versions: one statement (a
+    /// user's row comes once per metadata key, once alone without any), since on PostgreSQL
+    /// every statement is a round trip.
     static func users(_ ids: [String], _ db: any SQLSession) async throws -> [CachedUser] {
         var out: [CachedUser] = []
+        let columns = (RecordTables.userColumns + ["version"]).map { "u.\($0)" }.joined(separator: ", ")
         for part in chunks(Array(Set(ids)).sorted()) {
-            let binds = part.map { SQLValue.text($0) }
-            let list = SQLCondition.placeholders(part.count)
-            var metadata: [String: [String: String]] = [:]
-            for row in try await db.query("SELECT user_id, key, value FROM user_metadata WHERE user_id IN (\(list))", binds) {
-                metadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
+            var rows: [(row: SQLRow, metadata: [String: String])] = []
+            var index: [String: Int] = [:]
+            for row in try await db.query("""
+                SELECT \(columns), md.key, md.value FROM users u LEFT JOIN user_metadata md ON md.user_id = u.user_id
+                WHERE u.user_id IN (\(SQLCondition.placeholders(part.count)))
+                """, part.map { .text($0) }) {
+                let id = row.text(0)
+                if index[id] == nil {
+                    index[id] = rows.count
+                    rows.append((row, [:]))
+                }
+                if let key = row.optionalText(11) { rows[index[id]!].metadata[key] = row.text(12) }
             }
-            for row in try await db.query("SELECT \(RecordTables.userColumns.joined(separator: ", ")), version FROM users WHERE user_id IN (\(list))", binds) {
+            for (row, metadata) in rows {
                 out.append(CachedUser(version: row.int(10), user: UserRecord(
                     userId: row.text(0), nickname: row.text(1), profileUrl: row.text(2), isActive: row.bool(3),
                     createdAt: row.int(4), lastSeenAt: row.int(5), hasEverLoggedIn: row.bool(6),
-                    metadata: metadata[row.text(0)] ?? [:],
+                    metadata: metadata,
                     discoveryKeys: try RecordTables.decodeList([String].self, row.text(8), "discovery keys"),
                     preferredLanguages: try RecordTables.decodeList([String].self, row.text(9), "preferred languages"),
                     autoAccept: row.bool(7))))
@@ -38,44 +48,65 @@ enum ChannelQueries {
     }
 
     /// The channels of `urls` that exist, whole: members, operators, restrictions, metadata
-    /// and counters; and the last message of each that has one.
+    /// and counters; and the last message of each that has one. Three statements whatever
+    /// the number of channels (the channel with its members, the other tables in one, the
+    /// last messages), since on PostgreSQL every statement is a round trip: a server reading
+    /// another server's events loads the channel again after every message.
     static func channels(_ urls: [String], _ db: any SQLSession) async throws -> [CachedChannel] {
         var out: [(ChannelRecord, Int64)] = []
         var lastIds: [Int64] = []
+        let channelColumns = (RecordTables.channelColumns + ["version"]).map { "c.\($0)" }.joined(separator: ", ")
+        let memberColumns = RecordTables.memberColumns.map { "m.\($0)" }.joined(separator: ", ")
+        let memberOffset = RecordTables.channelColumns.count + 1
         for part in chunks(Array(Set(urls)).sorted()) {
             let binds = part.map { SQLValue.text($0) }
             let list = SQLCondition.placeholders(part.count)
-            var members: [String: [String: MemberRecord]] = [:]
-            for row in try await db.query("SELECT \(RecordTables.memberColumns.joined(separator: ", ")) FROM members WHERE channel_url IN (\(list))", binds) {
-                members[row.text(0), default: [:]][row.text(1)] = RecordTables.memberRecord(row)
-            }
             var operators: [String: [(Int64, String)]] = [:]
-            for row in try await db.query("SELECT channel_url, user_id, position FROM channel_operators WHERE channel_url IN (\(list))", binds) {
-                operators[row.text(0), default: []].append((row.int(2), row.text(1)))
-            }
             var bans: [String: [String: RestrictionRecord]] = [:]
             var mutes: [String: [String: RestrictionRecord]] = [:]
-            for row in try await db.query("""
-                SELECT channel_url, kind, user_id, start_at, end_at, description FROM channel_restrictions WHERE channel_url IN (\(list))
-                """, binds) {
-                let r = RestrictionRecord(userId: row.text(2), startAt: row.int(3), endAt: row.int(4), description: row.text(5))
-                if row.text(1) == "ban" { bans[row.text(0), default: [:]][r.userId] = r } else { mutes[row.text(0), default: [:]][r.userId] = r }
-            }
             var metadata: [String: [String: String]] = [:]
-            for row in try await db.query("SELECT channel_url, key, value FROM channel_metadata WHERE channel_url IN (\(list))", binds) {
-                metadata[row.text(0), default: [:]][row.text(1)] = row.text(2)
-            }
             var metacounters: [String: [String: Int64]] = [:]
-            for row in try await db.query("SELECT channel_url, key, value FROM channel_metacounters WHERE channel_url IN (\(list))", binds) {
-                metacounters[row.text(0), default: [:]][row.text(1)] = row.int(2)
+            // One row per entry of the four tables: (table, channel, user or key, text, number, number).
+            for row in try await db.query("""
+                SELECT 'operator', channel_url, user_id, '', position, 0 FROM channel_operators WHERE channel_url IN (\(list))
+                UNION ALL SELECT kind, channel_url, user_id, description, start_at, end_at FROM channel_restrictions WHERE channel_url IN (\(list))
+                UNION ALL SELECT 'metadata', channel_url, key, value, 0, 0 FROM channel_metadata WHERE channel_url IN (\(list))
+                UNION ALL SELECT 'metacounter', channel_url, key, '', value, 0 FROM channel_metacounters WHERE channel_url IN (\(list))
+                """, binds + binds + binds + binds) {
+                let url = row.text(1)
+                switch row.text(0) {
+                case "operator": operators[url, default: []].append((row.int(4), row.text(2)))
+                case "metadata": metadata[url, default: [:]][row.text(2)] = row.text(3)
+                case "metacounter": metacounters[url, default: [:]][row.text(2)] = row.int(4)
+                case let kind:
+                    let r = RestrictionRecord(userId: row.text(2), startAt: row.int(4), endAt: row.int(5), description: row.text(3))
+                    if kind == "ban" { bans[url, default: [:]][r.userId] = r } else { mutes[url, default: [:]][r.userId] = r }
+                }
             }
-            for row in try await db.query("SELECT \(RecordTables.channelColumns.joined(separator: ", ")), version FROM channels WHERE url IN (\(list))", binds) {
+            // The channel's row once per member (once alone without any).
+            var rows: [(row: SQLRow, members: [String: MemberRecord])] = []
+            var index: [String: Int] = [:]
+            for row in try await db.query("""
+                SELECT \(channelColumns), \(memberColumns) FROM channels c LEFT JOIN members m ON m.channel_url = c.url
+                WHERE c.url IN (\(list))
+                """, binds) {
+                let url = row.text(0)
+                if index[url] == nil {
+                    index[url] = rows.count
+                    rows.append((row, [:]))
+                }
+                if row.optionalText(memberOffset + 1) != nil {
+                    let member = RecordTables.memberRecord(row, from: memberOffset)
+                    rows[index[url]!].members[member.userId] = member
+                }
+            }
+            for (row, members) in rows {
                 let url = row.text(0)
                 var c = ChannelRecord(
                     url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
                     createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
                     isSuper: row.bool(9), isPublic: row.bool(10), isEphemeral: row.bool(11), freeze: row.bool(12),
-                    members: members[url] ?? [:],
+                    members: members,
                     operatorIds: (operators[url] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
                     bans: bans[url] ?? [:], mutes: mutes[url] ?? [:], metadata: metadata[url] ?? [:],
                     metacounters: metacounters[url] ?? [:],

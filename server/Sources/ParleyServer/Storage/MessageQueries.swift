@@ -26,8 +26,20 @@ enum MessageQueries {
     static let columns = RecordTables.messageColumns.joined(separator: ", ")
 
     /// Messages selected by `condition` (SQL after WHERE, may end with ORDER BY/LIMIT), with
-    /// their mentions.
+    /// their mentions: on PostgreSQL in the same statement (a JSON array per message, since
+    /// every statement is a round trip), on SQLite in a second one over all the rows.
     static func load(_ db: any SQLSession, _ tail: String, _ binds: [SQLValue]) async throws -> [MessageRecord] {
+        if db.dialect == .postgres {
+            let rows = try await db.query("""
+                SELECT \(columns), array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm
+                    WHERE mm.message_id = messages.id ORDER BY mm.position))::text
+                FROM messages WHERE \(tail)
+                """, binds)
+            let mentionsColumn = RecordTables.messageColumns.count
+            return try rows.map { row in
+                try RecordTables.messageRecord(row, mentions: RecordTables.decodeList([String].self, row.text(mentionsColumn), "mentions"))
+            }
+        }
         let rows = try await db.query("SELECT \(columns) FROM messages WHERE \(tail)", binds)
         if rows.isEmpty { return [] }
         let ids = rows.map { $0.int(0) }

@@ -69,13 +69,14 @@ enum RecordTables {
     static let memberColumns = ["channel_url", "user_id", "state", "invited_at", "inviter_id", "joined_at", "read_ts",
                                 "delivered_ts", "hidden_state", "ts_message_offset", "change_seq", "changed_at",
                                 "unread_base", "mention_base"]
-    /// A row of `SELECT memberColumns FROM members`.
-    static func memberRecord(_ row: SQLRow) -> MemberRecord {
-        MemberRecord(
-            userId: row.text(1), state: row.text(2), invitedAt: row.int(3), inviterId: row.optionalText(4),
-            joinedAt: row.int(5), readTs: row.int(6), deliveredTs: row.int(7), hiddenState: row.text(8),
-            tsMessageOffset: row.int(9), changeSeq: row.int(10), changedAt: row.int(11),
-            unreadBase: row.int(12), mentionBase: row.int(13))
+    /// A row of `SELECT memberColumns FROM members`, or those columns from `offset` on.
+    static func memberRecord(_ row: SQLRow, from offset: Int = 0) -> MemberRecord {
+        let o = offset
+        return MemberRecord(
+            userId: row.text(o + 1), state: row.text(o + 2), invitedAt: row.int(o + 3), inviterId: row.optionalText(o + 4),
+            joinedAt: row.int(o + 5), readTs: row.int(o + 6), deliveredTs: row.int(o + 7), hiddenState: row.text(o + 8),
+            tsMessageOffset: row.int(o + 9), changeSeq: row.int(o + 10), changedAt: row.int(o + 11),
+            unreadBase: row.int(o + 12), mentionBase: row.int(o + 13))
     }
 
     static func memberRow(_ url: String, _ m: MemberRecord) -> [SQLValue] {
@@ -358,9 +359,12 @@ enum RecordTables {
     // MARK: reads
 
     /// A row of `SELECT id, created_at, category, recipients, data FROM events`.
-    static func event(_ row: SQLRow) -> StoredEvent {
-        StoredEvent(id: row.int(0), createdAt: row.int(1), category: row.text(2),
-                    recipients: row.text(3).split(separator: "\u{1}").map(String.init), data: row.text(4))
+    /// A row of `SELECT id, created_at, category, recipients, data FROM events`, or those
+    /// columns from `offset` on.
+    static func event(_ row: SQLRow, from offset: Int = 0) -> StoredEvent {
+        let o = offset
+        return StoredEvent(id: row.int(o), createdAt: row.int(o + 1), category: row.text(o + 2),
+                           recipients: row.text(o + 3).split(separator: "\u{1}").map(String.init), data: row.text(o + 4))
     }
 
     static func report(_ row: SQLRow) -> ReportRecord {
