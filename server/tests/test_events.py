@@ -1,8 +1,9 @@
+import sqlite3
 import time
 
 import requests
 
-from conftest import API_TOKEN, EventReader, assert_error
+from conftest import API_TOKEN, EventReader, Server, assert_error, databases
 
 
 def test_stream_delivers_member_events_only(server):
@@ -162,6 +163,63 @@ def test_resync_beyond_retention(fresh_server):
         assert r3.next()["json"]["reason"] == "unknown_id"
     finally:
         r3.close()
+
+
+def stored_log(db):
+    """(the ids of the stored events, the `pruned_through` counter), read from the database."""
+    sql_ids = "SELECT id FROM events ORDER BY id"
+    sql_pruned = "SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0)"
+    if databases.backend() == "sqlite":
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            return [r[0] for r in c.execute(sql_ids)], c.execute(sql_pruned).fetchone()[0]
+    ids = [int(line) for line in databases.psql(db, sql_ids).split()]
+    return ids, int(databases.psql(db, sql_pruned).strip())
+
+
+def test_the_log_keeps_its_retention_pruned_at_once_on_sqlite_by_tenths_on_postgresql(tmp_path):
+    """The log never holds fewer than `--event-retention` events once it has had them; SQLite
+    prunes back to that after every write, PostgreSQL once the log is a tenth over it (the
+    writes between spend no round trip on it). `pruned_through` is always just below the
+    oldest kept event, so a resume from an id at or before it is told to resync."""
+    retention = 30
+    slack = 0 if databases.backend() == "sqlite" else retention // 10
+    db = databases.database_for(tmp_path, "retention.sqlite")
+    server = Server(db, ["--event-retention", str(retention)])
+    try:
+        a, b = server.user(), server.user()
+        url = server.channel([a, b])["channel_url"]
+        sizes = []
+        for n in range(3 * retention):
+            server.send(url, b, f"m{n}")
+            ids, pruned = stored_log(db)
+            sizes.append(len(ids))
+            if pruned:
+                assert ids[0] > pruned, (ids[:3], pruned)
+        full = sizes[sizes.index(retention):]
+        assert all(retention <= size <= retention + slack for size in full), full
+        if slack:
+            # It grows to the tenth over, then drops back, again and again.
+            assert full.count(retention + slack) >= 3 and full.count(retention) >= 3, full
+        # The stream agrees: from the pruned id it must resync, from the next one it replays.
+        ids, pruned = stored_log(db)
+        session = server.session(a)
+        stale = EventReader(server, a, session=session, last_event_id=pruned - 1)
+        try:
+            stale.next()
+            assert stale.next()["json"]["reason"] == "retention"
+        finally:
+            stale.close()
+        kept = EventReader(server, a, session=session, last_event_id=ids[0])
+        try:
+            kept.next()
+            e, _ = kept.until("message_received")
+            assert int(e["id"]) > ids[0]
+        finally:
+            kept.close()
+    finally:
+        server.stop()
+        if databases.backend() != "sqlite":
+            databases.drop_database(db)
 
 
 def test_stream_auth(server):

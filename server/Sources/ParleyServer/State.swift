@@ -144,11 +144,28 @@ final class ServerState {
                 bodyDone = true
                 try checkRendering()
                 if verify { try await verifyUnreadCounters(touchedChannels) }
-                let written = try await RecordTables.write(pending, tx)
-                try await pruneEvents(adding: pending.events.count, tx)
+                // Pruned first, so that the boundary and the log's size go out with the other
+                // counters; unless the request adds more events than the log retains (a tiny
+                // retention), which must then prune some of its own.
+                let added = pending.events.count
+                let prunesFirst = added <= shared.retention
+                if prunesFirst { try await pruneEvents(adding: added, tx) }
+                var announcement: String? = nil
                 if tx.dialect == .postgres, counters.seq > seqAtStart {
-                    try await WriteTurn.announce(node: shared.nodeId, through: counters.seq,
-                                                 storedEvents: counters.storedEvents, tx)
+                    pending.counters["stored_events"] = Int64(counters.storedEvents)
+                    announcement = WriteTurn.announcement(node: shared.nodeId, through: counters.seq)
+                }
+                let written = try await RecordTables.write(pending, announcing: prunesFirst ? announcement : nil, tx)
+                if !prunesFirst {
+                    let prunedBefore = counters.prunedThrough
+                    try await pruneEvents(adding: added, tx)
+                    if counters.prunedThrough != prunedBefore {
+                        try await RecordTables.putCounter("pruned_through", counters.prunedThrough, tx)
+                    }
+                    if let announcement {
+                        try await RecordTables.putCounter("stored_events", Int64(counters.storedEvents), tx)
+                        try await WriteTurn.announce(announcement, tx)
+                    }
                 }
                 return (result, written)
             }
@@ -627,16 +644,20 @@ final class ServerState {
     // MARK: events
 
     /// Keeps the newest `retention` events for resumes: older ones go, and `prunedThrough`
-    /// says up to where.
+    /// says up to where (a pending counter). SQLite prunes to the retention after every
+    /// write that passes it; PostgreSQL lets the log pass it by a tenth first, then prunes
+    /// back to it, so that the writes in between (which hold the write turn) spend no round
+    /// trips on it.
     private func pruneEvents(adding added: Int, _ tx: any SQLSession) async throws {
         let retention = shared.retention
         counters.storedEvents += added
-        guard counters.storedEvents > retention else { return }
+        let slack = tx.dialect == .postgres ? retention / 10 : 0
+        guard counters.storedEvents > retention + slack else { return }
         let drop = counters.storedEvents - retention
         guard let boundary = try await tx.queryOne("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET \(drop - 1)")?.int(0)
         else { return }
         try await tx.execute("DELETE FROM events WHERE id <= ?", [.int(boundary)])
-        try await RecordTables.putCounter("pruned_through", boundary, tx)
+        pending.counters["pruned_through"] = boundary
         counters.prunedThrough = boundary
         counters.storedEvents = retention
     }

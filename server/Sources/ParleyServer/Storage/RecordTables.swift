@@ -311,7 +311,8 @@ enum RecordTables {
     }
 
     @discardableResult
-    static func write(_ batch: StorageBatch, _ db: any SQLSession) async throws -> WrittenVersions {
+    /// `announcing`: on PostgreSQL, the payload of the commit's notification (WriteTurn.swift).
+    static func write(_ batch: StorageBatch, announcing: String? = nil, _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()
         for (id, user) in batch.users.sorted(by: { $0.key < $1.key }) {
             if let user { written.users[id] = try await putUser(user, db) } else {
@@ -351,14 +352,54 @@ enum RecordTables {
                                      [.text(key.channelUrl), .text(key.userId)])
             }
         }
+        if db.dialect == .postgres, batch.events.count <= logStatementLimit, batch.counters.count <= logStatementLimit {
+            try await writeLogAndCounters(batch.events, batch.counters, announcing: announcing, db)
+            return written
+        }
         for event in batch.events { try await putEvent(event, db) }
         try await putRows("meta", ["name", "value"], key: ["name"], batch.counters.map { [.text($0.key), .int($0.value)] }, db)
+        if let announcing { try await WriteTurn.announce(announcing, db) }
         return written
+    }
+
+    /// Events or counters one statement writes at most (`writeLogAndCounters`).
+    static let logStatementLimit = 100
+
+    /// PostgreSQL: the events, the counters and the notification in one statement (each
+    /// statement is a round trip, and this ends every write). The parts touch different
+    /// tables, so one snapshot for all of them changes nothing.
+    private static func writeLogAndCounters(_ events: [StoredEvent], _ counters: [String: Int64], announcing: String?,
+                                            _ db: any SQLSession) async throws {
+        if events.isEmpty && counters.isEmpty && announcing == nil { return }
+        var parts: [String] = []
+        var binds: [SQLValue] = []
+        if !events.isEmpty {
+            parts.append("logged AS (INSERT INTO events (id, created_at, category, recipients, data) VALUES "
+                + Array(repeating: "(?, ?, ?, ?, ?)", count: events.count).joined(separator: ", ") + ")")
+            for e in events {
+                binds += [.int(e.id), .int(e.createdAt), .text(e.category),
+                          .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator),
+                          .text(e.data)]
+            }
+        }
+        if !counters.isEmpty {
+            parts.append("counted AS (INSERT INTO meta (name, value) VALUES "
+                + Array(repeating: "(?, ?)", count: counters.count).joined(separator: ", ")
+                + " ON CONFLICT (name) DO UPDATE SET value = excluded.value)")
+            for (name, value) in counters.sorted(by: { $0.key < $1.key }) { binds += [.text(name), .int(value)] }
+        }
+        var sql = parts.isEmpty ? "" : "WITH " + parts.joined(separator: ", ") + " "
+        if let announcing {
+            sql += "SELECT pg_notify('\(WriteTurn.channel)', ?)"
+            binds.append(.text(announcing))
+        } else {
+            sql += "SELECT 1"
+        }
+        try await db.execute(sql, binds)
     }
 
     // MARK: reads
 
-    /// A row of `SELECT id, created_at, category, recipients, data FROM events`.
     /// A row of `SELECT id, created_at, category, recipients, data FROM events`, or those
     /// columns from `offset` on.
     static func event(_ row: SQLRow, from offset: Int = 0) -> StoredEvent {

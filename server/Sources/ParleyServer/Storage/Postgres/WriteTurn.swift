@@ -34,16 +34,14 @@ enum WriteTurn {
         return counters
     }
 
-    /// In the writer's transaction, after its changes: the size of the event log, and a
-    /// notification that other servers receive once (and only if) the transaction commits.
-    /// One statement for both.
-    static func announce(node: String, through seq: Int64, storedEvents: Int, _ db: any SQLSession) async throws {
-        try await db.execute("""
-            WITH kept AS (
-                INSERT INTO meta (name, value) VALUES ('stored_events', ?)
-                ON CONFLICT (name) DO UPDATE SET value = excluded.value)
-            SELECT pg_notify('\(channel)', ?)
-            """, [.int(Int64(storedEvents)), .text("\(node) \(seq)")])
+    /// A notification's payload: this server and the number it committed through (`parse`).
+    static func announcement(node: String, through seq: Int64) -> String { "\(node) \(seq)" }
+
+    /// In the writer's transaction, after its changes: a notification that other servers
+    /// receive once (and only if) the transaction commits. Usually the write's last
+    /// statement carries it instead (RecordTables.write).
+    static func announce(_ announcement: String, _ db: any SQLSession) async throws {
+        try await db.execute("SELECT pg_notify('\(channel)', ?)", [.text(announcement)])
     }
 
     /// The highest number committed, as a read transaction sees it.
