@@ -99,3 +99,47 @@ def test_nothing_is_answered_read_or_delivered_before_its_sync(fresh_server, mon
     stored = s.ok("GET", path, params={**listing, "next_limit": 20})["messages"]
     assert sorted(m["message_id"] for m in stored) == sorted(
         [outcome["message"]["message_id"]] + [m["message_id"] for m in results])
+
+
+def _metric(server, name, labels=""):
+    for line in requests.get(server.url("/metrics"), timeout=10).text.splitlines():
+        if line.startswith(name + labels + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_members_of_one_commit_group_take_the_channel_from_the_one_before(fresh_server):
+    """SQLite's writers share commits (server Service.swift): a writer held open makes the
+    seven sends behind it one group. Each member writes the channel the member before it
+    wrote, which the record cache takes only once the group commits; the group hands it on
+    instead, so no member reads the channel from the database again."""
+    s = fresh_server()
+    a, b = s.user(), s.user()
+    url = s.channel([a, b])["channel_url"]
+    s.send(url, a, "warm")  # the channel is in the record cache from here on
+    loads, commits = _metric(s, "parley_channel_loads_total"), _metric(
+        s, "parley_db_transaction_duration_seconds_count", '{kind="commit"}')
+    errors = []
+
+    def send(text, headers=None):
+        r = requests.post(s.url(f"/v3/group_channels/{url}/messages"), headers={"Api-Token": API_TOKEN, **(headers or {})},
+                          json={"message_type": "MESG", "user_id": b, "message": text}, timeout=30)
+        if r.status_code != 200:
+            errors.append(r.text)
+
+    held = threading.Thread(target=send, args=("held", {"Parley-Test-Hold-Ms": "600"}))
+    held.start()
+    time.sleep(0.2)
+    behind = [threading.Thread(target=send, args=(f"behind {n}",)) for n in range(7)]
+    for t in behind:
+        t.start()
+    for t in [held] + behind:
+        t.join(30)
+    assert not errors, errors
+    grouped = _metric(s, "parley_db_transaction_duration_seconds_count", '{kind="commit"}') - commits
+    assert grouped <= 3, f"the eight sends took {grouped:.0f} commits: no group formed"
+    assert _metric(s, "parley_channel_loads_total") - loads == 0
+    listed = s.ok("GET", f"/v3/group_channels/{url}/messages",
+                  params={"message_ts": 0, "next_limit": 20, "prev_limit": 0, "include": "false"})["messages"]
+    assert sorted(m["message"] for m in listed) == sorted(["warm", "held"] + [f"behind {n}" for n in range(7)])
+    assert s.ok("GET", f"/v3/group_channels/{url}", params={"user_id": a})["unread_message_count"] == 8

@@ -122,10 +122,12 @@ final class Service: @unchecked Sendable {
         group.members += 1
         let ticket = shared.hub.beginWriter { self.shared.committed.seq + 1 }
         let request = ServerState(shared: shared, readOnly: false)
+        request.groupChannels = group.channels
         let outcome: Result<T, any Error>
         do {
             outcome = .success(try await request.handleWriting(group: database, body))
             group.succeeded.append(request)
+            group.channels.keep(request.channelsWrittenInGroup)
         } catch {
             outcome = .failure(error)
         }
@@ -180,6 +182,8 @@ final class CommitGroup: @unchecked Sendable {
     var members = 0
     /// The members whose changes the commit keeps (guarded by the write lock).
     var succeeded: [ServerState] = []
+    /// The channels they wrote, for the members after them (guarded by the write lock).
+    let channels = GroupChannels()
     private let mutex = NSLock()
     private var finished = false
     private var failure: (any Error)? = nil
@@ -207,5 +211,17 @@ final class CommitGroup: @unchecked Sendable {
             return waiters
         }
         for waiter in waiting { waiter.resume(returning: failure) }
+    }
+}
+
+/// The channels a commit group's members wrote, as they left them (`ServerState.groupChannels`).
+/// Read and written only by the member holding the service's write lock.
+final class GroupChannels: @unchecked Sendable {
+    private var entries: [String: CachedChannel] = [:]
+
+    func entry(_ url: String) -> CachedChannel? { entries[url] }
+
+    func keep(_ written: [(url: String, entry: CachedChannel?)]) {
+        for (url, entry) in written { entries[url] = entry }
     }
 }

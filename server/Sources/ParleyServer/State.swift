@@ -204,6 +204,25 @@ final class ServerState {
     /// The group this request joined has committed.
     func groupCommitted() { keepInCache(writtenAwaitingCommit) }
 
+    /// A writer of a SQLite commit group: the channels the group's earlier members wrote, as
+    /// they left them. Newer than the record cache, which takes them only once the group
+    /// commits, and committed with this request or not at all: so a member writing the
+    /// channel the one before it wrote finds it current instead of reading it again.
+    var groupChannels: GroupChannels? = nil
+
+    /// The channels this request wrote, as the record cache keeps them (nil: deleted, or
+    /// not loaded whole), under the versions `written` gives them.
+    private func writtenChannelEntries(_ written: RecordTables.WrittenVersions) -> [(url: String, entry: CachedChannel?)] {
+        pending.channels.map { url, channel in
+            guard channel != nil, let version = written.channels[url], let full = loadedChannels[url] else { return (url, nil) }
+            let last = lastMessages[url]
+            return (url, CachedChannel(version: version, channel: full, lastMessage: last, lastMessageSeq: last?.changeSeq ?? -1))
+        }
+    }
+
+    /// What this member of a commit group wrote, for the members after it (`groupChannels`).
+    var channelsWrittenInGroup: [(url: String, entry: CachedChannel?)] { writtenChannelEntries(writtenAwaitingCommit) }
+
     /// What the hub needs to deliver this committed request's events.
     var committedChanges: CommittedChanges {
         CommittedChanges(events: pendingFanout, firstSeq: seqAtStart + 1, seq: counters.seq,
@@ -222,14 +241,8 @@ final class ServerState {
             entry.currentAt = usersCurrentAt
             cache.store(entry)
         }
-        for (url, channel) in pending.channels {
-            guard channel != nil, let version = written.channels[url], let full = loadedChannels[url] else {
-                cache.forgetChannel(url)
-                continue
-            }
-            let last = lastMessages[url]
-            cache.store(CachedChannel(version: version, channel: full, lastMessage: last, lastMessageSeq: last?.changeSeq ?? -1),
-                        written: true)
+        for (url, entry) in writtenChannelEntries(written) {
+            if let entry { cache.store(entry, written: true) } else { cache.forgetChannel(url) }
         }
         for (id, user) in pending.users {
             guard let user, let version = written.users[id] else {
@@ -326,7 +339,9 @@ final class ServerState {
         if missing.isEmpty { return }
         let requested = missing
         var found: [CachedChannel] = []
-        let cached = missing.compactMap { channelsKnownChanged.contains($0) ? nil : cache.channel($0) }
+        let cached = missing.compactMap { url in
+            channelsKnownChanged.contains(url) ? nil : groupChannels?.entry(url) ?? cache.channel(url)
+        }
         if !cached.isEmpty {
             let versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db)
             for entry in cached {
@@ -337,6 +352,7 @@ final class ServerState {
             }
         }
         if !missing.isEmpty {
+            ServerMetrics.shared.loaded(channels: missing.count)
             let read = try await ChannelQueries.channels(Array(missing), db)
             readChannels.append(contentsOf: read)
             found.append(contentsOf: read)

@@ -40,6 +40,7 @@ final class ServerMetrics: Sendable {
     private let eventsDelivered: Counter
     private let logReads: Counter
     private let messagesStored: Counter
+    private let channelLoads: Counter
     private let lagResyncs: Counter
     private let logFirstId: Gauge
     private let logLastId: Gauge
@@ -59,6 +60,9 @@ final class ServerMetrics: Sendable {
             "Reads of other servers' events from the log (PostgreSQL): one read transaction per delivery that needs them."))
         messagesStored = registry.makeCounter(descriptor: Self.name(
             "messages_stored", "total", "Messages this server stored (sent and copied)."))
+        channelLoads = registry.makeCounter(descriptor: Self.name(
+            "channel_loads", "total",
+            "Channels read whole from the database: not in the record cache, or changed since it kept them."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
             "event_stream_resyncs", "total",
             "resync frames sent to this server's streams because it fell behind the event log's retention."))
@@ -133,6 +137,10 @@ final class ServerMetrics: Sendable {
 
     func resyncedAfterLag(streams: Int) {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }
+    }
+
+    func loaded(channels: Int) {
+        if channels > 0 { channelLoads.increment(by: Int64(channels)) }
     }
 
     func stored(messages: Int) {

@@ -48,10 +48,10 @@ enum ChannelQueries {
     }
 
     /// The channels of `urls` that exist, whole: members, operators, restrictions, metadata
-    /// and counters; and the last message of each that has one. Three statements whatever
-    /// the number of channels (the channel with its members, the other tables in one, the
-    /// last messages), since on PostgreSQL every statement is a round trip: a server reading
-    /// another server's events loads the channel again after every message.
+    /// and counters; and the last message of each that has one. On PostgreSQL three
+    /// statements whatever the number of channels (the channel with its members, the other
+    /// tables in one, the last messages), since there every statement is a round trip: a
+    /// server reading another server's events loads the channel again after every message.
     static func channels(_ urls: [String], _ db: any SQLSession) async throws -> [CachedChannel] {
         var out: [(ChannelRecord, Int64)] = []
         var lastIds: [Int64] = []
@@ -83,21 +83,33 @@ enum ChannelQueries {
                     if kind == "ban" { bans[url, default: [:]][r.userId] = r } else { mutes[url, default: [:]][r.userId] = r }
                 }
             }
-            // The channel's row once per member (once alone without any).
             var rows: [(row: SQLRow, members: [String: MemberRecord])] = []
-            var index: [String: Int] = [:]
-            for row in try await db.query("""
-                SELECT \(channelColumns), \(memberColumns) FROM channels c LEFT JOIN members m ON m.channel_url = c.url
-                WHERE c.url IN (\(list))
-                """, binds) {
-                let url = row.text(0)
-                if index[url] == nil {
-                    index[url] = rows.count
-                    rows.append((row, [:]))
+            if db.dialect == .postgres {
+                // The channel's row once per member (once alone without any): one round trip.
+                var index: [String: Int] = [:]
+                for row in try await db.query("""
+                    SELECT \(channelColumns), \(memberColumns) FROM channels c LEFT JOIN members m ON m.channel_url = c.url
+                    WHERE c.url IN (\(list))
+                    """, binds) {
+                    let url = row.text(0)
+                    if index[url] == nil {
+                        index[url] = rows.count
+                        rows.append((row, [:]))
+                    }
+                    if row.optionalText(memberOffset + 1) != nil {
+                        let member = RecordTables.memberRecord(row, from: memberOffset)
+                        rows[index[url]!].members[member.userId] = member
+                    }
                 }
-                if row.optionalText(memberOffset + 1) != nil {
-                    let member = RecordTables.memberRecord(row, from: memberOffset)
-                    rows[index[url]!].members[member.userId] = member
+            } else {
+                // In process, two statements cost less than the channel's columns read again
+                // for every member.
+                var members: [String: [String: MemberRecord]] = [:]
+                for row in try await db.query("SELECT \(memberColumns) FROM members m WHERE m.channel_url IN (\(list))", binds) {
+                    members[row.text(0), default: [:]][row.text(1)] = RecordTables.memberRecord(row)
+                }
+                for row in try await db.query("SELECT \(channelColumns) FROM channels c WHERE c.url IN (\(list))", binds) {
+                    rows.append((row, members[row.text(0)] ?? [:]))
                 }
             }
             for (row, members) in rows {
