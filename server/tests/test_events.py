@@ -180,7 +180,7 @@ def test_the_log_keeps_its_retention_pruned_at_once_on_sqlite_by_tenths_on_postg
     """The log never holds fewer than `--event-retention` events once it has had them; SQLite
     prunes back to that after every write, PostgreSQL once the log is a tenth over it (the
     writes between spend no round trip on it). `pruned_through` is always just below the
-    oldest kept event, so a resume from an id at or before it is told to resync."""
+    oldest kept event, so a resume from an id before it is told to resync."""
     retention = 30
     slack = 0 if databases.backend() == "sqlite" else retention // 10
     db = databases.database_for(tmp_path, "retention.sqlite")

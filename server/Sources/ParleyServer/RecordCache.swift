@@ -9,8 +9,9 @@ import Foundation
 // the cache can be behind, never wrong.
 //
 // Users can skip that query: every transaction that writes users moves one counter
-// (`users_written`), which a writer knows exactly (it holds the write turn); an entry the
-// writer found current at the counter's value stays current until the counter moves.
+// (`users_written`), which a writer knows exactly (it holds the write turn), and which the
+// read of another server's events reads in its snapshot; an entry found current at the
+// counter's value stays current until the counter moves.
 //
 // That holds while the writers of one channel are serialized (today `Service`'s write
 // lock): a request writes the whole channel it loaded, and stores it here under the version

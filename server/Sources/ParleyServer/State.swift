@@ -301,8 +301,9 @@ final class ServerState {
                 guard versions[entry.user.userId] == entry.version else { cache.forgetUser(entry.user.userId); continue }
                 loadedUsers[entry.user.userId] = entry.user
                 missing.remove(entry.user.userId)
-                // Checked in this transaction: kept as current at the counter it commits.
-                if !readOnly { readUsers.append(entry) }
+                // Checked in this transaction: kept as current at the counter it commits, or
+                // (a reader that read it) at the counter of its snapshot.
+                if !readOnly || usersWrittenInSnapshot != nil { readUsers.append(entry) }
             }
         }
         if missing.isEmpty { return }
@@ -660,10 +661,12 @@ final class ServerState {
     // MARK: events
 
     /// Keeps the newest `retention` events for resumes: older ones go, and `prunedThrough`
-    /// says up to where (a pending counter). SQLite prunes to the retention after every
-    /// write that passes it; PostgreSQL lets the log pass it by a tenth first, then prunes
-    /// back to it, so that the writes in between (which hold the write turn) spend no round
-    /// trips on it.
+    /// says up to where (a pending counter; on PostgreSQL `stored_events` too). SQLite prunes
+    /// to the retention in every write that takes the log past it; PostgreSQL lets the log
+    /// pass it by a tenth first, then prunes back to it, so that the writes in between
+    /// (which hold the write turn) spend no round trips on it. Runs before the request's
+    /// events are written (see `handleWriting`), or after them when they alone are more
+    /// than the retention.
     private func pruneEvents(adding added: Int, _ tx: any SQLSession) async throws {
         let retention = shared.retention
         counters.storedEvents += added
@@ -676,6 +679,9 @@ final class ServerState {
         pending.counters["pruned_through"] = boundary
         counters.prunedThrough = boundary
         counters.storedEvents = retention
+        // Also when this write takes no number (and so announces nothing): the next writer
+        // reads the log's size from here.
+        if tx.dialect == .postgres { pending.counters["stored_events"] = Int64(retention) }
     }
 
     /// The retained events after `last` up to `through` addressed to `userId`, oldest first.
@@ -713,8 +719,11 @@ final class ServerState {
             if case .string(let url)? = event.fields?["channel_url"] {
                 urls.insert(url)
                 // A cached copy older than the event is stale if the event changed the
-                // channel, as most do: loaded at once, not after a version check that fails.
-                if let copy = cache.channel(url), copy.channel.changeSeq < event.id { channelsKnownChanged.insert(url) }
+                // channel, as all but typing do: loaded at once, not after a version check
+                // that fails.
+                if event.category != "typing_status", let copy = cache.channel(url), copy.channel.changeSeq < event.id {
+                    channelsKnownChanged.insert(url)
+                }
             }
             events.append(event)
         }

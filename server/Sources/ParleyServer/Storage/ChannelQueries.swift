@@ -5,7 +5,9 @@
 // `channel_metadata.value_key` (texts in NFC, `textOrderKey`), `channels.last_message_at`.
 
 enum ChannelQueries {
-    /// IN lists are cut to this many values: under both engines' parameter limits.
+    /// IN lists are cut to this many values: under both engines' parameter limits even when
+    /// a statement repeats its list four times (PostgreSQL 65,535; SQLite 32,766 since 3.32,
+    /// and the server needs 3.35 for RETURNING).
     static let chunkSize = 500
 
     static func chunks<T>(_ values: [T]) -> [ArraySlice<T>] {
@@ -52,6 +54,18 @@ enum ChannelQueries {
     /// statements whatever the number of channels (the channel with its members, the other
     /// tables in one, the last messages), since there every statement is a round trip: a
     /// server reading another server's events loads the channel again after every message.
+    /// The SQL types of `RecordTables.channelColumns` + version and of `memberColumns`, for
+    /// the NULLs that pad the other kind's rows in `channels`.
+    private static let channelTypes = ["TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT",
+                                       "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
+                                       "BIGINT"]
+    private static let memberTypes = ["TEXT", "TEXT", "TEXT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT",
+                                      "BIGINT", "BIGINT", "BIGINT", "BIGINT"]
+    private static func nulls(_ types: [String]) -> String {
+        assert(channelTypes.count == RecordTables.channelColumns.count + 1 && memberTypes.count == RecordTables.memberColumns.count)
+        return types.map { "CAST(NULL AS \($0))" }.joined(separator: ", ")
+    }
+
     static func channels(_ urls: [String], _ db: any SQLSession) async throws -> [CachedChannel] {
         var out: [(ChannelRecord, Int64)] = []
         var lastIds: [Int64] = []
@@ -85,22 +99,24 @@ enum ChannelQueries {
             }
             var rows: [(row: SQLRow, members: [String: MemberRecord])] = []
             if db.dialect == .postgres {
-                // The channel's row once per member (once alone without any): one round trip.
-                var index: [String: Int] = [:]
+                // One round trip: the channels' rows and their members' rows in one result,
+                // each padded with NULLs where the other's columns are (a join would repeat
+                // every channel column for every member of a large channel).
+                var members: [String: [String: MemberRecord]] = [:]
+                var channelRows: [SQLRow] = []
                 for row in try await db.query("""
-                    SELECT \(channelColumns), \(memberColumns) FROM channels c LEFT JOIN members m ON m.channel_url = c.url
-                    WHERE c.url IN (\(list))
-                    """, binds) {
-                    let url = row.text(0)
-                    if index[url] == nil {
-                        index[url] = rows.count
-                        rows.append((row, [:]))
-                    }
-                    if row.optionalText(memberOffset + 1) != nil {
+                    SELECT \(channelColumns), \(Self.nulls(memberTypes)) FROM channels c WHERE c.url IN (\(list))
+                    UNION ALL
+                    SELECT \(Self.nulls(channelTypes)), \(memberColumns) FROM members m WHERE m.channel_url IN (\(list))
+                    """, binds + binds) {
+                    if let url = row.optionalText(memberOffset) {
                         let member = RecordTables.memberRecord(row, from: memberOffset)
-                        rows[index[url]!].members[member.userId] = member
+                        members[url, default: [:]][member.userId] = member
+                    } else {
+                        channelRows.append(row)
                     }
                 }
+                rows = channelRows.map { ($0, members[$0.text(0)] ?? [:]) }
             } else {
                 // In process, two statements cost less than the channel's columns read again
                 // for every member.

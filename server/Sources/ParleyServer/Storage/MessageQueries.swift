@@ -30,11 +30,7 @@ enum MessageQueries {
     /// every statement is a round trip), on SQLite in a second one over all the rows.
     static func load(_ db: any SQLSession, _ tail: String, _ binds: [SQLValue]) async throws -> [MessageRecord] {
         if db.dialect == .postgres {
-            let rows = try await db.query("""
-                SELECT \(columns), array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm
-                    WHERE mm.message_id = messages.id ORDER BY mm.position))::text
-                FROM messages WHERE \(tail)
-                """, binds)
+            let rows = try await db.query(selectWithMentions(tail), binds)
             let mentionsColumn = RecordTables.messageColumns.count
             return try rows.map { row in
                 try RecordTables.messageRecord(row, mentions: RecordTables.decodeList([String].self, row.text(mentionsColumn), "mentions"))
@@ -158,7 +154,16 @@ enum MessageQueries {
         FROM messages WHERE channel_url = ? AND created_at > ? AND coalesce(sender_id, '') <> ?
             AND silent = 0 AND (parent_id = 0 OR is_reply_to_channel = 1)
         """
-    static let byIdSQL = "SELECT \(columns) FROM messages WHERE id = ?"
+    /// PostgreSQL: messages with their mentions as a JSON array, after `columns`.
+    static func selectWithMentions(_ tail: String) -> String {
+        """
+        SELECT \(columns), array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm
+            WHERE mm.message_id = messages.id ORDER BY mm.position))::text
+        FROM messages WHERE \(tail)
+        """
+    }
+    /// A message by id on PostgreSQL (`load(db, "id = ?")`), prepared once per connection.
+    static let byIdSQL = selectWithMentions("id = ?")
 
     static func unread(_ db: any SQLSession, channel: String, user: String, floor: Int64) async throws -> (Int64, Int64) {
         let row = try await db.queryOne(unreadSQL, [.text(user), .text(channel), .int(floor), .text(user)])

@@ -310,8 +310,8 @@ enum RecordTables {
         var users: [String: Int64] = [:]
     }
 
-    @discardableResult
     /// `announcing`: on PostgreSQL, the payload of the commit's notification (WriteTurn.swift).
+    @discardableResult
     static func write(_ batch: StorageBatch, announcing: String? = nil, _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()
         for (id, user) in batch.users.sorted(by: { $0.key < $1.key }) {
