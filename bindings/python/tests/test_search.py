@@ -265,6 +265,9 @@ def test_an_offline_search_finds_cached_messages_and_goes_live_after_reconnectin
                 poll_until(lambda: len(search.results) == 2)
                 assert [r["message"]["message"] for r in search.results] == [
                     "Meet me at the cafe by the station", "The café near the station opens at eight"]
+                # The list is published on the callback thread as the callback is delivered,
+                # just before the handler runs: it can show the result a moment before on_added.
+                poll_until(lambda: len(added) >= 1)
                 with lock:
                     assert [[r["message"]["message"] for r in batch] for batch in added] == [["Meet me at the cafe by the station"]]
     finally:
