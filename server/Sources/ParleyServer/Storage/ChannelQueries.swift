@@ -54,24 +54,15 @@ enum ChannelQueries {
     /// statements whatever the number of channels (the channel with its members, the other
     /// tables in one, the last messages), since there every statement is a round trip: a
     /// server reading another server's events loads the channel again after every message.
-    /// The SQL types of `RecordTables.channelColumns` + version and of `memberColumns`, for
-    /// the NULLs that pad the other kind's rows in `channels`.
-    private static let channelTypes = ["TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT",
-                                       "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "BIGINT", "BIGINT",
-                                       "BIGINT"]
-    private static let memberTypes = ["TEXT", "TEXT", "TEXT", "BIGINT", "TEXT", "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT",
-                                      "BIGINT", "BIGINT", "BIGINT", "BIGINT"]
-    private static func nulls(_ types: [String]) -> String {
-        assert(channelTypes.count == RecordTables.channelColumns.count + 1 && memberTypes.count == RecordTables.memberColumns.count)
-        return types.map { "CAST(NULL AS \($0))" }.joined(separator: ", ")
-    }
-
     static func channels(_ urls: [String], _ db: any SQLSession) async throws -> [CachedChannel] {
         var out: [(ChannelRecord, Int64)] = []
         var lastIds: [Int64] = []
         let channelColumns = (RecordTables.channelColumns + ["version"]).map { "c.\($0)" }.joined(separator: ", ")
         let memberColumns = RecordTables.memberColumns.map { "m.\($0)" }.joined(separator: ", ")
         let memberOffset = RecordTables.channelColumns.count + 1
+        // Untyped NULLs: a UNION takes each column's type from the branch that has one.
+        let channelNulls = Array(repeating: "NULL", count: memberOffset).joined(separator: ", ")
+        let memberNulls = Array(repeating: "NULL", count: RecordTables.memberColumns.count).joined(separator: ", ")
         for part in chunks(Array(Set(urls)).sorted()) {
             let binds = part.map { SQLValue.text($0) }
             let list = SQLCondition.placeholders(part.count)
@@ -105,9 +96,9 @@ enum ChannelQueries {
                 var members: [String: [String: MemberRecord]] = [:]
                 var channelRows: [SQLRow] = []
                 for row in try await db.query("""
-                    SELECT \(channelColumns), \(Self.nulls(memberTypes)) FROM channels c WHERE c.url IN (\(list))
+                    SELECT \(channelColumns), \(memberNulls) FROM channels c WHERE c.url IN (\(list))
                     UNION ALL
-                    SELECT \(Self.nulls(channelTypes)), \(memberColumns) FROM members m WHERE m.channel_url IN (\(list))
+                    SELECT \(channelNulls), \(memberColumns) FROM members m WHERE m.channel_url IN (\(list))
                     """, binds + binds) {
                     if let url = row.optionalText(memberOffset) {
                         let member = RecordTables.memberRecord(row, from: memberOffset)

@@ -294,10 +294,14 @@ enum RecordTables {
     static let sessionSQL = "SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?"
 
     static func putEvent(_ e: StoredEvent, _ db: any SQLSession) async throws {
-        try await db.execute(insertEventSQL,
-                             [.int(e.id), .int(e.createdAt), .text(e.category),
-                              .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator),
-                              .text(e.data)])
+        try await db.execute(insertEventSQL, eventRow(e))
+    }
+
+    /// The values of `insertEventSQL` (recipients between separators, so that a search for
+    /// one finds no other).
+    private static func eventRow(_ e: StoredEvent) -> [SQLValue] {
+        [.int(e.id), .int(e.createdAt), .text(e.category),
+         .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator), .text(e.data)]
     }
 
     static func putCounter(_ name: String, _ value: Int64, _ db: any SQLSession) async throws {
@@ -376,11 +380,7 @@ enum RecordTables {
         if !events.isEmpty {
             parts.append("logged AS (INSERT INTO events (id, created_at, category, recipients, data) VALUES "
                 + Array(repeating: "(?, ?, ?, ?, ?)", count: events.count).joined(separator: ", ") + ")")
-            for e in events {
-                binds += [.int(e.id), .int(e.createdAt), .text(e.category),
-                          .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator),
-                          .text(e.data)]
-            }
+            for e in events { binds += eventRow(e) }
         }
         if !counters.isEmpty {
             parts.append("counted AS (INSERT INTO meta (name, value) VALUES "
