@@ -282,6 +282,46 @@ private func channel(_ url: String) -> JSONValue {
         #expect(try cache.channelsWithPolls() == ["c1", "c2"])
     }
 
+    /// Version 10 keeps where each message's optional members lie beside its text. Rows of
+    /// a version 9 file have none: a view cuts them by scanning, with the same result, and
+    /// the next write of a row adds them.
+    @Test func aVersion9FilePresentsItsMessagesAndGainsSpansOnWrite() throws {
+        let directory = try temporaryDirectory()
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        let old = try SQLiteDatabase(location: .file(path: path), migrations: Array(ChatCache.migrations.prefix(9)))
+        let message: JSONValue = ["message_id": 1, "channel_url": "c1", "created_at": 10, "updated_at": 0, "message": "hi",
+                                  "reactions": [["key": "ok", "user_ids": ["u1"]]], "sorted_metaarray": [], "user": ["user_id": "u1"]]
+        try old.statement("""
+            INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                  parent_message_id, is_reply_to_channel, json, json_check)
+            VALUES (1, 'c1', 10, 0, '', 'MESG', '', 'u1', 0, 0, ?1, ?2)
+            """).run([.text(message.canonicalText), .integer(StoredTextCheck.value(of: message.canonicalText))])
+        old.close()
+        let cache = try ChatCache(location: .file(path: path))
+        defer { cache.close() }
+        #expect(cache.schemaVersion == ChatCache.migrations.last?.version)
+        let read = try #require(try cache.message(id: 1))
+        #expect(read.json == message.canonicalText)
+        #expect(read.optionalMembers == nil)
+        let params = MessageListParams()
+        let presented = MessageItem(stored: read).presented(params, omitting: params.omittedMembers)
+        #expect(presented.canonicalText == params.presented(message).canonicalText)
+        try cache.upsertMessages([message], force: true)
+        #expect(try cache.message(id: 1)?.optionalMembers == nil)  // the same text: not written again
+        var edited = message
+        if case .object(var fields) = edited {
+            fields["updated_at"] = 5
+            edited = .object(fields)
+        }
+        try cache.upsertMessages([edited])
+        let written = try #require(try cache.message(id: 1))
+        #expect(written.optionalMembers == OptionalMemberSpans.scanning(edited.canonicalText))
+        #expect(written.optionalMembers != nil)
+        #expect(MessageItem(stored: written).presented(params, omitting: params.omittedMembers).canonicalText
+            == params.presented(edited).canonicalText)
+    }
+
     @Test func aVersion4FileSortsNamesByTheirNormalForm() throws {
         let directory = try temporaryDirectory()
         defer { removeTree(directory) }

@@ -96,7 +96,7 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
             params.includeThreadInfo = round % 3 == 0
             params.includeParentMessageInfo = round % 5 == 0
             params.includeMetaArray = round % 7 == 0
-            let cut = MessageItem.text(message.canonicalText, reqID: "").presented(params, omitted: params.omittedMessageKeys).canonicalText
+            let cut = MessageItem.text(message.canonicalText, reqID: "").presented(params, omitting: params.omittedMembers).canonicalText
             let expected = params.presented(message).canonicalText
             #expect(cut == expected, "\(message.canonicalText)")
             if cut != expected { break }
@@ -112,7 +112,7 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
             [:], ["reactions": "only"],
         ]
         for message in cases {
-            #expect(MessageItem.text(message.canonicalText, reqID: "").presented(none, omitted: none.omittedMessageKeys).canonicalText == none.presented(message).canonicalText)
+            #expect(MessageItem.text(message.canonicalText, reqID: "").presented(none, omitting: none.omittedMembers).canonicalText == none.presented(message).canonicalText)
         }
         // Nothing asked to be left out: the text is handed out as stored.
         var all = MessageListParams()
@@ -120,7 +120,131 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
         all.includeThreadInfo = true
         all.includeParentMessageInfo = true
         all.includeMetaArray = true
-        #expect(all.omittedMessageKeys.isEmpty)
+        #expect(all.omittedMembers.isEmpty)
+    }
+
+    /// A text the cache wrote carries where its optional members lie: presenting it drops
+    /// those spans while joining, and must give what the scan and the parsed value give.
+    @Test func droppingStoredSpansEqualsPresentingTheValue() throws {
+        var rng = SeededGenerator(state: 29)
+        var withSpans = 0
+        for round in 0..<3000 {
+            var message = randomObject(&rng, depth: 0)
+            // Most messages the server sends begin with keys that sort before the optional ones.
+            if round % 4 != 0, case .object(var fields) = message {
+                fields["channel_url"] = "c1"
+                message = .object(fields)
+            }
+            var params = MessageListParams()
+            params.includeReactions = round % 2 == 0
+            params.includeThreadInfo = round % 3 == 0
+            params.includeParentMessageInfo = round % 5 == 0
+            params.includeMetaArray = round % 7 == 0
+            let text = message.canonicalText
+            let spans = OptionalMemberSpans.scanning(text)
+            if spans != nil { withSpans += 1 }
+            // What the cache stores and reads back is what it found.
+            if let spans {
+                let check = StoredTextCheck.value(of: text)
+                let decoded = spans.encoded(textCheck: check).withUnsafeBytes { stored in
+                    Array(text.utf8).withUnsafeBufferPointer { OptionalMemberSpans(decoding: stored, checkedAgainst: $0, textCheck: check) }
+                }
+                #expect(decoded == spans, "\(text)")
+            }
+            let item = MessageItem.text(text, reqID: "", spans: spans).presented(params, omitting: params.omittedMembers)
+            let expected = params.presented(message).canonicalText
+            #expect(item.canonicalText == expected, "\(text)")
+            #expect(item.storedTextCount == expected.utf8.count)
+            let list = MessageList(items: [item, .value(["n": 1]), item])
+            #expect(list.jsonText == "[" + expected + ",{\"n\":1}," + expected + "]", "\(text)")
+            if item.canonicalText != expected { break }
+        }
+        #expect(withSpans > 2000)
+        // A member that comes first has no comma before it: no spans, the view scans.
+        #expect(OptionalMemberSpans.scanning(#"{"reactions":[],"z":1}"#) == nil)
+        #expect(OptionalMemberSpans.scanning(#"{"a":1,"reactions":[]}"#) != nil)
+        #expect(OptionalMemberSpans.scanning(#"{"a":1"#) == nil)
+        #expect(OptionalMemberSpans.scanning("[]") == nil)
+    }
+
+    /// Spans that do not describe the text they were stored with (a damaged value, or one
+    /// of another text) are refused, never used to cut.
+    @Test func storedSpansThatDoNotFitTheirTextAreRefused() throws {
+        let message: JSONValue = [
+            "channel_url": "c1", "message": "hi, there", "parent_message_info": ["a": [1, ","]], "reactions": [["key": "ok"]],
+            "sorted_metaarray": [], "thread_info": ["reply_count": 2], "user": ["user_id": "u1"],
+        ]
+        let text = Array(message.canonicalText.utf8)
+        let spans = try #require(text.withUnsafeBufferPointer { OptionalMemberSpans.scanning($0) })
+        let check = text.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) }
+        let stored = spans.encoded(textCheck: check)
+        #expect(stored.count == 4 * 9 + 8)
+        func decode(_ value: [UInt8], _ text: [UInt8], _ check: Int64) -> OptionalMemberSpans? {
+            value.withUnsafeBytes { bytes in text.withUnsafeBufferPointer { OptionalMemberSpans(decoding: bytes, checkedAgainst: $0, textCheck: check) } }
+        }
+        #expect(decode(stored, text, check) == spans)
+        var params = MessageListParams()
+        params.includeMetaArray = true
+        let expected = params.presented(message).canonicalText
+        for index in stored.indices {
+            for bit in 0..<8 {
+                var changed = stored
+                changed[index] ^= UInt8(1 << bit)
+                #expect(decode(changed, text, check) == nil, "byte \(index) bit \(bit)")
+            }
+        }
+        // Entries whose tie was made to fit still have to describe the text: each span is checked.
+        var shifted = Array(stored.dropLast(8))
+        shifted[10] &+= 1  // the second span starts a byte later
+        let forged = shifted + withUnsafeBytes(of: (shifted.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) } ^ check).littleEndian) { Array($0) }
+        #expect(decode(forged, text, check) == nil)
+        // The value of another text, a cut-off value, the value of the same spans with no members.
+        let other = Array(#"{"channel_url":"c1","reactions":[1],"z":0}"#.utf8)
+        #expect(decode(stored, other, other.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) }) == nil)
+        #expect(decode(Array(stored.dropLast()), text, check) == nil)
+        #expect(decode([], text, check) == nil)
+        let presented = MessageItem.text(message.canonicalText, reqID: "", spans: spans).presented(params, omitting: params.omittedMembers)
+        #expect(presented.canonicalText == expected)
+    }
+
+    /// The cache writes the spans with every message text and reads them back with it; a
+    /// row without them (written before schema 10) or with a damaged value is presented by
+    /// scanning, with the same result.
+    @Test func theCacheKeepsSpansBesideEachText() throws {
+        try withCacheFile { cache, _ throws in
+            let messages: [JSONValue] = (1...4).map { id in
+                ["message_id": .int(id), "channel_url": "c1", "created_at": .int(10 * id), "updated_at": 0, "type": "MESG",
+                 "message": .string("text \(id)"), "reactions": [], "sorted_metaarray": [["key": "k", "value": ["v"]]],
+                 "user": ["user_id": "u1"]]
+            }
+            try cache.upsertMessages(messages)
+            var read = try cache.messages(channelURL: "c1", before: .newest, limit: 10)
+            #expect(read.map { $0.optionalMembers } == messages.map { OptionalMemberSpans.scanning($0.canonicalText) })
+            #expect(read.allSatisfy { $0.optionalMembers != nil })
+            try cache.database.execute("UPDATE messages SET optional_members = NULL WHERE message_id = 2")
+            try cache.database.execute("UPDATE messages SET optional_members = x'01000000000000000000' WHERE message_id = 3")
+            try cache.database.execute("UPDATE messages SET optional_members = x'' WHERE message_id = 4")
+            read = try cache.messages(channelURL: "c1", before: .newest, limit: 10)
+            #expect(read.map { $0.optionalMembers == nil } == [false, true, true, true])
+            let params = MessageListParams()
+            let presented = read.map { MessageItem(stored: $0).presented(params, omitting: params.omittedMembers) }
+            #expect(presented.map(\.canonicalText) == messages.map { params.presented($0).canonicalText })
+            // Another row's value (the same spans, another text) is refused too.
+            try cache.database.execute("UPDATE messages SET optional_members = (SELECT optional_members FROM messages WHERE message_id = 1) WHERE message_id = 4")
+            #expect(try cache.messages(channelURL: "c1", before: .newest, limit: 10).map { $0.optionalMembers == nil } == [false, true, true, true])
+            // An edit rewrites the spans with the text.
+            var edited = messages[0]
+            if case .object(var fields) = edited {
+                fields["reactions"] = [["key": "smile", "user_ids": ["u1", "u2"]]]
+                fields["updated_at"] = 5
+                edited = .object(fields)
+            }
+            try cache.upsertMessages([edited])
+            let again = try cache.messages(channelURL: "c1", before: .newest, limit: 1 + 3)
+            #expect(again[0].optionalMembers == OptionalMemberSpans.scanning(edited.canonicalText))
+            #expect(MessageItem(stored: again[0]).presented(params, omitting: params.omittedMembers).canonicalText
+                == params.presented(edited).canonicalText)
+        }
     }
 
     @Test func aListJoinsTextsAndValuesIntoOneArray() throws {

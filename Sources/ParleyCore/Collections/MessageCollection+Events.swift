@@ -326,8 +326,8 @@ extension MessageCollection {
 
     /// Messages in the order the application sees them.
     func presentedList(_ messages: [MessageItem]) -> MessageList {
-        let omitted = params.omittedMessageKeys
-        let list = messages.map { $0.presented(params, omitted: omitted) }
+        let omitted = params.omittedMembers
+        let list = messages.map { $0.presented(params, omitting: omitted) }
         return MessageList(items: params.reverse ? list.reversed() : list)
     }
 
@@ -414,6 +414,6 @@ extension MessageCollection {
 
     /// The whole list as shown (for the start's results).
     func wholeList() -> [MessageItem] {
-        view.messages + view.locals.map { .value($0.message) }
+        Array(view.messages) + view.locals.map { .value($0.message) }
     }
 }

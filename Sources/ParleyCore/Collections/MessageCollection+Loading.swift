@@ -57,7 +57,7 @@ extension MessageCollection {
         }
         view.started = true
         for message in cached.messages {
-            view.put(.text(message.json, reqID: message.reqID), key: message.key, id: message.messageID)
+            view.put(MessageItem(stored: message), key: message.key, id: message.messageID)
         }
         for local in cached.locals {
             guard let value = try? JSONValue.parse(local.json), filter.matches(value) else { continue }
@@ -95,7 +95,7 @@ extension MessageCollection {
                 let before = background ? Dictionary(zip(self.view.keys.map(\.messageID), self.view.messages), uniquingKeysWith: { a, _ in a }) : [:]
                 self.view.removeAll()
                 for message in page.stored.messages {
-                    let item = MessageItem.text(message.json, reqID: message.reqID)
+                    let item = MessageItem(stored: message)
                     self.view.put(item, key: message.key, id: message.messageID)
                     _ = self.adoptConfirmedLocal(item)
                 }
@@ -224,7 +224,7 @@ extension MessageCollection {
     /// Puts a page the server vouched for (as now stored) into the view; returns the messages
     /// new to it.
     private func showStored(_ stored: [CachedMessage]) -> [MessageItem] {
-        let items = stored.map { message in (key: message.key, item: MessageItem.text(message.json, reqID: message.reqID)) }
+        let items = stored.map { message in (key: message.key, item: MessageItem(stored: message)) }
         return zip(items, view.putPage(items)).filter { $1 && !replacesShownLocal($0.item) }.map(\.0.item)
     }
 
@@ -240,7 +240,7 @@ extension MessageCollection {
     /// Puts a page read from the cache into the view; returns its messages (the stored texts,
     /// not parsed: the cache checked them when it read them).
     private func showCached(_ page: [CachedMessage]) -> [MessageItem] {
-        let items = page.map { message in (key: message.key, item: MessageItem.text(message.json, reqID: message.reqID)) }
+        let items = page.map { message in (key: message.key, item: MessageItem(stored: message)) }
         _ = view.putPage(items)
         return items.map(\.item)
     }
@@ -280,7 +280,7 @@ extension MessageCollection {
                         if let removed = self.view.remove(id: key.messageID) { events.add(.deleted, .succeeded, removed) }
                     }
                     for message in fill.stored.messages {
-                        let item = MessageItem.text(message.json, reqID: message.reqID)
+                        let item = MessageItem(stored: message)
                         guard self.view.put(item, key: message.key, id: message.messageID) else { continue }
                         if !self.adoptConfirmedLocal(item) && !self.replacesShownLocal(item) {
                             events.add(.added, .succeeded, item)

@@ -166,8 +166,8 @@ public final class MessageCollection: Sendable {
     /// with `reverse`). Updated in callback order.
     public var messages: [JSONValue] {
         let state = published.withLock { $0 }
-        let omitted = params.omittedMessageKeys
-        var list = state.messages.map { $0.presented(params, omitted: omitted).value }
+        let omitted = params.omittedMembers
+        var list = state.messages.map { $0.presented(params, omitting: omitted).value }
         list += state.locals.map(params.presented)
         return params.reverse ? list.reversed() : list
     }
@@ -176,8 +176,8 @@ public final class MessageCollection: Sendable {
     /// from the cache.
     public var messagesJSON: String {
         let state = published.withLock { $0 }
-        let omitted = params.omittedMessageKeys
-        var items = state.messages.map { $0.presented(params, omitted: omitted) }
+        let omitted = params.omittedMembers
+        var items = state.messages.map { $0.presented(params, omitting: omitted) }
         items += state.locals.map { MessageItem.value(params.presented($0)) }
         return MessageList(items: params.reverse ? items.reversed() : items).jsonText
     }
@@ -356,7 +356,7 @@ final class WeakSender: Sendable {
 
 /// What the application reads, as the callbacks delivered so far left it.
 struct PublishedMessages: Sendable {
-    var messages: [MessageItem] = []
+    var messages = ChunkedList<MessageItem>()
     var locals: [JSONValue] = []
     var hasPrevious = true
     var hasNext = true
@@ -376,9 +376,10 @@ final class MessageViewState: FeedSubscriber, @unchecked Sendable {
     var observerID: UInt64?
     var channel: JSONText?
     var channelDeleted = false
-    /// Shown server messages in key order (two arrays, so the list is handed out without copying).
+    /// Shown server messages in key order: the keys, and the messages in chunks, so that the
+    /// list is handed out without copying and a change after that copies one chunk.
     var keys: [MessageKey] = []
-    var messages: [MessageItem] = []
+    var messages = ChunkedList<MessageItem>()
     var keyByID: [Int64: MessageKey] = [:]
     var locals: [LocalEntry] = []
     /// The range the view holds whole (inclusive bounds).
@@ -480,7 +481,7 @@ final class MessageViewState: FeedSubscriber, @unchecked Sendable {
 
     func removeAll() {
         keys = []
-        messages = []
+        messages.removeAll()
         keyByID = [:]
     }
 

@@ -1,35 +1,79 @@
-import Glibc
-
 // Messages as a message collection holds and hands them out. A page read from the cache stays
 // the cache's canonical JSON text (never parsed into a value and encoded again); messages that
 // came as values (events, the server's pages) stay values. The C ABI gets the array text by
 // joining; Swift callers get values, parsed when they read them.
 
 /// One message of a view: the cache's canonical text (with its `req_id`, which the view
-/// needs without parsing), or a value.
+/// needs without parsing), or a value. A text read from the cache carries where its optional
+/// members lie (`spans`, nil when the cache does not know); presenting it only notes which of
+/// them to leave out (`omitting`), and they are dropped when the text is handed out.
 enum MessageItem: Sendable {
-    case text(String, reqID: String)
+    case text(String, reqID: String, spans: OptionalMemberSpans? = nil, omitting: OptionalMembers = [])
     case value(JSONValue)
+
+    /// A message as the cache read it.
+    init(stored message: CachedMessage) {
+        self = .text(message.json, reqID: message.reqID, spans: message.optionalMembers)
+    }
 
     /// The message as a value (a stored text is parsed; the cache vouched that it is valid).
     var value: JSONValue {
         switch self {
-        case .text(let text, _): (try? JSONValue.parse(text)) ?? .null
+        case .text: (try? JSONValue.parse(canonicalText)) ?? .null
         case .value(let value): value
         }
     }
 
     var reqID: String {
         switch self {
-        case .text(_, let reqID): reqID
+        case .text(_, let reqID, _, _): reqID
         case .value(let value): WireMessage(value).reqID ?? ""
         }
     }
 
     var canonicalText: String {
         switch self {
-        case .text(let text, _): text
-        case .value(let value): value.canonicalText
+        case .text(let text, _, let spans, let omitting):
+            guard let spans, !omitting.isEmpty else { return text }
+            var whole = text
+            return whole.withUTF8 { bytes in
+                String(unsafeUninitializedCapacity: bytes.count - spans.droppedCount(omitting)) { output in
+                    Self.copyKept(bytes, spans, omitting, to: output.baseAddress!)
+                }
+            }
+        case .value(let value): return value.canonicalText
+        }
+    }
+
+    /// How many bytes `canonicalText` has, when it is a stored text (nil for a value).
+    var storedTextCount: Int? {
+        guard case .text(let text, _, let spans, let omitting) = self else { return nil }
+        return text.utf8.count - (spans?.droppedCount(omitting) ?? 0)
+    }
+
+    /// Copies a stored text without its omitted spans to `output`; returns the bytes written.
+    private static func copyKept(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ spans: OptionalMemberSpans, _ omitting: OptionalMembers,
+        to output: UnsafeMutablePointer<UInt8>
+    ) -> Int {
+        var written = 0
+        guard let source = bytes.baseAddress else { return 0 }
+        spans.forEachKeptRun(ofTextCount: bytes.count, omitting: omitting) { run in
+            (output + written).update(from: source + run.lowerBound, count: run.count)
+            written += run.count
+        }
+        return written
+    }
+
+    /// Appends `canonicalText` (a stored text's, known to be `count` bytes long) at `output`.
+    fileprivate func writeStoredText(to output: UnsafeMutablePointer<UInt8>) -> Int {
+        guard case .text(var text, _, let spans, let omitting) = self else { return 0 }
+        return text.withUTF8 { bytes in
+            guard let spans, !omitting.isEmpty else {
+                if let source = bytes.baseAddress { output.update(from: source, count: bytes.count) }
+                return bytes.count
+            }
+            return Self.copyKept(bytes, spans, omitting, to: output)
         }
     }
 
@@ -40,13 +84,15 @@ enum MessageItem: Sendable {
     }
 
     /// Without the top-level members the application did not ask for (MessageListParams;
-    /// `omitted` is its `omittedMessageKeys`, computed once per list).
-    func presented(_ params: MessageListParams, omitted: [[UInt8]]) -> MessageItem {
+    /// `omitted` is its `omittedMembers`, computed once per list). A stored text whose spans
+    /// are known is not touched here; one without is cut now, by a scan.
+    func presented(_ params: MessageListParams, omitting omitted: OptionalMembers) -> MessageItem {
         switch self {
         case .value(let value):
             return .value(params.presented(value))
-        case .text(let text, let reqID):
-            return omitted.isEmpty ? self : .text(CanonicalObjectText.removingMembers(omitted, from: text), reqID: reqID)
+        case .text(let text, let reqID, let spans, _):
+            if let spans { return .text(text, reqID: reqID, spans: spans, omitting: omitted) }
+            return omitted.isEmpty ? self : .text(CanonicalObjectText.removingMembers(omitted.names, from: text), reqID: reqID)
         }
     }
 }
@@ -67,178 +113,39 @@ public struct MessageList: RandomAccessCollection, Sendable, Equatable, Expressi
     public var endIndex: Int { items.count }
     public subscript(position: Int) -> JSONValue { items[position].value }
 
-    /// The messages as one JSON array (canonical form).
+    /// The messages as one JSON array (canonical form). Stored texts are copied once, from
+    /// the cache's strings into the array, leaving out what their presentation omits.
     public var jsonText: String {
-        var text = "["
-        text.reserveCapacity(items.reduce(2) { total, item in
-            if case .text(let stored, _) = item { total + stored.utf8.count + 1 } else { total + 512 }
-        })
-        for (index, item) in items.enumerated() {
-            if index > 0 { text += "," }
-            text += item.canonicalText
+        if items.isEmpty { return "[]" }
+        let valueTexts = items.map { item -> String? in if case .value(let value) = item { value.canonicalText } else { nil } }
+        var length = items.count + 1  // the brackets and the commas between items
+        for (item, valueText) in zip(items, valueTexts) {
+            length += valueText?.utf8.count ?? item.storedTextCount ?? 0
         }
-        text += "]"
-        return text
+        return String(unsafeUninitializedCapacity: length) { output in
+            let base = output.baseAddress!
+            base[0] = UInt8(ascii: "[")
+            var written = 1
+            for (index, (item, valueText)) in zip(items, valueTexts).enumerated() {
+                if index > 0 {
+                    base[written] = UInt8(ascii: ",")
+                    written += 1
+                }
+                if var valueText {
+                    written += valueText.withUTF8 { bytes in
+                        if let source = bytes.baseAddress { (base + written).update(from: source, count: bytes.count) }
+                        return bytes.count
+                    }
+                } else {
+                    written += item.writeStoredText(to: base + written)
+                }
+            }
+            base[written] = UInt8(ascii: "]")
+            return written + 1
+        }
     }
 
     public static func == (lhs: MessageList, rhs: MessageList) -> Bool {
         lhs.count == rhs.count && zip(lhs.items, rhs.items).allSatisfy { $0.sameContent(as: $1) }
-    }
-}
-
-/// Text operations on canonical JSON objects as the cache stores them (no whitespace, valid).
-enum CanonicalObjectText {
-    /// `text` without its top-level members named in `names` (the same string when it has
-    /// none). Text that is not an object is returned as it is.
-    static func removingMembers(_ names: [[UInt8]], from text: String) -> String {
-        var text = text
-        let cut = text.withUTF8 { bytes -> String? in
-            guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{") else { return nil }
-            return removingMembers(names, fromObject: bytes)
-        }
-        return cut ?? text
-    }
-
-    /// The object text without its top-level members named in `names`; nil if it has none.
-    private static func removingMembers(_ names: [[UInt8]], fromObject bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        // Member ranges to drop (with the comma that separates each from its neighbour).
-        var dropped: [Range<Int>] = []
-        var index = 1
-        var previousEnd = 1
-        var keptAny = false
-        // Keys are in byte order: past the greatest name none can follow (a key with an escape
-        // is not compared raw, and only keeps the scan going).
-        let greatest = names.max { $0.lexicographicallyPrecedes($1) } ?? []
-        while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
-            let memberStart = index
-            let keyEnd = endOfString(bytes, from: index)
-            let keyLength = keyEnd - memberStart - 2
-            guard keyLength >= 0 else { break }  // cut short: not an object the cache wrote
-            let rawKey = UnsafeBufferPointer(rebasing: bytes[(memberStart + 1)..<(keyEnd - 1)])
-            if greatest.lexicographicallyPrecedes(rawKey), !rawKey.contains(UInt8(ascii: "\\")) { break }
-            let valueEnd = endOfValue(bytes, from: keyEnd + 1)  // past the ':'
-            let named = names.contains { name in
-                name.count == keyLength && name.first == rawKey.first && rawKey.elementsEqual(name)
-            }
-            if named {
-                // Before any kept member a member goes with the comma after it; after one,
-                // with the comma before it.
-                if !keptAny {
-                    let end = valueEnd < bytes.count && bytes[valueEnd] == UInt8(ascii: ",") ? valueEnd + 1 : valueEnd
-                    dropped.append(memberStart..<end)
-                } else {
-                    dropped.append(previousEnd..<valueEnd)
-                }
-            } else {
-                keptAny = true
-            }
-            previousEnd = valueEnd
-            index = valueEnd
-            if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
-        }
-        guard !dropped.isEmpty else { return nil }
-        let ranges = dropped
-        let length = bytes.count - ranges.reduce(0) { $0 + $1.count }
-        return String(unsafeUninitializedCapacity: length) { output in
-            var written = 0
-            var from = 0
-            for range in ranges + [bytes.count..<bytes.count] {
-                let count = range.lowerBound - from
-                if count > 0 {
-                    (output.baseAddress! + written).update(from: bytes.baseAddress! + from, count: count)
-                    written += count
-                }
-                from = range.upperBound
-            }
-            return written
-        }
-    }
-
-    /// `text` with the member `name: value` (`value` is JSON text) added at its place in
-    /// key order (UTF-8 bytes of the unescaped keys, as the canonical writer sorts them),
-    /// replacing a member of that name. Text that is not an object is returned as it is.
-    static func inserting(name: String, value: String, into text: String) -> String {
-        var text = text
-        let key = Array(name.utf8)
-        return text.withUTF8 { bytes -> String in
-            guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{") else { return String(decoding: bytes, as: UTF8.self) }
-            var index = 1
-            var replaced: Range<Int>?
-            while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
-                let keyEnd = endOfString(bytes, from: index)
-                let valueEnd = endOfValue(bytes, from: keyEnd + 1)
-                let quoted = UnsafeBufferPointer(rebasing: bytes[index..<keyEnd])
-                let raw = quoted.dropFirst().dropLast()
-                let order: (same: Bool, after: Bool)
-                if raw.contains(UInt8(ascii: "\\")) {
-                    // An escaped key (rare) compares by what it stands for.
-                    let current = Array(((try? JSONValue.parse(String(decoding: quoted, as: UTF8.self)))?.stringValue ?? "").utf8)
-                    order = (current == key, key.lexicographicallyPrecedes(current))
-                } else {
-                    // Compared where it lies: reading a channel splices its members into every key list.
-                    order = (raw.elementsEqual(key), key.lexicographicallyPrecedes(raw))
-                }
-                if order.same {
-                    replaced = index..<valueEnd
-                    break
-                }
-                if order.after { break }
-                index = valueEnd
-                if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
-            }
-            var member = JSONValue.string(name).canonicalText + ":" + value
-            let head = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<index]), as: UTF8.self)
-            if let replaced {
-                return head + member + String(decoding: UnsafeBufferPointer(rebasing: bytes[replaced.upperBound...]), as: UTF8.self)
-            }
-            // Before a following member the new one takes a comma after it; at the end, before it.
-            if index < bytes.count - 1 {
-                member += ","
-            } else if index > 1 {
-                member = "," + member
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<(bytes.count - 1)]), as: UTF8.self) + member + "}"
-            }
-            return head + member + String(decoding: UnsafeBufferPointer(rebasing: bytes[index...]), as: UTF8.self)
-        }
-    }
-
-    /// The index just past the string that starts (with its quote) at `start`. A byte loop:
-    /// keys and most values are short, where a call per string costs more than the scan.
-    private static func endOfString(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
-        let base = bytes.baseAddress!
-        var index = start + 1
-        while index < bytes.count {
-            let byte = base[index]
-            if byte == UInt8(ascii: "\"") { return index + 1 }
-            index += byte == UInt8(ascii: "\\") ? 2 : 1  // an escape covers the byte after it
-        }
-        return bytes.count
-    }
-
-    /// The index just past the value that starts at `start`.
-    private static func endOfValue(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
-        let base = bytes.baseAddress!
-        var index = start
-        var depth = 0
-        while index < bytes.count {
-            switch base[index] {
-            case UInt8(ascii: "\""):
-                index = endOfString(bytes, from: index)
-                if depth == 0 { return index }
-                continue
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                depth += 1
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                if depth == 0 { return index }
-                depth -= 1
-                if depth == 0 { return index + 1 }
-            case UInt8(ascii: ","):
-                if depth == 0 { return index }
-            default:
-                break
-            }
-            index += 1
-        }
-        return bytes.count
     }
 }

@@ -123,17 +123,17 @@ public struct MessageListParams: Sendable, Equatable {
         return query
     }
 
-    /// A message as the application is handed it: without the optional parts it did not ask for.
-    /// The names (UTF-8) of the top-level message members `presented` leaves out.
-    var omittedMessageKeys: [[UInt8]] {
-        var keys: [String] = []
-        if !includeReactions { keys.append(WireField.reactions) }
-        if !includeThreadInfo { keys.append(WireField.threadInfo) }
-        if !includeParentMessageInfo { keys.append(WireField.parentMessageInfo) }
-        if !includeMetaArray { keys.append(WireField.sortedMetaarray) }
-        return keys.map { Array($0.utf8) }
+    /// The top-level message members `presented` leaves out.
+    var omittedMembers: OptionalMembers {
+        var members: OptionalMembers = []
+        if !includeReactions { members.insert(.reactions) }
+        if !includeThreadInfo { members.insert(.threadInfo) }
+        if !includeParentMessageInfo { members.insert(.parentMessageInfo) }
+        if !includeMetaArray { members.insert(.sortedMetaarray) }
+        return members
     }
 
+    /// A message as the application is handed it: without the optional parts it did not ask for.
     func presented(_ message: JSONValue) -> JSONValue {
         guard case .object(var fields) = message else { return message }
         if !includeReactions { fields[WireField.reactions] = nil }

@@ -114,23 +114,25 @@ extension ChatCache {
     }
 
     private func writeMessage(_ columns: MessageColumns, json: String) throws(ParleyError) {
+        let check = StoredTextCheck.value(of: json)
         try database.statement("""
             INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type,
                                   sender_id, parent_message_id, is_reply_to_channel, json, json_check, poll_id,
-                                  search_text, search_file_name)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+                                  search_text, search_file_name, optional_members)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
             ON CONFLICT (message_id) DO UPDATE SET
                 channel_url = excluded.channel_url, created_at = excluded.created_at, updated_at = excluded.updated_at,
                 req_id = excluded.req_id, type = excluded.type, custom_type = excluded.custom_type,
                 sender_id = excluded.sender_id, parent_message_id = excluded.parent_message_id,
                 is_reply_to_channel = excluded.is_reply_to_channel, json = excluded.json, json_check = excluded.json_check,
-                poll_id = excluded.poll_id, search_text = excluded.search_text, search_file_name = excluded.search_file_name
+                poll_id = excluded.poll_id, search_text = excluded.search_text, search_file_name = excluded.search_file_name,
+                optional_members = excluded.optional_members
             """).run([
                 .integer(columns.messageID), .text(columns.channelURL), .integer(columns.createdAt),
                 .integer(columns.updatedAt), .text(columns.reqID), .text(columns.type), .text(columns.customType),
                 .text(columns.senderID), .integer(columns.parentMessageID), SQLiteValue(columns.isReplyToChannel),
-                .text(json), .integer(StoredTextCheck.value(of: json)), .integer(columns.pollID), .text(columns.searchText),
-                .text(columns.searchFileName),
+                .text(json), .integer(check), .integer(columns.pollID), .text(columns.searchText),
+                .text(columns.searchFileName), OptionalMemberSpans.scanning(json).map { .blob($0.encoded(textCheck: check)) } ?? .null,
             ])
     }
 
@@ -213,7 +215,7 @@ extension ChatCache {
         ranges.reserveCapacity(min(limit, 1024))
         try statement.rows([.text(channelURL), .integer(key.createdAt), .integer(key.messageID), .integer(Int64(limit))]) { row throws(ParleyError) in
             let valid = row.withTextBytes(0) { bytes in
-                guard Self.isStoredObject(bytes), Self.matchesCheck(bytes, row, check: 1, parsed: 2) else { return false }
+                guard Self.isIntactMessageText(bytes, row, check: 1, parsed: 2) else { return false }
                 let start = scratch.count
                 scratch.append(contentsOf: bytes)
                 ranges.append(start..<scratch.count)
@@ -357,24 +359,32 @@ extension ChatCache {
     /// cache kept one, by SQLite's JSON check.
     static let messageColumns = """
         message_id, channel_url, created_at, updated_at, req_id, json, json_check,
-        CASE WHEN json_check IS NULL THEN json_valid(json) END
+        CASE WHEN json_check IS NULL THEN json_valid(json) END, optional_members
         """
 
-    /// Whether a message text read in `row` is the one the cache wrote: its check value in
-    /// column `check` matches, or (none kept) SQLite's JSON check in column `parsed` passed.
-    static func matchesCheck(_ text: UnsafeBufferPointer<UInt8>, _ row: SQLiteStatement, check: Int32, parsed: Int32) -> Bool {
-        row.isNull(check) ? row.int64(parsed) != 0 : StoredTextCheck.value(of: text) == row.int64(check)
+    /// Whether a message text read in `row` is an object the cache wrote, in valid UTF-8:
+    /// its check value in column `check` matches (proving these are the bytes written from a
+    /// Swift string), or, none kept (rows written before schema 6), SQLite's JSON check in
+    /// column `parsed` passed and the bytes are valid UTF-8.
+    static func isIntactMessageText(_ text: UnsafeBufferPointer<UInt8>, _ row: SQLiteStatement, check: Int32, parsed: Int32) -> Bool {
+        guard text.count >= 2, text.first == UInt8(ascii: "{"), text.last == UInt8(ascii: "}") else { return false }
+        if row.isNull(check) { return row.int64(parsed) != 0 && String(validUTF8: text) != nil }
+        return StoredTextCheck.value(of: text) == row.int64(check)
     }
 
     /// A row of `messageColumns`; `channelURL` is the one the query selected by, if it did
     /// (a page's rows then share that string instead of each making its own).
     func readMessage(_ row: SQLiteStatement, channelURL: String? = nil) throws(ParleyError) -> CachedMessage {
-        guard row.withTextBytes(5, { Self.matchesCheck($0, row, check: 6, parsed: 7) }) == true else {
-            throw damaged("message \(row.int64(0))")
+        var optionalMembers: OptionalMemberSpans?
+        let json = row.withTextBytes(5) { text -> String? in
+            guard Self.isIntactMessageText(text, row, check: 6, parsed: 7) else { return nil }
+            optionalMembers = row.withBlobBytes(8) { OptionalMemberSpans(decoding: $0, checkedAgainst: text, textCheck: row.int64(6)) } ?? nil
+            return String(decoding: text, as: UTF8.self)  // valid: nothing is repaired
         }
+        guard let json = json ?? nil else { throw damaged("message \(row.int64(0))") }
         return CachedMessage(
             messageID: row.int64(0), channelURL: channelURL ?? row.string(1) ?? "", createdAt: row.int64(2),
-            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: try storedJSON(row, 5, "message \(row.int64(0))"))
+            updatedAt: row.int64(3), reqID: row.string(4) ?? "", json: json, optionalMembers: optionalMembers)
     }
 }
 
@@ -426,7 +436,7 @@ extension ChatCache {
         // One pass: validating the UTF-8 gives the string.
         let text = row.withTextBytes(column) { bytes -> String? in
             guard bytes.count >= 2, bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") else { return nil }
-            return String(validating: bytes, as: UTF8.self)
+            return String(validUTF8: bytes)
         }
         guard let text = text ?? nil else { throw damaged(what()) }
         return text
@@ -445,7 +455,7 @@ extension ChatCache {
     /// Canonical JSON of an object: `{` ... `}`, valid UTF-8.
     static func isStoredObject(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard bytes.count >= 2, bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") else { return false }
-        return String(validating: bytes, as: UTF8.self) != nil
+        return String(validUTF8: bytes) != nil
     }
 
     func damaged(_ what: String) -> ParleyError {

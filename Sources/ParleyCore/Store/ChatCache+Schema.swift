@@ -18,6 +18,7 @@ extension ChatCache {
         SQLiteMigration(version: 7, sql: schemaVersion7),
         SQLiteMigration(version: 8, sql: schemaVersion8),
         SQLiteMigration(version: 9, sql: schemaVersion9),
+        SQLiteMigration(version: 10, sql: schemaVersion10),
     ]
 
     /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
@@ -265,5 +266,13 @@ extension ChatCache {
             INSERT INTO message_search_changes (message_id, indexed) VALUES (new.message_id, 0)
                 ON CONFLICT (message_id) DO NOTHING;
         END;
+        """
+
+    /// Version 10: where each message's optional members lie in its text
+    /// (Store/OptionalMemberSpans.swift), written with the text, so that a view presents a
+    /// page without scanning every text. Rows written before stay NULL: views scan those.
+    /// A migration that rewrites `json` must set `optional_members` to NULL (or rewrite it).
+    static let schemaVersion10 = """
+        ALTER TABLE messages ADD COLUMN optional_members BLOB;
         """
 }

@@ -35,6 +35,8 @@ public struct CachedMessage: Sendable, Hashable {
     public var reqID: String
     /// Canonical JSON text of the message object, exactly as stored.
     public var json: String
+    /// Where its optional members lie in `json`, as stored beside it (nil: not known).
+    var optionalMembers: OptionalMemberSpans? = nil
 
     public var key: MessageKey { MessageKey(createdAt: createdAt, messageID: messageID) }
 }

@@ -266,6 +266,18 @@ public final class SQLiteStatement {
         return try body(UnsafeBufferPointer(start: text, count: count))
     }
 
+    /// Lends the column's bytes as a blob without copying them. Nil when NULL; an empty
+    /// buffer for an empty blob. The buffer is valid only inside `body`.
+    public func withBlobBytes<Result, Failure: Error>(
+        _ column: Int32, _ body: (UnsafeRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result? {
+        guard let statement = readable(column), sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
+        // column_blob before column_bytes, as for text.
+        let bytes = sqlite3_column_blob(statement, column)
+        let count = bytes == nil ? 0 : Int(sqlite3_column_bytes(statement, column))
+        return try body(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+
     /// The column as bytes, nil when NULL.
     public func blob(_ column: Int32) -> [UInt8]? {
         guard let statement = readable(column), sqlite3_column_type(statement, column) != SQLITE_NULL else { return nil }
