@@ -224,8 +224,8 @@ extension MessageCollection {
     /// Puts a page the server vouched for (as now stored) into the view; returns the messages
     /// new to it.
     private func showStored(_ stored: [CachedMessage]) -> [MessageItem] {
-        let items = stored.map { message in (key: message.key, item: MessageItem(stored: message)) }
-        return zip(items, view.putPage(items)).filter { $1 && !replacesShownLocal($0.item) }.map(\.0.item)
+        let items = stored.map(MessageItem.init(stored:))
+        return zip(items, view.putPage(keys: stored.map(\.key), items: items)).filter { $1 && !replacesShownLocal($0) }.map(\.0)
     }
 
     /// Ends a page load from the server: local messages its copies confirmed are reported,
@@ -240,9 +240,9 @@ extension MessageCollection {
     /// Puts a page read from the cache into the view; returns its messages (the stored texts,
     /// not parsed: the cache checked them when it read them).
     private func showCached(_ page: [CachedMessage]) -> [MessageItem] {
-        let items = page.map { message in (key: message.key, item: MessageItem(stored: message)) }
-        _ = view.putPage(items)
-        return items.map(\.item)
+        let items = page.map(MessageItem.init(stored:))
+        _ = view.putPage(keys: page.map(\.key), items: items)
+        return items
     }
 
     // MARK: Gap check

@@ -450,18 +450,22 @@ final class MessageViewState: FeedSubscriber, @unchecked Sendable {
     /// Inserts or replaces a page sorted by key; returns which were new to the view. A page
     /// wholly before or after the shown messages goes in with one move of the arrays (a page
     /// inserted message by message at the front shifts the whole view each time).
-    func putPage(_ page: [(key: MessageKey, item: MessageItem)]) -> [Bool] {
-        guard let first = page.first?.key, let last = page.last?.key else { return [] }
+    func putPage(keys pageKeys: [MessageKey], items: [MessageItem]) -> [Bool] {
+        guard let first = pageKeys.first, let last = pageKeys.last else { return [] }
         let before = keys.first.map { last < $0 } ?? true
         let after = keys.last.map { first > $0 } ?? true
-        guard before || after, zip(page, page.dropFirst()).allSatisfy({ $0.key < $1.key }) else {
-            return page.map { put($0.item, key: $0.key, id: $0.key.messageID) }
+        guard before || after, zip(pageKeys, pageKeys.dropFirst()).allSatisfy({ $0 < $1 }) else {
+            return zip(pageKeys, items).map { put($1, key: $0, id: $0.messageID) }
         }
         let index = before ? 0 : keys.count
-        keys.insert(contentsOf: page.map(\.key), at: index)
-        messages.insert(contentsOf: page.map(\.item), at: index)
-        for entry in page { keyByID[entry.key.messageID] = entry.key }
-        return Array(repeating: true, count: page.count)
+        keys.insert(contentsOf: pageKeys, at: index)
+        messages.insert(contentsOf: items, at: index)
+        // Grown by doubling: reserving just the page's room would rehash the table every page.
+        if keyByID.capacity < keyByID.count + pageKeys.count {
+            keyByID.reserveCapacity(Swift.max(2 * keyByID.capacity, keyByID.count + pageKeys.count))
+        }
+        for key in pageKeys { keyByID[key.messageID] = key }
+        return Array(repeating: true, count: pageKeys.count)
     }
 
     /// The shown message at `key`, if any.

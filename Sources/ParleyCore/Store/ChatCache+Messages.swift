@@ -189,7 +189,7 @@ extension ChatCache {
         var page = try messagePage(
             channelURL: channelURL, key: key, limit: limit, filter: filter,
             bound: "(created_at, message_id) \(comparison) (?2, ?3)", order: "DESC")
-        page.reverse()
+        page.withUnsafeMutableBufferPointer { $0.reverse() }  // moves, where Array's own reverse copied each message
         return page
     }
 

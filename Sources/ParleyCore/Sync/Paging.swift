@@ -237,13 +237,14 @@ extension Engine {
     func cachedPage(_ scope: MessageScope, before low: MessageKey, size: Int) -> CachedPage? {
         guard let cache else { return nil }
         let continuity = scope.filter.continuityScope
-        guard let cached = try? cache.messages(channelURL: scope.channelURL, before: low, limit: size + 1, filter: scope.filter) else {
+        guard var cached = try? cache.messages(channelURL: scope.channelURL, before: low, limit: size + 1, filter: scope.filter) else {
             return nil
         }
         if cached.count == size + 1,
             (try? cache.chunkCovers(channelURL: scope.channelURL, scope: continuity, from: cached[0].key, to: low)) == true
         {
-            return CachedPage(messages: Array(cached.dropFirst()), more: true)
+            cached.removeFirst()
+            return CachedPage(messages: cached, more: true)
         }
         if cached.count <= size, let chunk = try? cache.chunk(channelURL: scope.channelURL, scope: continuity, containing: low),
             chunk.reachesOldest, chunk.start <= (cached.first?.key ?? low)
