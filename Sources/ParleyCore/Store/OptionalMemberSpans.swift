@@ -27,8 +27,9 @@ struct OptionalMemberSpans: Sendable, Hashable {
     /// No member found (yet).
     private init() {}
 
-    /// The spans found by scanning `bytes`; nil when the text is not an object, or when one
-    /// of the members comes first (no comma before it: the view then cuts by scanning).
+    /// The spans found by scanning `bytes` (up to the last of the names); nil when the text is
+    /// not an object, or when one of the members comes first (no comma before it: the view
+    /// then cuts by scanning).
     static func scanning(_ bytes: UnsafeBufferPointer<UInt8>) -> OptionalMemberSpans? {
         guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{"), bytes.count <= Int(Int32.max) else { return nil }
         var spans = OptionalMemberSpans()
@@ -39,6 +40,9 @@ struct OptionalMemberSpans: Sendable, Hashable {
             guard keyEnd < bytes.count, bytes[keyEnd] == UInt8(ascii: ":") else { return nil }
             let valueEnd = CanonicalObjectText.endOfValue(bytes, from: keyEnd + 1)
             let key = UnsafeBufferPointer(rebasing: bytes[(index + 1)..<(keyEnd - 1)])
+            // Keys are in byte order: past the last name none can follow (a key with an escape
+            // is not compared raw, and only keeps the scan going).
+            if names[3].lexicographicallyPrecedes(key), !key.contains(UInt8(ascii: "\\")) { return spans }
             if let member = names.firstIndex(where: { $0.count == key.count && key.elementsEqual($0) }) {
                 guard previousEnd >= 0 else { return nil }
                 spans.starts[member] = Int32(previousEnd)
