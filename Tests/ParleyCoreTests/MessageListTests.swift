@@ -205,6 +205,10 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
         #expect(decode([], text, check) == nil)
         let presented = MessageItem.text(message.canonicalText, reqID: "", spans: spans).presented(params, omitting: params.omittedMembers)
         #expect(presented.canonicalText == expected)
+        // Spans paired with a shorter text than their own reach past it: ignored, never followed.
+        let misplaced = MessageItem.text(#"{"a":1}"#, reqID: "", spans: spans, omitting: params.omittedMembers)
+        #expect(misplaced.canonicalText == #"{"a":1}"#)
+        #expect(MessageList(items: [misplaced]).jsonText == #"[{"a":1}]"#)
     }
 
     /// The cache writes the spans with every message text and reads them back with it; a

@@ -4,7 +4,9 @@
 // element retained again: a page or a live message into a view of n messages cost O(n).
 // Kept in chunks, a copy shares the chunks and a change copies only the chunk it touches.
 
-/// An ordered list stored as chunks of at most `chunkLimit` elements. Value semantics.
+/// An ordered list stored as chunks: pages and appended runs are cut into chunks of at most
+/// `chunkLimit` elements, and a chunk that single inserts grow past twice that is split.
+/// Value semantics.
 struct ChunkedList<Element>: RandomAccessCollection {
     static var chunkLimit: Int { 256 }
 

@@ -34,7 +34,7 @@ enum MessageItem: Sendable {
     var canonicalText: String {
         switch self {
         case .text(let text, _, let spans, let omitting):
-            guard let spans, !omitting.isEmpty else { return text }
+            guard let spans = Self.spansToDrop(spans, omitting, textCount: text.utf8.count) else { return text }
             var whole = text
             return whole.withUTF8 { bytes in
                 String(unsafeUninitializedCapacity: bytes.count - spans.droppedCount(omitting)) { output in
@@ -48,7 +48,16 @@ enum MessageItem: Sendable {
     /// How many bytes `canonicalText` has, when it is a stored text (nil for a value).
     var storedTextCount: Int? {
         guard case .text(let text, _, let spans, let omitting) = self else { return nil }
-        return text.utf8.count - (spans?.droppedCount(omitting) ?? 0)
+        let count = text.utf8.count
+        return count - (Self.spansToDrop(spans, omitting, textCount: count)?.droppedCount(omitting) ?? 0)
+    }
+
+    /// The spans to leave out of a stored text, if any. Spans always come with the text they
+    /// were read or found with; ones that would reach past it are ignored rather than trusted
+    /// with memory.
+    private static func spansToDrop(_ spans: OptionalMemberSpans?, _ omitting: OptionalMembers, textCount: Int) -> OptionalMemberSpans? {
+        guard let spans, !omitting.isEmpty, spans.fit(textCount: textCount) else { return nil }
+        return spans
     }
 
     /// Copies a stored text without its omitted spans to `output`; returns the bytes written.
@@ -65,11 +74,11 @@ enum MessageItem: Sendable {
         return written
     }
 
-    /// Appends `canonicalText` (a stored text's, known to be `count` bytes long) at `output`.
+    /// Writes `canonicalText` of a stored text (`storedTextCount` bytes) at `output`.
     fileprivate func writeStoredText(to output: UnsafeMutablePointer<UInt8>) -> Int {
         guard case .text(var text, _, let spans, let omitting) = self else { return 0 }
         return text.withUTF8 { bytes in
-            guard let spans, !omitting.isEmpty else {
+            guard let spans = Self.spansToDrop(spans, omitting, textCount: bytes.count) else {
                 if let source = bytes.baseAddress { output.update(from: source, count: bytes.count) }
                 return bytes.count
             }

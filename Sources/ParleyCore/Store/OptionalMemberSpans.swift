@@ -112,6 +112,16 @@ struct OptionalMemberSpans: Sendable, Hashable {
         return CanonicalObjectText.endOfValue(text, from: valueStart) == end
     }
 
+    /// Whether every span lies inside a text of `textCount` bytes, in order.
+    func fit(textCount: Int) -> Bool {
+        var previousEnd: Int32 = 0
+        for member in 0..<4 where starts[member] >= 0 {
+            guard starts[member] >= previousEnd, ends[member] > starts[member], Int(ends[member]) <= textCount else { return false }
+            previousEnd = ends[member]
+        }
+        return true
+    }
+
     /// Calls `body` with each run of bytes of the text (`count` bytes long) that is kept
     /// when the members in `omitted` are dropped, in order.
     func forEachKeptRun(ofTextCount count: Int, omitting omitted: OptionalMembers, _ body: (Range<Int>) -> Void) {
