@@ -51,6 +51,30 @@ import Testing
         }
         for (copy, content) in copies { #expect(Array(copy) == content) }
         #expect(ChunkedList([1, 2, 3]).map { $0 * 2 } == [2, 4, 6])
+    }
+
+    /// Live messages appended one by one grow one chunk until it splits; removals empty chunks.
+    @Test func singleInsertsSplitAChunkAndRemovalsEmptyOne() {
+        var list = ChunkedList<Int>([0])
+        var model = [0]
+        var copies: [(ChunkedList<Int>, [Int])] = []
+        for value in 1...(5 * ChunkedList<Int>.chunkLimit) {
+            let position = value % 3 == 0 ? list.count : list.count / 2
+            list.insert(value, at: position)
+            model.insert(value, at: position)
+            if value % 100 == 0 { copies.append((list, model)) }
+            if value % 50 == 0, Array(list) != model || list.indices.map({ list[$0] }) != model {
+                Issue.record("differs after inserting \(value)")
+                break
+            }
+        }
+        while !model.isEmpty {
+            let position = model.count % 7 == 0 ? 0 : model.count - 1
+            #expect(list.remove(at: position) == model.remove(at: position))
+            if model.count % 97 == 0 { #expect(Array(list) == model) }
+        }
+        #expect(list.isEmpty && Array(list) == [])
+        for (copy, content) in copies { #expect(Array(copy) == content) }
         #expect(Array(ChunkedList<Int>()) == [])
     }
 }

@@ -171,7 +171,7 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
     /// of another text) are refused, never used to cut.
     @Test func storedSpansThatDoNotFitTheirTextAreRefused() throws {
         let message: JSONValue = [
-            "channel_url": "c1", "message": "hi, there", "parent_message_info": ["a": [1, ","]], "reactions": [["key": "ok"]],
+            "channel_url": "c1", "message": "hi, there", "parent_message_info": ["a": [1, ","]], "reactions": [["key": "ok"], ["key": "no"]],
             "sorted_metaarray": [], "thread_info": ["reply_count": 2], "user": ["user_id": "u1"],
         ]
         let text = Array(message.canonicalText.utf8)
@@ -198,6 +198,15 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
         shifted[10] &+= 1  // the second span starts a byte later
         let forged = shifted + withUnsafeBytes(of: (shifted.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) } ^ check).littleEndian) { Array($0) }
         #expect(decode(forged, text, check) == nil)
+        // A span whose end was moved onto a comma inside the value, the tie made to fit: each
+        // span must end where its value ends.
+        let reactionsKey = Array(#""reactions":[{"key":"ok"},{"key":"no"}]"#.utf8)
+        let reactionsStart = try #require((0...(text.count - reactionsKey.count)).first { Array(text[$0..<($0 + reactionsKey.count)]) == reactionsKey })
+        let innerComma = text.firstIndex(of: UInt8(ascii: ","), after: reactionsStart)
+        var moved = Array(stored.dropLast(8))
+        withUnsafeBytes(of: UInt32(innerComma).littleEndian) { moved.replaceSubrange(14..<18, with: $0) }
+        let movedForged = moved + withUnsafeBytes(of: (moved.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) } ^ check).littleEndian) { Array($0) }
+        #expect(decode(movedForged, text, check) == nil)
         // The value of another text, a cut-off value, the value of the same spans with no members.
         let other = Array(#"{"channel_url":"c1","reactions":[1],"z":0}"#.utf8)
         #expect(decode(stored, other, other.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) }) == nil)
@@ -315,6 +324,25 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
         }
     }
 
+    /// Bytes that are not UTF-8 fail the read even with a matching check value (the value
+    /// vouches for the bytes, not for what wrote them), in a page and in the JSON array.
+    @Test func invalidUTF8WithAMatchingCheckValueFailsTheRead() throws {
+        try withCacheFile { cache, path throws in
+            let bytes = Array(#"{"channel_url":"c1","message":"A"#.utf8) + [0xFF, 0x41] + Array(#"","message_id":1}"#.utf8)
+            let check = bytes.withUnsafeBufferPointer { StoredTextCheck.value(of: $0) }
+            let hex = bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+            try cache.database.execute("""
+                INSERT INTO messages (message_id, channel_url, created_at, updated_at, req_id, type, custom_type, sender_id,
+                                      parent_message_id, is_reply_to_channel, json, json_check)
+                VALUES (1, 'c1', 10, 0, '', 'MESG', '', 'u1', 0, 0, CAST(x'\(hex)' AS TEXT), \(check))
+                """)
+            #expect(throws: ParleyError.self) { try cache.messages(channelURL: "c1", before: .newest, limit: 10) }
+            var buffer: [UInt8] = []
+            #expect(throws: ParleyError.self) { try cache.appendMessageTexts(channelURL: "c1", before: .newest, limit: 10, to: &buffer) }
+            #expect(access(path + SQLiteDatabase.damageMarkerSuffix, F_OK) == 0)
+        }
+    }
+
     /// The check value is stored on disk, so its function must never change: these values
     /// were computed when it was written. Every single changed byte changes the value.
     @Test func theCheckValueIsStableAndSeesEveryByte() {
@@ -334,5 +362,12 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
         }
         // A longer or shorter text with the same words differs too.
         #expect(StoredTextCheck.value(of: "{}") != StoredTextCheck.value(of: "{}\u{0}"))
+    }
+}
+
+private extension Array where Element == UInt8 {
+    /// The first index of `byte` after `start` (the text's end when none).
+    func firstIndex(of byte: UInt8, after start: Int) -> Int {
+        self[start...].firstIndex(of: byte) ?? count
     }
 }

@@ -451,6 +451,7 @@ final class MessageViewState: FeedSubscriber, @unchecked Sendable {
     /// wholly before or after the shown messages goes in with one move of the arrays (a page
     /// inserted message by message at the front shifts the whole view each time).
     func putPage(keys pageKeys: [MessageKey], items: [MessageItem]) -> [Bool] {
+        precondition(pageKeys.count == items.count, "a page's keys and messages differ in number")
         guard let first = pageKeys.first, let last = pageKeys.last else { return [] }
         let before = keys.first.map { last < $0 } ?? true
         let after = keys.last.map { first > $0 } ?? true

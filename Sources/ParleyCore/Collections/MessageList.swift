@@ -56,7 +56,7 @@ enum MessageItem: Sendable {
     /// were read or found with; ones that would reach past it are ignored rather than trusted
     /// with memory.
     private static func spansToDrop(_ spans: OptionalMemberSpans?, _ omitting: OptionalMembers, textCount: Int) -> OptionalMemberSpans? {
-        guard let spans, !omitting.isEmpty, spans.fit(textCount: textCount) else { return nil }
+        guard let spans, !omitting.isEmpty, spans.fit(textCount: textCount), spans.droppedCount(omitting) > 0 else { return nil }
         return spans
     }
 
@@ -94,13 +94,16 @@ enum MessageItem: Sendable {
 
     /// Without the top-level members the application did not ask for (MessageListParams;
     /// `omitted` is its `omittedMembers`, computed once per list). A stored text whose spans
-    /// are known is not touched here; one without is cut now, by a scan.
+    /// are known is not touched here; one without (or whose spans do not fit it) is cut now,
+    /// by a scan.
     func presented(_ params: MessageListParams, omitting omitted: OptionalMembers) -> MessageItem {
         switch self {
         case .value(let value):
             return .value(params.presented(value))
-        case .text(let text, let reqID, let spans, _):
-            if let spans { return .text(text, reqID: reqID, spans: spans, omitting: omitted) }
+        case .text(let text, let reqID, let spans, let omitting):
+            if let spans, spans.fit(textCount: text.utf8.count) {
+                return .text(text, reqID: reqID, spans: spans, omitting: omitting.union(omitted))
+            }
             return omitted.isEmpty ? self : .text(CanonicalObjectText.removingMembers(omitted.names, from: text), reqID: reqID)
         }
     }

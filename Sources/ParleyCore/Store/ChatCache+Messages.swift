@@ -215,7 +215,7 @@ extension ChatCache {
         ranges.reserveCapacity(min(limit, 1024))
         try statement.rows([.text(channelURL), .integer(key.createdAt), .integer(key.messageID), .integer(Int64(limit))]) { row throws(ParleyError) in
             let valid = row.withTextBytes(0) { bytes in
-                guard Self.isIntactMessageText(bytes, row, check: 1, parsed: 2) else { return false }
+                guard Self.isStoredObject(bytes), Self.matchesCheck(bytes, row, check: 1, parsed: 2) else { return false }
                 let start = scratch.count
                 scratch.append(contentsOf: bytes)
                 ranges.append(start..<scratch.count)
@@ -362,14 +362,12 @@ extension ChatCache {
         CASE WHEN json_check IS NULL THEN json_valid(json) END, optional_members
         """
 
-    /// Whether a message text read in `row` is an object the cache wrote, in valid UTF-8:
-    /// its check value in column `check` matches (proving these are the bytes written from a
-    /// Swift string), or, none kept (rows written before schema 6), SQLite's JSON check in
-    /// column `parsed` passed and the bytes are valid UTF-8.
-    static func isIntactMessageText(_ text: UnsafeBufferPointer<UInt8>, _ row: SQLiteStatement, check: Int32, parsed: Int32) -> Bool {
-        guard text.count >= 2, text.first == UInt8(ascii: "{"), text.last == UInt8(ascii: "}") else { return false }
-        if row.isNull(check) { return row.int64(parsed) != 0 && String(validUTF8: text) != nil }
-        return StoredTextCheck.value(of: text) == row.int64(check)
+    /// Whether a message text read in `row` is the one the cache wrote: its check value in
+    /// column `check` matches, or (none kept) SQLite's JSON check in column `parsed` passed.
+    /// The caller still checks that it is an object in valid UTF-8 (`isStoredObject`): the
+    /// check value vouches for the bytes, not for what wrote them.
+    static func matchesCheck(_ text: UnsafeBufferPointer<UInt8>, _ row: SQLiteStatement, check: Int32, parsed: Int32) -> Bool {
+        row.isNull(check) ? row.int64(parsed) != 0 : StoredTextCheck.value(of: text) == row.int64(check)
     }
 
     /// A row of `messageColumns`; `channelURL` is the one the query selected by, if it did
@@ -377,9 +375,12 @@ extension ChatCache {
     func readMessage(_ row: SQLiteStatement, channelURL: String? = nil) throws(ParleyError) -> CachedMessage {
         var optionalMembers: OptionalMemberSpans?
         let json = row.withTextBytes(5) { text -> String? in
-            guard Self.isIntactMessageText(text, row, check: 6, parsed: 7) else { return nil }
+            guard text.count >= 2, text.first == UInt8(ascii: "{"), text.last == UInt8(ascii: "}"),
+                Self.matchesCheck(text, row, check: 6, parsed: 7), let json = String(validUTF8: text)
+            else { return nil }
+            // Valid UTF-8: the string holds exactly these bytes, which the spans are checked against.
             optionalMembers = row.withBlobBytes(8) { OptionalMemberSpans(decoding: $0, checkedAgainst: text, textCheck: row.int64(6)) } ?? nil
-            return String(decoding: text, as: UTF8.self)  // valid: nothing is repaired
+            return json
         }
         guard let json = json ?? nil else { throw damaged("message \(row.int64(0))") }
         return CachedMessage(

@@ -34,9 +34,22 @@ public struct CachedMessage: Sendable, Hashable {
     /// `""` when the server message carries none.
     public var reqID: String
     /// Canonical JSON text of the message object, exactly as stored.
-    public var json: String
+    public var json: String {
+        didSet { optionalMembers = nil }  // they describe the text they were read with
+    }
     /// Where its optional members lie in `json`, as stored beside it (nil: not known).
+    /// Derived from `json`: not part of equality.
     var optionalMembers: OptionalMemberSpans? = nil
+
+    public static func == (lhs: CachedMessage, rhs: CachedMessage) -> Bool {
+        lhs.messageID == rhs.messageID && lhs.channelURL == rhs.channelURL && lhs.createdAt == rhs.createdAt
+            && lhs.updatedAt == rhs.updatedAt && lhs.reqID == rhs.reqID && lhs.json == rhs.json
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(messageID)
+        hasher.combine(json)
+    }
 
     public var key: MessageKey { MessageKey(createdAt: createdAt, messageID: messageID) }
 }
