@@ -19,38 +19,27 @@ enum CanonicalObjectText {
     private static func removingMembers(_ names: [[UInt8]], fromObject bytes: UnsafeBufferPointer<UInt8>) -> String? {
         // Member ranges to drop (with the comma that separates each from its neighbour).
         var dropped: [Range<Int>] = []
-        var index = 1
         var previousEnd = 1
         var keptAny = false
-        // Keys are in byte order: past the greatest name none can follow (a key with an escape
-        // is not compared raw, and only keeps the scan going).
         let greatest = names.max { $0.lexicographicallyPrecedes($1) } ?? []
-        while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
-            let memberStart = index
-            let keyEnd = endOfString(bytes, from: index)
-            let keyLength = keyEnd - memberStart - 2
-            guard keyLength >= 0 else { break }  // cut short: not an object the cache wrote
-            let rawKey = UnsafeBufferPointer(rebasing: bytes[(memberStart + 1)..<(keyEnd - 1)])
-            if greatest.lexicographicallyPrecedes(rawKey), !rawKey.contains(UInt8(ascii: "\\")) { break }
-            let valueEnd = endOfValue(bytes, from: keyEnd + 1)  // past the ':'
+        forEachMember(of: bytes, upTo: greatest) { member in
             let named = names.contains { name in
-                name.count == keyLength && name.first == rawKey.first && rawKey.elementsEqual(name)
+                name.count == member.key.count && name.first == member.key.first && member.key.elementsEqual(name)
             }
             if named {
                 // Before any kept member a member goes with the comma after it; after one,
                 // with the comma before it.
                 if !keptAny {
-                    let end = valueEnd < bytes.count && bytes[valueEnd] == UInt8(ascii: ",") ? valueEnd + 1 : valueEnd
-                    dropped.append(memberStart..<end)
+                    let end = member.valueEnd < bytes.count && bytes[member.valueEnd] == UInt8(ascii: ",") ? member.valueEnd + 1 : member.valueEnd
+                    dropped.append(member.start..<end)
                 } else {
-                    dropped.append(previousEnd..<valueEnd)
+                    dropped.append(previousEnd..<member.valueEnd)
                 }
             } else {
                 keptAny = true
             }
-            previousEnd = valueEnd
-            index = valueEnd
-            if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
+            previousEnd = member.valueEnd
+            return true
         }
         guard !dropped.isEmpty else { return nil }
         let ranges = dropped
@@ -68,6 +57,49 @@ enum CanonicalObjectText {
             }
             return written
         }
+    }
+
+    /// One top-level member of an object text: from its key's opening quote (`start`) to the
+    /// end of its value; `key` is the key's raw bytes, between the quotes.
+    struct Member {
+        let start: Int
+        let keyEnd: Int
+        let valueEnd: Int
+        let key: UnsafeBufferPointer<UInt8>
+    }
+
+    /// How a walk of an object's members ended.
+    enum MemberWalkEnd {
+        /// At the closing brace, the last byte: the whole object was read.
+        case wholeObject
+        /// At a key past the greatest name asked for.
+        case pastGreatest
+        /// `body` asked to stop.
+        case stopped
+        /// The text ended or broke off first: not an object the cache wrote.
+        case cutShort
+    }
+
+    /// Calls `body` with each top-level member of the object text `bytes` (which starts with
+    /// `{`), in order, until it returns false. Keys are in byte order, so the walk ends at the
+    /// first key past `greatest`: none named up to it can follow (a key with an escape is not
+    /// compared raw, and does not end the walk).
+    @discardableResult
+    static func forEachMember(
+        of bytes: UnsafeBufferPointer<UInt8>, upTo greatest: [UInt8], _ body: (Member) -> Bool
+    ) -> MemberWalkEnd {
+        var index = 1
+        while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
+            let keyEnd = endOfString(bytes, from: index)
+            guard keyEnd < bytes.count else { return .cutShort }
+            let key = UnsafeBufferPointer(rebasing: bytes[(index + 1)..<(keyEnd - 1)])
+            if greatest.lexicographicallyPrecedes(key), !key.contains(UInt8(ascii: "\\")) { return .pastGreatest }
+            let valueEnd = endOfValue(bytes, from: keyEnd + 1)  // past the ':'
+            guard body(Member(start: index, keyEnd: keyEnd, valueEnd: valueEnd, key: key)) else { return .stopped }
+            index = valueEnd
+            if index < bytes.count, bytes[index] == UInt8(ascii: ",") { index += 1 }
+        }
+        return index == bytes.count - 1 && bytes[index] == UInt8(ascii: "}") ? .wholeObject : .cutShort
     }
 
     /// `text` with the member `name: value` (`value` is JSON text) added at its place in

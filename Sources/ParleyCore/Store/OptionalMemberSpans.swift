@@ -33,28 +33,18 @@ struct OptionalMemberSpans: Sendable, Hashable {
     static func scanning(_ bytes: UnsafeBufferPointer<UInt8>) -> OptionalMemberSpans? {
         guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{"), bytes.count <= Int(Int32.max) else { return nil }
         var spans = OptionalMemberSpans()
-        var index = 1
         var previousEnd = -1
-        while index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
-            let keyEnd = CanonicalObjectText.endOfString(bytes, from: index)
-            guard keyEnd < bytes.count, bytes[keyEnd] == UInt8(ascii: ":") else { return nil }
-            let valueEnd = CanonicalObjectText.endOfValue(bytes, from: keyEnd + 1)
-            let key = UnsafeBufferPointer(rebasing: bytes[(index + 1)..<(keyEnd - 1)])
-            // Keys are in byte order: past the last name none can follow (a key with an escape
-            // is not compared raw, and only keeps the scan going).
-            if names[3].lexicographicallyPrecedes(key), !key.contains(UInt8(ascii: "\\")) { return spans }
-            if let member = names.firstIndex(where: { $0.count == key.count && key.elementsEqual($0) }) {
-                guard previousEnd >= 0 else { return nil }
-                spans.starts[member] = Int32(previousEnd)
-                spans.ends[member] = Int32(valueEnd)
+        let walk = CanonicalObjectText.forEachMember(of: bytes, upTo: names[3]) { member in
+            guard bytes[member.keyEnd] == UInt8(ascii: ":") else { return false }
+            if let index = names.firstIndex(where: { $0.count == member.key.count && member.key.elementsEqual($0) }) {
+                guard previousEnd >= 0 else { return false }
+                spans.starts[index] = Int32(previousEnd)
+                spans.ends[index] = Int32(member.valueEnd)
             }
-            previousEnd = valueEnd
-            index = valueEnd
-            guard index < bytes.count else { return nil }
-            if bytes[index] == UInt8(ascii: ",") { index += 1 }
+            previousEnd = member.valueEnd
+            return true
         }
-        guard index == bytes.count - 1, bytes[index] == UInt8(ascii: "}") else { return nil }
-        return spans
+        return walk == .wholeObject || walk == .pastGreatest ? spans : nil
     }
 
     static func scanning(_ text: String) -> OptionalMemberSpans? {
