@@ -215,7 +215,7 @@ UNDO_MIGRATION_11 = """
             THEN (SELECT counted_mentions FROM channels WHERE url = channel_url) - unread_mention_count ELSE 0 END;
     ALTER TABLE channels DROP COLUMN counted_messages;
     ALTER TABLE channels DROP COLUMN counted_mentions;
-    DELETE FROM schema_migrations WHERE version = 11;
+    DELETE FROM schema_migrations WHERE version >= 11;
     """
 
 

@@ -229,7 +229,7 @@ struct Endpoint: Sendable {
         }
         let holdMilliseconds = config.testHooks
             ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
-        let reply = try await service.run(readOnly: method == "GET" || method == "HEAD") { state in
+        let reply = try await service.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL]) { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
             let reply = try await run(state, &ctx)

@@ -62,15 +62,16 @@ final class Service: @unchecked Sendable {
     }
 
     /// `readOnly`: the request only reads the database (a GET). One that changes something
-    /// all the same (a first login) runs again as a write request.
-    func run<T>(readOnly: Bool = false, _ body: (ServerState) async throws -> T) async throws -> T {
+    /// all the same (a first login) runs again as a write request. `channel`: the channel the
+    /// request names in its path, if any (`ServerState.handleWriting`).
+    func run<T>(readOnly: Bool = false, channel: String? = nil, _ body: (ServerState) async throws -> T) async throws -> T {
         if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
             return result
         }
-        return try await write(body)
+        return try await write(channel: channel, body)
     }
 
-    private func write<T>(_ body: (ServerState) async throws -> T) async throws -> T {
+    private func write<T>(channel: String?, _ body: (ServerState) async throws -> T) async throws -> T {
         if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
         await writeLock.lock()
         // The numbers this server committed last: the database's (read in the turn) are never
@@ -79,7 +80,7 @@ final class Service: @unchecked Sendable {
         let request = ServerState(shared: shared, readOnly: false)
         let result: T
         do {
-            result = try await request.handleWriting(body)
+            result = try await request.handleWriting(channelHint: channel, body)
         } catch {
             _ = shared.hub.finishWriter(ticket, nil)
             writeLock.unlock()

@@ -76,6 +76,9 @@ final class ServerState {
     /// Channels this request knows changed since their cached copy: loaded without
     /// checking the copy's version first.
     private var channelsKnownChanged: Set<String> = []
+    /// A PostgreSQL writer: the version of the channel its request names, read as its turn
+    /// began (`WriteTurn.take`), for the first load of that channel.
+    private var turnChannelVersion: (url: String, version: Int64, lastMessageSeq: Int64)? = nil
     /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
     /// on, the request fails instead of showing an empty profile.
     var renderedUnloadedUser: String? = nil
@@ -112,6 +115,7 @@ final class ServerState {
         usersWrittenAtStart = readOnly ? -1 : counters.usersWritten
         usersWrittenInSnapshot = nil
         channelsKnownChanged = []
+        turnChannelVersion = nil
         renderedUnloadedUser = nil
         savedThisRequest = [:]
         touchedChannels = []
@@ -126,7 +130,11 @@ final class ServerState {
     /// `group`: the request joins the group transaction of a database that groups commits
     /// (Service.swift); its changes are then durable, and kept in the cache, only once the
     /// group commits (`groupCommitted`).
-    func handleWriting<T>(group: (any GroupCommitting)? = nil, _ body: (ServerState) async throws -> T) async throws -> T {
+    ///
+    /// `channelHint`: the channel the request names, if any. On PostgreSQL its version is read
+    /// with the write turn, which spares the check of a cached copy a round trip (`loadChannels`).
+    func handleWriting<T>(group: (any GroupCommitting)? = nil, channelHint: String? = nil,
+                          _ body: (ServerState) async throws -> T) async throws -> T {
         var bodyDone = false
         do {
             func attempt(_ tx: any SQLSession) async throws -> (T, RecordTables.WrittenVersions) {
@@ -135,7 +143,9 @@ final class ServerState {
                 transaction = tx
                 defer { transaction = nil }
                 if tx.dialect == .postgres {
-                    let values = try await WriteTurn.take(tx)
+                    let taken = try await WriteTurn.take(tx, channel: channelHint)
+                    let values = taken.counters
+                    turnChannelVersion = taken.channel
                     counters = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
                     seqAtStart = counters.seq
                     usersWrittenAtStart = counters.usersWritten
@@ -344,7 +354,18 @@ final class ServerState {
             channelsKnownChanged.contains(url) ? nil : groupChannels?.entry(url) ?? cache.channel(url)
         }
         if !cached.isEmpty {
-            let versions = try await ChannelQueries.versions(ofChannels: cached.map(\.channel.url), db)
+            var versions: [String: (version: Int64, lastMessageSeq: Int64)] = [:]
+            var unknown = cached.map(\.channel.url)
+            // Nothing changed the channel since the turn read it: this request has not loaded it
+            // yet, so it has not written it either.
+            if let known = turnChannelVersion, let index = unknown.firstIndex(of: known.url) {
+                versions[known.url] = (known.version, known.lastMessageSeq)
+                unknown.remove(at: index)
+            }
+            turnChannelVersion = nil
+            if !unknown.isEmpty {
+                versions.merge(try await ChannelQueries.versions(ofChannels: unknown, db)) { _, read in read }
+            }
             for entry in cached {
                 guard let stored = versions[entry.channel.url], stored.version == entry.version,
                       stored.lastMessageSeq == entry.lastMessageSeq else { cache.forgetChannel(entry.channel.url); continue }

@@ -160,7 +160,18 @@ enum Migrations {
             ALTER TABLE members RENAME COLUMN unread_mention_count TO mention_base;
             UPDATE members SET unread_base = -unread_base, mention_base = -mention_base;
             """),
+        writeTurnForChannel,
     ]
+
+    /// A writer's turn that also reads the version of the channel its request names (one
+    /// round trip less per write, Storage/Postgres/WriteTurn.swift).
+    static let writeTurnForChannel = Migration(
+        version: 12, summary: "PostgreSQL: the write turn reads the named channel's version with the counters", ddl: "",
+        onlyFor: .postgres,
+        backfill: { db in
+            guard db.dialect == .postgres else { return }
+            try await db.execute(WriteTurn.functionForChannelDefinition, [])
+        })
 
     /// The full-text index of messages (Storage/SearchQueries.swift), filled from the messages
     /// already stored. Its DDL differs per engine and holds trigger and function bodies, so it

@@ -177,13 +177,7 @@ enum RecordTables {
     /// Rows of one table in as few statements as the engines allow (one per 500 rows).
     static func putRows(_ table: String, _ columns: [String], key: [String], _ rows: [[SQLValue]],
                         _ db: any SQLSession) async throws {
-        var start = 0
-        while start < rows.count {
-            let chunk = rows[start..<min(rows.count, start + 500)]
-            let sql = multiRowUpsertTexts.text(for: MultiRowUpsert(table: table, columns: columns, key: key, rows: chunk.count))
-            try await db.execute(sql, chunk.flatMap { $0 })
-            start += chunk.count
-        }
+        for write in multiRowWrites(table, columns, key: key, rows) { try await db.execute(write.sql, write.binds) }
     }
 
     /// The statement of `putRows` for one table and number of rows. A message rewrites the
@@ -236,12 +230,20 @@ enum RecordTables {
 
     /// `isNew`: no row of the message is stored yet (its id was taken in this transaction),
     /// so there are no old mentions to remove.
+    /// The writes are held (`SQLSession.executeHeld`): on PostgreSQL they go with the
+    /// request's next statement, usually its final write (`write`).
     static func putMessage(_ m: MessageRecord, isNew: Bool, _ db: any SQLSession) async throws {
-        try await db.execute(upsertMessageSQL, messageRow(m))
         if !isNew { try await db.execute(deleteMentionsSQL, [.int(m.id)]) }
-        for (position, id) in m.mentionedUserIds.enumerated() {
-            try await db.execute(upsertSQL("message_mentions", ["message_id", "user_id", "position"], key: ["message_id", "user_id"]),
-                                 [.int(m.id), .text(id), .int(Int64(position))])
+        try await db.executeHeld(SQLWrite(sql: upsertMessageSQL, binds: messageRow(m), table: "messages"))
+        // A user named twice keeps the later position (as one upsert after another did): one
+        // statement may not upsert a row twice.
+        var lastPosition: [String: Int] = [:]
+        for (position, id) in m.mentionedUserIds.enumerated() { lastPosition[id] = position }
+        let rows = lastPosition.sorted { $0.value < $1.value }.map { id, position -> [SQLValue] in
+            [.int(m.id), .text(id), .int(Int64(position))]
+        }
+        for write in multiRowWrites("message_mentions", ["message_id", "user_id", "position"], key: ["message_id", "user_id"], rows) {
+            try await db.executeHeld(write)
         }
     }
 
@@ -315,6 +317,12 @@ enum RecordTables {
     }
 
     /// `announcing`: on PostgreSQL, the payload of the commit's notification (WriteTurn.swift).
+    ///
+    /// The rows every request writes — the channels' rows, the members', the events, the
+    /// counters, and on PostgreSQL with them the notification and the writes the request held
+    /// (its messages) — go last, in one statement on PostgreSQL (`SQLSession.writeTogether`):
+    /// each statement there is a round trip, and they sit inside the write turn. The rest
+    /// (users, deletions, tombstones, typing) runs first, one statement each.
     @discardableResult
     static func write(_ batch: StorageBatch, announcing: String? = nil, _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()
@@ -324,12 +332,22 @@ enum RecordTables {
                 try await db.execute("DELETE FROM users WHERE user_id = ?", [.text(id)])
             }
         }
+        var together: [SQLWrite] = []
+        // The channels whose versions the returning writes of `together` give, in order.
+        var versioned: [String] = []
         for (url, channel) in batch.channels {
-            if let channel {
-                written.channels[url] = try await putChannel(channel, lastMessageAt: batch.lastMessageAt[url] ?? 0,
-                                                             parts: batch.channelParts[url] ?? .all, db)
-            } else {
+            guard let channel else {
                 try await deleteChannel(url, db)
+                continue
+            }
+            let parts = batch.channelParts[url] ?? .all
+            let lastMessageAt = batch.lastMessageAt[url] ?? 0
+            if parts.isEmpty {
+                together.append(SQLWrite(sql: upsertChannelSQL, binds: channelRow(channel, lastMessageAt: lastMessageAt) + [firstVersion()],
+                                         table: "channels", returnsOne: true))
+                versioned.append(url)
+            } else {
+                written.channels[url] = try await putChannel(channel, lastMessageAt: lastMessageAt, parts: parts, db)
             }
         }
         // Members in one statement: a message moves the unread counters of every member.
@@ -340,7 +358,7 @@ enum RecordTables {
                                      [.text(key.channelUrl), .text(key.userId)])
             }
         }
-        try await putRows("members", memberColumns, key: ["channel_url", "user_id"], memberRows, db)
+        together += multiRowWrites("members", memberColumns, key: ["channel_url", "user_id"], memberRows)
         for (key, tombstone) in batch.membershipTombstones {
             if let tombstone { try await putMembershipTombstone(tombstone, db) } else {
                 try await db.execute("DELETE FROM membership_tombstones WHERE user_id = ? AND channel_url = ?",
@@ -356,46 +374,52 @@ enum RecordTables {
                                      [.text(key.channelUrl), .text(key.userId)])
             }
         }
-        if db.dialect == .postgres, batch.events.count <= logStatementLimit, batch.counters.count <= logStatementLimit {
-            try await writeLogAndCounters(batch.events, batch.counters, announcing: announcing, db)
-            return written
+        let logTogether = db.dialect == .postgres && batch.events.count <= logStatementLimit
+            && batch.counters.count <= logStatementLimit
+        var notification: SQLExpression? = nil
+        if logTogether {
+            together += logAndCounterWrites(batch.events, batch.counters)
+            notification = announcing.map { SQLExpression(sql: "(SELECT 0::bigint FROM pg_notify('\(WriteTurn.channel)', ?))", binds: [.text($0)]) }
         }
+        let versions = try await db.writeTogether(together, selecting: notification)
+        for (url, version) in zip(versioned, versions) {
+            if case .int(let number) = version { written.channels[url] = number } else { written.channels[url] = 0 }
+        }
+        if logTogether { return written }
         for event in batch.events { try await putEvent(event, db) }
         try await putRows("meta", ["name", "value"], key: ["name"], batch.counters.map { [.text($0.key), .int($0.value)] }, db)
         if let announcing { try await WriteTurn.announce(announcing, db) }
         return written
     }
 
-    /// Events or counters one statement writes at most (`writeLogAndCounters`).
+    /// `putRows` as writes for `writeTogether` (one per 500 rows).
+    static func multiRowWrites(_ table: String, _ columns: [String], key: [String], _ rows: [[SQLValue]]) -> [SQLWrite] {
+        stride(from: 0, to: rows.count, by: 500).map { start in
+            let chunk = rows[start..<min(rows.count, start + 500)]
+            let shape = MultiRowUpsert(table: table, columns: columns, key: key, rows: chunk.count)
+            return SQLWrite(sql: multiRowUpsertTexts.text(for: shape), binds: chunk.flatMap { $0 }, table: table)
+        }
+    }
+
+    /// Events or counters one statement writes at most (`logAndCounterWrites`).
     static let logStatementLimit = 100
 
-    /// PostgreSQL: the events, the counters and the notification in one statement (each
-    /// statement is a round trip, and this ends every write). The parts touch different
-    /// tables, so one snapshot for all of them changes nothing.
-    private static func writeLogAndCounters(_ events: [StoredEvent], _ counters: [String: Int64], announcing: String?,
-                                            _ db: any SQLSession) async throws {
-        if events.isEmpty && counters.isEmpty && announcing == nil { return }
-        var parts: [String] = []
-        var binds: [SQLValue] = []
+    /// PostgreSQL: the events and the counters as two writes of one statement.
+    private static func logAndCounterWrites(_ events: [StoredEvent], _ counters: [String: Int64]) -> [SQLWrite] {
+        var writes: [SQLWrite] = []
         if !events.isEmpty {
-            parts.append("logged AS (INSERT INTO events (id, created_at, category, recipients, data) VALUES "
-                + Array(repeating: "(?, ?, ?, ?, ?)", count: events.count).joined(separator: ", ") + ")")
-            for e in events { binds += eventRow(e) }
+            writes.append(SQLWrite(
+                sql: "INSERT INTO events (id, created_at, category, recipients, data) VALUES "
+                    + Array(repeating: "(?, ?, ?, ?, ?)", count: events.count).joined(separator: ", "),
+                binds: events.flatMap(eventRow), table: "events"))
         }
         if !counters.isEmpty {
-            parts.append("counted AS (INSERT INTO meta (name, value) VALUES "
-                + Array(repeating: "(?, ?)", count: counters.count).joined(separator: ", ")
-                + " ON CONFLICT (name) DO UPDATE SET value = excluded.value)")
-            for (name, value) in counters.sorted(by: { $0.key < $1.key }) { binds += [.text(name), .int(value)] }
+            writes.append(SQLWrite(
+                sql: "INSERT INTO meta (name, value) VALUES " + Array(repeating: "(?, ?)", count: counters.count).joined(separator: ", ")
+                    + " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                binds: counters.sorted(by: { $0.key < $1.key }).flatMap { [SQLValue.text($0.key), .int($0.value)] }, table: "meta"))
         }
-        var sql = parts.isEmpty ? "" : "WITH " + parts.joined(separator: ", ") + " "
-        if let announcing {
-            sql += "SELECT pg_notify('\(WriteTurn.channel)', ?)"
-            binds.append(.text(announcing))
-        } else {
-            sql += "SELECT 1"
-        }
-        try await db.execute(sql, binds)
+        return writes
     }
 
     // MARK: reads

@@ -85,9 +85,56 @@ protocol SQLSession: AnyObject {
     func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int
     /// Runs statements without parameters separated by semicolons (DDL of a migration).
     func executeScript(_ sql: String) async throws
+    /// A write whose row count nobody reads. PostgreSQL holds it and sends it with the
+    /// transaction's next statement, in the same round trip where that one is
+    /// `writeTogether`; SQLite runs it at once. A failure of a held write shows at the
+    /// statement that sends it.
+    func executeHeld(_ write: SQLWrite) async throws
+    /// Runs the held writes and `writes`, in one statement where the engine allows it, and
+    /// returns the value each write with `returnsOne` produced, in order, followed by the
+    /// value of `selecting` (an SQL expression such as a notification) when given.
+    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?) async throws -> [SQLValue]
+}
+
+/// One data-changing statement (INSERT, UPDATE or DELETE) for `SQLSession.executeHeld` or
+/// `writeTogether`. `table` is the one table it changes: writes of different tables can
+/// share a statement (PostgreSQL's data-modifying WITH, one snapshot for all of them), two
+/// of the same table cannot.
+struct SQLWrite: Sendable {
+    let sql: String
+    let binds: [SQLValue]
+    let table: String
+    /// The statement ends in `RETURNING` one column and changes exactly one row.
+    var returnsOne = false
+}
+
+/// An expression with its own `?` values.
+struct SQLExpression: Sendable {
+    let sql: String
+    let binds: [SQLValue]
 }
 
 extension SQLSession {
+    /// One statement at a time, at once: for engines where a round trip costs nothing (SQLite).
+    func executeHeld(_ write: SQLWrite) async throws {
+        try await execute(write.sql, write.binds)
+    }
+
+    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?) async throws -> [SQLValue] {
+        var values: [SQLValue] = []
+        for write in writes {
+            if write.returnsOne {
+                values.append(try await query(write.sql, write.binds).first?.values.first ?? .null)
+            } else {
+                try await execute(write.sql, write.binds)
+            }
+        }
+        if let selecting {
+            values.append(try await query("SELECT " + selecting.sql, selecting.binds).first?.values.first ?? .null)
+        }
+        return values
+    }
+
     func query(_ sql: String) async throws -> [SQLRow] { try await query(sql, []) }
     func queryOne(_ sql: String, _ binds: [SQLValue] = []) async throws -> SQLRow? {
         try await query(sql, binds).first

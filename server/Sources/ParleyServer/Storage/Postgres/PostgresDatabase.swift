@@ -204,7 +204,11 @@ final class PostgresDatabase: SQLDatabase {
                         let value: T
                         do {
                             value = try await body(session)
+                            // Inside the block that rolls back: a held write that fails leaves
+                            // the transaction aborted, not the pooled connection inside it.
+                            try await session.sendHeld()
                         } catch {
+                            session.discardHeld()
                             try? await session.run("ROLLBACK")
                             throw error
                         }
@@ -241,7 +245,67 @@ final class PostgresSession: SQLSession {
         self.logger = logger
     }
 
+    /// Writes waiting for the next statement (`executeHeld`), in the order they were made.
+    private var held: [SQLWrite] = []
+
+    func executeHeld(_ write: SQLWrite) async throws {
+        if held.contains(where: { $0.table == write.table }) { try await sendHeld() }
+        held.append(write)
+    }
+
+    /// A transaction that fails drops what it held.
+    func discardHeld() { held = [] }
+
+    /// Sends what is held (before a statement that may read it, and before COMMIT).
+    func sendHeld() async throws {
+        guard !held.isEmpty else { return }
+        _ = try await writeTogether([], selecting: nil)
+    }
+
+    /// One statement: `WITH w0 AS (write), w1 AS (write RETURNING v), … SELECT (SELECT * FROM
+    /// w1), …, selecting`. PostgreSQL runs every data-modifying WITH part exactly once, all in
+    /// one snapshot: the parts change different tables, so none misses another's change.
+    /// Writes of a table already in the statement go into the next one.
+    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?) async throws -> [SQLValue] {
+        var pending = held + writes
+        held = []
+        var values: [SQLValue] = []
+        var selected = false
+        while !pending.isEmpty {
+            var tables = Set<String>()
+            let count = pending.prefix { tables.insert($0.table).inserted }.count
+            let part = Array(pending.prefix(count))
+            pending.removeFirst(count)
+            let last = pending.isEmpty ? selecting : nil
+            if last != nil { selected = true }
+            if part.count == 1, last == nil, !part[0].returnsOne {
+                try await execute(part[0].sql, part[0].binds)
+                continue
+            }
+            var sql = "WITH "
+            var binds: [SQLValue] = []
+            var columns: [String] = []
+            for (index, write) in part.enumerated() {
+                sql += (index == 0 ? "" : ", ") + "w\(index) AS (\(write.sql))"
+                binds += write.binds
+                if write.returnsOne { columns.append("(SELECT * FROM w\(index))") }
+            }
+            if let last {
+                columns.append(last.sql)
+                binds += last.binds
+            }
+            sql += " SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
+            let row = try await query(sql, binds).first
+            if !columns.isEmpty { values += row?.values ?? [] }
+        }
+        if !selected, let selecting {
+            values += try await query("SELECT " + selecting.sql, selecting.binds).first?.values ?? []
+        }
+        return values
+    }
+
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try await sendHeld()
         if let slot = HotStatements.slots[sql] { return try await runPrepared(HotStatements.types[slot], binds) }
         let postgresQuery = try makeQuery(sql, binds)
         do {
@@ -256,6 +320,7 @@ final class PostgresSession: SQLSession {
     /// for those the count is 0. No caller reads the count of one of them.
     @discardableResult
     func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int {
+        try await sendHeld()
         if let slot = HotStatements.slots[sql] {
             _ = try await runPrepared(HotStatements.types[slot], binds)
             return 0
@@ -282,6 +347,7 @@ final class PostgresSession: SQLSession {
     /// that outgrow the `?` interface.
     func execute<Statement: PostgresPreparedStatement>(prepared statement: Statement) async throws -> [Statement.Row]
     where Statement.Row: Sendable {
+        try await sendHeld()
         let (connection, logger) = (self.connection, self.logger)
         do {
             return try await statements.runInTask {
@@ -298,6 +364,7 @@ final class PostgresSession: SQLSession {
 
     /// A statement without parameters whose rows, if any, are not wanted.
     fileprivate func run(_ sql: String) async throws {
+        try await sendHeld()
         do {
             _ = try await statements.run { connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
         } catch {

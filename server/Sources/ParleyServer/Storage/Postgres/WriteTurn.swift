@@ -25,13 +25,44 @@ enum WriteTurn {
         END $$
         """
 
-    /// The counters as committed, read under the turn (held until the transaction ends).
-    static func take(_ db: any SQLSession) async throws -> [String: Int64] {
+    /// The same, and in the same round trip the version of one channel and the change number
+    /// of its last message (what `ChannelQueries.versions` reads), as committed when the turn
+    /// was granted: the channel a request names in its path, which it will most likely load.
+    /// Rows with a NULL third column are counters; the others name the channel.
+    static let functionForChannelDefinition = """
+        CREATE OR REPLACE FUNCTION parley_write_turn_for(wanted_url TEXT)
+        RETURNS TABLE (counter TEXT, amount BIGINT, last_message_seq BIGINT)
+        LANGUAGE plpgsql VOLATILE AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock(\(lockKey));
+            RETURN QUERY SELECT m.name::text, m.value, NULL::bigint FROM meta m
+                UNION ALL
+                SELECT c.url::text, c.version, coalesce(msg.change_seq, -1)
+                FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id WHERE c.url = wanted_url;
+        END $$
+        """
+
+    /// What a writer learns as its turn begins.
+    struct Taken {
         var counters: [String: Int64] = [:]
-        for row in try await db.query("SELECT counter, amount FROM parley_write_turn()", []) {
-            counters[row.text(0)] = row.int(1)
+        /// The channel named in `take`, if it exists: its version and its last message's
+        /// change number. Current for the whole transaction: no other writer runs until it ends.
+        var channel: (url: String, version: Int64, lastMessageSeq: Int64)? = nil
+    }
+
+    /// The counters as committed, read under the turn (held until the transaction ends), and
+    /// the versions of `channel`.
+    static func take(_ db: any SQLSession, channel: String?) async throws -> Taken {
+        var taken = Taken()
+        for row in try await db.query("SELECT counter, amount, last_message_seq FROM parley_write_turn_for(?)",
+                                      [.optional(channel)]) {
+            if let lastMessageSeq = row.optionalInt(2) {
+                taken.channel = (row.text(0), row.int(1), lastMessageSeq)
+            } else {
+                taken.counters[row.text(0)] = row.int(1)
+            }
         }
-        return counters
+        return taken
     }
 
     /// A notification's payload: this server and the number it committed through (`parse`).
