@@ -47,6 +47,23 @@ def test_send_types_and_fields(server):
                                 json={"message_type": "MESG", "user_id": outsider, "message": "x"}), 403, 400108)
 
 
+def test_mentions_named_twice_count_once_in_the_order_first_named(server):
+    """Mentioned ids are stored once each (one statement writes a message's mentions), in
+    the order first named; the answer, a read of the message and a listing agree."""
+    url, (a, b, c, d), _ = setup_channel(server, members=4)
+    m = server.send(url, a, "hi", mentioned_user_ids=[c, b, "ghost", c, d, b])
+    assert [u["user_id"] for u in m["mentioned_users"]] == [c, b, d]
+    got = server.ok("GET", f"/v3/group_channels/{url}/messages/{m['message_id']}")
+    assert [u["user_id"] for u in got["mentioned_users"]] == [c, b, d]
+    edited = server.ok("PUT", f"/v3/group_channels/{url}/messages/{m['message_id']}",
+                       json={"message_type": "MESG", "mentioned_user_ids": [d, d, a]})
+    assert [u["user_id"] for u in edited["mentioned_users"]] == [d, a]
+    page = server.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10})
+    assert [[u["user_id"] for u in x["mentioned_users"]] for x in page["messages"]] == [[d, a]]
+    # Each mentioned member counts the message once.
+    assert server.ok("GET", f"/v3/group_channels/{url}", params={"user_id": d})["unread_mention_count"] == 1
+
+
 def test_req_id_idempotent(server):
     url, (a, b), _ = setup_channel(server)
     m1 = server.send(url, a, "once", req_id="r-1")

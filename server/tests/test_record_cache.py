@@ -87,6 +87,43 @@ def test_a_writer_on_another_server_sees_a_changed_user(tmp_path):
 
 
 @pytest.mark.postgres_only
+def test_a_writer_on_another_server_does_not_write_back_a_stale_channel(tmp_path, monkeypatch):
+    """A writer writes back the whole channel it loaded, so a cached copy must be current
+    when it sends: the version of the channel its path names is read with the write turn
+    (Storage/Postgres/WriteTurn.swift). A change made through another server since the copy
+    was kept must survive the send. The second server reads the first's events late (a test
+    hook), so that its copy is not refreshed by rendering them before it sends."""
+    db = databases.database_for(tmp_path, "shared.sqlite")
+    first = Server(db)
+    monkeypatch.setenv("PARLEY_TEST_PEER_READ_DELAY_MS", "4000")
+    second = Server(db)
+    monkeypatch.delenv("PARLEY_TEST_PEER_READ_DELAY_MS")
+    try:
+        a, b, c = first.user(), first.user(), first.user()
+        url = first.channel([a, b], name="old name")["channel_url"]
+        # The second server's writer loads (and caches) the channel.
+        second.send(url, a, text="one")
+        first.ok("PUT", f"/v3/group_channels/{url}", json={"name": "new name"})
+        first.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [c]})
+        mid = first.send(url, b, text="two")
+        last = second.send(url, a, text="three")
+        seen = first.ok("GET", f"/v3/group_channels/{url}", params={"user_id": b, "show_member": "true"})
+        assert seen["name"] == "new name"
+        assert sorted(m["user_id"] for m in seen["members"]) == sorted([a, b, c])
+        assert seen["last_message"]["message_id"] == last["message_id"] and last["message_id"] > mid["message_id"]
+        # b sent "two" (read) and has "three" unread; c, invited (and so shown the history),
+        # has all three.
+        assert seen["unread_message_count"] == 1
+        assert first.ok("GET", f"/v3/group_channels/{url}", params={"user_id": c})["unread_message_count"] == 3
+        page = second.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10})
+        assert [m["message"] for m in page["messages"]] == ["one", "two", "three"]
+    finally:
+        first.stop()
+        second.stop()
+        databases.drop_database(db)
+
+
+@pytest.mark.postgres_only
 def test_a_server_rendering_another_servers_events_sees_changed_users_and_channels(tmp_path):
     """The second server reads the first one's events with the `users_written` counter of its
     snapshot and trusts users it found current at that value; it loads a channel that one of

@@ -101,6 +101,12 @@ enum Messages {
     /// What the message service uses of a request (Services/Interfaces.swift).
     typealias Needs = UserRecords & ChannelRecords & MessageRecords & PollRecords & EventEmitter & Rendering
 
+    /// Mentioned ids as stored: users that exist (loaded), each once, in the order first named.
+    static func knownOnce(_ ids: [String], _ s: some Needs) -> [String] {
+        var seen = Set<String>()
+        return ids.filter { s.loadedUser($0) != nil && seen.insert($0).inserted }
+    }
+
     static func send(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var upload: MultipartPart? = nil
@@ -147,7 +153,7 @@ enum Messages {
         let mentionType = try i.enumValue("mention_type", ["users", "channel"], default: "users")
         let mentionedIds = try i.stringList("mentioned_user_ids") ?? []
         try await s.loadUsers(mentionedIds)
-        let mentioned = mentionedIds.filter { s.loadedUser($0) != nil }
+        let mentioned = knownOnce(mentionedIds, s)
         let metaArray = try parseMetaArray(i) ?? []
         let parentId = try i.int("parent_message_id", min: 0) ?? 0
         let replyToChannel = try i.bool("is_reply_to_channel", default: false)
@@ -410,7 +416,7 @@ enum Messages {
         if let mentionType { m.mentionType = mentionType }
         if let mentioned {
             try await s.loadUsers(mentioned)
-            m.mentionedUserIds = mentioned.filter { s.loadedUser($0) != nil }
+            m.mentionedUserIds = knownOnce(mentioned, s)
         }
         if let metaArray { m.sortedMetaarray = metaArray }
         if let url, m.file != nil { m.file!.url = url; m.file!.fileId = nil }
