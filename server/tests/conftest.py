@@ -140,6 +140,16 @@ class Server:
         return self.ok("POST", f"/v3/group_channels/{url}/messages", json=body)
 
 
+def server_reading_peers_late(db, monkeypatch, milliseconds):
+    """A server whose reads of other servers' events each start `milliseconds` later (a
+    test hook): what it caches is not refreshed by rendering their events meanwhile."""
+    monkeypatch.setenv("PARLEY_TEST_PEER_READ_DELAY_MS", str(milliseconds))
+    try:
+        return Server(db)
+    finally:
+        monkeypatch.delenv("PARLEY_TEST_PEER_READ_DELAY_MS")
+
+
 class EventReader:
     """Reads an SSE stream on a thread; events and comments land in a queue."""
 

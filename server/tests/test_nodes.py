@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from concurrency_support import EventCollector
-from conftest import API_TOKEN, UNDO_MIGRATION_11, Server, databases
+from conftest import API_TOKEN, UNDO_MIGRATION_11, Server, databases, server_reading_peers_late
 
 pytestmark = pytest.mark.postgres_only
 
@@ -147,9 +147,7 @@ def test_announcements_that_come_while_a_read_waits_join_that_read(tmp_path, mon
     its own. B's stream gets every message once, in the stored order, from a few reads."""
     db = databases.database_for(tmp_path, "joined")
     a = Server(db)
-    monkeypatch.setenv("PARLEY_TEST_PEER_READ_DELAY_MS", "500")
-    b = Server(db)
-    monkeypatch.delenv("PARLEY_TEST_PEER_READ_DELAY_MS")
+    b = server_reading_peers_late(db, monkeypatch, 500)
     try:
         sender, watcher = a.user("join"), a.user("join")
         url = a.channel([sender, watcher], name="join")["channel_url"]

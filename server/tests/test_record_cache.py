@@ -3,7 +3,7 @@ between requests but checks each against the database before using it. Two serve
 database show it: what one changes, the other (which cached the old state) shows next."""
 import pytest
 
-from conftest import Server, databases
+from conftest import Server, databases, server_reading_peers_late
 
 
 def test_a_second_server_sees_what_the_first_changed(tmp_path):
@@ -95,9 +95,7 @@ def test_a_writer_on_another_server_does_not_write_back_a_stale_channel(tmp_path
     hook), so that its copy is not refreshed by rendering them before it sends."""
     db = databases.database_for(tmp_path, "shared.sqlite")
     first = Server(db)
-    monkeypatch.setenv("PARLEY_TEST_PEER_READ_DELAY_MS", "4000")
-    second = Server(db)
-    monkeypatch.delenv("PARLEY_TEST_PEER_READ_DELAY_MS")
+    second = server_reading_peers_late(db, monkeypatch, 4000)
     try:
         a, b, c = first.user(), first.user(), first.user()
         url = first.channel([a, b], name="old name")["channel_url"]

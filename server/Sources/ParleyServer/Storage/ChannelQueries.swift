@@ -50,98 +50,147 @@ enum ChannelQueries {
     }
 
     /// The channels of `urls` that exist, whole: members, operators, restrictions, metadata
-    /// and counters; and the last message of each that has one. On PostgreSQL three
-    /// statements whatever the number of channels (the channel with its members, the other
-    /// tables in one, the last messages), since there every statement is a round trip: a
-    /// server reading another server's events loads the channel again after every message.
+    /// and counters; and the last message of each that has one. On PostgreSQL one statement
+    /// per 500 channels, since there every statement is a round trip: a server reading
+    /// another server's events loads the channel again after every message. SQLite, in
+    /// process, reads the parts apart.
     static func channels(_ urls: [String], _ db: any SQLSession) async throws -> [CachedChannel] {
-        var out: [(ChannelRecord, Int64)] = []
-        var lastIds: [Int64] = []
-        let channelColumns = (RecordTables.channelColumns + ["version"]).map { "c.\($0)" }.joined(separator: ", ")
-        let memberColumns = RecordTables.memberColumns.map { "m.\($0)" }.joined(separator: ", ")
-        let memberOffset = RecordTables.channelColumns.count + 1
-        // Untyped NULLs: a UNION takes each column's type from the branch that has one.
-        let channelNulls = Array(repeating: "NULL", count: memberOffset).joined(separator: ", ")
-        let memberNulls = Array(repeating: "NULL", count: RecordTables.memberColumns.count).joined(separator: ", ")
+        var out: [CachedChannel] = []
         for part in chunks(Array(Set(urls)).sorted()) {
-            let binds = part.map { SQLValue.text($0) }
-            let list = SQLCondition.placeholders(part.count)
-            var operators: [String: [(Int64, String)]] = [:]
-            var bans: [String: [String: RestrictionRecord]] = [:]
-            var mutes: [String: [String: RestrictionRecord]] = [:]
-            var metadata: [String: [String: String]] = [:]
-            var metacounters: [String: [String: Int64]] = [:]
-            // One row per entry of the four tables: (table, channel, user or key, text, number, number).
-            for row in try await db.query("""
-                SELECT 'operator', channel_url, user_id, '', position, 0 FROM channel_operators WHERE channel_url IN (\(list))
-                UNION ALL SELECT kind, channel_url, user_id, description, start_at, end_at FROM channel_restrictions WHERE channel_url IN (\(list))
-                UNION ALL SELECT 'metadata', channel_url, key, value, 0, 0 FROM channel_metadata WHERE channel_url IN (\(list))
-                UNION ALL SELECT 'metacounter', channel_url, key, '', value, 0 FROM channel_metacounters WHERE channel_url IN (\(list))
-                """, binds + binds + binds + binds) {
-                let url = row.text(1)
-                switch row.text(0) {
-                case "operator": operators[url, default: []].append((row.int(4), row.text(2)))
-                case "metadata": metadata[url, default: [:]][row.text(2)] = row.text(3)
-                case "metacounter": metacounters[url, default: [:]][row.text(2)] = row.int(4)
-                case let kind:
-                    let r = RestrictionRecord(userId: row.text(2), startAt: row.int(4), endAt: row.int(5), description: row.text(3))
-                    if kind == "ban" { bans[url, default: [:]][r.userId] = r } else { mutes[url, default: [:]][r.userId] = r }
-                }
-            }
-            var rows: [(row: SQLRow, members: [String: MemberRecord])] = []
-            if db.dialect == .postgres {
-                // One round trip: the channels' rows and their members' rows in one result,
-                // each padded with NULLs where the other's columns are (a join would repeat
-                // every channel column for every member of a large channel).
-                var members: [String: [String: MemberRecord]] = [:]
-                var channelRows: [SQLRow] = []
-                for row in try await db.query("""
-                    SELECT \(channelColumns), \(memberNulls) FROM channels c WHERE c.url IN (\(list))
-                    UNION ALL
-                    SELECT \(channelNulls), \(memberColumns) FROM members m WHERE m.channel_url IN (\(list))
-                    """, binds + binds) {
-                    if let url = row.optionalText(memberOffset) {
-                        let member = RecordTables.memberRecord(row, from: memberOffset)
-                        members[url, default: [:]][member.userId] = member
-                    } else {
-                        channelRows.append(row)
-                    }
-                }
-                rows = channelRows.map { ($0, members[$0.text(0)] ?? [:]) }
-            } else {
-                // In process, two statements cost less than the channel's columns read again
-                // for every member.
-                var members: [String: [String: MemberRecord]] = [:]
-                for row in try await db.query("SELECT \(memberColumns) FROM members m WHERE m.channel_url IN (\(list))", binds) {
-                    members[row.text(0), default: [:]][row.text(1)] = RecordTables.memberRecord(row)
-                }
-                for row in try await db.query("SELECT \(channelColumns) FROM channels c WHERE c.url IN (\(list))", binds) {
-                    rows.append((row, members[row.text(0)] ?? [:]))
-                }
-            }
-            for (row, members) in rows {
+            let parts = db.dialect == .postgres ? try await partsInOneStatement(part, db) : try await partsApart(part, db)
+            for (row, members) in parts.channels {
                 let url = row.text(0)
                 var c = ChannelRecord(
                     url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
                     createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
                     isSuper: row.bool(9), isPublic: row.bool(10), isEphemeral: row.bool(11), freeze: row.bool(12),
                     members: members,
-                    operatorIds: (operators[url] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
-                    bans: bans[url] ?? [:], mutes: mutes[url] ?? [:], metadata: metadata[url] ?? [:],
-                    metacounters: metacounters[url] ?? [:],
+                    operatorIds: (parts.operators[url] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
+                    bans: parts.bans[url] ?? [:], mutes: parts.mutes[url] ?? [:], metadata: parts.metadata[url] ?? [:],
+                    metacounters: parts.metacounters[url] ?? [:],
                     pinnedMessageIds: try RecordTables.decodeList([Int64].self, row.text(13), "pinned message ids"),
                     lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16))
                 c.countedMessages = row.int(17)
                 c.countedMentions = row.int(18)
-                if c.lastMessageId != 0 { lastIds.append(c.lastMessageId) }
-                out.append((c, row.int(19)))
+                let message = c.lastMessageId != 0 ? parts.lastMessages[c.lastMessageId] : nil
+                out.append(CachedChannel(version: row.int(19), channel: c, lastMessage: message,
+                                         lastMessageSeq: message?.changeSeq ?? -1))
             }
         }
-        let last = try await MessageQueries.messages(db, ids: lastIds)
-        return out.map { c, version in
-            let message = c.lastMessageId != 0 ? last[c.lastMessageId] : nil
-            return CachedChannel(version: version, channel: c, lastMessage: message, lastMessageSeq: message?.changeSeq ?? -1)
+        return out
+    }
+
+    /// What `channels` assembles: each channel's row (`channelColumns` and `version`) with
+    /// its members, the entries of the four small tables by channel, the last messages by id.
+    private struct ChannelParts {
+        var channels: [(row: SQLRow, members: [String: MemberRecord])] = []
+        var operators: [String: [(Int64, String)]] = [:]
+        var bans: [String: [String: RestrictionRecord]] = [:]
+        var mutes: [String: [String: RestrictionRecord]] = [:]
+        var metadata: [String: [String: String]] = [:]
+        var metacounters: [String: [String: Int64]] = [:]
+        var lastMessages: [Int64: MessageRecord] = [:]
+
+        /// A row of the four small tables: (table, channel, user or key, text, number, number).
+        mutating func addEntry(_ row: SQLRow, from o: Int) {
+            let url = row.text(o + 1)
+            switch row.text(o) {
+            case "operator": operators[url, default: []].append((row.int(o + 4), row.text(o + 2)))
+            case "metadata": metadata[url, default: [:]][row.text(o + 2)] = row.text(o + 3)
+            case "metacounter": metacounters[url, default: [:]][row.text(o + 2)] = row.int(o + 4)
+            case let kind:
+                let r = RestrictionRecord(userId: row.text(o + 2), startAt: row.int(o + 4), endAt: row.int(o + 5),
+                                          description: row.text(o + 3))
+                if kind == "ban" { bans[url, default: [:]][r.userId] = r } else { mutes[url, default: [:]][r.userId] = r }
+            }
         }
+    }
+
+    private static let channelSelectColumns = (RecordTables.channelColumns + ["version"]).map { "c.\($0)" }.joined(separator: ", ")
+    private static let memberSelectColumns = RecordTables.memberColumns.map { "m.\($0)" }.joined(separator: ", ")
+
+    /// The four small tables as rows of `ChannelParts.addEntry`; `list` is the IN list.
+    private static func smallTablesSQL(_ list: String) -> [String] {
+        ["SELECT 'operator', channel_url, user_id, '', position, 0 FROM channel_operators WHERE channel_url IN (\(list))",
+         "SELECT kind, channel_url, user_id, description, start_at, end_at FROM channel_restrictions WHERE channel_url IN (\(list))",
+         "SELECT 'metadata', channel_url, key, value, 0, 0 FROM channel_metadata WHERE channel_url IN (\(list))",
+         "SELECT 'metacounter', channel_url, key, '', value, 0 FROM channel_metacounters WHERE channel_url IN (\(list))"]
+    }
+
+    /// SQLite: the small tables in one statement, the members, the channel rows and the last
+    /// messages in one each (a join would repeat every channel column for every member).
+    private static func partsApart(_ part: ArraySlice<String>, _ db: any SQLSession) async throws -> ChannelParts {
+        var parts = ChannelParts()
+        let binds = part.map { SQLValue.text($0) }
+        let list = SQLCondition.placeholders(part.count)
+        for row in try await db.query(smallTablesSQL(list).joined(separator: " UNION ALL "), binds + binds + binds + binds) {
+            parts.addEntry(row, from: 0)
+        }
+        var members: [String: [String: MemberRecord]] = [:]
+        for row in try await db.query("SELECT \(memberSelectColumns) FROM members m WHERE m.channel_url IN (\(list))", binds) {
+            members[row.text(0), default: [:]][row.text(1)] = RecordTables.memberRecord(row)
+        }
+        var lastIds: [Int64] = []
+        for row in try await db.query("SELECT \(channelSelectColumns) FROM channels c WHERE c.url IN (\(list))", binds) {
+            parts.channels.append((row, members[row.text(0)] ?? [:]))
+            if row.int(14) != 0 { lastIds.append(row.int(14)) }
+        }
+        parts.lastMessages = try await MessageQueries.messages(db, ids: lastIds)
+        return parts
+    }
+
+    /// PostgreSQL: one `UNION ALL` of four kinds of rows side by side — the channels' rows,
+    /// their members' rows, the small tables' entries, the last messages with their mentions —
+    /// each padded with NULLs where the other kinds' columns are. The first branch's NULLs
+    /// carry their columns' types (`(NULL::members).state`): PostgreSQL types a UNION's
+    /// columns pairwise from the left, and two untyped NULLs would make a text column.
+    private static func partsInOneStatement(_ part: ArraySlice<String>, _ db: any SQLSession) async throws -> ChannelParts {
+        let binds = part.map { SQLValue.text($0) }
+        let list = SQLCondition.placeholders(part.count)
+        let memberOffset = RecordTables.channelColumns.count + 1
+        let entryOffset = memberOffset + RecordTables.memberColumns.count
+        let messageOffset = entryOffset + 6
+        let messageWidth = RecordTables.messageColumns.count + 1
+        func nulls(_ count: Int) -> String { Array(repeating: "NULL", count: count).joined(separator: ", ") }
+        let typedMemberNulls = RecordTables.memberColumns.map { "(NULL::members).\($0)" }.joined(separator: ", ")
+        let typedEntryNulls = "NULL::text, NULL::text, NULL::text, NULL::text, NULL::bigint, NULL::bigint"
+        let typedMessageNulls = RecordTables.messageColumns.map { "(NULL::messages).\($0)" }.joined(separator: ", ") + ", NULL::text"
+        var branches = [
+            "SELECT \(channelSelectColumns), \(typedMemberNulls), \(typedEntryNulls), \(typedMessageNulls) FROM channels c WHERE c.url IN (\(list))",
+            "SELECT \(nulls(memberOffset)), \(memberSelectColumns), \(nulls(6)), \(nulls(messageWidth)) FROM members m WHERE m.channel_url IN (\(list))",
+        ]
+        for entries in smallTablesSQL(list) {
+            branches.append(entries.replacingOccurrences(of: "SELECT ", with: "SELECT \(nulls(entryOffset)), ", options: .anchored)
+                .replacingOccurrences(of: " FROM ", with: ", \(nulls(messageWidth)) FROM "))
+        }
+        branches.append("""
+            SELECT \(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),
+                array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm WHERE mm.message_id = lm.id ORDER BY mm.position))::text
+            FROM messages lm WHERE lm.id IN (SELECT last_message_id FROM channels WHERE url IN (\(list)))
+            """)
+        var parts = ChannelParts()
+        var members: [String: [String: MemberRecord]] = [:]
+        var channelRows: [SQLRow] = []
+        let sql = branches.joined(separator: " UNION ALL ")
+        // One channel at a time is the common load (another server's message): worth preparing.
+        _ = HotStatements.learn(sql)
+        for row in try await db.query(sql, Array(repeating: binds, count: branches.count).flatMap { $0 }) {
+            if row.optionalText(0) != nil {
+                channelRows.append(row)
+            } else if let url = row.optionalText(memberOffset) {
+                let member = RecordTables.memberRecord(row, from: memberOffset)
+                members[url, default: [:]][member.userId] = member
+            } else if row.optionalText(entryOffset) != nil {
+                parts.addEntry(row, from: entryOffset)
+            } else if row.optionalInt(messageOffset) != nil {
+                let fields = SQLRow(values: Array(row.values[messageOffset..<(messageOffset + messageWidth)]))
+                let mentions = try RecordTables.decodeList([String].self, fields.text(messageWidth - 1), "mentions")
+                let message = try RecordTables.messageRecord(fields, mentions: mentions)
+                parts.lastMessages[message.id] = message
+            }
+        }
+        parts.channels = channelRows.map { ($0, members[$0.text(0)] ?? [:]) }
+        return parts
     }
 
     /// What `RecordCache` compares: each existing channel's version and its last message's

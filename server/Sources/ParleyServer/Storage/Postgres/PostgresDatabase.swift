@@ -295,6 +295,8 @@ final class PostgresSession: SQLSession {
                 binds += last.binds
             }
             sql += " SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
+            // A send writes the same shape again and again: worth preparing.
+            _ = HotStatements.learn(sql)
             let row = try await query(sql, binds).first
             if !columns.isEmpty { values += row?.values ?? [] }
         }
@@ -306,7 +308,7 @@ final class PostgresSession: SQLSession {
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         try await sendHeld()
-        if let slot = HotStatements.slots[sql] { return try await runPrepared(HotStatements.types[slot], binds) }
+        if let slot = HotStatements.slot(for: sql) { return try await runPrepared(HotStatements.types[slot], binds) }
         let postgresQuery = try makeQuery(sql, binds)
         do {
             let result = try await statements.run { connection.query(postgresQuery, logger: logger) }
@@ -321,7 +323,7 @@ final class PostgresSession: SQLSession {
     @discardableResult
     func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int {
         try await sendHeld()
-        if let slot = HotStatements.slots[sql] {
+        if let slot = HotStatements.slot(for: sql) {
             _ = try await runPrepared(HotStatements.types[slot], binds)
             return 0
         }
