@@ -172,8 +172,9 @@ enum ChannelQueries {
         var members: [String: [String: MemberRecord]] = [:]
         var channelRows: [SQLRow] = []
         let sql = branches.joined(separator: " UNION ALL ")
-        // One channel at a time is the common load (another server's message): worth preparing.
-        _ = HotStatements.learn(sql)
+        // One channel is the common load (another server's message): worth preparing. Loads
+        // of several (listings) come in many sizes, and would take the slots one by one.
+        if part.count == 1 { _ = HotStatements.learn(sql) }
         for row in try await db.query(sql, Array(repeating: binds, count: branches.count).flatMap { $0 }) {
             if row.optionalText(0) != nil {
                 channelRows.append(row)
