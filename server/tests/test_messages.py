@@ -1,8 +1,9 @@
+import time
 import uuid
 
 import requests
 
-from conftest import API_TOKEN, assert_error
+from conftest import API_TOKEN, EventReader, Server, assert_error, databases
 
 
 def texts(page):
@@ -55,6 +56,10 @@ def test_mentions_named_twice_count_once_in_the_order_first_named(server):
     assert [u["user_id"] for u in m["mentioned_users"]] == [c, b, d]
     got = server.ok("GET", f"/v3/group_channels/{url}/messages/{m['message_id']}")
     assert [u["user_id"] for u in got["mentioned_users"]] == [c, b, d]
+    # Named twice, counted once.
+    for u in (b, c):
+        seen = server.ok("GET", f"/v3/group_channels/{url}", params={"user_id": u})
+        assert (seen["unread_message_count"], seen["unread_mention_count"]) == (1, 1)
     edited = server.ok("PUT", f"/v3/group_channels/{url}/messages/{m['message_id']}",
                        json={"message_type": "MESG", "mentioned_user_ids": [d, d, a]})
     assert [u["user_id"] for u in edited["mentioned_users"]] == [d, a]
@@ -62,6 +67,52 @@ def test_mentions_named_twice_count_once_in_the_order_first_named(server):
     assert [[u["user_id"] for u in x["mentioned_users"]] for x in page["messages"]] == [[d, a]]
     # Each mentioned member counts the message once.
     assert server.ok("GET", f"/v3/group_channels/{url}", params={"user_id": d})["unread_mention_count"] == 1
+
+
+def test_sends_as_written_without_the_counter_check(tmp_path, monkeypatch):
+    """The suites run the server with PARLEY_VERIFY_COUNTERS=1, whose count of a channel's
+    messages reads the table before the request's last write, so on PostgreSQL the held
+    message goes out alone. Here, without it, a send writes the message, its mentions, the
+    channel, the member, the event and the counters in one statement, as in production
+    (server Storage/RecordTables.swift `write`): everything must read back as sent."""
+    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", "0")
+    s = Server(databases.database_for(tmp_path, "unverified.sqlite"))
+    try:
+        a, b, c = s.user(), s.user(), s.user()
+        url = s.channel([a, b, c])["channel_url"]
+        other = s.channel([a, b])["channel_url"]
+        reader = EventReader(s, b)
+        time.sleep(0.3)
+        sent = []
+        for i in range(8):
+            fields = {"mentioned_user_ids": [b, c, b]} if i % 3 == 0 else {}
+            if i == 5:
+                fields["req_id"] = "once"
+            sent.append(s.send(url, a if i % 2 == 0 else c, f"m{i}", **fields))
+            s.send(other, b, f"o{i}")
+        again = s.send(url, c, "m5 again", req_id="once")
+        assert again["message_id"] == sent[5]["message_id"]
+        page = s.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 50})
+        assert [(m["message_id"], m["message"], [u["user_id"] for u in m["mentioned_users"]]) for m in page["messages"]] == \
+            [(m["message_id"], m["message"], [u["user_id"] for u in m["mentioned_users"]]) for m in sent]
+        assert [u["user_id"] for u in sent[0]["mentioned_users"]] == [b, c]
+        # b sent nothing here: all 8 unread, 3 of them mentioning b; c read up to its last send
+        # (m7) and a to m6.
+        seen = {u: s.ok("GET", f"/v3/group_channels/{url}", params={"user_id": u}) for u in (a, b, c)}
+        assert (seen[b]["unread_message_count"], seen[b]["unread_mention_count"]) == (8, 3)
+        assert (seen[c]["unread_message_count"], seen[a]["unread_message_count"]) == (0, 1)
+        assert seen[b]["last_message"]["message_id"] == sent[-1]["message_id"]
+        received = []
+        deadline = time.time() + 5
+        while len(received) < 8 and time.time() < deadline:
+            e, _ = reader.until("message_received", timeout=max(0.1, deadline - time.time()))
+            if e["json"]["channel_url"] == url:
+                received.append(e["json"]["message"]["message_id"])
+        assert received == [m["message_id"] for m in sent]
+        reader.close()
+    finally:
+        s.stop()
+        databases.drop_database(s.db_path)
 
 
 def test_req_id_idempotent(server):

@@ -318,11 +318,12 @@ enum RecordTables {
 
     /// `announcing`: on PostgreSQL, the payload of the commit's notification (WriteTurn.swift).
     ///
-    /// The rows every request writes — the channels' rows, the members', the events, the
-    /// counters, and on PostgreSQL with them the notification and the writes the request held
-    /// (its messages) — go last, in one statement on PostgreSQL (`SQLSession.writeTogether`):
-    /// each statement there is a round trip, and they sit inside the write turn. The rest
-    /// (users, deletions, tombstones, typing) runs first, one statement each.
+    /// The rows most requests write — the rows of channels whose other tables did not change,
+    /// the members', the events, the counters, and on PostgreSQL with them the notification
+    /// and the writes the request held (its messages) — go last, in one statement on
+    /// PostgreSQL (`SQLSession.writeTogether`): each statement there is a round trip, and
+    /// they sit inside the write turn. The rest (users, deletions, channels whose other
+    /// tables changed, tombstones, typing) runs first, one statement each.
     @discardableResult
     static func write(_ batch: StorageBatch, announcing: String? = nil, _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()

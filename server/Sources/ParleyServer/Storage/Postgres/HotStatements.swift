@@ -6,10 +6,12 @@ import Synchronization
 // first time it runs there and reuses it afterwards; every other statement is parsed and
 // planned each time it runs (an unnamed statement).
 //
-// Two kinds: the fixed texts below, and texts built at run time that keep coming back (the
-// combined write of a send, `PostgresSession.writeTogether`; the load of one channel,
-// `ChannelQueries`), each given a slot once it was seen `learnAfter` times, while slots are
-// free. A slot's text never changes once given: connections that prepared it keep it.
+// Two kinds: the fixed texts below, and texts built at run time that keep coming back (a
+// combined write of at most `learnedValuesLimit` values, `PostgresSession.writeTogether`,
+// such as a send's; the load of one channel, `ChannelQueries`), each given a slot once it
+// was seen `learnAfter` times, while slots are free. A slot's text never changes once given:
+// connections that prepared it keep it. Slots are first come, first served: shapes that
+// grow hot after all are taken run unprepared (as correct, a little slower).
 
 enum HotStatements {
     /// The SQL texts exactly as the storage code passes them to `query`/`execute`.
@@ -31,6 +33,8 @@ enum HotStatements {
     ]
     /// Times a built text is seen before it gets a slot: one-off shapes stay unnamed.
     static let learnAfter = 3
+    /// Combined writes with more values than this are not learned (`PostgresSession.writeTogether`).
+    static let learnedValuesLimit = 200
     /// Built texts counted at most (then the count starts over), so that shapes seen rarely
     /// cannot grow it without end.
     static let countLimit = 1_000

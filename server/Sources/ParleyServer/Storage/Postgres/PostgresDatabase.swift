@@ -176,6 +176,7 @@ final class PostgresDatabase: SQLDatabase {
                     } catch {
                         // The body's error is the one worth reporting; a failed ROLLBACK means
                         // the connection is broken, and the pool drops broken connections.
+                        session.discardHeld()
                         try? await session.run("ROLLBACK")
                         throw error
                     }
@@ -295,8 +296,9 @@ final class PostgresSession: SQLSession {
                 binds += last.binds
             }
             sql += " SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
-            // A send writes the same shape again and again: worth preparing.
-            _ = HotStatements.learn(sql)
+            // A send writes the same shape again and again: worth preparing. Large ones (a
+            // channel's whole member list, chunks of 500 rows) come in too many sizes.
+            if binds.count <= HotStatements.learnedValuesLimit { _ = HotStatements.learn(sql) }
             let row = try await query(sql, binds).first
             if !columns.isEmpty { values += row?.values ?? [] }
         }
@@ -364,9 +366,12 @@ final class PostgresSession: SQLSession {
         }
     }
 
-    /// A statement without parameters whose rows, if any, are not wanted.
+    /// A statement without parameters whose rows, if any, are not wanted. A ROLLBACK drops
+    /// what is held instead of sending it (a held write failing there would keep the
+    /// ROLLBACK from being sent, and the connection would go back to the pool in its
+    /// aborted transaction).
     fileprivate func run(_ sql: String) async throws {
-        try await sendHeld()
+        if sql == "ROLLBACK" { discardHeld() } else { try await sendHeld() }
         do {
             _ = try await statements.run { connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
         } catch {
