@@ -109,12 +109,13 @@ enum ChannelQueries {
     private static let channelSelectColumns = (RecordTables.channelColumns + ["version"]).map { "c.\($0)" }.joined(separator: ", ")
     private static let memberSelectColumns = RecordTables.memberColumns.map { "m.\($0)" }.joined(separator: ", ")
 
-    /// The four small tables as rows of `ChannelParts.addEntry`; `list` is the IN list.
-    private static func smallTablesSQL(_ list: String) -> [String] {
-        ["SELECT 'operator', channel_url, user_id, '', position, 0 FROM channel_operators WHERE channel_url IN (\(list))",
-         "SELECT kind, channel_url, user_id, description, start_at, end_at FROM channel_restrictions WHERE channel_url IN (\(list))",
-         "SELECT 'metadata', channel_url, key, value, 0, 0 FROM channel_metadata WHERE channel_url IN (\(list))",
-         "SELECT 'metacounter', channel_url, key, '', value, 0 FROM channel_metacounters WHERE channel_url IN (\(list))"]
+    /// The four small tables as rows of `ChannelParts.addEntry`; `list` is the IN list,
+    /// `before` and `after` columns (each ending, or starting, with a comma) pad the rows.
+    private static func smallTablesSQL(_ list: String, before: String = "", after: String = "") -> [String] {
+        ["SELECT \(before)'operator', channel_url, user_id, '', position, 0\(after) FROM channel_operators WHERE channel_url IN (\(list))",
+         "SELECT \(before)kind, channel_url, user_id, description, start_at, end_at\(after) FROM channel_restrictions WHERE channel_url IN (\(list))",
+         "SELECT \(before)'metadata', channel_url, key, value, 0, 0\(after) FROM channel_metadata WHERE channel_url IN (\(list))",
+         "SELECT \(before)'metacounter', channel_url, key, '', value, 0\(after) FROM channel_metacounters WHERE channel_url IN (\(list))"]
     }
 
     /// SQLite: the small tables in one statement, the members, the channel rows and the last
@@ -159,10 +160,7 @@ enum ChannelQueries {
             "SELECT \(channelSelectColumns), \(typedMemberNulls), \(typedEntryNulls), \(typedMessageNulls) FROM channels c WHERE c.url IN (\(list))",
             "SELECT \(nulls(memberOffset)), \(memberSelectColumns), \(nulls(6)), \(nulls(messageWidth)) FROM members m WHERE m.channel_url IN (\(list))",
         ]
-        for entries in smallTablesSQL(list) {
-            branches.append(entries.replacingOccurrences(of: "SELECT ", with: "SELECT \(nulls(entryOffset)), ", options: .anchored)
-                .replacingOccurrences(of: " FROM ", with: ", \(nulls(messageWidth)) FROM "))
-        }
+        branches += smallTablesSQL(list, before: nulls(entryOffset) + ", ", after: ", " + nulls(messageWidth))
         branches.append("""
             SELECT \(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),
                 array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm WHERE mm.message_id = lm.id ORDER BY mm.position))::text
