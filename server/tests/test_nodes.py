@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from concurrency_support import EventCollector
-from conftest import API_TOKEN, UNDO_MIGRATION_11, Server, databases, server_reading_peers_late
+from conftest import API_TOKEN, UNDO_TO_SCHEMA_10, Server, databases, server_reading_peers_late
 
 pytestmark = pytest.mark.postgres_only
 
@@ -222,7 +222,7 @@ def test_a_database_of_schema_3_numbers_past_the_bounds_it_reserved(tmp_path):
     url = first.channel([a, b], name="m3")["channel_url"]
     before = first.send(url, a, "before")
     first.stop()
-    databases.psql(db, UNDO_MIGRATION_11 + """
+    databases.psql(db, UNDO_TO_SCHEMA_10 + """
         DELETE FROM schema_migrations WHERE version >= 4;
         DROP FUNCTION parley_write_turn();
         DROP TABLE typing, server_nodes, presence, application_settings, polls, poll_options, poll_votes, poll_tombstones;
@@ -631,8 +631,9 @@ def scrape_metrics(server):
 
 def test_a_server_frozen_while_holding_its_turn_stalls_the_others_only_until_postgresql_ends_it(two_servers):
     """Server A is frozen (SIGSTOP) while a write of its holds the turn: its connection stays
-    open, so only PostgreSQL's idle-in-transaction timeout (15 s) frees the turn. B's write then
-    goes through; A's write is never stored, and A answers again once it runs."""
+    open, so only PostgreSQL's idle-session timeout (15 s; the held write has not begun its
+    transaction) frees the turn. B's write then goes through; A's write is never stored, and A
+    answers again once it runs."""
     import signal
     a, b = two_servers
     sender, watcher = a.user("frozen"), a.user("frozen")
@@ -670,3 +671,36 @@ def test_a_server_frozen_while_holding_its_turn_stalls_the_others_only_until_pos
                     json={"message_type": "MESG", "user_id": sender, "message": "A again"}).status_code != 200:
         assert time.monotonic() < deadline, "A did not recover"
         time.sleep(0.2)
+
+
+# The write turn's advisory lock (Storage/Postgres/WriteTurn.swift: "parleyWT" in ASCII), as
+# pg_locks shows a one-key lock: its high and low 32 bits.
+TURN_LOCK = "locktype = 'advisory' AND classid = 1885434476 AND objid = 1702451028 AND objsubid = 1"
+
+
+def test_writes_that_fail_after_taking_the_turn_give_it_back(two_servers):
+    """A write holds the turn on its connection from its first statement and gives it up in
+    its last one; a write that fails gives it up too (or its connection is closed), so that
+    no pooled connection keeps it. After failures of several kinds on A, no session holds the
+    turn and B's write goes through at once."""
+    a, b = two_servers
+    sender = a.user("turns")
+    url = a.channel([sender, a.user("turns")], name="turns")["channel_url"]
+    outsider = a.user("turns")
+    failures = [
+        ("POST", "/v3/group_channels/no-such-channel/messages", {"message_type": "MESG", "user_id": sender, "message": "x"}),
+        ("POST", f"/v3/group_channels/{url}/messages", {"message_type": "MESG", "user_id": "no-such-user", "message": "x"}),
+        ("PUT", "/v3/group_channels/no-such-channel", {"name": "x"}),
+        ("POST", f"/v3/group_channels/{url}/messages", {"message_type": "MESG", "user_id": outsider, "message": "x"}),
+    ]
+    for method, path, body in failures * 3:
+        r = a.request(method, path, json=body)
+        assert 400 <= r.status_code < 500, (path, r.status_code, r.text)
+    # Writes that succeed in between, then the held ones must all be gone.
+    a.send(url, sender, text="after the failures")
+    assert databases.psql(a.db_path, f"SELECT count(*) FROM pg_locks WHERE {TURN_LOCK} AND granted").strip() == "0"
+    started = time.monotonic()
+    b.send(url, sender, text="on the other server")
+    assert time.monotonic() - started < 2
+    listed = b.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+    assert [m["message"] for m in listed["messages"]] == ["after the failures", "on the other server"]

@@ -6,6 +6,12 @@ import pytest
 from conftest import Server, databases, server_reading_peers_late
 
 
+def nth_message_received(stream, count):
+    """The data of the `count`th message_received frame of an EventCollector, once it came."""
+    assert stream.wait_for(lambda fs: sum(1 for f in fs if f["event"] == "message_received") >= count, 15)
+    return [f["data"] for f in stream.snapshot() if f["event"] == "message_received"][count - 1]
+
+
 def test_a_second_server_sees_what_the_first_changed(tmp_path):
     db = databases.database_for(tmp_path, "shared.sqlite")
     first = Server(db)
@@ -138,8 +144,7 @@ def test_a_server_rendering_another_servers_events_sees_changed_users_and_channe
         assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
 
         def received(count):
-            assert stream.wait_for(lambda fs: sum(1 for f in fs if f["event"] == "message_received") >= count, 10)
-            return [f["data"] for f in stream.snapshot() if f["event"] == "message_received"][count - 1]
+            return nth_message_received(stream, count)
 
         def sender_as_rendered_there(seen):
             # The message's own `user` was rendered by the first server, stored with the event;
@@ -165,6 +170,44 @@ def test_a_server_rendering_another_servers_events_sees_changed_users_and_channe
         first.send(url, a, text="four")
         seen = received(4)
         assert (sender_as_rendered_there(seen), seen["channel"]["unread_message_count"]) == ("after", 4)
+        stream.close()
+    finally:
+        first.stop()
+        second.stop()
+        databases.drop_database(db)
+
+
+@pytest.mark.postgres_only
+def test_events_that_do_not_name_their_channel_are_rendered_with_it_loaded_apart(tmp_path, monkeypatch):
+    """Another server's events come with the channels they changed, in one statement, by the
+    channel each event names in `events.changed_channel` (migration 13). Events written before
+    that migration name none: the second server then loads their channels apart, and a cached
+    copy older than the event is still loaded again. Here the column is cleared before the
+    second server (which reads late, a test hook) reads the events."""
+    from concurrency_support import EventCollector
+    db = databases.database_for(tmp_path, "shared.sqlite")
+    first = Server(db)
+    second = server_reading_peers_late(db, monkeypatch, 2500)
+    try:
+        a, b = first.user(), first.user()
+        url = first.channel([a, b], name="old name")["channel_url"]
+        stream = EventCollector(second, b, session_key=first.session(b))
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+
+        def received(count):
+            return nth_message_received(stream, count)
+
+        # Rendered from the channel read with the events: the second server caches it.
+        first.send(url, a, text="one")
+        seen = received(1)
+        assert (seen["channel"]["name"], seen["channel"]["unread_message_count"]) == ("old name", 1)
+        first.ok("PUT", f"/v3/group_channels/{url}", json={"name": "new name"})
+        sent = first.send(url, a, text="two")
+        cleared = databases.psql(db, f"UPDATE events SET changed_channel = NULL WHERE id > 0 RETURNING id")
+        assert len(cleared.split()) >= 2, cleared
+        seen = received(2)
+        assert seen["message"]["message_id"] == sent["message_id"]
+        assert (seen["channel"]["name"], seen["channel"]["unread_message_count"]) == ("new name", 2)
         stream.close()
     finally:
         first.stop()

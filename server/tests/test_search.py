@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import UNDO_MIGRATION_11, EventReader, assert_error
+from conftest import UNDO_TO_SCHEMA_10, EventReader, assert_error
 from tests_support import databases
 
 SEARCH = "/v3/search/messages"
@@ -528,14 +528,14 @@ def test_a_database_from_before_migration_9_is_searchable(fresh_server):
     s.stop()
     if databases.backend() == "sqlite":
         db = sqlite3.connect(s.db_path)
-        db.executescript(UNDO_MIGRATION_11 + """
+        db.executescript(UNDO_TO_SCHEMA_10 + """
             DROP TRIGGER message_search_insert; DROP TRIGGER message_search_update; DROP TRIGGER message_search_delete;
             DROP TABLE message_search; DROP TABLE message_search_changes; DELETE FROM schema_migrations WHERE version >= 9;
             """)
         db.commit()
         db.close()
     else:
-        databases.psql(s.db_path, UNDO_MIGRATION_11 + """
+        databases.psql(s.db_path, UNDO_TO_SCHEMA_10 + """
             DROP TRIGGER messages_search ON messages; DROP FUNCTION parley_message_search_trigger();
             ALTER TABLE messages DROP COLUMN search_vector; DROP FUNCTION parley_message_search_vector(text, text);
             DROP FUNCTION parley_search_text(text); DELETE FROM schema_migrations WHERE version >= 9;
@@ -565,7 +565,7 @@ def test_a_database_of_migration_9_keeps_its_index_and_follows_later_writes(fres
     add = "INSERT INTO message_search (rowid, message, file_name) VALUES ({row}.id, {row}.message, %s);" % name
     remove = ("INSERT INTO message_search (message_search, rowid, message, file_name) "
               "VALUES ('delete', {row}.id, {row}.message, %s);" % name)
-    db.executescript(UNDO_MIGRATION_11 + f"""
+    db.executescript(UNDO_TO_SCHEMA_10 + f"""
         DROP TRIGGER message_search_insert; DROP TRIGGER message_search_update; DROP TRIGGER message_search_delete;
         DROP TABLE message_search_changes; DELETE FROM schema_migrations WHERE version = 10;
         CREATE TRIGGER message_search_insert AFTER INSERT ON messages BEGIN {add.format(row="new")} END;

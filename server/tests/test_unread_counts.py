@@ -3,7 +3,7 @@ so a message writes the channel's row, not every member's. Databases of the layo
 (the counts in the member rows, up to migration 10) keep their counts. Both backends."""
 import sqlite3
 
-from conftest import UNDO_MIGRATION_11
+from conftest import UNDO_TO_SCHEMA_10
 from tests_support import databases
 
 
@@ -41,13 +41,13 @@ def test_a_database_of_migration_10_keeps_its_unread_counts(fresh_server):
     # The layout of migration 10: the counts themselves in the member rows.
     if databases.backend() == "sqlite":
         db = sqlite3.connect(s.db_path)
-        db.executescript(UNDO_MIGRATION_11)
+        db.executescript(UNDO_TO_SCHEMA_10)
         db.commit()
         rows = {r[0]: r[1:] for r in db.execute("SELECT user_id, unread_count, unread_mention_count FROM members")}
         db.close()
         assert rows[b] == (3, 2) and rows[c] == (1, 1)
     else:
-        databases.psql(s.db_path, UNDO_MIGRATION_11)
+        databases.psql(s.db_path, UNDO_TO_SCHEMA_10)
     s2 = fresh_server()
     assert unread_seen(s2, [a, b, c, d], url) == before
     s2.ok("POST", f"/v3/group_channels/{url}/messages",

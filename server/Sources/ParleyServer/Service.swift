@@ -39,7 +39,7 @@ final class Service: @unchecked Sendable {
     /// announcement was missed).
     func catchUp() async throws {
         guard shared.database.dialect == .postgres else { return }
-        let seq = try await shared.database.read { db in try await WriteTurn.committedSeq(db) }
+        let seq = try await shared.database.readStatementByStatement { db in try await WriteTurn.committedSeq(db) }
         shared.hub.advance(committedThrough: seq)
     }
 
@@ -53,7 +53,9 @@ final class Service: @unchecked Sendable {
         let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
         while true {
             let reader = ServerState(shared: shared, readOnly: true)
-            if let (events, pruned) = try? await reader.handleReading({ s in try await s.committedEvents(in: ranges) }) {
+            if let (events, pruned) = try? await reader.handleReading(statementByStatement: true, { s in
+                try await s.committedEvents(in: ranges)
+            }) {
                 return PulledEvents(events: events.map { HeldEvent(event: $0, renderer: reader) }, pruned: lowest <= pruned)
             }
             try? await Task.sleep(nanoseconds: pause)

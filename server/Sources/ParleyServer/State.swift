@@ -165,7 +165,8 @@ final class ServerState {
                     pending.counters["stored_events"] = Int64(counters.storedEvents)
                     announcement = WriteTurn.announcement(node: shared.nodeId, through: counters.seq)
                 }
-                let written = try await RecordTables.write(pending, announcing: prunesFirst ? announcement : nil, tx)
+                let written = try await RecordTables.write(pending, announcing: prunesFirst ? announcement : nil,
+                                                           last: prunesFirst, tx)
                 if !prunesFirst {
                     let prunedBefore = counters.prunedThrough
                     try await pruneEvents(adding: added, tx)
@@ -179,7 +180,9 @@ final class ServerState {
                 }
                 return (result, written)
             }
-            let (result, written) = if let group { try await group.writeInGroup(attempt) } else { try await database.write(attempt) }
+            let (result, written) = if let group { try await group.writeInGroup(attempt) } else {
+                try await database.writeBeginningLate(attempt)
+            }
             shared.committed = counters
             if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
             return result
@@ -194,8 +197,11 @@ final class ServerState {
     /// queue behind the writer's connection and on PostgreSQL is READ ONLY. Returns false
     /// instead of a result when the request changed something (a first login): it must then
     /// run again as a write request.
-    func handleReading<T>(_ body: (ServerState) async throws -> T) async throws -> T? {
-        let result = try await database.read { tx in
+    ///
+    /// `statementByStatement`: each statement in a snapshot of its own
+    /// (`SQLDatabase.readStatementByStatement`).
+    func handleReading<T>(statementByStatement: Bool = false, _ body: (ServerState) async throws -> T) async throws -> T? {
+        func run(_ tx: any SQLSession) async throws -> T {
             startAttempt()
             transaction = tx
             defer { transaction = nil }
@@ -203,6 +209,7 @@ final class ServerState {
             try checkRendering()
             return result
         }
+        let result = statementByStatement ? try await database.readStatementByStatement(run) : try await database.read(run)
         if !pending.isEmpty || !pendingFanout.isEmpty || allocatedWhileReading { return nil }
         keepInCache(RecordTables.WrittenVersions())
         return result
@@ -379,6 +386,12 @@ final class ServerState {
             readChannels.append(contentsOf: read)
             found.append(contentsOf: read)
         }
+        try await take(found, requested: requested)
+    }
+
+    /// Makes `found` this request's copies of its channels, and notes the channels of
+    /// `requested` it lacks as absent; loads the users they show.
+    private func take(_ found: [CachedChannel], requested: Set<String>) async throws {
         var shown = Set<String>()
         for entry in found {
             loadedChannels[entry.channel.url] = entry.channel
@@ -724,18 +737,44 @@ final class ServerState {
         var events: [StoredEvent] = []
         var urls = Set<String>()
         var pruned: Int64 = 0
-        for row in try await db.query("""
-            SELECT b.pruned, b.users, e.id, e.created_at, e.category, e.recipients, e.data FROM
-                (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
-                        coalesce((SELECT value FROM meta WHERE name = 'users_written'), 0) AS users) b
+        let eventColumns = "b.pruned, b.users, e.id, e.created_at, e.category, e.recipients, e.data, e.changed_channel"
+        let eventsFrom = """
+            FROM (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
+                         coalesce((SELECT value FROM meta WHERE name = 'users_written'), 0) AS users) b
                 LEFT JOIN events e ON e.id >= ? AND e.id <= ?
-            ORDER BY e.id
-            """, [.int(low), .int(high)]) {
+            """
+        var sql = "SELECT \(eventColumns) \(eventsFrom) ORDER BY e.id"
+        var binds: [SQLValue] = [.int(low), .int(high)]
+        // PostgreSQL: the channels the events changed in the same statement (and so the same
+        // snapshot), after the events' rows, which lead with columns of their own: every
+        // message of another server costs this server one round trip.
+        var channelRows: ChannelQueries.OneStatementParts.Reader? = nil
+        if try db.dialect == .postgres {
+            let exact = ranges.count <= 16
+            let inRanges = exact ? ranges.map { _ in "id BETWEEN ? AND ?" }.joined(separator: " OR ") : "id BETWEEN ? AND ?"
+            let rangeBinds: [SQLValue] = exact ? ranges.flatMap { [.int($0.lowerBound), .int($0.upperBound)] } : [.int(low), .int(high)]
+            let leading = String(repeating: "NULL, ", count: 8)
+            let branches = ChannelQueries.OneStatementParts.branches("SELECT url FROM changed", leading: leading)
+            sql = "WITH changed AS (SELECT DISTINCT changed_channel AS url FROM events WHERE (\(inRanges)) AND changed_channel IS NOT NULL) "
+                + "SELECT \(eventColumns), \(ChannelQueries.OneStatementParts.typedNulls) \(eventsFrom)"
+                + " UNION ALL " + branches.joined(separator: " UNION ALL ")
+            binds = rangeBinds + binds
+            if ranges.count == 1 { _ = HotStatements.learn(sql) }
+            channelRows = ChannelQueries.OneStatementParts.Reader(offset: 8)
+        }
+        var changed = Set<String>()
+        for row in try await db.query(sql, binds) {
+            // The channels' rows: NULL where the events' rows have their first column.
+            guard row.optionalInt(0) != nil else {
+                try channelRows?.add(row)
+                continue
+            }
             pruned = row.int(0)
             usersWrittenInSnapshot = row.int(1)
             guard row.optionalInt(2) != nil else { continue }
             var event = RecordTables.event(row, from: 2)
             guard ranges.contains(where: { $0.contains(event.id) }) else { continue }
+            if channelRows != nil, let url = row.optionalText(7) { changed.insert(url) }
             event.fields = event.parsedData
             if case .string(let url)? = event.fields?["channel_url"] {
                 urls.insert(url)
@@ -748,6 +787,15 @@ final class ServerState {
             }
             events.append(event)
         }
+        if let channelRows {
+            events.sort { $0.id < $1.id }
+            let read = try channelRows.parts.assembled()
+            ServerMetrics.shared.loaded(channels: read.count)
+            readChannels.append(contentsOf: read)
+            try await take(read, requested: changed)
+        }
+        // The rest: channels of typing indicators, and of events stored before the log named
+        // the channels they changed.
         try await loadChannels(Array(urls))
         return (events, pruned)
     }
@@ -782,8 +830,9 @@ final class ServerState {
             if key == "channel" { channelRange = start..<data.utf8.count }
         }
         data += "}"
-        let event = StoredEvent(id: id, createdAt: now, category: category,
-                                recipients: recipients.sorted(), data: data, fields: fields, channelRange: channelRange)
+        let event = StoredEvent(id: id, createdAt: now, category: category, recipients: recipients.sorted(), data: data,
+                                changedChannel: category == "typing_status" ? nil : channelUrl,
+                                fields: fields, channelRange: channelRange)
         pending.events.append(event)
         pendingFanout.append(event)
     }

@@ -58,31 +58,14 @@ enum ChannelQueries {
         var out: [CachedChannel] = []
         for part in chunks(Array(Set(urls)).sorted()) {
             let parts = db.dialect == .postgres ? try await partsInOneStatement(part, db) : try await partsApart(part, db)
-            for (row, members) in parts.channels {
-                let url = row.text(0)
-                var c = ChannelRecord(
-                    url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
-                    createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
-                    isSuper: row.bool(9), isPublic: row.bool(10), isEphemeral: row.bool(11), freeze: row.bool(12),
-                    members: members,
-                    operatorIds: (parts.operators[url] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
-                    bans: parts.bans[url] ?? [:], mutes: parts.mutes[url] ?? [:], metadata: parts.metadata[url] ?? [:],
-                    metacounters: parts.metacounters[url] ?? [:],
-                    pinnedMessageIds: try RecordTables.decodeList([Int64].self, row.text(13), "pinned message ids"),
-                    lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16))
-                c.countedMessages = row.int(17)
-                c.countedMentions = row.int(18)
-                let message = c.lastMessageId != 0 ? parts.lastMessages[c.lastMessageId] : nil
-                out.append(CachedChannel(version: row.int(19), channel: c, lastMessage: message,
-                                         lastMessageSeq: message?.changeSeq ?? -1))
-            }
+            out += try parts.assembled()
         }
         return out
     }
 
     /// What `channels` assembles: each channel's row (`channelColumns` and `version`) with
     /// its members, the entries of the four small tables by channel, the last messages by id.
-    private struct ChannelParts {
+    struct ChannelParts {
         var channels: [(row: SQLRow, members: [String: MemberRecord])] = []
         var operators: [String: [(Int64, String)]] = [:]
         var bans: [String: [String: RestrictionRecord]] = [:]
@@ -90,6 +73,28 @@ enum ChannelQueries {
         var metadata: [String: [String: String]] = [:]
         var metacounters: [String: [String: Int64]] = [:]
         var lastMessages: [Int64: MessageRecord] = [:]
+
+        /// The channels whole, each with its last message.
+        func assembled() throws -> [CachedChannel] {
+            try channels.map { row, members in
+                let url = row.text(0)
+                var c = ChannelRecord(
+                    url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
+                    createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
+                    isSuper: row.bool(9), isPublic: row.bool(10), isEphemeral: row.bool(11), freeze: row.bool(12),
+                    members: members,
+                    operatorIds: (operators[url] ?? []).sorted { $0.0 < $1.0 }.map(\.1),
+                    bans: bans[url] ?? [:], mutes: mutes[url] ?? [:], metadata: metadata[url] ?? [:],
+                    metacounters: metacounters[url] ?? [:],
+                    pinnedMessageIds: try RecordTables.decodeList([Int64].self, row.text(13), "pinned message ids"),
+                    lastMessageId: row.int(14), changeSeq: row.int(15), changedAt: row.int(16))
+                c.countedMessages = row.int(17)
+                c.countedMentions = row.int(18)
+                let message = c.lastMessageId != 0 ? lastMessages[c.lastMessageId] : nil
+                return CachedChannel(version: row.int(19), channel: c, lastMessage: message,
+                                     lastMessageSeq: message?.changeSeq ?? -1)
+            }
+        }
 
         /// A row of the four small tables: (table, channel, user or key, text, number, number).
         mutating func addEntry(_ row: SQLRow, from o: Int) {
@@ -142,54 +147,90 @@ enum ChannelQueries {
 
     /// PostgreSQL: one `UNION ALL` of four kinds of rows side by side — the channels' rows,
     /// their members' rows, the small tables' entries, the last messages with their mentions —
-    /// each padded with NULLs where the other kinds' columns are. The first branch's NULLs
-    /// carry their columns' types (`(NULL::members).state`): PostgreSQL types a UNION's
-    /// columns pairwise from the left, and two untyped NULLs would make a text column.
+    /// each padded with NULLs where the other kinds' columns are (`OneStatementParts`).
     private static func partsInOneStatement(_ part: ArraySlice<String>, _ db: any SQLSession) async throws -> ChannelParts {
         let binds = part.map { SQLValue.text($0) }
-        let list = SQLCondition.placeholders(part.count)
-        let memberOffset = RecordTables.channelColumns.count + 1
-        let entryOffset = memberOffset + RecordTables.memberColumns.count
-        let messageOffset = entryOffset + 6
-        let messageWidth = RecordTables.messageColumns.count + 1
-        func nulls(_ count: Int) -> String { Array(repeating: "NULL", count: count).joined(separator: ", ") }
-        let typedMemberNulls = RecordTables.memberColumns.map { "(NULL::members).\($0)" }.joined(separator: ", ")
-        let typedEntryNulls = "NULL::text, NULL::text, NULL::text, NULL::text, NULL::bigint, NULL::bigint"
-        let typedMessageNulls = RecordTables.messageColumns.map { "(NULL::messages).\($0)" }.joined(separator: ", ") + ", NULL::text"
-        var branches = [
-            "SELECT \(channelSelectColumns), \(typedMemberNulls), \(typedEntryNulls), \(typedMessageNulls) FROM channels c WHERE c.url IN (\(list))",
-            "SELECT \(nulls(memberOffset)), \(memberSelectColumns), \(nulls(6)), \(nulls(messageWidth)) FROM members m WHERE m.channel_url IN (\(list))",
-        ]
-        branches += smallTablesSQL(list, before: nulls(entryOffset) + ", ", after: ", " + nulls(messageWidth))
-        branches.append("""
-            SELECT \(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),
-                array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm WHERE mm.message_id = lm.id ORDER BY mm.position))::text
-            FROM messages lm WHERE lm.id IN (SELECT last_message_id FROM channels WHERE url IN (\(list)))
-            """)
-        var parts = ChannelParts()
-        var members: [String: [String: MemberRecord]] = [:]
-        var channelRows: [SQLRow] = []
+        let branches = OneStatementParts.branches(SQLCondition.placeholders(part.count))
         let sql = branches.joined(separator: " UNION ALL ")
         // One channel is the common load (another server's message): worth preparing. Loads
         // of several (listings) come in many sizes, and would take the slots one by one.
         if part.count == 1 { _ = HotStatements.learn(sql) }
+        var reader = OneStatementParts.Reader(offset: 0)
         for row in try await db.query(sql, Array(repeating: binds, count: branches.count).flatMap { $0 }) {
-            if row.optionalText(0) != nil {
-                channelRows.append(row)
-            } else if let url = row.optionalText(memberOffset) {
-                let member = RecordTables.memberRecord(row, from: memberOffset)
-                members[url, default: [:]][member.userId] = member
-            } else if row.optionalText(entryOffset) != nil {
-                parts.addEntry(row, from: entryOffset)
-            } else if row.optionalInt(messageOffset) != nil {
-                let fields = SQLRow(values: Array(row.values[messageOffset..<(messageOffset + messageWidth)]))
-                let mentions = try RecordTables.decodeList([String].self, fields.text(messageWidth - 1), "mentions")
-                let message = try RecordTables.messageRecord(fields, mentions: mentions)
-                parts.lastMessages[message.id] = message
+            try reader.add(row)
+        }
+        return reader.parts
+    }
+
+    /// PostgreSQL: the rows of `partsInOneStatement`, which a longer statement may put after
+    /// columns of its own (`ServerState.committedEvents`).
+    enum OneStatementParts {
+        static let memberOffset = RecordTables.channelColumns.count + 1
+        static let entryOffset = memberOffset + RecordTables.memberColumns.count
+        static let messageOffset = entryOffset + 6
+        static let messageWidth = RecordTables.messageColumns.count + 1
+        static let width = messageOffset + messageWidth
+
+        private static func nulls(_ count: Int) -> String { Array(repeating: "NULL", count: count).joined(separator: ", ") }
+
+        /// Every column as a NULL of its type, for a first branch of a `UNION ALL` that has
+        /// none of them: PostgreSQL types a UNION's columns pairwise from the left, and two
+        /// untyped NULLs would make a text column.
+        static let typedNulls = typedNullColumns.joined(separator: ", ")
+        private static let typedNullColumns = RecordTables.channelColumns.map { "(NULL::channels).\($0)" } + ["NULL::bigint"]
+            + RecordTables.memberColumns.map { "(NULL::members).\($0)" }
+            + ["NULL::text", "NULL::text", "NULL::text", "NULL::text", "NULL::bigint", "NULL::bigint"]
+            + RecordTables.messageColumns.map { "(NULL::messages).\($0)" } + ["NULL::text"]
+
+        /// The branches for the channels `list` names (an IN list or a subquery), each after
+        /// `leading` (columns, or NULLs, ending with a comma). The first carries typed NULLs.
+        static func branches(_ list: String, leading: String = "") -> [String] {
+            let typedAfterChannel = typedNullColumns.dropFirst(memberOffset).joined(separator: ", ")
+            var branches = [
+                "SELECT \(leading)\(channelSelectColumns), \(typedAfterChannel) FROM channels c WHERE c.url IN (\(list))",
+                "SELECT \(leading)\(nulls(memberOffset)), \(memberSelectColumns), \(nulls(6)), \(nulls(messageWidth)) FROM members m WHERE m.channel_url IN (\(list))",
+            ]
+            branches += smallTablesSQL(list, before: leading + nulls(entryOffset) + ", ", after: ", " + nulls(messageWidth))
+            branches.append("""
+                SELECT \(leading)\(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),
+                    array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm WHERE mm.message_id = lm.id ORDER BY mm.position))::text
+                FROM messages lm WHERE lm.id IN (SELECT last_message_id FROM channels WHERE url IN (\(list)))
+                """)
+            return branches
+        }
+
+        /// Collects the rows of `branches`, whose columns start at `offset`.
+        struct Reader {
+            let offset: Int
+            private var channelRows: [SQLRow] = []
+            private var members: [String: [String: MemberRecord]] = [:]
+            private var collected = ChannelParts()
+
+            init(offset: Int) { self.offset = offset }
+
+            mutating func add(_ row: SQLRow) throws {
+                let o = offset
+                if row.optionalText(o) != nil {
+                    channelRows.append(o == 0 ? row : SQLRow(values: Array(row.values[o...])))
+                } else if let url = row.optionalText(o + memberOffset) {
+                    let member = RecordTables.memberRecord(row, from: o + memberOffset)
+                    members[url, default: [:]][member.userId] = member
+                } else if row.optionalText(o + entryOffset) != nil {
+                    collected.addEntry(row, from: o + entryOffset)
+                } else if row.optionalInt(o + messageOffset) != nil {
+                    let fields = SQLRow(values: Array(row.values[(o + messageOffset)..<(o + messageOffset + messageWidth)]))
+                    let mentions = try RecordTables.decodeList([String].self, fields.text(messageWidth - 1), "mentions")
+                    let message = try RecordTables.messageRecord(fields, mentions: mentions)
+                    collected.lastMessages[message.id] = message
+                }
+            }
+
+            var parts: ChannelParts {
+                var parts = collected
+                parts.channels = channelRows.map { ($0, members[$0.text(0)] ?? [:]) }
+                return parts
             }
         }
-        parts.channels = channelRows.map { ($0, members[$0.text(0)] ?? [:]) }
-        return parts
     }
 
     /// What `RecordCache` compares: each existing channel's version and its last message's

@@ -161,7 +161,26 @@ enum Migrations {
             UPDATE members SET unread_base = -unread_base, mention_base = -mention_base;
             """),
         writeTurnForChannel,
+        Migration(version: 13, summary: "the channel an event changed, so that another server loads it with the events", ddl: """
+            ALTER TABLE events ADD COLUMN changed_channel {TEXT};
+            """),
+        writeTurnHandedOver,
     ]
+
+    /// A writer holds the turn on its connection and hands it over in its last statement
+    /// (Storage/Postgres/WriteTurn.swift): a send in two round trips.
+    static let writeTurnHandedOver = Migration(
+        version: 14, summary: "PostgreSQL: the write turn is held by the connection and handed over by a row", ddl: """
+            CREATE TABLE IF NOT EXISTS write_turn (id {INT} PRIMARY KEY, handovers {INT} NOT NULL);
+            INSERT INTO write_turn (id, handovers) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+            """,
+        onlyFor: .postgres,
+        backfill: { db in
+            guard db.dialect == .postgres else { return }
+            for definition in [WriteTurn.functionDefinition, WriteTurn.functionForChannelDefinition, WriteTurn.heldFunctionDefinition] {
+                try await db.execute(definition, [])
+            }
+        })
 
     /// A writer's turn that also reads the version of the channel its request names (one
     /// round trip less per write, Storage/Postgres/WriteTurn.swift).

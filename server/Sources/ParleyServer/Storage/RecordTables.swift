@@ -289,7 +289,7 @@ enum RecordTables {
         try await db.execute(upsertSQL("reports", reportColumns, key: ["id"]), reportRow(r))
     }
 
-    static let insertEventSQL = "INSERT INTO events (id, created_at, category, recipients, data) VALUES (?, ?, ?, ?, ?)"
+    static let insertEventSQL = "INSERT INTO events (id, created_at, category, recipients, data, changed_channel) VALUES (?, ?, ?, ?, ?, ?)"
     static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
     static let upsertChannelSQL = versionedUpsertSQL("channels", channelColumns + channelKeyColumns, key: ["url"])
     static let deleteMentionsSQL = "DELETE FROM message_mentions WHERE message_id = ?"
@@ -303,7 +303,8 @@ enum RecordTables {
     /// one finds no other).
     private static func eventRow(_ e: StoredEvent) -> [SQLValue] {
         [.int(e.id), .int(e.createdAt), .text(e.category),
-         .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator), .text(e.data)]
+         .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator), .text(e.data),
+         .optional(e.changedChannel)]
     }
 
     static func putCounter(_ name: String, _ value: Int64, _ db: any SQLSession) async throws {
@@ -325,7 +326,10 @@ enum RecordTables {
     /// they sit inside the write turn. The rest (users, deletions, channels whose other
     /// tables changed, tombstones, typing) runs first, one statement each.
     @discardableResult
-    static func write(_ batch: StorageBatch, announcing: String? = nil, _ db: any SQLSession) async throws -> WrittenVersions {
+    ///
+    /// `last`: no statement follows in the transaction (`SQLSession.writeTogether`).
+    static func write(_ batch: StorageBatch, announcing: String? = nil, last: Bool = false,
+                      _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()
         for (id, user) in batch.users.sorted(by: { $0.key < $1.key }) {
             if let user { written.users[id] = try await putUser(user, db) } else {
@@ -382,7 +386,7 @@ enum RecordTables {
             together += logAndCounterWrites(batch.events, batch.counters)
             notification = announcing.map { SQLExpression(sql: "(SELECT 0::bigint FROM pg_notify('\(WriteTurn.channel)', ?))", binds: [.text($0)]) }
         }
-        let versions = try await db.writeTogether(together, selecting: notification)
+        let versions = try await db.writeTogether(together, selecting: notification, last: last && logTogether)
         for (url, version) in zip(versioned, versions) {
             if case .int(let number) = version { written.channels[url] = number } else { written.channels[url] = 0 }
         }
@@ -410,8 +414,8 @@ enum RecordTables {
         var writes: [SQLWrite] = []
         if !events.isEmpty {
             writes.append(SQLWrite(
-                sql: "INSERT INTO events (id, created_at, category, recipients, data) VALUES "
-                    + Array(repeating: "(?, ?, ?, ?, ?)", count: events.count).joined(separator: ", "),
+                sql: "INSERT INTO events (id, created_at, category, recipients, data, changed_channel) VALUES "
+                    + Array(repeating: "(?, ?, ?, ?, ?, ?)", count: events.count).joined(separator: ", "),
                 binds: events.flatMap(eventRow), table: "events"))
         }
         if !counters.isEmpty {

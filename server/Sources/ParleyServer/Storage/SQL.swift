@@ -93,7 +93,9 @@ protocol SQLSession: AnyObject {
     /// Runs the held writes and `writes`, in one statement where the engine allows it, and
     /// returns the value each write with `returnsOne` produced, in order, followed by the
     /// value of `selecting` (an SQL expression such as a notification) when given.
-    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?) async throws -> [SQLValue]
+    /// `last`: no statement follows in this transaction (a write that began late may then
+    /// commit with it, `SQLDatabase.writeBeginningLate`).
+    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue]
 }
 
 /// One data-changing statement (INSERT, UPDATE or DELETE) for `SQLSession.executeHeld` or
@@ -120,7 +122,7 @@ extension SQLSession {
         try await execute(write.sql, write.binds)
     }
 
-    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?) async throws -> [SQLValue] {
+    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue] {
         var values: [SQLValue] = []
         for write in writes {
             if write.returnsOne {
@@ -147,9 +149,30 @@ protocol SQLDatabase: Sendable {
     var dialect: SQLDialect { get }
     /// A read-only transaction: one consistent snapshot for every statement of the body.
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
+    /// A read whose statements each see their own snapshot, for a body whose first statement
+    /// reads together what must be consistent: PostgreSQL then spares BEGIN and COMMIT, a
+    /// round trip each. By default a `read`.
+    func readStatementByStatement<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
+    /// A write whose transaction begins at its first write: statements before it run each on
+    /// its own, and a write that fits the body's last statement (`writeTogether`'s `last`)
+    /// commits with it. PostgreSQL thus spares BEGIN and COMMIT, a round trip each, where the
+    /// body reads, then writes once; a body that takes the write turn there holds it on the
+    /// connection and hands it over with that statement (Storage/Postgres/WriteTurn.swift).
+    /// By default a `write`.
+    func writeBeginningLate<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
     /// Closes every connection; later calls fail.
     func close() async
+}
+
+extension SQLDatabase {
+    func readStatementByStatement<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await read(body)
+    }
+
+    func writeBeginningLate<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await write(body)
+    }
 }
 
 /// A database whose writers can share one commit (SQLite: one writer, and a commit's fsync

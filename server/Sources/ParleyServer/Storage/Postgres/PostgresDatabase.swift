@@ -28,9 +28,9 @@ final class PostgresDatabase: SQLDatabase {
     /// failure; its body must therefore have no effect outside the database.
     static let writeRetries = 5
 
-    /// How long a transaction may sit between statements before PostgreSQL ends its session
-    /// (docs/DEPLOYMENT.md). Longer than any pause of a healthy write, including the test
-    /// hook's hold (at most 10 s, ServerConfig.testHooks).
+    /// How long a session may sit between statements, in a transaction or holding the write
+    /// turn, before PostgreSQL ends it (docs/DEPLOYMENT.md). Longer than any pause of a
+    /// healthy write, including the test hook's hold (at most 10 s, ServerConfig.testHooks).
     static let idleInTransactionSeconds = 15
 
     /// - Parameters:
@@ -45,13 +45,17 @@ final class PostgresDatabase: SQLDatabase {
             database: url.database, tls: Self.tls(for: url.tlsMode))
         configuration.options.maximumConnections = maximumConnections
         // The server's application_name shows in pg_stat_activity: helps find our sessions.
-        // A server that hangs (or is frozen, or cut off) inside a transaction would hold the
-        // write turn, and with it every writer of every server, for as long as it hangs:
-        // PostgreSQL ends such a session once it has been idle in its transaction this long.
+        // A server that hangs (or is frozen, or cut off) while its connection holds the
+        // write turn would hold it, and with it every writer of every server, for as long as
+        // it hangs: PostgreSQL ends such a session once it has been idle this long, inside a
+        // transaction or not (a write holds the turn before it begins one, WriteTurn.swift).
+        // Connections idle in the pool run a keep-alive statement well within that time.
         configuration.options.additionalStartupParameters = [
             ("application_name", "parley-server"),
             ("idle_in_transaction_session_timeout", "\(Self.idleInTransactionSeconds)s"),
+            ("idle_session_timeout", "\(Self.idleInTransactionSeconds)s"),
         ]
+        configuration.options.keepAliveBehavior = .init(frequency: .seconds(Self.idleInTransactionSeconds / 3))
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         self.logger = logger
@@ -159,6 +163,15 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await read(inOneSnapshot: true, body)
+    }
+
+    /// Without a transaction: each statement commits on its own (the body only reads).
+    func readStatementByStatement<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await read(inOneSnapshot: false, body)
+    }
+
+    private func read<T>(inOneSnapshot: Bool, _ body: (any SQLSession) async throws -> T) async throws -> T {
         try await ServerMetrics.shared.transaction(.read) {
             try checkReachable()
             var leased = false
@@ -168,6 +181,7 @@ final class PostgresDatabase: SQLDatabase {
                     let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
                     let watchdog = watch(session, connection)
                     defer { watchdog.cancel() }
+                    guard inOneSnapshot else { return try await body(session) }
                     try await session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     do {
                         let value = try await body(session)
@@ -188,6 +202,14 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await write(beginningLate: false, body)
+    }
+
+    func writeBeginningLate<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await write(beginningLate: true, body)
+    }
+
+    private func write<T>(beginningLate: Bool, _ body: (any SQLSession) async throws -> T) async throws -> T {
         try await ServerMetrics.shared.transaction(.write) {
             try checkReachable()
             var retriesLeft = Self.writeRetries
@@ -198,9 +220,20 @@ final class PostgresDatabase: SQLDatabase {
                     // in steps so that a failure to get a connection is told apart.
                     return try await client.withConnection { connection in
                         leased = true
-                        let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
+                        let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger,
+                                                      beginsLate: beginningLate)
                         let watchdog = watch(session, connection)
                         defer { watchdog.cancel() }
+                        if beginningLate {
+                            do {
+                                let value = try await body(session)
+                                try await session.finishLateWrite()
+                                return value
+                            } catch {
+                                await session.abandonLateWrite()
+                                throw error
+                            }
+                        }
                         try await session.run("BEGIN")
                         let value: T
                         do {
@@ -240,10 +273,73 @@ final class PostgresSession: SQLSession {
     /// Ends a statement that never completes (see `PostgresDatabase.watch`).
     let statements = StatementGuard()
 
-    fileprivate init(connection: PostgresConnection, placeholders: PostgresPlaceholderCache, logger: Logger) {
+    fileprivate init(connection: PostgresConnection, placeholders: PostgresPlaceholderCache, logger: Logger,
+                     beginsLate: Bool = false) {
         self.connection = connection
         self.placeholders = placeholders
         self.logger = logger
+        self.beginsLate = beginsLate
+    }
+
+    // MARK: a write that begins late (`PostgresDatabase.writeBeginningLate`)
+
+    private let beginsLate: Bool
+    private enum LateTransaction { case notBegun, begun, ended }
+    private var late = LateTransaction.notBegun
+    /// The write turn is held by the connection (or may be: its statement was sent).
+    private var holdsTurn = false
+
+    /// A write that begins late takes the write turn held by the connection: true if this
+    /// session is one (`WriteTurn.take`).
+    func holdTurn() -> Bool {
+        guard beginsLate else { return false }
+        holdsTurn = true
+        return true
+    }
+
+    /// BEGIN, once, before the first statement that writes or reads what the transaction
+    /// holds back. None may follow the statement that ended the write.
+    private func beginIfLate() async throws {
+        guard beginsLate else { return }
+        switch late {
+        case .begun: return
+        case .ended: throw StorageError("a statement after the last one of a write")
+        case .notBegun:
+            late = .begun
+            try await run("BEGIN")
+        }
+    }
+
+    /// After the body: sends what is still held (with the turn's handover), then COMMIT if
+    /// the transaction began; gives the turn up if nothing was written.
+    fileprivate func finishLateWrite() async throws {
+        if !held.isEmpty || (holdsTurn && late == .begun) { _ = try await writeTogether([], selecting: nil, last: true) }
+        switch late {
+        case .begun:
+            try await run("COMMIT")
+        case .notBegun where holdsTurn:
+            // Nothing was written: only the turn to give up.
+            try await run(WriteTurn.releaseSQL)
+            holdsTurn = false
+        case .notBegun, .ended:
+            break
+        }
+        late = .ended
+    }
+
+    /// After a failure: ROLLBACK if the transaction began, and the turn given up. If either
+    /// fails the connection is closed, which ends both on the database's side, so that it
+    /// never goes back to the pool holding the turn.
+    fileprivate func abandonLateWrite() async {
+        discardHeld()
+        do {
+            if late == .begun { try await run("ROLLBACK") }
+            late = .ended
+            if holdsTurn { try await run(WriteTurn.releaseSQL) }
+            holdsTurn = false
+        } catch {
+            try? await connection.close()
+        }
     }
 
     /// Writes waiting for the next statement (`executeHeld`), in the order they were made.
@@ -260,26 +356,35 @@ final class PostgresSession: SQLSession {
     /// Sends what is held (before a statement that may read it, and before COMMIT).
     func sendHeld() async throws {
         guard !held.isEmpty else { return }
-        _ = try await writeTogether([], selecting: nil)
+        _ = try await writeTogether([], selecting: nil, last: false)
     }
 
     /// One statement: `WITH w0 AS (write), w1 AS (write RETURNING v), … SELECT (SELECT * FROM
     /// w1), …, selecting`. PostgreSQL runs every data-modifying WITH part exactly once, all in
     /// one snapshot: the parts change different tables, so none misses another's change.
-    /// Writes of a table already in the statement go into the next one.
-    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?) async throws -> [SQLValue] {
+    /// Writes of a table already in the statement go into the next one. The last statement
+    /// of a write that holds the turn hands it over; a write that began late and has all its
+    /// writes in that one statement commits with it, without BEGIN.
+    func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue] {
         var pending = held + writes
         held = []
-        var values: [SQLValue] = []
-        var selected = false
+        var statements: [[SQLWrite]] = []
         while !pending.isEmpty {
             var tables = Set<String>()
             let count = pending.prefix { tables.insert($0.table).inserted }.count
-            let part = Array(pending.prefix(count))
+            statements.append(Array(pending.prefix(count)))
             pending.removeFirst(count)
-            let last = pending.isEmpty ? selecting : nil
-            if last != nil { selected = true }
-            if part.count == 1, last == nil, !part[0].returnsOne {
+        }
+        let handsOver = last && holdsTurn
+        if handsOver || selecting != nil, statements.isEmpty { statements.append([]) }
+        if beginsLate, late == .ended, !statements.isEmpty { throw StorageError("a statement after the last one of a write") }
+        if beginsLate, late == .notBegun, !(last && statements.count == 1) { try await beginIfLate() }
+        var values: [SQLValue] = []
+        for (index, part) in statements.enumerated() {
+            let isLast = index == statements.count - 1
+            let selected = isLast ? selecting : nil
+            let handover = isLast && handsOver ? WriteTurn.handover(as: "w\(part.count)") : nil
+            if part.count == 1, selected == nil, handover == nil, !part[0].returnsOne {
                 try await execute(part[0].sql, part[0].binds)
                 continue
             }
@@ -291,25 +396,47 @@ final class PostgresSession: SQLSession {
                 binds += write.binds
                 if write.returnsOne { columns.append("(SELECT * FROM w\(index))") }
             }
-            if let last {
-                columns.append(last.sql)
-                binds += last.binds
+            if let handover { sql += (part.isEmpty ? "" : ", ") + handover.write }
+            if sql == "WITH " { sql = "" }
+            if let selected {
+                columns.append(selected.sql)
+                binds += selected.binds
             }
-            sql += " SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
+            let returned = columns.count
+            if let handover { columns.append(handover.column) }
+            sql += (sql.isEmpty ? "" : " ") + "SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
             // A send writes the same shape again and again: worth preparing. Large ones (a
             // channel's whole member list, chunks of 500 rows) come in too many sizes.
             if binds.count <= HotStatements.learnedValuesLimit { _ = HotStatements.learn(sql) }
-            let row = try await query(sql, binds).first
-            if !columns.isEmpty { values += row?.values ?? [] }
-        }
-        if !selected, let selecting {
-            values += try await query("SELECT " + selecting.sql, selecting.binds).first?.values ?? []
+            // A write that began late and has not begun: its one statement, outside any
+            // transaction, commits as it ends.
+            let endsWrite = beginsLate && late == .notBegun
+            let row = try await send(sql, binds).first
+            values += (row?.values ?? []).prefix(returned)
+            if handover != nil { holdsTurn = false }
+            if endsWrite { late = .ended }
         }
         return values
     }
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         try await sendHeld()
+        if beginsLate, !Self.isPlainRead(sql) || late == .ended { try await beginIfLate() }
+        return try await send(sql, binds)
+    }
+
+    /// A statement that starts with SELECT: in a write that began late, one that may run
+    /// before BEGIN (the server's reads, and the turn). Any other (an upsert RETURNING its
+    /// version, a WITH) begins the transaction first.
+    private static func isPlainRead(_ sql: String) -> Bool {
+        let start = sql.utf8.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x09 }
+        guard start.count > 6 else { return false }
+        let word = start.prefix(6).map { $0 & 0xDF }
+        return word.elementsEqual("SELECT".utf8) && [0x20, 0x0A, 0x09, 0x28].contains(start.dropFirst(6).first!)
+    }
+
+    /// One statement as it is, prepared if it is hot.
+    private func send(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         if let slot = HotStatements.slot(for: sql) { return try await runPrepared(HotStatements.types[slot], binds) }
         let postgresQuery = try makeQuery(sql, binds)
         do {
@@ -325,6 +452,7 @@ final class PostgresSession: SQLSession {
     @discardableResult
     func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int {
         try await sendHeld()
+        try await beginIfLate()
         if let slot = HotStatements.slot(for: sql) {
             _ = try await runPrepared(HotStatements.types[slot], binds)
             return 0
@@ -342,6 +470,7 @@ final class PostgresSession: SQLSession {
     }
 
     func executeScript(_ sql: String) async throws {
+        try await beginIfLate()
         for statement in SQLScanner.statements(in: sql) {
             try await run(statement)
         }
@@ -371,7 +500,8 @@ final class PostgresSession: SQLSession {
     /// ROLLBACK from being sent, and the connection would go back to the pool in its
     /// aborted transaction).
     fileprivate func run(_ sql: String) async throws {
-        if sql == "ROLLBACK" { discardHeld() } else { try await sendHeld() }
+        // BEGIN goes before what is held (a write that begins late holds its first writes).
+        if sql == "ROLLBACK" { discardHeld() } else if sql != "BEGIN" { try await sendHeld() }
         do {
             _ = try await statements.run { connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
         } catch {

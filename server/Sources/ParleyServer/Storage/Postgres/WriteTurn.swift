@@ -13,34 +13,70 @@ enum WriteTurn {
     /// committed and the highest number it committed (a hint: readers go by the counters).
     static let channel = "parley_events"
 
-    /// Takes the lock, then reads the counters in a snapshot taken after it was granted (a
-    /// PL/pgSQL statement in READ COMMITTED takes a new snapshot per statement): one round
-    /// trip for both.
+    /// Takes the lock, waits for the writer that handed the turn over to end (`handover`),
+    /// then reads the counters in a snapshot taken after both (a PL/pgSQL statement in READ
+    /// COMMITTED takes a new snapshot per statement): one round trip for all. This form holds
+    /// the turn to the end of the transaction; the server itself takes `heldFunction`'s,
+    /// which holds it on the connection (kept for servers of migration 12 during an upgrade).
     static let functionDefinition = """
         CREATE OR REPLACE FUNCTION parley_write_turn() RETURNS TABLE (counter TEXT, amount BIGINT)
         LANGUAGE plpgsql VOLATILE AS $$
         BEGIN
             PERFORM pg_advisory_xact_lock(\(lockKey));
+            PERFORM 1 FROM write_turn WHERE id = 1 FOR UPDATE;
             RETURN QUERY SELECT m.name::text, m.value FROM meta m;
         END $$
         """
 
-    /// The same, and in the same round trip the version of one channel and the change number
-    /// of its last message (what `ChannelQueries.versions` reads), as committed when the turn
-    /// was granted: the channel a request names in its path, which it will most likely load.
-    /// Rows with a NULL third column are counters; the others name the channel.
-    static let functionForChannelDefinition = """
-        CREATE OR REPLACE FUNCTION parley_write_turn_for(wanted_url TEXT)
+    /// The rows of the turn for a channel: the counters, and the version of one channel and
+    /// the change number of its last message (what `ChannelQueries.versions` reads), as
+    /// committed when the turn was granted: the channel a request names in its path, which
+    /// it will most likely load. Rows with a NULL third column are counters; the others name
+    /// the channel.
+    private static let rowsForChannel = """
+        RETURN QUERY SELECT m.name::text, m.value, NULL::bigint FROM meta m
+            UNION ALL
+            SELECT c.url::text, c.version, coalesce(msg.change_seq, -1)
+            FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id WHERE c.url = wanted_url;
+        """
+
+    /// A function that takes the turn with `lock` (a transaction or a session lock on the
+    /// turn's key), waits for the handover, and returns the rows for a channel.
+    private static func turnForChannel(_ name: String, lock: String) -> String {
+        """
+        CREATE OR REPLACE FUNCTION \(name)(wanted_url TEXT)
         RETURNS TABLE (counter TEXT, amount BIGINT, last_message_seq BIGINT)
         LANGUAGE plpgsql VOLATILE AS $$
         BEGIN
-            PERFORM pg_advisory_xact_lock(\(lockKey));
-            RETURN QUERY SELECT m.name::text, m.value, NULL::bigint FROM meta m
-                UNION ALL
-                SELECT c.url::text, c.version, coalesce(msg.change_seq, -1)
-                FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id WHERE c.url = wanted_url;
+            PERFORM \(lock)(\(lockKey));
+            PERFORM 1 FROM write_turn WHERE id = 1 FOR UPDATE;
+            \(rowsForChannel)
         END $$
         """
+    }
+
+    /// The turn to the end of the transaction, with the rows for a channel (migration 12).
+    static let functionForChannelDefinition = turnForChannel("parley_write_turn_for", lock: "pg_advisory_xact_lock")
+
+    /// The turn held by the connection (a session lock), outside any transaction, with the
+    /// rows for a channel. The writer that holds it gives it up in its last statement
+    /// (`handover`); that statement also updates the row of `write_turn`, whose lock it keeps
+    /// to its commit, so the next writer, granted the turn at once, waits here for that
+    /// commit before it reads. The turn thus changes hands without a round trip of its own
+    /// after the commit, and a write that fits one statement needs no BEGIN or COMMIT.
+    static let heldFunctionDefinition = turnForChannel("parley_take_write_turn", lock: "pg_advisory_lock")
+
+    /// What a held turn's last statement adds: a write of the handover row (its lock held to
+    /// the commit) and, reading that write's result so that it runs after it, the release
+    /// of the turn. `name`: the name of the WITH part.
+    static func handover(as name: String) -> (write: String, column: String) {
+        ("\(name) AS (UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1 RETURNING 0)",
+         "(SELECT pg_advisory_unlock(\(lockKey)) FROM \(name))")
+    }
+
+    /// Gives up a turn held by the connection, whatever the state of its transaction (a
+    /// write that failed, or wrote nothing).
+    static let releaseSQL = "SELECT pg_advisory_unlock_all()"
 
     /// What a writer learns as its turn begins.
     struct Taken {
@@ -54,8 +90,10 @@ enum WriteTurn {
     /// the versions of `channel`.
     static func take(_ db: any SQLSession, channel: String?) async throws -> Taken {
         var taken = Taken()
-        for row in try await db.query("SELECT counter, amount, last_message_seq FROM parley_write_turn_for(?)",
-                                      [.optional(channel)]) {
+        let function = (db as? PostgresSession)?.holdTurn() == true ? "parley_take_write_turn" : "parley_write_turn_for"
+        let sql = "SELECT counter, amount, last_message_seq FROM \(function)(?)"
+        _ = HotStatements.learn(sql)
+        for row in try await db.query(sql, [.optional(channel)]) {
             if let lastMessageSeq = row.optionalInt(2) {
                 taken.channel = (row.text(0), row.int(1), lastMessageSeq)
             } else {
