@@ -140,6 +140,14 @@ class Server:
         return self.ok("POST", f"/v3/group_channels/{url}/messages", json=body)
 
 
+def metric(server, name, labels=""):
+    """The value of one series of the server's /metrics."""
+    for line in requests.get(server.url("/metrics"), timeout=10).text.splitlines():
+        if line.startswith(name + labels + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"no {name}{labels} in /metrics")
+
+
 def server_reading_peers_late(db, monkeypatch, milliseconds):
     """A server whose reads of other servers' events each start `milliseconds` later (a
     test hook): what it caches is not refreshed by rendering their events meanwhile."""

@@ -693,14 +693,50 @@ def test_writes_that_fail_after_taking_the_turn_give_it_back(two_servers):
         ("PUT", "/v3/group_channels/no-such-channel", {"name": "x"}),
         ("POST", f"/v3/group_channels/{url}/messages", {"message_type": "MESG", "user_id": outsider, "message": "x"}),
     ]
-    for method, path, body in failures * 3:
-        r = a.request(method, path, json=body)
-        assert 400 <= r.status_code < 500, (path, r.status_code, r.text)
-    # Writes that succeed in between, then the held ones must all be gone.
-    a.send(url, sender, text="after the failures")
-    assert databases.psql(a.db_path, f"SELECT count(*) FROM pg_locks WHERE {TURN_LOCK} AND granted").strip() == "0"
+    for round in range(3):
+        for method, path, body in failures:
+            r = a.request(method, path, json=body)
+            assert 400 <= r.status_code < 500, (path, r.status_code, r.text)
+        a.send(url, sender, text=f"between {round}")
+    assert_turn_free_and_taken_elsewhere(b, url, sender, [f"between {round}" for round in range(3)])
+
+
+def assert_turn_free_and_taken_elsewhere(server, url, sender, before):
+    """No session holds the write turn, and `server` writes at once."""
+    assert databases.psql(server.db_path, f"SELECT count(*) FROM pg_locks WHERE {TURN_LOCK} AND granted").strip() == "0"
     started = time.monotonic()
-    b.send(url, sender, text="on the other server")
+    server.send(url, sender, text="on the other server")
     assert time.monotonic() - started < 2
-    listed = b.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
-    assert [m["message"] for m in listed["messages"]] == ["after the failures", "on the other server"]
+    listed = server.ok("GET", f"/v3/group_channels/{url}/messages",
+                       params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+    assert [m["message"] for m in listed["messages"]] == before + ["on the other server"]
+
+
+@pytest.mark.parametrize("verify", ["1", "0"])
+def test_a_write_whose_last_statement_fails_gives_the_turn_back(tmp_path, monkeypatch, verify):
+    """The event ids the next send may take are occupied by hand, so the send's last statement
+    fails on the key. With PARLEY_VERIFY_COUNTERS=1 the write has begun its transaction by
+    then (the count reads the held message first), which rolls back; without it, the
+    statement runs alone, outside any transaction. Either way nothing of it is stored, no
+    session keeps the turn, and the other server writes at once."""
+    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
+    db = databases.database_for(tmp_path, "failing")
+    a, b = Server(db), Server(db)
+    try:
+        sender = a.user("failing")
+        url = a.channel([sender, a.user("failing")], name="failing")["channel_url"]
+        a.send(url, sender, text="first")
+        seq = int(databases.psql(db, "SELECT value FROM meta WHERE name = 'seq'").strip())
+        # The event's id is a few numbers past `seq` (the message, channel and member take
+        # change numbers from the same counter).
+        databases.psql(db, f"INSERT INTO events (id, created_at, category, recipients, data) "
+                           f"SELECT n, 0, 'test', '', '{{}}' FROM generate_series({seq + 1}, {seq + 20}) n")
+        r = a.request("POST", f"/v3/group_channels/{url}/messages",
+                      json={"message_type": "MESG", "user_id": sender, "message": "never stored"})
+        assert r.status_code == 500, r.text
+        databases.psql(db, f"DELETE FROM events WHERE category = 'test'")
+        assert_turn_free_and_taken_elsewhere(b, url, sender, ["first"])
+    finally:
+        a.stop()
+        b.stop()
+        databases.drop_database(db)

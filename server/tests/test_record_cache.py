@@ -1,9 +1,11 @@
 """The record cache (server/Sources/ParleyServer/RecordCache.swift) keeps channels and users
 between requests but checks each against the database before using it. Two servers on one
 database show it: what one changes, the other (which cached the old state) shows next."""
+import time
+
 import pytest
 
-from conftest import Server, databases, server_reading_peers_late
+from conftest import Server, databases, metric, server_reading_peers_late
 
 
 def nth_message_received(stream, count):
@@ -197,17 +199,32 @@ def test_events_that_do_not_name_their_channel_are_rendered_with_it_loaded_apart
         def received(count):
             return nth_message_received(stream, count)
 
+        def loads():
+            return (metric(second, "parley_channel_loads_total"), metric(second, "parley_channel_loads_with_events_total"))
+
+        # The second server has read what came before (the channel's creation) first.
+        made = int(databases.psql(db, "SELECT value FROM meta WHERE name = 'seq'").strip())
+        deadline = time.monotonic() + 15
+        while metric(second, "parley_events_delivered_through_id") < made:
+            assert time.monotonic() < deadline, "the second server did not catch up"
+            time.sleep(0.1)
         # Rendered from the channel read with the events: the second server caches it.
+        before = loads()
         first.send(url, a, text="one")
         seen = received(1)
         assert (seen["channel"]["name"], seen["channel"]["unread_message_count"]) == ("old name", 1)
+        after = loads()
+        assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
         first.ok("PUT", f"/v3/group_channels/{url}", json={"name": "new name"})
         sent = first.send(url, a, text="two")
-        cleared = databases.psql(db, f"UPDATE events SET changed_channel = NULL WHERE id > 0 RETURNING id")
+        cleared = databases.psql(db, "UPDATE events SET changed_channel = NULL WHERE id > 0 RETURNING id")
         assert len(cleared.split()) >= 2, cleared
         seen = received(2)
         assert seen["message"]["message_id"] == sent["message_id"]
         assert (seen["channel"]["name"], seen["channel"]["unread_message_count"]) == ("new name", 2)
+        # Loaded apart (once per read: the rename and the message may be read together or not).
+        last = loads()
+        assert last[0] - after[0] >= 1 and last[1] - after[1] == 0, (after, last)
         stream.close()
     finally:
         first.stop()

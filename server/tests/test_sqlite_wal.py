@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from conftest import API_TOKEN, EventReader
+from conftest import API_TOKEN, EventReader, metric
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -101,13 +101,6 @@ def test_nothing_is_answered_read_or_delivered_before_its_sync(fresh_server, mon
         [outcome["message"]["message_id"]] + [m["message_id"] for m in results])
 
 
-def _metric(server, name, labels=""):
-    for line in requests.get(server.url("/metrics"), timeout=10).text.splitlines():
-        if line.startswith(name + labels + " "):
-            return float(line.split()[-1])
-    raise AssertionError(f"no {name}{labels} in /metrics")
-
-
 def test_members_of_one_commit_group_take_the_channel_from_the_one_before(fresh_server):
     """SQLite's writers share commits (server Service.swift): a writer held open makes the
     seven sends behind it one group. Each member writes the channel the member before it
@@ -117,7 +110,7 @@ def test_members_of_one_commit_group_take_the_channel_from_the_one_before(fresh_
     a, b = s.user(), s.user()
     url = s.channel([a, b])["channel_url"]
     s.send(url, a, "warm")  # the channel is in the record cache from here on
-    loads, commits = _metric(s, "parley_channel_loads_total"), _metric(
+    loads, commits = metric(s, "parley_channel_loads_total"), metric(
         s, "parley_db_transaction_duration_seconds_count", '{kind="commit"}')
     errors = []
 
@@ -136,9 +129,9 @@ def test_members_of_one_commit_group_take_the_channel_from_the_one_before(fresh_
     for t in [held] + behind:
         t.join(30)
     assert not errors, errors
-    grouped = _metric(s, "parley_db_transaction_duration_seconds_count", '{kind="commit"}') - commits
+    grouped = metric(s, "parley_db_transaction_duration_seconds_count", '{kind="commit"}') - commits
     assert 1 <= grouped <= 3, f"the eight sends took {grouped:.0f} commits: no group formed"
-    assert _metric(s, "parley_channel_loads_total") - loads == 0
+    assert metric(s, "parley_channel_loads_total") - loads == 0
     listed = s.ok("GET", f"/v3/group_channels/{url}/messages",
                   params={"message_ts": 0, "next_limit": 20, "prev_limit": 0, "include": "false"})["messages"]
     assert sorted(m["message"] for m in listed) == sorted(["warm", "held"] + [f"behind {n}" for n in range(7)])

@@ -111,8 +111,9 @@ struct ServerConfig: Sendable {
     /// Nil: /metrics is open to anyone who reaches the port.
     var metricsToken: String? = nil
     /// PARLEY_TEST_HOOKS=1: an admin write may carry `Parley-Test-Hold-Ms: N` (at most 10,000)
-    /// and then keeps its transaction open N ms after its handler ran, before it commits (its
-    /// numbers taken, its channels locked). Tests use it to hold one writer while others run.
+    /// and then waits N ms after its handler ran, before its last statement (its numbers
+    /// taken; on PostgreSQL the write turn held, its transaction usually not yet begun). Tests
+    /// use it to hold one writer while others run.
     var testHooks = false
 }
 

@@ -790,7 +790,7 @@ final class ServerState {
         if let channelRows {
             events.sort { $0.id < $1.id }
             let read = try channelRows.parts.assembled()
-            ServerMetrics.shared.loaded(channels: read.count)
+            ServerMetrics.shared.loaded(channels: read.count, withEvents: true)
             readChannels.append(contentsOf: read)
             try await take(read, requested: changed)
         }

@@ -41,6 +41,7 @@ final class ServerMetrics: Sendable {
     private let logReads: Counter
     private let messagesStored: Counter
     private let channelLoads: Counter
+    private let channelLoadsWithEvents: Counter
     private let lagResyncs: Counter
     private let logFirstId: Gauge
     private let logLastId: Gauge
@@ -63,6 +64,9 @@ final class ServerMetrics: Sendable {
         channelLoads = registry.makeCounter(descriptor: Self.name(
             "channel_loads", "total",
             "Channels read whole from the database: not in the record cache, or changed since it kept them."))
+        channelLoadsWithEvents = registry.makeCounter(descriptor: Self.name(
+            "channel_loads_with_events", "total",
+            "Channels read in the same statement as other servers' events that changed them (PostgreSQL); counted in channel_loads too."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
             "event_stream_resyncs", "total",
             "resync frames sent to this server's streams because it fell behind the event log's retention."))
@@ -139,8 +143,9 @@ final class ServerMetrics: Sendable {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }
     }
 
-    func loaded(channels: Int) {
+    func loaded(channels: Int, withEvents: Bool = false) {
         if channels > 0 { channelLoads.increment(by: Int64(channels)) }
+        if channels > 0, withEvents { channelLoadsWithEvents.increment(by: Int64(channels)) }
     }
 
     func stored(messages: Int) {

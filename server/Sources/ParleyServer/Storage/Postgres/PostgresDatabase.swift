@@ -50,17 +50,21 @@ final class PostgresDatabase: SQLDatabase {
         // it hangs: PostgreSQL ends such a session once it has been idle this long, inside a
         // transaction or not (a write holds the turn before it begins one, WriteTurn.swift).
         // Connections idle in the pool run a keep-alive statement well within that time.
-        configuration.options.additionalStartupParameters = [
-            ("application_name", "parley-server"),
-            ("idle_in_transaction_session_timeout", "\(Self.idleInTransactionSeconds)s"),
-            ("idle_session_timeout", "\(Self.idleInTransactionSeconds)s"),
-        ]
+        configuration.options.additionalStartupParameters = Self.poolStartupParameters
         configuration.options.keepAliveBehavior = .init(frequency: .seconds(Self.idleInTransactionSeconds / 3))
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         self.logger = logger
         clientTask = startsClient ? Task { await client.run() } : nil
     }
+
+    /// The pooled sessions' settings (`init`): the check in `open` sends them too, so that a
+    /// PostgreSQL that refuses one (`idle_session_timeout` needs 14) says so at startup.
+    private static let poolStartupParameters = [
+        ("application_name", "parley-server"),
+        ("idle_in_transaction_session_timeout", "\(idleInTransactionSeconds)s"),
+        ("idle_session_timeout", "\(idleInTransactionSeconds)s"),
+    ]
 
     /// Checks with one direct connection that the server accepts us, then creates the
     /// database object: a wrong address, password or database name shows at startup, with
@@ -69,7 +73,7 @@ final class PostgresDatabase: SQLDatabase {
     static func open(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
                      maximumConnections: Int = 20, startsClient: Bool = true) async throws -> PostgresDatabase {
         do {
-            let connection = try await connect(url, id: 0, logger: logger)
+            let connection = try await connect(url, id: 0, logger: logger, startupParameters: poolStartupParameters)
             try? await connection.close()
         } catch {
             throw StorageError("cannot connect to PostgreSQL database \(url): \(PostgresErrors.mapped(error))")
@@ -79,10 +83,12 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     /// A connection of its own, outside the pool (one that listens for notifications).
-    static func connect(_ url: PostgresURL, id: Int, logger: Logger) async throws -> PostgresConnection {
-        let configuration = PostgresConnection.Configuration(
+    static func connect(_ url: PostgresURL, id: Int, logger: Logger,
+                        startupParameters: [(String, String)] = []) async throws -> PostgresConnection {
+        var configuration = PostgresConnection.Configuration(
             host: url.host, port: url.port, username: url.user, password: url.password,
             database: url.database, tls: try connectionTLS(for: url.tlsMode))
+        configuration.options.additionalStartupParameters = startupParameters
         return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
     }
 
@@ -413,7 +419,15 @@ final class PostgresSession: SQLSession {
             let endsWrite = beginsLate && late == .notBegun
             let row = try await send(sql, binds).first
             values += (row?.values ?? []).prefix(returned)
-            if handover != nil { holdsTurn = false }
+            if handover != nil {
+                // Released only if the handover row was written (the turn's function fails
+                // without it; this is the check that the statement did release).
+                guard let released = row?.values.last, case .int(1) = released else {
+                    try? await connection.close()
+                    throw StorageError("the write turn was not handed over (is the row of write_turn missing?); its connection was closed")
+                }
+                holdsTurn = false
+            }
             if endsWrite { late = .ended }
         }
         return values
@@ -478,7 +492,7 @@ final class PostgresSession: SQLSession {
 
     /// Runs a prepared statement (prepared once per connection by PostgresNIO), for hot paths
     /// that outgrow the `?` interface.
-    func execute<Statement: PostgresPreparedStatement>(prepared statement: Statement) async throws -> [Statement.Row]
+    private func execute<Statement: PostgresPreparedStatement>(prepared statement: Statement) async throws -> [Statement.Row]
     where Statement.Row: Sendable {
         try await sendHeld()
         let (connection, logger) = (self.connection, self.logger)

@@ -1,8 +1,8 @@
 // PostgreSQL: how writers on every server of one database take their numbers in order
 // (docs/ARCHITECTURE.md "Several servers on one PostgreSQL"). A writer first takes the turn,
-// a transaction lock held to its commit, and reads the counters as the last writer committed
-// them; it numbers from there, writes the counters back with its changes, and announces what
-// it committed to the other servers (LISTEN/NOTIFY). Numbers therefore commit in the order
+// a lock its connection holds until the writer's last statement hands it over, and reads the
+// counters as the last writer committed them; it numbers from there, writes the counters back
+// with its changes, and announces what it committed to the other servers (LISTEN/NOTIFY). Numbers therefore commit in the order
 // they are taken: once a number is visible, every lower one is visible too (or was never
 // committed, and is taken again by the next writer).
 
@@ -23,9 +23,17 @@ enum WriteTurn {
         LANGUAGE plpgsql VOLATILE AS $$
         BEGIN
             PERFORM pg_advisory_xact_lock(\(lockKey));
-            PERFORM 1 FROM write_turn WHERE id = 1 FOR UPDATE;
+            \(waitForHandover)
             RETURN QUERY SELECT m.name::text, m.value FROM meta m;
         END $$
+        """
+
+    /// Waits for the commit of the writer that handed the turn over, by the row it kept
+    /// locked. Without the row (removed by hand) nothing would wait, nor could the turn be
+    /// handed over: every write fails instead.
+    private static let waitForHandover = """
+        PERFORM 1 FROM write_turn WHERE id = 1 FOR UPDATE;
+            IF NOT FOUND THEN RAISE EXCEPTION 'parley: the row of write_turn is missing (migration 14 makes it)'; END IF;
         """
 
     /// The rows of the turn for a channel: the counters, and the version of one channel and
@@ -49,7 +57,7 @@ enum WriteTurn {
         LANGUAGE plpgsql VOLATILE AS $$
         BEGIN
             PERFORM \(lock)(\(lockKey));
-            PERFORM 1 FROM write_turn WHERE id = 1 FOR UPDATE;
+            \(waitForHandover)
             \(rowsForChannel)
         END $$
         """
