@@ -737,7 +737,8 @@ final class ServerState {
         var events: [StoredEvent] = []
         var urls = Set<String>()
         var pruned: Int64 = 0
-        let eventColumns = "b.pruned, b.users, e.id, e.created_at, e.category, e.recipients, e.data, e.changed_channel"
+        let eventColumnList = ["b.pruned", "b.users", "e.id", "e.created_at", "e.category", "e.recipients", "e.data", "e.changed_channel"]
+        let eventColumns = eventColumnList.joined(separator: ", ")
         let eventsFrom = """
             FROM (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
                          coalesce((SELECT value FROM meta WHERE name = 'users_written'), 0) AS users) b
@@ -753,14 +754,14 @@ final class ServerState {
             let exact = ranges.count <= 16
             let inRanges = exact ? ranges.map { _ in "id BETWEEN ? AND ?" }.joined(separator: " OR ") : "id BETWEEN ? AND ?"
             let rangeBinds: [SQLValue] = exact ? ranges.flatMap { [.int($0.lowerBound), .int($0.upperBound)] } : [.int(low), .int(high)]
-            let leading = String(repeating: "NULL, ", count: 8)
+            let leading = String(repeating: "NULL, ", count: eventColumnList.count)
             let branches = ChannelQueries.OneStatementParts.branches("SELECT url FROM changed", leading: leading)
             sql = "WITH changed AS (SELECT DISTINCT changed_channel AS url FROM events WHERE (\(inRanges)) AND changed_channel IS NOT NULL) "
                 + "SELECT \(eventColumns), \(ChannelQueries.OneStatementParts.typedNulls) \(eventsFrom)"
                 + " UNION ALL " + branches.joined(separator: " UNION ALL ")
             binds = rangeBinds + binds
             if ranges.count == 1 { _ = HotStatements.learn(sql) }
-            channelRows = ChannelQueries.OneStatementParts.Reader(offset: 8)
+            channelRows = ChannelQueries.OneStatementParts.Reader(offset: eventColumnList.count)
         }
         var changed = Set<String>()
         for row in try await db.query(sql, binds) {

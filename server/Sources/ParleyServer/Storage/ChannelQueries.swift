@@ -169,7 +169,6 @@ enum ChannelQueries {
         static let entryOffset = memberOffset + RecordTables.memberColumns.count
         static let messageOffset = entryOffset + 6
         static let messageWidth = RecordTables.messageColumns.count + 1
-        static let width = messageOffset + messageWidth
 
         private static func nulls(_ count: Int) -> String { Array(repeating: "NULL", count: count).joined(separator: ", ") }
 
