@@ -2,9 +2,9 @@
 // (docs/ARCHITECTURE.md "Several servers on one PostgreSQL"). A writer first takes the turn,
 // a lock its connection holds until the writer's last statement hands it over, and reads the
 // counters as the last writer committed them; it numbers from there, writes the counters back
-// with its changes, and announces what it committed to the other servers (LISTEN/NOTIFY). Numbers therefore commit in the order
-// they are taken: once a number is visible, every lower one is visible too (or was never
-// committed, and is taken again by the next writer).
+// with its changes, and announces what it committed to the other servers (LISTEN/NOTIFY).
+// Numbers therefore commit in the order they are taken: once a number is visible, every lower
+// one is visible too (or was never committed, and is taken again by the next writer).
 
 enum WriteTurn {
     /// The key of the turn's lock ("parleyWT" in ASCII); the migrations' lock is another key.
@@ -15,9 +15,10 @@ enum WriteTurn {
 
     /// Takes the lock, waits for the writer that handed the turn over to end (`handover`),
     /// then reads the counters in a snapshot taken after both (a PL/pgSQL statement in READ
-    /// COMMITTED takes a new snapshot per statement): one round trip for all. This form holds
-    /// the turn to the end of the transaction; the server itself takes `heldFunction`'s,
-    /// which holds it on the connection (kept for servers of migration 12 during an upgrade).
+    /// COMMITTED takes a new snapshot per statement): one round trip for all. This form
+    /// (migration 4) holds the turn to the end of the transaction; the server now takes
+    /// `heldFunctionDefinition`'s, held by the connection. Both transaction forms stay for
+    /// servers of earlier migrations during an upgrade.
     static let functionDefinition = """
         CREATE OR REPLACE FUNCTION parley_write_turn() RETURNS TABLE (counter TEXT, amount BIGINT)
         LANGUAGE plpgsql VOLATILE AS $$
