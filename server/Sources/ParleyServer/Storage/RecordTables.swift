@@ -289,7 +289,10 @@ enum RecordTables {
         try await db.execute(upsertSQL("reports", reportColumns, key: ["id"]), reportRow(r))
     }
 
-    static let insertEventSQL = "INSERT INTO events (id, created_at, category, recipients, data, changed_channel) VALUES (?, ?, ?, ?, ?, ?)"
+    /// The columns `eventRow` fills, in order.
+    private static let eventColumns = ["id", "created_at", "category", "recipients", "data", "changed_channel"]
+    private static let eventRowPlaceholders = "(" + Array(repeating: "?", count: eventColumns.count).joined(separator: ", ") + ")"
+    static let insertEventSQL = "INSERT INTO events (\(eventColumns.joined(separator: ", "))) VALUES \(eventRowPlaceholders)"
     static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
     static let upsertChannelSQL = versionedUpsertSQL("channels", channelColumns + channelKeyColumns, key: ["url"])
     static let deleteMentionsSQL = "DELETE FROM message_mentions WHERE message_id = ?"
@@ -414,8 +417,8 @@ enum RecordTables {
         var writes: [SQLWrite] = []
         if !events.isEmpty {
             writes.append(SQLWrite(
-                sql: "INSERT INTO events (id, created_at, category, recipients, data, changed_channel) VALUES "
-                    + Array(repeating: "(?, ?, ?, ?, ?, ?)", count: events.count).joined(separator: ", "),
+                sql: "INSERT INTO events (\(eventColumns.joined(separator: ", "))) VALUES "
+                    + Array(repeating: eventRowPlaceholders, count: events.count).joined(separator: ", "),
                 binds: events.flatMap(eventRow), table: "events"))
         }
         if !counters.isEmpty {

@@ -31,7 +31,7 @@ final class PostgresDatabase: SQLDatabase {
     /// How long a session may sit between statements, in a transaction or holding the write
     /// turn, before PostgreSQL ends it (docs/DEPLOYMENT.md). Longer than any pause of a
     /// healthy write, including the test hook's hold (at most 10 s, ServerConfig.testHooks).
-    static let idleInTransactionSeconds = 15
+    static let idleSessionSeconds = 15
 
     /// - Parameters:
     ///   - startsClient: whether this object runs the pool itself, in a task that `close()`
@@ -51,7 +51,7 @@ final class PostgresDatabase: SQLDatabase {
         // transaction or not (a write holds the turn before it begins one, WriteTurn.swift).
         // Connections idle in the pool run a keep-alive statement well within that time.
         configuration.options.additionalStartupParameters = Self.poolStartupParameters
-        configuration.options.keepAliveBehavior = .init(frequency: .seconds(Self.idleInTransactionSeconds / 3))
+        configuration.options.keepAliveBehavior = .init(frequency: .seconds(Self.idleSessionSeconds / 3))
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
         self.logger = logger
@@ -62,8 +62,8 @@ final class PostgresDatabase: SQLDatabase {
     /// PostgreSQL that refuses one (`idle_session_timeout` needs 14) says so at startup.
     private static let poolStartupParameters = [
         ("application_name", "parley-server"),
-        ("idle_in_transaction_session_timeout", "\(idleInTransactionSeconds)s"),
-        ("idle_session_timeout", "\(idleInTransactionSeconds)s"),
+        ("idle_in_transaction_session_timeout", "\(idleSessionSeconds)s"),
+        ("idle_session_timeout", "\(idleSessionSeconds)s"),
     ]
 
     /// Checks with one direct connection that the server accepts us, then creates the
