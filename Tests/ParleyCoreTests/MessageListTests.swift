@@ -86,6 +86,33 @@ private func withCacheFile(_ body: (ChatCache, String) throws -> Void) throws {
             == #"{"a":"}","members":2,"n":{}}"#)
     }
 
+    @Test func readingNamedMembersOfTheStoredTextEqualsParsingItWhole() throws {
+        var rng = SeededGenerator(state: 11)
+        var compared = 0
+        for _ in 0..<3000 {
+            let object = randomObject(&rng, depth: 0)
+            let names = keyPool.filter { _ in Bool.random(using: &rng) } + ["absent"]
+            guard case .object(let fields) = object else { continue }
+            guard let read = CanonicalObjectText.members(named: names, in: object.canonicalText) else {
+                // Only a text with an escaped key may be refused (its reader parses it whole).
+                #expect(object.canonicalText.contains("\\"), "\(object.canonicalText)")
+                continue
+            }
+            var expected: [String: JSONValue] = [:]
+            for name in names { if let value = fields[name] { expected[name] = value } }
+            // Compared as text: a double such as 2.0 is written as 2 and read back as an integer.
+            let same = JSONValue.object(read).canonicalText == JSONValue.object(expected).canonicalText
+            #expect(same, "\(object.canonicalText) \(names)")
+            if !same { break }
+            compared += 1
+        }
+        #expect(compared > 1500)  // the others have a key with an escape
+        #expect(CanonicalObjectText.members(named: ["a"], in: #"{"a":[1,{"b":"}"}],"c":2}"#) == ["a": [1, ["b": "}"]]])
+        #expect(CanonicalObjectText.members(named: ["c"], in: #"{"a":1,"c":{"d":"#) == nil)
+        #expect(CanonicalObjectText.members(named: ["a"], in: "[1]") == nil)
+        #expect(CanonicalObjectText.members(named: ["a"], in: "{}") == [:])
+    }
+
     @Test func cuttingTheStoredTextEqualsPresentingTheValue() throws {
         var rng = SeededGenerator(state: 7)
         var checked = 0

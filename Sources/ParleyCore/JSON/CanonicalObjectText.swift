@@ -59,6 +59,38 @@ enum CanonicalObjectText {
         }
     }
 
+    /// The values of the top-level members named in `names` that the object text has, each
+    /// parsed alone: reading a few members of a stored object without parsing all of it. Nil
+    /// when the text is not an object the cache wrote (cut short, or a key with an escape,
+    /// which is not compared raw); the caller then parses the whole text.
+    static func members(named names: [String], in text: String) -> [String: JSONValue]? {
+        var text = text
+        return text.withUTF8 { bytes -> [String: JSONValue]? in
+            guard bytes.count >= 2, bytes[0] == UInt8(ascii: "{") else { return nil }
+            let wanted = names.map { Array($0.utf8) }
+            let greatest = wanted.max { $0.lexicographicallyPrecedes($1) } ?? []
+            var found: [String: JSONValue] = [:]
+            var readable = true
+            let end = forEachMember(of: bytes, upTo: greatest) { member in
+                guard !member.key.contains(UInt8(ascii: "\\")) else {
+                    readable = false
+                    return false
+                }
+                guard let index = wanted.firstIndex(where: { $0.count == member.key.count && member.key.elementsEqual($0) }) else {
+                    return true
+                }
+                let value = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[(member.keyEnd + 1)..<member.valueEnd]))
+                guard let parsed = try? JSONValue.parse(bytes: value) else {
+                    readable = false
+                    return false
+                }
+                found[names[index]] = parsed
+                return true
+            }
+            return readable && end != .cutShort ? found : nil
+        }
+    }
+
     /// One top-level member of an object text: from its key's opening quote (`start`) to the
     /// end of its value; `key` is the key's raw bytes, between the quotes.
     struct Member {

@@ -45,7 +45,11 @@ extension ChatCache {
     /// object is refused with `.protocolViolation`.
     @discardableResult
     public func upsertChannel(_ channel: JSONValue) throws(ParleyError) -> ChannelUpsertOutcome {
-        let columns = try ChannelColumns(channel)
+        try upsertChannel(channel, columns: try ChannelColumns(channel))
+    }
+
+    /// `upsertChannel(_:)` with the columns the caller already read from `channel`.
+    func upsertChannel(_ channel: JSONValue, columns: ChannelColumns) throws(ParleyError) -> ChannelUpsertOutcome {
         guard case .object(var fields) = channel, let members = fields.removeValue(forKey: "members") else {
             return try storeChannel(columns, json: channel.canonicalText, members: nil)
         }

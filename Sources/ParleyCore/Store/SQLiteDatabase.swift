@@ -356,7 +356,7 @@ public final class SQLiteDatabase {
         savepointDepth += 1
         defer { savepointDepth -= 1 }
         let name = "parley_savepoint_\(savepointDepth)"
-        try execute("SAVEPOINT \(name)")
+        try runPrepared("SAVEPOINT \(name)")
         let value: T
         do throws(ParleyError) {
             value = try body()
@@ -369,16 +369,22 @@ public final class SQLiteDatabase {
             }
             throw error
         }
-        try execute("RELEASE \(name)")
+        try runPrepared("RELEASE \(name)")
         return value
     }
 
+    /// Runs one statement through the statement cache: the statements that open and close
+    /// every write are compiled once, not parsed again at each use as `execute` would.
+    private func runPrepared(_ sql: String) throws(ParleyError) {
+        try statement(sql).run()
+    }
+
     private func outermostTransaction<T>(_ handle: OpaquePointer, _ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
-        try execute("BEGIN IMMEDIATE")
+        try runPrepared("BEGIN IMMEDIATE")
         do throws(ParleyError) {
             let value = try body()
             try beforeCommit?(self)
-            try execute("COMMIT")
+            try runPrepared("COMMIT")
             return value
         } catch {
             if sqlite3_get_autocommit(handle) == 0 {

@@ -145,6 +145,10 @@ final class CacheTransaction {
         WireField.deliveryReceipt,
     ]
 
+    /// Fields of the stored channel that a new render is compared with: a grown history
+    /// offset, changed operators and pinned messages (`updateDerivedMessageFields`).
+    static let comparedKeys = [WireField.tsMessageOffset, WireField.operators, WireField.pinnedMessageIDs]
+
     /// Stores a channel the server sent. A render for this user (it has `member_state`)
     /// replaces every per-user field, `last_message` included (absent: none visible to the
     /// user); a shared render (no per-user fields) keeps the cached per-user fields. Fields
@@ -172,19 +176,36 @@ final class CacheTransaction {
         merged[WireField.isCreated] = nil
         var oldOffset: Int64 = 0
         var previous: [String: JSONValue] = [:]
-        if let stored, case .object(let old)? = try? JSONValue.parse(stored.json) {
-            previous = old
-            oldOffset = old[WireField.tsMessageOffset]?.int64Value ?? 0
-            if incoming[WireField.memberState] != nil {
-                for key in Self.viewDependentKeys where merged[key] == nil {
-                    if let value = old[key] { merged[key] = value }
+        if let stored {
+            let rendersForUser = incoming[WireField.memberState] != nil
+            // A render for this user takes from the stored copy only the fields of other views
+            // it lacks and what is compared below: those members are read from the stored
+            // text, not the whole of it parsed (this runs for every live message).
+            let old: [String: JSONValue]? =
+                if rendersForUser,
+                    let some = CanonicalObjectText.members(named: Self.viewDependentKeys + Self.comparedKeys, in: stored.json)
+                {
+                    some
+                } else if case .object(let whole)? = try? JSONValue.parse(stored.json) {
+                    whole
+                } else {
+                    nil
                 }
-            } else {
-                for (key, value) in old where merged[key] == nil { merged[key] = value }
+            if let old {
+                previous = old
+                oldOffset = old[WireField.tsMessageOffset]?.int64Value ?? 0
+                if rendersForUser {
+                    for key in Self.viewDependentKeys where merged[key] == nil {
+                        if let value = old[key] { merged[key] = value }
+                    }
+                } else {
+                    for (key, value) in old where merged[key] == nil { merged[key] = value }
+                }
             }
         }
         let value = JSONValue.object(merged)
-        var outcome = try cache.upsertChannel(value)
+        let columns = try ChatCache.ChannelColumns(value)
+        var outcome = try cache.upsertChannel(value, columns: columns)
         if merged[WireField.members] == nil, !changedMembers.isEmpty, try cache.updateChannelMembers(url: url, changedMembers),
             outcome == .unchanged
         {
@@ -192,7 +213,7 @@ final class CacheTransaction {
         }
         contexts[url] = nil
         if outcome != .unchanged {
-            let newKey = try ChatCache.ChannelColumns(value).orderKey
+            let newKey = columns.orderKey
             let current: StoredChannelValue
             if merged[WireField.members] != nil {
                 current = StoredChannelValue(value)
@@ -202,7 +223,7 @@ final class CacheTransaction {
                     reading: { (try? cache.channel(url: url))??.json ?? value.canonicalText }, fallback: value)
             }
             var withoutMembers = merged
-            withoutMembers[WireField.members] = nil
+            if withoutMembers[WireField.members] != nil { withoutMembers[WireField.members] = nil }
             record(.channelUpserted(ChannelUpsert(
                 channelWithoutMembers: .object(withoutMembers), stored: current, url: url, oldKey: stored?.orderKey, newKey: newKey)))
         }
