@@ -230,9 +230,9 @@ extension ChatCache {
     /// each message (about 20 µs of a catch-up's message). The triggers now only note which
     /// messages changed and, the first time in a transaction, what the index holds for them
     /// (`indexed` with their old text: exactly what a delete must hand back to an
-    /// external-content index). `ChatCache.indexChangedMessages` applies the notes before
-    /// every commit (SQLiteDatabase.beforeCommit), in message id order, and empties the table,
-    /// so the index is again exactly the committed messages.
+    /// external-content index). `ChatCache.indexChangedMessages` applies the notes in
+    /// message id order and empties the table: at a commit once a batch of them waits, and
+    /// before every read of the index, which so sees exactly the committed messages.
     static let schemaVersion9 = """
         DROP TRIGGER message_search_after_insert;
         DROP TRIGGER message_search_after_delete;

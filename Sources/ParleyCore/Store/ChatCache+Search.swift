@@ -71,6 +71,7 @@ extension ChatCache {
     /// The cached messages matching `query` in `window`, in the query's order. An FTS5
     /// syntax error in `match` is `.invalidArgument` with SQLite's words.
     public func searchMessages(_ query: CacheSearchQuery, _ window: SearchWindow) throws(ParleyError) -> [CacheSearchHit] {
+        try updateSearchIndex()
         var conditions = ["message_search MATCH ?1"]
         var values: [SQLiteValue] = [.text(query.match), .text(query.filter.highlightStart), .text(query.filter.highlightEnd)]
         func bind(_ value: SQLiteValue) -> String {
@@ -174,16 +175,27 @@ extension ChatCache {
         return stored
     }
 
+    /// How many noted changes wait before a commit applies them to the index. Every read
+    /// of the index applies whatever waits first (`updateSearchIndex`), so a search always
+    /// sees exactly the committed messages; between reads, a write that changes one message
+    /// (a live message, a send) does not pay for a new index segment of its own: FTS5
+    /// writes one per flush of its pending terms, which cost a live message about a fifth of
+    /// its commit. The notes are a table, so changes that wait survive a restart.
+    static let searchIndexBatch: Int64 = 128
+
     /// Applies the changes the triggers noted in `message_search_changes` (schema version 9)
-    /// to the search index and forgets them; run by every write transaction just before its
-    /// commit. First what the index holds for the changed messages goes, then their text as
-    /// it is now goes in, both in message id order: FTS5 then writes one new segment for each
-    /// step, where rows out of order or alternating deletes and inserts would cost one each.
-    /// A message whose text ended as it began is left alone.
-    static func indexChangedMessages(_ database: SQLiteDatabase) throws(ParleyError) {
-        var changed = false
-        try database.statement("SELECT EXISTS (SELECT 1 FROM message_search_changes)").rows { changed = $0.int64(0) != 0 }
-        guard changed else { return }
+    /// to the search index and forgets them, once at least `waiting` are noted; run by every
+    /// write transaction just before its commit with `searchIndexBatch`, and by
+    /// `updateSearchIndex` with 1. First what the index holds for the changed messages goes,
+    /// then their text as it is now goes in, both in message id order: FTS5 then writes one
+    /// new segment for each step, where rows out of order or alternating deletes and inserts
+    /// would cost one each. A message whose text ended as it began is left alone.
+    static func indexChangedMessages(_ database: SQLiteDatabase, once waiting: Int64) throws(ParleyError) {
+        var noted: Int64 = 0
+        try database.statement("SELECT count(*) FROM (SELECT 1 FROM message_search_changes LIMIT ?1)").rows([.integer(waiting)]) {
+            noted = $0.int64(0)
+        }
+        guard noted >= waiting, noted > 0 else { return }
         try database.statement("""
             INSERT INTO message_search (message_search, rowid, search_text, search_file_name)
                 SELECT 'delete', c.message_id, c.old_text, c.old_file_name FROM message_search_changes c
@@ -202,8 +214,18 @@ extension ChatCache {
         try database.statement("DELETE FROM message_search_changes").run()
     }
 
+    /// Applies every noted change to the search index (in a transaction of its own when
+    /// none is open): run before each read of the index.
+    func updateSearchIndex() throws(ParleyError) {
+        var waiting = false
+        try database.statement("SELECT EXISTS (SELECT 1 FROM message_search_changes)").rows { waiting = $0.int64(0) != 0 }
+        guard waiting else { return }
+        try transaction { () throws(ParleyError) in try Self.indexChangedMessages(database, once: 1) }
+    }
+
     /// How many cached messages the search index holds (for checks and benchmarks).
     public func searchIndexCount() throws(ParleyError) -> Int64 {
+        try updateSearchIndex()
         var count: Int64 = 0
         try database.statement("SELECT count(*) FROM message_search").rows { count = $0.int64(0) }
         return count
@@ -211,6 +233,7 @@ extension ChatCache {
 
     /// Checks the index against its content (FTS5 `integrity-check`); throws when they differ.
     public func checkSearchIndex() throws(ParleyError) {
+        try updateSearchIndex()
         _ = try database.statement("INSERT INTO message_search (message_search, rank) VALUES ('integrity-check', 1)").run()
     }
 }

@@ -61,9 +61,9 @@ public final class ChatCache {
         }
         database = try SQLiteDatabase(location: location, migrations: Self.migrations)
         sizeLimitBytes = uncheckedSizeLimitBytes
-        database.beforeCommit = { (database) throws(ParleyError) in try Self.indexChangedMessages(database) }
-        // A write made outside any transaction left its changes noted but not indexed.
-        try database.transaction {}
+        database.beforeCommit = { (database) throws(ParleyError) in
+            try Self.indexChangedMessages(database, once: Self.searchIndexBatch)
+        }
         guard case .file(let path) = location else { return }
         let journalPath = OutboxJournal.path(forCache: path)
         let contents = OutboxJournal.read(path: journalPath)
