@@ -56,6 +56,14 @@ private func parse(_ bytes: [UInt8], splitAt cuts: [Int]) throws -> [SSEEvent] {
         #expect(parser.bytesReceived == Self.document.utf8.count)
     }
 
+    @Test func bytesWithoutContiguousStorageGiveTheSameEvents() throws {
+        // Such bytes take the parser's path of one byte at a time.
+        var parser = SSEParser()
+        #expect(try parser.feed(AnySequence(Array(Self.document.utf8))) == Self.expected)
+        #expect(parser.bytesReceived == Self.document.utf8.count)
+        #expect(parser.lastEventID == "42")
+    }
+
     @Test func byteByByteGivesTheSameEvents() throws {
         let bytes = Array(Self.document.utf8)
         #expect(try parse(bytes, splitAt: Array(0..<bytes.count)) == Self.expected)

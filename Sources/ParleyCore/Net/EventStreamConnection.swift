@@ -256,7 +256,7 @@ public final class EventStreamConnection: Sendable {
                 onResponseStart: { [weak self] status, headers in
                     self?.responseStarted(attemptID, status: status, headers: headers)
                 },
-                onData: { [weak self] chunk in
+                onBytes: { [weak self] chunk in
                     self?.received(attemptID, chunk) ?? false
                 },
                 completion: { [weak self] result in
@@ -419,7 +419,7 @@ public final class EventStreamConnection: Sendable {
         }
     }
 
-    private func received(_ attemptID: UInt64, _ chunk: [UInt8]) -> Bool {
+    private func received(_ attemptID: UInt64, _ chunk: UnsafeRawBufferPointer) -> Bool {
         perform { core -> Bool in
             guard core.attemptID == attemptID else { return false }
             guard core.responseStatus == 200 else {

@@ -78,9 +78,22 @@ public final class HTTPClient: Sendable {
         onData: @escaping @Sendable (_ chunk: [UInt8]) -> Bool,
         completion: @escaping @Sendable (Result<HTTPResponse, ParleyError>) -> Void
     ) -> HTTPTask {
+        stream(request, onResponseStart: onResponseStart, onBytes: { onData(Array($0)) }, completion: completion)
+    }
+
+    /// `stream(_:onResponseStart:onData:completion:)` handing each chunk over where libcurl
+    /// holds it, valid only during the call: a reader that parses the bytes at once (the
+    /// event stream) copies nothing.
+    @discardableResult
+    public func stream(
+        _ request: HTTPRequest,
+        onResponseStart: @escaping @Sendable (_ status: Int, _ headers: [HTTPHeader]) -> Void,
+        onBytes: @escaping @Sendable (_ chunk: UnsafeRawBufferPointer) -> Bool,
+        completion: @escaping @Sendable (Result<HTTPResponse, ParleyError>) -> Void
+    ) -> HTTPTask {
         submit(HTTPTransfer(
             request: request, mode: .stream,
-            onResponseStart: onResponseStart, onData: onData, completion: completion))
+            onResponseStart: onResponseStart, onData: onBytes, completion: completion))
     }
 
     /// Cancels every transfer in flight (each completes with `.cancelled`, once), then stops

@@ -22,7 +22,7 @@ final class HTTPTransfer: @unchecked Sendable {
     // Cleared when the transfer finishes, so that closures capturing the `HTTPTask` do
     // not keep it (and this transfer) alive in a cycle.
     private var onResponseStart: (@Sendable (Int, [HTTPHeader]) -> Void)?
-    private var onData: (@Sendable ([UInt8]) -> Bool)?
+    private var onData: (@Sendable (UnsafeRawBufferPointer) -> Bool)?
     private var completion: (@Sendable (Result<HTTPResponse, ParleyError>) -> Void)?
     private var uploadProgress: HTTPUploadProgress?
 
@@ -50,7 +50,7 @@ final class HTTPTransfer: @unchecked Sendable {
         request: HTTPRequest,
         mode: Mode,
         onResponseStart: (@Sendable (Int, [HTTPHeader]) -> Void)? = nil,
-        onData: (@Sendable ([UInt8]) -> Bool)? = nil,
+        onData: (@Sendable (UnsafeRawBufferPointer) -> Bool)? = nil,
         completion: @escaping @Sendable (Result<HTTPResponse, ParleyError>) -> Void
     ) {
         // The progress closure lives apart from the kept request, so that clearing it at the
@@ -295,7 +295,7 @@ final class HTTPTransfer: @unchecked Sendable {
         case .stream:
             startResponseIfNeeded()
             guard let onData else { return bytes.count }
-            if onData(Array(bytes)) { return bytes.count }
+            if onData(bytes) { return bytes.count }
             abortReason = .cancelled("the stream was stopped by its data handler")
             return 0
         case .buffered(let maxBodyBytes):

@@ -65,24 +65,46 @@ public struct SSEParser: Sendable {
         _ bytes: some Sequence<UInt8>, onEvent: (SSEEvent) -> Void
     ) throws(ParleyError) {
         if let failure { throw failure }
+        let fed: Result<Void, ParleyError>? = bytes.withContiguousStorageIfAvailable { buffer in
+            Result { () throws(ParleyError) in try feedContiguous(buffer, onEvent) }
+        }
+        if let fed { return try fed.get() }
         for byte in bytes {
-            bytesReceived += 1
+            try withUnsafePointer(to: byte) { (pointer) throws(ParleyError) in
+                try feedContiguous(UnsafeBufferPointer(start: pointer, count: 1), onEvent)
+            }
+        }
+    }
+
+    /// Appends each run of bytes up to a line end to the line at once (a chunk of the
+    /// stream is mostly one long data line).
+    private mutating func feedContiguous(_ buffer: UnsafeBufferPointer<UInt8>, _ onEvent: (SSEEvent) -> Void) throws(ParleyError) {
+        var start = 0
+        while start < buffer.count {
             if skipLeadingLF {
                 skipLeadingLF = false
-                if byte == 0x0A { continue }
+                if buffer[start] == 0x0A {
+                    bytesReceived += 1
+                    start += 1
+                    continue
+                }
             }
-            switch byte {
-            case 0x0D:
-                skipLeadingLF = true
-                try endLine(onEvent)
-            case 0x0A:
-                try endLine(onEvent)
-            default:
-                guard line.count < maxEventBytes else {
+            var end = start
+            while end < buffer.count, buffer[end] != 0x0A, buffer[end] != 0x0D { end += 1 }
+            if end > start {
+                guard line.count + (end - start) <= maxEventBytes else {
+                    // Counted up to the byte that made the line too long, as a byte loop would.
+                    bytesReceived += maxEventBytes - line.count + 1
                     throw fail("a line of the event stream exceeds \(maxEventBytes) bytes")
                 }
-                line.append(byte)
+                line.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start..<end]))
+                bytesReceived += end - start
             }
+            guard end < buffer.count else { return }
+            bytesReceived += 1
+            if buffer[end] == 0x0D { skipLeadingLF = true }
+            try endLine(onEvent)
+            start = end + 1
         }
     }
 
@@ -95,8 +117,17 @@ public struct SSEParser: Sendable {
     }
 
     private mutating func endLine(_ onEvent: (SSEEvent) -> Void) throws(ParleyError) {
-        var text = line[...]
-        line.removeAll(keepingCapacity: true)
+        // The line is moved out while it is read, and emptied once nothing refers to it:
+        // emptying it while a slice of it lives would copy its whole buffer.
+        var current: [UInt8] = []
+        swap(&current, &line)
+        try handleLine(current[...], onEvent)
+        current.removeAll(keepingCapacity: true)
+        swap(&current, &line)
+    }
+
+    private mutating func handleLine(_ line: ArraySlice<UInt8>, _ onEvent: (SSEEvent) -> Void) throws(ParleyError) {
+        var text = line
         if isFirstLine {
             isFirstLine = false
             // One UTF-8 byte order mark may open the stream.
