@@ -171,7 +171,8 @@ static inline const char *search_index_variant(const char *directory) {
     }
     sqlite3_busy_timeout(db, 10000);
     char *error = NULL;
-    /* The (empty) table of noted changes stays: the library looks into it before each commit. */
+    /* The (now always empty) table of noted changes stays: the library looks into it at
+     * commits and before searches. */
     if (sqlite3_exec(db,
                      "DROP TRIGGER message_search_after_insert; DROP TRIGGER message_search_after_delete;"
                      " DROP TRIGGER message_search_after_update; DROP TABLE message_search;",
@@ -188,7 +189,7 @@ static inline long long file_bytes(const char *path) {
     return stat(path, &info) == 0 ? (long long)info.st_size : 0;
 }
 
-/* What the library does before each commit (ChatCache.indexChangedMessages in
+/* What the library does at commits and before searches (ChatCache.indexChangedMessages in
  * Sources/ParleyCore/Store/ChatCache+Search.swift): the messages the triggers noted as
  * changed go into the search index. Raw writers of the cache file run it before COMMIT. */
 static inline int index_noted_changes(sqlite3 *db) {

@@ -66,6 +66,34 @@ import Testing
         #expect(cached.arrayValue?.compactMap { $0["message"]?.stringValue } == ["from Swift", "from bob"])
         #expect(try client.cachedChannel(url: "swift-room") != nil)
 
+        // Search notes wait for a batch, unless a search view is open: then each commit
+        // applies its own, and the view's searches after each change have nothing to write.
+        let engine = try #require(client.engine as? Engine)
+        func waitingNotes() -> Int64 {
+            engine.runNow { (try? engine.store.writer?.cache.scalarInt("SELECT count(*) FROM message_search_changes")) ?? -1 }
+        }
+        func post(_ text: String) throws {
+            _ = try waitFor { done throws(ParleyError) in
+                try admin.request(method: "POST", path: "/v3/group_channels/swift-room/messages",
+                                  body: ["message_type": "MESG", "user_id": "bob", "message": .string(text)], completion: done)
+            }
+            #expect(engineWaitUntil { ((try? client.cachedMessages(channelURL: "swift-room")) ?? "").contains(text) })
+        }
+        #expect(waitingNotes() > 0)
+        let search = try client.messageSearch(params: MessageSearchParams(query: "bob"), handler: MessageSearchHandler())
+        #expect(engine.runNow { engine.store.writer?.cache.appliesSearchNotesAtEveryCommit } == true)
+        let found = Box<[String]?>(nil)
+        search.loadMore { result in found.update { $0 = (try? result.get())?.map(\.snippet) ?? [] } }
+        #expect(engineWaitUntil { found.value != nil })
+        #expect(found.value?.count == 1)
+        #expect(waitingNotes() == 0)
+        try post("bob again")
+        #expect(waitingNotes() == 0)
+        search.dispose()
+        #expect(engine.runNow { engine.store.writer?.cache.appliesSearchNotesAtEveryCommit } == false)
+        try post("bob once more")
+        #expect(waitingNotes() == 1)
+
         // A refusal carries the server's status and code.
         do {
             _ = try waitFor { done throws(ParleyError) in

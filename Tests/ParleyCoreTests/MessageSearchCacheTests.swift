@@ -316,6 +316,25 @@ private struct Stored {
         #expect(try search("waiting") == [Int64(101 + batch)])
         #expect(try count("batched") == batch - 2)
 
+        // While searches follow every change, each commit applies its own notes.
+        cache.appliesSearchNotesAtEveryCommit = true
+        try cache.upsertMessage(message(Int64(102 + batch), channel: "c", text: "followed", createdAt: base + 502))
+        #expect(try cache.scalarInt("SELECT count(*) FROM message_search_changes") == 0)
+        cache.appliesSearchNotesAtEveryCommit = false
+        try cache.upsertMessage(message(Int64(103 + batch), channel: "c", text: "waiting again", createdAt: base + 503))
+        #expect(try cache.scalarInt("SELECT count(*) FROM message_search_changes") == 1)
+
+        // The read-only connection cannot apply notes: it refuses to search while any wait.
+        let reader = try ChatCache(readerOf: path)
+        defer { reader.close() }
+        let refused = #expect(throws: ParleyError.self) {
+            try reader.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression("waiting")!), .first(limit: 10))
+        }
+        #expect(refused?.code == .invalidState)
+        #expect(try search("again") == [Int64(103 + batch)])
+        #expect(try reader.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression("again")!), .first(limit: 10))
+            .map(\.messageID) == [Int64(103 + batch)])
+
         // A transaction that rolls back leaves neither the messages nor the notes.
         do {
             try cache.transaction { () throws(ParleyError) in

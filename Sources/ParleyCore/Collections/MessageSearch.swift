@@ -224,6 +224,7 @@ public final class MessageSearch: Sendable {
         }
         view = SearchViewState(query: query)
         freshnessTracker = FreshnessTracker()
+        context.runNow { context.searchViewOpened() }
         context.attach(self, state: view, freshness: freshnessTracker) { search, batch in search.observe(batch) }
     }
 
@@ -283,6 +284,7 @@ public final class MessageSearch: Sendable {
         let view = self.view
         let pending: [MessageSearchCompletion] = context.runNow {
             context.detach(view)
+            context.searchViewClosed()
             var pending = view.loads
             if let running = view.running { pending.insert(running, at: 0) }
             view.loads = []

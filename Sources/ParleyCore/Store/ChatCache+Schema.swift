@@ -1,6 +1,9 @@
 // The cache schema, as ordered migrations (PRAGMA user_version = the last one applied).
 // Never edit a shipped migration: append a new one. Files from older versions are brought
 // forward keeping their data; newer or corrupt files are moved aside by SQLiteDatabase.
+// Search notes (`message_search_changes`, version 9) may wait across restarts: a migration
+// that rebuilds `message_search` must empty them in the same step, or applying them later
+// would hand the rebuilt index deletes of texts it does not hold.
 
 extension ChatCache {
     /// Every table, in an order that deletion may follow.

@@ -71,7 +71,6 @@ extension ChatCache {
     /// The cached messages matching `query` in `window`, in the query's order. An FTS5
     /// syntax error in `match` is `.invalidArgument` with SQLite's words.
     public func searchMessages(_ query: CacheSearchQuery, _ window: SearchWindow) throws(ParleyError) -> [CacheSearchHit] {
-        try updateSearchIndex()
         var conditions = ["message_search MATCH ?1"]
         var values: [SQLiteValue] = [.text(query.match), .text(query.filter.highlightStart), .text(query.filter.highlightEnd)]
         func bind(_ value: SQLiteValue) -> String {
@@ -99,6 +98,7 @@ extension ChatCache {
             conditions.append("message_search.rowid IN (SELECT value FROM json_each(\(bind(.text(array)))))")
         }
         if let limit, limit <= 0 { return [] }
+        try updateSearchIndex()
         let filtersMessages = conditions.contains { $0.hasPrefix("m.") }
         do throws(ParleyError) {
             if query.order == .time {
@@ -183,6 +183,13 @@ extension ChatCache {
     /// its commit. The notes are a table, so changes that wait survive a restart.
     static let searchIndexBatch: Int64 = 128
 
+    /// The commit hook's threshold (`appliesSearchNotesAtEveryCommit`), apart from the cache
+    /// so that the hook the database holds does not hold the cache.
+    final class SearchNotesPerCommit: @unchecked Sendable {
+        // Read and written on the thread that owns the cache, as the cache itself is.
+        var count: Int64 = ChatCache.searchIndexBatch
+    }
+
     /// Applies the changes the triggers noted in `message_search_changes` (schema version 9)
     /// to the search index and forgets them, once at least `waiting` are noted; run by every
     /// write transaction just before its commit with `searchIndexBatch`, and by
@@ -214,12 +221,16 @@ extension ChatCache {
         try database.statement("DELETE FROM message_search_changes").run()
     }
 
-    /// Applies every noted change to the search index (in a transaction of its own when
-    /// none is open): run before each read of the index.
+    /// Applies every noted change to the search index (in a transaction of its own, or a
+    /// savepoint of the one open): run before each read of the index. A read-only connection
+    /// cannot, and refuses to read an index that is behind rather than answer from it.
     func updateSearchIndex() throws(ParleyError) {
         var waiting = false
         try database.statement("SELECT EXISTS (SELECT 1 FROM message_search_changes)").rows { waiting = $0.int64(0) != 0 }
         guard waiting else { return }
+        if readsOnly {
+            throw .invalidState("search: changes wait to enter the search index; search through the cache's writing connection")
+        }
         try transaction { () throws(ParleyError) in try Self.indexChangedMessages(database, once: 1) }
     }
 

@@ -42,6 +42,19 @@ public final class ChatCache {
     let database: SQLiteDatabase
     /// The size above which `evictIfNeeded` removes channels' messages.
     public let sizeLimitBytes: Int64
+    /// How many noted changes a commit waits for before it applies them to the search
+    /// index (read by the commit hook, which must not hold the cache).
+    let searchNotesPerCommit = SearchNotesPerCommit()
+    /// A read-only connection (`init(readerOf:)`): it cannot bring the search index up to date.
+    let readsOnly: Bool
+
+    /// While true, every commit applies the search notes it made, as when a search view is
+    /// open: it searches again after each change, which then finds nothing left to apply
+    /// (and no write of its own to make). Otherwise they wait for `searchIndexBatch`.
+    public var appliesSearchNotesAtEveryCommit: Bool {
+        get { searchNotesPerCommit.count == 1 }
+        set { searchNotesPerCommit.count = newValue ? 1 : Self.searchIndexBatch }
+    }
 
     /// Opens (creating or migrating) the cache at `location`. A corrupt file, or one
     /// written by a newer version, is moved aside and a fresh cache created: `recovery`
@@ -61,8 +74,10 @@ public final class ChatCache {
         }
         database = try SQLiteDatabase(location: location, migrations: Self.migrations)
         sizeLimitBytes = uncheckedSizeLimitBytes
+        readsOnly = false
+        let perCommit = searchNotesPerCommit
         database.beforeCommit = { (database) throws(ParleyError) in
-            try Self.indexChangedMessages(database, once: Self.searchIndexBatch)
+            try Self.indexChangedMessages(database, once: perCommit.count)
         }
         guard case .file(let path) = location else { return }
         let journalPath = OutboxJournal.path(forCache: path)
@@ -88,6 +103,7 @@ public final class ChatCache {
     public init(readerOf path: String) throws(ParleyError) {
         database = try SQLiteDatabase(readingExisting: path)
         sizeLimitBytes = Self.minimumSizeLimitBytes
+        readsOnly = true
     }
 
     /// After a damaged file was replaced: the unsent messages carried over from it, and

@@ -108,9 +108,8 @@ public final class SQLiteDatabase {
     private var savepointDepth = 0
 
     /// Runs at the end of every outermost `transaction`, just before its COMMIT, inside it
-    /// (a failure rolls the whole transaction back). The cache brings its search index up to
-    /// date there, once per transaction instead of once per statement (ChatCache+Schema.swift,
-    /// version 9).
+    /// (a failure rolls the whole transaction back). The cache applies its search notes
+    /// there once enough wait (ChatCache+Search.swift, `indexChangedMessages`).
     public var beforeCommit: ((SQLiteDatabase) throws(ParleyError) -> Void)?
 
     /// Opens (creating if needed) the database, configures it (WAL, synchronous=NORMAL,

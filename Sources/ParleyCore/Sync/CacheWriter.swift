@@ -223,7 +223,7 @@ final class CacheTransaction {
                     reading: { (try? cache.channel(url: url))??.json ?? value.canonicalText }, fallback: value)
             }
             var withoutMembers = merged
-            if withoutMembers[WireField.members] != nil { withoutMembers[WireField.members] = nil }
+            withoutMembers[WireField.members] = nil
             record(.channelUpserted(ChannelUpsert(
                 channelWithoutMembers: .object(withoutMembers), stored: current, url: url, oldKey: stored?.orderKey, newKey: newKey)))
         }

@@ -30,6 +30,7 @@ extension Engine {
         if let recovery = opened?.recovery {
             log(.warning, "cache: \(recovery); starting with an empty cache")
         }
+        opened?.appliesSearchNotesAtEveryCommit = store.openSearchViews > 0
         store.writer = opened.map { CacheWriter(cache: $0, feed: feed) }
         store.userID = userID
         if opened != nil, fallback == nil, case .file(let path) = location {

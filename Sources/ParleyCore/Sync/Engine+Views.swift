@@ -83,6 +83,16 @@ extension Engine {
 }
 
 extension Engine: SearchViewContext {
+    func searchViewOpened() {
+        store.openSearchViews += 1
+        store.writer?.cache.appliesSearchNotesAtEveryCommit = true
+    }
+
+    func searchViewClosed() {
+        store.openSearchViews = max(0, store.openSearchViews - 1)
+        store.writer?.cache.appliesSearchNotesAtEveryCommit = store.openSearchViews > 0
+    }
+
     func searchCache(_ query: CacheSearchQuery, _ window: ChatCache.SearchWindow) throws(ParleyError) -> [CacheSearchHit] {
         try readOpenCache { cache throws(ParleyError) in try cache.searchMessages(query, window) }
     }

@@ -64,6 +64,8 @@ struct StoreState {
     var userID: String?
     /// When each channel's access time was last written (to write it at most once a minute).
     var lastTouched: [String: Int64] = [:]
+    /// Search views not yet disposed (they keep the cache's search index current at every commit).
+    var openSearchViews = 0
 }
 
 /// Sends in flight and what hangs off them.

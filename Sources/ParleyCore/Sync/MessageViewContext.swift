@@ -113,6 +113,10 @@ protocol ChannelViewContext: ViewContext {
 /// What a search view reaches below itself (the engine, Sync/Engine+Views.swift). Every
 /// call but `runNow` is made on `queue`.
 protocol SearchViewContext: ViewContext {
+    /// A search view opened / was disposed: while any is open, the cache applies its search
+    /// notes at every commit (`ChatCache.appliesSearchNotesAtEveryCommit`).
+    func searchViewOpened()
+    func searchViewClosed()
     func searchCache(_ query: CacheSearchQuery, _ window: ChatCache.SearchWindow) throws(ParleyError) -> [CacheSearchHit]
     /// Which of these messages the cache holds.
     func cachedMessageIDs(_ ids: [Int64]) -> Set<Int64>
