@@ -149,6 +149,9 @@ final class CacheTransaction {
     /// offset, changed operators and pinned messages (`updateDerivedMessageFields`).
     static let comparedKeys = [WireField.tsMessageOffset, WireField.operators, WireField.pinnedMessageIDs]
 
+    /// What a render for the user reads of the stored channel: both lists, each name once.
+    static let keysReadForUserRender = viewDependentKeys + comparedKeys.filter { !viewDependentKeys.contains($0) }
+
     /// Stores a channel the server sent. A render for this user (it has `member_state`)
     /// replaces every per-user field, `last_message` included (absent: none visible to the
     /// user); a shared render (no per-user fields) keeps the cached per-user fields. Fields
@@ -183,7 +186,7 @@ final class CacheTransaction {
             // text, not the whole of it parsed (this runs for every live message).
             let old: [String: JSONValue]? =
                 if rendersForUser,
-                    let some = CanonicalObjectText.members(named: Self.viewDependentKeys + Self.comparedKeys, in: stored.json)
+                    let some = CanonicalObjectText.members(named: Self.keysReadForUserRender, in: stored.json)
                 {
                     some
                 } else if case .object(let whole)? = try? JSONValue.parse(stored.json) {
