@@ -139,13 +139,13 @@ extension Engine {
             log(.warning, "cache: no cache open; \(streams.count) event(s) not applied")
             return
         }
-        var confirmed: [(reqID: String, message: JSONValue)] = []
+        var confirmed: [(index: Int, reqID: String, message: JSONValue)] = []
         var receivedMessages = false
         let outcome = writer.writeBatch(
             count: streams.count,
             step: { (index, transaction) throws(ParleyError) -> ChangeCause in
                 let (event, confirmation) = try applyStreamEvent(streams[index], transaction)
-                if let confirmation { confirmed.append(confirmation) }
+                if let confirmation { confirmed.append((index, confirmation.reqID, confirmation.message)) }
                 if event.category == .messageReceived { receivedMessages = true }
                 return .realtime(event)
             },
@@ -158,11 +158,17 @@ extension Engine {
         for (index, error) in outcome.stepErrors.enumerated() {
             if let error { log(.warning, "cache: applying event \(streams[index].id) (\(streams[index].category)) failed: \(error)") }
         }
+        // A confirmation whose step or batch was rolled back did not happen: its answer
+        // completes the send as usual.
+        let committed = confirmed.filter { outcome.error == nil && outcome.stepErrors[$0.index] == nil }
+        for rolledBack in confirmed where outcome.error != nil || outcome.stepErrors[rolledBack.index] != nil {
+            outbox.confirmedByEcho.remove(rolledBack.reqID)
+        }
         if let error = outcome.error {
             log(.error, "cache: applying \(streams.count) event(s) failed: \(error)")
             return
         }
-        for confirmation in confirmed { completeSend(reqID: confirmation.reqID, .success(confirmation.message)) }
+        for confirmation in committed { completeSend(reqID: confirmation.reqID, .success(confirmation.message)) }
         fetchWantedChannels()
     }
 
@@ -221,7 +227,7 @@ extension Engine {
     }
 
     /// One event's step of `applyStreamEvents`: returns the event as applied and, for the
-    /// echo of a send waiting locally, its confirmation.
+    /// echo of this client's send that replaced its local copy, the send's confirmation.
     private func applyStreamEvent(
         _ stream: StreamEvent, _ transaction: CacheTransaction
     ) throws(ParleyError) -> (RealtimeEvent, (reqID: String, message: JSONValue)?) {
@@ -234,14 +240,21 @@ extension Engine {
         var event = Self.realtimeEvent(stream, isOwnEcho: echo != nil)
         try attribute(&event, transaction)
         try apply(event, transaction)
-        if case .waitingLocally(let reqID, let channelURL)? = echo, let message = data.message?.json,
-            try transaction.cache.localMessage(reqID: reqID) == nil
-        {
-            // Not on the wire from here (e.g. sent before a crash, the answer never seen):
-            // the echo replaced the local copy (and with it the outbox entry), so it is
-            // the delivery confirmation.
+        switch echo {
+        case .waitingLocally(let reqID, let channelURL)?, .onTheWire(let reqID, let channelURL)?:
+            // The echo replaced the local copy (and with it the outbox entry), so it is the
+            // delivery confirmation: of a send not on the wire from here (e.g. sent before a
+            // crash, the answer never seen), or of one whose answer has not come yet (the send
+            // completes now; `finishSend` then only ends the request).
+            guard let message = data.message?.json, try transaction.cache.localMessage(reqID: reqID) == nil else { break }
             try transaction.confirmSent(reqID: reqID, channelURL: channelURL, message: message)
-            return (event, (reqID, message))
+            if case .onTheWire = echo {
+                outbox.confirmedByEcho.insert(reqID)
+                log(.debug, "outbox: \(reqID) confirmed by its echo before the answer")
+            }
+            return (event, (reqID, Self.succeeded(message)))
+        case .sentLately?, nil:
+            break
         }
         return (event, nil)
     }
@@ -374,8 +387,11 @@ extension Engine {
     }
 
     enum OwnSend {
-        /// On the wire now, or confirmed lately: its `message_sent` comes or came from the answer.
-        case inFlightOrSent
+        /// On the wire now, its answer not in yet: the first of the echo and the answer to
+        /// store the server's copy completes the send.
+        case onTheWire(reqID: String, channelURL: String)
+        /// Confirmed lately: its `message_sent` was reported.
+        case sentLately
         /// A pending or failed local message not being sent right now.
         case waitingLocally(reqID: String, channelURL: String)
     }
@@ -385,7 +401,8 @@ extension Engine {
         guard let message, let reqID = message.reqID, !reqID.isEmpty,
             let me = session.current?.userID, message.senderID == me
         else { return nil }
-        if outbox.sendsInFlight.contains(reqID) || outbox.recentlySent.contains(reqID) { return .inFlightOrSent }
+        if outbox.confirmedByEcho.contains(reqID) || outbox.recentlySent.contains(reqID) { return .sentLately }
+        if outbox.sendsInFlight.contains(reqID) { return .onTheWire(reqID: reqID, channelURL: message.channelURL ?? "") }
         let local = read("looking up a local message") { cache throws(ParleyError) in try cache.localMessage(reqID: reqID) } ?? nil
         guard let local, local.channelURL == message.channelURL else { return nil }
         return .waitingLocally(reqID: reqID, channelURL: local.channelURL)

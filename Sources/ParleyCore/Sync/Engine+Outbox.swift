@@ -299,6 +299,12 @@ extension Engine {
         reqID: String, channelURL: String, attempts: Int, _ outcome: Result<JSONValue, ParleyError>,
         done: @escaping @Sendable (ParleyError?) -> Void
     ) {
+        if outbox.confirmedByEcho.remove(reqID) != nil {
+            // The stream's echo stored the server's copy first and completed the send
+            // (`applyStreamEvent`): whatever the answer says, the message was delivered.
+            outbox.canceledUploads.remove(reqID)
+            return done(nil)
+        }
         switch outcome {
         case .success(let message):
             write(.sendResult, "storing a sent message") { transaction throws(ParleyError) in
@@ -335,7 +341,8 @@ extension Engine {
         }
     }
 
-    private static func succeeded(_ message: JSONValue) -> JSONValue {
+    /// The server's copy as a completion hands it: `sending_status` "succeeded".
+    static func succeeded(_ message: JSONValue) -> JSONValue {
         guard case .object(var fields) = message else { return message }
         fields["sending_status"] = .string(LocalMessageStatus.succeeded.rawValue)
         return .object(fields)

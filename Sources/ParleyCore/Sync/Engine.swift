@@ -72,6 +72,9 @@ struct StoreState {
 struct OutboxState {
     /// req_ids of sends in flight, so that a resend or drain never sends one twice at once.
     var sendsInFlight: Set<String> = []
+    /// req_ids in flight whose server copy the stream's echo brought before the answer: the
+    /// send was completed then (`applyStreamEvent`), the answer only ends the request.
+    var confirmedByEcho: Set<String> = []
     /// req_ids whose first attempt was counted when they were stored and has not gone out.
     var attemptCounted: Set<String> = []
     /// req_ids this client delivered lately, newest last (bounded): the server's

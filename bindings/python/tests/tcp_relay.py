@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+from typing import List
 
 
 def loopback_listener(backlog: int) -> socket.socket:
@@ -21,3 +23,64 @@ def shut_down(*ends: socket.socket) -> None:
             end.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+class AnswerHoldingProxy:
+    """Forwards TCP connections to the server. Once armed, the answer to the next request
+    whose bytes contain `marker` is held when it arrives from the server (so the server has
+    read what it answers) until `release`."""
+
+    def __init__(self, server_url: str, marker: bytes) -> None:
+        self.target_port = int(server_url.rsplit(":", 1)[1])
+        self.marker = marker
+        self.listener = loopback_listener(16)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.armed = False
+        self.answered = threading.Event()  # the held answer came from the server
+        self.released = threading.Event()
+        self.forwarded = threading.Event()  # the held answer went on to the client
+        self.sockets: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def release(self) -> None:
+        self.released.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            upstream.settimeout(None)
+            self.sockets += [client, upstream]
+            hold = threading.Event()
+            threading.Thread(target=self._pump, args=(client, upstream, hold, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, hold, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, hold: threading.Event, from_server: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if not from_server and self.armed and self.marker in data:
+                    self.armed = False
+                    hold.set()  # before the request goes on: its answer is the next bytes back
+                held = from_server and hold.is_set()
+                if held:
+                    hold.clear()
+                    self.answered.set()
+                    self.released.wait(30)
+                sink.sendall(data)
+                if held:
+                    self.forwarded.set()
+        except OSError:
+            pass
+        finally:
+            shut_down(source, sink)
+
+    def close(self) -> None:
+        self.released.set()
+        self.listener.close()
+        shut_down(*self.sockets)

@@ -19,6 +19,7 @@ import pytest
 
 import parley
 from conftest import ROOT, Admin, RunningServer, server_binary, server_database
+from tcp_relay import AnswerHoldingProxy, shut_down
 
 TIMEOUT = 20.0
 
@@ -413,6 +414,47 @@ def test_own_sends_are_reported_as_sent_not_as_received(server: RunningServer, a
         assert [p["req_id"] for p in recorder.of("message_sent")] == [pending["req_id"]]
         assert [m["message_id"] for m in client.cached_messages(url)] == [sent["message_id"], other_device["message_id"],
                                                                            from_bob["message_id"]]
+
+
+def test_a_send_whose_echo_comes_before_its_answer_completes_with_the_echo(server: RunningServer, admin: Admin,
+                                                                            tmp_path: Path) -> None:
+    # The answer to the POST is held in a proxy after the server sent it: the server stored
+    # the message, and its echo on the stream brings the server's copy first. The send
+    # completes then, once; the answer, when it comes or when its connection breaks, changes
+    # nothing, and the next send goes out as usual.
+    alice_token, _, url = setup_pair(admin)
+    proxy = AnswerHoldingProxy(server.url, f"POST /v3/group_channels/{url}/messages".encode())
+    try:
+        with connected(proxy.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
+            for breaks in (False, True):
+                proxy.answered.clear()
+                proxy.released.clear()
+                proxy.forwarded.clear()
+                proxy.arm()
+                pending, result = client.send_user_message(url, f"echo first, answer {'lost' if breaks else 'late'}")
+                assert proxy.answered.wait(10), "the server did not answer the send"
+                # While the answer is still held, and before the client's request timeout (5 s)
+                # could end the request and complete the send that way.
+                sent = result.result(3.0)
+                assert not proxy.forwarded.is_set()
+                assert sent["req_id"] == pending["req_id"] and sent["message_id"] > 0
+                assert sent["sending_status"] == "succeeded"
+                recorder.wait(lambda: pending["req_id"] in [p["req_id"] for p in recorder.of("message_sent")])
+                if breaks:
+                    shut_down(*proxy.sockets)  # the answer's connection and the stream's
+                proxy.release()
+                if not breaks:
+                    assert proxy.forwarded.wait(10)
+                after, result = client.send_user_message(url, "the next one")
+                assert result.result(TIMEOUT)["req_id"] == after["req_id"]
+            on_server = server_messages(admin, url)
+            assert [m["req_id"] for m in recorder.of("message_sent")] == [m["req_id"] for m in on_server]
+            assert recorder.of("message_failed") == [] and recorder.of("message_received") == []
+            cached = client.cached_messages(url)
+            assert [(m["message_id"], m["req_id"], m.get("sending_status", "succeeded")) for m in cached] == [
+                (m["message_id"], m["req_id"], "succeeded") for m in on_server]
+    finally:
+        proxy.close()
 
 
 def test_a_waiting_message_the_server_already_has_is_confirmed_by_its_echo(restartable: RestartableServer,
