@@ -24,6 +24,8 @@ echo "building (release)..."
 quietly bash scripts/setup.sh
 quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DPARLEY_BUILD_BENCHMARKS=ON
 quietly cmake --build build/cmake -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views bench_server bench_search
+# Built when CMake found libpq (scripts/setup.sh installs libpq-dev).
+if pkg-config --exists libpq; then quietly cmake --build build/cmake --target bench_pg_floor; fi
 quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 server_pid="" pg_server_pid="" pg_second_pid=""
@@ -89,6 +91,12 @@ pg_second_pid=$started_pid
 # P3 on PostgreSQL: the receiver on the server that takes the posts, then on the other one.
 run "$root/build/cmake/bench_live" "$pg_url" "$token" "$live" 3 "$pg_url" "PostgreSQL, same server"
 run "$root/build/cmake/bench_live" "$pg_url" "$token" "$live" 3 "$started_url" "PostgreSQL, receiver on another server"
+# The floor under that row: PostgreSQL's commit with NOTIFY and the other server's read alone.
+if [ -x "$root/build/cmake/bench_pg_floor" ]; then
+    run "$root/build/cmake/bench_pg_floor" "$PARLEY_TEST_PG/parley_bench_fanout" "$live"
+else
+    echo "bench_pg_floor: not built (libpq-dev missing), PostgreSQL's floor under P3 across servers not measured"
+fi
 run "$root/build/cmake/bench_server" fanout "PostgreSQL, streams on another server" "$pg_url" "$token" 5000 \
     "$fanout_seconds" "$started_url" streams-there
 run "$root/build/cmake/bench_server" fanout "PostgreSQL, 2 servers" "$pg_url" "$token" 5000 "$fanout_seconds" \
