@@ -712,6 +712,50 @@ def assert_turn_free_and_taken_elsewhere(server, url, sender, before):
     assert [m["message"] for m in listed["messages"]] == before + ["on the other server"]
 
 
+def test_the_turn_a_write_takes_alone_does_not_wait_for_the_disk(two_servers):
+    """The turn's statement is a transaction of its own that locks the handover row, so its
+    commit used to wait for a sync of the WAL, inside the turn. The server's writes take it
+    with parley_take_write_turn_alone (migration 15), which turns synchronous_commit off for
+    that transaction alone; the function of migration 14 stays as it was, for servers of that
+    migration during an upgrade."""
+    a, b = two_servers
+    db = a.db_path
+    sender = a.user("alone")
+    url = a.channel([sender, a.user("alone")], name="alone")["channel_url"]
+
+    def commit_setting_after(function):
+        # One query string: one transaction, as the server's statement is.
+        out = databases.psql(db, f"SET synchronous_commit = on; SELECT count(*) FROM {function}('{url}'); "
+                                 "SELECT pg_advisory_unlock_all(); SELECT current_setting('synchronous_commit')")
+        return out.split()[-1]
+
+    assert commit_setting_after("parley_take_write_turn_alone") == "off"
+    assert commit_setting_after("parley_take_write_turn") == "on"
+    # Inside a transaction block the function changes the setting of the whole block: the
+    # server never calls it there. What it calls: the old function made to fail, sends still
+    # pass; the new one made to fail, they fail, and pass again once it is back.
+    old = databases.psql(db, "SELECT pg_get_functiondef('parley_take_write_turn'::regproc)")
+    new = databases.psql(db, "SELECT pg_get_functiondef('parley_take_write_turn_alone'::regproc)")
+    failing = """CREATE OR REPLACE FUNCTION {name}(wanted_url TEXT)
+        RETURNS TABLE (counter TEXT, amount BIGINT, last_message_seq BIGINT)
+        LANGUAGE plpgsql VOLATILE AS $$ BEGIN RAISE EXCEPTION 'not this one'; END $$"""
+    try:
+        databases.psql(db, failing.format(name="parley_take_write_turn"))
+        for server in (a, b):
+            server.send(url, sender, text="with the new turn")
+        databases.psql(db, failing.format(name="parley_take_write_turn_alone"))
+        r = a.request("POST", f"/v3/group_channels/{url}/messages",
+                      json={"message_type": "MESG", "user_id": sender, "message": "never stored"})
+        assert r.status_code >= 500, r.text
+    finally:
+        databases.psql(db, old)
+        databases.psql(db, new)
+    b.send(url, sender, text="after")
+    listed = a.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+    assert [m["message"] for m in listed["messages"]] == ["with the new turn", "with the new turn", "after"]
+    assert databases.psql(db, f"SELECT count(*) FROM pg_locks WHERE {TURN_LOCK} AND granted").strip() == "0"
+
+
 @pytest.mark.parametrize("verify", ["1", "0"])
 def test_a_write_whose_last_statement_fails_gives_the_turn_back(tmp_path, monkeypatch, verify):
     """The event ids the next send may take are occupied by hand, so the send's last statement

@@ -165,7 +165,19 @@ enum Migrations {
             ALTER TABLE events ADD COLUMN changed_channel {TEXT};
             """),
         writeTurnHandedOver,
+        writeTurnWithoutSync,
     ]
+
+    /// The held turn, taken by a statement that is its own transaction, no longer waits for a
+    /// sync of the WAL of its own (Storage/Postgres/WriteTurn.swift). A new function, so that
+    /// servers of migration 14 keep theirs during an upgrade.
+    static let writeTurnWithoutSync = Migration(
+        version: 15, summary: "PostgreSQL: taking the write turn waits for no sync of its own", ddl: "",
+        onlyFor: .postgres,
+        backfill: { db in
+            guard db.dialect == .postgres else { return }
+            try await db.execute(WriteTurn.heldAloneFunctionDefinition, [])
+        })
 
     /// A writer holds the turn on its connection and hands it over in its last statement
     /// (Storage/Postgres/WriteTurn.swift): a send in two round trips.

@@ -303,6 +303,10 @@ final class PostgresSession: SQLSession {
         return true
     }
 
+    /// The next statement runs outside any transaction block, as a transaction of its own:
+    /// nothing began a transaction yet and nothing is held back to go with it.
+    var turnStatementIsItsOwnTransaction: Bool { beginsLate && late == .notBegun && held.isEmpty }
+
     /// BEGIN, once, before the first statement that writes or reads what the transaction
     /// holds back. None may follow the statement that ended the write.
     private func beginIfLate() async throws {

@@ -50,13 +50,15 @@ enum WriteTurn {
         """
 
     /// A function that takes the turn with `lock` (a transaction or a session lock on the
-    /// turn's key), waits for the handover, and returns the rows for a channel.
-    private static func turnForChannel(_ name: String, lock: String) -> String {
+    /// turn's key), waits for the handover, and returns the rows for a channel. `alone`: for
+    /// a statement that is a transaction of its own (see `heldAloneFunctionDefinition`).
+    private static func turnForChannel(_ name: String, lock: String, alone: Bool = false) -> String {
         """
         CREATE OR REPLACE FUNCTION \(name)(wanted_url TEXT)
         RETURNS TABLE (counter TEXT, amount BIGINT, last_message_seq BIGINT)
         LANGUAGE plpgsql VOLATILE AS $$
         BEGIN
+            \(alone ? "PERFORM set_config('synchronous_commit', 'off', true);" : "")
             PERFORM \(lock)(\(lockKey));
             \(waitForHandover)
             \(rowsForChannel)
@@ -74,6 +76,17 @@ enum WriteTurn {
     /// commit before it reads. The turn thus changes hands without a round trip of its own
     /// after the commit, and a write that fits one statement needs no BEGIN or COMMIT.
     static let heldFunctionDefinition = turnForChannel("parley_take_write_turn", lock: "pg_advisory_lock")
+
+    /// The held turn taken by a statement that is a transaction of its own, as the server's
+    /// writes take it (migration 15). Waiting for the handover locks the handover row, which
+    /// gives that transaction an id, so its commit waited for a flush of the WAL to the disk
+    /// (with `synchronous_commit` on), inside the turn: every write paid a second sync, the
+    /// next writer waiting behind it. The transaction changes no data, so its commit need not
+    /// be durable: after a crash it is simply not there, and the write that follows (a
+    /// transaction of its own, synchronous) flushes the WAL up to its own commit, this one's
+    /// included. It must never run inside a larger transaction, whose commit would then not
+    /// wait for the disk either: `PostgresSession.turnStatementIsItsOwnTransaction` decides.
+    static let heldAloneFunctionDefinition = turnForChannel("parley_take_write_turn_alone", lock: "pg_advisory_lock", alone: true)
 
     /// What a held turn's last statement adds: a write of the handover row (its lock held to
     /// the commit) and, reading that write's result so that it runs after it, the release
@@ -99,7 +112,12 @@ enum WriteTurn {
     /// the versions of `channel`.
     static func take(_ db: any SQLSession, channel: String?) async throws -> Taken {
         var taken = Taken()
-        let function = (db as? PostgresSession)?.holdTurn() == true ? "parley_take_write_turn" : "parley_write_turn_for"
+        let session = db as? PostgresSession
+        let function = switch (session?.holdTurn() == true, session?.turnStatementIsItsOwnTransaction == true) {
+        case (true, true): "parley_take_write_turn_alone"
+        case (true, false): "parley_take_write_turn"
+        case (false, _): "parley_write_turn_for"
+        }
         let sql = "SELECT counter, amount, last_message_seq FROM \(function)(?)"
         _ = HotStatements.learn(sql)
         for row in try await db.query(sql, [.optional(channel)]) {
