@@ -160,9 +160,13 @@ extension Engine {
         }
         // A confirmation whose step or batch was rolled back did not happen: its answer
         // completes the send as usual.
-        let committed = confirmed.filter { outcome.error == nil && outcome.stepErrors[$0.index] == nil }
-        for rolledBack in confirmed where outcome.error != nil || outcome.stepErrors[rolledBack.index] != nil {
-            outbox.confirmedByEcho.remove(rolledBack.reqID)
+        var committed: [(index: Int, reqID: String, message: JSONValue)] = []
+        for confirmation in confirmed {
+            if outcome.error == nil && outcome.stepErrors[confirmation.index] == nil {
+                committed.append(confirmation)
+            } else {
+                outbox.confirmedByEcho.remove(confirmation.reqID)
+            }
         }
         if let error = outcome.error {
             log(.error, "cache: applying \(streams.count) event(s) failed: \(error)")
