@@ -95,7 +95,10 @@ final class ChannelPagingStandIn: FeedStandIn, ChannelViewContext, @unchecked Se
 
         func settle() {
             let done = Box(false)
-            context.queue.async { self.dispatcher.enqueue { done.update { $0 = true } } }
+            // Not `self`: the harness must not be released last by the queue (its deinit
+            // disposes the view, which waits for the queue).
+            let dispatcher = self.dispatcher
+            context.queue.async { dispatcher.enqueue { done.update { $0 = true } } }
             _ = engineWaitUntil { done.value }
         }
 

@@ -33,7 +33,10 @@ private final class Outcomes: Sendable {
 }
 
 private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool {
-    for _ in 0..<(timeoutMs / 5) where !condition() { usleep(5000) }
+    for _ in 0..<(timeoutMs / 5) {
+        if condition() { return true }
+        usleep(5000)
+    }
     return condition()
 }
 

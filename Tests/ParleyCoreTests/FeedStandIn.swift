@@ -9,9 +9,18 @@ class FeedStandIn: @unchecked Sendable {
     let queue: DispatchQueue
     let feed = ChangeFeed()
 
-    init(label: String) { queue = DispatchQueue(label: label) }
+    private let queueKey = DispatchSpecificKey<UInt8>()
 
-    func runNow<T>(_ body: () -> T) -> T { queue.sync(execute: body) }
+    init(label: String) {
+        queue = DispatchQueue(label: label)
+        queue.setSpecific(key: queueKey, value: 1)
+    }
+
+    /// Inline when already on the queue, as the engine's (a view released by a block on the
+    /// queue disposes itself from there).
+    func runNow<T>(_ body: () -> T) -> T {
+        DispatchQueue.getSpecific(key: queueKey) != nil ? body() : queue.sync(execute: body)
+    }
     var hasCache: Bool { true }
     var cacheUserID: String? { "alice" }
     func subscribe(_ observer: @escaping ChangeFeed.Observer) -> UInt64 { feed.subscribe(observer) }

@@ -190,7 +190,7 @@ import Testing
                 let view = expected["view"]?.stringValue ?? "", kind = expected["kind"]?.stringValue ?? ""
                 let channel = expected["channel"]?.stringValue ?? "", source = expected["source"]?.stringValue
                 let fields = expected["fields"]?.objectValue ?? [:]
-                var taken = false  // engineWaitUntil asks once more at the end: take only once
+                var taken = false  // taken at most once, however often the condition is asked
                 _ = engineWaitUntil {
                     guard !taken else { return true }
                     seen.update { entries in

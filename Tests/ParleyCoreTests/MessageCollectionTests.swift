@@ -410,7 +410,7 @@ import Testing
                 let view = expected["view"]?.stringValue ?? "", kind = expected["kind"]?.stringValue ?? ""
                 let text = expected["message"]?.stringValue ?? ""
                 let source = expected["source"]?.stringValue, status = expected["status"]?.stringValue
-                var taken = false  // engineWaitUntil asks once more at the end: take only once
+                var taken = false  // taken at most once, however often the condition is asked
                 _ = engineWaitUntil {
                     guard !taken else { return true }
                     seen.update { entries in

@@ -184,7 +184,10 @@ final class PagingStandIn: FeedStandIn, MessageViewContext, @unchecked Sendable 
         /// Waits until every callback queued so far ran.
         func settle() {
             let done = Box(false)
-            context.queue.async { self.dispatcher.enqueue { done.update { $0 = true } } }
+            // Not `self`: the harness must not be released last by the queue (its deinit
+            // disposes the view, which waits for the queue).
+            let dispatcher = self.dispatcher
+            context.queue.async { dispatcher.enqueue { done.update { $0 = true } } }
             _ = engineWaitUntil { done.value }
         }
 

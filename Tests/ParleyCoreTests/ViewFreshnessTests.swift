@@ -91,7 +91,8 @@ import Testing
 
         func settle() {
             let done = Box(false)
-            context.queue.async { self.dispatcher.enqueue { done.update { $0 = true } } }
+            let dispatcher = self.dispatcher
+            context.queue.async { dispatcher.enqueue { done.update { $0 = true } } }
             _ = engineWaitUntil { done.value }
         }
 

@@ -224,13 +224,15 @@ final class Engine: @unchecked Sendable {
     /// The application's cached reads, beside the engine queue (any thread).
     let cacheReader = CacheReader()
 
-    private static let queueKey = DispatchSpecificKey<UInt8>()
+    /// Marks this engine's queue. Per engine: with one key for all, another engine's queue
+    /// would count as this one's and `runNow` would run inline beside this queue's work.
+    private let queueKey = DispatchSpecificKey<UInt8>()
 
     init(configuration: ClientConfiguration, services: EngineServices) {
         self.configuration = configuration
         self.services = services
         queue = DispatchQueue(label: "parley.engine")
-        queue.setSpecific(key: Self.queueKey, value: 1)
+        queue.setSpecific(key: queueKey, value: 1)
         // First of the feed's observers: a load's watch has noted a batch before any view
         // reacts to it (a view may start a load from its observer).
         let weakEngine = WeakReference(self)
@@ -247,7 +249,7 @@ final class Engine: @unchecked Sendable {
     func log(_ level: LogLevel, _ message: String) { services.log(level, message) }
 
     /// True on the engine queue (where waiting for the queue would deadlock).
-    var isOnQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) != nil }
+    var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) != nil }
 
     /// Runs `body` on the queue and waits, or inline when already there (a client released
     /// for the last time by engine work closes itself from the queue).

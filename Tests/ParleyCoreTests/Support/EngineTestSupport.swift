@@ -110,7 +110,12 @@ final class Box<Value: Sendable>: Sendable {
 }
 
 func engineWaitUntil(timeoutMs: Int = 20_000, _ condition: () -> Bool) -> Bool {
-    for _ in 0..<(timeoutMs / 10) where !condition() { usleep(10_000) }
+    // Returns at the first true answer: a `for … where !condition()` loop would go on asking
+    // (without sleeping) until the timeout's count of turns ran out.
+    for _ in 0..<(timeoutMs / 10) {
+        if condition() { return true }
+        usleep(10_000)
+    }
     return condition()
 }
 
