@@ -18,6 +18,8 @@ import pytest
 BACKENDS = ("sqlite", "postgres")
 SQLITE_ONLY_HELP = "sqlite_only: the test reads or writes the server's SQLite file directly; skipped on PostgreSQL"
 POSTGRES_ONLY_HELP = "postgres_only: several servers share one database, which only PostgreSQL supports; skipped on SQLite"
+BULK_SENDS_HELP = ("bulk_sends: the test sends thousands of messages to set up what it checks; its server runs "
+                   "without the unread counters' self-check (PARLEY_VERIFY_COUNTERS), which would be most of its time")
 
 # Every PostgreSQL database this process created, so that drop_all can remove the leftovers.
 _created: List[str] = []
@@ -154,6 +156,7 @@ def drop_all() -> None:
 def register_markers(config: pytest.Config) -> None:
     config.addinivalue_line("markers", SQLITE_ONLY_HELP)
     config.addinivalue_line("markers", POSTGRES_ONLY_HELP)
+    config.addinivalue_line("markers", BULK_SENDS_HELP)
 
 
 def skip_by_backend(items: List[pytest.Item]) -> None:

@@ -98,7 +98,11 @@ def drop_test_databases(tmp_path: Path) -> Iterator[None]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[RunningServer]:
+def server(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningServer]:
+    if request.node.get_closest_marker("bulk_sends"):
+        # Each send's self-check counts the unread messages of every member of the channel,
+        # and on PostgreSQL it opens the write's transaction early.
+        monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", "0")
     running = start_server(server_database(tmp_path), secrets.token_hex(16))
     yield running
     stop_process(running.process)

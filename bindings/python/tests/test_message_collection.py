@@ -180,6 +180,7 @@ def bulk_send(admin: Admin, count: int, prefix: str, channel: str = CHANNEL, sam
     return sent
 
 
+@pytest.mark.bulk_sends
 def test_paging_over_five_thousand_messages_equals_the_server_listing(
         world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
     client, token, admin = world
@@ -431,7 +432,8 @@ def test_host_killed_right_after_send_delivers_once_after_restart(
     assert sum(1 for i in listing if admin.call("GET", f"/v3/group_channels/{CHANNEL}/messages/{i}")["req_id"] == req_id) == 1
 
 
-@pytest.mark.parametrize("missed,huge", [(10, False), (299, False), (300, False), (301, True), (5000, True)])
+@pytest.mark.parametrize("missed,huge", [(10, False), (299, False), (300, False), (301, True),
+                                         pytest.param(5000, True, marks=pytest.mark.bulk_sends)])
 def test_offline_gap_is_filled_or_huge(world: Tuple[parley.Client, str, Admin], server: RunningServer,
                                         missed: int, huge: bool) -> None:
     client, token, admin = world

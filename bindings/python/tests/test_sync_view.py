@@ -60,6 +60,7 @@ FILTERS: List[Dict[str, Any]] = [
 ]
 
 
+@pytest.mark.bulk_sends
 def test_fetching_both_ways_from_the_middle_visits_every_message_once(
         server: RunningServer, admin: Admin, room: str, tmp_path: Path) -> None:
     sent = seed(admin, 2000)

@@ -45,7 +45,7 @@ final class ServerState {
     /// A writer's copy of the counters, which become the committed ones if it commits: on
     /// SQLite the ones the previous writer committed, on PostgreSQL the ones read when it took
     /// its turn (`WriteTurn`).
-    private var counters = Counters()
+    private(set) var counters = Counters()
     /// The sequence as the writer's turn began: the numbers it took are the ones after it.
     private var seqAtStart: Int64 = 0
     /// The message ids this request took.
