@@ -15,6 +15,16 @@ bash scripts/setup.sh
 # request (server/Sources/ParleyServer/UnreadCounters.swift).
 export PARLEY_VERIFY_COUNTERS=1
 
+# A crash report names functions but skips line numbers and inlined frames: the full
+# symbolication of the debug test binary takes tens of minutes on 2 cores, long enough for a
+# crash to look like a hang.
+export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=yes,symbolicate=fast,images=mentioned}"
+# Each phase gets a time limit far above its usual run (Swift ~4 min, Python ~4-10 min,
+# server ~4-7 min): a hang then fails its phase and names it, instead of eating the run.
+# pytest prints every thread's stack of a test that runs longer than 5 minutes.
+limited() { timeout --kill-after=30 "$@"; }
+export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -o faulthandler_timeout=300"
+
 source scripts/pg-test-cluster.sh start
 trap 'bash scripts/pg-test-cluster.sh stop "$PARLEY_PG_DIR"' EXIT
 
@@ -33,7 +43,7 @@ fi
 echo "== Swift tests (ParleyCore; they start the reference server)"
 mkdir -p build
 swift build --build-tests
-swift test --skip-build
+limited 1200 swift test --skip-build
 record "swift: ok"
 
 echo "== C build (CMake, release library) and C tests (ctest)"
@@ -52,7 +62,7 @@ echo "== Python binding tests"
 export PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0"
 python3 -m pip install -q --no-deps --target "$root/build/python-install" ./bindings/python 2>/dev/null \
     || python3 -m pip install -q --no-deps --break-system-packages --target "$root/build/python-install" ./bindings/python
-python3 -m pytest -q bindings/python/tests
+limited 1800 python3 -m pytest -q bindings/python/tests
 record "python: ok"
 
 echo "== The Python wheel (scripts/build-wheel.sh; installed alone in a fresh virtual environment)"
@@ -60,16 +70,16 @@ bash scripts/test-wheel.sh
 record "wheel: ok"
 
 echo "== Reference server tests"
-bash scripts/test-server.sh
+limited 1800 bash scripts/test-server.sh
 record "server: ok"
 
 echo "== The same suites with the reference server on PostgreSQL"
 export PARLEY_TEST_BACKEND=postgres
-swift test --skip-build
+limited 1200 swift test --skip-build
 # The valgrind runs exercise the library, not the server: once (above) is enough.
 (cd build/cmake && ctest --output-on-failure -j "$jobs" -E valgrind)
-python3 -m pytest -q bindings/python/tests
-bash scripts/test-server.sh
+limited 1800 python3 -m pytest -q bindings/python/tests
+limited 1800 bash scripts/test-server.sh
 record "postgres: swift, c, python and server ok"
 
 printf '%s\n' "${results[@]}"
