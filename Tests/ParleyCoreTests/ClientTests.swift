@@ -205,6 +205,19 @@ private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool
         }
     }
 
+    /// Two clients in one process: work on one engine's queue is not on the other's, so the
+    /// other's `runNow` waits for its own queue instead of running beside it.
+    @Test func eachEngineKnowsOnlyItsOwnQueue() throws {
+        let first = try ParleyClient(configuration: ClientConfiguration())
+        defer { first.close() }
+        let second = try ParleyClient(configuration: ClientConfiguration())
+        defer { second.close() }
+        let (one, other) = (first.syncEngine, second.syncEngine)
+        #expect(!one.isOnQueue && !other.isOnQueue)
+        let seen = one.queue.sync { (own: one.isOnQueue, other: other.isOnQueue, nested: other.runNow { other.isOnQueue }) }
+        #expect(seen.own && !seen.other && seen.nested)
+    }
+
     @Test func logRecordsGoThroughTheDispatcherUpToTheLevel() throws {
         var configuration = ClientConfiguration()
         configuration.callbackMode = .manual

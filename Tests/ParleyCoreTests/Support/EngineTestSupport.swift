@@ -10,6 +10,8 @@ final class EngineTestServer: Sendable {
     let apiToken = "engine-test-token"
     let directory: String
     private let pid: pid_t
+    /// On PostgreSQL, the command that drops the server's database once it stopped.
+    private let dropDatabase: String?
 
     init() throws {
         var template = Array("/tmp/parley-engine-test-XXXXXX".utf8CString)
@@ -31,7 +33,9 @@ final class EngineTestServer: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], STDOUT_FILENO)
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
-        let arguments = [binary, "--port", "0", "--database", try Self.database(in: directory), "--api-token", apiToken]
+        let (database, drop) = try Self.database(in: directory)
+        dropDatabase = drop
+        let arguments = [binary, "--port", "0", "--database", database, "--api-token", apiToken]
         var cArguments: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { cArguments.forEach { free($0) } }
         var child: pid_t = 0
@@ -56,10 +60,10 @@ final class EngineTestServer: Sendable {
     }
 
     /// A SQLite file in `directory`, or with PARLEY_TEST_BACKEND=postgres a new database in the
-    /// cluster of scripts/pg-test-cluster.sh.
-    private static func database(in directory: String) throws -> String {
+    /// cluster of scripts/pg-test-cluster.sh and the command that drops it.
+    private static func database(in directory: String) throws -> (String, drop: String?) {
         func env(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
-        guard env("PARLEY_TEST_BACKEND") == "postgres" else { return directory + "/server.sqlite" }
+        guard env("PARLEY_TEST_BACKEND") == "postgres" else { return (directory + "/server.sqlite", nil) }
         guard let base = env("PARLEY_TEST_PG"), let bin = env("PARLEY_PG_BIN"), let port = env("PARLEY_PG_PORT") else {
             throw ParleyError(.io, "PARLEY_TEST_BACKEND=postgres needs PARLEY_TEST_PG, PARLEY_PG_BIN and PARLEY_PG_PORT")
         }
@@ -68,7 +72,7 @@ final class EngineTestServer: Sendable {
         guard system("'\(bin)/createdb' -h 127.0.0.1 -p '\(port)' -U parley \(name)") == 0 else {
             throw ParleyError(.io, "createdb \(name) failed")
         }
-        return base + "/" + name
+        return (base + "/" + name, "'\(bin)/dropdb' -h 127.0.0.1 -p '\(port)' -U parley --if-exists --force \(name)")
     }
 
     /// A client that authenticates raw requests with the admin token.
@@ -99,6 +103,8 @@ final class EngineTestServer: Sendable {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         _ = system("rm -rf '\(directory)'")
+        // In the background: the next test need not wait for the drop.
+        if let dropDatabase { _ = system(dropDatabase + " >/dev/null 2>&1 &") }
     }
 }
 
