@@ -19,20 +19,23 @@ export PARLEY_VERIFY_COUNTERS=1
 # symbolication of the debug test binary takes tens of minutes on 2 cores, long enough for a
 # crash to look like a hang.
 export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=yes,symbolicate=fast,images=mentioned}"
-# Each phase gets a time limit far above its usual run (Swift ~4 min, Python ~4-10 min,
+# Each phase gets a time limit far above its usual run (Swift under a minute, Python 4-10 min,
 # server ~4-7 min): a hang then fails its phase and names it, instead of eating the run.
-# pytest prints every thread's stack of a test that runs longer than 5 minutes.
+# pytest prints every thread's stack of a test that runs longer than 5 minutes, and each
+# suite's 15 slowest tests.
 limited() { timeout --kill-after=30 "$@"; }
-export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -o faulthandler_timeout=300"
+export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -o faulthandler_timeout=300 --durations=15"
 
 source scripts/pg-test-cluster.sh start
 trap 'bash scripts/pg-test-cluster.sh stop "$PARLEY_PG_DIR"' EXIT
 
 jobs=$(nproc)
 results=()
-record() { results+=("$1"); }
+record() { results+=("$1 (at ${SECONDS} s)"); }
+# Each phase's heading says when it began (seconds since the script started).
+phase() { echo "== $1 (at ${SECONDS} s)"; }
 
-echo "== Reference server build"
+phase "Reference server build"
 if [ -z "${PARLEY_SERVER_BIN:-}" ]; then
     # The release build, as installed (scripts/install-server.sh): about 6 minutes from
     # scratch on 2 cores, a minute after a change.
@@ -40,13 +43,13 @@ if [ -z "${PARLEY_SERVER_BIN:-}" ]; then
     export PARLEY_SERVER_BIN="$root/server/.build/release/parley-server"
 fi
 
-echo "== Swift tests (ParleyCore; they start the reference server)"
+phase "Swift tests (ParleyCore; they start the reference server)"
 mkdir -p build
 swift build --build-tests
 limited 1200 swift test --skip-build
 record "swift: ok"
 
-echo "== C build (CMake, release library) and C tests (ctest)"
+phase "C build (CMake, release library) and C tests (ctest)"
 # The tests, the examples and the benchmarks are off in a plain configure: on here (the
 # benchmarks are only compiled, so that they keep building; scripts/bench.sh runs them).
 cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release \
@@ -58,22 +61,22 @@ cmake --build build/cmake -j "$jobs"
 bash scripts/check-install.sh build/cmake
 record "c: ok"
 
-echo "== Python binding tests"
+phase "Python binding tests"
 export PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0"
 python3 -m pip install -q --no-deps --target "$root/build/python-install" ./bindings/python 2>/dev/null \
     || python3 -m pip install -q --no-deps --break-system-packages --target "$root/build/python-install" ./bindings/python
 limited 1800 python3 -m pytest -q bindings/python/tests
 record "python: ok"
 
-echo "== The Python wheel (scripts/build-wheel.sh; installed alone in a fresh virtual environment)"
+phase "The Python wheel (scripts/build-wheel.sh; installed alone in a fresh virtual environment)"
 bash scripts/test-wheel.sh
 record "wheel: ok"
 
-echo "== Reference server tests"
+phase "Reference server tests"
 limited 1800 bash scripts/test-server.sh
 record "server: ok"
 
-echo "== The same suites with the reference server on PostgreSQL"
+phase "The same suites with the reference server on PostgreSQL"
 export PARLEY_TEST_BACKEND=postgres
 limited 1200 swift test --skip-build
 # The valgrind runs exercise the library, not the server: once (above) is enough.
