@@ -32,14 +32,6 @@ private final class Outcomes: Sendable {
     var all: [Result<JSONValue, ParleyError>] { results.withLock { $0 } }
 }
 
-private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool {
-    for _ in 0..<(timeoutMs / 5) {
-        if condition() { return true }
-        usleep(5000)
-    }
-    return condition()
-}
-
 @Suite struct ClientConfigurationTests {
     @Test func defaultsFromEmptyDocument() throws {
         for text in ["", "  ", "{}"] {
@@ -159,7 +151,7 @@ private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool
         defer { client.close() }
         let outcomes = Outcomes()
         try client.request(method: "GET", path: "/v3/users") { outcomes.add($0) }
-        #expect(waitUntil { outcomes.all.count == 1 })
+        #expect(engineWaitUntil(timeoutMs: 10_000) { outcomes.all.count == 1 })
         guard case .failure(let error) = outcomes.all.first else { Issue.record("expected a failure"); return }
         #expect(error.code == .network)
     }
