@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -76,11 +77,15 @@ class Balancer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config_path = directory / "haproxy.cfg"
-        self.admin_socket = directory / "haproxy.sock"
+        # A Unix socket's path may not exceed 107 bytes (HAProxy allows 97), which a test's
+        # directory under a long TMPDIR can: the socket gets a short directory of its own.
+        self.admin_directory = Path(tempfile.mkdtemp(prefix="parley-haproxy-", dir="/tmp"))
+        self.admin_socket = self.admin_directory / "haproxy.sock"
         servers = "\n".join(f"    server node{i} {node}" for i, node in enumerate(nodes))
         self.config_path.write_text(CONFIG.format(admin_socket=self.admin_socket, port=self.port, servers=servers))
         check = subprocess.run([HAPROXY, "-c", "-f", str(self.config_path)], capture_output=True, text=True)
         if check.returncode != 0:
+            shutil.rmtree(self.admin_directory, ignore_errors=True)
             pytest.fail(f"haproxy refused its configuration: {check.stdout}{check.stderr}")
         self.log = open(directory / "haproxy.log", "w")
         # -db: stay in the foreground, so that this process owns it and its end.
@@ -120,3 +125,4 @@ class Balancer:
         stop_process(self.process)
         self.process = None
         self.log.close()
+        shutil.rmtree(self.admin_directory, ignore_errors=True)
