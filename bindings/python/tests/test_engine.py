@@ -857,13 +857,24 @@ def test_async_client_sends_and_receives_on_the_loop(server: RunningServer, admi
                 threads.add(threading.get_ident())
                 received.put_nowait((category, payload))
 
+            stream_open = asyncio.Event()
+
+            def on_connection(event: str, error: Any) -> None:
+                threads.add(threading.get_ident())
+                if event == "connected":
+                    stream_open.set()
+
             client.set_event_handler(on_event)
+            client.set_connection_handler(on_connection)
             user = await client.connect("alice", alice_token)
             assert user["user_id"] == "alice"
             sent = await client.send_user_message(url, "from asyncio")
             assert sent.pending["sending_status"] == "pending"
             message = await asyncio.wait_for(sent.delivered, TIMEOUT)
             assert message["message_id"] > 0
+            # Bob's message must come through the stream: sent before it opened (the send's
+            # answer can come first), the catch-up stores it without a message_received event.
+            await asyncio.wait_for(stream_open.wait(), TIMEOUT)
             admin.send(url, "bob", "to asyncio")
             while True:
                 category, payload = await asyncio.wait_for(received.get(), TIMEOUT)
