@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Testing
 @testable import ParleyCore
@@ -177,6 +178,32 @@ private final class Outcomes: Sendable {
         usleep(50_000)
         #expect(outcomes.all.count == 6)
         client.close()
+    }
+
+    /// The blocks an operation queues on the engine queue do not hold the client: the
+    /// application's last reference frees it where it is dropped, never on the engine queue
+    /// (where its `close()` would wait for callbacks that may wait for that queue).
+    @Test func queuedOperationsDoNotKeepTheClientAlive() throws {
+        let hole = try BlackHole()
+        var configuration = ClientConfiguration()
+        configuration.serverURL = "http://127.0.0.1:\(hole.port)"
+        var client: ParleyClient? = try ParleyClient(configuration: configuration)
+        let engine = client!.syncEngine
+        let outcomes = Outcomes()
+        // The engine queue is held until the client is gone, so every block below stays queued.
+        let held = DispatchSemaphore(value: 0)
+        engine.queue.async { held.wait() }
+        try client!.request(method: "GET", path: "/slow") { outcomes.add($0) }
+        try client!.perform("get_group_channel", params: ["channel_url": "c"]) { outcomes.add($0) }
+        weak let weakClient = client
+        // close() (from deinit) needs the engine queue: let it go a moment after the drop.
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(200)) { held.signal() }
+        client = nil
+        #expect(weakClient == nil)
+        // Both blocks ran before close() went on: the request reached the black hole and was
+        // cancelled, the operation found nobody connected.
+        let codes = outcomes.all.map { outcome -> ParleyErrorCode? in if case .failure(let error) = outcome { error.code } else { nil } }
+        #expect(codes.count == 2 && codes.contains(.cancelled) && codes.contains(.invalidState))
     }
 
     @Test func requestArgumentsAreValidated() throws {

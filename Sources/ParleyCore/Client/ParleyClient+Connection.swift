@@ -74,13 +74,14 @@ extension ParleyClient {
         }
         return try startOperation(completion) { id, finish in
             let engine = self.engine
+            let transport = self.transport
             engine.queue.async {
                 do throws(ParleyError) {
                     try engine.prepareSession(userID: userID)
                 } catch {
                     return finish(.failure(error))
                 }
-                self.sendHTTP(
+                transport.send(
                     operation: id, method: "GET", pathAndQuery: Endpoints.user(userID), body: nil, credential: .session(sessionToken)
                 ) { result in
                     engine.queue.async { finish(engine.beginSession(userID: userID, token: sessionToken, fetchedUser: result)) }

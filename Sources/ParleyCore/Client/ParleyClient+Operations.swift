@@ -17,11 +17,12 @@ extension ParleyClient {
             throw .invalidArgument("\(operation): params must be a JSON object, got \(params.typeName)")
         }
         let engine = self.engine
+        let transport = self.transport
         return try startOperation(completion) { id, finish in
             engine.queue.async {
                 guard let call = Self.preparedCall(spec, params: params, engine: engine, finish: finish) else { return }
                 engine.runOperation(operation, effect: spec.effect, params: params, finish: finish) { credential, done in
-                    self.sendHTTP(
+                    transport.send(
                         operation: id, method: call.method, pathAndQuery: call.pathAndQuery, body: call.body, credential: credential,
                         multipart: call.multipartBody, finish: done)
                 }

@@ -15,6 +15,8 @@ public final class ParleyClient: Sendable {
     let http: HTTPClient
     let endpoint: APIEndpoint
     let operations = PendingOperations()
+    /// What the blocks of an operation hold to send its request (not the client itself).
+    let transport: OperationTransport
     /// The Sync layer, through the calls the facade may make (Sync/ClientEngine.swift).
     let engine: any ClientEngine
     private let logSink = LogSink(level: .off, handler: nil)
@@ -55,6 +57,9 @@ public final class ParleyClient: Sendable {
                     dispatcher.enqueue { handlers.connection.forEach { $0(event, error) } }
                 }))
         self.engine = engine
+        transport = OperationTransport(
+            http: http, endpoint: endpoint, operations: operations,
+            uploadStallLimitSec: max(30, configuration.requestTimeoutMs / 1000), logSink: logSink, dispatcher: dispatcher)
         let reporter = AppEventReporter(handlers: appHandlers, dispatcher: dispatcher)
         engine.queue.sync { _ = engine.subscribe(reporter.report) }
     }
@@ -86,7 +91,7 @@ public final class ParleyClient: Sendable {
         init(level: LogLevel, handler: LogHandler?) { state = Locked(State(level: level, handler: handler)) }
     }
 
-    private static func log(_ level: LogLevel, _ message: @autoclosure () -> String, sink: LogSink, dispatcher: CallbackDispatcher) {
+    fileprivate static func log(_ level: LogLevel, _ message: @autoclosure () -> String, sink: LogSink, dispatcher: CallbackDispatcher) {
         guard level != .off else { return }
         let handler: LogHandler? = sink.state.withLock { sink in level <= sink.level ? sink.handler : nil }
         guard let handler else { return }
@@ -119,10 +124,12 @@ public final class ParleyClient: Sendable {
             throw .invalidArgument("path: expected an absolute path without spaces or control characters, got '\(path)'")
         }
         let credential: APIEndpoint.Credential? = configuration.apiToken.map(APIEndpoint.Credential.apiToken)
+        let engine = self.engine
+        let transport = self.transport
         return try startOperation(completion) { id, finish in
-            self.engine.queue.async {
-                let auth = credential ?? self.engine.sessionCredential
-                self.sendHTTP(operation: id, method: method, pathAndQuery: path, body: body, credential: auth, finish: finish)
+            engine.queue.async {
+                let auth = credential ?? engine.sessionCredential
+                transport.send(operation: id, method: method, pathAndQuery: path, body: body, credential: auth, finish: finish)
             }
         }
     }
@@ -155,32 +162,6 @@ public final class ParleyClient: Sendable {
         return id
     }
 
-    /// Sends one HTTP exchange for an operation and hands the decoded answer to `finish`
-    /// (on the network thread). Cancelling the operation aborts the transfer.
-    func sendHTTP(
-        operation id: UInt64, method: String, pathAndQuery: String, body: JSONValue?, credential: APIEndpoint.Credential?,
-        multipart: [HTTPBodyPart]? = nil, finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
-    ) {
-        guard var request = endpoint.request(method: method, pathAndQuery: pathAndQuery, body: multipart == nil ? body : nil,
-                                             credential: credential) else {
-            finish(.failure(.invalidState("no server_url in the client configuration")))
-            return
-        }
-        if let multipart {
-            request.multipart = multipart
-            // An upload may take long: no whole-transfer limit, a stall limit instead (as for file messages).
-            request.timeoutMs = 0
-            request.lowSpeedTimeoutSec = max(30, configuration.requestTimeoutMs / 1000)
-        }
-        log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
-        let task = http.send(request) { [weak self] result in
-            let outcome = result.flatMap(APIEndpoint.decodeAnswer)
-            if case .failure(let error) = outcome { self?.log(.info, "operation #\(id) failed: \(error)") }
-            finish(outcome)
-        }
-        operations.setAbort(id) { task.cancel() }
-    }
-
     /// Cancels an operation still in flight; its completion runs with `.cancelled`.
     /// Returns false when it had already completed (or never existed).
     @discardableResult
@@ -200,5 +181,52 @@ public final class ParleyClient: Sendable {
         engine.runNow { engine.closeCache() }
         // None of them runs again; dropped, so that one holding the client frees it.
         appHandlers.removeAll()
+    }
+}
+
+/// What an operation's HTTP exchange needs of the client. The blocks an operation queues on
+/// the engine queue hold this instead of the client: were they to hold the client, an
+/// application dropping its last reference meanwhile would have the client freed, and so
+/// closed, on the engine queue, where `close()` waits for callbacks that may themselves
+/// wait for that queue.
+struct OperationTransport: Sendable {
+    let http: HTTPClient
+    let endpoint: APIEndpoint
+    let operations: PendingOperations
+    let uploadStallLimitSec: Int
+    let logSink: ParleyClient.LogSink
+    let dispatcher: CallbackDispatcher
+
+    private func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
+        ParleyClient.log(level, message(), sink: logSink, dispatcher: dispatcher)
+    }
+
+    /// Sends one HTTP exchange for an operation and hands the decoded answer to `finish`
+    /// (on the network thread). Cancelling the operation aborts the transfer.
+    func send(
+        operation id: UInt64, method: String, pathAndQuery: String, body: JSONValue?, credential: APIEndpoint.Credential?,
+        multipart: [HTTPBodyPart]? = nil, finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+    ) {
+        guard var request = endpoint.request(method: method, pathAndQuery: pathAndQuery, body: multipart == nil ? body : nil,
+                                             credential: credential) else {
+            finish(.failure(.invalidState("no server_url in the client configuration")))
+            return
+        }
+        if let multipart {
+            request.multipart = multipart
+            // An upload may take long: no whole-transfer limit, a stall limit instead (as for file messages).
+            request.timeoutMs = 0
+            request.lowSpeedTimeoutSec = uploadStallLimitSec
+        }
+        log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
+        let (logSink, dispatcher) = (self.logSink, self.dispatcher)
+        let task = http.send(request) { result in
+            let outcome = result.flatMap(APIEndpoint.decodeAnswer)
+            if case .failure(let error) = outcome {
+                ParleyClient.log(.info, "operation #\(id) failed: \(error)", sink: logSink, dispatcher: dispatcher)
+            }
+            finish(outcome)
+        }
+        operations.setAbort(id) { task.cancel() }
     }
 }

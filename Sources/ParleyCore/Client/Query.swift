@@ -380,6 +380,7 @@ extension ParleyClient {
             throw ParleyError(.internalError, "no catalog operation '\(operation)'")
         }
         let engine = self.engine
+        let transport = self.transport
         return try startOperation(completion) { id, finish in
             engine.queue.async {
                 guard let call = Self.preparedCall(spec, params: params, engine: engine, finish: finish) else { return }
@@ -387,7 +388,7 @@ extension ParleyClient {
                     finish(.failure(.invalidState("\(operation): not connected (call connect first)")))
                     return
                 }
-                self.sendHTTP(
+                transport.send(
                     operation: id, method: call.method, pathAndQuery: call.pathAndQuery, body: call.body, credential: credential,
                     finish: finish)
             }
