@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one test command: sets up the machine, builds everything, and runs every test
-# suite (Swift, C via ctest, Python binding and its wheel, reference server) against the reference server
-# on SQLite, then again on PostgreSQL (a private cluster on loopback that
-# scripts/pg-test-cluster.sh installs if needed, starts here and stops at the end).
+# suite (Swift, C via ctest, Python binding, reference server) against the reference server
+# on SQLite and again on PostgreSQL (private clusters on loopback that
+# scripts/pg-test-cluster.sh installs if needed, starts here and stops at the end), and the
+# Python wheel installed alone. The Python and server suites run in two lanes at once (below).
 # Exit code 0 = all passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +38,8 @@ phase() { echo "== $1 (at ${SECONDS} s)"; }
 
 phase "Reference server build"
 if [ -z "${PARLEY_SERVER_BIN:-}" ]; then
-    # The release build, as installed (scripts/install-server.sh): about 6 minutes from
-    # scratch on 2 cores, a minute after a change.
+    # The release build, as installed (scripts/install-server.sh): 9-12 minutes from scratch
+    # on 2 cores (it keeps both busy), a minute or two after a change.
     swift build --package-path server -c release
     export PARLEY_SERVER_BIN="$root/server/.build/release/parley-server"
 fi
@@ -72,17 +73,33 @@ unset PARLEY_TEST_BACKEND
 # The Python and server suites (about 20 of the suite's 37 minutes when run one after the
 # other) wait on their servers and on PostgreSQL more than they compute: about 45% of the two
 # cores stayed idle. They run in two lanes at once, each lane on its own PostgreSQL cluster
-# (some tests stop and restart theirs) and with its own TMPDIR; every line a lane prints is
-# headed by its name. The lanes are balanced by their usual durations: about 10 minutes each.
+# (some tests stop and restart theirs), with its own TMPDIR and mypy cache; every line a lane
+# prints is headed by its name. The lanes are balanced by their usual durations: about 10
+# minutes each.
 export PARLEY_LIBRARY="$root/build/cmake/lib/libparley.so.0"
 python3 -m pip install -q --no-deps --target "$root/build/python-install" ./bindings/python 2>/dev/null \
     || python3 -m pip install -q --no-deps --break-system-packages --target "$root/build/python-install" ./bindings/python
 # Two pytest runs at once must not share pytest's cache directory.
 export PYTEST_ADDOPTS="$PYTEST_ADDOPTS -p no:cacheprovider"
+# A process and everything it started (`timeout` puts its command in a group of its own, so
+# killing the lane's process group would miss it).
+kill_tree() {
+    local child
+    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$child"; done
+    kill "$1" 2>/dev/null || true
+}
+lane_one_pid="" lane_two_pid="" second_cluster_dir=""
+# On any exit (a failure, Ctrl-C, a kill): the lanes still running go first, then the clusters.
+stop_everything() {
+    for pid in $lane_one_pid $lane_two_pid; do kill_tree "$pid"; done
+    wait 2>/dev/null || true
+    [ -z "$second_cluster_dir" ] || bash scripts/pg-test-cluster.sh stop "$second_cluster_dir"
+    bash scripts/pg-test-cluster.sh stop "$PARLEY_PG_DIR"
+}
+trap stop_everything EXIT
 first_cluster_env=$(bash scripts/pg-test-cluster.sh env "$PARLEY_PG_DIR")
 second_cluster_env=$(bash scripts/pg-test-cluster.sh start)
 second_cluster_dir=$(eval "$second_cluster_env"; echo "$PARLEY_PG_DIR")
-trap 'bash scripts/pg-test-cluster.sh stop "$second_cluster_dir"; bash scripts/pg-test-cluster.sh stop "$PARLEY_PG_DIR"' EXIT
 
 lane_one() {
     eval "$first_cluster_env"
@@ -102,18 +119,20 @@ lane_two() {
     PARLEY_TEST_BACKEND=sqlite limited 1800 python3 -m pytest -q bindings/python/tests
     echo "python on sqlite: ok"
     phase "The Python wheel (scripts/build-wheel.sh; installed alone in a fresh virtual environment)"
-    bash scripts/test-wheel.sh
+    limited 900 bash scripts/test-wheel.sh
     echo "wheel: ok"
 }
 # Runs lane function $2 in a subshell with its own TMPDIR, its output headed by "[$1] ".
+# A failed lane keeps its TMPDIR (the failed tests' directories: logs, databases) and says where.
 run_lane() {
     local name=$1 lane=$2
     (
         # The lane stops at its first failure (set -e holds in the subshell, and the lane is not
         # called from a condition, where bash would suspend it).
         TMPDIR=$(mktemp -d "/tmp/parley-lane-$name.XXXXXX")
-        export TMPDIR
-        trap 'rm -rf "$TMPDIR"' EXIT
+        # mypy's cache (test_typing.py) is an SQLite file that two runs at once would contend for.
+        export TMPDIR MYPY_CACHE_DIR="$TMPDIR/mypy-cache"
+        trap 'status=$?; if [ "$status" = 0 ]; then rm -rf "$TMPDIR"; else echo "kept $TMPDIR (status $status)"; fi' EXIT
         "$lane"
     ) 2>&1 | sed -u "s/^/[$name] /"
 }

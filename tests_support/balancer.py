@@ -81,16 +81,19 @@ class Balancer:
         # directory under a long TMPDIR can: the socket gets a short directory of its own.
         self.admin_directory = Path(tempfile.mkdtemp(prefix="parley-haproxy-", dir="/tmp"))
         self.admin_socket = self.admin_directory / "haproxy.sock"
-        servers = "\n".join(f"    server node{i} {node}" for i, node in enumerate(nodes))
-        self.config_path.write_text(CONFIG.format(admin_socket=self.admin_socket, port=self.port, servers=servers))
-        check = subprocess.run([HAPROXY, "-c", "-f", str(self.config_path)], capture_output=True, text=True)
-        if check.returncode != 0:
+        try:
+            servers = "\n".join(f"    server node{i} {node}" for i, node in enumerate(nodes))
+            self.config_path.write_text(CONFIG.format(admin_socket=self.admin_socket, port=self.port, servers=servers))
+            check = subprocess.run([HAPROXY, "-c", "-f", str(self.config_path)], capture_output=True, text=True)
+            if check.returncode != 0:
+                pytest.fail(f"haproxy refused its configuration: {check.stdout}{check.stderr}")
+            self.log = open(directory / "haproxy.log", "w")
+            # -db: stay in the foreground, so that this process owns it and its end.
+            self.process: Optional[subprocess.Popen] = subprocess.Popen(
+                [HAPROXY, "-db", "-f", str(self.config_path)], stdout=self.log, stderr=subprocess.STDOUT)
+        except BaseException:
             shutil.rmtree(self.admin_directory, ignore_errors=True)
-            pytest.fail(f"haproxy refused its configuration: {check.stdout}{check.stderr}")
-        self.log = open(directory / "haproxy.log", "w")
-        # -db: stay in the foreground, so that this process owns it and its end.
-        self.process: Optional[subprocess.Popen] = subprocess.Popen(
-            [HAPROXY, "-db", "-f", str(self.config_path)], stdout=self.log, stderr=subprocess.STDOUT)
+            raise
         deadline = time.monotonic() + 10
         while True:
             try:

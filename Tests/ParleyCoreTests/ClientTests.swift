@@ -189,17 +189,21 @@ private final class Outcomes: Sendable {
         configuration.serverURL = "http://127.0.0.1:\(hole.port)"
         var client: ParleyClient? = try ParleyClient(configuration: configuration)
         let engine = client!.syncEngine
+        let weakClient = WeakReference(client)
         let outcomes = Outcomes()
-        // The engine queue is held until the client is gone, so every block below stays queued.
+        // The engine queue is held until the client is gone (or for 5 s), so every block below
+        // stays queued; close(), from deinit, then needs the queue and gets it.
         let held = DispatchSemaphore(value: 0)
         engine.queue.async { held.wait() }
+        DispatchQueue.global().async {
+            let deadline = DispatchTime.now() + .seconds(5)
+            while weakClient.object != nil, DispatchTime.now() < deadline { usleep(1_000) }
+            held.signal()
+        }
         try client!.request(method: "GET", path: "/slow") { outcomes.add($0) }
         try client!.perform("get_group_channel", params: ["channel_url": "c"]) { outcomes.add($0) }
-        weak let weakClient = client
-        // close() (from deinit) needs the engine queue: let it go a moment after the drop.
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(200)) { held.signal() }
         client = nil
-        #expect(weakClient == nil)
+        #expect(weakClient.object == nil)
         // Both blocks ran before close() went on: the request reached the black hole and was
         // cancelled, the operation found nobody connected.
         let codes = outcomes.all.map { outcome -> ParleyErrorCode? in if case .failure(let error) = outcome { error.code } else { nil } }
