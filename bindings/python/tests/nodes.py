@@ -22,9 +22,15 @@ class Nodes:
         self.database = server_database(tmp_path, "nodes")
         self.api_token = secrets.token_hex(16)
         self.nodes: List[RunningServer] = []
-        for _ in range(count):
-            self.nodes.append(start_server(self.database, self.api_token))
-        self.balancer = Balancer(tmp_path / "balancer", [node.url.removeprefix("http://") for node in self.nodes])
+        try:
+            for _ in range(count):
+                self.nodes.append(start_server(self.database, self.api_token))
+            self.balancer = Balancer(tmp_path / "balancer", [node.url.removeprefix("http://") for node in self.nodes])
+        except BaseException:
+            # A failed setup has no teardown: the nodes already started would outlive the test.
+            for node in self.nodes:
+                stop_process(node.process)
+            raise
         self.entry = RunningServer(self.balancer.url, self.api_token, self.nodes[0].process, self.database)
 
     def port(self, index: int) -> int:
