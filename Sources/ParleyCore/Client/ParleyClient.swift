@@ -219,12 +219,10 @@ struct OperationTransport: Sendable {
             request.lowSpeedTimeoutSec = uploadStallLimitSec
         }
         log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
-        let (logSink, dispatcher) = (self.logSink, self.dispatcher)
-        let task = http.send(request) { result in
+        // `self` is this value, not the client.
+        let task = http.send(request) { [self] result in
             let outcome = result.flatMap(APIEndpoint.decodeAnswer)
-            if case .failure(let error) = outcome {
-                ParleyClient.log(.info, "operation #\(id) failed: \(error)", sink: logSink, dispatcher: dispatcher)
-            }
+            if case .failure(let error) = outcome { log(.info, "operation #\(id) failed: \(error)") }
             finish(outcome)
         }
         operations.setAbort(id) { task.cancel() }
