@@ -148,6 +148,32 @@ private func randomValue(_ rng: inout SeededGenerator, depth: Int) -> JSONValue 
         #expect(JSONValue.object(["\u{1F600}": 1, "\u{FFFF}": 2]).canonicalText == "{\"\u{FFFF}\":2,\"\u{1F600}\":1}")
     }
 
+    @Test func keysSharingTheirFirstEightBytesAndKeysWithNULAreInByteOrder() {
+        // The writer orders by an 8-byte prefix first: ties, prefixes of each other and NUL
+        // bytes (a zero in the prefix) must still come out in byte order.
+        let keys = ["is_access_code_required", "is_access", "is_acces", "is_acce", "is_accessible", "ab", "ab\0", "ab\0\0c", "ab\0c",
+                    "a\u{FF}", "\u{E9}t\u{E9}", "12345678", "123456789", "12345677z", ""]
+        var fields: [String: JSONValue] = [:]
+        for (index, key) in keys.enumerated() { fields[key] = .int(Int64(index)) }
+        let expected = keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        let text = JSONValue.object(fields).canonicalText
+        let written = expected.map { key in JSONValue.string(key).canonicalText + ":" + String(fields[key]!.int64Value!) }
+        #expect(text == "{" + written.joined(separator: ",") + "}")
+        // And random keys over a small alphabet (many shared prefixes), against a plain byte sort.
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            var random: [String: JSONValue] = [:]
+            for _ in 0..<Int.random(in: 2...30, using: &generator) {
+                let length = Int.random(in: 0...12, using: &generator)
+                let key = String((0..<length).map { _ in ["a", "b", "\0", "é"].randomElement(using: &generator)! })
+                random[key] = .null
+            }
+            let order = random.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+            let canonical = "{" + order.map { JSONValue.string($0).canonicalText + ":null" }.joined(separator: ",") + "}"
+            #expect(JSONValue.object(random).canonicalText == canonical)
+        }
+    }
+
     @Test func stringEscapes() {
         let value = JSONValue.string("q\"b\\s/\u{8}\u{C}\n\r\t\u{1}\u{1F}\u{7F}é😀\u{2028}")
         #expect(value.canonicalText == "\"q\\\"b\\\\s/\\b\\f\\n\\r\\t\\u0001\\u001f\u{7F}é😀\u{2028}\"")
