@@ -3,7 +3,9 @@
  *   bench_engine SERVER_URL API_TOKEN [MESSAGES] [READS]
  *
  * 1. Sending: MESSAGES user messages, one after another (each waits for the server's
- *    answer): raw libcurl POSTs over one keep-alive connection (the floor); the same POST
+ *    answer): raw libcurl POSTs over one keep-alive connection (the floor); the same POSTs
+ *    under what the rules ask of any engine, in plain C (send_floor.h: two commits and four
+ *    hand-offs between threads around each POST; the floor those rules set); the same POST
  *    through parley_client_request (the engine's HTTP and callback threads, no outbox);
  *    and parley_client_send_user_message (pending message stored in SQLite first, then the
  *    POST, then the cache update), timed both to its return and to its completion.
@@ -15,6 +17,7 @@
  * (scripts/bench.sh starts one); users and a channel are created with the admin token. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_support.h"
+#include "send_floor.h"
 #include <curl/curl.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -50,7 +53,7 @@ int main(int argc, char **argv) {
     int reads = argc > 4 ? atoi(argv[4]) : 2000;
     if (messages < 1 || reads < 1) return 2;
     double *samples = malloc(sizeof(double) * (size_t)(messages > reads ? messages : reads));
-    char config[1024], path[512], cache_dir[] = "/tmp/parley-bench-XXXXXX";
+    char config[1024], path[512], cache_dir[] = "/tmp/parley-bench-XXXXXX", cache_file_command[1100];
     if (samples == NULL || mkdtemp(cache_dir) == NULL) return 1;
     waiter w = WAITER_INIT;
 
@@ -86,7 +89,9 @@ int main(int argc, char **argv) {
     printf("parley %s — %d sends, %d cache reads (server %s)\n\n", parley_version(), messages, reads, url);
     printf("Sending (each waits for the server's answer)\n");
 
-    /* 1a. Raw libcurl POSTs (the floor). */
+    /* 1a. Raw libcurl POSTs (the floor), each followed by the same POST under what the rules
+     * ask of any engine, in plain C (send_floor.h: two commits and four hand-offs between
+     * threads around it). Alternating, so that both see the server in the same state. */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURL *curl = curl_easy_init();
     char endpoint[512], header[300];
@@ -97,23 +102,46 @@ int main(int argc, char **argv) {
     curl_easy_setopt(curl, CURLOPT_URL, endpoint);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
-    double started = now_us();
+    char floor_dir[] = "/tmp/parley-bench-floor-XXXXXX";
+    send_floor floor;
+    double *floor_returned = malloc(sizeof(double) * (size_t)messages), *floor_completed = malloc(sizeof(double) * (size_t)messages);
+    if (floor_returned == NULL || floor_completed == NULL || mkdtemp(floor_dir) == NULL ||
+        !send_floor_start(&floor, floor_dir, endpoint, header, messages)) {
+        return 1;
+    }
+    double raw_time = 0, floor_time = 0;
     for (int i = 0; i < messages; i++) {
         snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"message\": \"raw %d\", \"req_id\": \"raw-%s-%d\"}", i, suffix, i);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
         double t0 = now_us();
         CURLcode code = curl_easy_perform(curl);
         samples[i] = now_us() - t0;
+        raw_time += samples[i];
         if (code != CURLE_OK) { fprintf(stderr, "curl: %s\n", curl_easy_strerror(code)); return 1; }
+        char text[32];
+        snprintf(text, sizeof text, "floor %d", i);
+        if (!send_floor_send(&floor, text, suffix, &floor_returned[i], &floor_completed[i])) {
+            fprintf(stderr, "send floor: %s\n", floor.failure);
+            return 1;
+        }
+        floor_time += floor_completed[i];
     }
-    double raw_post = report("raw libcurl POST (floor)", samples, messages, now_us() - started);
+    double raw_post = report("raw libcurl POST (floor)", samples, messages, raw_time);
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
+    report("the rules' floor in C, returned", floor_returned, messages, floor_time);
+    double floor_send = report("the rules' floor in C, completed", floor_completed, messages, floor_time);
+    send_floor_print_steps(&floor, messages);
+    send_floor_stop(&floor);
+    free(floor_returned);
+    free(floor_completed);
+    snprintf(cache_file_command, sizeof cache_file_command, "rm -rf '%s'", floor_dir);
+    if (system(cache_file_command) != 0) return 1;
 
     /* 1b. The same POST through the engine's HTTP layer (network thread, callback thread),
      * without the outbox: separates transport overhead from outbox bookkeeping. */
     snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
-    started = now_us();
+    double started = now_us();
     for (int i = 0; i < messages; i++) {
         snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"request %d\"}", user, i);
         double t0 = now_us();
@@ -197,6 +225,9 @@ int main(int argc, char **argv) {
     char measure[128];
     snprintf(measure, sizeof measure, "send: pending stored, POST, cache updated%s", variant);
     summary_row(measure, figure, comparison, "<= 1.2x");
+    snprintf(figure, sizeof figure, "%.0f us (%.2fx)", floor_send, floor_send / raw_post);
+    snprintf(measure, sizeof measure, "P8 floor: the rules in plain C (2 commits, 4 hand-offs)%s", variant);
+    summary_row(measure, figure, comparison, "-");
     if (*variant == '\0') {
         snprintf(figure, sizeof figure, "%.0f msg/s", messages / (burst_total / 1e6));
         snprintf(comparison, sizeof comparison, "raw POSTs one after another %.0f/s", 1e6 / raw_post);

@@ -39,6 +39,34 @@ static inline void wait_done(waiter *w) {
     pthread_mutex_unlock(&w->mutex);
 }
 
+/* A one-slot hand-off from one thread to another: `handoff_post` wakes the thread waiting in
+ * `handoff_take` (the benchmarks' floors count these, as the engine's thread hops). */
+typedef struct {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int posted;
+} handoff;
+
+static inline void handoff_init(handoff *box) {
+    pthread_mutex_init(&box->mutex, NULL);
+    pthread_cond_init(&box->cond, NULL);
+    box->posted = 0;
+}
+
+static inline void handoff_post(handoff *box) {
+    pthread_mutex_lock(&box->mutex);
+    box->posted = 1;
+    pthread_cond_signal(&box->cond);
+    pthread_mutex_unlock(&box->mutex);
+}
+
+static inline void handoff_take(handoff *box) {
+    pthread_mutex_lock(&box->mutex);
+    while (!box->posted) pthread_cond_wait(&box->cond, &box->mutex);
+    box->posted = 0;
+    pthread_mutex_unlock(&box->mutex);
+}
+
 static inline double now_us(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
