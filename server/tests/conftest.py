@@ -70,8 +70,10 @@ class Server:
             if self.proc.poll() is not None:
                 break
         text = line.decode().strip()
-        assert text.startswith("parley-server listening on http://"), \
-            f"unexpected start line {text!r}; stderr: {self.log_text() if self.proc.poll() is not None else ''}"
+        if not text.startswith("parley-server listening on http://"):
+            stderr = self.log_text() if self.proc.poll() is not None else ""
+            self.stop()  # a server that did not say it listens is not left running
+            raise AssertionError(f"unexpected start line {text!r}; stderr: {stderr}")
         self.base = text.split(" on ", 1)[1]
 
     def log_text(self):

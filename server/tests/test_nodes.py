@@ -17,11 +17,25 @@ pytestmark = pytest.mark.postgres_only
 HOLD_MS = 2000
 
 
+def started_servers(db, count, **options):
+    """`count` servers on `db`. If one fails to start, those already started are stopped and the
+    database dropped before the error goes on: a fixture whose setup fails gets no teardown."""
+    servers = []
+    try:
+        for _ in range(count):
+            servers.append(Server(db, **options))
+    except BaseException:
+        for s in servers:
+            s.stop()
+        databases.drop_database(db)
+        raise
+    return servers
+
+
 @pytest.fixture
 def two_servers(tmp_path):
     db = databases.database_for(tmp_path, "shared")
-    first = Server(db)
-    second = Server(db)
+    first, second = started_servers(db, 2)
     yield first, second
     for s in (first, second):
         s.stop()
@@ -356,7 +370,7 @@ def test_a_user_online_only_on_a_killed_server_goes_offline_elsewhere_once_it_is
 @pytest.fixture
 def two_servers_two_streams_each(tmp_path):
     db = databases.database_for(tmp_path, "limited")
-    servers = [Server(db, extra_args=["--max-streams-per-user", "2"]) for _ in range(2)]
+    servers = started_servers(db, 2, extra_args=["--max-streams-per-user", "2"])
     yield servers
     for s in servers:
         s.stop()

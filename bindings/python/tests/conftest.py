@@ -80,6 +80,7 @@ def start_server(database: Union[str, Path], api_token: str, port: int = 0) -> R
     prefix = "parley-server listening on "
     if not line.startswith(prefix):
         process.kill()
+        process.wait()
         pytest.fail(f"unexpected first line from parley-server: {line!r}")
     return RunningServer(line[len(prefix):], api_token, process, str(database))
 
