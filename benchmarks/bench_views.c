@@ -11,7 +11,8 @@
  *     start has been confirmed by the server (until then the view's own reload of its start
  *     runs, and a page waits behind it); and the same call on a view with nothing before it: what
  *     the view's order costs without reading anything (the caller's thread to the engine
- *     queue, the engine queue to the callback thread);
+ *     queue, the engine queue to the callback thread); the raw read also on one connection
+ *     kept open (as the engine's), and the floor the rules set, in plain C (page_floor.h);
  *   - opening a collection at the newest end: parley_message_collection_create + start to
  *     its cache result, the first page (P5);
  *   - the resident memory of the process with 10 collections open on that cache, beside the

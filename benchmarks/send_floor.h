@@ -36,8 +36,8 @@ typedef struct {
     sqlite3 *db;
     sqlite3_stmt *insert_message, *insert_outbox, *confirm_message, *delete_outbox;
     pthread_mutex_t executor;
-    handoff to_writer;
-    int writer_stage;
+    handoff to_executor;
+    int executor_stage;
     /* network thread */
     CURLM *multi;
     CURL *easy;
@@ -60,7 +60,7 @@ typedef struct {
     double *started_at, *completed_at;
     int failed;
     char failure[256];
-    pthread_t writer, network, callback;
+    pthread_t executor_thread, network, callback;
 } send_floor;
 
 static size_t floor_collect(char *data, size_t size, size_t count, void *user_data) {
@@ -109,11 +109,11 @@ static void floor_accept_send(send_floor *floor) {
 
 /* The executor's thread: the server's copy in place of the pending row, the outbox row gone,
  * then the completion to the callback thread. */
-static void *floor_writer_main(void *argument) {
+static void *floor_executor_main(void *argument) {
     send_floor *floor = argument;
     for (;;) {
-        handoff_take(&floor->to_writer);
-        if (floor->writer_stage == floor_stop) return NULL;
+        handoff_take(&floor->to_executor);
+        if (floor->executor_stage == floor_stop) return NULL;
         pthread_mutex_lock(&floor->executor);
         sqlite3_exec(floor->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
         sqlite3_bind_text(floor->confirm_message, 1, floor->answer, (int)floor->answer_bytes, SQLITE_STATIC);
@@ -150,8 +150,8 @@ static void *floor_network_main(void *argument) {
             if (code != CURLE_OK) floor_fail(floor, "curl", curl_easy_strerror(code));
             if (floor->answer_status != 200) floor_fail(floor, "POST", "the server did not answer 200");
             floor->answer[floor->answer_bytes] = '\0';
-            floor->writer_stage = floor_answer;
-            handoff_post(&floor->to_writer);
+            floor->executor_stage = floor_answer;
+            handoff_post(&floor->to_executor);
         }
         curl_multi_poll(floor->multi, NULL, 0, 1000, NULL);
     }
@@ -209,11 +209,11 @@ static inline int send_floor_start(send_floor *floor, const char *directory, con
     curl_easy_setopt(floor->easy, CURLOPT_WRITEFUNCTION, floor_collect);
     curl_easy_setopt(floor->easy, CURLOPT_WRITEDATA, floor);
     curl_easy_setopt(floor->easy, CURLOPT_TIMEOUT_MS, 30000L);  /* a failure, not a hang */
-    handoff_init(&floor->to_writer);
+    handoff_init(&floor->to_executor);
     handoff_init(&floor->to_callback);
     pthread_mutex_init(&floor->executor, NULL);
     handoff_init(&floor->completed);
-    pthread_create(&floor->writer, NULL, floor_writer_main, floor);
+    pthread_create(&floor->executor_thread, NULL, floor_executor_main, floor);
     pthread_create(&floor->network, NULL, floor_network_main, floor);
     pthread_create(&floor->callback, NULL, floor_callback_main, floor);
     return 1;
@@ -246,7 +246,7 @@ static inline int send_floor_send(send_floor *floor, const char *text, const cha
 /* Prints the median of each step of the first `sends` sends. */
 static inline void send_floor_print_steps(send_floor *floor, int sends) {
     static const char *names[6] = {"the first commit (caller's thread)", "to the network thread", "the POST on the wire",
-                                   "to the engine thread + second commit", "to the callback thread", "to the caller"};
+                                   "to the executor's thread + second commit", "to the callback thread", "to the caller"};
     double *spans = malloc(sizeof(double) * (size_t)sends);
     if (spans == NULL) return;
     printf("    its steps (medians):");
@@ -263,9 +263,9 @@ static inline void send_floor_print_steps(send_floor *floor, int sends) {
 }
 
 static inline void send_floor_stop(send_floor *floor) {
-    floor->writer_stage = floor_stop;
-    handoff_post(&floor->to_writer);
-    pthread_join(floor->writer, NULL);
+    floor->executor_stage = floor_stop;
+    handoff_post(&floor->to_executor);
+    pthread_join(floor->executor_thread, NULL);
     atomic_store(&floor->stopping, 1);
     curl_multi_wakeup(floor->multi);
     pthread_join(floor->network, NULL);
