@@ -348,7 +348,10 @@ def test_sent_while_the_server_is_down_is_delivered_once_in_order(
         server.process.kill()
         server.process.wait()
         futures = [view.send_user_message(f"offline {i}")[1] for i in range(3)]
-        wait_until(lambda: len(view.pending_messages) + len(view.failed_messages) == 3, "shown at once")
+        # Read from one list: `pending_messages` and `failed_messages` are two reads, between
+        # which a message can turn from pending to failed and be counted twice.
+        wait_until(lambda: len([m for m in view.messages if m.get("sending_status") in ("pending", "failed")]) == 3,
+                   "shown at once")
         assert [m["message"] for m in view.messages[-3:]] == ["offline 0", "offline 1", "offline 2"]
         again = restart_server(server, tmp_path)
         try:
