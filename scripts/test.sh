@@ -10,6 +10,13 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 
+# The run's temporary files in a directory of its own, removed at the end: SwiftPM leaves a
+# few empty TemporaryDirectory.* in TMPDIR on every build and test run. (The lanes below, the
+# PostgreSQL clusters and the Swift tests' own directories are made under /tmp by name.)
+run_tmp=$(mktemp -d /tmp/parley-test.XXXXXX)
+export TMPDIR="$run_tmp"
+trap 'rm -rf "$run_tmp"' EXIT
+
 bash scripts/setup.sh
 
 # Every server the tests start checks its unread counters against the messages after each
@@ -28,7 +35,7 @@ limited() { timeout --kill-after=30 "$@"; }
 export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -o faulthandler_timeout=300 --durations=15"
 
 source scripts/pg-test-cluster.sh start
-trap 'bash scripts/pg-test-cluster.sh stop "$PARLEY_PG_DIR"' EXIT
+trap 'bash scripts/pg-test-cluster.sh stop "$PARLEY_PG_DIR"; rm -rf "$run_tmp"' EXIT
 
 jobs=$(nproc)
 results=()
@@ -95,6 +102,7 @@ stop_everything() {
     wait 2>/dev/null || true
     [ -z "$second_cluster_dir" ] || bash scripts/pg-test-cluster.sh stop "$second_cluster_dir"
     bash scripts/pg-test-cluster.sh stop "$PARLEY_PG_DIR"
+    rm -rf "$run_tmp"
 }
 trap stop_everything EXIT
 first_cluster_env=$(bash scripts/pg-test-cluster.sh env "$PARLEY_PG_DIR")
