@@ -83,7 +83,7 @@ typedef struct {
     char failure[256];
     char *page;          /* the JSON array handed to the callback */
     size_t page_bytes, page_capacity;
-    int rows, more;
+    int rows;
     double called_at, callback_at;
     pthread_t engine, callback;
 } page_floor;
@@ -114,14 +114,10 @@ static void page_floor_read(page_floor *floor) {
     sqlite3_bind_int64(floor->select, 3, floor->below_id);
     floor->page_bytes = 0;
     floor->rows = 0;
-    floor->more = 0;
     page_floor_append(floor, "[", 1);
     int code;
     while ((code = sqlite3_step(floor->select)) == SQLITE_ROW) {
-        if (floor->rows == 100) {
-            floor->more = 1;
-            break;
-        }
+        if (floor->rows == 100) break; /* the 101st row: older messages follow */
         const unsigned char *text = sqlite3_column_text(floor->select, 0);
         size_t count = (size_t)sqlite3_column_bytes(floor->select, 0);
         int checked = sqlite3_column_type(floor->select, 1) == SQLITE_INTEGER &&
