@@ -183,7 +183,8 @@ public final class SyncView: Sendable {
     /// The viewpoint (ms) the view started from; `newestViewpoint` for the newest end.
     public var viewpoint: Int64 { state.withLock { $0.viewpoint } }
 
-    /// What the view has shown on `list` so far (after the actions delivered).
+    /// What the view has shown on `list`: updated just before the actions of each batch are
+    /// handed over (docs/THREADING.md rule 7).
     public func messages(_ list: SyncViewList) -> [JSONValue] {
         let lists = state.withLock { $0.lists }
         return switch list {

@@ -711,6 +711,9 @@ def test_a_gap_fill_that_brings_a_failed_message_reports_it_once(server: Running
                     admin.send(CHANNEL, "bob", f"after {index}")
                 client.connect(ME, token).result(TIMEOUT)
                 wait_until(lambda: not view.failed_messages and len(view.messages) == 9, "filled")
+                # The list changes just before the handler hears of it: wait for the update too.
+                wait_until(lambda: any(m.get("req_id") == pending["req_id"] and m["message_id"] == stored["message_id"]
+                                       for m in recorder.of(Kind.UPDATED)), "the update recorded")
                 shown = [m for m in view.messages if m.get("req_id") == pending["req_id"]]
                 assert len(shown) == 1 and shown[0]["message_id"] == stored["message_id"]
                 added = [m for m in recorder.of(Kind.ADDED) if m.get("req_id") == pending["req_id"]]

@@ -291,13 +291,16 @@ def test_automatic_resend_stops_after_the_retry_count(server: RunningServer, adm
         assert send_and_wait(client, "a") is not None      # first attempt
         assert send_and_wait(client, "b") is not None      # its drain resends "a" once (the one retry), then "b" fails with it
         wait_until(lambda: [m["message"] for m in view.failed_messages] == ["a", "b"], "both failed")
-        assert actions.flat() == [
+        story = [
             (Act.INSERT, SyncList.PENDING, "a"), (Act.REMOVE, SyncList.PENDING, "a"), (Act.INSERT, SyncList.FAILED, "a"),
             (Act.INSERT, SyncList.PENDING, "b"),
             (Act.REMOVE, SyncList.FAILED, "a"), (Act.INSERT, SyncList.PENDING, "a"),
             (Act.REMOVE, SyncList.PENDING, "a"), (Act.INSERT, SyncList.FAILED, "a"),
             (Act.REMOVE, SyncList.PENDING, "b"), (Act.INSERT, SyncList.FAILED, "b"),
         ]
+        # The lists change just before the handler hears of it: wait for the last action too.
+        wait_until(lambda: len(actions.flat()) >= len(story), "the last action recorded")
+        assert actions.flat() == story
         restart()
         wait_until(lambda: [m["message"] for m in view.failed_messages] == ["a"], "b resent, a kept")
         time.sleep(1.0)
@@ -319,7 +322,8 @@ def test_failed_messages_beyond_the_maximum_are_removed_oldest_first(
             for text in ("one", "two", "three"):
                 assert isinstance(send_and_wait(client, text), parley.Forbidden)
             wait_until(lambda: [m["message"] for m in view.failed_messages] == ["two", "three"], "two kept")
-            assert (Act.REMOVE, SyncList.FAILED, "one") in actions.flat()
+            # The lists change just before the handler hears of it: waited for, not read at once.
+            wait_until(lambda: (Act.REMOVE, SyncList.FAILED, "one") in actions.flat(), "the oldest failed message removed")
             cached_failed = [m for m in client.cached_messages(CHANNEL) if m.get("sending_status") == "failed"]
             assert [m["message"] for m in cached_failed] == ["two", "three"]
             # A failed message carries its failure wherever it is read.
@@ -420,9 +424,11 @@ def test_offline_first_fetch_gives_the_cache_then_the_server_version(
             client.connect(ME, room).result(TIMEOUT)
             wait_until(lambda: sent[-1]["message_id"] not in [m["message_id"] for m in view.succeeded_messages], "the server's version")
             wait_until(lambda: view.succeeded_messages[-1]["message"] == "changed", "the update")
+            # A view's lists change just before the action that tells it is handed over: wait
+            # for the handler to have recorded it too.
+            wait_until(lambda: (Act.UPDATE, SyncList.SUCCEEDED, "changed") in actions.flat(mark), "the update's action")
             flat = actions.flat(mark)
             assert (Act.REMOVE, SyncList.SUCCEEDED, sent[-1]["message"]) in flat
-            assert (Act.UPDATE, SyncList.SUCCEEDED, "changed") in flat
             assert not any(a == Act.INSERT for a, _, _ in flat)
 
 
