@@ -124,10 +124,10 @@ int parley_sync_view_reset_viewpoint(parley_sync_view *view, int64_t viewpoint);
 int parley_sync_view_viewpoint(parley_sync_view *view, int64_t *out_viewpoint);
 
 /**
- * The messages of one list (PARLEY_SYNC_LIST_*) as the actions delivered so far left it, a
- * JSON array (free with parley_free). The lists change just before the actions of a batch
- * are handed to the handler, so another thread may see a change while its action callback
- * still runs (docs/THREADING.md rule 7).
+ * The messages of one list (PARLEY_SYNC_LIST_*), a JSON array (free with parley_free). The
+ * lists change just before the actions of a batch are handed to the handler: every action of
+ * the batch reads the batch's final state, and another thread may see a change while the
+ * action that reports it has not run yet (docs/THREADING.md rule 7).
  */
 int parley_sync_view_messages(parley_sync_view *view, int list, char **out_json);
 

@@ -805,7 +805,7 @@ def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
     (the events with the channels they changed). Once the event log holds thousands of rows,
     PostgreSQL judges that statement's generic plan dearer than one made for the values and
     plans it again at every execution, which costs more than running it. B makes those reads
-    on sessions that always use the generic plan: one plan per session, however many reads.
+    on sessions that always use the generic plan: a plan per session, however many reads.
     (On the pool's sessions, as before, this test counted 41 plans for 40 reads.)"""
     a, b = two_servers
     db = a.db_path
@@ -814,25 +814,29 @@ def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
     databases.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     members = [a.user("planned") for _ in range(2)]
     url = a.channel(members, name="planned")["channel_url"]
-    # A long log, made by hand: ids below any the servers take, so no reader ever asks for
-    # them (pruning removes them like any old event); rows of a real event's size, as the
-    # planner's estimates follow the table's pages.
+    # A long log, made by hand: ids below any the servers take, so no reader asks for them
+    # (the log's size the servers count leaves them out: a prune would take them first, and
+    # none comes near here); rows of a real event's size, as the planner's estimates follow
+    # the table's pages.
     databases.psql(db, "INSERT INTO events (id, created_at, category, recipients, data, changed_channel) "
                        "SELECT -n, 0, 'message_received', '', repeat('x', 2000), 'elsewhere-' || n % 100 "
                        "FROM generate_series(1, 20000) AS n; "
                        "ANALYZE events")
     stream = EventCollector(b, members[1], session_key=b.session(members[1]))
     assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
-    databases.psql(db, "SELECT pg_stat_statements_reset()")
-    count = 40
-    for n in range(count):
+    this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+    warm_up, count = 4, 40
+    for n in range(warm_up + count):
+        if n == warm_up:
+            databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
         a.send(url, members[0], text=f"p{n}")
         # One read per message: the next is sent once B has delivered this one.
         assert wait_for_texts(stream, n + 1), n
     stream.close()
-    assert message_texts(stream) == [f"p{n}" for n in range(count)]
-    calls, plans = databases.psql(db, "SELECT calls, plans FROM pg_stat_statements "
-                                      "WHERE query LIKE 'WITH changed AS%' ORDER BY calls DESC LIMIT 1").strip().split("|")
+    assert message_texts(stream) == [f"p{n}" for n in range(warm_up + count)]
+    calls, plans = databases.psql(db, f"SELECT calls, plans FROM pg_stat_statements WHERE dbid = {this_database} "
+                                      "AND query LIKE 'WITH changed AS%' ORDER BY calls DESC LIMIT 1").strip().split("|")
     assert int(calls) >= count, (calls, plans)
-    # One generic plan per session of B's reads (PostgresDatabase.peerReadConnections).
-    assert int(plans) <= 2, f"{plans} plans for {calls} reads"
+    # A generic plan per session of B's reads (PostgresDatabase.peerReadConnections), made
+    # again only when a table it reads is analyzed.
+    assert int(plans) * 4 <= int(calls), f"{plans} plans for {calls} reads"

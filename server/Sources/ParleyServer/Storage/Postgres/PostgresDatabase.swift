@@ -18,7 +18,7 @@ final class PostgresDatabase: SQLDatabase {
     let peerReadsClient: PostgresClient
     private let logger: Logger
     private let placeholders = PostgresPlaceholderCache()
-    /// The task running `client.run()` when this object started it itself (see `init`).
+    /// The task running both pools when this object started them itself (see `init`).
     private let clientTask: Task<Void, Never>?
 
     /// False while this server's own connection to PostgreSQL (PeerFollower.swift) is lost
@@ -38,10 +38,11 @@ final class PostgresDatabase: SQLDatabase {
     static let idleSessionSeconds = 15
 
     /// - Parameters:
-    ///   - startsClient: whether this object runs the pool itself, in a task that `close()`
-    ///     cancels. Pass false to run it elsewhere, e.g. as a service of a Hummingbird
-    ///     ServiceGroup (`client` is a swift-service-lifecycle Service) or by awaiting `run()`;
-    ///     until the pool runs, every transaction waits.
+    ///   - startsClient: whether this object runs its two pools itself, in a task that
+    ///     `close()` cancels. Pass false to run them elsewhere: both `client` and
+    ///     `peerReadsClient` as services of a Hummingbird ServiceGroup (each is a
+    ///     swift-service-lifecycle Service), or by awaiting `run()`. Until `client` runs every
+    ///     transaction waits; until `peerReadsClient` runs, the other servers' events do.
     init(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
          maximumConnections: Int = 20, startsClient: Bool = true) {
         var configuration = PostgresClient.Configuration(
@@ -82,16 +83,19 @@ final class PostgresDatabase: SQLDatabase {
     ]
 
     /// The sessions of `peerReadsClient`. Their one statement per message of another server
-    /// (the events with the channels they changed, a prepared statement) costs about 0.4 ms
-    /// to run with its generic plan, but PostgreSQL, once the event log holds thousands of
-    /// rows, estimates that plan dearer than one planned for the values and plans it again at
-    /// every execution: 1.5–4 ms of planning each time (docs/BENCHMARKS.md "Planned once").
-    /// Only these reads get the setting: the pool's other statements run unnamed, planned for
-    /// their values, as before.
+    /// (the events with the channels they changed, prepared: HotStatements.swift) costs about
+    /// 0.4 ms to run with its generic plan, but PostgreSQL, once the event log holds thousands
+    /// of rows, estimates that plan dearer than one planned for the values and plans it again
+    /// at every execution: 1.5–4 ms of planning each time (docs/BENCHMARKS.md "Planned once").
+    /// Every statement with parameters on these sessions gets a generic plan: the read of
+    /// several ranges, the channels loaded after it and the catch-up's counter, each a lookup
+    /// by key. The main pool's statements keep the default, planned for their values.
     static let peerReadStartupParameters = poolStartupParameters + [("plan_cache_mode", "force_generic_plan")]
 
     /// Connections of `peerReadsClient`: a read per batch of other servers' events, one at a
-    /// time on the hub, plus the periodic catch-up.
+    /// time on the hub, and the catch-ups (every second, after the listening connection
+    /// returns, and before a stream resumes from an id this server has not delivered), one
+    /// short statement each.
     static let peerReadConnections = 2
 
     /// Checks with one direct connection that the server accepts us, then creates the
