@@ -12,7 +12,8 @@
 #
 # Exports PARLEY_TEST_PG (postgres://parley@127.0.0.1:PORT, no database: tests append one),
 # PARLEY_PG_BIN (the PostgreSQL bin directory), PARLEY_PG_DIR and PARLEY_PG_PORT.
-# Durability is off (fsync, synchronous_commit, full_page_writes) unless PG_DURABLE=1,
+# Durability is off (fsync, synchronous_commit, full_page_writes) and pg_stat_statements is
+# loaded, counting plans too (for tests), unless PG_DURABLE=1,
 # which benchmarks set so that commits cost what they cost in production.
 # As root, the server runs as the system user `parleypg` (PostgreSQL refuses root).
 # Installs PostgreSQL from Debian's packages when none is there, without creating or
@@ -131,6 +132,11 @@ _parley_pg_start() {
             echo "fsync = off"
             echo "synchronous_commit = off"
             echo "full_page_writes = off"
+            # Tests count how often the server's statements are planned (test_nodes.py).
+            if [ -f "$bin/../lib/pg_stat_statements.so" ]; then
+                echo "shared_preload_libraries = 'pg_stat_statements'"
+                echo "pg_stat_statements.track_planning = on"
+            fi
         fi
     } >>"$data/postgresql.conf"
 

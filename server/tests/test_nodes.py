@@ -798,3 +798,45 @@ def test_a_write_whose_last_statement_fails_gives_the_turn_back(tmp_path, monkey
         a.stop()
         b.stop()
         databases.drop_database(db)
+
+
+def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
+    """Server B reads the events server A committed with one prepared statement per message
+    (the events with the channels they changed). Once the event log holds thousands of rows,
+    PostgreSQL judges that statement's generic plan dearer than one made for the values and
+    plans it again at every execution, which costs more than running it. B makes those reads
+    on sessions that always use the generic plan: a plan per session, however many reads.
+    (On the pool's sessions, as before, this test counted 41 plans for 40 reads.)"""
+    a, b = two_servers
+    db = a.db_path
+    if "pg_stat_statements" not in databases.psql(db, "SHOW shared_preload_libraries"):
+        pytest.skip("pg_stat_statements is not loaded in this cluster (scripts/pg-test-cluster.sh loads it)")
+    databases.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    members = [a.user("planned") for _ in range(2)]
+    url = a.channel(members, name="planned")["channel_url"]
+    # A long log, made by hand: ids below any the servers take, so no reader asks for them
+    # (the log's size the servers count leaves them out: a prune would take them first, and
+    # none comes near here); rows of a real event's size, as the planner's estimates follow
+    # the table's pages.
+    databases.psql(db, "INSERT INTO events (id, created_at, category, recipients, data, changed_channel) "
+                       "SELECT -n, 0, 'message_received', '', repeat('x', 2000), 'elsewhere-' || n % 100 "
+                       "FROM generate_series(1, 20000) AS n; "
+                       "ANALYZE events")
+    stream = EventCollector(b, members[1], session_key=b.session(members[1]))
+    assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+    warm_up, count = 4, 40
+    for n in range(warm_up + count):
+        if n == warm_up:
+            databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
+        a.send(url, members[0], text=f"p{n}")
+        # One read per message: the next is sent once B has delivered this one.
+        assert wait_for_texts(stream, n + 1), n
+    stream.close()
+    assert message_texts(stream) == [f"p{n}" for n in range(warm_up + count)]
+    calls, plans = databases.psql(db, f"SELECT calls, plans FROM pg_stat_statements WHERE dbid = {this_database} "
+                                      "AND query LIKE 'WITH changed AS%' ORDER BY calls DESC LIMIT 1").strip().split("|")
+    assert int(calls) >= count, (calls, plans)
+    # A generic plan per session of B's reads (PostgresDatabase.peerReadConnections), made
+    # again only when a table it reads is analyzed.
+    assert int(plans) * 4 <= int(calls), f"{plans} plans for {calls} reads"

@@ -101,19 +101,19 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let location = settings.database
         let storage: any SQLDatabase
         var legacyUploads: String? = nil
-        var postgresPool: PostgresClient? = nil
+        var postgresPools: (main: PostgresClient, peerReads: PostgresClient)? = nil
         var postgresURL: PostgresURL? = nil
         switch location {
         case .sqlite(let path):
             storage = try SQLiteDatabase(path: path)
             legacyUploads = path + ".files"
         case .postgres(let url):
-            // The pool runs as a service of the application (added below).
+            // The pools run as services of the application (added below).
             var postgresLogger = Logger(label: "parley-server.postgres")
             postgresLogger.logLevel = logLevel
             let postgres = try await PostgresDatabase.open(url: url, logger: postgresLogger, startsClient: false)
             storage = postgres
-            postgresPool = postgres.client
+            postgresPools = (postgres.client, postgres.peerReadsClient)
             postgresURL = url
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
@@ -142,7 +142,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("parley-server listening on \(base)\n".utf8))
             },
             logger: logger)
-        if let postgresPool { app.addServices(postgresPool) }
+        if let postgresPools { app.addServices(postgresPools.main, postgresPools.peerReads) }
         // Once the pool runs and before the port opens: the schema, then what memory holds.
         app.beforeServerStarts { [legacyUploads, postgresURL, logger] in
             try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in

@@ -726,6 +726,29 @@ final class ServerState {
             """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map { RecordTables.event($0) }
     }
 
+    private static let committedEventColumnList = ["b.pruned", "b.users", "e.id", "e.created_at", "e.category", "e.recipients",
+                                                   "e.data", "e.changed_channel"]
+    private static let committedEventColumns = committedEventColumnList.joined(separator: ", ")
+    private static let committedEventsFrom = """
+        FROM (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
+                     coalesce((SELECT value FROM meta WHERE name = 'users_written'), 0) AS users) b
+            LEFT JOIN events e ON e.id >= ? AND e.id <= ?
+        """
+
+    /// PostgreSQL: `committedEvents`' statement for `rangeCount` ranges of ids.
+    static func committedEventsWithChannelsSQL(rangeCount: Int) -> String {
+        let inRanges = Array(repeating: "id BETWEEN ? AND ?", count: rangeCount).joined(separator: " OR ")
+        let leading = String(repeating: "NULL, ", count: committedEventColumnList.count)
+        let branches = ChannelQueries.OneStatementParts.branches("SELECT url FROM changed", leading: leading)
+        return "WITH changed AS (SELECT DISTINCT changed_channel AS url FROM events WHERE (\(inRanges)) AND changed_channel IS NOT NULL) "
+            + "SELECT \(committedEventColumns), \(ChannelQueries.OneStatementParts.typedNulls) \(committedEventsFrom)"
+            + " UNION ALL " + branches.joined(separator: " UNION ALL ")
+    }
+
+    /// The statement of the common read, one range: prepared on every connection that runs it
+    /// (HotStatements.swift), whatever else took the slots first.
+    static let committedEventsOneRangeSQL = committedEventsWithChannelsSQL(rangeCount: 1)
+
     /// The committed events whose ids are in `ranges` (whoever receives them), oldest first,
     /// parsed, with their channels loaded to render them: what another server's writers
     /// committed (EventHub.swift); and where the retained events begin (events up to there
@@ -737,14 +760,7 @@ final class ServerState {
         var events: [StoredEvent] = []
         var urls = Set<String>()
         var pruned: Int64 = 0
-        let eventColumnList = ["b.pruned", "b.users", "e.id", "e.created_at", "e.category", "e.recipients", "e.data", "e.changed_channel"]
-        let eventColumns = eventColumnList.joined(separator: ", ")
-        let eventsFrom = """
-            FROM (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
-                         coalesce((SELECT value FROM meta WHERE name = 'users_written'), 0) AS users) b
-                LEFT JOIN events e ON e.id >= ? AND e.id <= ?
-            """
-        var sql = "SELECT \(eventColumns) \(eventsFrom) ORDER BY e.id"
+        var sql = "SELECT \(Self.committedEventColumns) \(Self.committedEventsFrom) ORDER BY e.id"
         var binds: [SQLValue] = [.int(low), .int(high)]
         // PostgreSQL: the channels the events changed in the same statement (and so the same
         // snapshot), after the events' rows, which lead with columns of their own: every
@@ -752,16 +768,10 @@ final class ServerState {
         var channelRows: ChannelQueries.OneStatementParts.Reader? = nil
         if try db.dialect == .postgres {
             let exact = ranges.count <= 16
-            let inRanges = exact ? ranges.map { _ in "id BETWEEN ? AND ?" }.joined(separator: " OR ") : "id BETWEEN ? AND ?"
+            sql = Self.committedEventsWithChannelsSQL(rangeCount: exact ? ranges.count : 1)
             let rangeBinds: [SQLValue] = exact ? ranges.flatMap { [.int($0.lowerBound), .int($0.upperBound)] } : [.int(low), .int(high)]
-            let leading = String(repeating: "NULL, ", count: eventColumnList.count)
-            let branches = ChannelQueries.OneStatementParts.branches("SELECT url FROM changed", leading: leading)
-            sql = "WITH changed AS (SELECT DISTINCT changed_channel AS url FROM events WHERE (\(inRanges)) AND changed_channel IS NOT NULL) "
-                + "SELECT \(eventColumns), \(ChannelQueries.OneStatementParts.typedNulls) \(eventsFrom)"
-                + " UNION ALL " + branches.joined(separator: " UNION ALL ")
             binds = rangeBinds + binds
-            if ranges.count == 1 { _ = HotStatements.learn(sql) }
-            channelRows = ChannelQueries.OneStatementParts.Reader(offset: eventColumnList.count)
+            channelRows = ChannelQueries.OneStatementParts.Reader(offset: Self.committedEventColumnList.count)
         }
         var changed = Set<String>()
         for row in try await db.query(sql, binds) {

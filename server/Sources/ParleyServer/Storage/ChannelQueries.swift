@@ -190,10 +190,14 @@ enum ChannelQueries {
                 "SELECT \(leading)\(nulls(memberOffset)), \(memberSelectColumns), \(nulls(6)), \(nulls(messageWidth)) FROM members m WHERE m.channel_url IN (\(list))",
             ]
             branches += smallTablesSQL(list, before: leading + nulls(entryOffset) + ", ", after: ", " + nulls(messageWidth))
+            // The last messages by an array of their ids, not `IN (subquery)`: the plan then
+            // looks each id up by the primary key, however many channels the planner guessed.
+            // (A generic plan of the other servers' read, PostgresDatabase.peerReadsClient,
+            // guessed about 90 from the events' range, and scanned the whole table for them.)
             branches.append("""
                 SELECT \(leading)\(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),
                     array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm WHERE mm.message_id = lm.id ORDER BY mm.position))::text
-                FROM messages lm WHERE lm.id IN (SELECT last_message_id FROM channels WHERE url IN (\(list)))
+                FROM messages lm WHERE lm.id = ANY (ARRAY(SELECT last_message_id FROM channels WHERE url IN (\(list))))
                 """)
             return branches
         }

@@ -12,9 +12,13 @@ final class PostgresDatabase: SQLDatabase {
     /// The pool. Exposed so that prepared statements (PostgresPreparedStatement) can run on it
     /// directly once hot paths use them.
     let client: PostgresClient
+    /// A small pool of its own for the reads that follow the other servers' commits
+    /// (`readStatementByStatement`): its sessions plan every statement generically
+    /// (`peerReadStartupParameters`).
+    let peerReadsClient: PostgresClient
     private let logger: Logger
     private let placeholders = PostgresPlaceholderCache()
-    /// The task running `client.run()` when this object started it itself (see `init`).
+    /// The task running both pools when this object started them itself (see `init`).
     private let clientTask: Task<Void, Never>?
 
     /// False while this server's own connection to PostgreSQL (PeerFollower.swift) is lost
@@ -34,10 +38,11 @@ final class PostgresDatabase: SQLDatabase {
     static let idleSessionSeconds = 15
 
     /// - Parameters:
-    ///   - startsClient: whether this object runs the pool itself, in a task that `close()`
-    ///     cancels. Pass false to run it elsewhere, e.g. as a service of a Hummingbird
-    ///     ServiceGroup (`client` is a swift-service-lifecycle Service) or by awaiting `run()`;
-    ///     until the pool runs, every transaction waits.
+    ///   - startsClient: whether this object runs its two pools itself, in a task that
+    ///     `close()` cancels. Pass false to run them elsewhere: both `client` and
+    ///     `peerReadsClient` as services of a Hummingbird ServiceGroup (each is a
+    ///     swift-service-lifecycle Service), or by awaiting `run()`. Until `client` runs every
+    ///     transaction waits; until `peerReadsClient` runs, the other servers' events do.
     init(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
          maximumConnections: Int = 20, startsClient: Bool = true) {
         var configuration = PostgresClient.Configuration(
@@ -53,9 +58,20 @@ final class PostgresDatabase: SQLDatabase {
         configuration.options.additionalStartupParameters = Self.poolStartupParameters
         configuration.options.keepAliveBehavior = .init(frequency: .seconds(Self.idleSessionSeconds / 3))
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        configuration.options.maximumConnections = Self.peerReadConnections
+        configuration.options.minimumConnections = 0
+        configuration.options.additionalStartupParameters = Self.peerReadStartupParameters
+        let peerReadsClient = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
+        self.peerReadsClient = peerReadsClient
         self.logger = logger
-        clientTask = startsClient ? Task { await client.run() } : nil
+        clientTask = startsClient ? Task { await Self.run(client, peerReadsClient) } : nil
+    }
+
+    private static func run(_ pools: PostgresClient...) async {
+        await withDiscardingTaskGroup { group in
+            for pool in pools { group.addTask { await pool.run() } }
+        }
     }
 
     /// The pooled sessions' settings (`init`): the check in `open` sends them too, so that a
@@ -66,6 +82,22 @@ final class PostgresDatabase: SQLDatabase {
         ("idle_session_timeout", "\(idleSessionSeconds)s"),
     ]
 
+    /// The sessions of `peerReadsClient`. Their one statement per message of another server
+    /// (the events with the channels they changed, prepared: HotStatements.swift) costs about
+    /// 0.4 ms to run with its generic plan, but PostgreSQL, once the event log holds thousands
+    /// of rows, estimates that plan dearer than one planned for the values and plans it again
+    /// at every execution: 1.5–4 ms of planning each time (docs/BENCHMARKS.md "Planned once").
+    /// Every statement with parameters on these sessions gets a generic plan: the read of
+    /// several ranges, the channels loaded after it and the catch-up's counter, each a lookup
+    /// by key. The main pool's statements keep the default, planned for their values.
+    static let peerReadStartupParameters = poolStartupParameters + [("plan_cache_mode", "force_generic_plan")]
+
+    /// Connections of `peerReadsClient`: a read per batch of other servers' events, one at a
+    /// time on the hub, and the catch-ups (every second, after the listening connection
+    /// returns, and before a stream resumes from an id this server has not delivered), one
+    /// short statement each.
+    static let peerReadConnections = 2
+
     /// Checks with one direct connection that the server accepts us, then creates the
     /// database object: a wrong address, password or database name shows at startup, with
     /// the server's reason. (Through the pool the same mistakes surface only after its
@@ -73,7 +105,7 @@ final class PostgresDatabase: SQLDatabase {
     static func open(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
                      maximumConnections: Int = 20, startsClient: Bool = true) async throws -> PostgresDatabase {
         do {
-            let connection = try await connect(url, id: 0, logger: logger, startupParameters: poolStartupParameters)
+            let connection = try await connect(url, id: 0, logger: logger, startupParameters: peerReadStartupParameters)
             try? await connection.close()
         } catch {
             throw StorageError("cannot connect to PostgreSQL database \(url): \(PostgresErrors.mapped(error))")
@@ -95,7 +127,7 @@ final class PostgresDatabase: SQLDatabase {
     /// Runs the connection pool until the calling task is cancelled. Only for a database made
     /// with `startsClient: false`; PostgresClient allows one `run()` in its lifetime.
     func run() async {
-        await client.run()
+        await Self.run(client, peerReadsClient)
     }
 
     /// Stops the pool if this object started it; later transactions fail. A pool run
@@ -182,7 +214,7 @@ final class PostgresDatabase: SQLDatabase {
             try checkReachable()
             var leased = false
             do {
-                return try await client.withConnection { connection in
+                return try await (inOneSnapshot ? client : peerReadsClient).withConnection { connection in
                     leased = true
                     let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
                     let watchdog = watch(session, connection)
