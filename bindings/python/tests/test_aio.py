@@ -178,6 +178,12 @@ def test_events_iterate_what_the_handler_gets(server: RunningServer, admin: Admi
         client = await open_client(server, tmp_path, token)
         handled: List[Tuple[str, str]] = []
         client.set_event_handler(lambda category, channel_url, payload: handled.append((category, channel_url)))
+        # Once the first catch-up is done (a view is live): a channel changelog it stores
+        # late would be one more event below.
+        with client.group_channel_collection() as probe:
+            await probe.load_more()
+            while probe.freshness is not parley.Freshness.LIVE:
+                await asyncio.sleep(0.02)
         events = client.events()
         async with client.events() as stopped_early:
             pass  # closed: receives nothing more

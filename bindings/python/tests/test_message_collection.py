@@ -105,6 +105,9 @@ def world(server: RunningServer, admin: Admin, tmp_path: Path) -> Tuple[parley.C
     client = parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache"), reconnect_initial_delay_ms=50,
                            reconnect_max_delay_ms=300)
     client.connect(ME, token).result(TIMEOUT)
+    # `connect` completes before the stream opens; a view started before it cannot vouch for
+    # the newest end.
+    wait_until(lambda: client.connection_state == "open", "the stream to open")
     yield client, token, admin
     client.close()
 
@@ -273,6 +276,8 @@ def test_changes_to_shown_messages_are_reported_and_filters_rechecked(world: Tup
         view.add_listener(recorder)
         view.start()[1].result(TIMEOUT)
         assert ids(view.messages) == ids(sent)
+        # Changed once the view is live: during the catch-up a change can come as a changelog.
+        wait_until(lambda: view.freshness is parley.Freshness.LIVE, "the view to be live")
         target = sent[1]["message_id"]
         base = f"/v3/group_channels/{CHANNEL}/messages/{target}"
         admin.call("PUT", base, {"message": "edited"})
