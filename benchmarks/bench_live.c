@@ -16,9 +16,14 @@
  * its receiver the message, not the channel's size. Then both again with views open, as a
  * chat screen has them: a message collection on the channel (its callbacks hand the channel
  * with its member list on every message) and a channel collection with the default query
- * (members included). */
+ * (members included).
+ *
+ * Beside P3, in the same run (stream_floor.h): the same stream read by a plain libcurl reader
+ * (when each frame arrived), and the floor: the same number of messages posted by a plain
+ * libcurl sender to that reader, with no library on either side: the servers' share. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_support.h"
+#include "stream_floor.h"
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -80,13 +85,31 @@ static double process_cpu_us(void) {
 typedef struct {
     double p50, p99, max, cpu_per_message;
     int lost;
+    /* the raw reader's frames of the same messages (stream_floor.h): p50 and p99 from the POST */
+    double frame_p50, frame_p99;
 } live_result;
+
+/* The raw reader on the receiver's stream (NULL when it could not open: its figures are 0). */
+static raw_stream *raw_reader = NULL;
+
+/* p50 and p99 of the raw reader's arrivals after `sent_at`, for the first `messages`. */
+static void frame_quantiles(int messages, double *p50, double *p99, int *missing) {
+    static double frames[MAX_MESSAGES];
+    int count = 0;
+    for (int i = 0; raw_reader != NULL && i < messages && i < raw_stream_capacity; i++) {
+        if (sent_at[i] > 0 && raw_reader->arrived[i] > 0) frames[count++] = raw_reader->arrived[i] - sent_at[i];
+    }
+    *p50 = count > 0 ? quantile(frames, count, 0.5) : 0;
+    *p99 = count > 0 ? quantile(frames, count, 0.99) : 0;
+    if (missing != NULL) *missing = messages - count;
+}
 
 static live_result run(parley_client *root, waiter *w, const char *channel, const char *sender, int messages, int rate) {
     char path[256], body[256];
     snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
     memset(sent_at, 0, sizeof sent_at);
     memset(latency, 0, sizeof latency);
+    if (raw_reader != NULL) raw_stream_reset(raw_reader);
     atomic_store(&received, 0);
     double cpu = process_cpu_us();
     double next = now_us();
@@ -100,7 +123,7 @@ static live_result run(parley_client *root, waiter *w, const char *channel, cons
     }
     double waited = now_us();
     while (atomic_load(&received) < messages && now_us() - waited < 5e6) sleep_ms(5);
-    live_result result = {0, 0, 0, (process_cpu_us() - cpu) / messages, messages - atomic_load(&received)};
+    live_result result = {0, 0, 0, (process_cpu_us() - cpu) / messages, messages - atomic_load(&received), 0, 0};
     int count = 0;
     for (int i = 0; i < messages; i++) {
         if (latency[i] > 0) latency[count++] = latency[i];
@@ -108,6 +131,42 @@ static live_result run(parley_client *root, waiter *w, const char *channel, cons
     result.p50 = quantile(latency, count, 0.5);
     result.p99 = quantile(latency, count, 0.99);
     result.max = quantile(latency, count, 1.0);
+    frame_quantiles(messages, &result.frame_p50, &result.frame_p99, NULL);
+    return result;
+}
+
+/* The floor: `messages` posts by the raw sender at `rate`, timed to the raw reader's frames. */
+static live_result run_floor(raw_sender *sender, const char *user, int messages, int rate) {
+    char body[256];
+    live_result result = {0, 0, 0, 0, messages, 0, 0};
+    if (raw_reader == NULL) return result;
+    memset(sent_at, 0, sizeof sent_at);
+    raw_stream_reset(raw_reader);
+    double next = now_us();
+    for (int i = 0; i < messages; i++) {
+        while (now_us() < next) sleep_ms(1);
+        next += 1e6 / rate;
+        snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"live %d\"}", user, i);
+        sent_at[i] = now_us();
+        if (!raw_sender_post(sender, body)) {
+            fprintf(stderr, "raw sender: POST %d failed\n", i);
+            break;
+        }
+    }
+    double waited = now_us();
+    int missing = messages;
+    while (now_us() - waited < 5e6) {
+        frame_quantiles(messages, &result.p50, &result.p99, &missing);
+        if (missing == 0) break;
+        sleep_ms(5);
+    }
+    static double frames[MAX_MESSAGES];
+    int count = 0;
+    for (int i = 0; i < messages; i++) {
+        if (sent_at[i] > 0 && raw_reader->arrived[i] > 0) frames[count++] = raw_reader->arrived[i] - sent_at[i];
+    }
+    result.max = count > 0 ? quantile(frames, count, 1.0) : 0;
+    result.lost = missing;
     return result;
 }
 
@@ -158,22 +217,44 @@ int main(int argc, char **argv) {
 
     parley_client *client = connected_client(receiver_url, cache_dir, me, token, on_event);
     if (client == NULL) return 1;
-    /* P3: delivery at 50 and 200 messages per second in a small channel. */
+    raw_reader = raw_stream_open(receiver_url, me, token);
+    raw_sender sender;
+    char post_path[256];
+    snprintf(post_path, sizeof post_path, "/v3/group_channels/%s/messages", small_channel);
+    if (!raw_sender_init(&sender, url, post_path, api_token)) return 1;
+    /* P3: delivery at 50 and 200 messages per second in a small channel; then its floor. */
     live_result slow = run(root, &w, small_channel, bob, messages, 50);
     live_result fast = run(root, &w, small_channel, bob, messages, 200);
+    live_result slow_floor = run_floor(&sender, bob, messages, 50);
+    live_result fast_floor = run_floor(&sender, bob, messages, 200);
+    raw_sender_cleanup(&sender);
     printf("Live messages in a 2-member channel, POST sent -> receiver's callback (%d each)%s%s\n", messages,
            label ? ": " : "", label ? label : "");
-    printf("   50/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d\n", slow.p50 / 1e3, slow.p99 / 1e3, slow.max / 1e3, slow.lost);
-    printf("  200/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d\n\n", fast.p50 / 1e3, fast.p99 / 1e3, fast.max / 1e3, fast.lost);
+    printf("   50/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   (a raw reader's frame: p50 %.2f p99 %.2f ms)\n",
+           slow.p50 / 1e3, slow.p99 / 1e3, slow.max / 1e3, slow.lost, slow.frame_p50 / 1e3, slow.frame_p99 / 1e3);
+    printf("  200/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   lost %d   (a raw reader's frame: p50 %.2f p99 %.2f ms)\n",
+           fast.p50 / 1e3, fast.p99 / 1e3, fast.max / 1e3, fast.lost, fast.frame_p50 / 1e3, fast.frame_p99 / 1e3);
+    printf("The floor: raw POST (libcurl) -> raw stream reader (libcurl), the servers' share%s\n",
+           raw_reader == NULL ? " (not measured: the raw reader did not open)" : "");
+    printf("   50/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   not seen %d\n", slow_floor.p50 / 1e3, slow_floor.p99 / 1e3,
+           slow_floor.max / 1e3, slow_floor.lost);
+    printf("  200/s   p50 %6.2f ms   p99 %6.2f ms   max %6.2f ms   not seen %d\n\n", fast_floor.p50 / 1e3, fast_floor.p99 / 1e3,
+           fast_floor.max / 1e3, fast_floor.lost);
+    raw_stream_close(raw_reader);
+    raw_reader = NULL;
+    int rates[2] = {50, 200};
+    live_result *results[2] = {&slow, &fast};
+    live_result *floors[2] = {&slow_floor, &fast_floor};
     if (label != NULL) {
-        int rates[2] = {50, 200};
-        live_result *results[2] = {&slow, &fast};
         for (int i = 0; i < 2; i++) {
             char measure[160], figure[64], comparison[96];
             snprintf(measure, sizeof measure, "P3 %s, %d msg/s", label, rates[i]);
             snprintf(figure, sizeof figure, "p50 %.2f p99 %.2f ms", results[i]->p50 / 1e3, results[i]->p99 / 1e3);
             snprintf(comparison, sizeof comparison, "max %.2f ms, lost %d of %d", results[i]->max / 1e3, results[i]->lost, messages);
             summary_row(measure, figure, comparison, "p50 <= 3, p99 <= 15 ms");
+            snprintf(figure, sizeof figure, "p50 %.2f p99 %.2f ms", floors[i]->p50 / 1e3, floors[i]->p99 / 1e3);
+            snprintf(comparison, sizeof comparison, "raw reader in the P3 run: p50 %.2f ms", results[i]->frame_p50 / 1e3);
+            summary_row("  its floor: raw POST to a raw stream reader", figure, comparison, "(the servers' share)");
         }
         parley_client_destroy(client);
         parley_client_destroy(root);
@@ -213,13 +294,14 @@ int main(int argc, char **argv) {
     parley_group_channel_collection_dispose(channels);
 
     char measure[96], figure[64], comparison[96];
-    int rates[2] = {50, 200};
-    live_result *results[2] = {&slow, &fast};
     for (int i = 0; i < 2; i++) {
         snprintf(measure, sizeof measure, "P3 live delivery at %d msg/s, POST sent to callback", rates[i]);
         snprintf(figure, sizeof figure, "p50 %.2f p99 %.2f ms", results[i]->p50 / 1e3, results[i]->p99 / 1e3);
         snprintf(comparison, sizeof comparison, "max %.2f ms, lost %d of %d", results[i]->max / 1e3, results[i]->lost, messages);
         summary_row(measure, figure, comparison, "p50 <= 3, p99 <= 15 ms");
+        snprintf(figure, sizeof figure, "p50 %.2f p99 %.2f ms", floors[i]->p50 / 1e3, floors[i]->p99 / 1e3);
+        snprintf(comparison, sizeof comparison, "raw reader in the P3 run: p50 %.2f ms", results[i]->frame_p50 / 1e3);
+        summary_row("  its floor: raw POST to a raw stream reader", figure, comparison, "(the servers' share)");
     }
     snprintf(measure, sizeof measure, "live message in a %d-member channel: process CPU", big);
     snprintf(figure, sizeof figure, "%.0f us/message", large.cpu_per_message);
