@@ -66,6 +66,9 @@ import Testing
         }["channels"]?.arrayValue?.compactMap { $0["channel_url"]?.stringValue } ?? []
         #expect(truth == ["s1", "s3", "s4", "s2", "s0"])
         #expect(engineWaitUntil { !collection.hasMore && collection.channels.compactMap { $0["channel_url"]?.stringValue } == truth })
+        // Changed once the view is live: before the stream opens, or while the catch-up after it
+        // runs, the change comes by that catch-up, as a channel changelog.
+        #expect(engineWaitUntil { collection.freshness == .live })
 
         _ = try waitFor { done throws(ParleyError) in
             try admin.request(method: "PUT", path: "/v3/group_channels/s0", body: ["name": "aaa"], completion: done)
@@ -170,6 +173,8 @@ import Testing
             }
         }
         try listingsMatch("after loading")
+        // The first steps assert live sources: the catch-up after the stream opened is over.
+        for view in views { #expect(engineWaitUntil { view.collection.freshness == .live }, "view \(view.name) not live") }
         var online = true
         for (number, step) in (scenario["steps"]?.arrayValue ?? []).enumerated() {
             let place = "step \(number)"

@@ -73,6 +73,9 @@ import Testing
         }["messages"]?.arrayValue?.compactMap { $0["message_id"]?.int64Value } ?? []
         #expect(truth.count == 45)
         #expect(engineWaitUntil { !collection.hasPrevious && collection.messages.compactMap { $0["message_id"]?.int64Value } == truth })
+        // Posted once the view is live: before the stream opens, or while the catch-up after it
+        // runs, the message comes by that catch-up, not as message_received.
+        #expect(engineWaitUntil { collection.freshness == .live })
 
         _ = try waitFor { done throws(ParleyError) in
             try admin.request(method: "POST", path: "/v3/group_channels/room/messages",
@@ -380,6 +383,8 @@ import Testing
             }
         }
         try listingsMatch("after loading")
+        // The first steps assert live sources: the catch-up after the stream opened is over.
+        for view in views { #expect(engineWaitUntil { view.collection.freshness == .live }, "view \(view.name) not live") }
         var online = true
         for (number, step) in (scenario["steps"]?.arrayValue ?? []).enumerated() {
             let place = "step \(number)"
