@@ -167,6 +167,16 @@ static live_result run_floor(raw_sender *sender, const char *user, int messages,
     }
     result.max = count > 0 ? quantile(frames, count, 1.0) : 0;
     result.lost = missing;
+    if (missing > 0) {
+        fprintf(stderr, "raw stream reader: %d of %d messages at %d/s not seen within 5 s:", missing, messages, rate);
+        for (int i = 0, shown = 0; i < messages && shown < 20; i++) {
+            if (sent_at[i] > 0 && raw_reader->arrived[i] == 0) {
+                fprintf(stderr, " live %d", i);
+                shown++;
+            }
+        }
+        fprintf(stderr, " (resync frames so far: %d %s)\n", atomic_load(&raw_reader->resyncs), raw_reader->last_resync);
+    }
     return result;
 }
 

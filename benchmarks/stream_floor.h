@@ -4,7 +4,8 @@
  *
  * The reader opens the receiving user's stream (GET /v3/users/{id}/events with the session
  * key, docs/PROTOCOL.md §9) on a thread of its own and notes when each frame whose message
- * text is "live N" arrives (the first time it sees N). It parses nothing else: no JSON, no
+ * text is "live N" arrives (the first time it sees N; the message is the frame's last "live"
+ * text). It parses nothing else: no JSON, no
  * cache, no hand-off to another thread. The sender posts with one reused easy handle (so one
  * kept-alive connection), the admin token, on the caller's thread.
  *
@@ -27,6 +28,8 @@ typedef struct {
     atomic_int stop;
     atomic_int open;      /* the `connected` frame came */
     atomic_int finished;  /* the transfer ended (error or stop) */
+    atomic_int resyncs;   /* `resync` frames: the server says events were lost to this stream */
+    char last_resync[256];
     /* when frame N arrived (now_us), 0 while it has not; reset by raw_stream_reset */
     double arrived[raw_stream_capacity];
     char pending[raw_stream_buffer];
@@ -42,7 +45,17 @@ static inline void raw_stream_scan_lines(raw_stream *stream, double now) {
         stream->pending[i] = '\0';
         const char *line = stream->pending + start;
         if (strncmp(line, "event: connected", 16) == 0) atomic_store(&stream->open, 1);
-        const char *at = strncmp(line, "data:", 5) == 0 ? strstr(line, marker) : NULL;
+        if (strncmp(line, "event: resync", 13) == 0) atomic_fetch_add(&stream->resyncs, 1);
+        if (atomic_load(&stream->resyncs) > 0 && strncmp(line, "data:", 5) == 0 && strstr(line, "\"reason\"") != NULL) {
+            snprintf(stream->last_resync, sizeof stream->last_resync, "%s", line);
+        }
+        /* The last "live N" of the frame: the event's message comes after its channel, whose
+         * last message may be a later one (a batch read by another server renders the
+         * channel as it is at the read). */
+        const char *at = NULL;
+        if (strncmp(line, "data:", 5) == 0) {
+            for (const char *found = strstr(line, marker); found != NULL; found = strstr(found + 1, marker)) at = found;
+        }
         if (at != NULL) {
             int index = atoi(at + sizeof marker - 1);
             if (index >= 0 && index < raw_stream_capacity && stream->arrived[index] == 0) stream->arrived[index] = now;
