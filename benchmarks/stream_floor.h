@@ -29,12 +29,20 @@ typedef struct {
     atomic_int open;      /* the `connected` frame came */
     atomic_int finished;  /* the transfer ended (error or stop) */
     atomic_int resyncs;   /* `resync` frames: the server says events were lost to this stream */
-    char last_resync[256];
-    /* when frame N arrived (now_us), 0 while it has not; reset by raw_stream_reset */
-    double arrived[raw_stream_capacity];
+    /* when the frame of message N arrived (now_us, whole microseconds), 0 while it has not;
+     * written by the reader's thread, read by the caller's (raw_stream_arrival) */
+    atomic_llong arrived[raw_stream_capacity];
+    /* the reader's thread only: the frame being read, and its event type */
     char pending[raw_stream_buffer];
     size_t pending_length;
+    char event[40];
 } raw_stream;
+
+/* When the frame of message `index` arrived (now_us), 0 if it has not. */
+static inline double raw_stream_arrival(raw_stream *stream, int index) {
+    if (index < 0 || index >= raw_stream_capacity) return 0;
+    return (double)atomic_load_explicit(&stream->arrived[index], memory_order_relaxed);
+}
 
 /* Notes the arrival of every "live N" in the complete lines of `stream->pending`. */
 static inline void raw_stream_scan_lines(raw_stream *stream, double now) {
@@ -44,21 +52,25 @@ static inline void raw_stream_scan_lines(raw_stream *stream, double now) {
         if (stream->pending[i] != '\n') continue;
         stream->pending[i] = '\0';
         const char *line = stream->pending + start;
-        if (strncmp(line, "event: connected", 16) == 0) atomic_store(&stream->open, 1);
-        if (strncmp(line, "event: resync", 13) == 0) atomic_fetch_add(&stream->resyncs, 1);
-        if (atomic_load(&stream->resyncs) > 0 && strncmp(line, "data:", 5) == 0 && strstr(line, "\"reason\"") != NULL) {
-            snprintf(stream->last_resync, sizeof stream->last_resync, "%s", line);
+        if (line[0] == '\0') stream->event[0] = '\0';  /* the frame ended */
+        if (strncmp(line, "event: ", 7) == 0) {
+            snprintf(stream->event, sizeof stream->event, "%s", line + 7);
+            if (strcmp(stream->event, "connected") == 0) atomic_store(&stream->open, 1);
+            if (strcmp(stream->event, "resync") == 0) atomic_fetch_add(&stream->resyncs, 1);
         }
-        /* The last "live N" of the frame: the event's message comes after its channel, whose
-         * last message may be a later one (a batch read by another server renders the
-         * channel as it is at the read). */
+        /* A message_received frame's last "live N": the event's message comes after its
+         * channel, whose last message may be a later one (a batch read by another server
+         * renders the channel as it is at the read). */
         const char *at = NULL;
-        if (strncmp(line, "data:", 5) == 0) {
+        if (strncmp(line, "data:", 5) == 0 && strcmp(stream->event, "message_received") == 0) {
             for (const char *found = strstr(line, marker); found != NULL; found = strstr(found + 1, marker)) at = found;
         }
         if (at != NULL) {
             int index = atoi(at + sizeof marker - 1);
-            if (index >= 0 && index < raw_stream_capacity && stream->arrived[index] == 0) stream->arrived[index] = now;
+            long long expected = 0;
+            if (index >= 0 && index < raw_stream_capacity) {
+                atomic_compare_exchange_strong(&stream->arrived[index], &expected, (long long)now);
+            }
         }
         start = i + 1;
     }
@@ -104,7 +116,9 @@ static inline void *raw_stream_run(void *user_data) {
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, stream);
     curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
     CURLcode code = curl_easy_perform(curl);
-    if (!atomic_load(&stream->stop)) fprintf(stderr, "raw stream reader: %s\n", curl_easy_strerror(code));
+    long status = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    if (!atomic_load(&stream->stop)) fprintf(stderr, "raw stream reader: the stream ended: %s (HTTP %ld)\n", curl_easy_strerror(code), status);
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
     atomic_store(&stream->finished, 1);
@@ -138,7 +152,7 @@ static inline raw_stream *raw_stream_open(const char *server_url, const char *us
 /* Forgets the arrivals noted so far (the next run numbers its messages from 0 again). Call
  * it only when no frame of an earlier run can still come. */
 static inline void raw_stream_reset(raw_stream *stream) {
-    memset(stream->arrived, 0, sizeof stream->arrived);
+    for (int i = 0; i < raw_stream_capacity; i++) atomic_store_explicit(&stream->arrived[i], 0, memory_order_relaxed);
 }
 
 static inline void raw_stream_close(raw_stream *stream) {
@@ -166,7 +180,11 @@ static inline int raw_sender_init(raw_sender *sender, const char *server_url, co
     snprintf(header, sizeof header, "Api-Token: %s", api_token);
     sender->headers = curl_slist_append(curl_slist_append(NULL, header), "Content-Type: application/json");
     sender->curl = curl_easy_init();
-    if (sender->curl == NULL || sender->headers == NULL) return 0;
+    if (sender->curl == NULL || sender->headers == NULL) {
+        curl_easy_cleanup(sender->curl);
+        curl_slist_free_all(sender->headers);
+        return 0;
+    }
     curl_easy_setopt(sender->curl, CURLOPT_URL, sender->url);
     curl_easy_setopt(sender->curl, CURLOPT_HTTPHEADER, sender->headers);
     curl_easy_setopt(sender->curl, CURLOPT_WRITEFUNCTION, raw_sender_discard);

@@ -182,7 +182,9 @@ def test_events_iterate_what_the_handler_gets(server: RunningServer, admin: Admi
         # late would be one more event below.
         with client.group_channel_collection() as probe:
             await probe.load_more()
+            deadline = time.monotonic() + TIMEOUT
             while probe.freshness is not parley.Freshness.LIVE:
+                assert time.monotonic() < deadline, f"the probe view is not live: {probe.freshness}"
                 await asyncio.sleep(0.02)
         events = client.events()
         async with client.events() as stopped_early:

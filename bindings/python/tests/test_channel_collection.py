@@ -503,7 +503,9 @@ def test_dispose_from_inside_a_callback(world: Tuple[parley.Client, str, Admin])
     wait_until(lambda: not holder["collection"].disposed and holder["collection"].channel_urls == ["self"], "the channel")
     # Sent once the view is live: before its stream opens (or while the catch-up after it
     # runs) the message would come by that catch-up, as a channel changelog.
-    wait_until(lambda: holder["collection"].freshness is parley.Freshness.LIVE, "the view to be live")
+    wait_until(lambda: holder["collection"].disposed or holder["collection"].freshness is parley.Freshness.LIVE,
+               "the view to be live")
+    assert not holder["collection"].disposed, f"disposed by a callback before the message: {calls}"
     admin.send("self", "bob", "one")
     wait_until(lambda: len(calls) == 1, "the first update")
     admin.send("self", "bob", "two")
