@@ -139,6 +139,15 @@ static void report_missing_frames(int messages, int rate, const char *what) {
             atomic_load(&raw_reader->finished) ? "; its stream has ended" : "");
 }
 
+/* Waits for post `i`'s turn at `rate` per second (`next`: when it is due; moved on), writes
+ * its body ("live i" from `sender`) and notes when it is sent. */
+static void next_live_post(double *next, int rate, char *body, size_t size, const char *sender, int i) {
+    while (now_us() < *next) sleep_ms(1);
+    *next += 1e6 / rate;
+    snprintf(body, size, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"live %d\"}", sender, i);
+    sent_at[i] = now_us();
+}
+
 static live_result run(parley_client *root, waiter *w, const char *channel, const char *sender, int messages, int rate) {
     char path[256], body[256];
     snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
@@ -149,10 +158,7 @@ static live_result run(parley_client *root, waiter *w, const char *channel, cons
     double cpu = process_cpu_us();
     double next = now_us();
     for (int i = 0; i < messages; i++) {
-        while (now_us() < next) sleep_ms(1);
-        next += 1e6 / rate;
-        snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"live %d\"}", sender, i);
-        sent_at[i] = now_us();
+        next_live_post(&next, rate, body, sizeof body, sender, i);
         if (parley_client_request(root, NULL, "POST", path, body, on_result, w) != PARLEY_OK) break;
         wait_done(w);
     }
@@ -187,10 +193,7 @@ static live_result run_floor(raw_sender *sender, const char *user, int messages,
     raw_stream_reset(raw_reader);
     double next = now_us();
     for (int i = 0; i < messages; i++) {
-        while (now_us() < next) sleep_ms(1);
-        next += 1e6 / rate;
-        snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"live %d\"}", user, i);
-        sent_at[i] = now_us();
+        next_live_post(&next, rate, body, sizeof body, user, i);
         if (!raw_sender_post(sender, body)) {
             fprintf(stderr, "raw sender: POST %d failed\n", i);
             sent_at[i] = 0;

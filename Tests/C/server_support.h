@@ -177,6 +177,27 @@ static inline int wait_stream_open(parley_client *client) {
     return 0;
 }
 
+/* Waits (up to 20 s) until the view is live: its stream open and the catch-up after it done.
+ * A change made afterwards reaches the view with its live source; one made before could come
+ * by that catch-up, as a changelog. Pass the view in the argument of its kind, NULL in the
+ * other. */
+static inline int wait_view_live(parley_group_channel_collection *channels, parley_message_collection *messages) {
+    for (int waited = 0; waited < 20000; waited += 5) {
+        int freshness = 0;
+        int status = channels != NULL ? parley_group_channel_collection_freshness(channels, &freshness)
+                                      : parley_message_collection_freshness(messages, &freshness);
+        if (status != PARLEY_OK) {
+            fprintf(stderr, "reading the view's freshness failed: %d\n", status);
+            return 0;
+        }
+        if (freshness == PARLEY_FRESHNESS_LIVE) return 1;
+        struct timespec pause = {0, 5 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    fprintf(stderr, "the view did not become live within 20 s\n");
+    return 0;
+}
+
 static int json_field_text(const char *json, const char *key, char *out, size_t size) {
     char pattern[64];
     snprintf(pattern, sizeof pattern, "\"%s\":\"", key);

@@ -173,14 +173,7 @@ int main(void) {
 
     /* A live message: updated, with its source. Sent once the view is live: during the
      * catch-up after the stream opens the view reports only the net change, as a changelog. */
-    int freshness = 0;
-    for (int waited = 0; waited < 20000; waited += 5) {
-        CHECK_STATUS(PARLEY_OK, parley_group_channel_collection_freshness(collection, &freshness));
-        if (freshness == PARLEY_FRESHNESS_LIVE) break;
-        struct timespec pause = {0, 5 * 1000000L};
-        nanosleep(&pause, NULL);
-    }
-    CHECK(freshness == PARLEY_FRESHNESS_LIVE);
+    CHECK(wait_view_live(collection, NULL));
     CHECK(admin_call(admin, "POST", "/v3/group_channels/c-2/messages",
                      "{\"message_type\": \"MESG\", \"user_id\": \"bob\", \"message\": \"hi\"}", &slot));
     struct timespec deadline;

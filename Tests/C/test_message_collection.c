@@ -159,14 +159,7 @@ int main(void) {
     /* A live message from bob: ADDED / MESSAGE_RECEIVED / SUCCEEDED. Sent once the view is
      * live (its stream open, the catch-up after it done): sent earlier, it could come by that
      * catch-up, as a message changelog. */
-    int freshness = 0;
-    for (int waited = 0; waited < 20000; waited += 5) {
-        CHECK_STATUS(PARLEY_OK, parley_message_collection_freshness(collection, &freshness));
-        if (freshness == PARLEY_FRESHNESS_LIVE) break;
-        struct timespec pause = {0, 5 * 1000000L};
-        nanosleep(&pause, NULL);
-    }
-    CHECK(freshness == PARLEY_FRESHNESS_LIVE);
+    CHECK(wait_view_live(NULL, collection));
     CHECK(admin_call(admin, "POST", "/v3/group_channels/room/messages",
                      "{\"message_type\": \"MESG\", \"user_id\": \"bob\", \"message\": \"live\"}", &slot));
     CHECK(wait_count(&counts, &counts.received_live));
