@@ -316,7 +316,7 @@ static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const
             next++;
             busy++;
         }
-        int running = 0, left = 0;
+        int running = 0, left = 0, freed = 0;
         curl_multi_perform(multi, &running);
         CURLMsg *message;
         while ((message = curl_multi_info_read(multi, &left)) != NULL) {
@@ -336,7 +336,12 @@ static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const
             s->n = -1;
             busy--;
             done++;
+            freed++;
         }
+        /* A request just answered frees its slot: the next message goes out now, not after the
+         * next answer of another request (waiting in curl_multi_poll first would leave fewer
+         * requests in flight than asked for). */
+        if (freed > 0 && next < r->count && (rate == 0 || now_us() >= r->started + next * 1e6 / rate)) continue;
         int wait_ms = 100;
         if (rate > 0 && next < r->count) {
             double due = r->started + next * 1e6 / rate - now_us();

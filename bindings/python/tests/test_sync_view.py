@@ -238,16 +238,20 @@ def test_resend_policies_under_refusal_outage_and_acceptance(
         # The server refuses: the channel is frozen.
         admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": True})
         assert isinstance(send_and_wait(client, "refused"), parley.Forbidden)
+        # Unfrozen before the outage: the client may reconnect (and resend) as soon as the
+        # server is back, so the server must accept from its first request. A refusal stays
+        # failed under every policy even though it would now be accepted.
+        admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": False})
         # The server is unreachable.
         server.process.kill()
         server.process.wait()
         assert isinstance(send_and_wait(client, "unreachable"), (parley.NetworkError, parley.Timeout))
         wait_until(lambda: len(actions.flat(mark)) == len(POLICY_SEQUENCES[policy]), "the failures")
         assert actions.flat(mark) == POLICY_SEQUENCES[policy]
-        # The server accepts again.
-        restart()
-        admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": False})
+        # The server accepts again; what the client does from here is counted from before it
+        # can reconnect.
         mark = len(actions.snapshot())
+        restart()
         wait_until(lambda: client.connection_state == "open", "reconnected")
         view.fetch_all_next().result(TIMEOUT)
         if policy == "automatic":
