@@ -348,6 +348,9 @@ static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const
             wait_ms = due <= 0 ? 0 : (int)(due / 1e3) + 1;
             if (wait_ms > 100) wait_ms = 100;
         }
+        /* Every slot busy: nothing can go before an answer, which ends the poll (an overdue
+         * message would otherwise make it return at once, spinning while the server stalls). */
+        if (busy >= in_flight) wait_ms = 100;
         if (busy > 0 || wait_ms > 0) curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
     }
     r->finished = now_us();

@@ -239,8 +239,9 @@ def test_resend_policies_under_refusal_outage_and_acceptance(
         admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": True})
         assert isinstance(send_and_wait(client, "refused"), parley.Forbidden)
         # Unfrozen before the outage: the client may reconnect (and resend) as soon as the
-        # server is back, so the server must accept from its first request. A refusal stays
-        # failed under every policy even though it would now be accepted.
+        # server is back, so the server must accept from its first request. A refusal is not
+        # resent by any policy (manual and automatic keep it failed, none drops it), even though
+        # it would now be accepted.
         admin.call("PUT", f"/v3/group_channels/{CHANNEL}/freeze", {"freeze": False})
         # The server is unreachable.
         server.process.kill()
