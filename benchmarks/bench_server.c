@@ -341,10 +341,11 @@ static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const
         /* A request just answered frees its slot: the next message goes out now, not after the
          * next answer of another request (waiting in curl_multi_poll first would leave fewer
          * requests in flight than asked for). */
-        if (freed > 0 && next < r->count && (rate == 0 || now_us() >= r->started + next * 1e6 / rate)) continue;
+        /* How long until the next message is due (0 or less: now; always 0 unpaced). */
+        double due = rate > 0 && next < r->count ? r->started + next * 1e6 / rate - now_us() : 0;
+        if (freed > 0 && next < r->count && due <= 0) continue;
         int wait_ms = 100;
         if (rate > 0 && next < r->count) {
-            double due = r->started + next * 1e6 / rate - now_us();
             wait_ms = due <= 0 ? 0 : (int)(due / 1e3) + 1;
             if (wait_ms > 100) wait_ms = 100;
         }
