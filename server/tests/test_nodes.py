@@ -151,6 +151,14 @@ def test_sends_through_both_servers_reach_every_stream_in_the_stored_order(two_s
         reads = sum(v for (name, _), v in samples.items() if name == "parley_event_log_reads_total")
         delivered = sum(v for (name, _), v in samples.items() if name == "parley_events_delivered_total")
         assert 0 < reads <= delivered, (reads, delivered)
+        # Every read is timed, with the delivery of its batch; the wait before it is timed
+        # when an announcement asked for it (the catch-ups' reads are not).
+        for step in ("read_duration", "read_delivery_duration"):
+            assert samples[(f"parley_event_log_{step}_seconds_count", "")] == reads, (step, samples)
+            assert samples[(f"parley_event_log_{step}_seconds_sum", "")] > 0, step
+        waits = samples[("parley_event_log_read_wait_seconds_count", "")]
+        assert 0 < waits <= reads, (waits, reads)
+        assert samples[("parley_event_log_read_wait_seconds_bucket", '{le="+Inf"}')] == waits
     on_a.close()
     on_b.close()
 

@@ -172,10 +172,13 @@ struct PulledEvents: Sendable {
 private final class QueuedPull: @unchecked Sendable {
     var ranges: [ClosedRange<Int64>]
     var through: Int64
+    /// When the first announcement this read serves was heard (nil: only catch-ups asked).
+    var heardAt: ContinuousClock.Instant?
 
-    init(ranges: [ClosedRange<Int64>], through: Int64) {
+    init(ranges: [ClosedRange<Int64>], through: Int64, heardAt: ContinuousClock.Instant?) {
         self.ranges = ranges
         self.through = through
+        self.heardAt = heardAt
     }
 }
 
@@ -223,6 +226,10 @@ final class EventHub: @unchecked Sendable {
     private let jobs: AsyncStream<@Sendable () async -> Void>.Continuation
     private let queue: AsyncStream<@Sendable () async -> Void>
 
+    /// The hub's thread: its queue runs there, and so do the tasks that feed it announcements
+    /// of other servers' commits (PeerFollower.swift), one hand-off between threads fewer.
+    let thread = ThreadExecutor(name: "parley-hub")
+
     init() {
         (queue, jobs) = AsyncStream<@Sendable () async -> Void>.makeStream(bufferingPolicy: .unbounded)
     }
@@ -240,8 +247,11 @@ final class EventHub: @unchecked Sendable {
         // On a thread of its own rather than the two of the shared pool (on 2 cores), where
         // each delivery would hold one and the requests whose commits feed it wait behind it
         // (P7 at 50 streams: about 12% more accepted messages per second).
-        Task(executorPreference: ThreadExecutor(name: "parley-hub")) {
-            for await job in queue { await job() }
+        let thread = self.thread
+        Task(executorPreference: thread) {
+            await StatementGuard.$executor.withValue(thread) {
+                for await job in queue { await job() }
+            }
         }
     }
 
@@ -308,22 +318,22 @@ final class EventHub: @unchecked Sendable {
         return delivery
     }
 
-    /// Another server committed every number up to `seq` (its announcement, or the counters
-    /// read from the database): their events are delivered once no unfinished writer of this
-    /// server can precede them.
-    func advance(committedThrough seq: Int64) {
+    /// Another server committed every number up to `seq` (its announcement, heard at
+    /// `heardAt`, or the counters read from the database): their events are delivered once no
+    /// unfinished writer of this server can precede them.
+    func advance(committedThrough seq: Int64, heardAt: ContinuousClock.Instant? = nil) {
         mutex.withLock {
             let bound = writers.values.min().map { min(seq, $0 - 1) } ?? seq
             guard bound > scheduled else { return }
             highestFinished = max(highestFinished, bound)
-            schedule(through: bound, delivery: nil)
+            schedule(through: bound, delivery: nil, heardAt: heardAt)
         }
     }
 
     /// Under `mutex`: queues the delivery of everything up to `bound` not queued yet: the held
     /// events of this server's writers, and those of the numbers none of them took (read by
     /// `puller` when the job runs, in id order with the others).
-    private func schedule(through bound: Int64, delivery: Delivery?) {
+    private func schedule(through bound: Int64, delivery: Delivery?, heardAt: ContinuousClock.Instant? = nil) {
         resolved = max(resolved, bound)
         let ready = held.prefix { $0.event.id <= bound }
         held.removeFirst(ready.count)
@@ -351,6 +361,7 @@ final class EventHub: @unchecked Sendable {
                 }
             }
             open.through = through
+            if open.heardAt == nil { open.heardAt = heardAt }
             return
         }
         if ready.isEmpty, pull == nil, queuedDeliveries == 0 {
@@ -361,24 +372,30 @@ final class EventHub: @unchecked Sendable {
             return
         }
         queuedDeliveries += 1
-        let queued = QueuedPull(ranges: gaps, through: through)
+        let queued = QueuedPull(ranges: gaps, through: through, heardAt: heardAt)
         openPull = ready.isEmpty && delivery == nil && pull != nil ? queued : nil
         // Yielded under the lock, so that batches queue in the order of their bounds.
         jobs.yield {
-            let (missing, through) = self.mutex.withLock {
+            let (missing, through, heardAt) = self.mutex.withLock {
                 if self.openPull === queued { self.openPull = nil }
-                return (queued.ranges, queued.through)
+                return (queued.ranges, queued.through, queued.heardAt)
             }
             var events = Array(ready)
             var lost = false
+            let readBegan = ContinuousClock.now
             if let pull {
-                ServerMetrics.shared.readOtherServersEvents()
                 let pulled = await pull(missing)
                 events += pulled.events
                 lost = pulled.pruned
                 events.sort { $0.event.id < $1.event.id }
             }
+            let deliveryBegan = ContinuousClock.now
             self.deliver(events, through: through, lost: lost)
+            if pull != nil {
+                ServerMetrics.shared.readOtherServersEvents(waited: heardAt.map { $0.duration(to: readBegan) },
+                                                            read: readBegan.duration(to: deliveryBegan),
+                                                            delivered: deliveryBegan.duration(to: .now))
+            }
             let drained = self.mutex.withLock {
                 self.queuedDeliveries -= 1
                 return self.queuedDeliveries == 0

@@ -19,6 +19,13 @@ final class ServerMetrics: Sendable {
         .seconds(1), .seconds(2.5), .seconds(10),
     ]
 
+    /// From 0.1 ms to 1 s: the steps of a delivery of other servers' events take tenths of a
+    /// millisecond each on a quiet server.
+    private static let stepBuckets: [Duration] = [
+        .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2),
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(100), .seconds(1),
+    ]
+
     private static func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
         MetricNameDescriptor(namespace: "parley", metricName: metric, unitName: unit, helpText: help)
     }
@@ -39,6 +46,9 @@ final class ServerMetrics: Sendable {
     private let framesSent: Counter
     private let eventsDelivered: Counter
     private let logReads: Counter
+    private let logReadWait: DurationHistogram
+    private let logReadDuration: DurationHistogram
+    private let logReadDelivery: DurationHistogram
     private let messagesStored: Counter
     private let channelLoads: Counter
     private let channelLoadsWithEvents: Counter
@@ -59,6 +69,18 @@ final class ServerMetrics: Sendable {
         logReads = registry.makeCounter(descriptor: Self.name(
             "event_log_reads", "total",
             "Reads of other servers' events from the log (PostgreSQL): one read transaction per delivery that needs them."))
+        logReadWait = registry.makeDurationHistogram(descriptor: Self.name(
+            "event_log_read_wait", "seconds",
+            "PostgreSQL: from an announcement of another server's commit to the start of the read it asked for."),
+            buckets: Self.stepBuckets)
+        logReadDuration = registry.makeDurationHistogram(descriptor: Self.name(
+            "event_log_read_duration", "seconds",
+            "PostgreSQL: reads of other servers' events, from asking for a connection to the events and their channels in memory."),
+            buckets: Self.stepBuckets)
+        logReadDelivery = registry.makeDurationHistogram(descriptor: Self.name(
+            "event_log_read_delivery_duration", "seconds",
+            "PostgreSQL: after a read of other servers' events, rendering its batch and queuing the frames to the streams."),
+            buckets: Self.stepBuckets)
         messagesStored = registry.makeCounter(descriptor: Self.name(
             "messages_stored", "total", "Messages this server stored (sent and copied)."))
         channelLoads = registry.makeCounter(descriptor: Self.name(
@@ -137,7 +159,14 @@ final class ServerMetrics: Sendable {
         if frames > 0 { framesSent.increment(by: Int64(frames)) }
     }
 
-    func readOtherServersEvents() { logReads.increment() }
+    /// One read of other servers' events and the delivery of its batch: `waited` from the
+    /// announcement that asked for it to its start (nil when a catch-up asked for it).
+    func readOtherServersEvents(waited: Duration?, read: Duration, delivered: Duration) {
+        logReads.increment()
+        if let waited { logReadWait.record(waited) }
+        logReadDuration.record(read)
+        logReadDelivery.record(delivered)
+    }
 
     func resyncedAfterLag(streams: Int) {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }

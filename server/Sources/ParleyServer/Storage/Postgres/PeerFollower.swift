@@ -68,11 +68,11 @@ final class PeerFollower: Sendable {
                             try await self.service.catchUp()
                             pause = 100_000_000
                             try await withThrowingTaskGroup(of: Void.self) { group in
-                                group.addTask {
+                                group.addTask(executorPreference: hub.thread) {
                                     for try await announcement in announcements {
                                         guard let (sender, seq) = WriteTurn.parse(announcement.payload), sender != node
                                         else { continue }
-                                        hub.advance(committedThrough: seq)
+                                        hub.advance(committedThrough: seq, heardAt: .now)
                                     }
                                 }
                                 group.addTask {

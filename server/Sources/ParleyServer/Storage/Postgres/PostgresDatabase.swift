@@ -901,6 +901,12 @@ enum PostgresErrors {
 /// more than awaiting it; the prepared statements, which PostgresNIO offers only as async
 /// calls, each run in a task of their own (about 10 µs here, docs/BENCHMARKS.md).
 final class StatementGuard: Sendable {
+    /// Where the tasks of prepared statements run, for a caller that set it: the event hub
+    /// sets its own thread, so that its reads of other servers' events are sent and their rows
+    /// taken on the thread that waits for them, instead of a thread of the shared pool (two
+    /// hand-offs between threads fewer per read, docs/BENCHMARKS.md). Nil: the shared pool.
+    @TaskLocal static var executor: (any TaskExecutor)? = nil
+
     private let state = Mutex<(abandoned: (any Error)?, current: (@Sendable (any Error) -> Void)?)>((nil, nil))
 
     /// Starts the statement with `start` unless the transaction was abandoned.
@@ -914,7 +920,7 @@ final class StatementGuard: Sendable {
     func runInTask<R: Sendable>(_ statement: @escaping @Sendable () async throws -> R) async throws -> R {
         let outcome = try begin(R.self)
         defer { end() }
-        Task {
+        Task(executorPreference: Self.executor) {
             do { outcome.finish(.success(try await statement())) } catch { outcome.finish(.failure(error)) }
         }
         return try await outcome.wait().get()
