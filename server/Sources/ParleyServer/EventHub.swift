@@ -249,6 +249,11 @@ final class EventHub: @unchecked Sendable {
         // (P7 at 50 streams: about 12% more accepted messages per second).
         let thread = self.thread
         Task(executorPreference: thread) {
+            guard puller != nil else {
+                for await job in queue { await job() }
+                return
+            }
+            // PostgreSQL: the statements of its reads run on this thread too.
             await StatementGuard.$executor.withValue(thread) {
                 for await job in queue { await job() }
             }
@@ -380,21 +385,18 @@ final class EventHub: @unchecked Sendable {
                 if self.openPull === queued { self.openPull = nil }
                 return (queued.ranges, queued.through, queued.heardAt)
             }
-            var events = Array(ready)
-            var lost = false
-            let readBegan = ContinuousClock.now
             if let pull {
+                let readBegan = ContinuousClock.now
                 let pulled = await pull(missing)
-                events += pulled.events
-                lost = pulled.pruned
+                var events = Array(ready) + pulled.events
                 events.sort { $0.event.id < $1.event.id }
-            }
-            let deliveryBegan = ContinuousClock.now
-            self.deliver(events, through: through, lost: lost)
-            if pull != nil {
+                let deliveryBegan = ContinuousClock.now
+                self.deliver(events, through: through, lost: pulled.pruned)
                 ServerMetrics.shared.readOtherServersEvents(waited: heardAt.map { $0.duration(to: readBegan) },
                                                             read: readBegan.duration(to: deliveryBegan),
                                                             delivered: deliveryBegan.duration(to: .now))
+            } else {
+                self.deliver(Array(ready), through: through)
             }
             let drained = self.mutex.withLock {
                 self.queuedDeliveries -= 1
