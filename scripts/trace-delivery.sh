@@ -78,5 +78,21 @@ a_pg=$(pg_ports "$sender_pid") b_pg=$(pg_ports "$receiver_pid")
 sleep 0.5
 kill "$capture" 2>/dev/null || true
 wait "$capture" 2>/dev/null || true
+# The receiving server's own timing of the same deliveries (docs/SERVER.md "Metrics"), means
+# over every read since it started (the filler's included); read once the capture stopped.
+echo "The receiving server's reads of the other's events (/metrics, means):"
+python3 - "$receiver" <<'EOF'
+import sys, urllib.request
+values = {}
+for line in urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=10).read().decode().splitlines():
+    name, _, value = line.partition(" ")
+    if name.startswith("parley_event_log_read_"):
+        values[name] = float(value)
+for step in ("read_wait", "read_duration", "read_delivery_duration"):
+    count = values.get(f"parley_event_log_{step}_seconds_count", 0)
+    if count:
+        mean = 1000 * values[f"parley_event_log_{step}_seconds_sum"] / count
+        print(f"  {step:<24} {mean:.3f} ms over {int(count)} reads")
+EOF
 echo
 python3 benchmarks/trace_delivery.py "$work/capture.pcap" "${sender##*:}" "${receiver##*:}" "$PARLEY_PG_PORT" "$a_pg" "$b_pg"
