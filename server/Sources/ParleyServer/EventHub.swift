@@ -248,13 +248,10 @@ final class EventHub: @unchecked Sendable {
         // each delivery would hold one and the requests whose commits feed it wait behind it
         // (P7 at 50 streams: about 12% more accepted messages per second).
         let thread = self.thread
+        // PostgreSQL: the statements of the jobs' reads run on this thread too.
+        let statementExecutor: ThreadExecutor? = puller == nil ? nil : thread
         Task(executorPreference: thread) {
-            guard puller != nil else {
-                for await job in queue { await job() }
-                return
-            }
-            // PostgreSQL: the statements of its reads run on this thread too.
-            await StatementGuard.$executor.withValue(thread) {
+            await StatementGuard.$executor.withValue(statementExecutor) {
                 for await job in queue { await job() }
             }
         }
