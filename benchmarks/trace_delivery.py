@@ -2,8 +2,9 @@
 from a packet capture of the loopback interface (scripts/trace-delivery.sh makes one).
 
 For each POST of a message to the sending server (A), the first packet of each later step
-before the next POST: A's first and second statements to PostgreSQL and their answers (the
-write turn, then the write that commits), A's answer to the POST, PostgreSQL's notification
+before the next POST: A's statements to PostgreSQL and their answers (the write turn, when A
+took it first, then the write that commits; a server that wrote last claims the turn in the
+write itself), A's answer to the POST, PostgreSQL's notification
 to the receiving server (B), B's read and its first rows, and B's event frame to the
 receiver. Printed as p50 and p90 from the POST's arrival, over the messages whose every
 step was seen. Packets carry time stamps from the kernel, so nothing here slows the servers.
@@ -94,27 +95,43 @@ def main(argv: List[str]) -> int:
         def first(test: Callable[[Packet], bool], after: float = start) -> Optional[float]:
             return next((p.time for p in window if p.time >= after and test(p)), None)
 
-        to_pg = [p.time for p in window if p.source in a_pg and p.destination == pg_port]
-        from_pg = [p.time for p in window if p.source == pg_port and p.destination in a_pg]
         answer = first(lambda p: p.source == a_port and p.payload.startswith(b"HTTP/"))
+        if answer is None:
+            continue
+        # A's statements before its answer: the write is the last; a turn taken first (two or
+        # more statements) is the first. A server that wrote last claims the turn in the
+        # write's own statement: one statement, no turn rows for that message.
+        to_pg = [p.time for p in window if p.source in a_pg and p.destination == pg_port and p.time < answer]
+        from_pg = [p.time for p in window if p.source == pg_port and p.destination in a_pg and p.time < answer]
+        if not to_pg:
+            continue
+        write_answered = next((t for t in from_pg if t >= to_pg[-1]), None)
+        turn = None
+        if len(to_pg) >= 2:
+            turn = (to_pg[0], next((t for t in from_pg if t >= to_pg[0]), None))
         notified = first(lambda p: p.source == pg_port and p.destination in b_pg and p.payload[:1] == b"A")
         read = first(lambda p: p.source in b_pg and p.destination == pg_port, notified) if notified else None
         rows = first(lambda p: p.source == pg_port and p.destination in b_pg, read) if read else None
         frame = first(lambda p: p.source == b_port and b"message_received" in p.payload)
-        later = [answer, notified, read, rows, frame]
-        seen = [moment for moment in later if moment is not None]
-        if len(to_pg) < 2 or len(from_pg) < 2 or len(seen) < len(later):
+        later = [to_pg[-1], write_answered, answer, notified, read, rows, frame]
+        if any(moment is None for moment in later) or (turn is not None and turn[1] is None):
             continue
         matched += 1
-        for name, moment in zip(steps, [to_pg[0], from_pg[0], to_pg[1], from_pg[1]] + seen):
-            steps[name].append((moment - start) * 1000)
+        moments = ([turn[0], turn[1]] if turn else [None, None]) + later
+        for name, moment in zip(steps, moments):
+            if moment is not None:
+                steps[name].append((moment - start) * 1000)
     print(f"{len(posts)} POSTs to the sending server, {matched} with every step seen")
     if not matched:
         return 1
     print(f"{'step (time from the POST reaching A)':40} {'p50':>8} {'p90':>8}")
     for name, values in steps.items():
         values.sort()
-        print(f"{name:40} {statistics.median(values):6.2f} ms {values[int(len(values) * 0.9)]:6.2f} ms")
+        if not values:
+            print(f"{name:40} {'-':>8} {'-':>8}   (no message took the turn first)")
+            continue
+        share = "" if len(values) == matched else f"   ({len(values)} of {matched} messages)"
+        print(f"{name:40} {statistics.median(values):6.2f} ms {values[int(len(values) * 0.9)]:6.2f} ms{share}")
     return 0
 
 

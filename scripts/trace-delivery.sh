@@ -5,6 +5,8 @@
 # tcpdump captures the loopback interface; benchmarks/trace_delivery.py then reads each
 # step's first packet (docs/BENCHMARKS.md "Planned once: the other server's read").
 #   bash scripts/trace-delivery.sh [MESSAGES] [FILLER]
+# PARLEY_SERVER_BIN=path traces that server binary instead of building server/ (to compare
+# two builds).
 # MESSAGES (default 300) go at 50 and at 200 per second; FILLER messages (default 4000) are
 # stored first, so that the event log is as long as on a server that has run a while.
 # Needs root for the capture; installs tcpdump from Debian's packages when missing.
@@ -22,7 +24,11 @@ echo "building (release)..."
 quietly bash scripts/setup.sh
 quietly cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DPARLEY_BUILD_BENCHMARKS=ON
 quietly cmake --build build/cmake -j "$(nproc)" --target bench_live
-quietly swift build --package-path server -c release
+server_bin=${PARLEY_SERVER_BIN:-}
+if [ -z "$server_bin" ]; then
+    quietly swift build --package-path server -c release
+    server_bin=server/.build/release/parley-server
+fi
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 pids=()
 finish() {
@@ -35,7 +41,7 @@ PG_DURABLE=1 source scripts/pg-test-cluster.sh start 2> "$work/pg.log" || { cat 
 "$PARLEY_PG_BIN/createdb" --maintenance-db="$PARLEY_TEST_PG/postgres" parley_trace
 # Starts a server on the database: its URL in $started_url, its pid in $started_pid.
 start_server() {
-    PARLEY_API_TOKEN="$token" server/.build/release/parley-server --port 0 \
+    PARLEY_API_TOKEN="$token" "$server_bin" --port 0 \
         --database "$PARLEY_TEST_PG/parley_trace" > "$work/out-$1" 2>/dev/null &
     started_pid=$!
     pids+=("$started_pid")

@@ -123,6 +123,38 @@ def psql(url: str, sql: str) -> str:
     return result.stdout
 
 
+class PsqlSession:
+    """One psql session kept open on a database new_database made, for tests that hold a lock
+    or a transaction while the server runs: `run` sends SQL and returns what it printed
+    (unaligned, tuples only), with errors in the text rather than raised."""
+
+    _marker = "--parley-psql-done--"
+
+    def __init__(self, url: str):
+        parts = urlsplit(url)
+        base = urlunsplit((parts.scheme, parts.netloc, "", parts.query, ""))
+        command, env = _client_command("psql", base)
+        self.process = subprocess.Popen(command + ["-d", parts.path.lstrip("/"), "-At", "-q"], env=env, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def run(self, sql: str) -> str:
+        self.process.stdin.write(sql.rstrip().rstrip(";") + ";\n\\echo " + self._marker + "\n")
+        self.process.stdin.flush()
+        lines = []
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError("psql ended: " + "".join(lines))
+            if line.strip() == self._marker:
+                return "".join(lines)
+            lines.append(line)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(10)
+
+
 def _as_cluster_owner(command: List[str]) -> List[str]:
     # scripts/pg-test-cluster.sh runs the cluster as "parleypg" when started by root.
     return ["runuser", "-u", "parleypg", "--"] + command if os.geteuid() == 0 else command

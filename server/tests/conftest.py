@@ -226,7 +226,7 @@ class EventReader:
 # A database taken back to schema 10 (both engines), where tests of older databases start:
 # before migration 11 each member row held its unread counts and the channel no totals
 # (server UnreadCounters.swift); before 13 events did not name the channel they changed.
-# Migrations 12, 14 and 15 only add PostgreSQL functions and a table, defined again when
+# Migrations 12, 14, 15 and 16 only add PostgreSQL functions and a table, defined again when
 # they are applied again.
 UNDO_TO_SCHEMA_10 = """
     ALTER TABLE events DROP COLUMN changed_channel;

@@ -152,15 +152,42 @@ def test_sends_through_both_servers_reach_every_stream_in_the_stored_order(two_s
         delivered = sum(v for (name, _), v in samples.items() if name == "parley_events_delivered_total")
         assert 0 < reads <= delivered, (reads, delivered)
         # Every read is timed, with the delivery of its batch; the wait before it is timed
-        # when an announcement asked for it (the catch-ups' reads are not).
+        # when an announcement asked for it (not when this server's own writer found the
+        # gap first, as it mostly does here, both servers writing: see the test below).
         for step in ("read_duration", "read_delivery_duration"):
             assert samples[(f"parley_event_log_{step}_seconds_count", "")] == reads, (step, samples)
             assert samples[(f"parley_event_log_{step}_seconds_sum", "")] > 0, step
         waits = samples[("parley_event_log_read_wait_seconds_count", "")]
-        assert 0 < waits <= reads, (waits, reads)
+        assert 0 <= waits <= reads, (waits, reads)
         assert samples[("parley_event_log_read_wait_seconds_bucket", '{le="+Inf"}')] == waits
     on_a.close()
     on_b.close()
+
+
+def test_a_server_that_only_streams_times_the_wait_before_each_read(two_servers):
+    """Sends go through A alone; B only streams. Each of B's reads of A's events is asked for
+    by an announcement, so each is timed from it (the wait histogram), beside the read and the
+    delivery."""
+    a, b = two_servers
+    members = [a.user("waits") for _ in range(2)]
+    url = a.channel(members, name="waits")["channel_url"]
+    stream = EventCollector(b, members[1], session_key=b.session(members[1]))
+    assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    before = scrape_metrics(b)
+    for n in range(5):
+        a.send(url, members[0], text=f"w{n}")
+        assert wait_for_texts(stream, n + 1), stream.snapshot()
+    after = scrape_metrics(b)
+
+    def grown(name):
+        return after.get((name, ""), 0) - before.get((name, ""), 0)
+
+    reads = grown("parley_event_log_reads_total")
+    waits = grown("parley_event_log_read_wait_seconds_count")
+    assert 5 <= reads <= 7, reads  # one per send; a periodic catch-up may add one
+    assert reads - 2 <= waits <= reads, (waits, reads)
+    assert grown("parley_event_log_read_wait_seconds_sum") > 0
+    stream.close()
 
 
 def test_announcements_that_come_while_a_read_waits_join_that_read(tmp_path, monkeypatch):
@@ -805,6 +832,115 @@ def test_a_write_whose_last_statement_fails_gives_the_turn_back(tmp_path, monkey
     finally:
         a.stop()
         b.stop()
+        databases.drop_database(db)
+
+
+TURN_KEY = int.from_bytes(b"parleyWT", "big")
+
+
+def claims(server):
+    samples = scrape_metrics(server)
+    return (samples.get(("parley_write_turns_claimed_total", ""), 0),
+            samples.get(("parley_write_turn_claims_refused_total", ""), 0))
+
+
+@pytest.mark.parametrize("verify", ["1", "0"])
+def test_a_server_that_wrote_last_claims_its_turn_in_the_write_itself(tmp_path, monkeypatch, verify):
+    """A server whose last write nobody followed sends its next one without taking the turn
+    first: the write's statement claims it, expecting the count of handovers that write left
+    and the named channel as cached. (With PARLEY_VERIFY_COUNTERS=1 the write begins its
+    transaction early and the claim goes alone after BEGIN; the server also checks that the
+    counters it kept are the database's.) A handover made behind its back, or a channel
+    changed by hand, refuses the claim: the write runs again with the turn taken first, stores
+    its message once, and keeps the change it did not know of."""
+    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
+    db = databases.database_for(tmp_path, "claims")
+    a, b = Server(db), Server(db)
+    try:
+        sender, other = a.user("claims"), a.user("claims")
+        url = a.channel([sender, other], name="as created")["channel_url"]
+        a.send(url, sender, text="first")
+        held_before, refused_before = claims(a)
+        for n in range(10):
+            a.send(url, sender, text=f"c{n}")
+        held, refused = claims(a)
+        assert (held - held_before, refused - refused_before) == (10, 0)
+
+        # A writer that moved the count of handovers (as every writer does): refused once.
+        databases.psql(db, "UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1")
+        a.send(url, sender, text="after a handover")
+        assert claims(a) == (held, refused + 1)
+        # The channel changed by hand, its version moved, the handovers not: refused once,
+        # and the name set by hand stays (the write loaded the channel again).
+        databases.psql(db, f"UPDATE channels SET name = 'renamed by hand', version = version + 1 WHERE url = '{url}'")
+        a.send(url, sender, text="after a rename")
+        assert claims(a) == (held, refused + 2)
+        a.send(url, sender, text="claimed again")
+        assert claims(a) == (held + 1, refused + 2)
+
+        channel = b.ok("GET", f"/v3/group_channels/{url}")
+        assert channel["name"] == "renamed by hand"
+        listed = b.ok("GET", f"/v3/group_channels/{url}/messages",
+                      params={"message_ts": 0, "next_limit": 50, "prev_limit": 0})
+        assert [m["message"] for m in listed["messages"]] == (
+            ["first"] + [f"c{n}" for n in range(10)] + ["after a handover", "after a rename", "claimed again"])
+        assert channel["last_message"]["message"] == "claimed again"
+        stored = databases.psql(db, "SELECT value FROM meta WHERE name = 'stored_events'").strip()
+        assert stored == databases.psql(db, "SELECT count(*) FROM events").strip()
+    finally:
+        a.stop()
+        b.stop()
+        databases.drop_database(db)
+
+
+@pytest.mark.parametrize("verify", ["1", "0"])
+def test_a_claim_waits_for_the_turn_before_it_locks_any_row(tmp_path, monkeypatch, verify):
+    """Another session holds the turn; a send on A, which claims it late, waits. Meanwhile that
+    session updates the channel's row and the handover row and commits, at once: A's statement
+    locked no row before its claim (else this would wait on A while A waits on the turn: a
+    deadlock, which PostgreSQL would break after `deadlock_timeout`: 30 s here, so that the
+    lock timeout of 3 s ends the wait first and shows it). Once the turn is free A's claim is
+    refused, and its send goes through taking the turn first, after the other session's
+    write."""
+    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
+    db = databases.database_for(tmp_path, "claim-order")
+    databases.psql(db, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''30s''', current_database()); END $$")
+    a = Server(db)
+    holder = databases.PsqlSession(db)
+    try:
+        sender, other = a.user("order"), a.user("order")
+        url = a.channel([sender, other], name="order")["channel_url"]
+        a.send(url, sender, text="first")
+        a.send(url, sender, text="second")
+        held_before, refused_before = claims(a)
+        assert holder.run(f"SELECT pg_advisory_lock({TURN_KEY})").strip() == ""
+        results = {}
+
+        def send():
+            r = a.request("POST", f"/v3/group_channels/{url}/messages",
+                          json={"message_type": "MESG", "user_id": sender, "message": "waited"})
+            results["send"] = (r.status_code, r.text)
+
+        thread = threading.Thread(target=send)
+        thread.start()
+        time.sleep(0.7)
+        assert thread.is_alive(), results
+        assert holder.run("SHOW deadlock_timeout").strip() == "30s"
+        out = holder.run(f"SET lock_timeout = '3s'; BEGIN; UPDATE channels SET name = 'by the holder', version = version + 1 WHERE url = '{url}'; "
+                         "UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1; COMMIT")
+        assert "ERROR" not in out, out
+        assert thread.is_alive(), results
+        holder.run(f"SELECT pg_advisory_unlock({TURN_KEY})")
+        thread.join(15)
+        assert results["send"][0] == 200, results
+        assert claims(a) == (held_before, refused_before + 1)
+        listed = a.ok("GET", f"/v3/group_channels/{url}/messages",
+                      params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+        assert [m["message"] for m in listed["messages"]] == ["first", "second", "waited"]
+        assert a.ok("GET", f"/v3/group_channels/{url}")["name"] == "by the holder"
+    finally:
+        holder.close()
+        a.stop()
         databases.drop_database(db)
 
 

@@ -235,6 +235,7 @@ struct Endpoint: Sendable {
             record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
             let reply = try await run(state, &ctx)
             if let holdMilliseconds, ctx.caller.isAdmin, !state.readOnly {
+                try await state.holdWriteTurnNow()
                 try await Task.sleep(for: .milliseconds(holdMilliseconds))
             }
             return reply

@@ -3,7 +3,7 @@ import Foundation
 // What requests share, and the counters a writer takes its numbers from.
 
 /// The sequence counters (the `meta` table) and the size of the event log.
-struct Counters: Sendable {
+struct Counters: Sendable, Equatable {
     var seq: Int64 = 0
     var prunedThrough: Int64 = 0
     var nextMessageId: Int64 = 1

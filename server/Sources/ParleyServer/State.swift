@@ -79,6 +79,9 @@ final class ServerState {
     /// A PostgreSQL writer: the version of the channel its request names, read as its turn
     /// began (`WriteTurn.take`), for the first load of that channel.
     private var turnChannelVersion: (url: String, version: Int64, lastMessageSeq: Int64)? = nil
+    /// PARLEY_VERIFY_COUNTERS=1, a write that claims its turn late: how the counters this
+    /// server kept differed from the database's before the claim.
+    private var countersDiverged: String? = nil
     /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
     /// on, the request fails instead of showing an empty profile.
     var renderedUnloadedUser: String? = nil
@@ -116,6 +119,7 @@ final class ServerState {
         usersWrittenInSnapshot = nil
         channelsKnownChanged = []
         turnChannelVersion = nil
+        countersDiverged = nil
         renderedUnloadedUser = nil
         savedThisRequest = [:]
         touchedChannels = []
@@ -143,12 +147,31 @@ final class ServerState {
                 transaction = tx
                 defer { transaction = nil }
                 if tx.dialect == .postgres {
-                    let taken = try await WriteTurn.take(tx, channel: channelHint)
-                    let values = taken.counters
+                    let cached = channelHint.flatMap { cache.channel($0) }.map { ($0.version, $0.lastMessageSeq) }
+                    let taken = try await WriteTurn.take(tx, channel: channelHint, cached: cached)
                     turnChannelVersion = taken.channel
-                    counters = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
-                    seqAtStart = counters.seq
-                    usersWrittenAtStart = counters.usersWritten
+                    // Without counters the turn is claimed late: the attempt keeps the ones
+                    // this server committed last (`startAttempt`), which the claim checks.
+                    if let values = taken.counters {
+                        let kept = counters
+                        counters = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
+                        seqAtStart = counters.seq
+                        usersWrittenAtStart = counters.usersWritten
+                        // Others write between this server's writes: its next one takes its
+                        // turn first too, rather than claim it in vain.
+                        if counters != kept { (tx as? PostgresSession)?.othersWrote() }
+                    } else if verify {
+                        // The claim checks that nobody wrote since this server's last write; this
+                        // checks that what the server kept is what it wrote. Read before the
+                        // claim: a difference counts only if the claim then holds (nobody wrote
+                        // in between), which `handleWriting` tells once the write is done.
+                        var values: [String: Int64] = [:]
+                        for row in try await tx.query("SELECT name, value FROM meta", []) { values[row.text(0)] = row.int(1) }
+                        let stored = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
+                        if stored != counters {
+                            countersDiverged = "the counters kept (\(counters)) are not the database's (\(stored))"
+                        }
+                    }
                 }
                 let result = try await body(self)
                 bodyDone = true
@@ -185,12 +208,19 @@ final class ServerState {
             }
             shared.committed = counters
             if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
+            if let countersDiverged { throw APIError.internal(countersDiverged) }
             return result
         } catch {
             if let storage = error as? StorageError, storage.kind == .unavailable { throw error }
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }
+    }
+
+    /// PostgreSQL: a write that would claim its turn with its last statement holds it from
+    /// now on, as one that took it first (the test hook's hold, Server.swift).
+    func holdWriteTurnNow() async throws {
+        try await (transaction as? PostgresSession)?.claimNow()
     }
 
     /// Runs `body` as a read request (a GET) in a read transaction, which on SQLite does not

@@ -166,7 +166,22 @@ enum Migrations {
             """),
         writeTurnHandedOver,
         writeTurnWithoutSync,
+        writeTurnClaimedLate,
     ]
+
+    /// A server that wrote last claims its next turn in that write's own statement
+    /// (Storage/Postgres/WriteTurn.swift `claimFunctionDefinition`). The turns held to the end
+    /// of a transaction (servers before migration 14, during an upgrade) now move the count
+    /// of handovers too, so that such a claim sees their writes.
+    static let writeTurnClaimedLate = Migration(
+        version: 16, summary: "PostgreSQL: a server that wrote last claims its next write turn in the write itself", ddl: "",
+        onlyFor: .postgres,
+        backfill: { db in
+            guard db.dialect == .postgres else { return }
+            for definition in [WriteTurn.claimFunctionDefinition, WriteTurn.functionDefinition, WriteTurn.functionForChannelDefinition] {
+                try await db.execute(definition, [])
+            }
+        })
 
     /// The held turn, taken by a statement that is its own transaction, no longer waits for a
     /// sync of the WAL of its own (Storage/Postgres/WriteTurn.swift). A new function, so that

@@ -72,6 +72,8 @@ final class PeerFollower: Sendable {
                                     for try await announcement in announcements {
                                         guard let (sender, seq) = WriteTurn.parse(announcement.payload), sender != node
                                         else { continue }
+                                        // Another server wrote: this one's next write would claim in vain.
+                                        database?.forgetGeneration()
                                         hub.advance(committedThrough: seq, heardAt: .now)
                                     }
                                 }

@@ -28,6 +28,18 @@ final class PostgresDatabase: SQLDatabase {
 
     func setReachable(_ value: Bool) { reachable.withLock { $0 = value } }
 
+    /// The count of the write turn's handovers this server's last write left, if that write
+    /// committed and handed over (nil once a write fails or ends unsure). While nobody else
+    /// writes, the next write claims its turn in its own statement instead of taking it
+    /// first (WriteTurn.swift `claimFunctionDefinition`). This server's writes run one at a
+    /// time (`Service`'s lock); the mutex only makes it Sendable.
+    private let lastGeneration = Mutex<Int64?>(nil)
+
+    /// Another server announced a commit: most likely after this server's last write, so the
+    /// next write takes its turn first rather than claim it in vain (only a hint: the claim
+    /// itself checks).
+    func forgetGeneration() { lastGeneration.withLock { $0 = nil } }
+
     /// A write transaction is run again this many times after a deadlock or a serialization
     /// failure; its body must therefore have no effect outside the database.
     static let writeRetries = 5
@@ -251,6 +263,8 @@ final class PostgresDatabase: SQLDatabase {
         try await ServerMetrics.shared.transaction(.write) {
             try checkReachable()
             var retriesLeft = Self.writeRetries
+            // Taken: a write that fails or ends unsure leaves no generation to claim from.
+            var generation = beginningLate ? lastGeneration.withLock { known in defer { known = nil }; return known } : nil
             while true {
                 var leased = false
                 do {
@@ -259,13 +273,16 @@ final class PostgresDatabase: SQLDatabase {
                     return try await client.withConnection { connection in
                         leased = true
                         let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger,
-                                                      beginsLate: beginningLate)
+                                                      beginsLate: beginningLate, generation: generation)
                         let watchdog = watch(session, connection)
                         defer { watchdog.cancel() }
                         if beginningLate {
                             do {
                                 let value = try await body(session)
                                 try await session.finishLateWrite()
+                                if session.claimedLate { ServerMetrics.shared.claimedTurn(refused: false) }
+                                let left = session.generationLeft
+                                lastGeneration.withLock { $0 = left }
                                 return value
                             } catch {
                                 await session.abandonLateWrite()
@@ -289,6 +306,12 @@ final class PostgresDatabase: SQLDatabase {
                     }
                 } catch {
                     let mapped = leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
+                    if generation != nil, let storageError = mapped as? StorageError, storageError.kind == .claimRefused {
+                        // Another writer came between: nothing was written; at once, the usual way.
+                        ServerMetrics.shared.claimedTurn(refused: true)
+                        generation = nil
+                        continue
+                    }
                     guard retriesLeft > 0, let storageError = mapped as? StorageError, storageError.kind == .retryable
                     else { throw mapped }
                     retriesLeft -= 1
@@ -312,11 +335,12 @@ final class PostgresSession: SQLSession {
     let statements = StatementGuard()
 
     fileprivate init(connection: PostgresConnection, placeholders: PostgresPlaceholderCache, logger: Logger,
-                     beginsLate: Bool = false) {
+                     beginsLate: Bool = false, generation: Int64? = nil) {
         self.connection = connection
         self.placeholders = placeholders
         self.logger = logger
         self.beginsLate = beginsLate
+        self.generation = generation
     }
 
     // MARK: a write that begins late (`PostgresDatabase.writeBeginningLate`)
@@ -339,6 +363,51 @@ final class PostgresSession: SQLSession {
     /// nothing began a transaction yet and nothing is held back to go with it.
     var turnStatementIsItsOwnTransaction: Bool { beginsLate && late == .notBegun && held.isEmpty }
 
+    // MARK: a turn claimed late (WriteTurn.swift `claimFunctionDefinition`)
+
+    /// The handovers this server's last write left (nil: this write takes its turn first).
+    private let generation: Int64?
+    /// The claim still to send: with the first statement that writes, or alone at the end.
+    private var pendingClaim: WriteTurn.Claim? = nil
+    /// This write's claim held (it wrote, or checked that nothing changed).
+    private(set) var claimedLate = false
+    /// The handovers this write's last statement made.
+    private var handedOverAt: Int64? = nil
+
+    /// Instead of taking the turn now, the write claims it later, expecting the counters the
+    /// server committed last and `channel` as cached: true if it may (this server wrote
+    /// last, and nothing was sent yet).
+    func claimTurnLate(channel: (url: String, version: Int64, lastMessageSeq: Int64)?) -> Bool {
+        guard beginsLate, late == .notBegun, held.isEmpty, !holdsTurn, let generation else { return false }
+        pendingClaim = WriteTurn.Claim(handovers: generation, channel: channel)
+        return true
+    }
+
+    /// Sends the claim now, alone (in the transaction if one began): the turn is then held
+    /// as if taken first. For what must not run before the turn is held (the test hook's hold).
+    func claimNow() async throws {
+        guard let claim = pendingClaim else { return }
+        pendingClaim = nil
+        holdsTurn = true
+        _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: true))
+        claimedLate = true
+    }
+
+    /// The turn, taken first, found that other servers had written since this server's last
+    /// write (`othersWrote`).
+    private var othersWroteBefore = false
+
+    func othersWrote() { othersWroteBefore = true }
+
+    /// What the next write may claim from once this one committed: the handovers its last
+    /// statement made, or, for a claim that only checked, those it started from; nil when
+    /// others write between this server's writes (a claim would most likely be refused).
+    var generationLeft: Int64? {
+        if othersWroteBefore { return nil }
+        if let handedOverAt { return handedOverAt }
+        return claimedLate ? generation : nil
+    }
+
     /// BEGIN, once, before the first statement that writes or reads what the transaction
     /// holds back. None may follow the statement that ended the write.
     private func beginIfLate() async throws {
@@ -349,6 +418,7 @@ final class PostgresSession: SQLSession {
         case .notBegun:
             late = .begun
             try await run("BEGIN")
+            try await claimNow()
         }
     }
 
@@ -356,6 +426,12 @@ final class PostgresSession: SQLSession {
     /// the transaction began; gives the turn up if nothing was written.
     fileprivate func finishLateWrite() async throws {
         if !held.isEmpty || (holdsTurn && late == .begun) { _ = try await writeTogether([], selecting: nil, last: true) }
+        if let claim = pendingClaim {
+            // Nothing was written: only what the request read to check, without the turn.
+            pendingClaim = nil
+            _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: false))
+            claimedLate = true
+        }
         switch late {
         case .begun:
             try await run("COMMIT")
@@ -417,10 +493,12 @@ final class PostgresSession: SQLSession {
             statements.append(Array(pending.prefix(count)))
             pending.removeFirst(count)
         }
-        let handsOver = last && holdsTurn
+        let handsOver = last && (holdsTurn || pendingClaim != nil)
         if handsOver || selecting != nil, statements.isEmpty { statements.append([]) }
         if beginsLate, late == .ended, !statements.isEmpty { throw StorageError("a statement after the last one of a write") }
         if beginsLate, late == .notBegun, !(last && statements.count == 1) { try await beginIfLate() }
+        // Not sent by BEGIN: the write is this one statement, which claims the turn first.
+        let claim = pendingClaim
         var values: [SQLValue] = []
         for (index, part) in statements.enumerated() {
             let isLast = index == statements.count - 1
@@ -432,7 +510,11 @@ final class PostgresSession: SQLSession {
             }
             var sql = "WITH "
             var binds: [SQLValue] = []
-            var columns: [String] = []
+            // The claim goes first: PostgreSQL evaluates the columns in order, and a WITH part
+            // when a column reads it or, if none does, after them all.
+            let claims = isLast && claim != nil
+            var columns: [String] = claims ? [WriteTurn.claimCall] : []
+            let leading = columns.count
             for (index, write) in part.enumerated() {
                 sql += (index == 0 ? "" : ", ") + "w\(index) AS (\(write.sql))"
                 binds += write.binds
@@ -440,12 +522,13 @@ final class PostgresSession: SQLSession {
             }
             if let handover { sql += (part.isEmpty ? "" : ", ") + handover.write }
             if sql == "WITH " { sql = "" }
+            if claims, let claim { binds += claim.binds(take: true) }
             if let selected {
                 columns.append(selected.sql)
                 binds += selected.binds
             }
-            let returned = columns.count
-            if let handover { columns.append(handover.column) }
+            let returned = columns.count - leading
+            if let handover { columns += [handover.generation, handover.release] }
             sql += (sql.isEmpty ? "" : " ") + "SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
             // A send writes the same shape again and again: worth preparing. Large ones (a
             // channel's whole member list, chunks of 500 rows) come in too many sizes.
@@ -453,16 +536,24 @@ final class PostgresSession: SQLSession {
             // A write that began late and has not begun: its one statement, outside any
             // transaction, commits as it ends.
             let endsWrite = beginsLate && late == .notBegun
+            if claims {
+                // From here the turn may be held: a failure must give it up (abandonLateWrite).
+                pendingClaim = nil
+                holdsTurn = true
+            }
             let row = try await send(sql, binds).first
-            values += (row?.values ?? []).prefix(returned)
+            if claims { claimedLate = true }
+            values += (row?.values ?? []).dropFirst(leading).prefix(returned)
             if handover != nil {
                 // Released only if the handover row was written (the turn's function fails
                 // without it; this is the check that the statement did release).
-                guard let released = row?.values.last, case .int(1) = released else {
+                guard let rowValues = row?.values, case .int(1) = rowValues.last, rowValues.count >= 2,
+                      case .int(let handovers) = rowValues[rowValues.count - 2] else {
                     try? await connection.close()
                     throw StorageError("the write turn was not handed over (is the row of write_turn missing?); its connection was closed")
                 }
                 holdsTurn = false
+                handedOverAt = handovers
             }
             if endsWrite { late = .ended }
         }
@@ -885,6 +976,7 @@ enum PostgresErrors {
         switch state {
         case "23505": return .uniqueViolation
         case "40001", "40P01": return .retryable
+        case WriteTurn.claimRefusedState: return .claimRefused
         // The server shuts down, crashed, or does not accept connections yet; the connection is gone.
         case "57P01", "57P02", "57P03": return .unavailable
         case _ where state.hasPrefix("08"): return .unavailable

@@ -4,7 +4,9 @@
 // counters as the last writer committed them; it numbers from there, writes the counters back
 // with its changes, and announces what it committed to the other servers (LISTEN/NOTIFY).
 // Numbers therefore commit in the order they are taken: once a number is visible, every lower
-// one is visible too (or was never committed, and is taken again by the next writer).
+// one is visible too (or was never committed, and is taken again by the next writer). A server
+// that wrote last may instead claim the turn in its write's own statement, checking that
+// nobody wrote since (`claimFunctionDefinition`).
 
 enum WriteTurn {
     /// The key of the turn's lock ("parleyWT" in ASCII); the migrations' lock is another key.
@@ -24,7 +26,7 @@ enum WriteTurn {
         LANGUAGE plpgsql VOLATILE AS $$
         BEGIN
             PERFORM pg_advisory_xact_lock(\(lockKey));
-            \(waitForHandover)
+            \(waitForHandover(movingGeneration: true))
             RETURN QUERY SELECT m.name::text, m.value FROM meta m;
         END $$
         """
@@ -32,10 +34,15 @@ enum WriteTurn {
     /// Waits for the commit of the writer that handed the turn over, by the row it kept
     /// locked. Without the row (removed by hand) nothing would wait, nor could the turn be
     /// handed over: every write fails instead.
-    private static let waitForHandover = """
-        PERFORM 1 FROM write_turn WHERE id = 1 FOR UPDATE;
+    /// `movingGeneration`: a turn held to the end of the transaction has no handover, so it
+    /// moves the count of handovers as it takes the turn (with the same row lock), which
+    /// tells a server that claims its turn late that somebody wrote (`claimFunctionDefinition`).
+    private static func waitForHandover(movingGeneration: Bool) -> String {
+        """
+        \(movingGeneration ? "UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1" : "PERFORM 1 FROM write_turn WHERE id = 1 FOR UPDATE");
             IF NOT FOUND THEN RAISE EXCEPTION 'parley: the row of write_turn is missing (migration 14 makes it)'; END IF;
         """
+    }
 
     /// The rows of the turn for a channel: the counters, and the version of one channel and
     /// the change number of its last message (what `ChannelQueries.versions` reads), as
@@ -60,7 +67,7 @@ enum WriteTurn {
         BEGIN
             \(alone ? "PERFORM set_config('synchronous_commit', 'off', true);" : "")
             PERFORM \(lock)(\(lockKey));
-            \(waitForHandover)
+            \(waitForHandover(movingGeneration: lock == "pg_advisory_xact_lock"))
             \(rowsForChannel)
         END $$
         """
@@ -89,11 +96,77 @@ enum WriteTurn {
     static let heldAloneFunctionDefinition = turnForChannel("parley_take_write_turn_alone", lock: "pg_advisory_lock", alone: true)
 
     /// What a held turn's last statement adds: a write of the handover row (its lock held to
-    /// the commit) and, reading that write's result so that it runs after it, the release
-    /// of the turn. `name`: the name of the WITH part.
-    static func handover(as name: String) -> (write: String, column: String) {
-        ("\(name) AS (UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1 RETURNING 0)",
+    /// the commit) and, reading that write's result so that it runs after it, the number of
+    /// handovers it made (the writer's generation, see `claimFunctionDefinition`) and the
+    /// release of the turn. `name`: the name of the WITH part.
+    static func handover(as name: String) -> (write: String, generation: String, release: String) {
+        ("\(name) AS (UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1 RETURNING handovers)",
+         "(SELECT handovers FROM \(name))",
          "(SELECT pg_advisory_unlock(\(lockKey)) FROM \(name))")
+    }
+
+    /// The SQLSTATE of a claim that finds the database moved on (`claimFunctionDefinition`).
+    static let claimRefusedState = "PRL01"
+
+    /// A turn claimed by the write's own statement, by a server that was the last to write
+    /// (migration 16). Every writer moves `write_turn.handovers` as it gives the turn up (the
+    /// handover; the transaction forms below move it as they take the turn), so a server that
+    /// handed over at number N and finds N there, holding the turn, knows nobody wrote since:
+    /// the counters are still the ones it committed and the snapshot of the statement that
+    /// claims is current. Such a server runs the request on its own copies of the counters and
+    /// of the named channel (`expected_version`, `expected_last_seq`: the cached copy's) and
+    /// sends the claim as the first column of its only statement; PostgreSQL evaluates it
+    /// before any part of the WITH, so the statement locks no row before it holds the turn
+    /// (a row locked while waiting for the turn could deadlock with the writer holding it).
+    /// If anything differs the claim fails with `claimRefusedState` and nothing is written:
+    /// the server gives the turn up and runs the write again the usual way (`take`).
+    ///
+    /// `take` 0: only checks, without the turn (a write that wrote nothing): what the
+    /// request read was current when the check ran.
+    static let claimFunctionDefinition = """
+        CREATE OR REPLACE FUNCTION parley_claim_write_turn(expected_handovers BIGINT, wanted_url TEXT,
+            expected_version BIGINT, expected_last_seq BIGINT, take BIGINT) RETURNS BIGINT
+        LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE
+            found_handovers BIGINT;
+            found_version BIGINT;
+            found_last_seq BIGINT;
+        BEGIN
+            -- One query after the lock: the handover row (locked when taking, so waiting for
+            -- the last writer's commit) with the channel, read after that commit.
+            IF take = 1 THEN
+                PERFORM pg_advisory_lock(\(lockKey));
+                SELECT w.handovers, c.version, coalesce(msg.change_seq, -1) INTO found_handovers, found_version, found_last_seq
+                FROM write_turn w LEFT JOIN channels c ON c.url = wanted_url LEFT JOIN messages msg ON msg.id = c.last_message_id
+                WHERE w.id = 1 FOR UPDATE OF w;
+            ELSE
+                SELECT w.handovers, c.version, coalesce(msg.change_seq, -1) INTO found_handovers, found_version, found_last_seq
+                FROM write_turn w LEFT JOIN channels c ON c.url = wanted_url LEFT JOIN messages msg ON msg.id = c.last_message_id
+                WHERE w.id = 1;
+            END IF;
+            IF NOT FOUND THEN RAISE EXCEPTION 'parley: the row of write_turn is missing (migration 14 makes it)'; END IF;
+            IF found_handovers <> expected_handovers THEN
+                RAISE EXCEPTION USING ERRCODE = '\(claimRefusedState)', MESSAGE = 'parley: another writer wrote since this server''s last write';
+            END IF;
+            IF wanted_url IS NOT NULL AND (found_version IS DISTINCT FROM expected_version OR found_last_seq IS DISTINCT FROM expected_last_seq) THEN
+                RAISE EXCEPTION USING ERRCODE = '\(claimRefusedState)', MESSAGE = 'parley: the channel changed since its cached copy';
+            END IF;
+            RETURN 1;
+        END $$
+        """
+
+    /// The claim's call: binds the generation, the channel and its expected versions, `take`.
+    static let claimCall = "parley_claim_write_turn(?, ?, ?, ?, ?)"
+
+    /// What a writer that claims its turn late expects to find (`claimFunctionDefinition`).
+    struct Claim {
+        var handovers: Int64
+        var channel: (url: String, version: Int64, lastMessageSeq: Int64)?
+
+        func binds(take: Bool) -> [SQLValue] {
+            [.int(handovers), .optional(channel?.url), channel.map { .int($0.version) } ?? .null,
+             channel.map { .int($0.lastMessageSeq) } ?? .null, .int(take ? 1 : 0)]
+        }
     }
 
     /// Gives up a turn held by the connection, whatever the state of its transaction (a
@@ -102,17 +175,27 @@ enum WriteTurn {
 
     /// What a writer learns as its turn begins.
     struct Taken {
-        var counters: [String: Int64] = [:]
+        /// Nil when the write claims its turn late: it runs on the counters its server
+        /// committed last, and the claim checks they are still the database's.
+        var counters: [String: Int64]? = [:]
         /// The channel named in `take`, if it exists: its version and its last message's
         /// change number. Current for the whole transaction: no other writer runs until it ends.
         var channel: (url: String, version: Int64, lastMessageSeq: Int64)? = nil
     }
 
     /// The counters as committed, read under the turn (held until the transaction ends), and
-    /// the versions of `channel`.
-    static func take(_ db: any SQLSession, channel: String?) async throws -> Taken {
-        var taken = Taken()
+    /// the versions of `channel`; or, on a server that wrote last, nothing read yet: the
+    /// write claims its turn with its statement (`claimFunctionDefinition`), expecting
+    /// `channel` as `cached` has it.
+    static func take(_ db: any SQLSession, channel: String?,
+                     cached: (version: Int64, lastMessageSeq: Int64)? = nil) async throws -> Taken {
         let session = db as? PostgresSession
+        let expected = channel.flatMap { url in cached.map { (url: url, version: $0.version, lastMessageSeq: $0.lastMessageSeq) } }
+        if let session, session.claimTurnLate(channel: expected) {
+            return Taken(counters: nil, channel: expected)
+        }
+        var taken = Taken()
+        var counters: [String: Int64] = [:]
         let function = switch (session?.holdTurn() == true, session?.turnStatementIsItsOwnTransaction == true) {
         case (true, true): "parley_take_write_turn_alone"
         case (true, false): "parley_take_write_turn"
@@ -124,9 +207,10 @@ enum WriteTurn {
             if let lastMessageSeq = row.optionalInt(2) {
                 taken.channel = (row.text(0), row.int(1), lastMessageSeq)
             } else {
-                taken.counters[row.text(0)] = row.int(1)
+                counters[row.text(0)] = row.int(1)
             }
         }
+        taken.counters = counters
         return taken
     }
 
