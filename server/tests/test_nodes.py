@@ -852,7 +852,9 @@ def test_a_server_that_wrote_last_claims_its_turn_in_the_write_itself(tmp_path, 
     transaction early and the claim goes alone after BEGIN; the server also checks that the
     counters it kept are the database's.) A handover made behind its back, or a channel
     changed by hand, refuses the claim: the write runs again with the turn taken first, stores
-    its message once, and keeps the change it did not know of."""
+    its message once, and keeps the change it did not know of. A request that fails on its
+    cached copy has the claim checked before it answers: a member added behind the server's
+    back can send."""
     monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
     db = databases.database_for(tmp_path, "claims")
     a, b = Server(db), Server(db)
@@ -877,14 +879,24 @@ def test_a_server_that_wrote_last_claims_its_turn_in_the_write_itself(tmp_path, 
         assert claims(a) == (held, refused + 2)
         a.send(url, sender, text="claimed again")
         assert claims(a) == (held + 1, refused + 2)
+        # A member added by hand (the channel's version moved, the handovers not): A's copy
+        # lacks them, so their send fails on that copy. The claim, checked before that failure
+        # is answered, is refused, and the send runs again on the channel as stored.
+        late = a.user("claims")
+        databases.psql(db, f"CREATE TEMP TABLE copied AS SELECT * FROM members WHERE channel_url = '{url}' AND user_id = '{sender}'; "
+                           f"UPDATE copied SET user_id = '{late}'; INSERT INTO members SELECT * FROM copied; "
+                           f"UPDATE channels SET version = version + 1 WHERE url = '{url}'")
+        a.send(url, late, text="from a member added by hand")
+        assert claims(a)[1] == refused + 3
 
         channel = b.ok("GET", f"/v3/group_channels/{url}")
         assert channel["name"] == "renamed by hand"
         listed = b.ok("GET", f"/v3/group_channels/{url}/messages",
                       params={"message_ts": 0, "next_limit": 50, "prev_limit": 0})
         assert [m["message"] for m in listed["messages"]] == (
-            ["first"] + [f"c{n}" for n in range(10)] + ["after a handover", "after a rename", "claimed again"])
-        assert channel["last_message"]["message"] == "claimed again"
+            ["first"] + [f"c{n}" for n in range(10)]
+            + ["after a handover", "after a rename", "claimed again", "from a member added by hand"])
+        assert channel["last_message"]["message"] == "from a member added by hand"
         stored = databases.psql(db, "SELECT value FROM meta WHERE name = 'stored_events'").strip()
         assert stored == databases.psql(db, "SELECT count(*) FROM events").strip()
     finally:

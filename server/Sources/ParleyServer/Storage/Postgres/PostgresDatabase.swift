@@ -26,7 +26,13 @@ final class PostgresDatabase: SQLDatabase {
     /// for a connection the pool cannot make.
     private let reachable = Mutex(true)
 
-    func setReachable(_ value: Bool) { reachable.withLock { $0 = value } }
+    /// Also forgets the generation to claim from: a connection lost may mean PostgreSQL
+    /// restarted, and one that ran without durable commits (`synchronous_commit` off) may have
+    /// lost this server's last write, handover included.
+    func setReachable(_ value: Bool) {
+        reachable.withLock { $0 = value }
+        forgetGeneration()
+    }
 
     /// The count of the write turn's handovers this server's last write left, if that write
     /// committed and handed over (nil once a write fails or ends unsure). While nobody else
@@ -285,8 +291,12 @@ final class PostgresDatabase: SQLDatabase {
                                 lastGeneration.withLock { $0 = left }
                                 return value
                             } catch {
+                                // A request that failed on copies a claim never confirmed (a
+                                // member missing from a stale channel, say) fails only if they
+                                // were current: otherwise it runs again, taking the turn first.
+                                let refusal = await session.confirmUnsentClaim()
                                 await session.abandonLateWrite()
-                                throw error
+                                throw refusal ?? error
                             }
                         }
                         try await session.run("BEGIN")
@@ -391,6 +401,22 @@ final class PostgresSession: SQLSession {
         holdsTurn = true
         _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: true))
         claimedLate = true
+    }
+
+    /// After a failure before the claim went out: checks it (without the turn), and returns
+    /// the refusal if what the request used was no longer current; nil if it was, or if the
+    /// check could not run (the original failure stands).
+    func confirmUnsentClaim() async -> (any Error)? {
+        guard let claim = pendingClaim else { return nil }
+        pendingClaim = nil
+        do {
+            _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: false))
+            return nil
+        } catch let error as StorageError where error.kind == .claimRefused {
+            return error
+        } catch {
+            return nil
+        }
     }
 
     /// The turn, taken first, found that other servers had written since this server's last
