@@ -165,8 +165,7 @@ final class ServerState {
                         // checks that what the server kept is what it wrote. Read before the
                         // claim: a difference counts only if the claim then holds (nobody wrote
                         // in between), which `handleWriting` tells once the write is done.
-                        var values: [String: Int64] = [:]
-                        for row in try await tx.query("SELECT name, value FROM meta", []) { values[row.text(0)] = row.int(1) }
+                        let values = try await RecordTables.loadMeta(tx)
                         let stored = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
                         if stored != counters {
                             countersDiverged = "the counters kept (\(counters)) are not the database's (\(stored))"

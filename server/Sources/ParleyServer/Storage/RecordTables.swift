@@ -463,9 +463,15 @@ enum RecordTables {
 
     /// What memory keeps between requests: the counters, and how many events the log holds.
     static func loadCounters(_ db: any SQLSession) async throws -> (counters: [String: Int64], eventCount: Int) {
-        var counters: [String: Int64] = [:]
-        for row in try await db.query("SELECT name, value FROM meta", []) { counters[row.text(0)] = row.int(1) }
+        let counters = try await loadMeta(db)
         let events = Int(try await db.queryOne("SELECT count(*) FROM events")?.int(0) ?? 0)
         return (counters, events)
+    }
+
+    /// The rows of `meta`, by name.
+    static func loadMeta(_ db: any SQLSession) async throws -> [String: Int64] {
+        var values: [String: Int64] = [:]
+        for row in try await db.query("SELECT name, value FROM meta", []) { values[row.text(0)] = row.int(1) }
+        return values
     }
 }

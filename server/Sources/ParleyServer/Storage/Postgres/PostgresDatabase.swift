@@ -399,7 +399,7 @@ final class PostgresSession: SQLSession {
         guard let claim = pendingClaim else { return }
         pendingClaim = nil
         holdsTurn = true
-        _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: true))
+        try await sendClaim(claim, take: true)
         claimedLate = true
     }
 
@@ -410,13 +410,18 @@ final class PostgresSession: SQLSession {
         guard let claim = pendingClaim else { return nil }
         pendingClaim = nil
         do {
-            _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: false))
+            try await sendClaim(claim, take: false)
             return nil
         } catch let error as StorageError where error.kind == .claimRefused {
             return error
         } catch {
             return nil
         }
+    }
+
+    /// The claim as a statement of its own (`take`: holding the turn after it, or only checking).
+    private func sendClaim(_ claim: WriteTurn.Claim, take: Bool) async throws {
+        _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: take))
     }
 
     /// The turn, taken first, found that other servers had written since this server's last
@@ -455,7 +460,7 @@ final class PostgresSession: SQLSession {
         if let claim = pendingClaim {
             // Nothing was written: only what the request read to check, without the turn.
             pendingClaim = nil
-            _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: false))
+            try await sendClaim(claim, take: false)
             claimedLate = true
         }
         switch late {
