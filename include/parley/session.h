@@ -155,7 +155,12 @@ int parley_client_reconnect(parley_client *client);
  */
 int parley_client_set_session_token(parley_client *client, const char *session_token);
 
-/** The event stream's state (PARLEY_STATE_*). */
+/**
+ * The event stream's state (PARLEY_STATE_*), as the engine has applied it: OPEN once the
+ * server's `connected` event was taken. The session's PARLEY_CONNECTION_CONNECTED is queued
+ * in the same step, so a caller that read OPEN receives it before any DISCONNECTED that
+ * follows; before that step an attempt reads CONNECTING.
+ */
 int parley_client_connection_state(parley_client *client, int *out_state);
 
 #ifdef __cplusplus

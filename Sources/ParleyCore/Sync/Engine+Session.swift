@@ -138,7 +138,14 @@ extension Engine {
     /// The session's stream (nil when not connected).
     var sessionStream: EventStreamConnection? { session.current == nil ? nil : session.stream }
 
-    var streamState: ConnectionState { session.stream?.state ?? .closed }
+    /// The stream's state as the engine has applied it: "open" only once the engine took the
+    /// server's `connected` event (`streamOpened`). The session's first `connected` is queued
+    /// in the same step, so whoever reads "open" gets that event before any `disconnected`
+    /// that follows. Until then the attempt reads "connecting".
+    var streamState: ConnectionState {
+        let state = session.stream?.state ?? .closed
+        return state == .open && !session.linkOpen ? .connecting : state
+    }
 
     /// The session's new token: REST calls use it at once; returns the stream, to pass it on.
     func replaceSessionToken(_ token: String) throws(ParleyError) -> EventStreamConnection? {

@@ -587,7 +587,9 @@ class Client(_native.HandleOwner, Operations):
 
     @property
     def connection_state(self) -> str:
-        """"closed", "connecting", "open" or "reconnecting"."""
+        """"closed", "connecting", "open" or "reconnecting". "open" comes once the engine
+        took the server's ``connected`` event: the session's first "connected" connection
+        event is then already queued, ahead of any "disconnected" that follows."""
         state = ctypes.c_int(0)
         _native.check(lib.parley_client_connection_state(self.handle, ctypes.byref(state)))
         return STATE_NAMES[state.value]

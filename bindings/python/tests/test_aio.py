@@ -158,9 +158,7 @@ def test_connection_events_iterate_in_order_and_end_at_close(server: RunningServ
         client.set_connection_handler(lambda event, error: handled.append(event))
         first, second = client.connection_events(), client.connection_events()
         await client.connect("alice", token)
-        # Nobody iterates yet: the events wait in the queues. Waited for by the handler, not
-        # by `connection_state`: the state reads "open" a moment before the event is handed
-        # out, and a disconnect in that moment ends the session before it is.
+        # Nobody iterates yet: the events wait in the queues.
         while "connected" not in handled:
             await asyncio.sleep(0.02)
         await client.disconnect()
