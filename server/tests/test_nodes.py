@@ -956,6 +956,51 @@ def test_a_claim_waits_for_the_turn_before_it_locks_any_row(tmp_path, monkeypatc
         databases.drop_database(db)
 
 
+@pytest.mark.parametrize("verify", ["1", "0"])
+def test_a_write_during_which_the_count_was_forgotten_leaves_none_to_claim_from(tmp_path, monkeypatch, verify):
+    """A server forgets the count of handovers it would claim from when it hears another
+    server's announcement, and when its connection to PostgreSQL is lost or comes back (the
+    database may then have lost its last write). A write running meanwhile must not bring a
+    count back when it succeeds: the next write takes the turn first. (The announcement is
+    sent by hand, with the counter's current value, as another server's would be: the loss
+    of a connection would also make the server give up the held write.)"""
+    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
+    db = databases.database_for(tmp_path, "forgotten")
+    a = Server(db)
+    try:
+        sender, other = a.user("forgotten"), a.user("forgotten")
+        url = a.channel([sender, other], name="forgotten")["channel_url"]
+        a.send(url, sender, text="first")
+        a.send(url, sender, text="second")
+        results = {}
+
+        def send():
+            r = a.request("POST", f"/v3/group_channels/{url}/messages", headers={"Parley-Test-Hold-Ms": "2000"},
+                          json={"message_type": "MESG", "user_id": sender, "message": "held"})
+            results["send"] = (r.status_code, r.text)
+
+        thread = threading.Thread(target=send)
+        thread.start()
+        time.sleep(0.5)
+        assert thread.is_alive(), results
+        databases.psql(db, "SELECT pg_notify('parley_events', 'another-server ' || value) FROM meta WHERE name = 'seq'")
+        time.sleep(0.3)
+        assert thread.is_alive(), results  # heard while the write was held
+        thread.join(15)
+        assert results["send"][0] == 200, results
+        held, refused = claims(a)
+        a.send(url, sender, text="after")
+        assert claims(a) == (held, refused)  # the turn taken first
+        a.send(url, sender, text="claimed again")
+        assert claims(a) == (held + 1, refused)
+        listed = a.ok("GET", f"/v3/group_channels/{url}/messages",
+                      params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+        assert [m["message"] for m in listed["messages"]] == ["first", "second", "held", "after", "claimed again"]
+    finally:
+        a.stop()
+        databases.drop_database(db)
+
+
 def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
     """Server B reads the events server A committed with one prepared statement per message
     (the events with the channels they changed). Once the event log holds thousands of rows,

@@ -57,7 +57,10 @@ final class PeerFollower: Sendable {
         var pause: UInt64 = 100_000_000
         while true {
             do {
-                let connection = try await PostgresDatabase.connect(url, id: 1, logger: logger)
+                // Named apart from the pool's sessions in pg_stat_activity. No idle timeout:
+                // it waits for announcements, idle, for as long as nobody writes.
+                let connection = try await PostgresDatabase.connect(url, id: 1, logger: logger,
+                                                                    startupParameters: [("application_name", "parley-server listening")])
                 database?.setReachable(true)
                 do {
                     try await connection.listen(on: WriteTurn.channel) { announcements in

@@ -38,13 +38,21 @@ final class PostgresDatabase: SQLDatabase {
     /// committed and handed over (nil once a write fails or ends unsure). While nobody else
     /// writes, the next write claims its turn in its own statement instead of taking it
     /// first (WriteTurn.swift `claimFunctionDefinition`). This server's writes run one at a
-    /// time (`Service`'s lock); the mutex only makes it Sendable.
-    private let lastGeneration = Mutex<Int64?>(nil)
+    /// time (`Service`'s lock); the mutex only makes it Sendable. `forgets` counts the calls
+    /// to `forgetGeneration`: a write during which one came keeps no count, or its success
+    /// would undo a forgetting that was meant for it (a reconnection to a database that may
+    /// have lost the write).
+    private let lastGeneration = Mutex<(count: Int64?, forgets: UInt64)>((nil, 0))
 
     /// Another server announced a commit: most likely after this server's last write, so the
     /// next write takes its turn first rather than claim it in vain (only a hint: the claim
     /// itself checks).
-    func forgetGeneration() { lastGeneration.withLock { $0 = nil } }
+    func forgetGeneration() {
+        lastGeneration.withLock { known in
+            known.count = nil
+            known.forgets &+= 1
+        }
+    }
 
     /// A write transaction is run again this many times after a deadlock or a serialization
     /// failure; its body must therefore have no effect outside the database.
@@ -270,7 +278,12 @@ final class PostgresDatabase: SQLDatabase {
             try checkReachable()
             var retriesLeft = Self.writeRetries
             // Taken: a write that fails or ends unsure leaves no generation to claim from.
-            var generation = beginningLate ? lastGeneration.withLock { known in defer { known = nil }; return known } : nil
+            // (Writes that do not begin late, of presence and migrations, take no turn.)
+            let (known, forgetsBefore) = lastGeneration.withLock { known in
+                defer { if beginningLate { known.count = nil } }
+                return (known.count, known.forgets)
+            }
+            var generation = beginningLate ? known : nil
             while true {
                 var leased = false
                 do {
@@ -288,7 +301,7 @@ final class PostgresDatabase: SQLDatabase {
                                 try await session.finishLateWrite()
                                 if session.claimedLate { ServerMetrics.shared.claimedTurn(refused: false) }
                                 let left = session.generationLeft
-                                lastGeneration.withLock { $0 = left }
+                                lastGeneration.withLock { if $0.forgets == forgetsBefore { $0.count = left } }
                                 return value
                             } catch {
                                 // A request that failed on copies a claim never confirmed (a
