@@ -272,7 +272,7 @@ enum Migrations {
             """, onlyFor: .postgres)
 
     /// Writers on PostgreSQL take turns across every server on the database (a transaction
-    /// lock, docs/ARCHITECTURE.md "Several servers on one PostgreSQL") and take their numbers
+    /// lock, docs/ARCHITECTURE.md "Requests and locks", *Writes on PostgreSQL*) and take their numbers
     /// from `meta`, as on SQLite: the bounds of migration 3 are folded into `meta` (they may
     /// pass the numbers stored: ids then jump, once), with the newest message's time and the
     /// size of the event log, and the sequences go.

@@ -1,10 +1,10 @@
 // PostgreSQL: how a server learns what the other servers on its database committed, so that
-// its streams receive their events (docs/ARCHITECTURE.md "Several servers on one PostgreSQL").
+// its streams receive their events (docs/ARCHITECTURE.md "Requests and locks", *Other servers' events*).
 // A connection of its own listens for the writers' announcements (`WriteTurn.channel`), which
 // carry numbers only; the hub then reads the events from the log. An announcement is a hint:
 // the counters in the database are the truth, read again every `pollInterval` and after every
 // (re)connection, so a missed announcement only delays delivery. The same connection hears
-// which users' streams open and close on the other servers (ClusterPresence.swift).
+// which users' streams open and close on the other servers (`ClusterPresence`, Presence.swift).
 import Logging
 import PostgresNIO
 

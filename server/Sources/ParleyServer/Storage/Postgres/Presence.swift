@@ -1,5 +1,5 @@
 // PostgreSQL: who is online when several servers share the database (docs/ARCHITECTURE.md
-// "Several servers on one PostgreSQL"). Each server records, per user, how many event streams
+// "Requests and locks", *What is per user holds across servers*). Each server records, per user, how many event streams
 // it has open (table `presence`, migration 6) and that it is running (`server_nodes`, a
 // heartbeat). A stream opens only if the user's streams on every running server stay within
 // the limit; `is_online` and `last_seen_at` account for the other servers' streams, which

@@ -1,5 +1,5 @@
 // PostgreSQL: how writers on every server of one database take their numbers in order
-// (docs/ARCHITECTURE.md "Several servers on one PostgreSQL"). A writer first takes the turn,
+// (docs/ARCHITECTURE.md "Requests and locks", *Writes on PostgreSQL*). A writer first takes the turn,
 // a lock its connection holds until the writer's last statement hands it over, and reads the
 // counters as the last writer committed them; it numbers from there, writes the counters back
 // with its changes, and announces what it committed to the other servers (LISTEN/NOTIFY).
