@@ -844,6 +844,36 @@ def claims(server):
             samples.get(("parley_write_turn_claims_refused_total", ""), 0))
 
 
+def claiming_channel(server, name):
+    """A channel of two new users, and two messages sent into it by the first: the server
+    wrote last, so its next write claims its turn. Returns the sender and the channel's URL."""
+    sender, other = server.user(name), server.user(name)
+    url = server.channel([sender, other], name=name)["channel_url"]
+    server.send(url, sender, text="first")
+    server.send(url, sender, text="second")
+    return sender, url
+
+
+def send_in_background(server, url, sender, text, headers=None):
+    """Starts a send on a thread of its own; its status and body land in the dict returned."""
+    results = {}
+
+    def send():
+        r = server.request("POST", f"/v3/group_channels/{url}/messages", headers=headers or {},
+                           json={"message_type": "MESG", "user_id": sender, "message": text})
+        results["send"] = (r.status_code, r.text)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread, results
+
+
+def stored_texts(server, url):
+    listed = server.ok("GET", f"/v3/group_channels/{url}/messages",
+                       params={"message_ts": 0, "next_limit": 50, "prev_limit": 0})
+    return [m["message"] for m in listed["messages"]]
+
+
 @pytest.mark.parametrize("verify", ["1", "0"])
 def test_a_server_that_wrote_last_claims_its_turn_in_the_write_itself(tmp_path, monkeypatch, verify):
     """A server whose last write nobody followed sends its next one without taking the turn
@@ -891,9 +921,7 @@ def test_a_server_that_wrote_last_claims_its_turn_in_the_write_itself(tmp_path, 
 
         channel = b.ok("GET", f"/v3/group_channels/{url}")
         assert channel["name"] == "renamed by hand"
-        listed = b.ok("GET", f"/v3/group_channels/{url}/messages",
-                      params={"message_ts": 0, "next_limit": 50, "prev_limit": 0})
-        assert [m["message"] for m in listed["messages"]] == (
+        assert stored_texts(b, url) == (
             ["first"] + [f"c{n}" for n in range(10)]
             + ["after a handover", "after a rename", "claimed again", "from a member added by hand"])
         assert channel["last_message"]["message"] == "from a member added by hand"
@@ -920,21 +948,10 @@ def test_a_claim_waits_for_the_turn_before_it_locks_any_row(tmp_path, monkeypatc
     a = Server(db)
     holder = databases.PsqlSession(db)
     try:
-        sender, other = a.user("order"), a.user("order")
-        url = a.channel([sender, other], name="order")["channel_url"]
-        a.send(url, sender, text="first")
-        a.send(url, sender, text="second")
+        sender, url = claiming_channel(a, "order")
         held_before, refused_before = claims(a)
         assert holder.run(f"SELECT pg_advisory_lock({TURN_KEY})").strip() == ""
-        results = {}
-
-        def send():
-            r = a.request("POST", f"/v3/group_channels/{url}/messages",
-                          json={"message_type": "MESG", "user_id": sender, "message": "waited"})
-            results["send"] = (r.status_code, r.text)
-
-        thread = threading.Thread(target=send)
-        thread.start()
+        thread, results = send_in_background(a, url, sender, "waited")
         time.sleep(0.7)
         assert thread.is_alive(), results
         assert holder.run("SHOW deadlock_timeout").strip() == "30s"
@@ -946,9 +963,7 @@ def test_a_claim_waits_for_the_turn_before_it_locks_any_row(tmp_path, monkeypatc
         thread.join(15)
         assert results["send"][0] == 200, results
         assert claims(a) == (held_before, refused_before + 1)
-        listed = a.ok("GET", f"/v3/group_channels/{url}/messages",
-                      params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
-        assert [m["message"] for m in listed["messages"]] == ["first", "second", "waited"]
+        assert stored_texts(a, url) == ["first", "second", "waited"]
         assert a.ok("GET", f"/v3/group_channels/{url}")["name"] == "by the holder"
     finally:
         holder.close()
@@ -968,19 +983,8 @@ def test_a_write_during_which_the_count_was_forgotten_leaves_none_to_claim_from(
     db = databases.database_for(tmp_path, "forgotten")
     a = Server(db)
     try:
-        sender, other = a.user("forgotten"), a.user("forgotten")
-        url = a.channel([sender, other], name="forgotten")["channel_url"]
-        a.send(url, sender, text="first")
-        a.send(url, sender, text="second")
-        results = {}
-
-        def send():
-            r = a.request("POST", f"/v3/group_channels/{url}/messages", headers={"Parley-Test-Hold-Ms": "2000"},
-                          json={"message_type": "MESG", "user_id": sender, "message": "held"})
-            results["send"] = (r.status_code, r.text)
-
-        thread = threading.Thread(target=send)
-        thread.start()
+        sender, url = claiming_channel(a, "forgotten")
+        thread, results = send_in_background(a, url, sender, "held", headers={"Parley-Test-Hold-Ms": "2000"})
         time.sleep(0.5)
         assert thread.is_alive(), results
         databases.psql(db, "SELECT pg_notify('parley_events', 'another-server ' || value) FROM meta WHERE name = 'seq'")
@@ -993,9 +997,7 @@ def test_a_write_during_which_the_count_was_forgotten_leaves_none_to_claim_from(
         assert claims(a) == (held, refused)  # the turn taken first
         a.send(url, sender, text="claimed again")
         assert claims(a) == (held + 1, refused)
-        listed = a.ok("GET", f"/v3/group_channels/{url}/messages",
-                      params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
-        assert [m["message"] for m in listed["messages"]] == ["first", "second", "held", "after", "claimed again"]
+        assert stored_texts(a, url) == ["first", "second", "held", "after", "claimed again"]
     finally:
         a.stop()
         databases.drop_database(db)
