@@ -64,7 +64,8 @@ extension MessageCollection {
             view.insertLocal(LocalEntry(
                 reqID: local.reqID, createdAt: local.createdAt, status: local.status == .pending ? .pending : .failed, message: value))
         }
-        view.low = view.keys.first ?? anchorKey
+        // A chunk that reaches the oldest end vouches for the whole older side, as the server's flag does.
+        view.low = cached.reachesOldest ? .oldest : (view.keys.first ?? anchorKey)
         view.high = anchorTime == nil ? .newest : (view.keys.last.map { max($0, anchorKey) } ?? anchorKey)
         view.hasPrevious = !cached.reachesOldest
         view.hasNext = anchorTime != nil

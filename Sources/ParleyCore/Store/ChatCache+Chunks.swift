@@ -109,6 +109,14 @@ extension ChatCache {
         return candidates.first { $0.contains(key) }
     }
 
+    /// The newest key a chunk of `scope` (or an unfiltered one) holds: where what the cache
+    /// knows continuously of the channel ends. Nil when no chunk exists.
+    public func newestContinuousKey(channelURL: String, scope: String = "") throws(ParleyError) -> MessageKey? {
+        var candidates = try storedChunks(channelURL: channelURL, scope: scope).map(\.chunk)
+        if !scope.isEmpty { candidates += try storedChunks(channelURL: channelURL, scope: "").map(\.chunk) }
+        return candidates.map(\.end).max()
+    }
+
     /// True when one chunk (of `scope`, or unfiltered) holds all of `from...to`.
     public func chunkCovers(channelURL: String, scope: String = "", from: MessageKey, to: MessageKey) throws(ParleyError) -> Bool {
         guard from <= to else { return false }

@@ -212,7 +212,8 @@ extension Engine {
 
     // MARK: Messages from the cache
 
-    /// What the cache holds around a starting point (`anchor` nil: the newest end).
+    /// What the cache holds around a starting point (`anchor` nil: the newest end), and whether
+    /// a chunk proves that nothing older exists.
     func cachedStart(_ scope: MessageScope, anchor: MessageKey?, previous: Int, next: Int) throws(ParleyError) -> CachedStart {
         guard let cache else { throw .invalidState("the client has no cache open") }
         let anchorKey = anchor ?? .newest
@@ -223,11 +224,18 @@ extension Engine {
             messages += try cache.messages(channelURL: scope.channelURL, after: anchorKey, limit: next, filter: scope.filter)
         }
         let locals = try cache.localMessages(channelURL: scope.channelURL)
+        let continuity = scope.filter.continuityScope
         var reachesOldest = false
-        if olderCount < previous, let first = messages.first?.key ?? anchor,
-            let chunk = try cache.chunk(channelURL: scope.channelURL, scope: scope.filter.continuityScope, containing: first)
-        {
-            reachesOldest = chunk.reachesOldest
+        if olderCount < previous {
+            // The cache holds nothing older than where the read begins: its first message; with
+            // none, the anchor. At the newest end with none, where the cache's newest chunk ends:
+            // no cached message of the scope lies past it, and the view takes what the cache holds
+            // as the newest end (has_next false), so that chunk vouches for the whole range.
+            var first = messages.first?.key ?? anchor
+            if first == nil { first = try cache.newestContinuousKey(channelURL: scope.channelURL, scope: continuity) }
+            if let first, let chunk = try cache.chunk(channelURL: scope.channelURL, scope: continuity, containing: first) {
+                reachesOldest = chunk.reachesOldest
+            }
         }
         return CachedStart(messages: messages, locals: locals, reachesOldest: reachesOldest)
     }

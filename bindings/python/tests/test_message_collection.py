@@ -243,6 +243,67 @@ def test_pages_inside_a_chunk_come_from_the_cache(world: Tuple[parley.Client, st
         assert ids(view.messages) == truth
 
 
+def started_offline(client: parley.Client, channel: str, **options: Any) -> parley.MessageCollection:
+    """A view of `channel` started with the server unreachable: it shows what the cache holds."""
+    view = client.message_collection(channel, **options)
+    cache, api = view.start()
+    cache.result(TIMEOUT)
+    with pytest.raises(parley.NetworkError):
+        api.result(TIMEOUT)
+    return view
+
+
+def test_a_range_the_cache_vouches_for_is_served_offline(world: Tuple[parley.Client, str, Admin],
+                                                          server: RunningServer) -> None:
+    client, token, admin = world
+    for channel in ("empty", "unseen", "partial"):
+        admin.call("POST", "/v3/group_channels", {"channel_url": channel, "user_ids": [ME, "bob", "carol"]})
+    seed(admin, 12)
+    bulk_send(admin, 5, "partly seen", channel="partial")
+    truth = server_listing(server, token, CHANNEL)
+    # Walked online to both ends: the cache records each whole range, the empty one too.
+    with client.message_collection("empty") as view:
+        assert walk(view) == []
+    with client.message_collection(CHANNEL, previous_result_size=5) as view:
+        assert walk(view) == truth
+    with client.message_collection(CHANNEL, custom_types=["none such"]) as view:
+        assert walk(view) == []
+    # Only the newest two of "partial" were loaded: the older ones arrived live before any
+    # loaded range reached the newest end, so the cache holds them but vouches for none of them.
+    with client.message_collection("partial", previous_result_size=2) as view:
+        view.start()[1].result(TIMEOUT)
+        assert view.has_previous
+    assert client.cached_message_page("empty") == {"messages": [], "continuous": True}
+
+    server.process.terminate()
+    server.process.wait(timeout=10)
+    wait_until(lambda: client.connection_state != "open", "the client to notice the server is gone")
+
+    # The empty channel: the cache vouches for the whole (empty) range.
+    with started_offline(client, "empty") as view:
+        assert not view.has_previous and not view.has_next
+        for page in (view.load_previous().result(TIMEOUT), view.load_next().result(TIMEOUT)):
+            assert list(page) == [] and page.origin is parley.PageOrigin.CACHE
+    # The walked channel, opened with room for all of it: the oldest end is reached at once.
+    with started_offline(client, CHANNEL, previous_result_size=20) as view:
+        assert ids(view.messages) == truth
+        assert not view.has_previous and not view.has_next
+        assert list(view.load_previous().result(TIMEOUT)) == []
+    # A filter that keeps none of the walked channel's messages: nothing is missing either.
+    with started_offline(client, CHANNEL, custom_types=["none such"]) as view:
+        assert view.messages == [] and not view.has_previous and not view.has_next
+        assert list(view.load_previous().result(TIMEOUT)) == []
+    # Ranges the cache does not vouch for: older messages may exist, and only the server can tell.
+    with started_offline(client, "partial", previous_result_size=20) as view:
+        assert view.messages and view.has_previous
+        with pytest.raises(parley.NetworkError):
+            view.load_previous().result(TIMEOUT)
+    with started_offline(client, "unseen") as view:
+        assert view.messages == [] and view.has_previous
+        with pytest.raises(parley.NetworkError):
+            view.load_previous().result(TIMEOUT)
+
+
 def test_live_messages_at_the_end_and_scrolled_up(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
     client, token, admin = world
     sent = seed(admin, 60)
