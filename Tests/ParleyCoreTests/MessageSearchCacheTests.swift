@@ -24,10 +24,10 @@ private func message(
 
 /// The plain-text rule over ASCII words, by brute force: every query word is a word of the
 /// text or file name (case folded), the last one as a prefix.
-private func matches(_ query: String, text: String, fileName: String) -> Bool {
-    let words = MessageSearchText.words(query).map { $0.lowercased() }
+private func matches(_ query: String, text: String, fileName: String) throws -> Bool {
+    let words = try MessageSearchText.words(query).map { $0.lowercased() }
     guard !words.isEmpty else { return false }
-    let haystack = Set(MessageSearchText.words(text + " " + fileName).map { $0.lowercased() })
+    let haystack = Set(try MessageSearchText.words(text + " " + fileName).map { $0.lowercased() })
     for (index, word) in words.enumerated() {
         let found = index == words.count - 1 ? haystack.contains { $0.hasPrefix(word) } : haystack.contains(word)
         if !found { return false }
@@ -132,7 +132,7 @@ private struct Stored {
             }
             let query = [vocabulary[next(vocabulary.count)], String(vocabulary[next(vocabulary.count)].prefix(2 + next(3)))]
                 .prefix(1 + next(2)).joined(separator: " ")
-            let expected = stored.filter { matches(query, text: $0.value.text, fileName: $0.value.fileName) }
+            let expected = try stored.filter { try matches(query, text: $0.value.text, fileName: $0.value.fileName) }
                 .sorted { $0.value.key > $1.value.key }.map(\.key)
             let found = try cache.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression(query)!), .first(limit: 10_000))
             #expect(found.map(\.messageID) == expected, "step \(step): '\(query)'")
@@ -166,7 +166,7 @@ private struct Stored {
         try cache.upsertMessage(message(2, text: "plain words only", fileName: nil))
         try cache.upsertMessage(message(3, text: "", fileName: "Quarterly-Report_2026.pdf"))
         func search(_ text: String) throws -> [Int64] {
-            guard let match = MessageSearchText.matchExpression(text) else { return [] }
+            guard let match = try MessageSearchText.matchExpression(text) else { return [] }
             return try cache.searchMessages(CacheSearchQuery(match: match), .first(limit: 100)).map(\.messageID)
         }
         #expect(try search("cafe") == [1])
@@ -198,7 +198,7 @@ private struct Stored {
         try cache.upsertMessage(message(2, channel: "b", text: "red red red fox", customType: "t2", sender: "u2", createdAt: base + 2))
         try cache.upsertMessage(message(3, channel: "a", text: "a red herring among many other words here", sender: "u2", createdAt: base + 3))
         try cache.upsertMessage(message(4, channel: "a", text: "blue", sender: "u1", createdAt: base + 4))
-        var query = CacheSearchQuery(match: MessageSearchText.matchExpression("red")!)
+        var query = CacheSearchQuery(match: try MessageSearchText.matchExpression("red")!)
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3, 2, 1])
         #expect(try cache.searchMessages(query, .olderThan(messageID: 3, limit: 1)).map(\.messageID) == [2])
         #expect(try cache.searchMessages(query, .atOrNewerThan(messageID: 2)).map(\.messageID) == [3, 2])
@@ -215,12 +215,12 @@ private struct Stored {
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3, 1])
         query.filter.senderIDs = ["u2"]
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [3])
-        query = CacheSearchQuery(match: MessageSearchText.matchExpression("red")!)
+        query = CacheSearchQuery(match: try MessageSearchText.matchExpression("red")!)
         query.filter.customTypes = ["t1", "t2"]
         query.filter.createdFrom = base + 2
         query.filter.createdTo = base + 2
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.messageID) == [2])
-        query = CacheSearchQuery(match: MessageSearchText.matchExpression("fox")!)
+        query = CacheSearchQuery(match: try MessageSearchText.matchExpression("fox")!)
         query.filter.highlightStart = "["
         query.filter.highlightEnd = "]"
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.snippet) == ["red red red [fox]", "red [fox]"])
@@ -345,5 +345,49 @@ private struct Stored {
         #expect(try search("rolled").isEmpty)
         #expect(try cache.scalarInt("SELECT count(*) FROM message_search_changes") == 0)
         try cache.checkSearchIndex()
+    }
+
+    /// One definition of a word: the words of any text, typed as a query, are exactly the
+    /// words the index holds for a message of that text, in order; so every word of a
+    /// message, typed, finds it. The samples are the kinds of text whose words the Unicode
+    /// tables of Swift and of SQLite's tokenizer tell apart.
+    @Test func aQueryHasTheWordsTheIndexHoldsForTheSameText() throws {
+        let cache = try ChatCache(location: .memory)
+        defer { cache.close() }
+        var schema = ""
+        try cache.database.statement("SELECT sql FROM sqlite_master WHERE name = 'message_search'").rows { schema = $0.string(0) ?? "" }
+        #expect(schema.contains("tokenize = '\(IndexTokenizer.specification)'"), "\(schema)")
+        let samples = [
+            "circled \u{24D0} marker probe", "stru\u{336}ck through", "re\u{301}sume\u{301} r\u{E9}sum\u{E9}",
+            "thumbs \u{1F44D}\u{1F3FD} up", "family \u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467} photo",
+            "coder \u{1F469}\u{1F3FD}\u{200D}\u{1F4BB} at work", "vithkuqi \u{10570}\u{10597} kawi \u{11F04}",
+            "\u{3AC}\u{3BB}\u{3C6}\u{3B1} \u{1F08}\u{3B8}\u{1FC6}\u{3BD}\u{3B1}\u{3B9}", "\u{451}\u{43B}\u{43A}\u{430} \u{439} \u{438}\u{306}",
+            "don't C++ a_b x\u{B2} \u{E000}private", "\u{301}leading mark and trailing\u{336}", "",
+        ]
+        for (index, text) in samples.enumerated() {
+            try cache.upsertMessage(message(Int64(index + 1), text: text))
+        }
+        #expect(try cache.searchIndexCount() == Int64(samples.count))  // the waiting notes applied
+        try cache.database.execute("CREATE VIRTUAL TABLE temp.indexed USING fts5vocab(main, message_search, instance)")
+        var indexed: [Int64: [String]] = [:]
+        try cache.database.statement("SELECT doc, term FROM temp.indexed ORDER BY doc, offset").rows { row in
+            indexed[row.int64(0), default: []].append(row.string(1) ?? "")
+        }
+        for (index, text) in samples.enumerated() {
+            let words = try MessageSearchText.words(text)
+            #expect(words == indexed[Int64(index + 1)] ?? [], "\(text.unicodeScalars.map { String($0.value, radix: 16) })")
+            for word in Set(words) {
+                let found = try cache.searchMessages(CacheSearchQuery(match: MessageSearchText.matchExpression(word)!), .first(limit: 100))
+                #expect(found.map(\.messageID).contains(Int64(index + 1)), "'\(word)' does not find '\(text)'")
+            }
+        }
+        // The words the two tables tell apart, typed around others: the query holds only the
+        // index's words (before, a symbol Swift counts as a letter made an empty phrase).
+        #expect(try MessageSearchText.words("circled \u{24D0} marker") == ["circled", "marker"])
+        #expect(try MessageSearchText.matchExpression("\u{24D0} Marker") == "\"Marker\" *")
+        #expect(try MessageSearchText.matchExpression("\u{24D0}") == nil)
+        #expect(try MessageSearchText.words("\u{1F44D}\u{1F3FD}") == ["\u{1F3FD}"])
+        #expect(try MessageSearchText.words("stru\u{336}ck") == ["stru", "ck"])
+        #expect(try MessageSearchText.matchExpression("R\u{E9}sum\u{E9} stru\u{336}ck") == "\"R\u{E9}sum\u{E9}\" AND \"stru\" AND \"ck\" *")
     }
 }

@@ -8,10 +8,12 @@
  * transaction as each change. The view shows a window of the results and keeps it equal to
  * a fresh search of the cache after every change, reporting the difference as added /
  * updated / deleted. In short:
- *   - "query" is plain text: every word must occur (case and accents do not matter), the
- *     last one as a prefix, so "hel wor" finds "Hello world"; punctuation only separates
- *     words, so any text is a valid query (a text without words finds nothing);
- *     "advanced_query": true reads it as an SQLite FTS5 expression instead (docs/C-API.md);
+ *   - "query" is plain text: every word must occur (case and the accents of Latin letters
+ *     do not matter), the last one as a prefix, so "hel wor" finds "Hello world"; its words
+ *     are split by the index's own tokenizer, as the messages were; punctuation and symbols
+ *     only separate words, so any text is a valid query (a text without words finds
+ *     nothing); "advanced_query": true reads it as an SQLite FTS5 expression instead
+ *     (docs/C-API.md has the word rule);
  *   - order "time" (newest first; the window is every result down to the oldest loaded,
  *     so a new matching message is added at the top) or "relevance" (the first N results,
  *     N growing by "limit" with each load: a better new result pushes the last one out);

@@ -23,7 +23,8 @@
 
 /// What a search view looks for, and how it pages.
 public struct MessageSearchParams: Sendable, Equatable {
-    /// Plain text: every word must occur, the last one as a prefix (`MessageSearchText`).
+    /// Plain text: every word must occur, the last one as a prefix; the words are those the
+    /// index makes of the text (`MessageSearchText`).
     /// With `advancedQuery`, an FTS5 query expression (docs/C-API.md "Searching messages").
     public var query: String
     public var advancedQuery = false
@@ -86,8 +87,8 @@ public struct MessageSearchParams: Sendable, Equatable {
     }
 
     /// The cache's form of the query; nil when the text has no words (nothing matches).
-    var cacheQuery: CacheSearchQuery? {
-        guard let match = advancedQuery ? query : MessageSearchText.matchExpression(query) else { return nil }
+    func cacheQuery() throws(ParleyError) -> CacheSearchQuery? {
+        guard let match = advancedQuery ? query : try MessageSearchText.matchExpression(query) else { return nil }
         var result = CacheSearchQuery(match: match)
         result.filter = filter
         result.order = order
@@ -209,7 +210,7 @@ public final class MessageSearch: Sendable {
         self.handler = handler
         let userID: String? = context.runNow { context.cacheUserID }
         guard userID != nil else { throw .invalidState("message search: connect first (the cache is per user)") }
-        let query = params.cacheQuery
+        let query = try params.cacheQuery()
         if params.advancedQuery, let query {
             // A syntax error is the caller's: say so now, not at the first load.
             let check: Result<Void, ParleyError> = context.runNow {

@@ -1,3 +1,6 @@
+import CSQLite
+import Glibc
+
 // Full-text search over the cached server messages: the FTS5 index of schema version 8
 // (ChatCache+Schema.swift), queried with the filters and orders of a search view
 // (Collections/MessageSearch.swift). Pending and failed messages are not searched.
@@ -251,32 +254,135 @@ extension ChatCache {
 
 /// Turning what a user typed into a search expression.
 public enum MessageSearchText {
-    /// The words of `text`: the runs of letters and digits (anything else separates words and
-    /// means nothing, so any text is a valid query).
-    public static func words(_ text: String) -> [String] {
-        var words: [String] = []
-        var current = ""
-        for character in text {
-            if character.isLetter || character.isNumber {
-                current.append(character)
-            } else if !current.isEmpty {
-                words.append(current)
-                current = ""
-            }
-        }
-        if !current.isEmpty { words.append(current) }
-        return words
+    /// The words of `text` as the search index holds them: what the index's own tokenizer
+    /// (`IndexTokenizer`) makes of it, folded (lower case, Latin accents removed).
+    public static func words(_ text: String) throws(ParleyError) -> [String] {
+        try IndexTokenizer.tokens(text).map(\.term)
     }
 
     /// The FTS5 expression for plain text: every word must occur, the last one as a prefix
-    /// (what is being typed). Each word is quoted, so nothing in it acts as FTS5 syntax.
-    /// Nil when the text has no words (nothing can match).
-    public static func matchExpression(_ text: String) -> String? {
-        let words = words(text)
-        guard !words.isEmpty else { return nil }
-        // Words hold only letters and digits: no quote to escape inside the quotes.
-        var parts = words.map { "\"" + $0 + "\"" }
+    /// (what is being typed). Nil when the text has no words (nothing can match).
+    ///
+    /// Each word is the text the tokenizer read it from, quoted: FTS5 reads a quoted string
+    /// with the same tokenizer, so each phrase is exactly that one word (never empty, never
+    /// split), and nothing in it acts as FTS5 syntax.
+    public static func matchExpression(_ text: String) throws(ParleyError) -> String? {
+        let tokens = try IndexTokenizer.tokens(text)
+        guard !tokens.isEmpty else { return nil }
+        let utf8 = Array(text.utf8)
+        var parts = tokens.map { token in
+            let source = String(decoding: utf8[token.utf8Range], as: UTF8.self)
+            // A word holds no ASCII punctuation with this tokenizer; doubled, a quote would still read as one.
+            return "\"" + source.split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"") + "\""
+        }
         parts[parts.count - 1] += " *"
         return parts.joined(separator: " AND ")
+    }
+}
+
+/// The search index's tokenizer, run on text that is not in the index: SQLite's `unicode61`
+/// with the index's options, through the FTS5 API of a private in-memory connection. A query's
+/// words are the words the index would make of the same text, so there is one definition of a
+/// word, SQLite's Unicode tables included (they know Unicode 6.1: later characters, such as
+/// skin-tone modifiers or the letters of newer scripts, count as letters there). A query word
+/// the index cannot hold would be an empty phrase, and an AND with one matches nothing.
+enum IndexTokenizer {
+    /// The `tokenize` option of `message_search` (Store/ChatCache+Schema.swift, version 9);
+    /// MessageSearchCacheTests holds the two equal.
+    static let specification = "unicode61 remove_diacritics 2"
+
+    /// One word: its folded form, as the index stores it, and where it lies in the text.
+    struct Token: Equatable {
+        var term: String
+        var utf8Range: Range<Int>
+    }
+
+    /// The words of `text`, in order.
+    static func tokens(_ text: String) throws(ParleyError) -> [Token] {
+        guard !text.isEmpty else { return [] }
+        return try shared.withLock { (instance: inout Instance?) throws(ParleyError) -> [Token] in
+            if let instance { return try instance.tokens(text) }
+            let opened = try Instance()
+            instance = opened
+            return try opened.tokens(text)
+        }
+    }
+
+    /// Opened on first use and kept: the tokenizer belongs to its connection. One at a time:
+    /// a `unicode61` instance folds into a buffer of its own.
+    private static let shared = Locked<Instance?>(nil)
+
+    private final class Instance {
+        private let connection: OpaquePointer
+        private let methods: fts5_tokenizer
+        private let tokenizer: OpaquePointer
+
+        init() throws(ParleyError) {
+            var handle: OpaquePointer?
+            let opened = sqlite3_open_v2(":memory:", &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
+            guard opened == SQLITE_OK, let handle else {
+                if let handle { sqlite3_close_v2(handle) }
+                throw ParleyError(.cache, "search tokenizer: cannot open an in-memory database: \(String(cString: sqlite3_errstr(opened)))")
+            }
+            func fail(_ what: String) -> ParleyError {
+                let error = ParleyError(.cache, "search tokenizer: \(what): \(String(cString: sqlite3_errmsg(handle)))")
+                sqlite3_close_v2(handle)
+                return error
+            }
+            // `SELECT fts5(?1)` with a pointer bound as "fts5_api_ptr" is how FTS5 hands out its API.
+            var api: UnsafeMutablePointer<fts5_api>?
+            var statement: OpaquePointer?
+            guard sqlite3_prepare_v2(handle, "SELECT fts5(?1)", -1, &statement, nil) == SQLITE_OK, let statement else {
+                throw fail("no FTS5")
+            }
+            let typeName = strdup("fts5_api_ptr")
+            let stepped = withUnsafeMutablePointer(to: &api) { slot in
+                sqlite3_bind_pointer(statement, 1, slot, typeName, nil)
+                return sqlite3_step(statement)
+            }
+            sqlite3_finalize(statement)
+            free(typeName)
+            guard stepped == SQLITE_ROW, let api, let find = api.pointee.xFindTokenizer else { throw fail("no FTS5 API") }
+            var context: UnsafeMutableRawPointer?
+            var methods = fts5_tokenizer()
+            let name = Self.words(of: IndexTokenizer.specification)
+            guard find(api, name[0], &context, &methods) == SQLITE_OK, let create = methods.xCreate, methods.xTokenize != nil else {
+                throw fail("no tokenizer \(name[0])")
+            }
+            var arguments = name.dropFirst().map { UnsafePointer(strdup($0)) }
+            defer { for argument in arguments { free(UnsafeMutablePointer(mutating: argument)) } }
+            var created: OpaquePointer?
+            guard create(context, &arguments, Int32(arguments.count), &created) == SQLITE_OK, let created else {
+                throw fail("cannot create the tokenizer '\(IndexTokenizer.specification)'")
+            }
+            connection = handle
+            self.methods = methods
+            tokenizer = created
+        }
+
+        private static func words(of specification: String) -> [String] {
+            specification.split(separator: " ").map(String.init)
+        }
+
+        func tokens(_ text: String) throws(ParleyError) -> [Token] {
+            var found: [Token] = []
+            var utf8 = Array(text.utf8)
+            let count = Int32(utf8.count)
+            let code = withUnsafeMutablePointer(to: &found) { found in
+                utf8.withUnsafeMutableBufferPointer { bytes in
+                    bytes.baseAddress!.withMemoryRebound(to: CChar.self, capacity: max(1, bytes.count)) { text in
+                        methods.xTokenize!(tokenizer, found, FTS5_TOKENIZE_DOCUMENT, text, count) { context, _, token, length, start, end in
+                            let term = token.map { String(decoding: UnsafeRawBufferPointer(start: UnsafeRawPointer($0), count: Int(length)), as: UTF8.self) } ?? ""
+                            context!.assumingMemoryBound(to: [Token].self).pointee.append(Token(term: term, utf8Range: Int(start)..<Int(end)))
+                            return SQLITE_OK
+                        }
+                    }
+                }
+            }
+            guard code == SQLITE_OK else {
+                throw ParleyError(.cache, "search tokenizer: \(String(cString: sqlite3_errstr(code)))")
+            }
+            return found
+        }
     }
 }

@@ -2,8 +2,9 @@
 query, which works offline and can continue on the server.
 
 ``client.search_messages("lunch fri")`` finds the cached messages containing "lunch" and a
-word starting with "fri" (case and accents do not matter; punctuation only separates words,
-so any text is a valid query). :meth:`MessageSearch.load_more` loads a page of results; the
+word starting with "fri" (case and the accents of Latin letters do not matter; the query is
+split into words by the index's own tokenizer, and punctuation and symbols only separate
+words, so any text is a valid query). :meth:`MessageSearch.load_more` loads a page of results; the
 view then keeps them equal to a fresh search of the cache, reporting each change as a
 :class:`SearchChange` (added / updated / deleted). ``search_server=True`` makes each load ask
 the server for its next page too (docs/C-API.md "Searching messages").

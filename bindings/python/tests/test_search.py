@@ -30,7 +30,8 @@ VOCABULARY = ["apple", "apricot", "banana", "band", "cherry", "chat", "chart", "
 
 
 def words(text: str) -> List[str]:
-    """The library's word rule: runs of letters and digits."""
+    """Runs of letters and digits: the library's word rule for the Latin texts these tests send
+    (`index_words` is the rule itself, for any text)."""
     return [w for w in re.split(r"[\W_]+", text) if w]
 
 
@@ -424,3 +425,74 @@ def test_searching_the_server_too_merges_its_hits_with_the_cache_s(server: Runni
                                    for r in search.results))
             admin.call("DELETE", f"/v3/group_channels/{channel}/messages/{target_id}")
             poll_until(lambda: all(r["message"]["message_id"] != target_id for r in search.results))
+
+
+def index_words(text: str) -> List[str]:
+    """The words the cache's index makes of `text`: a fresh FTS5 table with the cache's tokenizer,
+    read back through fts5vocab (the same SQLite library the engine links)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize = 'unicode61 remove_diacritics 2')")
+        db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        db.execute("INSERT INTO t (rowid, text) VALUES (1, ?)", (text,))
+        return [term for (term,) in db.execute("SELECT term FROM v ORDER BY offset")]
+    finally:
+        db.close()
+
+
+# One message for each kind of text whose words the Unicode tables of Swift and of SQLite's
+# tokenizer tell apart; each holds a word of its own ("k1".."k9") besides the sample.
+WORD_CLASS_MESSAGES = {
+    "circled": "k1 circled \u24d0 marker probe",               # ⓐ: a symbol (So), no letter for the index
+    "overlay": "k2 stru\u0336ck through",                       # U+0336: a mark outside the tokenizer's diacritics
+    "acute": "k3 re\u0301sume\u0301 draft",                     # U+0301 inside a word: belongs to it, dropped
+    "skin": "k4 thumbs \U0001F44D\U0001F3FD up",                # 👍🏽: the modifier is newer than SQLite's tables
+    "family": "k5 family \U0001F468\u200d\U0001F469\u200d\U0001F467 photo",  # an emoji ZWJ sequence of older emoji
+    "coder": "k6 coder \U0001F469\U0001F3FD\u200d\U0001F4BB at work",        # a ZWJ sequence with a skin tone
+    "vithkuqi": "k7 vithkuqi \U00010570\U00010597 letters",     # letters of Unicode 14, unknown to SQLite's tables
+    "greek": "k8 \u03ac\u03bb\u03c6\u03b1 \u1f08\u03b8\u1fc6\u03bd\u03b1\u03b9",  # άλφα Ἀθῆναι: accents kept
+    "cyrillic": "k9 \u0451\u043b\u043a\u0430 \u0439",             # ёлка й: accents kept
+}
+
+# What each query typed finds: the same words on both sides, whatever the class.
+WORD_CLASS_QUERIES = [
+    ("circled \u24d0", {"circled"}), ("\u24d0 marker", {"circled"}), ("marker \u24d0", {"circled"}),
+    ("\u24d0 probe k1", {"circled"}), ("\u24d0", set()),
+    ("stru\u0336ck", {"overlay"}), ("through stru\u0336", {"overlay"}), ("ck", {"overlay"}), ("struck", set()),
+    ("r\u00e9sum\u00e9", {"acute"}), ("re\u0301sume\u0301 draft", {"acute"}), ("RESUME", {"acute"}), ("resu\u0301", {"acute"}),
+    ("\U0001F44D\U0001F3FD", {"skin", "coder"}), ("\U0001F44D\U0001F3FD up", {"skin"}), ("\U0001F44D up", {"skin"}),
+    ("\U0001F44D\U0001F3FE up", set()), ("thumbs \U0001F44D\U0001F3FD", {"skin"}),
+    ("\U0001F468\u200d\U0001F469\u200d\U0001F467 photo", {"family"}), ("\U0001F468\u200d\U0001F469\u200d\U0001F467", set()),
+    ("\U0001F469\U0001F3FD\u200d\U0001F4BB work", {"coder"}), ("coder \U0001F469\U0001F3FD\u200d\U0001F4BB", {"coder"}),
+    ("\U00010570\U00010597", {"vithkuqi"}), ("vithkuqi \U00010570", {"vithkuqi"}), ("\U00010597 k7", set()),
+    ("\u03ac\u03bb\u03c6\u03b1", {"greek"}), ("\u0386\u039b\u03a6\u0391", {"greek"}), ("\u03b1\u03bb\u03c6\u03b1", set()),
+    ("\u1f08\u03b8\u1fc6\u03bd\u03b1\u03b9 k8", {"greek"}), ("\u03b1\u03b8\u03b7\u03bd\u03b1\u03b9", set()),
+    ("\u0451\u043b\u043a\u0430", {"cyrillic"}), ("\u0415\u041b\u041a\u0410", set()), ("\u0419 k9", {"cyrillic"}),
+]
+
+
+@pytest.mark.parametrize("order", ["time", "relevance"])
+def test_a_query_is_split_into_words_as_the_index_splits_messages(server: RunningServer, admin: Admin, tmp_path: Path,
+                                                                  order: str) -> None:
+    tokens = {name: admin.user(name) for name in ("alice", "bob")}
+    url = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "scripts"})["channel_url"]
+    ids = {admin.send(url, "bob", text)["message_id"]: name for name, text in WORD_CLASS_MESSAGES.items()}
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
+        with client.message_collection(url, previous_result_size=50) as view:
+            view.start()[1].result(TIMEOUT)
+        assert len(client.cached_messages(url, limit=50)) == len(WORD_CLASS_MESSAGES)
+        wrong = []
+        for query, expected in WORD_CLASS_QUERIES:
+            with client.search_messages(query, order=order, limit=50) as search:
+                found = {ids[r["message"]["message_id"]] for r in search.load_more().result(TIMEOUT)}
+            # The rule the expectation follows: every word the index makes of the query is one of
+            # the message's, the last one the start of one.
+            wanted = index_words(query)
+            by_rule = {name for name, text in WORD_CLASS_MESSAGES.items()
+                       if wanted and all(w in index_words(text) for w in wanted[:-1])
+                       and any(w.startswith(wanted[-1]) for w in index_words(text))}
+            assert by_rule == expected, f"{query!r}: the table says {expected}, the tokenizer's words {by_rule}"
+            if found != expected:
+                wrong.append(f"{query!r} ({wanted}) found {sorted(found)}, expected {sorted(expected)}")
+        assert wrong == [], "\n".join(wrong)
+
