@@ -16,7 +16,8 @@
  *     (docs/C-API.md has the word rule);
  *   - order "time" (newest first; the window is every result down to the oldest loaded,
  *     so a new matching message is added at the top) or "relevance" (the first N results,
- *     N growing by "limit" with each load: a better new result pushes the last one out);
+ *     N = "limit" times the loads so far: a better new result pushes the last one out, and
+ *     results that go let the next ones in);
  *   - "search_server": true makes each load ask the server for its next page too; the view
  *     shows both, each message once (the cache's copy where the cache holds it), merged by
  *     time, or in relevance order the server's results first, then the cache's others.
@@ -95,7 +96,10 @@ typedef void (*parley_search_load_fn)(void *user_data, const parley_error *error
  */
 int parley_message_search_load_more(parley_message_search *search, parley_search_load_fn fn, void *user_data);
 
-/** 1 while more results exist beyond those loaded (in the cache, or on the server), else 0. */
+/**
+ * 1 while more results exist beyond those shown (in the cache, or on the server), else 0;
+ * it follows the changes of the cache as the results do (docs/C-API.md "Searching messages").
+ */
 int parley_message_search_has_more(parley_message_search *search, int *out_has_more);
 
 /**

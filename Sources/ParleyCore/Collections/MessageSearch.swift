@@ -5,11 +5,14 @@
 // committed batch of changes (Sync/ChangeFeed.swift), reporting the difference as added /
 // updated / deleted:
 // - time order: every hit at or newer than the oldest one loaded (all of them once the
-//   cache has no more), so a new matching message is added at the top and nothing leaves
-//   the window but what stops matching or leaves the cache;
-// - relevance order: the first `count` hits, `count` growing by a page with each load. The
-//   index's scores move with its content, so a change may reorder the window, and a new
-//   better hit pushes the last one out (reported deleted; `hasMore` then stays true).
+//   cache has no older one), so a new matching message is added at the top and nothing
+//   leaves the window but what stops matching or leaves the cache;
+// - relevance order: the first N hits, N = `limit` × the loads so far, whatever the number
+//   of hits was when they ran: a view equals a new search given as many loads. The index's
+//   scores move with its content, so a change may reorder the window, a new better hit
+//   pushes the last one out (reported deleted), and hits that go make room for the next.
+// `hasMore` is true exactly while the cache holds a hit outside the window (or the server
+// may have more), and is searched again with the window after every change.
 // With `searchServer` each load also asks the server (docs/PROTOCOL.md §7.7) for its next
 // page and the view shows both, each message once: the cache's copy wins for a message the
 // cache holds (it is kept live and judged by the cache's index), the server's copy shows a
@@ -333,7 +336,7 @@ public final class MessageSearch: Sendable {
     /// Widens the cache window by one page.
     private func loadLocalPage() {
         view.started = true
-        guard let query = view.query, !view.localExhausted else {
+        guard let query = view.query else {
             view.localExhausted = true
             return
         }
@@ -341,19 +344,27 @@ public final class MessageSearch: Sendable {
         do throws(ParleyError) {
             switch params.order {
             case .time:
+                guard !view.localExhausted else { return }
                 let page = try context.searchCache(query, .olderThan(messageID: view.localBoundary, limit: limit + 1))
                 view.localExhausted = page.count <= limit
                 if let last = page.prefix(limit).last { view.localBoundary = last.messageID }
                 view.localHits += page.prefix(limit)
             case .relevance:
-                let page = try context.searchCache(query, .first(limit: view.localCount + limit + 1))
-                view.localExhausted = page.count <= view.localCount + limit
-                view.localCount = min(page.count, view.localCount + limit)
-                view.localHits = Array(page.prefix(view.localCount))
+                // Every load widens the window, also one that finds no more hits now: hits that
+                // come later fill it up to the same size as a new search's.
+                view.localCount += limit
+                try searchRelevanceWindow(query)
             }
         } catch {
             view.localError = error
         }
+    }
+
+    /// Relevance order: the first `localCount` hits, and whether one more exists.
+    private func searchRelevanceWindow(_ query: CacheSearchQuery) throws(ParleyError) {
+        let page = try context.searchCache(query, .first(limit: view.localCount + 1))
+        view.localExhausted = page.count <= view.localCount
+        view.localHits = Array(page.prefix(view.localCount))
     }
 
     private func finishLoad(serverError: ParleyError?, origin: PageOrigin = .cache) {
@@ -368,6 +379,7 @@ public final class MessageSearch: Sendable {
         let failure = localError ?? (changes.added.isEmpty && changes.shown.isEmpty ? serverError : nil)
         let reportedServerError = failure == nil ? serverError : nil
         let hasMore = view.hasMore(searchingServer: params.searchServer)
+        view.reportedHasMore = hasMore
         let handler = self.handler
         let published = self.published
         let resultOrigin: PageOrigin? = failure == nil ? origin : nil
@@ -446,10 +458,13 @@ public final class MessageSearch: Sendable {
             return
         }
         let changes = recompose(searching: true)
-        guard !(changes.added.isEmpty && changes.updated.isEmpty && changes.deleted.isEmpty) else { return }
+        let hasMore = view.hasMore(searchingServer: params.searchServer)
+        // A change outside the window may still change whether more results exist.
+        guard !(changes.added.isEmpty && changes.updated.isEmpty && changes.deleted.isEmpty) || hasMore != view.reportedHasMore
+        else { return }
+        view.reportedHasMore = hasMore
         let handler = self.handler
         let published = self.published
-        let hasMore = view.hasMore(searchingServer: params.searchServer)
         dispatcher.enqueue {
             self.guardState.run {
                 published.withLock {
@@ -528,9 +543,12 @@ public final class MessageSearch: Sendable {
                 case .time:
                     let from = view.localExhausted ? Int64.min : (view.localBoundary ?? Int64.max)
                     view.localHits = try context.searchCache(query, .atOrNewerThan(messageID: from))
+                    // Every older hit gone: the window is all of them (and stays so).
+                    if !view.localExhausted, try context.searchCache(query, .olderThan(messageID: from, limit: 1)).isEmpty {
+                        view.localExhausted = true
+                    }
                 case .relevance:
-                    view.localHits = try context.searchCache(query, .first(limit: view.localExhausted ? Int.max : view.localCount))
-                    if !view.localExhausted { view.localCount = view.localHits.count }
+                    try searchRelevanceWindow(query)
                 }
             }
             if !view.serverHits.isEmpty {
@@ -582,9 +600,9 @@ final class SearchViewState: FeedSubscriber, @unchecked Sendable {
     var started = false
     /// Time order: the oldest cache hit loaded (the window is every hit at or newer than it).
     var localBoundary: Int64?
-    /// Relevance order: how many of the cache's first hits the window holds.
+    /// Relevance order: how many of the cache's first hits the window holds (N: `limit` per load).
     var localCount = 0
-    /// The cache has no hit beyond the window: the window is every hit.
+    /// The cache has no hit beyond the window (time order: the window is then every hit).
     var localExhausted = false
     var localError: ParleyError?
     /// The window's hits as last searched, in order.
@@ -599,6 +617,8 @@ final class SearchViewState: FeedSubscriber, @unchecked Sendable {
     var serverAnswered = false
     /// The list as last reported.
     var shown: [MessageSearchResult] = []
+    /// `hasMore` as last reported (the published value starts true).
+    var reportedHasMore = true
     var loads: [MessageSearchCompletion] = []
     var running: MessageSearchCompletion?
 

@@ -160,7 +160,8 @@ class MessageSearch(NativeCollection[SearchChange]):
 
     @property
     def has_more(self) -> bool:
-        """More results exist beyond those loaded (in the cache, or on the server)."""
+        """More results exist beyond those shown (in the cache, or on the server); it follows
+        the cache's changes as :attr:`results` does."""
         return self._flag(lib.parley_message_search_has_more)
 
     @property

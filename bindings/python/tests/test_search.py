@@ -496,3 +496,91 @@ def test_a_query_is_split_into_words_as_the_index_splits_messages(server: Runnin
                 wrong.append(f"{query!r} ({wanted}) found {sorted(found)}, expected {sorted(expected)}")
         assert wrong == [], "\n".join(wrong)
 
+
+def window_room(admin: Admin, fillers: int = 30) -> Tuple[Dict[str, str], str]:
+    """Alice and bob in a channel with `fillers` messages without the searched word (so that it
+    stays rare and BM25 ranks by how often and in how short a text it occurs)."""
+    tokens = {name: admin.user(name) for name in ("alice", "bob")}
+    url = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": "window"})["channel_url"]
+    for n in range(fillers):
+        admin.send(url, "bob", f"filler number {n} about nothing in particular")
+    return tokens, url
+
+
+def ids_of(results: List[Dict[str, Any]]) -> List[int]:
+    return [r["message"]["message_id"] for r in results]
+
+
+def fresh_search(client: parley.Client, query: str, order: str, limit: int) -> Tuple[List[int], bool]:
+    """What a new search shows after one load: the view it is compared with."""
+    with client.search_messages(query, order=order, limit=limit) as search:
+        search.load_more().result(TIMEOUT)
+        return ids_of(search.results), search.has_more
+
+
+@pytest.mark.parametrize("order", ["time", "relevance"])
+def test_a_window_shrunk_by_deletions_says_it_shows_everything_and_refills_to_its_size(
+        server: RunningServer, admin: Admin, tmp_path: Path, order: str) -> None:
+    tokens, url = window_room(admin)
+    matches = [admin.send(url, "bob", "probe " + "word " * (n % 7))["message_id"] for n in range(25)]
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
+        with client.message_collection(url, previous_result_size=100) as view:
+            view.start()[1].result(TIMEOUT)
+        with client.search_messages("probe", order=order, limit=20) as search:
+            search.load_more().result(TIMEOUT)
+            assert len(search.results) == 20 and search.has_more
+            # Down to 18 matches: two of those shown go, and the five past them.
+            shown = ids_of(search.results)
+            gone = shown[:2] + [m for m in matches if m not in shown]
+            assert len(gone) == 7
+            for message_id in gone:
+                admin.call("DELETE", f"/v3/group_channels/{url}/messages/{message_id}")
+            poll_until(lambda: len(client.cached_messages(url, limit=100)) == 30 + 18)
+            poll_until(lambda: len(search.results) == 18)
+            assert sorted(ids_of(search.results)) == sorted(m for m in matches if m not in gone)
+            poll_until(lambda: not search.has_more)  # all 18 are shown: nothing more exists
+            # Four new matches: a time view adds them at the top (its window reaches the oldest
+            # match); a relevance view shows its first 20, as a new search with one load does.
+            for n in range(4):
+                admin.send(url, "bob", f"probe new {n}")
+            poll_until(lambda: len(client.cached_messages(url, limit=100)) == 30 + 22)
+            if order == "time":
+                poll_until(lambda: len(search.results) == 22)
+                assert not search.has_more
+                assert ids_of(search.results) == sorted(ids_of(search.results), reverse=True)
+            else:
+                poll_until(lambda: len(search.results) == 20)
+                assert search.has_more
+                assert (ids_of(search.results), search.has_more) == fresh_search(client, "probe", order, 20)
+
+
+@pytest.mark.parametrize("order", ["time", "relevance"])
+def test_better_matches_after_the_last_load_fill_a_relevance_window_to_its_size_only(
+        server: RunningServer, admin: Admin, tmp_path: Path, order: str) -> None:
+    tokens, url = window_room(admin)
+    weak = [admin.send(url, "bob", "probe in a long message with many other words around it " + str(n))["message_id"]
+            for n in range(3)]
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
+        with client.message_collection(url, previous_result_size=100) as view:
+            view.start()[1].result(TIMEOUT)
+        deleted: List[List[int]] = []
+        with client.search_messages("probe", order=order, limit=5, on_deleted=lambda r: deleted.append(ids_of(r))) as search:
+            search.load_more().result(TIMEOUT)
+            assert sorted(ids_of(search.results)) == sorted(weak) and not search.has_more
+            strong = [admin.send(url, "bob", f"probe probe {n}")["message_id"] for n in range(4)]
+            poll_until(lambda: len(client.cached_messages(url, limit=100)) == 30 + 7)
+            if order == "time":
+                # Newer: added at the top; the window is every match, more exist nowhere.
+                poll_until(lambda: len(search.results) == 7)
+                assert ids_of(search.results) == sorted(strong, reverse=True) + sorted(weak, reverse=True)
+                assert not search.has_more and deleted == []
+            else:
+                # Better: the first five are the four new ones and the best of the old; the two
+                # pushed past the window are deleted, and more exist than it shows.
+                poll_until(lambda: set(strong) <= set(ids_of(search.results)))
+                poll_until(lambda: len(search.results) == 5)
+                assert set(ids_of(search.results)[:4]) == set(strong)
+                assert ids_of(search.results)[4] in weak
+                poll_until(lambda: search.has_more)
+                assert sorted(m for batch in deleted for m in batch) == sorted(set(weak) - {ids_of(search.results)[4]})
+                assert (ids_of(search.results), search.has_more) == fresh_search(client, "probe", order, 5)
