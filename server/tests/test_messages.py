@@ -126,6 +126,19 @@ def test_req_id_idempotent(server):
     assert texts(page) == ["once", "other sender"]
 
 
+def test_a_send_repeated_after_its_message_was_deleted_is_not_stored_again(server):
+    url, (a, b), _ = setup_channel(server)
+    first = server.send(url, a, "regretted", req_id="r-gone")
+    server.ok("DELETE", f"/v3/group_channels/{url}/messages/{first['message_id']}")
+    again = server.request("POST", f"/v3/group_channels/{url}/messages",
+                           json={"message_type": "MESG", "user_id": a, "message": "regretted", "req_id": "r-gone"})
+    assert_error(again, 410, 400203, mentions=str(first["message_id"]))
+    # Only that sender's request in that channel: another sender's same req_id is a new send.
+    other = server.send(url, b, "b's own", req_id="r-gone")
+    page = server.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 50})
+    assert [m["message_id"] for m in page["messages"]] == [other["message_id"]]
+
+
 def test_list_around_anchor_and_flags(server):
     url, (a, b), msgs = setup_channel(server, n=10)
     base = f"/v3/group_channels/{url}/messages"

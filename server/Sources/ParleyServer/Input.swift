@@ -27,6 +27,10 @@ struct APIError: Error, Sendable {
     static func notFound(_ what: String) -> APIError {
         APIError(status: 404, code: 400201, message: "\(what) not found.")
     }
+    /// A send repeated with the request id of a message that was stored and deleted since.
+    static func sentThenDeleted(_ messageId: Int64) -> APIError {
+        APIError(status: 410, code: 400203, message: "The message this req_id sent (\(messageId)) was deleted since.")
+    }
     static func unavailable(_ detail: String) -> APIError {
         APIError(status: 503, code: 500902, message: "The database is unavailable: \(detail)")
     }

@@ -200,6 +200,10 @@ struct MessageTombstoneRecord: Codable, Sendable {
     var channelUrl: String
     var deletedAt: Int64
     var seq: Int64
+    /// The deleted message's sender and request id: a send that repeats them was carried out
+    /// already and must not store the message again (Services/Messages.swift `send`).
+    var senderId: String? = nil
+    var reqId: String? = nil
 }
 
 struct MembershipTombstoneRecord: Codable, Sendable {

@@ -629,7 +629,8 @@ final class ServerState {
     func deleteMessage(_ m: MessageRecord, at now: Int64) async throws {
         touchedChannels.insert(m.channelUrl)
         try await RecordTables.deleteMessage(m.id, db)
-        let t = MessageTombstoneRecord(messageId: m.id, channelUrl: m.channelUrl, deletedAt: now, seq: nextSeq())
+        let t = MessageTombstoneRecord(messageId: m.id, channelUrl: m.channelUrl, deletedAt: now, seq: nextSeq(),
+                                       senderId: m.senderId ?? "", reqId: m.reqId)
         try await RecordTables.putMessageTombstone(t, db)
     }
 

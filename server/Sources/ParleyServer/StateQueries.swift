@@ -40,6 +40,10 @@ extension ServerState {
         try await MessageQueries.message(db, channel: channel, sender: sender, requestId: requestId)
     }
 
+    func deletedMessageId(channel: String, sender: String?, requestId: String) async throws -> Int64? {
+        try await MessageQueries.deletedMessageId(db, channel: channel, sender: sender, requestId: requestId)
+    }
+
     func messagePage(_ base: SQLCondition, _ bounds: [KeyBound], descending: Bool, limit: Int) async throws -> [MessageRecord] {
         try await MessageQueries.page(db, base, bounds, descending: descending, limit: limit)
     }

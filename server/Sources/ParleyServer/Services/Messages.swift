@@ -139,6 +139,9 @@ enum Messages {
         if !reqId.isEmpty, let m = try await s.message(channel: c.url, sender: sender, requestId: reqId) {
             return .json(try await s.render(m, .full))
         }
+        if !reqId.isEmpty, let deleted = try await s.deletedMessageId(channel: c.url, sender: sender, requestId: reqId) {
+            throw APIError.sentThenDeleted(deleted)
+        }
         if let sender { try s.requireCanSend(c, sender: sender, ctx: ctx) }
 
         var text = ""

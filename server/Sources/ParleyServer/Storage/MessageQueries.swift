@@ -75,6 +75,13 @@ enum MessageQueries {
                        [.text(channel), .text(sender ?? ""), .text(requestId)]).first
     }
 
+    /// The id of a message the sender sent with this request id and that was deleted since.
+    static func deletedMessageId(_ db: any SQLSession, channel: String, sender: String?, requestId: String) async throws -> Int64? {
+        try await db.queryOne("""
+            SELECT message_id FROM message_tombstones WHERE channel_url = ? AND sender_id = ? AND req_id = ? AND req_id <> ''
+            """, [.text(channel), .text(sender ?? ""), .text(requestId)])?.int(0)
+    }
+
     /// The newest message that may stand as a channel's last message (not silent, not a
     /// reply kept in its thread).
     static func lastCountable(_ db: any SQLSession, channel: String) async throws -> MessageRecord? {

@@ -167,6 +167,11 @@ enum Migrations {
         writeTurnHandedOver,
         writeTurnWithoutSync,
         writeTurnClaimedLate,
+        Migration(version: 17, summary: "a deleted message's sender and request id, so that a repeated send is not stored again", ddl: """
+            ALTER TABLE message_tombstones ADD COLUMN sender_id {TEXT} NOT NULL DEFAULT '';
+            ALTER TABLE message_tombstones ADD COLUMN req_id {TEXT} NOT NULL DEFAULT '';
+            CREATE INDEX message_tombstones_by_request ON message_tombstones (channel_url, sender_id, req_id) WHERE req_id <> '';
+            """),
     ]
 
     /// A server that wrote last claims its next turn in that write's own statement

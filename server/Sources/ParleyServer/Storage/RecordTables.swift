@@ -253,8 +253,10 @@ enum RecordTables {
     }
 
     static func putMessageTombstone(_ t: MessageTombstoneRecord, _ db: any SQLSession) async throws {
-        try await db.execute(upsertSQL("message_tombstones", ["message_id", "channel_url", "deleted_at", "seq"], key: ["message_id"]),
-                             [.int(t.messageId), .text(t.channelUrl), .int(t.deletedAt), .int(t.seq)])
+        try await db.execute(upsertSQL("message_tombstones", ["message_id", "channel_url", "deleted_at", "seq", "sender_id", "req_id"],
+                                       key: ["message_id"]),
+                             [.int(t.messageId), .text(t.channelUrl), .int(t.deletedAt), .int(t.seq), .text(t.senderId ?? ""),
+                              .text(t.reqId ?? "")])
     }
 
     static func putMembershipTombstone(_ t: MembershipTombstoneRecord, _ db: any SQLSession) async throws {
