@@ -313,6 +313,7 @@ enum IndexTokenizer {
     private static let shared = Locked<Instance?>(nil)
 
     private final class Instance {
+        /// Never closed: the tokenizer's methods and their context belong to it.
         private let connection: OpaquePointer
         private let methods: fts5_tokenizer
         private let tokenizer: OpaquePointer
@@ -368,10 +369,11 @@ enum IndexTokenizer {
             var found: [Token] = []
             var utf8 = Array(text.utf8)
             let count = Int32(utf8.count)
-            let code = withUnsafeMutablePointer(to: &found) { found in
+            let code = withUnsafeMutablePointer(to: &found) { collected in
                 utf8.withUnsafeMutableBufferPointer { bytes in
                     bytes.baseAddress!.withMemoryRebound(to: CChar.self, capacity: max(1, bytes.count)) { text in
-                        methods.xTokenize!(tokenizer, found, FTS5_TOKENIZE_DOCUMENT, text, count) { context, _, token, length, start, end in
+                        // A C callback captures nothing: the list travels as its context.
+                        methods.xTokenize!(tokenizer, collected, FTS5_TOKENIZE_DOCUMENT, text, count) { context, _, token, length, start, end in
                             let term = token.map { String(decoding: UnsafeRawBufferPointer(start: UnsafeRawPointer($0), count: Int(length)), as: UTF8.self) } ?? ""
                             context!.assumingMemoryBound(to: [Token].self).pointee.append(Token(term: term, utf8Range: Int(start)..<Int(end)))
                             return SQLITE_OK
