@@ -293,7 +293,7 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         #expect(throws: ParleyError.self) { try cache.channels(order: .chronological, limit: -1) }
     }
 
-    @Test func removingAChannelTakesEverythingOfItsOwnAndNothingElse() throws {
+    @Test func removingAChannelTakesTheServersDataOfItAndNothingElse() throws {
         let cache = try makeCache()
         defer { cache.close() }
         for url in ["keep", "drop"] {
@@ -313,8 +313,10 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         #expect(try cache.chunks(channelURL: "drop").isEmpty)
         #expect(try cache.syncToken(scope: ChatCache.messagesTokenScope(channelURL: "drop")) == nil)
         #expect(try cache.channelAccessTime(url: "drop") == nil)
-        #expect(try cache.localMessages(channelURL: "drop").isEmpty)
-        #expect(try cache.outboxEntries().map(\.reqID) == ["p-keep"])
+        // The unsent message is the user's: it stays, and the outbox still sends it (the
+        // server's refusal then ends it).
+        #expect(try cache.localMessages(channelURL: "drop").map(\.reqID) == ["p-drop"])
+        #expect(try cache.outboxEntries().map(\.reqID).sorted() == ["p-drop", "p-keep"])
         // The other channel and the global token are untouched.
         #expect(try cache.messageCount(channelURL: "keep") == 3)
         #expect(try cache.chunks(channelURL: "keep").count == 1)

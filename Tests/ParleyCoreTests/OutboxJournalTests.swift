@@ -65,13 +65,15 @@ private func destroyHeader(_ path: String) {
         try queue(cache, "b")
         try queue(cache, "c", channel: "c2")
         #expect(OutboxJournal.read(path: journalPath).live.map(\.reqID) == ["a", "b", "c"])
-        // Sent (the server's copy replaces it), canceled, channel deleted.
+        // Sent (the server's copy replaces it), canceled; a deleted channel's unsent message stays.
         try cache.upsertMessage(serverCopy("a", id: 1))
         try cache.removeLocalMessage(reqID: "b")
         let contents = OutboxJournal.read(path: journalPath)
         #expect(contents.failure == nil && contents.live.map(\.reqID) == ["c"])
         #expect(contents.live.first?.requestJSON == #"{"message":"text c","req_id":"c"}"#)
         try cache.deleteChannel(url: "c2")
+        #expect(OutboxJournal.read(path: journalPath).live.map(\.reqID) == ["c"])
+        try cache.removeLocalMessage(reqID: "c")
         #expect(fileSize(journalPath) == 0)
         // A rolled-back acceptance is never journaled.
         #expect(throws: ParleyError.self) {

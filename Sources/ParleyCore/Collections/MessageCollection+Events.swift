@@ -115,11 +115,19 @@ extension MessageCollection {
                 applyMessage(upsert.message, key: upsert.key, into: &events)
             }
         case .messageRemoved(let url, let id) where url == channelURL:
-            if let removed = view.remove(id: id) { events.add(.deleted, .succeeded, removed) }
+            if let removed = view.remove(id: id) {
+                events.add(.deleted, .succeeded, removed)
+            } else if let index = view.confirmedLocalIndex(messageID: id) {
+                events.add(.deleted, .succeeded, view.locals.remove(at: index).message)
+            }
         case .messagesTruncated(let url, let through, _) where url == channelURL:
             while let first = view.keys.first, first.createdAt <= through, let removed = view.remove(id: first.messageID) {
                 events.add(.deleted, .succeeded, removed)
             }
+            for local in view.locals where local.status == .succeeded && (WireMessage(local.message).createdAt ?? 0) <= through {
+                events.add(.deleted, .succeeded, local.message)
+            }
+            view.locals.removeAll { $0.status == .succeeded && (WireMessage($0.message).createdAt ?? 0) <= through }
             if view.started && view.low.createdAt <= through {
                 view.low = MessageKey(createdAt: through, messageID: .max)
                 view.hasPrevious = false
@@ -198,7 +206,16 @@ extension MessageCollection {
     /// else removed from the view.
     func applyMessage(_ message: JSONValue, key: MessageKey, into events: inout MessageEvents) {
         let matches = view.filter.matches(message)
-        if view.keyByID[key.messageID] != nil {
+        if !(matches && view.contains(key)), let index = view.confirmedLocalIndex(messageID: key.messageID) {
+            // Shown where the application saw it confirmed (`confirmLocal`), and not (yet)
+            // moving into place (`adoptConfirmedLocal`): changed there, or gone.
+            if matches {
+                view.locals[index].message = message
+                events.add(.updated, .succeeded, message)
+            } else {
+                events.add(.deleted, .succeeded, view.locals.remove(at: index).message)
+            }
+        } else if view.keyByID[key.messageID] != nil {
             if matches {
                 view.put(message, key: key, id: key.messageID)
                 events.add(.updated, .succeeded, message)

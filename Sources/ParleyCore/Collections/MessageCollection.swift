@@ -492,6 +492,12 @@ final class MessageViewState: FeedSubscriber, @unchecked Sendable {
 
     func localIndex(_ reqID: String) -> Int? { locals.firstIndex { $0.reqID == reqID } }
 
+    /// A message of this client shown among the local ones although the server accepted it
+    /// (`confirmLocal` keeps it there while a gap check is owed).
+    func confirmedLocalIndex(messageID: Int64) -> Int? {
+        locals.firstIndex { $0.status == .succeeded && WireMessage($0.message).messageID == messageID }
+    }
+
     func insertLocal(_ entry: LocalEntry) {
         let index = locals.firstIndex { $0.createdAt > entry.createdAt } ?? locals.count
         locals.insert(entry, at: index)

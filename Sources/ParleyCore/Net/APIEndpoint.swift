@@ -45,7 +45,7 @@ struct APIEndpoint: Sendable {
         case 400: .invalidArgument
         case 401: .unauthorized
         case 403: .forbidden
-        case 404: .notFound
+        case 404, 410: .notFound
         default: .server
         }
         var error: ParleyError

@@ -193,21 +193,20 @@ extension ChatCache {
         return result
     }
 
-    /// Removes a channel and everything cached for it: its messages (succeeded, pending and
-    /// failed: a deleted or left channel cannot be sent to), outbox rows, chunks, message
-    /// token and access time. True when the channel row or any message existed.
+    /// Removes a channel and the server's data cached for it: its messages, members, chunks,
+    /// message token and access time. True when the channel row or any message existed.
+    ///
+    /// The user's unsent messages (pending and failed, with their outbox rows) stay: they are
+    /// the user's, not a copy of the server's. Each still ends as every send does: the
+    /// outbox sends a pending one and the server's refusal (403 after a leave or a ban, 404
+    /// after a deletion) fails it, kept or dropped as the resend policy says; a failed one
+    /// can be resent (after joining again) or removed.
     @discardableResult
     public func deleteChannel(url: String) throws(ParleyError) -> Bool {
         try transaction { () throws(ParleyError) in
             var removed = try database.statement("DELETE FROM channels WHERE channel_url = ?1").run([.text(url)])
             try database.statement("DELETE FROM channel_members WHERE channel_url = ?1").run([.text(url)])
             removed += try removeChannelMessages(url: url)
-            removed += try database.statement("DELETE FROM local_messages WHERE channel_url = ?1").run([.text(url)])
-            var removedReqIDs: [String] = []
-            try database.statement("DELETE FROM outbox WHERE channel_url = ?1 RETURNING req_id").rows([.text(url)]) { row in
-                removedReqIDs.append(row.string(0) ?? "")
-            }
-            for reqID in removedReqIDs { journal(.done(reqID: reqID)) }
             try database.statement("DELETE FROM channel_access WHERE channel_url = ?1").run([.text(url)])
             return removed > 0
         }

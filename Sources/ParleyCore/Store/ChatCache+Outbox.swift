@@ -9,7 +9,7 @@
 // second time, apart from the SQLite file, so that a file destroyed as a whole (header
 // overwritten, truncated) does not take them along: after the commit that accepts a message,
 // an "add" record with its pending message and outbox request is appended; after the commit
-// that removes its outbox row (sent, canceled, removed, channel deleted), a "done" record.
+// that removes its outbox row (sent, canceled, removed), a "done" record.
 // Records are queued while a transaction is open and written when the outermost one commits
 // (dropped when it, or the savepoint that made them, rolls back). The guarantee is the
 // cache's own (a process crash, not a power loss: no fsync); the one window, a crash between

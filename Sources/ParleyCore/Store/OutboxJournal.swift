@@ -8,7 +8,7 @@ import Glibc
 //   {"op":"add","req_id":..,"channel_url":..,"created_at":..,"kind":..,"message":{..},"request":{..}}
 //       a message accepted for sending (its pending local message and outbox request)
 //   {"op":"done","req_id":..}
-//       its outbox row went (sent, canceled, removed, channel deleted)
+//       its outbox row went (sent, canceled, removed)
 // The live set is every `add` without a later `done`. A last line without its newline is a
 // write torn by a crash and ignored; any other line that does not parse makes the journal
 // unreadable (the live set is then unknown).

@@ -92,6 +92,10 @@ extension ParleyError {
     /// reconnections after a refusal, and the C ABI's `parley_error_is_retryable`.
     public var isRetryable: Bool { Self.isRetryable(code: code, httpStatus: httpStatus) }
 
+    /// The server's answer to a send whose `req_id` names a message it stored and that was
+    /// deleted since (docs/PROTOCOL.md §3, 410 / 400203).
+    var isSentThenDeleted: Bool { httpStatus == 410 && serverCode == 400203 }
+
     public static func isRetryable(code: ParleyErrorCode, httpStatus: Int) -> Bool {
         switch code {
         case .network, .timeout: true

@@ -297,7 +297,7 @@ final class CacheTransaction {
         try storeChannel(.object(fields))
     }
 
-    /// Removes a channel with its messages, local messages and outbox rows.
+    /// Removes a channel with its messages (its unsent messages stay: `ChatCache.deleteChannel`).
     func removeChannel(_ url: String, reason: ChannelRemovalReason) throws(ParleyError) {
         if try cache.deleteChannel(url: url) { record(.channelRemoved(url: url, reason: reason)) }
     }

@@ -329,6 +329,16 @@ extension Engine {
                 }
                 return done(nil)
             }
+            if error.isSentThenDeleted {
+                // An earlier attempt was stored (its answer lost) and the message deleted since:
+                // delivered, then deleted. Nothing is left to show, and a resend would be
+                // answered the same: the send ends with this answer, the local copy goes.
+                write(.sendResult, "ending a send deleted since") { transaction throws(ParleyError) in
+                    try transaction.dropFailed(reqID: reqID, error: error)
+                }
+                completeSend(reqID: reqID, .failure(error))
+                return done(nil)
+            }
             let connectionLost = error.isRetryable
             var trimmed: [String] = []
             write(.sendResult, "marking a send failed") { transaction throws(ParleyError) in

@@ -74,6 +74,8 @@ class World:
         self.refusals = 0
         self.performed: Dict[str, int] = {}
         self.refused_sends: set = set()
+        # Operations a subclass adds to the mix (`perform_extra` runs them).
+        self.extra_kinds: List[str] = []
 
     def as_user(self, user: str, method: str, path: str, **params: Any) -> Any:
         response = requests.request(method, self.server.url + path, params=params,
@@ -121,7 +123,8 @@ class World:
         invited = [c for c in channels if c.get("member_state") == "invited"]
         kinds = ["send"] * 10 + ["reply"] * 3 + ["edit"] * 3 + ["delete"] * 2 + ["react"] * 3 + ["hide"] * 2 \
             + ["unhide"] + ["reset"] + ["metadata"] * 2 + ["metacounter"] * 2 + ["invite"] * 2 + ["accept"] * 2 \
-            + ["leave"] + ["freeze"] + ["read"] * 2 + ["create"] + ["poll"] * 2 + ["vote"] * 3 + ["close"]
+            + ["leave"] + ["freeze"] + ["read"] * 2 + ["create"] + ["poll"] * 2 + ["vote"] * 3 + ["close"] \
+            + ["leave_while_sending"] + ["delete_at_once"] * 2 + self.extra_kinds
         kind = self.rng.choice(kinds)
         if kind == "accept" and not invited:
             kind = "create"
@@ -201,6 +204,23 @@ class World:
                 perform("accept_invitation", channel_url=self.rng.choice(invited)["channel_url"])
             elif kind == "leave":
                 perform("leave_channel", channel_url=channel)
+            elif kind == "leave_while_sending":
+                # Sends still queued when the user leaves: each ends once, delivered or refused.
+                sends = [client.send_user_message(channel, f"{user} leaving {i}") for i in range(self.rng.randint(1, 3))]
+                time.sleep(self.rng.uniform(0, 0.005))
+                perform("leave_channel", channel_url=channel)
+                for pending, done in sends:
+                    try:
+                        self.await_send(pending, done)
+                    except parley.ParleyError:
+                        pass
+            elif kind == "delete_at_once":
+                # The user deletes the message the moment its send is confirmed.
+                pending, done = client.send_user_message(channel, f"{user} regrets {self.rng.randrange(10**6)}")
+                self.await_send(pending, done)
+                perform("delete_message", channel_url=channel, message_id=done.result()["message_id"])
+            elif kind in self.extra_kinds:
+                self.perform_extra(kind, device, channel)
             elif kind == "freeze":
                 operation = "freeze_channel" if self.rng.random() < 0.5 else "unfreeze_channel"
                 perform(operation, channel_url=channel)
@@ -230,6 +250,9 @@ class World:
         except parley.ParleyError:
             # Refusals are part of the game (muted, frozen, not an operator, already exists...).
             self.refusals += 1
+
+    def perform_extra(self, kind: str, device: Device, channel: str) -> None:
+        raise AssertionError(f"no operation {kind}")
 
 
 def normalized_channel(channel: Dict[str, Any]) -> Dict[str, Any]:
@@ -352,6 +375,8 @@ def converge(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path:
         assert sum(world.performed.values()) > STEPS // 2, f"seed {seed}: too few operations took effect: {world.performed}"
         if STEPS >= 100:  # polls take part: some were sent and voted on
             assert world.performed.get("poll", 0) > 0 and world.performed.get("vote", 0) > 0, world.performed
+            assert world.performed.get("leave_while_sending", 0) > 0 and world.performed.get("delete_at_once", 0) > 0, \
+                world.performed
     finally:
         for device in devices:
             device.client.close()

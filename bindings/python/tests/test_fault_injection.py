@@ -14,6 +14,7 @@ import os
 import random
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -150,6 +151,27 @@ class FaultyWorld(World):
     def __init__(self, server: RunningServer, admin: Admin, tokens: Dict[str, str], rng: random.Random) -> None:
         super().__init__(server, admin, tokens, rng)
         self.lost_req_ids: Set[str] = set()
+        self.proxy_of: Dict[int, FaultyProxy] = {}
+        self.extra_kinds = ["delete_before_resend"] * 2
+
+    def perform_extra(self, kind: str, device: Device, channel: str) -> None:
+        """A send whose answer is lost with its connection, the message deleted on the server
+        before the reconnection's resend (which the server answers from its req_id)."""
+        assert kind == "delete_before_resend"
+        text = f"{device.user} cut {self.rng.randrange(10**6)}"
+        pending, done = device.client.send_user_message(channel, text)
+        time.sleep(self.rng.uniform(0.0005, 0.008))
+        self.proxy_of[id(device)].cut()
+        for _ in range(50):
+            stored = [m for m in self.messages_of(device.user, channel) if m["req_id"] == pending["req_id"]]
+            if stored:
+                self.as_user(device.user, "DELETE", f"/v3/group_channels/{channel}/messages/{stored[0]['message_id']}")
+                break
+            time.sleep(0.01)
+        try:
+            self.await_send(pending, done)
+        except parley.ParleyError:
+            pass
 
     def await_send(self, pending: Any, done: Any) -> None:
         try:
@@ -206,6 +228,7 @@ def run_with_faults(entry: RunningServer, truth: RunningServer, admin: Admin, tm
             proxy = FaultyProxy(port)
             proxies.append(proxy)
             devices.append(ProxiedDevice(proxy.url, user, tokens[user], tmp_path / f"cache-{user}-{index}"))
+            world.proxy_of[id(devices[-1])] = proxy
     injected: Dict[str, int] = {}
     try:
         for device in devices:
@@ -241,6 +264,7 @@ def run_with_faults(entry: RunningServer, truth: RunningServer, admin: Admin, tm
                                f"{injected} ({world.performed}, {world.refusals} refused, {world.lost_sends} sends failed for the "
                                f"connection):\n{report}")
         assert sum(injected.values()) >= STEPS // 20, f"seed {seed}: too few faults: {injected}"
+        assert world.performed.get("delete_before_resend", 0) > 0, f"seed {seed}: {world.performed}"
     finally:
         for device in devices:
             device.client.close()
