@@ -227,8 +227,11 @@ class EventReader:
 # before migration 11 each member row held its unread counts and the channel no totals
 # (server UnreadCounters.swift); before 13 events did not name the channel they changed.
 # Migrations 12, 14, 15 and 16 only add PostgreSQL functions and a table, defined again when
-# they are applied again.
+# they are applied again; 17 gave message tombstones their sender and request id.
 UNDO_TO_SCHEMA_10 = """
+    DROP INDEX message_tombstones_by_request;
+    ALTER TABLE message_tombstones DROP COLUMN sender_id;
+    ALTER TABLE message_tombstones DROP COLUMN req_id;
     ALTER TABLE events DROP COLUMN changed_channel;
     ALTER TABLE members RENAME COLUMN unread_base TO unread_count;
     ALTER TABLE members RENAME COLUMN mention_base TO unread_mention_count;
