@@ -3,9 +3,10 @@ channel is left while its messages wait (online, offline, through a cut) and whe
 is deleted on the server before the resend that its lost answer called for."""
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 
@@ -49,6 +50,16 @@ def replayed(changes: List[Any]) -> List[str]:
     return shown
 
 
+@contextlib.contextmanager
+def started_view(client: parley.Client, url: str) -> Iterator[Tuple[parley.MessageCollection, Collected[Any]]]:
+    """The channel's message view, started, keeping every change it reports; disposed after the block."""
+    changes: Collected[Any] = Collected()
+    with client.message_collection(url) as view:
+        view.add_listener(changes)
+        view.start()[1].result(TIMEOUT)
+        yield view, changes
+
+
 def leave(admin: Admin, url: str, user: str) -> None:
     admin.call("PUT", f"/v3/group_channels/{url}/leave", {"user_ids": [user]})
 
@@ -69,12 +80,9 @@ def test_every_send_ends_once_when_its_user_leaves_the_channel(server: RunningSe
     alice_token, _, url = setup_pair(admin)
     admin.send(url, "bob", "before")
     proxy = AnswerHoldingProxy(server.url, f"POST /v3/group_channels/{url}/messages".encode())
-    changes: Collected[Any] = Collected()
     try:
         with connected(proxy.url, tmp_path / "cache", "alice", alice_token, resend_policy=resend_policy) as (client, recorder):
-            with client.message_collection(url) as view:
-                view.add_listener(changes)
-                view.start()[1].result(TIMEOUT)
+            with started_view(client, url) as (view, changes):
                 proxy.arm()
                 sends = [client.send_user_message(url, f"queued {i}") for i in range(4)]
                 reqs = [pending["req_id"] for pending, _ in sends]
@@ -115,12 +123,9 @@ def test_sends_waiting_offline_end_once_when_the_channel_is_left_meanwhile(serve
                                                                            tmp_path: Path, resend_policy: str) -> None:
     alice_token, _, url = setup_pair(admin)
     proxy = FaultyProxy(int(server.url.rsplit(":", 1)[1]))
-    changes: Collected[Any] = Collected()
     try:
         with connected(proxy.url, tmp_path / "cache", "alice", alice_token, resend_policy=resend_policy) as (client, recorder):
-            with client.message_collection(url) as view:
-                view.add_listener(changes)
-                view.start()[1].result(TIMEOUT)
+            with started_view(client, url) as (view, changes):
                 proxy.go_offline()
                 sends = [client.send_user_message(url, f"offline {i}") for i in range(3)]
                 assert [outcome(future) for _, future in sends] == ["NetworkError"] * 3
@@ -159,15 +164,12 @@ def test_a_send_stored_then_deleted_before_its_resend_shows_nothing(tmp_path: Pa
     server = RestartableServer(server_database(tmp_path), *extra)
     server.start()
     proxy = FaultyProxy(server.port)
-    changes: Collected[Any] = Collected()
     try:
         admin = Admin(server.running())
         alice_token, _, url = setup_pair(admin)
         admin.send(url, "bob", "first")
         with connected(proxy.url, tmp_path / "cache", "alice", alice_token, resend_policy=resend_policy) as (client, recorder):
-            with client.message_collection(url) as view:
-                view.add_listener(changes)
-                view.start()[1].result(TIMEOUT)
+            with started_view(client, url) as (view, changes):
                 proxy.go_offline()
                 pending, future = client.send_user_message(url, "answer lost")
                 assert outcome(future) == "NetworkError"
@@ -200,11 +202,8 @@ def test_a_send_stored_then_deleted_before_its_resend_shows_nothing(tmp_path: Pa
 def test_a_confirmed_message_deleted_at_once_leaves_the_view(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     alice_token, _, url = setup_pair(admin)
     admin.send(url, "bob", "first")
-    changes: Collected[Any] = Collected()
     with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
-        with client.message_collection(url) as view:
-            view.add_listener(changes)
-            view.start()[1].result(TIMEOUT)
+        with started_view(client, url) as (view, changes):
             for index in range(5):
                 pending, future = client.send_user_message(url, f"mine {index}")
                 sent = future.result(TIMEOUT)
