@@ -160,10 +160,6 @@ def test_sends_through_both_servers_reach_every_stream_in_the_stored_order(two_s
         waits = samples[("parley_event_log_read_wait_seconds_count", "")]
         assert 0 <= waits <= reads, (waits, reads)
         assert samples[("parley_event_log_read_wait_seconds_bucket", '{le="+Inf"}')] == waits
-        # Commits are announced after they commit, one announcement for one or more of them.
-        announced = samples[("parley_commit_announcements_total", "")]
-        answered = sum(v for (name, _), v in samples.items() if name == "parley_http_requests_total")
-        assert 0 < announced <= answered, (announced, answered)
     on_a.close()
     on_b.close()
 

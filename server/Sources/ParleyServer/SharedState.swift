@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 
 // What requests share, and the counters a writer takes its numbers from.
 
@@ -66,8 +65,6 @@ final class SharedState: @unchecked Sendable {
     /// PostgreSQL: the streams of every server on the database, per user (nil on SQLite,
     /// where the hub's streams are all there are).
     let cluster: ClusterPresence?
-    /// PostgreSQL: tells the other servers what this one committed (nil on SQLite).
-    let announcer: CommitAnnouncer?
     private let mutex = NSLock()
     private var baseURL = ""
 
@@ -79,10 +76,6 @@ final class SharedState: @unchecked Sendable {
         self.uploadLimit = uploadLimit
         self.verify = verify
         cluster = database.dialect == .postgres ? ClusterPresence(node: nodeId, database: database) : nil
-        let node = nodeId
-        announcer = (database as? PostgresDatabase).map { postgres in
-            CommitAnnouncer(node: node, logger: Logger(label: "parley-server.announcer")) { try await postgres.announce($0) }
-        }
     }
 
     /// The user has an event stream open on this server or on another running one.

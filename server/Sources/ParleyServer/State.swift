@@ -182,16 +182,23 @@ final class ServerState {
                 let added = pending.events.count
                 let prunesFirst = added <= shared.retention
                 if prunesFirst { try await pruneEvents(adding: added, tx) }
-                let numbered = tx.dialect == .postgres && counters.seq > seqAtStart
-                if numbered { pending.counters["stored_events"] = Int64(counters.storedEvents) }
-                let written = try await RecordTables.write(pending, last: prunesFirst, tx)
+                var announcement: String? = nil
+                if tx.dialect == .postgres, counters.seq > seqAtStart {
+                    pending.counters["stored_events"] = Int64(counters.storedEvents)
+                    announcement = WriteTurn.announcement(node: shared.nodeId, through: counters.seq)
+                }
+                let written = try await RecordTables.write(pending, announcing: prunesFirst ? announcement : nil,
+                                                           last: prunesFirst, tx)
                 if !prunesFirst {
                     let prunedBefore = counters.prunedThrough
                     try await pruneEvents(adding: added, tx)
                     if counters.prunedThrough != prunedBefore {
                         try await RecordTables.putCounter("pruned_through", counters.prunedThrough, tx)
                     }
-                    if numbered { try await RecordTables.putCounter("stored_events", Int64(counters.storedEvents), tx) }
+                    if let announcement {
+                        try await RecordTables.putCounter("stored_events", Int64(counters.storedEvents), tx)
+                        try await WriteTurn.announce(announcement, tx)
+                    }
                 }
                 return (result, written)
             }
@@ -199,7 +206,6 @@ final class ServerState {
                 try await database.writeBeginningLate(attempt)
             }
             shared.committed = counters
-            if counters.seq > seqAtStart { shared.announcer?.committed(through: counters.seq) }
             if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
             if let countersDiverged { throw APIError.internal(countersDiverged) }
             return result

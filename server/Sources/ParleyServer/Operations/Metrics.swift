@@ -55,7 +55,6 @@ final class ServerMetrics: Sendable {
     private let lagResyncs: Counter
     private let turnsClaimed: Counter
     private let claimsRefused: Counter
-    private let announcementsSent: Counter
     private let logFirstId: Gauge
     private let logLastId: Gauge
     private let deliveredId: Gauge
@@ -98,9 +97,6 @@ final class ServerMetrics: Sendable {
         claimsRefused = registry.makeCounter(descriptor: Self.name(
             "write_turn_claims_refused", "total",
             "PostgreSQL: claims that found another writer had written or the channel changed; the write then ran again with the turn taken first."))
-        announcementsSent = registry.makeCounter(descriptor: Self.name(
-            "commit_announcements", "total",
-            "PostgreSQL: notifications of this server's commits to the other servers, each for every commit since the last (Storage/Postgres/CommitAnnouncer.swift)."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
             "event_stream_resyncs", "total",
             "resync frames sent to this server's streams because it fell behind the event log's retention."))
@@ -184,8 +180,6 @@ final class ServerMetrics: Sendable {
     func claimedTurn(refused: Bool) {
         (refused ? claimsRefused : turnsClaimed).increment()
     }
-
-    func announcementSent() { announcementsSent.increment() }
 
     func resyncedAfterLag(streams: Int) {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }

@@ -150,22 +150,6 @@ final class PostgresDatabase: SQLDatabase {
         return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
     }
 
-    /// Notifies the other servers (CommitAnnouncer.swift): one statement outside any
-    /// transaction block, whose commit waits for no WAL flush (a notification lost with a
-    /// crash only delays the others' delivery).
-    func announce(_ payload: String) async throws {
-        try checkReachable()
-        var bindings = PostgresBindings(capacity: 1)
-        bindings.append(payload)
-        let query = PostgresQuery(
-            unsafeSQL: "SELECT set_config('synchronous_commit', 'off', true), pg_notify('\(WriteTurn.channel)', $1)", binds: bindings)
-        do {
-            for try await _ in try await client.query(query, logger: logger) {}
-        } catch {
-            throw PostgresErrors.mapped(error)
-        }
-    }
-
     /// Runs the connection pool until the calling task is cancelled. Only for a database made
     /// with `startsClient: false`; PostgresClient allows one `run()` in its lifetime.
     func run() async {

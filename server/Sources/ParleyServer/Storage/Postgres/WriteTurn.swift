@@ -1,8 +1,8 @@
 // PostgreSQL: how writers on every server of one database take their numbers in order
 // (docs/ARCHITECTURE.md "Requests and locks", *Writes on PostgreSQL*). A writer first takes the turn,
 // a lock its connection holds until the writer's last statement hands it over, and reads the
-// counters as the last writer committed them; it numbers from there and writes the counters
-// back with its changes. After the commit, the other servers hear of it (CommitAnnouncer.swift).
+// counters as the last writer committed them; it numbers from there, writes the counters back
+// with its changes, and announces what it committed to the other servers (LISTEN/NOTIFY).
 // Numbers therefore commit in the order they are taken: once a number is visible, every lower
 // one is visible too (or was never committed, and is taken again by the next writer). A server
 // that wrote last may instead claim the turn in its write's own statement, checking that
@@ -216,6 +216,13 @@ enum WriteTurn {
 
     /// A notification's payload: this server and the number it committed through (`parse`).
     static func announcement(node: String, through seq: Int64) -> String { "\(node) \(seq)" }
+
+    /// In the writer's transaction, after its changes: a notification that other servers
+    /// receive once (and only if) the transaction commits. Usually the write's last
+    /// statement carries it instead (RecordTables.write).
+    static func announce(_ announcement: String, _ db: any SQLSession) async throws {
+        try await db.execute("SELECT pg_notify('\(channel)', ?)", [.text(announcement)])
+    }
 
     /// The highest number committed, as a read transaction sees it.
     static func committedSeq(_ db: any SQLSession) async throws -> Int64 {
