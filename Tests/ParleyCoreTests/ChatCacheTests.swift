@@ -232,6 +232,25 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         #expect(try cache.chunks(channelURL: "c2").isEmpty)
     }
 
+    @Test func theRangeAroundAKeyJoinsEveryChunkThatHoldsIt() throws {
+        let cache = try makeCache()
+        defer { cache.close() }
+        // A filter's own range, loaded later and shorter, and an unfiltered one from the oldest
+        // message: the filter's view of key 7 reaches the oldest end through the unfiltered one.
+        try cache.addContinuousRange(channelURL: "c1", scope: "type=FILE", from: key(5), to: key(12), reachesNewest: true)
+        try cache.addContinuousRange(channelURL: "c1", from: key(1), to: key(9), reachesOldest: true)
+        let union = try #require(try cache.chunk(channelURL: "c1", scope: "type=FILE", containing: key(7)))
+        #expect(union.start == key(1) && union.reachesOldest)
+        #expect(union.end == key(12) && union.reachesNewest)
+        // Past the unfiltered range only the filter's holds the key.
+        let alone = try #require(try cache.chunk(channelURL: "c1", scope: "type=FILE", containing: key(11)))
+        #expect(alone.start == key(5) && !alone.reachesOldest && alone.reachesNewest)
+        // Unfiltered, the filter's range says nothing.
+        let unfiltered = try #require(try cache.chunk(channelURL: "c1", containing: key(7)))
+        #expect(unfiltered.end == key(9) && !unfiltered.reachesNewest && unfiltered.reachesOldest)
+        #expect(try cache.chunk(channelURL: "c1", containing: key(11)) == nil)
+    }
+
     @Test func realtimeMessagesExtendOnlyTheChunkAtTheNewestEnd() throws {
         let cache = try makeCache()
         defer { cache.close() }

@@ -101,12 +101,26 @@ extension ChatCache {
         return result
     }
 
-    /// The chunk holding `key` continuously for `scope`: one of that scope, else an
-    /// unfiltered one (continuous for every filter). Nil when the key is in no chunk.
+    /// The range around `key` the cache holds continuously for `scope`: the union of the
+    /// chunks of that scope and the unfiltered ones (continuous for every filter) that hold
+    /// the key. They all hold it, so their union has no hole; it reaches an end when the
+    /// chunk that goes furthest that way does. Nil when the key is in no chunk.
     public func chunk(channelURL: String, scope: String = "", containing key: MessageKey) throws(ParleyError) -> MessageChunk? {
         var candidates = try storedChunks(channelURL: channelURL, scope: scope).map(\.chunk)
         if !scope.isEmpty { candidates += try storedChunks(channelURL: channelURL, scope: "").map(\.chunk) }
-        return candidates.first { $0.contains(key) }
+        let holding = candidates.filter { $0.contains(key) }
+        guard var union = holding.first else { return nil }
+        for other in holding.dropFirst() {
+            if other.start < union.start || (other.start == union.start && other.reachesOldest) {
+                union.start = other.start
+                union.reachesOldest = other.reachesOldest
+            }
+            if other.end > union.end || (other.end == union.end && other.reachesNewest) {
+                union.end = other.end
+                union.reachesNewest = other.reachesNewest
+            }
+        }
+        return union
     }
 
     /// The newest key a chunk of `scope` (or an unfiltered one) holds: where what the cache
