@@ -206,6 +206,14 @@ struct MessageTombstoneRecord: Codable, Sendable {
     var reqId: String? = nil
 }
 
+/// What became of an earlier send with a request id (`MessageQueries.earlierSend`).
+enum EarlierSend: Sendable, Equatable {
+    /// Its message, by id.
+    case stored(Int64)
+    /// Its message was deleted since.
+    case deleted(Int64)
+}
+
 struct MembershipTombstoneRecord: Codable, Sendable {
     var userId: String
     var channelUrl: String

@@ -36,12 +36,8 @@ extension ServerState {
         try await ChannelQueries.urls(showing: userId, db)
     }
 
-    func message(channel: String, sender: String?, requestId: String) async throws -> MessageRecord? {
-        try await MessageQueries.message(db, channel: channel, sender: sender, requestId: requestId)
-    }
-
-    func deletedMessageId(channel: String, sender: String?, requestId: String) async throws -> Int64? {
-        try await MessageQueries.deletedMessageId(db, channel: channel, sender: sender, requestId: requestId)
+    func earlierSend(channel: String, sender: String?, requestId: String) async throws -> EarlierSend? {
+        try await MessageQueries.earlierSend(db, channel: channel, sender: sender, requestId: requestId)
     }
 
     func messagePage(_ base: SQLCondition, _ bounds: [KeyBound], descending: Bool, limit: Int) async throws -> [MessageRecord] {

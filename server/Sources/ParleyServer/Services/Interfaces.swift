@@ -88,10 +88,9 @@ protocol MessageRecords: AnyObject {
     /// The newest message creation time so far (a sender may not go before it).
     var lastMessageTs: Int64 { get }
 
-    /// The message a sender already sent with this request id, if any (idempotent sends).
-    func message(channel: String, sender: String?, requestId: String) async throws -> MessageRecord?
-    /// The id of the message a sender sent with this request id and that was deleted since.
-    func deletedMessageId(channel: String, sender: String?, requestId: String) async throws -> Int64?
+    /// What became of a send this sender already made with this request id, if any
+    /// (idempotent sends).
+    func earlierSend(channel: String, sender: String?, requestId: String) async throws -> EarlierSend?
     /// Up to `limit` messages matching `base` within `bounds`, in key order or reversed.
     func messagePage(_ base: SQLCondition, _ bounds: [KeyBound], descending: Bool, limit: Int) async throws -> [MessageRecord]
     func messageCount(_ base: SQLCondition, _ bounds: [KeyBound]) async throws -> Int64

@@ -136,11 +136,15 @@ enum Messages {
         }
 
         let reqId = try i.string("req_id", maxBytes: 128) ?? i.string("dedup_id", maxBytes: 128) ?? ""
-        if !reqId.isEmpty, let m = try await s.message(channel: c.url, sender: sender, requestId: reqId) {
-            return .json(try await s.render(m, .full))
-        }
-        if !reqId.isEmpty, let deleted = try await s.deletedMessageId(channel: c.url, sender: sender, requestId: reqId) {
-            throw APIError.sentThenDeleted(deleted)
+        if !reqId.isEmpty {
+            switch try await s.earlierSend(channel: c.url, sender: sender, requestId: reqId) {
+            case .stored(let id)?:
+                if let m = try await s.messageRecord(id) { return .json(try await s.render(m, .full)) }
+            case .deleted(let id)?:
+                throw APIError.sentThenDeleted(id)
+            case nil:
+                break
+            }
         }
         if let sender { try s.requireCanSend(c, sender: sender, ctx: ctx) }
 

@@ -69,17 +69,21 @@ enum MessageQueries {
         return out
     }
 
-    /// The message a sender already sent with this request id (idempotent sends).
-    static func message(_ db: any SQLSession, channel: String, sender: String?, requestId: String) async throws -> MessageRecord? {
-        try await load(db, "channel_url = ? AND coalesce(sender_id, '') = ? AND req_id = ?",
-                       [.text(channel), .text(sender ?? ""), .text(requestId)]).first
-    }
-
-    /// The id of a message the sender sent with this request id and that was deleted since.
-    static func deletedMessageId(_ db: any SQLSession, channel: String, sender: String?, requestId: String) async throws -> Int64? {
-        try await db.queryOne("""
-            SELECT message_id FROM message_tombstones WHERE channel_url = ? AND sender_id = ? AND req_id = ? AND req_id <> ''
-            """, [.text(channel), .text(sender ?? ""), .text(requestId)])?.int(0)
+    /// What became of an earlier send by this sender with this request id, if there was one:
+    /// its message's id, stored or deleted since (idempotent sends). One statement: a new send,
+    /// the usual case, finds neither. (`req_id <> ''` lets the partial indexes serve it, and a plan
+    /// made for any value.)
+    static func earlierSend(_ db: any SQLSession, channel: String, sender: String?, requestId: String) async throws -> EarlierSend? {
+        let sender = sender ?? ""
+        guard let row = try await db.queryOne("""
+            SELECT (SELECT id FROM messages
+                     WHERE channel_url = ? AND coalesce(sender_id, '') = ? AND req_id = ? AND req_id <> '' LIMIT 1),
+                   (SELECT message_id FROM message_tombstones
+                     WHERE channel_url = ? AND sender_id = ? AND req_id = ? AND req_id <> '' LIMIT 1)
+            """, [.text(channel), .text(sender), .text(requestId), .text(channel), .text(sender), .text(requestId)])
+        else { return nil }
+        if let id = row.optionalInt(0) { return .stored(id) }
+        return row.optionalInt(1).map(EarlierSend.deleted)
     }
 
     /// The newest message that may stand as a channel's last message (not silent, not a
