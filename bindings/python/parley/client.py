@@ -86,12 +86,16 @@ CONNECTION_EVENT_KINDS = {
 }
 CONNECTION_EVENT_NAMES = {number: kind.value for number, kind in CONNECTION_EVENT_KINDS.items()}
 STATE_NAMES = ("closed", "connecting", "open", "reconnecting")
-ConnectionHandler = Callable[[str, Optional[ParleyError]], None]
+#: ``handler(event, error)``: `event` a :class:`ConnectionEventKind`, or the number (as a str) of
+#: one this binding does not know.
+ConnectionHandler = Callable[[Union[ConnectionEventKind, str], Optional[ParleyError]], None]
 ConnectionListener = Callable[[int, Optional[_native.ErrorDetails]], None]
 EventListener = Callable[[str, str, str], None]
-#: ``handler(category, channel_url, payload)``: the payload is the event's JSON object, whose
-#: keys depend on the category (docs/C-API.md, "Connecting and the event stream").
-EventHandler = Callable[[str, str, Any], None]
+#: ``handler(category, channel_url, payload)``: `category` an :class:`EventCategory`, or the plain
+#: name of a category the library does not know (a newer server's events are passed on); the
+#: payload is the event's JSON object, whose keys depend on the category (docs/C-API.md,
+#: "Connecting and the event stream").
+EventHandler = Callable[[Union[EventCategory, str], str, Any], None]
 
 
 def version() -> str:
@@ -504,9 +508,9 @@ class Client(_native.HandleOwner, Operations):
     def set_event_handler(self, handler: Optional[EventHandler]) -> None:
         """`handler(category, channel_url, payload)` for every real-time, sync and local
         sending event (payload decoded from JSON), after the cache was updated. `category`
-        is an :class:`EventCategory` (a str), or the plain name of a category this binding
-        does not know. A message this
-        client sent is reported once, as "message_sent", never also as "message_received"."""
+        is an :class:`EventCategory` (a str), or the plain name (a str) of a category the
+        library does not know, as a newer server may stream. A message this client sent is
+        reported once, as "message_sent", never also as "message_received"."""
         self._event_handler = handler
         self._update_event_callback()
 
@@ -789,8 +793,9 @@ class Client(_native.HandleOwner, Operations):
         """The live chat view of `channel_url` from `starting_point` (ms; default the newest
         end). `params` is a :class:`MessageListParams` (or its dict form); keyword options
         override its fields (``previous_result_size=50, reverse=True``). Call ``start()``,
-        then page; use it as a context manager. `on_freshness_changed` gets each change of its
-        :class:`parley.Freshness`."""
+        then page; use it as a context manager. The handlers' `channel` is the channel as
+        cached, None when the cache does not hold it. `on_freshness_changed` gets each change
+        of its :class:`parley.Freshness`."""
         return MessageCollection._create(self, channel_url, starting_point, make_params(params, options), on_added, on_updated,
                                          on_deleted, on_channel_updated, on_channel_deleted, on_huge_gap_detected, on_error,
                                          on_freshness_changed)

@@ -124,8 +124,9 @@ class ConnectionEvent:
 class ClientEvent:
     """What :meth:`parley.AsyncClient.events` yields: the arguments of the event handler
     (:meth:`parley.Client.set_event_handler`). ``category`` is an :class:`EventCategory`, or
-    the plain name of a category this binding does not know; ``payload`` is the event's JSON
-    object, whose keys depend on the category (docs/C-API.md, "Connecting and the event stream")."""
+    the plain name (a str) of a category the library does not know, as a newer server may
+    stream; ``payload`` is the event's JSON object, whose keys depend on the category
+    (docs/C-API.md, "Connecting and the event stream")."""
 
     category: Union[EventCategory, str]
     channel_url: str
