@@ -1,9 +1,11 @@
 /* gen_reference: writes docs/C-REFERENCE.md from the library's own tables, as librdkafka
  * writes CONFIGURATION.md: the status codes (the PARLEY_E_* constants of
  * include/parley/common.h, named by parley_error_name, classified by
- * parley_error_is_retryable), the configuration keys (parley_configuration_keys), the
- * operation catalog (parley_operations), the event categories (parley_event_categories)
- * and the collection event sources (parley_collection_sources).
+ * parley_error_is_retryable), the connection events and freshness states (named by
+ * parley_connection_event_name and parley_freshness_name), the configuration keys
+ * (parley_configuration_keys), the operation catalog (parley_operations), the event
+ * categories (parley_event_categories) and the collection event sources
+ * (parley_collection_sources).
  *
  *   gen_reference ROOT           rewrites ROOT/docs/C-REFERENCE.md
  *   gen_reference --check ROOT   exits 1 when ROOT/docs/C-REFERENCE.md differs (a ctest test)
@@ -117,53 +119,64 @@ static void retryable(FILE *out, int code) {
     if (without_status) fprintf(out, ", or none");
 }
 
-/* One line of common.h: `#define PARLEY_E_NAME  -1  / * meaning * /`. */
-typedef struct status_code {
+/* One line of a header: `#define PARLEY_E_NAME  -1  / * meaning * /`. */
+typedef struct named_constant {
     char constant[80];
     int value;
     char meaning[256];
-} status_code;
+} named_constant;
 
-/* The status constants of include/parley/common.h, checked against parley_error_name: each
- * constant's value has the constant's name, and every code the library names is a constant. */
-static size_t status_codes(const char *root, status_code *codes, size_t capacity) {
+/* The constants of include/parley/<header> named PARLEY_<prefix>... (and PARLEY_<exact>, when
+ * given), checked against the library's name function: each constant's value has the name of
+ * the constant's rest after the prefix (after "PARLEY_" for the exact one), lower-cased, and
+ * every value the function names (other than "unknown") is one of the constants. */
+static size_t named_constants(const char *root, const char *header_name, const char *prefix, const char *exact,
+                              const char *(*name_of)(int), const char *function, named_constant *codes, size_t capacity) {
     char path[4096], line[512];
-    snprintf(path, sizeof path, "%s/include/parley/common.h", root);
+    snprintf(path, sizeof path, "%s/include/parley/%s", root, header_name);
     FILE *header = fopen(path, "r");
     if (header == NULL) die("cannot open", path);
     size_t count = 0;
     while (fgets(line, sizeof line, header) != NULL && count < capacity) {
-        status_code *code = &codes[count];
+        named_constant *code = &codes[count];
         char suffix[64];
         if (sscanf(line, "#define PARLEY_%63s %d", suffix, &code->value) != 2) continue;
-        if (strcmp(suffix, "OK") != 0 && strncmp(suffix, "E_", 2) != 0) continue;
+        int is_exact = exact != NULL && strcmp(suffix, exact) == 0;
+        if (!is_exact && strncmp(suffix, prefix, strlen(prefix)) != 0) continue;
         snprintf(code->constant, sizeof code->constant, "PARLEY_%s", suffix);
         const char *open = strstr(line, "/*"), *close = open ? strstr(open, "*/") : NULL;
-        if (open == NULL || close == NULL) die("a status code without a comment saying what it means", code->constant);
+        if (open == NULL || close == NULL) die("a constant without a comment saying what it means", code->constant);
         for (open += 2; *open == ' '; open++) {}
         while (close > open && close[-1] == ' ') close--;
         snprintf(code->meaning, sizeof code->meaning, "%.*s", (int)(close - open), open);
         char name[64];
-        const char *from = strcmp(suffix, "OK") == 0 ? suffix : suffix + 2;
+        const char *from = is_exact ? suffix : suffix + strlen(prefix);
         size_t length = 0;
         for (; from[length] && length + 1 < sizeof name; length++) name[length] = (char)tolower((unsigned char)from[length]);
         name[length] = 0;
-        if (strcmp(parley_error_name(code->value), name) != 0) die("parley_error_name disagrees with the header about", code->constant);
+        if (strcmp(name_of(code->value), name) != 0) {
+            fprintf(stderr, "gen_reference: %s disagrees with %s about %s\n", function, header_name, code->constant);
+            exit(2);
+        }
         count++;
     }
     fclose(header);
     for (int value = -1000; value <= 1000; value++) {
-        if (strcmp(parley_error_name(value), "unknown") == 0) continue;
+        if (strcmp(name_of(value), "unknown") == 0) continue;
         size_t index = 0;
         while (index < count && codes[index].value != value) index++;
-        if (index == count) die("the library names a status code common.h does not define", parley_error_name(value));
+        if (index == count) {
+            fprintf(stderr, "gen_reference: %s names %d (\"%s\"), which %s does not define\n", function, value,
+                    name_of(value), header_name);
+            exit(2);
+        }
     }
     return count;
 }
 
 static void write_status_codes(FILE *out, const char *root) {
-    status_code codes[64];
-    size_t count = status_codes(root, codes, 64);
+    named_constant codes[64];
+    size_t count = named_constants(root, "common.h", "E_", "OK", parley_error_name, "parley_error_name", codes, 64);
     fprintf(out, "## Status codes\n\n"
                  "Synchronous calls return one of these; a completion callback gets it as `parley_error.code`\n"
                  "(`include/parley/common.h`). The name is `parley_error_name(code)`. Retryable is\n"
@@ -180,6 +193,44 @@ static void write_status_codes(FILE *out, const char *root) {
         fprintf(out, " |\n");
     }
     fprintf(out, "\n");
+}
+
+/* ---- Connection events and freshness states ------------------------------------ */
+
+/* A table of named constants: code, constant, name, meaning. */
+static void write_named_table(FILE *out, const named_constant *codes, size_t count, const char *(*name_of)(int)) {
+    fprintf(out, "| code | constant | name | meaning |\n"
+                 "|---:|---|---|---|\n");
+    for (size_t index = 0; index < count; index++) {
+        fprintf(out, "| %d | `%s` | `%s` | ", codes[index].value, codes[index].constant, name_of(codes[index].value));
+        cell(out, codes[index].meaning);
+        fprintf(out, " |\n");
+    }
+    fprintf(out, "\n");
+}
+
+static void write_connection_events(FILE *out, const char *root) {
+    named_constant codes[64];
+    size_t count = named_constants(root, "session.h", "CONNECTION_", NULL, parley_connection_event_name,
+                                   "parley_connection_event_name", codes, 64);
+    fprintf(out, "## Connection events\n\n"
+                 "The `event` a connection handler receives (`parley_client_set_connection_handler`,\n"
+                 "`include/parley/session.h`). The name is `parley_connection_event_name(event)`; any other\n"
+                 "value is named `unknown`. docs/C-API.md, \"Connecting and the event stream\", says when each\n"
+                 "one comes.\n\n");
+    write_named_table(out, codes, count, parley_connection_event_name);
+}
+
+static void write_freshness_states(FILE *out, const char *root) {
+    named_constant codes[64];
+    size_t count = named_constants(root, "group_channel_collection.h", "FRESHNESS_", NULL, parley_freshness_name,
+                                   "parley_freshness_name", codes, 64);
+    fprintf(out, "## Freshness states\n\n"
+                 "Whether what a view shows is live or possibly stale: its `*_freshness` getter and its\n"
+                 "handler's `freshness_changed` (`include/parley/group_channel_collection.h`). The name is\n"
+                 "`parley_freshness_name(freshness)`; any other value is named `unknown`. docs/C-API.md,\n"
+                 "\"Freshness and page origin\", gives the rules.\n\n");
+    write_named_table(out, codes, count, parley_freshness_name);
 }
 
 /* ---- Configuration ------------------------------------------------------------- */
@@ -353,12 +404,16 @@ static char *generate(const char *root, size_t *out_size) {
                  "The tables of the C interface (version %s), as the library itself lists them. docs/C-API.md\n"
                  "explains the conventions and the behaviour; `include/parley.h` documents every function.\n\n"
                  "- [Status codes](#status-codes)\n"
+                 "- [Connection events](#connection-events)\n"
+                 "- [Freshness states](#freshness-states)\n"
                  "- [Configuration keys](#configuration-keys)\n"
                  "- [Operations](#operations)\n"
                  "- [Event categories](#event-categories)\n"
                  "- [Collection event sources](#collection-event-sources)\n\n",
             parley_version());
     write_status_codes(out, root);
+    write_connection_events(out, root);
+    write_freshness_states(out, root);
     write_configuration(out);
     write_operations(out);
     write_events(out);

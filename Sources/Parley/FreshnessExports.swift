@@ -2,7 +2,8 @@ import CParleyABI
 import ParleyCore
 
 // Freshness and page origin for every view (include/parley/group_channel_collection.h,
-// "Freshness"): the getters, and the handlers' freshness_changed callback as a Swift closure.
+// "Freshness"): the states' names, the getters, and the handlers' freshness_changed callback
+// as a Swift closure.
 // A new view adopts them with `freshnessCallback` in its handler mapping and one getter each.
 
 /// The handler's freshness_changed as a Swift closure (NULL: nothing is called).
@@ -24,6 +25,11 @@ func writeOrigin(_ out: UnsafeMutablePointer<Int32>?, _ read: () throws(ParleyEr
     guard let out else { throw .invalidArgument("out_origin is NULL") }
     out.pointee = PARLEY_PAGE_ORIGIN_NONE
     out.pointee = try read()?.rawValue ?? PARLEY_PAGE_ORIGIN_NONE
+}
+
+@_cdecl("parley_freshness_name")
+public func exportFreshnessName(_ freshness: Int32) -> UnsafePointer<CChar> {
+    staticStrings.pointer(for: ViewFreshness(rawValue: freshness)?.name ?? "unknown")
 }
 
 @_cdecl("parley_group_channel_collection_freshness")

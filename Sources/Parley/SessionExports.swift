@@ -63,6 +63,11 @@ public func exportRemoveEventHandler(_ client: OpaquePointer?, _ id: UnsafePoint
     }
 }
 
+@_cdecl("parley_connection_event_name")
+public func exportConnectionEventName(_ event: Int32) -> UnsafePointer<CChar> {
+    staticStrings.pointer(for: ConnectionEvent(rawValue: event)?.name ?? "unknown")
+}
+
 /// A C connection callback as the client's handler.
 private func connectionHandler(
     _ function: parley_connection_fn, _ userData: UnsafeMutableRawPointer?

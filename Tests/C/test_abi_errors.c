@@ -227,6 +227,50 @@ static void check_engine_arguments(parley_client *client) {
     parley_free(text);
 }
 
+/* Every connection event and freshness state has the name of its constant, lower-cased
+ * after the prefix; other values are "unknown", as for status codes. */
+static void check_names(void) {
+    static const struct { int value; const char *name; } events[] = {
+        {PARLEY_CONNECTION_CONNECTING, "connecting"},
+        {PARLEY_CONNECTION_CONNECTED, "connected"},
+        {PARLEY_CONNECTION_RECONNECT_STARTED, "reconnect_started"},
+        {PARLEY_CONNECTION_RECONNECT_SUCCEEDED, "reconnect_succeeded"},
+        {PARLEY_CONNECTION_RECONNECT_FAILED, "reconnect_failed"},
+        {PARLEY_CONNECTION_DISCONNECTED, "disconnected"},
+        {PARLEY_CONNECTION_SESSION_TOKEN_REQUIRED, "session_token_required"},
+    };
+    static const struct { int value; const char *name; } states[] = {
+        {PARLEY_FRESHNESS_LIVE, "live"},
+        {PARLEY_FRESHNESS_CACHED, "cached"},
+        {PARLEY_FRESHNESS_CATCHING_UP, "catching_up"},
+        {PARLEY_FRESHNESS_OFFLINE, "offline"},
+    };
+    for (size_t index = 0; index < sizeof events / sizeof events[0]; index++) {
+        const char *name = parley_connection_event_name(events[index].value);
+        if (name == NULL || strcmp(name, events[index].name) != 0) {
+            fprintf(stderr, "parley_connection_event_name(%d) is \"%s\", expected \"%s\"\n", events[index].value,
+                    name ? name : "(null)", events[index].name);
+            check_failures++;
+        }
+        /* A static string: the same pointer every time, never to be freed. */
+        CHECK(parley_connection_event_name(events[index].value) == name);
+    }
+    for (size_t index = 0; index < sizeof states / sizeof states[0]; index++) {
+        const char *name = parley_freshness_name(states[index].value);
+        if (name == NULL || strcmp(name, states[index].name) != 0) {
+            fprintf(stderr, "parley_freshness_name(%d) is \"%s\", expected \"%s\"\n", states[index].value,
+                    name ? name : "(null)", states[index].name);
+            check_failures++;
+        }
+        CHECK(parley_freshness_name(states[index].value) == name);
+    }
+    int unknown_events[] = {0, 8, -1, 12345}, unknown_states[] = {0, 5, -1, 12345};
+    for (size_t index = 0; index < 4; index++) {
+        CHECK(strcmp(parley_connection_event_name(unknown_events[index]), "unknown") == 0);
+        CHECK(strcmp(parley_freshness_name(unknown_states[index]), "unknown") == 0);
+    }
+}
+
 int main(void) {
     parley_client *client = NULL;
     int fd = -1, ran = -1;
@@ -237,6 +281,7 @@ int main(void) {
     CHECK(strcmp(parley_error_name(PARLEY_OK), "ok") == 0);
     CHECK(strcmp(parley_error_name(PARLEY_E_CANCELLED), "cancelled") == 0);
     CHECK(strcmp(parley_error_name(12345), "unknown") == 0);
+    check_names();
     CHECK(parley_last_error_message() != NULL);
     parley_free(NULL);
     check_retryable();

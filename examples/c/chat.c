@@ -42,26 +42,13 @@ static void describe_message(json_t *message, char *out, size_t size) {
 
 /* ---- callbacks -------------------------------------------------------------------- */
 
-static const char *connection_event_name(int event) {
-    switch (event) {
-    case PARLEY_CONNECTION_CONNECTING: return "connecting";
-    case PARLEY_CONNECTION_CONNECTED: return "connected";
-    case PARLEY_CONNECTION_RECONNECT_STARTED: return "reconnect started";
-    case PARLEY_CONNECTION_RECONNECT_SUCCEEDED: return "reconnect succeeded";
-    case PARLEY_CONNECTION_RECONNECT_FAILED: return "reconnect failed";
-    case PARLEY_CONNECTION_DISCONNECTED: return "disconnected";
-    case PARLEY_CONNECTION_SESSION_TOKEN_REQUIRED: return "session token required";
-    default: return "unknown";
-    }
-}
-
 static void on_connection(void *user_data, int event, const parley_error *error) {
     (void)user_data;
     if (error != NULL) {
-        say(stdout, "[connection] %s (%s: %s)", connection_event_name(event), parley_error_name(error->code),
+        say(stdout, "[connection] %s (%s: %s)", parley_connection_event_name(event), parley_error_name(error->code),
             error->message);
     } else {
-        say(stdout, "[connection] %s", connection_event_name(event));
+        say(stdout, "[connection] %s", parley_connection_event_name(event));
     }
 }
 

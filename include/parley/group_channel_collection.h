@@ -99,10 +99,13 @@ typedef struct parley_collection_context {
  *   LIVE         connected, caught up, and the server confirmed what the view shows.
  * Each view has a getter and reports changes to a freshness_changed callback of its handler.
  */
-#define PARLEY_FRESHNESS_LIVE        1
-#define PARLEY_FRESHNESS_CACHED      2
-#define PARLEY_FRESHNESS_CATCHING_UP 3
-#define PARLEY_FRESHNESS_OFFLINE     4
+#define PARLEY_FRESHNESS_LIVE        1 /* connected, caught up, and the server confirmed what the view shows */
+#define PARLEY_FRESHNESS_CACHED      2 /* connected and caught up, but the server has not confirmed what the view shows */
+#define PARLEY_FRESHNESS_CATCHING_UP 3 /* the stream is open; the catch-up after it, or the view's own part of it, runs */
+#define PARLEY_FRESHNESS_OFFLINE     4 /* no event stream: changes may be missed until it is back */
+
+/** The stable name of a freshness state ("catching_up", ...); "unknown" if not one. */
+const char *parley_freshness_name(int freshness);
 
 /*
  * Where a load's result came from (the *_last_page_origin getters): SERVER when the server's

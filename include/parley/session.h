@@ -48,6 +48,9 @@ int parley_client_current_user_id(parley_client *client, char **out_user_id);
 #define PARLEY_CONNECTION_DISCONNECTED 6           /* parley_client_disconnect, or the stream stopped for good (error set) */
 #define PARLEY_CONNECTION_SESSION_TOKEN_REQUIRED 7 /* the token expired: call parley_client_set_session_token */
 
+/** The stable name of a connection event ("reconnect_started", ...); "unknown" if not one. */
+const char *parley_connection_event_name(int event);
+
 /* Stream states (parley_client_connection_state). */
 #define PARLEY_STATE_CLOSED 0
 #define PARLEY_STATE_CONNECTING 1

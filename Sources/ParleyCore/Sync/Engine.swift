@@ -29,6 +29,20 @@ public enum ConnectionEvent: Int32, Sendable {
     case disconnected = 6
     /// The session token expired: call `setSessionToken` with a new one.
     case sessionTokenRequired = 7
+
+    /// Stable lower-case name: the constant's suffix (`PARLEY_CONNECTION_RECONNECT_STARTED` is
+    /// "reconnect_started"), as the bindings name it.
+    public var name: String {
+        switch self {
+        case .connecting: "connecting"
+        case .connected: "connected"
+        case .reconnectStarted: "reconnect_started"
+        case .reconnectSucceeded: "reconnect_succeeded"
+        case .reconnectFailed: "reconnect_failed"
+        case .disconnected: "disconnected"
+        case .sessionTokenRequired: "session_token_required"
+        }
+    }
 }
 
 /// The user a client acts for, and the credential it acts with.

@@ -32,6 +32,17 @@ public enum ViewFreshness: Int32, Sendable, CaseIterable {
     /// missed until it is back.
     case offline = 4
 
+    /// Stable lower-case name: the constant's suffix (`PARLEY_FRESHNESS_CATCHING_UP` is
+    /// "catching_up"), as the bindings name it.
+    public var name: String {
+        switch self {
+        case .live: "live"
+        case .cached: "cached"
+        case .catchingUp: "catching_up"
+        case .offline: "offline"
+        }
+    }
+
     /// The one rule. The session's side wins: without the stream nothing is live, and while
     /// the catch-up runs what the view shows may still change because of what was missed.
     static func derive(_ link: FreshnessLink, followUp: Bool, confirmed: Bool) -> ViewFreshness {
