@@ -1,8 +1,9 @@
 /* bench_server: the reference server itself (P7), driven with raw libcurl, raw sqlite3 and
- * PostgreSQL's own psql; no Parley client is involved. Two modes:
+ * PostgreSQL's own psql; no Parley client is involved. Three modes:
  *
  *   bench_server fanout BACKEND SERVER_URL API_TOKEN [MESSAGES] [SECONDS] [OTHER_URL LAYOUT]
  *   bench_server start SERVER_BINARY [SMALL] [LARGE] [POSTGRES_URL]
+ *   bench_server inflight BACKEND SERVER_URL API_TOKEN SECONDS [OTHER_URL]
  *
  * fanout: a group channel of 50 members on the running server at SERVER_URL (BACKEND only
  *    names it in the output: "SQLite", "PostgreSQL"), each member with its own event stream
@@ -38,7 +39,15 @@
  *    processes are not counted), then the median of 3 more pages; the stored messages are
  *    checked through REST (count, newest page, oldest). createdb, psql and dropdb are taken
  *    from $PARLEY_PG_BIN (scripts/pg-test-cluster.sh exports it), else from the PATH; the
- *    database is dropped at exit. */
+ *    database is dropped at exit.
+ * inflight: how accepted messages grow with the requests in flight, the scale-out rows
+ *    (scripts/bench.sh runs it with PostgreSQL behind a delay proxy, so that a write's wait
+ *    on the database is a network hop and not this machine's CPU). 16 channels of 2 members
+ *    of their own; for N = 1, 2, 4, 8, 16, N requests in flight for SECONDS, request i always
+ *    posting into channel i and sending the next message when its answer came: accepted
+ *    msg/s per N, and 8 in flight / 1 in flight. With OTHER_URL (a second server on the same
+ *    database), request i goes to SERVER_URL or OTHER_URL by i mod 2. A second of all 16 in
+ *    flight comes first, not measured. Setup always goes through SERVER_URL. */
 #define _GNU_SOURCE
 #include "bench_support.h"
 #include <curl/curl.h>
@@ -286,11 +295,15 @@ typedef struct {
     CURL *easy;
     int n; /* the message in flight, -1 when free */
     char body[256];
+    /* inflight mode: this slot's own channel (its messages URL) and its 2 members, who send in
+     * turn; NULL: message n goes to urls[n mod url_count] from members[n mod senders_count]. */
+    const char *url;
+    const char *pair[2];
 } sender;
 
 /* Sends r->count messages to `url` through `in_flight` requests at once, at `rate` per second
- * (0: as fast as they are answered), each from the next of `senders_count` members in turn;
- * sending stops after `seconds`. */
+ * (0: as fast as they are answered), each from the next of `senders_count` members in turn
+ * (or into each slot's own channel, see `sender`); sending stops after `seconds`. */
 static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const char *const *urls, int url_count,
                      char members[][64], int senders_count, int rate, double seconds) {
     pthread_mutex_lock(&runs_lock);
@@ -306,9 +319,11 @@ static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const
             if (rate > 0 && now < r->started + next * 1e6 / rate) break;
             sender *s = &senders[i];
             s->n = next;
+            const char *user = s->url ? s->pair[next % 2] : members[next % senders_count];
             snprintf(s->body, sizeof s->body, "{\"message_type\":\"MESG\",\"user_id\":\"%s\",\"message\":\"p7 %c %d\"}",
-                     members[next % senders_count], r->tag, next);
-            curl_easy_setopt(s->easy, CURLOPT_URL, urls[next % url_count]); /* message n into channel n mod count */
+                     user, r->tag, next);
+            /* Message n into channel n mod count, unless the slot has a channel of its own. */
+            curl_easy_setopt(s->easy, CURLOPT_URL, s->url ? s->url : urls[next % url_count]);
             curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
             curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
             r->sent_at[next] = now_us();
@@ -371,7 +386,7 @@ static void wait_deliveries(run *r, double grace_s) {
 }
 
 typedef struct {
-    double rate, p50, p99, max, first_p50, answer_p50, frame_kb;
+    double rate, p50, p99, max, first_p50, answer_p50, answer_p99, frame_kb;
     int sent, accepted, refused, lost, partial;
 } run_result;
 
@@ -406,6 +421,7 @@ static run_result summarize(run *r) {
     out.max = quantile(last, n_last, 1.0) / 1e3;
     out.first_p50 = quantile(first, n_first, 0.5) / 1e3;
     out.answer_p50 = quantile(answer, n_answer, 0.5) / 1e3;
+    out.answer_p99 = quantile(answer, n_answer, 0.99) / 1e3;
     free(last); free(first); free(answer);
     return out;
 }
@@ -928,7 +944,7 @@ static int fanout_main(int argc, char **argv) {
     sender senders[SENDERS_MORE];
     struct curl_slist *send_headers = curl_slist_append(curl_slist_append(NULL, auth), "Content-Type: application/json");
     for (int i = 0; i < SENDERS_MORE; i++) {
-        senders[i].n = -1;
+        senders[i] = (sender){.n = -1};
         CURL *h = senders[i].easy = curl_easy_init();
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, send_headers);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
@@ -1043,15 +1059,118 @@ static int fanout_main(int argc, char **argv) {
     return 0; /* loss is a figure, not a failure of the program */
 }
 
+/* ---- inflight: accepted messages by requests in flight --------------------------------- */
+
+static const int inflight_counts[] = {1, 2, 4, 8, 16};
+#define INFLIGHT_MAX 16
+/* Messages one measure may send (the arrays of a run are sized by it): a run that reaches it
+ * ends before its SECONDS, its rate still counted over its own time. */
+#define INFLIGHT_MESSAGES 1000000
+
+static int inflight_main(int argc, char **argv) {
+    const char *backend_name = argv[2], *url = argv[3], *api_token = argv[4], *other = argc > 6 ? argv[6] : NULL;
+    char *end;
+    double seconds = strtod(argv[5], &end);
+    if (end == argv[5] || *end != '\0' || !(seconds >= 0.5 && seconds <= 600)) {
+        fprintf(stderr, "bench_server inflight: SECONDS must be a number from 0.5 to 600 (was '%s')\n", argv[5]);
+        return 2;
+    }
+    const char *nodes[2] = {url, other ? other : url};
+    int node_count = other ? 2 : 1;
+    const char *layout = other ? "2 servers" : "one server";
+
+    char auth[128], path[512], body[512], run_id[48], users[2 * INFLIGHT_MAX][64], channels[INFLIGHT_MAX][96];
+    snprintf(auth, sizeof auth, "Api-Token: %s", api_token);
+    snprintf(run_id, sizeof run_id, "%ld-%d", (long)time(NULL), (int)getpid());
+    buffer answer = {0};
+    /* Each channel its own 2 members: the requests in flight share no channel and no user. */
+    snprintf(path, sizeof path, "%s/v3/users", url);
+    for (int i = 0; i < 2 * INFLIGHT_MAX; i++) {
+        snprintf(users[i], sizeof users[i], "inflight-%s-%d", run_id, i);
+        snprintf(body, sizeof body, "{\"user_id\":\"%.63s\",\"nickname\":\"member %d\"}", users[i], i);
+        if (!call("POST", path, auth, body, &answer)) return 1;
+    }
+    snprintf(path, sizeof path, "%s/v3/group_channels", url);
+    for (int i = 0; i < INFLIGHT_MAX; i++) {
+        snprintf(channels[i], sizeof channels[i], "inflight-%d-%s", i, run_id);
+        snprintf(body, sizeof body, "{\"channel_url\":\"%.95s\",\"user_ids\":[\"%.63s\",\"%.63s\"]}", channels[i], users[2 * i],
+                 users[2 * i + 1]);
+        if (!call("POST", path, auth, body, &answer)) return 1;
+    }
+
+    /* Slot i: channel i, on server i mod 2 when there are two. */
+    CURLM *multi = curl_multi_init();
+    sender senders[INFLIGHT_MAX];
+    char slot_urls[INFLIGHT_MAX][512];
+    struct curl_slist *headers = curl_slist_append(curl_slist_append(NULL, auth), "Content-Type: application/json");
+    for (int i = 0; i < INFLIGHT_MAX; i++) {
+        snprintf(slot_urls[i], sizeof slot_urls[i], "%.300s/v3/group_channels/%.95s/messages", nodes[i % node_count],
+                 channels[i]);
+        senders[i] = (sender){.n = -1, .url = slot_urls[i], .pair = {users[2 * i], users[2 * i + 1]}};
+        CURL *h = senders[i].easy = curl_easy_init();
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    }
+    const char *unused_urls[1] = {slot_urls[0]};
+    char unused_members[1][64] = {""};
+    /* Not measured: every slot's connection to its server, the servers' database connections
+     * and their caches of these channels, made before the first measure. */
+    run *warm = run_new('w', INFLIGHT_MESSAGES, 2);
+    send_run(multi, senders, INFLIGHT_MAX, warm, unused_urls, 1, unused_members, 1, 0, 1.0);
+    (void)summarize(warm); /* which also ends it as the current run */
+    run_free(warm);
+
+    printf("Scale-out on %s, %s: accepted messages by requests in flight (%ld cores, shared by the server%s, the "
+           "database and this benchmark)\n",
+           backend_name, layout, sysconf(_SC_NPROCESSORS_ONLN), other ? "s" : "");
+    printf("  N requests in flight, each always into its own channel of 2 members%s, the next one sent when its answer "
+           "came; %g s each\n",
+           other ? ", on the 2 servers in turn" : "", seconds);
+    int count = (int)(sizeof inflight_counts / sizeof inflight_counts[0]);
+    double rates[sizeof inflight_counts / sizeof inflight_counts[0]];
+    int refused = 0;
+    for (int k = 0; k < count; k++) {
+        run *r = run_new('i', INFLIGHT_MESSAGES, 2);
+        send_run(multi, senders, inflight_counts[k], r, unused_urls, 1, unused_members, 1, 0, seconds);
+        run_result result = summarize(r);
+        rates[k] = result.rate;
+        refused += result.refused;
+        printf("  %2d in flight: %7.1f msg/s accepted (%d in %.1f s); POST answered p50 %.1f ms, p99 %.1f ms%s\n",
+               inflight_counts[k], result.rate, result.accepted, (r->finished - r->started) / 1e6, result.answer_p50,
+               result.answer_p99, result.refused ? "; some refused" : "");
+        run_free(r);
+    }
+    double ratio = rates[0] > 0 ? rates[3] / rates[0] : 0;
+    printf("  8 in flight / 1 in flight: %.2fx\n", ratio);
+    if (refused > 0) printf("  %d requests refused (not counted as accepted)\n", refused);
+
+    for (int i = 0; i < INFLIGHT_MAX; i++) curl_easy_cleanup(senders[i].easy);
+    curl_slist_free_all(headers);
+    curl_multi_cleanup(multi);
+    free(answer.data);
+    if (setup_handle) curl_easy_cleanup(setup_handle);
+
+    char measure[160], figure[96], comparison[160];
+    snprintf(measure, sizeof measure, "Scale-out, %s, %s: 8 in flight, 8 channels", backend_name, layout);
+    snprintf(figure, sizeof figure, "%.0f msg/s (%.2fx)", rates[3], ratio);
+    snprintf(comparison, sizeof comparison, "msg/s at 1: %.0f, 2: %.0f, 4: %.0f, 16: %.0f in flight", rates[0], rates[1],
+             rates[2], rates[4]);
+    summary_row(measure, figure, comparison, "8 in flight \u2265 4\u00d7 1 in flight");
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
     int fanout = argc >= 5 && strcmp(argv[1], "fanout") == 0, start = argc >= 3 && strcmp(argv[1], "start") == 0;
-    if (!fanout && !start) {
+    int inflight = argc >= 6 && argc <= 7 && strcmp(argv[1], "inflight") == 0;
+    if (!fanout && !start && !inflight) {
         fprintf(stderr,
                 "usage: %s fanout BACKEND SERVER_URL API_TOKEN [MESSAGES] [SECONDS] [OTHER_URL streams-there|both]\n"
-                "       %s start SERVER_BINARY [SMALL] [LARGE] [POSTGRES_URL]\n",
-                argv[0], argv[0]);
+                "       %s start SERVER_BINARY [SMALL] [LARGE] [POSTGRES_URL]\n"
+                "       %s inflight BACKEND SERVER_URL API_TOKEN SECONDS [OTHER_URL]\n",
+                argv[0], argv[0], argv[0]);
         return 2;
     }
     curl_global_init(CURL_GLOBAL_ALL);
@@ -1059,5 +1178,5 @@ int main(int argc, char **argv) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
-    return fanout ? fanout_main(argc, argv) : start_main(argc, argv);
+    return fanout ? fanout_main(argc, argv) : inflight ? inflight_main(argc, argv) : start_main(argc, argv);
 }
