@@ -2,8 +2,8 @@
  * so that a benchmark on one machine sees a service (PostgreSQL) as if it were a network hop
  * away. Two modes:
  *
- *   delay_proxy [--delay MS] LISTEN_PORT TARGET_HOST:TARGET_PORT
- *   delay_proxy --overhead [SECONDS]
+ *   delay_proxy [--delay MS] [--realtime] LISTEN_PORT TARGET_HOST:TARGET_PORT
+ *   delay_proxy --overhead [--realtime] [SECONDS]
  *
  * Proxy: listens on 127.0.0.1:LISTEN_PORT (0: any free port) and prints
  * "delay_proxy listening on 127.0.0.1:PORT, ..." once it does; each accepted connection is
@@ -13,6 +13,11 @@
  * direction, its chunks stamped with their due time; a timerfd wakes the loop at the earliest
  * one. On SIGTERM or SIGINT it closes everything and prints to stderr how many chunks it
  * forwarded and how late after their due time they went out.
+ * --realtime: the proxy runs at real-time priority (SCHED_FIFO 1; needs root or CAP_SYS_NICE,
+ * else it says so and runs as it is). A network hop does not wait for the CPU; a proxy that
+ * shares busy cores with the servers and the database would wait for them on every chunk,
+ * adding its run-queue waits to the delay asked for. It only sleeps between chunks, so it
+ * takes little from the others.
  *
  * Overhead: what the proxy itself costs. An echo server and a proxy (delay 0, then 1 ms) run
  * as processes of their own; round trips of 64-byte messages, one at a time per connection,
@@ -26,6 +31,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,19 +98,21 @@ typedef struct connection {
 
 static int epoll_fd, timer_fd, listen_fd, signal_fd;
 static uint64_t delay_ns;
+static int realtime; /* asked for with --realtime; 0 again when refused */
 static struct sockaddr_storage target_address;
 static socklen_t target_length;
 static connection *connections;
 static unsigned long long accepted_count, failed_count, chunk_count, bytes_to_target, bytes_to_clients;
-/* How late chunks went out after their due time: counts per power-of-two microsecond bucket. */
-static unsigned long long late_buckets[32];
+/* How late chunks went out after their due time: counts per LATE_STEP_US microseconds, the
+ * last bucket holding everything later. */
+#define LATE_STEP_US 10
+#define LATE_BUCKETS 10001
+static unsigned long long late_buckets[LATE_BUCKETS];
 static uint64_t late_max;
 
 static void note_lateness(uint64_t late) {
-    uint64_t us = late / 1000;
-    int bucket = 0;
-    while (us > 0 && bucket < 31) us >>= 1, bucket++;
-    late_buckets[bucket]++;
+    uint64_t bucket = late / 1000 / LATE_STEP_US;
+    late_buckets[bucket < LATE_BUCKETS ? bucket : LATE_BUCKETS - 1]++;
     if (late > late_max) late_max = late;
 }
 
@@ -112,11 +120,11 @@ static void note_lateness(uint64_t late) {
 static double lateness_quantile(double q) {
     unsigned long long total = 0, seen = 0;
     double max = (double)late_max / 1e3;
-    for (int i = 0; i < 32; i++) total += late_buckets[i];
+    for (int i = 0; i < LATE_BUCKETS; i++) total += late_buckets[i];
     if (total == 0) return 0;
-    for (int i = 0; i < 32; i++) {
+    for (int i = 0; i < LATE_BUCKETS - 1; i++) {
         seen += late_buckets[i];
-        double bound = i == 0 ? 1 : (double)(1ull << i);
+        double bound = (double)(i + 1) * LATE_STEP_US;
         if ((double)seen >= q * (double)total) return bound < max ? bound : max;
     }
     return max;
@@ -379,6 +387,13 @@ static int proxy_main(int port, const char *target, double delay_ms, int ready) 
     delay_ns = (uint64_t)(delay_ms * 1e6 + 0.5);
     /* The timer's default slack (50 µs) would be added to every chunk's delay. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    if (realtime) {
+        struct sched_param priority = {.sched_priority = 1};
+        if (sched_setscheduler(0, SCHED_FIFO, &priority) < 0) {
+            fprintf(stderr, "delay_proxy: --realtime refused (%s): running at normal priority\n", strerror(errno));
+            realtime = 0;
+        }
+    }
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
@@ -394,7 +409,7 @@ static int proxy_main(int port, const char *target, double delay_ms, int ready) 
     epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    /* The three fixed descriptors are told apart from sides by these addresses. */
+    /* Epoll's data for what is not a side (closed_tag: a side closed earlier in the batch). */
     static int listen_tag, timer_tag, signal_tag, closed_tag;
     struct epoll_event e = {.events = EPOLLIN, .data.ptr = &listen_tag};
     epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &e);
@@ -407,7 +422,8 @@ static int proxy_main(int port, const char *target, double delay_ms, int ready) 
         if (write(ready, &byte, 1) != 1) return 1;
         close(ready);
     } else {
-        printf("delay_proxy listening on 127.0.0.1:%d, forwarding to %s, %g ms each way\n", bound, target, delay_ms);
+        printf("delay_proxy listening on 127.0.0.1:%d, forwarding to %s, %g ms each way%s\n", bound, target, delay_ms,
+               realtime ? ", real-time priority" : "");
         fflush(stdout);
     }
     uint64_t armed = 0;
@@ -471,11 +487,11 @@ static int proxy_main(int port, const char *target, double delay_ms, int ready) 
     if (ready < 0) {
         fprintf(stderr,
                 "delay_proxy: %llu connections (%llu failed), %llu chunks forwarded with %g ms each way (%.1f MB to "
-                "the target, %.1f MB from it); sent after their due time (a full receiver's wait included) by p50 <= %.0f "
-                "us, p99 <= %.0f us, max %.0f us\n",
+                "the target, %.1f MB from it); sent after their due time (a full receiver's wait included) by p50 %.0f us, "
+                "p99 %.0f us, p99.9 %.0f us, max %.0f us\n",
                 accepted_count, failed_count, chunk_count, delay_ms, (double)bytes_to_target / 1e6,
                 (double)bytes_to_clients / 1e6, lateness_quantile(0.5),
-                lateness_quantile(0.99), (double)late_max / 1e3);
+                lateness_quantile(0.99), lateness_quantile(0.999), (double)late_max / 1e3);
     }
     return 0;
 }
@@ -644,8 +660,9 @@ static int overhead_main(double seconds) {
     }
     close(echo_fd);
     printf("delay_proxy overhead: round trips of %d-byte messages to an echo server on loopback TCP, one at a time per "
-           "connection, %g s each (%ld cores, shared by the echo server, the proxy and this client)\n",
-           MESSAGE, seconds, sysconf(_SC_NPROCESSORS_ONLN));
+           "connection, %g s each (%ld cores, shared by the echo server, the proxy and this client; the proxy at %s "
+           "priority)\n",
+           MESSAGE, seconds, sysconf(_SC_NPROCESSORS_ONLN), realtime ? "real-time" : "normal");
     int counts[2] = {1, MAX_CONNECTIONS}, status = 0;
     for (int k = 0; k < 2 && status == 0; k++) {
         round_trips direct, zero, one;
@@ -678,10 +695,11 @@ static int overhead_main(double seconds) {
 static int usage(const char *program, const char *problem) {
     if (problem) fprintf(stderr, "delay_proxy: %s\n", problem);
     fprintf(stderr,
-            "usage: %s [--delay MS] LISTEN_PORT TARGET_HOST:TARGET_PORT\n"
+            "usage: %s [--delay MS] [--realtime] LISTEN_PORT TARGET_HOST:TARGET_PORT\n"
             "         forwards 127.0.0.1:LISTEN_PORT (0: any free port) to the target, every chunk held MS ms\n"
-            "         each way (default 1; 0 and fractions allowed); stops on SIGTERM or SIGINT\n"
-            "       %s --overhead [SECONDS]\n"
+            "         each way (default 1; 0 and fractions allowed); stops on SIGTERM or SIGINT;\n"
+            "         --realtime: at real-time priority (SCHED_FIFO), so that busy cores do not lengthen the delay\n"
+            "       %s --overhead [--realtime] [SECONDS]\n"
             "         measures the proxy's own cost against a direct connection (SECONDS per measure, default 1)\n",
             program, program);
     return 2;
@@ -697,19 +715,30 @@ static double parse_number(const char *text, double minimum, double maximum) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && strcmp(argv[1], "--overhead") == 0) {
-        if (argc > 3) return usage(argv[0], "--overhead takes at most one argument, SECONDS");
-        double seconds = argc == 3 ? parse_number(argv[2], 0.1, 3600) : 1;
+    double delay_ms = 1;
+    int overhead = 0, delay_given = 0, first = 1;
+    for (; first < argc && strncmp(argv[first], "--", 2) == 0; first++) {
+        if (strcmp(argv[first], "--overhead") == 0) {
+            overhead = 1;
+        } else if (strcmp(argv[first], "--realtime") == 0) {
+            realtime = 1;
+        } else if (strcmp(argv[first], "--delay") == 0) {
+            if (first + 1 >= argc) return usage(argv[0], "--delay needs a value in milliseconds");
+            delay_ms = parse_number(argv[++first], 0, 10000);
+            if (delay_ms < 0) return usage(argv[0], "the delay must be a number of milliseconds from 0 to 10000");
+            delay_given = 1;
+        } else {
+            char problem[128];
+            snprintf(problem, sizeof problem, "unknown option %.60s", argv[first]);
+            return usage(argv[0], problem);
+        }
+    }
+    if (overhead) {
+        if (delay_given) return usage(argv[0], "--overhead measures at delays 0 and 1 ms: --delay does not apply");
+        if (argc - first > 1) return usage(argv[0], "--overhead takes at most one argument, SECONDS");
+        double seconds = argc - first == 1 ? parse_number(argv[first], 0.1, 3600) : 1;
         if (seconds < 0) return usage(argv[0], "SECONDS must be a number from 0.1 to 3600");
         return overhead_main(seconds);
-    }
-    double delay_ms = 1;
-    int first = 1;
-    if (argc >= 2 && strcmp(argv[1], "--delay") == 0) {
-        if (argc < 3) return usage(argv[0], "--delay needs a value in milliseconds");
-        delay_ms = parse_number(argv[2], 0, 10000);
-        if (delay_ms < 0) return usage(argv[0], "the delay must be a number of milliseconds from 0 to 10000");
-        first = 3;
     }
     if (argc - first != 2) return usage(argv[0], argc - first < 2 ? "LISTEN_PORT and TARGET_HOST:TARGET_PORT are needed" : "too many arguments");
     double port = parse_number(argv[first], 0, 65535);

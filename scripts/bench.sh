@@ -95,11 +95,13 @@ summary() {
 # cores, so a write's wait on the database is CPU time that more requests in flight cannot
 # overlap; with PostgreSQL 1 ms away (delay_proxy, 1 ms each way, as a database on another
 # machine is) that wait is a network hop, which requests in flight do overlap unless the server
-# serializes them. First the proxy's own cost (delay 0 against a direct connection), then on a
-# fresh database through the proxy: one server, then a second one beside it.
+# serializes them. The proxy runs at real-time priority (as root; else it says so), so that it
+# does not wait behind the servers and PostgreSQL for the cores: a network hop would not. First
+# the proxy's own cost (delay 0 against a direct connection), then on a fresh database through
+# the proxy: one server, then a second one beside it.
 scale_out() {
-    run "$build_dir/delay_proxy" --overhead 1
-    "$build_dir/delay_proxy" --delay 1 0 "127.0.0.1:$PARLEY_PG_PORT" > "$work/proxy.out" 2> "$work/proxy.err" &
+    run "$build_dir/delay_proxy" --overhead --realtime 1
+    "$build_dir/delay_proxy" --delay 1 --realtime 0 "127.0.0.1:$PARLEY_PG_PORT" > "$work/proxy.out" 2> "$work/proxy.err" &
     proxy_pid=$!
     for _ in $(seq 100); do grep -q "listening on" "$work/proxy.out" 2>/dev/null && break; sleep 0.1; done
     local proxy_port
