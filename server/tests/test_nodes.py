@@ -52,9 +52,10 @@ def wait_for_texts(stream, count, timeout=10):
 
 def test_a_write_held_on_one_server_comes_first_on_both(two_servers):
     """Server A holds a send into X open after taking its numbers (test hook); meanwhile a send
-    into Y goes to server B. B's writer waits for A's turn to end, so Y's ids follow X's. A
-    stream on either server receives X then Y, each once; a resume from X's event id, on
-    either server, gives exactly Y."""
+    into Y goes to server B. Writers of different channels run side by side: B answers while A
+    holds, and Y's ids follow X's (taken later). Y's event waits for X's commit: a stream on
+    either server receives X then Y, each once; a resume from X's event id, on either server,
+    gives exactly Y."""
     a, b = two_servers
     sender, watcher = a.user("held"), a.user("held")
     x = a.channel([sender, watcher], name="held-x")["channel_url"]
@@ -73,13 +74,17 @@ def test_a_write_held_on_one_server_comes_first_on_both(two_servers):
 
     thread = threading.Thread(target=held_send)
     thread.start()
-    time.sleep(0.5)  # A has taken its turn and its numbers, and holds them
+    time.sleep(0.5)  # A has taken its locks and its numbers, and holds them
     y_message = b.send(y, sender, "free in y")
     y_done = time.monotonic()
+    # Not delivered before X: X's lower number is still in flight.
+    time.sleep(0.3)
+    for stream in (on_a, on_b):
+        assert message_texts(stream) == [], stream.snapshot()
     thread.join(15)
     status, x_message, x_done = results["x"]
     assert status == 200, x_message
-    assert y_done >= x_done - 0.05, "server B's writer did not wait for A's turn"
+    assert y_done < x_done - HOLD_MS / 2000, "server B's writer of another channel waited for A's"
     assert x_message["message_id"] < y_message["message_id"]
 
     for stream in (on_a, on_b):
@@ -301,8 +306,6 @@ def test_a_database_of_schema_3_numbers_past_the_bounds_it_reserved(tmp_path):
         assert [m["message_id"] for m in listed["messages"]] == [before["message_id"], 70001]
         sequences = databases.psql(db, "SELECT count(*) FROM pg_class WHERE relkind = 'S' AND relname LIKE 'parley_reserved%'")
         assert sequences.strip() == "0"
-        stored = databases.psql(db, "SELECT value FROM meta WHERE name = 'stored_events'").strip()
-        assert stored == databases.psql(db, "SELECT count(*) FROM events").strip()
     finally:
         second.stop()
         databases.drop_database(db)
@@ -722,20 +725,15 @@ def test_a_server_frozen_while_holding_its_turn_stalls_the_others_only_until_pos
         time.sleep(0.2)
 
 
-# The write turn's advisory lock (Storage/Postgres/WriteTurn.swift: "parleyWT" in ASCII), as
-# pg_locks shows a one-key lock: its high and low 32 bits.
-TURN_LOCK = "locktype = 'advisory' AND classid = 1885434476 AND objid = 1702451028 AND objsubid = 1"
-
-
-def test_writes_that_fail_after_taking_the_turn_give_it_back(two_servers):
-    """A write holds the turn on its connection from its first statement and gives it up in
-    its last one; a write that fails gives it up too (or its connection is closed), so that
-    no pooled connection keeps it. After failures of several kinds on A, no session holds the
-    turn and B's write goes through at once."""
+def test_writes_that_fail_leave_no_lock_held(two_servers):
+    """A writer holds the locks of its channels and its server's busy lock to the end of its
+    transaction (Storage/Postgres/StreamPositions.swift); a write that fails, however, leaves
+    none held by a pooled connection. After failures of several kinds on A, no session holds an
+    advisory lock and B writes the same channel at once."""
     a, b = two_servers
-    sender = a.user("turns")
-    url = a.channel([sender, a.user("turns")], name="turns")["channel_url"]
-    outsider = a.user("turns")
+    sender = a.user("locks")
+    url = a.channel([sender, a.user("locks")], name="locks")["channel_url"]
+    outsider = a.user("locks")
     failures = [
         ("POST", "/v3/group_channels/no-such-channel/messages", {"message_type": "MESG", "user_id": sender, "message": "x"}),
         ("POST", f"/v3/group_channels/{url}/messages", {"message_type": "MESG", "user_id": "no-such-user", "message": "x"}),
@@ -747,260 +745,13 @@ def test_writes_that_fail_after_taking_the_turn_give_it_back(two_servers):
             r = a.request(method, path, json=body)
             assert 400 <= r.status_code < 500, (path, r.status_code, r.text)
         a.send(url, sender, text=f"between {round}")
-    assert_turn_free_and_taken_elsewhere(b, url, sender, [f"between {round}" for round in range(3)])
-
-
-def assert_turn_free_and_taken_elsewhere(server, url, sender, before):
-    """No session holds the write turn, and `server` writes at once."""
-    assert databases.psql(server.db_path, f"SELECT count(*) FROM pg_locks WHERE {TURN_LOCK} AND granted").strip() == "0"
+    held = databases.psql(b.db_path, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+    assert held.strip() == "0", held
     started = time.monotonic()
-    server.send(url, sender, text="on the other server")
+    b.send(url, sender, text="on the other server")
     assert time.monotonic() - started < 2
-    listed = server.ok("GET", f"/v3/group_channels/{url}/messages",
-                       params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
-    assert [m["message"] for m in listed["messages"]] == before + ["on the other server"]
-
-
-def test_the_turn_a_write_takes_alone_does_not_wait_for_the_disk(two_servers):
-    """The turn's statement is a transaction of its own that locks the handover row, so its
-    commit used to wait for a sync of the WAL, inside the turn. The server's writes take it
-    with parley_take_write_turn_alone (migration 15), which turns synchronous_commit off for
-    that transaction alone; the function of migration 14 stays as it was, for servers of that
-    migration during an upgrade."""
-    a, b = two_servers
-    db = a.db_path
-    sender = a.user("alone")
-    url = a.channel([sender, a.user("alone")], name="alone")["channel_url"]
-
-    def commit_setting_after(function):
-        # One query string: one transaction, as the server's statement is.
-        out = databases.psql(db, f"SET synchronous_commit = on; SELECT count(*) FROM {function}('{url}'); "
-                                 "SELECT pg_advisory_unlock_all(); SELECT current_setting('synchronous_commit')")
-        return out.split()[-1]
-
-    assert commit_setting_after("parley_take_write_turn_alone") == "off"
-    assert commit_setting_after("parley_take_write_turn") == "on"
-    # Inside a transaction block the function changes the setting of the whole block: the
-    # server never calls it there. What it calls: the old function made to fail, sends still
-    # pass; the new one made to fail, they fail, and pass again once it is back.
-    old = databases.psql(db, "SELECT pg_get_functiondef('parley_take_write_turn'::regproc)")
-    new = databases.psql(db, "SELECT pg_get_functiondef('parley_take_write_turn_alone'::regproc)")
-    failing = """CREATE OR REPLACE FUNCTION {name}(wanted_url TEXT)
-        RETURNS TABLE (counter TEXT, amount BIGINT, last_message_seq BIGINT)
-        LANGUAGE plpgsql VOLATILE AS $$ BEGIN RAISE EXCEPTION 'not this one'; END $$"""
-    try:
-        databases.psql(db, failing.format(name="parley_take_write_turn"))
-        for server in (a, b):
-            server.send(url, sender, text="with the new turn")
-        databases.psql(db, failing.format(name="parley_take_write_turn_alone"))
-        r = a.request("POST", f"/v3/group_channels/{url}/messages",
-                      json={"message_type": "MESG", "user_id": sender, "message": "never stored"})
-        assert r.status_code >= 500, r.text
-    finally:
-        databases.psql(db, old)
-        databases.psql(db, new)
-    b.send(url, sender, text="after")
-    listed = a.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
-    assert [m["message"] for m in listed["messages"]] == ["with the new turn", "with the new turn", "after"]
-    assert databases.psql(db, f"SELECT count(*) FROM pg_locks WHERE {TURN_LOCK} AND granted").strip() == "0"
-
-
-@pytest.mark.parametrize("verify", ["1", "0"])
-def test_a_write_whose_last_statement_fails_gives_the_turn_back(tmp_path, monkeypatch, verify):
-    """The event ids the next send may take are occupied by hand, so the send's last statement
-    fails on the key. With PARLEY_VERIFY_COUNTERS=1 the write has begun its transaction by
-    then (the count reads the held message first), which rolls back; without it, the
-    statement runs alone, outside any transaction. Either way nothing of it is stored, no
-    session keeps the turn, and the other server writes at once."""
-    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
-    db = databases.database_for(tmp_path, "failing")
-    a, b = Server(db), Server(db)
-    try:
-        sender = a.user("failing")
-        url = a.channel([sender, a.user("failing")], name="failing")["channel_url"]
-        a.send(url, sender, text="first")
-        seq = int(databases.psql(db, "SELECT value FROM meta WHERE name = 'seq'").strip())
-        # The event's id is a few numbers past `seq` (the message, channel and member take
-        # change numbers from the same counter).
-        databases.psql(db, f"INSERT INTO events (id, created_at, category, recipients, data) "
-                           f"SELECT n, 0, 'test', '', '{{}}' FROM generate_series({seq + 1}, {seq + 20}) n")
-        r = a.request("POST", f"/v3/group_channels/{url}/messages",
-                      json={"message_type": "MESG", "user_id": sender, "message": "never stored"})
-        assert r.status_code == 500, r.text
-        databases.psql(db, f"DELETE FROM events WHERE category = 'test'")
-        assert_turn_free_and_taken_elsewhere(b, url, sender, ["first"])
-    finally:
-        a.stop()
-        b.stop()
-        databases.drop_database(db)
-
-
-TURN_KEY = int.from_bytes(b"parleyWT", "big")
-
-
-def claims(server):
-    samples = scrape_metrics(server)
-    return (samples.get(("parley_write_turns_claimed_total", ""), 0),
-            samples.get(("parley_write_turn_claims_refused_total", ""), 0))
-
-
-def claiming_channel(server, name):
-    """A channel of two new users, and two messages sent into it by the first: the server
-    wrote last, so its next write claims its turn. Returns the sender and the channel's URL."""
-    sender, other = server.user(name), server.user(name)
-    url = server.channel([sender, other], name=name)["channel_url"]
-    server.send(url, sender, text="first")
-    server.send(url, sender, text="second")
-    return sender, url
-
-
-def send_in_background(server, url, sender, text, headers=None):
-    """Starts a send on a thread of its own; its status and body land in the dict returned."""
-    results = {}
-
-    def send():
-        r = server.request("POST", f"/v3/group_channels/{url}/messages", headers=headers or {},
-                           json={"message_type": "MESG", "user_id": sender, "message": text})
-        results["send"] = (r.status_code, r.text)
-
-    thread = threading.Thread(target=send)
-    thread.start()
-    return thread, results
-
-
-def stored_texts(server, url):
-    listed = server.ok("GET", f"/v3/group_channels/{url}/messages",
-                       params={"message_ts": 0, "next_limit": 50, "prev_limit": 0})
-    return [m["message"] for m in listed["messages"]]
-
-
-@pytest.mark.parametrize("verify", ["1", "0"])
-def test_a_server_that_wrote_last_claims_its_turn_in_the_write_itself(tmp_path, monkeypatch, verify):
-    """A server whose last write nobody followed sends its next one without taking the turn
-    first: the write's statement claims it, expecting the count of handovers that write left
-    and the named channel as cached. (With PARLEY_VERIFY_COUNTERS=1 the write begins its
-    transaction early and the claim goes alone after BEGIN; the server also checks that the
-    counters it kept are the database's.) A handover made behind its back, or a channel
-    changed by hand, refuses the claim: the write runs again with the turn taken first, stores
-    its message once, and keeps the change it did not know of. A request that fails on its
-    cached copy has the claim checked before it answers: a member added behind the server's
-    back can send."""
-    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
-    db = databases.database_for(tmp_path, "claims")
-    a, b = Server(db), Server(db)
-    try:
-        sender, other = a.user("claims"), a.user("claims")
-        url = a.channel([sender, other], name="as created")["channel_url"]
-        a.send(url, sender, text="first")
-        held_before, refused_before = claims(a)
-        for n in range(10):
-            a.send(url, sender, text=f"c{n}")
-        held, refused = claims(a)
-        assert (held - held_before, refused - refused_before) == (10, 0)
-
-        # A writer that moved the count of handovers (as every writer does): refused once.
-        databases.psql(db, "UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1")
-        a.send(url, sender, text="after a handover")
-        assert claims(a) == (held, refused + 1)
-        # The channel changed by hand, its version moved, the handovers not: refused once,
-        # and the name set by hand stays (the write loaded the channel again).
-        databases.psql(db, f"UPDATE channels SET name = 'renamed by hand', version = version + 1 WHERE url = '{url}'")
-        a.send(url, sender, text="after a rename")
-        assert claims(a) == (held, refused + 2)
-        a.send(url, sender, text="claimed again")
-        assert claims(a) == (held + 1, refused + 2)
-        # A member added by hand (the channel's version moved, the handovers not): A's copy
-        # lacks them, so their send fails on that copy. The claim, checked before that failure
-        # is answered, is refused, and the send runs again on the channel as stored.
-        late = a.user("claims")
-        databases.psql(db, f"CREATE TEMP TABLE copied AS SELECT * FROM members WHERE channel_url = '{url}' AND user_id = '{sender}'; "
-                           f"UPDATE copied SET user_id = '{late}'; INSERT INTO members SELECT * FROM copied; "
-                           f"UPDATE channels SET version = version + 1 WHERE url = '{url}'")
-        a.send(url, late, text="from a member added by hand")
-        assert claims(a)[1] == refused + 3
-
-        channel = b.ok("GET", f"/v3/group_channels/{url}")
-        assert channel["name"] == "renamed by hand"
-        assert stored_texts(b, url) == (
-            ["first"] + [f"c{n}" for n in range(10)]
-            + ["after a handover", "after a rename", "claimed again", "from a member added by hand"])
-        assert channel["last_message"]["message"] == "from a member added by hand"
-        stored = databases.psql(db, "SELECT value FROM meta WHERE name = 'stored_events'").strip()
-        assert stored == databases.psql(db, "SELECT count(*) FROM events").strip()
-    finally:
-        a.stop()
-        b.stop()
-        databases.drop_database(db)
-
-
-@pytest.mark.parametrize("verify", ["1", "0"])
-def test_a_claim_waits_for_the_turn_before_it_locks_any_row(tmp_path, monkeypatch, verify):
-    """Another session holds the turn; a send on A, which claims it late, waits. Meanwhile that
-    session updates the channel's row and the handover row and commits, at once: A's statement
-    locked no row before its claim (else this would wait on A while A waits on the turn: a
-    deadlock, which PostgreSQL would break after `deadlock_timeout`: 30 s here, so that the
-    lock timeout of 3 s ends the wait first and shows it). Once the turn is free A's claim is
-    refused, and its send goes through taking the turn first, after the other session's
-    write."""
-    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
-    db = databases.database_for(tmp_path, "claim-order")
-    databases.psql(db, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET deadlock_timeout = ''30s''', current_database()); END $$")
-    a = Server(db)
-    holder = databases.PsqlSession(db)
-    try:
-        sender, url = claiming_channel(a, "order")
-        held_before, refused_before = claims(a)
-        assert holder.run(f"SELECT pg_advisory_lock({TURN_KEY})").strip() == ""
-        thread, results = send_in_background(a, url, sender, "waited")
-        time.sleep(0.7)
-        assert thread.is_alive(), results
-        assert holder.run("SHOW deadlock_timeout").strip() == "30s"
-        out = holder.run(f"SET lock_timeout = '3s'; BEGIN; UPDATE channels SET name = 'by the holder', version = version + 1 WHERE url = '{url}'; "
-                         "UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1; COMMIT")
-        assert "ERROR" not in out, out
-        assert thread.is_alive(), results
-        holder.run(f"SELECT pg_advisory_unlock({TURN_KEY})")
-        thread.join(15)
-        assert results["send"][0] == 200, results
-        assert claims(a) == (held_before, refused_before + 1)
-        assert stored_texts(a, url) == ["first", "second", "waited"]
-        assert a.ok("GET", f"/v3/group_channels/{url}")["name"] == "by the holder"
-    finally:
-        holder.close()
-        a.stop()
-        databases.drop_database(db)
-
-
-@pytest.mark.parametrize("verify", ["1", "0"])
-def test_a_write_during_which_the_count_was_forgotten_leaves_none_to_claim_from(tmp_path, monkeypatch, verify):
-    """A server forgets the count of handovers it would claim from when it hears another
-    server's announcement, and when its connection to PostgreSQL is lost or comes back (the
-    database may then have lost its last write). A write running meanwhile must not bring a
-    count back when it succeeds: the next write takes the turn first. (The announcement is
-    sent by hand, with the counter's current value, as another server's would be: the loss
-    of a connection would also make the server give up the held write.)"""
-    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", verify)
-    db = databases.database_for(tmp_path, "forgotten")
-    a = Server(db)
-    try:
-        sender, url = claiming_channel(a, "forgotten")
-        thread, results = send_in_background(a, url, sender, "held", headers={"Parley-Test-Hold-Ms": "2000"})
-        time.sleep(0.5)
-        assert thread.is_alive(), results
-        databases.psql(db, "SELECT pg_notify('parley_events', 'another-server ' || value) FROM meta WHERE name = 'seq'")
-        time.sleep(0.3)
-        assert thread.is_alive(), results  # heard while the write was held
-        thread.join(15)
-        assert results["send"][0] == 200, results
-        held, refused = claims(a)
-        a.send(url, sender, text="after")
-        assert claims(a) == (held, refused)  # the turn taken first
-        a.send(url, sender, text="claimed again")
-        assert claims(a) == (held + 1, refused)
-        assert stored_texts(a, url) == ["first", "second", "held", "after", "claimed again"]
-    finally:
-        a.stop()
-        databases.drop_database(db)
+    listed = b.ok("GET", f"/v3/group_channels/{url}/messages", params={"message_ts": 0, "next_limit": 10, "prev_limit": 0})
+    assert [m["message"] for m in listed["messages"]] == [f"between {round}" for round in range(3)] + ["on the other server"]
 
 
 def test_the_reads_that_follow_another_server_are_planned_once(two_servers):

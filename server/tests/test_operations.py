@@ -370,7 +370,8 @@ def test_metrics_move_with_traffic(tmp_path):
     assert value(after, "parley_event_frames_total") >= 3
     assert value(after, "parley_event_streams_open") == 1
     assert value(after, "parley_event_log_last_id") >= value(after, "parley_event_log_first_id") > 0
-    assert value(after, "parley_events_delivered_through_id") == value(after, "parley_event_log_last_id")
+    # Every stored event delivered (on PostgreSQL ids have gaps: the watermark may pass the last one).
+    assert value(after, "parley_events_delivered_through_id") >= value(after, "parley_event_log_last_id")
     assert value(after, "parley_db_transaction_duration_seconds_count", kind="write") > \
         value(before, "parley_db_transaction_duration_seconds_count", kind="write")
     assert value(after, "parley_db_transactions_in_flight") == 0

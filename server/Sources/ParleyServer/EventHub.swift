@@ -145,10 +145,8 @@ final class Outbox: @unchecked Sendable {
 /// request is finished when it is handed over; from then on only the hub's task reads it.
 struct CommittedChanges: @unchecked Sendable {
     let events: [StoredEvent]
-    /// The first sequence number the request could take: it took `firstSeq...seq`.
-    let firstSeq: Int64
-    /// The last sequence number the request took (or the one before it, if it took none).
-    let seq: Int64
+    /// The sequence numbers the request took, used or not, in order: no other writer has them.
+    let taken: [ClosedRange<Int64>]
     let renderer: ServerState
 }
 
@@ -204,6 +202,9 @@ final class EventHub: @unchecked Sendable {
     private var held: [HeldEvent] = []
     /// The highest sequence number a finished writer took.
     private var highestFinished: Int64 = 0
+    /// PostgreSQL: every number up to here that another server took is committed or never
+    /// will be (StreamPositions.swift; `advance`). On SQLite this server takes every number.
+    private var othersBound: Int64 = .max
     /// Every sequence number up to here is committed or will never be: no writer can still
     /// commit one. A changelog's "now" (read before its snapshot).
     private var resolved: Int64 = 0
@@ -241,6 +242,7 @@ final class EventHub: @unchecked Sendable {
             resolved = seq
             scheduled = seq
             highestFinished = seq
+            if puller != nil { othersBound = seq }
             self.puller = puller
         }
         let queue = self.queue
@@ -305,8 +307,8 @@ final class EventHub: @unchecked Sendable {
         mutex.withLock {
             writers.removeValue(forKey: ticket)
             if let changes {
-                highestFinished = max(highestFinished, changes.seq)
-                if changes.seq >= changes.firstSeq { localRanges.append(changes.firstSeq...changes.seq) }
+                if let last = changes.taken.last { highestFinished = max(highestFinished, last.upperBound) }
+                localRanges += changes.taken
                 if !changes.events.isEmpty {
                     let fresh = changes.events.map { HeldEvent(event: $0, renderer: changes.renderer) }
                     let inOrder = held.last.map { $0.event.id < fresh[0].event.id } ?? true
@@ -314,17 +316,19 @@ final class EventHub: @unchecked Sendable {
                     if !inOrder { held.sort { $0.event.id < $1.event.id } }
                 }
             }
-            let bound = writers.values.min().map { $0 - 1 } ?? highestFinished
+            let bound = min(writers.values.min().map { $0 - 1 } ?? highestFinished, othersBound)
             schedule(through: bound, delivery: delivery)
         }
         return delivery
     }
 
-    /// Another server committed every number up to `seq` (its announcement, heard at
-    /// `heardAt`, or the counters read from the database): their events are delivered once no
-    /// unfinished writer of this server can precede them.
+    /// Every number up to `seq` that another server took is committed or never will be (the
+    /// bound, StreamPositions.swift, read after an announcement heard at `heardAt` or a commit
+    /// of this server's): their events are delivered once no unfinished writer of this server
+    /// can precede them.
     func advance(committedThrough seq: Int64, heardAt: ContinuousClock.Instant? = nil) {
         mutex.withLock {
+            othersBound = max(othersBound, seq)
             let bound = writers.values.min().map { min(seq, $0 - 1) } ?? seq
             guard bound > scheduled else { return }
             highestFinished = max(highestFinished, bound)

@@ -230,12 +230,13 @@ struct Endpoint: Sendable {
         }
         let holdMilliseconds = config.testHooks
             ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
-        let reply = try await service.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL]) { state in
+        let sendsMessage = method == "POST" && route == "/v3/group_channels/:channel_url/messages"
+        let reply = try await service.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL],
+                                          sendsMessage: sendsMessage) { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
             let reply = try await run(state, &ctx)
             if let holdMilliseconds, ctx.caller.isAdmin, !state.readOnly {
-                try await state.holdWriteTurnNow()
                 try await Task.sleep(for: .milliseconds(holdMilliseconds))
             }
             return reply

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs requests. Read requests take no lock: they run in their own snapshots beside the
 /// writers. Write requests run one at a time: in this server under the lock here, and on
@@ -29,18 +30,103 @@ final class Service: @unchecked Sendable {
     func load() async throws {
         let counters = try await Counters.load(shared.database)
         shared.committed = counters
-        let others: (@Sendable ([ClosedRange<Int64>]) async -> PulledEvents)? =
-            shared.database.dialect == .postgres ? { @Sendable ranges in await self.committedEvents(in: ranges) } : nil
-        shared.hub.start(deliveredThrough: counters.seq, puller: others)
+        guard let positions = shared.positions else {
+            shared.hub.start(deliveredThrough: counters.seq)
+            return
+        }
+        _ = try await positions.register(shared.database)
+        let bound = try await positions.bound(shared.database).bound
+        shared.hub.start(deliveredThrough: bound, puller: { @Sendable ranges in await self.committedEvents(in: ranges) })
     }
 
     /// PostgreSQL: makes the hub deliver what every server committed up to now (before a
-    /// stream resumes from an id this server has not delivered yet; periodically, in case an
-    /// announcement was missed).
-    func catchUp() async throws {
-        guard shared.database.dialect == .postgres else { return }
-        let seq = try await shared.database.readStatementByStatement { db in try await WriteTurn.committedSeq(db) }
-        shared.hub.advance(committedThrough: seq)
+    /// stream resumes from an id this server has not delivered yet; after this server's
+    /// commits and others' announcements; periodically, in case an announcement was missed).
+    func catchUp(heardAt: ContinuousClock.Instant? = nil) async throws {
+        guard let positions = shared.positions else { return }
+        shared.hub.advance(committedThrough: try await positions.bound(shared.database).bound, heardAt: heardAt)
+    }
+
+    /// Asks for a catch-up soon (`heardAt`: after another server's announcement heard then):
+    /// one runs at a time, and the asks made while it runs share the next one.
+    func catchUpSoon(heardAt: ContinuousClock.Instant? = nil) {
+        let starts: Bool = catchUpState.withLock { state in
+            if state.heardAt == nil { state.heardAt = heardAt }
+            if state.running {
+                state.again = true
+                return false
+            }
+            state.running = true
+            return true
+        }
+        guard starts else { return }
+        Task(executorPreference: shared.hub.thread) {
+            while true {
+                let heardAt = self.catchUpState.withLock { state in
+                    defer { state.heardAt = nil }
+                    return state.heardAt
+                }
+                do { try await self.catchUp(heardAt: heardAt) } catch {
+                    // The periodic catch-up (PeerFollower.swift) tries again.
+                }
+                let again: Bool = self.catchUpState.withLock { state in
+                    if state.again {
+                        state.again = false
+                        return true
+                    }
+                    state.running = false
+                    return false
+                }
+                if !again { return }
+            }
+        }
+    }
+
+    private let catchUpState = Mutex<(running: Bool, again: Bool, heardAt: ContinuousClock.Instant?)>((false, false, nil))
+
+    /// The log's size as this server last counted it, plus the events it wrote since (nil:
+    /// not counted yet). Other servers' events are counted by the pruning every second.
+    private let estimatedLogSize = Mutex<Int?>(nil)
+
+    /// PostgreSQL: true when this server's own writes may have taken the log past the
+    /// retention and its tenth (the writer that passes it prunes before it answers).
+    private func prunesAfter(_ added: Int) -> Bool {
+        guard added > 0 else { return false }
+        let retention = shared.retention
+        return estimatedLogSize.withLock { size in
+            guard let known = size else { return true }
+            size = known + added
+            return known + added > retention + retention / 10
+        }
+    }
+
+    /// PostgreSQL: keeps the newest `retention` events of the log for resumes, letting it pass
+    /// that by a tenth between prunings (every second, PeerFollower.swift, and after this
+    /// server's writes pass it), and never past what this server delivered. Writers do not
+    /// prune on PostgreSQL as they do on SQLite: they write side by side, and the size of the
+    /// log would be a row every one of them updates.
+    func pruneLog() async throws {
+        guard shared.positions != nil else { return }
+        let retention = Int64(shared.retention)
+        let delivered = shared.hub.deliveredThrough
+        let kept: Int64 = try await shared.database.write { db in
+            // Counted up to the limit only (a bounded scan of the key).
+            let limit = retention + retention / 10
+            guard let counted = try await db.queryOne("SELECT count(*) FROM (SELECT 1 FROM events LIMIT ?) e",
+                                                      [.int(limit + 1)])?.int(0) else { return 0 }
+            guard counted > limit,
+                  let boundary = try await db.queryOne("SELECT id FROM events ORDER BY id DESC OFFSET ? LIMIT 1",
+                                                       [.int(retention)])?.int(0)
+            else { return counted }
+            let cut = min(boundary, delivered)
+            let dropped = try await db.execute("DELETE FROM events WHERE id <= ?", [.int(cut)])
+            try await db.execute("""
+                INSERT INTO meta (name, value) VALUES ('pruned_through', ?)
+                ON CONFLICT (name) DO UPDATE SET value = GREATEST(meta.value, excluded.value)
+                """, [.int(cut)])
+            return counted - Int64(dropped)
+        }
+        estimatedLogSize.withLock { $0 = Int(kept) }
     }
 
     /// Another server's events for the hub, with the request that read them as their renderer.
@@ -66,15 +152,20 @@ final class Service: @unchecked Sendable {
     /// `readOnly`: the request only reads the database (a GET). One that changes something
     /// all the same (a first login) runs again as a write request. `channel`: the channel the
     /// request names in its path, if any (`ServerState.handleWriting`).
-    func run<T>(readOnly: Bool = false, channel: String? = nil, _ body: (ServerState) async throws -> T) async throws -> T {
+    /// `sendsMessage`: the request most likely stores one new message (`ServerState.handleWriting`).
+    func run<T>(readOnly: Bool = false, channel: String? = nil, sendsMessage: Bool = false,
+                _ body: (ServerState) async throws -> T) async throws -> T {
         if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
             return result
         }
-        return try await write(channel: channel, body)
+        return try await write(channel: channel, sendsMessage: sendsMessage, body)
     }
 
-    private func write<T>(channel: String?, _ body: (ServerState) async throws -> T) async throws -> T {
+    private func write<T>(channel: String?, sendsMessage: Bool, _ body: (ServerState) async throws -> T) async throws -> T {
         if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
+        if let positions = shared.positions {
+            return try await writeSideBySide(positions, channel: channel, sendsMessage: sendsMessage, body)
+        }
         await writeLock.lock()
         // The numbers this server committed last: the database's (read in the turn) are never
         // lower, so this is at most the first number the writer takes.
@@ -96,6 +187,49 @@ final class Service: @unchecked Sendable {
         if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
         return result
     }
+
+    // MARK: writers side by side (PostgreSQL)
+
+    /// The writers of one channel on this server, one at a time.
+    private let channelWriters = KeyedAsyncLocks()
+
+    /// PostgreSQL: writers run side by side, each in a transaction of its own. Those of one
+    /// channel queue here first, then on the channel's lock in the database (writers of other
+    /// servers); writers of different channels do not wait for each other. Each registers
+    /// with the hub and with the stream positions before it takes a number
+    /// (Storage/Postgres/StreamPositions.swift); once committed it hands its events to the hub,
+    /// which delivers them when the bound says no lower number can still commit.
+    private func writeSideBySide<T>(_ positions: StreamPositions, channel: String?, sendsMessage: Bool,
+                                    _ body: (ServerState) async throws -> T) async throws -> T {
+        if let channel { await channelWriters.lock(channel) }
+        defer { if let channel { channelWriters.unlock(channel) } }
+        let (writer, floor) = positions.beginWriter()
+        let ticket = shared.hub.beginWriter { floor + 1 }
+        let request = ServerState(shared: shared, readOnly: false)
+        let result: T
+        do {
+            result = try await request.handleWriting(channelHint: channel, sendsMessage: sendsMessage, body)
+        } catch {
+            _ = shared.hub.finishWriter(ticket, nil)
+            positions.endWriter(writer)
+            throw error
+        }
+        let changes = request.committedChanges
+        let delivery = shared.hub.finishWriter(ticket, changes)
+        positions.endWriter(writer)
+        let database = shared.database
+        Task { await positions.publishIfMoved(database) }
+        if !changes.taken.isEmpty {
+            catchUpSoon()
+            announcer.announce()
+        }
+        if prunesAfter(changes.events.count) { try? await pruneLog() }
+        if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
+        return result
+    }
+
+    /// Tells the other servers, after commits, that there is something to read.
+    private lazy var announcer = CommitAnnouncer(node: shared.nodeId, database: shared.database)
 
     // MARK: group commit (SQLite)
 

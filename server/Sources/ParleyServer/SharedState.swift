@@ -65,6 +65,9 @@ final class SharedState: @unchecked Sendable {
     /// PostgreSQL: the streams of every server on the database, per user (nil on SQLite,
     /// where the hub's streams are all there are).
     let cluster: ClusterPresence?
+    /// PostgreSQL: this server's writers among every server's (nil on SQLite, where one writer
+    /// at a time numbers from the counters).
+    let positions: StreamPositions?
     private let mutex = NSLock()
     private var baseURL = ""
 
@@ -76,6 +79,7 @@ final class SharedState: @unchecked Sendable {
         self.uploadLimit = uploadLimit
         self.verify = verify
         cluster = database.dialect == .postgres ? ClusterPresence(node: nodeId, database: database) : nil
+        positions = database.dialect == .postgres ? StreamPositions(node: nodeId) : nil
     }
 
     /// The user has an event stream open on this server or on another running one.

@@ -76,12 +76,24 @@ final class ServerState {
     /// Channels this request knows changed since their cached copy: loaded without
     /// checking the copy's version first.
     private var channelsKnownChanged: Set<String> = []
-    /// A PostgreSQL writer: the version of the channel its request names, read as its turn
-    /// began (`WriteTurn.take`), for the first load of that channel.
-    private var turnChannelVersion: (url: String, version: Int64, lastMessageSeq: Int64)? = nil
-    /// PARLEY_VERIFY_COUNTERS=1, a write that claims its turn late: how the counters this
-    /// server kept differed from the database's before the claim.
-    private var countersDiverged: String? = nil
+    /// A PostgreSQL writer: the channels it holds the locks of, with their versions (and
+    /// their last messages' change numbers) as read once held; absent: no such channel.
+    private var lockedChannels: [String: (version: Int64, lastMessageSeq: Int64)?] = [:]
+    /// A PostgreSQL writer: event numbers taken and not used yet, in order, and every number
+    /// taken (`StreamPositions`).
+    private var freshNumbers: ArraySlice<Int64> = []
+    private var takenNumbers: [ClosedRange<Int64>] = []
+    /// Numbers asked for once `freshNumbers` ran out: the attempt runs again, taking more.
+    private var numbersShort = 0
+    /// How many numbers each lock of channels takes (raised for an attempt run again).
+    private var numbersPerLock = 8
+    /// A PostgreSQL writer: the versions of the users it loaded (nil: absent), checked under
+    /// their locks before it writes them.
+    private var loadedUserVersions: [String: Int64?] = [:]
+    /// A PostgreSQL writer: versions of users read with its first statement (for the users
+    /// the cached copy of its channel shows), and a message id it took there.
+    private var knownUserVersions: [String: Int64] = [:]
+    private var prefetchedMessageId: Int64? = nil
     /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
     /// on, the request fails instead of showing an empty profile.
     var renderedUnloadedUser: String? = nil
@@ -118,8 +130,13 @@ final class ServerState {
         usersWrittenAtStart = readOnly ? -1 : counters.usersWritten
         usersWrittenInSnapshot = nil
         channelsKnownChanged = []
-        turnChannelVersion = nil
-        countersDiverged = nil
+        lockedChannels = [:]
+        freshNumbers = []
+        takenNumbers = []
+        numbersShort = 0
+        loadedUserVersions = [:]
+        knownUserVersions = [:]
+        prefetchedMessageId = nil
         renderedUnloadedUser = nil
         savedThisRequest = [:]
         touchedChannels = []
@@ -137,7 +154,9 @@ final class ServerState {
     ///
     /// `channelHint`: the channel the request names, if any. On PostgreSQL its version is read
     /// with the write turn, which spares the check of a cached copy a round trip (`loadChannels`).
-    func handleWriting<T>(group: (any GroupCommitting)? = nil, channelHint: String? = nil,
+    /// `sendsMessage`: the request most likely stores one new message (its id is taken with
+    /// the first statement on PostgreSQL).
+    func handleWriting<T>(group: (any GroupCommitting)? = nil, channelHint: String? = nil, sendsMessage: Bool = false,
                           _ body: (ServerState) async throws -> T) async throws -> T {
         var bodyDone = false
         do {
@@ -146,80 +165,52 @@ final class ServerState {
                 bodyDone = false
                 transaction = tx
                 defer { transaction = nil }
-                if tx.dialect == .postgres {
-                    let cached = channelHint.flatMap { cache.channel($0) }.map { ($0.version, $0.lastMessageSeq) }
-                    let taken = try await WriteTurn.take(tx, channel: channelHint, cached: cached)
-                    turnChannelVersion = taken.channel
-                    // Without counters the turn is claimed late: the attempt keeps the ones
-                    // this server committed last (`startAttempt`), which the claim checks.
-                    if let values = taken.counters {
-                        let kept = counters
-                        counters = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
-                        seqAtStart = counters.seq
-                        usersWrittenAtStart = counters.usersWritten
-                        // Others write between this server's writes: its next one takes its
-                        // turn first too, rather than claim it in vain.
-                        if counters != kept { (tx as? PostgresSession)?.othersWrote() }
-                    } else if verify {
-                        // The claim checks that nobody wrote since this server's last write; this
-                        // checks that what the server kept is what it wrote. Read before the
-                        // claim: a difference counts only if the claim then holds (nobody wrote
-                        // in between), which `handleWriting` tells once the write is done.
-                        let values = try await RecordTables.loadMeta(tx)
-                        let stored = Counters(values, storedEvents: Int(values["stored_events"] ?? 0))
-                        if stored != counters {
-                            countersDiverged = "the counters kept (\(counters)) are not the database's (\(stored))"
-                        }
-                    }
+                if let positions = shared.positions {
+                    // Before any number: the channel the request names locked, then the busy lock.
+                    let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
+                    try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
+                                           messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), tx)
                 }
                 let result = try await body(self)
                 bodyDone = true
                 try checkRendering()
                 if verify { try await verifyUnreadCounters(touchedChannels) }
+                if numbersShort > 0 {
+                    numbersPerLock += numbersShort + 8
+                    throw StorageError("a write needed more event numbers than it took; it runs again taking more",
+                                       kind: .retryable)
+                }
+                if shared.positions != nil { try await checkWrittenUsers(tx) }
                 // Pruned first, so that the boundary and the log's size go out with the other
                 // counters; unless the request adds more events than the log retains (a tiny
                 // retention), which must then prune some of its own.
+                // (PostgreSQL prunes the log apart: `Service.pruneLog`.)
                 let added = pending.events.count
-                let prunesFirst = added <= shared.retention
+                let prunesFirst = added <= shared.retention || shared.positions != nil
                 if prunesFirst { try await pruneEvents(adding: added, tx) }
-                var announcement: String? = nil
-                if tx.dialect == .postgres, counters.seq > seqAtStart {
-                    pending.counters["stored_events"] = Int64(counters.storedEvents)
-                    announcement = WriteTurn.announcement(node: shared.nodeId, through: counters.seq)
-                }
-                let written = try await RecordTables.write(pending, announcing: prunesFirst ? announcement : nil,
-                                                           last: prunesFirst, tx)
+                let written = try await RecordTables.write(pending, last: prunesFirst, tx)
                 if !prunesFirst {
                     let prunedBefore = counters.prunedThrough
                     try await pruneEvents(adding: added, tx)
                     if counters.prunedThrough != prunedBefore {
                         try await RecordTables.putCounter("pruned_through", counters.prunedThrough, tx)
                     }
-                    if let announcement {
-                        try await RecordTables.putCounter("stored_events", Int64(counters.storedEvents), tx)
-                        try await WriteTurn.announce(announcement, tx)
-                    }
                 }
                 return (result, written)
             }
-            let (result, written) = if let group { try await group.writeInGroup(attempt) } else {
+            let (result, written) = if let group { try await group.writeInGroup(attempt) } else if shared.positions != nil {
+                try await database.write(attempt)
+            } else {
                 try await database.writeBeginningLate(attempt)
             }
-            shared.committed = counters
+            if shared.positions == nil { shared.committed = counters }
             if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
-            if let countersDiverged { throw APIError.internal(countersDiverged) }
             return result
         } catch {
             if let storage = error as? StorageError, storage.kind == .unavailable { throw error }
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }
-    }
-
-    /// PostgreSQL: a write that would claim its turn with its last statement holds it from
-    /// now on, as one that took it first (the test hook's hold, Server.swift).
-    func holdWriteTurnNow() async throws {
-        try await (transaction as? PostgresSession)?.claimNow()
     }
 
     /// Runs `body` as a read request (a GET) in a read transaction, which on SQLite does not
@@ -271,8 +262,8 @@ final class ServerState {
 
     /// What the hub needs to deliver this committed request's events.
     var committedChanges: CommittedChanges {
-        CommittedChanges(events: pendingFanout, firstSeq: seqAtStart + 1, seq: counters.seq,
-                         renderer: self)
+        let taken = shared.positions != nil ? takenNumbers : counters.seq > seqAtStart ? [(seqAtStart + 1)...counters.seq] : []
+        return CommittedChanges(events: pendingFanout, taken: taken, renderer: self)
     }
 
     /// After a commit (or a read): keeps what the request read whole, then what it wrote,
@@ -308,14 +299,12 @@ final class ServerState {
     }
 
     /// A changelog's "now": every change up to here is in what this request reads (the
-    /// changelogs list nothing past it). A writer, whose turn no other writer shares, knows
-    /// the exact number. A reader on PostgreSQL reads the committed counter in its snapshot:
-    /// numbers commit in order (`WriteTurn`), so every lower one is in it, whichever server
-    /// committed it. A reader on SQLite takes the hub's watermark as of its start, since a
-    /// writer of a commit group may hold a lower number than one that committed.
+    /// changelogs list nothing past it). A writer on SQLite, the only one running, knows the
+    /// exact number. Otherwise the hub's watermark as the request began, read before its
+    /// snapshot: every number up to it was committed (or never will be) by then, by a writer
+    /// of a commit group on SQLite or by any server on PostgreSQL.
     func currentSeq() async throws -> Int64 {
-        if !readOnly { return counters.seq }
-        if try db.dialect == .postgres { return try await WriteTurn.committedSeq(db) }
+        if !readOnly, shared.positions == nil { return counters.seq }
         return resolvedAtStart
     }
 
@@ -328,8 +317,9 @@ final class ServerState {
         var missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
         if missing.isEmpty { return }
         var unchecked: [CachedUser] = []
-        // A writer that has written no user yet sees users as committed at its start.
-        let unchangedSince: Int64? = readOnly ? usersWrittenInSnapshot
+        // A writer that has written no user yet sees users as committed at its start. On
+        // PostgreSQL writers of other channels change users meanwhile: every copy is checked.
+        let unchangedSince: Int64? = shared.positions != nil ? nil : readOnly ? usersWrittenInSnapshot
             : counters.usersWritten != usersWrittenAtStart ? nil : usersWrittenAtStart
         for entry in missing.compactMap({ cache.user($0) }) {
             if let unchangedSince, entry.currentAt == unchangedSince {
@@ -340,12 +330,16 @@ final class ServerState {
             }
         }
         if !unchecked.isEmpty {
-            let versions = try await ChannelQueries.versions(ofUsers: unchecked.map(\.user.userId), db)
+            // Read with a PostgreSQL writer's first statement, if all of them were.
+            let known = unchecked.compactMap { entry in knownUserVersions[entry.user.userId].map { (entry.user.userId, $0) } }
+            let versions = known.count == unchecked.count ? Dictionary(uniqueKeysWithValues: known)
+                : try await ChannelQueries.versions(ofUsers: unchecked.map(\.user.userId), db)
             for entry in unchecked {
                 // A stale entry goes, so that the fresh read below replaces it (a channel or
                 // user made again can have a lower version than the one it replaced).
                 guard versions[entry.user.userId] == entry.version else { cache.forgetUser(entry.user.userId); continue }
                 loadedUsers[entry.user.userId] = entry.user
+                loadedUserVersions[entry.user.userId] = entry.version
                 missing.remove(entry.user.userId)
                 // Checked in this transaction: kept as current at the counter it commits, or
                 // (a reader that read it) at the counter of its snapshot.
@@ -355,10 +349,12 @@ final class ServerState {
         if missing.isEmpty { return }
         for entry in try await ChannelQueries.users(Array(missing), db) {
             loadedUsers[entry.user.userId] = entry.user
+            loadedUserVersions[entry.user.userId] = entry.version
             readUsers.append(entry)
         }
         for id in missing where loadedUsers[id] == nil {
             absentUsers.insert(id)
+            if loadedUserVersions[id] == nil { loadedUserVersions[id] = .some(nil) }
         }
     }
 
@@ -389,16 +385,21 @@ final class ServerState {
         let cached = missing.compactMap { url in
             channelsKnownChanged.contains(url) ? nil : groupChannels?.entry(url) ?? cache.channel(url)
         }
+        if shared.positions != nil, !readOnly {
+            // A writer holds the lock of every channel it loads, from before it reads it.
+            let unlocked = missing.filter { lockedChannels[$0] == nil }.sorted()
+            if !unlocked.isEmpty { try await lockChannels(unlocked, busyKey: 0, db) }
+        }
         if !cached.isEmpty {
             var versions: [String: (version: Int64, lastMessageSeq: Int64)] = [:]
             var unknown = cached.map(\.channel.url)
-            // Nothing changed the channel since the turn read it: this request has not loaded it
+            // Read as its lock was taken: unchanged since, as this request has not loaded it
             // yet, so it has not written it either.
-            if let known = turnChannelVersion, let index = unknown.firstIndex(of: known.url) {
-                versions[known.url] = (known.version, known.lastMessageSeq)
-                unknown.remove(at: index)
+            unknown.removeAll { url in
+                guard let locked = lockedChannels[url] else { return false }
+                if let locked { versions[url] = locked }
+                return true
             }
-            turnChannelVersion = nil
             if !unknown.isEmpty {
                 versions.merge(try await ChannelQueries.versions(ofChannels: unknown, db)) { _, read in read }
             }
@@ -447,6 +448,16 @@ final class ServerState {
         return ids
     }
 
+    /// The same for a cached copy (with its last message).
+    private func usersShown(by entry: CachedChannel) -> Set<String> {
+        var ids = usersShown(by: entry.channel)
+        if let last = entry.lastMessage {
+            if let sender = last.senderId { ids.insert(sender) }
+            ids.formUnion(last.mentionedUserIds)
+        }
+        return ids
+    }
+
     func channel(_ url: String) async throws -> ChannelRecord {
         guard let c = try await channelIfExists(url) else { throw APIError.notFound("Channel \"\(url)\"") }
         return c
@@ -478,7 +489,7 @@ final class ServerState {
 
     /// Moves `users_written` once per transaction that writes users (RecordCache.swift).
     private func noteUserWritten() {
-        guard counters.usersWritten == usersWrittenAtStart else { return }
+        guard shared.positions == nil, counters.usersWritten == usersWrittenAtStart else { return }
         counters.usersWritten += 1
         pending.counters["users_written"] = counters.usersWritten
     }
@@ -652,15 +663,79 @@ final class ServerState {
 
     func nextSeq() -> Int64 {
         if readOnly { allocatedWhileReading = true }
+        if shared.positions != nil {
+            if let number = freshNumbers.popFirst() { return number }
+            // Ran out: the attempt fails at its end and runs again taking more
+            // (`handleWriting`). A number no row keeps until then.
+            numbersShort += 1
+            return -Int64(numbersShort)
+        }
         counters.seq += 1
         pending.counters["seq"] = counters.seq
         return counters.seq
     }
 
+    /// PostgreSQL: takes the locks of `urls` (in the order given) and, the first time, the
+    /// server's busy lock, then a new batch of event numbers: every change this request makes
+    /// from now on is numbered after every writer that held one of these locks before it.
+    private func lockChannels(_ urls: [String], busyKey: Int64, messageIds: Int = 0, users: [String] = [],
+                              _ db: any SQLSession) async throws {
+        let rows = try await db.query("SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?)",
+                                      [.int(busyKey), .text(JSON.array(urls.map { .string($0) }).serialized()),
+                                       .int(Int64(numbersPerLock)), .int(Int64(messageIds)),
+                                       .text(JSON.array(users.map { .string($0) }).serialized())])
+        for url in urls { lockedChannels[url] = .some(nil) }
+        var numbers: [Int64] = []
+        for row in rows {
+            switch row.text(0) {
+            case "c": lockedChannels[row.text(1)] = (row.int(2), row.int(3))
+            case "e": numbers.append(row.int(2))
+            case "m": prefetchedMessageId = row.int(2)
+            default: knownUserVersions[row.text(1)] = row.int(2)
+            }
+        }
+        numbers.sort()
+        freshNumbers = numbers[...]
+        for number in numbers {
+            if let last = takenNumbers.last, last.upperBound + 1 == number {
+                takenNumbers[takenNumbers.count - 1] = last.lowerBound...number
+            } else {
+                takenNumbers.append(number...number)
+            }
+        }
+        if let highest = numbers.last { shared.positions?.saw(highest) }
+    }
+
+    /// PostgreSQL: the users this request changes, locked, must still be as it loaded them
+    /// (writers of other channels change users too); otherwise the attempt runs again.
+    private func checkWrittenUsers(_ db: any SQLSession) async throws {
+        let ids = pending.users.keys.sorted()
+        guard !ids.isEmpty else { return }
+        var current: [String: Int64] = [:]
+        for row in try await db.query("SELECT user_id, version FROM parley_lock_users(?)",
+                                      [.text(JSON.array(ids.map { .string($0) }).serialized())]) {
+            current[row.text(0)] = row.int(1)
+        }
+        for id in ids {
+            let loaded: Int64? = loadedUserVersions[id] ?? nil
+            if current[id] != loaded {
+                throw StorageError("user \"\(id)\" changed since this write loaded it; it runs again", kind: .retryable)
+            }
+        }
+    }
+
     /// A new message's id and creation time, taken together: creation times never go
-    /// backwards, so id order is time order.
-    func takeMessageNumbers(at now: Int64) -> (id: Int64, createdAt: Int64) {
+    /// backwards (server-wide on SQLite, in the channel on PostgreSQL, whose lock the writer
+    /// holds), so id order is time order.
+    func takeMessageNumbers(in channel: String, at now: Int64) async throws -> (id: Int64, createdAt: Int64) {
         if readOnly { allocatedWhileReading = true }
+        if shared.positions != nil {
+            let id: Int64
+            if let prefetched = prefetchedMessageId { id = prefetched } else { id = try await StreamPositions.next("parley_message_ids", db) }
+            prefetchedMessageId = nil
+            takenMessageIds.insert(id)
+            return (id, max(now, lastMessageTs(in: channel)))
+        }
         counters.lastMessageTs = max(counters.lastMessageTs, now)
         let numbers = (id: counters.nextMessageId, createdAt: counters.lastMessageTs)
         counters.nextMessageId += 1
@@ -670,31 +745,36 @@ final class ServerState {
         return numbers
     }
 
-    func allocateReportId() -> Int64 {
+    func allocateReportId() async throws -> Int64 {
         if readOnly { allocatedWhileReading = true }
+        if shared.positions != nil { return try await StreamPositions.next("parley_report_ids", db) }
         let id = counters.nextReportId
         counters.nextReportId += 1
         pending.counters["next_report_id"] = counters.nextReportId
         return id
     }
 
-    func allocatePollId() -> Int64 {
+    func allocatePollId() async throws -> Int64 {
         if readOnly { allocatedWhileReading = true }
+        if shared.positions != nil { return try await StreamPositions.next("parley_poll_ids", db) }
         let id = counters.nextPollId
         counters.nextPollId += 1
         pending.counters["next_poll_id"] = counters.nextPollId
         return id
     }
 
-    func allocateChannelNumber() -> Int64 {
+    func allocateChannelNumber() async throws -> Int64 {
         if readOnly { allocatedWhileReading = true }
+        if shared.positions != nil { return try await StreamPositions.next("parley_channel_numbers", db) }
         counters.channelCounter += 1
         pending.counters["channel_counter"] = counters.channelCounter
         return counters.channelCounter
     }
 
-    /// The newest message creation time so far (a writer's view).
-    var lastMessageTs: Int64 { counters.lastMessageTs }
+    func lastMessageTs(in channel: String) -> Int64 {
+        if shared.positions != nil { return lastMessages[channel]?.createdAt ?? 0 }
+        return counters.lastMessageTs
+    }
 
     /// Marks a change to the channel itself (for channel changelogs; `updated_at` moves).
     func touch(_ channel: inout ChannelRecord, _ now: Int64) {
@@ -732,6 +812,7 @@ final class ServerState {
     /// events are written (see `handleWriting`), or after them when they alone are more
     /// than the retention.
     private func pruneEvents(adding added: Int, _ tx: any SQLSession) async throws {
+        if shared.positions != nil { return }
         let retention = shared.retention
         counters.storedEvents += added
         let slack = tx.dialect == .postgres ? retention / 10 : 0

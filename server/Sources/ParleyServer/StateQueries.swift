@@ -13,7 +13,9 @@ extension ServerState {
     }
 
     func distinctChannel(members ids: Set<String>, customType: String) async throws -> String? {
-        try await ChannelQueries.distinctChannel(members: ids, customType: customType, db)
+        // PostgreSQL: two creations of one distinct channel at once find one channel.
+        try await lockForWriters("distinct \(customType) \(ids.sorted().joined(separator: " "))")
+        return try await ChannelQueries.distinctChannel(members: ids, customType: customType, db)
     }
 
     func channelListing(_ scope: ChannelQueries.Scope, filter: Channels.ListFilter, order: String,
@@ -178,6 +180,16 @@ extension ServerState: ApplicationRecords {
     }
 
     func joinedChannelCount(of userId: String) async throws -> Int {
-        try await ChannelQueries.joinedChannelCount(of: userId, db)
+        // PostgreSQL: two joins of one user at once count each other (the channel limit).
+        try await lockForWriters("joins \(userId)")
+        return try await ChannelQueries.joinedChannelCount(of: userId, db)
+    }
+
+    /// PostgreSQL: a writer that reads something another writer of another channel may change
+    /// meanwhile holds a lock named by it from before that read to its commit. Nothing on
+    /// SQLite, where writers run one at a time.
+    private func lockForWriters(_ name: String) async throws {
+        guard shared.positions != nil, !readOnly else { return }
+        try await db.execute("SELECT pg_advisory_xact_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
     }
 }

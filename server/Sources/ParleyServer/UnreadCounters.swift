@@ -113,7 +113,7 @@ extension ServerState {
             guard let c = loadedChannels[url] else { continue }
             for member in c.members.values where member.state == "joined" {
                 let kept = c.unreadCounts(of: member.userId)
-                if kept.messages > 64, counters.seq % (kept.messages / 32) != 0 { continue }
+                if kept.messages > 64, Int64.random(in: 0..<(kept.messages / 32)) != 0 { continue }
                 let (count, mentions) = try await MessageQueries.unread(
                     db, channel: url, user: member.userId, floor: max(member.readTs, member.tsMessageOffset))
                 if count != kept.messages || mentions != kept.mentions {

@@ -53,8 +53,8 @@ final class ServerMetrics: Sendable {
     private let channelLoads: Counter
     private let channelLoadsWithEvents: Counter
     private let lagResyncs: Counter
-    private let turnsClaimed: Counter
-    private let claimsRefused: Counter
+    private let announcementsSent: Counter
+    private let writesRetried: Counter
     private let logFirstId: Gauge
     private let logLastId: Gauge
     private let deliveredId: Gauge
@@ -91,12 +91,12 @@ final class ServerMetrics: Sendable {
         channelLoadsWithEvents = registry.makeCounter(descriptor: Self.name(
             "channel_loads_with_events", "total",
             "Channels read in the same statement as other servers' events that changed them (PostgreSQL); counted in channel_loads too."))
-        turnsClaimed = registry.makeCounter(descriptor: Self.name(
-            "write_turns_claimed", "total",
-            "PostgreSQL: writes that claimed the write turn in their own statement, the server having written last (Storage/Postgres/WriteTurn.swift)."))
-        claimsRefused = registry.makeCounter(descriptor: Self.name(
-            "write_turn_claims_refused", "total",
-            "PostgreSQL: claims that found another writer had written or the channel changed; the write then ran again with the turn taken first."))
+        announcementsSent = registry.makeCounter(descriptor: Self.name(
+            "commit_announcements", "total",
+            "PostgreSQL: wake-ups sent to the other servers after commits, each for every commit since the last (Storage/Postgres/CommitAnnouncer.swift)."))
+        writesRetried = registry.makeCounter(descriptor: Self.name(
+            "writes_retried", "total",
+            "PostgreSQL: write transactions run again after a deadlock, a serialization failure or a user changed by another writer meanwhile."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
             "event_stream_resyncs", "total",
             "resync frames sent to this server's streams because it fell behind the event log's retention."))
@@ -176,10 +176,9 @@ final class ServerMetrics: Sendable {
         logReadDelivery.record(delivered)
     }
 
-    /// A write that claimed its turn late, and whether the claim held.
-    func claimedTurn(refused: Bool) {
-        (refused ? claimsRefused : turnsClaimed).increment()
-    }
+    func announcementSent() { announcementsSent.increment() }
+
+    func writeRetried() { writesRetried.increment() }
 
     func resyncedAfterLag(streams: Int) {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }

@@ -251,8 +251,8 @@ enum Channels {
         if let url, try await s.channelIfExists(url) != nil { throw APIError.exists("Channel \"\(url)\"") }
 
         if isDistinct {
-            // Two creations of one distinct channel at once find one channel: writers take
-            // turns (Service.swift).
+            // Two creations of one distinct channel at once find one channel: one writer at a
+            // time on SQLite, a lock on the member set on PostgreSQL (`distinctChannel`).
             if let existingUrl = try await s.distinctChannel(members: Set(ids), customType: customType),
                let existing = try await s.channelIfExists(existingUrl) {
                 var out = s.channelJSON(existing, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now)
@@ -260,7 +260,8 @@ enum Channels {
                 return .json(out)
             }
         }
-        let channelUrl = url ?? "parley_group_channel_\(s.allocateChannelNumber())_\(randomHex(8))"
+        let channelUrl: String
+        if let url { channelUrl = url } else { channelUrl = "parley_group_channel_\(try await s.allocateChannelNumber())_\(randomHex(8))" }
         if let coverFile { coverUrl = try await s.storeCover(coverFile, channel: channelUrl) }
         var c = ChannelRecord(
             url: channelUrl, name: name, coverUrl: coverUrl, customType: customType, data: data,

@@ -49,7 +49,7 @@ protocol ChannelRecords: AnyObject {
     func deleteChannelRecord(_ url: String)
     /// Records that the user's membership ended (channel changelogs report it).
     func addMembershipTombstone(user: String, channel: String, at now: Int64)
-    func allocateChannelNumber() -> Int64
+    func allocateChannelNumber() async throws -> Int64
     /// A change to the channel itself: channel changelogs list it, `updated_at` moves.
     func touch(_ channel: inout ChannelRecord, _ now: Int64)
     /// A change every member's render shows that is no change to the channel itself.
@@ -82,11 +82,12 @@ protocol MessageRecords: AnyObject {
     /// Drops a deleted channel's messages (the channel's tombstone covers them).
     func purgeMessages(of url: String) async throws
     /// A new message's id and creation time, taken together.
-    func takeMessageNumbers(at now: Int64) -> (id: Int64, createdAt: Int64)
+    func takeMessageNumbers(in channel: String, at now: Int64) async throws -> (id: Int64, createdAt: Int64)
     /// A change to the message: message changelogs list it.
     func touch(_ message: inout MessageRecord, _ now: Int64)
-    /// The newest message creation time so far (a sender may not go before it).
-    var lastMessageTs: Int64 { get }
+    /// The earliest creation time a new message of the channel may take: the newest so far,
+    /// server-wide on SQLite, the channel's on PostgreSQL (where channels write side by side).
+    func lastMessageTs(in channel: String) -> Int64
 
     /// What became of a send this sender already made with this request id, if any
     /// (idempotent sends).
@@ -117,7 +118,7 @@ protocol MessageRecords: AnyObject {
 
 /// Polls, their options and votes, and the tombstones of deleted polls.
 protocol PollRecords: AnyObject {
-    func allocatePollId() -> Int64
+    func allocatePollId() async throws -> Int64
     /// Writes the poll with its options; options it no longer has go, with their votes.
     func save(_ p: PollRecord) async throws
     func pollRecord(_ id: Int64) async throws -> PollRecord?
@@ -147,7 +148,7 @@ protocol PollRecords: AnyObject {
 
 /// Reports of messages, channels and users.
 protocol ReportRecords: AnyObject {
-    func allocateReportId() -> Int64
+    func allocateReportId() async throws -> Int64
     func save(_ r: ReportRecord) async throws
     /// Up to `limit` reports after id `after`, in id order.
     func reports(after: Int64, limit: Int) async throws -> [ReportRecord]

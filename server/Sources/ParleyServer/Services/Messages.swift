@@ -171,12 +171,14 @@ enum Messages {
         if let pollId = try i.int("poll_id", min: 1) {
             poll = try await attachablePoll(s, pollId, to: c, sender: sender, ctx: ctx)
         }
-        // Test hook, admin only: a creation time from the newest message's (server-wide) to
-        // now, so that messages can share a millisecond on purpose; ids stay in time order.
+        // Test hook, admin only: a creation time from the newest message's
+        // (`lastMessageTs(in:)`) to now, so that messages can share a millisecond on purpose;
+        // ids stay in time order.
         var createdAtGiven: Int64? = nil
         if ctx.caller.isAdmin, let given = try i.int("created_at") {
-            if given < s.lastMessageTs || given > ctx.now {
-                throw APIError.invalid("created_at", "must be from the newest message's created_at (\(s.lastMessageTs)) to now.")
+            let newest = s.lastMessageTs(in: c.url)
+            if given < newest || given > ctx.now {
+                throw APIError.invalid("created_at", "must be from the newest message's created_at (\(newest)) to now.")
             }
             createdAtGiven = given
         } else {
@@ -225,7 +227,7 @@ enum Messages {
             }
         }
 
-        let (id, createdAt) = s.takeMessageNumbers(at: createdAtGiven ?? ctx.now)
+        let (id, createdAt) = try await s.takeMessageNumbers(in: c.url, at: createdAtGiven ?? ctx.now)
         let m = MessageRecord(
             id: id, channelUrl: c.url, type: type, message: text, senderId: sender, reqId: reqId,
             customType: customType, data: data, createdAt: createdAt, updatedAt: 0, mentionType: mentionType,
@@ -545,7 +547,7 @@ enum Messages {
         if let me = ctx.caller.userId { sender = me } else { sender = try ctx.input.string("user_id", maxBytes: 80) ?? m.senderId ?? "" }
         _ = try await s.user(sender)
         try s.requireCanSend(dest, sender: sender, ctx: ctx)
-        let (copyId, createdAt) = s.takeMessageNumbers(at: ctx.now)
+        let (copyId, createdAt) = try await s.takeMessageNumbers(in: dest.url, at: ctx.now)
         var copy = m
         copy.id = copyId
         copy.channelUrl = dest.url

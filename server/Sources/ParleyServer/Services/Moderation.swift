@@ -193,7 +193,7 @@ enum Reports {
             throw APIError.forbidden("the reporter is not a member of this channel.")
         }
         let description = try ctx.input.string("report_description", maxBytes: 2000) ?? ""
-        let r = ReportRecord(id: s.allocateReportId(), reportType: type, category: category, reportingUserId: reporter,
+        let r = ReportRecord(id: try await s.allocateReportId(), reportType: type, category: category, reportingUserId: reporter,
                              offendingUserId: offender, channelUrl: channel?.url, messageId: messageId,
                              description: description, createdAt: ctx.now)
         try await s.save(r)

@@ -206,7 +206,7 @@ enum Polls {
         let options = texts.enumerated().map { n, text in
             PollOptionRecord(id: Int64(n + 1), text: text, createdBy: creator, createdAt: ctx.now, updatedAt: ctx.now)
         }
-        var p = PollRecord(id: s.allocatePollId(), channelUrl: c.url, messageId: 0, title: title,
+        var p = PollRecord(id: try await s.allocatePollId(), channelUrl: c.url, messageId: 0, title: title,
                            allowUserSuggestion: allowSuggestion, allowMultipleVotes: allowMultiple, closeAt: closeAt,
                            isClosed: false, createdBy: creator, createdAt: ctx.now, updatedAt: ctx.now,
                            nextOptionId: Int64(options.count + 1), changeSeq: 0, changedAt: 0, options: options)

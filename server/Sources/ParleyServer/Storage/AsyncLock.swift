@@ -109,3 +109,29 @@ final class AsyncPool<Resource: Sendable>: @unchecked Sendable {
         return all
     }
 }
+
+/// One `AsyncLock` per key, made when first asked for and dropped once nobody holds or waits
+/// for it: PostgreSQL writers of one channel queue here rather than on the database's lock,
+/// holding no connection while they wait.
+final class KeyedAsyncLocks: @unchecked Sendable {
+    private let mutex = NSLock()
+    private var locks: [String: (lock: AsyncLock, users: Int)] = [:]
+
+    func lock(_ key: String) async {
+        let lock: AsyncLock = mutex.withLock {
+            let entry = locks[key] ?? (AsyncLock(), 0)
+            locks[key] = (entry.lock, entry.users + 1)
+            return entry.lock
+        }
+        await lock.lock()
+    }
+
+    func unlock(_ key: String) {
+        let lock: AsyncLock? = mutex.withLock {
+            guard let entry = locks[key] else { return nil }
+            if entry.users == 1 { locks.removeValue(forKey: key) } else { locks[key] = (entry.lock, entry.users - 1) }
+            return entry.lock
+        }
+        lock?.unlock()
+    }
+}

@@ -172,7 +172,20 @@ enum Migrations {
             ALTER TABLE message_tombstones ADD COLUMN req_id {TEXT} NOT NULL DEFAULT '';
             CREATE INDEX message_tombstones_by_request ON message_tombstones (channel_url, sender_id, req_id) WHERE req_id <> '';
             """),
+        streamPositions,
     ]
+
+    /// Writers of different channels run side by side on every server: numbers come from
+    /// sequences (started after the counters of `meta`) and readers deliver up to the bound of
+    /// Storage/Postgres/StreamPositions.swift. Every server of the database must run this
+    /// version or later (docs/SERVER.md, upgrades).
+    static let streamPositions = Migration(
+        version: 18, summary: "PostgreSQL: numbers from sequences; writers of different channels side by side", ddl: "",
+        onlyFor: .postgres,
+        backfill: { db in
+            guard db.dialect == .postgres else { return }
+            try await StreamPositions.migrate(db)
+        })
 
     /// A server that wrote last claims its next turn in that write's own statement
     /// (Storage/Postgres/WriteTurn.swift `claimFunctionDefinition`). The turns held to the end

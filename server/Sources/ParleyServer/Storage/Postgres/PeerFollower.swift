@@ -1,9 +1,9 @@
 // PostgreSQL: how a server learns what the other servers on its database committed, so that
 // its streams receive their events (docs/ARCHITECTURE.md "Requests and locks", *Other servers' events*).
-// A connection of its own listens for the writers' announcements (`WriteTurn.channel`), which
-// carry numbers only; the hub then reads the events from the log. An announcement is a hint:
-// the counters in the database are the truth, read again every `pollInterval` and after every
-// (re)connection, so a missed announcement only delays delivery. The same connection hears
+// A connection of its own listens for the writers' announcements (CommitAnnouncer.swift), which
+// are wake-ups only: the server then reads the bound (StreamPositions.swift) and the hub reads
+// the events up to it from the log. The bound is read again every `pollInterval` and after
+// every (re)connection, so a missed announcement only delays delivery. The same connection hears
 // which users' streams open and close on the other servers (`ClusterPresence`, Presence.swift).
 import Logging
 import PostgresNIO
@@ -27,6 +27,7 @@ final class PeerFollower: Sendable {
             while true {
                 try? await Task.sleep(nanoseconds: Self.pollInterval)
                 try? await self.service.catchUp()
+                try? await self.service.pruneLog()
             }
         }
         Task {
@@ -63,7 +64,7 @@ final class PeerFollower: Sendable {
                                                                     startupParameters: [("application_name", "parley-server listening")])
                 database?.setReachable(true)
                 do {
-                    try await connection.listen(on: WriteTurn.channel) { announcements in
+                    try await connection.listen(on: CommitAnnouncer.channel) { announcements in
                         try await connection.listen(on: ClusterPresence.channel) { presence in
                             // Whatever was committed before the listening began, and who opened
                             // or closed streams meanwhile (read at the next heartbeat).
@@ -72,12 +73,8 @@ final class PeerFollower: Sendable {
                             pause = 100_000_000
                             try await withThrowingTaskGroup(of: Void.self) { group in
                                 group.addTask(executorPreference: hub.thread) {
-                                    for try await announcement in announcements {
-                                        guard let (sender, seq) = WriteTurn.parse(announcement.payload), sender != node
-                                        else { continue }
-                                        // Another server wrote: this one's next write would claim in vain.
-                                        database?.forgetGeneration()
-                                        hub.advance(committedThrough: seq, heardAt: .now)
+                                    for try await announcement in announcements where announcement.payload != node {
+                                        self.service.catchUpSoon(heardAt: .now)
                                     }
                                 }
                                 group.addTask {

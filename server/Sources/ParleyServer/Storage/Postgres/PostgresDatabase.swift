@@ -299,7 +299,6 @@ final class PostgresDatabase: SQLDatabase {
                             do {
                                 let value = try await body(session)
                                 try await session.finishLateWrite()
-                                if session.claimedLate { ServerMetrics.shared.claimedTurn(refused: false) }
                                 let left = session.generationLeft
                                 lastGeneration.withLock { if $0.forgets == forgetsBefore { $0.count = left } }
                                 return value
@@ -331,13 +330,13 @@ final class PostgresDatabase: SQLDatabase {
                     let mapped = leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
                     if generation != nil, let storageError = mapped as? StorageError, storageError.kind == .claimRefused {
                         // Another writer came between: nothing was written; at once, the usual way.
-                        ServerMetrics.shared.claimedTurn(refused: true)
                         generation = nil
                         continue
                     }
                     guard retriesLeft > 0, let storageError = mapped as? StorageError, storageError.kind == .retryable
                     else { throw mapped }
                     retriesLeft -= 1
+                    ServerMetrics.shared.writeRetried()
                     // A short random pause, so that two transactions that deadlocked each other
                     // do not collide again at once.
                     try await Task.sleep(for: .milliseconds(Int.random(in: 1...20)))

@@ -1,0 +1,243 @@
+// PostgreSQL: how writers of every server on one database number their events side by side,
+// and how far a reader may deliver (docs/ARCHITECTURE.md, *Order across servers*).
+//
+// Event ids come from one sequence (`parley_event_ids`), taken by a writer once it holds the
+// locks of the channels it changes: a channel's changes therefore take increasing numbers in
+// the order they commit. Numbers of different channels commit in any order, so a reader may
+// deliver up to a number only once every lower one is committed or will never be (the bound).
+// Each server publishes, in `stream_writers`, a floor below every number its unfinished writers
+// hold or will take, and each of its writers holds the server's busy lock (shared, to the end of
+// its transaction) before it takes a number. The bound is the sequence's last value, lowered to
+// the floor of every other server that is busy: a server that is not busy has nothing in flight
+// (a lock is released only after its transaction's commit is visible), and a server that died
+// lost its locks with its connections. A server frozen in the middle of a transaction holds its
+// lock until PostgreSQL ends the session (`PostgresDatabase.idleSessionSeconds`).
+import Foundation
+import Synchronization
+
+final class StreamPositions: Sendable {
+    /// This server in `stream_writers`, and the key of its busy lock.
+    let node: String
+    let busyKey: Int64
+
+    private struct State {
+        /// The highest number this server knows was handed out: every number taken from now
+        /// on is higher.
+        var handedOut: Int64 = 0
+        /// Unfinished writers, each with the highest number known handed out before it began
+        /// (all its numbers are higher).
+        var writers: [Int: Int64] = [:]
+        var nextWriter = 1
+        /// The floor committed in `stream_writers`, and whether a publication is under way.
+        var published: Int64 = -1
+        var publishing = false
+    }
+    private let state = Mutex(State())
+
+    init(node: String) {
+        self.node = node
+        // A random positive key, from the node id (itself random).
+        var key: Int64 = 0
+        for byte in node.utf8 { key = key &* 31 &+ Int64(byte) }
+        busyKey = (key & Int64.max) | 1
+    }
+
+    /// Registers a writer before it takes any number; returns its ticket and its floor (every
+    /// number it takes is above it).
+    func beginWriter() -> (ticket: Int, floor: Int64) {
+        state.withLock { s in
+            let ticket = s.nextWriter
+            s.nextWriter += 1
+            s.writers[ticket] = s.handedOut
+            return (ticket, s.handedOut)
+        }
+    }
+
+    /// Numbers seen handed out (taken by this server, or read as the sequence's last value).
+    func saw(_ number: Int64) {
+        state.withLock { $0.handedOut = max($0.handedOut, number) }
+    }
+
+    func endWriter(_ ticket: Int) {
+        _ = state.withLock { $0.writers.removeValue(forKey: ticket) }
+    }
+
+    /// The floor to publish: below every number an unfinished writer holds or will take.
+    private func candidate(_ s: State) -> Int64 {
+        min(s.handedOut, s.writers.values.min() ?? .max)
+    }
+
+    /// Publishes the floor if it moved (one publication at a time; the next one catches up).
+    /// Readers cap what they deliver at it only while this server is busy.
+    func publishIfMoved(_ database: any SQLDatabase) async {
+        while true {
+            let floor: Int64? = state.withLock { s in
+                let floor = candidate(s)
+                guard !s.publishing, floor > s.published else { return nil }
+                s.publishing = true
+                return floor
+            }
+            guard let floor else { return }
+            let done = (try? await database.readStatementByStatement { db in
+                try await db.execute("SELECT parley_publish_floor(?, ?, ?)", [.text(node), .int(busyKey), .int(floor)])
+            }) != nil
+            state.withLock { s in
+                s.publishing = false
+                if done { s.published = max(s.published, floor) }
+            }
+            if !done { return }
+        }
+    }
+
+    /// At start, before any write: the row of this server, at the sequence's last value.
+    func register(_ database: any SQLDatabase) async throws -> Int64 {
+        let handedOut = try await bound(database).handedOut
+        saw(handedOut)
+        _ = try await database.readStatementByStatement { db in
+            try await db.execute("SELECT parley_publish_floor(?, ?, ?)", [.text(node), .int(busyKey), .int(handedOut)])
+        }
+        state.withLock { $0.published = max($0.published, handedOut) }
+        return handedOut
+    }
+
+    /// Every number up to `bound` that another server took is committed or never will be;
+    /// `handedOut` is the sequence's last value. One statement, alone (it must see the commits
+    /// made while it runs: READ COMMITTED, outside any transaction).
+    func bound(_ database: any SQLDatabase) async throws -> (bound: Int64, handedOut: Int64) {
+        let row = try await database.readStatementByStatement { db in
+            try await db.queryOne("SELECT bound, handed_out FROM parley_stream_bound(?)", [.text(node)])
+        }
+        guard let row else { throw StorageError("parley_stream_bound returned nothing") }
+        let result = (bound: row.int(0), handedOut: row.int(1))
+        saw(result.handedOut)
+        return result
+    }
+
+    // MARK: SQL (migration 18)
+
+    /// The namespace of the channels' advisory locks (two-key form, apart from the busy
+    /// locks' one-key form): "pc".
+    static let channelLockSpace: Int32 = 0x7063
+    /// The namespace of the users' advisory locks: "pu".
+    static let userLockSpace: Int32 = 0x7075
+    /// The namespace of other named locks of writers (`ServerState.lockForWriters`): "pk".
+    static let keyLockSpace: Int32 = 0x706B
+
+    static let definitions = [
+        """
+        CREATE TABLE IF NOT EXISTS stream_writers (
+            node TEXT COLLATE "C" PRIMARY KEY, lock_key BIGINT NOT NULL, floor BIGINT NOT NULL, updated_at BIGINT NOT NULL)
+        """,
+        // A writer's first statement (after BEGIN): the locks of the channels it will change,
+        // in the order given (URL order: two writers never wait for each other crosswise),
+        // those channels' versions, then the server's busy lock and `numbers` event numbers
+        // taken after both (`busy_key` 0: the writer holds it already). A writer's first also
+        // takes `message_ids` message ids and reads the versions of `user_ids` (the users its
+        // channel's cached copy shows), which spares it those round trips. Rows by kind: 'c'
+        // a channel (url, version, its last message's change number), 'e' an event number,
+        // 'm' a message id, 'u' a user (id, version).
+        """
+        CREATE OR REPLACE FUNCTION parley_lock_channels(busy_key BIGINT, urls TEXT, numbers BIGINT,
+            message_ids BIGINT, user_ids TEXT)
+        RETURNS TABLE (kind TEXT, name TEXT, a BIGINT, b BIGINT)
+        LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE
+            wanted TEXT;
+        BEGIN
+            FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
+                PERFORM pg_advisory_xact_lock(\(channelLockSpace), hashtext(wanted));
+            END LOOP;
+            IF busy_key <> 0 THEN PERFORM pg_advisory_xact_lock_shared(busy_key); END IF;
+            RETURN QUERY SELECT 'c'::text, c.url::text, c.version, coalesce(msg.change_seq, -1)
+                FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id
+                WHERE c.url IN (SELECT value FROM json_array_elements_text(urls::json));
+            RETURN QUERY SELECT 'e'::text, NULL::text, nextval('parley_event_ids'), NULL::bigint FROM generate_series(1, numbers);
+            RETURN QUERY SELECT 'm'::text, NULL::text, nextval('parley_message_ids'), NULL::bigint FROM generate_series(1, message_ids);
+            RETURN QUERY SELECT 'u'::text, u.user_id::text, u.version, NULL::bigint FROM users u
+                WHERE u.user_id IN (SELECT value FROM json_array_elements_text(user_ids::json));
+        END $$
+        """,
+        // The locks of users a writer changes, in the order given, with their versions as
+        // committed once held (the writer compares them with the versions it loaded).
+        """
+        CREATE OR REPLACE FUNCTION parley_lock_users(ids TEXT) RETURNS TABLE (user_id TEXT, version BIGINT)
+        LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE
+            wanted TEXT;
+        BEGIN
+            FOR wanted IN SELECT value FROM json_array_elements_text(ids::json) LOOP
+                PERFORM pg_advisory_xact_lock(\(userLockSpace), hashtext(wanted));
+            END LOOP;
+            RETURN QUERY SELECT u.user_id::text, u.version FROM users u
+                WHERE u.user_id IN (SELECT value FROM json_array_elements_text(ids::json));
+        END $$
+        """,
+        // A server's floor, raised (never lowered), without waiting for a sync of its own: a
+        // floor lost in a crash is one the server no longer needs (it restarts registered anew).
+        """
+        CREATE OR REPLACE FUNCTION parley_publish_floor(writer TEXT, key BIGINT, new_floor BIGINT) RETURNS VOID
+        LANGUAGE plpgsql VOLATILE AS $$
+        BEGIN
+            PERFORM set_config('synchronous_commit', 'off', true);
+            INSERT INTO stream_writers (node, lock_key, floor, updated_at)
+                VALUES (writer, key, new_floor, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                ON CONFLICT (node) DO UPDATE SET floor = GREATEST(stream_writers.floor, excluded.floor),
+                    lock_key = excluded.lock_key, updated_at = excluded.updated_at;
+        END $$
+        """,
+        // The bound (see the top of StreamPositions.swift). The sequence is read first: a number
+        // taken after it is above it; one taken before it by a transaction still running is
+        // held by a busy server, whose floor is below it. Each statement of the function sees
+        // the commits made before it began.
+        """
+        CREATE OR REPLACE FUNCTION parley_stream_bound(me TEXT) RETURNS TABLE (bound BIGINT, handed_out BIGINT)
+        LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE
+            last BIGINT;
+            result BIGINT;
+            other RECORD;
+        BEGIN
+            SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO last FROM parley_event_ids s;
+            result := last;
+            FOR other IN SELECT w.lock_key, w.floor FROM stream_writers w WHERE w.node <> me AND w.floor < last LOOP
+                IF other.floor < result THEN
+                    IF pg_try_advisory_lock(other.lock_key) THEN
+                        PERFORM pg_advisory_unlock(other.lock_key);
+                    ELSE
+                        result := other.floor;
+                    END IF;
+                END IF;
+            END LOOP;
+            RETURN QUERY SELECT result, last;
+        END $$
+        """,
+    ]
+
+    /// The sequences that replace the counters of `meta`, each started after the counter's
+    /// value (`offset`: the counter names the next number rather than the last).
+    static let sequences: [(name: String, counter: String, offset: Int64)] = [
+        ("parley_event_ids", "seq", 0), ("parley_message_ids", "next_message_id", 1),
+        ("parley_report_ids", "next_report_id", 1), ("parley_poll_ids", "next_poll_id", 1),
+        ("parley_channel_numbers", "channel_counter", 0),
+    ]
+
+    static func migrate(_ db: any SQLSession) async throws {
+        for sequence in sequences {
+            try await db.execute("CREATE SEQUENCE IF NOT EXISTS \(sequence.name) AS BIGINT MINVALUE 0 START 1", [])
+            let counted = (try await db.queryOne("SELECT value FROM meta WHERE name = ?", [.text(sequence.counter)])?.int(0)
+                ?? sequence.offset) - sequence.offset
+            // Never lowered: a database whose history was rewound runs this again.
+            let taken = try await db.queryOne("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM \(sequence.name)")?.int(0) ?? 0
+            if counted > taken { try await db.execute("SELECT setval('\(sequence.name)', ?, true)", [.int(counted)]) }
+        }
+        for definition in definitions { try await db.execute(definition, []) }
+    }
+
+    /// The next number of one of `sequences` (ids of reports, polls, channel names).
+    static func next(_ sequence: String, _ db: any SQLSession) async throws -> Int64 {
+        guard let value = try await db.queryOne("SELECT nextval('\(sequence)')", [])?.int(0) else {
+            throw StorageError("nextval('\(sequence)') returned nothing")
+        }
+        return value
+    }
+}
