@@ -278,7 +278,7 @@ def test_a_database_of_schema_3_numbers_past_the_bounds_it_reserved(tmp_path):
     first.stop()
     databases.psql(db, UNDO_TO_SCHEMA_10 + """
         DELETE FROM schema_migrations WHERE version >= 4;
-        DROP FUNCTION parley_write_turn();
+        DROP FUNCTION IF EXISTS parley_write_turn();
         DROP TABLE typing, server_nodes, presence, application_settings, polls, poll_options, poll_votes, poll_tombstones;
         ALTER TABLE messages DROP COLUMN poll_id;
         DROP TRIGGER messages_search ON messages; DROP FUNCTION parley_message_search_trigger();

@@ -198,9 +198,7 @@ final class ServerState {
                 }
                 return (result, written)
             }
-            let (result, written) = if let group { try await group.writeInGroup(attempt) } else if shared.positions != nil {
-                try await database.write(attempt)
-            } else {
+            let (result, written) = if let group { try await group.writeInGroup(attempt) } else {
                 try await database.writeBeginningLate(attempt)
             }
             if shared.positions == nil { shared.committed = counters }
@@ -680,6 +678,8 @@ final class ServerState {
     /// from now on is numbered after every writer that held one of these locks before it.
     private func lockChannels(_ urls: [String], busyKey: Int64, messageIds: Int = 0, users: [String] = [],
                               _ db: any SQLSession) async throws {
+        // Noted before it is sent: a failure gives up whatever it took.
+        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)))
         let rows = try await db.query("SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?)",
                                       [.int(busyKey), .text(JSON.array(urls.map { .string($0) }).serialized()),
                                        .int(Int64(numbersPerLock)), .int(Int64(messageIds)),
@@ -712,6 +712,7 @@ final class ServerState {
         let ids = pending.users.keys.sorted()
         guard !ids.isEmpty else { return }
         var current: [String: Int64] = [:]
+        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(users: Set(ids)))
         for row in try await db.query("SELECT user_id, version FROM parley_lock_users(?)",
                                       [.text(JSON.array(ids.map { .string($0) }).serialized())]) {
             current[row.text(0)] = row.int(1)

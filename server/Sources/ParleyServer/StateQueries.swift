@@ -190,6 +190,8 @@ extension ServerState: ApplicationRecords {
     /// SQLite, where writers run one at a time.
     private func lockForWriters(_ name: String) async throws {
         guard shared.positions != nil, !readOnly else { return }
-        try await db.execute("SELECT pg_advisory_xact_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
+        let db = try db
+        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(names: [name]))
+        _ = try await db.query("SELECT 1 FROM pg_advisory_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
     }
 }

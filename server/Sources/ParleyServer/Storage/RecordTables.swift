@@ -322,19 +322,16 @@ enum RecordTables {
         var users: [String: Int64] = [:]
     }
 
-    /// `announcing`: on PostgreSQL, the payload of the commit's notification (WriteTurn.swift).
-    ///
     /// The rows most requests write — the rows of channels whose other tables did not change,
-    /// the members', the events, the counters, and on PostgreSQL with them the notification
-    /// and the writes the request held (its messages) — go last, in one statement on
-    /// PostgreSQL (`SQLSession.writeTogether`): each statement there is a round trip, and
-    /// they sit inside the write turn. The rest (users, deletions, channels whose other
+    /// the members', the events, the counters, and on PostgreSQL with them the writes the
+    /// request held (its messages) — go last, in one statement on PostgreSQL
+    /// (`SQLSession.writeTogether`): each statement there is a round trip, made while the
+    /// writer holds its channels' locks. The rest (users, deletions, channels whose other
     /// tables changed, tombstones, typing) runs first, one statement each.
-    @discardableResult
     ///
     /// `last`: no statement follows in the transaction (`SQLSession.writeTogether`).
-    static func write(_ batch: StorageBatch, announcing: String? = nil, last: Bool = false,
-                      _ db: any SQLSession) async throws -> WrittenVersions {
+    @discardableResult
+    static func write(_ batch: StorageBatch, last: Bool = false, _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()
         for (id, user) in batch.users.sorted(by: { $0.key < $1.key }) {
             if let user { written.users[id] = try await putUser(user, db) } else {
@@ -386,19 +383,14 @@ enum RecordTables {
         }
         let logTogether = db.dialect == .postgres && batch.events.count <= logStatementLimit
             && batch.counters.count <= logStatementLimit
-        var notification: SQLExpression? = nil
-        if logTogether {
-            together += logAndCounterWrites(batch.events, batch.counters)
-            notification = announcing.map { SQLExpression(sql: "(SELECT 0::bigint FROM pg_notify('\(WriteTurn.channel)', ?))", binds: [.text($0)]) }
-        }
-        let versions = try await db.writeTogether(together, selecting: notification, last: last && logTogether)
+        if logTogether { together += logAndCounterWrites(batch.events, batch.counters) }
+        let versions = try await db.writeTogether(together, selecting: nil, last: last && logTogether)
         for (url, version) in zip(versioned, versions) {
             if case .int(let number) = version { written.channels[url] = number } else { written.channels[url] = 0 }
         }
         if logTogether { return written }
         for event in batch.events { try await putEvent(event, db) }
         try await putRows("meta", ["name", "value"], key: ["name"], batch.counters.map { [.text($0.key), .int($0.value)] }, db)
-        if let announcing { try await WriteTurn.announce(announcing, db) }
         return written
     }
 

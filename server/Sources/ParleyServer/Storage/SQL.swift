@@ -60,9 +60,6 @@ enum SQLFailureKind: Sendable {
     /// The database cannot be reached (its server is down or restarting): the request may
     /// be retried later, and the client is told so (503 with Retry-After).
     case unavailable
-    /// PostgreSQL: a write that claimed its turn late found that another writer had written
-    /// (Storage/Postgres/WriteTurn.swift); nothing was written, and the write runs again.
-    case claimRefused
     case other
 }
 

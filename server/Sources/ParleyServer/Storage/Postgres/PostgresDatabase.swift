@@ -26,32 +26,8 @@ final class PostgresDatabase: SQLDatabase {
     /// for a connection the pool cannot make.
     private let reachable = Mutex(true)
 
-    /// Also forgets the generation to claim from: a connection lost may mean PostgreSQL
-    /// restarted, and one that ran without durable commits (`synchronous_commit` off) may have
-    /// lost this server's last write, handover included.
     func setReachable(_ value: Bool) {
         reachable.withLock { $0 = value }
-        forgetGeneration()
-    }
-
-    /// The count of the write turn's handovers this server's last write left, if that write
-    /// committed and handed over (nil once a write fails or ends unsure). While nobody else
-    /// writes, the next write claims its turn in its own statement instead of taking it
-    /// first (WriteTurn.swift `claimFunctionDefinition`). This server's writes run one at a
-    /// time (`Service`'s lock); the mutex only makes it Sendable. `forgets` counts the calls
-    /// to `forgetGeneration`: a write during which one came keeps no count, or its success
-    /// would undo a forgetting that was meant for it (a reconnection to a database that may
-    /// have lost the write).
-    private let lastGeneration = Mutex<(count: Int64?, forgets: UInt64)>((nil, 0))
-
-    /// Another server announced a commit: most likely after this server's last write, so the
-    /// next write takes its turn first rather than claim it in vain (only a hint: the claim
-    /// itself checks).
-    func forgetGeneration() {
-        lastGeneration.withLock { known in
-            known.count = nil
-            known.forgets &+= 1
-        }
     }
 
     /// A write transaction is run again this many times after a deadlock or a serialization
@@ -76,10 +52,11 @@ final class PostgresDatabase: SQLDatabase {
             database: url.database, tls: Self.tls(for: url.tlsMode))
         configuration.options.maximumConnections = maximumConnections
         // The server's application_name shows in pg_stat_activity: helps find our sessions.
-        // A server that hangs (or is frozen, or cut off) while its connection holds the
-        // write turn would hold it, and with it every writer of every server, for as long as
-        // it hangs: PostgreSQL ends such a session once it has been idle this long, inside a
-        // transaction or not (a write holds the turn before it begins one, WriteTurn.swift).
+        // A server that hangs (or is frozen, or cut off) while its connection holds a write's
+        // locks would hold them, and with them its channels' writers and every server's
+        // delivery of later numbers, for as long as it hangs: PostgreSQL ends such a session
+        // once it has been idle this long, inside a transaction or not (a write takes its
+        // locks before it begins one, StreamPositions.swift).
         // Connections idle in the pool run a keep-alive statement well within that time.
         configuration.options.additionalStartupParameters = Self.poolStartupParameters
         configuration.options.keepAliveBehavior = .init(frequency: .seconds(Self.idleSessionSeconds / 3))
@@ -277,13 +254,6 @@ final class PostgresDatabase: SQLDatabase {
         try await ServerMetrics.shared.transaction(.write) {
             try checkReachable()
             var retriesLeft = Self.writeRetries
-            // Taken: a write that fails or ends unsure leaves no generation to claim from.
-            // (Writes that do not begin late, of presence and migrations, take no turn.)
-            let (known, forgetsBefore) = lastGeneration.withLock { known in
-                defer { if beginningLate { known.count = nil } }
-                return (known.count, known.forgets)
-            }
-            var generation = beginningLate ? known : nil
             while true {
                 var leased = false
                 do {
@@ -292,23 +262,17 @@ final class PostgresDatabase: SQLDatabase {
                     return try await client.withConnection { connection in
                         leased = true
                         let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger,
-                                                      beginsLate: beginningLate, generation: generation)
+                                                      beginsLate: beginningLate)
                         let watchdog = watch(session, connection)
                         defer { watchdog.cancel() }
                         if beginningLate {
                             do {
                                 let value = try await body(session)
                                 try await session.finishLateWrite()
-                                let left = session.generationLeft
-                                lastGeneration.withLock { if $0.forgets == forgetsBefore { $0.count = left } }
                                 return value
                             } catch {
-                                // A request that failed on copies a claim never confirmed (a
-                                // member missing from a stale channel, say) fails only if they
-                                // were current: otherwise it runs again, taking the turn first.
-                                let refusal = await session.confirmUnsentClaim()
                                 await session.abandonLateWrite()
-                                throw refusal ?? error
+                                throw error
                             }
                         }
                         try await session.run("BEGIN")
@@ -328,11 +292,6 @@ final class PostgresDatabase: SQLDatabase {
                     }
                 } catch {
                     let mapped = leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
-                    if generation != nil, let storageError = mapped as? StorageError, storageError.kind == .claimRefused {
-                        // Another writer came between: nothing was written; at once, the usual way.
-                        generation = nil
-                        continue
-                    }
                     guard retriesLeft > 0, let storageError = mapped as? StorageError, storageError.kind == .retryable
                     else { throw mapped }
                     retriesLeft -= 1
@@ -357,12 +316,11 @@ final class PostgresSession: SQLSession {
     let statements = StatementGuard()
 
     fileprivate init(connection: PostgresConnection, placeholders: PostgresPlaceholderCache, logger: Logger,
-                     beginsLate: Bool = false, generation: Int64? = nil) {
+                     beginsLate: Bool = false) {
         self.connection = connection
         self.placeholders = placeholders
         self.logger = logger
         self.beginsLate = beginsLate
-        self.generation = generation
     }
 
     // MARK: a write that begins late (`PostgresDatabase.writeBeginningLate`)
@@ -370,86 +328,16 @@ final class PostgresSession: SQLSession {
     private let beginsLate: Bool
     private enum LateTransaction { case notBegun, begun, ended }
     private var late = LateTransaction.notBegun
-    /// The write turn is held by the connection (or may be: its statement was sent).
-    private var holdsTurn = false
 
-    /// A write that begins late takes the write turn held by the connection: true if this
-    /// session is one (`WriteTurn.take`).
-    func holdTurn() -> Bool {
-        guard beginsLate else { return false }
-        holdsTurn = true
-        return true
-    }
+    /// The advisory locks this session holds at session level for its write
+    /// (StreamPositions.swift): taken by statements that may run before BEGIN, they outlive
+    /// each statement; the write's last statement takes them again to the end of its
+    /// transaction and gives up the session's (`StreamPositions.holdToCommitCall`), so they
+    /// are held until the commit is visible.
+    private var sessionLocks = StreamPositions.Locks()
 
-    /// The next statement runs outside any transaction block, as a transaction of its own:
-    /// nothing began a transaction yet and nothing is held back to go with it.
-    var turnStatementIsItsOwnTransaction: Bool { beginsLate && late == .notBegun && held.isEmpty }
-
-    // MARK: a turn claimed late (WriteTurn.swift `claimFunctionDefinition`)
-
-    /// The handovers this server's last write left (nil: this write takes its turn first).
-    private let generation: Int64?
-    /// The claim still to send: with the first statement that writes, or alone at the end.
-    private var pendingClaim: WriteTurn.Claim? = nil
-    /// This write's claim held (it wrote, or checked that nothing changed).
-    private(set) var claimedLate = false
-    /// The handovers this write's last statement made.
-    private var handedOverAt: Int64? = nil
-
-    /// Instead of taking the turn now, the write claims it later, expecting the counters the
-    /// server committed last and `channel` as cached: true if it may (this server wrote
-    /// last, and nothing was sent yet).
-    func claimTurnLate(channel: (url: String, version: Int64, lastMessageSeq: Int64)?) -> Bool {
-        guard beginsLate, late == .notBegun, held.isEmpty, !holdsTurn, let generation else { return false }
-        pendingClaim = WriteTurn.Claim(handovers: generation, channel: channel)
-        return true
-    }
-
-    /// Sends the claim now, alone (in the transaction if one began): the turn is then held
-    /// as if taken first. For what must not run before the turn is held (the test hook's hold).
-    func claimNow() async throws {
-        guard let claim = pendingClaim else { return }
-        pendingClaim = nil
-        holdsTurn = true
-        try await sendClaim(claim, take: true)
-        claimedLate = true
-    }
-
-    /// After a failure before the claim went out: checks it (without the turn), and returns
-    /// the refusal if what the request used was no longer current; nil if it was, or if the
-    /// check could not run (the original failure stands).
-    func confirmUnsentClaim() async -> (any Error)? {
-        guard let claim = pendingClaim else { return nil }
-        pendingClaim = nil
-        do {
-            try await sendClaim(claim, take: false)
-            return nil
-        } catch let error as StorageError where error.kind == .claimRefused {
-            return error
-        } catch {
-            return nil
-        }
-    }
-
-    /// The claim as a statement of its own (`take`: holding the turn after it, or only checking).
-    private func sendClaim(_ claim: WriteTurn.Claim, take: Bool) async throws {
-        _ = try await send("SELECT " + WriteTurn.claimCall, claim.binds(take: take))
-    }
-
-    /// The turn, taken first, found that other servers had written since this server's last
-    /// write (`othersWrote`).
-    private var othersWroteBefore = false
-
-    func othersWrote() { othersWroteBefore = true }
-
-    /// What the next write may claim from once this one committed: the handovers its last
-    /// statement made, or, for a claim that only checked, those it started from; nil when
-    /// others write between this server's writes (a claim would most likely be refused).
-    var generationLeft: Int64? {
-        if othersWroteBefore { return nil }
-        if let handedOverAt { return handedOverAt }
-        return claimedLate ? generation : nil
-    }
+    /// Notes locks the write took at session level (their statement was sent).
+    func holdLocks(_ locks: StreamPositions.Locks) { sessionLocks.formUnion(locks) }
 
     /// BEGIN, once, before the first statement that writes or reads what the transaction
     /// holds back. None may follow the statement that ended the write.
@@ -461,43 +349,38 @@ final class PostgresSession: SQLSession {
         case .notBegun:
             late = .begun
             try await run("BEGIN")
-            try await claimNow()
         }
     }
 
-    /// After the body: sends what is still held (with the turn's handover), then COMMIT if
-    /// the transaction began; gives the turn up if nothing was written.
+    /// After the body: sends what is still held (with the locks kept to the commit), then
+    /// COMMIT if the transaction began; gives the locks up if nothing was written.
     fileprivate func finishLateWrite() async throws {
-        if !held.isEmpty || (holdsTurn && late == .begun) { _ = try await writeTogether([], selecting: nil, last: true) }
-        if let claim = pendingClaim {
-            // Nothing was written: only what the request read to check, without the turn.
-            pendingClaim = nil
-            try await sendClaim(claim, take: false)
-            claimedLate = true
+        if !held.isEmpty || (!sessionLocks.isEmpty && late == .begun) {
+            _ = try await writeTogether([], selecting: nil, last: true)
         }
         switch late {
         case .begun:
             try await run("COMMIT")
-        case .notBegun where holdsTurn:
-            // Nothing was written: only the turn to give up.
-            try await run(WriteTurn.releaseSQL)
-            holdsTurn = false
+        case .notBegun where !sessionLocks.isEmpty:
+            // Nothing was written: only the locks to give up.
+            try await run(StreamPositions.releaseSQL)
+            sessionLocks = StreamPositions.Locks()
         case .notBegun, .ended:
             break
         }
         late = .ended
     }
 
-    /// After a failure: ROLLBACK if the transaction began, and the turn given up. If either
-    /// fails the connection is closed, which ends both on the database's side, so that it
-    /// never goes back to the pool holding the turn.
+    /// After a failure: ROLLBACK if the transaction began, and the session's locks given up.
+    /// If either fails the connection is closed, which ends both on the database's side, so
+    /// that it never goes back to the pool holding a lock.
     fileprivate func abandonLateWrite() async {
         discardHeld()
         do {
             if late == .begun { try await run("ROLLBACK") }
             late = .ended
-            if holdsTurn { try await run(WriteTurn.releaseSQL) }
-            holdsTurn = false
+            if !sessionLocks.isEmpty { try await run(StreamPositions.releaseSQL) }
+            sessionLocks = StreamPositions.Locks()
         } catch {
             try? await connection.close()
         }
@@ -536,42 +419,38 @@ final class PostgresSession: SQLSession {
             statements.append(Array(pending.prefix(count)))
             pending.removeFirst(count)
         }
-        let handsOver = last && (holdsTurn || pendingClaim != nil)
-        if handsOver || selecting != nil, statements.isEmpty { statements.append([]) }
+        let keepsLocks = last && !sessionLocks.isEmpty
+        if keepsLocks || selecting != nil, statements.isEmpty { statements.append([]) }
         if beginsLate, late == .ended, !statements.isEmpty { throw StorageError("a statement after the last one of a write") }
         if beginsLate, late == .notBegun, !(last && statements.count == 1) { try await beginIfLate() }
-        // Not sent by BEGIN: the write is this one statement, which claims the turn first.
-        let claim = pendingClaim
         var values: [SQLValue] = []
         for (index, part) in statements.enumerated() {
             let isLast = index == statements.count - 1
             let selected = isLast ? selecting : nil
-            let handover = isLast && handsOver ? WriteTurn.handover(as: "w\(part.count)") : nil
-            if part.count == 1, selected == nil, handover == nil, !part[0].returnsOne {
+            let kept = isLast && keepsLocks ? StreamPositions.holdToCommitCall(sessionLocks) : nil
+            if part.count == 1, selected == nil, kept == nil, !part[0].returnsOne {
                 try await execute(part[0].sql, part[0].binds)
                 continue
             }
             var sql = "WITH "
             var binds: [SQLValue] = []
-            // The claim goes first: PostgreSQL evaluates the columns in order, and a WITH part
+            // The locks go first: PostgreSQL evaluates the columns in order, and a WITH part
             // when a column reads it or, if none does, after them all.
-            let claims = isLast && claim != nil
-            var columns: [String] = claims ? [WriteTurn.claimCall] : []
+            var columns: [String] = kept.map { [$0.sql] } ?? []
             let leading = columns.count
             for (index, write) in part.enumerated() {
                 sql += (index == 0 ? "" : ", ") + "w\(index) AS (\(write.sql))"
                 binds += write.binds
                 if write.returnsOne { columns.append("(SELECT * FROM w\(index))") }
             }
-            if let handover { sql += (part.isEmpty ? "" : ", ") + handover.write }
             if sql == "WITH " { sql = "" }
-            if claims, let claim { binds += claim.binds(take: true) }
+            // In the order of their placeholders in the text: the WITH parts, then the columns.
+            if let kept { binds += kept.binds }
             if let selected {
                 columns.append(selected.sql)
                 binds += selected.binds
             }
             let returned = columns.count - leading
-            if let handover { columns += [handover.generation, handover.release] }
             sql += (sql.isEmpty ? "" : " ") + "SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
             // A send writes the same shape again and again: worth preparing. Large ones (a
             // channel's whole member list, chunks of 500 rows) come in too many sizes.
@@ -579,25 +458,9 @@ final class PostgresSession: SQLSession {
             // A write that began late and has not begun: its one statement, outside any
             // transaction, commits as it ends.
             let endsWrite = beginsLate && late == .notBegun
-            if claims {
-                // From here the turn may be held: a failure must give it up (abandonLateWrite).
-                pendingClaim = nil
-                holdsTurn = true
-            }
             let row = try await send(sql, binds).first
-            if claims { claimedLate = true }
             values += (row?.values ?? []).dropFirst(leading).prefix(returned)
-            if handover != nil {
-                // Released only if the handover row was written (the turn's function fails
-                // without it; this is the check that the statement did release).
-                guard let rowValues = row?.values, case .int(1) = rowValues.last, rowValues.count >= 2,
-                      case .int(let handovers) = rowValues[rowValues.count - 2] else {
-                    try? await connection.close()
-                    throw StorageError("the write turn was not handed over (is the row of write_turn missing?); its connection was closed")
-                }
-                holdsTurn = false
-                handedOverAt = handovers
-            }
+            if kept != nil { sessionLocks = StreamPositions.Locks() }
             if endsWrite { late = .ended }
         }
         return values
@@ -1019,7 +882,6 @@ enum PostgresErrors {
         switch state {
         case "23505": return .uniqueViolation
         case "40001", "40P01": return .retryable
-        case WriteTurn.claimRefusedState: return .claimRefused
         // The server shuts down, crashed, or does not accept connections yet; the connection is gone.
         case "57P01", "57P02", "57P03": return .unavailable
         case _ where state.hasPrefix("08"): return .unavailable

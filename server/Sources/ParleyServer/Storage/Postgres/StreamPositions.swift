@@ -145,9 +145,9 @@ final class StreamPositions: Sendable {
             wanted TEXT;
         BEGIN
             FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
-                PERFORM pg_advisory_xact_lock(\(channelLockSpace), hashtext(wanted));
+                PERFORM pg_advisory_lock(\(channelLockSpace), hashtext(wanted));
             END LOOP;
-            IF busy_key <> 0 THEN PERFORM pg_advisory_xact_lock_shared(busy_key); END IF;
+            IF busy_key <> 0 THEN PERFORM pg_advisory_lock_shared(busy_key); END IF;
             RETURN QUERY SELECT 'c'::text, c.url::text, c.version, coalesce(msg.change_seq, -1)
                 FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id
                 WHERE c.url IN (SELECT value FROM json_array_elements_text(urls::json));
@@ -166,12 +166,43 @@ final class StreamPositions: Sendable {
             wanted TEXT;
         BEGIN
             FOR wanted IN SELECT value FROM json_array_elements_text(ids::json) LOOP
-                PERFORM pg_advisory_xact_lock(\(userLockSpace), hashtext(wanted));
+                PERFORM pg_advisory_lock(\(userLockSpace), hashtext(wanted));
             END LOOP;
             RETURN QUERY SELECT u.user_id::text, u.version FROM users u
                 WHERE u.user_id IN (SELECT value FROM json_array_elements_text(ids::json));
         END $$
         """,
+        // A write's last statement, first of its columns: every lock the session took for the
+        // write, taken again to the end of the statement's transaction, then the session's given
+        // up. A lock is thus held without a gap until the write's commit is visible, and a write
+        // of one statement needs no BEGIN or COMMIT.
+        """
+        CREATE OR REPLACE FUNCTION parley_hold_to_commit(busy_key BIGINT, urls TEXT, ids TEXT, names TEXT) RETURNS BIGINT
+        LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE
+            wanted TEXT;
+        BEGIN
+            FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
+                PERFORM pg_advisory_xact_lock(\(channelLockSpace), hashtext(wanted));
+            END LOOP;
+            FOR wanted IN SELECT value FROM json_array_elements_text(ids::json) LOOP
+                PERFORM pg_advisory_xact_lock(\(userLockSpace), hashtext(wanted));
+            END LOOP;
+            FOR wanted IN SELECT value FROM json_array_elements_text(names::json) LOOP
+                PERFORM pg_advisory_xact_lock(\(keyLockSpace), hashtext(wanted));
+            END LOOP;
+            IF busy_key <> 0 THEN PERFORM pg_advisory_xact_lock_shared(busy_key); END IF;
+            PERFORM pg_advisory_unlock_all();
+            RETURN 1;
+        END $$
+        """,
+        // The write turn of migrations 4 to 16 (WriteTurn.swift), replaced by the above.
+        "DROP FUNCTION IF EXISTS parley_write_turn()",
+        "DROP FUNCTION IF EXISTS parley_write_turn_for(TEXT)",
+        "DROP FUNCTION IF EXISTS parley_take_write_turn(TEXT)",
+        "DROP FUNCTION IF EXISTS parley_take_write_turn_alone(TEXT)",
+        "DROP FUNCTION IF EXISTS parley_claim_write_turn(BIGINT, TEXT, BIGINT, BIGINT, BIGINT)",
+        "DROP TABLE IF EXISTS write_turn",
         // A server's floor, raised (never lowered), without waiting for a sync of its own: a
         // floor lost in a crash is one the server no longer needs (it restarts registered anew).
         """
@@ -220,6 +251,34 @@ final class StreamPositions: Sendable {
         ("parley_report_ids", "next_report_id", 1), ("parley_poll_ids", "next_poll_id", 1),
         ("parley_channel_numbers", "channel_counter", 0),
     ]
+
+    /// The locks a write holds at session level (PostgresSession.holdLocks).
+    struct Locks: Sendable {
+        var busyKey: Int64 = 0
+        var channels: Set<String> = []
+        var users: Set<String> = []
+        var names: Set<String> = []
+
+        var isEmpty: Bool { busyKey == 0 && channels.isEmpty && users.isEmpty && names.isEmpty }
+
+        mutating func formUnion(_ other: Locks) {
+            if other.busyKey != 0 { busyKey = other.busyKey }
+            channels.formUnion(other.channels)
+            users.formUnion(other.users)
+            names.formUnion(other.names)
+        }
+    }
+
+    /// The last statement's column that keeps `locks` to its commit (`parley_hold_to_commit`).
+    static func holdToCommitCall(_ locks: Locks) -> SQLExpression {
+        func list(_ items: Set<String>) -> SQLValue { .text(JSON.array(items.sorted().map { .string($0) }).serialized()) }
+        return SQLExpression(sql: "parley_hold_to_commit(?, ?, ?, ?)",
+                             binds: [.int(locks.busyKey), list(locks.channels), list(locks.users), list(locks.names)])
+    }
+
+    /// Gives up every lock the session holds at session level (a write that failed, or wrote
+    /// nothing).
+    static let releaseSQL = "SELECT pg_advisory_unlock_all()"
 
     static func migrate(_ db: any SQLSession) async throws {
         for sequence in sequences {

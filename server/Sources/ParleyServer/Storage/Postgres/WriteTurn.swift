@@ -1,12 +1,7 @@
-// PostgreSQL: how writers on every server of one database take their numbers in order
-// (docs/ARCHITECTURE.md "Requests and locks", *Writes on PostgreSQL*). A writer first takes the turn,
-// a lock its connection holds until the writer's last statement hands it over, and reads the
-// counters as the last writer committed them; it numbers from there, writes the counters back
-// with its changes, and announces what it committed to the other servers (LISTEN/NOTIFY).
-// Numbers therefore commit in the order they are taken: once a number is visible, every lower
-// one is visible too (or was never committed, and is taken again by the next writer). A server
-// that wrote last may instead claim the turn in its write's own statement, checking that
-// nobody wrote since (`claimFunctionDefinition`).
+// PostgreSQL: the functions of the write turn that migrations 4 to 16 made, through which
+// every write of every server on one database ran one at a time, numbering from `meta`.
+// Migration 18 replaced the turn (StreamPositions.swift) and drops them; they stay here so
+// that a database of any earlier version migrates through the same steps as it did.
 
 enum WriteTurn {
     /// The key of the turn's lock ("parleyWT" in ASCII); the migrations' lock is another key.
@@ -154,85 +149,4 @@ enum WriteTurn {
             RETURN 1;
         END $$
         """
-
-    /// The claim's call: binds the generation, the channel and its expected versions, `take`.
-    static let claimCall = "parley_claim_write_turn(?, ?, ?, ?, ?)"
-
-    /// What a writer that claims its turn late expects to find (`claimFunctionDefinition`).
-    struct Claim {
-        var handovers: Int64
-        var channel: (url: String, version: Int64, lastMessageSeq: Int64)?
-
-        func binds(take: Bool) -> [SQLValue] {
-            [.int(handovers), .optional(channel?.url), channel.map { .int($0.version) } ?? .null,
-             channel.map { .int($0.lastMessageSeq) } ?? .null, .int(take ? 1 : 0)]
-        }
-    }
-
-    /// Gives up a turn held by the connection, whatever the state of its transaction (a
-    /// write that failed, or wrote nothing).
-    static let releaseSQL = "SELECT pg_advisory_unlock_all()"
-
-    /// What a writer learns as its turn begins.
-    struct Taken {
-        /// Nil when the write claims its turn late: it runs on the counters its server
-        /// committed last, and the claim checks they are still the database's.
-        var counters: [String: Int64]? = [:]
-        /// The channel named in `take`, if it exists: its version and its last message's
-        /// change number. Current for the whole transaction: no other writer runs until it ends.
-        var channel: (url: String, version: Int64, lastMessageSeq: Int64)? = nil
-    }
-
-    /// The counters as committed, read under the turn (held until the transaction ends), and
-    /// the versions of `channel`; or, on a server that wrote last, nothing read yet: the
-    /// write claims its turn with its statement (`claimFunctionDefinition`), expecting
-    /// `channel` as `cached` has it.
-    static func take(_ db: any SQLSession, channel: String?,
-                     cached: (version: Int64, lastMessageSeq: Int64)? = nil) async throws -> Taken {
-        let session = db as? PostgresSession
-        let expected = channel.flatMap { url in cached.map { (url: url, version: $0.version, lastMessageSeq: $0.lastMessageSeq) } }
-        if let session, session.claimTurnLate(channel: expected) {
-            return Taken(counters: nil, channel: expected)
-        }
-        var taken = Taken()
-        var counters: [String: Int64] = [:]
-        let function = switch (session?.holdTurn() == true, session?.turnStatementIsItsOwnTransaction == true) {
-        case (true, true): "parley_take_write_turn_alone"
-        case (true, false): "parley_take_write_turn"
-        case (false, _): "parley_write_turn_for"
-        }
-        let sql = "SELECT counter, amount, last_message_seq FROM \(function)(?)"
-        _ = HotStatements.learn(sql)
-        for row in try await db.query(sql, [.optional(channel)]) {
-            if let lastMessageSeq = row.optionalInt(2) {
-                taken.channel = (row.text(0), row.int(1), lastMessageSeq)
-            } else {
-                counters[row.text(0)] = row.int(1)
-            }
-        }
-        taken.counters = counters
-        return taken
-    }
-
-    /// A notification's payload: this server and the number it committed through (`parse`).
-    static func announcement(node: String, through seq: Int64) -> String { "\(node) \(seq)" }
-
-    /// In the writer's transaction, after its changes: a notification that other servers
-    /// receive once (and only if) the transaction commits. Usually the write's last
-    /// statement carries it instead (RecordTables.write).
-    static func announce(_ announcement: String, _ db: any SQLSession) async throws {
-        try await db.execute("SELECT pg_notify('\(channel)', ?)", [.text(announcement)])
-    }
-
-    /// The highest number committed, as a read transaction sees it.
-    static func committedSeq(_ db: any SQLSession) async throws -> Int64 {
-        try await db.queryOne("SELECT value FROM meta WHERE name = 'seq'")?.int(0) ?? 0
-    }
-
-    /// A notification's payload: the server that sent it and the number it committed through.
-    static func parse(_ payload: String) -> (node: Substring, seq: Int64)? {
-        let parts = payload.split(separator: " ")
-        guard parts.count == 2, let seq = Int64(parts[1]) else { return nil }
-        return (parts[0], seq)
-    }
 }
