@@ -63,6 +63,23 @@ static void check_shown_whole(const char *document, const char *root, const char
     free(shown);
 }
 
+/* Removes the Swift runtime's own notes from a program's standard error (with SWIFT_BACKTRACE
+ * set, as scripts/test.sh sets it, each process may say it found no backtracer): they are not
+ * the program's output. */
+static void drop_runtime_notes(char *text) {
+    char *read = text, *write = text;
+    while (*read) {
+        char *end = strchr(read, '\n');
+        size_t length = end ? (size_t)(end - read) + 1 : strlen(read);
+        if (strncmp(read, "swift runtime: ", 15) != 0) {
+            memmove(write, read, length);
+            write += length;
+        }
+        read += length;
+    }
+    *write = '\0';
+}
+
 /* Runs program with the two arguments, its output in directory/out and directory/err (read
  * back into *out and *err, malloc'ed); its exit status, -1 if it did not exit. */
 static int run(const char *program, const char *url, const char *token, const char *directory, char **out, char **err) {
@@ -84,6 +101,7 @@ static int run(const char *program, const char *url, const char *token, const ch
     *err = read_file(err_path);
     if (*out == NULL) *out = strdup("");
     if (*err == NULL) *err = strdup("");
+    drop_runtime_notes(*err);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

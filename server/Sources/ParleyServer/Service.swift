@@ -2,10 +2,10 @@ import Foundation
 import Synchronization
 
 /// Runs requests. Read requests take no lock: they run in their own snapshots beside the
-/// writers. Write requests run one at a time: in this server under the lock here, and on
-/// PostgreSQL, across every server on the database, by the turn each takes in its transaction
-/// (`WriteTurn`). A writer registers with the hub before it takes a number and, once
-/// committed, hands its events over; the hub delivers them in id order.
+/// writers. On SQLite write requests run one at a time under the lock here, in commit groups;
+/// on PostgreSQL writers of different channels run side by side (`writeSideBySide`). A writer
+/// registers with the hub before it takes a number and, once committed, hands its events
+/// over; the hub delivers them in id order.
 final class Service: @unchecked Sendable {
     private let writeLock = AsyncLock()
     let shared: SharedState
@@ -167,8 +167,8 @@ final class Service: @unchecked Sendable {
             return try await writeSideBySide(positions, channel: channel, sendsMessage: sendsMessage, body)
         }
         await writeLock.lock()
-        // The numbers this server committed last: the database's (read in the turn) are never
-        // lower, so this is at most the first number the writer takes.
+        // The numbers this server committed last, the only writer of its file: this is the
+        // first number the writer takes.
         let ticket = shared.hub.beginWriter { self.shared.committed.seq + 1 }
         let request = ServerState(shared: shared, readOnly: false)
         let result: T

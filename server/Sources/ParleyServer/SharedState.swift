@@ -56,9 +56,8 @@ final class SharedState: @unchecked Sendable {
     /// Committed channels and users kept between requests.
     let cache = RecordCache(channels: 2_000, users: 20_000)
     let hub = EventHub()
-    /// The counters as of this server's last commit (a writer starts from a copy of them on
-    /// SQLite; on PostgreSQL from the database's, read when it takes its turn, which are never
-    /// behind these).
+    /// The counters as of this server's last commit (a SQLite writer starts from a copy of
+    /// them; on PostgreSQL they are read at start only, for the hub's first watermark).
     var committed = Counters()
     /// This server among others on one PostgreSQL database: it ignores its own announcements.
     let nodeId = randomHex(8)

@@ -42,11 +42,10 @@ final class ServerState {
             return transaction
         }
     }
-    /// A writer's copy of the counters, which become the committed ones if it commits: on
-    /// SQLite the ones the previous writer committed, on PostgreSQL the ones read when it took
-    /// its turn (`WriteTurn`).
+    /// A SQLite writer's copy of the counters, which become the committed ones if it commits
+    /// (the ones the previous writer committed). PostgreSQL writers number from sequences.
     private(set) var counters = Counters()
-    /// The sequence as the writer's turn began: the numbers it took are the ones after it.
+    /// The sequence as a SQLite writer began: the numbers it took are the ones after it.
     private var seqAtStart: Int64 = 0
     /// The message ids this request took.
     private var takenMessageIds: Set<Int64> = []
@@ -152,8 +151,9 @@ final class ServerState {
     /// (Service.swift); its changes are then durable, and kept in the cache, only once the
     /// group commits (`groupCommitted`).
     ///
-    /// `channelHint`: the channel the request names, if any. On PostgreSQL its version is read
-    /// with the write turn, which spares the check of a cached copy a round trip (`loadChannels`).
+    /// `channelHint`: the channel the request names, if any. On PostgreSQL the writer's first
+    /// statement locks it and reads its version, which spares the check of a cached copy a
+    /// round trip (`lockChannels`, `loadChannels`).
     /// `sendsMessage`: the request most likely stores one new message (its id is taken with
     /// the first statement on PostgreSQL).
     func handleWriting<T>(group: (any GroupCommitting)? = nil, channelHint: String? = nil, sendsMessage: Bool = false,
@@ -655,9 +655,10 @@ final class ServerState {
 
     // MARK: sequences
 
-    // Only writers take numbers, one writer at a time (one per database: on PostgreSQL the
-    // turn), each from the counters the previous one committed. A read request that takes one
-    // fails (`handleReading`).
+    // Only writers take numbers: on SQLite one writer at a time, each from the counters the
+    // previous one committed; on PostgreSQL from sequences, after the locks of the channels
+    // the numbers change (StreamPositions.swift). A read request that takes one fails
+    // (`handleReading`).
 
     func nextSeq() -> Int64 {
         if readOnly { allocatedWhileReading = true }
@@ -805,13 +806,11 @@ final class ServerState {
 
     // MARK: events
 
-    /// Keeps the newest `retention` events for resumes: older ones go, and `prunedThrough`
-    /// says up to where (a pending counter; on PostgreSQL `stored_events` too). SQLite prunes
-    /// to the retention in every write that takes the log past it; PostgreSQL lets the log
-    /// pass it by a tenth first, then prunes back to it, so that the writes in between
-    /// (which hold the write turn) spend no round trips on it. Runs before the request's
-    /// events are written (see `handleWriting`), or after them when they alone are more
-    /// than the retention.
+    /// SQLite: keeps the newest `retention` events for resumes, pruned back to it in every
+    /// write that takes the log past it: older ones go, and `prunedThrough` says up to where
+    /// (a pending counter). Runs before the request's events are written (see
+    /// `handleWriting`), or after them when they alone are more than the retention.
+    /// PostgreSQL prunes apart from the writers (`Service.pruneLog`).
     private func pruneEvents(adding added: Int, _ tx: any SQLSession) async throws {
         if shared.positions != nil { return }
         let retention = shared.retention
@@ -877,8 +876,9 @@ final class ServerState {
     /// parsed, with their channels loaded to render them: what another server's writers
     /// committed (EventHub.swift); and where the retained events begin (events up to there
     /// were pruned). One statement over the span of the ranges, which also reads the users
-    /// counter, so that users current at it are not checked again: this read follows every
-    /// message of another server, round trips are its cost.
+    /// counter (on SQLite users current at it are not checked again; on PostgreSQL, where it
+    /// does not move, every user is): this read follows every message of another server,
+    /// round trips are its cost.
     func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
         guard let low = ranges.map(\.lowerBound).min(), let high = ranges.map(\.upperBound).max() else { return ([], 0) }
         var events: [StoredEvent] = []

@@ -2,8 +2,10 @@
 // `ServerState` (State.swift: its transaction, the records it loaded and changed, the
 // numbers it took, the events it will hand to the hub); the services see it only through
 // the protocols below, one per concern, and each service names the ones it uses
-// (`Channels.Needs`, `Messages.Needs`, `EventStream.Needs`, ...). No service sees SQL, the transaction, the
-// record cache, the counters or the hub: the compiler holds each to what it names.
+// (`Channels.Needs`, `Messages.Needs`, `EventStream.Needs`, ...). A handler that runs inside a
+// request sees no SQL, transaction, record cache, counters or hub: the compiler holds each to
+// what it names. Two entry points are given the `Service` itself: the health check (its own
+// SQL) and the opening of an event stream (the hub's queue and the cluster's presence).
 //
 // The rules that several services share are written once, on these protocols, in the file
 // of their concern: membership and channel events in Channels.swift, message visibility and

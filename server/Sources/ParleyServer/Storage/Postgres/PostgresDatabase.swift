@@ -34,9 +34,10 @@ final class PostgresDatabase: SQLDatabase {
     /// failure; its body must therefore have no effect outside the database.
     static let writeRetries = 5
 
-    /// How long a session may sit between statements, in a transaction or holding the write
-    /// turn, before PostgreSQL ends it (docs/DEPLOYMENT.md). Longer than any pause of a
-    /// healthy write, including the test hook's hold (at most 10 s, ServerConfig.testHooks).
+    /// How long a session may sit between statements, in a transaction or holding a write's
+    /// locks, before PostgreSQL ends it (docs/DEPLOYMENT.md): the longest a hung server holds
+    /// back the others (StreamPositions.swift). Longer than any pause of a healthy write,
+    /// including the test hook's hold (at most 10 s, ServerConfig.testHooks).
     static let idleSessionSeconds = 15
 
     /// - Parameters:
@@ -407,8 +408,9 @@ final class PostgresSession: SQLSession {
     /// w1), …, selecting`. PostgreSQL runs every data-modifying WITH part exactly once, all in
     /// one snapshot: the parts change different tables, so none misses another's change.
     /// Writes of a table already in the statement go into the next one. The last statement
-    /// of a write that holds the turn hands it over; a write that began late and has all its
-    /// writes in that one statement commits with it, without BEGIN.
+    /// of a write that holds session locks keeps them to its commit
+    /// (`StreamPositions.holdToCommitCall`); a write that began late and has all its writes in
+    /// that one statement commits with it, without BEGIN.
     func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue] {
         var pending = held + writes
         held = []
@@ -473,7 +475,7 @@ final class PostgresSession: SQLSession {
     }
 
     /// A statement that starts with SELECT: in a write that began late, one that may run
-    /// before BEGIN (the server's reads, and the turn). Any other (an upsert RETURNING its
+    /// before BEGIN (the server's reads, and the locks). Any other (an upsert RETURNING its
     /// version, a WITH) begins the transaction first.
     private static func isPlainRead(_ sql: String) -> Bool {
         let start = sql.utf8.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x09 }
