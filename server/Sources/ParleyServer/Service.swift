@@ -202,7 +202,6 @@ final class Service: @unchecked Sendable {
     private func writeSideBySide<T>(_ positions: StreamPositions, channel: String?, sendsMessage: Bool,
                                     _ body: (ServerState) async throws -> T) async throws -> T {
         if let channel { await channelWriters.lock(channel) }
-        defer { if let channel { channelWriters.unlock(channel) } }
         let (writer, floor) = positions.beginWriter()
         let ticket = shared.hub.beginWriter { floor + 1 }
         let request = ServerState(shared: shared, readOnly: false)
@@ -212,11 +211,14 @@ final class Service: @unchecked Sendable {
         } catch {
             _ = shared.hub.finishWriter(ticket, nil)
             positions.endWriter(writer)
+            if let channel { channelWriters.unlock(channel) }
             throw error
         }
         let changes = request.committedChanges
         let delivery = shared.hub.finishWriter(ticket, changes)
         positions.endWriter(writer)
+        // The channel's next writer goes on now: what follows waits for nothing of it.
+        if let channel { channelWriters.unlock(channel) }
         let database = shared.database
         Task { await positions.publishIfMoved(database) }
         if !changes.taken.isEmpty {

@@ -14,6 +14,9 @@ import Synchronization
 final class CommitAnnouncer: Sendable {
     /// Where announcements go.
     static let channel = "parley_events"
+    /// The least time between two announcements: under load a server commits far more often
+    /// than the others need waking.
+    static let spacing: UInt64 = 2_000_000
 
     private let state = Mutex<(owed: Bool, sending: Bool)>((false, false))
     private let node: String
@@ -49,6 +52,8 @@ final class CommitAnnouncer: Sendable {
             if (try? await database.readStatementByStatement({ db in try await db.query(sql, [.text(node)]) })) != nil {
                 ServerMetrics.shared.announcementSent()
             }
+            // Still sending: the commits of the pause share the next announcement.
+            try? await Task.sleep(nanoseconds: Self.spacing)
         }
     }
 }

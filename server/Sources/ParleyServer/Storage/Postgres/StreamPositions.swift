@@ -67,27 +67,40 @@ final class StreamPositions: Sendable {
         min(s.handedOut, s.writers.values.min() ?? .max)
     }
 
-    /// Publishes the floor if it moved (one publication at a time; the next one catches up).
-    /// Readers cap what they deliver at it only while this server is busy.
+    /// Publishes the floor if it moved: one publication at a time, at most one per
+    /// `publishSpacing`, each catching up with every commit made meanwhile. Readers cap what
+    /// they deliver at it only while this server is busy, so a floor that lags only delays
+    /// them, by that spacing at most.
     func publishIfMoved(_ database: any SQLDatabase) async {
+        let starts = state.withLock { s -> Bool in
+            guard !s.publishing else { return false }
+            s.publishing = true
+            return true
+        }
+        guard starts else { return }
         while true {
             let floor: Int64? = state.withLock { s in
                 let floor = candidate(s)
-                guard !s.publishing, floor > s.published else { return nil }
-                s.publishing = true
-                return floor
+                if floor > s.published { return floor }
+                s.publishing = false
+                return nil
             }
             guard let floor else { return }
             let done = (try? await database.readStatementByStatement { db in
                 try await db.execute("SELECT parley_publish_floor(?, ?, ?)", [.text(node), .int(busyKey), .int(floor)])
             }) != nil
-            state.withLock { s in
-                s.publishing = false
-                if done { s.published = max(s.published, floor) }
+            guard done else {
+                state.withLock { $0.publishing = false }
+                return
             }
-            if !done { return }
+            state.withLock { $0.published = max($0.published, floor) }
+            try? await Task.sleep(nanoseconds: Self.publishSpacing)
         }
     }
+
+    /// The least time between two publications of the floor: under load a server commits
+    /// far more often than others need its floor.
+    static let publishSpacing: UInt64 = 5_000_000
 
     /// At start, before any write: the row of this server, at the sequence's last value.
     func register(_ database: any SQLDatabase) async throws -> Int64 {
