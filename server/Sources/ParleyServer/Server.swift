@@ -232,7 +232,7 @@ struct Endpoint: Sendable {
             ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
         let sendsMessage = method == "POST" && route == "/v3/group_channels/:channel_url/messages"
         let reply = try await service.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL],
-                                          sendsMessage: sendsMessage) { state in
+                                          sendsMessage: sendsMessage, readsNow: route.hasSuffix("/changelogs")) { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
             let reply = try await run(state, &ctx)

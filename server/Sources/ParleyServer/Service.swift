@@ -153,8 +153,12 @@ final class Service: @unchecked Sendable {
     /// all the same (a first login) runs again as a write request. `channel`: the channel the
     /// request names in its path, if any (`ServerState.handleWriting`).
     /// `sendsMessage`: the request most likely stores one new message (`ServerState.handleWriting`).
-    func run<T>(readOnly: Bool = false, channel: String? = nil, sendsMessage: Bool = false,
+    /// `readsNow`: the request answers with a changelog's "now" (`ServerState.currentSeq`); on
+    /// PostgreSQL the hub first catches up with every commit made so far, so that the token
+    /// covers the writes the client made before it asked.
+    func run<T>(readOnly: Bool = false, channel: String? = nil, sendsMessage: Bool = false, readsNow: Bool = false,
                 _ body: (ServerState) async throws -> T) async throws -> T {
+        if readsNow { try await catchUp() }
         if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
             return result
         }

@@ -31,9 +31,10 @@ enum EventStream {
         let now = ctx.now
         let subscriberId: Int
         do {
-            // A client that comes from another server may know ids this one has not delivered
-            // yet: what every server committed is queued first.
-            if let lastEventId, lastEventId > hub.deliveredThrough { try await service.catchUp() }
+            // A resume replays what every server committed up to now: a client may come from
+            // another server, or have written just before (on PostgreSQL this server's own
+            // commits are delivered once the bound, read after them, passes them).
+            if lastEventId != nil { try await service.catchUp() }
             // On the hub's queue: the replay covers the events delivered so far, the stream is
             // registered before the next delivery, so nothing falls between the two.
             subscriberId = try await hub.inOrder {
