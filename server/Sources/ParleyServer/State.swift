@@ -156,11 +156,19 @@ final class ServerState {
     /// round trip (`lockChannels`, `loadChannels`).
     /// `sendsMessage`: the request most likely stores one new message (its id is taken with
     /// the first statement on PostgreSQL).
-    func handleWriting<T>(group: (any GroupCommitting)? = nil, channelHint: String? = nil, sendsMessage: Bool = false,
+    ///
+    /// `batch`: on PostgreSQL, the request joins the open transaction of an earlier writer of
+    /// its channel (Requests/ChannelBatch.swift); its changes are then kept in the cache only
+    /// once the batch commits (`groupCommitted`). `batchLead`: the request may open such a
+    /// batch for the writers queued behind it.
+    func handleWriting<T>(group: (any GroupCommitting)? = nil, batch: ChannelBatch? = nil, batchLead: ChannelBatchLead? = nil,
+                          channelHint: String? = nil, sendsMessage: Bool = false,
                           _ body: (ServerState) async throws -> T) async throws -> T {
         var bodyDone = false
         do {
             func attempt(_ tx: any SQLSession) async throws -> (T, RecordTables.WrittenVersions) {
+                // Run again after its batch was handed on: the others ran in the transaction lost.
+                try batchLead?.checkNotHandedOn()
                 startAttempt()
                 bodyDone = false
                 transaction = tx
@@ -188,7 +196,9 @@ final class ServerState {
                 let added = pending.events.count
                 let prunesFirst = added <= shared.retention || shared.positions != nil
                 if prunesFirst { try await pruneEvents(adding: added, tx) }
-                let written = try await RecordTables.write(pending, last: prunesFirst, tx)
+                // A writer whose transaction others continue does not end it here.
+                let continued = batch != nil || batchLead?.othersWaiting() == true
+                let written = try await RecordTables.write(pending, last: prunesFirst && !continued, tx)
                 if !prunesFirst {
                     let prunedBefore = counters.prunedThrough
                     try await pruneEvents(adding: added, tx)
@@ -196,13 +206,18 @@ final class ServerState {
                         try await RecordTables.putCounter("pruned_through", counters.prunedThrough, tx)
                     }
                 }
+                if continued, batch == nil, let batchLead, let session = tx as? PostgresSession {
+                    try await batchLead.handOn(session, channels: writtenChannelEntries(written))
+                }
                 return (result, written)
             }
-            let (result, written) = if let group { try await group.writeInGroup(attempt) } else {
+            let (result, written) = if let group { try await group.writeInGroup(attempt) } else if let batch {
+                try await batch.run(attempt)
+            } else {
                 try await database.writeBeginningLate(attempt)
             }
             if shared.positions == nil { shared.committed = counters }
-            if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
+            if group == nil, batch == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
             return result
         } catch {
             if let storage = error as? StorageError, storage.kind == .unavailable { throw error }
@@ -236,13 +251,14 @@ final class ServerState {
     /// What a request of a commit group wrote, kept in the cache once the group commits.
     private var writtenAwaitingCommit = RecordTables.WrittenVersions()
 
-    /// The group this request joined has committed.
+    /// The group or batch this request joined has committed.
     func groupCommitted() { keepInCache(writtenAwaitingCommit) }
 
-    /// A writer of a SQLite commit group: the channels the group's earlier members wrote, as
-    /// they left them. Newer than the record cache, which takes them only once the group
-    /// commits, and committed with this request or not at all: so a member writing the
-    /// channel the one before it wrote finds it current instead of reading it again.
+    /// A writer of a SQLite commit group or of a PostgreSQL channel batch: the channels the
+    /// earlier members wrote, as they left them. Newer than the record cache, which takes them
+    /// only once the group commits, and committed with this request or not at all: so a
+    /// member writing the channel the one before it wrote finds it current instead of reading
+    /// it again.
     var groupChannels: GroupChannels? = nil
 
     /// The channels this request wrote, as the record cache keeps them (nil: deleted, or

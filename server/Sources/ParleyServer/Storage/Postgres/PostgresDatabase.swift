@@ -353,6 +353,21 @@ final class PostgresSession: SQLSession {
         }
     }
 
+    /// Makes sure the transaction has begun (a write that will be continued by others:
+    /// Requests/ChannelBatch.swift).
+    func beginTransaction() async throws { try await beginIfLate() }
+
+    /// A savepoint of a batch's member (Requests/ChannelBatch.swift); each member's shadows the
+    /// one before it.
+    func savepoint() async throws { try await run("SAVEPOINT batch_member") }
+
+    /// Undoes what a member did since its savepoint, what it held included; the transaction
+    /// is usable again even if a statement failed.
+    func rollbackToSavepoint() async throws {
+        discardHeld()
+        try await run("ROLLBACK TO SAVEPOINT batch_member")
+    }
+
     /// After the body: sends what is still held (with the locks kept to the commit), then
     /// COMMIT if the transaction began; gives the locks up if nothing was written.
     fileprivate func finishLateWrite() async throws {
@@ -550,7 +565,7 @@ final class PostgresSession: SQLSession {
     /// aborted transaction).
     fileprivate func run(_ sql: String) async throws {
         // BEGIN goes before what is held (a write that begins late holds its first writes).
-        if sql == "ROLLBACK" { discardHeld() } else if sql != "BEGIN" { try await sendHeld() }
+        if sql.hasPrefix("ROLLBACK") { discardHeld() } else if sql != "BEGIN" { try await sendHeld() }
         do {
             _ = try await statements.run { connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
         } catch {
