@@ -229,7 +229,7 @@ struct Endpoint: Sendable {
             throw APIError.notFound("Route")
         }
         let holdMilliseconds = config.testHooks
-            ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
+            ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 5_000) } : nil
         // A statement the database refuses, after the handler: the request fails in the
         // database itself, inside whatever transaction it shares with others.
         let failsStatement = config.testHooks && request.headers[HTTPField.Name("Parley-Test-Fail-Statement")!] == "1"

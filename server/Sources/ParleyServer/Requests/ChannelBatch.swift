@@ -8,21 +8,67 @@ import Foundation
 /// them: each runs in a savepoint of its own on that session, so its failure is undone alone
 /// and answered alone. The last one (nobody queued behind it, or the `Service.groupLimit`th)
 /// closes the batch; the first commits for all, and every member answers only then.
+///
+/// A writer that knows another member follows it reads, with its last statement, what that
+/// one's first statement would (`Prefetched`): the follower, whose channel the batch holds
+/// locked, then needs no statement of its own before it writes.
 final class ChannelBatch: @unchecked Sendable {
+    let channel: String
     /// The first writer's session, inside its open transaction.
     let session: PostgresSession
+    private let writers: ChannelWriters
     /// The channels the members wrote, as they left them, for the members after them.
     let channels = GroupChannels()
     /// Writers in the batch, the first included (changed only by the holder of the channel's
-    /// writer lock).
+    /// writer lock, as is everything below).
     var members = 1
+    /// Read for the next member by the one before it.
+    var prefetched: Prefetched? = nil
     /// Succeeded once every member had its turn: the first writer then commits.
     let closed = CommitOutcome()
     /// The commit's outcome, for every member.
     let committed = CommitOutcome()
 
-    init(session: PostgresSession) {
+    init(channel: String, session: PostgresSession, writers: ChannelWriters) {
+        self.channel = channel
         self.session = session
+        self.writers = writers
+    }
+
+    /// The member holding the turn will hand it on to another member (`ChannelWriters.memberDone`).
+    var nextMemberCertain: Bool { writers.othersWaiting(channel) && members + 1 < Service.groupLimit }
+
+    /// What a writer's first statement reads after it locks its channel
+    /// (`ServerState.lockChannels`): event numbers, a message id, and the versions of the users
+    /// the channel shows. Read with the last statement of the member before, in the same
+    /// statement as one another, as the first statement would.
+    struct Prefetched {
+        var numbers: [Int64]
+        var messageId: Int64
+        var userVersions: [String: Int64]
+
+        /// The column of the last statement that reads them (`numbers` event numbers, and the
+        /// versions of `users`), as one JSON text.
+        static func expression(numbers: Int, users: [String]) -> SQLExpression {
+            SQLExpression(sql: """
+                (SELECT json_build_object(
+                    'e', (SELECT json_agg(nextval('parley_event_ids')) FROM generate_series(1, ?)),
+                    'm', nextval('parley_message_ids'),
+                    'u', (SELECT coalesce(json_object_agg(u.user_id, u.version), '{}') FROM users u
+                          WHERE u.user_id IN (SELECT value FROM json_array_elements_text(?::json))))::text)
+                """, binds: [.int(Int64(numbers)), .text(JSON.array(users.map { .string($0) }).serialized())])
+        }
+
+        init?(_ value: SQLValue?) {
+            guard case .text(let text) = value, case .object(let object)? = try? JSONParser.parse(text),
+                  case .array(let numbers)? = object["e"], case .int(let messageId)? = object["m"],
+                  case .object(let users)? = object["u"] else { return nil }
+            self.numbers = numbers.compactMap { if case .int(let n) = $0 { n } else { nil } }.sorted()
+            self.messageId = messageId
+            var versions: [String: Int64] = [:]
+            for (id, version) in users.entries { if case .int(let v) = version { versions[id] = v } }
+            userVersions = versions
+        }
     }
 
     /// Runs one member's `attempt` in a savepoint of the batch's transaction: undone alone if
@@ -131,6 +177,9 @@ final class ChannelBatchLead: @unchecked Sendable {
 
     func othersWaiting() -> Bool { writers.othersWaiting(channel) }
 
+    /// Read for the first member by the first writer's last statement.
+    var prefetched: ChannelBatch.Prefetched? = nil
+
     /// Its transaction, handed on, must not run again alone: the others' work went with it.
     func checkNotHandedOn() throws {
         if batch != nil { throw StorageError("the transaction of a batch of writes failed after it was handed on") }
@@ -141,8 +190,9 @@ final class ChannelBatchLead: @unchecked Sendable {
     func handOn(_ session: PostgresSession, channels: [(url: String, entry: CachedChannel?)]) async throws {
         guard othersWaiting() else { return }
         try await session.beginTransaction()
-        let batch = ChannelBatch(session: session)
+        let batch = ChannelBatch(channel: channel, session: session, writers: writers)
         batch.channels.keep(channels)
+        batch.prefetched = prefetched
         self.batch = batch
         writers.handOn(channel, batch)
         _ = await batch.closed.wait()

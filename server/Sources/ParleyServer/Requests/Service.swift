@@ -240,7 +240,8 @@ final class Service: @unchecked Sendable {
     /// channel. It answers once that one committed for all; its own failure is its own.
     private func writeInBatch<T>(_ batch: ChannelBatch, _ positions: StreamPositions, channel: String, sendsMessage: Bool,
                                  _ body: (ServerState) async throws -> T) async throws -> T {
-        let (writer, floor) = positions.beginWriter()
+        // Numbers read for it by the member before it are below the floor it would have.
+        let (writer, floor) = positions.beginWriter(atMost: (batch.prefetched?.numbers.first).map { $0 - 1 } ?? .max)
         let ticket = shared.hub.beginWriter { floor + 1 }
         let request = ServerState(shared: shared, readOnly: false)
         request.groupChannels = batch.channels

@@ -174,10 +174,17 @@ final class ServerState {
                 transaction = tx
                 defer { transaction = nil }
                 if let positions = shared.positions {
-                    // Before any number: the channel the request names locked, then the busy lock.
-                    let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
-                    try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
-                                           messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), tx)
+                    if let batch, let hint = channelHint, let entry = groupChannels?.entry(hint),
+                       let prefetched = batch.prefetched {
+                        // The batch holds the channel locked; the member before read the rest.
+                        batch.prefetched = nil
+                        usePrefetched(prefetched, channel: entry, sendsMessage: sendsMessage)
+                    } else {
+                        // Before any number: the channel the request names locked, then the busy lock.
+                        let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
+                        try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
+                                               messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), tx)
+                    }
                 }
                 let result = try await body(self)
                 bodyDone = true
@@ -196,9 +203,19 @@ final class ServerState {
                 let added = pending.events.count
                 let prunesFirst = added <= shared.retention || shared.positions != nil
                 if prunesFirst { try await pruneEvents(adding: added, tx) }
-                // A writer whose transaction others continue does not end it here.
+                // A writer whose transaction others continue does not end it here, and reads
+                // for the next one when it knows one follows.
                 let continued = batch != nil || batchLead?.othersWaiting() == true
-                let written = try await RecordTables.write(pending, last: prunesFirst && !continued, tx)
+                let followed = batch?.nextMemberCertain ?? continued
+                let prefetch = followed ? channelHint.flatMap { loadedChannels[$0] }.map {
+                    ChannelBatch.Prefetched.expression(numbers: numbersPerLock, users: usersShown(by: $0).sorted())
+                } : nil
+                let written = try await RecordTables.write(pending, last: prunesFirst && !continued, selecting: prefetch, tx)
+                if prefetch != nil {
+                    let read = ChannelBatch.Prefetched(written.selected)
+                    if let batch { batch.prefetched = read } else { batchLead?.prefetched = read }
+                    if let highest = read?.numbers.last { shared.positions?.saw(highest) }
+                }
                 if !prunesFirst {
                     let prunedBefore = counters.prunedThrough
                     try await pruneEvents(adding: added, tx)
@@ -712,6 +729,12 @@ final class ServerState {
             }
         }
         numbers.sort()
+        takeNumbers(numbers)
+        if let highest = numbers.last { shared.positions?.saw(highest) }
+    }
+
+    /// Event numbers taken for this request (sorted): the next ones it uses, and noted as its own.
+    private func takeNumbers(_ numbers: [Int64]) {
         freshNumbers = numbers[...]
         for number in numbers {
             if let last = takenNumbers.last, last.upperBound + 1 == number {
@@ -720,7 +743,16 @@ final class ServerState {
                 takenNumbers.append(number...number)
             }
         }
-        if let highest = numbers.last { shared.positions?.saw(highest) }
+    }
+
+    /// PostgreSQL: a member of a channel batch starts from what the member before it read for
+    /// it (Requests/ChannelBatch.swift) instead of its own first statement: the batch holds the
+    /// channel's lock, and `channel` is the channel as that member left it.
+    private func usePrefetched(_ prefetched: ChannelBatch.Prefetched, channel: CachedChannel, sendsMessage: Bool) {
+        lockedChannels[channel.channel.url] = (channel.version, channel.lastMessageSeq)
+        takeNumbers(prefetched.numbers)
+        if sendsMessage { prefetchedMessageId = prefetched.messageId }
+        knownUserVersions = prefetched.userVersions
     }
 
     /// PostgreSQL: the users this request changes, locked, must still be as it loaded them

@@ -37,8 +37,8 @@ final class PostgresDatabase: SQLDatabase {
     /// How long a session may sit between statements, in a transaction or holding a write's
     /// locks, before PostgreSQL ends it (docs/DEPLOYMENT.md): the longest a hung server holds
     /// back the others (StreamPositions.swift). Longer than any pause of a healthy write,
-    /// including the test hook's hold (at most 10 s, ServerConfig.testHooks).
-    static let idleSessionSeconds = 15
+    /// including the test hook's hold (at most 5 s, ServerConfig.testHooks).
+    static let idleSessionSeconds = 6
 
     /// - Parameters:
     ///   - startsClient: whether this object runs its two pools itself, in a task that
