@@ -442,7 +442,7 @@ def test_a_server_killed_with_writes_in_flight_holds_back_the_other_only_briefly
         threads = [run(lambda: steady("ann", b, [free_channel])), run(lambda: steady("cat", a, channels))]
         time.sleep(1)
         held = [DirectSend("ben", channel, f"held-{channel}", time.monotonic()) for channel in held_channels]
-        holders = [run(lambda send=send: send_directly(a, send, hold_ms=10_000)) for send in held]  # type: ignore[misc]
+        holders = [run(lambda send=send: send_directly(a, send, hold_ms=5_000)) for send in held]  # type: ignore[misc]
         time.sleep(0.3)  # A has taken their numbers and their channels' locks, and holds them
         assert all(holder.is_alive() for holder in holders), "a held write ended at once"
         holding_since = time.monotonic()
