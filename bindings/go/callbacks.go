@@ -1,0 +1,104 @@
+package parley
+
+// The library's callbacks arrive here, on the client's dispatch goroutine (manual dispatch).
+// Each copies what it was given (borrowed for the call) and hands it on to a channel: no
+// application code runs inside a callback, so a slow reader never holds up the library.
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import "runtime/cgo"
+
+// completion receives one asynchronous call's outcome; the handle is deleted after it ran.
+type completion func(err *C.parley_error, json *C.char)
+
+//export parleyGoResult
+func parleyGoResult(handle C.uintptr_t, err *C.parley_error, json *C.char) {
+	h := cgo.Handle(handle)
+	done := h.Value().(completion)
+	h.Delete()
+	done(err, json)
+}
+
+// startCompletion receives a message collection start's two completions: the cache's list
+// (which 0), then the server's (which 1), after which its handle is deleted.
+type startCompletion func(which int, err *C.parley_error, json *C.char)
+
+//export parleyGoStart
+func parleyGoStart(handle C.uintptr_t, which C.int, err *C.parley_error, json *C.char) {
+	h := cgo.Handle(handle)
+	done := h.Value().(startCompletion)
+	if which == 1 {
+		h.Delete()
+	}
+	done(int(which), err, json)
+}
+
+//export parleyGoEvent
+func parleyGoEvent(handle C.uintptr_t, category, channelURL, payload *C.char) {
+	sink := cgo.Handle(handle).Value().(*queue[Event])
+	sink.push(Event{
+		Category:   C.GoString(category),
+		ChannelURL: C.GoString(channelURL),
+		Payload:    rawJSON(payload),
+	})
+}
+
+//export parleyGoConnection
+func parleyGoConnection(handle C.uintptr_t, event C.int, err *C.parley_error) {
+	sink := cgo.Handle(handle).Value().(*queue[ConnectionChange])
+	change := ConnectionChange{Event: ConnectionEvent(event)}
+	if e := errorFromC("connection", err); e != nil {
+		change.Err = e
+	}
+	sink.push(change)
+}
+
+// viewSink is what every view's handler reports to besides its own kind of changes.
+type viewSink interface {
+	reportError(err *Error)
+	reportFreshness(freshness Freshness)
+}
+
+//export parleyGoViewError
+func parleyGoViewError(handle C.uintptr_t, err *C.parley_error) {
+	cgo.Handle(handle).Value().(viewSink).reportError(errorFromC("background step", err))
+}
+
+//export parleyGoFreshness
+func parleyGoFreshness(handle C.uintptr_t, freshness C.int) {
+	cgo.Handle(handle).Value().(viewSink).reportFreshness(Freshness(freshness))
+}
+
+//export parleyGoChannels
+func parleyGoChannels(handle C.uintptr_t, kind C.int, context *C.parley_collection_context, json *C.char) {
+	cgo.Handle(handle).Value().(*ChannelCollection).report(int(kind), sourceFromC(context.source, context.source_name, context.detail), json)
+}
+
+//export parleyGoMessageEvent
+func parleyGoMessageEvent(handle C.uintptr_t, event *C.parley_message_event) {
+	cgo.Handle(handle).Value().(*MessageCollection).report(event)
+}
+
+//export parleyGoSyncAction
+func parleyGoSyncAction(handle C.uintptr_t, action, list C.int, json *C.char) {
+	cgo.Handle(handle).Value().(*SyncView).report(SyncAction(action), SyncList(list), json)
+}
+
+// fetchCompletion receives a sync view fetch's outcome.
+type fetchCompletion func(err *C.parley_error, hasMore, offline bool)
+
+//export parleyGoSyncFetch
+func parleyGoSyncFetch(handle C.uintptr_t, err *C.parley_error, hasMore, offline C.int) {
+	h := cgo.Handle(handle)
+	done := h.Value().(fetchCompletion)
+	h.Delete()
+	done(err, hasMore != 0, offline != 0)
+}
+
+//export parleyGoSearchResults
+func parleyGoSearchResults(handle C.uintptr_t, kind C.int, json *C.char) {
+	cgo.Handle(handle).Value().(*Search).report(int(kind), json)
+}
