@@ -235,11 +235,34 @@ func newClient(t testing.TB) *parley.Client {
 func connected(t testing.TB, base string) (*parley.Client, string) {
 	t.Helper()
 	userID, token := newUser(t, base)
+	return connectAs(t, userID, token), userID
+}
+
+// connectAs makes a client connected as userID, once its event stream is open: Connect
+// returns before that, and what happened meanwhile comes with the catch-up, not live.
+func connectAs(t testing.TB, userID, token string) *parley.Client {
+	t.Helper()
 	client := newClient(t)
 	if _, err := client.Connect(testContext(t), userID, token); err != nil {
 		t.Fatal(err)
 	}
-	return client, userID
+	waitUntil(t, "the stream to open", func() bool {
+		state, err := client.ConnectionState()
+		return err == nil && state == parley.StateOpen
+	})
+	return client
+}
+
+// waitUntil polls condition until it holds, failing the test after 15 seconds.
+func waitUntil(t testing.TB, what string, condition func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !condition() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // testContext ends with the test or after 30 seconds, whichever is first.
