@@ -94,6 +94,7 @@ func runWithServer(m *testing.M) int {
 		return 2
 	}
 	testServer.url = strings.TrimSpace(strings.TrimPrefix(line, prefix))
+	fmt.Fprintf(os.Stderr, "parley-server at %s on %s\n", testServer.url, strings.SplitN(database, "://", 2)[0])
 	return m.Run()
 }
 
