@@ -157,11 +157,11 @@ func (c *Client) Close() error {
 		syscall.Close(c.wakeFD[1])
 		c.mutex.Lock()
 		defer c.mutex.Unlock()
-		if c.events != nil {
+		if c.events != nil && c.eventHandle != 0 {
 			c.events.close()
 			c.eventHandle.Delete()
 		}
-		if c.connections != nil {
+		if c.connections != nil && c.connHandle != 0 {
 			c.connections.close()
 			c.connHandle.Delete()
 		}
@@ -202,29 +202,38 @@ type outcome struct {
 // operation is cancelled in the library (if it has an id) and its completion still awaited:
 // an error then matches both ErrCancelled and ctx's error.
 func (c *Client) await(ctx context.Context, op string, start func(native *C.parley_client, handle C.uintptr_t, operationID *C.uint64_t) C.int) (string, error) {
+	done, cancel, err := c.begin(ctx, op, start)
+	if err != nil {
+		return "", err
+	}
+	return c.wait(ctx, done, cancel)
+}
+
+// begin is await's first half: it starts the call and gives where its outcome arrives and
+// how to cancel it.
+func (c *Client) begin(ctx context.Context, op string, start func(native *C.parley_client, handle C.uintptr_t, operationID *C.uint64_t) C.int) (chan outcome, func(), error) {
 	if err := ctx.Err(); err != nil {
-		return "", &Error{Code: ErrCancelled, Op: op, Message: "the context ended before the call", cause: err}
+		return nil, nil, &Error{Code: ErrCancelled, Op: op, Message: "the context ended before the call", cause: err}
 	}
 	done := make(chan outcome, 1)
-	handle := cgo.NewHandle(completion(func(err *C.parley_error, text *C.char) {
-		done <- outcome{errorFromC(op, err), goString(text)}
-	}))
+	handle := cgoNewCompletion(op, done)
 	var operationID C.uint64_t
 	err := c.use(func(native *C.parley_client) error {
 		return call(op, func() C.int { return start(native, C.uintptr_t(handle), &operationID) })
 	})
 	if err != nil {
 		handle.Delete() // a call that failed runs no callback
-		return "", err
+		return nil, nil, err
 	}
-	return c.wait(ctx, done, func() {
+	cancel := func() {
 		if operationID != 0 {
 			_ = c.use(func(native *C.parley_client) error {
 				C.parley_client_cancel(native, operationID)
 				return nil
 			})
 		}
-	})
+	}
+	return done, cancel, nil
 }
 
 // wait takes a call's outcome; when ctx ends first it runs cancel and still waits for the
@@ -322,6 +331,8 @@ func (c *Client) Events() <-chan Event {
 		})
 		if err != nil {
 			c.events.close()
+			c.eventHandle.Delete()
+			c.eventHandle = 0
 		}
 	}
 	return c.events.out
@@ -343,6 +354,8 @@ func (c *Client) ConnectionChanges() <-chan ConnectionChange {
 		})
 		if err != nil {
 			c.connections.close()
+			c.connHandle.Delete()
+			c.connHandle = 0
 		}
 	}
 	return c.connections.out

@@ -65,14 +65,21 @@ func (c *Client) NewQuery(kind QueryKind, options map[string]any) (*Query, error
 // Next loads the next page: the page's items as the server gives them (none past the end).
 // Cancelling ctx cancels the load in the library; the query's position is then unchanged.
 func (q *Query) Next(ctx context.Context) ([]json.RawMessage, error) {
+	// The lock covers the start only: Close may dispose the query while a load is in flight,
+	// which then completes with ErrCancelled.
 	q.mutex.RLock()
-	defer q.mutex.RUnlock()
 	if q.closed {
+		q.mutex.RUnlock()
 		return nil, ErrClosed
 	}
-	text, err := q.client.await(ctx, "query next", func(_ *C.parley_client, h C.uintptr_t, op *C.uint64_t) C.int {
+	done, cancel, err := q.client.begin(ctx, "query next", func(_ *C.parley_client, h C.uintptr_t, op *C.uint64_t) C.int {
 		return C.go_query_load(q.native, op, h)
 	})
+	q.mutex.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	text, err := q.client.wait(ctx, done, cancel)
 	if err != nil {
 		return nil, err
 	}
