@@ -102,3 +102,20 @@ func parleyGoSyncFetch(handle C.uintptr_t, err *C.parley_error, hasMore, offline
 func parleyGoSearchResults(handle C.uintptr_t, kind C.int, json *C.char) {
 	cgo.Handle(handle).Value().(*Search).report(int(kind), json)
 }
+
+//export parleyGoLog
+func parleyGoLog(handle C.uintptr_t, level C.int, message *C.char) {
+	sink := cgo.Handle(handle).Value().(*queue[LogRecord])
+	sink.push(LogRecord{Level: LogLevel(level), Message: C.GoString(message)})
+}
+
+// posted is a job given to parley_client_post; its handle is deleted after it ran.
+type posted func()
+
+//export parleyGoPosted
+func parleyGoPosted(handle C.uintptr_t) {
+	h := cgo.Handle(handle)
+	job := h.Value().(posted)
+	h.Delete()
+	job()
+}

@@ -28,8 +28,8 @@ type Config struct {
 	CacheDir string
 	// MemoryCache keeps the cache in memory only: nothing survives the process.
 	MemoryCache bool
-	// LogLevel is "off", "error", "warning" (the default), "info", "debug" or "trace";
-	// the library writes its log to standard error.
+	// LogLevel is "off", "error", "warning" (the default), "info", "debug" or "trace": the
+	// most verbose records kept, which Client.Logs delivers (Logs sets the level again).
 	LogLevel string
 	// RequestTimeout bounds each request (default 30 s).
 	RequestTimeout time.Duration
@@ -88,7 +88,11 @@ type Client struct {
 	eventHandle cgo.Handle
 	connections *queue[ConnectionChange]
 	connHandle  cgo.Handle
-	views       map[closer]struct{}
+	logs        *queue[LogRecord]
+	logHandle   cgo.Handle
+	// subscriptions are those of SubscribeEvents and SubscribeConnectionChanges.
+	subscriptions map[*subscription]struct{}
+	views         map[closer]struct{}
 }
 
 // closer is a view or query the client closes with itself.
@@ -100,7 +104,7 @@ func New(config Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := &Client{stopped: make(chan struct{}), views: map[closer]struct{}{}}
+	client := &Client{stopped: make(chan struct{}), views: map[closer]struct{}{}, subscriptions: map[*subscription]struct{}{}}
 	documentText := C.CString(document)
 	defer C.free(unsafe.Pointer(documentText))
 	if err := call("new client", func() C.int { return C.parley_client_create(&client.native, documentText) }); err != nil {
@@ -164,6 +168,13 @@ func (c *Client) Close() error {
 		if c.connections != nil && c.connHandle != 0 {
 			c.connections.close()
 			c.connHandle.Delete()
+		}
+		if c.logs != nil {
+			c.logs.close()
+			c.logHandle.Delete()
+		}
+		for sub := range c.subscriptions {
+			sub.end()
 		}
 	})
 	return nil

@@ -293,3 +293,5 @@ func receive[T any](t testing.TB, ch <-chan T, what string, match func(T) bool) 
 		}
 	}
 }
+
+func jsonDecode(data []byte, into any) error { return json.Unmarshal(data, into) }

@@ -129,3 +129,18 @@ int go_is_retryable(int code, int http_status, int server_code) {
     parley_error e = {code, "", http_status, server_code};
     return parley_error_is_retryable(&e);
 }
+
+static void log_trampoline(void *ud, int level, const char *message) { parleyGoLog((uintptr_t)ud, level, (char *)message); }
+int go_set_log_callback(parley_client *c, uintptr_t h, int max_level) {
+    return parley_client_set_log_callback(c, h ? log_trampoline : NULL, (void *)h, max_level);
+}
+
+static void posted_trampoline(void *ud) { parleyGoPosted((uintptr_t)ud); }
+int go_post(parley_client *c, uintptr_t h) { return parley_client_post(c, posted_trampoline, (void *)h); }
+
+int go_add_event_handler(parley_client *c, const char *id, uintptr_t h) {
+    return parley_client_add_event_handler(c, id, event_trampoline, (void *)h);
+}
+int go_add_connection_handler(parley_client *c, const char *id, uintptr_t h) {
+    return parley_client_add_connection_handler(c, id, connection_trampoline, (void *)h);
+}

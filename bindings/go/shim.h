@@ -30,5 +30,9 @@ int go_sync_view_fetch(parley_sync_view *v, int direction, int all_next, uintptr
 int go_search_create(parley_message_search **out, parley_client *c, const char *params, uintptr_t h);
 int go_search_load_more(parley_message_search *s, uintptr_t h);
 int go_is_retryable(int code, int http_status, int server_code);
+int go_set_log_callback(parley_client *c, uintptr_t h, int max_level);
+int go_post(parley_client *c, uintptr_t h);
+int go_add_event_handler(parley_client *c, const char *id, uintptr_t h);
+int go_add_connection_handler(parley_client *c, const char *id, uintptr_t h);
 
 #endif

@@ -56,12 +56,12 @@ var Answers = map[string]string{
 	"list_users": "UserListPage", "list_my_group_channels": "ChannelListPage",
 	"list_group_channels": "ChannelListPage", "list_public_group_channels": "ChannelListPage",
 	"list_channel_changelogs": "ChannelChangelogPage",
-	"create_group_channel": "Channel", "get_group_channel": "Channel", "update_group_channel": "Channel",
+	"create_group_channel":    "Channel", "get_group_channel": "Channel", "update_group_channel": "Channel",
 	"invite_users": "Channel", "accept_invitation": "Channel", "join_channel": "Channel",
 	"freeze_channel": "Channel", "unfreeze_channel": "Channel",
 	"list_messages": "MessageListPage", "list_thread_replies": "MessageListPage",
 	"list_message_changelogs": "MessageChangelogPage",
-	"get_message": "Message", "update_message": "Message", "copy_message": "Message",
+	"get_message":             "Message", "update_message": "Message", "copy_message": "Message",
 	"add_message_meta_array": "Message", "update_message_meta_array": "Message",
 }
 
