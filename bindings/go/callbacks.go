@@ -17,9 +17,61 @@ type completion func(err *C.parley_error, json *C.char)
 //export parleyGoResult
 func parleyGoResult(handle C.uintptr_t, err *C.parley_error, json *C.char) {
 	h := cgo.Handle(handle)
-	done := h.Value().(completion)
+	var done completion
+	switch value := h.Value().(type) {
+	case completion:
+		done = value
+	case *upload:
+		done = value.done
+	}
 	h.Delete()
 	done(err, json)
+}
+
+// upload is the user_data of a file send: its progress reports, then its completion.
+type upload struct {
+	progress *queue[Progress]
+	done     completion
+}
+
+//export parleyGoProgress
+func parleyGoProgress(handle C.uintptr_t, reqID *C.char, sent, total C.int64_t) {
+	switch value := cgo.Handle(handle).Value().(type) {
+	case *upload:
+		value.progress.push(Progress{ReqID: C.GoString(reqID), SentBytes: int64(sent), TotalBytes: int64(total)})
+	case *batchUpload:
+		value.progress.push(Progress{ReqID: C.GoString(reqID), SentBytes: int64(sent), TotalBytes: int64(total)})
+	}
+}
+
+// batchUpload is the user_data of a send of several files: progress, then one outcome per
+// file; the last one frees the handle.
+type batchUpload struct {
+	progress *queue[Progress]
+	results  []FileSent
+	left     int
+	done     chan []FileSent
+}
+
+//export parleyGoFileSent
+func parleyGoFileSent(handle C.uintptr_t, index C.int, reqID *C.char, err *C.parley_error, json *C.char) {
+	h := cgo.Handle(handle)
+	batch := h.Value().(*batchUpload)
+	sent := FileSent{Index: int(index), ReqID: C.GoString(reqID)}
+	if e := errorFromC("send file messages", err); e != nil {
+		sent.Err = e
+	} else if decodeErr := decode("send file messages", goString(json), &sent.Message); decodeErr != nil {
+		sent.Err = decodeErr
+	}
+	if int(index) >= 0 && int(index) < len(batch.results) {
+		batch.results[index] = sent
+	}
+	batch.left--
+	if batch.left == 0 {
+		h.Delete()
+		batch.progress.close()
+		batch.done <- batch.results
+	}
 }
 
 // startCompletion receives a message collection start's two completions: the cache's list

@@ -54,8 +54,11 @@ int go_set_connection_handler(parley_client *c, uintptr_t h) {
 int go_send_user_message(parley_client *c, char **pending, uint64_t *op, const char *url, const char *params, uintptr_t h) {
     return parley_client_send_user_message(c, pending, op, url, params, result_trampoline, (void *)h);
 }
+static void progress_trampoline(void *ud, const char *req_id, int64_t sent, int64_t total) {
+    parleyGoProgress((uintptr_t)ud, (char *)req_id, sent, total);
+}
 int go_send_file_message(parley_client *c, char **pending, uint64_t *op, const char *url, const char *params, uintptr_t h) {
-    return parley_client_send_file_message(c, pending, op, url, params, NULL, result_trampoline, (void *)h);
+    return parley_client_send_file_message(c, pending, op, url, params, progress_trampoline, result_trampoline, (void *)h);
 }
 int go_resend_message(parley_client *c, uint64_t *op, const char *req_id, uintptr_t h) {
     return parley_client_resend_message(c, op, req_id, NULL, result_trampoline, (void *)h);
@@ -143,4 +146,11 @@ int go_add_event_handler(parley_client *c, const char *id, uintptr_t h) {
 }
 int go_add_connection_handler(parley_client *c, const char *id, uintptr_t h) {
     return parley_client_add_connection_handler(c, id, connection_trampoline, (void *)h);
+}
+
+static void file_sent_trampoline(void *ud, int index, const char *req_id, const parley_error *e, const char *json) {
+    parleyGoFileSent((uintptr_t)ud, index, (char *)req_id, (parley_error *)e, (char *)json);
+}
+int go_send_file_messages(parley_client *c, char **pending, const char *url, const char *params, uintptr_t h) {
+    return parley_client_send_file_messages(c, pending, url, params, progress_trampoline, file_sent_trampoline, (void *)h);
 }

@@ -34,5 +34,6 @@ int go_set_log_callback(parley_client *c, uintptr_t h, int max_level);
 int go_post(parley_client *c, uintptr_t h);
 int go_add_event_handler(parley_client *c, const char *id, uintptr_t h);
 int go_add_connection_handler(parley_client *c, const char *id, uintptr_t h);
+int go_send_file_messages(parley_client *c, char **pending, const char *url, const char *params, uintptr_t h);
 
 #endif
