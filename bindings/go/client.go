@@ -271,6 +271,9 @@ func (c *Client) wait(ctx context.Context, done chan outcome, cancel func()) (st
 // catches the cache up. It returns the user. With the server unreachable but the user in the
 // cache it returns the cached user and keeps reconnecting.
 func (c *Client) Connect(ctx context.Context, userID, sessionToken string) (User, error) {
+	if err := checkText("connect", userID, sessionToken); err != nil {
+		return User{}, err
+	}
 	user := cString(userID)
 	defer C.free(unsafe.Pointer(user))
 	token := cString(sessionToken)
@@ -302,6 +305,9 @@ func (c *Client) Reconnect() error {
 
 // SetSessionToken replaces the session token (after ConnectionSessionTokenRequired).
 func (c *Client) SetSessionToken(token string) error {
+	if err := checkText("set session token", token); err != nil {
+		return err
+	}
 	text := cString(token)
 	defer C.free(unsafe.Pointer(text))
 	return c.use(func(native *C.parley_client) error {
@@ -375,6 +381,9 @@ func (c *Client) ConnectionChanges() <-chan ConnectionChange {
 // Request sends a raw REST request (method "GET", "POST", ...; path starting with "/") with
 // the configured API token, body encoded as JSON unless nil, and returns the answer's JSON.
 func (c *Client) Request(ctx context.Context, method, path string, body any) (json.RawMessage, error) {
+	if err := checkText("request", method, path); err != nil {
+		return nil, err
+	}
 	methodText := cString(method)
 	defer C.free(unsafe.Pointer(methodText))
 	pathText := cString(path)
@@ -402,6 +411,9 @@ func (c *Client) Request(ctx context.Context, method, path string, body any) (js
 // server's answer. The library checks the parameters and applies the answer to the cache.
 func (c *Client) Perform(ctx context.Context, operation string, params any) (json.RawMessage, error) {
 	op := "perform " + operation
+	if err := checkText(op, operation); err != nil {
+		return nil, err
+	}
 	paramsText, err := encodeParams(op, params)
 	if err != nil {
 		return nil, err
@@ -430,12 +442,12 @@ func performInto[T any](ctx context.Context, c *Client, operation string, params
 
 // encodeParams encodes a parameter object (nil: {}) as a C string (free it).
 func encodeParams(op string, params any) (*C.char, error) {
-	if params == nil {
-		return C.CString("{}"), nil
-	}
 	encoded, err := json.Marshal(params)
 	if err != nil {
 		return nil, &Error{Code: ErrInvalidArgument, Op: op, Message: "parameters: " + err.Error()}
+	}
+	if string(encoded) == "null" { // nil, or a nil map or slice: no parameters
+		return C.CString("{}"), nil
 	}
 	return C.CString(string(encoded)), nil
 }
@@ -448,9 +460,8 @@ func decode(op, text string, result any) error {
 	return nil
 }
 
-// cString copies s for the library. Go strings may hold NUL bytes, which C strings cannot:
-// the library then sees the text up to the first one, so such text is cut there rather than
-// passed on silently; callers that must refuse it check with validText.
+// cString copies s for the library. A C string ends at its first NUL byte: the public
+// functions refuse text holding one (checkText) before it gets here.
 func cString(s string) *C.char { return C.CString(s) }
 
 // goString copies a borrowed C string ("" for NULL).

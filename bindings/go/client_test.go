@@ -88,6 +88,9 @@ func TestBadInputIsRefusedWithAClearError(t *testing.T) {
 	if _, err := parley.New(parley.Config{Extra: map[string]any{"dispatch_mode": "thread"}}); !errors.Is(err, parley.ErrInvalidArgument) {
 		t.Fatalf("thread dispatch gave %v", err)
 	}
+	if _, err := newClient(t).Connect(testContext(t), "erin\x00", "token"); !errors.Is(err, parley.ErrInvalidArgument) {
+		t.Fatalf("a NUL byte in the user id gave %v", err)
+	}
 	client, _ := connected(t, "erin")
 	ctx := testContext(t)
 	if _, err := client.Perform(ctx, "no_such_operation", nil); !errors.Is(err, parley.ErrInvalidArgument) {

@@ -139,14 +139,16 @@ func (c *Client) NewMessageCollection(channelURL string, startingPoint int64, pa
 // Changes is the channel of the view's reports; it closes when the view closes.
 func (col *MessageCollection) Changes() <-chan MessageChange { return col.changes.out }
 
+// messageEventKinds maps the library's message event kinds onto ChangeKind.
+var messageEventKinds = map[C.int]ChangeKind{
+	C.PARLEY_MESSAGE_EVENT_ADDED: Added, C.PARLEY_MESSAGE_EVENT_UPDATED: Updated,
+	C.PARLEY_MESSAGE_EVENT_DELETED: Deleted, C.PARLEY_MESSAGE_EVENT_CHANNEL_UPDATED: ChannelUpdated,
+	C.PARLEY_MESSAGE_EVENT_CHANNEL_DELETED: ChannelDeleted, C.PARLEY_MESSAGE_EVENT_HUGE_GAP_DETECTED: HugeGapDetected,
+}
+
 func (col *MessageCollection) report(event *C.parley_message_event) {
-	kinds := map[C.int]ChangeKind{
-		C.PARLEY_MESSAGE_EVENT_ADDED: Added, C.PARLEY_MESSAGE_EVENT_UPDATED: Updated,
-		C.PARLEY_MESSAGE_EVENT_DELETED: Deleted, C.PARLEY_MESSAGE_EVENT_CHANNEL_UPDATED: ChannelUpdated,
-		C.PARLEY_MESSAGE_EVENT_CHANNEL_DELETED: ChannelDeleted, C.PARLEY_MESSAGE_EVENT_HUGE_GAP_DETECTED: HugeGapDetected,
-	}
 	col.changes.push(MessageChange{
-		Kind:          kinds[event.kind],
+		Kind:          messageEventKinds[event.kind],
 		Source:        sourceFromC(event.source, event.source_name, event.detail),
 		SendingStatus: SendingStatus(event.sending_status),
 		ChannelURL:    goString(event.channel_url),

@@ -103,9 +103,11 @@ func (c *Client) NewSearch(params SearchParams) (*Search, error) {
 // Changes is the channel of the search's reports; it closes when the search closes.
 func (s *Search) Changes() <-chan SearchChange { return s.changes.out }
 
+// searchKinds maps the handler field that ran onto ChangeKind.
+var searchKinds = map[int]ChangeKind{C.SEARCH_ADDED: Added, C.SEARCH_UPDATED: Updated, C.SEARCH_DELETED: Deleted}
+
 func (s *Search) report(kind int, text *C.char) {
-	kinds := map[int]ChangeKind{C.SEARCH_ADDED: Added, C.SEARCH_UPDATED: Updated, C.SEARCH_DELETED: Deleted}
-	s.changes.push(SearchChange{Kind: kinds[kind], Results: decodeList[SearchResult](text)})
+	s.changes.push(SearchChange{Kind: searchKinds[kind], Results: decodeList[SearchResult](text)})
 }
 
 func (s *Search) reportError(err *Error) {

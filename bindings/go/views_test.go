@@ -269,8 +269,13 @@ func TestQueryPagesThroughMembers(t *testing.T) {
 	if seen != 5 {
 		t.Fatalf("the query listed %d members, the channel has 5", seen)
 	}
-	if _, err := client.NewQuery(parley.QueryKind(99), nil); !errors.Is(err, parley.ErrInvalidArgument) {
+	_, err = client.NewQuery(parley.QueryKind(99), nil)
+	var failure *parley.Error
+	if !errors.As(err, &failure) || failure.Code != parley.ErrInvalidArgument || !strings.Contains(failure.Message, "99") {
 		t.Fatalf("an unknown kind gave %v", err)
+	}
+	if _, err := client.NewQuery(parley.QueryMembers, map[string]any{"channel_url": channelURL, "no_such_option": 1}); !errors.Is(err, parley.ErrInvalidArgument) {
+		t.Fatalf("an unknown option gave %v", err)
 	}
 }
 
