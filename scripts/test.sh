@@ -74,6 +74,8 @@ phase "Go binding (bindings/go): vet, tests on SQLite (plain and -race), tests o
 (
     eval "$(bash bindings/go/tools/build-tree-env.sh build/cmake)"
     cd bindings/go
+    unformatted=$(gofmt -l . ../../examples/go)
+    [ -z "$unformatted" ] || { echo "not gofmt-formatted: $unformatted" >&2; exit 1; }
     go vet ./...
     (cd ../../examples/go && go vet ./...)
     PARLEY_TEST_BACKEND=sqlite limited 600 go test -count=1 ./...

@@ -90,8 +90,12 @@ var subscriptionCounter atomic.Uint64
 func (c *Client) SubscribeEvents() (<-chan Event, func(), error) {
 	events := newQueue[Event]()
 	unsubscribe, err := c.subscribe("subscribe events", cgo.NewHandle(events), events.close,
-		func(native *C.parley_client, id *C.char, handle C.uintptr_t) C.int { return C.go_add_event_handler(native, id, handle) },
-		func(native *C.parley_client, id *C.char) C.int { return C.parley_client_remove_event_handler(native, id) })
+		func(native *C.parley_client, id *C.char, handle C.uintptr_t) C.int {
+			return C.go_add_event_handler(native, id, handle)
+		},
+		func(native *C.parley_client, id *C.char) C.int {
+			return C.parley_client_remove_event_handler(native, id)
+		})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,7 +110,9 @@ func (c *Client) SubscribeConnectionChanges() (<-chan ConnectionChange, func(), 
 		func(native *C.parley_client, id *C.char, handle C.uintptr_t) C.int {
 			return C.go_add_connection_handler(native, id, handle)
 		},
-		func(native *C.parley_client, id *C.char) C.int { return C.parley_client_remove_connection_handler(native, id) })
+		func(native *C.parley_client, id *C.char) C.int {
+			return C.parley_client_remove_connection_handler(native, id)
+		})
 	if err != nil {
 		return nil, nil, err
 	}
