@@ -137,7 +137,7 @@ func (c *Client) NewChannelCollection(query ChannelQuery) (*ChannelCollection, e
 }
 
 // Changes is the channel of the collection's reports; it closes when the collection closes.
-func (col *ChannelCollection) Changes() <-chan ChannelChange { return col.changes.out }
+func (col *ChannelCollection) Changes() <-chan ChannelChange { return col.channel() }
 
 func (col *ChannelCollection) report(kind int, source Source, text *C.char) {
 	switch kind {

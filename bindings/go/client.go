@@ -95,6 +95,10 @@ type Client struct {
 	views         map[closer]struct{}
 }
 
+// errNotMade is the error of a Client, view or query used without being made by its
+// constructor (a zero value).
+var errNotMade = &Error{Code: ErrInvalidHandle, Op: "use", Message: "not made by its constructor (parley.New, Client.New...)"}
+
 // closer is a view or query the client closes with itself.
 type closer interface{ Close() error }
 
@@ -140,6 +144,9 @@ func (c *Client) dispatch(eventFD C.int) {
 // ErrCancelled), destroys it and closes its channels. Safe from any goroutine, more than
 // once, and after any use; later calls return ErrClosed.
 func (c *Client) Close() error {
+	if c.stopped == nil {
+		return nil // a Client not made by New holds nothing
+	}
 	c.closeOnce.Do(func() {
 		c.mutex.Lock()
 		views := make([]closer, 0, len(c.views))
@@ -182,6 +189,9 @@ func (c *Client) Close() error {
 
 // use runs f with the native client unless the client is closed.
 func (c *Client) use(f func(native *C.parley_client) error) error {
+	if c.stopped == nil {
+		return errNotMade
+	}
 	c.closing.RLock()
 	defer c.closing.RUnlock()
 	if c.closed.Load() {

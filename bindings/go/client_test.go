@@ -254,3 +254,41 @@ func TestTheLibrarysTables(t *testing.T) {
 		t.Fatalf("names: %q %q", parley.ErrNotFound.Name(), parley.FreshnessCatchingUp.String())
 	}
 }
+
+func TestZeroValuesGiveErrorsNotCrashes(t *testing.T) {
+	var client parley.Client
+	if _, err := client.Connect(context.Background(), "someone", "token"); !errors.Is(err, parley.ErrInvalidHandle) {
+		t.Fatalf("a zero client's Connect gave %v", err)
+	}
+	if _, open := <-client.Events(); open {
+		t.Fatal("a zero client's events channel is open")
+	}
+	if err := client.Close(); err != nil {
+		t.Fatalf("a zero client's Close gave %v", err)
+	}
+	var collection parley.ChannelCollection
+	if _, err := collection.LoadMore(context.Background()); !errors.Is(err, parley.ErrInvalidHandle) {
+		t.Fatalf("a zero collection's LoadMore gave %v", err)
+	}
+	if _, open := <-collection.Changes(); open {
+		t.Fatal("a zero collection's changes channel is open")
+	}
+	_ = collection.Close()
+	var view parley.MessageCollection
+	if _, err := view.Start(context.Background()); !errors.Is(err, parley.ErrInvalidHandle) {
+		t.Fatalf("a zero view's Start gave %v", err)
+	}
+	var syncView parley.SyncView
+	if _, err := syncView.Fetch(context.Background(), parley.Previous); !errors.Is(err, parley.ErrInvalidHandle) {
+		t.Fatalf("a zero sync view's Fetch gave %v", err)
+	}
+	var search parley.Search
+	if _, err := search.Results(); !errors.Is(err, parley.ErrInvalidHandle) {
+		t.Fatalf("a zero search's Results gave %v", err)
+	}
+	var query parley.Query
+	if _, err := query.Next(context.Background()); !errors.Is(err, parley.ErrInvalidHandle) {
+		t.Fatalf("a zero query's Next gave %v", err)
+	}
+	_ = query.Close()
+}

@@ -137,7 +137,7 @@ func (c *Client) NewMessageCollection(channelURL string, startingPoint int64, pa
 }
 
 // Changes is the channel of the view's reports; it closes when the view closes.
-func (col *MessageCollection) Changes() <-chan MessageChange { return col.changes.out }
+func (col *MessageCollection) Changes() <-chan MessageChange { return col.channel() }
 
 // messageEventKinds maps the library's message event kinds onto ChangeKind.
 var messageEventKinds = map[C.int]ChangeKind{

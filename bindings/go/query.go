@@ -67,6 +67,9 @@ func (c *Client) NewQuery(kind QueryKind, options map[string]any) (*Query, error
 func (q *Query) Next(ctx context.Context) ([]json.RawMessage, error) {
 	// The lock covers the start only: Close may dispose the query while a load is in flight,
 	// which then completes with ErrCancelled.
+	if q.client == nil {
+		return nil, errNotMade
+	}
 	q.mutex.RLock()
 	if q.closed {
 		q.mutex.RUnlock()
@@ -89,6 +92,9 @@ func (q *Query) Next(ctx context.Context) ([]json.RawMessage, error) {
 
 // HasNext reports whether another page may follow.
 func (q *Query) HasNext() (bool, error) {
+	if q.client == nil {
+		return false, errNotMade
+	}
 	q.mutex.RLock()
 	defer q.mutex.RUnlock()
 	if q.closed {
@@ -103,7 +109,7 @@ func (q *Query) HasNext() (bool, error) {
 func (q *Query) Close() error {
 	q.mutex.Lock()
 	defer q.mutex.Unlock()
-	if !q.closed {
+	if !q.closed && q.client != nil {
 		q.closed = true
 		C.parley_query_dispose(q.native)
 		q.client.untrack(q)

@@ -101,7 +101,7 @@ func (c *Client) NewSearch(params SearchParams) (*Search, error) {
 }
 
 // Changes is the channel of the search's reports; it closes when the search closes.
-func (s *Search) Changes() <-chan SearchChange { return s.changes.out }
+func (s *Search) Changes() <-chan SearchChange { return s.channel() }
 
 // searchKinds maps the handler field that ran onto ChangeKind.
 var searchKinds = map[int]ChangeKind{C.SEARCH_ADDED: Added, C.SEARCH_UPDATED: Updated, C.SEARCH_DELETED: Deleted}

@@ -139,7 +139,7 @@ func (c *Client) NewSyncView(channelURL string, viewpoint int64, options SyncVie
 }
 
 // Changes is the channel of the view's actions; it closes when the view closes.
-func (v *SyncView) Changes() <-chan SyncChange { return v.changes.out }
+func (v *SyncView) Changes() <-chan SyncChange { return v.channel() }
 
 func (v *SyncView) report(action SyncAction, list SyncList, text *C.char) {
 	v.changes.push(SyncChange{Action: action, List: list, Messages: decodeList[Message](text)})

@@ -29,8 +29,21 @@ func (v *view[Change]) init(client *Client, self any) {
 	v.handle = cgo.NewHandle(self)
 }
 
+// channel is the view's changes channel; a zero view's is closed.
+func (v *view[Change]) channel() <-chan Change {
+	if v.changes == nil {
+		closed := make(chan Change)
+		close(closed)
+		return closed
+	}
+	return v.changes.out
+}
+
 // use runs f unless the view (or its client) is closed.
 func (v *view[Change]) use(f func() error) error {
+	if v.client == nil {
+		return errNotMade
+	}
 	v.mutex.RLock()
 	defer v.mutex.RUnlock()
 	if v.closed {
@@ -44,7 +57,7 @@ func (v *view[Change]) use(f func() error) error {
 func (v *view[Change]) close(self closer, dispose func()) {
 	v.mutex.Lock()
 	defer v.mutex.Unlock()
-	if v.closed {
+	if v.closed || v.client == nil {
 		return
 	}
 	v.closed = true
