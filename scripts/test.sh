@@ -69,6 +69,14 @@ cmake --build build/cmake -j "$jobs"
 bash scripts/check-install.sh build/cmake
 record "c: ok"
 
+phase "The Swift and C suites with the reference server on PostgreSQL"
+export PARLEY_TEST_BACKEND=postgres
+limited 1200 swift test --skip-build
+# The valgrind runs exercise the library, not the server: once (above) is enough.
+(cd build/cmake && ctest --output-on-failure -j "$jobs" -E valgrind)
+record "postgres: swift and c ok"
+unset PARLEY_TEST_BACKEND
+
 phase "Go binding (bindings/go): vet, tests on SQLite (plain and -race), tests on PostgreSQL (-race)"
 # cgo finds the build tree's library through a parley.pc of its own (bindings/go/README.md).
 (
@@ -83,14 +91,6 @@ phase "Go binding (bindings/go): vet, tests on SQLite (plain and -race), tests o
     PARLEY_TEST_BACKEND=postgres limited 600 go test -race -count=1 ./...
 )
 record "go: ok"
-
-phase "The Swift and C suites with the reference server on PostgreSQL"
-export PARLEY_TEST_BACKEND=postgres
-limited 1200 swift test --skip-build
-# The valgrind runs exercise the library, not the server: once (above) is enough.
-(cd build/cmake && ctest --output-on-failure -j "$jobs" -E valgrind)
-record "postgres: swift and c ok"
-unset PARLEY_TEST_BACKEND
 
 # The Python and server suites (about 20 of the suite's 37 minutes when run one after the
 # other) wait on their servers and on PostgreSQL more than they compute: about 45% of the two
