@@ -123,16 +123,19 @@ func (c *Client) NewChannelCollection(query ChannelQuery) (*ChannelCollection, e
 	collection := &ChannelCollection{}
 	collection.init(c, collection)
 	err = c.use(func(native *C.parley_client) error {
-		return call("new channel collection", func() C.int {
+		err := call("new channel collection", func() C.int {
 			return C.go_channel_collection_create(&collection.native, native, queryText, C.uintptr_t(collection.handle))
 		})
+		if err == nil {
+			c.track(collection)
+		}
+		return err
 	})
 	if err != nil {
 		collection.changes.close()
 		collection.handle.Delete()
 		return nil, err
 	}
-	c.track(collection)
 	return collection, nil
 }
 

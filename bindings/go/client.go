@@ -148,6 +148,11 @@ func (c *Client) Close() error {
 		return nil // a Client not made by New holds nothing
 	}
 	c.closeOnce.Do(func() {
+		// From here no call starts, and no view or query is made (they are tracked while
+		// made, under closing).
+		c.closing.Lock()
+		c.closed.Store(true)
+		c.closing.Unlock()
 		c.mutex.Lock()
 		views := make([]closer, 0, len(c.views))
 		for view := range c.views {
@@ -157,9 +162,6 @@ func (c *Client) Close() error {
 		for _, view := range views {
 			_ = view.Close()
 		}
-		c.closing.Lock()
-		c.closed.Store(true)
-		c.closing.Unlock()
 		_, _ = syscall.Write(c.wakeFD[1], []byte{1})
 		<-c.stopped
 		// Runs the callbacks still queued (calls in flight complete with ErrCancelled) here.

@@ -123,16 +123,19 @@ func (c *Client) NewMessageCollection(channelURL string, startingPoint int64, pa
 	collection := &MessageCollection{}
 	collection.init(c, collection)
 	err = c.use(func(native *C.parley_client) error {
-		return call(op, func() C.int {
+		err := call(op, func() C.int {
 			return C.go_message_collection_create(&collection.native, native, url, C.int64_t(startingPoint), paramsText, C.uintptr_t(collection.handle))
 		})
+		if err == nil {
+			c.track(collection)
+		}
+		return err
 	})
 	if err != nil {
 		collection.changes.close()
 		collection.handle.Delete()
 		return nil, err
 	}
-	c.track(collection)
 	return collection, nil
 }
 

@@ -53,12 +53,15 @@ func (c *Client) NewQuery(kind QueryKind, options map[string]any) (*Query, error
 	defer C.free(unsafe.Pointer(optionsText))
 	query := &Query{client: c}
 	err = c.use(func(native *C.parley_client) error {
-		return call(op, func() C.int { return C.parley_query_create(&query.native, native, C.int(kind), optionsText) })
+		err := call(op, func() C.int { return C.parley_query_create(&query.native, native, C.int(kind), optionsText) })
+		if err == nil {
+			c.track(query)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.track(query)
 	return query, nil
 }
 

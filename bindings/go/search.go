@@ -87,16 +87,19 @@ func (c *Client) NewSearch(params SearchParams) (*Search, error) {
 	search := &Search{}
 	search.init(c, search)
 	err = c.use(func(native *C.parley_client) error {
-		return call(op, func() C.int {
+		err := call(op, func() C.int {
 			return C.go_search_create(&search.native, native, paramsText, C.uintptr_t(search.handle))
 		})
+		if err == nil {
+			c.track(search)
+		}
+		return err
 	})
 	if err != nil {
 		search.changes.close()
 		search.handle.Delete()
 		return nil, err
 	}
-	c.track(search)
 	return search, nil
 }
 

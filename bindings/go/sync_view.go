@@ -125,16 +125,19 @@ func (c *Client) NewSyncView(channelURL string, viewpoint int64, options SyncVie
 	syncView := &SyncView{}
 	syncView.init(c, syncView)
 	err = c.use(func(native *C.parley_client) error {
-		return call(op, func() C.int {
+		err := call(op, func() C.int {
 			return C.go_sync_view_create(&syncView.native, native, url, C.int64_t(viewpoint), optionsText, C.uintptr_t(syncView.handle))
 		})
+		if err == nil {
+			c.track(syncView)
+		}
+		return err
 	})
 	if err != nil {
 		syncView.changes.close()
 		syncView.handle.Delete()
 		return nil, err
 	}
-	c.track(syncView)
 	return syncView, nil
 }
 
