@@ -112,6 +112,12 @@ func TestMessageCollectionStartsPagesAndShowsASendOnce(t *testing.T) {
 	if origin, _ := collection.LastPageOrigin(); origin != parley.OriginServer {
 		t.Fatalf("the older page came from %v", origin)
 	}
+	if newer, err := collection.LoadNext(ctx); err != nil || len(newer) != 0 {
+		t.Fatalf("newer than the newest end: %v, %v", texts(newer), err)
+	}
+	if more, _ := collection.HasNext(); more {
+		t.Fatal("newer messages reported at the newest end")
+	}
 	sent, err := client.SendUserMessage(ctx, channelURL, parley.UserMessageParams{Message: "from heidi", ReqID: "req-heidi-1"})
 	if err != nil || sent.MessageID == 0 || sent.ReqID != "req-heidi-1" {
 		t.Fatalf("sent %+v, %v", sent, err)
@@ -187,6 +193,9 @@ func TestSyncViewReportsActionsOnItsLists(t *testing.T) {
 	if err != nil || len(succeeded) != 5 {
 		t.Fatalf("the succeeded list: %v, %v", texts(succeeded), err)
 	}
+	if all, err := view.FetchAllNext(ctx); err != nil || all.HasMore || all.Offline {
+		t.Fatalf("fetch all next: %+v, %v", all, err)
+	}
 	if err := view.ResetViewpoint(0); err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +243,18 @@ func TestSearchFindsCachedMessagesAndFollowsNewOnes(t *testing.T) {
 	shown, err := search.Results()
 	if err != nil || len(shown) != 3 {
 		t.Fatalf("shown: %+v, %v", shown, err)
+	}
+	ranked, err := client.NewSearch(parley.SearchParams{Query: "world", Order: "relevance", ChannelURLs: []string{channelURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ranked.Close()
+	byRelevance, err := ranked.LoadMore(ctx)
+	if err != nil || len(byRelevance) != 3 || byRelevance[0].Score <= 0 {
+		t.Fatalf("by relevance: %+v, %v", byRelevance, err)
+	}
+	if more, err := ranked.HasMore(); err != nil || more {
+		t.Fatalf("more results after all three: %v, %v", more, err)
 	}
 }
 
