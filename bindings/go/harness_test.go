@@ -53,6 +53,13 @@ func runWithServer(m *testing.M) int {
 		return 2
 	}
 	defer os.RemoveAll(directory)
+	// The go commands the tests run (building the example programs) keep the build cache,
+	// which would otherwise follow XDG_CACHE_HOME below into an empty directory.
+	if os.Getenv("GOCACHE") == "" {
+		if cache, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
+			os.Setenv("GOCACHE", strings.TrimSpace(string(cache)))
+		}
+	}
 	// Clients keep their default cache files under the run's own directory.
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(directory, "xdg-cache"))
 	database, dropDatabase, err := newDatabase(directory)

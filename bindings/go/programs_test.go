@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -20,7 +21,7 @@ import (
 	"parley/internal/catalogrender"
 )
 
-// buildProgram compiles the Go package in directory (a module that requires parley and
+// buildProgram compiles the main package in directory (of a module that requires parley and
 // replaces it with this directory) into an executable and returns its path.
 func buildProgram(t *testing.T, directory, name string) string {
 	t.Helper()
@@ -29,11 +30,6 @@ func buildProgram(t *testing.T, directory, name string) string {
 	command.Dir = directory
 	if output, err := command.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", name, err, output)
-	}
-	command = exec.Command("go", "vet", ".")
-	command.Dir = directory
-	if output, err := command.CombinedOutput(); err != nil {
-		t.Fatalf("go vet %s: %v\n%s", name, err, output)
 	}
 	return binary
 }
@@ -62,24 +58,33 @@ func TestReadmeExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var binaries []string
-	for i, program := range programs {
-		directory := t.TempDir()
-		module := "module readme\n\ngo 1.19\n\nrequire parley v0.0.0\n\nreplace parley => " + here + "\n"
-		if err := os.WriteFile(filepath.Join(directory, "go.mod"), []byte(module), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(directory, "main.go"), []byte(program), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		binaries = append(binaries, buildProgram(t, directory, "readme"+string(rune('0'+i))))
+	// One module, a package per program: one go vet checks them all.
+	directory := t.TempDir()
+	module := "module readme\n\ngo 1.19\n\nrequire parley v0.0.0\n\nreplace parley => " + here + "\n"
+	if err := os.WriteFile(filepath.Join(directory, "go.mod"), []byte(module), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	for i, program := range programs {
+		packageDirectory := filepath.Join(directory, fmt.Sprintf("program%d", i))
+		if err := os.Mkdir(packageDirectory, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(packageDirectory, "main.go"), []byte(program), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vet := exec.Command("go", "vet", "./...")
+	vet.Dir = directory
+	if output, err := vet.CombinedOutput(); err != nil {
+		t.Fatalf("go vet of the README's programs: %v\n%s", err, output)
+	}
+	first := buildProgram(t, filepath.Join(directory, "program0"), "readme-first")
 	// The first program runs: it connects, creates a channel, sends and sees the send's event.
 	me, token := newUser(t, "readme")
 	other, _ := newUser(t, "reader")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	command := exec.CommandContext(ctx, binaries[0], testServer.url, me, other, token)
+	command := exec.CommandContext(ctx, first, testServer.url, me, other, token)
 	command.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
 	output, err := command.CombinedOutput()
 	if err != nil {
