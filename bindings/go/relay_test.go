@@ -139,6 +139,9 @@ func TestOfflineSendFailsRetryablyAndIsResentOnceBack(t *testing.T) {
 	if failed.Messages[0].ReqID != "offline-1" || failed.Messages[0].SendingStatus != "failed" {
 		t.Fatalf("failed: %+v", failed.Messages)
 	}
+	if _, err := client.SendUserMessage(ctx, channelURL, parley.UserMessageParams{Message: "dropped later", ReqID: "offline-2"}); !parley.IsRetryable(err) {
+		t.Fatalf("the second send while offline gave %v", err)
+	}
 
 	network.restore()
 	receive(t, connection, "the reconnect's success", func(c parley.ConnectionChange) bool {
@@ -147,6 +150,13 @@ func TestOfflineSendFailsRetryablyAndIsResentOnceBack(t *testing.T) {
 	resent, err := client.ResendMessage(ctx, "offline-1")
 	if err != nil || resent.MessageID == 0 || resent.Message != "sent offline" {
 		t.Fatalf("resent %+v, %v", resent, err)
+	}
+	removed, err := client.RemoveFailedMessages(channelURL)
+	if err != nil || len(removed) != 1 || removed[0] != "offline-2" {
+		t.Fatalf("removed %v, %v", removed, err)
+	}
+	if err := client.CancelMessage("offline-2"); !errors.Is(err, parley.ErrNotFound) {
+		t.Fatalf("cancelling a removed message gave %v", err)
 	}
 	listing := admin(t, "GET", "/v3/group_channels/"+channelURL+"/messages?message_ts=0&prev_limit=0&next_limit=10", nil)
 	if messages, _ := listing["messages"].([]any); len(messages) != 2 {

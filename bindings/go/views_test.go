@@ -338,4 +338,16 @@ func TestGeneratedOperationsReachTheServer(t *testing.T) {
 	if err != nil || len(list.Channels) != 1 || list.Channels[0].ChannelURL != channel.ChannelURL {
 		t.Fatalf("my channels: %+v, %v", list, err)
 	}
+	if cached, err := client.CachedChannels("chronological", 10); err != nil || len(cached) != 1 {
+		t.Fatalf("cached channels: %v, %v", channelURLs(cached), err)
+	}
+	if err := client.ClearCachedData(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CachedChannel(channel.ChannelURL); !errors.Is(err, parley.ErrNotFound) {
+		t.Fatalf("a channel after clearing the cache gave %v", err)
+	}
+	if _, err := client.CachedChannels("no_such_order", 10); !errors.Is(err, parley.ErrInvalidArgument) {
+		t.Fatalf("an unknown order gave %v", err)
+	}
 }
