@@ -97,7 +97,7 @@ type Client struct {
 
 // errNotMade is the error of a Client, view or query used without being made by its
 // constructor (a zero value).
-var errNotMade = &Error{Code: ErrInvalidHandle, Op: "use", Message: "not made by its constructor (parley.New, Client.New...)"}
+var errNotMade = &Error{Code: ErrInvalidHandle, Op: "use", Message: "not made by its constructor (parley.New, Client.NewChannelCollection, ...)"}
 
 // closer is a view or query the client closes with itself.
 type closer interface{ Close() error }
