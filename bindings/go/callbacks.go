@@ -116,7 +116,10 @@ type viewSink interface {
 
 //export parleyGoViewError
 func parleyGoViewError(handle C.uintptr_t, err *C.parley_error) {
-	cgo.Handle(handle).Value().(viewSink).reportError(errorFromC("background step", err))
+	// A nil *Error in the change's error interface would read as a failure: none is passed.
+	if e := errorFromC("background step", err); e != nil {
+		cgo.Handle(handle).Value().(viewSink).reportError(e)
+	}
 }
 
 //export parleyGoFreshness
