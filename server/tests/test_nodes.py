@@ -178,11 +178,12 @@ def test_a_server_that_only_streams_times_the_wait_before_each_read(two_servers)
     url = a.channel(members, name="waits")["channel_url"]
     stream = EventCollector(b, members[1], session_key=b.session(members[1]))
     assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
-    before = scrape_metrics(b)
+    before, announced_before = scrape_metrics(b), scrape_metrics(a).get(("parley_commit_announcements_total", ""), 0)
     for n in range(5):
         a.send(url, members[0], text=f"w{n}")
         assert wait_for_texts(stream, n + 1), stream.snapshot()
     after = scrape_metrics(b)
+    assert scrape_metrics(a).get(("parley_commit_announcements_total", ""), 0) - announced_before >= 5
 
     def grown(name):
         return after.get((name, ""), 0) - before.get((name, ""), 0)

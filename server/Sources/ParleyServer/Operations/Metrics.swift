@@ -94,7 +94,7 @@ final class ServerMetrics: Sendable {
             "Channels read in the same statement as other servers' events that changed them (PostgreSQL); counted in channel_loads too."))
         announcementsSent = registry.makeCounter(descriptor: Self.name(
             "commit_announcements", "total",
-            "PostgreSQL: wake-ups sent to the other servers after commits, each for every commit since the last (Storage/Postgres/CommitAnnouncer.swift)."))
+            "PostgreSQL: wake-ups sent to the other servers after commits, each for every commit since the last (Storage/Postgres/CommitFollowUp.swift)."))
         writesRetried = registry.makeCounter(descriptor: Self.name(
             "writes_retried", "total",
             "PostgreSQL: write transactions run again after a deadlock, a serialization failure or a user changed by another writer meanwhile."))

@@ -47,42 +47,18 @@ final class Service: @unchecked Sendable {
         shared.hub.advance(committedThrough: try await positions.bound(shared.database).bound, heardAt: heardAt)
     }
 
-    /// Asks for a catch-up soon (`heardAt`: after another server's announcement heard then):
-    /// one runs at a time, and the asks made while it runs share the next one.
+    /// Asks for a catch-up soon (`heardAt`: after another server's announcement heard then),
+    /// in the statement that follows commits (Storage/Postgres/CommitFollowUp.swift).
     func catchUpSoon(heardAt: ContinuousClock.Instant? = nil) {
-        let starts: Bool = catchUpState.withLock { state in
-            if state.heardAt == nil { state.heardAt = heardAt }
-            if state.running {
-                state.again = true
-                return false
-            }
-            state.running = true
-            return true
-        }
-        guard starts else { return }
-        Task(executorPreference: shared.hub.thread) {
-            while true {
-                let heardAt = self.catchUpState.withLock { state in
-                    defer { state.heardAt = nil }
-                    return state.heardAt
-                }
-                do { try await self.catchUp(heardAt: heardAt) } catch {
-                    // The periodic catch-up (PeerFollower.swift) tries again.
-                }
-                let again: Bool = self.catchUpState.withLock { state in
-                    if state.again {
-                        state.again = false
-                        return true
-                    }
-                    state.running = false
-                    return false
-                }
-                if !again { return }
-            }
-        }
+        followUp?.ask(announce: false, heardAt: heardAt)
     }
 
-    private let catchUpState = Mutex<(running: Bool, again: Bool, heardAt: ContinuousClock.Instant?)>((false, false, nil))
+    /// PostgreSQL: the floor, the announcement and the bound after commits.
+    private lazy var followUp: CommitFollowUp? = shared.positions.map { positions in
+        CommitFollowUp(positions: positions, database: shared.database, executor: shared.hub.thread) { [hub = shared.hub] bound, heardAt in
+            hub.advance(committedThrough: bound, heardAt: heardAt)
+        }
+    }
 
     /// The log's size as this server last counted it, plus the events it wrote since (nil:
     /// not counted yet). Other servers' events are counted by the pruning every second.
@@ -232,7 +208,7 @@ final class Service: @unchecked Sendable {
         positions.endWriter(writer)
         // The channel's next writer goes on now: what follows waits for nothing of it.
         leave(nil)
-        await afterCommit(positions, changes, delivery)
+        await afterCommit(changes, delivery)
         return result
     }
 
@@ -267,26 +243,18 @@ final class Service: @unchecked Sendable {
         let changes = request.committedChanges
         let delivery = shared.hub.finishWriter(ticket, changes)
         positions.endWriter(writer)
-        await afterCommit(positions, changes, delivery)
+        await afterCommit(changes, delivery)
         return result
     }
 
     /// PostgreSQL, after a writer's commit: the floor published, this server's hub caught up,
     /// the other servers told, the log pruned if it grew past its retention, and a writer
     /// faster than the streams held until its events went out.
-    private func afterCommit(_ positions: StreamPositions, _ changes: CommittedChanges, _ delivery: Delivery) async {
-        let database = shared.database
-        Task { await positions.publishIfMoved(database) }
-        if !changes.taken.isEmpty {
-            catchUpSoon()
-            announcer.announce()
-        }
+    private func afterCommit(_ changes: CommittedChanges, _ delivery: Delivery) async {
+        followUp?.ask(announce: !changes.taken.isEmpty)
         if prunesAfter(changes.events.count) { try? await pruneLog() }
         if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
     }
-
-    /// Tells the other servers, after commits, that there is something to read.
-    private lazy var announcer = CommitAnnouncer(node: shared.nodeId, database: shared.database)
 
     // MARK: group commit (SQLite)
 

@@ -1,6 +1,6 @@
 // PostgreSQL: how a server learns what the other servers on its database committed, so that
 // its streams receive their events (docs/ARCHITECTURE.md "Requests and locks", *Other servers' events*).
-// A connection of its own listens for the writers' announcements (CommitAnnouncer.swift), which
+// A connection of its own listens for the writers' announcements (CommitFollowUp.swift), which
 // are wake-ups only: the server then reads the bound (StreamPositions.swift) and the hub reads
 // the events up to it from the log. The bound is read again every `pollInterval` and after
 // every (re)connection, so a missed announcement only delays delivery. The same connection hears
@@ -64,7 +64,7 @@ final class PeerFollower: Sendable {
                                                                     startupParameters: [("application_name", "parley-server listening")])
                 database?.setReachable(true)
                 do {
-                    try await connection.listen(on: CommitAnnouncer.channel) { announcements in
+                    try await connection.listen(on: CommitFollowUp.channel) { announcements in
                         try await connection.listen(on: ClusterPresence.channel) { presence in
                             // Whatever was committed before the listening began, and who opened
                             // or closed streams meanwhile (read at the next heartbeat).

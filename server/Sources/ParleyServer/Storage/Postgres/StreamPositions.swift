@@ -28,9 +28,8 @@ final class StreamPositions: Sendable {
         /// (all its numbers are higher).
         var writers: [Int: Int64] = [:]
         var nextWriter = 1
-        /// The floor committed in `stream_writers`, and whether a publication is under way.
+        /// The floor committed in `stream_writers`.
         var published: Int64 = -1
-        var publishing = false
     }
     private let state = Mutex(State())
 
@@ -69,40 +68,20 @@ final class StreamPositions: Sendable {
         min(s.handedOut, s.writers.values.min() ?? .max)
     }
 
-    /// Publishes the floor if it moved: one publication at a time, at most one per
-    /// `publishSpacing`, each catching up with every commit made meanwhile. Readers cap what
-    /// they deliver at it only while this server is busy, so a floor that lags only delays
-    /// them, by that spacing at most.
-    func publishIfMoved(_ database: any SQLDatabase) async {
-        let starts = state.withLock { s -> Bool in
-            guard !s.publishing else { return false }
-            s.publishing = true
-            return true
-        }
-        guard starts else { return }
-        while true {
-            let floor: Int64? = state.withLock { s in
-                let floor = candidate(s)
-                if floor > s.published { return floor }
-                s.publishing = false
-                return nil
-            }
-            guard let floor else { return }
-            let done = (try? await database.readStatementByStatement { db in
-                try await db.execute("SELECT parley_publish_floor(?, ?, ?)", [.text(node), .int(busyKey), .int(floor)])
-            }) != nil
-            guard done else {
-                state.withLock { $0.publishing = false }
-                return
-            }
-            state.withLock { $0.published = max($0.published, floor) }
-            try? await Task.sleep(nanoseconds: Self.publishSpacing)
+    /// The floor to publish, if it moved since the last publication (published with the
+    /// statement that follows commits: CommitFollowUp.swift). Readers cap what they deliver at
+    /// it only while this server is busy, so a floor that lags only delays them.
+    func floorToPublish() -> Int64? {
+        state.withLock { s in
+            let floor = candidate(s)
+            return floor > s.published ? floor : nil
         }
     }
 
-    /// The least time between two publications of the floor: under load a server commits
-    /// far more often than others need its floor.
-    static let publishSpacing: UInt64 = 5_000_000
+    /// `floor` is committed in `stream_writers`.
+    func published(_ floor: Int64) {
+        state.withLock { $0.published = max($0.published, floor) }
+    }
 
     /// At start, before any write: the row of this server, at the sequence's last value.
     func register(_ database: any SQLDatabase) async throws -> Int64 {
@@ -111,7 +90,7 @@ final class StreamPositions: Sendable {
         _ = try await database.readStatementByStatement { db in
             try await db.execute("SELECT parley_publish_floor(?, ?, ?)", [.text(node), .int(busyKey), .int(handedOut)])
         }
-        state.withLock { $0.published = max($0.published, handedOut) }
+        published(handedOut)
         return handedOut
     }
 
