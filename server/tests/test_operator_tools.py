@@ -363,3 +363,18 @@ def test_the_log_says_when_postgresql_is_lost_and_back(fresh_server):
         assert time.time() < deadline, server.log_text()[-2000:]
         time.sleep(0.2)
     assert re.search(r"unreachable_seconds=\d", server.log_text())
+
+
+def test_the_guide_names_every_admin_command_as_its_help_does():
+    """docs/SERVER.md "Admin commands": each row's command and options are in its --help."""
+    guide = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                              "docs", "SERVER.md")).read()
+    section = guide.split("## Admin commands", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `admin ([a-z-]+)([^`]*)`", section, re.M)
+    assert len(rows) >= 7, rows
+    listed = ok(tool("admin", "--help"))
+    for command, usage in rows:
+        assert any(line.strip().startswith(command + " ") for line in listed), f"admin {command} is not in admin --help"
+        help_text = "\n".join(ok(tool("admin", command, "--help")))
+        for option in re.findall(r"--[a-z-]+", usage):
+            assert option in help_text, f"admin {command}: {option} is in the guide, not in its --help"
