@@ -98,6 +98,8 @@ def test_admin_commands_work_on_the_database_a_running_server_uses(fresh_server,
     missing = str(tmp_path / "missing.sqlite")
     fails(tool("admin", "create-user", "x", database=missing), 1, f"no database at {missing}")
     assert not os.path.exists(missing)
+    fails(tool("admin", "schema-version", database="postgres://parley@127.0.0.1:1/nowhere"), 1,
+          "cannot connect to PostgreSQL database postgres://parley@127.0.0.1:1/nowhere")
 
 
 def test_check_config_resolves_every_source_and_hides_secrets(fresh_server, tmp_path):
