@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command: sets up the machine, builds everything, and runs every test
-# suite (Swift, C via ctest, Python binding, reference server) against the reference server
+# suite (Swift, C via ctest, Go and Python bindings, reference server) against the reference server
 # on SQLite and again on PostgreSQL (private clusters on loopback that
 # scripts/pg-test-cluster.sh installs if needed, starts here and stops at the end), and the
 # Python wheel installed alone. The Python and server suites run in two lanes at once (below).
@@ -79,6 +79,21 @@ limited 1200 swift test --skip-build
 (cd build/cmake && ctest --output-on-failure -j "$jobs" -E valgrind)
 record "postgres: swift and c ok"
 unset PARLEY_TEST_BACKEND
+
+phase "Go binding (bindings/go): vet, tests on SQLite (plain and -race), tests on PostgreSQL (-race)"
+# cgo finds the build tree's library through a parley.pc of its own (bindings/go/README.md).
+(
+    eval "$(bash bindings/go/tools/build-tree-env.sh build/cmake)"
+    cd bindings/go
+    unformatted=$(gofmt -l . ../../examples/go)
+    [ -z "$unformatted" ] || { echo "not gofmt-formatted: $unformatted" >&2; exit 1; }
+    go vet ./...
+    (cd ../../examples/go && go vet ./...)
+    PARLEY_TEST_BACKEND=sqlite limited 600 go test -count=1 ./...
+    PARLEY_TEST_BACKEND=sqlite limited 600 go test -race -count=1 ./...
+    PARLEY_TEST_BACKEND=postgres limited 600 go test -race -count=1 ./...
+)
+record "go: ok"
 
 # The Python and server suites (about 20 of the suite's 37 minutes when run one after the
 # other) wait on their servers and on PostgreSQL more than they compute: about 45% of the two

@@ -7,6 +7,7 @@ membership and counts (§4.2, §6.3), changelogs (§8), event streams (§9)."""
 import random
 import threading
 
+from conftest import metric
 from tests_support import databases
 
 from concurrency_support import (Client, Countdown, EventCollector, all_messages, count_event, describe_ids, member_list,
@@ -172,9 +173,10 @@ def test_send_burst_stores_orders_and_streams_every_message_once(server):
 
 
 def test_failed_requests_among_concurrent_sends_undo_only_themselves(server):
-    """On SQLite writers that queue behind one another share one commit, each in a savepoint
-    of its own (Service.writeInGroup): a request that fails in such a group must leave the
-    others of its group stored and acknowledged, and leave nothing of its own."""
+    """Writers that queue behind one another share one commit, each in a savepoint of its own
+    (on SQLite every writer: Service.writeInGroup; on PostgreSQL the writers of one channel:
+    Requests/ChannelBatch.swift): a request that fails in such a group must leave the others
+    of its group stored and acknowledged, and leave nothing of its own."""
     members = [server.user("grp") for _ in range(4)]
     outsider = server.user("grp-out")
     sessions = {u: server.session(u) for u in members + [outsider]}
@@ -214,7 +216,12 @@ def test_failed_requests_among_concurrent_sends_undo_only_themselves(server):
         return run
 
     targets = [(f"good-{u}", good(u)) for u in members] + [(f"bad-{k}", bad(k)) for k in ("outsider", "parent", "leave")]
+    batched_before = metric(server, "parley_writes_batched_total") if databases.backend() != "sqlite" else 0
     run_threads(targets, timeout=180, barrier=True)
+    if databases.backend() != "sqlite":
+        # Seven writers of one channel at once: most find others queued behind them.
+        batched = metric(server, "parley_writes_batched_total") - batched_before
+        assert batched > rounds, f"only {batched} of {len(members) * rounds} sends joined a batch"
 
     for name, got in answers.items():
         statuses = {status for _, _, status in got}
@@ -676,3 +683,43 @@ def test_user_creates_and_updates_raced_lose_nothing(server):
         assert (stored["nickname"], stored["profile_url"], stored["metadata"], stored["preferred_languages"]) == \
             ("renamed", "https://example.org/p.png", {"k": "v"}, ["de"]), f"round {round_no}: {stored}"
         assert Client(server).ok("GET", f"/v3/users/{uid}/channel_invitation_preference")["auto_accept"] is False
+
+
+def test_a_write_failing_in_the_database_inside_a_shared_transaction_undoes_only_itself(server):
+    """A statement the database refuses aborts the transaction it runs in (on PostgreSQL every
+    later statement fails until a rollback). A writer that fails so inside a transaction it
+    shares with others (SQLite's commit group, PostgreSQL's channel batch) must be undone back
+    to its savepoint, answer its error, and leave the others' writes stored and answered."""
+    members = [server.user("dbfail") for _ in range(3)]
+    sessions = {u: server.session(u) for u in members}
+    url = server.channel(members, name="db-failure")["channel_url"]
+    rounds = 40
+    answers = {}
+
+    def good(u):
+        def run(gate):
+            client = Client(server, sessions[u])
+            gate.wait()
+            for i in range(rounds):
+                r = client.request("POST", f"/v3/group_channels/{url}/messages",
+                                   json={"message_type": "MESG", "message": f"{u}#{i:03d}", "req_id": f"{u}-{i}"})
+                answers.setdefault(u, []).append(r.status_code)
+        return run
+
+    def failing(gate):
+        admin = Client(server)
+        gate.wait()
+        for i in range(rounds):
+            r = admin.request("POST", f"/v3/group_channels/{url}/messages", headers={"Parley-Test-Fail-Statement": "1"},
+                              json={"message_type": "MESG", "user_id": members[0], "message": f"failed#{i:03d}"})
+            answers.setdefault("failing", []).append(r.status_code)
+
+    run_threads([(u, good(u)) for u in members] + [("failing", failing)], timeout=180, barrier=True)
+    for u in members:
+        assert set(answers[u]) == {200}, f"{u}: answers {sorted(set(answers[u]))}"
+    assert set(answers["failing"]) == {500}, f"failing writes answered {sorted(set(answers['failing']))}"
+    listed = all_messages(Client(server), url)
+    assert not [m for m in listed if m["message"].startswith("failed#")], "a write that failed left its message"
+    for u in members:
+        mine = [m["message"] for m in listed if m["user"]["user_id"] == u]
+        assert mine == [f"{u}#{i:03d}" for i in range(rounds)], f"{u}: {len(mine)} of {rounds} stored, or out of order"

@@ -55,6 +55,7 @@ final class ServerMetrics: Sendable {
     private let lagResyncs: Counter
     private let announcementsSent: Counter
     private let writesRetried: Counter
+    private let writesBatched: Counter
     private let logFirstId: Gauge
     private let logLastId: Gauge
     private let deliveredId: Gauge
@@ -97,6 +98,9 @@ final class ServerMetrics: Sendable {
         writesRetried = registry.makeCounter(descriptor: Self.name(
             "writes_retried", "total",
             "PostgreSQL: write transactions run again after a deadlock, a serialization failure or a user changed by another writer meanwhile."))
+        writesBatched = registry.makeCounter(descriptor: Self.name(
+            "writes_batched", "total",
+            "PostgreSQL: writes committed in the transaction of an earlier writer of their channel, not in one of their own (Requests/ChannelBatch.swift)."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
             "event_stream_resyncs", "total",
             "resync frames sent to this server's streams because it fell behind the event log's retention."))
@@ -179,6 +183,9 @@ final class ServerMetrics: Sendable {
     func announcementSent() { announcementsSent.increment() }
 
     func writeRetried() { writesRetried.increment() }
+
+    /// A PostgreSQL writer committed in the transaction of an earlier writer of its channel.
+    func writeBatched() { writesBatched.increment() }
 
     func resyncedAfterLag(streams: Int) {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }

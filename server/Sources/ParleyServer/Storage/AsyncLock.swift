@@ -126,6 +126,11 @@ final class KeyedAsyncLocks: @unchecked Sendable {
         await lock.lock()
     }
 
+    /// Someone waits for `key` besides its holder.
+    func hasWaiters(_ key: String) -> Bool {
+        mutex.withLock { (locks[key]?.users ?? 0) > 1 }
+    }
+
     func unlock(_ key: String) {
         let lock: AsyncLock? = mutex.withLock {
             guard let entry = locks[key] else { return nil }

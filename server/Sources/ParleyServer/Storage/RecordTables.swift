@@ -330,6 +330,8 @@ enum RecordTables {
     struct WrittenVersions {
         var channels: [String: Int64] = [:]
         var users: [String: Int64] = [:]
+        /// The value of `write`'s `selecting`, if it had one.
+        var selected: SQLValue? = nil
     }
 
     /// The rows most requests write — the rows of channels whose other tables did not change,
@@ -340,8 +342,10 @@ enum RecordTables {
     /// tables changed, tombstones, typing) runs first, one statement each.
     ///
     /// `last`: no statement follows in the transaction (`SQLSession.writeTogether`).
+    /// `selecting`: a value read with the last statement (`WrittenVersions.selected`).
     @discardableResult
-    static func write(_ batch: StorageBatch, last: Bool = false, _ db: any SQLSession) async throws -> WrittenVersions {
+    static func write(_ batch: StorageBatch, last: Bool = false, selecting: SQLExpression? = nil,
+                      _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()
         for (id, user) in batch.users.sorted(by: { $0.key < $1.key }) {
             if let user { written.users[id] = try await putUser(user, db) } else {
@@ -394,13 +398,16 @@ enum RecordTables {
         let logTogether = db.dialect == .postgres && batch.events.count <= logStatementLimit
             && batch.counters.count <= logStatementLimit
         if logTogether { together += logAndCounterWrites(batch.events, batch.counters) }
-        let versions = try await db.writeTogether(together, selecting: nil, last: last && logTogether)
+        let selectedNow = logTogether ? selecting : nil
+        let versions = try await db.writeTogether(together, selecting: selectedNow, last: last && logTogether)
         for (url, version) in zip(versioned, versions) {
             if case .int(let number) = version { written.channels[url] = number } else { written.channels[url] = 0 }
         }
+        if selectedNow != nil { written.selected = versions.last }
         if logTogether { return written }
         for event in batch.events { try await putEvent(event, db) }
         try await putRows("meta", ["name", "value"], key: ["name"], batch.counters.map { [.text($0.key), .int($0.value)] }, db)
+        if let selecting { written.selected = try await db.queryOne("SELECT " + selecting.sql, selecting.binds)?.values.first }
         return written
     }
 

@@ -37,8 +37,8 @@ final class PostgresDatabase: SQLDatabase {
     /// How long a session may sit between statements, in a transaction or holding a write's
     /// locks, before PostgreSQL ends it (docs/DEPLOYMENT.md): the longest a hung server holds
     /// back the others (StreamPositions.swift). Longer than any pause of a healthy write,
-    /// including the test hook's hold (at most 10 s, ServerConfig.testHooks).
-    static let idleSessionSeconds = 15
+    /// including the test hook's hold (at most 5 s, ServerConfig.testHooks).
+    static let idleSessionSeconds = 6
 
     /// - Parameters:
     ///   - startsClient: whether this object runs its two pools itself, in a task that
@@ -353,6 +353,21 @@ final class PostgresSession: SQLSession {
         }
     }
 
+    /// Makes sure the transaction has begun (a write that will be continued by others:
+    /// Requests/ChannelBatch.swift).
+    func beginTransaction() async throws { try await beginIfLate() }
+
+    /// A savepoint of a batch's member (Requests/ChannelBatch.swift); each member's shadows the
+    /// one before it.
+    func savepoint() async throws { try await run("SAVEPOINT batch_member") }
+
+    /// Undoes what a member did since its savepoint, what it held included; the transaction
+    /// is usable again even if a statement failed.
+    func rollbackToSavepoint() async throws {
+        discardHeld()
+        try await run("ROLLBACK TO SAVEPOINT batch_member")
+    }
+
     /// After the body: sends what is still held (with the locks kept to the commit), then
     /// COMMIT if the transaction began; gives the locks up if nothing was written.
     fileprivate func finishLateWrite() async throws {
@@ -550,7 +565,7 @@ final class PostgresSession: SQLSession {
     /// aborted transaction).
     fileprivate func run(_ sql: String) async throws {
         // BEGIN goes before what is held (a write that begins late holds its first writes).
-        if sql == "ROLLBACK" { discardHeld() } else if sql != "BEGIN" { try await sendHeld() }
+        if sql.hasPrefix("ROLLBACK") { discardHeld() } else if sql != "BEGIN" { try await sendHeld() }
         do {
             _ = try await statements.run { connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
         } catch {

@@ -43,13 +43,15 @@ final class StreamPositions: Sendable {
     }
 
     /// Registers a writer before it takes any number; returns its ticket and its floor (every
-    /// number it takes is above it).
-    func beginWriter() -> (ticket: Int, floor: Int64) {
+    /// number it takes is above it). `atMost`: a lower floor, for a writer given numbers taken
+    /// before it began (Requests/ChannelBatch.swift).
+    func beginWriter(atMost: Int64 = .max) -> (ticket: Int, floor: Int64) {
         state.withLock { s in
             let ticket = s.nextWriter
             s.nextWriter += 1
-            s.writers[ticket] = s.handedOut
-            return (ticket, s.handedOut)
+            let floor = min(s.handedOut, atMost)
+            s.writers[ticket] = floor
+            return (ticket, floor)
         }
     }
 

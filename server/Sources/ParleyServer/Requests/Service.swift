@@ -194,35 +194,87 @@ final class Service: @unchecked Sendable {
 
     // MARK: writers side by side (PostgreSQL)
 
-    /// The writers of one channel on this server, one at a time.
-    private let channelWriters = KeyedAsyncLocks()
+    /// The writers of each channel on this server, one at a time, and their batches.
+    private let channelWriters = ChannelWriters()
 
     /// PostgreSQL: writers run side by side, each in a transaction of its own. Those of one
     /// channel queue here first, then on the channel's lock in the database (writers of other
-    /// servers); writers of different channels do not wait for each other. Each registers
-    /// with the hub and with the stream positions before it takes a number
-    /// (Storage/Postgres/StreamPositions.swift); once committed it hands its events to the hub,
-    /// which delivers them when the bound says no lower number can still commit.
+    /// servers); writers of different channels do not wait for each other. A writer that
+    /// finds others of its channel queued behind it lets them continue its transaction, and
+    /// commits for all (Requests/ChannelBatch.swift). Each registers with the hub and with the
+    /// stream positions before it takes a number (Storage/Postgres/StreamPositions.swift);
+    /// once committed it hands its events to the hub, which delivers them when the bound says
+    /// no lower number can still commit.
     private func writeSideBySide<T>(_ positions: StreamPositions, channel: String?, sendsMessage: Bool,
                                     _ body: (ServerState) async throws -> T) async throws -> T {
-        if let channel { await channelWriters.lock(channel) }
+        if let channel, let batch = await channelWriters.enter(channel) {
+            return try await writeInBatch(batch, positions, channel: channel, sendsMessage: sendsMessage, body)
+        }
+        let lead = channel.map { ChannelBatchLead(channel: $0, writers: channelWriters) }
         let (writer, floor) = positions.beginWriter()
         let ticket = shared.hub.beginWriter { floor + 1 }
         let request = ServerState(shared: shared, readOnly: false)
+        // Once handed on, the channel's turn is the batch's last member's to give up.
+        func leave(_ failure: (any Error)?) {
+            if let batch = lead?.batch { batch.committed.decide(failure) } else if let channel { channelWriters.leave(channel) }
+        }
         let result: T
         do {
-            result = try await request.handleWriting(channelHint: channel, sendsMessage: sendsMessage, body)
+            result = try await request.handleWriting(batchLead: lead, channelHint: channel, sendsMessage: sendsMessage, body)
         } catch {
             _ = shared.hub.finishWriter(ticket, nil)
             positions.endWriter(writer)
-            if let channel { channelWriters.unlock(channel) }
+            leave(error)
             throw error
         }
         let changes = request.committedChanges
         let delivery = shared.hub.finishWriter(ticket, changes)
         positions.endWriter(writer)
         // The channel's next writer goes on now: what follows waits for nothing of it.
-        if let channel { channelWriters.unlock(channel) }
+        leave(nil)
+        await afterCommit(positions, changes, delivery)
+        return result
+    }
+
+    /// PostgreSQL: a writer that joined the open transaction of an earlier writer of its
+    /// channel. It answers once that one committed for all; its own failure is its own.
+    private func writeInBatch<T>(_ batch: ChannelBatch, _ positions: StreamPositions, channel: String, sendsMessage: Bool,
+                                 _ body: (ServerState) async throws -> T) async throws -> T {
+        // Numbers read for it by the member before it are below the floor it would have.
+        let (writer, floor) = positions.beginWriter(atMost: (batch.prefetched?.numbers.first).map { $0 - 1 } ?? .max)
+        let ticket = shared.hub.beginWriter { floor + 1 }
+        let request = ServerState(shared: shared, readOnly: false)
+        request.groupChannels = batch.channels
+        let outcome: Result<T, any Error>
+        do {
+            outcome = .success(try await request.handleWriting(batch: batch, channelHint: channel, sendsMessage: sendsMessage, body))
+            batch.channels.keep(request.channelsWrittenInGroup)
+        } catch {
+            outcome = .failure(error)
+        }
+        let closed = channelWriters.memberDone(channel, batch)
+        let commitFailure = await batch.committed.wait()
+        if closed { channelWriters.leave(channel) }
+        guard case .success(let result) = outcome, commitFailure == nil else {
+            _ = shared.hub.finishWriter(ticket, nil)
+            positions.endWriter(writer)
+            if case .failure(let error) = outcome { throw error }
+            if let storage = commitFailure as? StorageError, storage.kind == .unavailable { throw storage }
+            throw APIError.internal("storage commit failed: \(commitFailure.map { "\($0)" } ?? "")")
+        }
+        ServerMetrics.shared.writeBatched()
+        request.groupCommitted()
+        let changes = request.committedChanges
+        let delivery = shared.hub.finishWriter(ticket, changes)
+        positions.endWriter(writer)
+        await afterCommit(positions, changes, delivery)
+        return result
+    }
+
+    /// PostgreSQL, after a writer's commit: the floor published, this server's hub caught up,
+    /// the other servers told, the log pruned if it grew past its retention, and a writer
+    /// faster than the streams held until its events went out.
+    private func afterCommit(_ positions: StreamPositions, _ changes: CommittedChanges, _ delivery: Delivery) async {
         let database = shared.database
         Task { await positions.publishIfMoved(database) }
         if !changes.taken.isEmpty {
@@ -231,7 +283,6 @@ final class Service: @unchecked Sendable {
         }
         if prunesAfter(changes.events.count) { try? await pruneLog() }
         if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
-        return result
     }
 
     /// Tells the other servers, after commits, that there is something to read.
@@ -277,7 +328,7 @@ final class Service: @unchecked Sendable {
         let commitFailure: (any Error)?
         if writeLock.hasWaiters && group.members < Service.groupLimit {
             writeLock.unlock()
-            commitFailure = await group.outcome()
+            commitFailure = await group.committed.wait()
         } else {
             openGroup = nil
             var commit: UInt64? = nil
@@ -296,7 +347,7 @@ final class Service: @unchecked Sendable {
                 do { try await database.durable(commit) } catch { failure = error }
             }
             commitFailure = failure
-            group.finish(commitFailure)
+            group.committed.decide(commitFailure)
         }
         guard case .success(let result) = outcome, commitFailure == nil else {
             _ = shared.hub.finishWriter(ticket, nil)
@@ -327,34 +378,10 @@ final class CommitGroup: @unchecked Sendable {
     var succeeded: [ServerState] = []
     /// The channels they wrote, for the members after them (guarded by the write lock).
     let channels = GroupChannels()
-    private let mutex = NSLock()
-    private var finished = false
-    private var failure: (any Error)? = nil
-    private var waiters: [CheckedContinuation<(any Error)?, Never>] = []
+    /// The commit's outcome, for every member.
+    let committed = CommitOutcome()
 
     init(countersBefore: Counters) { self.countersBefore = countersBefore }
-
-    /// Waits for the commit: nil when it succeeded, else why it failed.
-    func outcome() async -> (any Error)? {
-        await withCheckedContinuation { (waiter: CheckedContinuation<(any Error)?, Never>) in
-            let result: (done: Bool, failure: (any Error)?) = mutex.withLock {
-                if finished { return (true, failure) }
-                waiters.append(waiter)
-                return (false, nil)
-            }
-            if result.done { waiter.resume(returning: result.failure) }
-        }
-    }
-
-    func finish(_ failure: (any Error)?) {
-        let waiting = mutex.withLock {
-            finished = true
-            self.failure = failure
-            defer { waiters = [] }
-            return waiters
-        }
-        for waiter in waiting { waiter.resume(returning: failure) }
-    }
 }
 
 /// The channels a commit group's members wrote, as they left them (`ServerState.groupChannels`).

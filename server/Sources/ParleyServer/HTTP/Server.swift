@@ -231,7 +231,10 @@ struct Endpoint: Sendable {
             throw APIError.notFound("Route")
         }
         let holdMilliseconds = config.testHooks
-            ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 10_000) } : nil
+            ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 5_000) } : nil
+        // A statement the database refuses, after the handler: the request fails in the
+        // database itself, inside whatever transaction it shares with others.
+        let failsStatement = config.testHooks && request.headers[HTTPField.Name("Parley-Test-Fail-Statement")!] == "1"
         let sendsMessage = method == "POST" && route == "/v3/group_channels/:channel_url/messages"
         let reply = try await service.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL],
                                           sendsMessage: sendsMessage, readsNow: route.hasSuffix("/changelogs")) { state in
@@ -240,6 +243,9 @@ struct Endpoint: Sendable {
             let reply = try await run(state, &ctx)
             if let holdMilliseconds, ctx.caller.isAdmin, !state.readOnly {
                 try await Task.sleep(for: .milliseconds(holdMilliseconds))
+            }
+            if failsStatement, ctx.caller.isAdmin, !state.readOnly {
+                try await state.db.execute("INSERT INTO parley_test_no_such_table VALUES (1)", [])
             }
             return reply
         }

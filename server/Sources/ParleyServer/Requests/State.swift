@@ -156,20 +156,35 @@ final class ServerState {
     /// round trip (`lockChannels`, `loadChannels`).
     /// `sendsMessage`: the request most likely stores one new message (its id is taken with
     /// the first statement on PostgreSQL).
-    func handleWriting<T>(group: (any GroupCommitting)? = nil, channelHint: String? = nil, sendsMessage: Bool = false,
+    ///
+    /// `batch`: on PostgreSQL, the request joins the open transaction of an earlier writer of
+    /// its channel (Requests/ChannelBatch.swift); its changes are then kept in the cache only
+    /// once the batch commits (`groupCommitted`). `batchLead`: the request may open such a
+    /// batch for the writers queued behind it.
+    func handleWriting<T>(group: (any GroupCommitting)? = nil, batch: ChannelBatch? = nil, batchLead: ChannelBatchLead? = nil,
+                          channelHint: String? = nil, sendsMessage: Bool = false,
                           _ body: (ServerState) async throws -> T) async throws -> T {
         var bodyDone = false
         do {
             func attempt(_ tx: any SQLSession) async throws -> (T, RecordTables.WrittenVersions) {
+                // Run again after its batch was handed on: the others ran in the transaction lost.
+                try batchLead?.checkNotHandedOn()
                 startAttempt()
                 bodyDone = false
                 transaction = tx
                 defer { transaction = nil }
                 if let positions = shared.positions {
-                    // Before any number: the channel the request names locked, then the busy lock.
-                    let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
-                    try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
-                                           messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), tx)
+                    if let batch, let hint = channelHint, let entry = groupChannels?.entry(hint),
+                       let prefetched = batch.prefetched {
+                        // The batch holds the channel locked; the member before read the rest.
+                        batch.prefetched = nil
+                        usePrefetched(prefetched, channel: entry, sendsMessage: sendsMessage)
+                    } else {
+                        // Before any number: the channel the request names locked, then the busy lock.
+                        let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
+                        try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
+                                               messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), tx)
+                    }
                 }
                 let result = try await body(self)
                 bodyDone = true
@@ -188,7 +203,19 @@ final class ServerState {
                 let added = pending.events.count
                 let prunesFirst = added <= shared.retention || shared.positions != nil
                 if prunesFirst { try await pruneEvents(adding: added, tx) }
-                let written = try await RecordTables.write(pending, last: prunesFirst, tx)
+                // A writer whose transaction others continue does not end it here, and reads
+                // for the next one when it knows one follows.
+                let continued = batch != nil || batchLead?.othersWaiting() == true
+                let followed = batch?.nextMemberCertain ?? continued
+                let prefetch = followed ? channelHint.flatMap { loadedChannels[$0] }.map {
+                    ChannelBatch.Prefetched.expression(numbers: numbersPerLock, users: usersShown(by: $0).sorted())
+                } : nil
+                let written = try await RecordTables.write(pending, last: prunesFirst && !continued, selecting: prefetch, tx)
+                if prefetch != nil {
+                    let read = ChannelBatch.Prefetched(written.selected)
+                    if let batch { batch.prefetched = read } else { batchLead?.prefetched = read }
+                    if let highest = read?.numbers.last { shared.positions?.saw(highest) }
+                }
                 if !prunesFirst {
                     let prunedBefore = counters.prunedThrough
                     try await pruneEvents(adding: added, tx)
@@ -196,13 +223,18 @@ final class ServerState {
                         try await RecordTables.putCounter("pruned_through", counters.prunedThrough, tx)
                     }
                 }
+                if continued, batch == nil, let batchLead, let session = tx as? PostgresSession {
+                    try await batchLead.handOn(session, channels: writtenChannelEntries(written))
+                }
                 return (result, written)
             }
-            let (result, written) = if let group { try await group.writeInGroup(attempt) } else {
+            let (result, written) = if let group { try await group.writeInGroup(attempt) } else if let batch {
+                try await batch.run(attempt)
+            } else {
                 try await database.writeBeginningLate(attempt)
             }
             if shared.positions == nil { shared.committed = counters }
-            if group == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
+            if group == nil, batch == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
             return result
         } catch {
             if let storage = error as? StorageError, storage.kind == .unavailable { throw error }
@@ -236,13 +268,14 @@ final class ServerState {
     /// What a request of a commit group wrote, kept in the cache once the group commits.
     private var writtenAwaitingCommit = RecordTables.WrittenVersions()
 
-    /// The group this request joined has committed.
+    /// The group or batch this request joined has committed.
     func groupCommitted() { keepInCache(writtenAwaitingCommit) }
 
-    /// A writer of a SQLite commit group: the channels the group's earlier members wrote, as
-    /// they left them. Newer than the record cache, which takes them only once the group
-    /// commits, and committed with this request or not at all: so a member writing the
-    /// channel the one before it wrote finds it current instead of reading it again.
+    /// A writer of a SQLite commit group or of a PostgreSQL channel batch: the channels the
+    /// earlier members wrote, as they left them. Newer than the record cache, which takes them
+    /// only once the group commits, and committed with this request or not at all: so a
+    /// member writing the channel the one before it wrote finds it current instead of reading
+    /// it again.
     var groupChannels: GroupChannels? = nil
 
     /// The channels this request wrote, as the record cache keeps them (nil: deleted, or
@@ -696,6 +729,12 @@ final class ServerState {
             }
         }
         numbers.sort()
+        takeNumbers(numbers)
+        if let highest = numbers.last { shared.positions?.saw(highest) }
+    }
+
+    /// Event numbers taken for this request (sorted): the next ones it uses, and noted as its own.
+    private func takeNumbers(_ numbers: [Int64]) {
         freshNumbers = numbers[...]
         for number in numbers {
             if let last = takenNumbers.last, last.upperBound + 1 == number {
@@ -704,7 +743,16 @@ final class ServerState {
                 takenNumbers.append(number...number)
             }
         }
-        if let highest = numbers.last { shared.positions?.saw(highest) }
+    }
+
+    /// PostgreSQL: a member of a channel batch starts from what the member before it read for
+    /// it (Requests/ChannelBatch.swift) instead of its own first statement: the batch holds the
+    /// channel's lock, and `channel` is the channel as that member left it.
+    private func usePrefetched(_ prefetched: ChannelBatch.Prefetched, channel: CachedChannel, sendsMessage: Bool) {
+        lockedChannels[channel.channel.url] = (channel.version, channel.lastMessageSeq)
+        takeNumbers(prefetched.numbers)
+        if sendsMessage { prefetchedMessageId = prefetched.messageId }
+        knownUserVersions = prefetched.userVersions
     }
 
     /// PostgreSQL: the users this request changes, locked, must still be as it loaded them

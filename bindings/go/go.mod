@@ -1,0 +1,3 @@
+module parley
+
+go 1.19
