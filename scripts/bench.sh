@@ -33,6 +33,8 @@ case "${1:-}" in
     *) echo "usage: bash scripts/bench.sh [--quick | --scale-out]" >&2; exit 2 ;;
 esac
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
+# Its servers have no balancer in front: a stop closes the port at once (docs/SERVER.md "Stopping").
+export PARLEY_SHUTDOWN_DRAIN_SECONDS="${PARLEY_SHUTDOWN_DRAIN_SECONDS:-0}"
 build_dir=${PARLEY_BENCH_BUILD_DIR:-build/cmake}
 [[ "$build_dir" == /* ]] || build_dir="$root/$build_dir"
 server_bin=${PARLEY_SERVER_BIN:-$root/server/.build/release/parley-server}

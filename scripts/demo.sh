@@ -16,6 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
+# Its servers have no balancer in front: a stop closes the port at once (docs/SERVER.md "Stopping").
+export PARLEY_SHUTDOWN_DRAIN_SECONDS="${PARLEY_SHUTDOWN_DRAIN_SECONDS:-0}"
 live_view_options=()
 [ "${1:-}" = "--step" ] && live_view_options+=(--step)
 demo_start=$SECONDS

@@ -18,7 +18,9 @@ esac
 
 binary="${PARLEY_SERVER_BIN:-}"
 if [[ -z "$binary" ]]; then
-    command -v swift >/dev/null || { echo "install-server.sh: swift is not on PATH (see README.md)" >&2; exit 1; }
+    # The toolchain where scripts/setup.sh installs it, as the other scripts look for it.
+    [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
+    command -v swift >/dev/null || { echo "install-server.sh: swift is neither on PATH nor in /opt/swift (see README.md)" >&2; exit 1; }
     echo "install-server.sh: building the release server (about 6 minutes from scratch on 2 cores)" >&2
     swift build --package-path "$root/server" -c release
     binary="$root/server/.build/release/parley-server"

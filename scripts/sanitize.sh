@@ -10,6 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
+# Its servers have no balancer in front: a stop closes the port at once (docs/SERVER.md "Stopping").
+export PARLEY_SHUTDOWN_DRAIN_SECONDS="${PARLEY_SHUTDOWN_DRAIN_SECONDS:-0}"
 mode=${1:-address}
 case "$mode" in address|thread) ;; *) echo "usage: $0 address|thread" >&2; exit 2 ;; esac
 export PARLEY_SERVER_BIN="${PARLEY_SERVER_BIN:-$root/server/.build/release/parley-server}"

@@ -22,6 +22,9 @@ bash scripts/setup.sh
 # Every server the tests start checks its unread counters against the messages after each
 # request (server/Sources/ParleyServer/UnreadCounters.swift).
 export PARLEY_VERIFY_COUNTERS=1
+# The tests stop and restart servers hundreds of times, with no balancer to drain: a stop
+# closes the port at once (docs/SERVER.md "Stopping"; tests of the drain set their own).
+export PARLEY_SHUTDOWN_DRAIN_SECONDS=0
 
 # A crash report names functions but skips line numbers and inlined frames: the full
 # symbolication of the debug test binary takes tens of minutes on 2 cores, long enough for a

@@ -14,6 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 messages=${1:-300} filler=${2:-4000}
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
+# Its servers have no balancer in front: a stop closes the port at once (docs/SERVER.md "Stopping").
+export PARLEY_SHUTDOWN_DRAIN_SECONDS="${PARLEY_SHUTDOWN_DRAIN_SECONDS:-0}"
 work=$(mktemp -d /tmp/parley-trace-XXXXXX)
 quietly() { "$@" > "$work/step.log" 2>&1 || { cat "$work/step.log"; exit 1; }; }
 if ! command -v tcpdump > /dev/null; then

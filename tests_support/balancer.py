@@ -33,6 +33,7 @@ global
 defaults
     mode http
     option http-keep-alive
+    option forwardfor
     timeout connect 2s
     timeout client 1h
     timeout server 1h
@@ -56,8 +57,15 @@ frontend parley
 
 backend nodes
     balance roundrobin
-    default-server check inter 500ms fall 1 rise 1
+{ready_check}    default-server check inter 500ms fall 1 rise 1
 {servers}
+"""
+
+# What docs/DEPLOYMENT.md recommends for a stop without refused requests: the check asks
+# /health/ready, which answers 503 from the stop signal on, through the drain.
+READY_CHECK = """\
+    option httpchk GET /health/ready
+    http-check expect status 200
 """
 
 
@@ -68,9 +76,10 @@ def free_port() -> int:
 
 
 class Balancer:
-    """HAProxy listening on a loopback port, spreading requests over `nodes` ("HOST:PORT")."""
+    """HAProxy listening on a loopback port, spreading requests over `nodes` ("HOST:PORT").
+    Its health checks are TCP connects, or with `ready_check` requests of /health/ready."""
 
-    def __init__(self, directory: Path, nodes: List[str]) -> None:
+    def __init__(self, directory: Path, nodes: List[str], ready_check: bool = False) -> None:
         if not os.path.exists(HAPROXY):
             pytest.fail("haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)")
         directory.mkdir(parents=True, exist_ok=True)
@@ -83,7 +92,8 @@ class Balancer:
         self.admin_socket = self.admin_directory / "haproxy.sock"
         try:
             servers = "\n".join(f"    server node{i} {node}" for i, node in enumerate(nodes))
-            self.config_path.write_text(CONFIG.format(admin_socket=self.admin_socket, port=self.port, servers=servers))
+            self.config_path.write_text(CONFIG.format(admin_socket=self.admin_socket, port=self.port, servers=servers,
+                                                      ready_check=READY_CHECK if ready_check else ""))
             check = subprocess.run([HAPROXY, "-c", "-f", str(self.config_path)], capture_output=True, text=True)
             if check.returncode != 0:
                 pytest.fail(f"haproxy refused its configuration: {check.stdout}{check.stderr}")

@@ -20,6 +20,10 @@ from tests_support.processes import stop_process  # noqa: E402
 
 API_TOKEN = "test-admin-token"
 
+# Servers the tests stop close their port at once unless a test asks for a drain
+# (docs/SERVER.md "Stopping"): no balancer waits on them.
+os.environ.setdefault("PARLEY_SHUTDOWN_DRAIN_SECONDS", "0")
+
 
 def pytest_configure(config):
     databases.register_markers(config)

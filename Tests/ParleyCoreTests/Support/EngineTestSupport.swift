@@ -35,7 +35,8 @@ final class EngineTestServer: Sendable {
         posix_spawn_file_actions_addclose(&actions, pipeFDs[0])
         let (database, drop) = try Self.database(in: directory)
         dropDatabase = drop
-        let arguments = [binary, "--port", "0", "--database", database, "--api-token", apiToken]
+        // No balancer watches a test's server: its stop closes the port at once.
+        let arguments = [binary, "--port", "0", "--database", database, "--api-token", apiToken, "--shutdown-drain-seconds", "0"]
         var cArguments: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { cArguments.forEach { free($0) } }
         var child: pid_t = 0

@@ -17,6 +17,9 @@ sys.path.append(str(ROOT))  # for tests_support
 from tests_support import databases  # noqa: E402
 from tests_support.processes import stop_process  # noqa: E402
 
+# The servers these tests stop close their port at once (no balancer waits on them).
+os.environ.setdefault("PARLEY_SHUTDOWN_DRAIN_SECONDS", "0")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     databases.register_markers(config)

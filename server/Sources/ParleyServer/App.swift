@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import PostgresNIO
+import ServiceLifecycle
 
 @main
 struct ParleyServerCommand: AsyncParsableCommand {
@@ -16,77 +17,16 @@ struct ParleyServerCommand: AsyncParsableCommand {
             underscores: "max_streams_per_user"). The command line wins over the environment, \
             which wins over the file. Secrets need never be on the command line: give \
             PARLEY_API_TOKEN or --api-token-file, and PARLEY_DATABASE_URL or \
-            --database-file. docs/SERVER.md describes every setting.
+            --database-file. docs/SERVER.md describes every setting. `parley-server admin` \
+            and `parley-server migrate` work on the database the same settings name.
             """,
-        version: ServerVersion.string)
+        version: ServerVersion.string,
+        subcommands: [AdminCommand.self, MigrateCommand.self])
 
-    @Option(help: "A JSON file of settings (env PARLEY_CONFIG).") var config: String?
-    @Option(help: "Address to bind (env PARLEY_HOST; default 127.0.0.1).") var host: String?
-    @Option(help: "Port to listen on, 0 for any free one (env PARLEY_PORT; default 8080).") var port: String?
-    @Option(help: """
-        Where the data lives: a SQLite file (PATH or sqlite:PATH) \
-        or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require|verify-full] \
-        (env PARLEY_DATABASE_URL; default parley-server.sqlite).
-        """) var database: String?
-    @Option(help: "A file holding the --database value, e.g. a URL with its password (env PARLEY_DATABASE_URL_FILE).")
-    var databaseFile: String?
-    @Option(help: "Admin API token (env PARLEY_API_TOKEN; default: a random one, printed to stderr).") var apiToken: String?
-    @Option(help: "A file holding the admin API token (env PARLEY_API_TOKEN_FILE).") var apiTokenFile: String?
-    @Option(help: "Largest upload in bytes (env PARLEY_UPLOAD_LIMIT_BYTES; default 26214400).") var uploadLimitBytes: String?
-    @Option(help: "Events kept for a Last-Event-ID resume (env PARLEY_EVENT_RETENTION; default 10000).")
-    var eventRetention: String?
-    @Option(help: "Seconds between the event streams' keep-alive comments (env PARLEY_HEARTBEAT_SECONDS; default 15).")
-    var heartbeatSeconds: String?
-    @Option(help: "Event streams one user may have open at once (env PARLEY_MAX_STREAMS_PER_USER; default 20).")
-    var maxStreamsPerUser: String?
-    @Option(help: """
-        trace, debug, info (adds one access-log line per request), notice, warning, error or critical \
-        (env PARLEY_LOG_LEVEL; default error).
-        """)
-    var logLevel: String?
-    @Option(help: "text, or json for one JSON object per line (env PARLEY_LOG_FORMAT; default text).")
-    var logFormat: String?
-    @Option(help: "A token GET /metrics then asks for as \"Authorization: Bearer TOKEN\" (env PARLEY_METRICS_TOKEN; default: open).")
-    var metricsToken: String?
-    @Option(help: "A file holding the metrics token (env PARLEY_METRICS_TOKEN_FILE).")
-    var metricsTokenFile: String?
-    @Option(help: "Seconds a stop (SIGTERM) waits for requests in flight (env PARLEY_SHUTDOWN_GRACE_SECONDS; default 10).")
-    var shutdownGraceSeconds: String?
-    @Option(help: """
-        on: members who join a channel see the messages sent before they joined; off: their history \
-        starts when they join (env PARLEY_CHAT_HISTORY; default on). The admin API's setting wins.
-        """)
-    var chatHistory: String?
-    @Option(help: """
-        Group channels one user may have joined at once (env PARLEY_MAX_CHANNELS_PER_USER; default 2000). \
-        The admin API's setting wins.
-        """)
-    var maxChannelsPerUser: String?
-
-    /// The options given on the command line, by setting name.
-    private var commandLine: Settings.CommandLine {
-        var given: [String: String] = [:]
-        let pairs: [(SettingKey, String?)] = [
-            (.host, host), (.port, port), (.database, database), (.databaseFile, databaseFile),
-            (.apiToken, apiToken), (.apiTokenFile, apiTokenFile), (.uploadLimitBytes, uploadLimitBytes),
-            (.eventRetention, eventRetention), (.heartbeatSeconds, heartbeatSeconds),
-            (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel), (.logFormat, logFormat),
-            (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
-            (.shutdownGraceSeconds, shutdownGraceSeconds), (.chatHistory, chatHistory),
-            (.maxChannelsPerUser, maxChannelsPerUser),
-        ]
-        for (key, value) in pairs { if let value { given[key.name] = value } }
-        return Settings.CommandLine(values: given, configFile: config)
-    }
+    @OptionGroup var options: ServerOptions
 
     func run() async throws {
-        let settings: Settings
-        do {
-            settings = try Settings.resolve(commandLine: commandLine, environment: ProcessInfo.processInfo.environment)
-        } catch {
-            FileHandle.standardError.write(Data("parley-server: invalid configuration: \(error)\n".utf8))
-            throw ExitCode(78)  // EX_CONFIG
-        }
+        let settings = try Settings.resolveOrExit(options.commandLine)
         let logLevel = settings.logLevel
         ServerLogging.bootstrap(format: settings.logFormat, level: logLevel)
         var token = settings.apiToken ?? ""
@@ -124,6 +64,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
                                   heartbeatSeconds: settings.heartbeatSeconds,
                                   maxStreamsPerUser: settings.maxStreamsPerUser,
                                   metricsToken: settings.metricsToken,
+                                  trustedProxies: settings.trustedProxies,
                                   testHooks: ProcessInfo.processInfo.environment["PARLEY_TEST_HOOKS"] == "1")
         
         let (host, port) = (settings.host, settings.port)
@@ -145,7 +86,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         if let postgresPools { app.addServices(postgresPools.main, postgresPools.peerReads) }
         // Once the pool runs and before the port opens: the schema, then what memory holds.
         app.beforeServerStarts { [legacyUploads, postgresURL, logger] in
-            try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in
+            let applied = try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in
                 FileHandle.standardError.write(Data((line + "\n").utf8))
             }
             // From here on the schema has the table of noted changes (migration 10).
@@ -158,37 +99,99 @@ struct ParleyServerCommand: AsyncParsableCommand {
                 // The first heartbeat says this server runs before any stream can open.
                 await follower.beat()
                 follower.start()
+                DatabaseWatch.start(shared: shared, logger: logger)
             }
+            logger.notice("started", metadata: [
+                "version": .string(ServerVersion.string),
+                "backend": .string(storage.dialect.rawValue),
+                "node_id": .string(shared.nodeId),
+                "schema_version": .stringConvertible(Migrations.latestVersion),
+                "migrations_applied": .string(applied.isEmpty ? "none" : applied.map { String($0.version) }.joined(separator: ",")),
+            ])
         }
         // Event streams never end by themselves, and a graceful shutdown waits for open
-        // responses: on SIGTERM/SIGINT end them first, so that the server stops promptly
-        // (clients reconnect and resume by Last-Event-ID).
-        let grace = settings.shutdownGraceSeconds
-        let endStreams: @Sendable () -> Void = { [logger] in
-            // Requests still running after the grace period are given up: a stop must not
-            // wait for a client that never finishes its upload, say. Everything answered
-            // before was committed first, so nothing acknowledged is lost.
-            if !shared.hub.isShuttingDown {
-                DispatchQueue.global().asyncAfter(deadline: .now() + grace) {
-                    logger.warning("requests still running \(grace) s after the stop was asked for; exiting without them")
-                    Foundation.exit(0)
-                }
-            }
-            shared.hub.finishAll()
-            // The other servers learn at once that this one's streams are gone (while the
-            // pool still runs: it stops last; should this lose the race, the rows go when
-            // the others find this server's heartbeat stopped).
-            if let cluster = shared.cluster { Task { await cluster.leave() } }
-        }
-        var signalSources: [DispatchSourceSignal] = []
-        for signalNumber in [SIGTERM, SIGINT] {
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler(handler: endStreams)
-            source.resume()
-            signalSources.append(source)
-        }
+        // responses: after the drain the stop ends them first, so that the server stops
+        // promptly (clients reconnect and resume by Last-Event-ID).
+        let serviceGroup = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let shutdown = ShutdownSequence(shared: shared, drainSeconds: settings.shutdownDrainSeconds,
+                                        graceSeconds: settings.shutdownGraceSeconds, logger: logger,
+                                        shutDown: { await serviceGroup.triggerGracefulShutdown() })
+        let signalSources = shutdown.handleSignals()
         defer { signalSources.forEach { $0.cancel() } }
-        try await app.runService()
+        try await serviceGroup.run()
+        logger.notice("shutdown done")
     }
 }
 
+/// Every setting as a command-line option: the server's, and `admin check-config`'s.
+struct ServerOptions: ParsableArguments {
+    @Option(help: "A JSON file of settings (env PARLEY_CONFIG).") var config: String?
+    @Option(help: "Address to bind (env PARLEY_HOST; default 127.0.0.1).") var host: String?
+    @Option(help: "Port to listen on, 0 for any free one (env PARLEY_PORT; default 8080).") var port: String?
+    @Option(help: """
+        Where the data lives: a SQLite file (PATH or sqlite:PATH) \
+        or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require|verify-full] \
+        (env PARLEY_DATABASE_URL; default parley-server.sqlite).
+        """) var database: String?
+    @Option(help: "A file holding the --database value, e.g. a URL with its password (env PARLEY_DATABASE_URL_FILE).")
+    var databaseFile: String?
+    @Option(help: "Admin API token (env PARLEY_API_TOKEN; default: a random one, printed to stderr).") var apiToken: String?
+    @Option(help: "A file holding the admin API token (env PARLEY_API_TOKEN_FILE).") var apiTokenFile: String?
+    @Option(help: "Largest upload in bytes (env PARLEY_UPLOAD_LIMIT_BYTES; default 26214400).") var uploadLimitBytes: String?
+    @Option(help: "Events kept for a Last-Event-ID resume (env PARLEY_EVENT_RETENTION; default 10000).")
+    var eventRetention: String?
+    @Option(help: "Seconds between the event streams' keep-alive comments (env PARLEY_HEARTBEAT_SECONDS; default 15).")
+    var heartbeatSeconds: String?
+    @Option(help: "Event streams one user may have open at once (env PARLEY_MAX_STREAMS_PER_USER; default 20).")
+    var maxStreamsPerUser: String?
+    @Option(help: """
+        trace, debug, info (adds one access-log line per request), notice, warning, error or critical \
+        (env PARLEY_LOG_LEVEL; default error).
+        """)
+    var logLevel: String?
+    @Option(help: "text, or json for one JSON object per line (env PARLEY_LOG_FORMAT; default text).")
+    var logFormat: String?
+    @Option(help: "A token GET /metrics then asks for as \"Authorization: Bearer TOKEN\" (env PARLEY_METRICS_TOKEN; default: open).")
+    var metricsToken: String?
+    @Option(help: "A file holding the metrics token (env PARLEY_METRICS_TOKEN_FILE).")
+    var metricsTokenFile: String?
+    @Option(help: "Seconds a stop (SIGTERM) waits for requests in flight after the drain (env PARLEY_SHUTDOWN_GRACE_SECONDS; default 10).")
+    var shutdownGraceSeconds: String?
+    @Option(help: """
+        Seconds between a stop (SIGTERM) and the port's closing, while /health/ready answers 503 and \
+        requests are still served; 0 for none (env PARLEY_SHUTDOWN_DRAIN_SECONDS; default 5).
+        """)
+    var shutdownDrainSeconds: String?
+    @Option(help: """
+        Addresses and ADDRESS/BITS ranges, comma-separated, of the balancers whose X-Forwarded-For \
+        names the client in the access log (env PARLEY_TRUSTED_PROXIES; default none).
+        """)
+    var trustedProxies: String?
+    @Option(help: """
+        on: members who join a channel see the messages sent before they joined; off: their history \
+        starts when they join (env PARLEY_CHAT_HISTORY; default on). The admin API's setting wins.
+        """)
+    var chatHistory: String?
+    @Option(help: """
+        Group channels one user may have joined at once (env PARLEY_MAX_CHANNELS_PER_USER; default 2000). \
+        The admin API's setting wins.
+        """)
+    var maxChannelsPerUser: String?
+
+    /// The options given on the command line, by setting name.
+    var commandLine: Settings.CommandLine {
+        var given: [String: String] = [:]
+        let pairs: [(SettingKey, String?)] = [
+            (.host, host), (.port, port), (.database, database), (.databaseFile, databaseFile),
+            (.apiToken, apiToken), (.apiTokenFile, apiTokenFile), (.uploadLimitBytes, uploadLimitBytes),
+            (.eventRetention, eventRetention), (.heartbeatSeconds, heartbeatSeconds),
+            (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel), (.logFormat, logFormat),
+            (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
+            (.shutdownGraceSeconds, shutdownGraceSeconds), (.shutdownDrainSeconds, shutdownDrainSeconds),
+            (.trustedProxies, trustedProxies), (.chatHistory, chatHistory),
+            (.maxChannelsPerUser, maxChannelsPerUser),
+        ]
+        for (key, value) in pairs { if let value { given[key.name] = value } }
+        return Settings.CommandLine(values: given, configFile: config)
+    }
+}

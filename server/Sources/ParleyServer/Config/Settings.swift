@@ -2,8 +2,40 @@
 // configuration file (`--config FILE`, JSON), else its default (docs/SERVER.md lists them).
 // Secrets (the admin token, a database URL with its password) can come from a file named by
 // the `..._file` setting, so that none has to appear on a command line, where `ps` shows it.
+import ArgumentParser
 import Foundation
 import Logging
+
+extension Settings {
+    /// Resolves the settings from `commandLine`, the environment and the configuration file,
+    /// or says on stderr what is wrong and exits with status 78 (EX_CONFIG).
+    static func resolveOrExit(_ commandLine: CommandLine) throws -> Settings {
+        do {
+            return try resolve(commandLine: commandLine, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            FileHandle.standardError.write(Data("parley-server: invalid configuration: \(error)\n".utf8))
+            throw ExitCode(78)
+        }
+    }
+
+    /// Every setting with the value it resolved to, secrets shown as set or not.
+    var described: [(key: String, value: String)] {
+        func secret(_ value: String?) -> String { value == nil ? "none" : "(set)" }
+        return [
+            ("host", host), ("port", String(port)), ("database", database.description),
+            ("api_token", apiToken == nil ? "none (a random one at each start)" : "(set)"),
+            ("upload_limit_bytes", String(uploadLimitBytes)), ("event_retention", String(eventRetention)),
+            ("heartbeat_seconds", String(heartbeatSeconds)), ("max_streams_per_user", String(maxStreamsPerUser)),
+            ("chat_history", applicationDefaults.chatHistory ? "on" : "off"),
+            ("max_channels_per_user", String(applicationDefaults.maxChannelsPerUser)),
+            ("log_level", logLevel.rawValue), ("log_format", logFormat.rawValue),
+            ("metrics_token", secret(metricsToken)),
+            ("shutdown_grace_seconds", String(shutdownGraceSeconds)),
+            ("shutdown_drain_seconds", String(shutdownDrainSeconds)),
+            ("trusted_proxies", trustedProxies.description),
+        ]
+    }
+}
 
 /// What `parley-server --version` prints; the same number as the library's (CMakeLists.txt).
 enum ServerVersion {
@@ -45,6 +77,8 @@ struct SettingKey: Sendable {
     static let metricsToken = SettingKey("metrics_token")
     static let metricsTokenFile = SettingKey("metrics_token_file")
     static let shutdownGraceSeconds = SettingKey("shutdown_grace_seconds")
+    static let shutdownDrainSeconds = SettingKey("shutdown_drain_seconds")
+    static let trustedProxies = SettingKey("trusted_proxies")
     static let chatHistory = SettingKey("chat_history")
     static let maxChannelsPerUser = SettingKey("max_channels_per_user")
 
@@ -52,7 +86,7 @@ struct SettingKey: Sendable {
     static let all: [SettingKey] = [
         host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
         heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat, metricsToken, metricsTokenFile,
-        shutdownGraceSeconds, chatHistory, maxChannelsPerUser,
+        shutdownGraceSeconds, shutdownDrainSeconds, trustedProxies, chatHistory, maxChannelsPerUser,
     ]
 }
 
@@ -72,6 +106,12 @@ struct Settings: Sendable {
     /// Nil: /metrics needs no token.
     var metricsToken: String?
     var shutdownGraceSeconds = 10.0
+    /// How long `/health/ready` answers 503 after a stop is asked for, before the streams end
+    /// and the port closes: a balancer's health check has time to take the server out.
+    var shutdownDrainSeconds = 5.0
+    /// The peers whose `X-Forwarded-For` names the client in the access log (none: the peer
+    /// is the client).
+    var trustedProxies = TrustedProxies()
     /// The application settings a database starts with; the admin API's stored values win
     /// over them (Services/Application.swift).
     var applicationDefaults = ApplicationSettings()
@@ -107,6 +147,12 @@ struct Settings: Sendable {
         if let value = try source.seconds(.heartbeatSeconds) { settings.heartbeatSeconds = value }
         if let value = try source.integer(.maxStreamsPerUser, in: 1...100_000) { settings.maxStreamsPerUser = value }
         if let value = try source.seconds(.shutdownGraceSeconds) { settings.shutdownGraceSeconds = value }
+        if let value = try source.seconds(.shutdownDrainSeconds, allowingZero: true) { settings.shutdownDrainSeconds = value }
+        if let (value, origin) = source.string(.trustedProxies) {
+            do { settings.trustedProxies = try TrustedProxies.parse(value) } catch {
+                throw SettingsError("\(origin): \(error)")
+            }
+        }
         if let (value, origin) = source.string(.chatHistory) {
             switch value.lowercased() {
             case "on": settings.applicationDefaults.chatHistory = true
@@ -156,10 +202,13 @@ struct Settings: Sendable {
             return value
         }
 
-        func seconds(_ key: SettingKey) throws(SettingsError) -> Double? {
+        func seconds(_ key: SettingKey, allowingZero: Bool = false) throws(SettingsError) -> Double? {
             guard let (text, origin) = string(key) else { return nil }
-            guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite, value > 0, value <= 86_400
-            else { throw SettingsError("\(origin): '\(text)' is not a number of seconds above 0 (at most 86400)") }
+            guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite,
+                  allowingZero ? value >= 0 : value > 0, value <= 86_400
+            else {
+                throw SettingsError("\(origin): '\(text)' is not a number of seconds \(allowingZero ? "from 0" : "above 0") (at most 86400)")
+            }
             return value
         }
 

@@ -140,13 +140,13 @@ enum Routes {
     /// The router for the table. `serve` runs a matched handler, given the route's template,
     /// its decoded parameters and the request's record.
     static func router(
-        logger: Logger,
+        logger: Logger, trustedProxies: TrustedProxies,
         serve: @escaping @Sendable (RouteHandler, _ template: String, Request, PathParameters, RequestRecord) async throws -> Response
     ) -> Router<ParleyRequestContext> {
         // HEAD gets the GET handler's answer without its body.
         let router = Router(context: ParleyRequestContext.self, options: .autoGenerateHeadEndpoints)
         // Added first, so they wrap every route and the not-found answer (outermost first).
-        router.add(middleware: RequestObservation(logger: logger))
+        router.add(middleware: RequestObservation(logger: logger, trustedProxies: trustedProxies))
         router.add(middleware: ErrorResponses(logger: logger))
         for (template, handlers) in table {
             let path = RouterPath(template)

@@ -110,6 +110,8 @@ struct ServerConfig: Sendable {
     var maxStreamsPerUser = 20
     /// Nil: /metrics is open to anyone who reaches the port.
     var metricsToken: String? = nil
+    /// The peers whose `X-Forwarded-For` the access log believes.
+    var trustedProxies = TrustedProxies()
     /// PARLEY_TEST_HOOKS=1: an admin write may carry `Parley-Test-Hold-Ms: N` (at most 10,000)
     /// and then waits N ms after its handler ran, before its last statement (its numbers
     /// taken; on PostgreSQL the write turn held, its transaction usually not yet begun). Tests
@@ -125,7 +127,7 @@ struct ParleyResponder: HTTPResponder {
 
     init(service: Service, config: ServerConfig, logger: Logger) {
         let endpoint = Endpoint(service: service, config: config)
-        router = Routes.router(logger: logger, serve: endpoint.handle).buildResponder()
+        router = Routes.router(logger: logger, trustedProxies: config.trustedProxies, serve: endpoint.handle).buildResponder()
     }
 
     func respond(to request: Request, context: ParleyRequestContext) async throws -> Response {

@@ -1,7 +1,8 @@
 // What the server writes to stderr (docs/SERVER.md "Logs"): swift-log, as text or as one JSON
 // object per line, and one access-log line per request at level info. The access log names
 // the route template, never the path (which holds user and channel ids only the template
-// generalizes), and never a header value or a body.
+// generalizes), and never a header value (but the client's address, Operations/ClientAddress.swift)
+// or a body.
 import Foundation
 import Logging
 

@@ -212,6 +212,6 @@ final class ServerMetrics: Sendable {
             logFirstId.set(bounds.int(0))
             logLastId.set(bounds.int(1))
         }
-        return registry.emitToBuffer()
+        return registry.emitToBuffer() + ProcessMetrics.exposition()
     }
 }

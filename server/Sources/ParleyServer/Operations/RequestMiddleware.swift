@@ -6,15 +6,18 @@ import HTTPTypes
 import Hummingbird
 import Logging
 
-/// The context of every request: Hummingbird's own storage plus the record the access log and
-/// the metrics read once the response head is ready.
+/// The context of every request: Hummingbird's own storage, the connection's peer, and the
+/// record the access log and the metrics read once the response head is ready.
 struct ParleyRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     let record: RequestRecord
+    /// The address the connection comes from (nil for a Unix socket).
+    let peerAddress: IPAddress?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         record = RequestRecord()
+        peerAddress = source.channel.remoteAddress?.ipAddress.flatMap { IPAddress($0) }
     }
 }
 
@@ -24,8 +27,10 @@ struct ParleyRequestContext: RequestContext {
 struct RequestObservation: RouterMiddleware {
     typealias Context = ParleyRequestContext
     let logger: Logger
+    let trustedProxies: TrustedProxies
 
     static let requestIdHeader = HTTPField.Name("X-Request-Id")!
+    static let forwardedForHeader = HTTPField.Name("X-Forwarded-For")!
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let started = ContinuousClock.now
@@ -44,6 +49,8 @@ struct RequestObservation: RouterMiddleware {
         let elapsed = started.duration(to: .now)
         ServerMetrics.shared.requestAnswered(method: method, route: record.route, status: response.status.code, duration: elapsed)
         if logger.logLevel <= .info {
+            let client = trustedProxies.clientAddress(peer: context.peerAddress,
+                                                      forwardedFor: request.headers[values: Self.forwardedForHeader])
             let parts = elapsed.components
             let micros = parts.seconds * 1_000_000 + parts.attoseconds / 1_000_000_000_000
             logger.info("request", metadata: [
@@ -54,6 +61,7 @@ struct RequestObservation: RouterMiddleware {
                 "status": .stringConvertible(response.status.code),
                 "duration_ms": .stringConvertible(Double(micros) / 1000),
                 "caller": .string(record.caller),
+                "client": .string(client?.description ?? "-"),
             ])
         }
         return response

@@ -56,6 +56,8 @@ final class SharedState: @unchecked Sendable {
     /// Committed channels and users kept between requests.
     let cache = RecordCache(channels: 2_000, users: 20_000)
     let hub = EventHub()
+    /// Set once a stop was asked for (Operations/Lifecycle.swift): readiness answers 503.
+    let stop = StopRequest()
     /// The counters as of this server's last commit (a SQLite writer starts from a copy of
     /// them; on PostgreSQL they are read at start only, for the hub's first watermark).
     var committed = Counters()

@@ -21,7 +21,8 @@ enum Health {
         case .ready:
             let shared = service.shared
             let schema = await schemaState(shared.database)
-            let streams = shared.hub.isShuttingDown ? "closing" : "accepting"
+            // From the stop signal on, through the drain: a balancer takes the server out.
+            let streams = shared.hub.isShuttingDown || shared.stop.isRequested ? "closing" : "accepting"
             let ready = schema == .current && streams == "accepting"
             let body = object([
                 ("status", ready ? "ready" : "not_ready"),
@@ -49,10 +50,8 @@ enum Health {
         await withTaskGroup(of: SchemaState?.self) { group in
             group.addTask {
                 do {
-                    let version = try await database.read { db in
-                        try await db.queryOne("SELECT coalesce(max(version), 0) FROM schema_migrations", [])?.int(0) ?? 0
-                    }
-                    return version == Int64(Migrations.latestVersion) ? .current : .outdated
+                    let version = try await database.read { db in try await Migrations.appliedVersion(db) }
+                    return version == Migrations.latestVersion ? .current : .outdated
                 } catch {
                     return .unreachable
                 }

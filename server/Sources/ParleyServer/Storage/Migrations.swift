@@ -340,13 +340,14 @@ enum Migrations {
 
     static var latestVersion: Int { all.last?.version ?? 0 }
 
-    /// Brings the schema to the latest version, in one transaction. A file of the record
-    /// layout (tables `records`, `events`, `counters`, no `schema_migrations`) is imported
-    /// into the tables of migration 1 first (LegacyImport.swift). Several servers starting
-    /// at once on one PostgreSQL database take turns (an advisory lock held by the
-    /// transaction).
+    /// Brings the schema to the latest version, in one transaction, and returns the
+    /// migrations it applied, in order. A file of the record layout (tables `records`,
+    /// `events`, `counters`, no `schema_migrations`) is imported into the tables of migration
+    /// 1 first (LegacyImport.swift). Several servers starting at once on one PostgreSQL
+    /// database take turns (an advisory lock held by the transaction).
+    @discardableResult
     static func apply(to database: any SQLDatabase, legacyUploads: String? = nil,
-                      log: @escaping @Sendable (String) -> Void) async throws {
+                      log: @escaping @Sendable (String) -> Void) async throws -> [Migration] {
         try await database.write { db in
             if db.dialect == .postgres {
                 // "parley" in ASCII, as the key of the lock.
@@ -361,8 +362,7 @@ enum Migrations {
                     """)
             }
             if legacy { try await LegacyImport.renameTables(db) }
-            let applied = try await db.query("SELECT coalesce(max(version), 0) FROM schema_migrations", [])
-            let current = Int(applied.first?.int(0) ?? 0)
+            let current = try await appliedVersion(db)
             if current > latestVersion {
                 throw StorageError("the database has schema version \(current); this server knows versions up to \(latestVersion) (a newer server wrote it)")
             }
@@ -380,7 +380,37 @@ enum Migrations {
                     + "the old tables were dropped" + (legacyUploads.map { "; uploads are in the database now, \($0) may be removed" } ?? ""))
             }
             for migration in pending { try await migration.backfill?(db) }
+            return pending
         }
+    }
+
+    /// Where a database's schema stands, read without changing anything.
+    struct Status: Sendable {
+        /// The newest migration applied (0: none, an empty database).
+        let version: Int
+        /// The database holds the record layout, which the next migration imports.
+        let holdsRecordLayout: Bool
+        /// The migrations a `migrate` (or a server's start) would apply, in order.
+        var pending: [Migration] { all.filter { $0.version > version } }
+        /// A newer server migrated the database: this one cannot run on it.
+        var isNewer: Bool { version > latestVersion }
+    }
+
+    static func status(of database: any SQLDatabase) async throws -> Status {
+        try await database.read { db in try await status(db) }
+    }
+
+    static func status(_ db: any SQLSession) async throws -> Status {
+        guard try await tableExists("schema_migrations", db) else {
+            let legacy = db.dialect == .sqlite ? try await tableExists("records", db) : false
+            return Status(version: 0, holdsRecordLayout: legacy)
+        }
+        return Status(version: try await appliedVersion(db), holdsRecordLayout: false)
+    }
+
+    /// The newest migration recorded in `schema_migrations`.
+    static func appliedVersion(_ db: any SQLSession) async throws -> Int {
+        Int(try await db.queryOne("SELECT coalesce(max(version), 0) FROM schema_migrations", [])?.int(0) ?? 0)
     }
 
     static func tableExists(_ name: String, _ db: any SQLSession) async throws -> Bool {

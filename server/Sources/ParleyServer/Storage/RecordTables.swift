@@ -134,6 +134,16 @@ enum RecordTables {
         return version
     }
 
+    /// Whether a session had the token.
+    static func deleteSession(_ token: String, _ db: any SQLSession) async throws -> Bool {
+        try await db.execute("DELETE FROM sessions WHERE token = ?", [.text(token)]) > 0
+    }
+
+    /// How many sessions the user had.
+    static func deleteSessions(ofUser userId: String, _ db: any SQLSession) async throws -> Int {
+        try await db.execute("DELETE FROM sessions WHERE user_id = ?", [.text(userId)])
+    }
+
     static func putSession(_ s: SessionRecord, _ db: any SQLSession) async throws {
         try await db.execute(upsertSQL("sessions", ["token", "user_id", "expires_at", "created_at"], key: ["token"]),
                              [.text(s.token), .text(s.userId), .int(s.expiresAt), .int(s.createdAt)])
