@@ -795,3 +795,31 @@ def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
     # A generic plan per session of B's reads (PostgresDatabase.peerReadConnections), made
     # again only when a table it reads is analyzed.
     assert int(plans) * 4 <= int(calls), f"{plans} plans for {calls} reads"
+
+
+def test_the_log_says_when_another_server_is_found_and_lost(tmp_path):
+    """Each server's heartbeat reads which others run: B logs A found once both run, and A
+    lost once A, killed, has sent no heartbeat for the alive window (10 s)."""
+    import re
+    db = databases.database_for(tmp_path, "found")
+    a, b = started_servers(db, 2, extra_args=["--log-level", "notice"])
+    try:
+        node_a = re.search(r"node_id=([0-9a-f]{16})", a.log_text()).group(1)
+
+        def wait_for_line(message, seconds):
+            """Until a line of B's log carries `message` about A."""
+            deadline = time.monotonic() + seconds
+            while not any(message in line and f"node_id={node_a}" in line for line in b.log_text().splitlines()):
+                assert time.monotonic() < deadline, b.log_text()[-2000:]
+                time.sleep(0.2)
+
+        wait_for_line("another server found", 10)
+        assert "another server lost" not in b.log_text()
+        a.kill()
+        killed_at = time.monotonic()
+        wait_for_line("another server lost: no heartbeat for 10 s", 20)
+        assert time.monotonic() - killed_at > 5, "A was taken for dead before its heartbeat was old"
+    finally:
+        for s in (a, b):
+            s.stop()
+        databases.drop_database(db)

@@ -38,11 +38,20 @@ final class PeerFollower: Sendable {
         }
     }
 
-    /// One presence heartbeat; the users of servers found dead were last seen with them.
+    /// One presence heartbeat; the users of servers found dead were last seen with them. The
+    /// log tells when another server begins running and when it is taken for dead.
     func beat() async {
         guard let cluster = service.shared.cluster else { return }
         do {
-            for (userId, seenAt) in try await cluster.heartbeat() where !service.shared.isOnline(userId) {
+            let beat = try await cluster.heartbeat()
+            for other in beat.serversFound {
+                logger.notice("another server found", metadata: ["node_id": .string(other)])
+            }
+            for other in beat.serversLost {
+                logger.warning("another server lost: no heartbeat for \(ClusterPresence.aliveWindow / 1000) s",
+                               metadata: ["node_id": .string(other)])
+            }
+            for (userId, seenAt) in beat.forgotten where !service.shared.isOnline(userId) {
                 _ = try await service.run { s in try await EventStream.markLastSeen(s, userId: userId, at: seenAt) }
             }
         } catch {

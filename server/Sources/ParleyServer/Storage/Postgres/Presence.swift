@@ -46,6 +46,16 @@ final class ClusterPresence: @unchecked Sendable {
     /// Notifications heard while a full read runs, replayed in order onto its result: the
     /// read's snapshot may predate them.
     private var heardDuringFullRead: [String]?
+    /// The other servers running at the last heartbeat (nil before the first).
+    private var runningServers: Set<String>? = nil
+
+    /// What a heartbeat found: the users of forgotten servers, with when those servers were
+    /// last seen, and the other servers that began or stopped running since the last one.
+    struct Beat {
+        var forgotten: [(userId: String, seenAt: Int64)]
+        var serversFound: [String] = []
+        var serversLost: [String] = []
+    }
 
     init(node: String, database: any SQLDatabase) {
         self.node = node
@@ -180,14 +190,28 @@ final class ClusterPresence: @unchecked Sendable {
     }
 
     /// Says this server runs (and writes its rows whole if a write failed), forgets the
-    /// servers dead for `forgetAfter`, and either reads who has streams on the other running
-    /// servers (every `fullReadEvery` beats, and after `requireFullRead`) or only which of them
-    /// are running, dropping the users of the others. Returns the users of forgotten
-    /// servers, with when those servers were last seen.
-    func heartbeat() async throws -> [(userId: String, seenAt: Int64)] {
+    /// servers dead for `forgetAfter`, reads which other servers are running, dropping the
+    /// users of the others, and reads who has streams on them (every `fullReadEvery` beats,
+    /// and after `requireFullRead`).
+    func heartbeat() async throws -> Beat {
         let now = nowMillis()
         let node = self.node
-        let forgotten = try await writeOwnRows(now: now)
+        var beat = Beat(forgotten: try await writeOwnRows(now: now))
+        let alive = try await database.read { db in
+            try await db.query("SELECT node_id FROM server_nodes WHERE node_id <> ? AND seen_at > ?",
+                               [.text(node), .int(now - Self.aliveWindow)])
+        }
+        let running = Set(alive.map { $0.text(0) })
+        mutex.withLock {
+            for (userId, servers) in remote where !servers.isSubset(of: running) {
+                let left = servers.intersection(running)
+                remote[userId] = left.isEmpty ? nil : left
+            }
+            let before = runningServers ?? []
+            beat.serversFound = running.subtracting(before).sorted()
+            beat.serversLost = before.subtracting(running).sorted()
+            runningServers = running
+        }
         let readsAll: Bool = mutex.withLock {
             guard beatsSinceFullRead >= Self.fullReadEvery else {
                 beatsSinceFullRead += 1
@@ -219,20 +243,8 @@ final class ClusterPresence: @unchecked Sendable {
                 }
                 throw error
             }
-        } else {
-            let alive = try await database.read { db in
-                try await db.query("SELECT node_id FROM server_nodes WHERE node_id <> ? AND seen_at > ?",
-                                   [.text(node), .int(now - Self.aliveWindow)])
-            }
-            let running = Set(alive.map { $0.text(0) })
-            mutex.withLock {
-                for (userId, servers) in remote where !servers.isSubset(of: running) {
-                    let left = servers.intersection(running)
-                    remote[userId] = left.isEmpty ? nil : left
-                }
-            }
         }
-        return forgotten
+        return beat
     }
 
     /// The heartbeat's write: see `heartbeat`.
