@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"context"
-	"encoding/json"
 	"unsafe"
 )
 
@@ -195,7 +194,7 @@ func (col *ChannelCollection) Channels() ([]Channel, error) {
 		return nil, err
 	}
 	var channels []Channel
-	return channels, json.Unmarshal([]byte(text), &channels)
+	return channels, decode("channel collection channels", text, &channels)
 }
 
 // Freshness is the collection's freshness as of the changes delivered so far.
