@@ -82,6 +82,9 @@ def test_admin_commands_work_on_the_database_a_running_server_uses(fresh_server,
     assert len(ok(tool("admin", "list-channels", "--limit", "1", database=db))) == 2
 
     assert ok(tool("admin", "deactivate-user", "ops-alice", database=db)) == ["deactivated user ops-alice; revoked 1 session token"]
+    # The server's next write renders her as the database holds her, not as it last wrote her.
+    renamed = server.ok("PUT", f"/v3/group_channels/{older}", json={"name": "renamed"})
+    assert [m["is_active"] for m in renamed["members"] if m["user_id"] == "ops-alice"] == [False], renamed["members"]
     assert as_user(server, second, "ops-alice").status_code == 401
     assert server.ok("GET", "/v3/users/ops-alice")["is_active"] is False
     fails(tool("admin", "issue-token", "ops-alice", database=db), 1, "is deactivated")

@@ -91,6 +91,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             }
             // From here on the schema has the table of noted changes (migration 10).
             (storage as? SQLiteDatabase)?.beforeCommit = SearchQueries.indexNotedChanges
+            (storage as? SQLiteDatabase)?.afterOtherProcessCommits = { [cache = service.shared.cache] in cache.forgetUsers() }
             try await service.load()
             // Other servers may write the same PostgreSQL database: their events reach this
             // server's streams too.

@@ -72,6 +72,11 @@ struct Generations<Key: Hashable, Value> {
         young.removeValue(forKey: key)
         old.removeValue(forKey: key)
     }
+
+    mutating func removeAll() {
+        young = [:]
+        old = [:]
+    }
 }
 
 final class RecordCache: @unchecked Sendable {
@@ -105,4 +110,7 @@ final class RecordCache: @unchecked Sendable {
 
     func forgetChannel(_ url: String) { mutex.withLock { channels.remove(url) } }
     func forgetUser(_ id: String) { mutex.withLock { users.remove(id) } }
+    /// Another process wrote users without moving `users_written` (SQLiteDatabase's
+    /// `afterOtherProcessCommits`): no entry can be trusted on the counter.
+    func forgetUsers() { mutex.withLock { users.removeAll() } }
 }

@@ -149,6 +149,12 @@ final class SQLiteConnection: SQLSession, @unchecked Sendable {
         }, context)
     }
 
+    /// `PRAGMA data_version`: moves when another connection commits.
+    func dataVersion() throws -> Int64 {
+        guard let row = try queryNow("PRAGMA data_version", []).first else { throw StorageError("sqlite: no data_version") }
+        return row.int(0)
+    }
+
     func executeScriptNow(_ sql: String) throws {
         var err: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(db, sql, nil, nil, &err)
@@ -189,6 +195,15 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
     /// messages the transaction changed (SearchQueries.indexNotedChanges).
     var beforeCommit: (@Sendable (SQLiteConnection) throws -> Void)? = nil
 
+    /// Called at the start of a write transaction that follows commits of another process (an
+    /// admin command beside the server, Operations/AdminCommands.swift): what the server keeps
+    /// between requests on trust of its own writes must be read again.
+    var afterOtherProcessCommits: (@Sendable () -> Void)? = nil
+    /// The writer's `PRAGMA data_version` when it last looked: it moves only with commits of
+    /// other connections, and nothing but the writer writes in this process. Guarded by
+    /// `writerLock`; -1 after a failed transaction, so the next one looks again in full.
+    private var seenDataVersion: Int64 = 0
+
     init(path: String, readers readerCount: Int = 4) throws {
         self.path = path
         writer = try SQLiteConnection(path: path, readOnly: false)
@@ -205,6 +220,15 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
         readers = AsyncPool(opened)
         checkpointer = try WALCheckpointer(path: path)
         writer.onCommittedToWAL(checkpointer)
+        seenDataVersion = try writer.dataVersion()
+    }
+
+    /// After BEGIN IMMEDIATE, under `writerLock`: no other process commits until this
+    /// transaction ends.
+    private func noticeOtherProcessCommits() throws {
+        let version = try writer.dataVersion()
+        if version != seenDataVersion { afterOtherProcessCommits?() }
+        seenDataVersion = version
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
@@ -232,11 +256,13 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
             // IMMEDIATE: the write lock is taken at BEGIN, so no statement inside fails as busy.
             try writer.executeScriptNow("BEGIN IMMEDIATE")
             do {
+                try noticeOtherProcessCommits()
                 let result = try await body(writer)
                 try beforeCommit?(writer)
                 return (result, try commitToWAL())
             } catch {
                 if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
+                seenDataVersion = -1
                 throw error
             }
         }
@@ -264,6 +290,12 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
             if !groupOpen {
                 try writer.executeScriptNow("BEGIN IMMEDIATE")
                 groupOpen = true
+                do {
+                    try noticeOtherProcessCommits()
+                } catch {
+                    groupFailure = StorageError("sqlite: \(error)")
+                    throw error
+                }
             }
             try writer.executeScriptNow("SAVEPOINT request")
             do {
@@ -300,6 +332,7 @@ final class SQLiteDatabase: GroupCommitting, @unchecked Sendable {
                 return try commitToWAL()
             } catch {
                 if !writer.isInAutocommit { try? writer.executeScriptNow("ROLLBACK") }
+                seenDataVersion = -1
                 // The members answer with this failure; what they read came partly from the
                 // groups before, which must be on the disk first (rare: held under the lock).
                 try? await syncer.durableThroughBegun()
