@@ -174,17 +174,7 @@ final class ServerState {
                 transaction = tx
                 defer { transaction = nil }
                 if let positions = shared.positions {
-                    if let batch, let hint = channelHint, let entry = groupChannels?.entry(hint),
-                       let prefetched = batch.prefetched {
-                        // The batch holds the channel locked; the member before read the rest.
-                        batch.prefetched = nil
-                        usePrefetched(prefetched, channel: entry, sendsMessage: sendsMessage)
-                    } else {
-                        // Before any number: the channel the request names locked, then the busy lock.
-                        let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
-                        try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
-                                               messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), tx)
-                    }
+                    try await lockBeforeNumbers(positions, batch: batch, channelHint: channelHint, sendsMessage: sendsMessage, tx)
                 }
                 let result = try await body(self)
                 bodyDone = true
@@ -241,6 +231,20 @@ final class ServerState {
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }
+    }
+
+    /// PostgreSQL, before any number: the channel the request names locked, then the busy
+    /// lock; or, in a batch that holds the channel locked, what the member before read for it.
+    private func lockBeforeNumbers(_ positions: StreamPositions, batch: ChannelBatch?, channelHint: String?,
+                                   sendsMessage: Bool, _ tx: any SQLSession) async throws {
+        if let batch, let hint = channelHint, let entry = groupChannels?.entry(hint), let prefetched = batch.prefetched {
+            batch.prefetched = nil
+            usePrefetched(prefetched, channel: entry, sendsMessage: sendsMessage)
+            return
+        }
+        let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
+        try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
+                               messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), tx)
     }
 
     /// Runs `body` as a read request (a GET) in a read transaction, which on SQLite does not

@@ -107,6 +107,29 @@ enum Messages {
         return ids.filter { s.loadedUser($0) != nil && seen.insert($0).inserted }
     }
 
+    /// What a send asks for, read from its body, before any number is taken.
+    struct SendRequest {
+        var type: String
+        var sender: String?
+        var reqId: String
+        var text = ""
+        var customType = ""
+        var data = ""
+        var mentionType = "users"
+        var mentioned: [String] = []
+        var metaArray: [MetaArrayItem] = []
+        var parentId: Int64 = 0
+        var replyToChannel = false
+        var silent = false
+        var markAsRead = true
+        var poll: PollRecord? = nil
+        var createdAtGiven: Int64? = nil
+        var file: FileInfoRecord? = nil
+        var thumbnails: [ThumbnailRecord] = []
+        /// Uploaded bytes, stored once the message has its id.
+        var uploads: [(FileRecord, [UInt8])] = []
+    }
+
     static func send(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var upload: MultipartPart? = nil
@@ -117,25 +140,10 @@ enum Messages {
             upload = form.files["file"]
             input = form.input
         }
-        let i = input
-        let type = try i.enumValue("message_type", ["MESG", "FILE", "ADMM"], default: "", caseInsensitive: false)
+        let type = try input.enumValue("message_type", ["MESG", "FILE", "ADMM"], default: "", caseInsensitive: false)
         if type.isEmpty { throw APIError.missing("message_type") }
-
-        // Sender.
-        var sender: String? = nil
-        if type == "ADMM" {
-            try ctx.requireAdmin()
-            sender = nil
-        } else if let me = ctx.caller.userId {
-            if let given = try i.string("user_id", maxBytes: 80), given != me { throw APIError.forbidden("a session user can only send as themselves.") }
-            sender = me
-        } else {
-            guard let given = try i.string("user_id", maxBytes: 80) else { throw APIError.missing("user_id") }
-            _ = try await s.user(given)
-            sender = given
-        }
-
-        let reqId = try i.string("req_id", maxBytes: 128) ?? i.string("dedup_id", maxBytes: 128) ?? ""
+        let sender = try await sendingUser(s, type: type, input, ctx)
+        let reqId = try input.string("req_id", maxBytes: 128) ?? input.string("dedup_id", maxBytes: 128) ?? ""
         if !reqId.isEmpty {
             switch try await s.earlierSend(channel: c.url, sender: sender, requestId: reqId) {
             case .stored(let id)?:
@@ -147,138 +155,158 @@ enum Messages {
             }
         }
         if let sender { try s.requireCanSend(c, sender: sender, ctx: ctx) }
+        var request = SendRequest(type: type, sender: sender, reqId: reqId)
+        try await readContent(s, input, into: &request, channel: c, ctx)
+        if type == "FILE" { try readFile(input, upload: upload, into: &request, channel: c.url, ctx) }
+        let m = try await storeNewMessage(s, request, in: &c, ctx)
+        return .json(try await announceNewMessage(s, m, in: c, ctx))
+    }
 
-        var text = ""
-        if type != "FILE" {
-            text = try i.requiredString("message", maxBytes: 65535)
-            if text.isEmpty { throw APIError.invalid("message", "must not be empty.") }
-        } else {
-            text = try i.string("message", maxBytes: 65535) ?? ""
+    /// Who sends: nobody for an admin message, the session's user, or the admin's `user_id`.
+    private static func sendingUser(_ s: some Needs, type: String, _ i: Input, _ ctx: Ctx) async throws -> String? {
+        if type == "ADMM" {
+            try ctx.requireAdmin()
+            return nil
         }
-        let customType = try i.string("custom_type", maxBytes: 128) ?? ""
-        let data = try i.string("data") ?? ""
-        let mentionType = try i.enumValue("mention_type", ["users", "channel"], default: "users")
+        if let me = ctx.caller.userId {
+            if let given = try i.string("user_id", maxBytes: 80), given != me { throw APIError.forbidden("a session user can only send as themselves.") }
+            return me
+        }
+        guard let given = try i.string("user_id", maxBytes: 80) else { throw APIError.missing("user_id") }
+        _ = try await s.user(given)
+        return given
+    }
+
+    /// The text, mentions, thread, poll and flags of a send.
+    private static func readContent(_ s: some Needs, _ i: Input, into r: inout SendRequest, channel c: ChannelRecord,
+                                    _ ctx: Ctx) async throws {
+        if r.type != "FILE" {
+            r.text = try i.requiredString("message", maxBytes: 65535)
+            if r.text.isEmpty { throw APIError.invalid("message", "must not be empty.") }
+        } else {
+            r.text = try i.string("message", maxBytes: 65535) ?? ""
+        }
+        r.customType = try i.string("custom_type", maxBytes: 128) ?? ""
+        r.data = try i.string("data") ?? ""
+        r.mentionType = try i.enumValue("mention_type", ["users", "channel"], default: "users")
         let mentionedIds = try i.stringList("mentioned_user_ids") ?? []
         try await s.loadUsers(mentionedIds)
-        let mentioned = knownOnce(mentionedIds, s)
-        let metaArray = try parseMetaArray(i) ?? []
-        let parentId = try i.int("parent_message_id", min: 0) ?? 0
-        let replyToChannel = try i.bool("is_reply_to_channel", default: false)
-        let silent = try i.bool("is_silent", default: false)
-        let markAsRead = try i.bool("mark_as_read", default: true)
+        r.mentioned = knownOnce(mentionedIds, s)
+        r.metaArray = try parseMetaArray(i) ?? []
+        r.parentId = try i.int("parent_message_id", min: 0) ?? 0
+        r.replyToChannel = try i.bool("is_reply_to_channel", default: false)
+        r.silent = try i.bool("is_silent", default: false)
+        r.markAsRead = try i.bool("mark_as_read", default: true)
         for flag in ["send_push", "include_poll_details", "require_auth"] { _ = try i.bool(flag) }
-        var poll: PollRecord? = nil
         if let pollId = try i.int("poll_id", min: 1) {
-            poll = try await attachablePoll(s, pollId, to: c, sender: sender, ctx: ctx)
+            r.poll = try await attachablePoll(s, pollId, to: c, sender: r.sender, ctx: ctx)
         }
         // Test hook, admin only: a creation time from the newest message's
         // (`lastMessageTs(in:)`) to now, so that messages can share a millisecond on purpose;
         // ids stay in time order.
-        var createdAtGiven: Int64? = nil
         if ctx.caller.isAdmin, let given = try i.int("created_at") {
             let newest = s.lastMessageTs(in: c.url)
             if given < newest || given > ctx.now {
                 throw APIError.invalid("created_at", "must be from the newest message's created_at (\(newest)) to now.")
             }
-            createdAtGiven = given
+            r.createdAtGiven = given
         } else {
             _ = try i.int("created_at")
         }
-        if parentId != 0 {
-            guard let parent = try await s.messageRecord(parentId), parent.channelUrl == c.url else {
+        if r.parentId != 0 {
+            guard let parent = try await s.messageRecord(r.parentId), parent.channelUrl == c.url else {
                 throw APIError.invalid("parent_message_id", "does not name a message of this channel.")
             }
             if parent.parentId != 0 { throw APIError.invalid("parent_message_id", "must name a top-level message.") }
         }
+    }
 
-        var file: FileInfoRecord? = nil
-        var thumbnails: [ThumbnailRecord] = []
-        var pendingUpload: (FileRecord, [UInt8])? = nil
-        var pendingThumbnails: [(FileRecord, [UInt8])] = []
-        if type == "FILE" {
-            thumbnails = try parseThumbnails(i)
-            let boxes = try Images.requestedBoxes(i)
-            let filesObject = try i.object("files")
-            func fromFiles(_ k: String) -> JSON? { filesObject?[k] }
-            var url = try i.string("url", maxBytes: 2048)
-            var name = try i.string("file_name", maxBytes: 1024)
-            var size = try i.int("file_size", min: 0)
-            var mime = try i.string("file_type", maxBytes: 256)
-            if case .string(let v)? = fromFiles("url"), url == nil { url = v }
-            if case .string(let v)? = fromFiles("file_name"), name == nil { name = v }
-            if case .int(let v)? = fromFiles("file_size"), size == nil { size = v }
-            if case .string(let v)? = fromFiles("file_type"), mime == nil { mime = v }
-            if let upload {
-                let fileId = randomHex(16)
-                let fileName = name ?? upload.filename ?? "file"
-                let record = FileRecord(id: fileId, channelUrl: c.url, messageId: 0, name: fileName,
-                                        type: mime ?? upload.contentType ?? "application/octet-stream",
-                                        size: Int64(upload.data.count))
-                pendingUpload = (record, upload.data)
-                file = FileInfoRecord(url: "/v3/files/\(fileId)/\(fileName.isEmpty ? "file" : percentEncodePathSegment(fileName))", name: fileName,
-                                      size: record.size, type: record.type, fileId: fileId)
-                for (made, record) in Files.thumbnailFiles(ctx.prepared, of: upload.data, boxes: boxes, channel: c.url) {
-                    pendingThumbnails.append((record, made.bytes))
-                    thumbnails.append(Files.thumbnailRecord(made, record))
-                }
-            } else {
-                guard let url, !url.isEmpty else { throw APIError.missing("url") }
-                file = FileInfoRecord(url: url, name: name ?? "", size: size ?? 0, type: mime ?? "", fileId: nil)
-            }
+    /// A file message's file: uploaded (with the thumbnails made of it) or named by URL.
+    private static func readFile(_ i: Input, upload: MultipartPart?, into r: inout SendRequest, channel url: String, _ ctx: Ctx) throws {
+        r.thumbnails = try parseThumbnails(i)
+        let boxes = try Images.requestedBoxes(i)
+        let filesObject = try i.object("files")
+        func fromFiles(_ k: String) -> JSON? { filesObject?[k] }
+        var fileURL = try i.string("url", maxBytes: 2048)
+        var name = try i.string("file_name", maxBytes: 1024)
+        var size = try i.int("file_size", min: 0)
+        var mime = try i.string("file_type", maxBytes: 256)
+        if case .string(let v)? = fromFiles("url"), fileURL == nil { fileURL = v }
+        if case .string(let v)? = fromFiles("file_name"), name == nil { name = v }
+        if case .int(let v)? = fromFiles("file_size"), size == nil { size = v }
+        if case .string(let v)? = fromFiles("file_type"), mime == nil { mime = v }
+        guard let upload else {
+            guard let fileURL, !fileURL.isEmpty else { throw APIError.missing("url") }
+            r.file = FileInfoRecord(url: fileURL, name: name ?? "", size: size ?? 0, type: mime ?? "", fileId: nil)
+            return
         }
+        let fileId = randomHex(16)
+        let fileName = name ?? upload.filename ?? "file"
+        let record = FileRecord(id: fileId, channelUrl: url, messageId: 0, name: fileName,
+                                type: mime ?? upload.contentType ?? "application/octet-stream",
+                                size: Int64(upload.data.count))
+        r.uploads.append((record, upload.data))
+        r.file = FileInfoRecord(url: "/v3/files/\(fileId)/\(fileName.isEmpty ? "file" : percentEncodePathSegment(fileName))", name: fileName,
+                                size: record.size, type: record.type, fileId: fileId)
+        for (made, record) in Files.thumbnailFiles(ctx.prepared, of: upload.data, boxes: boxes, channel: url) {
+            r.uploads.append((record, made.bytes))
+            r.thumbnails.append(Files.thumbnailRecord(made, record))
+        }
+    }
 
-        let (id, createdAt) = try await s.takeMessageNumbers(in: c.url, at: createdAtGiven ?? ctx.now)
+    /// Numbers the message and writes it, its files, its poll and the channel it changes.
+    private static func storeNewMessage(_ s: some Needs, _ r: SendRequest, in c: inout ChannelRecord, _ ctx: Ctx) async throws -> MessageRecord {
+        let (id, createdAt) = try await s.takeMessageNumbers(in: c.url, at: r.createdAtGiven ?? ctx.now)
         let m = MessageRecord(
-            id: id, channelUrl: c.url, type: type, message: text, senderId: sender, reqId: reqId,
-            customType: customType, data: data, createdAt: createdAt, updatedAt: 0, mentionType: mentionType,
-            mentionedUserIds: mentioned, isOpMsg: sender.map { c.isOperator($0) } ?? false, silent: silent,
-            parentId: parentId, isReplyToChannel: parentId != 0 && replyToChannel, file: file,
-            thumbnails: thumbnails, sortedMetaarray: metaArray, reactions: [], replyCount: 0, lastRepliedAt: 0,
-            threadUpdatedAt: 0, recentReplierIds: [], changeSeq: 0, changedAt: 0, pollId: poll?.id)
-
-        if let (upload, bytes) = pendingUpload {
+            id: id, channelUrl: c.url, type: r.type, message: r.text, senderId: r.sender, reqId: r.reqId,
+            customType: r.customType, data: r.data, createdAt: createdAt, updatedAt: 0, mentionType: r.mentionType,
+            mentionedUserIds: r.mentioned, isOpMsg: r.sender.map { c.isOperator($0) } ?? false, silent: r.silent,
+            parentId: r.parentId, isReplyToChannel: r.parentId != 0 && r.replyToChannel, file: r.file,
+            thumbnails: r.thumbnails, sortedMetaarray: r.metaArray, reactions: [], replyCount: 0, lastRepliedAt: 0,
+            threadUpdatedAt: 0, recentReplierIds: [], changeSeq: 0, changedAt: 0, pollId: r.poll?.id)
+        for (upload, bytes) in r.uploads {
             var record = upload
             record.messageId = id
             try await s.store(record, bytes: bytes)
         }
-        for (thumbnail, bytes) in pendingThumbnails {
-            var record = thumbnail
-            record.messageId = id
-            try await s.store(record, bytes: bytes)
-        }
-
         if !c.isEphemeral {
             try await s.save(m)
             s.countNewMessage(m, in: &c)
-            if (parentId == 0 || m.isReplyToChannel) && !silent { c.lastMessageId = id }
+            if (r.parentId == 0 || m.isReplyToChannel) && !r.silent { c.lastMessageId = id }
         }
         s.unhideOnNewMessage(&c, now: ctx.now)
-        if let sender, markAsRead, c.members[sender] != nil {
+        if let sender = r.sender, r.markAsRead, c.members[sender] != nil {
             c.members[sender]!.readTs = max(c.members[sender]!.readTs, createdAt)
             s.touchMember(&c, sender, ctx.now)
         }
         s.touch(&c, ctx.now)
         try await s.save(c)
-        if var poll {
+        if var poll = r.poll {
             poll.messageId = id
             s.touch(&poll, ctx.now)
             try await s.save(poll)
         }
+        return m
+    }
+
+    /// The new message's events (received, mentions, the thread's parent changed); returns
+    /// the message as the answer shows it.
+    private static func announceNewMessage(_ s: some Needs, _ m: MessageRecord, in c: ChannelRecord, _ ctx: Ctx) async throws -> JSON {
         let messageJSON = try await s.render(m, .full)
         s.emitMessageEvent("message_received", c, about: m, fields: [("message", messageJSON)], channelChanged: true, now: ctx.now)
         let joined = s.joinedIds(c)
-        let mentionTargets = (mentionType == "channel" ? joined.subtracting([sender ?? ""]) : Set(mentioned).intersection(joined))
+        let mentionTargets = (m.mentionType == "channel" ? joined.subtracting([m.senderId ?? ""]) : Set(m.mentionedUserIds).intersection(joined))
             .filter { s.isVisible(m, to: c.members[$0]) }
         if !mentionTargets.isEmpty {
             s.emit("mention", channelUrl: c.url, to: mentionTargets, fields: [
                 ("channel", s.eventChannelJSON(c, now: ctx.now)), ("message", messageJSON),
             ], now: ctx.now)
         }
-        if parentId != 0, !c.isEphemeral, var parent = try await s.messageRecord(parentId) {
+        if m.parentId != 0, !c.isEphemeral, var parent = try await s.messageRecord(m.parentId) {
             parent.replyCount += 1
-            parent.lastRepliedAt = createdAt
+            parent.lastRepliedAt = m.createdAt
             parent.threadUpdatedAt = ctx.now
-            if let sender {
+            if let sender = m.senderId {
                 parent.recentReplierIds.removeAll { $0 == sender }
                 parent.recentReplierIds.insert(sender, at: 0)
                 if parent.recentReplierIds.count > 10 { parent.recentReplierIds.removeLast() }
@@ -286,10 +314,10 @@ enum Messages {
             s.touch(&parent, ctx.now)
             try await s.save(parent)
             s.emitMessageEvent("thread_info_updated", c, about: parent, fields: [
-                ("parent_message_id", .int(parentId)), ("thread_info", s.threadInfoJSON(parent)),
+                ("parent_message_id", .int(m.parentId)), ("thread_info", s.threadInfoJSON(parent)),
             ], channelChanged: false, now: ctx.now)
         }
-        return .json(messageJSON)
+        return messageJSON
     }
 
     /// The poll a new message may carry: one of the channel's, carried by no message yet,
