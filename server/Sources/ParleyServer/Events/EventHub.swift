@@ -3,8 +3,8 @@ import NIOCore
 
 // The open event streams and the one ordered queue that feeds them (PROTOCOL.md §9). Writers
 // of this server may finish in another order than they took their numbers (SQLite's group
-// commit): each registers with the hub before it takes a sequence number and hands its
-// committed events over when it is done. The hub queues events in id order, and only those no
+// commit): each registers in the write order (WriteOrder.swift) before it takes a sequence
+// number and hands its committed events to the hub when it is done. The hub queues events in id order, and only those no
 // unfinished writer can still precede (the watermark, `resolvedThrough`). Numbers that no
 // writer of this server took were taken by another server on the same PostgreSQL database:
 // their events are read from the log (`puller`) and delivered in their place. The hub renders
@@ -194,9 +194,8 @@ final class EventHub: @unchecked Sendable {
     private var delivered: Int64 = 0
     /// Deliveries queued and not yet done.
     private var queuedDeliveries = 0
-    /// Writers that have not finished, each with the lowest sequence number it may take.
-    private var writers: [Int: Int64] = [:]
-    private var nextWriter = 1
+    /// This server's writers that have not finished (they register there).
+    private let order: WriteOrder
     /// Committed events held back because an unfinished writer may still commit a lower id,
     /// in id order, each with the request that renders it.
     private var held: [HeldEvent] = []
@@ -231,7 +230,8 @@ final class EventHub: @unchecked Sendable {
     /// of other servers' commits (PeerFollower.swift), one hand-off between threads fewer.
     let thread = ThreadExecutor(name: "parley-hub")
 
-    init() {
+    init(order: WriteOrder) {
+        self.order = order
         (queue, jobs) = AsyncStream<@Sendable () async -> Void>.makeStream(bufferingPolicy: .unbounded)
     }
 
@@ -285,18 +285,7 @@ final class EventHub: @unchecked Sendable {
         }
     }
 
-    /// Registers a writer before it takes any sequence number. `floor` (read under the hub's
-    /// lock) is at most the first number it can take: the next one the counters hand out.
-    func beginWriter(floor: () -> Int64) -> Int {
-        mutex.withLock {
-            let ticket = nextWriter
-            nextWriter += 1
-            writers[ticket] = floor()
-            return ticket
-        }
-    }
-
-    /// The writer is done: `changes` are what it committed (nil when it failed; the next
+    /// The writer registered as `ticket` (WriteOrder.swift) is done: `changes` are what it committed (nil when it failed; the next
     /// writer takes the numbers it took). Queues every held event that no unfinished writer can
     /// still precede, and returns at once; `wait` later resumes when that batch is delivered.
     func finishWriter(_ ticket: Int, _ changes: CommittedChanges?) -> Delivery {
@@ -305,7 +294,7 @@ final class EventHub: @unchecked Sendable {
             ServerMetrics.shared.stored(messages: changes.events.reduce(0) { $0 + ($1.category == "message_received" ? 1 : 0) })
         }
         mutex.withLock {
-            writers.removeValue(forKey: ticket)
+            order.endWriter(ticket)
             if let changes {
                 if let last = changes.taken.last { highestFinished = max(highestFinished, last.upperBound) }
                 localRanges += changes.taken
@@ -316,7 +305,7 @@ final class EventHub: @unchecked Sendable {
                     if !inOrder { held.sort { $0.event.id < $1.event.id } }
                 }
             }
-            let bound = min(writers.values.min().map { $0 - 1 } ?? highestFinished, othersBound)
+            let bound = min(order.lowestInFlight.map { $0 - 1 } ?? highestFinished, othersBound)
             schedule(through: bound, delivery: delivery)
         }
         return delivery
@@ -329,7 +318,7 @@ final class EventHub: @unchecked Sendable {
     func advance(committedThrough seq: Int64, heardAt: ContinuousClock.Instant? = nil) {
         mutex.withLock {
             othersBound = max(othersBound, seq)
-            let bound = writers.values.min().map { min(seq, $0 - 1) } ?? seq
+            let bound = order.lowestInFlight.map { min(seq, $0 - 1) } ?? seq
             guard bound > scheduled else { return }
             highestFinished = max(highestFinished, bound)
             schedule(through: bound, delivery: nil, heardAt: heardAt)

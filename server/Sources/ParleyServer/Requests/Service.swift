@@ -4,8 +4,8 @@ import Synchronization
 /// Runs requests. Read requests take no lock: they run in their own snapshots beside the
 /// writers. On SQLite write requests run one at a time under the lock here, in commit groups;
 /// on PostgreSQL writers of different channels run side by side (`writeSideBySide`). A writer
-/// registers with the hub before it takes a number and, once committed, hands its events
-/// over; the hub delivers them in id order.
+/// registers in the write order (Events/WriteOrder.swift) before it takes a number and, once
+/// committed, hands its events to the hub, which delivers them in id order.
 final class Service: @unchecked Sendable {
     private let writeLock = AsyncLock()
     let shared: SharedState
@@ -143,13 +143,13 @@ final class Service: @unchecked Sendable {
 
     private func write<T>(channel: String?, sendsMessage: Bool, _ body: (ServerState) async throws -> T) async throws -> T {
         if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
-        if let positions = shared.positions {
-            return try await writeSideBySide(positions, channel: channel, sendsMessage: sendsMessage, body)
+        if shared.positions != nil {
+            return try await writeSideBySide(channel: channel, sendsMessage: sendsMessage, body)
         }
         await writeLock.lock()
         // The numbers this server committed last, the only writer of its file: this is the
         // first number the writer takes.
-        let ticket = shared.hub.beginWriter { self.shared.committed.seq + 1 }
+        let ticket = shared.order.beginWriter(firstNumber: shared.committed.seq + 1)
         let request = ServerState(shared: shared, readOnly: false)
         let result: T
         do {
@@ -177,18 +177,17 @@ final class Service: @unchecked Sendable {
     /// channel queue here first, then on the channel's lock in the database (writers of other
     /// servers); writers of different channels do not wait for each other. A writer that
     /// finds others of its channel queued behind it lets them continue its transaction, and
-    /// commits for all (Requests/ChannelBatch.swift). Each registers with the hub and with the
-    /// stream positions before it takes a number (Storage/Postgres/StreamPositions.swift);
+    /// commits for all (Requests/ChannelBatch.swift). Each registers in the write order before it
+    /// takes a number (Events/WriteOrder.swift);
     /// once committed it hands its events to the hub, which delivers them when the bound says
     /// no lower number can still commit.
-    private func writeSideBySide<T>(_ positions: StreamPositions, channel: String?, sendsMessage: Bool,
+    private func writeSideBySide<T>(channel: String?, sendsMessage: Bool,
                                     _ body: (ServerState) async throws -> T) async throws -> T {
         if let channel, let batch = await channelWriters.enter(channel) {
-            return try await writeInBatch(batch, positions, channel: channel, sendsMessage: sendsMessage, body)
+            return try await writeInBatch(batch, channel: channel, sendsMessage: sendsMessage, body)
         }
         let lead = channel.map { ChannelBatchLead(channel: $0, writers: channelWriters) }
-        let (writer, floor) = positions.beginWriter()
-        let ticket = shared.hub.beginWriter { floor + 1 }
+        let ticket = shared.order.beginWriter()
         let request = ServerState(shared: shared, readOnly: false)
         // Once handed on, the channel's turn is the batch's last member's to give up.
         func leave(_ failure: (any Error)?) {
@@ -199,13 +198,11 @@ final class Service: @unchecked Sendable {
             result = try await request.handleWriting(batchLead: lead, channelHint: channel, sendsMessage: sendsMessage, body)
         } catch {
             _ = shared.hub.finishWriter(ticket, nil)
-            positions.endWriter(writer)
             leave(error)
             throw error
         }
         let changes = request.committedChanges
         let delivery = shared.hub.finishWriter(ticket, changes)
-        positions.endWriter(writer)
         // The channel's next writer goes on now: what follows waits for nothing of it.
         leave(nil)
         await afterCommit(changes, delivery)
@@ -214,11 +211,10 @@ final class Service: @unchecked Sendable {
 
     /// PostgreSQL: a writer that joined the open transaction of an earlier writer of its
     /// channel. It answers once that one committed for all; its own failure is its own.
-    private func writeInBatch<T>(_ batch: ChannelBatch, _ positions: StreamPositions, channel: String, sendsMessage: Bool,
+    private func writeInBatch<T>(_ batch: ChannelBatch, channel: String, sendsMessage: Bool,
                                  _ body: (ServerState) async throws -> T) async throws -> T {
         // Numbers read for it by the member before it are below the floor it would have.
-        let (writer, floor) = positions.beginWriter(atMost: (batch.prefetched?.numbers.first).map { $0 - 1 } ?? .max)
-        let ticket = shared.hub.beginWriter { floor + 1 }
+        let ticket = shared.order.beginWriter(atMost: (batch.prefetched?.numbers.first).map { $0 - 1 } ?? .max)
         let request = ServerState(shared: shared, readOnly: false)
         request.groupChannels = batch.channels
         let outcome: Result<T, any Error>
@@ -233,7 +229,6 @@ final class Service: @unchecked Sendable {
         if closed { channelWriters.leave(channel) }
         guard case .success(let result) = outcome, commitFailure == nil else {
             _ = shared.hub.finishWriter(ticket, nil)
-            positions.endWriter(writer)
             if case .failure(let error) = outcome { throw error }
             if let storage = commitFailure as? StorageError, storage.kind == .unavailable { throw storage }
             throw APIError.internal("storage commit failed: \(commitFailure.map { "\($0)" } ?? "")")
@@ -242,7 +237,6 @@ final class Service: @unchecked Sendable {
         request.groupCommitted()
         let changes = request.committedChanges
         let delivery = shared.hub.finishWriter(ticket, changes)
-        positions.endWriter(writer)
         await afterCommit(changes, delivery)
         return result
     }
@@ -282,7 +276,7 @@ final class Service: @unchecked Sendable {
             openGroup = group
         }
         group.members += 1
-        let ticket = shared.hub.beginWriter { self.shared.committed.seq + 1 }
+        let ticket = shared.order.beginWriter(firstNumber: shared.committed.seq + 1)
         let request = ServerState(shared: shared, readOnly: false)
         request.groupChannels = group.channels
         let outcome: Result<T, any Error>

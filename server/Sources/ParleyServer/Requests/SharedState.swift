@@ -55,7 +55,9 @@ final class SharedState: @unchecked Sendable {
     let applicationDefaults: ApplicationSettings
     /// Committed channels and users kept between requests.
     let cache = RecordCache(channels: 2_000, users: 20_000)
-    let hub = EventHub()
+    /// This server's writers in flight and the numbers handed out: what orders delivery.
+    let order = WriteOrder()
+    let hub: EventHub
     /// Set once a stop was asked for (Operations/Lifecycle.swift): readiness answers 503.
     let stop = StopRequest()
     /// The counters as of this server's last commit (a SQLite writer starts from a copy of
@@ -79,8 +81,9 @@ final class SharedState: @unchecked Sendable {
         self.retention = max(1, retention)
         self.uploadLimit = uploadLimit
         self.verify = verify
+        hub = EventHub(order: order)
         cluster = database.dialect == .postgres ? ClusterPresence(node: nodeId, database: database) : nil
-        positions = database.dialect == .postgres ? StreamPositions(node: nodeId) : nil
+        positions = database.dialect == .postgres ? StreamPositions(node: nodeId, order: order) : nil
     }
 
     /// The user has an event stream open on this server or on another running one.

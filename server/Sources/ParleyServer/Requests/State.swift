@@ -204,7 +204,7 @@ final class ServerState {
                 if prefetch != nil {
                     let read = ChannelBatch.Prefetched(written.selected)
                     if let batch { batch.prefetched = read } else { batchLead?.prefetched = read }
-                    if let highest = read?.numbers.last { shared.positions?.saw(highest) }
+                    if let highest = read?.numbers.last { shared.order.saw(highest) }
                 }
                 if !prunesFirst {
                     let prunedBefore = counters.prunedThrough
@@ -734,7 +734,7 @@ final class ServerState {
         }
         numbers.sort()
         takeNumbers(numbers)
-        if let highest = numbers.last { shared.positions?.saw(highest) }
+        if let highest = numbers.last { shared.order.saw(highest) }
     }
 
     /// Event numbers taken for this request (sorted): the next ones it uses, and noted as its own.

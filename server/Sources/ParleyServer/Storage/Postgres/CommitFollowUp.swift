@@ -80,7 +80,7 @@ final class CommitFollowUp: Sendable {
     }
 
     private func followUp(announce: Bool, heardAt: ContinuousClock.Instant?) async {
-        let floor = positions.floorToPublish()
+        let floor = positions.order.floorToPublish()
         var columns = ["b.bound", "b.handed_out"]
         var binds: [SQLValue] = []
         if let floor {
@@ -100,9 +100,9 @@ final class CommitFollowUp: Sendable {
             if announce { asked.withLock { $0.announce = true } }
             return
         }
-        if let floor { positions.published(floor) }
+        if let floor { positions.order.published(floor) }
         if announce { ServerMetrics.shared.announcementSent() }
-        positions.saw(row.int(1))
+        positions.order.saw(row.int(1))
         advance(row.int(0), heardAt)
     }
 }

@@ -13,84 +13,31 @@
 // lost its locks with its connections. A server frozen in the middle of a transaction holds its
 // lock until PostgreSQL ends the session (`PostgresDatabase.idleSessionSeconds`).
 import Foundation
-import Synchronization
 
 final class StreamPositions: Sendable {
     /// This server in `stream_writers`, and the key of its busy lock.
     let node: String
     let busyKey: Int64
 
-    private struct State {
-        /// The highest number this server knows was handed out: every number taken from now
-        /// on is higher.
-        var handedOut: Int64 = 0
-        /// Unfinished writers, each with the highest number known handed out before it began
-        /// (all its numbers are higher).
-        var writers: [Int: Int64] = [:]
-        var nextWriter = 1
-        /// The floor committed in `stream_writers`.
-        var published: Int64 = -1
-    }
-    private let state = Mutex(State())
+    /// This server's writers in flight and the numbers it knows were handed out.
+    let order: WriteOrder
 
-    init(node: String) {
+    init(node: String, order: WriteOrder) {
         self.node = node
+        self.order = order
         // A random positive key, from the node id (itself random).
         var key: Int64 = 0
         for byte in node.utf8 { key = key &* 31 &+ Int64(byte) }
         busyKey = (key & Int64.max) | 1
     }
 
-    /// Registers a writer before it takes any number; returns its ticket and its floor (every
-    /// number it takes is above it). `atMost`: a lower floor, for a writer given numbers taken
-    /// before it began (Requests/ChannelBatch.swift).
-    func beginWriter(atMost: Int64 = .max) -> (ticket: Int, floor: Int64) {
-        state.withLock { s in
-            let ticket = s.nextWriter
-            s.nextWriter += 1
-            let floor = min(s.handedOut, atMost)
-            s.writers[ticket] = floor
-            return (ticket, floor)
-        }
-    }
-
-    /// Numbers seen handed out (taken by this server, or read as the sequence's last value).
-    func saw(_ number: Int64) {
-        state.withLock { $0.handedOut = max($0.handedOut, number) }
-    }
-
-    func endWriter(_ ticket: Int) {
-        _ = state.withLock { $0.writers.removeValue(forKey: ticket) }
-    }
-
-    /// The floor to publish: below every number an unfinished writer holds or will take.
-    private func candidate(_ s: State) -> Int64 {
-        min(s.handedOut, s.writers.values.min() ?? .max)
-    }
-
-    /// The floor to publish, if it moved since the last publication (published with the
-    /// statement that follows commits: CommitFollowUp.swift). Readers cap what they deliver at
-    /// it only while this server is busy, so a floor that lags only delays them.
-    func floorToPublish() -> Int64? {
-        state.withLock { s in
-            let floor = candidate(s)
-            return floor > s.published ? floor : nil
-        }
-    }
-
-    /// `floor` is committed in `stream_writers`.
-    func published(_ floor: Int64) {
-        state.withLock { $0.published = max($0.published, floor) }
-    }
-
     /// At start, before any write: the row of this server, at the sequence's last value.
     func register(_ database: any SQLDatabase) async throws -> Int64 {
         let handedOut = try await bound(database).handedOut
-        saw(handedOut)
         _ = try await database.readStatementByStatement { db in
             try await db.execute("SELECT parley_publish_floor(?, ?, ?)", [.text(node), .int(busyKey), .int(handedOut)])
         }
-        published(handedOut)
+        order.published(handedOut)
         return handedOut
     }
 
@@ -103,7 +50,7 @@ final class StreamPositions: Sendable {
         }
         guard let row else { throw StorageError("parley_stream_bound returned nothing") }
         let result = (bound: row.int(0), handedOut: row.int(1))
-        saw(result.handedOut)
+        order.saw(result.handedOut)
         return result
     }
 
