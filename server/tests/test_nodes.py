@@ -823,3 +823,45 @@ def test_the_log_says_when_another_server_is_found_and_lost(tmp_path):
         for s in (a, b):
             s.stop()
         databases.drop_database(db)
+
+
+def test_the_stream_positions_of_servers_gone_are_removed_and_a_live_server_keeps_its_own(two_servers):
+    """`stream_writers` keeps one row per server, read by every bound. A row of a server gone
+    (no heartbeat row, not updated for a minute, its busy lock free) goes at the next heartbeat
+    of a live server; one whose busy lock is held stays. A live server whose row was removed
+    (as after being frozen for a minute) publishes it again before its next write takes a
+    number, and the write succeeds."""
+    a, b = two_servers
+    db = a.db_path
+    old = int(time.time() * 1000) - 3_600_000
+    databases.psql(db, "INSERT INTO stream_writers (node, lock_key, floor, updated_at) VALUES "
+                       f"('gone-free', 4242424242, 1, {old}), ('gone-busy', 4343434343, 1, {old}), "
+                       f"('fresh', 4444444444, 1, {int(time.time() * 1000) + 600_000})")
+    # A session of this test holds the busy lock of one of them, as a frozen server would.
+    holder = databases.PsqlSession(db)
+    try:
+        holder.run("SELECT pg_advisory_lock_shared(4343434343)")
+        deadline = time.monotonic() + 10
+        rows = ""
+        while time.monotonic() < deadline:
+            rows = databases.psql(db, "SELECT node FROM stream_writers WHERE node IN ('gone-free', 'gone-busy', 'fresh') ORDER BY node")
+            if "gone-free" not in rows:
+                break
+            time.sleep(0.2)
+        assert rows.split() == ["fresh", "gone-busy"], rows
+    finally:
+        holder.close()
+    live = databases.psql(db, "SELECT count(*) FROM stream_writers w JOIN server_nodes n ON n.node_id = w.node").strip()
+    assert live == "2", live
+
+    sender = a.user("rows")
+    url = a.channel([sender], name="rows")["channel_url"]
+    databases.psql(db, "DELETE FROM stream_writers w USING server_nodes n WHERE n.node_id = w.node")
+    stream = EventCollector(b, sender)
+    try:
+        sent = a.send(url, sender, text="after the row went")
+        assert b.send(url, sender, text="and on the other server")["message_id"] > sent["message_id"]
+        assert wait_for_texts(stream, 2) and message_texts(stream) == ["after the row went", "and on the other server"]
+    finally:
+        stream.close()
+    assert databases.psql(db, "SELECT count(*) FROM stream_writers w JOIN server_nodes n ON n.node_id = w.node").strip() == "2"

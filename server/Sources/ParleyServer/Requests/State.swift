@@ -718,10 +718,19 @@ final class ServerState {
                               _ db: any SQLSession) async throws {
         // Noted before it is sent: a failure gives up whatever it took.
         (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)))
-        let rows = try await db.query("SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?)",
-                                      [.int(busyKey), .text(JSON.array(urls.map { .string($0) }).serialized()),
+        let rows: [SQLRow]
+        do {
+            rows = try await db.query("SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?)",
+                                      [.int(busyKey), .text(shared.positions?.node ?? ""),
+                                       .text(JSON.array(urls.map { .string($0) }).serialized()),
                                        .int(Int64(numbersPerLock)), .int(Int64(messageIds)),
                                        .text(JSON.array(users.map { .string($0) }).serialized())])
+        } catch let error as StorageError where error.description.contains("error \(StreamPositions.missingRowState)") {
+            // Taken for gone while frozen (StreamPositions.definitionsWithOwnRow): no number
+            // was taken; the row is published again before the attempt runs again.
+            _ = try await shared.positions?.register(shared.database)
+            throw StorageError("this server's stream position was published again; the write runs again", kind: .retryable)
+        }
         for url in urls { lockedChannels[url] = .some(nil) }
         var numbers: [Int64] = []
         for row in rows {

@@ -173,6 +173,7 @@ enum Migrations {
             CREATE INDEX message_tombstones_by_request ON message_tombstones (channel_url, sender_id, req_id) WHERE req_id <> '';
             """),
         streamPositions,
+        streamWritersForgotten,
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from
@@ -185,6 +186,17 @@ enum Migrations {
         backfill: { db in
             guard db.dialect == .postgres else { return }
             try await StreamPositions.migrate(db)
+        })
+
+    /// The rows of `stream_writers` of servers gone are removed; a writer checks its server's
+    /// (StreamPositions.definitionsWithOwnRow). Servers of migration 18 keep calling the
+    /// function of five arguments, which stays.
+    static let streamWritersForgotten = Migration(
+        version: 19, summary: "PostgreSQL: the stream positions of servers gone are removed", ddl: "",
+        onlyFor: .postgres,
+        backfill: { db in
+            guard db.dialect == .postgres else { return }
+            for definition in StreamPositions.definitionsWithOwnRow { try await db.execute(definition, []) }
         })
 
     /// A server that wrote last claims its next turn in that write's own statement

@@ -281,6 +281,7 @@ final class ClusterPresence: @unchecked Sendable {
                                  RETURNING p.user_id, gone.seen_at)
                 SELECT user_id, max(seen_at) FROM streams GROUP BY user_id
                 """, [.int(now - Self.forgetAfter)])
+            try await db.execute(StreamPositions.forgetGoneSQL, [.text(node), .int(now - Self.forgetAfter)])
             return rows.map { (userId: $0.text(0), seenAt: $0.int(1)) }
             }
         } catch {

@@ -185,6 +185,58 @@ final class StreamPositions: Sendable {
         """,
     ]
 
+    /// The SQLSTATE of a writer whose server has no row in `stream_writers`.
+    static let missingRowState = "PLW01"
+
+    /// Migration 19: the writer's first statement names its server and checks, once it holds
+    /// the busy lock, that the server's row is there. A heartbeat removes the rows of servers
+    /// gone for `ClusterPresence.forgetAfter` whose busy lock is free (Presence.swift), so a
+    /// server that was frozen that long finds its row gone: its writer fails before taking a
+    /// number, and the server publishes its row again before the writer runs again
+    /// (`ServerState.lockChannels`). Rows are never inserted here: a row inserted in the
+    /// statement that takes numbers would be seen by the others only after those numbers.
+    static let definitionsWithOwnRow = [
+        """
+        CREATE OR REPLACE FUNCTION parley_lock_channels(busy_key BIGINT, me TEXT, urls TEXT, numbers BIGINT,
+            message_ids BIGINT, user_ids TEXT)
+        RETURNS TABLE (kind TEXT, name TEXT, a BIGINT, b BIGINT)
+        LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE
+            wanted TEXT;
+        BEGIN
+            FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
+                PERFORM pg_advisory_lock(\(channelLockSpace), hashtext(wanted));
+            END LOOP;
+            IF busy_key <> 0 THEN
+                PERFORM pg_advisory_lock_shared(busy_key);
+                PERFORM 1 FROM stream_writers w WHERE w.node = me;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION 'parley: this server (%) has no row in stream_writers', me
+                        USING ERRCODE = '\(missingRowState)';
+                END IF;
+            END IF;
+            RETURN QUERY SELECT 'c'::text, c.url::text, c.version, coalesce(msg.change_seq, -1)
+                FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id
+                WHERE c.url IN (SELECT value FROM json_array_elements_text(urls::json));
+            RETURN QUERY SELECT 'e'::text, NULL::text, nextval('parley_event_ids'), NULL::bigint FROM generate_series(1, numbers);
+            RETURN QUERY SELECT 'm'::text, NULL::text, nextval('parley_message_ids'), NULL::bigint FROM generate_series(1, message_ids);
+            RETURN QUERY SELECT 'u'::text, u.user_id::text, u.version, NULL::bigint FROM users u
+                WHERE u.user_id IN (SELECT value FROM json_array_elements_text(user_ids::json));
+        END $$
+        """,
+    ]
+
+    /// The heartbeat's removal of the rows of servers gone (Presence.swift): not heard from
+    /// for `forgetAfter` (no `server_nodes` row, no floor published since) and not busy. The
+    /// probe of the busy lock comes last (CASE keeps the order), so a live server's lock is
+    /// never taken; it is held to the heartbeat's commit, so no writer of that server can
+    /// pass its check of the row meanwhile.
+    static let forgetGoneSQL = """
+        DELETE FROM stream_writers w WHERE CASE
+            WHEN w.node <> ? AND w.updated_at < ? AND NOT EXISTS (SELECT 1 FROM server_nodes n WHERE n.node_id = w.node)
+            THEN pg_try_advisory_xact_lock(w.lock_key) ELSE false END
+        """
+
     /// The sequences that replace the counters of `meta`, each started after the counter's
     /// value (`offset`: the counter names the next number rather than the last).
     static let sequences: [(name: String, counter: String, offset: Int64)] = [
