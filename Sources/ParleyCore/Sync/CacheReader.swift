@@ -14,8 +14,8 @@ final class CacheReader: Sendable {
         /// The file of the open cache; nil when none is open or it lives in memory.
         var path: String?
         var reader: ChatCache?
-        /// The reader's last `statistics` and the `data_version` they were read at.
-        var statistics: (dataVersion: Int64, figures: CacheStatistics)?
+        /// The reader's last `statistics`.
+        var statistics = CacheStatisticsKeeper()
     }
 
     private let state = Locked(State())
@@ -25,7 +25,7 @@ final class CacheReader: Sendable {
         state.withLock { state in
             state.reader?.close()
             state.reader = nil
-            state.statistics = nil
+            state.statistics = CacheStatisticsKeeper()
             state.path = path
         }
     }
@@ -36,15 +36,11 @@ final class CacheReader: Sendable {
         try withReader { _, reader throws(ParleyError) in try body(reader) }
     }
 
-    /// The cache's sizes, read again only when the engine committed since the last time;
-    /// nil when there is no file to read.
+    /// The cache's sizes, read again only when the engine committed since the last time
+    /// (`CacheStatisticsKeeper`); nil when there is no file to read.
     func statistics() throws(ParleyError) -> CacheStatistics? {
         try withReader { state, reader throws(ParleyError) -> CacheStatistics in
-            let version = try reader.dataVersion()
-            if let kept = state.statistics, kept.dataVersion == version { return kept.figures }
-            let figures = try reader.statistics()
-            state.statistics = (version, figures)
-            return figures
+            try state.statistics.statistics(of: reader, dataVersion: try reader.dataVersion())
         }
     }
 

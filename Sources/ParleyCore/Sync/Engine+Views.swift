@@ -75,7 +75,8 @@ extension Engine {
 
     /// The open cache's sizes, for the metrics (all zero when none is open).
     func cacheStatistics() throws(ParleyError) -> CacheStatistics {
-        try cache?.statistics() ?? CacheStatistics()
+        guard let cache else { return CacheStatistics() }
+        return try store.statistics.statistics(of: cache, dataVersion: nil)
     }
 
     /// `clear_cached_data`: everything cached goes (views learn it as `cleared`).

@@ -80,6 +80,8 @@ struct StoreState {
     var lastTouched: [String: Int64] = [:]
     /// Search views not yet disposed (they keep the cache's search index current at every commit).
     var openSearchViews = 0
+    /// The metrics' figures of an in-memory cache (a file cache's are the reader's).
+    var statistics = CacheStatisticsKeeper()
 }
 
 /// Sends in flight and what hangs off them.
