@@ -4,8 +4,10 @@ opened and disposed — and the Prometheus collector of examples/python/metrics_
 exports them."""
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import re
+import time
 from pathlib import Path
 from typing import Any, List, get_type_hints
 
@@ -35,6 +37,27 @@ def test_every_metric_is_documented_and_typed(tmp_path: Path) -> None:
         if name != "connection_state":
             assert isinstance(value, (float if name.endswith("_seconds") or name.endswith("_seconds_total") else int)), name
             assert value >= 0, name
+
+
+def test_the_callback_queue_and_the_slowest_callback(tmp_path: Path) -> None:
+    """In manual dispatch the queue holds what was posted until dispatch runs it."""
+    with parley.Client(server_url="http://127.0.0.1:1", cache_dir=str(tmp_path / "cache"), dispatch_mode="manual") as client:
+        client.post(lambda: time.sleep(0.05))
+        client.post(lambda: None)
+        queued = client.metrics()
+        assert (queued["callback_queue_depth"], queued["callbacks_total"], queued["callback_slowest_seconds"]) == (2, 0, 0.0)
+        assert client.dispatch() == 2
+        ran = client.metrics()
+        assert (ran["callback_queue_depth"], ran["callbacks_total"]) == (0, 2)
+        assert 0.05 <= ran["callback_slowest_seconds"] < 5
+
+
+def test_the_async_client_reads_the_same_metrics(tmp_path: Path) -> None:
+    async def scenario() -> parley.Metrics:
+        async with parley.AsyncClient(server_url="http://127.0.0.1:1", cache_dir=str(tmp_path / "cache")) as client:
+            return client.metrics()
+
+    assert asyncio.run(scenario())["connection_state"] == "closed"
 
 
 def test_sends_events_cache_rows_and_views(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
