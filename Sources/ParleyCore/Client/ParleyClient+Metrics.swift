@@ -73,8 +73,9 @@ public struct ClientMetrics: Sendable {
 
 extension ParleyClient {
     /// Reads the metrics. Cheap enough to call every second: atomics and locks the work
-    /// holds anyway, plus the cache's sizes (recounted only after a commit). A file cache is
-    /// read beside the engine queue; an in-memory one waits for it.
+    /// holds anyway, plus the cache's figures, read again only after a commit and their row
+    /// counts at most every 100 times a count's duration (`CacheStatisticsKeeper`). A file
+    /// cache is read beside the engine queue; an in-memory one waits for it.
     public func metrics() throws(ParleyError) -> ClientMetrics {
         let engine = self.engine
         let figures: CacheStatistics
