@@ -17,6 +17,10 @@
  *     its cache result, the first page (P5);
  *   - the resident memory of the process with 10 collections open on that cache, beside the
  *     same with a cache of SMALL_MESSAGES (default 1,000) (P6);
+ *   - parley_client_metrics with those 10 collections open: the first call, which counts the
+ *     cache's rows; calls in a row (nothing committed since: the figures kept); and calls
+ *     right after a commit (the sizes read again, the rows not yet counted again), beside
+ *     parley_client_connection_state, a call that only waits for the engine queue;
  *   - process start to the first page: this program run again (`--first-page`), which
  *     creates a client, connects and opens the collection, timed from before its exec to
  *     the line it prints when the first page arrived (P5). */
@@ -76,16 +80,55 @@ static long rss_kb(void) {
 
 /* P1's pages: 15 on each of this many views. */
 enum { page_views = 8, pages_per_view = 15 };
+/* parley_client_metrics: calls in a row, and calls each right after a commit. */
+enum { metrics_calls = 200, metrics_after_commit = 5 };
 
 typedef struct {
     double page_us[page_views * pages_per_view], hop_us[pages_per_view], first_page_us;
+    double metrics_us[metrics_calls], state_us[metrics_calls], metrics_after_commit_us[metrics_after_commit];
     int pages, hops;
     long rss_kb;
 } view_figures;
 
+/* One parley_client_metrics call, timed; -1 when it fails or does not count `views` open views. */
+static double time_metrics(parley_client *client, int views) {
+    char *json = NULL, expected[64];
+    double start = now_us();
+    if (parley_client_metrics(client, &json) != PARLEY_OK) return -1;
+    double took = now_us() - start;
+    snprintf(expected, sizeof expected, "\"open_views\":%d", views);
+    int counted = strstr(json, expected) != NULL;
+    parley_free(json);
+    return counted ? took : -1;
+}
+
+/* The metrics with `views` views open: in a row, beside connection_state, then each right after
+ * a message was posted and applied (the cache committed, so its figures are counted again). */
+static int measure_metrics(parley_client *client, parley_client *root, waiter *w, const char *user, const char *channel, int views,
+                           view_figures *out) {
+    for (int i = 0; i < metrics_calls; i++) {
+        out->metrics_us[i] = time_metrics(client, views);
+        if (out->metrics_us[i] < 0) return 0;
+        int state = 0;
+        double start = now_us();
+        if (parley_client_connection_state(client, &state) != PARLEY_OK) return 0;
+        out->state_us[i] = now_us() - start;
+    }
+    char path[256], body[256];
+    snprintf(path, sizeof path, "/v3/group_channels/%s/messages", channel);
+    for (int i = 0; i < metrics_after_commit; i++) {
+        snprintf(body, sizeof body, "{\"message_type\": \"MESG\", \"user_id\": \"%s\", \"message\": \"counted %d\"}", user, i);
+        if (!admin(root, w, "POST", path, body)) return 0;
+        sleep_ms(300);  /* the event arrives and is applied */
+        out->metrics_after_commit_us[i] = time_metrics(client, views);
+        if (out->metrics_after_commit_us[i] < 0) return 0;
+    }
+    return 1;
+}
+
 /* Connects on cache_dir, measures, disconnects. */
-static int measure(const char *url, const char *cache_dir, const char *user, const char *token, const char *channel,
-                   int pages, view_figures *out) {
+static int measure(parley_client *root, waiter *w, const char *url, const char *cache_dir, const char *user, const char *token,
+                   const char *channel, int pages, view_figures *out) {
     parley_client *client = connected_client(url, cache_dir, user, token, NULL);
     if (client == NULL) return 0;
     /* The view's own cost: opened once the connection's catch-up has run (right after
@@ -163,6 +206,7 @@ static int measure(const char *url, const char *cache_dir, const char *user, con
     }
     sleep_ms(300);
     out->rss_kb = rss_kb();
+    if (!measure_metrics(client, root, w, user, channel, 10, out)) return 0;
     for (int i = 0; i < 10; i++) parley_message_collection_dispose(views[i]);
     parley_client_destroy(client);
     return 1;
@@ -293,8 +337,8 @@ int main(int argc, char **argv) {
 
     view_figures big_figures, small_figures;
     int pages = pages_per_view;  /* 1,500 of the 2,000 fetched: inside the range the cache holds continuously */
-    if (!measure(url, big_dir, user, token, channel, pages, &big_figures)) return 1;
-    if (!measure(url, small_dir, user, token, channel, 0, &small_figures)) return 1;
+    if (!measure(root, &w, url, big_dir, user, token, channel, pages, &big_figures)) return 1;
+    if (!measure(root, &w, url, small_dir, user, token, channel, 0, &small_figures)) return 1;
     double starts[5];
     for (int i = 0; i < 5; i++) {
         starts[i] = process_start_to_first_page(argv[0], url, big_dir, user, token, channel);
@@ -360,6 +404,15 @@ int main(int argc, char **argv) {
            start_median / 1e3);
     printf("  RSS with 10 collections open         %8.1f MB (cache of %d)   %8.1f MB (cache of %d)\n", big_figures.rss_kb / 1024.0,
            cached, small_figures.rss_kb / 1024.0, small);
+    /* The first call counted the rows; the rest of the row kept them. */
+    double metrics_median = median(big_figures.metrics_us + 1, metrics_calls - 1), state_median = median(big_figures.state_us, metrics_calls);
+    double committed_median = median(big_figures.metrics_after_commit_us, metrics_after_commit);
+    printf("  metrics, 10 collections open         median %8.1f us   p99 %8.1f us   (%d calls in a row; connection_state %.1f us)\n",
+           metrics_median, quantile(big_figures.metrics_us + 1, metrics_calls - 1, 0.99), metrics_calls - 1, state_median);
+    printf("  metrics right after a commit         median %8.1f us   (the sizes read again; cache of %d: %.1f us)\n",
+           committed_median, small, median(small_figures.metrics_after_commit_us, metrics_after_commit));
+    printf("  metrics counting the rows            %8.1f ms          (the first call; again at most every 100x that; cache of %d: %.2f ms)\n",
+           big_figures.metrics_us[0] / 1e3, small, small_figures.metrics_us[0] / 1e3);
     char measure_text[96], figure[64], comparison[96];
     snprintf(figure, sizeof figure, "%.0f us (%.2fx)", page_median, page_median / raw_median);
     snprintf(comparison, sizeof comparison, "raw sqlite3 read of the rows %.0f us", raw_median);
@@ -378,6 +431,11 @@ int main(int argc, char **argv) {
     snprintf(figure, sizeof figure, "%.1f MB", big_figures.rss_kb / 1024.0);
     snprintf(comparison, sizeof comparison, "cache of %d: %.1f MB", small, small_figures.rss_kb / 1024.0);
     summary_row(measure_text, figure, comparison, "<= 64 MB, flat");
+    snprintf(measure_text, sizeof measure_text, "parley_client_metrics, 10 collections, %d cached", cached);
+    snprintf(figure, sizeof figure, "%.0f us; after a commit %.0f us", metrics_median, committed_median);
+    snprintf(comparison, sizeof comparison, "connection_state %.0f us; counting the rows %.1f ms", state_median,
+             big_figures.metrics_us[0] / 1e3);
+    summary_row(measure_text, figure, comparison, "-");
     parley_client_destroy(root);
     snprintf(config, sizeof config, "rm -rf '%s' '%s'", big_dir, small_dir);
     return system(config) == 0 ? 0 : 1;

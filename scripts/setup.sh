@@ -4,7 +4,7 @@
 set -euo pipefail
 
 apt_packages=(libsqlite3-dev sqlite3 libvips-dev libcurl4-openssl-dev libjansson-dev libpq-dev pkg-config cmake make gcc g++ binutils valgrind python3 python3-pip python3-venv golang-go)
-pip_packages=(pytest requests mypy pillow sendbird-platform-sdk==2.1.5)
+pip_packages=(pytest requests mypy pillow sendbird-platform-sdk==2.1.5 prometheus_client)
 
 missing=()
 for package in "${apt_packages[@]}"; do
@@ -35,7 +35,7 @@ if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
 fi
 
 python3 -m pip --version >/dev/null 2>&1 || { echo "python3 -m pip is not available" >&2; exit 1; }
-if ! python3 -c 'import pytest, requests, mypy, PIL, sendbird_platform_sdk' >/dev/null 2>&1; then
+if ! python3 -c 'import pytest, requests, mypy, PIL, sendbird_platform_sdk, prometheus_client' >/dev/null 2>&1; then
     echo "== pip: installing ${pip_packages[*]}"
     # Debian's system Python refuses global installs without this flag (PEP 668).
     python3 -m pip install -q "${pip_packages[@]}" 2>/dev/null \

@@ -115,6 +115,16 @@ public func exportClientRequest(
     }
 }
 
+@_cdecl("parley_client_metrics")
+public func exportClientMetrics(_ client: OpaquePointer?, _ outJSON: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outJSON else { throw .invalidArgument("out_json is NULL") }
+        outJSON.pointee = nil
+        let object = try clients.lookup(client)
+        outJSON.pointee = try ownedCString(try object.metrics().json.canonicalText)
+    }
+}
+
 @_cdecl("parley_client_cancel")
 public func exportClientCancel(_ client: OpaquePointer?, _ operationID: UInt64) -> Int32 {
     withStatus { () throws(ParleyError) in

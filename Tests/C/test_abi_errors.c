@@ -126,6 +126,12 @@ static void check_refuses_handle(parley_client *client) {
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cached_messages(client, &text, "c", -1, 10));
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_cached_message_page(client, &text, "c", -1, 10));
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_clear_cached_data(client));
+    text = (char *)"untouched";
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_metrics(client, &text));
+    CHECK(text == NULL);
+    /* A NULL out-parameter is named before the handle is looked at. */
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_metrics(client, NULL));
+    CHECK_ERROR_MENTIONS("out_json");
 }
 
 /* A live client that is not connected: bad arguments first, then the state errors. */
@@ -205,6 +211,14 @@ static void check_engine_arguments(parley_client *client) {
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_cached_message_page(client, &text, "c", -1, 10));
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_clear_cached_data(client));
     CHECK(text == NULL);
+    /* The metrics need no session: zero counts and a closed stream. */
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_metrics(client, NULL));
+    CHECK_ERROR_MENTIONS("out_json");
+    CHECK_STATUS(PARLEY_OK, parley_client_metrics(client, &text));
+    CHECK(text != NULL && strstr(text, "\"connection_state\":\"closed\"") != NULL);
+    CHECK(text != NULL && strstr(text, "\"sends_total\":0") != NULL);
+    parley_free(text);
+    text = NULL;
     CHECK_STATUS(PARLEY_OK, parley_client_disconnect(client)); /* idempotent */
     CHECK_STATUS(PARLEY_OK, parley_client_set_connection_handler(client, ignore_connection, NULL));
     CHECK_STATUS(PARLEY_OK, parley_client_set_connection_handler(client, NULL, NULL));

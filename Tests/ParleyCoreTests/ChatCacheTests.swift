@@ -350,4 +350,32 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         try cache.upsertMessage(message(1))
         #expect(try cache.messageCount(channelURL: "c1") == 1)
     }
+
+    @Test func statisticsCountRowsOnlyWhenAsked() throws {
+        let cache = try makeCache()
+        defer { cache.close() }
+        try cache.upsertChannel(["channel_url": "c1", "name": "c1", "created_at": .int(base), "custom_type": ""])
+        try cache.upsertMessage(message(1))
+        try cache.upsertMessage(message(2))
+        for name in ["a", "b"] {
+            try cache.insertPendingMessage(
+                ["req_id": .string("local-\(name)"), "channel_url": "c1", "created_at": .int(base), "message": .string(name)],
+                outbox: OutboxRequest(kind: "user", requestJSON: "{}"))
+        }
+        try cache.markFailed(reqID: "local-b", error: ParleyError(.network, "offline"), retryable: true)
+        let counted = try cache.statistics(countingRows: true)
+        #expect(counted.messages == 2 && counted.channels == 1)
+        #expect(counted.pendingMessages == 1 && counted.failedMessages == 1)
+        #expect(counted.sizeBytes > 0)
+        #expect(counted.searchIndexRows + counted.searchIndexBacklog >= 2)
+        // Without counting, the rows are those kept; the sizes are read again.
+        try cache.upsertMessage(message(3))
+        try cache.markFailed(reqID: "local-a", error: ParleyError(.network, "offline"), retryable: true)
+        let sized = try cache.statistics(countingRows: false, kept: counted)
+        #expect(sized.messages == 2 && sized.pendingMessages == 0 && sized.failedMessages == 2)
+        #expect(try cache.statistics(countingRows: true).messages == 3)
+        // The first reading of a keeper always counts.
+        var keeper = CacheStatisticsKeeper()
+        #expect(try keeper.statistics(of: cache, dataVersion: nil).messages == 3)
+    }
 }

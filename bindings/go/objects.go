@@ -5,7 +5,10 @@ package parley
 */
 import "C"
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // The protocol's objects (docs/PROTOCOL.md, "4. Objects"). Each decodes the fields most
 // programs read and keeps the whole object as it came in Raw, for everything else.
@@ -174,6 +177,18 @@ func (s ConnectionState) String() string {
 		return "reconnecting"
 	}
 	return "unknown"
+}
+
+// UnmarshalText reads a state by its name ("closed", "connecting", "open", "reconnecting"),
+// as the library's JSON (Metrics) gives it.
+func (s *ConnectionState) UnmarshalText(text []byte) error {
+	for _, state := range []ConnectionState{StateClosed, StateConnecting, StateOpen, StateReconnecting} {
+		if state.String() == string(text) {
+			*s = state
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown connection state %q", text)
 }
 
 // Freshness says whether what a view shows is live or possibly stale (docs/C-API.md,

@@ -142,6 +142,18 @@ int parley_client_request(parley_client *client, uint64_t *out_operation_id, con
  */
 int parley_client_cancel(parley_client *client, uint64_t operation_id);
 
+/* ---- Metrics ------------------------------------------------------------------- */
+
+/**
+ * The client's counters and gauges as one JSON object (free with parley_free): the event
+ * stream's state and reconnections, events, catch-ups, resyncs, sends and the outbox, the
+ * cache's size and rows, evictions, the search index, open views and the callback queue.
+ * Names and units follow Prometheus (counters end in "_total", "_seconds", "_bytes");
+ * docs/C-API.md "Metrics" lists each. Cheap enough to call every second; works before
+ * connect and after disconnect. A NULL out_json gives PARLEY_E_INVALID_ARGUMENT.
+ */
+int parley_client_metrics(parley_client *client, char **out_json);
+
 #ifdef __cplusplus
 }
 #endif

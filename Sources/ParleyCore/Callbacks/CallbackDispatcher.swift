@@ -29,8 +29,16 @@ public final class CallbackDispatcher: Sendable {
         /// Thread currently running a callback (or draining), if any.
         var runner: pthread_t?
         var callbackThreadFinished = false
+        /// Callbacks run so far, and the longest one took (for the client's metrics).
+        var callbacksRun = 0
+        var slowestCallbackNs: Int64 = 0
         var count: Int { queue.count - head }
         static let done: Job = {}
+
+        mutating func noteRun(tookNs: Int64) {
+            callbacksRun += 1
+            slowestCallbackNs = max(slowestCallbackNs, tookNs)
+        }
 
         mutating func pop() -> Job? {
             guard head < queue.count else { return nil }
@@ -90,6 +98,20 @@ public final class CallbackDispatcher: Sendable {
 
     public var pendingCount: Int { lock.withLock { state.count } }
 
+    /// Callbacks waiting, callbacks run, and the longest a callback has taken so far.
+    public var statistics: CallbackStatistics {
+        lock.withLock {
+            CallbackStatistics(queueDepth: state.count, callbacksRun: state.callbacksRun, slowestCallbackNs: state.slowestCallbackNs)
+        }
+    }
+
+    /// Runs a callback and returns how long it took: two clock reads, far below a callback's own cost.
+    private static func run(_ job: Job) -> Int64 {
+        let start = monotonicNanoseconds()
+        job()
+        return monotonicNanoseconds() - start
+    }
+
     public var isClosed: Bool { lock.withLock { state.closed } }
 
     /// True when the calling thread is inside one of this dispatcher's callbacks.
@@ -115,9 +137,10 @@ public final class CallbackDispatcher: Sendable {
         while ran < limit, let job = state.pop() {
             if state.count == 0 { drainFD() }
             lock.unlock()
-            job()
+            let took = Self.run(job)
             ran += 1
             lock.lock()
+            state.noteRun(tookNs: took)
         }
         state.runner = nil
         lock.broadcast()
@@ -136,8 +159,9 @@ public final class CallbackDispatcher: Sendable {
             // Drain nested on this thread; the runner loop around us finds the queue empty.
             while let job = state.pop() {
                 lock.unlock()
-                job()
+                let took = Self.run(job)
                 lock.lock()
+                state.noteRun(tookNs: took)
             }
             if eventFD >= 0 { drainFD() }
             // The thread's closure holds this dispatcher: dropping the thread object here
@@ -159,8 +183,9 @@ public final class CallbackDispatcher: Sendable {
             state.runner = pthread_self()
             while let job = state.pop() {
                 lock.unlock()
-                job()
+                let took = Self.run(job)
                 lock.lock()
+                state.noteRun(tookNs: took)
             }
             drainFD()
             state.runner = nil
@@ -175,8 +200,9 @@ public final class CallbackDispatcher: Sendable {
             if let job = state.pop() {
                 state.runner = pthread_self()
                 lock.unlock()
-                job()
+                let took = Self.run(job)
                 lock.lock()
+                state.noteRun(tookNs: took)
                 state.runner = nil
                 lock.broadcast()
                 continue
@@ -200,4 +226,11 @@ public final class CallbackDispatcher: Sendable {
         var value: UInt64 = 0
         _ = Glibc.read(eventFD, &value, 8)
     }
+}
+
+/// What `CallbackDispatcher.statistics` reports.
+public struct CallbackStatistics: Sendable, Equatable {
+    public var queueDepth: Int
+    public var callbacksRun: Int
+    public var slowestCallbackNs: Int64
 }

@@ -17,6 +17,24 @@ final class CollectionRegistry: Sendable {
         }
     }
 
+    /// The views created and not yet disposed (nor freed), by kind.
+    func openViews() -> OpenViewCounts {
+        var counts = OpenViewCounts()
+        entries.withLock { list in
+            for entry in list {
+                guard let collection = entry.collection, !collection.isDisposed else { continue }
+                switch collection {
+                case is GroupChannelCollection: counts.groupChannelCollections += 1
+                case is MessageCollection: counts.messageCollections += 1
+                case is SyncView: counts.syncViews += 1
+                case is MessageSearch: counts.messageSearches += 1
+                default: break
+                }
+            }
+        }
+        return counts
+    }
+
     func disposeAll() {
         let live = entries.withLock { list in
             defer { list.removeAll() }
@@ -29,6 +47,19 @@ final class CollectionRegistry: Sendable {
 /// A view that the client disposes when it closes.
 protocol DisposableCollection: AnyObject, Sendable {
     func dispose()
+    var isDisposed: Bool { get }
+}
+
+/// Open views by kind (`CollectionRegistry.openViews`).
+public struct OpenViewCounts: Sendable, Equatable {
+    public var groupChannelCollections = 0
+    public var messageCollections = 0
+    public var syncViews = 0
+    public var messageSearches = 0
+
+    public var total: Int { groupChannelCollections + messageCollections + syncViews + messageSearches }
+
+    public init() {}
 }
 
 extension GroupChannelCollection: DisposableCollection {}

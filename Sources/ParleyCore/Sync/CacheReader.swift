@@ -14,6 +14,8 @@ final class CacheReader: Sendable {
         /// The file of the open cache; nil when none is open or it lives in memory.
         var path: String?
         var reader: ChatCache?
+        /// The reader's last `statistics`.
+        var statistics = CacheStatisticsKeeper()
     }
 
     private let state = Locked(State())
@@ -23,6 +25,7 @@ final class CacheReader: Sendable {
         state.withLock { state in
             state.reader?.close()
             state.reader = nil
+            state.statistics = CacheStatisticsKeeper()
             state.path = path
         }
     }
@@ -30,11 +33,23 @@ final class CacheReader: Sendable {
     /// Runs `body` with the read-only connection (opened on first use), one read at a time;
     /// nil when there is no file to read (the caller reads on the engine queue instead).
     func read<T>(_ body: (ChatCache) throws(ParleyError) -> T) throws(ParleyError) -> T? {
+        try withReader { _, reader throws(ParleyError) in try body(reader) }
+    }
+
+    /// The cache's sizes, read again only when the engine committed since the last time
+    /// (`CacheStatisticsKeeper`); nil when there is no file to read.
+    func statistics() throws(ParleyError) -> CacheStatistics? {
+        try withReader { state, reader throws(ParleyError) -> CacheStatistics in
+            try state.statistics.statistics(of: reader, dataVersion: try reader.dataVersion())
+        }
+    }
+
+    private func withReader<T>(_ body: (inout State, ChatCache) throws(ParleyError) -> T) throws(ParleyError) -> T? {
         try state.withLock { state throws(ParleyError) -> T? in
             guard let path = state.path else { return nil }
             if state.reader == nil { state.reader = try ChatCache(readerOf: path) }
             guard let reader = state.reader else { return nil }
-            return try body(reader)
+            return try body(&state, reader)
         }
     }
 }

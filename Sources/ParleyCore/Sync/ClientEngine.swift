@@ -48,6 +48,11 @@ protocol ClientEngine: MessageViewContext, ChannelViewContext, SearchViewContext
     func recordAccess(channelURL: String, at now: Int64)
     func clearCache() throws(ParleyError)
     func closeCache()
+    /// The open cache's sizes (all zero when none is open).
+    func cacheStatistics() throws(ParleyError) -> CacheStatistics
+
+    /// What the engine did, counted (any thread).
+    var metrics: EngineMetrics { get }
 }
 
 extension Engine: ClientEngine {

@@ -31,12 +31,15 @@ extension Engine {
         self.catchUp.passChannelURLs = []
         self.catchUp.passFailed = false
         self.catchUp.passBreaks = self.session.streamBreaks
+        self.catchUp.passStartedNs = monotonicNanoseconds()
         let epoch = self.session.epoch
         syncChannelChangelogs(epoch: epoch, resetOnce: true) {
             self.reportResyncIfFound(epoch: epoch)
             self.syncMessageChangelogs(epoch: epoch, urls: self.channelsWithMessages()) {
               self.syncPollChangelogs(epoch: epoch, urls: self.channelsWithPolls()) {
                 self.catchUp.inProgress = false
+                self.metrics.catchUpPasses.add()
+                self.metrics.catchUpNanoseconds.add(Int(monotonicNanoseconds() - self.catchUp.passStartedNs))
                 if self.catchUp.requestedAgain && self.session.epoch == epoch {
                     self.runCatchUp(then: nil)
                     return

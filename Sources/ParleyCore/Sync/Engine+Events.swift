@@ -172,6 +172,7 @@ extension Engine {
             log(.error, "cache: applying \(streams.count) event(s) failed: \(error)")
             return
         }
+        metrics.eventsApplied.add(outcome.stepErrors.count(where: { $0 == nil }))
         for confirmation in committed { completeSend(reqID: confirmation.reqID, .success(confirmation.message)) }
         fetchWantedChannels()
     }
@@ -416,6 +417,8 @@ extension Engine {
     /// never pending or failed messages).
     func evictIfNeeded(_ transaction: CacheTransaction) throws(ParleyError) {
         let report = try transaction.evictIfNeeded(protecting: Set(openMessageViews.keys))
+        metrics.evictedChannels.add(report.evictedChannelURLs.count)
+        metrics.evictedMessages.add(report.removedMessageCount)
         if !report.evictedChannelURLs.isEmpty {
             log(.info, "cache: over its size limit (\(report.usedBytesBefore) bytes): evicted the messages of "
                 + "\(report.evictedChannelURLs.count) channel(s), now \(report.usedBytesAfter) bytes")

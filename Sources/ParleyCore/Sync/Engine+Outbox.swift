@@ -40,6 +40,7 @@ extension Engine {
         let stored = try writer.write(.send) { transaction throws(ParleyError) in
             try transaction.insertPending(message, outbox: request)
         }
+        metrics.sends.add()
         outbox.attemptCounted.insert(stored.reqID)
         outbox.finishers[stored.reqID] = finish
         if let progress { outbox.uploadProgress[stored.reqID] = progress }
@@ -60,6 +61,7 @@ extension Engine {
         }
         guard local.status == .failed else { throw .invalidState("resend: message '\(reqID)' is already pending") }
         try writer.write(.resend) { transaction throws(ParleyError) in try transaction.markPending(reqID: reqID) }
+        metrics.sendsRetried.add()
         // Its attempts start again from 0: the next one is counted when it goes out.
         outbox.attemptCounted.remove(reqID)
         outbox.finishers[reqID] = finish
@@ -109,6 +111,7 @@ extension Engine {
     /// Runs the completion of a send the app started (once) and forgets its handlers.
     func completeSend(reqID: String, _ outcome: Result<JSONValue, ParleyError>) {
         if case .success = outcome {
+            metrics.sendsSucceeded.add()
             outbox.recentlySent.insert(reqID)
             outbox.attemptCounted.remove(reqID)
         }
@@ -194,6 +197,7 @@ extension Engine {
     private func recordFailure(
         _ transaction: CacheTransaction, reqID: String, error: ParleyError, connectionLost: Bool, attempts: Int
     ) throws(ParleyError) {
+        metrics.sendFailures.add()
         switch configuration.resendPolicy {
         case .none:
             try transaction.dropFailed(reqID: reqID, error: error)
@@ -272,6 +276,7 @@ extension Engine {
                     if !outbox.attemptCounted.contains(reqID) { try transaction.recordOutboxAttempt(reqID: reqID) }
                 }
             }
+            if resending { metrics.sendsRetried.add() }
         } catch {
             let counted = outbox.attemptCounted.remove(reqID) != nil
             finishSend(reqID: reqID, channelURL: entry.channelURL, attempts: entry.attempts + (counted ? 0 : 1), .failure(error), done: done)

@@ -55,6 +55,7 @@ extension Engine {
         for (epoch, item) in items where epoch == session.epoch {
             switch item {
             case .event(let event):
+                metrics.eventsReceived.add()
                 events.append(event)
             case .control(let work):
                 if !events.isEmpty { applyStreamEvents(events) }
@@ -118,6 +119,7 @@ extension Engine {
             session.current = nil
             session.user = nil
             session.epoch &+= 1
+            metrics.noteConnection(.closed)
         }
         return session.stream
     }
@@ -125,7 +127,10 @@ extension Engine {
     /// `close`: late callbacks of the session are ignored from now on; returns its stream, to stop.
     func abandonSession() -> EventStreamConnection? {
         session.epoch &+= 1
-        defer { session.stream = nil }
+        defer {
+            session.stream = nil
+            metrics.noteConnection(.closed)
+        }
         return session.stream
     }
 
@@ -204,6 +209,7 @@ extension Engine {
             resyncRequired: { reason, _ in
                 onEngine { engine in
                     engine.log(.info, "event stream: resync required (\(reason)); running changelogs")
+                    engine.metrics.resyncs.add()
                     // Events were lost: no range may be extended over them by the next live message.
                     // The application is told which channels changed meanwhile once the
                     // channel changelogs have found them (`reportResyncIfFound`): those of a
@@ -252,9 +258,11 @@ extension Engine {
             services.connectionEvent(.connected, nil)
             self.runCatchUp(then: nil)
         } else {
+            metrics.reconnects.add()
             self.runCatchUp { self.services.connectionEvent(.reconnectSucceeded, nil) }
         }
         if opened { feed.publish(cause: .connectivityChanged(streamOpen: true), changes: []) }
+        metrics.noteConnection(streamState)
     }
 
     /// The stream opened or dropped as the engine queue learned it; views learn it from the feed.
@@ -295,6 +303,7 @@ extension Engine {
             } else if old == .connecting {
                 if !self.session.streamWasOpen && self.session.reconnectFailures == 0 { services.connectionEvent(.reconnectStarted, error) }
                 self.session.reconnectFailures += 1
+                metrics.reconnectFailures.add()
                 services.connectionEvent(.reconnectFailed, error)
             }
         case .closed:
@@ -303,5 +312,6 @@ extension Engine {
             break
         }
         if new == .open { self.session.reconnectFailures = 0 }
+        metrics.noteConnection(streamState)
     }
 }

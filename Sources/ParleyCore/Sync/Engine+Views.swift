@@ -73,6 +73,12 @@ extension Engine {
         store.lastTouched[channelURL] = now
     }
 
+    /// The open cache's sizes, for the metrics (all zero when none is open).
+    func cacheStatistics() throws(ParleyError) -> CacheStatistics {
+        guard let cache else { return CacheStatistics() }
+        return try store.statistics.statistics(of: cache, dataVersion: nil)
+    }
+
     /// `clear_cached_data`: everything cached goes (views learn it as `cleared`).
     func clearCache() throws(ParleyError) {
         guard let writer = store.writer else { throw .invalidState("no cache open (call connect first)") }

@@ -80,6 +80,8 @@ struct StoreState {
     var lastTouched: [String: Int64] = [:]
     /// Search views not yet disposed (they keep the cache's search index current at every commit).
     var openSearchViews = 0
+    /// The metrics' figures of an in-memory cache (a file cache's are the reader's).
+    var statistics = CacheStatisticsKeeper()
 }
 
 /// Sends in flight and what hangs off them.
@@ -126,6 +128,8 @@ struct CatchUpState {
     var passChannelURLs: Set<String> = []
     var passFailed = false
     var passBreaks: UInt64 = 0
+    /// When the running pass started (`monotonicNanoseconds`), for the metrics' catch-up time.
+    var passStartedNs: Int64 = 0
     /// The channels the channel changelogs of the last pass that read them to the end listed,
     /// with that pass's `passBreaks`: a `resync` that arrives after such a pass (the stream
     /// can open after the pass is done) counts them too.
@@ -237,6 +241,8 @@ final class Engine: @unchecked Sendable {
     let streamInbox = StreamInbox()
     /// The application's cached reads, beside the engine queue (any thread).
     let cacheReader = CacheReader()
+    /// What the engine did, counted for the client's metrics (read from any thread).
+    let metrics = EngineMetrics()
 
     /// Marks this engine's queue. Per engine: with one key for all, another engine's queue
     /// would count as this one's and `runNow` would run inline beside this queue's work.

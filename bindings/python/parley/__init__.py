@@ -30,6 +30,7 @@ from .message_collection import (
     MessageTypeFilter, ReplyType, SendingStatus,
 )
 from .freshness import Freshness, FreshnessHandler, Page, PageOrigin
+from .metrics import ConnectionStateName, Metrics
 from .errors import (
     CacheError, Cancelled, Forbidden, InternalError, InvalidArgument, InvalidHandle, InvalidJSON, InvalidState,
     IOFailure, LimitExceeded, NetworkError, NoMemory, NotFound, ParleyError, ProtocolError, ServerError, Timeout,
@@ -46,7 +47,7 @@ __all__ = [
     "SyncViewOptions", "AsyncSyncView", "AsyncClient", "AsyncQuery", "Query", "QUERY_KINDS", "Client", "EventCategory", "configuration_keys", "event_categories", "library_path", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE", "TRACE", "log_level_for",
     "ClientEvent", "ConnectionEvent", "ConnectionEventKind", "EventStream", "PendingSend", "Send",
-    "Freshness", "FreshnessHandler", "Page", "PageOrigin",
+    "Freshness", "FreshnessHandler", "Page", "PageOrigin", "ConnectionStateName", "Metrics",
     "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
     "InvalidState", "IOFailure", "LimitExceeded", "NetworkError", "NoMemory", "NotFound", "ProtocolError",
     "ServerError", "Timeout", "TLSError", "Unauthorized",

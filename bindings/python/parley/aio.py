@@ -669,6 +669,7 @@ class AsyncClient(AsyncOperations):
     cached_messages = _forward(Client.cached_messages)
     cached_message_page = _forward(Client.cached_message_page)
     clear_cached_data = _forward(Client.clear_cached_data)
+    metrics = _forward(Client.metrics)
 
     group_channel_collection = _wrapping(
         Client.group_channel_collection, AsyncGroupChannelCollection,

@@ -22,6 +22,7 @@ from .channel_collection import (
 )
 from .events import ConnectionEventKind, EventCategory
 from .freshness import FreshnessHandler
+from .metrics import Metrics
 from .message_collection import (
     NEWEST, ChannelDeletedHandler, ChannelHandler, HugeGapHandler, MessageCollection, MessageListOptions,
     MessageListParams, MessagesHandler, ProgressHandler, make_params,
@@ -597,6 +598,14 @@ class Client(_native.HandleOwner, Operations):
         state = ctypes.c_int(0)
         _native.check(lib.parley_client_connection_state(self.handle, ctypes.byref(state)))
         return STATE_NAMES[state.value]
+
+    def metrics(self) -> Metrics:
+        """The engine's counters and gauges (:class:`parley.Metrics`): the stream's state and
+        reconnections, events, catch-ups, resyncs, sends and the outbox, the cache's size and
+        rows, evictions, the search index, open views and the callback queue. Cheap enough to
+        call every second; works before connect and after disconnect."""
+        metrics: Metrics = _native.read_json(lib.parley_client_metrics, self.handle)
+        return metrics
 
     # -- sending -----------------------------------------------------------------
 
