@@ -12,9 +12,35 @@ public enum MessageSearchOrder: String, Sendable, CaseIterable {
     /// this is the time order. The index walks it directly: a page costs the same whether a
     /// word is rare or in every message.
     case time
-    /// Most relevant first (the index's BM25 score), ties newest first. Every match is
-    /// ranked: a page of a word found in many messages costs in proportion to their number.
+    /// Most relevant first (`SearchRank`), ties newest first, within a
+    /// `RelevanceWindow`: the newest matches, so that a page costs in proportion to the
+    /// window, not to every match of a common word.
     case relevance
+}
+
+/// The matches a relevance search ranks: a range of message ids, which is the time order.
+public struct RelevanceWindow: Sendable, Equatable {
+    /// The oldest message id the window holds; nil: it reaches down to the oldest match.
+    public var lowestMessageID: Int64?
+    /// The window holds only messages older than this one; nil: the newest window, which
+    /// every new match joins.
+    public var belowMessageID: Int64?
+
+    public init(lowestMessageID: Int64? = nil, belowMessageID: Int64? = nil) {
+        self.lowestMessageID = lowestMessageID
+        self.belowMessageID = belowMessageID
+    }
+}
+
+/// How many matches a relevance window holds now, and whether older ones lie below it.
+public struct RelevanceWindowEdge: Sendable, Equatable {
+    public var rankedMatches: Int
+    public var olderMatchesExist: Bool
+
+    public init(rankedMatches: Int = 0, olderMatchesExist: Bool = false) {
+        self.rankedMatches = rankedMatches
+        self.olderMatchesExist = olderMatchesExist
+    }
 }
 
 /// Which messages a search considers, and how its snippets mark the matched words: the same
@@ -53,8 +79,8 @@ public struct CacheSearchHit: Sendable, Equatable {
     public var json: String
     /// The best-matching column's text around the matches, with them between the markers.
     public var snippet: String
-    /// Bigger is more relevant (the negated BM25 value: it depends on the whole index); 0 in
-    /// time order, which does not rank.
+    /// Bigger is more relevant (`SearchRank`); 0 in time order, which does
+    /// not rank.
     public var score: Double
 }
 
@@ -65,68 +91,101 @@ extension ChatCache {
         case olderThan(messageID: Int64?, limit: Int)
         /// Time order: every hit at or newer than message `id` (a view's loaded window).
         case atOrNewerThan(messageID: Int64)
-        /// Either order: the first `limit` hits.
+        /// Either order: the first `limit` hits (relevance order: of every match).
         case first(limit: Int)
+        /// Relevance order: the first `limit` hits of the window.
+        case ranked(RelevanceWindow, limit: Int)
         /// Either order: those of these messages that match (their current snippets).
         case among([Int64])
+    }
+
+    /// The conditions of a search statement: the expression (?1; with `highlights`, ?2 and ?3
+    /// are the highlight marks) and the filters, with the values they bind (SQLite refuses a
+    /// value for a parameter beyond the last one a statement names).
+    private struct SearchConditions {
+        var conditions = ["message_search MATCH ?1"]
+        var values: [SQLiteValue]
+
+        init(_ query: CacheSearchQuery, highlights: Bool = false) {
+            values = [.text(query.match)]
+            if highlights { values += [.text(query.filter.highlightStart), .text(query.filter.highlightEnd)] }
+            func list(_ items: [String]) -> SQLiteValue { .text(JSONValue.array(items.map(JSONValue.string)).canonicalText) }
+            let filter = query.filter
+            if !filter.channelURLs.isEmpty { add("m.channel_url IN (SELECT value FROM json_each(", list(filter.channelURLs), "))") }
+            if !filter.customTypes.isEmpty { add("m.custom_type IN (SELECT value FROM json_each(", list(filter.customTypes), "))") }
+            if !filter.senderIDs.isEmpty { add("m.sender_id IN (SELECT value FROM json_each(", list(filter.senderIDs), "))") }
+            if let from = filter.createdFrom { add("m.created_at >= ", .integer(from)) }
+            if let to = filter.createdTo { add("m.created_at <= ", .integer(to)) }
+        }
+
+        /// Appends `before` ?N `after` with `value` bound as ?N.
+        mutating func add(_ before: String, _ value: SQLiteValue, _ after: String = "") {
+            values.append(value)
+            conditions.append("\(before)?\(values.count)\(after)")
+        }
+
+        mutating func bind(_ value: SQLiteValue) -> String {
+            values.append(value)
+            return "?\(values.count)"
+        }
+
+        mutating func restrict(to window: RelevanceWindow) {
+            if let lowest = window.lowestMessageID { add("message_search.rowid >= ", .integer(lowest)) }
+            if let below = window.belowMessageID { add("message_search.rowid < ", .integer(below)) }
+        }
+
+        var filtersMessages: Bool { conditions.contains { $0.hasPrefix("m.") } }
+        var whereClause: String { conditions.joined(separator: " AND ") }
+        /// The join to `messages` when a filter reads it.
+        var messagesJoin: String { filtersMessages ? "JOIN messages AS m ON m.message_id = message_search.rowid" : "" }
     }
 
     /// The cached messages matching `query` in `window`, in the query's order. An FTS5
     /// syntax error in `match` is `.invalidArgument` with SQLite's words.
     public func searchMessages(_ query: CacheSearchQuery, _ window: SearchWindow) throws(ParleyError) -> [CacheSearchHit] {
-        var conditions = ["message_search MATCH ?1"]
-        var values: [SQLiteValue] = [.text(query.match), .text(query.filter.highlightStart), .text(query.filter.highlightEnd)]
-        func bind(_ value: SQLiteValue) -> String {
-            values.append(value)
-            return "?\(values.count)"
-        }
-        func list(_ items: [String]) -> SQLiteValue { .text(JSONValue.array(items.map(JSONValue.string)).canonicalText) }
-        if !query.filter.channelURLs.isEmpty { conditions.append("m.channel_url IN (SELECT value FROM json_each(\(bind(list(query.filter.channelURLs)))))") }
-        if !query.filter.customTypes.isEmpty { conditions.append("m.custom_type IN (SELECT value FROM json_each(\(bind(list(query.filter.customTypes)))))") }
-        if !query.filter.senderIDs.isEmpty { conditions.append("m.sender_id IN (SELECT value FROM json_each(\(bind(list(query.filter.senderIDs)))))") }
-        if let from = query.filter.createdFrom { conditions.append("m.created_at >= \(bind(.integer(from)))") }
-        if let to = query.filter.createdTo { conditions.append("m.created_at <= \(bind(.integer(to)))") }
+        var parts = SearchConditions(query, highlights: true)
         var limit: Int?
         switch window {
         case .olderThan(let id, let count):
-            if let id { conditions.append("message_search.rowid < \(bind(.integer(id)))") }
+            if let id { parts.add("message_search.rowid < ", .integer(id)) }
             limit = count
         case .atOrNewerThan(let id):
-            conditions.append("message_search.rowid >= \(bind(.integer(id)))")
+            parts.add("message_search.rowid >= ", .integer(id))
         case .first(let count):
+            limit = count
+        case .ranked(let relevanceWindow, let count):
+            parts.restrict(to: relevanceWindow)
             limit = count
         case .among(let ids):
             if ids.isEmpty { return [] }
-            let array = JSONValue.array(ids.map(JSONValue.int)).canonicalText
-            conditions.append("message_search.rowid IN (SELECT value FROM json_each(\(bind(.text(array)))))")
+            parts.add("message_search.rowid IN (SELECT value FROM json_each(", .text(JSONValue.array(ids.map(JSONValue.int)).canonicalText), "))")
         }
         if let limit, limit <= 0 { return [] }
         try updateSearchIndex()
-        let filtersMessages = conditions.contains { $0.hasPrefix("m.") }
-        do throws(ParleyError) {
+        return try readingExpression { () throws(ParleyError) -> [CacheSearchHit] in
             if query.order == .time {
                 // The rowid is the message id: ordering by it lets FTS5 walk its lists newest
-                // first and stop at the limit. No score: bm25 counts every match of each word
-                // first (6 ms for a word in 290,000 of a million messages, bench_search).
+                // first and stop at the limit. No score: ranking reads every match's positions.
                 var sql = """
                     SELECT m.message_id, m.channel_url, m.created_at, m.json,
                            snippet(message_search, -1, ?2, ?3, '…', 16), 0
                     FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid
-                    WHERE \(conditions.joined(separator: " AND ")) ORDER BY message_search.rowid DESC
+                    WHERE \(parts.whereClause) ORDER BY message_search.rowid DESC
                     """
-                if let limit { sql += " LIMIT \(bind(.integer(Int64(limit))))" }
-                return try hits(sql, values)
+                if let limit { sql += " LIMIT \(parts.bind(.integer(Int64(limit))))" }
+                return try hits(sql, parts.values)
             }
-            // Relevance ranks every match: first the ids and scores alone (the sort then holds
-            // two numbers a match, not its message), then the messages and snippets of the page.
+            // Relevance scores every match in the window (a rowid range FTS5 applies in its
+            // scan): first the ids and scores alone (the sort then holds two numbers a match,
+            // not its message), then the messages and snippets of the page.
             var sql = """
-                SELECT message_search.rowid, bm25(message_search) FROM message_search
-                \(filtersMessages ? "JOIN messages AS m ON m.message_id = message_search.rowid" : "")
-                WHERE \(conditions.joined(separator: " AND ")) ORDER BY bm25(message_search) ASC, message_search.rowid DESC
+                SELECT message_search.rowid, \(SearchRank.functionName)(message_search) AS score FROM message_search
+                \(parts.messagesJoin)
+                WHERE \(parts.whereClause) ORDER BY score DESC, message_search.rowid DESC
                 """
-            if let limit { sql += " LIMIT \(bind(.integer(Int64(limit))))" }
+            if let limit { sql += " LIMIT \(parts.bind(.integer(Int64(limit))))" }
             var ranked: [(id: Int64, score: Double)] = []
-            try database.statement(sql).rows(values) { row in ranked.append((row.int64(0), -row.double(1))) }
+            try database.statement(sql).rows(parts.values) { row in ranked.append((row.int64(0), row.double(1))) }
             guard !ranked.isEmpty else { return [] }
             // One pass over the matches between the page's lowest and highest id: a lookup per id
             // would start the query over for each (a prefix term merges its words every time),
@@ -139,6 +198,7 @@ extension ChatCache {
                     AND +message_search.rowid IN (SELECT value FROM json_each(?4))
                 """
             let lowest = ranked.map(\.id).min() ?? 0, highest = ranked.map(\.id).max() ?? 0
+            let values = parts.values
             let found = try hits(details, [values[0], values[1], values[2], .text(ids), .integer(lowest), .integer(highest)])
             let byID = Dictionary(found.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
             return ranked.compactMap { entry in
@@ -146,9 +206,67 @@ extension ChatCache {
                 hit.score = entry.score
                 return hit
             }
+        }
+    }
+
+    /// Forms the relevance window of `query` below `belowMessageID` (nil: the newest): its
+    /// `size` newest matches, found by walking the index newest first without scoring, which
+    /// costs about a tenth of ranking them. Fewer than `size`: it reaches down to the oldest.
+    public func relevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?) throws(ParleyError)
+        -> (window: RelevanceWindow, edge: RelevanceWindowEdge)
+    {
+        var parts = SearchConditions(query)
+        if let below = belowMessageID { parts.add("message_search.rowid < ", .integer(below)) }
+        let sizeValue = parts.bind(.integer(Int64(size)))
+        let sql = """
+            SELECT count(*), min(id) FROM (SELECT message_search.rowid AS id FROM message_search \(parts.messagesJoin)
+            WHERE \(parts.whereClause) ORDER BY message_search.rowid DESC LIMIT \(sizeValue))
+            """
+        try updateSearchIndex()
+        return try readingExpression { () throws(ParleyError) in
+            var count = 0
+            var oldest: Int64 = 0
+            try database.statement(sql).rows(parts.values) { row in
+                count = Int(row.int64(0))
+                oldest = row.int64(1)
+            }
+            var window = RelevanceWindow(belowMessageID: belowMessageID)
+            guard count >= size else { return (window, RelevanceWindowEdge(rankedMatches: count)) }
+            window.lowestMessageID = oldest
+            return (window, RelevanceWindowEdge(rankedMatches: count, olderMatchesExist: try matchExists(query, below: oldest)))
+        }
+    }
+
+    /// How `window` of `query` stands now: the matches it holds, and whether one lies below it.
+    public func relevanceWindowEdge(_ query: CacheSearchQuery, _ window: RelevanceWindow) throws(ParleyError) -> RelevanceWindowEdge {
+        var parts = SearchConditions(query)
+        parts.restrict(to: window)
+        try updateSearchIndex()
+        return try readingExpression { () throws(ParleyError) in
+            var count = 0
+            try database.statement("SELECT count(*) FROM message_search \(parts.messagesJoin) WHERE \(parts.whereClause)")
+                .rows(parts.values) { count = Int($0.int64(0)) }
+            guard let lowest = window.lowestMessageID else { return RelevanceWindowEdge(rankedMatches: count) }
+            return RelevanceWindowEdge(rankedMatches: count, olderMatchesExist: try matchExists(query, below: lowest))
+        }
+    }
+
+    private func matchExists(_ query: CacheSearchQuery, below id: Int64) throws(ParleyError) -> Bool {
+        var parts = SearchConditions(query)
+        parts.add("message_search.rowid < ", .integer(id))
+        var exists = false
+        try database.statement("SELECT EXISTS (SELECT 1 FROM message_search \(parts.messagesJoin) WHERE \(parts.whereClause))")
+            .rows(parts.values) { exists = $0.int64(0) != 0 }
+        return exists
+    }
+
+    /// Runs statements that read the index with the caller's expression: a plain SQL error
+    /// (not busy, I/O or a damaged file) comes from the expression, the caller's input, as
+    /// the statements themselves are fixed and valid.
+    private func readingExpression<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
+        do throws(ParleyError) {
+            return try body()
         } catch {
-            // The statements are fixed and valid: a plain SQL error (not busy, I/O or a damaged
-            // file) comes from the expression, the caller's input.
             if database.lastFailureCode & 0xff == 1 /* SQLITE_ERROR */ {
                 throw .invalidArgument("search query: \(error.message)")
             }
@@ -156,7 +274,7 @@ extension ChatCache {
         }
     }
 
-    /// Runs a search statement whose columns are id, channel, created_at, text, snippet, bm25.
+    /// Runs a search statement whose columns are id, channel, created_at, text, snippet, score.
     private func hits(_ sql: String, _ values: [SQLiteValue]) throws(ParleyError) -> [CacheSearchHit] {
         var hits: [CacheSearchHit] = []
         try database.statement(sql).rows(values) { row in
@@ -164,7 +282,7 @@ extension ChatCache {
             hits.append(
                 CacheSearchHit(
                     messageID: id, channelURL: row.string(1) ?? "", key: MessageKey(createdAt: row.int64(2), messageID: id),
-                    json: row.string(3) ?? "null", snippet: row.string(4) ?? "", score: -row.double(5)))
+                    json: row.string(3) ?? "null", snippet: row.string(4) ?? "", score: row.double(5)))
         }
         return hits
     }
@@ -252,6 +370,61 @@ extension ChatCache {
     }
 }
 
+/// The relevance score of a match, an FTS5 auxiliary function that every connection of the
+/// cache has (`SQLiteFunctions`): for each phrase of the query, how often it occurs in the
+/// message (text and file name), saturated as BM25 saturates it (k1 = 1.2: a second
+/// occurrence adds less than the first; one adds exactly 1), summed. BM25's other parts are
+/// left out because each costs a read per match or per word beyond the match's own positions:
+/// the text's length (a row of the index's size table for every match, about ten times the
+/// rest of the score) and each word's rarity (a walk of every match of the word in the whole
+/// index, whatever the window).
+enum SearchRank {
+    static let functionName = "parley_search_rank"
+    static let saturation = 1.2
+
+    static func register(on handle: OpaquePointer) -> Int32 {
+        guard let api = FTS5.api(of: handle), let create = api.pointee.xCreateFunction else { return SQLITE_ERROR }
+        return create(api, functionName, nil, { extensionAPI, context, result, _, _ in
+            guard let api = extensionAPI?.pointee, let context, let phraseCount = api.xPhraseCount,
+                let first = api.xPhraseFirst, let next = api.xPhraseNext
+            else { return sqlite3_result_error(result, "parley_search_rank: no FTS5 context", -1) }
+            var score = 0.0
+            for phrase in 0..<phraseCount(context) {
+                var iterator = Fts5PhraseIter()
+                var column: Int32 = 0, offset: Int32 = 0
+                let code = first(context, phrase, &iterator, &column, &offset)
+                guard code == SQLITE_OK else { return sqlite3_result_error_code(result, code) }
+                var occurrences = 0.0
+                while column >= 0 {
+                    occurrences += 1
+                    next(context, &iterator, &column, &offset)
+                }
+                score += occurrences * (SearchRank.saturation + 1) / (occurrences + SearchRank.saturation)
+            }
+            sqlite3_result_double(result, score)
+        }, nil)
+    }
+}
+
+/// FTS5's C interface on a connection.
+enum FTS5 {
+    /// `SELECT fts5(?1)` with a pointer bound as "fts5_api_ptr" is how FTS5 hands out its API;
+    /// nil without FTS5.
+    static func api(of handle: OpaquePointer) -> UnsafeMutablePointer<fts5_api>? {
+        var api: UnsafeMutablePointer<fts5_api>?
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, "SELECT fts5(?1)", -1, &statement, nil) == SQLITE_OK, let statement else { return nil }
+        let typeName = strdup("fts5_api_ptr")
+        let stepped = withUnsafeMutablePointer(to: &api) { slot in
+            sqlite3_bind_pointer(statement, 1, slot, typeName, nil)
+            return sqlite3_step(statement)
+        }
+        sqlite3_finalize(statement)
+        free(typeName)
+        return stepped == SQLITE_ROW ? api : nil
+    }
+}
+
 /// Turning what a user typed into a search expression.
 public enum MessageSearchText {
     /// The words of `text` as the search index holds them: what the index's own tokenizer
@@ -330,20 +503,7 @@ enum IndexTokenizer {
                 sqlite3_close_v2(handle)
                 return error
             }
-            // `SELECT fts5(?1)` with a pointer bound as "fts5_api_ptr" is how FTS5 hands out its API.
-            var api: UnsafeMutablePointer<fts5_api>?
-            var statement: OpaquePointer?
-            guard sqlite3_prepare_v2(handle, "SELECT fts5(?1)", -1, &statement, nil) == SQLITE_OK, let statement else {
-                throw fail("no FTS5")
-            }
-            let typeName = strdup("fts5_api_ptr")
-            let stepped = withUnsafeMutablePointer(to: &api) { slot in
-                sqlite3_bind_pointer(statement, 1, slot, typeName, nil)
-                return sqlite3_step(statement)
-            }
-            sqlite3_finalize(statement)
-            free(typeName)
-            guard stepped == SQLITE_ROW, let api, let find = api.pointee.xFindTokenizer else { throw fail("no FTS5 API") }
+            guard let api = FTS5.api(of: handle), let find = api.pointee.xFindTokenizer else { throw fail("no FTS5 API") }
             var context: UnsafeMutableRawPointer?
             var methods = fts5_tokenizer()
             let name = Self.words(of: IndexTokenizer.specification)

@@ -97,6 +97,16 @@ extension Engine: SearchViewContext {
         try readOpenCache { cache throws(ParleyError) in try cache.searchMessages(query, window) }
     }
 
+    func relevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?) throws(ParleyError)
+        -> (window: RelevanceWindow, edge: RelevanceWindowEdge)
+    {
+        try readOpenCache { cache throws(ParleyError) in try cache.relevanceWindow(query, size: size, belowMessageID: belowMessageID) }
+    }
+
+    func relevanceWindowEdge(_ query: CacheSearchQuery, _ window: RelevanceWindow) throws(ParleyError) -> RelevanceWindowEdge {
+        try readOpenCache { cache throws(ParleyError) in try cache.relevanceWindowEdge(query, window) }
+    }
+
     func cachedMessageIDs(_ ids: [Int64]) -> Set<Int64> {
         read("reading which messages are cached") { cache throws(ParleyError) in try cache.storedMessageIDs(among: ids) } ?? []
     }
