@@ -166,25 +166,18 @@ static int register_search_rank(sqlite3 *db) {
     return api != NULL && api->xCreateFunction(api, "parley_search_rank", NULL, search_rank, NULL) == SQLITE_OK;
 }
 
-/* Runs `sql` with ?1 = expression (and ?2 = value when given); the first row's first two columns. */
-static int first_row(sqlite3 *db, const char *sql, const char *expression, const long long *value, long long out[2]) {
-    sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &statement, NULL) != SQLITE_OK) return 0;
-    sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
-    if (value) sqlite3_bind_int64(statement, 2, *value);
-    int found = sqlite3_step(statement) == SQLITE_ROW;
-    if (found) {
-        out[0] = sqlite3_column_int64(statement, 0);
-        out[1] = sqlite3_column_int64(statement, 1);
-    }
-    sqlite3_finalize(statement);
-    return found;
-}
+/* A match and its score; `ranks_before` orders them as the library does: best first, ties newest first. */
+typedef struct {
+    long long id;
+    double score;
+} ranked_match;
+
+static int ranks_before(ranked_match a, ranked_match b) { return a.score != b.score ? a.score > b.score : a.id > b.id; }
 
 /* The same page with raw sqlite3: the library's statements (Sources/ParleyCore/Store/
  * ChatCache+Search.swift) with the expression its plain-text rule makes. Time order: one
- * statement. Relevance order: the window's oldest match (a newest-first walk without
- * scoring), whether older ones exist, the window's best 21 by score, then their messages
+ * statement. Relevance order: one newest-first walk of the window that scores each match
+ * (the best 21 kept as they come), whether older matches exist, then the best 21's messages
  * and snippets. */
 static double raw_first_page(sqlite3 *db, const char *expression, const char *order) {
     double started = now_us();
@@ -197,31 +190,43 @@ static double raw_first_page(sqlite3 *db, const char *expression, const char *or
                            -1, &statement, NULL);
         sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
     } else {
-        long long window[2] = {0, 0}, older[2] = {0, 0};
-        first_row(db,
-                  "SELECT count(*), min(id) FROM (SELECT message_search.rowid AS id FROM message_search"
-                  " WHERE message_search MATCH ?1 ORDER BY message_search.rowid DESC LIMIT " STRINGIFY(RELEVANCE_WINDOW) ")",
-                  expression, NULL, window);
-        long long lowest = window[0] >= RELEVANCE_WINDOW ? window[1] : 0;
-        if (lowest > 0)
-            first_row(db, "SELECT EXISTS (SELECT 1 FROM message_search WHERE message_search MATCH ?1 AND message_search.rowid < ?2), 0",
-                      expression, &lowest, older);
         sqlite3_prepare_v2(db,
-                           "SELECT message_search.rowid, parley_search_rank(message_search) AS score FROM message_search"
-                           " WHERE message_search MATCH ?1 AND message_search.rowid >= ?2 ORDER BY score DESC, message_search.rowid DESC LIMIT 21",
+                           "SELECT message_search.rowid, parley_search_rank(message_search) FROM message_search"
+                           " WHERE message_search MATCH ?1 ORDER BY message_search.rowid DESC LIMIT " STRINGIFY(RELEVANCE_WINDOW),
                            -1, &statement, NULL);
         sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(statement, 2, lowest);
+        ranked_match best[21];
+        int kept = 0, count = 0;
+        long long oldest = 0;
+        while (sqlite3_step(statement) == SQLITE_ROW) {
+            ranked_match match = {sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)};
+            count++;
+            oldest = match.id;
+            if (kept == 21 && !ranks_before(match, best[20])) continue;
+            int at = kept < 21 ? kept++ : 20;
+            while (at > 0 && ranks_before(match, best[at - 1])) {
+                best[at] = best[at - 1];
+                at--;
+            }
+            best[at] = match;
+        }
+        sqlite3_finalize(statement);
+        if (count >= RELEVANCE_WINDOW) {
+            sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM message_search WHERE message_search MATCH ?1 AND message_search.rowid < ?2)",
+                               -1, &statement, NULL);
+            sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(statement, 2, oldest);
+            sqlite3_step(statement);
+            sqlite3_finalize(statement);
+        }
         char ids[21 * 24] = "[";
         long long low = 0, high = 0;
-        while (sqlite3_step(statement) == SQLITE_ROW) {
-            long long id = sqlite3_column_int64(statement, 0);
-            if (low == 0 || id < low) low = id;
-            if (id > high) high = id;
-            snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%lld", ids[1] ? "," : "", id);
+        for (int i = 0; i < kept; i++) {
+            if (low == 0 || best[i].id < low) low = best[i].id;
+            if (best[i].id > high) high = best[i].id;
+            snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%lld", i > 0 ? "," : "", best[i].id);
         }
         strcat(ids, "]");
-        sqlite3_finalize(statement);
         sqlite3_prepare_v2(db,
                            "SELECT m.message_id, m.channel_url, m.created_at, m.json, snippet(message_search, -1, '<b>', '</b>', '…', 16), 0"
                            " FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid"

@@ -399,8 +399,11 @@ public final class MessageSearch: Sendable {
                 // Every load widens the page window, also one that finds no more hits now: hits
                 // that come later fill it up to the same size as a new search's.
                 view.localCount += limit
-                if view.window == nil { try formWindow(query, belowMessageID: nil) }
-                try searchRelevanceWindow(query)
+                if view.window == nil {
+                    try formWindow(query, belowMessageID: nil)
+                } else {
+                    try searchRelevanceWindow(query)
+                }
             }
         } catch {
             view.localError = error
@@ -411,24 +414,30 @@ public final class MessageSearch: Sendable {
     private func moveToOlderWindow() {
         guard let query = view.query, view.windowEdge.olderMatchesExist, let lowest = view.window?.lowestMessageID else { return }
         do throws(ParleyError) {
-            try formWindow(query, belowMessageID: lowest)
             view.localCount = params.limit
-            try searchRelevanceWindow(query)
+            try formWindow(query, belowMessageID: lowest)
         } catch {
             view.localError = error
         }
     }
 
+    /// Relevance order: a window and its first `localCount` hits.
     private func formWindow(_ query: CacheSearchQuery, belowMessageID: Int64?) throws(ParleyError) {
-        let formed = try context.relevanceWindow(query, size: params.relevanceWindow, belowMessageID: belowMessageID)
+        let formed = try context.formRelevanceWindow(
+            query, size: params.relevanceWindow, belowMessageID: belowMessageID, limit: view.localCount + 1)
         view.window = formed.window
         view.windowEdge = formed.edge
+        showWindowPage(formed.hits)
     }
 
-    /// Relevance order: the first `localCount` hits of the window, and whether one more exists.
+    /// Relevance order: the first `localCount` hits of the window.
     private func searchRelevanceWindow(_ query: CacheSearchQuery) throws(ParleyError) {
         guard let window = view.window else { return }
-        let page = try context.searchCache(query, .ranked(window, limit: view.localCount + 1))
+        showWindowPage(try context.searchCache(query, .ranked(window, limit: view.localCount + 1)))
+    }
+
+    /// The window's first `localCount` hits of a search for one more (whose presence says more exist).
+    private func showWindowPage(_ page: [CacheSearchHit]) {
         view.localExhausted = page.count <= view.localCount
         view.localHits = Array(page.prefix(view.localCount))
     }

@@ -184,56 +184,84 @@ extension ChatCache {
                 WHERE \(parts.whereClause) ORDER BY score DESC, message_search.rowid DESC
                 """
             if let limit { sql += " LIMIT \(parts.bind(.integer(Int64(limit))))" }
-            var ranked: [(id: Int64, score: Double)] = []
-            try database.statement(sql).rows(parts.values) { row in ranked.append((row.int64(0), row.double(1))) }
-            guard !ranked.isEmpty else { return [] }
-            // One pass over the matches between the page's lowest and highest id: a lookup per id
-            // would start the query over for each (a prefix term merges its words every time),
-            // hence `+`, which keeps the id list away from FTS5.
-            let ids = JSONValue.array(ranked.map { JSONValue.int($0.id) }).canonicalText
-            let details = """
-                SELECT m.message_id, m.channel_url, m.created_at, m.json, snippet(message_search, -1, ?2, ?3, '…', 16), 0
-                FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid
-                WHERE message_search MATCH ?1 AND message_search.rowid BETWEEN ?5 AND ?6
-                    AND +message_search.rowid IN (SELECT value FROM json_each(?4))
-                """
-            let lowest = ranked.map(\.id).min() ?? 0, highest = ranked.map(\.id).max() ?? 0
-            let values = parts.values
-            let found = try hits(details, [values[0], values[1], values[2], .text(ids), .integer(lowest), .integer(highest)])
-            let byID = Dictionary(found.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
-            return ranked.compactMap { entry in
-                guard var hit = byID[entry.id] else { return nil }
-                hit.score = entry.score
-                return hit
-            }
+            var ranked: [RankedMatch] = []
+            try database.statement(sql).rows(parts.values) { row in ranked.append(RankedMatch(id: row.int64(0), score: row.double(1))) }
+            return try rankedHits(ranked, query)
         }
     }
 
-    /// Forms the relevance window of `query` below `belowMessageID` (nil: the newest): its
-    /// `size` newest matches, found by walking the index newest first without scoring, which
-    /// costs about a tenth of ranking them. Fewer than `size`: it reaches down to the oldest.
-    public func relevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?) throws(ParleyError)
-        -> (window: RelevanceWindow, edge: RelevanceWindowEdge)
+    /// A match's id and score.
+    private struct RankedMatch {
+        var id: Int64
+        var score: Double
+
+        /// Most relevant first, ties newest first.
+        func ranksBefore(_ other: RankedMatch) -> Bool { score != other.score ? score > other.score : id > other.id }
+    }
+
+    /// The messages and snippets of `ranked`, in its order.
+    private func rankedHits(_ ranked: [RankedMatch], _ query: CacheSearchQuery) throws(ParleyError) -> [CacheSearchHit] {
+        guard !ranked.isEmpty else { return [] }
+        // One pass over the matches between the page's lowest and highest id: a lookup per id
+        // would start the query over for each (a prefix term merges its words every time),
+        // hence `+`, which keeps the id list away from FTS5.
+        let ids = JSONValue.array(ranked.map { JSONValue.int($0.id) }).canonicalText
+        let details = """
+            SELECT m.message_id, m.channel_url, m.created_at, m.json, snippet(message_search, -1, ?2, ?3, '…', 16), 0
+            FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid
+            WHERE message_search MATCH ?1 AND message_search.rowid BETWEEN ?5 AND ?6
+                AND +message_search.rowid IN (SELECT value FROM json_each(?4))
+            """
+        let lowest = ranked.map(\.id).min() ?? 0, highest = ranked.map(\.id).max() ?? 0
+        let found = try hits(details, [
+            .text(query.match), .text(query.filter.highlightStart), .text(query.filter.highlightEnd), .text(ids), .integer(lowest),
+            .integer(highest),
+        ])
+        let byID = Dictionary(found.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
+        return ranked.compactMap { entry in
+            guard var hit = byID[entry.id] else { return nil }
+            hit.score = entry.score
+            return hit
+        }
+    }
+
+    /// Forms the relevance window of `query` below `belowMessageID` (nil: the newest), its
+    /// `size` newest matches (fewer: it reaches down to the oldest), and ranks it: its first
+    /// `limit` hits. One walk of the index, newest first, scores the window and finds its
+    /// oldest match: a second walk to find that first would cost as much again, and more than
+    /// the scoring where a query's words are common and its matches rare.
+    public func formRelevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?, limit: Int) throws(ParleyError)
+        -> (window: RelevanceWindow, edge: RelevanceWindowEdge, hits: [CacheSearchHit])
     {
         var parts = SearchConditions(query)
         if let below = belowMessageID { parts.add("message_search.rowid < ", .integer(below)) }
         let sizeValue = parts.bind(.integer(Int64(size)))
         let sql = """
-            SELECT count(*), min(id) FROM (SELECT message_search.rowid AS id FROM message_search \(parts.messagesJoin)
-            WHERE \(parts.whereClause) ORDER BY message_search.rowid DESC LIMIT \(sizeValue))
+            SELECT message_search.rowid, \(SearchRank.functionName)(message_search) FROM message_search \(parts.messagesJoin)
+            WHERE \(parts.whereClause) ORDER BY message_search.rowid DESC LIMIT \(sizeValue)
             """
         try updateSearchIndex()
         return try readingExpression { () throws(ParleyError) in
             var count = 0
             var oldest: Int64 = 0
+            // The best `limit`, best first: the matches come newest first, so one that only
+            // ties the last kept ranks after it and most are passed over at one comparison.
+            var best: [RankedMatch] = []
             try database.statement(sql).rows(parts.values) { row in
-                count = Int(row.int64(0))
-                oldest = row.int64(1)
+                let match = RankedMatch(id: row.int64(0), score: row.double(1))
+                count += 1
+                oldest = match.id
+                guard limit > 0, best.count < limit || match.ranksBefore(best[best.count - 1]) else { return }
+                best.insert(match, at: best.firstIndex { match.ranksBefore($0) } ?? best.count)
+                if best.count > limit { best.removeLast() }
             }
             var window = RelevanceWindow(belowMessageID: belowMessageID)
-            guard count >= size else { return (window, RelevanceWindowEdge(rankedMatches: count)) }
-            window.lowestMessageID = oldest
-            return (window, RelevanceWindowEdge(rankedMatches: count, olderMatchesExist: try matchExists(query, below: oldest)))
+            var edge = RelevanceWindowEdge(rankedMatches: count)
+            if count >= size {
+                window.lowestMessageID = oldest
+                edge.olderMatchesExist = try matchExists(query, below: oldest)
+            }
+            return (window, edge, try rankedHits(best, query))
         }
     }
 

@@ -97,10 +97,12 @@ extension Engine: SearchViewContext {
         try readOpenCache { cache throws(ParleyError) in try cache.searchMessages(query, window) }
     }
 
-    func relevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?) throws(ParleyError)
-        -> (window: RelevanceWindow, edge: RelevanceWindowEdge)
+    func formRelevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?, limit: Int) throws(ParleyError)
+        -> (window: RelevanceWindow, edge: RelevanceWindowEdge, hits: [CacheSearchHit])
     {
-        try readOpenCache { cache throws(ParleyError) in try cache.relevanceWindow(query, size: size, belowMessageID: belowMessageID) }
+        try readOpenCache { cache throws(ParleyError) in
+            try cache.formRelevanceWindow(query, size: size, belowMessageID: belowMessageID, limit: limit)
+        }
     }
 
     func relevanceWindowEdge(_ query: CacheSearchQuery, _ window: RelevanceWindow) throws(ParleyError) -> RelevanceWindowEdge {
