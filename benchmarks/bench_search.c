@@ -176,9 +176,9 @@ static int ranks_before(ranked_match a, ranked_match b) { return a.score != b.sc
 
 /* The same page with raw sqlite3: the library's statements (Sources/ParleyCore/Store/
  * ChatCache+Search.swift) with the expression its plain-text rule makes. Time order: one
- * statement. Relevance order: one newest-first walk of the window that scores each match
- * (the best 21 kept as they come), whether older matches exist, then the best 21's messages
- * and snippets. */
+ * statement. Relevance order: one newest-first walk of the window and one match more (then
+ * older matches exist) that scores each match (the best 21 kept as they come), then the best
+ * 21's messages and snippets. */
 static double raw_first_page(sqlite3 *db, const char *expression, const char *order) {
     double started = now_us();
     sqlite3_stmt *statement = NULL;
@@ -192,16 +192,14 @@ static double raw_first_page(sqlite3 *db, const char *expression, const char *or
     } else {
         sqlite3_prepare_v2(db,
                            "SELECT message_search.rowid, parley_search_rank(message_search) FROM message_search"
-                           " WHERE message_search MATCH ?1 ORDER BY message_search.rowid DESC LIMIT " STRINGIFY(RELEVANCE_WINDOW),
+                           " WHERE message_search MATCH ?1 ORDER BY message_search.rowid DESC LIMIT " STRINGIFY(RELEVANCE_WINDOW) " + 1",
                            -1, &statement, NULL);
         sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
         ranked_match best[21];
         int kept = 0, count = 0;
-        long long oldest = 0;
-        while (sqlite3_step(statement) == SQLITE_ROW) {
+        while (sqlite3_step(statement) == SQLITE_ROW && count < RELEVANCE_WINDOW) {
             ranked_match match = {sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)};
             count++;
-            oldest = match.id;
             if (kept == 21 && !ranks_before(match, best[20])) continue;
             int at = kept < 21 ? kept++ : 20;
             while (at > 0 && ranks_before(match, best[at - 1])) {
@@ -211,14 +209,6 @@ static double raw_first_page(sqlite3 *db, const char *expression, const char *or
             best[at] = match;
         }
         sqlite3_finalize(statement);
-        if (count >= RELEVANCE_WINDOW) {
-            sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM message_search WHERE message_search MATCH ?1 AND message_search.rowid < ?2)",
-                               -1, &statement, NULL);
-            sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(statement, 2, oldest);
-            sqlite3_step(statement);
-            sqlite3_finalize(statement);
-        }
         char ids[21 * 24] = "[";
         long long low = 0, high = 0;
         for (int i = 0; i < kept; i++) {

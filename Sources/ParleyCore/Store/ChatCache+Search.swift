@@ -227,15 +227,17 @@ extension ChatCache {
 
     /// Forms the relevance window of `query` below `belowMessageID` (nil: the newest), its
     /// `size` newest matches (fewer: it reaches down to the oldest), and ranks it: its first
-    /// `limit` hits. One walk of the index, newest first, scores the window and finds its
-    /// oldest match: a second walk to find that first would cost as much again, and more than
-    /// the scoring where a query's words are common and its matches rare.
+    /// `limit` hits. One walk of the index, newest first, scores the window, finds its oldest
+    /// match and, one match further, whether an older one exists: a second walk to find the
+    /// oldest first would cost as much again, and more than the scoring where a query's words
+    /// are common and its matches rare; a statement of its own for the older one, about as much
+    /// as a match's share of the walk a hundred times over (FTS5 sets up every term's lists anew).
     public func formRelevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?, limit: Int) throws(ParleyError)
         -> (window: RelevanceWindow, edge: RelevanceWindowEdge, hits: [CacheSearchHit])
     {
         var parts = SearchConditions(query)
         if let below = belowMessageID { parts.add("message_search.rowid < ", .integer(below)) }
-        let sizeValue = parts.bind(.integer(Int64(size)))
+        let sizeValue = parts.bind(.integer(Int64(size) + 1))
         let sql = """
             SELECT message_search.rowid, \(SearchRank.functionName)(message_search) FROM message_search \(parts.messagesJoin)
             WHERE \(parts.whereClause) ORDER BY message_search.rowid DESC LIMIT \(sizeValue)
@@ -244,10 +246,15 @@ extension ChatCache {
         return try readingExpression { () throws(ParleyError) in
             var count = 0
             var oldest: Int64 = 0
+            var olderExists = false
             // The best `limit`, best first: the matches come newest first, so one that only
             // ties the last kept ranks after it and most are passed over at one comparison.
             var best: [RankedMatch] = []
             try database.statement(sql).rows(parts.values) { row in
+                guard count < size else {
+                    olderExists = true
+                    return
+                }
                 let match = RankedMatch(id: row.int64(0), score: row.double(1))
                 count += 1
                 oldest = match.id
@@ -255,13 +262,8 @@ extension ChatCache {
                 best.insert(match, at: best.firstIndex { match.ranksBefore($0) } ?? best.count)
                 if best.count > limit { best.removeLast() }
             }
-            var window = RelevanceWindow(belowMessageID: belowMessageID)
-            var edge = RelevanceWindowEdge(rankedMatches: count)
-            if count >= size {
-                window.lowestMessageID = oldest
-                edge.olderMatchesExist = try matchExists(query, below: oldest)
-            }
-            return (window, edge, try rankedHits(best, query))
+            let window = RelevanceWindow(lowestMessageID: count >= size ? oldest : nil, belowMessageID: belowMessageID)
+            return (window, RelevanceWindowEdge(rankedMatches: count, olderMatchesExist: olderExists), try rankedHits(best, query))
         }
     }
 
