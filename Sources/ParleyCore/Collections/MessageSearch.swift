@@ -13,9 +13,8 @@
 //   `relevanceWindow` matches then (all of them when fewer) and every newer one that comes
 //   later, so that a page costs in proportion to the window, not to every match of a common
 //   word, and loads page through one set. `loadOlder` replaces it with the next window down
-//   (as many matches, older than it) and starts its pages over. The scores move with the
-//   index's content, so a change may reorder the window, a new better hit pushes the last one
-//   out (reported deleted), and hits that go make room for the next.
+//   (as many matches, older than it) and starts its pages over. A new better hit pushes the
+//   last one shown out (reported deleted), and hits that go make room for the next.
 // `hasMore` is true exactly while the cache holds a hit outside the page window but within
 // the ranked matches (or the server may have more), and is searched again with the window
 // after every change, as is the relevance window's edge (`relevanceWindowEdge`).
@@ -54,7 +53,8 @@ public struct MessageSearchParams: Sendable, Equatable {
         "limit", "highlight_start", "highlight_end", "search_server", "relevance_window",
     ]
 
-    /// A window of a million matches ranks for about a second; beyond that, time order serves.
+    /// Ranking costs a few tenths of a microsecond a match: a page of the largest window takes a
+    /// few hundred milliseconds, and a larger one would be no bound on the work.
     public static let relevanceWindowSizes: ClosedRange<Int> = 1...1_000_000
 
     /// Reads the parameters from their JSON form (the C ABI's and Python's); `query` is
@@ -584,9 +584,8 @@ public final class MessageSearch: Sendable {
     /// Searches the window again, builds the view's list and tells what changed since the
     /// last time.
     ///
-    /// Every change to the index moves every score a little: a result is `updated` when its
-    /// message, snippet or origin changed, or (relevance order) it moved among the results
-    /// shown before and now; otherwise it keeps the score last reported.
+    /// A result is `updated` when its message, snippet or origin changed, or (relevance order)
+    /// it moved among the results shown before and now (a score changes only with its message).
     private func recompose(searching: Bool) -> Changes {
         var list = compose(searching: searching)
         let before = Dictionary(view.shown.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
