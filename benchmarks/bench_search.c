@@ -140,9 +140,7 @@ static double library_first_page(parley_client *client, const char *query, const
 
 /* The library's relevance score (Sources/ParleyCore/Store/ChatCache+Search.swift, SearchRank):
  * per phrase its occurrences n, saturated as n * 2.2 / (n + 1.2), summed. */
-static void search_rank(const Fts5ExtensionApi *api, Fts5Context *context, sqlite3_context *result, int count, sqlite3_value **values) {
-    (void)count;
-    (void)values;
+static double match_score(const Fts5ExtensionApi *api, Fts5Context *context) {
     double score = 0;
     for (int phrase = 0; phrase < api->xPhraseCount(context); phrase++) {
         Fts5PhraseIter iterator;
@@ -153,7 +151,42 @@ static void search_rank(const Fts5ExtensionApi *api, Fts5Context *context, sqlit
             occurrences += 1;
         score += occurrences * 2.2 / (occurrences + 1.2);
     }
-    sqlite3_result_double(result, score);
+    return score;
+}
+
+static void search_rank(const Fts5ExtensionApi *api, Fts5Context *context, sqlite3_context *result, int count, sqlite3_value **values) {
+    (void)count;
+    (void)values;
+    sqlite3_result_double(result, match_score(api, context));
+}
+
+/* parley_search_page_entry(message_search, k): 1 when the match enters the best k so far. */
+typedef struct {
+    int size, kept;
+    double best[128];
+} page_scores;
+
+static void search_page_entry(const Fts5ExtensionApi *api, Fts5Context *context, sqlite3_context *result, int count, sqlite3_value **values) {
+    (void)count;
+    page_scores *page = api->xGetAuxdata(context, 0);
+    if (page == NULL) {
+        page = calloc(1, sizeof *page);
+        int size = sqlite3_value_int(values[0]);
+        page->size = size < 1 ? 1 : size > 128 ? 128 : size;
+        api->xSetAuxdata(context, page, free);
+    }
+    double score = match_score(api, context);
+    if (page->kept == page->size && !(score > page->best[page->size - 1])) {
+        sqlite3_result_int(result, 0);
+        return;
+    }
+    int at = page->kept < page->size ? page->kept++ : page->size - 1;
+    while (at > 0 && score > page->best[at - 1]) {
+        page->best[at] = page->best[at - 1];
+        at--;
+    }
+    page->best[at] = score;
+    sqlite3_result_int(result, 1);
 }
 
 static int register_search_rank(sqlite3 *db) {
@@ -163,7 +196,8 @@ static int register_search_rank(sqlite3 *db) {
     sqlite3_bind_pointer(statement, 1, (void *)&api, "fts5_api_ptr", NULL);
     sqlite3_step(statement);
     sqlite3_finalize(statement);
-    return api != NULL && api->xCreateFunction(api, "parley_search_rank", NULL, search_rank, NULL) == SQLITE_OK;
+    return api != NULL && api->xCreateFunction(api, "parley_search_rank", NULL, search_rank, NULL) == SQLITE_OK &&
+           api->xCreateFunction(api, "parley_search_page_entry", NULL, search_page_entry, NULL) == SQLITE_OK;
 }
 
 /* A match and its score; `ranks_before` orders them as the library does: best first, ties newest first. */
@@ -177,8 +211,8 @@ static int ranks_before(ranked_match a, ranked_match b) { return a.score != b.sc
 /* The same page with raw sqlite3: the library's statements (Sources/ParleyCore/Store/
  * ChatCache+Search.swift) with the expression its plain-text rule makes. Time order: one
  * statement. Relevance order: one newest-first walk of the window and one match more (then
- * older matches exist) that scores each match (the best 21 kept as they come), then the best
- * 21's messages and snippets. */
+ * older matches exist) that scores each match (the best 21 kept as they come) and makes the
+ * snippets of those that enter the best 21, then the best 21's messages. */
 static double raw_first_page(sqlite3 *db, const char *expression, const char *order) {
     double started = now_us();
     sqlite3_stmt *statement = NULL;
@@ -191,14 +225,18 @@ static double raw_first_page(sqlite3 *db, const char *expression, const char *or
         sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
     } else {
         sqlite3_prepare_v2(db,
-                           "SELECT message_search.rowid, parley_search_rank(message_search) FROM message_search"
-                           " WHERE message_search MATCH ?1 ORDER BY message_search.rowid DESC LIMIT " STRINGIFY(RELEVANCE_WINDOW) " + 1",
+                           "SELECT message_search.rowid, parley_search_rank(message_search),"
+                           " CASE WHEN parley_search_page_entry(message_search, 21) THEN snippet(message_search, -1, '<b>', '</b>', '…', 16) END"
+                           " FROM message_search WHERE message_search MATCH ?1 ORDER BY message_search.rowid DESC"
+                           " LIMIT " STRINGIFY(RELEVANCE_WINDOW) " + 1",
                            -1, &statement, NULL);
         sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
         ranked_match best[21];
         int kept = 0, count = 0;
+        size_t snippet_bytes = 0;
         while (sqlite3_step(statement) == SQLITE_ROW && count < RELEVANCE_WINDOW) {
             ranked_match match = {sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)};
+            snippet_bytes += (size_t)sqlite3_column_bytes(statement, 2);
             count++;
             if (kept == 21 && !ranks_before(match, best[20])) continue;
             int at = kept < 21 ? kept++ : 20;
@@ -210,23 +248,15 @@ static double raw_first_page(sqlite3 *db, const char *expression, const char *or
         }
         sqlite3_finalize(statement);
         char ids[21 * 24] = "[";
-        long long low = 0, high = 0;
         for (int i = 0; i < kept; i++) {
-            if (low == 0 || best[i].id < low) low = best[i].id;
-            if (best[i].id > high) high = best[i].id;
             snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%lld", i > 0 ? "," : "", best[i].id);
         }
         strcat(ids, "]");
+        if (snippet_bytes == 0) return -1;
         sqlite3_prepare_v2(db,
-                           "SELECT m.message_id, m.channel_url, m.created_at, m.json, snippet(message_search, -1, '<b>', '</b>', '…', 16), 0"
-                           " FROM message_search JOIN messages AS m ON m.message_id = message_search.rowid"
-                           " WHERE message_search MATCH ?1 AND message_search.rowid BETWEEN ?3 AND ?4"
-                           " AND +message_search.rowid IN (SELECT value FROM json_each(?2))",
+                           "SELECT message_id, channel_url, created_at, json FROM messages WHERE message_id IN (SELECT value FROM json_each(?1))",
                            -1, &statement, NULL);
-        sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
-        sqlite3_bind_text(statement, 2, ids, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(statement, 3, low);
-        sqlite3_bind_int64(statement, 4, high);
+        sqlite3_bind_text(statement, 1, ids, -1, SQLITE_TRANSIENT);
     }
     size_t bytes = 0;
     while (sqlite3_step(statement) == SQLITE_ROW) bytes += (size_t)sqlite3_column_bytes(statement, 3);

@@ -199,6 +199,25 @@ extension ChatCache {
         func ranksBefore(_ other: RankedMatch) -> Bool { score != other.score ? score > other.score : id > other.id }
     }
 
+    /// The messages of `ranked`, in its order, with these snippets.
+    private func storedHits(_ ranked: [RankedMatch], _ snippets: [Int64: String]) throws(ParleyError) -> [CacheSearchHit] {
+        guard !ranked.isEmpty else { return [] }
+        var byID: [Int64: CacheSearchHit] = [:]
+        let ids = JSONValue.array(ranked.map { JSONValue.int($0.id) }).canonicalText
+        try database.statement("SELECT message_id, channel_url, created_at, json FROM messages WHERE message_id IN (SELECT value FROM json_each(?1))")
+            .rows([.text(ids)]) { row in
+                let id = row.int64(0)
+                byID[id] = CacheSearchHit(
+                    messageID: id, channelURL: row.string(1) ?? "", key: MessageKey(createdAt: row.int64(2), messageID: id),
+                    json: row.string(3) ?? "null", snippet: snippets[id] ?? "", score: 0)
+            }
+        return ranked.compactMap { entry in
+            guard var hit = byID[entry.id] else { return nil }
+            hit.score = entry.score
+            return hit
+        }
+    }
+
     /// The messages and snippets of `ranked`, in its order.
     private func rankedHits(_ ranked: [RankedMatch], _ query: CacheSearchQuery) throws(ParleyError) -> [CacheSearchHit] {
         guard !ranked.isEmpty else { return [] }
@@ -227,7 +246,8 @@ extension ChatCache {
 
     /// Forms the relevance window of `query` below `belowMessageID` (nil: the newest), its
     /// `size` newest matches (fewer: it reaches down to the oldest), and ranks it: its first
-    /// `limit` hits. One walk of the index, newest first, scores the window, finds its oldest
+    /// `limit` hits. One walk of the index, newest first, scores the window, makes the snippets
+    /// of the matches that enter the best `limit` as they come (`SearchRank`), finds the oldest
     /// match and, one match further, whether an older one exists: a second walk to find the
     /// oldest first would cost as much again, and more than the scoring where a query's words
     /// are common and its matches rare; a statement of its own for the older one, about as much
@@ -235,11 +255,15 @@ extension ChatCache {
     public func formRelevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?, limit: Int) throws(ParleyError)
         -> (window: RelevanceWindow, edge: RelevanceWindowEdge, hits: [CacheSearchHit])
     {
-        var parts = SearchConditions(query)
+        var parts = SearchConditions(query, highlights: true)
         if let below = belowMessageID { parts.add("message_search.rowid < ", .integer(below)) }
         let sizeValue = parts.bind(.integer(Int64(size) + 1))
+        let limitValue = parts.bind(.integer(Int64(limit)))
         let sql = """
-            SELECT message_search.rowid, \(SearchRank.functionName)(message_search) FROM message_search \(parts.messagesJoin)
+            SELECT message_search.rowid, \(SearchRank.functionName)(message_search),
+                CASE WHEN \(SearchRank.pageEntryFunctionName)(message_search, \(limitValue))
+                    THEN snippet(message_search, -1, ?2, ?3, '…', 16) END
+            FROM message_search \(parts.messagesJoin)
             WHERE \(parts.whereClause) ORDER BY message_search.rowid DESC LIMIT \(sizeValue)
             """
         try updateSearchIndex()
@@ -250,6 +274,7 @@ extension ChatCache {
             // The best `limit`, best first: the matches come newest first, so one that only
             // ties the last kept ranks after it and most are passed over at one comparison.
             var best: [RankedMatch] = []
+            var snippets: [Int64: String] = [:]
             try database.statement(sql).rows(parts.values) { row in
                 guard count < size else {
                     olderExists = true
@@ -261,9 +286,14 @@ extension ChatCache {
                 guard limit > 0, best.count < limit || match.ranksBefore(best[best.count - 1]) else { return }
                 best.insert(match, at: best.firstIndex { match.ranksBefore($0) } ?? best.count)
                 if best.count > limit { best.removeLast() }
+                if let snippet = row.string(2) { snippets[match.id] = snippet }
             }
             let window = RelevanceWindow(lowestMessageID: count >= size ? oldest : nil, belowMessageID: belowMessageID)
-            return (window, RelevanceWindowEdge(rankedMatches: count, olderMatchesExist: olderExists), try rankedHits(best, query))
+            let edge = RelevanceWindowEdge(rankedMatches: count, olderMatchesExist: olderExists)
+            // The walk entered every match of the page as Swift did, with its snippet: the rest
+            // of each hit is its row of `messages`.
+            guard best.allSatisfy({ snippets[$0.id] != nil }) else { return (window, edge, try rankedHits(best, query)) }
+            return (window, edge, try storedHits(best, snippets))
         }
     }
 
@@ -410,29 +440,87 @@ extension ChatCache {
 /// index, whatever the window).
 enum SearchRank {
     static let functionName = "parley_search_rank"
+    /// `parley_search_page_entry(message_search, k)`: 1 when the match enters the best `k` of
+    /// the statement's matches so far (ranked as `parley_search_rank`, ties to the one seen
+    /// first), else 0; the best scores are the statement's FTS5 auxiliary data. In a walk newest
+    /// first it picks out the matches that enter a page kept as they come, so that their
+    /// snippets alone are made in that walk (a walk of its own for the page's snippets costs
+    /// up to half the ranking).
+    static let pageEntryFunctionName = "parley_search_page_entry"
     static let saturation = 1.2
 
     static func register(on handle: OpaquePointer) -> Int32 {
         guard let api = FTS5.api(of: handle), let create = api.pointee.xCreateFunction else { return SQLITE_ERROR }
-        return create(api, functionName, nil, { extensionAPI, context, result, _, _ in
-            guard let api = extensionAPI?.pointee, let context, let phraseCount = api.xPhraseCount,
-                let first = api.xPhraseFirst, let next = api.xPhraseNext
-            else { return sqlite3_result_error(result, "parley_search_rank: no FTS5 context", -1) }
-            var score = 0.0
-            for phrase in 0..<phraseCount(context) {
-                var iterator = Fts5PhraseIter()
-                var column: Int32 = 0, offset: Int32 = 0
-                let code = first(context, phrase, &iterator, &column, &offset)
-                guard code == SQLITE_OK else { return sqlite3_result_error_code(result, code) }
-                var occurrences = 0.0
-                while column >= 0 {
-                    occurrences += 1
-                    next(context, &iterator, &column, &offset)
-                }
-                score += occurrences * (SearchRank.saturation + 1) / (occurrences + SearchRank.saturation)
+        let code = create(api, functionName, nil, { extensionAPI, context, result, _, _ in
+            guard let api = extensionAPI?.pointee, let context else { return sqlite3_result_error(result, "no FTS5 context", -1) }
+            switch SearchRank.score(api, context) {
+            case .success(let score): sqlite3_result_double(result, score)
+            case .failure(let failure): sqlite3_result_error_code(result, failure.code)
             }
-            sqlite3_result_double(result, score)
         }, nil)
+        guard code == SQLITE_OK else { return code }
+        return create(api, pageEntryFunctionName, nil, { extensionAPI, context, result, count, values in
+            guard let api = extensionAPI?.pointee, let context, let getData = api.xGetAuxdata, let setData = api.xSetAuxdata,
+                count == 1, let value = values?[0]
+            else { return sqlite3_result_error(result, "parley_search_page_entry(message_search, k)", -1) }
+            let score: Double
+            switch SearchRank.score(api, context) {
+            case .success(let value): score = value
+            case .failure(let failure): return sqlite3_result_error_code(result, failure.code)
+            }
+            // [k, kept, best scores…], best first.
+            var best = getData(context, 0)?.assumingMemoryBound(to: Double.self)
+            if best == nil {
+                let size = Int(max(1, min(sqlite3_value_int(value), 1_000)))
+                guard let made = malloc((size + 2) * MemoryLayout<Double>.stride)?.assumingMemoryBound(to: Double.self) else {
+                    return sqlite3_result_error_nomem(result)
+                }
+                made[0] = Double(size)
+                made[1] = 0
+                // On a failure FTS5 frees it itself.
+                let stored = setData(context, UnsafeMutableRawPointer(made)) { free($0) }
+                guard stored == SQLITE_OK else { return sqlite3_result_error_code(result, stored) }
+                best = made
+            }
+            guard let best else { return }
+            let size = Int(best[0]), kept = Int(best[1])
+            guard kept < size || score > best[1 + size] else { return sqlite3_result_int(result, 0) }
+            var at = kept < size ? kept : size - 1
+            best[1] = Double(min(kept + 1, size))
+            while at > 0, score > best[1 + at] {
+                best[2 + at] = best[1 + at]
+                at -= 1
+            }
+            best[2 + at] = score
+            sqlite3_result_int(result, 1)
+        }, nil)
+    }
+
+    /// The score of the match `context` is on.
+    static func score(_ api: Fts5ExtensionApi, _ context: OpaquePointer) -> Result<Double, SQLiteCode> {
+        guard let phraseCount = api.xPhraseCount, let first = api.xPhraseFirst, let next = api.xPhraseNext else {
+            return .failure(SQLiteCode(SQLITE_MISUSE))
+        }
+        var score = 0.0
+        for phrase in 0..<phraseCount(context) {
+            var iterator = Fts5PhraseIter()
+            var column: Int32 = 0, offset: Int32 = 0
+            let code = first(context, phrase, &iterator, &column, &offset)
+            guard code == SQLITE_OK else { return .failure(SQLiteCode(code)) }
+            var occurrences = 0.0
+            while column >= 0 {
+                occurrences += 1
+                next(context, &iterator, &column, &offset)
+            }
+            score += occurrences * (saturation + 1) / (occurrences + saturation)
+        }
+        return .success(score)
+    }
+
+    /// An SQLite result code as an error.
+    struct SQLiteCode: Error {
+        var code: Int32
+        init(_ code: Int32) { self.code = code }
     }
 }
 
