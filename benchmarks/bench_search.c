@@ -154,19 +154,16 @@ static double match_score(const Fts5ExtensionApi *api, Fts5Context *context) {
     return score;
 }
 
-static void search_rank(const Fts5ExtensionApi *api, Fts5Context *context, sqlite3_context *result, int count, sqlite3_value **values) {
-    (void)count;
-    (void)values;
-    sqlite3_result_double(result, match_score(api, context));
-}
-
-/* parley_search_page_entry(message_search, k): 1 when the match enters the best k so far. */
+/* parley_search_page(message_search, k, part): part 0 the match's score, part 1 whether it
+ * enters the best k so far; both parts of a row score it once. */
 typedef struct {
-    int size, kept;
+    int size, kept, has_last;
+    long long last_rowid;
+    double last_score;
     double best[128];
 } page_scores;
 
-static void search_page_entry(const Fts5ExtensionApi *api, Fts5Context *context, sqlite3_context *result, int count, sqlite3_value **values) {
+static void search_page(const Fts5ExtensionApi *api, Fts5Context *context, sqlite3_context *result, int count, sqlite3_value **values) {
     (void)count;
     page_scores *page = api->xGetAuxdata(context, 0);
     if (page == NULL) {
@@ -175,7 +172,17 @@ static void search_page_entry(const Fts5ExtensionApi *api, Fts5Context *context,
         page->size = size < 1 ? 1 : size > 128 ? 128 : size;
         api->xSetAuxdata(context, page, free);
     }
-    double score = match_score(api, context);
+    long long rowid = api->xRowid(context);
+    if (!page->has_last || page->last_rowid != rowid) {
+        page->last_score = match_score(api, context);
+        page->last_rowid = rowid;
+        page->has_last = 1;
+    }
+    double score = page->last_score;
+    if (sqlite3_value_int(values[1]) != 1) {
+        sqlite3_result_double(result, score);
+        return;
+    }
     if (page->kept == page->size && !(score > page->best[page->size - 1])) {
         sqlite3_result_int(result, 0);
         return;
@@ -189,15 +196,14 @@ static void search_page_entry(const Fts5ExtensionApi *api, Fts5Context *context,
     sqlite3_result_int(result, 1);
 }
 
-static int register_search_rank(sqlite3 *db) {
+static int register_search_page(sqlite3 *db) {
     fts5_api *api = NULL;
     sqlite3_stmt *statement = NULL;
     if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &statement, NULL) != SQLITE_OK) return 0;
     sqlite3_bind_pointer(statement, 1, (void *)&api, "fts5_api_ptr", NULL);
     sqlite3_step(statement);
     sqlite3_finalize(statement);
-    return api != NULL && api->xCreateFunction(api, "parley_search_rank", NULL, search_rank, NULL) == SQLITE_OK &&
-           api->xCreateFunction(api, "parley_search_page_entry", NULL, search_page_entry, NULL) == SQLITE_OK;
+    return api != NULL && api->xCreateFunction(api, "parley_search_page", NULL, search_page, NULL) == SQLITE_OK;
 }
 
 /* A match and its score; `ranks_before` orders them as the library does: best first, ties newest first. */
@@ -225,8 +231,8 @@ static double raw_first_page(sqlite3 *db, const char *expression, const char *or
         sqlite3_bind_text(statement, 1, expression, -1, SQLITE_STATIC);
     } else {
         sqlite3_prepare_v2(db,
-                           "SELECT message_search.rowid, parley_search_rank(message_search),"
-                           " CASE WHEN parley_search_page_entry(message_search, 21) THEN snippet(message_search, -1, '<b>', '</b>', '…', 16) END"
+                           "SELECT message_search.rowid, parley_search_page(message_search, 21, 0),"
+                           " CASE WHEN parley_search_page(message_search, 21, 1) THEN snippet(message_search, -1, '<b>', '</b>', '…', 16) END"
                            " FROM message_search WHERE message_search MATCH ?1 ORDER BY message_search.rowid DESC"
                            " LIMIT " STRINGIFY(RELEVANCE_WINDOW) " + 1",
                            -1, &statement, NULL);
@@ -344,8 +350,8 @@ int main(int argc, char **argv) {
 
     sqlite3 *db = NULL;
     sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
-    if (!register_search_rank(db)) {
-        fprintf(stderr, "registering parley_search_rank: %s\n", sqlite3_errmsg(db));
+    if (!register_search_page(db)) {
+        fprintf(stderr, "registering parley_search_page: %s\n", sqlite3_errmsg(db));
         return 1;
     }
     typedef struct { const char *label; char query[64]; char expression[96]; } query_case;

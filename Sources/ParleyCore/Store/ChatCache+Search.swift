@@ -260,8 +260,8 @@ extension ChatCache {
         let sizeValue = parts.bind(.integer(Int64(size) + 1))
         let limitValue = parts.bind(.integer(Int64(limit)))
         let sql = """
-            SELECT message_search.rowid, \(SearchRank.functionName)(message_search),
-                CASE WHEN \(SearchRank.pageEntryFunctionName)(message_search, \(limitValue))
+            SELECT message_search.rowid, \(SearchRank.pageFunctionName)(message_search, \(limitValue), 0),
+                CASE WHEN \(SearchRank.pageFunctionName)(message_search, \(limitValue), 1)
                     THEN snippet(message_search, -1, ?2, ?3, '…', 16) END
             FROM message_search \(parts.messagesJoin)
             WHERE \(parts.whereClause) ORDER BY message_search.rowid DESC LIMIT \(sizeValue)
@@ -440,14 +440,24 @@ extension ChatCache {
 /// index, whatever the window).
 enum SearchRank {
     static let functionName = "parley_search_rank"
-    /// `parley_search_page_entry(message_search, k)`: 1 when the match enters the best `k` of
-    /// the statement's matches so far (ranked as `parley_search_rank`, ties to the one seen
-    /// first), else 0; the best scores are the statement's FTS5 auxiliary data. In a walk newest
-    /// first it picks out the matches that enter a page kept as they come, so that their
-    /// snippets alone are made in that walk (a walk of its own for the page's snippets costs
-    /// up to half the ranking).
-    static let pageEntryFunctionName = "parley_search_page_entry"
+    /// `parley_search_page(message_search, k, part)`, for a walk that keeps the best `k` matches
+    /// as they come: part 0, the match's score (as `parley_search_rank`); part 1, 1 when the
+    /// match enters the best `k` of the statement's matches so far (ties to the one seen
+    /// first), else 0. The scores kept, and the last one with its row, are the statement's FTS5
+    /// auxiliary data, so that both parts of a row score it once. In a walk newest first it
+    /// picks out the matches that enter a page kept as they come, so that their snippets alone
+    /// are made in that walk (a walk of its own for the page's snippets costs up to half the
+    /// ranking).
+    static let pageFunctionName = "parley_search_page"
     static let saturation = 1.2
+
+    /// The auxiliary data of `parley_search_page`: its header, then the best scores, best first.
+    private struct PageScores {
+        var size: Int
+        var kept: Int
+        var lastRowID: Int64?
+        var lastScore: Double
+    }
 
     static func register(on handle: OpaquePointer) -> Int32 {
         guard let api = FTS5.api(of: handle), let create = api.pointee.xCreateFunction else { return SQLITE_ERROR }
@@ -459,39 +469,45 @@ enum SearchRank {
             }
         }, nil)
         guard code == SQLITE_OK else { return code }
-        return create(api, pageEntryFunctionName, nil, { extensionAPI, context, result, count, values in
+        return create(api, pageFunctionName, nil, { extensionAPI, context, result, count, values in
             guard let api = extensionAPI?.pointee, let context, let getData = api.xGetAuxdata, let setData = api.xSetAuxdata,
-                count == 1, let value = values?[0]
-            else { return sqlite3_result_error(result, "parley_search_page_entry(message_search, k)", -1) }
-            let score: Double
-            switch SearchRank.score(api, context) {
-            case .success(let value): score = value
-            case .failure(let failure): return sqlite3_result_error_code(result, failure.code)
-            }
-            // [k, kept, best scores…], best first.
-            var best = getData(context, 0)?.assumingMemoryBound(to: Double.self)
-            if best == nil {
-                let size = Int(max(1, min(sqlite3_value_int(value), 1_000)))
-                guard let made = malloc((size + 2) * MemoryLayout<Double>.stride)?.assumingMemoryBound(to: Double.self) else {
-                    return sqlite3_result_error_nomem(result)
-                }
-                made[0] = Double(size)
-                made[1] = 0
+                let rowID = api.xRowid, count == 2, let sizeValue = values?[0], let partValue = values?[1]
+            else { return sqlite3_result_error(result, "parley_search_page(message_search, k, part)", -1) }
+            var page = getData(context, 0)?.assumingMemoryBound(to: PageScores.self)
+            if page == nil {
+                let size = Int(max(1, min(sqlite3_value_int(sizeValue), 1_000)))
+                let bytes = MemoryLayout<PageScores>.stride + size * MemoryLayout<Double>.stride
+                guard let made = malloc(bytes)?.assumingMemoryBound(to: PageScores.self) else { return sqlite3_result_error_nomem(result) }
+                made.initialize(to: PageScores(size: size, kept: 0, lastRowID: nil, lastScore: 0))
                 // On a failure FTS5 frees it itself.
                 let stored = setData(context, UnsafeMutableRawPointer(made)) { free($0) }
                 guard stored == SQLITE_OK else { return sqlite3_result_error_code(result, stored) }
-                best = made
+                page = made
             }
-            guard let best else { return }
-            let size = Int(best[0]), kept = Int(best[1])
-            guard kept < size || score > best[1 + size] else { return sqlite3_result_int(result, 0) }
+            guard let page else { return }
+            let row = rowID(context)
+            let score: Double
+            if page.pointee.lastRowID == row {
+                score = page.pointee.lastScore
+            } else {
+                switch SearchRank.score(api, context) {
+                case .success(let value): score = value
+                case .failure(let failure): return sqlite3_result_error_code(result, failure.code)
+                }
+                page.pointee.lastRowID = row
+                page.pointee.lastScore = score
+            }
+            guard sqlite3_value_int(partValue) == 1 else { return sqlite3_result_double(result, score) }
+            let best = UnsafeMutableRawPointer(page.advanced(by: 1)).assumingMemoryBound(to: Double.self)
+            let size = page.pointee.size, kept = page.pointee.kept
+            guard kept < size || score > best[size - 1] else { return sqlite3_result_int(result, 0) }
             var at = kept < size ? kept : size - 1
-            best[1] = Double(min(kept + 1, size))
-            while at > 0, score > best[1 + at] {
-                best[2 + at] = best[1 + at]
+            page.pointee.kept = min(kept + 1, size)
+            while at > 0, score > best[at - 1] {
+                best[at] = best[at - 1]
                 at -= 1
             }
-            best[2 + at] = score
+            best[at] = score
             sqlite3_result_int(result, 1)
         }, nil)
     }
