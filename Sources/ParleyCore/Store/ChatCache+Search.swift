@@ -290,8 +290,9 @@ extension ChatCache {
             }
             let window = RelevanceWindow(lowestMessageID: count >= size ? oldest : nil, belowMessageID: belowMessageID)
             let edge = RelevanceWindowEdge(rankedMatches: count, olderMatchesExist: olderExists)
-            // The walk entered every match of the page as Swift did, with its snippet: the rest
-            // of each hit is its row of `messages`.
+            // The walk made each match's snippet as it entered the page, as here: the rest of a
+            // hit is its row of `messages`. A plan that reads the matches in another order (for
+            // a filter) may have missed some; then the page's snippets are made again.
             guard best.allSatisfy({ snippets[$0.id] != nil }) else { return (window, edge, try rankedHits(best, query)) }
             return (window, edge, try storedHits(best, snippets))
         }
