@@ -62,22 +62,48 @@ private func liveSearch(_ handle: OpaquePointer?) throws(ParleyError) -> Message
     return object
 }
 
+/// A load's completion as a Swift closure (NULL: nothing is called).
+private func loadCompletion(_ function: parley_search_load_fn?, _ userData: UnsafeMutableRawPointer?) -> MessageSearchCompletion {
+    guard let function else { return { _ in } }
+    let callback = CCallback(function: function, userData: userData)
+    return { result in
+        switch result {
+        case .success(let results):
+            JSONText.arrayText(results.map(\.json)).withCString { callback.function(callback.userData, nil, $0) }
+        case .failure(let error):
+            withCError(error) { callback.function(callback.userData, $0, nil) }
+        }
+    }
+}
+
 @_cdecl("parley_message_search_load_more")
 public func exportMessageSearchLoadMore(_ search: OpaquePointer?, _ function: parley_search_load_fn?, _ userData: UnsafeMutableRawPointer?)
     -> Int32
 {
     withStatus { () throws(ParleyError) in
-        let object = try liveSearch(search)
-        guard let function else { return object.loadMore { _ in } }
-        let callback = CCallback(function: function, userData: userData)
-        object.loadMore { result in
-            switch result {
-            case .success(let results):
-                JSONText.arrayText(results.map(\.json)).withCString { callback.function(callback.userData, nil, $0) }
-            case .failure(let error):
-                withCError(error) { callback.function(callback.userData, $0, nil) }
-            }
-        }
+        try liveSearch(search).loadMore(completion: loadCompletion(function, userData))
+    }
+}
+
+@_cdecl("parley_message_search_load_older")
+public func exportMessageSearchLoadOlder(_ search: OpaquePointer?, _ function: parley_search_load_fn?, _ userData: UnsafeMutableRawPointer?)
+    -> Int32
+{
+    withStatus { () throws(ParleyError) in
+        try liveSearch(search).loadOlder(completion: loadCompletion(function, userData))
+    }
+}
+
+@_cdecl("parley_message_search_relevance_window")
+public func exportMessageSearchRelevanceWindow(
+    _ search: OpaquePointer?, _ outRankedMatches: UnsafeMutablePointer<Int64>?, _ outOlderMatchesExist: UnsafeMutablePointer<Int32>?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outRankedMatches else { throw .invalidArgument("out_ranked_matches is NULL") }
+        guard let outOlderMatchesExist else { throw .invalidArgument("out_older_matches_exist is NULL") }
+        let edge = try messageSearches.lookup(search).relevanceWindowEdge
+        outRankedMatches.pointee = Int64(edge.rankedMatches)
+        outOlderMatchesExist.pointee = edge.olderMatchesExist ? 1 : 0
     }
 }
 

@@ -1,7 +1,8 @@
 /* The message search through the C ABI against the real parley-server (PARLEY_SERVER_BIN):
  * a search pages through the cached matches newest first and equals the server's own
  * listing filtered by the word, a new matching message is added, an edit that stops
- * matching deletes it, refused arguments name themselves, and dispose races incoming
+ * matching deletes it, relevance order ranks windows of the newest matches one after the
+ * other, refused arguments name themselves, and dispose races incoming
  * events (each round's user data is freed right after dispose: a late callback is a use
  * after free that valgrind reports, and is counted here). */
 #define _POSIX_C_SOURCE 200809L
@@ -239,6 +240,42 @@ int main(void) {
     CHECK(strcmp(shown, truth) == 0);
     CHECK(strstr(results_json, "\"snippet\":\"<b>needle</b> 39\"") != NULL && strstr(results_json, "\"origin\":\"cache\"") != NULL);
     parley_free(results_json);
+    int64_t ranked_matches = -1;
+    int older = -1;
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_message_search_load_older(search, on_load_ignored, NULL));
+    CHECK_STATUS(PARLEY_OK, parley_message_search_relevance_window(search, &ranked_matches, &older));
+    CHECK(ranked_matches == 0 && older == 0);
+
+    /* Relevance order ranks windows of the newest matches: 14 needles (one each, so ties,
+     * newest first) in windows of 5, 5 and 4; the pages in order are the listing again. */
+    parley_message_search *ranked = NULL;
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_message_search_create(
+                     &ranked, client, "{\"query\": \"needle\", \"order\": \"relevance\", \"relevance_window\": 0}", NULL));
+    CHECK(strstr(parley_last_error_message(), "relevance_window") != NULL);
+    CHECK_STATUS(PARLEY_OK, parley_message_search_create(
+                     &ranked, client, "{\"query\": \"needle\", \"order\": \"relevance\", \"limit\": 10, \"relevance_window\": 5}", NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_message_search_relevance_window(ranked, NULL, &older));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_message_search_relevance_window(NULL, &ranked_matches, &older));
+    char *windows = calloc(1, 1);
+    const int64_t window_sizes[] = {5, 5, 4, 4};
+    for (int window = 0; window < 4; window++) {
+        load_slot loaded;
+        load_init(&loaded);
+        if (window == 0) CHECK_STATUS(PARLEY_OK, parley_message_search_load_more(ranked, on_loaded, &loaded));
+        else CHECK_STATUS(PARLEY_OK, parley_message_search_load_older(ranked, on_loaded, &loaded));
+        CHECK(wait_load(&loaded) && loaded.code == 0);
+        windows = realloc(windows, strlen(windows) + strlen(loaded.ids) + 1);
+        strcat(windows, loaded.ids);
+        free(loaded.ids);
+        CHECK_STATUS(PARLEY_OK, parley_message_search_relevance_window(ranked, &ranked_matches, &older));
+        CHECK(ranked_matches == window_sizes[window] && older == (window < 2));
+        CHECK_STATUS(PARLEY_OK, parley_message_search_has_more(ranked, &has_more));
+        CHECK(has_more == 0);
+    }
+    if (strcmp(windows, truth) != 0) fprintf(stderr, "windows %s\nserver  %s\n", windows, truth);
+    CHECK(strcmp(windows, truth) == 0);
+    free(windows);
+    CHECK_STATUS(PARLEY_OK, parley_message_search_dispose(ranked));
     free(shown); free(paged); free(truth);
     CHECK(log_is(&record, ""));
 

@@ -226,6 +226,39 @@ private struct Stored {
         #expect(try cache.searchMessages(query, .first(limit: 10)).map(\.snippet) == ["red red red [fox]", "red [fox]"])
     }
 
+    @Test func relevanceRanksWindowsOfTheNewestMatches() throws {
+        let cache = try ChatCache(location: .memory)
+        defer { cache.close() }
+        try cache.upsertMessage(message(1, channel: "a", text: "red fox", createdAt: base + 1))
+        try cache.upsertMessage(message(2, channel: "a", text: "red red red fox", createdAt: base + 2))
+        try cache.upsertMessage(message(3, channel: "a", text: "a red herring", createdAt: base + 3))
+        try cache.upsertMessage(message(4, channel: "a", text: "red red", createdAt: base + 4))
+        try cache.upsertMessage(message(5, channel: "a", text: "blue", createdAt: base + 5))
+        var query = CacheSearchQuery(match: try MessageSearchText.matchExpression("red")!)
+        query.order = .relevance
+        // The two newest matches, best first; two older ones below.
+        let newest = try cache.formRelevanceWindow(query, size: 2, belowMessageID: nil, limit: 10)
+        #expect(newest.window == RelevanceWindow(lowestMessageID: 3, belowMessageID: nil))
+        #expect(newest.edge == RelevanceWindowEdge(rankedMatches: 2, olderMatchesExist: true))
+        #expect(newest.hits.map(\.messageID) == [4, 3])
+        #expect(newest.hits.map(\.score) == [2 * 2.2 / 3.2, 1])
+        #expect(try cache.searchMessages(query, .ranked(newest.window, limit: 10)).map(\.messageID) == [4, 3])
+        #expect(try cache.searchMessages(query, .ranked(newest.window, limit: 1)).map(\.messageID) == [4])
+        let older = try cache.formRelevanceWindow(query, size: 2, belowMessageID: 3, limit: 1)
+        #expect(older.window == RelevanceWindow(lowestMessageID: 1, belowMessageID: 3))
+        #expect(older.edge == RelevanceWindowEdge(rankedMatches: 2, olderMatchesExist: false))
+        #expect(older.hits.map(\.messageID) == [2])
+        // The last window holds fewer: it reaches down to the oldest.
+        let last = try cache.formRelevanceWindow(query, size: 3, belowMessageID: 3, limit: 10)
+        #expect(last.window == RelevanceWindow(lowestMessageID: nil, belowMessageID: 3))
+        #expect(last.edge == RelevanceWindowEdge(rankedMatches: 2, olderMatchesExist: false))
+        #expect(last.hits.map(\.messageID) == [2, 1])
+        // A new match joins the newest window; one below it makes older matches exist there.
+        try cache.upsertMessage(message(6, channel: "a", text: "red", createdAt: base + 6))
+        #expect(try cache.relevanceWindowEdge(query, newest.window) == RelevanceWindowEdge(rankedMatches: 3, olderMatchesExist: true))
+        #expect(try cache.relevanceWindowEdge(query, last.window) == RelevanceWindowEdge(rankedMatches: 2, olderMatchesExist: false))
+    }
+
     @Test func aCacheWrittenBeforeTheIndexIsIndexedWhenOpened() throws {
         let path = "/tmp/parley-search-migration-\(getpid()).sqlite"
         func remove() { for suffix in ["", "-wal", "-shm", ".outbox"] { unlink(path + suffix) } }

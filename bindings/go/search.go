@@ -17,7 +17,8 @@ import (
 type SearchParams struct {
 	// Query is plain text: every word must occur, the last one as a prefix.
 	Query string
-	// Order: "time" (newest first, the default) or "relevance".
+	// Order: "time" (newest first, the default) or "relevance" (most relevant first among a
+	// window of the newest matches; LoadOlder moves to the next window).
 	Order string
 	// Limit is the results per load, 1..100 (default 20).
 	Limit int
@@ -25,7 +26,10 @@ type SearchParams struct {
 	ChannelURLs []string
 	// SearchServer makes each load ask the server for its next page too.
 	SearchServer bool
-	Extra        map[string]any
+	// RelevanceWindow is how many of the newest matches relevance order ranks at a time,
+	// 1..1000000 (default 10000).
+	RelevanceWindow int
+	Extra           map[string]any
 }
 
 func (p SearchParams) document() map[string]any {
@@ -45,6 +49,9 @@ func (p SearchParams) document() map[string]any {
 	}
 	if p.SearchServer {
 		document["search_server"] = true
+	}
+	if p.RelevanceWindow != 0 {
+		document["relevance_window"] = p.RelevanceWindow
 	}
 	return document
 }
@@ -121,14 +128,46 @@ func (s *Search) reportFreshness(freshness Freshness) {
 	s.changes.push(SearchChange{Kind: FreshnessChanged, Freshness: freshness})
 }
 
-// LoadMore loads the next Limit results (the first call: the first ones) and returns them.
+// LoadMore loads the next Limit results (the first call: the first ones) and returns them;
+// in relevance order, within the current window.
 func (s *Search) LoadMore(ctx context.Context) ([]SearchResult, error) {
-	text, err := s.load(ctx, "search load more", func(h C.uintptr_t) C.int { return C.go_search_load_more(s.native, h) })
+	return s.loadPage(ctx, "search load more", 0)
+}
+
+// LoadOlder (relevance order) moves to the next window of older matches and returns its first
+// Limit results; those shown before are reported Deleted. Without older matches nothing changes
+// and it returns none. In time order it fails with ErrInvalidState (LoadMore goes on there).
+func (s *Search) LoadOlder(ctx context.Context) ([]SearchResult, error) {
+	return s.loadPage(ctx, "search load older", 1)
+}
+
+func (s *Search) loadPage(ctx context.Context, op string, older C.int) ([]SearchResult, error) {
+	text, err := s.load(ctx, op, func(h C.uintptr_t) C.int { return C.go_search_load(s.native, older, h) })
 	if err != nil {
 		return nil, err
 	}
 	var results []SearchResult
-	return results, decode("search load more", text, &results)
+	return results, decode(op, text, &results)
+}
+
+// RelevanceWindow is where a relevance search stands: how many matches its current window
+// ranks, and whether older matches lie below it (LoadOlder moves there).
+type RelevanceWindow struct {
+	RankedMatches     int64
+	OlderMatchesExist bool
+}
+
+// RelevanceWindow reads the current window's edge; it follows the cache's changes as the
+// results do (zero in time order and before the first load).
+func (s *Search) RelevanceWindow() (RelevanceWindow, error) {
+	var ranked C.int64_t
+	var older C.int
+	err := s.use(func() error {
+		return call("search relevance window", func() C.int {
+			return C.parley_message_search_relevance_window(s.native, &ranked, &older)
+		})
+	})
+	return RelevanceWindow{RankedMatches: int64(ranked), OlderMatchesExist: older != 0}, err
 }
 
 // HasMore reports whether more results exist beyond those shown.

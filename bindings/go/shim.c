@@ -124,8 +124,9 @@ int go_search_create(parley_message_search **out, parley_client *c, const char *
     handler.user_data = (void *)h;
     return parley_message_search_create(out, c, params, &handler);
 }
-int go_search_load_more(parley_message_search *s, uintptr_t h) {
-    return parley_message_search_load_more(s, result_trampoline, (void *)h);
+int go_search_load(parley_message_search *s, int older, uintptr_t h) {
+    return older ? parley_message_search_load_older(s, result_trampoline, (void *)h)
+                 : parley_message_search_load_more(s, result_trampoline, (void *)h);
 }
 
 int go_is_retryable(int code, int http_status, int server_code) {

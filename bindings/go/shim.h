@@ -28,7 +28,7 @@ int go_message_collection_load(parley_message_collection *col, int previous, uin
 int go_sync_view_create(parley_sync_view **out, parley_client *c, const char *url, int64_t viewpoint, const char *options, uintptr_t h);
 int go_sync_view_fetch(parley_sync_view *v, int direction, int all_next, uintptr_t h);
 int go_search_create(parley_message_search **out, parley_client *c, const char *params, uintptr_t h);
-int go_search_load_more(parley_message_search *s, uintptr_t h);
+int go_search_load(parley_message_search *s, int older, uintptr_t h);
 int go_is_retryable(int code, int http_status, int server_code);
 int go_set_log_callback(parley_client *c, uintptr_t h, int max_level);
 int go_post(parley_client *c, uintptr_t h);

@@ -256,6 +256,27 @@ func TestSearchFindsCachedMessagesAndFollowsNewOnes(t *testing.T) {
 	if more, err := ranked.HasMore(); err != nil || more {
 		t.Fatalf("more results after all three: %v, %v", more, err)
 	}
+	// A window of the two newest matches, then the one below it.
+	windowed, err := client.NewSearch(parley.SearchParams{Query: "world", Order: "relevance", ChannelURLs: []string{channelURL}, RelevanceWindow: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer windowed.Close()
+	newest, err := windowed.LoadMore(ctx)
+	if edge, edgeErr := windowed.RelevanceWindow(); err != nil || edgeErr != nil || len(newest) != 2 || edge != (parley.RelevanceWindow{RankedMatches: 2, OlderMatchesExist: true}) {
+		t.Fatalf("the newest window: %+v, %+v, %v, %v", newest, edge, err, edgeErr)
+	}
+	older, err := windowed.LoadOlder(ctx)
+	if edge, edgeErr := windowed.RelevanceWindow(); err != nil || edgeErr != nil || len(older) != 1 || edge != (parley.RelevanceWindow{RankedMatches: 1, OlderMatchesExist: false}) {
+		t.Fatalf("the window below: %+v, %+v, %v, %v", older, edge, err, edgeErr)
+	}
+	if older[0].Message.MessageID >= newest[0].Message.MessageID || older[0].Message.MessageID >= newest[1].Message.MessageID {
+		t.Fatalf("the window below holds %d, above %d and %d", older[0].Message.MessageID, newest[0].Message.MessageID, newest[1].Message.MessageID)
+	}
+	var failure *parley.Error
+	if _, err := search.LoadOlder(ctx); !errors.As(err, &failure) || failure.Code != parley.ErrInvalidState {
+		t.Fatalf("load older in time order: %v", err)
+	}
 }
 
 func TestQueryPagesThroughMembers(t *testing.T) {

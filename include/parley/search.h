@@ -17,7 +17,9 @@
  *   - order "time" (newest first; the window is every result down to the oldest loaded,
  *     so a new matching message is added at the top) or "relevance" (the first N results,
  *     N = "limit" times the loads so far: a better new result pushes the last one out, and
- *     results that go let the next ones in);
+ *     results that go let the next ones in), which ranks the newest "relevance_window"
+ *     matches (10,000) and every newer one that arrives; parley_message_search_load_older
+ *     moves to the next window of older matches;
  *   - "search_server": true makes each load ask the server for its next page too; the view
  *     shows both, each message once (the cache's copy where the cache holds it), merged by
  *     time, or in relevance order the server's results first, then the cache's others.
@@ -72,6 +74,7 @@ typedef struct parley_message_search parley_message_search;
  *   "advanced_query": false; "channel_urls", "custom_types", "sender_ids": [..] (items
  *   non-empty, without commas); "message_ts_from", "message_ts_to": ms, inclusive;
  *   "order": "time" | "relevance"; "limit": 1..100 (20) results per load;
+ *   "relevance_window": 1..1000000 (10000) matches ranked at a time in relevance order;
  *   "highlight_start", "highlight_end": ("<b>", "</b>", at most 16 bytes each);
  *   "search_server": false (not with advanced_query).
  * Unknown fields, wrong types and an invalid FTS5 expression give PARLEY_E_INVALID_ARGUMENT
@@ -97,10 +100,29 @@ typedef void (*parley_search_load_fn)(void *user_data, const parley_error *error
 int parley_message_search_load_more(parley_message_search *search, parley_search_load_fn fn, void *user_data);
 
 /**
+ * Relevance order: moves to the next window of older matches (up to "relevance_window" of
+ * the matches older than the current window) and loads its first `limit` results, given to
+ * fn as a load's; the results shown before are reported deleted. With no older match it
+ * changes nothing and fn gets an empty array; before the first load it is that load. Loads
+ * run in order with parley_message_search_load_more's; fn may be NULL. In time order it is
+ * PARLEY_E_INVALID_STATE (load_more goes on there).
+ */
+int parley_message_search_load_older(parley_message_search *search, parley_search_load_fn fn, void *user_data);
+
+/**
  * 1 while more results exist beyond those shown (in the cache, or on the server), else 0;
- * it follows the changes of the cache as the results do (docs/C-API.md "Searching messages").
+ * in relevance order, within the current window. It follows the changes of the cache as the
+ * results do (docs/C-API.md "Searching messages").
  */
 int parley_message_search_has_more(parley_message_search *search, int *out_has_more);
+
+/**
+ * Relevance order: how many matches the current window ranks, and 1 when older matches lie
+ * below it (parley_message_search_load_older goes there), else 0. Both follow the changes of
+ * the cache as the results do; 0 and 0 in time order and before the first load.
+ */
+int parley_message_search_relevance_window(parley_message_search *search, int64_t *out_ranked_matches,
+                                           int *out_older_matches_exist);
 
 /**
  * The search's freshness (PARLEY_FRESHNESS_*, docs/C-API.md "Freshness and page origin"): a

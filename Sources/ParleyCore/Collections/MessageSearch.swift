@@ -7,12 +7,17 @@
 // - time order: every hit at or newer than the oldest one loaded (all of them once the
 //   cache has no older one), so a new matching message is added at the top and nothing
 //   leaves the window but what stops matching or leaves the cache;
-// - relevance order: the first N hits, N = `limit` × the loads so far, whatever the number
-//   of hits was when they ran: a view equals a new search given as many loads. The index's
-//   scores move with its content, so a change may reorder the window, a new better hit
-//   pushes the last one out (reported deleted), and hits that go make room for the next.
-// `hasMore` is true exactly while the cache holds a hit outside the window (or the server
-// may have more), and is searched again with the window after every change.
+// - relevance order: the first N hits of the ranked matches, N = `limit` × the loads so far,
+//   whatever the number of hits was when they ran: a view equals a new search given as many
+//   loads. The ranked matches are a `RelevanceWindow`, formed by the first load: the newest
+//   `relevanceWindow` matches then (all of them when fewer) and every newer one that comes
+//   later, so that a page costs in proportion to the window, not to every match of a common
+//   word, and loads page through one set. `loadOlder` replaces it with the next window down
+//   (as many matches, older than it) and starts its pages over. A new better hit pushes the
+//   last one shown out (reported deleted), and hits that go make room for the next.
+// `hasMore` is true exactly while the cache holds a hit outside the page window but within
+// the ranked matches (or the server may have more), and is searched again with the window
+// after every change, as is the relevance window's edge (`relevanceWindowEdge`).
 // With `searchServer` each load also asks the server (docs/PROTOCOL.md §7.7) for its next
 // page and the view shows both, each message once: the cache's copy wins for a message the
 // cache holds (it is kept live and judged by the cache's index), the server's copy shows a
@@ -36,6 +41,8 @@ public struct MessageSearchParams: Sendable, Equatable {
     public var order: MessageSearchOrder = .time
     /// Results per load (1–100).
     public var limit = 20
+    /// Relevance order: how many of the newest matches a window ranks (`relevanceWindowSizes`).
+    public var relevanceWindow = 10_000
     /// Loads also ask the server, which searches every message the user may see.
     public var searchServer = false
 
@@ -43,8 +50,12 @@ public struct MessageSearchParams: Sendable, Equatable {
 
     static let fieldNames: Set<String> = [
         "query", "advanced_query", "channel_urls", "custom_types", "sender_ids", "message_ts_from", "message_ts_to", "order",
-        "limit", "highlight_start", "highlight_end", "search_server",
+        "limit", "highlight_start", "highlight_end", "search_server", "relevance_window",
     ]
+
+    /// Ranking costs a few tenths of a microsecond a match: a page of the largest window takes a
+    /// few hundred milliseconds, and a larger one would be no bound on the work.
+    public static let relevanceWindowSizes: ClosedRange<Int> = 1...1_000_000
 
     /// Reads the parameters from their JSON form (the C ABI's and Python's); `query` is
     /// required, the rest optional. Unknown fields and wrong types are refused.
@@ -62,6 +73,8 @@ public struct MessageSearchParams: Sendable, Equatable {
         filter.highlightEnd = try reader.string("highlight_end", default: filter.highlightEnd)
         order = try reader.enumeration("order", default: MessageSearchOrder.time)
         limit = Int(try reader.int("limit", default: 20, in: 1...100))
+        let sizes = Self.relevanceWindowSizes
+        relevanceWindow = Int(try reader.int("relevance_window", default: 10_000, in: Int64(sizes.lowerBound)...Int64(sizes.upperBound)))
         searchServer = try reader.bool("search_server", default: false)
         try validate()
     }
@@ -72,6 +85,9 @@ public struct MessageSearchParams: Sendable, Equatable {
         guard !query.allSatisfy(\.isWhitespace) else { throw .invalidArgument("params.query must not be empty") }
         guard query.count <= 1000 else { throw .invalidArgument("params.query: at most 1000 characters, got \(query.count)") }
         guard (1...100).contains(limit) else { throw .invalidArgument("params.limit: must be 1 to 100, got \(limit)") }
+        guard Self.relevanceWindowSizes.contains(relevanceWindow) else {
+            throw .invalidArgument("params.relevance_window: must be 1 to 1000000, got \(relevanceWindow)")
+        }
         for (name, marker) in [("highlight_start", filter.highlightStart), ("highlight_end", filter.highlightEnd)] where marker.utf8.count > 16 {
             throw .invalidArgument("params.\(name): at most 16 bytes, got \(marker.utf8.count)")
         }
@@ -214,17 +230,19 @@ public final class MessageSearch: Sendable {
         let userID: String? = context.runNow { context.cacheUserID }
         guard userID != nil else { throw .invalidState("message search: connect first (the cache is per user)") }
         let query = try params.cacheQuery()
-        if params.advancedQuery, let query {
-            // A syntax error is the caller's: say so now, not at the first load.
-            let check: Result<Void, ParleyError> = context.runNow {
+        if params.advancedQuery, var check = query {
+            // A syntax error is the caller's: say so now, not at the first load (in time
+            // order, which reads one match where ranking would read them all).
+            check.order = .time
+            let checked: Result<Void, ParleyError> = context.runNow {
                 do throws(ParleyError) {
-                    _ = try context.searchCache(query, .first(limit: 1))
+                    _ = try context.searchCache(check, .first(limit: 1))
                     return .success(())
                 } catch {
                     return .failure(error)
                 }
             }
-            try check.get()
+            try checked.get()
         }
         view = SearchViewState(query: query)
         freshnessTracker = FreshnessTracker()
@@ -242,8 +260,13 @@ public final class MessageSearch: Sendable {
     /// `results` as one JSON array text.
     public var resultsJSON: String { JSONText.arrayText(results.map(\.json)) }
 
-    /// More results exist beyond those loaded (in the cache, or on the server with `searchServer`).
+    /// More results exist beyond those loaded (in the cache, or on the server with `searchServer`);
+    /// in relevance order, within the relevance window.
     public var hasMore: Bool { published.withLock { $0.hasMore } }
+
+    /// Relevance order: how many matches the current window ranks and whether older ones lie
+    /// below it (`loadOlder` moves there); zero and false in time order and before the first load.
+    public var relevanceWindowEdge: RelevanceWindowEdge { published.withLock { $0.windowEdge } }
 
     /// Whether what the view shows is live or may be stale, as the callbacks so far reported it.
     public var freshness: ViewFreshness { freshnessTracker.published }
@@ -273,7 +296,26 @@ public final class MessageSearch: Sendable {
                 self.dispatcher.enqueue { completion(.failure(.invalidState("the search is disposed"))) }
                 return
             }
-            self.view.loads.append(completion)
+            self.view.loads.append(SearchLoad(movesToOlderWindow: false, completion: completion))
+            self.runLoads()
+        }
+    }
+
+    /// Relevance order: replaces the window with the next one down (up to `relevanceWindow`
+    /// matches older than it) and loads its first `limit` results; the results shown before are
+    /// reported deleted. Without older matches it changes nothing and completes with none;
+    /// before the first load it is that load. In time order it fails: `loadMore` goes on there.
+    public func loadOlder(completion: @escaping MessageSearchCompletion) throws(ParleyError) {
+        guard params.order == .relevance else {
+            throw .invalidState("load older: only in relevance order (time order goes on with load more)")
+        }
+        guard !guardState.isDisposed else { throw .invalidState("the search is disposed") }
+        context.queue.async {
+            guard self.view.observerID != nil else {
+                self.dispatcher.enqueue { completion(.failure(.invalidState("the search is disposed"))) }
+                return
+            }
+            self.view.loads.append(SearchLoad(movesToOlderWindow: true, completion: completion))
             self.runLoads()
         }
     }
@@ -289,7 +331,7 @@ public final class MessageSearch: Sendable {
         let pending: [MessageSearchCompletion] = context.runNow {
             context.detach(view)
             context.searchViewClosed()
-            var pending = view.loads
+            var pending = view.loads.map(\.completion)
             if let running = view.running { pending.insert(running, at: 0) }
             view.loads = []
             view.running = nil
@@ -307,8 +349,12 @@ public final class MessageSearch: Sendable {
 
     private func runLoads() {
         guard view.running == nil, view.observerID != nil, !view.loads.isEmpty else { return }
-        let completion = view.loads.removeFirst()
-        view.running = completion
+        let load = view.loads.removeFirst()
+        view.running = load.completion
+        if load.movesToOlderWindow, view.window != nil {
+            moveToOlderWindow()
+            return finishLoad(serverError: nil)
+        }
         loadLocalPage()
         guard params.searchServer, view.query != nil, !view.serverExhausted else { return finishLoad(serverError: nil) }
         context.searchServer(params.serverQuery, token: view.serverToken) { result in
@@ -350,19 +396,48 @@ public final class MessageSearch: Sendable {
                 if let last = page.prefix(limit).last { view.localBoundary = last.messageID }
                 view.localHits += page.prefix(limit)
             case .relevance:
-                // Every load widens the window, also one that finds no more hits now: hits that
-                // come later fill it up to the same size as a new search's.
+                // Every load widens the page window, also one that finds no more hits now: hits
+                // that come later fill it up to the same size as a new search's.
                 view.localCount += limit
-                try searchRelevanceWindow(query)
+                if view.window == nil {
+                    try formWindow(query, belowMessageID: nil)
+                } else {
+                    try searchRelevanceWindow(query)
+                }
             }
         } catch {
             view.localError = error
         }
     }
 
-    /// Relevance order: the first `localCount` hits, and whether one more exists.
+    /// Relevance order: the window below the current one, and its first page.
+    private func moveToOlderWindow() {
+        guard let query = view.query, view.windowEdge.olderMatchesExist, let lowest = view.window?.lowestMessageID else { return }
+        do throws(ParleyError) {
+            view.localCount = params.limit
+            try formWindow(query, belowMessageID: lowest)
+        } catch {
+            view.localError = error
+        }
+    }
+
+    /// Relevance order: a window and its first `localCount` hits.
+    private func formWindow(_ query: CacheSearchQuery, belowMessageID: Int64?) throws(ParleyError) {
+        let formed = try context.formRelevanceWindow(
+            query, size: params.relevanceWindow, belowMessageID: belowMessageID, limit: view.localCount + 1)
+        view.window = formed.window
+        view.windowEdge = formed.edge
+        showWindowPage(formed.hits)
+    }
+
+    /// Relevance order: the first `localCount` hits of the window.
     private func searchRelevanceWindow(_ query: CacheSearchQuery) throws(ParleyError) {
-        let page = try context.searchCache(query, .first(limit: view.localCount + 1))
+        guard let window = view.window else { return }
+        showWindowPage(try context.searchCache(query, .ranked(window, limit: view.localCount + 1)))
+    }
+
+    /// The window's first `localCount` hits of a search for one more (whose presence says more exist).
+    private func showWindowPage(_ page: [CacheSearchHit]) {
         view.localExhausted = page.count <= view.localCount
         view.localHits = Array(page.prefix(view.localCount))
     }
@@ -380,6 +455,8 @@ public final class MessageSearch: Sendable {
         let reportedServerError = failure == nil ? serverError : nil
         let hasMore = view.hasMore(searchingServer: params.searchServer)
         view.reportedHasMore = hasMore
+        let edge = view.windowEdge
+        view.reportedEdge = edge
         let handler = self.handler
         let published = self.published
         let resultOrigin: PageOrigin? = failure == nil ? origin : nil
@@ -389,7 +466,10 @@ public final class MessageSearch: Sendable {
                 if !changes.deleted.isEmpty { handler.deleted(changes.deleted) }
                 if !changes.updated.isEmpty { handler.updated(changes.updated) }
                 if let reportedServerError { handler.error(reportedServerError) }
-                published.withLock { $0.hasMore = hasMore }
+                published.withLock {
+                    $0.hasMore = hasMore
+                    $0.windowEdge = edge
+                }
             }
         }
         // A freshness change the load made is told before its completion runs.
@@ -459,10 +539,13 @@ public final class MessageSearch: Sendable {
         }
         let changes = recompose(searching: true)
         let hasMore = view.hasMore(searchingServer: params.searchServer)
+        let edge = view.windowEdge
         // A change outside the window may still change whether more results exist.
         guard !(changes.added.isEmpty && changes.updated.isEmpty && changes.deleted.isEmpty) || hasMore != view.reportedHasMore
+            || edge != view.reportedEdge
         else { return }
         view.reportedHasMore = hasMore
+        view.reportedEdge = edge
         let handler = self.handler
         let published = self.published
         dispatcher.enqueue {
@@ -470,6 +553,7 @@ public final class MessageSearch: Sendable {
                 published.withLock {
                     $0.results = changes.shown
                     $0.hasMore = hasMore
+                    $0.windowEdge = edge
                 }
                 if !changes.deleted.isEmpty { handler.deleted(changes.deleted) }
                 if !changes.updated.isEmpty { handler.updated(changes.updated) }
@@ -500,9 +584,8 @@ public final class MessageSearch: Sendable {
     /// Searches the window again, builds the view's list and tells what changed since the
     /// last time.
     ///
-    /// Every change to the index moves every score a little: a result is `updated` when its
-    /// message, snippet or origin changed, or (relevance order) it moved among the results
-    /// shown before and now; otherwise it keeps the score last reported.
+    /// A result is `updated` when its message, snippet or origin changed, or (relevance order)
+    /// it moved among the results shown before and now (a score changes only with its message).
     private func recompose(searching: Bool) -> Changes {
         var list = compose(searching: searching)
         let before = Dictionary(view.shown.map { ($0.messageID, $0) }, uniquingKeysWith: { first, _ in first })
@@ -549,6 +632,7 @@ public final class MessageSearch: Sendable {
                     }
                 case .relevance:
                     try searchRelevanceWindow(query)
+                    if let window = view.window { view.windowEdge = try context.relevanceWindowEdge(query, window) }
                 }
             }
             if !view.serverHits.isEmpty {
@@ -590,6 +674,13 @@ struct PublishedSearch: Sendable {
     var results: [MessageSearchResult] = []
     var hasMore = true
     var lastLoadOrigin: PageOrigin?
+    var windowEdge = RelevanceWindowEdge()
+}
+
+/// A load asked for: the next page, or (relevance order) the next window down.
+struct SearchLoad {
+    var movesToOlderWindow: Bool
+    var completion: MessageSearchCompletion
 }
 
 /// The search view's state on the engine queue.
@@ -600,8 +691,13 @@ final class SearchViewState: FeedSubscriber, @unchecked Sendable {
     var started = false
     /// Time order: the oldest cache hit loaded (the window is every hit at or newer than it).
     var localBoundary: Int64?
-    /// Relevance order: how many of the cache's first hits the window holds (N: `limit` per load).
+    /// Relevance order: how many of the window's first hits the view holds (N: `limit` per load).
     var localCount = 0
+    /// Relevance order: the matches ranked (nil before the first load), as last counted.
+    var window: RelevanceWindow?
+    var windowEdge = RelevanceWindowEdge()
+    /// `windowEdge` as last reported.
+    var reportedEdge = RelevanceWindowEdge()
     /// The cache has no hit beyond the window (time order: the window is then every hit).
     var localExhausted = false
     var localError: ParleyError?
@@ -619,7 +715,7 @@ final class SearchViewState: FeedSubscriber, @unchecked Sendable {
     var shown: [MessageSearchResult] = []
     /// `hasMore` as last reported (the published value starts true).
     var reportedHasMore = true
-    var loads: [MessageSearchCompletion] = []
+    var loads: [SearchLoad] = []
     var running: MessageSearchCompletion?
 
     init(query: CacheSearchQuery?) {

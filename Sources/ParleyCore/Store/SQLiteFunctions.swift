@@ -1,12 +1,14 @@
 import CSQLite
 
 /// SQL functions every connection of the cache has (the writer's and the reader's), so that
-/// queries and migrations can order text as the collections do.
+/// queries and migrations can order text as the collections do and searches rank as
+/// `SearchRank` says.
 enum SQLiteFunctions {
     /// Registers them on a connection just opened; on failure the connection is closed and
     /// the error thrown (a connection without them could not read the cache's orders).
     static func register(on handle: OpaquePointer, path: String) throws(ParleyError) {
-        let code = registerTextOrderKey(on: handle)
+        var code = registerTextOrderKey(on: handle)
+        if code == SQLITE_OK { code = SearchRank.register(on: handle) }
         guard code == SQLITE_OK else {
             let error = SQLiteErrorText.error("register SQL functions on \(path)", handle: handle, code: code)
             sqlite3_close_v2(handle)

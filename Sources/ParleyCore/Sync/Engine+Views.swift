@@ -103,6 +103,18 @@ extension Engine: SearchViewContext {
         try readOpenCache { cache throws(ParleyError) in try cache.searchMessages(query, window) }
     }
 
+    func formRelevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?, limit: Int) throws(ParleyError)
+        -> (window: RelevanceWindow, edge: RelevanceWindowEdge, hits: [CacheSearchHit])
+    {
+        try readOpenCache { cache throws(ParleyError) in
+            try cache.formRelevanceWindow(query, size: size, belowMessageID: belowMessageID, limit: limit)
+        }
+    }
+
+    func relevanceWindowEdge(_ query: CacheSearchQuery, _ window: RelevanceWindow) throws(ParleyError) -> RelevanceWindowEdge {
+        try readOpenCache { cache throws(ParleyError) in try cache.relevanceWindowEdge(query, window) }
+    }
+
     func cachedMessageIDs(_ ids: [Int64]) -> Set<Int64> {
         read("reading which messages are cached") { cache throws(ParleyError) in try cache.storedMessageIDs(among: ids) } ?? []
     }

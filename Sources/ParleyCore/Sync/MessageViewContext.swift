@@ -118,6 +118,10 @@ protocol SearchViewContext: ViewContext {
     func searchViewOpened()
     func searchViewClosed()
     func searchCache(_ query: CacheSearchQuery, _ window: ChatCache.SearchWindow) throws(ParleyError) -> [CacheSearchHit]
+    /// `ChatCache.formRelevanceWindow` and `ChatCache.relevanceWindowEdge`.
+    func formRelevanceWindow(_ query: CacheSearchQuery, size: Int, belowMessageID: Int64?, limit: Int) throws(ParleyError)
+        -> (window: RelevanceWindow, edge: RelevanceWindowEdge, hits: [CacheSearchHit])
+    func relevanceWindowEdge(_ query: CacheSearchQuery, _ window: RelevanceWindow) throws(ParleyError) -> RelevanceWindowEdge
     /// Which of these messages the cache holds.
     func cachedMessageIDs(_ ids: [Int64]) -> Set<Int64>
     /// A page of the server's search from `token` (nil: the first), the answer on `queue`.

@@ -20,7 +20,7 @@ from .objects import (
     Thumbnail, User, UserListPage, UserMessageParams,
 )
 from .query import QUERY_KINDS, Query
-from .search import MessageSearch, SearchChange, SearchChangeKind, SearchOrder, SearchResult
+from .search import MessageSearch, RelevanceWindow, SearchChange, SearchChangeKind, SearchOrder, SearchResult
 from .sync_view import (
     NEWEST_VIEWPOINT, FetchResult, SyncAction, SyncActionKind, SyncDirection, SyncList, SyncView, SyncViewOptions,
     SyncViewOverrides,
@@ -57,7 +57,7 @@ __all__ = [
     "MetaArrayItem", "ParentMessageInfo", "Poll", "PollOption", "PollListPage", "PollVoters", "DeletedPoll",
     "PollChangelogPage", "Reaction", "ThreadInfo", "Thumbnail", "User", "UserListPage",
     "UserMessageParams", "GroupChannelListOptions", "MessageListOptions", "SyncViewOverrides",
-    "MessageSearch", "AsyncMessageSearch", "SearchChange", "SearchChangeKind", "SearchOrder", "SearchResult",
+    "MessageSearch", "AsyncMessageSearch", "RelevanceWindow", "SearchChange", "SearchChangeKind", "SearchOrder", "SearchResult",
 ]
 # The loaded library's version: the package is built with the same number (setup.py reads it from
 # include/parley/common.h), and bindings/python/tests/test_library.py checks that they agree.

@@ -299,7 +299,10 @@ _declare("parley_sync_view_dispose", ctypes.c_int, ctypes.c_void_p)
 _declare("parley_message_search_create", ctypes.c_int, c_void_pp, ctypes.c_void_p, ctypes.c_char_p,
          ctypes.POINTER(CMessageSearchHandler))
 _declare("parley_message_search_load_more", ctypes.c_int, ctypes.c_void_p, SEARCH_LOAD_FN, ctypes.c_void_p)
+_declare("parley_message_search_load_older", ctypes.c_int, ctypes.c_void_p, SEARCH_LOAD_FN, ctypes.c_void_p)
 _declare("parley_message_search_has_more", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+_declare("parley_message_search_relevance_window", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64),
+         ctypes.POINTER(ctypes.c_int))
 _declare("parley_message_search_results", ctypes.c_int, ctypes.c_void_p, c_void_pp)
 _declare("parley_message_search_dispose", ctypes.c_int, ctypes.c_void_p)
 

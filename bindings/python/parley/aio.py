@@ -450,6 +450,7 @@ class AsyncMessageSearch(AsyncView[SearchChange]):
         self.search = search
 
     load_more = _awaiting(MessageSearch.load_more)
+    load_older = _awaiting(MessageSearch.load_older)
 
     async def __aiter__(self) -> AsyncIterator[SearchResult]:
         for result in self.search.results:
@@ -459,6 +460,7 @@ class AsyncMessageSearch(AsyncView[SearchChange]):
                 yield result
 
     has_more = _forwarded(MessageSearch.has_more)
+    relevance_window = _forwarded(MessageSearch.relevance_window)
     results = _forwarded(MessageSearch.results)
 
 

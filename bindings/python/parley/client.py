@@ -826,18 +826,22 @@ class Client(_native.HandleOwner, Operations):
         self, query: str, *, order: Union[SearchOrder, str] = SearchOrder.TIME, channel_urls: Optional[List[str]] = None,
         custom_types: Optional[List[str]] = None, sender_ids: Optional[List[str]] = None, message_ts_from: Optional[int] = None,
         message_ts_to: Optional[int] = None, limit: int = 20, advanced_query: bool = False, highlight_start: str = "<b>",
-        highlight_end: str = "</b>", search_server: bool = False, on_added: Optional[SearchHandler] = None,
-        on_updated: Optional[SearchHandler] = None, on_deleted: Optional[SearchHandler] = None,
-        on_error: Optional[ErrorHandler] = None, on_freshness_changed: Optional[FreshnessHandler] = None,
+        highlight_end: str = "</b>", search_server: bool = False, relevance_window: Optional[int] = None,
+        on_added: Optional[SearchHandler] = None, on_updated: Optional[SearchHandler] = None,
+        on_deleted: Optional[SearchHandler] = None, on_error: Optional[ErrorHandler] = None,
+        on_freshness_changed: Optional[FreshnessHandler] = None,
     ) -> MessageSearch:
         """A live search of the cached messages for `query` (plain text: every word, the last
         as a prefix; ``advanced_query=True``: an FTS5 expression), optionally also of the
-        server's (``search_server=True``). Nothing loads until ``load_more()``; use it as a
-        context manager. Invalid params raise :class:`InvalidArgument` naming the field."""
+        server's (``search_server=True``). Relevance order ranks the newest ``relevance_window``
+        matches (1 to 1,000,000; None: 10,000); ``load_older()`` moves to the next window. Nothing
+        loads until ``load_more()``; use it as a context manager. Invalid params raise
+        :class:`InvalidArgument` naming the field."""
         params = search_params(
             query, order=order, channel_urls=channel_urls, custom_types=custom_types, sender_ids=sender_ids,
             message_ts_from=message_ts_from, message_ts_to=message_ts_to, limit=limit, advanced_query=advanced_query,
-            highlight_start=highlight_start, highlight_end=highlight_end, search_server=search_server)
+            highlight_start=highlight_start, highlight_end=highlight_end, search_server=search_server,
+            relevance_window=relevance_window)
         return MessageSearch(self, params, on_added, on_updated, on_deleted, on_error, on_freshness_changed)
 
     def clear_cached_data(self) -> None:

@@ -7,11 +7,14 @@ split into words by the index's own tokenizer, and punctuation and symbols only 
 words, so any text is a valid query). :meth:`MessageSearch.load_more` loads a page of results; the
 view then keeps them equal to a fresh search of the cache, reporting each change as a
 :class:`SearchChange` (added / updated / deleted). ``search_server=True`` makes each load ask
-the server for its next page too (docs/C-API.md "Searching messages").
+the server for its next page too (docs/C-API.md "Searching messages"). In relevance order the
+search ranks a window of the newest matches (``relevance_window``, 10,000);
+:meth:`MessageSearch.load_older` moves to the next window of older ones.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import enum
 import json
 from dataclasses import dataclass
@@ -31,10 +34,20 @@ lib = _native.lib
 
 
 class SearchOrder(str, enum.Enum):
-    """The order of results: newest first, or most relevant first (ties newest first)."""
+    """The order of results: newest first, or most relevant first (ties newest first) among a
+    window of the newest matches."""
 
     TIME = "time"
     RELEVANCE = "relevance"
+
+
+@dataclass(frozen=True)
+class RelevanceWindow:
+    """Where a relevance search stands: how many matches its current window ranks, and whether
+    older matches lie below it (:meth:`MessageSearch.load_older` moves there)."""
+
+    ranked_matches: int
+    older_matches_exist: bool
 
 
 class SearchResult(TypedDict):
@@ -91,7 +104,7 @@ def search_params(
     query: str, *, order: Union[SearchOrder, str] = SearchOrder.TIME, channel_urls: Optional[List[str]] = None,
     custom_types: Optional[List[str]] = None, sender_ids: Optional[List[str]] = None, message_ts_from: Optional[int] = None,
     message_ts_to: Optional[int] = None, limit: int = 20, advanced_query: bool = False, highlight_start: str = "<b>",
-    highlight_end: str = "</b>", search_server: bool = False,
+    highlight_end: str = "</b>", search_server: bool = False, relevance_window: Optional[int] = None,
 ) -> Dict[str, Any]:
     """The params document of ``parley_message_search_create`` (None fields left out)."""
     document: Dict[str, Any] = {
@@ -99,7 +112,7 @@ def search_params(
         "highlight_start": highlight_start, "highlight_end": highlight_end, "search_server": search_server,
     }
     optional = {"channel_urls": channel_urls, "custom_types": custom_types, "sender_ids": sender_ids,
-                "message_ts_from": message_ts_from, "message_ts_to": message_ts_to}
+                "message_ts_from": message_ts_from, "message_ts_to": message_ts_to, "relevance_window": relevance_window}
     document.update({key: value for key, value in optional.items() if value is not None})
     return document
 
@@ -135,10 +148,27 @@ class MessageSearch(NativeCollection[SearchChange]):
         handle = self.handle
         _callbacks.start(done, lambda key: lib.parley_message_search_load_more(handle, _load_trampoline, key))
 
+    def load_older_with_callback(self, done: Callable[[Optional[List[SearchResult]], Optional[ParleyError]], None]) -> None:
+        """:meth:`load_older`, calling ``done(results, error)`` on the callback context."""
+        handle = self.handle
+        _callbacks.start(done, lambda key: lib.parley_message_search_load_older(handle, _load_trampoline, key))
+
     def load_more(self) -> concurrent.futures.Future[Page[SearchResult]]:
         """Loads the next ``limit`` results (the first call: the first ones); the Future gets
         those it added, in the view's order, as a :class:`parley.Page` whose ``origin`` says
-        whether the server answered the load."""
+        whether the server answered the load. In relevance order it pages within the current
+        window (:attr:`relevance_window`)."""
+        return self._future_of(self.load_more_with_callback)
+
+    def load_older(self) -> concurrent.futures.Future[Page[SearchResult]]:
+        """Relevance order: moves to the next window of older matches and loads its first
+        ``limit`` results (the Future gets them; those shown before are reported deleted).
+        Without older matches nothing changes and the page is empty; in time order it raises
+        :class:`parley.InvalidState` (``load_more`` goes on there)."""
+        return self._future_of(self.load_older_with_callback)
+
+    def _future_of(self, start: Callable[[Callable[[Optional[List[SearchResult]], Optional[ParleyError]], None]], None]
+                   ) -> concurrent.futures.Future[Page[SearchResult]]:
         future: concurrent.futures.Future[Page[SearchResult]] = concurrent.futures.Future()
         handle = self.handle
 
@@ -150,7 +180,7 @@ class MessageSearch(NativeCollection[SearchChange]):
                 origin = origin_of(lib.parley_message_search_last_page_origin, handle)
                 future.set_result(Page(cast(List[SearchResult], results), origin))
 
-        self.load_more_with_callback(complete)
+        start(complete)
         return future
 
     @property
@@ -163,6 +193,16 @@ class MessageSearch(NativeCollection[SearchChange]):
         """More results exist beyond those shown (in the cache, or on the server); it follows
         the cache's changes as :attr:`results` does."""
         return self._flag(lib.parley_message_search_has_more)
+
+    @property
+    def relevance_window(self) -> RelevanceWindow:
+        """Relevance order: the current window's ranked matches and whether older ones exist; it
+        follows the cache's changes as :attr:`results` does (0 and False in time order and
+        before the first load)."""
+        ranked = ctypes.c_int64(0)
+        older = ctypes.c_int(0)
+        _native.check(lib.parley_message_search_relevance_window(self.handle, ctypes.byref(ranked), ctypes.byref(older)))
+        return RelevanceWindow(ranked.value, bool(older.value))
 
     @property
     def results(self) -> List[SearchResult]:

@@ -214,3 +214,21 @@ def test_events_iterate_what_the_handler_gets(server: RunningServer, admin: Admi
 
 async def collect(events: parley.EventStream[parley.ClientEvent]) -> List[parley.ClientEvent]:
     return [event async for event in events]
+
+
+def test_an_async_relevance_search_loads_the_window_below(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    token, url = setup_pair(admin)
+    sent = [admin.send(url, "bob", f"probe {n}")["message_id"] for n in range(5)]
+
+    async def scenario() -> None:
+        async with await open_client(server, tmp_path, token) as client:
+            with client.message_collection(url) as view:
+                await view.start()
+            with client.search_messages("probe", order="relevance", relevance_window=3) as search:
+                # One occurrence each: ties, newest first; the three newest, then the two below.
+                assert [r["message"]["message_id"] for r in await search.load_more()] == sent[:1:-1]
+                assert search.relevance_window == parley.RelevanceWindow(3, True)
+                assert [r["message"]["message_id"] for r in await search.load_older()] == sent[1::-1]
+                assert search.relevance_window == parley.RelevanceWindow(2, False)
+
+    run(scenario)

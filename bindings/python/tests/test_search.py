@@ -62,6 +62,19 @@ def searched_text(message: Dict[str, Any]) -> Tuple[str, str]:
     return text or "", name or ""
 
 
+def rank_score(query: str, terms: List[str]) -> float:
+    """The relevance score of a message whose index terms (text and file name) are `terms`, by
+    the documented rule: per query word (the last as a prefix) its occurrences n, saturated as
+    n × 2.2 / (n + 1.2), summed."""
+    wanted = index_words(query)
+    score = 0.0
+    for position, word in enumerate(wanted):
+        last = position == len(wanted) - 1
+        n = float(sum(1 for term in terms if term == word or (last and term.startswith(word))))
+        score += n * (1.2 + 1) / (n + 1.2)
+    return score
+
+
 def brute_force(cache_path: Path, query: str, order: str, start: str = "<b>", end: str = "</b>") -> List[Dict[str, Any]]:
     """Every cached message matching `query`, in `order`, by a fresh index of the cache's rows."""
     expression = match_expression(query)
@@ -79,10 +92,13 @@ def brute_force(cache_path: Path, query: str, order: str, start: str = "<b>", en
         message = json.loads(text)
         fresh.execute("INSERT INTO t (rowid, text, file_name) VALUES (?, ?, ?)", (message_id, *searched_text(message)))
         keys[message_id] = (created_at, message_id, message)
-    hits = fresh.execute("SELECT rowid, snippet(t, -1, ?, ?, '…', 16), bm25(t) FROM t WHERE t MATCH ?",
-                         (start, end, expression)).fetchall()
-    results = [{"message": keys[rowid][2], "snippet": snippet, "score": -score, "key": keys[rowid][:2]}
-               for rowid, snippet, score in hits]
+    hits = fresh.execute("SELECT rowid, snippet(t, -1, ?, ?, '…', 16) FROM t WHERE t MATCH ?", (start, end, expression)).fetchall()
+    fresh.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+    terms: Dict[int, List[str]] = {}
+    for term, doc in fresh.execute("SELECT term, doc FROM v"):
+        terms.setdefault(doc, []).append(term)
+    results = [{"message": keys[rowid][2], "snippet": snippet, "score": rank_score(query, terms[rowid]), "key": keys[rowid][:2]}
+               for rowid, snippet in hits]
     # Time order is message_id order (the server never gives a later id an earlier time).
     if order == "time":
         results.sort(key=lambda r: r["key"][1], reverse=True)
@@ -585,3 +601,74 @@ def test_better_matches_after_the_last_load_fill_a_relevance_window_to_its_size_
                 poll_until(lambda: search.has_more)
                 assert sorted(m for batch in deleted for m in batch) == sorted(set(weak) - {ids_of(search.results)[4]})
                 assert (ids_of(search.results), search.has_more) == fresh_search(client, "probe", order, 5)
+
+
+def occurrence_score(occurrences: int) -> float:
+    """The documented relevance score of a message in which the one query word occurs n times."""
+    return occurrences * 2.2 / (occurrences + 1.2)
+
+
+def test_relevance_ranks_a_window_of_the_newest_matches_and_loads_older_windows_after_it(
+        server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    tokens, url = window_room(admin, fillers=10)
+    # 120 matches, the word one to four times in each: the truth is what was sent.
+    sent = []
+    for n in range(120):
+        occurrences = 1 + (n * 7) % 4
+        message = admin.send(url, "bob", "probe " * occurrences + f"number{n}")
+        sent.append((message["message_id"], occurrences))
+    admin.send(url, "bob", "rare words only once")
+    newest_first = sorted(sent, reverse=True)
+    windows = [newest_first[:50], newest_first[50:100], newest_first[100:]]
+
+    def ranked(window: List[Tuple[int, int]]) -> List[int]:
+        return [message_id for message_id, occurrences in sorted(window, key=lambda m: (-occurrence_score(m[1]), -m[0]))]
+
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
+        with client.message_collection(url, previous_result_size=100) as view:
+            view.start()[1].result(TIMEOUT)
+            while view.has_previous:
+                view.load_previous().result(TIMEOUT)
+        assert len(client.cached_messages(url, limit=200)) == 10 + 120 + 1
+        deleted: List[int] = []
+        with client.search_messages("probe", order="relevance", limit=20, relevance_window=50,
+                                    on_deleted=lambda results: deleted.extend(ids_of(results))) as search:
+            assert search.relevance_window == parley.RelevanceWindow(0, False)
+            page = search.load_more().result(TIMEOUT)
+            # The newest 50 are ranked, by score then newest first; the older 70 wait below.
+            assert ids_of(page) == ranked(windows[0])[:20]
+            assert [r["score"] for r in page] == [occurrence_score(dict(sent)[i]) for i in ids_of(page)]
+            assert search.relevance_window == parley.RelevanceWindow(50, True) and search.has_more
+            # The next pages stay in that window.
+            search.load_more().result(TIMEOUT)
+            search.load_more().result(TIMEOUT)
+            assert ids_of(search.results) == ranked(windows[0]) and not search.has_more
+            # Older: the next 50, then the last 20 (no older then), then nothing moves.
+            page = search.load_older().result(TIMEOUT)
+            assert ids_of(page) == ranked(windows[1])[:20] == ids_of(search.results)
+            poll_until(lambda: sorted(deleted) == sorted(m for m, _ in windows[0]))
+            assert search.relevance_window == parley.RelevanceWindow(50, True) and search.has_more
+            page = search.load_older().result(TIMEOUT)
+            assert ids_of(page) == ranked(windows[2])[:20] == ids_of(search.results)
+            assert search.relevance_window == parley.RelevanceWindow(20, False) and not search.has_more
+            assert list(search.load_older().result(TIMEOUT)) == []
+            assert ids_of(search.results) == ranked(windows[2])[:20]
+        with client.search_messages("probe", order="relevance", limit=5, relevance_window=50) as search:
+            search.load_more().result(TIMEOUT)
+            assert ids_of(search.results) == ranked(windows[0])[:5]
+            # A new match joins the newest window (it is one of the newest matches).
+            best = admin.send(url, "bob", "probe " * 6)["message_id"]
+            poll_until(lambda: ids_of(search.results)[:1] == [best])
+            poll_until(lambda: search.relevance_window == parley.RelevanceWindow(51, True))
+        # Fewer matches than the window: every one is ranked, none older.
+        with client.search_messages("rare", order="relevance", relevance_window=50) as search:
+            search.load_more().result(TIMEOUT)
+            assert len(search.results) == 1 and search.relevance_window == parley.RelevanceWindow(1, False)
+        for size in (0, -5, 1_000_001):
+            with pytest.raises(parley.InvalidArgument, match="relevance_window"):
+                client.search_messages("probe", order="relevance", relevance_window=size)
+        with client.search_messages("probe", order="time") as search:
+            with pytest.raises(parley.InvalidState, match="relevance order"):
+                search.load_older()
+            search.load_more().result(TIMEOUT)
+            assert search.relevance_window == parley.RelevanceWindow(0, False)
