@@ -62,16 +62,17 @@ final class Service: @unchecked Sendable {
 
     /// The log's size as this server last counted it, plus the events it wrote since (nil:
     /// not counted yet). Other servers' events are counted by the pruning every second.
-    private let estimatedLogSize = Mutex<Int?>(nil)
+    private let estimatedLogSize = Mutex<(size: Int?, added: Int)>((nil, 0))
 
     /// PostgreSQL: true when this server's own writes may have taken the log past the
     /// retention and its tenth (the writer that passes it prunes before it answers).
     private func prunesAfter(_ added: Int) -> Bool {
         guard added > 0 else { return false }
         let retention = shared.retention
-        return estimatedLogSize.withLock { size in
-            guard let known = size else { return true }
-            size = known + added
+        return estimatedLogSize.withLock { estimate in
+            estimate.added += added
+            guard let known = estimate.size else { return true }
+            estimate.size = known + added
             return known + added > retention + retention / 10
         }
     }
@@ -85,6 +86,9 @@ final class Service: @unchecked Sendable {
         guard shared.positions != nil else { return }
         let retention = Int64(shared.retention)
         let delivered = shared.hub.deliveredThrough
+        // Events this server adds while the count runs may be missing from it: they are added
+        // to the count (some twice, which only prunes a little early).
+        let addedBefore = estimatedLogSize.withLock { $0.added }
         let kept: Int64 = try await shared.database.write { db in
             // Counted up to the limit only (a bounded scan of the key).
             let limit = retention + retention / 10
@@ -102,7 +106,7 @@ final class Service: @unchecked Sendable {
                 """, [.int(cut)])
             return counted - Int64(dropped)
         }
-        estimatedLogSize.withLock { $0 = Int(kept) }
+        estimatedLogSize.withLock { $0.size = Int(kept) + ($0.added - addedBefore) }
     }
 
     /// Another server's events for the hub, with the request that read them as their renderer.
