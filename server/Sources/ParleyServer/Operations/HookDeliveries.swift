@@ -77,8 +77,12 @@ enum HookQueue {
             let endpoint = row.text(1)
             guard take(endpoint) else { continue }
             let attempt = row.int(4) + 1
-            try await db.execute("UPDATE hook_deliveries SET lease_until = ?, attempts = ? WHERE id = ?",
-                                 [.int(now + leaseMillis(endpoint)), .int(attempt), .int(row.int(0))])
+            // Taken only as it was read: a row another server took meanwhile is theirs.
+            let taken = try await db.execute("""
+                UPDATE hook_deliveries SET lease_until = ?, attempts = ?
+                WHERE id = ? AND status = 'pending' AND lease_until <= ? AND attempts = ?
+                """, [.int(now + leaseMillis(endpoint)), .int(attempt), .int(row.int(0)), .int(now), .int(row.int(4))])
+            guard taken == 1 else { continue }
             claimed.append(ClaimedHookCall(id: row.int(0), endpoint: endpoint, category: row.text(2), body: row.text(3),
                                            attempt: attempt))
         }
