@@ -154,6 +154,39 @@ def test_delivery_carries_the_event_and_a_valid_signature(fresh_server, receiver
     assert receiver.wait_for(1, "member_left")[0]["user"]["user_id"] == bob
 
 
+def test_invitations_reports_polls_and_deletion(fresh_server, receivers):
+    server = hook_server(fresh_server)
+    receiver = receivers()
+    subscribe(server, {"url": receiver.url,
+                       "categories": ["member_invited", "report", "poll_voted", "channel_deleted"]})
+    alice, bob, url = members_and_channel(server)
+    carol = server.user("carol")
+    server.ok("PUT", f"/v3/users/{carol}/channel_invitation_preference", json={"auto_accept": False})
+    server.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [carol], "inviter_id": alice})
+    [invited] = receiver.wait_for(1, "member_invited")
+    assert [u["user_id"] for u in invited["invitees"]] == [carol] and invited["channel_url"] == url
+
+    poll = server.ok("POST", f"/v3/group_channels/{url}/polls",
+                     json={"user_id": alice, "title": "Lunch?", "options": ["pizza", "sushi"]})
+    pizza = poll["options"][0]["id"]
+    server.ok("PUT", f"/v3/group_channels/{url}/polls/{poll['id']}/vote", json={"user_id": bob, "option_ids": [pizza]})
+    [voted] = receiver.wait_for(1, "poll_voted")
+    assert voted["poll"]["id"] == poll["id"] and "voted_option_ids" not in voted["poll"]
+    assert {o["id"]: o["vote_count"] for o in voted["poll"]["options"]}[pizza] == 1
+
+    session = server.session(alice)
+    server.ok("POST", f"/v3/report/users/{bob}", session=session, json={"report_category": "spam"})
+    [report] = receiver.wait_for(1, "report")
+    assert report["report"]["offending_user"]["user_id"] == bob and "channel_url" not in report
+
+    server.ok("DELETE", f"/v3/group_channels/{url}")
+    [deleted] = receiver.wait_for(1, "channel_deleted")
+    assert deleted["channel_url"] == url and deleted["channel"]["channel_url"] == url
+    assert {m["user_id"] for m in deleted["channel"]["members"]} == {alice, bob, carol}
+    time.sleep(1)
+    assert sorted(b["category"] for b in receiver.bodies()) == ["channel_deleted", "member_invited", "poll_voted", "report"]
+
+
 def test_only_subscribed_categories_are_sent(fresh_server, receivers):
     server = hook_server(fresh_server)
     receiver = receivers()
