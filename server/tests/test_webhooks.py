@@ -304,8 +304,10 @@ def test_a_slow_receiver_does_not_slow_sends(fresh_server, receivers):
         started = time.monotonic()
         server.send(url, alice, f"while slow {i}")
         durations.append(time.monotonic() - started)
-    assert max(durations) < 1.0, durations
-    assert sum(durations) < 3.0, durations
+    # A send that waited for the receiver would take its 3 s; the bounds leave room for a
+    # loaded machine.
+    assert sorted(durations)[len(durations) // 2] < 0.5, durations
+    assert max(durations) < 2.0, durations
     receiver.wait_for(1, "message_sent", timeout=10)
 
 
