@@ -95,7 +95,7 @@ struct WebhookSettingsError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The subscribed endpoints, and what a delivery does that is the same for all of them.
+/// The subscribed endpoints.
 struct WebhookSettings: Sendable, Equatable {
     var endpoints: [WebhookEndpoint] = []
 
