@@ -16,6 +16,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
+        // Outgoing calls to operator-configured endpoints (webhooks, Services/Hooks.swift).
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
+        // HMAC-SHA256 signatures of those calls; already in the graph through postgres-nio.
+        .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),
     ],
     targets: [
         .systemLibrary(
@@ -41,6 +45,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: [
                 // Swift 6.3.1's SIL loop-invariant code motion does not finish on this module in

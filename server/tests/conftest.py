@@ -233,6 +233,7 @@ class EventReader:
 # Migrations 12, 14, 15 and 16 only add PostgreSQL functions and a table, defined again when
 # they are applied again; 17 gave message tombstones their sender and request id.
 UNDO_TO_SCHEMA_10 = """
+    DROP TABLE hook_deliveries;
     DROP INDEX message_tombstones_by_request;
     ALTER TABLE message_tombstones DROP COLUMN sender_id;
     ALTER TABLE message_tombstones DROP COLUMN req_id;

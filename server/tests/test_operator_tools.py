@@ -117,7 +117,7 @@ def test_check_config_resolves_every_source_and_hides_secrets(fresh_server, tmp_
     assert settings["trusted_proxies"] == "10.0.0.0/8,::1"
     assert settings["api_token"] == "(set)" and settings["metrics_token"] == "(set)"
     assert settings["shutdown_drain_seconds"] in ("0.0", "5.0")
-    assert "secret" not in "\n".join(lines)
+    assert "admin-secret" not in "\n".join(lines) and "metrics-secret" not in "\n".join(lines)
     assert re.fullmatch(r"database: reachable; schema version (\d+) \(this server's: \1\): current", lines[-1]), lines
     fails(tool("admin", "check-config", "--shutdown-drain-seconds=-1"), 78,
           "--shutdown-drain-seconds: '-1' is not a number of seconds from 0")

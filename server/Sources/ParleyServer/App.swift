@@ -58,7 +58,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
         let shared = SharedState(database: storage, retention: settings.eventRetention, uploadLimit: settings.uploadLimitBytes,
-                                 applicationDefaults: settings.applicationDefaults, verify: verify)
+                                 applicationDefaults: settings.applicationDefaults, hookDefaults: settings.hookDefaults,
+                                 verify: verify)
         let service = Service(shared: shared)
         let config = ServerConfig(apiToken: token, uploadLimit: settings.uploadLimitBytes,
                                   heartbeatSeconds: settings.heartbeatSeconds,
@@ -84,8 +85,12 @@ struct ParleyServerCommand: AsyncParsableCommand {
             },
             logger: logger)
         if let postgresPools { app.addServices(postgresPools.main, postgresPools.peerReads) }
+        // Added after the pools: a stop ends it first, its deliveries in flight recorded while
+        // the database is still there.
+        let hookWorker = HookDeliveryWorker(service: service, registry: shared.webhooks, apiToken: token, logger: logger)
+        app.addServices(hookWorker)
         // Once the pool runs and before the port opens: the schema, then what memory holds.
-        app.beforeServerStarts { [legacyUploads, postgresURL, logger] in
+        app.beforeServerStarts { [legacyUploads, postgresURL, logger, hookWorker] in
             let applied = try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in
                 FileHandle.standardError.write(Data((line + "\n").utf8))
             }
@@ -93,6 +98,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
             (storage as? SQLiteDatabase)?.beforeCommit = SearchQueries.indexNotedChanges
             (storage as? SQLiteDatabase)?.afterOtherProcessCommits = { [cache = service.shared.cache] in cache.forgetUsers() }
             try await service.load()
+            await hookWorker.begin()
             // Other servers may write the same PostgreSQL database: their events reach this
             // server's streams too.
             if let postgresURL {
@@ -178,6 +184,22 @@ struct ServerOptions: ParsableArguments {
         The admin API's setting wins.
         """)
     var maxChannelsPerUser: String?
+    @Option(help: "Webhook endpoints, http:// or https:// URLs, comma-separated (env PARLEY_WEBHOOK_URLS; default none). The admin API's endpoints win.")
+    var webhookUrls: String?
+    @Option(help: "The event categories the --webhook-urls receive, comma-separated, or * (env PARLEY_WEBHOOK_CATEGORIES; default all).")
+    var webhookCategories: String?
+    @Option(help: "The key of the webhook signatures (env PARLEY_WEBHOOK_SECRET; default the admin API token).")
+    var webhookSecret: String?
+    @Option(help: "A file holding the webhook signature key (env PARLEY_WEBHOOK_SECRET_FILE).")
+    var webhookSecretFile: String?
+    @Option(help: "Seconds one webhook delivery may take, 0.1 to 300 (env PARLEY_WEBHOOK_TIMEOUT_SECONDS; default 10).")
+    var webhookTimeoutSeconds: String?
+    @Option(help: "Webhook deliveries in flight at once per endpoint and server, 1 to 64 (env PARLEY_WEBHOOK_CONCURRENCY; default 4).")
+    var webhookConcurrency: String?
+    @Option(help: "Attempts of one webhook delivery before it is given up, 1 to 100 (env PARLEY_WEBHOOK_MAX_ATTEMPTS; default 10).")
+    var webhookMaxAttempts: String?
+    @Option(help: "The longest pause between two attempts of a webhook delivery (env PARLEY_WEBHOOK_RETRY_MAX_SECONDS; default 300).")
+    var webhookRetryMaxSeconds: String?
 
     /// The options given on the command line, by setting name.
     var commandLine: Settings.CommandLine {
@@ -190,7 +212,10 @@ struct ServerOptions: ParsableArguments {
             (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
             (.shutdownGraceSeconds, shutdownGraceSeconds), (.shutdownDrainSeconds, shutdownDrainSeconds),
             (.trustedProxies, trustedProxies), (.chatHistory, chatHistory),
-            (.maxChannelsPerUser, maxChannelsPerUser),
+            (.maxChannelsPerUser, maxChannelsPerUser), (.webhookURLs, webhookUrls), (.webhookCategories, webhookCategories),
+            (.webhookSecret, webhookSecret), (.webhookSecretFile, webhookSecretFile),
+            (.webhookTimeoutSeconds, webhookTimeoutSeconds), (.webhookConcurrency, webhookConcurrency),
+            (.webhookMaxAttempts, webhookMaxAttempts), (.webhookRetryMaxSeconds, webhookRetryMaxSeconds),
         ]
         for (key, value) in pairs { if let value { given[key.name] = value } }
         return Settings.CommandLine(values: given, configFile: config)

@@ -21,7 +21,19 @@ extension Settings {
     /// Every setting with the value it resolved to, secrets shown as set or not.
     var described: [(key: String, value: String)] {
         func secret(_ value: String?) -> String { value == nil ? "none" : "(set)" }
-        return [
+        let hooks = hookDefaults
+        let webhookURLs = hooks.settings.endpoints.map(\.url).joined(separator: ",")
+        let webhookCategories = hooks.settings.endpoints.first?.categories.map(\.rawValue).joined(separator: ",")
+        let webhooks: [(key: String, value: String)] = [
+            ("webhook_urls", webhookURLs.isEmpty ? "none" : webhookURLs),
+            ("webhook_categories", webhookCategories ?? "*"),
+            ("webhook_secret", hooks.secret == nil ? "none (the api token)" : "(set)"),
+            ("webhook_timeout_seconds", String(hooks.timeoutSeconds)),
+            ("webhook_concurrency", String(hooks.concurrency)),
+            ("webhook_max_attempts", String(hooks.maxAttempts)),
+            ("webhook_retry_max_seconds", String(hooks.retryMaxSeconds)),
+        ]
+        let others: [(key: String, value: String)] = [
             ("host", host), ("port", String(port)), ("database", database.description),
             ("api_token", apiToken == nil ? "none (a random one at each start)" : "(set)"),
             ("upload_limit_bytes", String(uploadLimitBytes)), ("event_retention", String(eventRetention)),
@@ -34,6 +46,7 @@ extension Settings {
             ("shutdown_drain_seconds", String(shutdownDrainSeconds)),
             ("trusted_proxies", trustedProxies.description),
         ]
+        return others + webhooks
     }
 }
 
@@ -81,12 +94,22 @@ struct SettingKey: Sendable {
     static let trustedProxies = SettingKey("trusted_proxies")
     static let chatHistory = SettingKey("chat_history")
     static let maxChannelsPerUser = SettingKey("max_channels_per_user")
+    static let webhookURLs = SettingKey("webhook_urls")
+    static let webhookCategories = SettingKey("webhook_categories")
+    static let webhookSecret = SettingKey("webhook_secret")
+    static let webhookSecretFile = SettingKey("webhook_secret_file")
+    static let webhookTimeoutSeconds = SettingKey("webhook_timeout_seconds")
+    static let webhookConcurrency = SettingKey("webhook_concurrency")
+    static let webhookMaxAttempts = SettingKey("webhook_max_attempts")
+    static let webhookRetryMaxSeconds = SettingKey("webhook_retry_max_seconds")
 
     /// Every key a configuration file may hold.
     static let all: [SettingKey] = [
         host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
         heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat, metricsToken, metricsTokenFile,
         shutdownGraceSeconds, shutdownDrainSeconds, trustedProxies, chatHistory, maxChannelsPerUser,
+        webhookURLs, webhookCategories, webhookSecret, webhookSecretFile, webhookTimeoutSeconds, webhookConcurrency,
+        webhookMaxAttempts, webhookRetryMaxSeconds,
     ]
 }
 
@@ -115,6 +138,9 @@ struct Settings: Sendable {
     /// The application settings a database starts with; the admin API's stored values win
     /// over them (Services/Application.swift).
     var applicationDefaults = ApplicationSettings()
+    /// The webhook endpoints a database starts with (the admin API's stored ones win) and how
+    /// deliveries are made (Services/Webhooks.swift).
+    var hookDefaults = HookDefaults()
 
     /// The values given on the command line (nil: not given there).
     struct CommandLine {
@@ -163,6 +189,7 @@ struct Settings: Sendable {
         if let value = try source.integer(.maxChannelsPerUser, in: 1...ApplicationSettings.channelLimitRange.upperBound) {
             settings.applicationDefaults.maxChannelsPerUser = value
         }
+        try resolveWebhooks(source, into: &settings.hookDefaults)
         if let (value, origin) = source.string(.logLevel) {
             guard let level = Logger.Level(rawValue: value.lowercased()) else {
                 throw SettingsError("\(origin): '\(value)' is no log level (trace, debug, info, notice, warning, error, critical)")
@@ -176,6 +203,37 @@ struct Settings: Sendable {
             settings.logFormat = format
         }
         return settings
+    }
+
+    private static func resolveWebhooks(_ source: Source, into hooks: inout HookDefaults) throws(SettingsError) {
+        if let (secret, _) = try source.secret(.webhookSecret, file: .webhookSecretFile) { hooks.secret = secret }
+        if let value = try source.seconds(.webhookTimeoutSeconds) {
+            guard WebhookEndpoint.timeoutRange.contains(value) else {
+                throw SettingsError("\(source.string(.webhookTimeoutSeconds)?.1 ?? ""): '\(value)' is not a number of seconds in 0.1...300")
+            }
+            hooks.timeoutSeconds = value
+        }
+        let concurrency = WebhookEndpoint.concurrencyRange
+        if let value = try source.integer(.webhookConcurrency, in: concurrency.lowerBound...concurrency.upperBound) { hooks.concurrency = value }
+        if let value = try source.integer(.webhookMaxAttempts, in: 1...100) { hooks.maxAttempts = value }
+        if let value = try source.seconds(.webhookRetryMaxSeconds) { hooks.retryMaxSeconds = value }
+        var categories = WebhookCategory.allCases
+        if let (value, origin) = source.string(.webhookCategories) {
+            switch WebhookEndpoint.parseCategories(value.split(separator: ",").map(String.init)) {
+            case .success(let parsed): categories = parsed
+            case .failure(let error): throw SettingsError("\(origin): \(error)")
+            }
+        }
+        guard let (value, origin) = source.string(.webhookURLs) else { return }
+        for url in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !url.isEmpty {
+            if let problem = WebhookEndpoint.checkURL(url) { throw SettingsError("\(origin): \(problem)") }
+            if hooks.settings.endpoints.contains(where: { $0.url == url }) { throw SettingsError("\(origin): '\(url)' is listed twice") }
+            hooks.settings.endpoints.append(WebhookEndpoint(url: url, categories: categories, timeoutSeconds: hooks.timeoutSeconds,
+                                                            concurrency: hooks.concurrency))
+        }
+        if hooks.settings.endpoints.count > WebhookSettings.maxEndpoints {
+            throw SettingsError("\(origin): more than \(WebhookSettings.maxEndpoints) URLs")
+        }
     }
 
     /// Where one key's value is looked up, in order.

@@ -313,6 +313,12 @@ extension ServerState {
         channelJSON(c, ChannelView(), now: now)
     }
 
+    /// The channel as a webhook carries it: seen by no one in particular, with its members,
+    /// metadata and metacounters.
+    func webhookChannelJSON(_ c: ChannelRecord, now: Int64) -> JSON {
+        channelJSON(c, ChannelView(showMember: true, showMetadata: true, showMetacounter: true), now: now)
+    }
+
     /// The channel as `userId` receives it in an event. Someone who can view it (a member or
     /// invitee, anyone for a public channel) gets what `GET /v3/group_channels/{url}` with
     /// `show_member`, `show_metadata` and `show_metacounter` returns them; someone who cannot

@@ -60,6 +60,10 @@ final class ServerMetrics: Sendable {
     private let logLastId: Gauge
     private let deliveredId: Gauge
     private let started: Gauge
+    private let hookQueueDepth: Gauge
+    private static var hookDeliveries: MetricNameDescriptor {
+        name("hook_deliveries", "total", "Webhook delivery attempts by endpoint and outcome: delivered, retried (failed, tried again later), failed (given up).")
+    }
 
     private init() {
         transactionsInFlight = registry.makeGauge(descriptor: Self.name(
@@ -110,6 +114,8 @@ final class ServerMetrics: Sendable {
             "events_delivered_through_id", "", "Every event up to this id went out to this server's streams."))
         started = registry.makeGauge(descriptor: Self.name(
             "process_start_time", "seconds", "When the process started, in seconds since 1970."))
+        hookQueueDepth = registry.makeGauge(descriptor: Self.name(
+            "hook_queue_depth", "", "Webhook deliveries queued and not yet delivered or given up, on every server of the database."))
         var transactions: [TransactionKind: (duration: DurationHistogram, failures: Counter)] = [:]
         for kind in TransactionKind.allCases {
             transactions[kind] = (
@@ -196,6 +202,19 @@ final class ServerMetrics: Sendable {
         if channels > 0, withEvents { channelLoadsWithEvents.increment(by: Int64(channels)) }
     }
 
+    /// The collectors of each (endpoint, outcome) met so far.
+    private let hookCollectors = Mutex<[String: Counter]>([:])
+
+    func hookDelivery(endpoint: String, outcome: String) {
+        let counter = hookCollectors.withLock { known in
+            if let counter = known[endpoint + " " + outcome] { return counter }
+            let counter = registry.makeCounter(descriptor: Self.hookDeliveries, labels: [("endpoint", endpoint), ("outcome", outcome)])
+            known[endpoint + " " + outcome] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
     func stored(messages: Int) {
         if messages > 0 { messagesStored.increment(by: Int64(messages)) }
     }
@@ -212,6 +231,7 @@ final class ServerMetrics: Sendable {
             logFirstId.set(bounds.int(0))
             logLastId.set(bounds.int(1))
         }
+        if let depth = try? await shared.database.read({ db in try await HookQueue.depth(db) }) { hookQueueDepth.set(depth) }
         return registry.emitToBuffer() + ProcessMetrics.exposition()
     }
 }

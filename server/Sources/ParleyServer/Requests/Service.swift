@@ -142,7 +142,10 @@ final class Service: @unchecked Sendable {
         if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
             return result
         }
-        return try await write(channel: channel, sendsMessage: sendsMessage, body)
+        let result = try await write(channel: channel, sendsMessage: sendsMessage, body)
+        // Committed: the webhook calls it may have queued can go.
+        shared.webhooks.wake()
+        return result
     }
 
     private func write<T>(channel: String?, sendsMessage: Bool, _ body: (ServerState) async throws -> T) async throws -> T {

@@ -53,6 +53,8 @@ final class SharedState: @unchecked Sendable {
     let uploadLimit: Int
     /// The application settings where the database stores none (the command line's).
     let applicationDefaults: ApplicationSettings
+    /// The webhook endpoints in force (Services/Webhooks.swift).
+    let webhooks: WebhookRegistry
     /// Committed channels and users kept between requests.
     let cache = RecordCache(channels: 2_000, users: 20_000)
     /// This server's writers in flight and the numbers handed out: what orders delivery.
@@ -75,8 +77,10 @@ final class SharedState: @unchecked Sendable {
     private var baseURL = ""
 
     init(database: any SQLDatabase, retention: Int, uploadLimit: Int,
-         applicationDefaults: ApplicationSettings = ApplicationSettings(), verify: Bool) {
+         applicationDefaults: ApplicationSettings = ApplicationSettings(), hookDefaults: HookDefaults = HookDefaults(),
+         verify: Bool) {
         self.database = database
+        webhooks = WebhookRegistry(defaults: hookDefaults)
         self.applicationDefaults = applicationDefaults
         self.retention = max(1, retention)
         self.uploadLimit = uploadLimit

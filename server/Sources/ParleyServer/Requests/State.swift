@@ -99,6 +99,10 @@ final class ServerState {
 
     var pending = StorageBatch()
     private(set) var pendingFanout: [StoredEvent] = []
+    /// Webhook calls this request queues, stored with its changes (Operations/HookDeliveries.swift).
+    private var pendingHookCalls: [QueuedHookCall] = []
+    /// The bodies of the webhook calls queued.
+    private var queuedHookBodies: Set<String> = []
 
     /// Channels whose members' unread counters are checked against a count of the messages
     /// at the end of the request (PARLEY_VERIFY_COUNTERS=1, set by the test scripts).
@@ -141,6 +145,8 @@ final class ServerState {
         touchedChannels = []
         pending = StorageBatch()
         pendingFanout = []
+        pendingHookCalls = []
+        queuedHookBodies = []
     }
 
     /// Runs `body` as a write request in one write transaction, which commits the request's
@@ -186,6 +192,7 @@ final class ServerState {
                                        kind: .retryable)
                 }
                 if shared.positions != nil { try await checkWrittenUsers(tx) }
+                if !pendingHookCalls.isEmpty { try await HookQueue.insert(pendingHookCalls, now: nowMillis(), tx) }
                 // Pruned first, so that the boundary and the log's size go out with the other
                 // counters; unless the request adds more events than the log retains (a tiny
                 // retention), which must then prune some of its own.
@@ -264,7 +271,7 @@ final class ServerState {
             return result
         }
         let result = statementByStatement ? try await database.readStatementByStatement(run) : try await database.read(run)
-        if !pending.isEmpty || !pendingFanout.isEmpty || allocatedWhileReading { return nil }
+        if !pending.isEmpty || !pendingFanout.isEmpty || !pendingHookCalls.isEmpty || allocatedWhileReading { return nil }
         keepInCache(RecordTables.WrittenVersions())
         return result
     }
@@ -1002,6 +1009,7 @@ final class ServerState {
     }
 
     func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64) {
+        if let hook = WebhookCategory(streamEvent: category) { queueWebhook(hook, channelUrl: channelUrl, fields: fields, now: now) }
         guard !recipients.isEmpty else { return }
         let id = nextSeq()
         var all: [(String, JSON?)] = [
@@ -1031,5 +1039,29 @@ final class ServerState {
                                 fields: fields, channelRange: channelRange)
         pending.events.append(event)
         pendingFanout.append(event)
+    }
+
+    func queueWebhook(_ category: WebhookCategory, channelUrl: String?, fields: [(String, JSON?)], now: Int64) {
+        let endpoints = shared.webhooks.settings.endpoints(for: category)
+        guard !endpoints.isEmpty else { return }
+        var body: [(String, JSON?)] = [("category", .string(category.rawValue)), ("ts", .int(now)),
+                                       ("channel_url", channelUrl.map { .string($0) }), ("channel_type", channelUrl.map { _ in JSON.string("group") })]
+        for (key, value) in fields {
+            // A poll event carries its recipients' own votes; a webhook is no recipient.
+            if key == "poll", case .object(var poll)? = value {
+                poll["voted_option_ids"] = nil
+                body.append((key, .object(poll)))
+            } else {
+                body.append((key, value))
+            }
+        }
+        let text = JSON.obj(body).serialized()
+        // One change may emit its stream event once per group of recipients (a poll's
+        // voters): those are one call.
+        guard queuedHookBodies.insert(text).inserted else { return }
+        for endpoint in endpoints {
+            pendingHookCalls.append(QueuedHookCall(endpoint: endpoint.url, category: category.rawValue,
+                                                   channelUrl: channelUrl ?? "", body: text))
+        }
     }
 }

@@ -195,3 +195,28 @@ extension ServerState: ApplicationRecords {
         _ = try await db.query("SELECT 1 FROM pg_advisory_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
     }
 }
+
+// The webhook endpoints and the delivery log (Services/Webhooks.swift).
+extension ServerState: WebhookRecords {
+    var hookDefaults: HookDefaults { shared.webhooks.defaults }
+
+    /// The endpoints the admin API stored, as stored (nil: none).
+    func storedWebhookSettings() async throws -> String? {
+        try await db.queryOne("SELECT value FROM application_settings WHERE name = ?", [.text(WebhookSettings.storedName)])?.text(0)
+    }
+
+    func webhookSettings() async throws -> WebhookSettings {
+        shared.webhooks.resolved(stored: try await storedWebhookSettings())
+    }
+
+    func storeWebhookSettings(_ settings: WebhookSettings?) async throws {
+        let text = settings.map { JSON.obj([("endpoints", .array($0.endpoints.map(\.json)))]).serialized() }
+        try await storeApplicationSettings([WebhookSettings.storedName: text])
+        // In force on this server from its next request; the others read it within a second.
+        shared.webhooks.update(settings ?? shared.webhooks.defaults.settings)
+    }
+
+    func hookDeliveries(status: String?, before: Int64?, limit: Int) async throws -> [HookDeliveryRecord] {
+        try await HookQueue.log(status: status, before: before, limit: limit, db)
+    }
+}

@@ -184,6 +184,7 @@ extension Rendering {
 enum Channels {
     /// What the channel service uses of a request (Services/Interfaces.swift).
     typealias Needs = UserRecords & ChannelRecords & MessageRecords & PollRecords & ApplicationRecords & EventEmitter & Rendering
+        & WebhookRecords
 
     /// Body lists of users: `user_ids` and/or `users: [{user_id}]`.
     static func userIdList(_ i: Input, _ idsField: String, _ usersField: String?) throws -> [String]? {
@@ -274,6 +275,7 @@ enum Channels {
         let added = try await s.addMembers(&c, ids, inviter: inviter, forceJoin: force, now: ctx.now)
         c.operatorIds = operatorIds
         try await s.save(c)
+        s.queueWebhook(.channelCreated, channelUrl: c.url, fields: [("channel", s.webhookChannelJSON(c, now: ctx.now))], now: ctx.now)
         s.announceNewMembers(c, joined: added.joined, invited: added.invited, inviter: inviter, now: ctx.now)
         var out = s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now)
         if case .object(var o) = out { o["is_created"] = true; out = .object(o) }
@@ -504,6 +506,7 @@ enum Channels {
         s.touch(&c, ctx.now)
         try await s.save(c)
         s.emitChannelChanged(c, to: s.allMemberIds(c), now: ctx.now)
+        s.queueWebhook(.channelChanged, channelUrl: c.url, fields: [("channel", s.webhookChannelJSON(c, now: ctx.now))], now: ctx.now)
         return .json(s.channelJSON(c, try s.channelView(ctx, viewer: ctx.caller.userId, showMemberDefault: true), now: ctx.now))
     }
 
@@ -514,6 +517,7 @@ enum Channels {
         for id in c.members.keys.sorted() { s.addMembershipTombstone(user: id, channel: c.url, at: ctx.now) }
         try await s.purgeMessages(of: c.url)
         try await s.purgePolls(of: c.url)
+        s.queueWebhook(.channelDeleted, channelUrl: c.url, fields: [("channel", s.webhookChannelJSON(c, now: ctx.now))], now: ctx.now)
         s.deleteChannelRecord(c.url)
         s.emit("channel_deleted", channelUrl: c.url, to: audience, fields: [], now: ctx.now)
         return .json(.obj([]))

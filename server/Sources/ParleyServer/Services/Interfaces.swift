@@ -200,6 +200,8 @@ protocol Rendering: AnyObject {
     func channelJSON(_ c: ChannelRecord, _ view: ChannelView, now: Int64) -> JSON
     /// The channel as an event carries it (PROTOCOL.md §9.1).
     func eventChannelJSON(_ c: ChannelRecord, now: Int64) -> JSON
+    /// The channel as a webhook carries it (members, metadata and metacounters; no viewer).
+    func webhookChannelJSON(_ c: ChannelRecord, now: Int64) -> JSON
     func threadInfoJSON(_ m: MessageRecord) -> JSON
     /// Whether the member's history start lets them see the message.
     func isVisible(_ m: MessageRecord, to member: MemberRecord?) -> Bool

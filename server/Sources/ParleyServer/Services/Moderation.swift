@@ -169,8 +169,8 @@ enum Moderation {
 // Reports of messages, channels and users, and their listing for admins (PROTOCOL.md §7.5).
 
 enum Reports {
-    /// What the report service uses of a request (Services/Interfaces.swift): no events.
-    typealias Needs = ReportRecords & UserRecords & ChannelRecords & MessageRecords & Rendering
+    /// What the report service uses of a request (Services/Interfaces.swift): no stream events.
+    typealias Needs = ReportRecords & UserRecords & ChannelRecords & MessageRecords & Rendering & WebhookRecords
 
     static let categories = ["suspicious", "harassing", "inappropriate", "spam"]
 
@@ -198,6 +198,7 @@ enum Reports {
                              description: description, createdAt: ctx.now)
         try await s.save(r)
         try await s.loadUsers([reporter, offender].compactMap { $0 })
+        s.queueWebhook(.report, channelUrl: channel?.url, fields: [("report", reportJSON(s, r))], now: ctx.now)
         return .json(reportJSON(s, r))
     }
 

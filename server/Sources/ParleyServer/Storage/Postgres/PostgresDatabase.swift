@@ -491,12 +491,15 @@ final class PostgresSession: SQLSession {
 
     /// A statement that starts with SELECT: in a write that began late, one that may run
     /// before BEGIN (the server's reads, and the locks). Any other (an upsert RETURNING its
-    /// version, a WITH) begins the transaction first.
+    /// version, a WITH), and a SELECT that locks rows (`FOR UPDATE`, `FOR SHARE`: the lock
+    /// must last to the commit), begins the transaction first.
     private static func isPlainRead(_ sql: String) -> Bool {
         let start = sql.utf8.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x09 }
         guard start.count > 6 else { return false }
         let word = start.prefix(6).map { $0 & 0xDF }
-        return word.elementsEqual("SELECT".utf8) && [0x20, 0x0A, 0x09, 0x28].contains(start.dropFirst(6).first!)
+        guard word.elementsEqual("SELECT".utf8), [0x20, 0x0A, 0x09, 0x28].contains(start.dropFirst(6).first!) else { return false }
+        return !sql.contains(" FOR UPDATE") && !sql.contains(" FOR SHARE") && !sql.contains(" FOR NO KEY UPDATE")
+            && !sql.contains(" FOR KEY SHARE")
     }
 
     /// One statement as it is, prepared if it is hot.
