@@ -178,6 +178,10 @@ struct ServerOptions: ParsableArguments {
         The admin API's setting wins.
         """)
     var maxChannelsPerUser: String?
+    @Option(help: "Members one group channel may hold (env PARLEY_MAX_MEMBERS_PER_CHANNEL; default 2000).")
+    var maxMembersPerChannel: String?
+    @Option(help: "Members one Supergroup channel may hold (env PARLEY_MAX_MEMBERS_PER_SUPER_CHANNEL; default 20000).")
+    var maxMembersPerSuperChannel: String?
 
     /// The options given on the command line, by setting name.
     var commandLine: Settings.CommandLine {
@@ -190,7 +194,8 @@ struct ServerOptions: ParsableArguments {
             (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
             (.shutdownGraceSeconds, shutdownGraceSeconds), (.shutdownDrainSeconds, shutdownDrainSeconds),
             (.trustedProxies, trustedProxies), (.chatHistory, chatHistory),
-            (.maxChannelsPerUser, maxChannelsPerUser),
+            (.maxChannelsPerUser, maxChannelsPerUser), (.maxMembersPerChannel, maxMembersPerChannel),
+            (.maxMembersPerSuperChannel, maxMembersPerSuperChannel),
         ]
         for (key, value) in pairs { if let value { given[key.name] = value } }
         return Settings.CommandLine(values: given, configFile: config)

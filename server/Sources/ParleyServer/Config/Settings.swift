@@ -28,6 +28,8 @@ extension Settings {
             ("heartbeat_seconds", String(heartbeatSeconds)), ("max_streams_per_user", String(maxStreamsPerUser)),
             ("chat_history", applicationDefaults.chatHistory ? "on" : "off"),
             ("max_channels_per_user", String(applicationDefaults.maxChannelsPerUser)),
+            ("max_members_per_channel", String(applicationDefaults.maxMembersPerChannel)),
+            ("max_members_per_super_channel", String(applicationDefaults.maxMembersPerSuperChannel)),
             ("log_level", logLevel.rawValue), ("log_format", logFormat.rawValue),
             ("metrics_token", secret(metricsToken)),
             ("shutdown_grace_seconds", String(shutdownGraceSeconds)),
@@ -81,12 +83,15 @@ struct SettingKey: Sendable {
     static let trustedProxies = SettingKey("trusted_proxies")
     static let chatHistory = SettingKey("chat_history")
     static let maxChannelsPerUser = SettingKey("max_channels_per_user")
+    static let maxMembersPerChannel = SettingKey("max_members_per_channel")
+    static let maxMembersPerSuperChannel = SettingKey("max_members_per_super_channel")
 
     /// Every key a configuration file may hold.
     static let all: [SettingKey] = [
         host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
         heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat, metricsToken, metricsTokenFile,
         shutdownGraceSeconds, shutdownDrainSeconds, trustedProxies, chatHistory, maxChannelsPerUser,
+        maxMembersPerChannel, maxMembersPerSuperChannel,
     ]
 }
 
@@ -162,6 +167,13 @@ struct Settings: Sendable {
         }
         if let value = try source.integer(.maxChannelsPerUser, in: 1...ApplicationSettings.channelLimitRange.upperBound) {
             settings.applicationDefaults.maxChannelsPerUser = value
+        }
+        let memberRange = ApplicationSettings.memberLimitRange
+        if let value = try source.integer(.maxMembersPerChannel, in: memberRange) {
+            settings.applicationDefaults.maxMembersPerChannel = value
+        }
+        if let value = try source.integer(.maxMembersPerSuperChannel, in: memberRange) {
+            settings.applicationDefaults.maxMembersPerSuperChannel = value
         }
         if let (value, origin) = source.string(.logLevel) {
             guard let level = Logger.Level(rawValue: value.lowercased()) else {

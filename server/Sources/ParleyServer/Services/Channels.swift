@@ -54,6 +54,7 @@ extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationR
     /// Adds users as joined or invited members, honouring each user's auto-accept preference.
     /// A user in `forceJoin` who has joined the most channels allowed is refused; an invitee
     /// who has is left out (their invitation is cancelled, as the reference guide says).
+    /// Members beyond the channel's member limit refuse the whole change.
     func addMembers(_ c: inout ChannelRecord, _ ids: [String], inviter: String?, forceJoin: Set<String>,
                     now: Int64) async throws -> (joined: [String], invited: [String]) {
         var joined: [String] = [], invited: [String] = []
@@ -67,6 +68,9 @@ extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationR
                 full.insert(id)
             }
         }
+        let newcomers = Set(ids).filter { c.members[$0] == nil && !full.contains($0) }
+        let memberLimit = settings.memberLimit(isSuper: c.isSuper)
+        if c.members.count + newcomers.count > memberLimit { throw APIError.memberLimit(memberLimit) }
         for id in ids where c.members[id] == nil && !full.contains(id) {
             let autoJoin = forceJoin.contains(id) || (loadedUser(id)?.autoAccept ?? true)
             let isInvitation = inviter != nil && inviter != id
