@@ -174,6 +174,9 @@ enum Migrations {
             """),
         streamPositions,
         streamWritersForgotten,
+        Migration(version: 20, summary: "the Session-Key whose streams an event skips: the device that made the change", ddl: """
+            ALTER TABLE events ADD COLUMN except_session {TEXT};
+            """),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from
