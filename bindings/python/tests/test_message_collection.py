@@ -206,18 +206,49 @@ def test_paging_over_five_thousand_messages_equals_the_server_listing(
                     assert walk(collection) == truth, (options, starting_point, reverse)
 
 
+def test_an_inclusive_start_by_timestamp_counts_the_messages_before_it(
+        world: Tuple[parley.Client, str, Admin]) -> None:
+    """Guide 004: `previous_result_size` counts the messages sent before the timestamp; the
+    messages sent exactly at it come besides, from the server and from the cache alike."""
+    client, _token, admin = world
+    older = [admin.send(CHANNEL, "bob", f"older {i}") for i in range(6)]
+    at_point = [admin.send(CHANNEL, "carol", "at the point")]
+    point = at_point[0]["created_at"]
+    at_point += [admin.send(CHANNEL, "bob", f"also at the point {i}", created_at=point) for i in range(2)]
+    newer = [admin.send(CHANNEL, "carol", f"newer {i}") for i in range(4)]
+    expected = ids(older[-3:] + at_point + newer[:2])
+    for attempt in ("server", "cache"):
+        with client.message_collection(CHANNEL, point, previous_result_size=3, next_result_size=2,
+                                       is_inclusive=True) as view:
+            cache, api = view.start()
+            cached = ids(cache.result(TIMEOUT))
+            assert ids(api.result(TIMEOUT)) == expected, attempt
+            if attempt == "cache":  # the first start stored that page
+                assert cached == expected
+            assert view.has_previous and view.has_next
+    # Not inclusive: the messages at the point are not on the older side.
+    with client.message_collection(CHANNEL, point, previous_result_size=3, next_result_size=2) as view:
+        cache, api = view.start()
+        cache.result(TIMEOUT)
+        shown = ids(api.result(TIMEOUT))
+        assert shown[:3] == ids(older[-3:]) and not set(shown[:3]) & set(ids(at_point))
+
+
 def test_the_first_page_and_flags_are_exact(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
     client, token, admin = world
     sent = seed(admin, 120)
     truth = server_listing(server, token, CHANNEL)
     point = sent[60]["created_at"]
-    older = [i for i, m in zip(truth, (admin.call("GET", f"/v3/group_channels/{CHANNEL}/messages/{i}") for i in truth))
-             if m["created_at"] <= point]
+    times = [admin.call("GET", f"/v3/group_channels/{CHANNEL}/messages/{i}")["created_at"] for i in truth]
+    before = len([t for t in times if t < point])
+    at_point = len([t for t in times if t == point])
+    assert at_point > 1, "the seed makes several messages share the starting point"
+    # Inclusive: `previous_result_size` counts the messages before the point; those at it come besides.
     with client.message_collection(CHANNEL, point, previous_result_size=10, next_result_size=5, is_inclusive=True) as view:
         cache, api = view.start()
         cache.result(TIMEOUT)
         first = ids(api.result(TIMEOUT))
-        assert first == truth[len(older) - 10:len(older) + 5]
+        assert first == truth[before - 10:before + at_point + 5]
         assert view.has_previous and view.has_next
     with client.message_collection(CHANNEL, previous_result_size=200) as view:
         cache, api = view.start()

@@ -334,6 +334,10 @@ enum Messages {
         return p
     }
 
+    /// The most messages at exactly `message_ts` a listing returns as its anchor (only the
+    /// Api-Token's `created_at` test hook can store more in one millisecond).
+    static let messagesAtAnchorLimit = 1_000
+
     static func list(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
@@ -366,11 +370,17 @@ enum Messages {
                     base, [.below(key, inclusive: true), .above(key, inclusive: true)], descending: false, limit: 1)
             }
         } else {
-            // Without a message id, the messages at exactly `message_ts` go to the older side
-            // when `include`, else to neither.
+            // Without a message id, the messages at exactly `message_ts` are the anchor: with
+            // `include` they come between the sides, counted in neither limit (as the
+            // reference's `previousResultSize` counts the messages before the timestamp).
             let t = ts ?? Int64.max
-            prevBounds = [include ? .below(MessageKey(t, .max), inclusive: true) : .below(MessageKey(t, .min), inclusive: false)]
+            prevBounds = [.below(MessageKey(t, .min), inclusive: false)]
             nextBounds = [.above(MessageKey(t, .max), inclusive: false)]
+            if include && ts != nil {
+                anchorItems = try await s.messagePage(
+                    base, [.above(MessageKey(t, .min), inclusive: true), .below(MessageKey(t, .max), inclusive: true)],
+                    descending: false, limit: Self.messagesAtAnchorLimit)
+            }
         }
         // One more than asked on each side tells whether there are more.
         var prev = try await s.messagePage(base, prevBounds, descending: true, limit: prevLimit + 1)
