@@ -227,14 +227,15 @@ enum Messages {
         let boxes = try Images.requestedBoxes(i)
         let filesObject = try i.object("files")
         func fromFiles(_ k: String) -> JSON? { filesObject?[k] }
-        var fileURL = try i.string("url", maxBytes: 2048)
+        // The reference SDK's spellings (`file_url`, `mime_type`) stand beside the platform's.
+        var fileURL = try i.string("url", maxBytes: 2048) ?? i.string("file_url", maxBytes: 2048)
         var name = try i.string("file_name", maxBytes: 1024)
         var size = try i.int("file_size", min: 0)
-        var mime = try i.string("file_type", maxBytes: 256)
-        if case .string(let v)? = fromFiles("url"), fileURL == nil { fileURL = v }
+        var mime = try i.string("file_type", maxBytes: 256) ?? i.string("mime_type", maxBytes: 256)
+        if case .string(let v)? = fromFiles("url") ?? fromFiles("file_url"), fileURL == nil { fileURL = v }
         if case .string(let v)? = fromFiles("file_name"), name == nil { name = v }
         if case .int(let v)? = fromFiles("file_size"), size == nil { size = v }
-        if case .string(let v)? = fromFiles("file_type"), mime == nil { mime = v }
+        if case .string(let v)? = fromFiles("file_type") ?? fromFiles("mime_type"), mime == nil { mime = v }
         guard let upload else {
             guard let fileURL, !fileURL.isEmpty else { throw APIError.missing("url") }
             r.file = FileInfoRecord(url: fileURL, name: name ?? "", size: size ?? 0, type: mime ?? "", fileId: nil)
