@@ -562,9 +562,36 @@ def test_offline_gap_is_filled_or_huge(world: Tuple[parley.Client, str, Admin], 
             wait_until(lambda: ids(view.messages) == server_listing(server, token, CHANNEL)[-len(view.messages):], "the view")
             assert Kind.HUGE_GAP_DETECTED not in recorder.kinds()
             assert not view.has_next
-        # The deletion comes back once: replayed as its event, or found by the changelog.
+        # The deletion comes back once, as the changelog's (replayed as its event, or found by the changelog).
         wait_until(lambda: len(recorder.of(Kind.DELETED)) >= 1, "the deletion")
-        assert len(recorder.of(Kind.DELETED, Source.MESSAGE_CHANGELOG) + recorder.of(Kind.DELETED, Source.MESSAGE_DELETED)) == 1
+        assert len(recorder.of(Kind.DELETED, Source.MESSAGE_CHANGELOG)) == 1 and len(recorder.of(Kind.DELETED)) == 1
+
+
+def test_edits_and_deletions_made_while_away_are_the_changelogs(world: Tuple[parley.Client, str, Admin]) -> None:
+    """Guide 000: what a catch-up brings is reported with the changelog's source, whether the
+    server replayed its events (a resume by Last-Event-ID) or the changelog found it; edits
+    and deletions made while connected keep their real-time sources."""
+    client, token, admin = world
+    sent = [admin.send(CHANNEL, "bob", f"before {i}") for i in range(4)]
+    recorder = Recorder()
+    with started(client.message_collection(CHANNEL, previous_result_size=10), recorder) as view:
+        client.disconnect()
+        path = f"/v3/group_channels/{CHANNEL}/messages"
+        admin.call("PUT", f"{path}/{sent[1]['message_id']}", {"message": "edited while away"})
+        admin.call("DELETE", f"{path}/{sent[2]['message_id']}")
+        client.connect(ME, token).result(TIMEOUT)
+        wait_until(lambda: recorder.of(Kind.UPDATED) and recorder.of(Kind.DELETED), "the edit and the deletion")
+        wait_until(lambda: view.freshness == parley.Freshness.LIVE, "the catch-up to end")
+        assert [m["message"] for m in recorder.of(Kind.UPDATED, Source.MESSAGE_CHANGELOG)] == ["edited while away"]
+        assert ids(recorder.of(Kind.DELETED, Source.MESSAGE_CHANGELOG)) == [sent[2]["message_id"]]
+        assert len(recorder.of(Kind.UPDATED)) == 1 and len(recorder.of(Kind.DELETED)) == 1
+        assert [m["message"] for m in view.messages] == ["before 0", "edited while away", "before 3"]
+        # Live again: an edit is `message_updated`, a deletion `message_deleted`.
+        admin.call("PUT", f"{path}/{sent[0]['message_id']}", {"message": "edited live"})
+        admin.call("DELETE", f"{path}/{sent[3]['message_id']}")
+        wait_until(lambda: recorder.of(Kind.UPDATED, Source.MESSAGE_UPDATED) and recorder.of(Kind.DELETED, Source.MESSAGE_DELETED),
+                   "the live edit and deletion")
+        assert [m["message"] for m in recorder.of(Kind.UPDATED, Source.MESSAGE_UPDATED)] == ["edited live"]
 
 
 def test_huge_gap_counts_only_what_the_filter_keeps(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
