@@ -77,7 +77,7 @@ extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationR
             c.members[id] = MemberRecord(
                 userId: id, state: autoJoin ? "joined" : "invited", invitedAt: isInvitation ? now : 0,
                 inviterId: isInvitation ? inviter : nil, joinedAt: autoJoin ? now : 0, readTs: 0, deliveredTs: 0,
-                hiddenState: "unhidden", tsMessageOffset: autoJoin ? historyStart : 0, changeSeq: 0, changedAt: now)
+                hiddenState: "unhidden", tsMessageOffset: historyStart, changeSeq: 0, changedAt: now)
             touchMember(&c, id, now)
             if autoJoin { joined.append(id) } else { invited.append(id) }
         }
@@ -85,14 +85,12 @@ extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationR
     }
 
     /// An invited member joins (accepting, or joining a public channel they were invited to):
-    /// refused at the channel limit; their history starts now unless chat history is on.
+    /// refused at the channel limit. Their history started at the invitation (`addMembers`).
     func joinInvitedMember(_ c: inout ChannelRecord, _ uid: String, now: Int64) async throws {
         let settings = try await applicationSettings()
         if try await !hasRoomForChannel(uid, settings) { throw APIError.channelLimit(uid, settings.maxChannelsPerUser) }
-        let historyStart = try await historyStartForNewMember(of: c.url, settings)
         c.members[uid]!.state = "joined"
         c.members[uid]!.joinedAt = now
-        c.members[uid]!.tsMessageOffset = max(c.members[uid]!.tsMessageOffset, historyStart)
         touchMember(&c, uid, now)
     }
 }
