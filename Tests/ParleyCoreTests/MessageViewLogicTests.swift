@@ -35,7 +35,9 @@ final class PagingStandIn: FeedStandIn, MessageViewContext, @unchecked Sendable 
     func refreshChannel(_ channelURL: String, then done: @escaping @Sendable () -> Void) { queue.async { done() } }
 
     /// The cache holds nothing provably: every page comes from the "server".
-    func cachedStart(_ scope: MessageScope, anchor: MessageKey?, previous: Int, next: Int) throws(ParleyError) -> CachedStart {
+    func cachedStart(
+        _ scope: MessageScope, anchor: MessageKey?, extraAtAnchor: Bool, previous: Int, next: Int
+    ) throws(ParleyError) -> CachedStart {
         CachedStart(messages: [], locals: locals, reachesOldest: false)
     }
     func cachedPage(_ scope: MessageScope, before low: MessageKey, size: Int) -> CachedPage? { nil }
@@ -66,7 +68,7 @@ final class PagingStandIn: FeedStandIn, MessageViewContext, @unchecked Sendable 
     }
 
     func loadStartPage(
-        _ scope: MessageScope, anchorTime: Int64?, previous: Int, next requestedNext: Int,
+        _ scope: MessageScope, anchorTime: Int64?, extraAtAnchor: Bool, previous: Int, next requestedNext: Int,
         _ done: @escaping @Sendable (PageLoad, Result<StartPage, ParleyError>) -> Void
     ) -> PageLoad {
         answer("start") { load in

@@ -86,7 +86,7 @@ import Testing
         #expect(truth.count == 45)
 
         // The newest page: its range reaches the newest end, vouched for by the open stream.
-        let (_, start) = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, previous: 20, next: 0, done) }
+        let (_, start) = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, extraAtAnchor: false, previous: 20, next: 0, done) }
         #expect(start.stored.messages.map(\.messageID) == Array(truth.suffix(20)))
         #expect(start.high == .newest && start.live && !start.hasNext && start.hasPrevious)
         #expect(start.low == start.stored.messages.first?.key)
@@ -112,7 +112,7 @@ import Testing
 
         // Now the cache alone serves every page, proven by its chunk; the oldest one says so.
         let engine = fixture.engine
-        let newest = try engine.sync { () throws(ParleyError) in try engine.cachedStart(scope, anchor: nil, previous: 20, next: 0) }
+        let newest = try engine.sync { () throws(ParleyError) in try engine.cachedStart(scope, anchor: nil, extraAtAnchor: false, previous: 20, next: 0) }
         #expect(newest.messages.map(\.messageID) == Array(truth.suffix(20)) && !newest.reachesOldest)
         var cachedLow = try #require(newest.messages.first?.key)
         var cachedWalk = newest.messages.map(\.messageID)
@@ -128,7 +128,7 @@ import Testing
             more = page.more
         }
         #expect(cachedWalk == truth)
-        let start2 = try engine.sync { () throws(ParleyError) in try engine.cachedStart(scope, anchor: nil, previous: 50, next: 0) }
+        let start2 = try engine.sync { () throws(ParleyError) in try engine.cachedStart(scope, anchor: nil, extraAtAnchor: false, previous: 50, next: 0) }
         #expect(start2.messages.map(\.messageID) == truth && start2.reachesOldest)
     }
 
@@ -140,7 +140,7 @@ import Testing
         #expect(engine.runNow { engine.cachedPage(scope, before: .newest, size: 20) } == nil)
         #expect(engine.runNow { engine.cachedPage(scope, after: .oldest, size: 20, mayReachNewest: true) } == nil)
         // After a page from the start: the newest end is served while the stream vouches for it.
-        let (_, start) = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, previous: 20, next: 0, done) }
+        let (_, start) = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, extraAtAnchor: false, previous: 20, next: 0, done) }
         #expect(start.low == .oldest && !start.hasPrevious)
         let first = try #require(start.stored.messages.first?.key)
         let after = engine.runNow { engine.cachedPage(scope, after: first, size: 20, mayReachNewest: true) }
@@ -155,7 +155,7 @@ import Testing
         let scope = fixture.scope
         let engine = fixture.engine
         let truth = try fixture.serverListing()
-        _ = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, previous: 20, next: 0, done) }
+        _ = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, extraAtAnchor: false, previous: 20, next: 0, done) }
         let causes = Box<[ChangeCause]>([])
         engine.runNow { _ = engine.feed.subscribe { batch in causes.update { $0.append(batch.cause) } } }
 
@@ -173,7 +173,7 @@ import Testing
         let editedCopy = edited
         let outcome = Box<(PageLoad, Result<StartPage, ParleyError>)?>(nil)
         engine.queue.async {
-            _ = engine.loadStartPage(scope, anchorTime: nil, previous: 20, next: 0) { load, result in outcome.update { $0 = (load, result) } }
+            _ = engine.loadStartPage(scope, anchorTime: nil, extraAtAnchor: false, previous: 20, next: 0) { load, result in outcome.update { $0 = (load, result) } }
             // Still on the queue: the answer cannot have been handled yet.
             engine.write(.operation("test_change"), "changes during the load") { transaction throws(ParleyError) in
                 try transaction.storeMessages([editedCopy])
@@ -194,7 +194,7 @@ import Testing
 
         // A third load with nothing changed meanwhile brings the removed message back (the
         // server still lists it); the edit stays, being later than the server's copy.
-        let (_, again) = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, previous: 20, next: 0, done) }
+        let (_, again) = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, extraAtAnchor: false, previous: 20, next: 0, done) }
         #expect(again.stored.messages.map(\.messageID) == truth)
         #expect(fixture.cachedJSON(removedID)?["message"]?.stringValue == "m3")
         #expect(fixture.cachedJSON(changedID)?["message"]?.stringValue == "edited meanwhile")
@@ -203,7 +203,7 @@ import Testing
     @Test func aGapCheckTellsAHugeGapFromAFillAndTheFillEqualsTheServer() throws {
         let fixture = try Fixture(count: 10)
         let scope = fixture.scope
-        let (_, start) = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, previous: 20, next: 0, done) }
+        let (_, start) = try fixture.run { engine, done in engine.loadStartPage(scope, anchorTime: nil, extraAtAnchor: false, previous: 20, next: 0, done) }
         let first = try #require(start.stored.messages.first?.key)
         let last = try #require(start.stored.messages.last?.key)
         try fixture.send(6, from: 10)

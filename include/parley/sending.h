@@ -35,9 +35,11 @@ int parley_client_send_user_message(parley_client *client, char **out_pending_js
 /**
  * Sends a file message: params_json has either "url" (a hosted file; "file_name",
  * "file_size", "file_type" optional) or "file_path" (a local file uploaded with the
- * message; "file_name", "file_type" optional), plus "thumbnails" and the keys of
- * parley_client_send_user_message except "message". progress (may be NULL) reports the
- * upload, with the same user_data as fn.
+ * message; "file_name", "file_type" optional; "mime_type" is accepted for "file_type"),
+ * plus "thumbnails", "thumbnail_sizes" (up to 3 boxes {"max_width", "max_height"}, each
+ * side 1 to 4096: the server makes a thumbnail of an uploaded image per box, and they come
+ * in the message's "thumbnails") and the keys of parley_client_send_user_message except
+ * "message". progress (may be NULL) reports the upload, with the same user_data as fn.
  */
 int parley_client_send_file_message(parley_client *client, char **out_pending_json, uint64_t *out_operation_id,
                                     const char *channel_url, const char *params_json, parley_progress_fn progress,

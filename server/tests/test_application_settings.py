@@ -91,14 +91,15 @@ def test_chat_history_off_starts_each_new_member_at_their_join(fresh_server):
     changelog_of_a = s.ok("GET", f"/v3/group_channels/{url}/messages/changelogs", session=sa, params={"change_ts": 0})
     assert [m["message"] for m in changelog_of_a["updated"]] == ["before everyone, edited"]
 
-    # An invitation accepted later: the history starts at the acceptance, not at the invitation.
+    # An invitation accepted later: the history starts at the invitation (guide 004: new users
+    # see the messages sent after they were invited), whenever it is accepted.
     s.ok("POST", f"/v3/group_channels/{url}/invite", session=sa, json={"user_ids": [invitee]})
     assert member_state(s, url, invitee) == "invited"
     s.send(url, a, "between the invitation and the acceptance")
     s.ok("PUT", f"/v3/group_channels/{url}/accept", session=si, json={})
-    assert texts(s, url, si) == []
+    assert texts(s, url, si) == ["between the invitation and the acceptance"]
     s.send(url, a, "after the acceptance")
-    assert texts(s, url, si) == ["after the acceptance"]
+    assert texts(s, url, si) == ["between the invitation and the acceptance", "after the acceptance"]
     assert texts(s, url, sj) == ["after the join", "between the invitation and the acceptance", "after the acceptance"]
 
     # Leaving and joining again starts over.

@@ -343,3 +343,50 @@ def test_open_streams_per_user_are_limited(fresh_server):
     finally:
         for reader in readers:
             reader.close()
+
+
+def test_an_edit_skips_the_streams_of_the_editing_device(server):
+    """PROTOCOL.md §9: a `message_updated` is not delivered on the streams opened with the
+    Session-Key that made the edit, live or replayed; the user's other devices get it."""
+    a, b = server.user(), server.user()
+    url = server.channel([a, b])["channel_url"]
+    editing_device, other_device = server.session(a), server.session(a)
+    m = server.send(url, a, "first")
+    editing = EventReader(server, a, session=editing_device)
+    other = EventReader(server, a, session=other_device)
+    peer = EventReader(server, b, session=server.session(b))
+    try:
+        resume_from = editing.next()["json"]["last_event_id"]
+        for r in (other, peer):
+            r.next()
+        path = f"/v3/group_channels/{url}/messages/{m['message_id']}"
+        server.ok("PUT", path, session=editing_device, json={"message": "second"})
+        e, _ = other.until("message_updated")
+        assert e["json"]["message"]["message"] == "second"
+        peer.until("message_updated")
+        # An event after the edit shows the editing device's stream has passed it.
+        server.ok("PUT", f"/v3/group_channels/{url}", json={"name": "after the edit"})
+        _, seen = editing.until("channel_changed")
+        assert "message_updated" not in [x.get("event") for x in seen]
+        # An edit from the other device reaches this stream.
+        server.ok("PUT", path, session=other_device, json={"message": "third"})
+        e, _ = editing.until("message_updated")
+        assert e["json"]["message"]["message"] == "third"
+        server.ok("DELETE", path, session=editing_device)
+        editing.until("message_deleted")
+    finally:
+        for r in (editing, other, peer):
+            r.close()
+    # A replay skips it too: each device's replay holds the other's edit, not its own.
+    replayed = EventReader(server, a, session=editing_device, last_event_id=resume_from)
+    replayed_other = EventReader(server, a, session=other_device, last_event_id=resume_from)
+    try:
+        replayed.next()
+        texts = [x["json"]["message"]["message"] for x in replayed.drain(1.0) if x.get("event") == "message_updated"]
+        assert texts == ["third"]
+        replayed_other.next()
+        texts = [x["json"]["message"]["message"] for x in replayed_other.drain(1.0) if x.get("event") == "message_updated"]
+        assert texts == ["second"]
+    finally:
+        replayed.close()
+        replayed_other.close()

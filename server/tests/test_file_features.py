@@ -297,3 +297,24 @@ def test_cover_upload_refusals(fresh_server):
     # A plain JSON create with cover_url is unchanged.
     plain = server.ok("POST", "/v3/group_channels", session=sa, json={"user_ids": [a], "cover_url": "https://e.com/c.png"})
     assert plain["cover_url"] == "https://e.com/c.png"
+
+
+def test_the_sdk_spellings_of_file_fields(server):
+    """The reference SDK's `file_url` and `mime_type` stand for `url` and `file_type`, also in
+    `files`; the platform's own spelling wins where both are given."""
+    url, (a, _) = members(server)
+    base = f"/v3/group_channels/{url}/messages"
+    m = server.ok("POST", base, json={"message_type": "FILE", "user_id": a, "file_url": "https://example.org/a.png",
+                                      "mime_type": "image/png", "file_name": "a.png"})
+    assert (m["file"]["url"], m["file"]["type"], m["file"]["name"]) == ("https://example.org/a.png", "image/png", "a.png")
+    m = server.ok("POST", base, json={"message_type": "FILE", "user_id": a,
+                                      "files": {"file_url": "https://example.org/b.gif", "mime_type": "image/gif"}})
+    assert (m["file"]["url"], m["file"]["type"]) == ("https://example.org/b.gif", "image/gif")
+    m = server.ok("POST", base, json={"message_type": "FILE", "user_id": a, "url": "https://example.org/c.png",
+                                      "file_url": "https://example.org/ignored.png", "file_type": "image/png",
+                                      "mime_type": "text/plain"})
+    assert (m["file"]["url"], m["file"]["type"]) == ("https://example.org/c.png", "image/png")
+    r = upload(server, url, server.session(a), image_bytes(20, 10), filename="d.bin",
+               content_type="application/octet-stream", mime_type="image/png")
+    assert r.status_code == 200, r.text
+    assert r.json()["file"]["type"] == "image/png"

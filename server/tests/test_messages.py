@@ -165,6 +165,40 @@ def test_list_around_anchor_and_flags(server):
     assert_error(server.request("GET", base, params={"message_ts": "yesterday"}), 400, 400100, "message_ts")
 
 
+def test_a_timestamp_anchor_counts_the_messages_before_it(server):
+    """PROTOCOL.md §7.2: `prev_limit` counts the messages before `message_ts`; those created at
+    exactly it come besides with `include` (guide 004's inclusive `previousResultSize`), for
+    channel lists and thread lists alike."""
+    url, (a, b), _ = setup_channel(server, n=0)
+    base = f"/v3/group_channels/{url}/messages"
+    older = [server.send(url, a, f"older {i}") for i in range(4)]
+    first_at = server.send(url, b, "at 0")
+    point = first_at["created_at"]
+    for i in (1, 2):
+        server.send(url, a, f"at {i}", created_at=point)
+    for i in range(3):
+        server.send(url, b, f"newer {i}")
+    page = server.ok("GET", base, params={"message_ts": point, "prev_limit": 2, "next_limit": 2})
+    assert texts(page) == ["older 2", "older 3", "at 0", "at 1", "at 2", "newer 0", "newer 1"]
+    assert page["has_prev"] is True and page["has_next"] is True
+    page = server.ok("GET", base, params={"message_ts": point, "prev_limit": 4, "next_limit": 3, "reverse": "true"})
+    assert texts(page) == ["newer 2", "newer 1", "newer 0", "at 2", "at 1", "at 0", "older 3", "older 2", "older 1", "older 0"]
+    assert page["has_prev"] is False and page["has_next"] is False
+    page = server.ok("GET", base, params={"message_ts": point, "prev_limit": 2, "next_limit": 0, "include": "false"})
+    assert texts(page) == ["older 2", "older 3"]
+    # prev_limit 0 with include: the anchor's messages alone.
+    page = server.ok("GET", base, params={"message_ts": point, "prev_limit": 0, "next_limit": 0})
+    assert texts(page) == ["at 0", "at 1", "at 2"]
+    # A thread listed from a timestamp counts the same way.
+    parent = older[0]["message_id"]
+    replies = [server.send(url, a, f"reply {i}", parent_message_id=parent) for i in range(2)]
+    server.send(url, b, "reply at", parent_message_id=parent, created_at=replies[1]["created_at"])
+    server.send(url, a, "reply 2", parent_message_id=parent)
+    page = server.ok("GET", base, params={"message_ts": replies[1]["created_at"], "prev_limit": 1, "next_limit": 0,
+                                          "parent_message_id": parent})
+    assert texts(page) == ["reply 0", "reply 1", "reply at"]
+
+
 def test_equal_timestamps_page_by_id(server):
     url, (a, b), msgs = setup_channel(server, n=30)
     base = f"/v3/group_channels/{url}/messages"

@@ -81,12 +81,31 @@ public enum CollectionEventSource: Sendable, Hashable {
         }
     }
 
+    /// How the changelogs would report what a replayed event changed: edits and deletions of
+    /// messages as `message_changelog`, changes of the channel as `channel_changelog`; nil for
+    /// what they do not report (new messages, mentions, typing, polls keep their own source).
+    static func changelogSource(ofReplayed category: EventCategory?) -> CollectionEventSource? {
+        switch category {
+        case .messageUpdated?, .messageDeleted?, .reactionUpdated?, .threadInfoUpdated?:
+            .messageChangelog
+        case .readStatus?, .deliveryStatus?, .userMuted?, .userUnmuted?, .userBanned?, .userUnbanned?, .channelFrozen?,
+             .channelUnfrozen?, .channelChanged?, .channelDeleted?, .channelHidden?, .metadataCreated?, .metadataUpdated?,
+             .metadataDeleted?, .metacounterCreated?, .metacounterUpdated?, .metacounterDeleted?, .operatorUpdated?,
+             .invitationReceived?, .invitationDeclined?, .userJoined?, .userLeft?, .pinnedMessageUpdated?:
+            .channelChangelog
+        default:
+            nil
+        }
+    }
+
     /// The source of a batch of cache changes.
     init(_ cause: ChangeCause) {
         switch cause {
         case .realtime(let event):
             if event.isOwnEcho {
                 self = .messageSent
+            } else if event.isReplayed, let changelog = Self.changelogSource(ofReplayed: event.category) {
+                self = changelog
             } else if let category = event.reportedCategory ?? event.category, category.source == "server" {
                 self = .realtime(category)
             } else {

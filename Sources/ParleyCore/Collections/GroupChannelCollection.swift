@@ -392,7 +392,9 @@ public final class GroupChannelCollection: Sendable {
         switch batch.cause {
         case .realtime(let event):
             // Another user's membership change is, to a list of channels, a change of counts.
-            let source: CollectionEventSource = event.changedMemberCount ? .channelMemberCountChanged : CollectionEventSource(batch.cause)
+            // Replayed (the client was away): the changelog's, as every change a catch-up brings.
+            let source: CollectionEventSource = event.changedMemberCount && !event.isReplayed
+                ? .channelMemberCountChanged : CollectionEventSource(batch.cause)
             eventContext = CollectionEventContext(source: source, detail: event.name)
         case .operation(let name): eventContext = CollectionEventContext(source: .localOperation, detail: name)
         default: eventContext = CollectionEventContext(source: CollectionEventSource(batch.cause), detail: "")

@@ -16,6 +16,10 @@ extension MessageCollection {
         return params.isInclusive ? startingPoint : startingPoint - 1
     }
 
+    /// An inclusive start at a timestamp: `previous_result_size` counts the messages before
+    /// it, and those created exactly at it come besides (as the reference counts them).
+    var startCountsBeforeAnchor: Bool { params.isInclusive && startAnchorTime != nil }
+
     func perform(_ kind: Operation.Kind) {
         switch kind {
         case .start(let cacheResult, let apiResult): performStart(cacheResult, apiResult)
@@ -51,7 +55,8 @@ extension MessageCollection {
         var cached = CachedStart(messages: [], locals: [], reachesOldest: false)
         do throws(ParleyError) {
             cached = try context.cachedStart(
-                scope, anchor: anchorTime.map { _ in anchorKey }, previous: params.previousResultSize, next: params.nextResultSize)
+                scope, anchor: anchorTime.map { _ in anchorKey }, extraAtAnchor: startCountsBeforeAnchor,
+                previous: params.previousResultSize, next: params.nextResultSize)
         } catch {
             context.log(.warning, "message collection: reading the cache failed: \(error)")
         }
@@ -88,7 +93,8 @@ extension MessageCollection {
     /// cache's copy of that range). In the background its difference is reported as events.
     private func loadStartPage(background: Bool, _ apiResult: MessagesCompletion?) {
         view.currentLoad = context.loadStartPage(
-            scope, anchorTime: startAnchorTime, previous: params.previousResultSize, next: params.nextResultSize
+            scope, anchorTime: startAnchorTime, extraAtAnchor: startCountsBeforeAnchor, previous: params.previousResultSize,
+            next: params.nextResultSize
         ) { _, result in
             guard self.view.running != nil else { return }  // disposed meanwhile
             do throws(ParleyError) {

@@ -71,8 +71,12 @@ enum Endpoints {
     enum MessageListAnchor: Equatable {
         /// The newest end.
         case now
-        /// `message_ts`, the messages created at it on the older side (`include=true`).
+        /// `message_ts` (`include=true`): the older side holds the messages before it, the
+        /// messages created at it come besides, counted in neither limit.
         case time(Int64)
+        /// The older side holds `created_at <= T`, counted in its limit (`message_ts=T`,
+        /// `message_id` the largest, `include=false`).
+        case upTo(Int64)
         /// Strictly before / after one message (`message_ts`, `message_id`, `include=false`).
         case message(createdAt: Int64, messageID: Int64)
     }
@@ -84,6 +88,7 @@ enum Endpoints {
         switch anchor {
         case .now: break
         case .time(let ms): path += "&message_ts=\(max(0, ms))&include=true"
+        case .upTo(let ms): path += "&message_ts=\(max(0, ms))&message_id=\(Int64.max)&include=false"
         case .message(let createdAt, let messageID): path += "&message_ts=\(createdAt)&message_id=\(messageID)&include=false"
         }
         return path

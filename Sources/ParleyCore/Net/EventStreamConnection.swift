@@ -218,7 +218,7 @@ public final class EventStreamConnection: Sendable {
 
     private enum Notification: Sendable {
         case stateChanged(ConnectionState, ConnectionState, ParleyError?)
-        case connected(resumedFrom: Int64?, adoptedPosition: Int64?)
+        case connected(resumedFrom: Int64?, adoptedPosition: Int64?, replayThrough: Int64?)
         /// Consecutive events, in order.
         case events([StreamEvent])
         case resync(reason: String, newestID: Int64)
@@ -300,7 +300,7 @@ public final class EventStreamConnection: Sendable {
             switch notification {
             case .events(let events): core.deliveredID = events.last?.id ?? core.deliveredID
             case .resync(_, let newestID): core.deliveredID = newestID
-            case .connected(_, let adopted?): if core.deliveredID == nil { core.deliveredID = adopted }
+            case .connected(_, let adopted?, _): if core.deliveredID == nil { core.deliveredID = adopted }
             default: break
             }
             core.deliveringThread = pthread_self()
@@ -310,7 +310,9 @@ public final class EventStreamConnection: Sendable {
         defer { core.withLock { $0.deliveringThread = nil } }
         switch notification {
         case .stateChanged(let old, let new, let error): handler.stateChanged(old, new, error)
-        case .connected(let resumedFrom, _): handler.connected(resumedFrom)
+        case .connected(let resumedFrom, _, let replayThrough):
+            if let replayThrough { handler.replaying(replayThrough) }
+            handler.connected(resumedFrom)
         case .events(let events): for event in events { handler.event(event) }
         case .resync(let reason, let newestID): handler.resyncRequired(reason, newestID)
         case .tokenExpired: handler.tokenExpired()
@@ -510,7 +512,9 @@ public final class EventStreamConnection: Sendable {
             core.reconnectCount = 0
             core.tokenAccepted = true
             move(to: .open, error: nil, &core)
-            post(.connected(resumedFrom: core.sentResumeID, adoptedPosition: adopted), &core)
+            // A resumed stream: what follows up to the server's newest id is its replay.
+            let replayThrough = core.sentResumeID != nil ? newest : nil
+            post(.connected(resumedFrom: core.sentResumeID, adoptedPosition: adopted, replayThrough: replayThrough), &core)
         case "resync":
             let data = (try? JSONValue.parse(event.data)).map(WireStreamNotice.init)
             guard let newest = event.id.flatMap({ Int64($0) }) ?? data?.lastEventID else {

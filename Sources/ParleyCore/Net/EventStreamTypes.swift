@@ -126,6 +126,10 @@ public struct EventStreamHandler: Sendable {
     /// The server's `connected` event arrived (right after `stateChanged(_, .open, nil)`).
     /// `resumedFrom` is the `Last-Event-ID` the attempt sent, nil for a fresh connection.
     public var connected: @Sendable (_ resumedFrom: Int64?) -> Void
+    /// A resumed stream's `connected` named the newest event id: the events up to
+    /// `throughID` that follow are the server's replay of what was missed, not live ones.
+    /// Called just before `connected`.
+    public var replaying: @Sendable (_ throughID: Int64) -> Void
     /// An event, in id order, each id once across reconnects.
     public var event: @Sendable (StreamEvent) -> Void
     /// The server could not replay from our resume point (`reason` "retention" or
@@ -143,6 +147,7 @@ public struct EventStreamHandler: Sendable {
     public init(
         stateChanged: @escaping @Sendable (_ old: ConnectionState, _ new: ConnectionState, _ error: ParleyError?) -> Void = { _, _, _ in },
         connected: @escaping @Sendable (_ resumedFrom: Int64?) -> Void = { _ in },
+        replaying: @escaping @Sendable (_ throughID: Int64) -> Void = { _ in },
         event: @escaping @Sendable (StreamEvent) -> Void = { _ in },
         resyncRequired: @escaping @Sendable (_ reason: String, _ newestID: Int64) -> Void = { _, _ in },
         tokenExpired: @escaping @Sendable () -> Void = {},
@@ -151,6 +156,7 @@ public struct EventStreamHandler: Sendable {
     ) {
         self.stateChanged = stateChanged
         self.connected = connected
+        self.replaying = replaying
         self.event = event
         self.resyncRequired = resyncRequired
         self.tokenExpired = tokenExpired

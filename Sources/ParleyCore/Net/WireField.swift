@@ -160,6 +160,10 @@ enum WireField {
     static let fileName = "file_name"
     static let fileSize = "file_size"
     static let fileType = "file_type"
+    /// The reference SDK's spelling of `file_type`.
+    static let mimeType = "mime_type"
+    /// Boxes the server makes thumbnails of an upload for: `[{max_width, max_height}]`.
+    static let thumbnailSizes = "thumbnail_sizes"
 
     // MARK: Channel cover upload (§6.1)
 

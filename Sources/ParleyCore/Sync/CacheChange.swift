@@ -117,6 +117,9 @@ public struct RealtimeEvent: Sendable {
     /// A membership event about another user (joined, left, invited, declined, banned)
     /// that changed the channel's `member_count` or `joined_member_count`.
     public var changedMemberCount = false
+    /// Part of the server's replay after a resume (it happened while the client was away):
+    /// collections report it as the changelogs would (`message_changelog`, `channel_changelog`).
+    public var isReplayed = false
 }
 
 /// Why a batch of changes was made.

@@ -243,6 +243,7 @@ extension Engine {
         // are reported as usual.
         let echo = EventCategory(rawValue: stream.category) == .messageReceived ? ownSend(data.message) : nil
         var event = Self.realtimeEvent(stream, isOwnEcho: echo != nil)
+        event.isReplayed = stream.id <= session.replayThrough
         try attribute(&event, transaction)
         try apply(event, transaction)
         switch echo {

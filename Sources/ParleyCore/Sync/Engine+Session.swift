@@ -205,6 +205,9 @@ extension Engine {
             connected: { _ in
                 onEngine { $0.streamOpened() }
             },
+            replaying: { throughID in
+                onEngine { $0.session.replayThrough = throughID }
+            },
             event: { event in push(.event(event)) },
             resyncRequired: { reason, _ in
                 onEngine { engine in

@@ -61,6 +61,9 @@ struct SessionState {
     var epoch: UInt64 = 0
     /// The stream was open at least once in this session (tells "connected" from "reconnected").
     var streamWasOpen = false
+    /// The last event id of the server's replay after a resume: events up to it happened while
+    /// the client was away, and collections report them as the changelogs' (0: none).
+    var replayThrough: Int64 = 0
     /// Failed reconnection attempts since the stream was last open.
     var reconnectFailures = 0
     /// The engine queue applied the stream's `connected` and no drop since: what views'

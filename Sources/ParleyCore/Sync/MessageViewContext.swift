@@ -74,11 +74,13 @@ protocol MessageViewContext: ViewContext {
     func cachedChannelText(_ channelURL: String) -> JSONText?
     func refreshChannel(_ channelURL: String, then done: @escaping @Sendable () -> Void)
 
-    func cachedStart(_ scope: MessageScope, anchor: MessageKey?, previous: Int, next: Int) throws(ParleyError) -> CachedStart
+    func cachedStart(
+        _ scope: MessageScope, anchor: MessageKey?, extraAtAnchor: Bool, previous: Int, next: Int
+    ) throws(ParleyError) -> CachedStart
     func cachedPage(_ scope: MessageScope, before low: MessageKey, size: Int) -> CachedPage?
     func cachedPage(_ scope: MessageScope, after high: MessageKey, size: Int, mayReachNewest: Bool) -> CachedPage?
     func loadStartPage(
-        _ scope: MessageScope, anchorTime: Int64?, previous: Int, next requestedNext: Int,
+        _ scope: MessageScope, anchorTime: Int64?, extraAtAnchor: Bool, previous: Int, next requestedNext: Int,
         _ done: @escaping @Sendable (PageLoad, Result<StartPage, ParleyError>) -> Void
     ) -> PageLoad
     func loadPage(

@@ -21,8 +21,8 @@ struct OutgoingMessage: Sendable {
     ]
     /// `file_path` is the library's own (a local file to upload); the others are the server's send fields.
     static let fileMessageKeys: Set<String> = [
-        WireField.url, "file_path", WireField.fileName, WireField.fileSize, WireField.fileType, WireField.thumbnails, WireField.reqID,
-        WireField.customType, WireField.data, WireField.mentionType, WireField.mentionedUserIDs, WireField.sortedMetaarray,
+        WireField.url, "file_path", WireField.fileName, WireField.fileSize, WireField.fileType, WireField.mimeType,
+        WireField.thumbnails, WireField.thumbnailSizes, WireField.reqID, WireField.customType, WireField.data, WireField.mentionType, WireField.mentionedUserIDs, WireField.sortedMetaarray,
         WireField.parentMessageID, WireField.isReplyToChannel, WireField.isSilent, WireField.markAsRead,
     ]
 
@@ -44,9 +44,11 @@ struct OutgoingMessage: Sendable {
     /// A file message (`FILE`): `url` for a file hosted elsewhere, or `file_path` for a local
     /// file uploaded with the message (its name, size and type read from the file unless given).
     static func file(channelURL: String, params: JSONValue) throws(ParleyError) -> OutgoingMessage {
-        let reader = try JSONReader(params, path: "params")
-        try UnsupportedFeatures.reject(reader.fields, in: "params")
-        try reader.rejectUnknownKeys(allowed: fileMessageKeys)
+        let given = try JSONReader(params, path: "params")
+        try UnsupportedFeatures.reject(given.fields, in: "params")
+        try given.rejectUnknownKeys(allowed: fileMessageKeys)
+        let reader = try withFileTypeSpelledOnce(given)
+        try checkThumbnailSizes(reader)
         let url = try reader.optionalString(WireField.url)
         let path = try reader.optionalString("file_path")
         guard (url == nil) != (path == nil) else {
@@ -81,6 +83,36 @@ struct OutgoingMessage: Sendable {
         pending[WireField.file] = .object(file)
         if let thumbnails = reader.fields[WireField.thumbnails] { pending[WireField.thumbnails] = thumbnails }
         return try OutgoingMessage(channelURL: channelURL, kind: kind, request: request, pending: pending, reader: reader)
+    }
+
+    /// The most thumbnail boxes a send may ask for, and the largest side of one (the server's).
+    static let thumbnailSizeLimit = 3
+    static let thumbnailSideRange: ClosedRange<Int64> = 1...4096
+
+    /// The parameters with the SDK's `mime_type` given as `file_type`, the server's spelling;
+    /// both at once must agree.
+    private static func withFileTypeSpelledOnce(_ reader: JSONReader) throws(ParleyError) -> JSONReader {
+        guard let mimeType = try reader.optionalString(WireField.mimeType) else { return reader }
+        if let fileType = try reader.optionalString(WireField.fileType), fileType != mimeType {
+            throw reader.error(WireField.mimeType, "differs from file_type ('\(mimeType)' and '\(fileType)'); give one of them")
+        }
+        var fields = reader.fields
+        fields.removeValue(forKey: WireField.mimeType)
+        fields[WireField.fileType] = .string(mimeType)
+        return JSONReader(fields: fields, path: reader.path, errorCode: reader.errorCode)
+    }
+
+    /// `thumbnail_sizes`: up to 3 boxes `{max_width, max_height}`, each side 1 to 4096.
+    private static func checkThumbnailSizes(_ reader: JSONReader) throws(ParleyError) {
+        guard let boxes = try reader.optionalObjects(WireField.thumbnailSizes) else { return }
+        if boxes.count > thumbnailSizeLimit {
+            throw reader.error(WireField.thumbnailSizes, "at most \(thumbnailSizeLimit) sizes, got \(boxes.count)")
+        }
+        for box in boxes {
+            try box.rejectUnknownKeys(allowed: ["max_width", "max_height"])
+            _ = try box.int("max_width", in: thumbnailSideRange)
+            _ = try box.int("max_height", in: thumbnailSideRange)
+        }
     }
 
     private init(

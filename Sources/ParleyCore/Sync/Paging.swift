@@ -214,12 +214,25 @@ extension Engine {
 
     /// What the cache holds around a starting point (`anchor` nil: the newest end), and whether
     /// a chunk proves that nothing older exists.
-    func cachedStart(_ scope: MessageScope, anchor: MessageKey?, previous: Int, next: Int) throws(ParleyError) -> CachedStart {
+    func cachedStart(
+        _ scope: MessageScope, anchor: MessageKey?, extraAtAnchor: Bool, previous: Int, next: Int
+    ) throws(ParleyError) -> CachedStart {
         guard let cache else { throw .invalidState("the client has no cache open") }
         let anchorKey = anchor ?? .newest
-        var messages = try cache.messages(
-            channelURL: scope.channelURL, before: anchorKey, inclusive: true, limit: previous, filter: scope.filter)
-        let olderCount = messages.count
+        var messages: [CachedMessage]
+        let olderCount: Int
+        if let anchor, extraAtAnchor {
+            // `previous` counts the messages before the anchor's time; those at it come besides.
+            let atAnchorStart = MessageKey(createdAt: anchor.createdAt, messageID: .min)
+            messages = try cache.messages(
+                channelURL: scope.channelURL, before: atAnchorStart, inclusive: false, limit: previous, filter: scope.filter)
+            olderCount = messages.count
+            messages += try cache.messages(channelURL: scope.channelURL, from: atAnchorStart, through: anchor, filter: scope.filter)
+        } else {
+            messages = try cache.messages(
+                channelURL: scope.channelURL, before: anchorKey, inclusive: true, limit: previous, filter: scope.filter)
+            olderCount = messages.count
+        }
         if anchor != nil && next > 0 {
             messages += try cache.messages(channelURL: scope.channelURL, after: anchorKey, limit: next, filter: scope.filter)
         }
@@ -288,16 +301,19 @@ extension Engine {
 
     /// The server's page around a starting point (`anchorTime` nil: the newest end; else the
     /// older side holds `created_at <= anchorTime`), stored as the cache's copy of its range.
+    /// `extraAtAnchor`: `previous` counts the messages before `anchorTime` only, those created
+    /// at it come besides (an inclusive start by timestamp, as the reference counts it).
     @discardableResult
     func loadStartPage(
-        _ scope: MessageScope, anchorTime: Int64?, previous: Int, next requestedNext: Int,
+        _ scope: MessageScope, anchorTime: Int64?, extraAtAnchor: Bool, previous: Int, next requestedNext: Int,
         _ done: @escaping @Sendable (PageLoad, Result<StartPage, ParleyError>) -> Void
     ) -> PageLoad {
         let next = anchorTime == nil ? 0 : requestedNext
         let anchorKey = anchorTime.map { MessageKey(createdAt: $0, messageID: .max) } ?? .newest
+        var anchor = Endpoints.MessageListAnchor.now
+        if let anchorTime { anchor = extraAtAnchor ? .time(anchorTime) : .upTo(anchorTime) }
         let path = Endpoints.messageList(
-            channelURL: scope.channelURL, anchor: anchorTime.map { .time($0) } ?? .now, previous: previous, next: next,
-            filter: scope.serverQuery)
+            channelURL: scope.channelURL, anchor: anchor, previous: previous, next: next, filter: scope.serverQuery)
         let liveAtRequest = isStreamOpen
         return pageRequest(channelURL: scope.channelURL, path: path) { load, result, watch in
             done(load, Result(catching: { () throws(ParleyError) in
@@ -429,11 +445,11 @@ extension Engine {
     static func listAnchor(_ key: MessageKey) -> Endpoints.MessageListAnchor {
         if key.messageID == .max {
             // Before (T, max) is created_at <= T; after it, created_at > T.
-            return .time(max(0, key.createdAt))
+            return .upTo(max(0, key.createdAt))
         }
         if key.messageID == .min {
             // Before (T, min) is created_at <= T - 1; after it, created_at > T - 1.
-            return .time(key.createdAt > 0 ? key.createdAt - 1 : 0)
+            return .upTo(key.createdAt > 0 ? key.createdAt - 1 : 0)
         }
         return .message(createdAt: key.createdAt, messageID: key.messageID)
     }

@@ -17,7 +17,7 @@ from .objects import (
     BasicUser, CachedMessagePage, Channel, ChannelChangelogPage, ChannelListPage, DeletedMessage, FileInfo,
     FileMessageParams, Member, MemberListPage, Message, MessageChangelogPage, MessageListPage, MetaArrayItem,
     ParentMessageInfo, Poll, PollChangelogPage, PollListPage, PollOption, PollVoters, DeletedPoll, Reaction, ThreadInfo,
-    Thumbnail, User, UserListPage, UserMessageParams,
+    Thumbnail, ThumbnailSize, User, UserListPage, UserMessageParams,
 )
 from .query import QUERY_KINDS, Query
 from .search import MessageSearch, RelevanceWindow, SearchChange, SearchChangeKind, SearchOrder, SearchResult
@@ -55,7 +55,7 @@ __all__ = [
     "BasicUser", "CachedMessagePage", "Channel", "ChannelChangelogPage", "ChannelListPage", "DeletedMessage", "FileInfo",
     "FileMessageParams", "Member", "MemberListPage", "Message", "MessageChangelogPage", "MessageListPage",
     "MetaArrayItem", "ParentMessageInfo", "Poll", "PollOption", "PollListPage", "PollVoters", "DeletedPoll",
-    "PollChangelogPage", "Reaction", "ThreadInfo", "Thumbnail", "User", "UserListPage",
+    "PollChangelogPage", "Reaction", "ThreadInfo", "Thumbnail", "ThumbnailSize", "User", "UserListPage",
     "UserMessageParams", "GroupChannelListOptions", "MessageListOptions", "SyncViewOverrides",
     "MessageSearch", "AsyncMessageSearch", "RelevanceWindow", "SearchChange", "SearchChangeKind", "SearchOrder", "SearchResult",
 ]

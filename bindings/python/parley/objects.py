@@ -108,6 +108,13 @@ class Thumbnail(TypedDict, total=False):
     real_height: int
 
 
+class ThumbnailSize(TypedDict):
+    """A box of a file send's ``thumbnail_sizes``: the thumbnail fits in it (sides 1 to 4096)."""
+
+    max_width: int
+    max_height: int
+
+
 class MetaArrayItem(TypedDict):
     """One entry of a message's ``sorted_metaarray``."""
 
@@ -421,5 +428,9 @@ class FileMessageParams(_SendParams, total=False):
     file_size: int
     #: The MIME type.
     file_type: str
+    #: The reference SDK's name of ``file_type``.
+    mime_type: str
     #: URLs, or ``{url, width, height, real_width, real_height}`` objects.
     thumbnails: List[Union[str, Thumbnail]]
+    #: Up to 3 boxes the server makes thumbnails of an uploaded image for.
+    thumbnail_sizes: List[ThumbnailSize]

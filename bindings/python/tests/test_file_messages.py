@@ -140,3 +140,53 @@ def test_async_client_sends_several_files(server: RunningServer, admin: Admin, t
 
     ids = asyncio.run(main())
     assert [m["message_id"] for m in listing_for(server.url, token, url)] == ids
+
+
+def png_bytes(width: int, height: int) -> bytes:
+    from PIL import Image
+    import io
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 40, 90)).save(out, "PNG")
+    return out.getvalue()
+
+
+def test_thumbnail_sizes_reach_the_answer_the_view_and_the_cache(
+        server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    """`thumbnail_sizes` on a file send (the guide's ThumbnailSize, up to 3): the server's message
+    lists the thumbnails made of the upload, in the answer, the message view and the cache;
+    the SDK's `mime_type` stands for `file_type`."""
+    token = admin.user("dora")
+    url = admin.call("POST", "/v3/group_channels", {"user_ids": ["dora"], "channel_url": "pictures"})["channel_url"]
+    picture = tmp_path / "picture.png"
+    picture.write_bytes(png_bytes(400, 200))
+    boxes = [{"max_width": 100, "max_height": 100}, {"max_width": 40, "max_height": 40}]
+    with connected(server.url, tmp_path / "cache", "dora", token) as (client, recorder):
+        with client.message_collection(url) as view:
+            view.start()[1].result(TIMEOUT)
+            pending, future = view.send_file_message(file_path=str(picture), mime_type="image/png",
+                                                     thumbnail_sizes=boxes)
+            assert pending["file"]["type"] == "image/png"
+            sent = future.result(TIMEOUT)
+            assert sent["file"]["type"] == "image/png"
+            made = [(t["width"], t["height"], t["real_width"], t["real_height"]) for t in sent["thumbnails"]]
+            assert made == [(100, 100, 100, 50), (40, 40, 40, 20)]
+            thumbnail = requests.get(sent["thumbnails"][0]["url"], headers={"Session-Key": token}, timeout=10)
+            assert thumbnail.status_code == 200 and thumbnail.headers["content-type"].startswith("image/")
+            poll_until(lambda: [m.get("thumbnails") for m in view.succeeded_messages] == [sent["thumbnails"]],
+                       timeout=TIMEOUT)
+            cached = client.cached_messages(url)
+            assert [m["thumbnails"] for m in cached] == [sent["thumbnails"]]
+        # A hosted file: sizes are accepted, and no thumbnail is made of what was not uploaded.
+        _, hosted = client.send_file_message(url, url="https://example.org/p.png", mime_type="image/png",
+                                             thumbnail_sizes=boxes[:1])
+        assert hosted.result(TIMEOUT)["file"]["type"] == "image/png"
+        # Bad sizes are refused before anything is stored, naming the item.
+        for sizes, named in (([{"max_width": 0, "max_height": 10}], "thumbnail_sizes[0].max_width"),
+                             ([{"max_width": 10}], "thumbnail_sizes[0].max_height"),
+                             ([{"max_width": 10, "max_height": 10, "colour": "red"}], "colour"),
+                             (boxes * 2, "at most 3")):
+            with pytest.raises(parley.InvalidArgument, match=named.replace("[", r"\[").replace("]", r"\]")):
+                client.send_file_message(url, file_path=str(picture), thumbnail_sizes=sizes)
+        with pytest.raises(parley.InvalidArgument, match="mime_type"):
+            client.send_file_message(url, file_path=str(picture), mime_type="image/png", file_type="image/gif")
+        assert len(client.cached_messages(url)) == 2

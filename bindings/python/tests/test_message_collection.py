@@ -206,18 +206,49 @@ def test_paging_over_five_thousand_messages_equals_the_server_listing(
                     assert walk(collection) == truth, (options, starting_point, reverse)
 
 
+def test_an_inclusive_start_by_timestamp_counts_the_messages_before_it(
+        world: Tuple[parley.Client, str, Admin]) -> None:
+    """Guide 004: `previous_result_size` counts the messages sent before the timestamp; the
+    messages sent exactly at it come besides, from the server and from the cache alike."""
+    client, _token, admin = world
+    older = [admin.send(CHANNEL, "bob", f"older {i}") for i in range(6)]
+    at_point = [admin.send(CHANNEL, "carol", "at the point")]
+    point = at_point[0]["created_at"]
+    at_point += [admin.send(CHANNEL, "bob", f"also at the point {i}", created_at=point) for i in range(2)]
+    newer = [admin.send(CHANNEL, "carol", f"newer {i}") for i in range(4)]
+    expected = ids(older[-3:] + at_point + newer[:2])
+    for attempt in ("server", "cache"):
+        with client.message_collection(CHANNEL, point, previous_result_size=3, next_result_size=2,
+                                       is_inclusive=True) as view:
+            cache, api = view.start()
+            cached = ids(cache.result(TIMEOUT))
+            assert ids(api.result(TIMEOUT)) == expected, attempt
+            if attempt == "cache":  # the first start stored that page
+                assert cached == expected
+            assert view.has_previous and view.has_next
+    # Not inclusive: the messages at the point are not on the older side.
+    with client.message_collection(CHANNEL, point, previous_result_size=3, next_result_size=2) as view:
+        cache, api = view.start()
+        cache.result(TIMEOUT)
+        shown = ids(api.result(TIMEOUT))
+        assert shown[:3] == ids(older[-3:]) and not set(shown[:3]) & set(ids(at_point))
+
+
 def test_the_first_page_and_flags_are_exact(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
     client, token, admin = world
     sent = seed(admin, 120)
     truth = server_listing(server, token, CHANNEL)
     point = sent[60]["created_at"]
-    older = [i for i, m in zip(truth, (admin.call("GET", f"/v3/group_channels/{CHANNEL}/messages/{i}") for i in truth))
-             if m["created_at"] <= point]
+    times = [admin.call("GET", f"/v3/group_channels/{CHANNEL}/messages/{i}")["created_at"] for i in truth]
+    before = len([t for t in times if t < point])
+    at_point = len([t for t in times if t == point])
+    assert at_point > 1, "the seed makes several messages share the starting point"
+    # Inclusive: `previous_result_size` counts the messages before the point; those at it come besides.
     with client.message_collection(CHANNEL, point, previous_result_size=10, next_result_size=5, is_inclusive=True) as view:
         cache, api = view.start()
         cache.result(TIMEOUT)
         first = ids(api.result(TIMEOUT))
-        assert first == truth[len(older) - 10:len(older) + 5]
+        assert first == truth[before - 10:before + at_point + 5]
         assert view.has_previous and view.has_next
     with client.message_collection(CHANNEL, previous_result_size=200) as view:
         cache, api = view.start()
@@ -531,9 +562,36 @@ def test_offline_gap_is_filled_or_huge(world: Tuple[parley.Client, str, Admin], 
             wait_until(lambda: ids(view.messages) == server_listing(server, token, CHANNEL)[-len(view.messages):], "the view")
             assert Kind.HUGE_GAP_DETECTED not in recorder.kinds()
             assert not view.has_next
-        # The deletion comes back once: replayed as its event, or found by the changelog.
+        # The deletion comes back once, as the changelog's (replayed as its event, or found by the changelog).
         wait_until(lambda: len(recorder.of(Kind.DELETED)) >= 1, "the deletion")
-        assert len(recorder.of(Kind.DELETED, Source.MESSAGE_CHANGELOG) + recorder.of(Kind.DELETED, Source.MESSAGE_DELETED)) == 1
+        assert len(recorder.of(Kind.DELETED, Source.MESSAGE_CHANGELOG)) == 1 and len(recorder.of(Kind.DELETED)) == 1
+
+
+def test_edits_and_deletions_made_while_away_are_the_changelogs(world: Tuple[parley.Client, str, Admin]) -> None:
+    """Guide 000: what a catch-up brings is reported with the changelog's source, whether the
+    server replayed its events (a resume by Last-Event-ID) or the changelog found it; edits
+    and deletions made while connected keep their real-time sources."""
+    client, token, admin = world
+    sent = [admin.send(CHANNEL, "bob", f"before {i}") for i in range(4)]
+    recorder = Recorder()
+    with started(client.message_collection(CHANNEL, previous_result_size=10), recorder) as view:
+        client.disconnect()
+        path = f"/v3/group_channels/{CHANNEL}/messages"
+        admin.call("PUT", f"{path}/{sent[1]['message_id']}", {"message": "edited while away"})
+        admin.call("DELETE", f"{path}/{sent[2]['message_id']}")
+        client.connect(ME, token).result(TIMEOUT)
+        wait_until(lambda: recorder.of(Kind.UPDATED) and recorder.of(Kind.DELETED), "the edit and the deletion")
+        wait_until(lambda: view.freshness == parley.Freshness.LIVE, "the catch-up to end")
+        assert [m["message"] for m in recorder.of(Kind.UPDATED, Source.MESSAGE_CHANGELOG)] == ["edited while away"]
+        assert ids(recorder.of(Kind.DELETED, Source.MESSAGE_CHANGELOG)) == [sent[2]["message_id"]]
+        assert len(recorder.of(Kind.UPDATED)) == 1 and len(recorder.of(Kind.DELETED)) == 1
+        assert [m["message"] for m in view.messages] == ["before 0", "edited while away", "before 3"]
+        # Live again: an edit is `message_updated`, a deletion `message_deleted`.
+        admin.call("PUT", f"{path}/{sent[0]['message_id']}", {"message": "edited live"})
+        admin.call("DELETE", f"{path}/{sent[3]['message_id']}")
+        wait_until(lambda: recorder.of(Kind.UPDATED, Source.MESSAGE_UPDATED) and recorder.of(Kind.DELETED, Source.MESSAGE_DELETED),
+                   "the live edit and deletion")
+        assert [m["message"] for m in recorder.of(Kind.UPDATED, Source.MESSAGE_UPDATED)] == ["edited live"]
 
 
 def test_huge_gap_counts_only_what_the_filter_keeps(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:

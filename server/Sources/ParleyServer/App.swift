@@ -200,6 +200,10 @@ struct ServerOptions: ParsableArguments {
     var webhookMaxAttempts: String?
     @Option(help: "The longest pause between two attempts of a webhook delivery (env PARLEY_WEBHOOK_RETRY_MAX_SECONDS; default 300).")
     var webhookRetryMaxSeconds: String?
+    @Option(help: "Members one group channel may hold (env PARLEY_MAX_MEMBERS_PER_CHANNEL; default 2000).")
+    var maxMembersPerChannel: String?
+    @Option(help: "Members one Supergroup channel may hold (env PARLEY_MAX_MEMBERS_PER_SUPER_CHANNEL; default 20000).")
+    var maxMembersPerSuperChannel: String?
 
     /// The options given on the command line, by setting name.
     var commandLine: Settings.CommandLine {
@@ -212,7 +216,8 @@ struct ServerOptions: ParsableArguments {
             (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
             (.shutdownGraceSeconds, shutdownGraceSeconds), (.shutdownDrainSeconds, shutdownDrainSeconds),
             (.trustedProxies, trustedProxies), (.chatHistory, chatHistory),
-            (.maxChannelsPerUser, maxChannelsPerUser), (.webhookURLs, webhookUrls), (.webhookCategories, webhookCategories),
+            (.maxChannelsPerUser, maxChannelsPerUser), (.maxMembersPerChannel, maxMembersPerChannel),
+            (.maxMembersPerSuperChannel, maxMembersPerSuperChannel), (.webhookURLs, webhookUrls), (.webhookCategories, webhookCategories),
             (.webhookSecret, webhookSecret), (.webhookSecretFile, webhookSecretFile),
             (.webhookTimeoutSeconds, webhookTimeoutSeconds), (.webhookConcurrency, webhookConcurrency),
             (.webhookMaxAttempts, webhookMaxAttempts), (.webhookRetryMaxSeconds, webhookRetryMaxSeconds),

@@ -40,6 +40,8 @@ extension Settings {
             ("heartbeat_seconds", String(heartbeatSeconds)), ("max_streams_per_user", String(maxStreamsPerUser)),
             ("chat_history", applicationDefaults.chatHistory ? "on" : "off"),
             ("max_channels_per_user", String(applicationDefaults.maxChannelsPerUser)),
+            ("max_members_per_channel", String(applicationDefaults.maxMembersPerChannel)),
+            ("max_members_per_super_channel", String(applicationDefaults.maxMembersPerSuperChannel)),
             ("log_level", logLevel.rawValue), ("log_format", logFormat.rawValue),
             ("metrics_token", secret(metricsToken)),
             ("shutdown_grace_seconds", String(shutdownGraceSeconds)),
@@ -102,6 +104,8 @@ struct SettingKey: Sendable {
     static let webhookConcurrency = SettingKey("webhook_concurrency")
     static let webhookMaxAttempts = SettingKey("webhook_max_attempts")
     static let webhookRetryMaxSeconds = SettingKey("webhook_retry_max_seconds")
+    static let maxMembersPerChannel = SettingKey("max_members_per_channel")
+    static let maxMembersPerSuperChannel = SettingKey("max_members_per_super_channel")
 
     /// Every key a configuration file may hold.
     static let all: [SettingKey] = [
@@ -110,6 +114,7 @@ struct SettingKey: Sendable {
         shutdownGraceSeconds, shutdownDrainSeconds, trustedProxies, chatHistory, maxChannelsPerUser,
         webhookURLs, webhookCategories, webhookSecret, webhookSecretFile, webhookTimeoutSeconds, webhookConcurrency,
         webhookMaxAttempts, webhookRetryMaxSeconds,
+        maxMembersPerChannel, maxMembersPerSuperChannel,
     ]
 }
 
@@ -190,6 +195,13 @@ struct Settings: Sendable {
             settings.applicationDefaults.maxChannelsPerUser = value
         }
         try resolveWebhooks(source, into: &settings.hookDefaults)
+        let memberRange = ApplicationSettings.memberLimitRange
+        if let value = try source.integer(.maxMembersPerChannel, in: memberRange) {
+            settings.applicationDefaults.maxMembersPerChannel = value
+        }
+        if let value = try source.integer(.maxMembersPerSuperChannel, in: memberRange) {
+            settings.applicationDefaults.maxMembersPerSuperChannel = value
+        }
         if let (value, origin) = source.string(.logLevel) {
             guard let level = Logger.Level(rawValue: value.lowercased()) else {
                 throw SettingsError("\(origin): '\(value)' is no log level (trace, debug, info, notice, warning, error, critical)")

@@ -1,5 +1,6 @@
 // The application's settings (PROTOCOL.md §6.5): whether members who join later see the
-// messages sent before they joined, and how many group channels one user may have joined.
+// messages sent before they joined, how many group channels one user may have joined, and
+// how many members one group channel may hold.
 // The command line gives the defaults (Config/Settings.swift); the admin API stores values
 // in the database, where every server on it reads them, and those win.
 
@@ -9,8 +10,16 @@ struct ApplicationSettings: Sendable, Equatable {
     var chatHistory = true
     /// Joined group channels per user; a join beyond it is refused, an invitation left out.
     var maxChannelsPerUser = 2_000
+    /// Members (joined and invited) of one group channel; a creation, invitation or join that
+    /// would go beyond it is refused. The command line alone sets these two.
+    var maxMembersPerChannel = 2_000
+    /// The same for Supergroup channels (`is_super`).
+    var maxMembersPerSuperChannel = 20_000
 
     static let channelLimitRange: ClosedRange<Int> = 1...1_000_000
+    static let memberLimitRange: ClosedRange<Int> = 1...1_000_000
+
+    func memberLimit(isSuper: Bool) -> Int { isSuper ? maxMembersPerSuperChannel : maxMembersPerChannel }
 
     /// The stored names, one row each (`application_settings`).
     static let chatHistoryName = "chat_history"
@@ -51,6 +60,11 @@ extension APIError {
     static func channelLimit(_ userId: String, _ limit: Int) -> APIError {
         APIError(status: 403, code: 900070,
                  message: "\"\(userId)\" has joined the most group channels a user may (\(limit)).")
+    }
+
+    static func memberLimit(_ limit: Int) -> APIError {
+        APIError(status: 403, code: 900030,
+                 message: "The channel would hold more than the \(limit) members a channel may.")
     }
 }
 

@@ -54,6 +54,7 @@ extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationR
     /// Adds users as joined or invited members, honouring each user's auto-accept preference.
     /// A user in `forceJoin` who has joined the most channels allowed is refused; an invitee
     /// who has is left out (their invitation is cancelled, as the reference guide says).
+    /// Members beyond the channel's member limit refuse the whole change.
     func addMembers(_ c: inout ChannelRecord, _ ids: [String], inviter: String?, forceJoin: Set<String>,
                     now: Int64) async throws -> (joined: [String], invited: [String]) {
         var joined: [String] = [], invited: [String] = []
@@ -67,13 +68,16 @@ extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationR
                 full.insert(id)
             }
         }
+        let newcomers = Set(ids).filter { c.members[$0] == nil && !full.contains($0) }
+        let memberLimit = settings.memberLimit(isSuper: c.isSuper)
+        if c.members.count + newcomers.count > memberLimit { throw APIError.memberLimit(memberLimit) }
         for id in ids where c.members[id] == nil && !full.contains(id) {
             let autoJoin = forceJoin.contains(id) || (loadedUser(id)?.autoAccept ?? true)
             let isInvitation = inviter != nil && inviter != id
             c.members[id] = MemberRecord(
                 userId: id, state: autoJoin ? "joined" : "invited", invitedAt: isInvitation ? now : 0,
                 inviterId: isInvitation ? inviter : nil, joinedAt: autoJoin ? now : 0, readTs: 0, deliveredTs: 0,
-                hiddenState: "unhidden", tsMessageOffset: autoJoin ? historyStart : 0, changeSeq: 0, changedAt: now)
+                hiddenState: "unhidden", tsMessageOffset: historyStart, changeSeq: 0, changedAt: now)
             touchMember(&c, id, now)
             if autoJoin { joined.append(id) } else { invited.append(id) }
         }
@@ -81,14 +85,12 @@ extension ChannelRecords where Self: UserRecords & MessageRecords & ApplicationR
     }
 
     /// An invited member joins (accepting, or joining a public channel they were invited to):
-    /// refused at the channel limit; their history starts now unless chat history is on.
+    /// refused at the channel limit. Their history started at the invitation (`addMembers`).
     func joinInvitedMember(_ c: inout ChannelRecord, _ uid: String, now: Int64) async throws {
         let settings = try await applicationSettings()
         if try await !hasRoomForChannel(uid, settings) { throw APIError.channelLimit(uid, settings.maxChannelsPerUser) }
-        let historyStart = try await historyStartForNewMember(of: c.url, settings)
         c.members[uid]!.state = "joined"
         c.members[uid]!.joinedAt = now
-        c.members[uid]!.tsMessageOffset = max(c.members[uid]!.tsMessageOffset, historyStart)
         touchMember(&c, uid, now)
     }
 }
@@ -106,7 +108,7 @@ extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
     /// message, so the others do not receive it; when `channelChanged` (last message,
     /// `updated_at`, read receipts), they receive `channel_changed` instead.
     func emitMessageEvent(_ category: String, _ c: ChannelRecord, about message: MessageRecord?,
-                          fields: [(String, JSON?)], channelChanged: Bool, now: Int64) {
+                          fields: [(String, JSON?)], channelChanged: Bool, now: Int64, exceptSession: String? = nil) {
         var told = Set<String>(), others = Set<String>()
         for m in c.members.values {
             if m.state == "joined" && (message.map { isVisible($0, to: m) || hasVisibleReplies($0, to: m) } ?? true) {
@@ -115,7 +117,8 @@ extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
                 others.insert(m.userId)
             }
         }
-        emit(category, channelUrl: c.url, to: told, fields: [("channel", eventChannelJSON(c, now: now))] + fields, now: now)
+        emit(category, channelUrl: c.url, to: told, fields: [("channel", eventChannelJSON(c, now: now))] + fields, now: now,
+             exceptSession: exceptSession)
         if channelChanged { emitChannelChanged(c, to: others, now: now) }
     }
 

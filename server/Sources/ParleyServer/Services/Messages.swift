@@ -227,14 +227,15 @@ enum Messages {
         let boxes = try Images.requestedBoxes(i)
         let filesObject = try i.object("files")
         func fromFiles(_ k: String) -> JSON? { filesObject?[k] }
-        var fileURL = try i.string("url", maxBytes: 2048)
+        // The reference SDK's spellings (`file_url`, `mime_type`) stand beside the platform's.
+        var fileURL = try i.string("url", maxBytes: 2048) ?? i.string("file_url", maxBytes: 2048)
         var name = try i.string("file_name", maxBytes: 1024)
         var size = try i.int("file_size", min: 0)
-        var mime = try i.string("file_type", maxBytes: 256)
-        if case .string(let v)? = fromFiles("url"), fileURL == nil { fileURL = v }
+        var mime = try i.string("file_type", maxBytes: 256) ?? i.string("mime_type", maxBytes: 256)
+        if case .string(let v)? = fromFiles("url") ?? fromFiles("file_url"), fileURL == nil { fileURL = v }
         if case .string(let v)? = fromFiles("file_name"), name == nil { name = v }
         if case .int(let v)? = fromFiles("file_size"), size == nil { size = v }
-        if case .string(let v)? = fromFiles("file_type"), mime == nil { mime = v }
+        if case .string(let v)? = fromFiles("file_type") ?? fromFiles("mime_type"), mime == nil { mime = v }
         guard let upload else {
             guard let fileURL, !fileURL.isEmpty else { throw APIError.missing("url") }
             r.file = FileInfoRecord(url: fileURL, name: name ?? "", size: size ?? 0, type: mime ?? "", fileId: nil)
@@ -334,6 +335,10 @@ enum Messages {
         return p
     }
 
+    /// The most messages at exactly `message_ts` a listing returns as its anchor (only the
+    /// Api-Token's `created_at` test hook can store more in one millisecond).
+    static let messagesAtAnchorLimit = 1_000
+
     static func list(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
@@ -366,11 +371,17 @@ enum Messages {
                     base, [.below(key, inclusive: true), .above(key, inclusive: true)], descending: false, limit: 1)
             }
         } else {
-            // Without a message id, the messages at exactly `message_ts` go to the older side
-            // when `include`, else to neither.
+            // Without a message id, the messages at exactly `message_ts` are the anchor: with
+            // `include` they come between the sides, counted in neither limit (as the
+            // reference's `previousResultSize` counts the messages before the timestamp).
             let t = ts ?? Int64.max
-            prevBounds = [include ? .below(MessageKey(t, .max), inclusive: true) : .below(MessageKey(t, .min), inclusive: false)]
+            prevBounds = [.below(MessageKey(t, .min), inclusive: false)]
             nextBounds = [.above(MessageKey(t, .max), inclusive: false)]
+            if include && ts != nil {
+                anchorItems = try await s.messagePage(
+                    base, [.above(MessageKey(t, .min), inclusive: true), .below(MessageKey(t, .max), inclusive: true)],
+                    descending: false, limit: Self.messagesAtAnchorLimit)
+            }
         }
         // One more than asked on each side tells whether there are more.
         var prev = try await s.messagePage(base, prevBounds, descending: true, limit: prevLimit + 1)
@@ -414,8 +425,9 @@ enum Messages {
     /// Records a message change: touches it (message changelogs) and, when `channelChanged`
     /// (the channel renders it as `last_message`, or unread mention counts moved), the
     /// channel; then, unless the caller sends its own event, tells the members.
+    /// `exceptSession`: the device that made the change, which learns it from the answer.
     static func announceUpdate(_ s: some Needs, _ c: inout ChannelRecord, _ m: inout MessageRecord, now: Int64,
-                               event: Bool = true, channelChanged: Bool) async throws {
+                               event: Bool = true, channelChanged: Bool, exceptSession: String? = nil) async throws {
         s.touch(&m, now)
         try await s.save(m)
         if channelChanged {
@@ -424,7 +436,7 @@ enum Messages {
         }
         if event {
             s.emitMessageEvent("message_updated", c, about: m, fields: [("message", try await s.render(m, .full))],
-                               channelChanged: channelChanged, now: now)
+                               channelChanged: channelChanged, now: now, exceptSession: exceptSession)
         }
     }
 
@@ -461,7 +473,8 @@ enum Messages {
         // Mentions count in members' unread mention counts, wherever the message is.
         let mentionsChanged = mentionType != nil || mentioned != nil
         if mentionsChanged { s.recountMentions(from: old, to: m, in: &c) }
-        try await announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id || mentionsChanged)
+        try await announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id || mentionsChanged,
+                                 exceptSession: ctx.caller.sessionKey)
         return .json(try await s.render(m, .full))
     }
 

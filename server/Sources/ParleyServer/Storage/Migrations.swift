@@ -185,6 +185,9 @@ enum Migrations {
             CREATE INDEX hook_deliveries_pending ON hook_deliveries (endpoint, channel_url, id) WHERE status = 'pending';
             CREATE INDEX hook_deliveries_due ON hook_deliveries (next_attempt_at) WHERE status = 'pending';
             """),
+        Migration(version: 21, summary: "the Session-Key whose streams an event skips: the device that made the change", ddl: """
+            ALTER TABLE events ADD COLUMN except_session {TEXT};
+            """),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from
