@@ -17,6 +17,12 @@ def nfc_bytes(text):
     return unicodedata.normalize("NFC", text).encode()
 
 
+def name_key(text):
+    """PROTOCOL.md "Sort orders": the NFC text case-folded (lowercased, NFC again), U+0001, the NFC text."""
+    exact = unicodedata.normalize("NFC", text)
+    return unicodedata.normalize("NFC", exact.lower()).encode() + b"\x01" + exact.encode()
+
+
 def sort_key(order, c):
     url = c["channel_url"].encode()
     if order == "latest_last_message":
@@ -25,7 +31,7 @@ def sort_key(order, c):
             return (0, -last["created_at"], -c["created_at"], url)
         return (1, -c["created_at"], -c["created_at"], url)
     if order == "channel_name_alphabetical":
-        return (nfc_bytes(c["name"]), url)
+        return (name_key(c["name"]), url)
     if order == "metadata_value_alphabetical":
         value = c.get("metadata", {}).get("rank")
         return (0, nfc_bytes(value), url) if value is not None else (1, b"", url)

@@ -356,3 +356,57 @@ def test_mentions_count(server):
     server.send(url, b, "plain")
     ch = server.ok("GET", f"/v3/group_channels/{url}", params={"user_id": a})
     assert ch["unread_message_count"] == 3 and ch["unread_mention_count"] == 2
+
+
+def test_names_and_nicknames_order_case_insensitively(server):
+    """PROTOCOL.md "Sort orders of text": channel names and nicknames compare case-folded after
+    NFC, then by their exact NFC bytes, then by URL (user id)."""
+    owner = server.user()
+    tag = uuid.uuid4().hex[:6]
+    names = ["beta", "Alpha", "alpha", "\u00c9clair", "e\u0301clair", "Zeta", "apple", "BETA"]
+    created = {server.channel([owner], name=f"{tag} {n}")["channel_url"]: n for n in names}
+    listed = server.ok("GET", f"/v3/users/{owner}/my_group_channels", session=server.session(owner),
+                       params={"order": "channel_name_alphabetical", "show_empty": "true", "limit": 3,
+                               "name_contains": tag})
+    walked = [c["name"][len(tag) + 1:] for c in listed["channels"]]
+    token = listed["next"]
+    while token:
+        page = server.ok("GET", f"/v3/users/{owner}/my_group_channels", session=server.session(owner),
+                         params={"order": "channel_name_alphabetical", "show_empty": "true", "limit": 3,
+                                 "name_contains": tag, "token": token})
+        walked += [c["name"][len(tag) + 1:] for c in page["channels"]]
+        token = page["next"]
+    # By bytes after folding: "zeta" (0x7A) comes before "\u00e9clair" (0xC3 0xA9).
+    assert walked == ["Alpha", "alpha", "apple", "BETA", "beta", "Zeta", "\u00c9clair", "e\u0301clair"]
+    assert len(created) == len(names)
+    # Nicknames: the member order of a channel and of the member list.
+    users = [server.user(nickname=n) for n in ["bob", "Alice", "alice", "Bob", "carol"]]
+    url = server.channel(users)["channel_url"]
+    expected = ["Alice", "alice", "Bob", "bob", "carol"]
+    members = server.ok("GET", f"/v3/group_channels/{url}/members", params={"limit": 10})["members"]
+    assert [m["nickname"] for m in members] == expected
+    assert [m["nickname"] for m in server.ok("GET", f"/v3/group_channels/{url}")["members"]] == expected
+
+
+def test_name_keys_of_an_older_database_are_computed_again(fresh_server):
+    """Migration 22: a database whose name keys are the NFC texts (case-sensitive) gets the
+    case-insensitive keys; its listing by name follows them."""
+    import sqlite3
+    from tests_support import databases
+    s = fresh_server()
+    owner = s.user()
+    for name in ["b", "A", "a", "B"]:
+        s.channel([owner], name=name)
+    s.stop()
+    undo = "UPDATE channels SET name_key = name; DELETE FROM schema_migrations WHERE version = 22;"
+    if databases.backend() == "sqlite":
+        db = sqlite3.connect(s.db_path)
+        db.executescript(undo)
+        db.commit()
+        db.close()
+    else:
+        databases.psql(s.db_path, undo)
+    s2 = fresh_server()
+    listed = s2.ok("GET", f"/v3/users/{owner}/my_group_channels",
+                   params={"order": "channel_name_alphabetical", "show_empty": "true"})["channels"]
+    assert [c["name"] for c in listed] == ["A", "a", "B", "b"]

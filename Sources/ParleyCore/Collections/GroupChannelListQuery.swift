@@ -311,7 +311,7 @@ public struct GroupChannelListQuery: Sendable, Equatable {
             }
             return ChannelSortKey(elements: [.int(1), .int(-createdAt), .int(-createdAt), url])
         case .channelNameAlphabetical:
-            return ChannelSortKey(elements: [.string(textOrderKey(channel.name ?? "")), url])
+            return ChannelSortKey(elements: [.string(nameOrderKey(channel.name ?? "")), url])
         case .metadataValueAlphabetical:
             if let key = metadataOrderKey, let value = channel.metadataValue(key) {
                 return ChannelSortKey(elements: [.int(0), .string(textOrderKey(value)), url])

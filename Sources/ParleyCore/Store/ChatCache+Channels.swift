@@ -178,7 +178,7 @@ extension ChatCache {
                 .text(key.name), .text(columns.customType),
                 .integer(-key.createdAt), .integer(activityRank), .integer(-(key.lastMessageCreatedAt ?? key.createdAt)),
                 .text(json), .integer(columns.historyOffset), .text(columns.operatorIDs), .text(columns.pinnedMessageIDs),
-                .integer(members != nil || storedMembersKnown ? 1 : 0), .text(textOrderKey(key.name)),
+                .integer(members != nil || storedMembersKnown ? 1 : 0), .text(nameOrderKey(key.name)),
             ])
         return stored == nil ? .inserted : .updated
     }
@@ -242,7 +242,7 @@ extension ChatCache {
             } ?? []
         case .channelNameAlphabetical:
             sortColumns = "name_key, channel_url"
-            values = after.map { [.text(textOrderKey($0.name)), .text($0.channelURL)] } ?? []
+            values = after.map { [.text(nameOrderKey($0.name)), .text($0.channelURL)] } ?? []
         }
         var sql = "SELECT \(Self.channelColumns) FROM channels"
         if !values.isEmpty {

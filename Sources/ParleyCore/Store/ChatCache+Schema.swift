@@ -22,6 +22,7 @@ extension ChatCache {
         SQLiteMigration(version: 8, sql: schemaVersion8),
         SQLiteMigration(version: 9, sql: schemaVersion9),
         SQLiteMigration(version: 10, sql: schemaVersion10),
+        SQLiteMigration(version: 11, sql: schemaVersion11),
     ]
 
     /// Version 1: channels, server messages, local messages, chunks, tokens, meta.
@@ -277,5 +278,10 @@ extension ChatCache {
     /// A migration that rewrites `json` must set `optional_members` to NULL (or rewrite it).
     static let schemaVersion10 = """
         ALTER TABLE messages ADD COLUMN optional_members BLOB;
+        """
+
+    /// Channel names sort case-insensitively (`nameOrderKey`): their keys computed again.
+    static let schemaVersion11 = """
+        UPDATE channels SET name_key = parley_name_order_key(name);
         """
 }

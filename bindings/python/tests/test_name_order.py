@@ -1,5 +1,6 @@
 """One total order for channel names and metadata values (docs/PROTOCOL.md, "Sort orders"):
-the UTF-8 bytes of the text's NFC form, ties broken by the bytes of `channel_url`. Random
+names case-insensitively (the NFC text case-folded, ties by its exact bytes), metadata values
+by the UTF-8 bytes of their NFC form, ties broken by the bytes of `channel_url`. Random
 names built from combining marks, precomposed letters, case variants and exact ties are
 listed by the server (keyset pages at limits 1-7), by a channel collection from the server,
 from the cache and offline, and by the cached read: every walk equals the order computed
@@ -59,8 +60,14 @@ def build_world(admin: Admin, rng: random.Random, count: int) -> Tuple[Dict[str,
     return names, ranks
 
 
+def name_key(text: str) -> bytes:
+    """Names: the NFC text case-folded (lowercased, NFC again), U+0001, then the NFC text."""
+    exact = unicodedata.normalize("NFC", text)
+    return unicodedata.normalize("NFC", exact.lower()).encode("utf-8") + b"\x01" + exact.encode("utf-8")
+
+
 def expected_by_name(names: Dict[str, str]) -> List[str]:
-    return sorted(names, key=lambda url: (nfc_key(names[url]), url.encode()))
+    return sorted(names, key=lambda url: (name_key(names[url]), url.encode()))
 
 
 def expected_by_rank(names: Dict[str, str], ranks: Dict[str, str]) -> List[str]:
@@ -162,3 +169,32 @@ def test_names_and_metadata_values_have_one_total_order_everywhere(
                 listed = collection_walk(offline, query_for(params, limit), f"seed {seed}: {label} offline limit {limit}")
                 assert listed == expected, \
                     f"seed {seed}: {label} offline, limit {limit}: {describe(listed, texts)} != {describe(expected, texts)}"
+
+
+def test_a_cache_of_the_case_sensitive_order_gets_its_name_keys_again(
+        server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    """Cache migration 11: a cache file whose name keys are the plain NFC texts (schema 10)
+    gets the case-insensitive keys when it is opened, as the server computes them."""
+    import sqlite3
+    token = admin.user(ME)
+    names = ["b", "A", "a", "\u00c9clair", "e\u0301clair"]
+    for index, name in enumerate(names):
+        admin.call("POST", "/v3/group_channels", {"channel_url": f"old{index}", "user_ids": [ME], "name": name})
+    query = GroupChannelListQuery(order=Order.CHANNEL_NAME_ALPHABETICAL, include_empty=True, limit=10)
+    with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache")) as client:
+        client.connect(ME, token).result(TIMEOUT)
+        assert len(collection_walk(client, query, "first")) == len(names)
+    (path,) = list((tmp_path / "cache").rglob("*.sqlite"))
+    db = sqlite3.connect(path)
+    db.execute("UPDATE channels SET name_key = name")
+    db.execute("PRAGMA user_version = 10")
+    db.commit()
+    db.close()
+    with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache")) as client:
+        client.connect(ME, token).result(TIMEOUT)
+    db = sqlite3.connect(path)
+    keys = dict(db.execute("SELECT name, name_key FROM channels"))
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    db.close()
+    assert version >= 11
+    assert {name: key.encode("utf-8") for name, key in keys.items()} == {name: name_key(name) for name in names}

@@ -128,7 +128,7 @@ extension ServerState {
     func sortedMembers(_ channel: ChannelRecord) -> [MemberRecord] {
         // Nicknames' order keys computed once each, not per comparison; keys compared as the
         // listings compare them (compareKeys), so the order is total and the same in both.
-        channel.members.values.map { ([textOrderKey(loadedUser($0.userId)?.nickname ?? ""), .string($0.userId)], $0) }
+        channel.members.values.map { ([nameOrderKey(loadedUser($0.userId)?.nickname ?? ""), .string($0.userId)], $0) }
             .sorted { compareKeys($0.0, $1.0) < 0 }.map { $0.1 }
     }
 

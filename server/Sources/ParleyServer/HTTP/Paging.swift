@@ -23,8 +23,9 @@ func decodeToken(_ token: String) -> [JSON]? {
     return a
 }
 
-/// The sort key of a name or metadata value (PROTOCOL.md "Sort orders"): the text in NFC,
-/// so that canonically equivalent texts (precomposed or combining marks) sort as one.
+/// The sort key of a metadata value (PROTOCOL.md "Sort orders"): the text in NFC, so that
+/// canonically equivalent texts (precomposed or combining marks) sort as one; names add case
+/// folding (`nameOrderKey`).
 /// `_nfcCodeUnits` is the standard library's own normalizer; the client uses the same.
 func textOrderKey(_ text: String) -> JSON { .string(orderKeyText(text)) }
 
@@ -33,6 +34,17 @@ func orderKeyText(_ text: String) -> String {
     // ASCII is its own NFC form: most names skip the normalizer.
     text.utf8.allSatisfy({ $0 < 0x80 }) ? text : String(decoding: text._nfcCodeUnits, as: UTF8.self)
 }
+
+/// The sort key of a channel name or a nickname (PROTOCOL.md "Sort orders"): the NFC text
+/// case-folded (lowercased, in NFC again), then U+0001, then the NFC text itself, so that
+/// names differing only in case sort together and ties go by the exact bytes. The client
+/// computes the same key (Sources/ParleyCore/Support/TextOrder.swift).
+func nameOrderKeyText(_ text: String) -> String {
+    let exact = orderKeyText(text)
+    return orderKeyText(exact.lowercased()) + "\u{1}" + exact
+}
+
+func nameOrderKey(_ text: String) -> JSON { .string(nameOrderKeyText(text)) }
 
 /// Lexicographic sort keys for keyset pagination. Strings compare by their UTF-8 bytes:
 /// Swift's `<` and `==` treat canonically equivalent strings as equal, which is no total

@@ -395,7 +395,7 @@ enum Channels {
                 return [.int(1), .int(-c.createdAt), .int(-c.createdAt), .string(c.url)]
             }
         case "channel_name_alphabetical":
-            return { c in [textOrderKey(c.name), .string(c.url)] }
+            return { c in [nameOrderKey(c.name), .string(c.url)] }
         case "metadata_value_alphabetical":
             return { c in
                 if let key = metadataKey, let v = c.metadata[key] { return [.int(0), textOrderKey(v), .string(c.url)] }
@@ -746,7 +746,7 @@ enum Channels {
             return true
         }
         let (page, next) = try keysetPage(Array(selected), key: { m in
-            let nick = textOrderKey(s.loadedUser(m.userId)?.nickname ?? "")
+            let nick = nameOrderKey(s.loadedUser(m.userId)?.nickname ?? "")
             if order == "operator_then_member_alphabetical" {
                 return [.int(c.isOperator(m.userId) ? 0 : 1), nick, .string(m.userId)]
             }

@@ -478,7 +478,7 @@ enum ChannelQueries {
             c.add("c.url IN (\(SQLCondition.placeholders(urls.count)))", urls.map { .text($0) })
         }
         // Names compare as Swift compares them (canonical equivalence): by their NFC form.
-        if let name = f.name { c.add("c.name_key = ?", [.text(orderKeyText(name))]) }
+        if let name = f.name { c.add("c.name_key = ?", [.text(nameOrderKeyText(name))]) }
         if let exact = f.exactly {
             c.add("(SELECT count(*) FROM members x WHERE x.channel_url = c.url) = ?", [.int(Int64(exact.count))])
             if !exact.isEmpty && exact.count <= chunkSize {

@@ -188,6 +188,13 @@ enum Migrations {
         Migration(version: 21, summary: "the Session-Key whose streams an event skips: the device that made the change", ddl: """
             ALTER TABLE events ADD COLUMN except_session {TEXT};
             """),
+        Migration(version: 22, summary: "channel names sort case-insensitively: name keys computed again", ddl: "", backfill: { db in
+            // The key is Swift's (`nameOrderKeyText`), which SQL cannot compute: read, keyed, written back.
+            for row in try await db.query("SELECT url, name FROM channels", []) {
+                try await db.execute("UPDATE channels SET name_key = ? WHERE url = ?",
+                                     [.text(nameOrderKeyText(row.text(1))), .text(row.text(0))])
+            }
+        }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from

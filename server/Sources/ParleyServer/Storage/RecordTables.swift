@@ -62,7 +62,7 @@ enum RecordTables {
         [.text(c.url), .text(c.name), .text(c.coverUrl), .text(c.customType), .text(c.data), .int(c.createdAt),
          .int(c.updatedAt), .optional(c.createdBy), .bool(c.isDistinct), .bool(c.isSuper), .bool(c.isPublic),
          .bool(c.isEphemeral), .bool(c.freeze), json(c.pinnedMessageIds), .int(c.lastMessageId), .int(c.changeSeq),
-         .int(c.changedAt), .int(c.countedMessages), .int(c.countedMentions), .text(orderKeyText(c.name)),
+         .int(c.changedAt), .int(c.countedMessages), .int(c.countedMentions), .text(nameOrderKeyText(c.name)),
          .int(lastMessageAt)]
     }
 
