@@ -232,10 +232,9 @@ class EventReader:
 # (server UnreadCounters.swift); before 13 events did not name the channel they changed.
 # Migrations 12, 14, 15 and 16 only add PostgreSQL functions and a table, defined again when
 # they are applied again; 17 gave message tombstones their sender and request id; 20 made the
-# table of queued webhook calls; 21 gave events the Session-Key whose streams skip them.
+# table of queued webhook calls.
 UNDO_TO_SCHEMA_10 = """
     DROP TABLE hook_deliveries;
-    ALTER TABLE events DROP COLUMN except_session;
     DROP INDEX message_tombstones_by_request;
     ALTER TABLE message_tombstones DROP COLUMN sender_id;
     ALTER TABLE message_tombstones DROP COLUMN req_id;

@@ -389,7 +389,7 @@ def test_names_and_nicknames_order_case_insensitively(server):
 
 
 def test_name_keys_of_an_older_database_are_computed_again(fresh_server):
-    """Migration 22: a database whose name keys are the NFC texts (case-sensitive) gets the
+    """Migration 21: a database whose name keys are the NFC texts (case-sensitive) gets the
     case-insensitive keys; its listing by name follows them."""
     import sqlite3
     from tests_support import databases
@@ -398,7 +398,7 @@ def test_name_keys_of_an_older_database_are_computed_again(fresh_server):
     for name in ["b", "A", "a", "B"]:
         s.channel([owner], name=name)
     s.stop()
-    undo = "UPDATE channels SET name_key = name; DELETE FROM schema_migrations WHERE version = 22;"
+    undo = "UPDATE channels SET name_key = name; DELETE FROM schema_migrations WHERE version = 21;"
     if databases.backend() == "sqlite":
         db = sqlite3.connect(s.db_path)
         db.executescript(undo)

@@ -17,13 +17,10 @@ final class Subscriber: @unchecked Sendable {
     let id: Int
     let userId: String
     let outbox: Outbox
-    /// The Session-Key the stream was opened with (nil: the Api-Token).
-    let sessionKey: String?
-    init(id: Int, userId: String, outbox: Outbox, sessionKey: String?) {
+    init(id: Int, userId: String, outbox: Outbox) {
         self.id = id
         self.userId = userId
         self.outbox = outbox
-        self.sessionKey = sessionKey
     }
 
     /// Ends the stream with an `error` event (PROTOCOL.md §9): its credential no longer holds.
@@ -433,7 +430,7 @@ final class EventHub: @unchecked Sendable {
             let frame = held.renderer.framer(event, now: now)
             for subs in targets {
                 let (prefix, suffix) = frame(subs[0].userId, &middle)
-                for sub in subs where event.exceptSession == nil || sub.sessionKey != event.exceptSession {
+                for sub in subs {
                     framesQueued += 1
                     if sub.outbox.append(prefix, middle, suffix) { flushMutex.withLock { unflushed.append(sub.outbox) } }
                 }
@@ -506,11 +503,11 @@ final class EventHub: @unchecked Sendable {
 
     /// Registers a stream. Call it from a job of `inOrder`, after the stream's replay. Once the
     /// server is shutting down, the stream ends at once (its client reconnects elsewhere).
-    func register(userId: String, sessionKey: String?, outbox: Outbox) -> Int {
+    func register(userId: String, outbox: Outbox) -> Int {
         let (id, closing): (Int, Bool) = mutex.withLock {
             let id = nextSubscriberId
             nextSubscriberId += 1
-            let sub = Subscriber(id: id, userId: userId, outbox: outbox, sessionKey: sessionKey)
+            let sub = Subscriber(id: id, userId: userId, outbox: outbox)
             subscribers[id] = sub
             subscribersByUser[userId, default: []].append(sub)
             openStreams[userId, default: 0] += 1

@@ -7,9 +7,6 @@ import NIOCore
 struct Caller: Sendable {
     let isAdmin: Bool
     let userId: String?  // the session user; nil for admin
-    /// The Session-Key the request came with (nil for admin): it names the device, whose own
-    /// event streams do not hear of some of its changes (PROTOCOL.md §9).
-    var sessionKey: String? = nil
 
     /// True for a request with the right Api-Token, false without one; a wrong one is refused.
     /// No database access: an admin request needs no read to be let in.

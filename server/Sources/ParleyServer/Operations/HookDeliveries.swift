@@ -222,10 +222,20 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
         try? await client.shutdown()
     }
 
+    /// The stored endpoints as the last pass read them (nil inside: none stored; nil: not read yet).
+    private let storedSeen = Mutex<String??>(nil)
+
+    /// Takes in the stored endpoints when they changed since the last pass: another server's
+    /// admin API. This server's own change is in force already (`storeWebhookSettings`), set
+    /// before its commit, which a pass reading meanwhile must not undo with the row before it.
     private func refreshEndpoints() async {
         do {
             let stored = try await service.run(readOnly: true, { s in try await s.storedWebhookSettings() })
-            registry.update(registry.resolved(stored: stored))
+            let changed = storedSeen.withLock { seen in
+                defer { seen = .some(stored) }
+                return seen.map { $0 != stored } ?? true
+            }
+            if changed { registry.update(registry.resolved(stored: stored)) }
         } catch {
             // Unchanged while the database does not answer: the next pass tries again.
         }

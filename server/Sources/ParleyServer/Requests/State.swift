@@ -901,15 +901,12 @@ final class ServerState {
     func events(after last: Int64, through: Int64, for userId: String) async throws -> [StoredEvent] {
         let contains = try db.dialect == .sqlite ? "instr(recipients, ?) > 0" : "strpos(recipients, ?) > 0"
         return try await db.query("""
-            SELECT id, created_at, category, recipients, data, except_session FROM events
-            WHERE id > ? AND id <= ? AND \(contains) ORDER BY id
-            """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map {
-            RecordTables.event($0, exceptSessionColumn: 5)
-        }
+            SELECT id, created_at, category, recipients, data FROM events WHERE id > ? AND id <= ? AND \(contains) ORDER BY id
+            """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map { RecordTables.event($0) }
     }
 
     private static let committedEventColumnList = ["b.pruned", "b.users", "e.id", "e.created_at", "e.category", "e.recipients",
-                                                   "e.data", "e.changed_channel", "e.except_session"]
+                                                   "e.data", "e.changed_channel"]
     private static let committedEventColumns = committedEventColumnList.joined(separator: ", ")
     private static let committedEventsFrom = """
         FROM (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
@@ -978,7 +975,7 @@ final class ServerState {
             pruned = row.int(0)
             usersWrittenInSnapshot = row.int(1)
             guard row.optionalInt(2) != nil else { continue }
-            var event = RecordTables.event(row, from: 2, exceptSessionColumn: 8)
+            var event = RecordTables.event(row, from: 2)
             guard ranges.contains(where: { $0.contains(event.id) }) else { continue }
             if channelRows != nil, let url = row.optionalText(7) { changed.insert(url) }
             event.fields = event.parsedData
@@ -1011,8 +1008,7 @@ final class ServerState {
         try await db.queryOne("SELECT value FROM meta WHERE name = 'pruned_through'")?.int(0) ?? 0
     }
 
-    func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64,
-              exceptSession: String?) {
+    func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64) {
         if let hook = WebhookCategory(streamEvent: category) { queueWebhook(hook, channelUrl: channelUrl, fields: fields, now: now) }
         guard !recipients.isEmpty else { return }
         let id = nextSeq()
@@ -1040,7 +1036,7 @@ final class ServerState {
         data += "}"
         let event = StoredEvent(id: id, createdAt: now, category: category, recipients: recipients.sorted(), data: data,
                                 changedChannel: category == "typing_status" ? nil : channelUrl,
-                                fields: fields, channelRange: channelRange, exceptSession: exceptSession)
+                                fields: fields, channelRange: channelRange)
         pending.events.append(event)
         pendingFanout.append(event)
     }

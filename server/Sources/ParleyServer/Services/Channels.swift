@@ -108,7 +108,7 @@ extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
     /// message, so the others do not receive it; when `channelChanged` (last message,
     /// `updated_at`, read receipts), they receive `channel_changed` instead.
     func emitMessageEvent(_ category: String, _ c: ChannelRecord, about message: MessageRecord?,
-                          fields: [(String, JSON?)], channelChanged: Bool, now: Int64, exceptSession: String? = nil) {
+                          fields: [(String, JSON?)], channelChanged: Bool, now: Int64) {
         var told = Set<String>(), others = Set<String>()
         for m in c.members.values {
             if m.state == "joined" && (message.map { isVisible($0, to: m) || hasVisibleReplies($0, to: m) } ?? true) {
@@ -117,8 +117,7 @@ extension ChannelRecords where Self: UserRecords & EventEmitter & Rendering {
                 others.insert(m.userId)
             }
         }
-        emit(category, channelUrl: c.url, to: told, fields: [("channel", eventChannelJSON(c, now: now))] + fields, now: now,
-             exceptSession: exceptSession)
+        emit(category, channelUrl: c.url, to: told, fields: [("channel", eventChannelJSON(c, now: now))] + fields, now: now)
         if channelChanged { emitChannelChanged(c, to: others, now: now) }
     }
 

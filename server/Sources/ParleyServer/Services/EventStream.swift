@@ -20,9 +20,6 @@ enum EventStream {
         }
         let lastEventId = requestedLastEventId
         let outbox = Outbox()
-        // Streams opened with the Api-Token have no device of their own.
-        let opensWithApiToken = (try? Caller.hasAdminToken(ctx.headers, apiToken: config.apiToken)) == true
-        let sessionKey = opensWithApiToken ? nil : ctx.headers[HTTPField.Name("Session-Key")!]
         let expiresAt: Int64 = try await service.run(readOnly: true) { s in
             try await admit(s, userId: userId, ctx: ctx, config: config, now: ctx.now)
         }
@@ -48,12 +45,11 @@ enum EventStream {
                 }
                 let delivered = hub.deliveredThrough
                 let frames: [String] = try await service.read { s in
-                    try await replay(s, userId: userId, after: lastEventId, delivered: delivered, ctx: ctx, config: config,
-                                     sessionKey: sessionKey, now: now)
+                    try await replay(s, userId: userId, after: lastEventId, delivered: delivered, ctx: ctx, config: config, now: now)
                 }
                 for frame in frames { outbox.append(frame) }
                 outbox.wake()
-                return hub.register(userId: userId, sessionKey: sessionKey, outbox: outbox)
+                return hub.register(userId: userId, outbox: outbox)
             }
         } catch {
             if admission.end() { await cluster?.release(userId) }
@@ -122,7 +118,7 @@ enum EventStream {
     /// The frames a stream starts with: `connected`, then the events after `last` up to
     /// `delivered` (or a `resync` when they are gone or unknown).
     private static func replay(_ s: some Needs, userId: String, after lastEventId: Int64?, delivered: Int64, ctx: Ctx,
-                               config: ServerConfig, sessionKey: String?, now: Int64) async throws -> [String] {
+                               config: ServerConfig, now: Int64) async throws -> [String] {
         // Again, in a snapshot taken after every delivered commit: a deactivation or
         // deletion delivered since the check above found no stream to end, so this
         // one must not open.
@@ -139,9 +135,7 @@ enum EventStream {
             return frames
         }
         var rendered: Set<String> = []
-        let events = try await s.events(after: last, through: delivered, for: userId).filter {
-            $0.exceptSession == nil || $0.exceptSession != sessionKey
-        }
+        let events = try await s.events(after: last, through: delivered, for: userId)
         let data = events.map(\.parsedData)
         // The channels the replay renders, each once, as they stand now.
         var urls = Set<String>()

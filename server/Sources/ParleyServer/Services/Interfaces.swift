@@ -159,10 +159,8 @@ protocol ReportRecords: AnyObject {
 
 /// What a request tells the open event streams once it commits (the hub delivers it).
 protocol EventEmitter: AnyObject {
-    /// Records an event for `recipients`; it is stored with the request's changes. The streams
-    /// opened with `exceptSession` do not receive it.
-    func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64,
-              exceptSession: String?)
+    /// Records an event for `recipients`; it is stored with the request's changes.
+    func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64)
     /// Ends the user's open streams once the request commits.
     func endStreams(of userId: String, message: String)
     /// The user started (`since`: when) or stopped (nil) typing in the channel; stored with
@@ -219,10 +217,3 @@ extension Rendering {
 }
 
 extension ServerState: UserRecords, ChannelRecords, MessageRecords, PollRecords, ReportRecords, EventEmitter, EventLog, ChangeSequence, Rendering {}
-
-extension EventEmitter {
-    /// Records an event for every stream of `recipients`.
-    func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64) {
-        emit(category, channelUrl: channelUrl, to: recipients, fields: fields, now: now, exceptSession: nil)
-    }
-}

@@ -425,9 +425,8 @@ enum Messages {
     /// Records a message change: touches it (message changelogs) and, when `channelChanged`
     /// (the channel renders it as `last_message`, or unread mention counts moved), the
     /// channel; then, unless the caller sends its own event, tells the members.
-    /// `exceptSession`: the device that made the change, which learns it from the answer.
     static func announceUpdate(_ s: some Needs, _ c: inout ChannelRecord, _ m: inout MessageRecord, now: Int64,
-                               event: Bool = true, channelChanged: Bool, exceptSession: String? = nil) async throws {
+                               event: Bool = true, channelChanged: Bool) async throws {
         s.touch(&m, now)
         try await s.save(m)
         if channelChanged {
@@ -436,7 +435,7 @@ enum Messages {
         }
         if event {
             s.emitMessageEvent("message_updated", c, about: m, fields: [("message", try await s.render(m, .full))],
-                               channelChanged: channelChanged, now: now, exceptSession: exceptSession)
+                               channelChanged: channelChanged, now: now)
         }
     }
 
@@ -473,8 +472,7 @@ enum Messages {
         // Mentions count in members' unread mention counts, wherever the message is.
         let mentionsChanged = mentionType != nil || mentioned != nil
         if mentionsChanged { s.recountMentions(from: old, to: m, in: &c) }
-        try await announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id || mentionsChanged,
-                                 exceptSession: ctx.caller.sessionKey)
+        try await announceUpdate(s, &c, &m, now: ctx.now, channelChanged: c.lastMessageId == m.id || mentionsChanged)
         return .json(try await s.render(m, .full))
     }
 

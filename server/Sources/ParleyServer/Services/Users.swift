@@ -236,6 +236,6 @@ extension UserRecords {
             user.hasEverLoggedIn = true
             save(user)
         }
-        return Caller(isAdmin: false, userId: session.userId, sessionKey: key)
+        return Caller(isAdmin: false, userId: session.userId)
     }
 }

@@ -185,10 +185,7 @@ enum Migrations {
             CREATE INDEX hook_deliveries_pending ON hook_deliveries (endpoint, channel_url, id) WHERE status = 'pending';
             CREATE INDEX hook_deliveries_due ON hook_deliveries (next_attempt_at) WHERE status = 'pending';
             """),
-        Migration(version: 21, summary: "the Session-Key whose streams an event skips: the device that made the change", ddl: """
-            ALTER TABLE events ADD COLUMN except_session {TEXT};
-            """),
-        Migration(version: 22, summary: "channel names sort case-insensitively: name keys computed again", ddl: "", backfill: { db in
+        Migration(version: 21, summary: "channel names sort case-insensitively: name keys computed again", ddl: "", backfill: { db in
             // The key is Swift's (`nameOrderKeyText`), which SQL cannot compute: read, keyed, written back.
             for row in try await db.query("SELECT url, name FROM channels", []) {
                 try await db.execute("UPDATE channels SET name_key = ? WHERE url = ?",

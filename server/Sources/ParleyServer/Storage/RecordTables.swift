@@ -302,7 +302,7 @@ enum RecordTables {
     }
 
     /// The columns `eventRow` fills, in order.
-    private static let eventColumns = ["id", "created_at", "category", "recipients", "data", "changed_channel", "except_session"]
+    private static let eventColumns = ["id", "created_at", "category", "recipients", "data", "changed_channel"]
     private static let eventRowPlaceholders = "(" + Array(repeating: "?", count: eventColumns.count).joined(separator: ", ") + ")"
     static let insertEventSQL = "INSERT INTO events (\(eventColumns.joined(separator: ", "))) VALUES \(eventRowPlaceholders)"
     static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
@@ -319,7 +319,7 @@ enum RecordTables {
     private static func eventRow(_ e: StoredEvent) -> [SQLValue] {
         [.int(e.id), .int(e.createdAt), .text(e.category),
          .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator), .text(e.data),
-         .optional(e.changedChannel), .optional(e.exceptSession)]
+         .optional(e.changedChannel)]
     }
 
     static func putCounter(_ name: String, _ value: Int64, _ db: any SQLSession) async throws {
@@ -444,12 +444,11 @@ enum RecordTables {
     // MARK: reads
 
     /// A row of `SELECT id, created_at, category, recipients, data FROM events`, or those
-    /// columns from `offset` on; `exceptSessionColumn`: where `except_session` is.
-    static func event(_ row: SQLRow, from offset: Int = 0, exceptSessionColumn: Int? = nil) -> StoredEvent {
+    /// columns from `offset` on.
+    static func event(_ row: SQLRow, from offset: Int = 0) -> StoredEvent {
         let o = offset
         return StoredEvent(id: row.int(o), createdAt: row.int(o + 1), category: row.text(o + 2),
-                           recipients: row.text(o + 3).split(separator: "\u{1}").map(String.init), data: row.text(o + 4),
-                           exceptSession: exceptSessionColumn.flatMap { row.optionalText($0) })
+                           recipients: row.text(o + 3).split(separator: "\u{1}").map(String.init), data: row.text(o + 4))
     }
 
     static func report(_ row: SQLRow) -> ReportRecord {

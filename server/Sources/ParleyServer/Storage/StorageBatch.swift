@@ -20,9 +20,6 @@ struct StoredEvent: Sendable {
     /// Where the value of `fields["channel"]` is in `data` (UTF-8 offsets), set with `fields`
     /// by the request that serialized them: the hub splices each recipient's channel there.
     var channelRange: Range<Int>? = nil
-    /// The Session-Key whose streams do not receive the event: the device that made the change
-    /// has it in its answer (`events.except_session`; PROTOCOL.md §9).
-    var exceptSession: String? = nil
 
     /// The category of an event that no stream receives: it ends the streams of its
     /// recipients, with the `code` and `message` of its data, on every server (a user
