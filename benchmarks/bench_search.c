@@ -11,7 +11,7 @@
  *     completion; the first search of each query, then the median of 5) beside the raw
  *     sqlite3 run of the same statements on another connection (the floor); in relevance
  *     order also the ranking of every match by FTS5's bm25 (what relevance cost when it
- *     ranked them all), beside the window of the newest 10,000 matches the library ranks;
+ *     ranked them all), beside the window of the newest 5,000 matches the library ranks;
  *   - writing the messages with the index beside the same writes without it (the trigger
  *     removed on a copy), and the cache file with and without the index. */
 #define _POSIX_C_SOURCE 200809L
@@ -22,7 +22,7 @@
 #define VOCABULARY 20000
 #define WORDS_PER_MESSAGE 10
 /* The library's default relevance window. */
-#define RELEVANCE_WINDOW 10000
+#define RELEVANCE_WINDOW 5000
 #define QUOTED(x) #x
 #define STRINGIFY(x) QUOTED(x)
 

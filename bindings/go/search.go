@@ -27,7 +27,7 @@ type SearchParams struct {
 	// SearchServer makes each load ask the server for its next page too.
 	SearchServer bool
 	// RelevanceWindow is how many of the newest matches relevance order ranks at a time,
-	// 1..1000000 (default 10000).
+	// 1..1000000 (default 5000).
 	RelevanceWindow int
 	Extra           map[string]any
 }

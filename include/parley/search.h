@@ -74,7 +74,7 @@ typedef struct parley_message_search parley_message_search;
  *   "advanced_query": false; "channel_urls", "custom_types", "sender_ids": [..] (items
  *   non-empty, without commas); "message_ts_from", "message_ts_to": ms, inclusive;
  *   "order": "time" | "relevance"; "limit": 1..100 (20) results per load;
- *   "relevance_window": 1..1000000 (10000) matches ranked at a time in relevance order;
+ *   "relevance_window": 1..1000000 (5000) matches ranked at a time in relevance order;
  *   "highlight_start", "highlight_end": ("<b>", "</b>", at most 16 bytes each);
  *   "search_server": false (not with advanced_query).
  * Unknown fields, wrong types and an invalid FTS5 expression give PARLEY_E_INVALID_ARGUMENT

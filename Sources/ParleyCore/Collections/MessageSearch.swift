@@ -42,7 +42,7 @@ public struct MessageSearchParams: Sendable, Equatable {
     /// Results per load (1–100).
     public var limit = 20
     /// Relevance order: how many of the newest matches a window ranks (`relevanceWindowSizes`).
-    public var relevanceWindow = 10_000
+    public var relevanceWindow = 5_000
     /// Loads also ask the server, which searches every message the user may see.
     public var searchServer = false
 
@@ -74,7 +74,7 @@ public struct MessageSearchParams: Sendable, Equatable {
         order = try reader.enumeration("order", default: MessageSearchOrder.time)
         limit = Int(try reader.int("limit", default: 20, in: 1...100))
         let sizes = Self.relevanceWindowSizes
-        relevanceWindow = Int(try reader.int("relevance_window", default: 10_000, in: Int64(sizes.lowerBound)...Int64(sizes.upperBound)))
+        relevanceWindow = Int(try reader.int("relevance_window", default: 5_000, in: Int64(sizes.lowerBound)...Int64(sizes.upperBound)))
         searchServer = try reader.bool("search_server", default: false)
         try validate()
     }

@@ -834,7 +834,7 @@ class Client(_native.HandleOwner, Operations):
         """A live search of the cached messages for `query` (plain text: every word, the last
         as a prefix; ``advanced_query=True``: an FTS5 expression), optionally also of the
         server's (``search_server=True``). Relevance order ranks the newest ``relevance_window``
-        matches (1 to 1,000,000; None: 10,000); ``load_older()`` moves to the next window. Nothing
+        matches (1 to 1,000,000; None: 5,000); ``load_older()`` moves to the next window. Nothing
         loads until ``load_more()``; use it as a context manager. Invalid params raise
         :class:`InvalidArgument` naming the field."""
         params = search_params(

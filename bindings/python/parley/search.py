@@ -8,7 +8,7 @@ words, so any text is a valid query). :meth:`MessageSearch.load_more` loads a pa
 view then keeps them equal to a fresh search of the cache, reporting each change as a
 :class:`SearchChange` (added / updated / deleted). ``search_server=True`` makes each load ask
 the server for its next page too (docs/C-API.md "Searching messages"). In relevance order the
-search ranks a window of the newest matches (``relevance_window``, 10,000);
+search ranks a window of the newest matches (``relevance_window``, 5,000);
 :meth:`MessageSearch.load_older` moves to the next window of older ones.
 """
 from __future__ import annotations
