@@ -258,9 +258,10 @@ public enum OperationCatalog {
         OperationSpec("hide_channel", "PUT", channel + "/hide",
                       summary: "Hides the channel from the user's list, with `hide_previous_messages` also its " +
                                "messages so far.",
-                      optional: "user_id hide_previous_messages allow_auto_unhide should_hide_all"),
+                      optional: "user_id hide_previous_messages allow_auto_unhide should_hide_all",
+                      effect: .hiddenState("hidden_allow_auto_unhide")),
         OperationSpec("unhide_channel", "DELETE", channel + "/hide", summary: "Shows the hidden channel again.",
-                      optional: "user_id should_unhide_all"),
+                      optional: "user_id should_unhide_all", effect: .hiddenState("unhidden")),
         OperationSpec("reset_my_history", "PUT", channel + "/reset_user_history",
                       summary: "Hides the channel's messages so far from the user: `{\"ts_message_offset\"}`.",
                       optional: "user_id reset_all", effect: .truncateHistory),

@@ -29,4 +29,8 @@ public enum CacheEffect: Sendable, Equatable {
     /// A poll changelog page of `channel_url`: cached messages show the polls of `updated`,
     /// none of `deleted`.
     case pollChangelog
+    /// The answer is empty; the user's hidden state of `channel_url` becomes `hiddenState`
+    /// (`allow_auto_unhide` false: `hidden_prevent_auto_unhide`): the completion waits until
+    /// the stream's event shows it in the cache (Sync/Engine+HiddenState.swift).
+    case hiddenState(String)
 }

@@ -174,6 +174,7 @@ extension Engine {
         }
         metrics.eventsApplied.add(outcome.stepErrors.count(where: { $0 == nil }))
         for confirmation in committed { completeSend(reqID: confirmation.reqID, .success(confirmation.message)) }
+        settleHiddenStateWaits()
         fetchWantedChannels()
     }
 
@@ -468,7 +469,11 @@ extension Engine {
                 let touchedByEvents = self.channelReads.end(readStart)
                 self.applyOperationResult(
                     operation, effect, params: params, answer: answer, liveSince: liveSince, touchedByEvents: touchedByEvents)
-                finish(.success(answer))
+                if case .hiddenState(let state) = effect {
+                    self.finishWhenHiddenStateShows(Self.expectedHiddenState(state, params: params), params: params) { finish(.success(answer)) }
+                } else {
+                    finish(.success(answer))
+                }
             }
         }
     }
@@ -527,6 +532,8 @@ extension Engine {
                 }
             case .pollChangelog:
                 if let url = params[WireField.channelURL]?.stringValue { try Self.applyPollChangelog(answer, channelURL: url, transaction) }
+            case .hiddenState:
+                break  // the stream's event brings the channel as the server now shows it
             }
         }
         fetchWantedChannels()

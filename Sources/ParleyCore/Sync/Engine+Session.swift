@@ -272,6 +272,7 @@ extension Engine {
     func setLink(open: Bool) {
         guard session.linkOpen != open else { return }
         session.linkOpen = open
+        if !open { settleHiddenStateWaits() }
         feed.publish(cause: .connectivityChanged(streamOpen: open), changes: [])
     }
 

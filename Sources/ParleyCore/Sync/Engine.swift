@@ -240,6 +240,8 @@ final class Engine: @unchecked Sendable {
     var channelRereads = ChannelRereads()
     /// Channels with an open message collection, and how many: eviction spares them.
     var openMessageViews: [String: Int] = [:]
+    /// Completions of hide / unhide waiting for the stream to show the change (Engine+HiddenState.swift).
+    var hiddenStateWaits = HiddenStateWaits()
     /// What the event stream delivered and the engine queue has not taken yet (any thread).
     let streamInbox = StreamInbox()
     /// The application's cached reads, beside the engine queue (any thread).

@@ -280,6 +280,8 @@ def test_live_changes_arrive_with_their_source_and_keep_the_list_exact(
     check_all()
     # Hide (my own operation) and unhide.
     client.hide_channel(channel_url="l5").result(TIMEOUT)
+    # The view showed the change before the completion ran.
+    assert "l5" not in views["latest"][0].channel_urls
     latest.wait_for(ChangeKind.DELETED, "l5")
     check_all()
     client.unhide_channel(channel_url="l5").result(TIMEOUT)

@@ -75,12 +75,17 @@ def test_hiding_is_cached_and_hidden_messages_leave_the_cache(server: RunningSer
         recorder.wait(lambda: len(recorder.of("message_received")) == 3)
         assert len(client.cached_messages(url)) == 3
         client.hide_channel(channel_url=url, allow_auto_unhide=False).result(10)
+        # The completion runs once the cache shows the change (the stream's event brought it).
+        assert client.cached_channel(url)["hidden_state"] == "hidden_prevent_auto_unhide"
         cached = wait_equal(client, server.url, tokens["alice"], url)
         assert cached["hidden_state"] == "hidden_prevent_auto_unhide" and cached["is_hidden"] is True
         assert len(client.cached_messages(url)) == 3  # hiding alone keeps the history
         client.unhide_channel(channel_url=url).result(10)
+        assert client.cached_channel(url)["hidden_state"] == "unhidden"
         assert wait_equal(client, server.url, tokens["alice"], url)["hidden_state"] == "unhidden"
         client.hide_channel(channel_url=url, hide_previous_messages=True).result(10)
+        assert client.cached_channel(url)["hidden_state"] == "hidden_allow_auto_unhide"
+        assert client.cached_messages(url) == []
         cached = wait_equal(client, server.url, tokens["alice"], url)
         assert cached["hidden_state"] == "hidden_allow_auto_unhide" and "last_message" not in cached
         poll_until(lambda: client.cached_messages(url) == [], timeout=10)
