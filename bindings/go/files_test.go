@@ -3,8 +3,12 @@ package parley_test
 import (
 	"bytes"
 	"errors"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"parley"
@@ -89,5 +93,51 @@ func TestSeveralFilesInOneSend(t *testing.T) {
 	page, err := client.CachedMessages(channelURL, -1, 10)
 	if err != nil || len(page.Messages) != 2 {
 		t.Fatalf("the channel caches %d messages (%v): the refused call stored some", len(page.Messages), err)
+	}
+}
+
+func TestThumbnailSizesReachTheAnswerAndTheCache(t *testing.T) {
+	client, userID := connected(t, "thea")
+	channelURL := newChannel(t, "thumbnails", userID)
+	picture := image.NewRGBA(image.Rect(0, 0, 400, 200))
+	var encoded bytes.Buffer
+	if err := png.Encode(&encoded, picture); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "picture.png")
+	if err := os.WriteFile(path, encoded.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boxes := []parley.ThumbnailSize{{MaxWidth: 100, MaxHeight: 100}, {MaxWidth: 40, MaxHeight: 40}}
+	message, err := client.SendFileMessage(testContext(t), channelURL,
+		parley.FileMessageParams{FilePath: path, FileType: "image/png", ThumbnailSizes: boxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if message.File == nil || message.File.Type != "image/png" || message.File.Name != "picture.png" {
+		t.Fatalf("the file: %+v", message.File)
+	}
+	var made [][4]int
+	for _, thumbnail := range message.Thumbnails {
+		if thumbnail.URL == "" {
+			t.Fatalf("a thumbnail without a URL: %+v", message.Thumbnails)
+		}
+		made = append(made, [4]int{thumbnail.Width, thumbnail.Height, thumbnail.RealWidth, thumbnail.RealHeight})
+	}
+	if want := [][4]int{{100, 100, 100, 50}, {40, 40, 40, 20}}; !reflect.DeepEqual(made, want) {
+		t.Fatalf("thumbnails %v, want %v", made, want)
+	}
+	cached, err := client.CachedMessages(channelURL, -1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cached.Messages) != 1 || !reflect.DeepEqual(cached.Messages[0].Thumbnails, message.Thumbnails) {
+		t.Fatalf("cached %+v, sent %+v", cached.Messages, message.Thumbnails)
+	}
+	// A box of side 0 is refused before anything is sent, naming the item.
+	_, err = client.SendFileMessage(testContext(t), channelURL,
+		parley.FileMessageParams{FilePath: path, ThumbnailSizes: []parley.ThumbnailSize{{MaxWidth: 0, MaxHeight: 10}}})
+	if !errors.Is(err, parley.ErrInvalidArgument) || !strings.Contains(err.Error(), "thumbnail_sizes[0].max_width") {
+		t.Fatalf("a box of side 0: %v", err)
 	}
 }

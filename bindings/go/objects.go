@@ -66,8 +66,42 @@ type Message struct {
 	SendingStatus   string     `json:"sending_status"`
 	ErrorCode       int        `json:"error_code"`
 	ErrorMessage    string     `json:"error_message"`
+	// File and Thumbnails are set on file messages only.
+	File       *FileInfo   `json:"file,omitempty"`
+	Thumbnails []Thumbnail `json:"thumbnails,omitempty"`
 	// Raw is the whole object as the library gave it.
 	Raw json.RawMessage `json:"-"`
+}
+
+// FileInfo is the file of a file message.
+type FileInfo struct {
+	// URL is absolute; empty while an upload is pending.
+	URL  string `json:"url"`
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	// Type is the MIME type.
+	Type        string `json:"type"`
+	RequireAuth bool   `json:"require_auth"`
+}
+
+// Thumbnail is a thumbnail the server made of an uploaded image: Width and Height are the
+// box asked for, RealWidth and RealHeight the image's own size.
+type Thumbnail struct {
+	URL        string `json:"url"`
+	Width      int    `json:"width"`
+	Height     int    `json:"height"`
+	RealWidth  int    `json:"real_width"`
+	RealHeight int    `json:"real_height"`
+}
+
+// UnmarshalJSON decodes a thumbnail object, or a bare URL (as a send may name hosted ones).
+func (t *Thumbnail) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		*t = Thumbnail{}
+		return json.Unmarshal(data, &t.URL)
+	}
+	type fields Thumbnail
+	return json.Unmarshal(data, (*fields)(t))
 }
 
 // UnmarshalJSON decodes the fields and keeps the whole object in Raw.

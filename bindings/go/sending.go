@@ -46,15 +46,23 @@ func (p UserMessageParams) document() map[string]any {
 }
 
 // FileMessageParams is a file message to send: URL (a hosted file) or FilePath (a local file
-// uploaded with the message). Extra takes the other keys by their wire names ("thumbnails",
-// "file_size", ...; include/parley/sending.h).
+// uploaded with the message). ThumbnailSizes asks the server for up to 3 thumbnails of an
+// uploaded image, each fitting in its box. Extra takes the other keys by their wire names
+// ("thumbnails", "file_size", ...; include/parley/sending.h).
 type FileMessageParams struct {
-	URL      string
-	FilePath string
-	FileName string
-	FileType string
-	ReqID    string
-	Extra    map[string]any
+	URL            string
+	FilePath       string
+	FileName       string
+	FileType       string
+	ReqID          string
+	ThumbnailSizes []ThumbnailSize
+	Extra          map[string]any
+}
+
+// ThumbnailSize is a box a thumbnail of an uploaded image fits in (sides 1 to 4096).
+type ThumbnailSize struct {
+	MaxWidth  int `json:"max_width"`
+	MaxHeight int `json:"max_height"`
 }
 
 func (p FileMessageParams) document() map[string]any {
@@ -66,6 +74,9 @@ func (p FileMessageParams) document() map[string]any {
 		if value != "" {
 			document[key] = value
 		}
+	}
+	if len(p.ThumbnailSizes) > 0 {
+		document["thumbnail_sizes"] = p.ThumbnailSizes
 	}
 	return document
 }
