@@ -103,7 +103,7 @@ struct AppEventReporter: Sendable {
     static func events(of batch: ChangeBatch) -> [(String, String, JSONValue)] {
         var events: [(String, String, JSONValue)] = []
         switch batch.cause {
-        case .realtime(let event) where !event.isOwnEcho:
+        case .realtime(let event) where !event.isOwnEcho && !event.isOwnEdit:
             events.append((event.name, event.channelURL, event.data))
         case .channelChangelog:
             for change in batch.changes {

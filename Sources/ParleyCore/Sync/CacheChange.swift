@@ -109,6 +109,9 @@ public struct RealtimeEvent: Sendable {
     /// The server's copy of a message this client sent itself: the app learns of it as
     /// `message_sent`, not as a received message.
     public var isOwnEcho: Bool
+    /// `message_updated` for an edit this client made (`update_message`): applied, not
+    /// reported to the app, as the reference reports an edit to every device but the editor's.
+    public var isOwnEdit = false
     /// What the event means to this user when its category says less (collections report
     /// it as their source): `mention` for a received message that mentions the user,
     /// `channel_hidden` for the user's own read receipt of a hide with previous messages

@@ -245,6 +245,7 @@ extension Engine {
         let echo = EventCategory(rawValue: stream.category) == .messageReceived ? ownSend(data.message) : nil
         var event = Self.realtimeEvent(stream, isOwnEcho: echo != nil)
         event.isReplayed = stream.id <= session.replayThrough
+        if event.category == .messageUpdated, let message = data.message { event.isOwnEdit = isOwnEdit(message) }
         try attribute(&event, transaction)
         try apply(event, transaction)
         switch echo {
@@ -459,13 +460,19 @@ extension Engine {
         // A page read while the stream is up can vouch for the newest end if it stays up.
         let liveSince = isStreamOpen ? session.streamBreaks : nil
         let readStart = channelReads.begin()
+        let editing = operation == "update_message" ? Self.messageID(params) : nil
+        if let editing { outbox.editsInFlight[editing, default: 0] += 1 }
         send(.session(current.token)) { result in
             guard case .success(let answer) = result else {
-                self.queue.async { _ = self.channelReads.end(readStart) }
+                self.queue.async {
+                    _ = self.channelReads.end(readStart)
+                    if let editing { self.endEdit(editing, answer: nil) }
+                }
                 finish(result)
                 return
             }
             self.queue.async {
+                if let editing { self.endEdit(editing, answer: answer) }
                 let touchedByEvents = self.channelReads.end(readStart)
                 self.applyOperationResult(
                     operation, effect, params: params, answer: answer, liveSince: liveSince, touchedByEvents: touchedByEvents)
@@ -476,6 +483,28 @@ extension Engine {
                 }
             }
         }
+    }
+
+    private static func messageID(_ params: JSONValue) -> Int64? {
+        params[WireField.messageID]?.int64Value ?? params[WireField.messageID]?.stringValue.flatMap { Int64($0) }
+    }
+
+    private static func editKey(_ message: WireMessage) -> String? {
+        guard let id = message.messageID, let updatedAt = message.json[WireField.updatedAt]?.int64Value else { return nil }
+        return "\(id):\(updatedAt)"
+    }
+
+    /// The edit of `message` is this client's: its `update_message` is in flight (its event
+    /// can come before the answer) or answered with this version.
+    func isOwnEdit(_ message: WireMessage) -> Bool {
+        guard let id = message.messageID else { return false }
+        return outbox.editsInFlight[id] != nil || Self.editKey(message).map(outbox.recentEdits.contains) == true
+    }
+
+    /// An `update_message` of message `id` ended, with the server's message when it succeeded.
+    private func endEdit(_ id: Int64, answer: JSONValue?) {
+        if let count = outbox.editsInFlight[id], count > 1 { outbox.editsInFlight[id] = count - 1 } else { outbox.editsInFlight[id] = nil }
+        if let answer, let key = Self.editKey(WireMessage(answer)) { outbox.recentEdits.insert(key) }
     }
 
     /// Applies a catalog operation's answer to the cache. `liveSince`: the stream's break

@@ -99,6 +99,11 @@ struct OutboxState {
     /// req_ids this client delivered lately, newest last (bounded): the server's
     /// `message_received` echo of one of them is not reported, `message_sent` was.
     var recentlySent = RecentKeys(capacity: 1024)
+    /// Messages this client is editing (`update_message` in flight, by id: how many), and the
+    /// edits it made lately ("id:updated_at", bounded): their `message_updated` events are
+    /// this device's own edits (`RealtimeEvent.isOwnEdit`).
+    var editsInFlight: [Int64: Int] = [:]
+    var recentEdits = RecentKeys(capacity: 256)
     /// Uploads in flight by req_id, to cancel them.
     var uploadTasks: [String: HTTPTask] = [:]
     /// Completions of sends the app started (by req_id); auto-resends after a restart have none.

@@ -238,3 +238,28 @@ def test_message_changelogs_bring_changes_that_do_not_move_updated_at(tmp_path: 
                 return next(m for m in client.cached_messages(url) if m["message_id"] == target["message_id"])
             poll_until(lambda: cached_target().get("reactions") == truth["reactions"])
             poll_until(lambda: cached_target().get("thread_info", {}).get("reply_count") == 1)
+
+
+def test_an_edit_is_reported_to_every_device_but_the_editors(server: RunningServer, admin: Admin,
+                                                             tmp_path: Path) -> None:
+    """`message_updated` reaches the other members and the editor's other devices (here one
+    sharing the editor's session token), not the device that made the edit, whose cache
+    holds the edit from the answer."""
+    tokens, url = setup(admin)
+    with connected(server.url, tmp_path / "editor", "alice", tokens["alice"]) as (editor, editor_events), \
+            connected(server.url, tmp_path / "other-device", "alice", tokens["alice"]) as (other, other_events), \
+            connected(server.url, tmp_path / "bob", "bob", tokens["bob"]) as (bob, bob_events):
+        sent = admin.send(url, "alice", "first words")
+        for recorder in (editor_events, other_events, bob_events):
+            recorder.wait(lambda r=recorder: len(r.of("message_received")) == 1)
+        for n in range(3):
+            edited = editor.update_message(channel_url=url, message_id=sent["message_id"], message=f"edit {n}").result(10)
+            assert editor.cached_messages(url)[0]["message"] == f"edit {n}"
+            for recorder in (other_events, bob_events):
+                recorder.wait(lambda r=recorder, n=n: [p["message"]["message"] for p in r.of("message_updated")][-1:] == [f"edit {n}"])
+            assert edited["message"] == f"edit {n}"
+        # An edit by another device or user is reported here as usual.
+        admin.call("PUT", f"/v3/group_channels/{url}/messages/{sent['message_id']}", {"message": "by an operator"})
+        editor_events.wait(lambda: [p["message"]["message"] for p in editor_events.of("message_updated")] == ["by an operator"])
+        for client in (editor, other, bob):
+            poll_until(lambda c=client: c.cached_messages(url)[0]["message"] == "by an operator", timeout=10)
