@@ -256,6 +256,8 @@ extension Engine {
         // stream without the catch-up that follows it (it would pass for live in between).
         let opened = !session.linkOpen
         session.linkOpen = true
+        // Noted before anything is announced: a handler that reads the metrics sees the state it is told of.
+        metrics.noteConnection(streamState)
         if !self.session.streamWasOpen {
             self.session.streamWasOpen = true
             services.connectionEvent(.connected, nil)
@@ -265,7 +267,6 @@ extension Engine {
             self.runCatchUp { self.services.connectionEvent(.reconnectSucceeded, nil) }
         }
         if opened { feed.publish(cause: .connectivityChanged(streamOpen: true), changes: []) }
-        metrics.noteConnection(streamState)
     }
 
     /// The stream opened or dropped as the engine queue learned it; views learn it from the feed.
@@ -293,6 +294,7 @@ extension Engine {
     private func streamStateChanged(_ old: ConnectionState, _ new: ConnectionState, _ error: ParleyError?) {
         // Offline first: what the drop does to the views comes after (never as a live view's change).
         if new != .open { setLink(open: false) }
+        metrics.noteConnection(streamState)
         switch new {
         case .open:
             break  // reported when the `connected` event has told the stream's position (streamOpened)
@@ -316,6 +318,5 @@ extension Engine {
             break
         }
         if new == .open { self.session.reconnectFailures = 0 }
-        metrics.noteConnection(streamState)
     }
 }
