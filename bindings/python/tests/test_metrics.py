@@ -133,7 +133,9 @@ def test_a_cut_connection_counts_a_reconnect_and_the_resent_messages(tmp_path: P
                     result.result(TIMEOUT)
             offline = client.metrics()
             assert offline["connection_state"] in ("connecting", "reconnecting")
-            assert offline["outbox_failed_messages"] == 2 and offline["outbox_pending_messages"] == 0
+            # Each is failed, or pending again while a drain tries it (a reconnection attempt drains).
+            assert offline["outbox_failed_messages"] + offline["outbox_pending_messages"] == 2
+            assert offline["outbox_failed_messages"] >= 1 or offline["sends_retried_total"] >= 1
             assert offline["send_failures_total"] >= 2 and offline["reconnects_total"] == 0
             poll_until(lambda: client.metrics()["reconnect_failures_total"] >= 1)
 
