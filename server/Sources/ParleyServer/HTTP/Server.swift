@@ -171,23 +171,10 @@ struct Endpoint: Sendable {
                         body: ResponseBody(byteBuffer: buffer))
     }
 
-    @Sendable func handle(_ handler: RouteHandler, route: String, request: Request, params: PathParameters,
-                          record: RequestRecord) async throws -> Response {
-        let rawPath = request.head.path ?? "/"
-        let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
-        let method = request.method.rawValue.uppercased()
-        let contentType = request.headers[.contentType] ?? ""
-        if case .health(let probe) = handler { return await Health.answer(probe, service: service) }
-        if case .metrics = handler { return try await Self.metrics(request, service: service, config: config) }
-
-        // Credentials and size before a byte of the body is read: a stranger's request, or an
-        // oversized one, costs no more than its head. A first login is committed here, so
-        // that a refused request later leaves nothing half done in memory (which would cost a
-        // reload of everything from storage).
-        let now = nowMillis()
-        if try !Caller.hasAdminToken(request.headers, apiToken: config.apiToken) {
-            _ = try await service.run(readOnly: true) { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
-        }
+    /// The body, read up to the limit of its kind (a multipart upload's or a JSON body's),
+    /// and parsed unless it is multipart or blank.
+    private static func readBody(_ request: Request, contentType: String, config: ServerConfig) async throws
+        -> (bytes: [UInt8], object: JSONObject) {
         let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
         let limit = isMultipart ? config.uploadLimit + 1_048_576 : ParleyResponder.jsonBodyLimit
         if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
@@ -209,6 +196,27 @@ struct Endpoint: Sendable {
             guard case .object(let o) = parsed else { throw APIError.malformed("the body must be a JSON object.") }
             bodyObject = o
         }
+        return (body, bodyObject)
+    }
+
+    @Sendable func handle(_ handler: RouteHandler, route: String, request: Request, params: PathParameters,
+                          record: RequestRecord) async throws -> Response {
+        let rawPath = request.head.path ?? "/"
+        let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
+        let method = request.method.rawValue.uppercased()
+        let contentType = request.headers[.contentType] ?? ""
+        if case .health(let probe) = handler { return await Health.answer(probe, service: service) }
+        if case .metrics = handler { return try await Self.metrics(request, service: service, config: config) }
+
+        // Credentials and size before a byte of the body is read: a stranger's request, or an
+        // oversized one, costs no more than its head. A first login is committed here, so
+        // that a refused request later leaves nothing half done in memory (which would cost a
+        // reload of everything from storage).
+        let now = nowMillis()
+        if try !Caller.hasAdminToken(request.headers, apiToken: config.apiToken) {
+            _ = try await service.run(readOnly: true) { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
+        }
+        let (body, bodyObject) = try await Self.readBody(request, contentType: contentType, config: config)
         let query = Query(queryPart)
         if let field = Input.fieldWithNUL(body: bodyObject, query: query) { throw APIError.invalid(field, Input.nulMessage) }
 
