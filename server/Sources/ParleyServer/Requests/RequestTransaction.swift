@@ -94,6 +94,17 @@ final class RequestTransaction {
         return counters.seq
     }
 
+    /// A new id: from `sequence` on PostgreSQL, else the counter at `counter`, which then
+    /// moves on (stored as `name` in `meta`).
+    func takeId(sequence: String, counter: WritableKeyPath<Counters, Int64>, name: String) async throws -> Int64 {
+        willTakeNumber()
+        if sideBySide { return try await StreamPositions.next(sequence, db) }
+        let id = counters[keyPath: counter]
+        counters[keyPath: counter] += 1
+        pending.counters[name] = counters[keyPath: counter]
+        return id
+    }
+
     /// Event numbers taken for this request (sorted): the next ones it uses, and noted as its own.
     func takeNumbers(_ numbers: [Int64]) {
         freshNumbers = numbers[...]

@@ -7,12 +7,7 @@ final class PollStore: PollRecords {
     init(_ tx: RequestTransaction) { self.tx = tx }
 
     func allocatePollId() async throws -> Int64 {
-        tx.willTakeNumber()
-        if tx.sideBySide { return try await StreamPositions.next("parley_poll_ids", db) }
-        let id = tx.counters.nextPollId
-        tx.counters.nextPollId += 1
-        tx.pending.counters["next_poll_id"] = tx.counters.nextPollId
-        return id
+        try await tx.takeId(sequence: "parley_poll_ids", counter: \.nextPollId, name: "next_poll_id")
     }
 
     func save(_ p: PollRecord) async throws {

@@ -6,12 +6,7 @@ final class ReportStore: ReportRecords {
     init(_ tx: RequestTransaction) { self.tx = tx }
 
     func allocateReportId() async throws -> Int64 {
-        tx.willTakeNumber()
-        if tx.sideBySide { return try await StreamPositions.next("parley_report_ids", db) }
-        let id = tx.counters.nextReportId
-        tx.counters.nextReportId += 1
-        tx.pending.counters["next_report_id"] = tx.counters.nextReportId
-        return id
+        try await tx.takeId(sequence: "parley_report_ids", counter: \.nextReportId, name: "next_report_id")
     }
 
     func save(_ r: ReportRecord) async throws {
