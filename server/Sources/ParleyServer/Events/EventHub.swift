@@ -56,7 +56,7 @@ final class Outbox: @unchecked Sendable {
         }
     }
 
-    /// Appends a frame given in three parts (see `ServerState.framer`). True if nothing was
+    /// Appends a frame given in three parts (see `RecordRenderer.framer`). True if nothing was
     /// pending.
     @discardableResult
     func append(_ prefix: String, _ middle: String, _ suffix: String) -> Bool {
@@ -141,20 +141,21 @@ final class Outbox: @unchecked Sendable {
 }
 
 /// What one committed request hands to the hub: its events (with those that end streams,
-/// `StoredEvent.endStreamsCategory`), and the request itself, whose loaded channels and users render the events as of the commit. The
-/// request is finished when it is handed over; from then on only the hub's task reads it.
+/// `StoredEvent.endStreamsCategory`), and the request's renderer, whose loaded channels and
+/// users render the events as of the commit. The request is finished when it is handed over;
+/// from then on only the hub's task reads it.
 struct CommittedChanges: @unchecked Sendable {
     let events: [StoredEvent]
     /// The sequence numbers the request took, used or not, in order: no other writer has them.
     let taken: [ClosedRange<Int64>]
-    let renderer: ServerState
+    let renderer: RecordRenderer
 }
 
 /// A committed event waiting for its turn, with the finished request that renders it (read
 /// only by the hub's task from then on).
 struct HeldEvent: @unchecked Sendable {
     let event: StoredEvent
-    let renderer: ServerState
+    let renderer: RecordRenderer
 }
 
 /// Another server's events read for the hub. `pruned`: some of the numbers asked for were at

@@ -28,16 +28,40 @@ struct MessageView {
     static let full = MessageView(reactions: true, threadInfo: true, parentInfo: true, metaArray: true)
 }
 
-extension ServerState {
+/// The records of one request as the protocol shows them (`Rendering`), from what its stores
+/// loaded: its answers while it runs and, once it committed, its events (the hub holds the
+/// renderer of each committed request and renders from it; EventHub.swift).
+final class RecordRenderer: Rendering {
+    private let shared: SharedState
+    private let users: UserStore
+    private let channels: ChannelStore
+    private let messages: MessageStore
+    private let polls: PollStore
+
+    init(shared: SharedState, users: UserStore, channels: ChannelStore, messages: MessageStore, polls: PollStore) {
+        self.shared = shared
+        self.users = users
+        self.channels = channels
+        self.messages = messages
+        self.polls = polls
+    }
+
+    private var publicBaseURL: String { shared.publicBaseURL }
+    private var loadedChannels: [String: ChannelRecord] { channels.loadedChannels }
+    private func loadedUser(_ id: String) -> UserRecord? { users.loadedUser(id) }
+
+    /// The user has a stream open on this server or another one on the database.
+    func isOnline(_ userId: String) -> Bool { shared.isOnline(userId) }
+
     /// Messages as JSON, with the parent messages `view` asks for looked up at once.
     func render(_ messages: [MessageRecord], _ view: MessageView) async throws -> [JSON] {
         var view = view
         if view.parentInfo {
             let ids = messages.compactMap { $0.parentId != 0 ? $0.parentId : nil }
-            if !ids.isEmpty { view.parents = try await MessageQueries.messages(db, ids: ids) }
+            if !ids.isEmpty { view.parents = try await self.messages.messages(ids) }
         }
         // Everything the renders show: the channels (roles, pins) and every user named.
-        try await loadChannels(Array(Set(messages.map(\.channelUrl))))
+        try await channels.loadChannels(Array(Set(messages.map(\.channelUrl))))
         var shown = Set<String>()
         for m in messages {
             if let sender = m.senderId { shown.insert(sender) }
@@ -45,10 +69,11 @@ extension ServerState {
             if view.threadInfo { shown.formUnion(m.recentReplierIds) }
         }
         for parent in view.parents.values { if let sender = parent.senderId { shown.insert(sender) } }
-        try await loadUsers(shown)
+        try await users.loadUsers(shown)
         let pollIds = messages.compactMap(\.pollId)
         if !pollIds.isEmpty {
-            view.polls = try await renderPolls(Array(try await pollRecords(pollIds).values), viewer: view.pollViewer, now: nowMillis())
+            view.polls = try await polls.renderPolls(Array(try await polls.pollRecords(pollIds).values), viewer: view.pollViewer,
+                                                     now: nowMillis())
         }
         return messages.map { messageJSON($0, view) }
     }
@@ -58,7 +83,7 @@ extension ServerState {
     }
 }
 
-extension ServerState {
+extension RecordRenderer {
     func basicUser(_ userId: String, in channel: ChannelRecord?) -> JSON {
         let u = loadedUser(userId)
         var fields: [(String, JSON?)] = [
@@ -143,7 +168,7 @@ extension ServerState {
     }
 
     func lastMessage(_ channel: ChannelRecord, for userId: String?) -> MessageRecord? {
-        guard channel.lastMessageId != 0, let m = lastMessages[channel.url], m.id == channel.lastMessageId else { return nil }
+        guard channel.lastMessageId != 0, let m = channels.lastMessages[channel.url], m.id == channel.lastMessageId else { return nil }
         if let userId, let member = channel.members[userId], !isVisible(m, to: member) { return nil }
         return m
     }
@@ -356,35 +381,7 @@ extension ServerState {
         // What every recipient's frame shares is serialized once per event, and each frame
         // spliced from those parts: the same bytes as serializing `data` with `channel`
         // replaced by `recipientChannelJSON` (same keys, same order, nothing repeated).
-        var before: String, after: String
-        if let range = event.channelRange, event.fields != nil {
-            // Live: `data` is `fields` serialized, and `range` the channel's value in it: the
-            // members around it are taken as they were written.
-            let utf8 = event.data.utf8
-            let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
-            let end = utf8.index(utf8.startIndex, offsetBy: range.upperBound)
-            let last = utf8.index(before: utf8.endIndex)  // the closing brace
-            before = head + String(event.data[..<start])
-            after = String(event.data[end..<last])
-        } else {
-            before = head + "{"
-            after = ""
-            var first = true
-            var seenChannel = false
-            for (k, value) in data.entries {
-                if k == "channel" {
-                    if !first { before += "," }
-                    first = false
-                    JSON.writeString(k, to: &before)
-                    before += ":"
-                    seenChannel = true
-                } else if seenChannel {
-                    JSON.writeMember(k, value, first: &first, to: &after)
-                } else {
-                    JSON.writeMember(k, value, first: &first, to: &before)
-                }
-            }
-        }
+        let (before, after) = aroundChannel(event, data, head: head)
         // Live, an event that changes no membership carries the channel without `members`
         // and, for its recipients who see the channel, the members it changed (§9.1): what a
         // message costs on the wire does not grow with the channel.
@@ -440,6 +437,41 @@ extension ServerState {
             if withoutLast == nil { withoutLast = common + shared() }
             return (withoutLast!, suffixForViewers)
         }
+    }
+
+    /// The event's data around its `channel` value: `head` and what precedes the value, and
+    /// what follows it up to the closing brace.
+    private func aroundChannel(_ event: StoredEvent, _ data: JSONObject, head: String) -> (before: String, after: String) {
+        var before: String, after: String
+        if let range = event.channelRange, event.fields != nil {
+            // Live: `data` is `fields` serialized, and `range` the channel's value in it: the
+            // members around it are taken as they were written.
+            let utf8 = event.data.utf8
+            let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+            let end = utf8.index(utf8.startIndex, offsetBy: range.upperBound)
+            let last = utf8.index(before: utf8.endIndex)  // the closing brace
+            before = head + String(event.data[..<start])
+            after = String(event.data[end..<last])
+        } else {
+            before = head + "{"
+            after = ""
+            var first = true
+            var seenChannel = false
+            for (k, value) in data.entries {
+                if k == "channel" {
+                    if !first { before += "," }
+                    first = false
+                    JSON.writeString(k, to: &before)
+                    before += ":"
+                    seenChannel = true
+                } else if seenChannel {
+                    JSON.writeMember(k, value, first: &first, to: &after)
+                } else {
+                    JSON.writeMember(k, value, first: &first, to: &before)
+                }
+            }
+        }
+        return (before, after)
     }
 
     /// What `JSON.writeFields(channelViewerFields(c, viewer, now: now), first: false)` writes

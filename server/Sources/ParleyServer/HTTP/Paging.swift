@@ -1,7 +1,7 @@
 // Keyset paging, in one place: sort keys (texts by their NFC form, compared bytewise), the
 // opaque page token (hex of a JSON array holding the last sort key of a page), and paging
 // over a list in memory (the listings within one loaded channel). Listings of the database
-// page in SQL with the same keys (Storage/ChannelQueries.swift).
+// page in SQL with the same keys (Stores/ChannelQueries.swift).
 
 /// The page token of a sort key.
 func encodeToken(_ key: [JSON]) -> String {

@@ -188,27 +188,7 @@ struct Endpoint: Sendable {
         if try !Caller.hasAdminToken(request.headers, apiToken: config.apiToken) {
             _ = try await service.run(readOnly: true) { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
         }
-        let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
-        let limit = isMultipart ? config.uploadLimit + 1_048_576 : ParleyResponder.jsonBodyLimit
-        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
-            throw isMultipart ? APIError.tooLarge : APIError.bodyTooLarge
-        }
-        var request = request
-        let body: [UInt8]
-        do {
-            // Stops reading (and fails) past the limit, whatever Content-Length said.
-            let buffer = try await request.collectBody(upTo: limit)
-            body = Array(buffer.readableBytesView)
-        } catch {
-            throw isMultipart ? APIError.tooLarge : APIError.bodyTooLarge
-        }
-        var bodyObject = JSONObject()
-        if !isMultipart && !body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
-            let parsed: JSON
-            do { parsed = try JSONParser.parse(body) } catch { throw APIError.malformed(error.message) }
-            guard case .object(let o) = parsed else { throw APIError.malformed("the body must be a JSON object.") }
-            bodyObject = o
-        }
+        let (body, bodyObject) = try await Self.readBody(request, contentType: contentType, config: config)
         let query = Query(queryPart)
         if let field = Input.fieldWithNUL(body: bodyObject, query: query) { throw APIError.invalid(field, Input.nulMessage) }
 
@@ -257,5 +237,33 @@ struct Endpoint: Sendable {
             buffer.writeBytes(bytes)
             return Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: buffer))
         }
+    }
+
+    /// The body, read up to the limit of its kind (a multipart upload's or a JSON body's),
+    /// and parsed unless it is multipart or blank.
+    private static func readBody(_ request: Request, contentType: String, config: ServerConfig) async throws
+        -> (bytes: [UInt8], object: JSONObject) {
+        let isMultipart = contentType.lowercased().hasPrefix("multipart/form-data")
+        let limit = isMultipart ? config.uploadLimit + 1_048_576 : ParleyResponder.jsonBodyLimit
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw isMultipart ? APIError.tooLarge : APIError.bodyTooLarge
+        }
+        var request = request
+        let body: [UInt8]
+        do {
+            // Stops reading (and fails) past the limit, whatever Content-Length said.
+            let buffer = try await request.collectBody(upTo: limit)
+            body = Array(buffer.readableBytesView)
+        } catch {
+            throw isMultipart ? APIError.tooLarge : APIError.bodyTooLarge
+        }
+        var bodyObject = JSONObject()
+        if !isMultipart && !body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            let parsed: JSON
+            do { parsed = try JSONParser.parse(body) } catch { throw APIError.malformed(error.message) }
+            guard case .object(let o) = parsed else { throw APIError.malformed("the body must be a JSON object.") }
+            bodyObject = o
+        }
+        return (body, bodyObject)
     }
 }

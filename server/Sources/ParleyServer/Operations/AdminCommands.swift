@@ -126,7 +126,7 @@ struct AdminCommand: AsyncParsableCommand {
                                           createdAt: now, lastSeenAt: 0, hasEverLoggedIn: false, metadata: [:],
                                           discoveryKeys: [], preferredLanguages: [], autoAccept: true)
                     let token: String? = try await database.write { db in
-                        if try await !ChannelQueries.users([userId], db).isEmpty {
+                        if try await !UserQueries.users([userId], db).isEmpty {
                             throw AdminFailure("user \"\(userId)\" exists already")
                         }
                         try await RecordTables.putUser(user, db)
@@ -160,7 +160,7 @@ struct AdminCommand: AsyncParsableCommand {
             try await AdminRun.reporting("admin deactivate-user") {
                 try await AdminRun.withDatabase(settings) { database in
                     let (wasActive, revoked) = try await database.write { db in
-                        guard var user = try await ChannelQueries.users([userId], db).first?.user else {
+                        guard var user = try await UserQueries.users([userId], db).first?.user else {
                             throw AdminFailure("no user \"\(userId)\"")
                         }
                         let wasActive = user.isActive
@@ -199,7 +199,7 @@ struct AdminCommand: AsyncParsableCommand {
                     let session = SessionRecord(token: randomHex(20), userId: userId,
                                                 expiresAt: expiresIn.map { now + Int64($0) * 1000 } ?? 0, createdAt: now)
                     try await database.write { db in
-                        guard let user = try await ChannelQueries.users([userId], db).first?.user else {
+                        guard let user = try await UserQueries.users([userId], db).first?.user else {
                             throw AdminFailure("no user \"\(userId)\"")
                         }
                         if !user.isActive { throw AdminFailure("user \"\(userId)\" is deactivated: a token would be refused") }
@@ -235,7 +235,7 @@ struct AdminCommand: AsyncParsableCommand {
                         AdminRun.print("revoked 1 session token")
                     } else if let user {
                         let revoked = try await database.write { db in
-                            if try await ChannelQueries.users([user], db).isEmpty { throw AdminFailure("no user \"\(user)\"") }
+                            if try await UserQueries.users([user], db).isEmpty { throw AdminFailure("no user \"\(user)\"") }
                             return try await RecordTables.deleteSessions(ofUser: user, db)
                         }
                         AdminRun.print("revoked \(revoked) session token\(revoked == 1 ? "" : "s") of user \(user)")

@@ -15,7 +15,7 @@
 // - a deleted message raises the base of the members it was unread for (`uncountMessage`),
 //   an edit of its mentions moves mention bases (`recountMentions`);
 // - a member whose read position, history start or state changes is counted again by a
-//   query, which sets the bases from the totals (`ServerState.save(_: ChannelRecord)`).
+//   query, which sets the bases from the totals (`ChannelStore.save(_: ChannelRecord)`).
 // With PARLEY_VERIFY_COUNTERS=1 every request checks the counts of the channels it touched
 // against the query and fails if they differ. The query scans a member's unread messages, so
 // a count above 64 is checked by one request in (count / 32), chosen by the event sequence:
@@ -92,7 +92,7 @@ extension MessageRecords {
     }
 }
 
-extension ServerState {
+extension ChannelStore {
     /// `newestCountableAt`: the creation time of the channel's newest countable message (its
     /// last message; 0 without one), nil if not known. A member whose read position is at or
     /// past it has nothing unread, and needs no query: the common case, since sending a

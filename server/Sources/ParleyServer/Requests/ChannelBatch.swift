@@ -39,7 +39,7 @@ final class ChannelBatch: @unchecked Sendable {
     var nextMemberCertain: Bool { writers.othersWaiting(channel) && members + 1 < Service.groupLimit }
 
     /// What a writer's first statement reads after it locks its channel
-    /// (`ServerState.lockChannels`): event numbers, a message id, and the versions of the users
+    /// (`ChannelStore.lockChannels`): event numbers, a message id, and the versions of the users
     /// the channel shows. Read with the last statement of the member before, in the same
     /// statement as one another, as the first statement would.
     struct Prefetched {

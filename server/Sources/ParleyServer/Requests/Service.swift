@@ -109,7 +109,7 @@ final class Service: @unchecked Sendable {
         estimatedLogSize.withLock { $0.size = Int(kept) + ($0.added - addedBefore) }
     }
 
-    /// Another server's events for the hub, with the request that read them as their renderer.
+    /// Another server's events for the hub, with the renderer of the request that read them.
     /// The hub must not skip them, so a failure (the database unreachable) is retried until it
     /// passes, each pause longer, up to 2 s. Numbers at or below the retention boundary (read
     /// in the same snapshot) may have lost their events to pruning: the result says so.
@@ -122,7 +122,8 @@ final class Service: @unchecked Sendable {
             if let (events, pruned) = try? await reader.handleReading(statementByStatement: true, { s in
                 try await s.committedEvents(in: ranges)
             }) {
-                return PulledEvents(events: events.map { HeldEvent(event: $0, renderer: reader) }, pruned: lowest <= pruned)
+                let renderer = reader.stores.renderer
+                return PulledEvents(events: events.map { HeldEvent(event: $0, renderer: renderer) }, pruned: lowest <= pruned)
             }
             try? await Task.sleep(nanoseconds: pause)
             pause = min(pause * 2, 2_000_000_000)
@@ -133,7 +134,7 @@ final class Service: @unchecked Sendable {
     /// all the same (a first login) runs again as a write request. `channel`: the channel the
     /// request names in its path, if any (`ServerState.handleWriting`).
     /// `sendsMessage`: the request most likely stores one new message (`ServerState.handleWriting`).
-    /// `readsNow`: the request answers with a changelog's "now" (`ServerState.currentSeq`); on
+    /// `readsNow`: the request answers with a changelog's "now" (`RequestTransaction.currentSeq`); on
     /// PostgreSQL the hub first catches up with every commit made so far, so that the token
     /// covers the writes the client made before it asked.
     func run<T>(readOnly: Bool = false, channel: String? = nil, sendsMessage: Bool = false, readsNow: Bool = false,

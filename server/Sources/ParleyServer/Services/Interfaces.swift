@@ -1,11 +1,15 @@
-// What the services see of the request they run in. A request's unit of work is one
-// `ServerState` (State.swift: its transaction, the records it loaded and changed, the
-// numbers it took, the events it will hand to the hub); the services see it only through
-// the protocols below, one per concern, and each service names the ones it uses
-// (`Channels.Needs`, `Messages.Needs`, `EventStream.Needs`, ...). A handler that runs inside a
-// request sees no SQL, transaction, record cache, counters or hub: the compiler holds each to
-// what it names. Two entry points are given the `Service` itself: the health check (its own
-// SQL) and the opening of an event stream (the hub's queue and the cluster's presence).
+// What the services see of the request they run in. A request keeps its records in stores
+// of their concern (Stores/: `UserStore`, `ChannelStore`, `MessageStore`, `PollStore`,
+// `ReportStore`, `EventStore` for events and typing, `SettingsStore` for the application's and
+// webhooks' settings; `RecordRenderer`, Events/Render.swift), each with its queries beside it,
+// over one `RequestTransaction` (its transaction, the numbers it took, what it writes and
+// announces at its end). The protocols below are the stores' interfaces; `ServerState`, the
+// request, passes each call on to its store (Requests/Forwarding.swift), and each service
+// names the protocols it uses (`Channels.Needs`, `Messages.Needs`, `EventStream.Needs`, ...). A
+// handler that runs inside a request sees no SQL, transaction, record cache, counters or hub:
+// the compiler holds each to what it names. Two entry points are given the `Service` itself:
+// the health check (its own SQL) and the opening of an event stream (the hub's queue and the
+// cluster's presence).
 //
 // The rules that several services share are written once, on these protocols, in the file
 // of their concern: membership and channel events in Channels.swift, message visibility and
@@ -215,5 +219,3 @@ extension Rendering {
     func userJSON(_ u: UserRecord) -> JSON { userJSON(u, unread: nil, privateFields: true) }
     func userJSON(_ u: UserRecord, privateFields: Bool) -> JSON { userJSON(u, unread: nil, privateFields: privateFields) }
 }
-
-extension ServerState: UserRecords, ChannelRecords, MessageRecords, PollRecords, ReportRecords, EventEmitter, EventLog, ChangeSequence, Rendering {}

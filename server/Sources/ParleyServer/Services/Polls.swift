@@ -9,14 +9,8 @@ enum PollLimits {
     static let maxOptionTextBytes = 2000
 }
 
-// Poll rules and events, shared by the services that touch polls (Services/Interfaces.swift).
-extension PollRecords where Self: ChannelRecords & MessageRecords & EventEmitter & Rendering {
-    /// Whether the member sees the poll: as they see its message (no message yet: everyone).
-    func isVisible(_ p: PollRecord, message: MessageRecord?, to member: MemberRecord?) -> Bool {
-        guard p.messageId != 0, let message else { return true }
-        return isVisible(message, to: member) || hasVisibleReplies(message, to: member)
-    }
-
+// Polls as JSON: the services' and the renderer's (Events/Render.swift).
+extension PollRecords {
     /// The polls as JSON by id, each with the viewer's own votes when there is a viewer.
     func renderPolls(_ polls: [PollRecord], viewer: String?, now: Int64) async throws -> [Int64: JSON] {
         let ids = polls.map(\.id)
@@ -32,6 +26,15 @@ extension PollRecords where Self: ChannelRecords & MessageRecords & EventEmitter
 
     func renderPoll(_ p: PollRecord, viewer: String?, now: Int64) async throws -> JSON {
         try await renderPolls([p], viewer: viewer, now: now)[p.id]!
+    }
+}
+
+// Poll rules and events, shared by the services that touch polls (Services/Interfaces.swift).
+extension PollRecords where Self: ChannelRecords & MessageRecords & EventEmitter & Rendering {
+    /// Whether the member sees the poll: as they see its message (no message yet: everyone).
+    func isVisible(_ p: PollRecord, message: MessageRecord?, to member: MemberRecord?) -> Bool {
+        guard p.messageId != 0, let message else { return true }
+        return isVisible(message, to: member) || hasVisibleReplies(message, to: member)
     }
 
     /// Emits a poll event to the joined members who see the poll (as message events go,

@@ -2,7 +2,7 @@ import Foundation
 
 // Message search (PROTOCOL.md §7.7): the words of a plain-text query, every one of which a
 // message must hold (the last as a prefix), among the messages the user could list right
-// now. The index is the database's (Storage/SearchQueries.swift); the words, the match
+// now. The index is the database's (Stores/SearchQueries.swift); the words, the match
 // expressions handed to it and the snippets are made here, by one rule for both backends.
 
 /// Words of a text, the rule the indexes follow: a word is a run of letters and digits
@@ -137,7 +137,7 @@ enum SearchText {
     }
 }
 
-/// What a search asks the storage for (Storage/SearchQueries.swift).
+/// What a search asks the storage for (Stores/SearchQueries.swift).
 struct MessageSearch {
     enum Order: String { case ts, score }
     /// The folded terms; the last one is a prefix.

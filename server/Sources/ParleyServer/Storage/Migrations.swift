@@ -267,7 +267,7 @@ enum Migrations {
             try await db.execute(WriteTurn.functionForChannelDefinition, [])
         })
 
-    /// The full-text index of messages (Storage/SearchQueries.swift), filled from the messages
+    /// The full-text index of messages (Stores/SearchQueries.swift), filled from the messages
     /// already stored. Its DDL differs per engine and holds trigger and function bodies, so it
     /// runs statement by statement here rather than as a script; on SQLite it runs after an
     /// import of the record layout, whose messages it then indexes with the others.

@@ -23,7 +23,7 @@ enum HotStatements {
         RecordTables.deleteMentionsSQL,
         RecordTables.upsertChannelSQL,
         RecordTables.insertEventSQL,
-        ServerState.committedEventsOneRangeSQL,
+        EventStore.committedEventsOneRangeSQL,
     ]
     /// One statement type per slot (a prepared statement's SQL is a property of its type):
     /// the fixed texts first, then the slots for learned ones.

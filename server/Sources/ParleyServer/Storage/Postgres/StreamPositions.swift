@@ -61,7 +61,7 @@ final class StreamPositions: Sendable {
     static let channelLockSpace: Int32 = 0x7063
     /// The namespace of the users' advisory locks: "pu".
     static let userLockSpace: Int32 = 0x7075
-    /// The namespace of other named locks of writers (`ServerState.lockForWriters`): "pk".
+    /// The namespace of other named locks of writers (`ChannelStore.lockForWriters`): "pk".
     static let keyLockSpace: Int32 = 0x706B
 
     static let definitions = [
@@ -193,7 +193,7 @@ final class StreamPositions: Sendable {
     /// gone for `ClusterPresence.forgetAfter` whose busy lock is free (Presence.swift), so a
     /// server that was frozen that long finds its row gone: its writer fails before taking a
     /// number, and the server publishes its row again before the writer runs again
-    /// (`ServerState.lockChannels`). Rows are never inserted here: a row inserted in the
+    /// (`ChannelStore.lockChannels`). Rows are never inserted here: a row inserted in the
     /// statement that takes numbers would be seen by the others only after those numbers.
     static let definitionsWithOwnRow = [
         """

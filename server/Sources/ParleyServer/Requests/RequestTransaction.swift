@@ -1,0 +1,134 @@
+/// One attempt of a request at the database, which the request's stores share (Stores/): its
+/// transaction, the numbers it took, and what it writes and announces as it ends. A write
+/// request writes the changes of the records kept in memory (`pending`) at its end, with what
+/// the stores wrote as they went, and commits before it answers; a read request (a GET) runs
+/// in a read transaction beside the writers. A backend may run a transaction again: each
+/// attempt has a transaction, and stores, of its own (`ServerState.startAttempt`).
+final class RequestTransaction {
+    let shared: SharedState
+    let readOnly: Bool
+    /// The attempt's transaction, until it ends.
+    private var session: (any SQLSession)?
+    var db: any SQLSession {
+        get throws {
+            guard let session else { throw APIError.internal("no transaction open") }
+            return session
+        }
+    }
+    /// A SQLite writer's copy of the counters, which become the committed ones if it commits
+    /// (the ones the previous writer committed). PostgreSQL writers number from sequences.
+    var counters: Counters
+    /// The sequence as a SQLite writer began: the numbers it took are the ones after it.
+    private let seqAtStart: Int64
+    /// Every sequence number up to here was resolved when the request began (read before its
+    /// snapshot, so everything it covers is in the snapshot).
+    private let resolvedAtStart: Int64
+    /// A read request took a sequence number (which only writers may do).
+    private var allocatedWhileReading = false
+    /// A PostgreSQL writer: event numbers taken and not used yet, in order, and every number
+    /// taken (`StreamPositions`).
+    private var freshNumbers: ArraySlice<Int64> = []
+    private var takenNumbers: [ClosedRange<Int64>] = []
+    /// Numbers asked for once `freshNumbers` ran out: the attempt runs again, taking more.
+    private(set) var numbersShort = 0
+    /// How many numbers each lock of channels takes (raised for an attempt run again).
+    let numbersPerLock: Int
+    /// A PostgreSQL writer: a message id taken with its first statement.
+    var prefetchedMessageId: Int64? = nil
+
+    /// What the request changed of the records kept in memory, written at its end.
+    var pending = StorageBatch()
+    /// The events the hub delivers once the request committed.
+    private(set) var pendingFanout: [StoredEvent] = []
+
+    init(shared: SharedState, readOnly: Bool, session: any SQLSession, numbersPerLock: Int) {
+        self.shared = shared
+        self.readOnly = readOnly
+        self.session = session
+        self.numbersPerLock = numbersPerLock
+        // Only the writer reads the committed counters: it alone changes them.
+        counters = readOnly ? Counters() : shared.committed
+        seqAtStart = counters.seq
+        resolvedAtStart = shared.hub.resolvedThrough
+    }
+
+    /// The attempt's transaction has ended: nothing reads through it any more.
+    func close() { session = nil }
+
+    /// Writers of different channels run side by side (PostgreSQL): numbers come from
+    /// sequences, not from `counters`.
+    var sideBySide: Bool { shared.positions != nil }
+
+    /// Nothing to write or announce, and no number taken: a read request that may end as one.
+    var changedNothing: Bool { pending.isEmpty && pendingFanout.isEmpty && !allocatedWhileReading }
+
+    /// An event, stored with the request's changes and handed to the hub once it commits.
+    func append(_ event: StoredEvent) {
+        pending.events.append(event)
+        pendingFanout.append(event)
+    }
+
+    // MARK: numbers
+
+    // Only writers take numbers: on SQLite one writer at a time, each from the counters the
+    // previous one committed; on PostgreSQL from sequences, after the locks of the channels
+    // the numbers change (StreamPositions.swift). A read request that takes one fails
+    // (`ServerState.handleReading`).
+
+    /// Notes that the request takes a number (a reader that does must run again as a writer).
+    func willTakeNumber() {
+        if readOnly { allocatedWhileReading = true }
+    }
+
+    func nextSeq() -> Int64 {
+        willTakeNumber()
+        if sideBySide {
+            if let number = freshNumbers.popFirst() { return number }
+            // Ran out: the attempt fails at its end and runs again taking more
+            // (`ServerState.handleWriting`). A number no row keeps until then.
+            numbersShort += 1
+            return -Int64(numbersShort)
+        }
+        counters.seq += 1
+        pending.counters["seq"] = counters.seq
+        return counters.seq
+    }
+
+    /// A new id: from `sequence` on PostgreSQL, else the counter at `counter`, which then
+    /// moves on (stored as `name` in `meta`).
+    func takeId(sequence: String, counter: WritableKeyPath<Counters, Int64>, name: String) async throws -> Int64 {
+        willTakeNumber()
+        if sideBySide { return try await StreamPositions.next(sequence, db) }
+        let id = counters[keyPath: counter]
+        counters[keyPath: counter] += 1
+        pending.counters[name] = counters[keyPath: counter]
+        return id
+    }
+
+    /// Event numbers taken for this request (sorted): the next ones it uses, and noted as its own.
+    func takeNumbers(_ numbers: [Int64]) {
+        freshNumbers = numbers[...]
+        for number in numbers {
+            if let last = takenNumbers.last, last.upperBound + 1 == number {
+                takenNumbers[takenNumbers.count - 1] = last.lowerBound...number
+            } else {
+                takenNumbers.append(number...number)
+            }
+        }
+    }
+
+    /// The sequence numbers the request took, used or not, in order (for the hub).
+    var taken: [ClosedRange<Int64>] {
+        sideBySide ? takenNumbers : counters.seq > seqAtStart ? [(seqAtStart + 1)...counters.seq] : []
+    }
+
+    /// A changelog's "now": every change up to here is in what this request reads (the
+    /// changelogs list nothing past it). A writer on SQLite, the only one running, knows the
+    /// exact number. Otherwise the hub's watermark as the request began, read before its
+    /// snapshot: every number up to it was committed (or never will be) by then, by a writer
+    /// of a commit group on SQLite or by any server on PostgreSQL.
+    func currentSeq() -> Int64 {
+        if !readOnly, !sideBySide { return counters.seq }
+        return resolvedAtStart
+    }
+}

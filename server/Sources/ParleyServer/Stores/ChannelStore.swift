@@ -1,0 +1,431 @@
+/// The channels of one request (`ChannelRecords`), whole with their members, restrictions,
+/// metadata and counters, as the request leaves them, and their last messages. Loaded
+/// channels come from the record cache when their versions are still the stored ones,
+/// otherwise from the database (ChannelQueries.swift); the changed ones are written at the
+/// request's end (`RequestTransaction.pending`). On PostgreSQL a writer holds the lock of
+/// every channel it loads, taken before it reads it (`lockChannels`).
+final class ChannelStore: ChannelRecords {
+    private let tx: RequestTransaction
+    private let users: UserStore
+    private var shared: SharedState { tx.shared }
+    private var cache: RecordCache { shared.cache }
+    /// The request's transaction (UnreadCounters.swift counts in it too).
+    var db: any SQLSession { get throws { try tx.db } }
+    var verify: Bool { shared.verify }
+
+    /// The channels this request loaded (`loadChannels`), with their members, by URL.
+    private(set) var loadedChannels: [String: ChannelRecord] = [:]
+    private var absentChannels: Set<String> = []
+    /// The last message of each loaded channel that has one, by channel URL.
+    private(set) var lastMessages: [String: MessageRecord] = [:]
+    /// What this request read from the database whole, for the cache once the request ends well.
+    private var readChannels: [CachedChannel] = []
+    /// Channels this request knows changed since their cached copy: loaded without
+    /// checking the copy's version first.
+    private var channelsKnownChanged: Set<String> = []
+    /// A PostgreSQL writer: the channels it holds the locks of, with their versions (and
+    /// their last messages' change numbers) as read once held; absent: no such channel.
+    private var lockedChannels: [String: (version: Int64, lastMessageSeq: Int64)?] = [:]
+    /// Channels whose members' unread counters are checked against a count of the messages
+    /// at the end of the request (PARLEY_VERIFY_COUNTERS=1, set by the test scripts).
+    private var touchedChannels: Set<String> = []
+    /// The messages this request stored, by id: a channel's new last message is usually one.
+    private var storedMessages: [Int64: MessageRecord] = [:]
+    /// A writer of a SQLite commit group or of a PostgreSQL channel batch: the channels the
+    /// earlier members wrote, as they left them (`ServerState.groupChannels`).
+    private let groupChannels: GroupChannels?
+
+    init(_ tx: RequestTransaction, users: UserStore, groupChannels: GroupChannels?) {
+        self.tx = tx
+        self.users = users
+        self.groupChannels = groupChannels
+    }
+
+    // MARK: loading
+
+    /// Loads the channels of `urls` not loaded yet this request, with their last messages and
+    /// every user their renders show.
+    func loadChannels(_ urls: [String]) async throws {
+        var missing = Set(urls).filter { loadedChannels[$0] == nil && !absentChannels.contains($0) }
+        if missing.isEmpty { return }
+        let requested = missing
+        var found: [CachedChannel] = []
+        let cached = missing.compactMap { url in
+            channelsKnownChanged.contains(url) ? nil : groupChannels?.entry(url) ?? cache.channel(url)
+        }
+        if tx.sideBySide, !tx.readOnly {
+            // A writer holds the lock of every channel it loads, from before it reads it.
+            let unlocked = missing.filter { lockedChannels[$0] == nil }.sorted()
+            if !unlocked.isEmpty { try await lockChannels(unlocked, busyKey: 0, db) }
+        }
+        if !cached.isEmpty {
+            for entry in try await currentEntries(cached) {
+                found.append(entry)
+                missing.remove(entry.channel.url)
+            }
+        }
+        if !missing.isEmpty {
+            ServerMetrics.shared.loaded(channels: missing.count)
+            let read = try await ChannelQueries.channels(Array(missing), db)
+            readChannels.append(contentsOf: read)
+            found.append(contentsOf: read)
+        }
+        try await take(found, requested: requested)
+    }
+
+    /// The cached copies whose versions are still the stored ones; the others are forgotten.
+    private func currentEntries(_ cached: [CachedChannel]) async throws -> [CachedChannel] {
+        var versions: [String: (version: Int64, lastMessageSeq: Int64)] = [:]
+        var unknown = cached.map(\.channel.url)
+        // Read as its lock was taken: unchanged since, as this request has not loaded it
+        // yet, so it has not written it either.
+        unknown.removeAll { url in
+            guard let locked = lockedChannels[url] else { return false }
+            if let locked { versions[url] = locked }
+            return true
+        }
+        if !unknown.isEmpty {
+            versions.merge(try await ChannelQueries.versions(ofChannels: unknown, db)) { _, read in read }
+        }
+        return cached.filter { entry in
+            guard let stored = versions[entry.channel.url], stored.version == entry.version,
+                  stored.lastMessageSeq == entry.lastMessageSeq else { cache.forgetChannel(entry.channel.url); return false }
+            return true
+        }
+    }
+
+    /// Makes `found` this request's copies of its channels, and notes the channels of
+    /// `requested` it lacks as absent; loads the users they show.
+    private func take(_ found: [CachedChannel], requested: Set<String>) async throws {
+        var shown = Set<String>()
+        for entry in found {
+            loadedChannels[entry.channel.url] = entry.channel
+            if let last = entry.lastMessage { lastMessages[entry.channel.url] = last }
+            shown.formUnion(usersShown(by: entry.channel))
+        }
+        for url in requested where loadedChannels[url] == nil { absentChannels.insert(url) }
+        try await users.loadUsers(shown)
+    }
+
+    /// Channels read whole with something else (`EventStore.committedEvents`): this request's
+    /// copies, kept in the cache as read ones.
+    func takeRead(_ read: [CachedChannel], requested: Set<String>) async throws {
+        readChannels.append(contentsOf: read)
+        try await take(read, requested: requested)
+    }
+
+    /// The channel changed since its cached copy: loaded without checking the copy first.
+    func knownChanged(_ url: String) { channelsKnownChanged.insert(url) }
+
+    /// Everyone a render of the channel names: members, operators, banned and muted users,
+    /// creator, inviters, and the sender and mentions of its last message.
+    func usersShown(by c: ChannelRecord) -> Set<String> {
+        var ids = Set(c.members.keys)
+        ids.formUnion(c.operatorIds)
+        ids.formUnion(c.bans.keys)
+        ids.formUnion(c.mutes.keys)
+        if let creator = c.createdBy { ids.insert(creator) }
+        for m in c.members.values { if let inviter = m.inviterId { ids.insert(inviter) } }
+        if let last = lastMessages[c.url] {
+            if let sender = last.senderId { ids.insert(sender) }
+            ids.formUnion(last.mentionedUserIds)
+        }
+        return ids
+    }
+
+    /// The same for a cached copy (with its last message).
+    private func usersShown(by entry: CachedChannel) -> Set<String> {
+        var ids = usersShown(by: entry.channel)
+        if let last = entry.lastMessage {
+            if let sender = last.senderId { ids.insert(sender) }
+            ids.formUnion(last.mentionedUserIds)
+        }
+        return ids
+    }
+
+    func channel(_ url: String) async throws -> ChannelRecord {
+        guard let c = try await channelIfExists(url) else { throw APIError.notFound("Channel \"\(url)\"") }
+        return c
+    }
+
+    /// A channel loaded this request, as it stands after the request's changes.
+    func loadedChannel(_ url: String) -> ChannelRecord? { loadedChannels[url] }
+
+    func channelIfExists(_ url: String) async throws -> ChannelRecord? {
+        try await loadChannels([url])
+        return loadedChannels[url]
+    }
+
+    /// The channels the user is a member of (joined or invited), loaded, in URL order.
+    func memberChannels(of userId: String) async throws -> [ChannelRecord] {
+        let urls = try await ChannelQueries.urls(memberOf: userId, db)
+        try await loadChannels(urls)
+        return urls.compactMap { loadedChannels[$0] }
+    }
+
+    // MARK: writing
+
+    /// Writes the channel record (without its members) and the member records that differ
+    /// from the channel's previous state in memory, which is what storage holds once the
+    /// pending batch is committed: a change to one member writes one member record.
+    func save(_ c: ChannelRecord) async throws {
+        var c = c
+        let previous = loadedChannels[c.url]?.members ?? [:]
+        try await followLastMessage(of: c)
+        // A member whose start of unread messages moved (read, history reset, joined) is
+        // counted again; the counters of the others moved with each message (UnreadCounters.swift).
+        let newestCountableAt: Int64? = c.lastMessageId == 0 ? 0 : lastMessages[c.url]?.createdAt
+        for (id, m) in c.members where m.state == "joined" {
+            let before = previous[id]
+            if before?.state != "joined" || before?.readTs != m.readTs || before?.tsMessageOffset != m.tsMessageOffset {
+                try await recountUnread(&c, id, newestCountableAt: newestCountableAt)
+            }
+        }
+        // Parts changed since the last commit: the union over this request's saves.
+        let changedParts: ChannelParts = loadedChannels[c.url].map { ChannelParts.changed(from: $0, to: c) } ?? .all
+        tx.pending.channelParts[c.url] = (tx.pending.channels[c.url] != nil ? tx.pending.channelParts[c.url] ?? .all : [])
+            .union(changedParts)
+        loadedChannels[c.url] = c
+        absentChannels.remove(c.url)
+        var record = c
+        record.members = [:]
+        tx.pending.channels[c.url] = record
+        saveMembers(of: c.url, from: previous, to: c.members)
+        touchedChannels.insert(c.url)
+        tx.pending.lastMessageAt[c.url] = lastMessages[c.url]?.createdAt ?? 0
+    }
+
+    /// Makes the channel's last message the one `c` names, with the users it shows.
+    private func followLastMessage(of c: ChannelRecord) async throws {
+        if c.lastMessageId == 0 {
+            lastMessages.removeValue(forKey: c.url)
+        } else if lastMessages[c.url]?.id != c.lastMessageId {
+            // Usually the message this request just stored (a send): no need to read it back.
+            if let stored = storedMessages[c.lastMessageId] {
+                lastMessages[c.url] = stored
+            } else {
+                lastMessages[c.url] = try await MessageQueries.message(db, id: c.lastMessageId)
+            }
+            if let last = lastMessages[c.url] { try await users.loadUsers([last.senderId].compactMap { $0 } + last.mentionedUserIds) }
+        }
+    }
+
+    /// Puts the member records whose member changed or joined between two states of a
+    /// channel's members, and removes those of members who left.
+    private func saveMembers(of url: String, from previous: [String: MemberRecord], to current: [String: MemberRecord]) {
+        // A dictionary copied to change values keeps its layout: walked side by side, both
+        // list the same keys in the same order, and only values need comparing (no key is
+        // hashed). Any other difference (a member added or removed) takes the lookups below.
+        if previous.count == current.count {
+            var changed: [(String, MemberRecord)] = []
+            var aligned = true
+            for (old, new) in zip(previous, current) {
+                guard old.key == new.key else { aligned = false; break }
+                if old.value != new.value { changed.append((new.key, new.value)) }
+            }
+            if aligned {
+                for (id, m) in changed { tx.pending.members[MemberKey(channelUrl: url, userId: id)] = m }
+                return
+            }
+        }
+        for (id, m) in current where previous[id] != m { tx.pending.members[MemberKey(channelUrl: url, userId: id)] = m }
+        for id in previous.keys where current[id] == nil { tx.pending.members[MemberKey(channelUrl: url, userId: id)] = .some(nil) }
+    }
+
+    func deleteChannelRecord(_ url: String) {
+        for key in tx.pending.typing.keys where key.channelUrl == url { tx.pending.typing.removeValue(forKey: key) }
+        let members = loadedChannels.removeValue(forKey: url)?.members ?? [:]
+        absentChannels.insert(url)
+        lastMessages.removeValue(forKey: url)
+        touchedChannels.remove(url)
+        tx.pending.channels[url] = .some(nil)
+        for id in members.keys { tx.pending.members[MemberKey(channelUrl: url, userId: id)] = .some(nil) }
+    }
+
+    func addMembershipTombstone(user: String, channel: String, at now: Int64) {
+        let t = MembershipTombstoneRecord(userId: user, channelUrl: channel, at: now, seq: tx.nextSeq())
+        tx.pending.membershipTombstones[MembershipKey(userId: user, channelUrl: channel)] = t
+    }
+
+    /// The request stored the message (MessageStore): the channel's last message follows it.
+    func messageStored(_ m: MessageRecord) {
+        storedMessages[m.id] = m
+        if lastMessages[m.channelUrl]?.id == m.id { lastMessages[m.channelUrl] = m }
+    }
+
+    /// The request stores or deletes a message of the channel: its counters are checked at the end.
+    func messagesChanged(in url: String) { touchedChannels.insert(url) }
+
+    func allocateChannelNumber() async throws -> Int64 {
+        tx.willTakeNumber()
+        if tx.sideBySide { return try await StreamPositions.next("parley_channel_numbers", db) }
+        tx.counters.channelCounter += 1
+        tx.pending.counters["channel_counter"] = tx.counters.channelCounter
+        return tx.counters.channelCounter
+    }
+
+    /// Marks a change to the channel itself (for channel changelogs; `updated_at` moves).
+    func touch(_ channel: inout ChannelRecord, _ now: Int64) {
+        markChanged(&channel, now)
+        channel.updatedAt = now
+    }
+
+    /// Marks a change every member's render shows but that is not a change to the channel
+    /// itself (read receipts in `members`, a member's profile): changelogs list it for all,
+    /// `updated_at` stays.
+    func markChanged(_ channel: inout ChannelRecord, _ now: Int64) {
+        channel.changeSeq = tx.nextSeq()
+        channel.changedAt = now
+    }
+
+    /// Marks a change visible only to one member (read state, hide, offset).
+    func touchMember(_ channel: inout ChannelRecord, _ userId: String, _ now: Int64) {
+        guard channel.members[userId] != nil else { return }
+        channel.members[userId]!.changeSeq = tx.nextSeq()
+        channel.members[userId]!.changedAt = now
+    }
+
+    /// With verification on: the unread counters of the channels the request touched equal
+    /// a count of their messages (UnreadCounters.swift).
+    func verifyTouchedCounters() async throws {
+        if shared.verify { try await verifyUnreadCounters(touchedChannels) }
+    }
+
+    // MARK: queries
+
+    func distinctChannel(members ids: Set<String>, customType: String) async throws -> String? {
+        // PostgreSQL: two creations of one distinct channel at once find one channel.
+        try await lockForWriters("distinct \(customType) \(ids.sorted().joined(separator: " "))")
+        return try await ChannelQueries.distinctChannel(members: ids, customType: customType, db)
+    }
+
+    func joinedChannelCount(of userId: String) async throws -> Int {
+        // PostgreSQL: two joins of one user at once count each other (the channel limit).
+        try await lockForWriters("joins \(userId)")
+        return try await ChannelQueries.joinedChannelCount(of: userId, db)
+    }
+
+    func channelListing(_ scope: ChannelQueries.Scope, filter: Channels.ListFilter, order: String,
+                        metadataOrderKey: String?, after: [JSON]?, limit: Int) async throws -> [String] {
+        try await ChannelQueries.listing(scope, filter: filter, order: order, metadataOrderKey: metadataOrderKey,
+                                         after: after, limit: limit, db)
+    }
+
+    func changedChannels(of userId: String, after start: Sync.Start, showEmpty: Bool, showFrozen: Bool,
+                         customTypes: [String]?, limit: Int) async throws -> [(url: String, seq: Int64)] {
+        try await ChannelQueries.changedChannels(of: userId, after: start, showEmpty: showEmpty, showFrozen: showFrozen,
+                                                 customTypes: customTypes, limit: limit, db)
+    }
+
+    func endedMemberships(of userId: String, after start: Sync.Start, limit: Int) async throws -> [MembershipTombstoneRecord] {
+        try await ChannelQueries.endedMemberships(of: userId, after: start, limit: limit, db)
+    }
+
+    func channelURLs(showing userId: String) async throws -> [String] {
+        try await ChannelQueries.urls(showing: userId, db)
+    }
+
+    // MARK: locks (PostgreSQL)
+
+    /// PostgreSQL, before any number: the channel the request names locked, then the busy
+    /// lock; or, in a batch that holds the channel locked, what the member before read for it.
+    func lockBeforeNumbers(_ positions: StreamPositions, batch: ChannelBatch?, channelHint: String?,
+                           sendsMessage: Bool, _ db: any SQLSession) async throws {
+        if let batch, let hint = channelHint, let entry = groupChannels?.entry(hint), let prefetched = batch.prefetched {
+            batch.prefetched = nil
+            usePrefetched(prefetched, channel: entry, sendsMessage: sendsMessage)
+            return
+        }
+        let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
+        try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
+                               messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), db)
+    }
+
+    /// PostgreSQL: takes the locks of `urls` (in the order given) and, the first time, the
+    /// server's busy lock, then a new batch of event numbers: every change this request makes
+    /// from now on is numbered after every writer that held one of these locks before it.
+    private func lockChannels(_ urls: [String], busyKey: Int64, messageIds: Int = 0, users shown: [String] = [],
+                              _ db: any SQLSession) async throws {
+        // Noted before it is sent: a failure gives up whatever it took.
+        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)))
+        let rows: [SQLRow]
+        do {
+            rows = try await db.query("SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?)",
+                                      [.int(busyKey), .text(shared.positions?.node ?? ""),
+                                       .text(JSON.array(urls.map { .string($0) }).serialized()),
+                                       .int(Int64(tx.numbersPerLock)), .int(Int64(messageIds)),
+                                       .text(JSON.array(shown.map { .string($0) }).serialized())])
+        } catch let error as StorageError where error.description.contains("error \(StreamPositions.missingRowState)") {
+            // Taken for gone while frozen (StreamPositions.definitionsWithOwnRow): no number
+            // was taken; the row is published again before the attempt runs again.
+            _ = try await shared.positions?.register(shared.database)
+            throw StorageError("this server's stream position was published again; the write runs again", kind: .retryable)
+        }
+        for url in urls { lockedChannels[url] = .some(nil) }
+        var numbers: [Int64] = []
+        for row in rows {
+            switch row.text(0) {
+            case "c": lockedChannels[row.text(1)] = (row.int(2), row.int(3))
+            case "e": numbers.append(row.int(2))
+            case "m": tx.prefetchedMessageId = row.int(2)
+            default: users.knownUserVersions[row.text(1)] = row.int(2)
+            }
+        }
+        numbers.sort()
+        tx.takeNumbers(numbers)
+        if let highest = numbers.last { shared.order.saw(highest) }
+    }
+
+    /// PostgreSQL: a member of a channel batch starts from what the member before it read for
+    /// it (Requests/ChannelBatch.swift) instead of its own first statement: the batch holds the
+    /// channel's lock, and `channel` is the channel as that member left it.
+    private func usePrefetched(_ prefetched: ChannelBatch.Prefetched, channel: CachedChannel, sendsMessage: Bool) {
+        lockedChannels[channel.channel.url] = (channel.version, channel.lastMessageSeq)
+        tx.takeNumbers(prefetched.numbers)
+        if sendsMessage { tx.prefetchedMessageId = prefetched.messageId }
+        users.knownUserVersions = prefetched.userVersions
+    }
+
+    /// PostgreSQL: a writer that reads something another writer of another channel may change
+    /// meanwhile holds a lock named by it from before that read to its commit. Nothing on
+    /// SQLite, where writers run one at a time.
+    private func lockForWriters(_ name: String) async throws {
+        guard tx.sideBySide, !tx.readOnly else { return }
+        let db = try db
+        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(names: [name]))
+        _ = try await db.query("SELECT 1 FROM pg_advisory_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
+    }
+
+    // MARK: the record cache
+
+    /// What a writer whose channel batch continues reads for the next member with its last
+    /// statement (Requests/ChannelBatch.swift): numbers, and the users the channel shows.
+    func prefetchExpression(for channelHint: String?) -> SQLExpression? {
+        channelHint.flatMap { loadedChannels[$0] }.map {
+            ChannelBatch.Prefetched.expression(numbers: tx.numbersPerLock, users: usersShown(by: $0).sorted())
+        }
+    }
+
+    /// The channels this request wrote, as the record cache keeps them (nil: deleted, or
+    /// not loaded whole), under the versions `written` gives them.
+    func writtenEntries(_ written: RecordTables.WrittenVersions) -> [(url: String, entry: CachedChannel?)] {
+        tx.pending.channels.map { url, channel in
+            guard channel != nil, let version = written.channels[url], let full = loadedChannels[url] else { return (url, nil) }
+            let last = lastMessages[url]
+            return (url, CachedChannel(version: version, channel: full, lastMessage: last, lastMessageSeq: last?.changeSeq ?? -1))
+        }
+    }
+
+    /// What the request read whole, kept once it committed (or its read ended).
+    func keepRead() {
+        for entry in readChannels { cache.store(entry) }
+        readChannels = []
+    }
+
+    /// What the request wrote, under the versions its writes returned.
+    func keepWritten(_ written: RecordTables.WrittenVersions) {
+        for (url, entry) in writtenEntries(written) {
+            if let entry { cache.store(entry, written: true) } else { cache.forgetChannel(url) }
+        }
+    }
+}

@@ -1,0 +1,252 @@
+/// The event log of one request (`EventEmitter`, `EventLog`): the events it emits, stored
+/// with its changes and handed to the hub once it commits, the webhook calls they queue, who
+/// is typing, and the reads of the stored log (replays, and other servers' events for the hub).
+final class EventStore: EventEmitter {
+    private let tx: RequestTransaction
+    private let channels: ChannelStore
+    private let users: UserStore
+    private var shared: SharedState { tx.shared }
+    private var cache: RecordCache { shared.cache }
+    private var db: any SQLSession { get throws { try tx.db } }
+
+    /// Webhook calls this request queues, stored with its changes (Operations/HookDeliveries.swift).
+    private var pendingHookCalls: [QueuedHookCall] = []
+    /// The bodies of the webhook calls queued.
+    private var queuedHookBodies: Set<String> = []
+
+    init(_ tx: RequestTransaction, channels: ChannelStore, users: UserStore) {
+        self.tx = tx
+        self.channels = channels
+        self.users = users
+    }
+
+    /// No webhook call queued (a read request that queued one runs again as a writer).
+    var queuedNoCalls: Bool { pendingHookCalls.isEmpty }
+
+    /// Stores the queued webhook calls in the request's transaction.
+    func insertHookCalls(_ db: any SQLSession) async throws {
+        if !pendingHookCalls.isEmpty { try await HookQueue.insert(pendingHookCalls, now: nowMillis(), db) }
+    }
+
+    /// Ends every open event stream of the user (deactivated or deleted), on every server,
+    /// before the events this request emits after this call: their session keys no longer
+    /// authenticate, so what the streams would still deliver is not theirs to see. It is an
+    /// event of the log (`StoredEvent.endStreamsCategory`) that each server's hub acts on in
+    /// id order and no stream is sent.
+    func endStreams(of userId: String, message: String) {
+        let now = nowMillis()
+        var fields = JSONObject()
+        fields["code"] = .int(400301)
+        fields["message"] = .string(message)
+        let event = StoredEvent(id: tx.nextSeq(), createdAt: now, category: StoredEvent.endStreamsCategory,
+                                recipients: [userId], data: JSON.object(fields).serialized(), fields: fields)
+        tx.append(event)
+    }
+
+    func setTyping(_ userId: String, in url: String, since: Int64?) {
+        tx.pending.typing[MemberKey(channelUrl: url, userId: userId)] = .some(since)
+    }
+
+    func typers(in url: String, now: Int64) async throws -> [String] {
+        var since: [String: Int64?] = [:]
+        for row in try await db.query("SELECT user_id, since FROM typing WHERE channel_url = ?", [.text(url)]) {
+            since[row.text(0)] = row.int(1)
+        }
+        for (key, value) in tx.pending.typing where key.channelUrl == url { since[key.userId] = value }
+        var typers: [String] = []
+        for (userId, started) in since {
+            guard let started else { continue }
+            if now - started < 10_000 { typers.append(userId) } else { setTyping(userId, in: url, since: nil) }
+        }
+        return typers.sorted()
+    }
+
+    /// SQLite: keeps the newest `retention` events for resumes, pruned back to it in every
+    /// write that takes the log past it: older ones go, and `prunedThrough` says up to where
+    /// (a pending counter). Runs before the request's events are written (see
+    /// `ServerState.handleWriting`), or after them when they alone are more than the retention.
+    /// PostgreSQL prunes apart from the writers (`Service.pruneLog`).
+    func pruneEvents(adding added: Int, _ db: any SQLSession) async throws {
+        if tx.sideBySide { return }
+        let retention = shared.retention
+        tx.counters.storedEvents += added
+        let slack = db.dialect == .postgres ? retention / 10 : 0
+        guard tx.counters.storedEvents > retention + slack else { return }
+        let drop = tx.counters.storedEvents - retention
+        guard let boundary = try await db.queryOne("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET \(drop - 1)")?.int(0)
+        else { return }
+        try await db.execute("DELETE FROM events WHERE id <= ?", [.int(boundary)])
+        tx.pending.counters["pruned_through"] = boundary
+        tx.counters.prunedThrough = boundary
+        tx.counters.storedEvents = retention
+        // Also when this write takes no number (and so announces nothing): the next writer
+        // reads the log's size from here.
+        if db.dialect == .postgres { tx.pending.counters["stored_events"] = Int64(retention) }
+    }
+
+    /// The retained events after `last` up to `through` addressed to `userId`, oldest first.
+    func events(after last: Int64, through: Int64, for userId: String) async throws -> [StoredEvent] {
+        let contains = try db.dialect == .sqlite ? "instr(recipients, ?) > 0" : "strpos(recipients, ?) > 0"
+        return try await db.query("""
+            SELECT id, created_at, category, recipients, data FROM events WHERE id > ? AND id <= ? AND \(contains) ORDER BY id
+            """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map { RecordTables.event($0) }
+    }
+
+    private static let committedEventColumnList = ["b.pruned", "b.users", "e.id", "e.created_at", "e.category", "e.recipients",
+                                                   "e.data", "e.changed_channel"]
+    private static let committedEventColumns = committedEventColumnList.joined(separator: ", ")
+    private static let committedEventsFrom = """
+        FROM (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
+                     coalesce((SELECT value FROM meta WHERE name = 'users_written'), 0) AS users) b
+            LEFT JOIN events e ON e.id >= ? AND e.id <= ?
+        """
+
+    /// PostgreSQL: `committedEvents`' statement for `rangeCount` ranges of ids.
+    static func committedEventsWithChannelsSQL(rangeCount: Int) -> String {
+        let inRanges = Array(repeating: "id BETWEEN ? AND ?", count: rangeCount).joined(separator: " OR ")
+        let leading = String(repeating: "NULL, ", count: committedEventColumnList.count)
+        let branches = ChannelQueries.OneStatementParts.branches("SELECT url FROM changed", leading: leading)
+        return "WITH changed AS (SELECT DISTINCT changed_channel AS url FROM events WHERE (\(inRanges)) AND changed_channel IS NOT NULL) "
+            + "SELECT \(committedEventColumns), \(ChannelQueries.OneStatementParts.typedNulls) \(committedEventsFrom)"
+            + " UNION ALL " + branches.joined(separator: " UNION ALL ")
+    }
+
+    /// The statement of the common read, one range: prepared on every connection that runs it
+    /// (HotStatements.swift), whatever else took the slots first.
+    static let committedEventsOneRangeSQL = committedEventsWithChannelsSQL(rangeCount: 1)
+
+    /// `committedEventsWithChannelsSQL` for 1 to `exactRangesLimit` ranges, built once: the text
+    /// is about 8 KB, and building it took about 80 µs of every read, which follows every
+    /// message of another server.
+    private static let committedEventsSQLByRangeCount: [String] =
+        [committedEventsOneRangeSQL] + (2...exactRangesLimit).map { committedEventsWithChannelsSQL(rangeCount: $0) }
+
+    /// SQLite: the events alone (it loads their channels after them).
+    private static let committedEventsAloneSQL = "SELECT \(committedEventColumns) \(committedEventsFrom) ORDER BY e.id"
+
+    /// Reads of more ranges than this read their whole span and drop what is outside them.
+    private static let exactRangesLimit = 16
+
+    /// The committed events whose ids are in `ranges` (whoever receives them), oldest first,
+    /// parsed, with their channels loaded to render them: what another server's writers
+    /// committed (EventHub.swift); and where the retained events begin (events up to there
+    /// were pruned). One statement over the span of the ranges, which also reads the users
+    /// counter (on SQLite users current at it are not checked again; on PostgreSQL, where it
+    /// does not move, every user is): this read follows every message of another server,
+    /// round trips are its cost.
+    func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
+        guard let low = ranges.map(\.lowerBound).min(), let high = ranges.map(\.upperBound).max() else { return ([], 0) }
+        var events: [StoredEvent] = []
+        var urls = Set<String>()
+        var pruned: Int64 = 0
+        var sql = Self.committedEventsAloneSQL
+        var binds: [SQLValue] = [.int(low), .int(high)]
+        // PostgreSQL: the channels the events changed in the same statement (and so the same
+        // snapshot), after the events' rows, which lead with columns of their own: every
+        // message of another server costs this server one round trip.
+        var channelRows: ChannelQueries.OneStatementParts.Reader? = nil
+        if try db.dialect == .postgres {
+            let exact = ranges.count <= Self.exactRangesLimit
+            sql = Self.committedEventsSQLByRangeCount[exact ? ranges.count - 1 : 0]
+            let rangeBinds: [SQLValue] = exact ? ranges.flatMap { [.int($0.lowerBound), .int($0.upperBound)] } : [.int(low), .int(high)]
+            binds = rangeBinds + binds
+            channelRows = ChannelQueries.OneStatementParts.Reader(offset: Self.committedEventColumnList.count)
+        }
+        var changed = Set<String>()
+        for row in try await db.query(sql, binds) {
+            // The channels' rows: NULL where the events' rows have their first column.
+            guard row.optionalInt(0) != nil else {
+                try channelRows?.add(row)
+                continue
+            }
+            pruned = row.int(0)
+            users.usersWrittenInSnapshot = row.int(1)
+            guard row.optionalInt(2) != nil else { continue }
+            var event = RecordTables.event(row, from: 2)
+            guard ranges.contains(where: { $0.contains(event.id) }) else { continue }
+            if channelRows != nil, let url = row.optionalText(7) { changed.insert(url) }
+            event.fields = event.parsedData
+            if case .string(let url)? = event.fields?["channel_url"] {
+                urls.insert(url)
+                // A cached copy older than the event is stale if the event changed the
+                // channel, as all but typing do: loaded at once, not after a version check
+                // that fails.
+                if event.category != "typing_status", let copy = cache.channel(url), copy.channel.changeSeq < event.id {
+                    channels.knownChanged(url)
+                }
+            }
+            events.append(event)
+        }
+        if let channelRows {
+            events.sort { $0.id < $1.id }
+            let read = try channelRows.parts.assembled()
+            ServerMetrics.shared.loaded(channels: read.count, withEvents: true)
+            try await channels.takeRead(read, requested: changed)
+        }
+        // The rest: channels of typing indicators, and of events stored before the log named
+        // the channels they changed.
+        try await channels.loadChannels(Array(urls))
+        return (events, pruned)
+    }
+
+    /// Where the retained events begin: events up to here were pruned (in this snapshot).
+    func prunedThrough() async throws -> Int64 {
+        try await db.queryOne("SELECT value FROM meta WHERE name = 'pruned_through'")?.int(0) ?? 0
+    }
+
+    func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64) {
+        if let hook = WebhookCategory(streamEvent: category) { queueWebhook(hook, channelUrl: channelUrl, fields: fields, now: now) }
+        guard !recipients.isEmpty else { return }
+        let id = tx.nextSeq()
+        var all: [(String, JSON?)] = [
+            ("category", .string(category)), ("ts", .int(now)),
+            ("channel_url", .string(channelUrl)), ("channel_type", "group"),
+        ]
+        all.append(contentsOf: fields)
+        var fields = JSONObject()
+        for (key, value) in all { if let value { fields[key] = value } }
+        // Serialized as `JSON.object(fields).serialized()` would, noting where the channel is.
+        var data = "{"
+        data.reserveCapacity(4096)
+        var first = true
+        var channelRange: Range<Int>? = nil
+        for (key, value) in fields.entries {
+            if !first { data += "," }
+            first = false
+            JSON.writeString(key, to: &data)
+            data += ":"
+            let start = data.utf8.count
+            value.write(to: &data)
+            if key == "channel" { channelRange = start..<data.utf8.count }
+        }
+        data += "}"
+        let event = StoredEvent(id: id, createdAt: now, category: category, recipients: recipients.sorted(), data: data,
+                                changedChannel: category == "typing_status" ? nil : channelUrl,
+                                fields: fields, channelRange: channelRange)
+        tx.append(event)
+    }
+
+    func queueWebhook(_ category: WebhookCategory, channelUrl: String?, fields: [(String, JSON?)], now: Int64) {
+        let endpoints = shared.webhooks.settings.endpoints(for: category)
+        guard !endpoints.isEmpty else { return }
+        var body: [(String, JSON?)] = [("category", .string(category.rawValue)), ("ts", .int(now)),
+                                       ("channel_url", channelUrl.map { .string($0) }), ("channel_type", channelUrl.map { _ in JSON.string("group") })]
+        for (key, value) in fields {
+            // A poll event carries its recipients' own votes; a webhook is no recipient.
+            if key == "poll", case .object(var poll)? = value {
+                poll["voted_option_ids"] = nil
+                body.append((key, .object(poll)))
+            } else {
+                body.append((key, value))
+            }
+        }
+        let text = JSON.obj(body).serialized()
+        // One change may emit its stream event once per group of recipients (a poll's
+        // voters): those are one call.
+        guard queuedHookBodies.insert(text).inserted else { return }
+        for endpoint in endpoints {
+            pendingHookCalls.append(QueuedHookCall(endpoint: endpoint.url, category: category.rawValue,
+                                                   channelUrl: channelUrl ?? "", body: text))
+        }
+    }
+}

@@ -1,0 +1,208 @@
+/// The users and sessions of one request (`UserRecords`): the users it loaded or changed, as
+/// the request leaves them. Loaded users come from the record cache when their version is
+/// still the stored one, otherwise from the database (UserQueries.swift); the
+/// changed ones are written at the request's end (`RequestTransaction.pending`).
+final class UserStore: UserRecords {
+    private let tx: RequestTransaction
+    private var shared: SharedState { tx.shared }
+    private var cache: RecordCache { shared.cache }
+    private var db: any SQLSession { get throws { try tx.db } }
+
+    /// The users this request loaded (`loadUsers`) or changed, by id.
+    private(set) var loadedUsers: [String: UserRecord] = [:]
+    /// Ids looked up this request that name no user.
+    private var absentUsers: Set<String> = []
+    /// What this request read from the database whole, for the cache once the request ends well.
+    private var readUsers: [CachedUser] = []
+    /// `counters.usersWritten` as the attempt began (a writer's; -1 for a reader).
+    private let usersWrittenAtStart: Int64
+    /// A reader that read `users_written` in its snapshot (`EventStore.committedEvents`): the
+    /// users it reads are as of that value, so its cached users current at it need no version check.
+    var usersWrittenInSnapshot: Int64? = nil
+    /// A PostgreSQL writer: the versions of the users it loaded (nil: absent), checked under
+    /// their locks before it writes them.
+    private var loadedUserVersions: [String: Int64?] = [:]
+    /// A PostgreSQL writer: versions of users read with its first statement (for the users
+    /// the cached copy of its channel shows).
+    var knownUserVersions: [String: Int64] = [:]
+    /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
+    /// on, the request fails instead of showing an empty profile.
+    private var renderedUnloadedUser: String? = nil
+
+    init(_ tx: RequestTransaction) {
+        self.tx = tx
+        usersWrittenAtStart = tx.readOnly ? -1 : tx.counters.usersWritten
+    }
+
+    // MARK: loading
+
+    /// Loads the users of `ids` not loaded yet this request.
+    func loadUsers<S: Sequence>(_ ids: S) async throws where S.Element == String {
+        var missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
+        if missing.isEmpty { return }
+        var unchecked: [CachedUser] = []
+        // A writer that has written no user yet sees users as committed at its start. On
+        // PostgreSQL writers of other channels change users meanwhile: every copy is checked.
+        let unchangedSince: Int64? = tx.sideBySide ? nil : tx.readOnly ? usersWrittenInSnapshot
+            : tx.counters.usersWritten != usersWrittenAtStart ? nil : usersWrittenAtStart
+        for entry in missing.compactMap({ cache.user($0) }) {
+            if let unchangedSince, entry.currentAt == unchangedSince {
+                loadedUsers[entry.user.userId] = entry.user
+                missing.remove(entry.user.userId)
+            } else {
+                unchecked.append(entry)
+            }
+        }
+        if !unchecked.isEmpty { try await takeCurrent(unchecked, missing: &missing) }
+        if missing.isEmpty { return }
+        for entry in try await UserQueries.users(Array(missing), db) {
+            loadedUsers[entry.user.userId] = entry.user
+            loadedUserVersions[entry.user.userId] = entry.version
+            readUsers.append(entry)
+        }
+        for id in missing where loadedUsers[id] == nil {
+            absentUsers.insert(id)
+            if loadedUserVersions[id] == nil { loadedUserVersions[id] = .some(nil) }
+        }
+    }
+
+    /// Takes the cached users whose versions are still the stored ones, and forgets the others.
+    private func takeCurrent(_ unchecked: [CachedUser], missing: inout Set<String>) async throws {
+        // Read with a PostgreSQL writer's first statement, if all of them were.
+        let known = unchecked.compactMap { entry in knownUserVersions[entry.user.userId].map { (entry.user.userId, $0) } }
+        let versions = known.count == unchecked.count ? Dictionary(uniqueKeysWithValues: known)
+            : try await UserQueries.versions(ofUsers: unchecked.map(\.user.userId), db)
+        for entry in unchecked {
+            // A stale entry goes, so that the fresh read replaces it (a channel or user made
+            // again can have a lower version than the one it replaced).
+            guard versions[entry.user.userId] == entry.version else { cache.forgetUser(entry.user.userId); continue }
+            loadedUsers[entry.user.userId] = entry.user
+            loadedUserVersions[entry.user.userId] = entry.version
+            missing.remove(entry.user.userId)
+            // Checked in this transaction: kept as current at the counter it commits, or
+            // (a reader that read it) at the counter of its snapshot.
+            if !tx.readOnly || usersWrittenInSnapshot != nil { readUsers.append(entry) }
+        }
+    }
+
+    func user(_ id: String) async throws -> UserRecord {
+        guard let u = try await userIfExists(id) else { throw APIError.notFound("User \"\(id)\"") }
+        return u
+    }
+
+    func userIfExists(_ id: String) async throws -> UserRecord? {
+        try await loadUsers([id])
+        return loadedUsers[id]
+    }
+
+    /// A user loaded this request (nil when they do not exist). Renders use it.
+    func loadedUser(_ id: String) -> UserRecord? {
+        if let u = loadedUsers[id] { return u }
+        if !absentUsers.contains(id) && renderedUnloadedUser == nil { renderedUnloadedUser = id }
+        return nil
+    }
+
+    /// With verification on, a request that rendered a user it did not load fails.
+    func checkRendering() throws {
+        if shared.verify, let id = renderedUnloadedUser {
+            throw APIError.internal("rendered user \"\(id)\" without loading it (a missing loadUsers)")
+        }
+    }
+
+    // MARK: writing
+
+    func save(_ u: UserRecord) {
+        loadedUsers[u.userId] = u
+        absentUsers.remove(u.userId)
+        tx.pending.users[u.userId] = u
+        noteUserWritten()
+    }
+
+    func deleteUser(_ id: String) {
+        loadedUsers.removeValue(forKey: id)
+        absentUsers.insert(id)
+        tx.pending.users[id] = .some(nil)
+        noteUserWritten()
+    }
+
+    /// Moves `users_written` once per transaction that writes users (RecordCache.swift).
+    private func noteUserWritten() {
+        guard !tx.sideBySide, tx.counters.usersWritten == usersWrittenAtStart else { return }
+        tx.counters.usersWritten += 1
+        tx.pending.counters["users_written"] = tx.counters.usersWritten
+    }
+
+    /// PostgreSQL: the users this request changes, locked, must still be as it loaded them
+    /// (writers of other channels change users too); otherwise the attempt runs again.
+    func checkWrittenUsers(_ db: any SQLSession) async throws {
+        let ids = tx.pending.users.keys.sorted()
+        guard !ids.isEmpty else { return }
+        var current: [String: Int64] = [:]
+        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(users: Set(ids)))
+        for row in try await db.query("SELECT user_id, version FROM parley_lock_users(?)",
+                                      [.text(JSON.array(ids.map { .string($0) }).serialized())]) {
+            current[row.text(0)] = row.int(1)
+        }
+        for id in ids {
+            let loaded: Int64? = loadedUserVersions[id] ?? nil
+            if current[id] != loaded {
+                throw StorageError("user \"\(id)\" changed since this write loaded it; it runs again", kind: .retryable)
+            }
+        }
+    }
+
+    // MARK: sessions
+
+    func save(_ s: SessionRecord) async throws {
+        try await RecordTables.putSession(s, db)
+    }
+
+    /// A session by its key: one primary-key read per request (sessions are not kept in memory).
+    func session(_ token: String) async throws -> SessionRecord? {
+        try await db.queryOne(RecordTables.sessionSQL, [.text(token)])
+            .map { SessionRecord(token: $0.text(0), userId: $0.text(1), expiresAt: $0.int(2), createdAt: $0.int(3)) }
+    }
+
+    func deleteSessions(of userId: String) async throws {
+        try await db.execute("DELETE FROM sessions WHERE user_id = ?", [.text(userId)])
+    }
+
+    // MARK: queries
+
+    func userListing(after: String?, ids: Set<String>?, nickname: String?, activeMode: String,
+                     metadataKey: String?, metadataValues: [String]?, limit: Int) async throws -> [String] {
+        try await UserQueries.userListing(after: after, ids: ids, nickname: nickname, activeMode: activeMode,
+                                             metadataKey: metadataKey, metadataValues: metadataValues, limit: limit, db)
+    }
+
+    func unreadTotals(of userId: String, customTypes: [String]?, superMode: String) async throws -> (messages: Int64, channels: Int64) {
+        try await UserQueries.unreadTotals(of: userId, customTypes: customTypes, superMode: superMode, db)
+    }
+
+    // MARK: the record cache
+
+    /// What the request read whole, kept once it committed (or its read ended). What a writer
+    /// read is current at the counter it committed (a reader cannot know), unless the writer
+    /// then changed it: that one is kept as written (`keepWritten`). Kept here first, it would
+    /// be seen, stamped current, by a writer running meanwhile.
+    func keepRead() {
+        for var entry in readUsers where tx.pending.users[entry.user.userId] == nil {
+            entry.currentAt = usersCurrentAt
+            cache.store(entry)
+        }
+        readUsers = []
+    }
+
+    /// What the request wrote, under the versions its writes returned.
+    func keepWritten(_ written: RecordTables.WrittenVersions) {
+        for (id, user) in tx.pending.users {
+            guard let user, let version = written.users[id] else {
+                cache.forgetUser(id)
+                continue
+            }
+            cache.store(CachedUser(version: version, user: user, currentAt: usersCurrentAt), written: true)
+        }
+    }
+
+    private var usersCurrentAt: Int64 { tx.readOnly ? usersWrittenInSnapshot ?? -1 : tx.counters.usersWritten }
+}
