@@ -62,6 +62,8 @@ def hooked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple]:
     monkeypatch.setenv("PARLEY_PUSH_GATEWAY_URL", gateway.url)
     monkeypatch.setenv("PARLEY_TRANSLATOR_URL", translator.url)
     monkeypatch.setenv("PARLEY_WEBHOOK_RETRY_MAX_SECONDS", "1")
+    # A closed stream is noticed at the next keep-alive: soon, so that a member goes offline soon.
+    monkeypatch.setenv("PARLEY_HEARTBEAT_SECONDS", "0.5")
     running = start_server(server_database(tmp_path, "hooked.sqlite"), secrets.token_hex(16))
     try:
         yield running, Admin(running), gateway, translator

@@ -64,10 +64,10 @@ enum Translation {
     }
 
     /// The body of a call to the translator.
-    static func requestBody(_ m: MessageRecord, languages: [String], now: Int64) -> String {
+    static func requestBody(channelUrl: String, messageId: Int64, text: String, languages: [String], now: Int64) -> String {
         JSON.obj([
-            ("category", .string(category)), ("ts", .int(now)), ("channel_url", .string(m.channelUrl)), ("channel_type", "group"),
-            ("message_id", .int(m.id)), ("text", .string(m.message)), ("target_languages", .strings(languages)),
+            ("category", .string(category)), ("ts", .int(now)), ("channel_url", .string(channelUrl)), ("channel_type", "group"),
+            ("message_id", .int(messageId)), ("text", .string(text)), ("target_languages", .strings(languages)),
         ]).serialized()
     }
 
@@ -75,7 +75,8 @@ enum Translation {
     static func queueForNewMessage(_ s: some TranslationRecords, _ m: MessageRecord, languages: [String], now: Int64) {
         guard !languages.isEmpty, let url = s.translator.url else { return }
         s.queueHookCall(QueuedHookCall(endpoint: url, category: category, channelUrl: m.channelUrl,
-                                       body: requestBody(m, languages: languages, now: now)))
+                                       body: requestBody(channelUrl: m.channelUrl, messageId: m.id, text: m.message,
+                                                         languages: languages, now: now)))
     }
 
     /// The translations of an answer `{"translations": {language: text}}`, of the languages
@@ -172,10 +173,7 @@ enum Translation {
         }
         let shared = service.shared.webhooks.defaults
         guard let url = shared.translator.url else { throw notConfigured }
-        let body = JSON.obj([
-            ("category", .string(category)), ("ts", .int(ctx.now)), ("channel_url", .string(channelUrl)), ("channel_type", "group"),
-            ("message_id", .int(messageId)), ("text", .string(asked.text)), ("target_languages", .strings(asked.languages)),
-        ]).serialized()
+        let body = requestBody(channelUrl: channelUrl, messageId: messageId, text: asked.text, languages: asked.languages, now: ctx.now)
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
