@@ -48,19 +48,24 @@ import Testing
         #expect(ban.parameters.map(\.required) == [true, true, false, false, false])
     }
 
-    /// The reference's translation and push parameters are refused by name in every
-    /// operation and every send, not passed to a server that would ignore them.
+    /// The guides' parameters Parley does not take as given are refused by name in every
+    /// operation and every send; the send-only ones in every operation but the sends (and
+    /// translate_message), not passed to a server that would ignore them.
     @Test func unsupportedFeaturesAreRefusedByName() throws {
         let update = try #require(OperationCatalog.spec(named: "update_message"))
         let params: JSONValue = .object(["channel_url": "c", "message_id": .int(1), "message": "x",
                                          "target_languages": .array(["de"])])
-        #expect(throws: ParleyError.self) { try update.prepare(params: params, currentUserID: "u") }
         do {
             _ = try update.prepare(params: params, currentUserID: "u")
+            Issue.record("target_languages was not refused by update_message")
         } catch {
             #expect(error.code == .invalidArgument)
-            #expect(error.message.contains("target_languages: message translation is not supported"))
+            #expect(error.message.contains("target_languages: message translation parameters apply to sends only"))
         }
+        let translate = try #require(OperationCatalog.spec(named: "translate_message"))
+        let call = try translate.prepare(params: .object(["channel_url": "c", "message_id": .int(1), "target_languages": .array(["de"])]),
+                                         currentUserID: "u")
+        #expect(call.pathAndQuery == "/v3/group_channels/c/messages/1/translation")
         let plain: JSONValue = .object(["channel_url": "c", "message_id": .int(1), "message": "x"])
         #expect(throws: Never.self) { try update.prepare(params: plain, currentUserID: "u") }
         for key in UnsupportedFeatures.parameters.keys {
@@ -70,6 +75,15 @@ import Testing
             #expect(throws: ParleyError.self) {
                 try OutgoingMessage.file(channelURL: "c", params: .object(["url": "https://x/y", key: "x"]))
             }
+            #expect(throws: ParleyError.self) { try update.prepare(params: .object(["channel_url": "c", "message_id": .int(1), key: "x"]), currentUserID: "u") }
+        }
+        let sent = try OutgoingMessage.user(channelURL: "c", params: .object([
+            "message": "hi", "target_languages": .array(["fr"]), "push_notification_delivery_option": "suppress",
+            "apple_critical_alert_options": .object(["name": "alarm", "volume": .double(0.5)]),
+        ]))
+        #expect(sent.request["target_languages"] == .array(["fr"]))
+        #expect(throws: ParleyError.self) {
+            try OutgoingMessage.user(channelURL: "c", params: .object(["message": "hi", "push_notification_delivery_option": "never"]))
         }
     }
 

@@ -108,6 +108,120 @@ func (c *Client) SetChannelInvitationPreference(ctx context.Context, params SetC
 	return performInto[json.RawMessage](ctx, c, "set_channel_invitation_preference", params)
 }
 
+// RegisterPushTokenParams are the parameters of Client.RegisterPushToken, by their wire names (docs/PROTOCOL.md).
+type RegisterPushTokenParams struct {
+	TokenType string  `json:"token_type,omitempty"` // required
+	Token     string  `json:"token,omitempty"`      // required
+	UserID    *string `json:"user_id,omitempty"`    // the connected user unless given
+}
+
+// RegisterPushToken performs register_push_token: Registers a device token of the user: token_type gcm (FCM), apns or huawei (HMS); answers {"token", "type", "user"}.
+//
+// POST /v3/users/{user_id}/push/{token_type}.
+func (c *Client) RegisterPushToken(ctx context.Context, params RegisterPushTokenParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "register_push_token", params)
+}
+
+// UnregisterPushTokenParams are the parameters of Client.UnregisterPushToken, by their wire names (docs/PROTOCOL.md).
+type UnregisterPushTokenParams struct {
+	TokenType string  `json:"token_type,omitempty"` // required
+	Token     string  `json:"token,omitempty"`      // required
+	UserID    *string `json:"user_id,omitempty"`    // the connected user unless given
+}
+
+// UnregisterPushToken performs unregister_push_token: Unregisters one device token: {"token": [removed]}.
+//
+// DELETE /v3/users/{user_id}/push/{token_type}/{token}.
+func (c *Client) UnregisterPushToken(ctx context.Context, params UnregisterPushTokenParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "unregister_push_token", params)
+}
+
+// UnregisterAllPushTokensParams are the parameters of Client.UnregisterAllPushTokens, by their wire names (docs/PROTOCOL.md).
+type UnregisterAllPushTokensParams struct {
+	UserID *string `json:"user_id,omitempty"` // the connected user unless given
+}
+
+// UnregisterAllPushTokens performs unregister_all_push_tokens: Unregisters every device token of the user: {"token": [removed]}.
+//
+// DELETE /v3/users/{user_id}/push.
+func (c *Client) UnregisterAllPushTokens(ctx context.Context, params UnregisterAllPushTokensParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "unregister_all_push_tokens", params)
+}
+
+// ListPushTokensParams are the parameters of Client.ListPushTokens, by their wire names (docs/PROTOCOL.md).
+type ListPushTokensParams struct {
+	TokenType string  `json:"token_type,omitempty"` // required
+	UserID    *string `json:"user_id,omitempty"`    // the connected user unless given
+}
+
+// ListPushTokens performs list_push_tokens: The user's device tokens of a type, oldest first: {"tokens", "type"}.
+//
+// GET /v3/users/{user_id}/push/{token_type}.
+func (c *Client) ListPushTokens(ctx context.Context, params ListPushTokensParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "list_push_tokens", params)
+}
+
+// GetPushPreferenceParams are the parameters of Client.GetPushPreference, by their wire names (docs/PROTOCOL.md).
+type GetPushPreferenceParams struct {
+	UserID *string `json:"user_id,omitempty"` // the connected user unless given
+}
+
+// GetPushPreference performs get_push_preference: When the user is notified: push_trigger_option (all, mention_only, off), do not disturb (start_hour... in timezone) and snooze (snooze_start_ts, snooze_end_ts).
+//
+// GET /v3/users/{user_id}/push_preference.
+func (c *Client) GetPushPreference(ctx context.Context, params GetPushPreferenceParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "get_push_preference", params)
+}
+
+// SetPushPreferenceParams are the parameters of Client.SetPushPreference, by their wire names (docs/PROTOCOL.md).
+type SetPushPreferenceParams struct {
+	UserID            *string `json:"user_id,omitempty"` // the connected user unless given
+	PushTriggerOption *string `json:"push_trigger_option,omitempty"`
+	DoNotDisturb      *bool   `json:"do_not_disturb,omitempty"`
+	StartHour         *int64  `json:"start_hour,omitempty"`
+	StartMin          *int64  `json:"start_min,omitempty"`
+	EndHour           *int64  `json:"end_hour,omitempty"`
+	EndMin            *int64  `json:"end_min,omitempty"`
+	Timezone          *string `json:"timezone,omitempty"`
+	SnoozeEnabled     *bool   `json:"snooze_enabled,omitempty"`
+	SnoozeStartTS     *int64  `json:"snooze_start_ts,omitempty"`
+	SnoozeEndTS       *int64  `json:"snooze_end_ts,omitempty"`
+}
+
+// SetPushPreference performs set_push_preference: Changes the fields given of the user's push preference; answers all of them.
+//
+// PUT /v3/users/{user_id}/push_preference.
+func (c *Client) SetPushPreference(ctx context.Context, params SetPushPreferenceParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "set_push_preference", params)
+}
+
+// GetChannelPushPreferenceParams are the parameters of Client.GetChannelPushPreference, by their wire names (docs/PROTOCOL.md).
+type GetChannelPushPreferenceParams struct {
+	ChannelURL string  `json:"channel_url,omitempty"` // required
+	UserID     *string `json:"user_id,omitempty"`     // the connected user unless given
+}
+
+// GetChannelPushPreference performs get_channel_push_preference: The user's push trigger option for one channel: {"push_trigger_option"}, default following their own.
+//
+// GET /v3/users/{user_id}/push_preference/{channel_url}.
+func (c *Client) GetChannelPushPreference(ctx context.Context, params GetChannelPushPreferenceParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "get_channel_push_preference", params)
+}
+
+// SetChannelPushPreferenceParams are the parameters of Client.SetChannelPushPreference, by their wire names (docs/PROTOCOL.md).
+type SetChannelPushPreferenceParams struct {
+	ChannelURL        string  `json:"channel_url,omitempty"`         // required
+	PushTriggerOption string  `json:"push_trigger_option,omitempty"` // required
+	UserID            *string `json:"user_id,omitempty"`             // the connected user unless given
+}
+
+// SetChannelPushPreference performs set_channel_push_preference: Sets the user's push trigger option for one channel: default, all, mention_only or off.
+//
+// PUT /v3/users/{user_id}/push_preference/{channel_url}.
+func (c *Client) SetChannelPushPreference(ctx context.Context, params SetChannelPushPreferenceParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "set_channel_push_preference", params)
+}
+
 // ListUsersParams are the parameters of Client.ListUsers, by their wire names (docs/PROTOCOL.md).
 type ListUsersParams struct {
 	Token              *string  `json:"token,omitempty"`
@@ -1102,6 +1216,20 @@ type ListReactionsParams struct {
 // GET /v3/group_channels/{channel_url}/messages/{message_id}/reactions.
 func (c *Client) ListReactions(ctx context.Context, params ListReactionsParams) (json.RawMessage, error) {
 	return performInto[json.RawMessage](ctx, c, "list_reactions", params)
+}
+
+// TranslateMessageParams are the parameters of Client.TranslateMessage, by their wire names (docs/PROTOCOL.md).
+type TranslateMessageParams struct {
+	ChannelURL      string   `json:"channel_url,omitempty"` // required
+	MessageID       int64    `json:"message_id,omitempty"`  // required
+	TargetLanguages []string `json:"target_languages,omitempty"`
+}
+
+// TranslateMessage performs translate_message: Translates a user message into target_languages (default: the user's preferred languages) through the server's translator; answers the message with its translations, which the cache stores.
+//
+// POST /v3/group_channels/{channel_url}/messages/{message_id}/translation.
+func (c *Client) TranslateMessage(ctx context.Context, params TranslateMessageParams) (json.RawMessage, error) {
+	return performInto[json.RawMessage](ctx, c, "translate_message", params)
 }
 
 // PinMessageParams are the parameters of Client.PinMessage, by their wire names (docs/PROTOCOL.md).

@@ -232,8 +232,16 @@ class EventReader:
 # (server UnreadCounters.swift); before 13 events did not name the channel they changed.
 # Migrations 12, 14, 15 and 16 only add PostgreSQL functions and a table, defined again when
 # they are applied again; 17 gave message tombstones their sender and request id; 20 made the
-# table of queued webhook calls.
-UNDO_TO_SCHEMA_10 = """
+# table of queued webhook calls; 22 the push tables and the messages' translations.
+# Migration 22 undone: the push tables and the messages' translations.
+UNDO_SCHEMA_22 = """
+    DROP TABLE push_tokens;
+    DROP TABLE push_preferences;
+    DROP TABLE push_channel_preferences;
+    ALTER TABLE messages DROP COLUMN translations;
+    DELETE FROM schema_migrations WHERE version = 22;
+    """
+UNDO_TO_SCHEMA_10 = UNDO_SCHEMA_22 + """
     DROP TABLE hook_deliveries;
     DROP INDEX message_tombstones_by_request;
     ALTER TABLE message_tombstones DROP COLUMN sender_id;

@@ -1,6 +1,6 @@
 import uuid
 
-from conftest import assert_error
+from conftest import UNDO_SCHEMA_22, assert_error
 
 
 def member_states(channel):
@@ -398,7 +398,7 @@ def test_name_keys_of_an_older_database_are_computed_again(fresh_server):
     for name in ["b", "A", "a", "B"]:
         s.channel([owner], name=name)
     s.stop()
-    undo = "UPDATE channels SET name_key = name; DELETE FROM schema_migrations WHERE version = 21;"
+    undo = UNDO_SCHEMA_22 + "UPDATE channels SET name_key = name; DELETE FROM schema_migrations WHERE version = 21;"
     if databases.backend() == "sqlite":
         db = sqlite3.connect(s.db_path)
         db.executescript(undo)

@@ -26,13 +26,15 @@ def free_port():
 
 class Receiver:
     """An HTTP endpoint that records every POST. `answers` is a list of status codes used in
-    turn (then 200); `delay` seconds pass before each answer. It can be stopped and started
-    again on the same port (connections are then refused meanwhile)."""
+    turn (then 200); `delay` seconds pass before each answer; `reply(body)` gives the answer's
+    JSON body (default none). It can be stopped and started again on the same port
+    (connections are then refused meanwhile)."""
 
-    def __init__(self, port=None, answers=(), delay=0.0, start=True):
+    def __init__(self, port=None, answers=(), delay=0.0, start=True, reply=None):
         self.port = port or free_port()
         self.answers = list(answers)
         self.delay = delay
+        self.reply = reply
         self.calls = []
         self.lock = threading.Lock()
         self.httpd = None
@@ -54,9 +56,13 @@ class Receiver:
                     status = receiver.answers.pop(0) if receiver.answers else 200
                     receiver.calls.append({"headers": dict(self.headers), "raw": body, "status": status,
                                            "body": json.loads(body)})
+                answer = json.dumps(receiver.reply(json.loads(body))).encode() if receiver.reply else b""
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(answer)))
+                if answer:
+                    self.send_header("Content-Type", "application/json")
                 self.end_headers()
+                self.wfile.write(answer)
 
             def log_message(self, *args):
                 pass

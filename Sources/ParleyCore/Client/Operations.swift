@@ -139,18 +139,19 @@ public enum OperationCatalog {
                 "public_membership_filter member_state_filter hidden_mode unread_filter custom_type_startswith name_contains name_startswith " +
                 "query_type metadata_key metadata_value_startswith operator_filter muted_member_filter description " +
                 "agent_id mode report_category reporting_user_id report_description message_type include_reply_type " +
-                "message mention_type url reaction title text cover_file_path"),
+                "message mention_type url reaction title text cover_file_path token_type push_trigger_option timezone"),
             (.integer, "message_id limit change_ts last_seen_at created_after created_before seconds message_ts " +
-                "prev_limit next_limit parent_message_id poll_id option_id close_at"),
+                "prev_limit next_limit parent_message_id poll_id option_id close_at start_hour start_min end_hour end_min " +
+                "snooze_start_ts snooze_end_ts"),
             (.boolean, "include_unread_count is_active auto_accept is_distinct is_super is_public is_ephemeral " +
                 "strict show_empty show_frozen show_member show_metadata show_metacounter show_read_receipt " +
                 "show_delivery_receipt should_leave_all hide_previous_messages allow_auto_unhide should_hide_all " +
                 "should_unhide_all reset_all include_ts upsert include reverse include_reactions include_thread_info " +
                 "include_parent_message_info with_sorted_meta_array include_meta_array allow_user_suggestion " +
-                "allow_multiple_votes"),
+                "allow_multiple_votes do_not_disturb snooze_enabled"),
             (.stringArray, "user_ids keys metadatavalues_in discovery_keys preferred_languages channel_urls " +
                 "operator_ids custom_types members_exactly_in members_include_in metadata_values sender_ids " +
-                "mentioned_user_ids options"),
+                "mentioned_user_ids options target_languages"),
             (.object, "metadata"),
             (.integerObject, "metacounter"),
             (.objectArray, "sorted_metaarray"),
@@ -187,6 +188,30 @@ public enum OperationCatalog {
                       summary: "Sets whether the user joins the channels they are invited to at once: " +
                                "`{\"auto_accept\"}`.",
                       required: [WireField.autoAccept]),
+        // Push notifications (docs/PROTOCOL.md §5.1): the devices and when to notify.
+        OperationSpec("register_push_token", "POST", me + "/push/{token_type}",
+                      summary: "Registers a device token of the user: `token_type` `gcm` (FCM), `apns` or `huawei` " +
+                               "(HMS); answers `{\"token\", \"type\", \"user\"}`.",
+                      required: ["token"]),
+        OperationSpec("unregister_push_token", "DELETE", me + "/push/{token_type}/{token}",
+                      summary: "Unregisters one device token: `{\"token\": [removed]}`."),
+        OperationSpec("unregister_all_push_tokens", "DELETE", me + "/push",
+                      summary: "Unregisters every device token of the user: `{\"token\": [removed]}`."),
+        OperationSpec("list_push_tokens", "GET", me + "/push/{token_type}",
+                      summary: "The user's device tokens of a type, oldest first: `{\"tokens\", \"type\"}`."),
+        OperationSpec("get_push_preference", "GET", me + "/push_preference",
+                      summary: "When the user is notified: `push_trigger_option` (all, mention_only, off), do not " +
+                               "disturb (`start_hour`... in `timezone`) and snooze (`snooze_start_ts`, `snooze_end_ts`)."),
+        OperationSpec("set_push_preference", "PUT", me + "/push_preference",
+                      summary: "Changes the fields given of the user's push preference; answers all of them.",
+                      optional: "push_trigger_option do_not_disturb start_hour start_min end_hour end_min timezone " +
+                                "snooze_enabled snooze_start_ts snooze_end_ts"),
+        OperationSpec("get_channel_push_preference", "GET", me + "/push_preference/{channel_url}",
+                      summary: "The user's push trigger option for one channel: `{\"push_trigger_option\"}`, " +
+                               "`default` following their own."),
+        OperationSpec("set_channel_push_preference", "PUT", me + "/push_preference/{channel_url}",
+                      summary: "Sets the user's push trigger option for one channel: default, all, mention_only or off.",
+                      required: ["push_trigger_option"]),
         // Users
         OperationSpec("list_users", "GET", "/v3/users",
                       summary: "One page of users in `user_id` order, without their private fields.",
@@ -390,6 +415,11 @@ public enum OperationCatalog {
                       optional: "user_id"),
         OperationSpec("list_reactions", "GET", message + "/reactions",
                       summary: "The reactions to a message: `{\"reactions\"}`."),
+        OperationSpec("translate_message", "POST", message + "/translation",
+                      summary: "Translates a user message into `target_languages` (default: the user's preferred " +
+                               "languages) through the server's translator; answers the message with its " +
+                               "`translations`, which the cache stores.",
+                      optional: "target_languages", effect: .storeMessage),
         OperationSpec("pin_message", "POST", message + "/pin", summary: "Pins a message to the channel."),
         OperationSpec("unpin_message", "DELETE", message + "/pin", summary: "Unpins a message."),
         OperationSpec("add_message_meta_array", "POST", message + "/sorted_metaarray",
@@ -460,7 +490,7 @@ extension OperationSpec {
         guard case .object(var fields) = params else {
             throw .invalidArgument("\(name): params must be a JSON object, got \(params.typeName)")
         }
-        try UnsupportedFeatures.reject(fields, in: "\(name): params")
+        try UnsupportedFeatures.reject(fields, in: "\(name): params", accepted: Set(parameters.map(\.name)))
         var path = ""
         var rest = self.path[...]
         while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {

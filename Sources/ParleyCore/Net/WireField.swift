@@ -162,6 +162,10 @@ enum WireField {
     static let fileType = "file_type"
     /// The reference SDK's spelling of `file_type`.
     static let mimeType = "mime_type"
+    static let targetLanguages = "target_languages"
+    static let translations = "translations"
+    static let pushNotificationDeliveryOption = "push_notification_delivery_option"
+    static let appleCriticalAlertOptions = "apple_critical_alert_options"
     /// Boxes the server makes thumbnails of an upload for: `[{max_width, max_height}]`.
     static let thumbnailSizes = "thumbnail_sizes"
 

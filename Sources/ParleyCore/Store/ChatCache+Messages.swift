@@ -20,6 +20,9 @@ extension ChatCache {
         /// ("" when absent or not text).
         var searchText: String
         var searchFileName: String
+        /// How many translations it carries: the server only adds to them until an edit
+        /// (which moves `updated_at`), so more of them at the same `updated_at` is newer.
+        var translationCount: Int
 
         init(_ message: JSONValue) throws(ParleyError) {
             let reader = try JSONReader(message, path: "message", errorCode: .protocolViolation)
@@ -37,6 +40,7 @@ extension ChatCache {
             pollID = try reader.optionalObject("poll")?.int("id", default: 0) ?? 0
             searchText = message[WireField.message]?.stringValue ?? ""
             searchFileName = message[WireField.file]?[WireField.name]?.stringValue ?? ""
+            translationCount = message[WireField.translations]?.objectValue?.count ?? 0
         }
     }
 
@@ -79,6 +83,11 @@ extension ChatCache {
         }
     }
 
+    /// The translations a stored message carries (0 when its text cannot be read).
+    static func translationCount(storedJSON: String) -> Int {
+        (try? JSONValue.parse(storedJSON))?[WireField.translations]?.objectValue?.count ?? 0
+    }
+
     /// The upsert itself; runs inside the caller's transaction.
     func storeMessage(_ columns: MessageColumns, json: String, force: Bool) throws(ParleyError) -> MessageUpsertOutcome {
         var replacedReqID: String?
@@ -99,6 +108,8 @@ extension ChatCache {
         let outcome: MessageUpsertOutcome
         if let stored {
             let isNewer = columns.updatedAt > stored.updatedAt
+                || (columns.updatedAt == stored.updatedAt && columns.translationCount > 0
+                    && columns.translationCount > Self.translationCount(storedJSON: stored.json))
             if (isNewer || force) && !utf8Equal(stored.json, json) {
                 try writeMessage(columns, json: json)
                 outcome = .updated

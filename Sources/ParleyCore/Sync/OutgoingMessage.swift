@@ -17,20 +17,23 @@ struct OutgoingMessage: Sendable {
     static let userMessageKeys: Set<String> = [
         WireField.message, WireField.reqID, WireField.customType, WireField.data, WireField.mentionType, WireField.mentionedUserIDs,
         WireField.sortedMetaarray, WireField.parentMessageID, WireField.isReplyToChannel, WireField.isSilent, WireField.markAsRead,
-        WireField.pollID,
+        WireField.pollID, WireField.targetLanguages, WireField.pushNotificationDeliveryOption, WireField.appleCriticalAlertOptions,
     ]
     /// `file_path` is the library's own (a local file to upload); the others are the server's send fields.
     static let fileMessageKeys: Set<String> = [
         WireField.url, "file_path", WireField.fileName, WireField.fileSize, WireField.fileType, WireField.mimeType,
         WireField.thumbnails, WireField.thumbnailSizes, WireField.reqID, WireField.customType, WireField.data, WireField.mentionType, WireField.mentionedUserIDs, WireField.sortedMetaarray,
         WireField.parentMessageID, WireField.isReplyToChannel, WireField.isSilent, WireField.markAsRead,
+        WireField.pushNotificationDeliveryOption, WireField.appleCriticalAlertOptions,
     ]
 
     /// A user message (`MESG`).
     static func user(channelURL: String, params: JSONValue) throws(ParleyError) -> OutgoingMessage {
         let reader = try JSONReader(params, path: "params")
-        try UnsupportedFeatures.reject(reader.fields, in: "params")
+        try UnsupportedFeatures.reject(reader.fields, in: "params", accepted: userMessageKeys)
         try reader.rejectUnknownKeys(allowed: userMessageKeys)
+        try UnsupportedFeatures.checkPushParameters(reader)
+        try UnsupportedFeatures.checkTargetLanguages(reader)
         let text = try reader.string(WireField.message)
         guard !text.isEmpty else { throw .invalidArgument("params.message: must not be empty") }
         var request = reader.fields
@@ -45,8 +48,12 @@ struct OutgoingMessage: Sendable {
     /// file uploaded with the message (its name, size and type read from the file unless given).
     static func file(channelURL: String, params: JSONValue) throws(ParleyError) -> OutgoingMessage {
         let given = try JSONReader(params, path: "params")
-        try UnsupportedFeatures.reject(given.fields, in: "params")
+        if given.has(WireField.targetLanguages) {
+            throw given.error(WireField.targetLanguages, "message translation applies to user messages, not file messages")
+        }
+        try UnsupportedFeatures.reject(given.fields, in: "params", accepted: fileMessageKeys)
         try given.rejectUnknownKeys(allowed: fileMessageKeys)
+        try UnsupportedFeatures.checkPushParameters(given)
         let reader = try withFileTypeSpelledOnce(given)
         try checkThumbnailSizes(reader)
         let url = try reader.optionalString(WireField.url)

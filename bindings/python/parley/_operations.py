@@ -120,6 +120,101 @@ class Operations:
         """
 
     @operation
+    def register_push_token(
+        self, *,
+        token_type: str,
+        token: str,
+        user_id: Optional[str] = None,
+    ) -> Future[Dict[str, Any]]:
+        """Registers a device token of the user: ``token_type`` ``gcm`` (FCM), ``apns`` or ``huawei``
+        (HMS); answers ``{"token", "type", "user"}``.
+
+        ``POST /v3/users/{user_id}/push/{token_type}`` (docs/PROTOCOL.md §5.1). ``user_id`` in the
+        path is the connected user unless given.
+        """
+
+    @operation
+    def unregister_push_token(
+        self, *,
+        token_type: str,
+        token: str,
+        user_id: Optional[str] = None,
+    ) -> Future[Dict[str, Any]]:
+        """Unregisters one device token: ``{"token": [removed]}``.
+
+        ``DELETE /v3/users/{user_id}/push/{token_type}/{token}`` (docs/PROTOCOL.md §5.1).
+        ``user_id`` in the path is the connected user unless given.
+        """
+
+    @operation
+    def unregister_all_push_tokens(self, *, user_id: Optional[str] = None) -> Future[Dict[str, Any]]:
+        """Unregisters every device token of the user: ``{"token": [removed]}``.
+
+        ``DELETE /v3/users/{user_id}/push`` (docs/PROTOCOL.md §5.1). ``user_id`` in the path is the
+        connected user unless given.
+        """
+
+    @operation
+    def list_push_tokens(self, *, token_type: str, user_id: Optional[str] = None) -> Future[Dict[str, Any]]:
+        """The user's device tokens of a type, oldest first: ``{"tokens", "type"}``.
+
+        ``GET /v3/users/{user_id}/push/{token_type}`` (docs/PROTOCOL.md §5.1). ``user_id`` in the
+        path is the connected user unless given.
+        """
+
+    @operation
+    def get_push_preference(self, *, user_id: Optional[str] = None) -> Future[Dict[str, Any]]:
+        """When the user is notified: ``push_trigger_option`` (all, mention_only, off), do not disturb
+        (``start_hour``... in ``timezone``) and snooze (``snooze_start_ts``, ``snooze_end_ts``).
+
+        ``GET /v3/users/{user_id}/push_preference`` (docs/PROTOCOL.md §5.1). ``user_id`` in the path
+        is the connected user unless given.
+        """
+
+    @operation
+    def set_push_preference(
+        self, *,
+        user_id: Optional[str] = None,
+        push_trigger_option: Optional[str] = None,
+        do_not_disturb: Optional[bool] = None,
+        start_hour: Optional[int] = None,
+        start_min: Optional[int] = None,
+        end_hour: Optional[int] = None,
+        end_min: Optional[int] = None,
+        timezone: Optional[str] = None,
+        snooze_enabled: Optional[bool] = None,
+        snooze_start_ts: Optional[int] = None,
+        snooze_end_ts: Optional[int] = None,
+    ) -> Future[Dict[str, Any]]:
+        """Changes the fields given of the user's push preference; answers all of them.
+
+        ``PUT /v3/users/{user_id}/push_preference`` (docs/PROTOCOL.md §5.1). ``user_id`` in the path
+        is the connected user unless given.
+        """
+
+    @operation
+    def get_channel_push_preference(self, *, channel_url: str, user_id: Optional[str] = None) -> Future[Dict[str, Any]]:
+        """The user's push trigger option for one channel: ``{"push_trigger_option"}``, ``default``
+        following their own.
+
+        ``GET /v3/users/{user_id}/push_preference/{channel_url}`` (docs/PROTOCOL.md §5.1).
+        ``user_id`` in the path is the connected user unless given.
+        """
+
+    @operation
+    def set_channel_push_preference(
+        self, *,
+        channel_url: str,
+        push_trigger_option: str,
+        user_id: Optional[str] = None,
+    ) -> Future[Dict[str, Any]]:
+        """Sets the user's push trigger option for one channel: default, all, mention_only or off.
+
+        ``PUT /v3/users/{user_id}/push_preference/{channel_url}`` (docs/PROTOCOL.md §5.1).
+        ``user_id`` in the path is the connected user unless given.
+        """
+
+    @operation
     def list_users(
         self, *,
         token: Optional[str] = None,
@@ -905,6 +1000,21 @@ class Operations:
         """
 
     @operation
+    def translate_message(
+        self, *,
+        channel_url: str,
+        message_id: int,
+        target_languages: Optional[List[str]] = None,
+    ) -> Future[Message]:
+        """Translates a user message into ``target_languages`` (default: the user's preferred
+        languages) through the server's translator; answers the message with its ``translations``,
+        which the cache stores.
+
+        ``POST /v3/group_channels/{channel_url}/messages/{message_id}/translation``
+        (docs/PROTOCOL.md §7.8).
+        """
+
+    @operation
     def pin_message(self, *, channel_url: str, message_id: int) -> Future[Dict[str, Any]]:
         """Pins a message to the channel.
 
@@ -1094,6 +1204,14 @@ class AsyncOperations:
     mark_all_as_read = awaiting_operation(Operations.mark_all_as_read)
     get_channel_invitation_preference = awaiting_operation(Operations.get_channel_invitation_preference)
     set_channel_invitation_preference = awaiting_operation(Operations.set_channel_invitation_preference)
+    register_push_token = awaiting_operation(Operations.register_push_token)
+    unregister_push_token = awaiting_operation(Operations.unregister_push_token)
+    unregister_all_push_tokens = awaiting_operation(Operations.unregister_all_push_tokens)
+    list_push_tokens = awaiting_operation(Operations.list_push_tokens)
+    get_push_preference = awaiting_operation(Operations.get_push_preference)
+    set_push_preference = awaiting_operation(Operations.set_push_preference)
+    get_channel_push_preference = awaiting_operation(Operations.get_channel_push_preference)
+    set_channel_push_preference = awaiting_operation(Operations.set_channel_push_preference)
     list_users = awaiting_operation(Operations.list_users)
     list_my_group_channels = awaiting_operation(Operations.list_my_group_channels)
     list_group_channels = awaiting_operation(Operations.list_group_channels)
@@ -1155,6 +1273,7 @@ class AsyncOperations:
     add_reaction = awaiting_operation(Operations.add_reaction)
     remove_reaction = awaiting_operation(Operations.remove_reaction)
     list_reactions = awaiting_operation(Operations.list_reactions)
+    translate_message = awaiting_operation(Operations.translate_message)
     pin_message = awaiting_operation(Operations.pin_message)
     unpin_message = awaiting_operation(Operations.unpin_message)
     add_message_meta_array = awaiting_operation(Operations.add_message_meta_array)

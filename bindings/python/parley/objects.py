@@ -12,7 +12,7 @@ The protocol documents no poll object, so there is no ``Poll`` here.
 """
 from __future__ import annotations
 
-from typing import Dict, List, TypedDict, Union
+from typing import Any, Dict, List, TypedDict, Union
 
 __all__ = [
     "BasicUser", "User", "Member", "Channel", "Message", "FileInfo", "Thumbnail", "MetaArrayItem", "Reaction",
@@ -411,11 +411,20 @@ class _SendParams(TypedDict, total=False):
     mark_as_read: bool
     #: Sends the message carrying this poll (``create_poll`` first; §7.6).
     poll_id: int
+    #: ``"default"`` or ``"suppress"`` (no member is notified of this message).
+    push_notification_delivery_option: str
+    #: ``{"name": sound, "volume": 0 to 1}``: a critical alert, which reaches iOS devices in
+    #: do-not-disturb or snooze too.
+    apple_critical_alert_options: Dict[str, Any]
 
 
 class UserMessageParams(_SendParams, total=False):
     """The fields of :meth:`parley.Client.send_user_message` besides the text (the library
     refuses any other)."""
+
+    #: Languages (``"fr"``, ``"de"``) the server's translator translates the message into;
+    #: the translations arrive as an update of the message (``translations``).
+    target_languages: List[str]
 
 
 class FileMessageParams(_SendParams, total=False):

@@ -1,8 +1,8 @@
 """The server's application settings as the library meets them (docs/PROTOCOL.md §6.5): a
 member who joins with chat history off sees, in a message collection and in the cache, only
 what the server lists for them; a join beyond the channel limit fails with the server's
-code and leaves the cache alone. And the reference's translation and push parameters are
-refused by name (docs/C-API.md, "Not supported")."""
+code and leaves the cache alone. (The guides' parameters Parley refuses by name:
+test_push_and_translation.py.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,23 +64,3 @@ def test_a_join_beyond_the_channel_limit_fails_with_the_servers_code(server: Run
         poll_until(lambda: client.cached_channel("second") is not None, timeout=TIMEOUT)
 
 
-def test_translation_and_push_parameters_are_refused_by_name(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
-    erin = admin.user("erin")
-    url = admin.call("POST", "/v3/group_channels", {"user_ids": ["erin"], "channel_url": "ported"})["channel_url"]
-    with connected(server.url, tmp_path / "cache", "erin", erin) as (client, recorder):
-        cases = [
-            ({"target_languages": ["en"]}, "target_languages: message translation is not supported"),
-            ({"push_notification_delivery_option": "suppress"},
-             "push_notification_delivery_option: push notifications is not supported"),
-        ]
-        for params, expected in cases:
-            with pytest.raises(parley.InvalidArgument) as refused:
-                client.send_user_message(url, "hallo", **params)  # type: ignore[call-arg]
-            assert expected in refused.value.message
-        sent = client.send_user_message(url, "plain")[1].result(TIMEOUT)
-        with pytest.raises(parley.InvalidArgument) as refused:
-            client.perform("update_message", {"channel_url": url, "message_id": sent["message_id"], "message": "x",
-                                                   "translation_target_languages": ["fr"]}).result(TIMEOUT)
-        assert "translation_target_languages: message translation is not supported" in refused.value.message
-        # Nothing reached the server: the message is unchanged and nothing else was stored.
-        assert [m["message"] for m in listing_for(server.url, erin, url)] == ["plain"]

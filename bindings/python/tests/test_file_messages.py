@@ -84,8 +84,8 @@ def test_a_bad_item_stores_none_and_the_limits_hold(server: RunningServer, admin
             client.send_file_messages(url, [{"file_path": str(good), "req_id": "same"}, {"file_path": str(good), "req_id": "same"}])
         assert "given twice" in twice.value.message
         with pytest.raises(parley.InvalidArgument) as unsupported:
-            client.send_file_messages(url, [{"file_path": str(good), "push_notification_delivery_option": "suppress"}])
-        assert "push notifications is not supported" in unsupported.value.message
+            client.send_file_messages(url, [{"file_path": str(good), "push_option": "suppress"}])
+        assert "push_option: the older SDK's push option is not supported" in unsupported.value.message
         # None of them stored anything, nothing was sent.
         assert client.cached_messages(url) == []
         assert listing_for(server.url, token, url) == []

@@ -87,7 +87,10 @@ struct ParleyServerCommand: AsyncParsableCommand {
         if let postgresPools { app.addServices(postgresPools.main, postgresPools.peerReads) }
         // Added after the pools: a stop ends it first, its deliveries in flight recorded while
         // the database is still there.
-        let hookWorker = HookDeliveryWorker(service: service, registry: shared.webhooks, apiToken: token, logger: logger)
+        let hookWorker = HookDeliveryWorker(service: service, registry: shared.webhooks, apiToken: token, logger: logger,
+                                            answerHandlers: [Translation.category: { call, answer in
+                                                await Translation.applyQueuedAnswer(call, answer: answer, service: service)
+                                            }])
         app.addServices(hookWorker)
         // Once the pool runs and before the port opens: the schema, then what memory holds.
         app.beforeServerStarts { [legacyUploads, postgresURL, logger, hookWorker] in
@@ -200,6 +203,22 @@ struct ServerOptions: ParsableArguments {
     var webhookMaxAttempts: String?
     @Option(help: "The longest pause between two attempts of a webhook delivery (env PARLEY_WEBHOOK_RETRY_MAX_SECONDS; default 300).")
     var webhookRetryMaxSeconds: String?
+    @Option(help: "The push gateway: an http:// or https:// URL that takes the push requests of messages (env PARLEY_PUSH_GATEWAY_URL; default none: nothing is sent).")
+    var pushGatewayUrl: String?
+    @Option(help: "Seconds one push gateway call may take, 0.1 to 300 (env PARLEY_PUSH_GATEWAY_TIMEOUT_SECONDS; default 10).")
+    var pushGatewayTimeoutSeconds: String?
+    @Option(help: "Push gateway calls in flight at once per server, 1 to 64 (env PARLEY_PUSH_GATEWAY_CONCURRENCY; default 4).")
+    var pushGatewayConcurrency: String?
+    @Option(help: "The title of a notification, with {channel_name}, {channel_url}, {sender_id}, {sender_nickname}, {message}, {file_name} (env PARLEY_PUSH_TITLE_TEMPLATE; default {channel_name}).")
+    var pushTitleTemplate: String?
+    @Option(help: "The body of a notification, with the title's placeholders (env PARLEY_PUSH_BODY_TEMPLATE; default \"{sender_nickname}: {message}\").")
+    var pushBodyTemplate: String?
+    @Option(help: "The translator: an http:// or https:// URL that translates message texts (env PARLEY_TRANSLATOR_URL; default none: translation is refused).")
+    var translatorUrl: String?
+    @Option(help: "Seconds one translator call may take, 0.1 to 300 (env PARLEY_TRANSLATOR_TIMEOUT_SECONDS; default 5).")
+    var translatorTimeoutSeconds: String?
+    @Option(help: "Queued translator calls in flight at once per server, 1 to 64 (env PARLEY_TRANSLATOR_CONCURRENCY; default 4).")
+    var translatorConcurrency: String?
     @Option(help: "Members one group channel may hold (env PARLEY_MAX_MEMBERS_PER_CHANNEL; default 2000).")
     var maxMembersPerChannel: String?
     @Option(help: "Members one Supergroup channel may hold (env PARLEY_MAX_MEMBERS_PER_SUPER_CHANNEL; default 20000).")
@@ -221,6 +240,10 @@ struct ServerOptions: ParsableArguments {
             (.webhookSecret, webhookSecret), (.webhookSecretFile, webhookSecretFile),
             (.webhookTimeoutSeconds, webhookTimeoutSeconds), (.webhookConcurrency, webhookConcurrency),
             (.webhookMaxAttempts, webhookMaxAttempts), (.webhookRetryMaxSeconds, webhookRetryMaxSeconds),
+            (.pushGatewayURL, pushGatewayUrl), (.pushGatewayTimeoutSeconds, pushGatewayTimeoutSeconds),
+            (.pushGatewayConcurrency, pushGatewayConcurrency), (.pushTitleTemplate, pushTitleTemplate),
+            (.pushBodyTemplate, pushBodyTemplate), (.translatorURL, translatorUrl),
+            (.translatorTimeoutSeconds, translatorTimeoutSeconds), (.translatorConcurrency, translatorConcurrency),
         ]
         for (key, value) in pairs { if let value { given[key.name] = value } }
         return Settings.CommandLine(values: given, configFile: config)

@@ -33,6 +33,15 @@ extension Settings {
             ("webhook_max_attempts", String(hooks.maxAttempts)),
             ("webhook_retry_max_seconds", String(hooks.retryMaxSeconds)),
         ]
+        let services: [(key: String, value: String)] = [
+            ("push_gateway_url", hooks.push.url ?? "none"),
+            ("push_gateway_timeout_seconds", String(hooks.push.timeoutSeconds)),
+            ("push_gateway_concurrency", String(hooks.push.concurrency)),
+            ("push_title_template", hooks.push.titleTemplate), ("push_body_template", hooks.push.bodyTemplate),
+            ("translator_url", hooks.translator.url ?? "none"),
+            ("translator_timeout_seconds", String(hooks.translator.timeoutSeconds)),
+            ("translator_concurrency", String(hooks.translator.concurrency)),
+        ]
         let others: [(key: String, value: String)] = [
             ("host", host), ("port", String(port)), ("database", database.description),
             ("api_token", apiToken == nil ? "none (a random one at each start)" : "(set)"),
@@ -48,7 +57,7 @@ extension Settings {
             ("shutdown_drain_seconds", String(shutdownDrainSeconds)),
             ("trusted_proxies", trustedProxies.description),
         ]
-        return others + webhooks
+        return others + webhooks + services
     }
 }
 
@@ -104,6 +113,14 @@ struct SettingKey: Sendable {
     static let webhookConcurrency = SettingKey("webhook_concurrency")
     static let webhookMaxAttempts = SettingKey("webhook_max_attempts")
     static let webhookRetryMaxSeconds = SettingKey("webhook_retry_max_seconds")
+    static let pushGatewayURL = SettingKey("push_gateway_url")
+    static let pushGatewayTimeoutSeconds = SettingKey("push_gateway_timeout_seconds")
+    static let pushGatewayConcurrency = SettingKey("push_gateway_concurrency")
+    static let pushTitleTemplate = SettingKey("push_title_template")
+    static let pushBodyTemplate = SettingKey("push_body_template")
+    static let translatorURL = SettingKey("translator_url")
+    static let translatorTimeoutSeconds = SettingKey("translator_timeout_seconds")
+    static let translatorConcurrency = SettingKey("translator_concurrency")
     static let maxMembersPerChannel = SettingKey("max_members_per_channel")
     static let maxMembersPerSuperChannel = SettingKey("max_members_per_super_channel")
 
@@ -113,7 +130,8 @@ struct SettingKey: Sendable {
         heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat, metricsToken, metricsTokenFile,
         shutdownGraceSeconds, shutdownDrainSeconds, trustedProxies, chatHistory, maxChannelsPerUser,
         webhookURLs, webhookCategories, webhookSecret, webhookSecretFile, webhookTimeoutSeconds, webhookConcurrency,
-        webhookMaxAttempts, webhookRetryMaxSeconds,
+        webhookMaxAttempts, webhookRetryMaxSeconds, pushGatewayURL, pushGatewayTimeoutSeconds, pushGatewayConcurrency,
+        pushTitleTemplate, pushBodyTemplate, translatorURL, translatorTimeoutSeconds, translatorConcurrency,
         maxMembersPerChannel, maxMembersPerSuperChannel,
     ]
 }
@@ -195,6 +213,7 @@ struct Settings: Sendable {
             settings.applicationDefaults.maxChannelsPerUser = value
         }
         try resolveWebhooks(source, into: &settings.hookDefaults)
+        try resolveOutgoingServices(source, into: &settings.hookDefaults)
         let memberRange = ApplicationSettings.memberLimitRange
         if let value = try source.integer(.maxMembersPerChannel, in: memberRange) {
             settings.applicationDefaults.maxMembersPerChannel = value
@@ -245,6 +264,35 @@ struct Settings: Sendable {
         }
         if hooks.settings.endpoints.count > WebhookSettings.maxEndpoints {
             throw SettingsError("\(origin): more than \(WebhookSettings.maxEndpoints) URLs")
+        }
+    }
+
+    /// The push gateway and the translator (Services/Push.swift, Translation.swift).
+    private static func resolveOutgoingServices(_ source: Source, into hooks: inout HookDefaults) throws(SettingsError) {
+        func url(_ key: SettingKey) throws(SettingsError) -> String? {
+            guard let (value, origin) = source.string(key) else { return nil }
+            let trimmed = value.trimmingCharacters(in: .whitespaces)
+            if let problem = WebhookEndpoint.checkURL(trimmed) { throw SettingsError("\(origin): \(problem)") }
+            return trimmed
+        }
+        func timeout(_ key: SettingKey) throws(SettingsError) -> Double? {
+            guard let value = try source.seconds(key) else { return nil }
+            guard WebhookEndpoint.timeoutRange.contains(value) else {
+                throw SettingsError("\(source.string(key)?.1 ?? ""): '\(value)' is not a number of seconds in 0.1...300")
+            }
+            return value
+        }
+        let concurrency = WebhookEndpoint.concurrencyRange.lowerBound...WebhookEndpoint.concurrencyRange.upperBound
+        hooks.push.url = try url(.pushGatewayURL)
+        if let value = try timeout(.pushGatewayTimeoutSeconds) { hooks.push.timeoutSeconds = value }
+        if let value = try source.integer(.pushGatewayConcurrency, in: concurrency) { hooks.push.concurrency = value }
+        if let (value, _) = source.string(.pushTitleTemplate) { hooks.push.titleTemplate = value }
+        if let (value, _) = source.string(.pushBodyTemplate) { hooks.push.bodyTemplate = value }
+        hooks.translator.url = try url(.translatorURL)
+        if let value = try timeout(.translatorTimeoutSeconds) { hooks.translator.timeoutSeconds = value }
+        if let value = try source.integer(.translatorConcurrency, in: concurrency) { hooks.translator.concurrency = value }
+        if let push = hooks.push.url, push == hooks.translator.url {
+            throw SettingsError("push_gateway_url and translator_url are the same URL ('\(push)'); give each its own")
         }
     }
 

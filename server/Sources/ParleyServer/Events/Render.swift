@@ -281,7 +281,7 @@ extension RecordRenderer {
             ("silent", .bool(m.silent)),
             ("message_retention_hour", -1),
             ("message_survival_seconds", -1),
-            ("translations", .object(JSONObject())),
+            ("translations", .obj((m.translations ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
             ("parent_message_id", .int(m.parentId)),
             ("is_reply_to_channel", .bool(m.isReplyToChannel)),
             ("is_pinned", .bool(channel?.pinnedMessageIds.contains(m.id) ?? false)),

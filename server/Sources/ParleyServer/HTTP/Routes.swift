@@ -7,6 +7,9 @@ enum RouteHandler: Sendable {
     /// A handler whose request is first worked on outside the write lock (CPU work on its body:
     /// Messages.prepareUpload makes the thumbnails of an upload), not yet authorized for it.
     case prepared(@Sendable (inout Ctx) throws -> Void, Handler)
+    /// A handler that runs its own transactions around an outgoing call it waits for
+    /// (Services/Translation.swift), given the admin token to authenticate with.
+    case outside(@Sendable (Service, Ctx, _ apiToken: String) async throws -> Reply)
     /// The event stream: a long-lived response, opened outside `Service.run` (Services/EventStream.swift).
     case events
     /// A health check: answered before any credential check (Services/Health.swift).
@@ -25,6 +28,9 @@ enum PathParameter: String, Sendable {
     case fileId = "file_id"
     case pollId = "poll_id"
     case optionId = "option_id"
+    /// A push token's platform (`gcm`, `apns`, `huawei`), and a token.
+    case tokenType = "token_type"
+    case pushToken = "push_token"
 }
 
 /// The path parameters of one request, each percent-decoded once.
@@ -79,6 +85,11 @@ enum Routes {
         ("/v3/users/:user_id/unread_channel_count", [.get: .plain(Users.unreadChannelCount)]),
         ("/v3/users/:user_id/mark_as_read_all", [.put: .plain(Users.markAllAsRead)]),
         ("/v3/users/:user_id/channel_invitation_preference", [.get: .plain(Users.getInvitationPreference), .put: .plain(Users.setInvitationPreference)]),
+        ("/v3/users/:user_id/push", [.delete: .plain(Push.unregisterAll)]),
+        ("/v3/users/:user_id/push/:token_type", [.get: .plain(Push.list), .post: .plain(Push.register), .delete: .plain(Push.unregisterType)]),
+        ("/v3/users/:user_id/push/:token_type/:push_token", [.delete: .plain(Push.unregister)]),
+        ("/v3/users/:user_id/push_preference", [.get: .plain(Push.getPreference), .put: .plain(Push.setPreference)]),
+        ("/v3/users/:user_id/push_preference/:channel_url", [.get: .plain(Push.getChannelPreference), .put: .plain(Push.setChannelPreference)]),
         ("/v3/users/:user_id/my_group_channels", [.get: .plain(Channels.listMine)]),
         ("/v3/users/:user_id/my_group_channels/changelogs", [.get: .plain(Sync.channelChangelogs)]),
         ("/v3/users/:user_id/my_group_channels/leave", [.put: .plain(Users.leaveAll)]),
@@ -116,6 +127,7 @@ enum Routes {
         ("/v3/group_channels/:channel_url/messages/:message_id/reactions", [.get: .plain(Messages.listReactions), .post: .plain(Messages.addReaction), .delete: .plain(Messages.removeReaction)]),
         ("/v3/group_channels/:channel_url/messages/:message_id/pin", [.post: .plain(Messages.pin), .delete: .plain(Messages.unpin)]),
         ("/v3/group_channels/:channel_url/messages/:message_id/copy", [.post: .plain(Messages.copy)]),
+        ("/v3/group_channels/:channel_url/messages/:message_id/translation", [.post: .outside(Translation.translateMessage)]),
         ("/v3/group_channels/:channel_url/messages/:message_id/sorted_metaarray", [.post: .plain(Messages.addMetaArray), .put: .plain(Messages.updateMetaArray)]),
         ("/v3/group_channels/:channel_url/polls", [.get: .plain(Polls.list), .post: .plain(Polls.create)]),
         ("/v3/group_channels/:channel_url/polls/changelogs", [.get: .plain(Polls.changelogs)]),

@@ -200,6 +200,10 @@ struct Endpoint: Sendable {
         if case .events = handler {
             return try await EventStream.open(service: service, config: config, ctx: ctx)
         }
+        if case .outside(let handler) = handler {
+            let reply = try await handler(service, ctx, config.apiToken)
+            return Self.response(reply)
+        }
         let run: Handler
         switch handler {
         case .plain(let handler):
@@ -229,6 +233,10 @@ struct Endpoint: Sendable {
             }
             return reply
         }
+        return Self.response(reply)
+    }
+
+    private static func response(_ reply: Reply) -> Response {
         switch reply {
         case .json(let value):
             return ParleyResponder.json(value)

@@ -169,7 +169,14 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
     /// Set once the schema is migrated and the counters are read (`begin`): no pass runs before.
     private let begun = Mutex(false)
 
-    init(service: Service, registry: WebhookRegistry, apiToken: String, logger: Logger) {
+    /// What the worker does with a 2xx answer of a call of a category (a translator's
+    /// translations): nil when done, else why not (the call then counts as failed).
+    typealias AnswerHandler = @Sendable (_ call: ClaimedHookCall, _ answer: String) async -> String?
+    private let answerHandlers: [String: AnswerHandler]
+
+    init(service: Service, registry: WebhookRegistry, apiToken: String, logger: Logger,
+         answerHandlers: [String: AnswerHandler] = [:]) {
+        self.answerHandlers = answerHandlers
         self.service = service
         self.registry = registry
         secret = registry.defaults.secret ?? apiToken
@@ -242,7 +249,7 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
     }
 
     private func endpoint(_ url: String) -> WebhookEndpoint? {
-        registry.settings.endpoints.first { $0.url == url }
+        registry.defaults.serviceEndpoints.first { $0.url == url } ?? registry.settings.endpoints.first { $0.url == url }
     }
 
     private func timeout(_ url: String) -> Double { endpoint(url)?.timeoutSeconds ?? registry.defaults.timeoutSeconds }
@@ -289,9 +296,13 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
         do {
             let response = try await client.execute(request, timeout: .milliseconds(Int64(timeout(call.endpoint) * 1000)))
             statusCode = Int(response.status.code)
-            // Read (and drop) the answer, so that the connection can serve the next call.
-            _ = try? await response.body.collect(upTo: 64 * 1024)
-            if !(200..<300).contains(Int(response.status.code)) { failure = "answered \(response.status.code)" }
+            // Read the answer (a translator's is used), so that the connection can serve the next call.
+            let answer = try? await response.body.collect(upTo: 1 << 20)
+            if !(200..<300).contains(Int(response.status.code)) {
+                failure = "answered \(response.status.code)"
+            } else if let handle = answerHandlers[call.category] {
+                failure = await handle(call, answer.map { String(buffer: $0) } ?? "")
+            }
         } catch {
             failure = Self.describe(error)
         }

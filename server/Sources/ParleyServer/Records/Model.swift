@@ -193,6 +193,8 @@ struct MessageRecord: Codable, Sendable {
     /// The poll the message carries (Services/Polls.swift); nil or 0: none. Optional so that
     /// records of the old layout (LegacyImport.swift), which have no poll, still decode.
     var pollId: Int64? = nil
+    /// Translations of `message` by language tag (Services/Translation.swift); nil: none.
+    var translations: [String: String]? = nil
 }
 
 struct MessageTombstoneRecord: Codable, Sendable {

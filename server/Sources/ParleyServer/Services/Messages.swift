@@ -130,7 +130,7 @@ enum Messages {
         var uploads: [(FileRecord, [UInt8])] = []
     }
 
-    static func send(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
+    static func send(_ s: some Needs & PushRecords & TranslationRecords, _ ctx: inout Ctx) async throws -> Reply {
         var c = try await s.channel(ctx.param(.channelURL))
         var upload: MultipartPart? = nil
         var input = ctx.input
@@ -158,8 +158,13 @@ enum Messages {
         var request = SendRequest(type: type, sender: sender, reqId: reqId)
         try await readContent(s, input, into: &request, channel: c, ctx)
         if type == "FILE" { try readFile(input, upload: upload, into: &request, channel: c.url, ctx) }
+        let push = try PushDeliveryRequest(input)
+        let languages = try Translation.languagesForSend(input, type: type, s)
         let m = try await storeNewMessage(s, request, in: &c, ctx)
-        return .json(try await announceNewMessage(s, m, in: c, ctx))
+        let answer = try await announceNewMessage(s, m, in: c, ctx)
+        try await Push.notify(s, m, in: c, request: push, now: ctx.now)
+        Translation.queueForNewMessage(s, m, languages: languages, now: ctx.now)
+        return .json(answer)
     }
 
     /// Who sends: nobody for an admin message, the session's user, or the admin's `user_id`.
@@ -458,7 +463,10 @@ enum Messages {
         let metaArray = try parseMetaArray(i)
         let url = try i.string("url", maxBytes: 2048)
         if url != nil && m.type != "FILE" { throw APIError.invalid("url", "applies to file messages only.") }
-        if let text { m.message = text }
+        if let text, text != m.message {
+            m.message = text
+            m.translations = nil  // of the old text
+        }
         if let customType { m.customType = customType }
         if let data { m.data = data }
         if let mentionType { m.mentionType = mentionType }

@@ -177,6 +177,23 @@ struct HookDefaults: Sendable, Equatable {
     var retryMaxSeconds = 300.0
     /// The key of the signature (nil: the admin API token).
     var secret: String? = nil
+    /// The other endpoints the queue calls, with the same retries and signature.
+    var push = PushGatewaySettings()
+    var translator = TranslatorSettings()
+
+    /// The push gateway and the translator as endpoints of the queue (no categories: they
+    /// take the calls queued for them by URL).
+    var serviceEndpoints: [WebhookEndpoint] {
+        var found: [WebhookEndpoint] = []
+        if let url = push.url {
+            found.append(WebhookEndpoint(url: url, categories: [], timeoutSeconds: push.timeoutSeconds, concurrency: push.concurrency))
+        }
+        if let url = translator.url {
+            found.append(WebhookEndpoint(url: url, categories: [], timeoutSeconds: translator.timeoutSeconds,
+                                         concurrency: translator.concurrency))
+        }
+        return found
+    }
 }
 
 /// The endpoints in force on this server, as the database last said (read every second by
@@ -210,7 +227,7 @@ final class WebhookRegistry: Sendable {
 
     /// After a commit that may have queued deliveries.
     func wake() {
-        guard !current.withLock({ $0.endpoints.isEmpty }) else { return }
+        guard !current.withLock({ $0.endpoints.isEmpty }) || !defaults.serviceEndpoints.isEmpty else { return }
         wakeHandler.withLock { $0 }?()
     }
 }

@@ -192,6 +192,21 @@ enum Migrations {
                                      [.text(nameOrderKeyText(row.text(1))), .text(row.text(0))])
             }
         }),
+        Migration(version: 22, summary: "push notifications (device tokens, preferences per user and channel) and message translations", ddl: """
+            CREATE TABLE push_tokens (
+                user_id {TEXT} NOT NULL, token_type {TEXT} NOT NULL, token {TEXT} NOT NULL, created_at {INT} NOT NULL,
+                PRIMARY KEY (user_id, token_type, token)) {WITHOUT_ROWID};
+            CREATE INDEX push_tokens_by_token ON push_tokens (token_type, token);
+            CREATE TABLE push_preferences (
+                user_id {TEXT} PRIMARY KEY, trigger_option {TEXT} NOT NULL, do_not_disturb {INT} NOT NULL,
+                start_hour {INT} NOT NULL, start_min {INT} NOT NULL, end_hour {INT} NOT NULL, end_min {INT} NOT NULL,
+                timezone {TEXT} NOT NULL, snooze_enabled {INT} NOT NULL, snooze_start_ts {INT} NOT NULL,
+                snooze_end_ts {INT} NOT NULL) {WITHOUT_ROWID};
+            CREATE TABLE push_channel_preferences (
+                user_id {TEXT} NOT NULL, channel_url {TEXT} NOT NULL, trigger_option {TEXT} NOT NULL,
+                PRIMARY KEY (user_id, channel_url)) {WITHOUT_ROWID};
+            ALTER TABLE messages ADD COLUMN translations {TEXT} NOT NULL DEFAULT '{}';
+            """),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from

@@ -89,14 +89,15 @@ enum RecordTables {
                                  "created_at", "updated_at", "mention_type", "is_op_msg", "silent", "parent_id",
                                  "is_reply_to_channel", "file", "thumbnails", "sorted_metaarray", "reactions",
                                  "reply_count", "last_replied_at", "thread_updated_at", "recent_replier_ids",
-                                 "change_seq", "changed_at", "poll_id"]
+                                 "change_seq", "changed_at", "poll_id", "translations"]
     static func messageRow(_ m: MessageRecord) -> [SQLValue] {
         [.int(m.id), .text(m.channelUrl), .text(m.type), .text(m.message), .optional(m.senderId), .text(m.reqId),
          .text(m.customType), .text(m.data), .int(m.createdAt), .int(m.updatedAt), .text(m.mentionType),
          .bool(m.isOpMsg), .bool(m.silent), .int(m.parentId), .bool(m.isReplyToChannel),
          m.file.map { json($0) } ?? .null, json(m.thumbnails), json(m.sortedMetaarray), json(m.reactions),
          .int(m.replyCount), .int(m.lastRepliedAt), .int(m.threadUpdatedAt), json(m.recentReplierIds),
-         .int(m.changeSeq), .int(m.changedAt), .int(m.pollId ?? 0)]
+         .int(m.changeSeq), .int(m.changedAt), .int(m.pollId ?? 0),
+         translationsText(m.translations)]
     }
 
     static let reportColumns = ["id", "report_type", "category", "reporting_user_id", "offending_user_id",
@@ -457,6 +458,19 @@ enum RecordTables {
                      description: row.text(7), createdAt: row.int(8))
     }
 
+    /// Translations as a JSON object; `{}` is none.
+    static func translationsText(_ translations: [String: String]?) -> SQLValue {
+        guard let translations, !translations.isEmpty else { return .text("{}") }
+        return .text(JSON.obj(translations.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }).serialized())
+    }
+
+    /// Stored as a JSON object; `{}` is none.
+    private static func translations(_ text: String) throws -> [String: String]? {
+        if text == "{}" || text.isEmpty { return nil }
+        let found = try decode([String: String].self, text, "translations")
+        return found.isEmpty ? nil : found
+    }
+
     static func messageRecord(_ row: SQLRow, mentions: [String]) throws -> MessageRecord {
         MessageRecord(
             id: row.int(0), channelUrl: row.text(1), type: row.text(2), message: row.text(3), senderId: row.optionalText(4),
@@ -469,7 +483,8 @@ enum RecordTables {
             reactions: try decodeList([ReactionRecord].self, row.text(18), "reactions"),
             replyCount: row.int(19), lastRepliedAt: row.int(20), threadUpdatedAt: row.int(21),
             recentReplierIds: try decodeList([String].self, row.text(22), "recent repliers"),
-            changeSeq: row.int(23), changedAt: row.int(24), pollId: row.int(25) == 0 ? nil : row.int(25))
+            changeSeq: row.int(23), changedAt: row.int(24), pollId: row.int(25) == 0 ? nil : row.int(25),
+            translations: try translations(row.text(26)))
     }
 
     /// What memory keeps between requests: the counters, and how many events the log holds.

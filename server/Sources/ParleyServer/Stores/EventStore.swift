@@ -226,6 +226,9 @@ final class EventStore: EventEmitter {
         tx.append(event)
     }
 
+    /// A call to the push gateway or the translator (Services/Push.swift, Translation.swift).
+    func queueHookCall(_ call: QueuedHookCall) { pendingHookCalls.append(call) }
+
     func queueWebhook(_ category: WebhookCategory, channelUrl: String?, fields: [(String, JSON?)], now: Int64) {
         let endpoints = shared.webhooks.settings.endpoints(for: category)
         guard !endpoints.isEmpty else { return }
