@@ -348,3 +348,19 @@ def test_bad_configuration_stops_the_start(tmp_path, args, mentions):
                            "--api-token", API_TOKEN, *args], capture_output=True, text=True, timeout=30)
     assert done.returncode == 78
     assert mentions in done.stderr
+
+
+def test_a_deleted_users_tokens_and_preferences_go_with_them(server):
+    """A user made again under a deleted user's id starts without that user's devices and
+    preferences (pushes for the new user must not reach the old one's phone)."""
+    bob, alice = server.user("bob"), server.user("alice")
+    url = server.channel([alice, bob])["channel_url"]
+    register(server, bob, "bob-phone")
+    server.ok("PUT", f"/v3/users/{bob}/push_preference", json={"push_trigger_option": "off"})
+    server.ok("PUT", f"/v3/users/{bob}/push_preference/{url}", json={"push_trigger_option": "mention_only"})
+    server.ok("DELETE", f"/v3/users/{bob}")
+    server.ok("POST", "/v3/users", json={"user_id": bob, "nickname": "bob again"})
+    assert server.ok("GET", f"/v3/users/{bob}/push/apns")["tokens"] == []
+    assert server.ok("GET", f"/v3/users/{bob}/push_preference")["push_trigger_option"] == "all"
+    server.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [bob]})
+    assert server.ok("GET", f"/v3/users/{bob}/push_preference/{url}") == {"push_trigger_option": "default"}

@@ -351,6 +351,10 @@ enum RecordTables {
         for (id, user) in batch.users.sorted(by: { $0.key < $1.key }) {
             if let user { written.users[id] = try await putUser(user, db) } else {
                 try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(id)])
+                // A user made again under this id must not inherit the devices and push settings.
+                for table in ["push_tokens", "push_preferences", "push_channel_preferences"] {
+                    try await db.execute("DELETE FROM \(table) WHERE user_id = ?", [.text(id)])
+                }
                 try await db.execute("DELETE FROM users WHERE user_id = ?", [.text(id)])
             }
         }
