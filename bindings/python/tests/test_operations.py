@@ -242,6 +242,19 @@ def test_every_operation_against_the_real_server(server, admin):
             run(alice, lift, channel_url=url, target_user_id=target)
             assert run(alice, state, channel_url=url, target_user_id=target)[flag] is False
 
+        # Push tokens and preferences; translation, refused by a server without a translator.
+        assert run(bob, "register_push_token", token_type="apns", token="bob-phone")["token"] == "bob-phone"
+        assert run(bob, "list_push_tokens", token_type="apns")["tokens"] == ["bob-phone"]
+        assert run(bob, "unregister_push_token", token_type="apns", token="bob-phone")["token"] == ["bob-phone"]
+        run(bob, "register_push_token", token_type="gcm", token="bob-tablet")
+        assert run(bob, "unregister_all_push_tokens")["token"] == ["bob-tablet"]
+        assert run(bob, "set_push_preference", push_trigger_option="off")["push_trigger_option"] == "off"
+        assert run(bob, "get_push_preference")["push_trigger_option"] == "off"
+        assert run(bob, "set_channel_push_preference", channel_url=url, push_trigger_option="all") == {"push_trigger_option": "all"}
+        assert run(bob, "get_channel_push_preference", channel_url=url) == {"push_trigger_option": "all"}
+        with pytest.raises(parley.InvalidArgument, match="not configured"):
+            run(bob, "translate_message", channel_url=url, message_id=first["message_id"], target_languages=["fr"])
+
         # Hide / unhide / reset history.
         run(bob, "hide_channel", channel_url=url, hide_previous_messages=False)
         hidden = run(bob, "list_my_group_channels", show_empty=True, hidden_mode="hidden_only")
