@@ -309,3 +309,21 @@ def fresh_server(tmp_path):
         s.stop()
     if servers and databases.backend() != "sqlite":
         databases.drop_database(servers[0].db_path)
+
+
+@pytest.fixture
+def receivers():
+    """Makes HTTP receivers for the server's outgoing calls (`hook_receiver.Receiver`, same
+    arguments) and stops them after the test."""
+    from hook_receiver import Receiver  # imported here: hook_receiver imports this module
+
+    made = []
+
+    def make(**kw):
+        r = Receiver(**kw)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.stop()

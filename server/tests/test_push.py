@@ -1,22 +1,17 @@
 """Push notifications (docs/PROTOCOL.md §5.1, docs/SERVER.md "Push notifications"): device
 tokens and preferences through the API, and the push requests the real server queues for a
 real HTTP push gateway that each test starts on a loopback port."""
-import hashlib
-import hmac
-import subprocess
 import time
 
 import pytest
 
-from conftest import API_TOKEN, EventReader, assert_error, metric, server_binary
-from test_webhooks import SECRET, Receiver, newest_delivery, receivers  # noqa: F401  (a fixture)
-
-DELIVERIES = "/v3/applications/settings/webhook/deliveries"
+from conftest import EventReader, assert_error, metric
+from hook_receiver import (DELIVERIES, assert_start_refused, check_each_call_once_across_a_restart, hook_server,
+                           newest_delivery, signature)
 
 
 def push_server(fresh_server, gateway, *extra):
-    return fresh_server(["--webhook-secret", SECRET, "--webhook-retry-max-seconds", "1",
-                         "--push-gateway-url", gateway.url, *extra])
+    return hook_server(fresh_server, "--push-gateway-url", gateway.url, *extra)
 
 
 def register(server, user, token, kind="apns"):
@@ -69,7 +64,7 @@ def test_an_offline_member_is_notified_an_online_one_is_not(fresh_server, receiv
     assert recipient["title"] == "Trip" and recipient["body"] == "Alice: see you at 8"
     assert recipient["badge"] == 2 and recipient["mentioned"] is False
     raw = gateway.calls[-1]
-    assert raw["headers"]["X-Parley-Signature"] == "sha256=" + hmac.new(SECRET.encode(), raw["raw"], hashlib.sha256).hexdigest()
+    assert raw["headers"]["X-Parley-Signature"] == signature(raw["raw"])
     assert raw["headers"]["X-Parley-Event"] == "push"
     # Once carol's stream is closed she is offline too.
     wait_online(server, carol, False)
@@ -203,13 +198,7 @@ def test_retried_after_an_error_answer_and_while_down(fresh_server, receivers):
 
     gateway.stop()
     server.send(url, alice, "while down")
-    deadline = time.monotonic() + 10
-    while True:
-        entry = server.ok("GET", DELIVERIES)["deliveries"][0]
-        if entry["attempts"] >= 2:
-            break
-        assert time.monotonic() < deadline, entry
-        time.sleep(0.1)
+    entry = newest_delivery(server, attempts=2)
     assert entry["status"] == "pending" and entry["last_error"] == "connection refused"
     gateway.start()
     bodies = gateway.wait_for(2, "push")
@@ -224,18 +213,9 @@ def test_nothing_delivered_twice_after_a_restart(fresh_server, receivers):
     alice, bob = server.user("alice"), server.user("bob")
     url = server.channel([alice, bob])["channel_url"]
     register(server, bob, "bob-phone")
-    before = [server.send(url, alice, f"before {i}")["message_id"] for i in range(2)]
-    gateway.wait_for(2, "push")
-    gateway.stop()
-    queued = [server.send(url, alice, f"queued {i}")["message_id"] for i in range(4)]
-    time.sleep(1.5)
-    server.stop()
-    server.start()
-    assert len(server.ok("GET", DELIVERIES, params={"status": "pending"})["deliveries"]) == 4
-    gateway.start()
-    gateway.wait_for(6, "push", timeout=20)
-    time.sleep(2)
-    assert [b["message_id"] for b in gateway.bodies("push")] == before + queued
+    check_each_call_once_across_a_restart(server, gateway, "push",
+                                          lambda text: server.send(url, alice, text)["message_id"],
+                                          lambda body: body["message_id"], before=2, queued=4)
 
 
 def test_a_slow_gateway_does_not_slow_sends(fresh_server, receivers):
@@ -344,10 +324,7 @@ def test_push_preferences(server):
     (["--translator-timeout-seconds", "0"], "--translator-timeout-seconds"),
 ])
 def test_bad_configuration_stops_the_start(tmp_path, args, mentions):
-    done = subprocess.run([server_binary(), "--port", "0", "--database", str(tmp_path / "db.sqlite"),
-                           "--api-token", API_TOKEN, *args], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 78
-    assert mentions in done.stderr
+    assert_start_refused(tmp_path, args, mentions)
 
 
 def test_a_deleted_users_tokens_and_preferences_go_with_them(server):

@@ -1,14 +1,10 @@
 """Message translation (docs/PROTOCOL.md §7.8, docs/SERVER.md "Translation"): the real server
 asks a real HTTP translator that each test starts on a loopback port, and stores the
 translations on the message, which events, reads and changelogs then carry."""
-import hashlib
-import hmac
 import time
 
 from conftest import EventReader, assert_error
-from test_webhooks import SECRET, receivers  # noqa: F401  (a fixture)
-
-DELIVERIES = "/v3/applications/settings/webhook/deliveries"
+from hook_receiver import DELIVERIES, hook_server, signature
 
 
 def translate(body):
@@ -17,8 +13,7 @@ def translate(body):
 
 
 def translating_server(fresh_server, translator, *extra):
-    return fresh_server(["--webhook-secret", SECRET, "--webhook-retry-max-seconds", "1",
-                         "--translator-url", translator.url, *extra])
+    return hook_server(fresh_server, "--translator-url", translator.url, *extra)
 
 
 def members_and_channel(server):
@@ -55,7 +50,7 @@ def test_a_send_with_target_languages_is_translated_and_announced(fresh_server, 
     assert call["text"] == "good morning" and call["target_languages"] == ["fr", "de"]
     assert call["message_id"] == sent["message_id"] and call["channel_url"] == url
     raw = translator.calls[0]
-    assert raw["headers"]["X-Parley-Signature"] == "sha256=" + hmac.new(SECRET.encode(), raw["raw"], hashlib.sha256).hexdigest()
+    assert raw["headers"]["X-Parley-Signature"] == signature(raw["raw"])
 
     # Reads, lists and changelogs carry them.
     got = server.ok("GET", f"/v3/group_channels/{url}/messages/{sent['message_id']}")

@@ -1,129 +1,16 @@
 """Webhooks (docs/PROTOCOL.md §6.6, docs/SERVER.md "Webhooks"): the real server posts to a
 real HTTP receiver that each test starts on a loopback port."""
-import hashlib
-import hmac
-import json
-import socket
-import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import requests
 
-from conftest import API_TOKEN, assert_error, metric, server_binary
-
-SECRET = "webhook-test-secret"
-DELIVERIES = "/v3/applications/settings/webhook/deliveries"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Receiver:
-    """An HTTP endpoint that records every POST. `answers` is a list of status codes used in
-    turn (then 200); `delay` seconds pass before each answer; `reply(body)` gives the answer's
-    JSON body (default none). It can be stopped and started again on the same port
-    (connections are then refused meanwhile)."""
-
-    def __init__(self, port=None, answers=(), delay=0.0, start=True, reply=None):
-        self.port = port or free_port()
-        self.answers = list(answers)
-        self.delay = delay
-        self.reply = reply
-        self.calls = []
-        self.lock = threading.Lock()
-        self.httpd = None
-        if start:
-            self.start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}/hook"
-
-    def start(self):
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                time.sleep(receiver.delay)
-                with receiver.lock:
-                    status = receiver.answers.pop(0) if receiver.answers else 200
-                    receiver.calls.append({"headers": dict(self.headers), "raw": body, "status": status,
-                                           "body": json.loads(body)})
-                answer = json.dumps(receiver.reply(json.loads(body))).encode() if receiver.reply else b""
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(answer)))
-                if answer:
-                    self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self):
-        if self.httpd:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.httpd = None
-
-    def bodies(self, category=None, delivered_only=True):
-        with self.lock:
-            return [c["body"] for c in self.calls
-                    if (category is None or c["body"]["category"] == category) and (not delivered_only or c["status"] == 200)]
-
-    def wait_for(self, count, category=None, timeout=15):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.bodies(category)
-            if len(found) >= count:
-                return found
-            time.sleep(0.05)
-        raise AssertionError(f"{len(self.bodies(category))} {category or ''} deliveries, expected {count}: {self.calls}")
-
-
-@pytest.fixture
-def receivers():
-    made = []
-
-    def make(**kw):
-        r = Receiver(**kw)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.stop()
-
-
-def newest_delivery(server, status, timeout=10):
-    """The delivery log's newest entry once it has `status`: a receiver sees a call before
-    the server has its answer and records the outcome."""
-    deadline = time.monotonic() + timeout
-    while True:
-        entry = server.ok("GET", DELIVERIES)["deliveries"][0]
-        if entry["status"] == status:
-            return entry
-        assert time.monotonic() < deadline, entry
-        time.sleep(0.05)
+from conftest import assert_error, metric
+from hook_receiver import (DELIVERIES, assert_start_refused, check_each_call_once_across_a_restart, hook_server,
+                           newest_delivery, signature)
 
 
 def subscribe(server, *endpoints):
     return server.ok("PUT", "/v3/applications/settings/webhook", json={"endpoints": list(endpoints)})
-
-
-def hook_server(fresh_server, *extra):
-    return fresh_server(["--webhook-secret", SECRET, "--webhook-retry-max-seconds", "1", *extra])
 
 
 def members_and_channel(server):
@@ -152,8 +39,7 @@ def test_delivery_carries_the_event_and_a_valid_signature(fresh_server, receiver
     assert isinstance(message["ts"], int) and abs(message["ts"] - sent["created_at"]) < 5000
 
     for call in receiver.calls:
-        expected = "sha256=" + hmac.new(SECRET.encode(), call["raw"], hashlib.sha256).hexdigest()
-        assert call["headers"]["X-Parley-Signature"] == expected
+        assert call["headers"]["X-Parley-Signature"] == signature(call["raw"])
         assert call["headers"]["Content-Type"] == "application/json"
         assert call["headers"]["X-Parley-Event"] == call["body"]["category"]
         assert call["headers"]["X-Parley-Attempt"] == "1"
@@ -254,13 +140,7 @@ def test_retried_while_the_receiver_is_down_then_delivered(fresh_server, receive
     subscribe(server, {"url": receiver.url, "categories": ["message_sent"]})
     alice, _, url = members_and_channel(server)
     server.send(url, alice, "while down")
-    deadline = time.monotonic() + 10
-    while True:
-        [entry] = server.ok("GET", DELIVERIES)["deliveries"]
-        if entry["attempts"] >= 2:
-            break
-        assert time.monotonic() < deadline, entry
-        time.sleep(0.1)
+    entry = newest_delivery(server, attempts=2)
     assert entry["status"] == "pending"
     assert entry["last_error"] == "connection refused"
     assert "last_status_code" not in entry
@@ -294,21 +174,9 @@ def test_nothing_delivered_twice_after_a_restart(fresh_server, receivers):
     receiver = receivers()
     subscribe(server, {"url": receiver.url, "categories": ["message_sent"]})
     alice, _, url = members_and_channel(server)
-    before = [server.send(url, alice, f"before {i}")["message_id"] for i in range(3)]
-    receiver.wait_for(3, "message_sent")
-    receiver.stop()
-    queued = [server.send(url, alice, f"queued {i}")["message_id"] for i in range(5)]
-    time.sleep(1.5)  # attempts fail meanwhile: the receiver is down
-    server.stop()
-    server.start()
-    pending = server.ok("GET", DELIVERIES, params={"status": "pending"})["deliveries"]
-    assert len(pending) == 5
-    receiver.start()
-    receiver.wait_for(8, "message_sent", timeout=20)
-    time.sleep(2)
-    got = [b["message"]["message_id"] for b in receiver.bodies("message_sent")]
-    assert got == before + queued
-    assert server.ok("GET", DELIVERIES, params={"status": "pending"})["deliveries"] == []
+    check_each_call_once_across_a_restart(server, receiver, "message_sent",
+                                          lambda text: server.send(url, alice, text)["message_id"],
+                                          lambda body: body["message"]["message_id"], before=3, queued=5)
 
 
 def test_a_slow_receiver_does_not_slow_sends(fresh_server, receivers):
@@ -404,10 +272,7 @@ def test_settings_missing_or_not_admin(server):
     (["--webhook-concurrency", "0"], "--webhook-concurrency: '0' is not a whole number in 1...64"),
 ])
 def test_bad_configuration_stops_the_start(tmp_path, args, mentions):
-    done = subprocess.run([server_binary(), "--port", "0", "--database", str(tmp_path / "db.sqlite"),
-                           "--api-token", API_TOKEN, *args], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 78
-    assert mentions in done.stderr
+    assert_start_refused(tmp_path, args, mentions)
 
 
 def test_endpoints_from_the_configuration(fresh_server, receivers):
