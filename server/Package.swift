@@ -14,11 +14,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
-        .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
         // Outgoing calls to operator-configured endpoints (webhooks, Services/Hooks.swift).
         .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
-        // HMAC-SHA256 signatures of those calls; already in the graph through postgres-nio.
+        // HMAC-SHA256 signatures of those calls.
         .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),
     ],
     targets: [
@@ -34,16 +33,21 @@ let package = Package(
             name: "CParleyVips",
             providers: [.apt(["libvips-dev"])]
         ),
+        // The PostgreSQL client (Storage/Postgres/PQConnection.swift).
+        .systemLibrary(
+            name: "CParleyPQ",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .executableTarget(
             name: "ParleyServer",
             dependencies: [
                 "CParleySQLite",
                 "CParleyVips",
+                "CParleyPQ",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

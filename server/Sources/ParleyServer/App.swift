@@ -3,7 +3,6 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import NIOCore
-import PostgresNIO
 import ServiceLifecycle
 
 @main
@@ -41,19 +40,16 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let location = settings.database
         let storage: any SQLDatabase
         var legacyUploads: String? = nil
-        var postgresPools: (main: PostgresClient, peerReads: PostgresClient)? = nil
         var postgresURL: PostgresURL? = nil
         switch location {
         case .sqlite(let path):
             storage = try SQLiteDatabase(path: path)
             legacyUploads = path + ".files"
         case .postgres(let url):
-            // The pools run as services of the application (added below).
             var postgresLogger = Logger(label: "parley-server.postgres")
             postgresLogger.logLevel = logLevel
-            let postgres = try await PostgresDatabase.open(url: url, logger: postgresLogger, startsClient: false)
+            let postgres = try await PostgresDatabase.open(url: url, logger: postgresLogger)
             storage = postgres
-            postgresPools = (postgres.client, postgres.peerReadsClient)
             postgresURL = url
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
@@ -84,9 +80,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("parley-server listening on \(base)\n".utf8))
             },
             logger: logger)
-        if let postgresPools { app.addServices(postgresPools.main, postgresPools.peerReads) }
-        // Added after the pools: a stop ends it first, its deliveries in flight recorded while
-        // the database is still there.
+        // The database outlives the services: a stop ends the worker with its deliveries in
+        // flight recorded.
         let hookWorker = HookDeliveryWorker(service: service, registry: shared.webhooks, apiToken: token, logger: logger,
                                             answerHandlers: [Translation.category: { call, answer in
                                                 await Translation.applyQueuedAnswer(call, answer: answer, service: service)

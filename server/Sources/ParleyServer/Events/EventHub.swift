@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import Synchronization
 
 // The open event streams and the one ordered queue that feeds them (PROTOCOL.md §9). Writers
 // of this server may finish in another order than they took their numbers (SQLite's group
@@ -251,12 +252,8 @@ final class EventHub: @unchecked Sendable {
         // each delivery would hold one and the requests whose commits feed it wait behind it
         // (P7 at 50 streams: about 12% more accepted messages per second).
         let thread = self.thread
-        // PostgreSQL: the statements of the jobs' reads run on this thread too.
-        let statementExecutor: ThreadExecutor? = puller == nil ? nil : thread
         Task(executorPreference: thread) {
-            await StatementGuard.$executor.withValue(statementExecutor) {
-                for await job in queue { await job() }
-            }
+            for await job in queue { await job() }
         }
     }
 
@@ -592,6 +589,11 @@ final class Delivery: @unchecked Sendable {
 final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
+    /// The thread's pthread id once it runs (0 before).
+    private let threadID = Atomic<UInt>(0)
+
+    /// True on the executor's own thread.
+    var isCurrent: Bool { threadID.load(ordering: .acquiring) == UInt(pthread_self()) }
 
     init(name: String) {
         let thread = Thread { [self] in self.run() }
@@ -608,6 +610,7 @@ final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     private func run() {
+        threadID.store(UInt(pthread_self()), ordering: .releasing)
         var batch: [UnownedJob] = []
         while true {
             condition.lock()

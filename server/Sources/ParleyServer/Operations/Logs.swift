@@ -11,7 +11,7 @@ enum LogFormat: String, Sendable {
 }
 
 enum ServerLogging {
-    /// Points every logger of the process (the server's, Hummingbird's, PostgresNIO's) at
+    /// Points every logger of the process (the server's, Hummingbird's) at
     /// stderr in `format`. Once, before any logger is made.
     static func bootstrap(format: LogFormat, level: Logger.Level) {
         LoggingSystem.bootstrap { label in

@@ -159,7 +159,7 @@ enum ChannelQueries {
             branches += smallTablesSQL(list, before: leading + nulls(entryOffset) + ", ", after: ", " + nulls(messageWidth))
             // The last messages by an array of their ids, not `IN (subquery)`: the plan then
             // looks each id up by the primary key, however many channels the planner guessed.
-            // (A generic plan of the other servers' read, PostgresDatabase.peerReadsClient,
+            // (A generic plan of the other servers' read, PostgresDatabase.peerReadsPool,
             // guessed about 90 from the events' range, and scanned the whole table for them.)
             branches.append("""
                 SELECT \(leading)\(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),

@@ -1,9 +1,8 @@
-import PostgresNIO
 import Synchronization
 
 // The statements that run on every request or every message, prepared once per
-// connection. PostgresNIO prepares a PostgresPreparedStatement by name on a connection the
-// first time it runs there and reuses it afterwards; every other statement is parsed and
+// connection: a connection prepares a slot's text by name the first time it runs there and
+// reuses it afterwards (PQConnection.executePrepared); every other statement is parsed and
 // planned each time it runs (an unnamed statement).
 //
 // Two kinds: the fixed texts below, and texts built at run time that keep coming back (a
@@ -25,13 +24,8 @@ enum HotStatements {
         RecordTables.insertEventSQL,
         EventStore.committedEventsOneRangeSQL,
     ]
-    /// One statement type per slot (a prepared statement's SQL is a property of its type):
-    /// the fixed texts first, then the slots for learned ones.
-    static let types: [any HotSlot.Type] = [
-        Hot0.self, Hot1.self, Hot2.self, Hot3.self, Hot4.self, Hot5.self, Hot6.self, Hot7.self, Hot8.self, Hot9.self,
-        Hot10.self, Hot11.self, Hot12.self, Hot13.self, Hot14.self, Hot15.self, Hot16.self, Hot17.self, Hot18.self,
-        Hot19.self, Hot20.self, Hot21.self, Hot22.self, Hot23.self,
-    ]
+    /// Slots: the fixed texts first, then those for learned ones.
+    static let slotCount = 24
     /// Times a built text is seen before it gets a slot: one-off shapes stay unnamed.
     static let learnAfter = 3
     /// Combined writes with more values than this are not learned (`PostgresSession.writeTogether`).
@@ -59,7 +53,7 @@ enum HotStatements {
     static func learn(_ sql: String) -> Int? {
         table.withLock { table in
             if let slot = table.slots[sql] { return slot }
-            guard table.postgresTexts.count < types.count else { return nil }
+            guard table.postgresTexts.count < slotCount else { return nil }
             if table.seen.count >= countLimit { table.seen = [:] }
             let count = (table.seen[sql] ?? 0) + 1
             guard count >= learnAfter else {
@@ -73,40 +67,4 @@ enum HotStatements {
             return slot
         }
     }
-}
-
-protocol HotSlot: Sendable { static var index: Int { get } }
-enum Hot0: HotSlot { static let index = 0 }
-enum Hot1: HotSlot { static let index = 1 }
-enum Hot2: HotSlot { static let index = 2 }
-enum Hot3: HotSlot { static let index = 3 }
-enum Hot4: HotSlot { static let index = 4 }
-enum Hot5: HotSlot { static let index = 5 }
-enum Hot6: HotSlot { static let index = 6 }
-enum Hot7: HotSlot { static let index = 7 }
-enum Hot8: HotSlot { static let index = 8 }
-enum Hot9: HotSlot { static let index = 9 }
-enum Hot10: HotSlot { static let index = 10 }
-enum Hot11: HotSlot { static let index = 11 }
-enum Hot12: HotSlot { static let index = 12 }
-enum Hot13: HotSlot { static let index = 13 }
-enum Hot14: HotSlot { static let index = 14 }
-enum Hot15: HotSlot { static let index = 15 }
-enum Hot16: HotSlot { static let index = 16 }
-enum Hot17: HotSlot { static let index = 17 }
-enum Hot18: HotSlot { static let index = 18 }
-enum Hot19: HotSlot { static let index = 19 }
-enum Hot20: HotSlot { static let index = 20 }
-enum Hot21: HotSlot { static let index = 21 }
-enum Hot22: HotSlot { static let index = 22 }
-enum Hot23: HotSlot { static let index = 23 }
-
-struct HotStatement<Slot: HotSlot>: PostgresPreparedStatement {
-    typealias Row = SQLRow
-    static var name: String { "parley_hot_\(Slot.index)" }
-    static var sql: String { HotStatements.postgresText(Slot.index) }
-    let bindings: PostgresBindings
-
-    func makeBindings() throws -> PostgresBindings { bindings }
-    func decodeRow(_ row: PostgresRow) throws -> SQLRow { try PostgresValues.decode(row) }
 }

@@ -6,7 +6,6 @@
 // every (re)connection, so a missed announcement only delays delivery. The same connection hears
 // which users' streams open and close on the other servers (`ClusterPresence`, Presence.swift).
 import Logging
-import PostgresNIO
 
 final class PeerFollower: Sendable {
     private let url: PostgresURL
@@ -59,47 +58,38 @@ final class PeerFollower: Sendable {
         }
     }
 
+    /// The listening connection's thread: it blocks there waiting for announcements.
+    private let listeningThread = ThreadExecutor(name: "parley-pg-listen")
+
     private func listen() async {
-        let hub = service.shared.hub
         let node = service.shared.nodeId
         let cluster = service.shared.cluster
         let database = service.shared.database as? PostgresDatabase
+        // Named apart from the pool's sessions in pg_stat_activity. No idle timeout: it waits
+        // for announcements, idle, for as long as nobody writes.
+        let settings = PostgresDatabase.connectionSettings(url, [("application_name", "parley-server listening")])
         var pause: UInt64 = 100_000_000
         while true {
             do {
-                // Named apart from the pool's sessions in pg_stat_activity. No idle timeout:
-                // it waits for announcements, idle, for as long as nobody writes.
-                let connection = try await PostgresDatabase.connect(url, id: 1, logger: logger,
-                                                                    startupParameters: [("application_name", "parley-server listening")])
+                let connection = try await PQConnection.connect(settings, on: listeningThread)
+                defer { connection.close() }
                 database?.setReachable(true)
-                do {
-                    try await connection.listen(on: CommitFollowUp.channel) { announcements in
-                        try await connection.listen(on: ClusterPresence.channel) { presence in
-                            // Whatever was committed before the listening began, and who opened
-                            // or closed streams meanwhile (read at the next heartbeat).
-                            cluster?.requireFullRead()
-                            try await self.service.catchUp()
-                            pause = 100_000_000
-                            try await withThrowingTaskGroup(of: Void.self) { group in
-                                group.addTask(executorPreference: hub.thread) {
-                                    for try await announcement in announcements where announcement.payload != node {
-                                        self.service.catchUpSoon(heardAt: .now)
-                                    }
-                                }
-                                group.addTask {
-                                    for try await notice in presence { cluster?.heard(notice.payload) }
-                                }
-                                // Either ends only with the connection: then both go.
-                                try await group.next()
-                                group.cancelAll()
-                            }
+                _ = try await connection.run("LISTEN \"\(CommitFollowUp.channel)\"")
+                _ = try await connection.run("LISTEN \"\(ClusterPresence.channel)\"")
+                // Whatever was committed before the listening began, and who opened or closed
+                // streams meanwhile (read at the next heartbeat).
+                cluster?.requireFullRead()
+                try await service.catchUp()
+                pause = 100_000_000
+                while true {
+                    for notice in try await connection.notifications(waitingUpTo: 1_000) {
+                        if notice.channel == CommitFollowUp.channel {
+                            if notice.payload != node { service.catchUpSoon(heardAt: .now) }
+                        } else {
+                            cluster?.heard(notice.payload)
                         }
                     }
-                } catch {
-                    try? await connection.close()
-                    throw error
                 }
-                try? await connection.close()
             } catch {
                 logger.warning("listening for other servers' commits failed, retrying: \(String(reflecting: error))")
             }

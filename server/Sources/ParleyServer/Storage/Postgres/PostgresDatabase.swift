@@ -1,33 +1,34 @@
-// The PostgreSQL backend of SQLDatabase, on PostgresNIO's connection pool (PostgresClient).
-// Statements arrive with SQLite-style `?` placeholders and are rewritten to `$1..$n` once
-// per SQL text; values travel in binary form and come back as SQLValue by column type.
+// The PostgreSQL backend of SQLDatabase, on libpq (PQConnection.swift) and a pool of its own
+// (PQPool.swift). Statements arrive with SQLite-style `?` placeholders and are rewritten to
+// `$1..$n` once per SQL text; a transaction runs on its connection's thread.
 import Foundation
 import Logging
-import PostgresNIO
 import Synchronization
 
 final class PostgresDatabase: SQLDatabase {
     let dialect = SQLDialect.postgres
 
-    /// The pool. Exposed so that prepared statements (PostgresPreparedStatement) can run on it
-    /// directly once hot paths use them.
-    let client: PostgresClient
+    /// The requests' connections.
+    let pool: PQPool
     /// A small pool of its own for the reads that follow the other servers' commits
     /// (`readStatementByStatement`): its sessions plan every statement generically
     /// (`peerReadStartupParameters`).
-    let peerReadsClient: PostgresClient
-    private let logger: Logger
+    let peerReadsPool: PQPool
     private let placeholders = PostgresPlaceholderCache()
-    /// The task running both pools when this object started them itself (see `init`).
-    private let clientTask: Task<Void, Never>?
+    /// Pings the pools' idle connections (`PQPool.keepIdleAlive`).
+    private let keepAlive: Task<Void, Never>
 
     /// False while this server's own connection to PostgreSQL (PeerFollower.swift) is lost
-    /// and not yet back: requests then fail at once with `.unavailable` instead of queueing
-    /// for a connection the pool cannot make.
+    /// and not yet back: requests then fail at once with `.unavailable` instead of waiting on
+    /// a database that cannot answer, and those running are cut (`PQPool.abandonLeased`).
     private let reachable = Mutex(true)
 
     func setReachable(_ value: Bool) {
         reachable.withLock { $0 = value }
+        if !value {
+            pool.abandonLeased()
+            peerReadsPool.abandonLeased()
+        }
     }
 
     /// A write transaction is run again this many times after a deadlock or a serialization
@@ -40,53 +41,36 @@ final class PostgresDatabase: SQLDatabase {
     /// including the test hook's hold (at most 5 s, ServerConfig.testHooks).
     static let idleSessionSeconds = 6
 
-    /// - Parameters:
-    ///   - startsClient: whether this object runs its two pools itself, in a task that
-    ///     `close()` cancels. Pass false to run them elsewhere: both `client` and
-    ///     `peerReadsClient` as services of a Hummingbird ServiceGroup (each is a
-    ///     swift-service-lifecycle Service), or by awaiting `run()`. Until `client` runs every
-    ///     transaction waits; until `peerReadsClient` runs, the other servers' events do.
-    init(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
-         maximumConnections: Int = 20, startsClient: Bool = true) {
-        var configuration = PostgresClient.Configuration(
-            host: url.host, port: url.port, username: url.user, password: url.password,
-            database: url.database, tls: Self.tls(for: url.tlsMode))
-        configuration.options.maximumConnections = maximumConnections
-        // The server's application_name shows in pg_stat_activity: helps find our sessions.
-        // A server that hangs (or is frozen, or cut off) while its connection holds a write's
-        // locks would hold them, and with them its channels' writers and every server's
-        // delivery of later numbers, for as long as it hangs: PostgreSQL ends such a session
-        // once it has been idle this long, inside a transaction or not (a write takes its
-        // locks before it begins one, StreamPositions.swift).
-        // Connections idle in the pool run a keep-alive statement well within that time.
-        configuration.options.additionalStartupParameters = Self.poolStartupParameters
-        configuration.options.keepAliveBehavior = .init(frequency: .seconds(Self.idleSessionSeconds / 3))
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        configuration.options.maximumConnections = Self.peerReadConnections
-        configuration.options.minimumConnections = 0
-        configuration.options.additionalStartupParameters = Self.peerReadStartupParameters
-        let peerReadsClient = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        self.client = client
-        self.peerReadsClient = peerReadsClient
-        self.logger = logger
-        clientTask = startsClient ? Task { await Self.run(client, peerReadsClient) } : nil
-    }
-
-    private static func run(_ pools: PostgresClient...) async {
-        await withDiscardingTaskGroup { group in
-            for pool in pools { group.addTask { await pool.run() } }
+    init(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"), maximumConnections: Int = 20) {
+        pool = PQPool(settings: Self.connectionSettings(url, Self.poolStartupParameters), maximum: maximumConnections,
+                      threadName: "parley-pg", logger: logger)
+        peerReadsPool = PQPool(settings: Self.connectionSettings(url, Self.peerReadStartupParameters),
+                               maximum: Self.peerReadConnections, threadName: "parley-pg-peer", logger: logger)
+        // Connections idle in the pools run a statement well within the idle timeout.
+        keepAlive = Task { [pool, peerReadsPool] in
+            let period = Duration.seconds(Self.idleSessionSeconds) / 3
+            while !Task.isCancelled {
+                try? await Task.sleep(for: period)
+                await pool.keepIdleAlive(after: period)
+                await peerReadsPool.keepIdleAlive(after: period)
+            }
         }
     }
 
-    /// The pooled sessions' settings (`init`): the check in `open` sends them too, so that a
-    /// PostgreSQL that refuses one (`idle_session_timeout` needs 14) says so at startup.
+    /// The pooled sessions' settings. A server that hangs (or is frozen, or cut off) while its
+    /// connection holds a write's locks would hold them, and with them its channels' writers
+    /// and every server's delivery of later numbers, for as long as it hangs: PostgreSQL ends
+    /// such a session once it has been idle this long, inside a transaction or not (a write
+    /// takes its locks before it begins one, StreamPositions.swift). The check in `open` sends
+    /// them too, so that a PostgreSQL that refuses one (`idle_session_timeout` needs 14) says
+    /// so at startup. The application_name shows in pg_stat_activity.
     private static let poolStartupParameters = [
         ("application_name", "parley-server"),
         ("idle_in_transaction_session_timeout", "\(idleSessionSeconds)s"),
         ("idle_session_timeout", "\(idleSessionSeconds)s"),
     ]
 
-    /// The sessions of `peerReadsClient`. Their one statement per message of another server
+    /// The sessions of `peerReadsPool`. Their one statement per message of another server
     /// (the events with the channels they changed, prepared: HotStatements.swift) costs about
     /// 0.4 ms to run with its generic plan, but PostgreSQL, once the event log holds thousands
     /// of rows, estimates that plan dearer than one planned for the values and plans it again
@@ -96,112 +80,79 @@ final class PostgresDatabase: SQLDatabase {
     /// by key. The main pool's statements keep the default, planned for their values.
     static let peerReadStartupParameters = poolStartupParameters + [("plan_cache_mode", "force_generic_plan")]
 
-    /// Connections of `peerReadsClient`: a read per batch of other servers' events, one at a
+    /// Connections of `peerReadsPool`: a read per batch of other servers' events, one at a
     /// time on the hub, and the catch-ups (every second, after the listening connection
     /// returns, and before a stream resumes from an id this server has not delivered), one
     /// short statement each.
     static let peerReadConnections = 2
 
+    /// libpq's connection keywords for `url`, with `parameters` as the session's settings
+    /// (application_name as its keyword, the others as `-c` options).
+    static func connectionSettings(_ url: PostgresURL, _ parameters: [(String, String)]) -> [(String, String)] {
+        var settings = [("host", url.host), ("port", "\(url.port)"), ("user", url.user), ("dbname", url.database),
+                        ("connect_timeout", "10"), ("client_encoding", "UTF8")]
+        if let password = url.password { settings.append(("password", password)) }
+        switch url.tlsMode {
+        case .disable: settings.append(("sslmode", "disable"))
+        case .prefer: settings.append(("sslmode", "prefer"))
+        case .require: settings.append(("sslmode", "require"))
+        case .verifyFull:
+            settings.append(("sslmode", "verify-full"))
+            // The system's certificate authorities unless PGSSLROOTCERT names others.
+            if ProcessInfo.processInfo.environment["PGSSLROOTCERT"] == nil {
+                settings.append(("sslrootcert", "/etc/ssl/certs/ca-certificates.crt"))
+            }
+        }
+        var options: [String] = []
+        for (name, value) in parameters {
+            if name == "application_name" { settings.append((name, value)) } else { options.append("-c \(name)=\(value)") }
+        }
+        if !options.isEmpty { settings.append(("options", options.joined(separator: " "))) }
+        return settings
+    }
+
     /// Checks with one direct connection that the server accepts us, then creates the
     /// database object: a wrong address, password or database name shows at startup, with
-    /// the server's reason. (Through the pool the same mistakes surface only after its
-    /// retries give up, about a minute later, as "circuit breaker tripped".)
+    /// the server's reason.
     static func open(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
-                     maximumConnections: Int = 20, startsClient: Bool = true) async throws -> PostgresDatabase {
+                     maximumConnections: Int = 20) async throws -> PostgresDatabase {
+        let thread = ThreadExecutor(name: "parley-pg-check")
         do {
-            let connection = try await connect(url, id: 0, logger: logger, startupParameters: peerReadStartupParameters)
-            try? await connection.close()
+            let connection = try await PQConnection.connect(connectionSettings(url, peerReadStartupParameters), on: thread)
+            connection.close()
         } catch {
-            throw StorageError("cannot connect to PostgreSQL database \(url): \(PostgresErrors.mapped(error))")
+            throw StorageError("cannot connect to PostgreSQL database \(url): \(error)")
         }
-        return PostgresDatabase(url: url, logger: logger, maximumConnections: maximumConnections,
-                                startsClient: startsClient)
+        return PostgresDatabase(url: url, logger: logger, maximumConnections: maximumConnections)
     }
 
-    /// A connection of its own, outside the pool (one that listens for notifications).
-    static func connect(_ url: PostgresURL, id: Int, logger: Logger,
-                        startupParameters: [(String, String)] = []) async throws -> PostgresConnection {
-        var configuration = PostgresConnection.Configuration(
-            host: url.host, port: url.port, username: url.user, password: url.password,
-            database: url.database, tls: try connectionTLS(for: url.tlsMode))
-        configuration.options.additionalStartupParameters = startupParameters
-        return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
-    }
-
-    /// Runs the connection pool until the calling task is cancelled. Only for a database made
-    /// with `startsClient: false`; PostgresClient allows one `run()` in its lifetime.
-    func run() async {
-        await Self.run(client, peerReadsClient)
-    }
-
-    /// Stops the pool if this object started it; later transactions fail. A pool run
-    /// elsewhere stops when its own task is cancelled.
+    /// Closes the pools' idle connections; later transactions fail.
     func close() async {
-        clientTask?.cancel()
-        await clientTask?.value
-    }
-
-    private static func tlsConfiguration(for mode: PostgresTLSMode) -> TLSConfiguration {
-        var configuration = TLSConfiguration.makeClientConfiguration()
-        // As libpq does for prefer/require: encrypt, but accept any certificate.
-        if mode != .verifyFull { configuration.certificateVerification = .none }
-        return configuration
-    }
-
-    private static func tls(for mode: PostgresTLSMode) -> PostgresClient.Configuration.TLS {
-        switch mode {
-        case .disable: return .disable
-        case .prefer: return .prefer(tlsConfiguration(for: mode))
-        case .require, .verifyFull: return .require(tlsConfiguration(for: mode))
-        }
-    }
-
-    /// The same for a single connection, which takes a ready SSL context.
-    private static func connectionTLS(for mode: PostgresTLSMode) throws -> PostgresConnection.Configuration.TLS {
-        switch mode {
-        case .disable: return .disable
-        case .prefer: return .prefer(try NIOSSLContext(configuration: tlsConfiguration(for: mode)))
-        case .require, .verifyFull: return .require(try NIOSSLContext(configuration: tlsConfiguration(for: mode)))
-        }
+        keepAlive.cancel()
+        pool.close()
+        peerReadsPool.close()
     }
 
     // MARK: Transactions
-
-    /// Gives up a transaction still running once the database is known to be unreachable, or
-    /// once its own connection closed (PostgreSQL ended the session, e.g. after
-    /// `idle_in_transaction_session_timeout`) (`StatementGuard`): otherwise a statement that
-    /// never completes would keep the request, and a writer this server's write lock, for
-    /// good. (Measured: a COMMIT sent as the server's FATAL arrived never completed.)
-    private func watch(_ session: PostgresSession, _ connection: PostgresConnection) -> Task<Void, Never> {
-        let statements = session.statements
-        // Polled rather than a callback on the connection's close future: connections live
-        // long in the pool, and a callback per transaction would pile up on each of them.
-        return Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(500))
-                guard let self, !Task.isCancelled else { return }
-                if connection.isClosed {
-                    statements.abandon(StorageError(
-                        "the database connection closed; the transaction was given up (if it was committing, its outcome is unknown)",
-                        kind: .unavailable))
-                    return
-                }
-                if !self.reachable.withLock({ $0 }) {
-                    statements.abandon(StorageError(
-                        "PostgreSQL cannot be reached; the transaction was given up (if it was committing, its outcome is unknown)",
-                        kind: .unavailable))
-                    try? await connection.close()
-                    return
-                }
-            }
-        }
-    }
 
     /// Throws `.unavailable` while the database is known to be unreachable.
     private func checkReachable() throws {
         if !reachable.withLock({ $0 }) {
             throw StorageError("PostgreSQL cannot be reached; retry shortly", kind: .unavailable)
         }
+    }
+
+    /// Runs `body` with a connection of `pool`, the task on the connection's thread.
+    private func withConnection<T>(_ pool: PQPool, _ body: (PQConnection) async throws -> T) async throws -> T {
+        try checkReachable()
+        let connection: PQConnection
+        do {
+            connection = try await pool.lease()
+        } catch {
+            throw PostgresErrors.leaseFailure(error)
+        }
+        defer { pool.release(connection) }
+        return try await withTaskExecutorPreference(connection.thread) { try await body(connection) }
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
@@ -215,30 +166,21 @@ final class PostgresDatabase: SQLDatabase {
 
     private func read<T>(inOneSnapshot: Bool, _ body: (any SQLSession) async throws -> T) async throws -> T {
         try await ServerMetrics.shared.transaction(.read) {
-            try checkReachable()
-            var leased = false
-            do {
-                return try await (inOneSnapshot ? client : peerReadsClient).withConnection { connection in
-                    leased = true
-                    let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger)
-                    let watchdog = watch(session, connection)
-                    defer { watchdog.cancel() }
-                    guard inOneSnapshot else { return try await body(session) }
-                    try await session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    do {
-                        let value = try await body(session)
-                        try await session.run("COMMIT")
-                        return value
-                    } catch {
-                        // The body's error is the one worth reporting; a failed ROLLBACK means
-                        // the connection is broken, and the pool drops broken connections.
-                        session.discardHeld()
-                        try? await session.run("ROLLBACK")
-                        throw error
-                    }
+            try await withConnection(inOneSnapshot ? pool : peerReadsPool) { connection in
+                let session = PostgresSession(connection: connection, placeholders: placeholders)
+                guard inOneSnapshot else { return try await body(session) }
+                try await session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                do {
+                    let value = try await body(session)
+                    try await session.run("COMMIT")
+                    return value
+                } catch {
+                    // The body's error is the one worth reporting; a failed ROLLBACK leaves the
+                    // connection broken or in its transaction, and the pool closes it.
+                    session.discardHeld()
+                    try? await session.run("ROLLBACK")
+                    throw error
                 }
-            } catch {
-                throw leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
             }
         }
     }
@@ -253,19 +195,12 @@ final class PostgresDatabase: SQLDatabase {
 
     private func write<T>(beginningLate: Bool, _ body: (any SQLSession) async throws -> T) async throws -> T {
         try await ServerMetrics.shared.transaction(.write) {
-            try checkReachable()
             var retriesLeft = Self.writeRetries
             while true {
-                var leased = false
                 do {
-                    // What client.withTransaction does (BEGIN, READ COMMITTED; COMMIT or ROLLBACK),
-                    // in steps so that a failure to get a connection is told apart.
-                    return try await client.withConnection { connection in
-                        leased = true
-                        let session = PostgresSession(connection: connection, placeholders: placeholders, logger: logger,
+                    return try await withConnection(pool) { connection in
+                        let session = PostgresSession(connection: connection, placeholders: placeholders,
                                                       beginsLate: beginningLate)
-                        let watchdog = watch(session, connection)
-                        defer { watchdog.cancel() }
                         if beginningLate {
                             do {
                                 let value = try await body(session)
@@ -292,9 +227,8 @@ final class PostgresDatabase: SQLDatabase {
                         return value
                     }
                 } catch {
-                    let mapped = leased ? PostgresErrors.mapped(error) : PostgresErrors.leaseFailure(error)
-                    guard retriesLeft > 0, let storageError = mapped as? StorageError, storageError.kind == .retryable
-                    else { throw mapped }
+                    guard retriesLeft > 0, let storageError = error as? StorageError, storageError.kind == .retryable
+                    else { throw error }
                     retriesLeft -= 1
                     ServerMetrics.shared.writeRetried()
                     // A short random pause, so that two transactions that deadlocked each other
@@ -310,17 +244,12 @@ final class PostgresDatabase: SQLDatabase {
 /// that received it.
 final class PostgresSession: SQLSession {
     let dialect = SQLDialect.postgres
-    private let connection: PostgresConnection
+    private let connection: PQConnection
     private let placeholders: PostgresPlaceholderCache
-    private let logger: Logger
-    /// Ends a statement that never completes (see `PostgresDatabase.watch`).
-    let statements = StatementGuard()
 
-    fileprivate init(connection: PostgresConnection, placeholders: PostgresPlaceholderCache, logger: Logger,
-                     beginsLate: Bool = false) {
+    fileprivate init(connection: PQConnection, placeholders: PostgresPlaceholderCache, beginsLate: Bool = false) {
         self.connection = connection
         self.placeholders = placeholders
-        self.logger = logger
         self.beginsLate = beginsLate
     }
 
@@ -398,7 +327,7 @@ final class PostgresSession: SQLSession {
             if !sessionLocks.isEmpty { try await run(StreamPositions.releaseSQL) }
             sessionLocks = StreamPositions.Locks()
         } catch {
-            try? await connection.close()
+            connection.abandon()
         }
     }
 
@@ -504,61 +433,32 @@ final class PostgresSession: SQLSession {
 
     /// One statement as it is, prepared if it is hot.
     private func send(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-        if let slot = HotStatements.slot(for: sql) { return try await runPrepared(HotStatements.types[slot], binds) }
-        let postgresQuery = try makeQuery(sql, binds)
-        do {
-            let result = try await statements.run { connection.query(postgresQuery, logger: logger) }
-            return try result.rows.map(PostgresValues.decode)
-        } catch {
-            throw PostgresErrors.mapped(error)
-        }
+        try await result(sql, binds).rows()
     }
 
-    /// Prepared statements (HotStatements.swift) report no command tag through PostgresNIO:
-    /// for those the count is 0. No caller reads the count of one of them.
+    private func result(_ sql: String, _ binds: [SQLValue]) async throws -> PQResult {
+        if let slot = HotStatements.slot(for: sql) { return try await connection.executePrepared(slot: slot, binds) }
+        let rewritten = placeholders.rewritten(sql)
+        guard rewritten.parameterCount == binds.count else {
+            throw StorageError(
+                "statement has \(rewritten.parameterCount) placeholders but \(binds.count) values: \(sql.prefix(200))")
+        }
+        return try await connection.execute(rewritten.sql, binds)
+    }
+
+    /// The count is what was inserted, updated or deleted (the command tag's); use `query`
+    /// for the rows of a RETURNING clause.
     @discardableResult
     func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int {
         try await sendHeld()
         try await beginIfLate()
-        if let slot = HotStatements.slot(for: sql) {
-            _ = try await runPrepared(HotStatements.types[slot], binds)
-            return 0
-        }
-        let postgresQuery = try makeQuery(sql, binds)
-        do {
-            // Only this (EventLoopFuture) form of `query` hands back the command tag, whose
-            // row count is what was inserted, updated or deleted. It collects any rows a
-            // RETURNING clause produced; use `query` for those.
-            let result = try await statements.run { connection.query(postgresQuery, logger: logger) }
-            return result.metadata.rows ?? 0
-        } catch {
-            throw PostgresErrors.mapped(error)
-        }
+        return try await result(sql, binds).affectedRows
     }
 
     func executeScript(_ sql: String) async throws {
         try await beginIfLate()
         for statement in SQLScanner.statements(in: sql) {
             try await run(statement)
-        }
-    }
-
-    /// Runs a prepared statement (prepared once per connection by PostgresNIO), for hot paths
-    /// that outgrow the `?` interface.
-    private func execute<Statement: PostgresPreparedStatement>(prepared statement: Statement) async throws -> [Statement.Row]
-    where Statement.Row: Sendable {
-        try await sendHeld()
-        let (connection, logger) = (self.connection, self.logger)
-        do {
-            return try await statements.runInTask {
-                var rows: [Statement.Row] = []
-                for try await row in try await connection.execute(statement, logger: logger) {
-                    rows.append(row)
-                }
-                return rows
-            }
-        } catch {
-            throw PostgresErrors.mapped(error)
         }
     }
 
@@ -569,37 +469,7 @@ final class PostgresSession: SQLSession {
     fileprivate func run(_ sql: String) async throws {
         // BEGIN goes before what is held (a write that begins late holds its first writes).
         if sql.hasPrefix("ROLLBACK") { discardHeld() } else if sql != "BEGIN" { try await sendHeld() }
-        do {
-            _ = try await statements.run { connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) }
-        } catch {
-            throw PostgresErrors.mapped(error)
-        }
-    }
-
-    private func runPrepared<Slot: HotSlot>(_ slot: Slot.Type, _ binds: [SQLValue]) async throws -> [SQLRow] {
-        try await execute(prepared: HotStatement<Slot>(bindings: Self.bindings(binds)))
-    }
-
-    private func makeQuery(_ sql: String, _ binds: [SQLValue]) throws -> PostgresQuery {
-        let rewritten = placeholders.rewritten(sql)
-        guard rewritten.parameterCount == binds.count else {
-            throw StorageError(
-                "statement has \(rewritten.parameterCount) placeholders but \(binds.count) values: \(sql.prefix(200))")
-        }
-        return PostgresQuery(unsafeSQL: rewritten.sql, binds: Self.bindings(binds))
-    }
-
-    private static func bindings(_ binds: [SQLValue]) -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: binds.count)
-        for value in binds {
-            switch value {
-            case .null: bindings.appendNull()
-            case .int(let number): bindings.append(number)
-            case .text(let text): bindings.append(text)
-            case .blob(let bytes): bindings.append(ByteBuffer(bytes: bytes))
-            }
-        }
-        return bindings
+        _ = try await connection.run(sql)
     }
 }
 
@@ -765,79 +635,50 @@ enum SQLScanner {
     }
 }
 
-/// Cells of a result row as SQLValue. PostgresNIO asks for every column in binary format.
+/// Cells of a result row as SQLValue, from PostgreSQL's text form by column type.
 enum PostgresValues {
-    static func decode(_ row: PostgresRow) throws -> SQLRow {
-        var values: [SQLValue] = []
-        values.reserveCapacity(row.count)
-        for cell in row {
-            values.append(try decode(cell))
+    // Type OIDs (PostgreSQL's pg_type.dat).
+    private static let bool: UInt32 = 16, bytea: UInt32 = 17, name: UInt32 = 19, int8: UInt32 = 20, int2: UInt32 = 21
+    private static let int4: UInt32 = 23, text: UInt32 = 25, oid: UInt32 = 26, json: UInt32 = 114
+    private static let float4: UInt32 = 700, float8: UInt32 = 701, bpchar: UInt32 = 1042, varchar: UInt32 = 1043
+    private static let numeric: UInt32 = 1700, uuid: UInt32 = 2950, jsonb: UInt32 = 3802
+
+    /// The value of a cell of type `type` given as text, or nil for a type not read.
+    static func decode(text bytes: UnsafeRawBufferPointer, type: UInt32) -> SQLValue? {
+        switch type {
+        case int2, int4, int8, oid:
+            return integer(bytes).map(SQLValue.int)
+        case bool:
+            return .int(bytes.first == UInt8(ascii: "t") ? 1 : 0)
+        case text, varchar, name, bpchar, json, jsonb, uuid:
+            return .text(String(decoding: bytes, as: UTF8.self))
+        case bytea:
+            return hexBytes(bytes).map(SQLValue.blob)
+        case numeric:
+            // SUM over bigint, and AVG, come back as numeric.
+            let text = String(decoding: bytes, as: UTF8.self)
+            if let whole = integralNumeric(text) { return .int(whole) }
+            return .text(trimmedDecimal(text))
+        case float4, float8:
+            return Double(String(decoding: bytes, as: UTF8.self)).map { .text("\($0)") }
+        default:
+            return nil
         }
-        return SQLRow(values: values)
     }
 
-    static func decode(_ cell: PostgresCell) throws -> SQLValue {
-        guard let bytes = cell.bytes else { return .null }
-        do {
-            switch cell.dataType {
-            case .int2, .int4, .int8:
-                return .int(try cell.decode(Int64.self))
-            case .oid:
-                // PostgresNIO has no decoder for it: four bytes, unsigned.
-                var copy = bytes
-                if let oid = copy.readInteger(as: UInt32.self), copy.readableBytes == 0 { return .int(Int64(oid)) }
-            case .bool:
-                return .int(try cell.decode(Bool.self) ? 1 : 0)
-            case .text, .varchar, .name, .bpchar, .json, .jsonb, .uuid:
-                return .text(try cell.decode(String.self))
-            case .bytea:
-                return .blob(Array(bytes.readableBytesView))
-            case .numeric:
-                // SUM over bigint, and AVG, come back as numeric.
-                if let integer = integralNumeric(bytes) { return .int(integer) }
-                return .text("\(try cell.decode(Decimal.self))")
-            case .float4, .float8:
-                return .text("\(try cell.decode(Double.self))")
-            default:
-                break
-            }
-        } catch let error as PostgresDecodingError {
-            throw StorageError(
-                "cannot read column '\(cell.columnName)' of PostgreSQL type \(cell.dataType): \(error.code)")
-        }
-        throw StorageError(
-            "column '\(cell.columnName)' has PostgreSQL type \(cell.dataType), which the storage layer does not read; cast it to bigint, text or bytea in the query")
+    static func unreadable(column: String, type: UInt32) -> String {
+        "column '\(column)' has PostgreSQL type oid \(type), which the storage layer does not read; cast it to bigint, text or bytea in the query"
     }
 
-    /// A binary numeric that is a whole number within Int64, else nil. The format: digit
-    /// count, weight (the power of 10000 of the first digit), sign, display scale, then the
-    /// base-10000 digits.
-    static func integralNumeric(_ buffer: ByteBuffer) -> Int64? {
-        var buffer = buffer
-        guard let digitCount = buffer.readInteger(as: Int16.self),
-              let weight = buffer.readInteger(as: Int16.self),
-              let sign = buffer.readInteger(as: UInt16.self),
-              buffer.readInteger(as: Int16.self) != nil,
-              digitCount >= 0, buffer.readableBytes == Int(digitCount) * 2
-        else { return nil }
-        let negative: Bool
-        switch sign {
-        case 0x0000: negative = false
-        case 0x4000: negative = true
-        default: return nil // NaN or infinity
-        }
-        var digits: [Int64] = []
-        for _ in 0..<digitCount {
-            guard let digit = buffer.readInteger(as: Int16.self) else { return nil }
-            digits.append(Int64(digit))
-        }
-        if digits.isEmpty { return 0 }
-        // Digits past the units position would be a fraction: PostgreSQL strips zero ones.
-        guard Int(weight) >= digits.count - 1 else { return nil }
+    /// A decimal integer's text within Int64, else nil.
+    private static func integer(_ bytes: UnsafeRawBufferPointer) -> Int64? {
+        guard !bytes.isEmpty else { return nil }
+        let negative = bytes[0] == UInt8(ascii: "-")
         var value: Int64 = 0
-        for position in 0...Int(weight) {
-            let digit = position < digits.count ? digits[position] : 0
-            let (shifted, overflowShift) = value.multipliedReportingOverflow(by: 10_000)
+        for byte in bytes.dropFirst(negative ? 1 : 0) {
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            let (shifted, overflowShift) = value.multipliedReportingOverflow(by: 10)
+            let digit = Int64(byte - 0x30)
             let (next, overflowAdd) = negative
                 ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
             if overflowShift || overflowAdd { return nil }
@@ -845,57 +686,71 @@ enum PostgresValues {
         }
         return value
     }
+
+    /// bytea's hex output (`\x0a1b…`) as bytes.
+    private static func hexBytes(_ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard bytes.count >= 2, bytes[0] == UInt8(ascii: "\\"), bytes[1] == UInt8(ascii: "x"), bytes.count % 2 == 0
+        else { return nil }
+        func nibble(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case 0x30...0x39: return byte - 0x30
+            case 0x61...0x66: return byte - 0x61 + 10
+            case 0x41...0x46: return byte - 0x41 + 10
+            default: return nil
+            }
+        }
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count / 2 - 1)
+        var index = 2
+        while index < bytes.count {
+            guard let high = nibble(bytes[index]), let low = nibble(bytes[index + 1]) else { return nil }
+            output.append(high << 4 | low)
+            index += 2
+        }
+        return output
+    }
+
+    /// A numeric's text that is a whole number within Int64 (`42`, `-7`, `12.000`), else nil.
+    static func integralNumeric(_ text: String) -> Int64? {
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let whole = parts.first, !whole.isEmpty else { return nil }
+        if parts.count == 2, !parts[1].allSatisfy({ $0 == "0" }) { return nil }
+        return Int64(whole)
+    }
+
+    /// A fractional numeric's text without trailing zeros (`2.5000` → `2.5`).
+    private static func trimmedDecimal(_ text: String) -> String {
+        guard text.contains("."), !text.contains("e"), !text.contains("E") else { return text }
+        var trimmed = Substring(text)
+        while trimmed.last == "0" { trimmed.removeLast() }
+        if trimmed.last == "." { trimmed.removeLast() }
+        return String(trimmed)
+    }
 }
 
-/// PostgresNIO's errors as StorageError, keeping what callers branch on (the SQLSTATE) and
+/// PostgreSQL's failures as StorageError, keeping what callers branch on (the SQLSTATE) and
 /// what a reader needs (the server's message), never connection secrets.
 enum PostgresErrors {
-    static func mapped(_ error: any Error) -> any Error {
-        switch error {
-        case let error as PostgresTransactionError:
-            // The body's own error goes back unchanged (it is already mapped, or the
-            // caller's); a failure to begin or commit is the database's.
-            if let closureError = error.closureError { return mapped(closureError) }
-            if let commitError = error.commitError { return mapped(commitError) }
-            if let beginError = error.beginError { return mapped(beginError) }
-            return StorageError("PostgreSQL transaction failed")
-        case let error as PSQLError:
-            return storageError(error)
-        case let error as PostgresDecodingError:
-            return StorageError("cannot read column '\(error.columnName)' of PostgreSQL type \(error.postgresType): \(error.code)")
-        default:
-            return error
-        }
-    }
-
-    /// An error before a connection was leased: the pool is closed, or it could not connect
-    /// (PostgresNIO then reports its pool's own error type, not PSQLError).
-    static func leaseFailure(_ error: any Error) -> any Error {
-        if error is CancellationError { return error }
-        if var storageError = mapped(error) as? StorageError {
-            storageError.kind = .unavailable
-            return storageError
-        }
-        return StorageError("PostgreSQL: no connection available (\(error))", kind: .unavailable)
-    }
-
-    private static func storageError(_ error: PSQLError) -> StorageError {
-        guard error.code == .server, let info = error.serverInfo else {
-            var description = "PostgreSQL: \(error.code)"
-            if let underlying = error.underlying { description += " (\(underlying))" }
-            let lost: Set<PSQLError.Code> = [.connectionError, .serverClosedConnection, .uncleanShutdown, .poolClosed,
-                                             .clientClosedConnection]
-            return StorageError(description, kind: lost.contains(error.code) ? .unavailable : .other)
-        }
-        let state = info[.sqlState] ?? "?????"
-        var description = "PostgreSQL error \(state): \(info[.message] ?? "no message")"
-        if let detail = info[.detail] { description += " (\(detail))" }
+    static func serverError(state: String, message: String, detail: String?, sql: String,
+                            kind: SQLFailureKind) -> StorageError {
+        var description = "PostgreSQL error \(state): \(message)"
+        if let detail { description += " (\(detail))" }
         if state == "25P02" {
             // The usual cause when code written for SQLite continues after a failed statement.
             description += "; an earlier statement of this transaction failed, and PostgreSQL ignores everything after it"
         }
-        if let sql = error.query?.sql { description += " in: \(sql.prefix(300))" }
-        return StorageError(description, kind: kind(ofSQLState: state))
+        description += " in: \(sql.prefix(300))"
+        return StorageError(description, kind: kind)
+    }
+
+    /// An error before a connection was leased: it could not connect.
+    static func leaseFailure(_ error: any Error) -> any Error {
+        if error is CancellationError { return error }
+        if var storageError = error as? StorageError {
+            storageError.kind = .unavailable
+            return storageError
+        }
+        return StorageError("PostgreSQL: no connection available (\(error))", kind: .unavailable)
     }
 
     static func kind(ofSQLState state: String) -> SQLFailureKind {
@@ -903,92 +758,9 @@ enum PostgresErrors {
         case "23505": return .uniqueViolation
         case "40001", "40P01": return .retryable
         // The server shuts down, crashed, or does not accept connections yet; the connection is gone.
-        case "57P01", "57P02", "57P03": return .unavailable
+        case "57P01", "57P02", "57P03", "57P05": return .unavailable
         case _ where state.hasPrefix("08"): return .unavailable
         default: return .other
-        }
-    }
-}
-
-/// Runs a transaction's statements so that each can be given up from outside: with PostgresNIO
-/// 1.33.2 a statement in flight as PostgreSQL shuts down was seen never to complete, even
-/// once its connection was closed (the database restart test of tests/test_nodes.py). The
-/// caller waits for the first of the statement's result and `abandon`; after `abandon` every
-/// later statement fails at once. A statement started as an EventLoopFuture costs nothing
-/// more than awaiting it; the prepared statements, which PostgresNIO offers only as async
-/// calls, each run in a task of their own (about 10 µs here, docs/BENCHMARKS.md).
-final class StatementGuard: Sendable {
-    /// Where the tasks of prepared statements run, for a caller that set it: the event hub
-    /// sets its own thread, so that its reads of other servers' events are sent and their rows
-    /// taken on the thread that waits for them, instead of a thread of the shared pool (two
-    /// hand-offs between threads fewer per read, docs/BENCHMARKS.md). Nil: the shared pool.
-    @TaskLocal static var executor: (any TaskExecutor)? = nil
-
-    private let state = Mutex<(abandoned: (any Error)?, current: (@Sendable (any Error) -> Void)?)>((nil, nil))
-
-    /// Starts the statement with `start` unless the transaction was abandoned.
-    func run<R: Sendable>(_ start: () -> EventLoopFuture<R>) async throws -> R {
-        let outcome = try begin(R.self)
-        defer { end() }
-        start().whenComplete { outcome.finish($0.mapError { $0 }) }
-        return try await outcome.wait().get()
-    }
-
-    func runInTask<R: Sendable>(_ statement: @escaping @Sendable () async throws -> R) async throws -> R {
-        let outcome = try begin(R.self)
-        defer { end() }
-        Task(executorPreference: Self.executor) {
-            do { outcome.finish(.success(try await statement())) } catch { outcome.finish(.failure(error)) }
-        }
-        return try await outcome.wait().get()
-    }
-
-    private func begin<R: Sendable>(_: R.Type) throws -> Outcome<R> {
-        let outcome = Outcome<R>()
-        let failure: (any Error)? = state.withLock { state in
-            if let abandoned = state.abandoned { return abandoned }
-            state.current = { outcome.finish(.failure($0)) }
-            return nil
-        }
-        if let failure { throw failure }
-        return outcome
-    }
-
-    private func end() { state.withLock { $0.current = nil } }
-
-    /// Fails the statement running, and every later one, with `error`.
-    func abandon(_ error: any Error) {
-        let current = state.withLock { state in
-            if state.abandoned == nil { state.abandoned = error }
-            return state.current
-        }
-        current?(error)
-    }
-}
-
-/// The first result handed to it, awaited once.
-final class Outcome<R: Sendable>: Sendable {
-    private let state = Mutex<(result: Result<R, any Error>?, waiter: CheckedContinuation<Result<R, any Error>, Never>?)>(
-        (nil, nil))
-
-    func finish(_ result: Result<R, any Error>) {
-        let waiter: CheckedContinuation<Result<R, any Error>, Never>? = state.withLock { state in
-            if state.result != nil { return nil }
-            state.result = result
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: result)
-    }
-
-    func wait() async -> Result<R, any Error> {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Result<R, any Error>, Never>) in
-            let ready: Result<R, any Error>? = state.withLock { state in
-                if let result = state.result { return result }
-                state.waiter = continuation
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
         }
     }
 }
