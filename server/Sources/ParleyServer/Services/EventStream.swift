@@ -77,9 +77,12 @@ enum EventStream {
             heartbeat.cancel()
             expiry.cancel()
             let removedHere = hub.remove(subscriberId) != nil
+            // The last-seen time is committed before the other servers hear that the stream
+            // closed: a server that shows the user offline shows when they were last seen.
+            if removedHere, !service.shared.isOnline(userId) {
+                _ = try? await service.run { s in try await markLastSeen(s, userId: userId, at: nowMillis()) }
+            }
             if admission.end() { await cluster?.release(userId) }
-            guard removedHere, !service.shared.isOnline(userId) else { return }
-            _ = try? await service.run { s in try await markLastSeen(s, userId: userId, at: nowMillis()) }
         }
         // Should the body never run (or once it is done and dropped), the stream ends all the same.
         let dropped = OnDrop { Task { await cleanup() } }
