@@ -636,7 +636,7 @@ static int add_stored_copies(const backend *b, const char *channel, const char *
         "channel_url, type, 'stored ' || (i - 1), sender_id, '', custom_type, data,"
         " %lld + i - 1, updated_at, mention_type, is_op_msg, silent, parent_id, is_reply_to_channel, file,"
         " thumbnails, sorted_metaarray, reactions, reply_count, last_replied_at, thread_updated_at,"
-        " recent_replier_ids, change_seq, changed_at, poll_id";
+        " recent_replier_ids, change_seq, changed_at, poll_id, translations";
     long long rows = -1;
     int ok;
     if (!b->postgres) {

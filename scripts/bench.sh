@@ -12,6 +12,7 @@
 #   bash scripts/bench.sh               full run (about 7 minutes here once built)
 #   bash scripts/bench.sh --quick       smaller sizes (a few minutes)
 #   bash scripts/bench.sh --scale-out   the scale-out rows alone (about 1 minute once built)
+#   bash scripts/bench.sh --server      the server's rows alone, both backends (about 4 minutes)
 # Environment (both optional):
 #   PARLEY_SERVER_BIN=PATH       a release parley-server already built: `swift build` of the
 #                                server is skipped and this binary is run
@@ -30,7 +31,8 @@ case "${1:-}" in
         fanout_seconds=2 stored=100000 searched=100000 inflight_seconds=2
         ;;
     --scale-out) mode=scale-out ;;
-    *) echo "usage: bash scripts/bench.sh [--quick | --scale-out]" >&2; exit 2 ;;
+    --server) mode=server ;;
+    *) echo "usage: bash scripts/bench.sh [--quick | --scale-out | --server]" >&2; exit 2 ;;
 esac
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 # Its servers have no balancer in front: a stop closes the port at once (docs/SERVER.md "Stopping").
@@ -132,6 +134,7 @@ fi
 
 start_server "$work/server.sqlite" sqlite
 server_pid=$started_pid url=$started_url
+if [ "$mode" != server ]; then
 run "$build_dir/bench_engine" "$url" "$token" "$sends" "$reads"
 run "$build_dir/bench_catchup" "$url" "$token" "$missed" "$channels"
 # P8 and P4 again with the cache's search index removed: what keeping it costs.
@@ -144,6 +147,7 @@ run "$build_dir/bench_views" "$url" "$token" "$viewed" 1000
 # The Python binding beside the platform package (scripts/setup.sh installs it from PyPI).
 run env PYTHONPATH="$root/bindings/python" PARLEY_LIBRARY="$build_dir/lib/libparley.so.0" \
     python3 "$root/benchmarks/bench_python.py" "$url" "$token" 15
+fi
 # The server itself under fan-out, raw libcurl (last on this server: it leaves a 50-member
 # channel behind), then the same on a second server on PostgreSQL, started for it alone.
 run "$build_dir/bench_server" fanout SQLite "$url" "$token" 5000 "$fanout_seconds"
@@ -177,6 +181,11 @@ pg_server_pid="" pg_second_pid=""
 scale_out
 # The start with stored messages on both backends: servers of its own, on databases of its own.
 run "$build_dir/bench_server" start "$server_bin" "$stored_small" "$stored" "$PARLEY_TEST_PG"
+
+if [ "$mode" = server ]; then
+    summary
+    exit 0
+fi
 
 # The peer: Synapse + matrix-nio from PyPI in their own virtual environment, P3 and P7 on it.
 # If it cannot be installed, the rows say so and the run goes on.
