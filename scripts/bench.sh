@@ -147,6 +147,9 @@ run "$build_dir/bench_views" "$url" "$token" "$viewed" 1000
 # The Python binding beside the platform package (scripts/setup.sh installs it from PyPI).
 run env PYTHONPATH="$root/bindings/python" PARLEY_LIBRARY="$build_dir/lib/libparley.so.0" \
     python3 "$root/benchmarks/bench_python.py" "$url" "$token" 15
+else
+    # P3 on SQLite, beside the PostgreSQL rows below.
+    run "$build_dir/bench_live" "$url" "$token" "$live" 3 "$url" "SQLite"
 fi
 # The server itself under fan-out, raw libcurl (last on this server: it leaves a 50-member
 # channel behind), then the same on a second server on PostgreSQL, started for it alone.
