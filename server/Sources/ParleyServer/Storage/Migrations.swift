@@ -207,6 +207,12 @@ enum Migrations {
                 PRIMARY KEY (user_id, channel_url)) {WITHOUT_ROWID};
             ALTER TABLE messages ADD COLUMN translations {TEXT} NOT NULL DEFAULT '{}';
             """),
+        Migration(version: 23, summary: "PostgreSQL: a writer's channels and users are looked up by key", ddl: "",
+                  onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in StreamPositions.definitionsByKey { try await db.execute(definition, []) }
+                  }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from
