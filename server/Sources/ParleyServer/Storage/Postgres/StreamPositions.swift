@@ -196,25 +196,7 @@ final class StreamPositions: Sendable {
     /// (`ChannelStore.lockChannels`). Rows are never inserted here: a row inserted in the
     /// statement that takes numbers would be seen by the others only after those numbers.
     static let definitionsWithOwnRow = [
-        """
-        CREATE OR REPLACE FUNCTION parley_lock_channels(busy_key BIGINT, me TEXT, urls TEXT, numbers BIGINT,
-            message_ids BIGINT, user_ids TEXT)
-        RETURNS TABLE (kind TEXT, name TEXT, a BIGINT, b BIGINT)
-        LANGUAGE plpgsql VOLATILE AS $$
-        DECLARE
-            wanted TEXT;
-        BEGIN
-            FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
-                PERFORM pg_advisory_lock(\(channelLockSpace), hashtext(wanted));
-            END LOOP;
-            IF busy_key <> 0 THEN
-                PERFORM pg_advisory_lock_shared(busy_key);
-                PERFORM 1 FROM stream_writers w WHERE w.node = me;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION 'parley: this server (%) has no row in stream_writers', me
-                        USING ERRCODE = '\(missingRowState)';
-                END IF;
-            END IF;
+        lockChannelsDefinition(declaring: "", lookups: """
             RETURN QUERY SELECT 'c'::text, c.url::text, c.version, coalesce(msg.change_seq, -1)
                 FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id
                 WHERE c.url IN (SELECT value FROM json_array_elements_text(urls::json));
@@ -222,8 +204,7 @@ final class StreamPositions: Sendable {
             RETURN QUERY SELECT 'm'::text, NULL::text, nextval('parley_message_ids'), NULL::bigint FROM generate_series(1, message_ids);
             RETURN QUERY SELECT 'u'::text, u.user_id::text, u.version, NULL::bigint FROM users u
                 WHERE u.user_id IN (SELECT value FROM json_array_elements_text(user_ids::json));
-        END $$
-        """,
+            """),
     ]
 
     /// Migration 23: the same function, its channels and users looked up by key one by one.
@@ -232,26 +213,7 @@ final class StreamPositions: Sendable {
     /// a quarter of PostgreSQL's CPU per message in P7 (docs/BENCHMARKS.md); by key they cost
     /// one index probe per name.
     static let definitionsByKey = [
-        """
-        CREATE OR REPLACE FUNCTION parley_lock_channels(busy_key BIGINT, me TEXT, urls TEXT, numbers BIGINT,
-            message_ids BIGINT, user_ids TEXT)
-        RETURNS TABLE (kind TEXT, name TEXT, a BIGINT, b BIGINT)
-        LANGUAGE plpgsql VOLATILE AS $$
-        DECLARE
-            wanted TEXT;
-            wanted_users TEXT[];
-        BEGIN
-            FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
-                PERFORM pg_advisory_lock(\(channelLockSpace), hashtext(wanted));
-            END LOOP;
-            IF busy_key <> 0 THEN
-                PERFORM pg_advisory_lock_shared(busy_key);
-                PERFORM 1 FROM stream_writers w WHERE w.node = me;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION 'parley: this server (%) has no row in stream_writers', me
-                        USING ERRCODE = '\(missingRowState)';
-                END IF;
-            END IF;
+        lockChannelsDefinition(declaring: "wanted_users TEXT[];", lookups: """
             FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
                 RETURN QUERY SELECT 'c'::text, c.url::text, c.version, coalesce(msg.change_seq, -1)
                     FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id
@@ -263,9 +225,37 @@ final class StreamPositions: Sendable {
             RETURN QUERY SELECT 'u'::text, u.user_id::text, u.version, NULL::bigint
                 FROM unnest(wanted_users) AS w(id)
                 CROSS JOIN LATERAL (SELECT x.user_id, x.version FROM users x WHERE x.user_id = w.id) u;
-        END $$
-        """,
+            """),
     ]
+
+    /// The writer's first statement from migration 19 on: the channels' locks in the order
+    /// given, the busy lock and the check of the server's row, then `lookups` (the rows the
+    /// writer reads).
+    private static func lockChannelsDefinition(declaring declarations: String, lookups: String) -> String {
+        """
+        CREATE OR REPLACE FUNCTION parley_lock_channels(busy_key BIGINT, me TEXT, urls TEXT, numbers BIGINT,
+            message_ids BIGINT, user_ids TEXT)
+        RETURNS TABLE (kind TEXT, name TEXT, a BIGINT, b BIGINT)
+        LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE
+            wanted TEXT;
+            \(declarations)
+        BEGIN
+            FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
+                PERFORM pg_advisory_lock(\(channelLockSpace), hashtext(wanted));
+            END LOOP;
+            IF busy_key <> 0 THEN
+                PERFORM pg_advisory_lock_shared(busy_key);
+                PERFORM 1 FROM stream_writers w WHERE w.node = me;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION 'parley: this server (%) has no row in stream_writers', me
+                        USING ERRCODE = '\(missingRowState)';
+                END IF;
+            END IF;
+        \(lookups)
+        END $$
+        """
+    }
 
     /// The heartbeat's removal of the rows of servers gone (Presence.swift): not heard from
     /// for `forgetAfter` (no `server_nodes` row, no floor published since) and not busy. The
