@@ -141,3 +141,16 @@ def assert_start_refused(tmp_path, args, mentions):
                            "--api-token", API_TOKEN, *args], capture_output=True, text=True, timeout=30)
     assert done.returncode == 78
     assert mentions in done.stderr
+
+
+def assert_sends_do_not_wait(server, url, sender, count):
+    """`count` sends while the receiver answers in 3 s: none waits for it. The bounds leave
+    room for a loaded machine."""
+    server.send(url, sender, "warm-up")
+    durations = []
+    for i in range(count):
+        started = time.monotonic()
+        server.send(url, sender, f"while slow {i}")
+        durations.append(time.monotonic() - started)
+    assert sorted(durations)[len(durations) // 2] < 0.5, durations
+    assert max(durations) < 2.0, durations

@@ -111,19 +111,19 @@ final class PostgresDatabase: SQLDatabase {
         return settings
     }
 
-    /// Checks with one direct connection that the server accepts us, then creates the
-    /// database object: a wrong address, password or database name shows at startup, with
+    /// Creates the database object and checks with one connection (kept in a pool) that the
+    /// server accepts us: a wrong address, password or database name shows at startup, with
     /// the server's reason.
     static func open(url: PostgresURL, logger: Logger = Logger(label: "parley-server.postgres"),
                      maximumConnections: Int = 20) async throws -> PostgresDatabase {
-        let thread = ThreadExecutor(name: "parley-pg-check")
+        let database = PostgresDatabase(url: url, logger: logger, maximumConnections: maximumConnections)
         do {
-            let connection = try await PQConnection.connect(connectionSettings(url, peerReadStartupParameters), on: thread)
-            connection.close()
+            database.peerReadsPool.release(try await database.peerReadsPool.lease())
         } catch {
+            await database.close()
             throw StorageError("cannot connect to PostgreSQL database \(url): \(error)")
         }
-        return PostgresDatabase(url: url, logger: logger, maximumConnections: maximumConnections)
+        return database
     }
 
     /// Closes the pools' idle connections; later transactions fail.

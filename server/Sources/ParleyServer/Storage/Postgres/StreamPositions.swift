@@ -89,13 +89,7 @@ final class StreamPositions: Sendable {
                 PERFORM pg_advisory_lock(\(channelLockSpace), hashtext(wanted));
             END LOOP;
             IF busy_key <> 0 THEN PERFORM pg_advisory_lock_shared(busy_key); END IF;
-            RETURN QUERY SELECT 'c'::text, c.url::text, c.version, coalesce(msg.change_seq, -1)
-                FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id
-                WHERE c.url IN (SELECT value FROM json_array_elements_text(urls::json));
-            RETURN QUERY SELECT 'e'::text, NULL::text, nextval('parley_event_ids'), NULL::bigint FROM generate_series(1, numbers);
-            RETURN QUERY SELECT 'm'::text, NULL::text, nextval('parley_message_ids'), NULL::bigint FROM generate_series(1, message_ids);
-            RETURN QUERY SELECT 'u'::text, u.user_id::text, u.version, NULL::bigint FROM users u
-                WHERE u.user_id IN (SELECT value FROM json_array_elements_text(user_ids::json));
+        \(listLookups)
         END $$
         """,
         // The locks of users a writer changes, in the order given, with their versions as
@@ -196,7 +190,12 @@ final class StreamPositions: Sendable {
     /// (`ChannelStore.lockChannels`). Rows are never inserted here: a row inserted in the
     /// statement that takes numbers would be seen by the others only after those numbers.
     static let definitionsWithOwnRow = [
-        lockChannelsDefinition(declaring: "", lookups: """
+        lockChannelsDefinition(declaring: "", lookups: listLookups),
+    ]
+
+    /// What the writer's first statement reads in migrations 18 and 19: the channels, the
+    /// event numbers, the message id and the users (replaced in migration 23).
+    private static let listLookups = """
             RETURN QUERY SELECT 'c'::text, c.url::text, c.version, coalesce(msg.change_seq, -1)
                 FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id
                 WHERE c.url IN (SELECT value FROM json_array_elements_text(urls::json));
@@ -204,8 +203,7 @@ final class StreamPositions: Sendable {
             RETURN QUERY SELECT 'm'::text, NULL::text, nextval('parley_message_ids'), NULL::bigint FROM generate_series(1, message_ids);
             RETURN QUERY SELECT 'u'::text, u.user_id::text, u.version, NULL::bigint FROM users u
                 WHERE u.user_id IN (SELECT value FROM json_array_elements_text(user_ids::json));
-            """),
-    ]
+        """
 
     /// Migration 23: the same function, its channels and users looked up by key one by one.
     /// The lookups by `IN (SELECT … json_array_elements_text(…))` were planned as hash joins
