@@ -13,7 +13,6 @@ import select
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,6 +20,7 @@ import pytest
 import requests
 
 from conftest import ROOT, ready_answer, server_binary
+from hook_receiver import Receiver
 from tests_support import databases
 from tests_support.processes import stop_process
 
@@ -107,33 +107,6 @@ def total(samples, name, **labels):
     return sum(value for (n, ls), value in samples.items() if n == name and wanted <= set(ls))
 
 
-class WebhookReceiver:
-    """A loopback HTTP endpoint that keeps each POST's body and signature header."""
-
-    def __init__(self):
-        calls = self.calls = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                calls.append((self.rfile.read(int(self.headers["Content-Length"])), self.headers["X-Parley-Signature"]))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def wait_for(self, count, timeout=10):
-        deadline = time.monotonic() + timeout
-        while len(self.calls) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return len(self.calls) >= count
-
-
 class Stream:
     """An event stream read on a thread, bytes kept, with the frames' ids."""
 
@@ -198,7 +171,7 @@ def test_the_server_guide_walked_through(tmp_path):
     settings = json.loads((prefix / "share" / "parley-server" / "config.example.json").read_text())
     assert settings.get("log_level") == "info", "the guide says the example configuration logs at info"
     # "Webhooks": the sends below reach a receiver, signed with the admin token.
-    hooks = WebhookReceiver()
+    hooks = Receiver()
     settings.update(host="127.0.0.1", port=0, database=database, log_format="json",
                     webhook_urls=hooks.url, webhook_categories="message_sent")
     config = tmp_path / "config.json"
@@ -231,9 +204,9 @@ def test_the_server_guide_walked_through(tmp_path):
                             json={"message_type": "MESG", "user_id": sender, "message": f"guide {i}"}).json()
                 for i in range(3)]
         assert stream.wait_for(lambda s: bytes(s.received).count(b"guide ") >= 3)
-        assert hooks.wait_for(3), hooks.calls
+        hooks.wait_for(3)
         verify = re.search(r"```python\n(.*?)```", guide_section("Webhooks"), re.S).group(1)
-        for raw, signature in hooks.calls:
+        for raw, signature in [(call["raw"], call["headers"]["X-Parley-Signature"]) for call in hooks.calls]:
             rejected = []
             exec(verify, {"secret": TOKEN, "raw_body": raw, "request": SimpleNamespace(headers={"X-Parley-Signature": signature}),
                           "reject": lambda: rejected.append(raw)})
@@ -352,3 +325,4 @@ def test_the_server_guide_walked_through(tmp_path):
         resumed.resp.close()
     finally:
         server.stop()
+        hooks.stop()
