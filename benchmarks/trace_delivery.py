@@ -2,12 +2,13 @@
 from a packet capture of the loopback interface (scripts/trace-delivery.sh makes one).
 
 For each POST of a message to the sending server (A), the first packet of each later step
-before the next POST: A's statements to PostgreSQL and their answers (the write turn, when A
-took it first, then the write that commits; a server that wrote last claims the turn in the
-write itself), A's answer to the POST, PostgreSQL's notification
-to the receiving server (B), B's read and its first rows, and B's event frame to the
-receiver. Printed as p50 and p90 from the POST's arrival, over the messages whose every
-step was seen. Packets carry time stamps from the kernel, so nothing here slows the servers.
+before the next POST: A's statements to PostgreSQL and their answers (the first one takes the
+channel's lock and the event numbers, the last one writes and commits), A's answer to the
+POST, A's statement that reads the bound and announces the commit, PostgreSQL's notification
+to the receiving server (B), B's read of the bound, B's read of the events and its first
+rows, and B's event frame to the receiver (docs/ARCHITECTURE.md, "Order across servers").
+Printed as p50 and p90 from the POST's arrival, over the messages whose every step was seen.
+Packets carry time stamps from the kernel, so nothing here slows the servers.
 
     python3 trace_delivery.py CAPTURE A_PORT B_PORT PG_PORT A_PG_PORTS B_PG_PORTS
 
@@ -84,54 +85,64 @@ def main(argv: List[str]) -> int:
     posts = [p.time for p in packets
              if p.destination == a_port and p.payload.startswith(b"POST ") and b"/messages" in p.payload.split(b"\r\n")[0]]
     steps: Dict[str, List[float]] = {name: [] for name in (
-        "A sends the write turn", "the turn answered", "A sends the write", "the write answered",
-        "A answers the POST", "B holds the notification", "B sends its read", "B has the rows",
-        "B writes the frame")}
+        "A sends its first statement", "the first answered", "A sends the write", "the write answered",
+        "A answers the POST", "A sends the bound and announcement", "B holds the notification",
+        "B sends its bound read", "B sends its read of the events", "B has the events", "B writes the frame")}
     matched = 0
     for index, start in enumerate(posts):
         end = posts[index + 1] if index + 1 < len(posts) else start + 0.1
         window = [p for p in packets if start <= p.time < end]
+        # What follows the commit is found step after step, each after the one before (the
+        # next POST may come first).
+        following = [p for p in packets if start <= p.time < start + 0.2]
 
         def first(test: Callable[[Packet], bool], after: float = start) -> Optional[float]:
             return next((p.time for p in window if p.time >= after and test(p)), None)
 
+        def next_one(test: Callable[[Packet], bool], after: Optional[float]) -> Optional[float]:
+            if after is None:
+                return None
+            return next((p.time for p in following if p.time >= after and test(p)), None)
+
+        def bound_read(p: Packet) -> bool:
+            return b"parley_stream_bound" in p.payload
+
         answer = first(lambda p: p.source == a_port and p.payload.startswith(b"HTTP/"))
         if answer is None:
             continue
-        # A's statements before its answer: the write is the last; a turn taken first (two or
-        # more statements) is the first. A server that wrote last claims the turn in the
-        # write's own statement: one statement, no turn rows for that message.
-        to_pg = [p.time for p in window if p.source in a_pg and p.destination == pg_port and p.time < answer]
-        from_pg = [p.time for p in window if p.source == pg_port and p.destination in a_pg and p.time < answer]
-        if not to_pg:
+        # A's statements of the write before its answer (its bound read may go before the
+        # answer too): the first takes the lock and the numbers, the last writes and commits.
+        to_pg = [p for p in window
+                 if p.source in a_pg and p.destination == pg_port and p.time < answer and not bound_read(p)]
+        if len(to_pg) < 2:
             continue
-        write_answered = next((t for t in from_pg if t >= to_pg[-1]), None)
-        turn = None
-        if len(to_pg) >= 2:
-            turn = (to_pg[0], next((t for t in from_pg if t >= to_pg[0]), None))
-        notified = first(lambda p: p.source == pg_port and p.destination in b_pg and p.payload[:1] == b"A")
-        read = first(lambda p: p.source in b_pg and p.destination == pg_port, notified) if notified else None
-        rows = first(lambda p: p.source == pg_port and p.destination in b_pg, read) if read else None
-        frame = first(lambda p: p.source == b_port and b"message_received" in p.payload)
-        later = [to_pg[-1], write_answered, answer, notified, read, rows, frame]
-        if any(moment is None for moment in later) or (turn is not None and turn[1] is None):
+
+        def answered(sent: Packet) -> Optional[float]:
+            return next_one(lambda p: p.source == pg_port and p.destination == sent.source, sent.time)
+
+        first_answered, write_answered = answered(to_pg[0]), answered(to_pg[-1])
+        announced = next_one(lambda p: p.source in a_pg and b"pg_notify" in p.payload, write_answered)
+        notified = next_one(lambda p: p.source == pg_port and p.destination in b_pg and p.payload[:1] == b"A", announced)
+        bound = next_one(lambda p: p.source in b_pg and bound_read(p), notified)
+        bound_answered = next_one(lambda p: p.source == pg_port and p.destination in b_pg, bound)
+        read = next_one(lambda p: p.source in b_pg and p.destination == pg_port and not bound_read(p), bound_answered)
+        rows = next_one(lambda p: p.source == pg_port and p.destination in b_pg, read)
+        frame = next_one(lambda p: p.source == b_port and b"message_received" in p.payload, rows)
+        found = [to_pg[0].time, first_answered, to_pg[-1].time, write_answered, answer, announced, notified, bound,
+                 read, rows, frame]
+        moments = [moment for moment in found if moment is not None]
+        if len(moments) < len(found):
             continue
         matched += 1
-        moments = ([turn[0], turn[1]] if turn else [None, None]) + later
         for name, moment in zip(steps, moments):
-            if moment is not None:
-                steps[name].append((moment - start) * 1000)
+            steps[name].append((moment - start) * 1000)
     print(f"{len(posts)} POSTs to the sending server, {matched} with every step seen")
     if not matched:
         return 1
     print(f"{'step (time from the POST reaching A)':40} {'p50':>8} {'p90':>8}")
     for name, values in steps.items():
         values.sort()
-        if not values:
-            print(f"{name:40} {'-':>8} {'-':>8}   (no message took the turn first)")
-            continue
-        share = "" if len(values) == matched else f"   ({len(values)} of {matched} messages)"
-        print(f"{name:40} {statistics.median(values):6.2f} ms {values[int(len(values) * 0.9)]:6.2f} ms{share}")
+        print(f"{name:40} {statistics.median(values):6.2f} ms {values[int(len(values) * 0.9)]:6.2f} ms")
     return 0
 
 

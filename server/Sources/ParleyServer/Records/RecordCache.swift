@@ -8,13 +8,13 @@ import Foundation
 // one query has found the same version (and last message change) in its own transaction:
 // the cache can be behind, never wrong.
 //
-// Users can skip that query: every transaction that writes users moves one counter
-// (`users_written`), which a writer knows exactly (it holds the write turn), and which the
-// read of another server's events reads in its snapshot; an entry found current at the
-// counter's value stays current until the counter moves.
+// On SQLite users can skip that query: every transaction that writes users moves one
+// counter (`users_written`), which the one writer knows exactly and a reader reads in its
+// snapshot; an entry found current at the counter's value stays current until the counter
+// moves. On PostgreSQL, whose writers of different channels run side by side, every use checks.
 //
-// That holds while the writers of one channel are serialized (today `Service`'s write
-// lock): a request writes the whole channel it loaded, and stores it here under the version
+// That holds while the writers of one channel are serialized (SQLite's write lock, the
+// channel's lock on PostgreSQL): a request writes the whole channel it loaded, and stores it here under the version
 // its write returned. Readers store what they read, beside the writer: an entry older than
 // the one kept is not stored, and one that went stale meanwhile fails the version check.
 //

@@ -157,8 +157,9 @@ protocol SQLDatabase: Sendable {
     /// A write whose transaction begins at its first write: statements before it run each on
     /// its own, and a write that fits the body's last statement (`writeTogether`'s `last`)
     /// commits with it. PostgreSQL thus spares BEGIN and COMMIT, a round trip each, where the
-    /// body reads, then writes once; a body that takes the write turn there holds it on the
-    /// connection and hands it over with that statement (Storage/Postgres/WriteTurn.swift).
+    /// body reads, then writes once; the channel locks a body takes there are the session's
+    /// until its last statement keeps them to the commit (`parley_hold_to_commit`,
+    /// Storage/Postgres/StreamPositions.swift).
     /// By default a `write`.
     func writeBeginningLate<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
     /// Closes every connection; later calls fail.
