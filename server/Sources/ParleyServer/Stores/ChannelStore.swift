@@ -341,9 +341,6 @@ final class ChannelStore: ChannelRecords {
                                messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), db)
     }
 
-    /// A PostgreSQL writer's first statement (HotStatements.swift: prepared).
-    static let lockChannelsSQL = "SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?)"
-
     /// PostgreSQL: takes the locks of `urls` (in the order given) and, the first time, the
     /// server's busy lock, then a new batch of event numbers: every change this request makes
     /// from now on is numbered after every writer that held one of these locks before it.
@@ -353,7 +350,7 @@ final class ChannelStore: ChannelRecords {
         (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)))
         let rows: [SQLRow]
         do {
-            rows = try await db.query(Self.lockChannelsSQL,
+            rows = try await db.query("SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?)",
                                       [.int(busyKey), .text(shared.positions?.node ?? ""),
                                        .text(JSON.array(urls.map { .string($0) }).serialized()),
                                        .int(Int64(tx.numbersPerLock)), .int(Int64(messageIds)),

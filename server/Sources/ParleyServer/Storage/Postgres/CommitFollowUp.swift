@@ -94,8 +94,6 @@ final class CommitFollowUp: Sendable {
         }
         binds.append(.text(positions.node))
         let sql = "SELECT \(columns.joined(separator: ", ")) FROM parley_stream_bound(?) b"
-        // One of four texts, each sent again and again: prepared (HotStatements.swift).
-        _ = HotStatements.learn(sql)
         guard let row = try? await database.readStatementByStatement({ db in try await db.queryOne(sql, binds) }) else {
             // The periodic catch-up (PeerFollower.swift) reads the bound again; the floor and
             // the announcement go with the next statement that has them.

@@ -23,7 +23,6 @@ enum HotStatements {
         RecordTables.upsertChannelSQL,
         RecordTables.insertEventSQL,
         EventStore.committedEventsOneRangeSQL,
-        ChannelStore.lockChannelsSQL,
     ]
     /// Slots: the fixed texts first, then those for learned ones.
     static let slotCount = 24
