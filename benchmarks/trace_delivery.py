@@ -15,6 +15,7 @@ Packets carry time stamps from the kernel, so nothing here slows the servers.
 A_PG_PORTS and B_PG_PORTS: the local ports of each server's connections to PostgreSQL,
 comma-separated (`ss -tnp` lists them by process).
 """
+import bisect
 import statistics
 import struct
 import sys
@@ -89,12 +90,15 @@ def main(argv: List[str]) -> int:
         "A answers the POST", "A sends the bound and announcement", "B holds the notification",
         "B sends its bound read", "B sends its read of the events", "B has the events", "B writes the frame")}
     matched = 0
+    packets.sort(key=lambda p: p.time)
+    times = [p.time for p in packets]
     for index, start in enumerate(posts):
         end = posts[index + 1] if index + 1 < len(posts) else start + 0.1
-        window = [p for p in packets if start <= p.time < end]
+        begin = bisect.bisect_left(times, start)
+        window = packets[begin:bisect.bisect_left(times, end, begin)]
         # What follows the commit is found step after step, each after the one before (the
         # next POST may come first).
-        following = [p for p in packets if start <= p.time < start + 0.2]
+        following = packets[begin:bisect.bisect_left(times, start + 0.2, begin)]
 
         def first(test: Callable[[Packet], bool], after: float = start) -> Optional[float]:
             return next((p.time for p in window if p.time >= after and test(p)), None)
