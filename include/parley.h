@@ -24,6 +24,7 @@
 /* The umbrella header: every module of the interface. Each can be included alone. */
 #include "parley/common.h"
 #include "parley/client.h"
+#include "parley/runtime.h"
 #include "parley/session.h"
 #include "parley/operations.h"
 #include "parley/query.h"

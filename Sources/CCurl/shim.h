@@ -13,6 +13,9 @@ static inline CURLcode parley_curl_easy_getinfo_long(CURL *h, CURLINFO i, long *
 static inline CURLcode parley_curl_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode parley_curl_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLMcode parley_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+static inline CURLMcode parley_curl_multi_setopt_ptr(CURLM *m, CURLMoption o, void *v) { return curl_multi_setopt(m, o, v); }
+static inline CURLMcode parley_curl_multi_setopt_socket_fn(CURLM *m, curl_socket_callback v) { return curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, v); }
+static inline CURLMcode parley_curl_multi_setopt_timer_fn(CURLM *m, curl_multi_timer_callback v) { return curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, v); }
 static inline unsigned int parley_curl_version_now(void) { return CURLVERSION_NOW; }
 
 #endif

@@ -3,6 +3,7 @@
 /* Linux calls that Swift's Glibc module does not expose (they need _GNU_SOURCE or
    live in headers the module map leaves out). */
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -17,6 +18,27 @@ static inline int parley_thread_set_name(pthread_t thread, const char *name) { r
 /* Linux applies a nice value to the one thread whose id is given. */
 static inline int parley_thread_lower_priority(int nice_value) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
+}
+
+/* epoll: struct epoll_event is packed on x86_64, which Swift does not import well, so
+   events cross as plain arrays. */
+static inline int parley_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+static inline int parley_epoll_ctl(int epoll_fd, int op, int fd, unsigned int events) {
+    struct epoll_event event;
+    event.events = events;
+    event.data.u64 = 0;
+    event.data.fd = fd;
+    return epoll_ctl(epoll_fd, op, fd, &event);
+}
+static inline int parley_epoll_wait(int epoll_fd, int *fds, unsigned int *events, int max_events, int timeout_ms) {
+    struct epoll_event ready[256];
+    if (max_events > 256) max_events = 256;
+    int count = epoll_wait(epoll_fd, ready, max_events, timeout_ms);
+    for (int index = 0; index < count; index++) {
+        fds[index] = ready[index].data.fd;
+        events[index] = ready[index].events;
+    }
+    return count;
 }
 
 #endif

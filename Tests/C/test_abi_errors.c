@@ -285,6 +285,35 @@ static void check_names(void) {
     }
 }
 
+/* The process-wide runtime: its settings are checked, and fixed once a client started it. */
+static void check_runtime_before_clients(void) {
+    char *info = NULL;
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_configure(NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_JSON, parley_runtime_configure("{"));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_configure("{\"network_threads\": 0}"));
+    CHECK_ERROR_MENTIONS("network_threads");
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_configure("{\"network_threads\": 65}"));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_configure("{\"network_threads\": \"2\"}"));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_configure("{\"network_thread\": 2}"));
+    CHECK_ERROR_MENTIONS("network_thread");
+    CHECK_STATUS(PARLEY_OK, parley_runtime_configure("{}"));
+    CHECK_STATUS(PARLEY_OK, parley_runtime_configure("{\"network_threads\": 3}"));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_info(NULL));
+    CHECK_STATUS(PARLEY_OK, parley_runtime_info(&info));
+    CHECK(info != NULL && strstr(info, "\"network_threads\":0") != NULL);
+    parley_free(info);
+}
+
+static void check_runtime_with_a_client(void) {
+    char *info = NULL;
+    CHECK_STATUS(PARLEY_OK, parley_runtime_info(&info));
+    CHECK(info != NULL && strstr(info, "\"network_threads\":3") != NULL);
+    parley_free(info);
+    CHECK_STATUS(PARLEY_OK, parley_runtime_configure("{\"network_threads\": 3}"));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_runtime_configure("{\"network_threads\": 2}"));
+    CHECK_ERROR_MENTIONS("before the first client");
+}
+
 int main(void) {
     parley_client *client = NULL;
     int fd = -1, ran = -1;
@@ -299,6 +328,7 @@ int main(void) {
     CHECK(parley_last_error_message() != NULL);
     parley_free(NULL);
     check_retryable();
+    check_runtime_before_clients();
 
     /* NULL handles. */
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_destroy(NULL));
@@ -337,6 +367,7 @@ int main(void) {
     /* A live client in thread mode: wrong-mode calls and bad arguments. */
     CHECK_STATUS(PARLEY_OK, parley_client_create(&client, NULL));
     CHECK(client != NULL);
+    check_runtime_with_a_client();
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_event_fd(client, &fd));
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_dispatch(client, 0, &ran));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_event_fd(client, NULL));

@@ -77,6 +77,79 @@ import Testing
         }
     }
 
+    @Test func aRefusedConnectIsRiddenOutWithinTheConnectTimeoutWhenAsked() throws {
+        let (socket, port) = try LoopbackPeer.bindLoopback(listen: false)
+        defer { close(socket) }
+        let client = try Self.makeClient()
+        let log = CompletionLog()
+        var request = HTTPRequest(url: "http://127.0.0.1:\(port)/late", connectTimeoutMs: 5000)
+        request.retriesRefusedConnect = true
+        client.send(request, completion: log.callback)
+        // Refused for a while, then the server starts listening and answers.
+        usleep(400_000)
+        #expect(log.count == 0, "a refused connect failed at once")
+        #expect(listen(socket, 8) == 0)
+        let answered = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let connection = accept(socket, nil, nil)
+            guard connection >= 0 else { return }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            _ = read(connection, &buffer, buffer.count)
+            let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".utf8)
+            _ = write(connection, answer, answer.count)
+            close(connection)
+            answered.signal()
+        }
+        #expect(log.wait(timeoutMs: 5000))
+        #expect(try log.all.first?.get().bodyText == "ok")
+        _ = answered.wait(timeout: .now() + 2)
+
+        // Past the connect timeout it fails as a refused connection does.
+        let (closedSocket, closedPort) = try LoopbackPeer.bindLoopback(listen: false)
+        defer { close(closedSocket) }
+        let failing = CompletionLog()
+        var doomed = HTTPRequest(url: "http://127.0.0.1:\(closedPort)/", connectTimeoutMs: 600)
+        doomed.retriesRefusedConnect = true
+        let started = ContinuousClock.now
+        client.send(doomed, completion: failing.callback)
+        #expect(failing.wait(timeoutMs: 3000))
+        #expect(failing.errorCodes == [.network])
+        let elapsed = (ContinuousClock.now - started).wholeMilliseconds
+        #expect(elapsed >= 300 && elapsed < 2000, "gave up after \(elapsed) ms")
+    }
+
+    @Test func clientsShareTheNetworkThreadsAndTheirConnections() throws {
+        let peer = try LoopbackPeer { connection in
+            while connection.readRequest() != nil { connection.respond(body: Array("ok".utf8)) }
+        }
+        let threadsBefore = try processThreadCount()
+        var clients: [HTTPClient] = []
+        for index in 0..<100 {
+            let client = try Self.makeClient()
+            clients.append(client)
+            let log = CompletionLog()
+            client.send(HTTPRequest(url: "\(peer.baseURL)/from/\(index)"), completion: log.callback)
+            #expect(log.wait(timeoutMs: 5000))
+            #expect(try log.all.first?.get().bodyText == "ok")
+        }
+        let threadsAfter = try processThreadCount()
+        #expect(threadsAfter - threadsBefore <= NetworkRuntime.maxThreads, "threads \(threadsBefore) -> \(threadsAfter)")
+        #expect(NetworkRuntime.runningThreads <= NetworkRuntime.defaultThreadCount)
+        // One after another, each client's request finds a kept-alive connection of its loop.
+        #expect(peer.connectionCount <= NetworkRuntime.runningThreads, "\(peer.connectionCount) connections for 100 clients")
+        for client in clients { client.shutdown() }
+    }
+
+    private func processThreadCount() throws -> Int {
+        guard let directory = opendir("/proc/self/task") else { throw ParleyError(.io, "cannot list /proc/self/task") }
+        defer { closedir(directory) }
+        var count = 0
+        while let entry = readdir(directory) {
+            if entry.pointee.d_name.0 != CChar(46) { count += 1 }  // not "." or ".."
+        }
+        return count
+    }
+
     @Test func cancellingAnInFlightRequestCompletesOnceWithCancelled() throws {
         let arrived = DispatchSemaphore(value: 0)
         let clientClosed = DispatchSemaphore(value: 0)

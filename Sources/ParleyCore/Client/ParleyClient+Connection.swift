@@ -76,13 +76,18 @@ extension ParleyClient {
             let engine = self.engine
             let transport = self.transport
             engine.queue.async {
+                let cacheKnowsUser: Bool
                 do throws(ParleyError) {
-                    try engine.prepareSession(userID: userID)
+                    cacheKnowsUser = try engine.prepareSession(userID: userID)
                 } catch {
                     return finish(.failure(error))
                 }
+                // A first connect has no cached user to fall back on: a server refusing
+                // connections (restarting, its backlog full) is tried again until the connect
+                // timeout, as a slow connect would be waited for.
                 transport.send(
-                    operation: id, method: "GET", pathAndQuery: Endpoints.user(userID), body: nil, credential: .session(sessionToken)
+                    operation: id, method: "GET", pathAndQuery: Endpoints.user(userID), body: nil, credential: .session(sessionToken),
+                    retriesRefusedConnect: !cacheKnowsUser
                 ) { result in
                     engine.queue.async { finish(engine.beginSession(userID: userID, token: sessionToken, fetchedUser: result)) }
                 }

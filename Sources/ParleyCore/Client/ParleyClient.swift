@@ -205,7 +205,8 @@ struct OperationTransport: Sendable {
     /// (on the network thread). Cancelling the operation aborts the transfer.
     func send(
         operation id: UInt64, method: String, pathAndQuery: String, body: JSONValue?, credential: APIEndpoint.Credential?,
-        multipart: [HTTPBodyPart]? = nil, finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
+        multipart: [HTTPBodyPart]? = nil, retriesRefusedConnect: Bool = false,
+        finish: @escaping @Sendable (Result<JSONValue, ParleyError>) -> Void
     ) {
         guard var request = endpoint.request(method: method, pathAndQuery: pathAndQuery, body: multipart == nil ? body : nil,
                                              credential: credential) else {
@@ -218,6 +219,7 @@ struct OperationTransport: Sendable {
             request.timeoutMs = 0
             request.lowSpeedTimeoutSec = uploadStallLimitSec
         }
+        request.retriesRefusedConnect = retriesRefusedConnect
         log(.debug, "operation #\(id): \(method) \(pathAndQuery)")
         // `self` is this value, not the client.
         let task = http.send(request) { [self] result in

@@ -32,7 +32,8 @@ public final class EventStreamConnection: Sendable {
     private let policy: ReconnectPolicy
     private let handler: EventStreamHandler
     private let core: Locked<Core>
-    private let callbackQueue = DispatchQueue(label: "parley.event-stream.callbacks")
+    /// Serial over the width-limited global pool (Sync/Engine.swift says why).
+    private let callbackQueue = DispatchQueue(label: "parley.event-stream.callbacks", target: .global())
 
     /// Bodies of error answers are kept up to this size for their error code.
     private static let maxErrorBodyBytes = 64 * 1024

@@ -16,6 +16,7 @@ final class HTTPTransfer: @unchecked Sendable {
 
     let request: HTTPRequest
     let mode: Mode
+    let configuration: HTTPClientConfiguration
     /// A problem found in the request before any I/O; the transfer fails with it.
     let validationError: ParleyError?
 
@@ -25,6 +26,9 @@ final class HTTPTransfer: @unchecked Sendable {
     private var onData: (@Sendable (UnsafeRawBufferPointer) -> Bool)?
     private var completion: (@Sendable (Result<HTTPResponse, ParleyError>) -> Void)?
     private var uploadProgress: HTTPUploadProgress?
+    /// Runs after the completion, so the owning client counts the transfer as ended only
+    /// once its completion has run. Set before the transfer is submitted.
+    var onEnd: (@Sendable (HTTPTransfer) -> Void)?
 
     private(set) var easy: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -45,10 +49,14 @@ final class HTTPTransfer: @unchecked Sendable {
     private(set) var isFinished = false
     /// When the idle watchdog (`lowSpeedTimeoutSec`) fires unless more bytes arrive.
     private(set) var idleDeadline: ContinuousClock.Instant?
+    /// The first try's start: the timeouts of a request tried again count from there.
+    private var firstStartedAt: ContinuousClock.Instant?
+    private var refusedConnects = 0
 
     init(
         request: HTTPRequest,
         mode: Mode,
+        configuration: HTTPClientConfiguration,
         onResponseStart: (@Sendable (Int, [HTTPHeader]) -> Void)? = nil,
         onData: (@Sendable (UnsafeRawBufferPointer) -> Bool)? = nil,
         completion: @escaping @Sendable (Result<HTTPResponse, ParleyError>) -> Void
@@ -59,6 +67,7 @@ final class HTTPTransfer: @unchecked Sendable {
         kept.uploadProgress = nil
         self.request = kept
         self.mode = mode
+        self.configuration = configuration
         self.onResponseStart = onResponseStart
         self.onData = onData
         self.completion = completion
@@ -91,6 +100,9 @@ final class HTTPTransfer: @unchecked Sendable {
         onData = nil
         uploadProgress = nil
         completion?(result)
+        let onEnd = self.onEnd
+        self.onEnd = nil
+        onEnd?(self)
     }
 
     /// curl reported the transfer done with `code`; the handle has been removed from the multi.
@@ -114,6 +126,44 @@ final class HTTPTransfer: @unchecked Sendable {
         finish(result)
     }
 
+    /// After curl's `code`: how long to wait before trying again, when the connection was
+    /// refused, the request asks to ride that out and its connect timeout leaves room.
+    func retryDelayAfterRefusedConnect(code: CURLcode) -> Duration? {
+        guard request.retriesRefusedConnect, code == CURLE_COULDNT_CONNECT, abortReason == nil, !responseStarted,
+            let firstStartedAt
+        else { return nil }
+        let ceilingMs = min(50 << min(refusedConnects, 4), 500)
+        let delay = Duration.milliseconds(Int.random(in: ceilingMs / 2...ceilingMs))
+        let elapsed = ContinuousClock.now - firstStartedAt
+        // curl's own default connect timeout when the request sets none.
+        let connectLimitMs = request.connectTimeoutMs > 0 ? request.connectTimeoutMs : 300_000
+        guard elapsed + delay < .milliseconds(connectLimitMs) else { return nil }
+        if request.timeoutMs > 0, elapsed + delay >= .milliseconds(request.timeoutMs) { return nil }
+        refusedConnects += 1
+        return delay
+    }
+
+    /// Forgets the failed try (the handle must no longer be in a multi handle); `makeHandle`
+    /// starts the next.
+    func prepareRetry() {
+        releaseHandle()
+        status = 0
+        headers = []
+        body = []
+        abortReason = nil
+        uploadedSoFar = 0
+        lastReportedUpload = nil
+        errorBuffer[0] = 0
+    }
+
+    /// Milliseconds left of `limitMs` since the first try (at least 1); 0 stays 0 (no limit).
+    private func remaining(ofMs limitMs: Int) -> Int {
+        guard limitMs > 0, let firstStartedAt else { return limitMs }
+        let (seconds, attoseconds) = (ContinuousClock.now - firstStartedAt).components
+        let elapsedMs = Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+        return max(limitMs - elapsedMs, 1)
+    }
+
     /// Frees the curl resources. The handle must no longer be in a multi handle.
     func releaseHandle() {
         if let easy {
@@ -134,7 +184,8 @@ final class HTTPTransfer: @unchecked Sendable {
     // MARK: Setting up
 
     /// Creates and configures the easy handle. On failure nothing is left allocated.
-    func makeHandle(configuration: HTTPClientConfiguration) -> ParleyError? {
+    func makeHandle() -> ParleyError? {
+        if firstStartedAt == nil { firstStartedAt = .now }
         noteActivity()
         guard let easy = curl_easy_init() else {
             return ParleyError(.noMemory, "curl_easy_init failed")
@@ -174,8 +225,8 @@ final class HTTPTransfer: @unchecked Sendable {
         setLong(CURLOPT_SSL_VERIFYHOST, configuration.verifyTLS ? 2 : 0, "SSL_VERIFYHOST")
         if let caFile = configuration.caFile { setString(CURLOPT_CAINFO, caFile, "the CA file") }
         if let proxy = configuration.proxy { setString(CURLOPT_PROXY, proxy, "the proxy") }
-        setLong(CURLOPT_TIMEOUT_MS, request.timeoutMs, "the timeout")
-        setLong(CURLOPT_CONNECTTIMEOUT_MS, request.connectTimeoutMs, "the connect timeout")
+        setLong(CURLOPT_TIMEOUT_MS, remaining(ofMs: request.timeoutMs), "the timeout")
+        setLong(CURLOPT_CONNECTTIMEOUT_MS, remaining(ofMs: request.connectTimeoutMs), "the connect timeout")
         // Notices a dead peer on a long idle stream.
         setLong(CURLOPT_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE")
         check(parley_curl_easy_setopt_write_fn(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback), "the write callback")
@@ -280,7 +331,7 @@ final class HTTPTransfer: @unchecked Sendable {
         return code == CURLE_OK ? nil : parleyError(forCurlCode: code, detail: "cannot set the headers")
     }
 
-    // MARK: curl callbacks (network thread, inside curl_multi_perform)
+    // MARK: curl callbacks (network thread, inside curl_multi_socket_action)
 
     private func noteActivity() {
         if request.lowSpeedTimeoutSec > 0 {
@@ -335,7 +386,7 @@ final class HTTPTransfer: @unchecked Sendable {
         return raw.count
     }
 
-    /// curl's progress report (upload and download counters), inside curl_multi_perform.
+    /// curl's progress report (upload and download counters), inside curl_multi_socket_action.
     fileprivate func transferInfo(uploadTotal: Int64, uploaded: Int64) -> Int32 {
         if uploaded > uploadedSoFar {
             uploadedSoFar = uploaded

@@ -40,6 +40,11 @@ public struct HTTPRequest: Sendable {
     /// rather than curl's LOW_SPEED option, whose moving-average speed does not notice a
     /// dead stream that carried a few bytes shortly before, nor sparse heartbeats.)
     public var lowSpeedTimeoutSec: Int
+    /// A refused connection is tried again (after 50-500 ms, growing, with jitter) until
+    /// `connectTimeoutMs` has passed since the first try, instead of failing at once: for a
+    /// request that has nothing else to fall back on while a server restarts. Nothing was
+    /// sent on a refused connection, so any method may be tried again.
+    public var retriesRefusedConnect = false
 
     public init(
         method: String = "GET",

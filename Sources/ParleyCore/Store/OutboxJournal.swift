@@ -58,7 +58,9 @@ final class OutboxJournal {
     static let compactionRatio = 4
 
     let path: String
-    private var descriptor: Int32 = -1
+    /// The file is there and complete: appends go to it. Each append opens it, so that a
+    /// client holds no descriptor for a file written once per send.
+    private var isOpen = false
     /// The live req_ids (what the file says once the pending appends are written).
     private(set) var live: Set<String> = []
     private var recordCount = 0
@@ -86,8 +88,7 @@ final class OutboxJournal {
     deinit { close() }
 
     func close() {
-        if descriptor >= 0 { _ = Glibc.close(descriptor) }
-        descriptor = -1
+        isOpen = false
     }
 
     /// Whether the file has grown enough that `rewrite` should run.
@@ -115,14 +116,14 @@ final class OutboxJournal {
             }
             count += 1
         }
-        if live.isEmpty && descriptor >= 0 {
+        if live.isEmpty && isOpen {
             // Nothing to recover: an empty file says so as well as any history.
             truncate()
             return
         }
         guard !bytes.isEmpty else { return }
-        guard descriptor >= 0, Self.writeAll(descriptor, bytes) else {
-            let reason = descriptor >= 0 ? SQLiteFiles.errnoText() : "not open"
+        guard isOpen, appendToFile(bytes) else {
+            let reason = isOpen ? SQLiteFiles.errnoText() : "not open"
             close()
             unlink(path)
             throw ParleyError(.cache, "outbox journal \(path): write failed: \(reason)")
@@ -156,16 +157,28 @@ final class OutboxJournal {
         try openForAppending()
     }
 
+    /// Creates the file if needed (mode 0600) and checks that it can be written.
     private func openForAppending() throws(ParleyError) {
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, mode_t(0o600))
         guard fd >= 0 else { throw ParleyError(.cache, "outbox journal \(path): open: \(SQLiteFiles.errnoText())") }
         _ = fchmod(fd, 0o600)
-        descriptor = fd
+        _ = Glibc.close(fd)
+        isOpen = true
+    }
+
+    private func appendToFile(_ bytes: [UInt8]) -> Bool {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        let written = Self.writeAll(fd, bytes)
+        let reason = errno
+        _ = Glibc.close(fd)
+        errno = reason
+        return written
     }
 
     private func truncate() {
         guard byteCount > 0 || recordCount > 0 else { return }
-        if ftruncate(descriptor, 0) == 0 {
+        if Glibc.truncate(path, 0) == 0 {
             recordCount = 0
             byteCount = 0
         }

@@ -11,7 +11,8 @@ protocol ClientEngine: MessageViewContext, ChannelViewContext, SearchViewContext
     func sync<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T
 
     // The session (Sync/Engine+Session.swift).
-    func prepareSession(userID: String) throws(ParleyError)
+    /// Opens the user's cache; returns whether it knows the user (an offline start can use it).
+    func prepareSession(userID: String) throws(ParleyError) -> Bool
     func beginSession(userID: String, token: String, fetchedUser: Result<JSONValue, ParleyError>) -> Result<JSONValue, ParleyError>
     func endSession() -> EventStreamConnection?
     func abandonSession() -> EventStreamConnection?

@@ -70,12 +70,21 @@ extension Engine {
 
     /// Before `connect` fetches the user: another user's session is refused; the user's
     /// cache is opened (reads work from now on, offline too).
-    func prepareSession(userID: String) throws(ParleyError) {
+    /// Returns whether the cache knows the user, so that an unreachable server can be
+    /// answered from it (`beginSession`).
+    func prepareSession(userID: String) throws(ParleyError) -> Bool {
         assertOnQueue()
         if let current = session.current, current.userID != userID {
             throw .invalidState("already connected as '\(current.userID)': disconnect first")
         }
         openCache(userID: userID)
+        return cachedUser() != nil
+    }
+
+    private func cachedUser() -> JSONValue? {
+        read("reading the cached user") { cache throws(ParleyError) in
+            try cache.metaValue("current_user").flatMap { try? JSONValue.parse($0) }
+        } ?? nil
     }
 
     /// `connect` fetched the user (or failed to): the session starts with the user, stored
@@ -91,10 +100,7 @@ extension Engine {
             beginSession(userID: userID, token: token, user: user)
             return .success(user)
         case .failure(let error) where error.code == .network || error.code == .timeout:
-            let cached = read("reading the cached user") { cache throws(ParleyError) in
-                try cache.metaValue("current_user").flatMap { try? JSONValue.parse($0) }
-            } ?? nil
-            guard let cached else { return .failure(error) }
+            guard let cached = cachedUser() else { return .failure(error) }
             log(.info, "connect: server unreachable (\(error.message)); working from the cache")
             beginSession(userID: userID, token: token, user: cached)
             return .success(cached)

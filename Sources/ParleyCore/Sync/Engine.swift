@@ -261,7 +261,9 @@ final class Engine: @unchecked Sendable {
     init(configuration: ClientConfiguration, services: EngineServices) {
         self.configuration = configuration
         self.services = services
-        queue = DispatchQueue(label: "parley.engine")
+        // On the width-limited global pool, not an overcommitting queue of its own: a
+        // message that reaches a thousand clients at once must not start a thread for each.
+        queue = DispatchQueue(label: "parley.engine", target: .global())
         queue.setSpecific(key: queueKey, value: 1)
         // First of the feed's observers: a load's watch has noted a batch before any view
         // reacts to it (a view may start a load from its observer).
