@@ -82,7 +82,7 @@ final class HTTPTransfer: @unchecked Sendable {
         errorBuffer.deallocate()
     }
 
-    private var isStream: Bool {
+    var isStream: Bool {
         if case .stream = mode { return true }
         return false
     }

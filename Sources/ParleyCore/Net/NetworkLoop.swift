@@ -106,6 +106,15 @@ final class NetworkLoop: @unchecked Sendable {
         self.wakeFD = wakeFD
     }
 
+    /// Idle keep-alive connections a loop keeps for the requests of its clients. curl's own
+    /// limit counts the connections in use too and defaults to four per transfer: after a
+    /// thousand clients connected together, a thousand idle sockets would stay. So the limit
+    /// is the streams running (each holds a connection) plus these; a request ending while
+    /// more are open closes the oldest idle one (`limitIdleConnections`).
+    static let idleConnectionsKept = 16
+    private var runningStreams = 0
+    private var connectionLimitFor = -1
+
     static func start(name: String) throws(ParleyError) -> NetworkLoop {
         guard curlGlobalInitCode == CURLE_OK else {
             throw parleyError(forCurlCode: curlGlobalInitCode, detail: "curl_global_init failed")
@@ -192,7 +201,25 @@ final class NetworkLoop: @unchecked Sendable {
             }
             collectFinished()
             if let check = nextIdleCheck, check <= .now { enforceIdleDeadlines() }
+            limitIdleConnections()
         }
+    }
+
+    private func limitIdleConnections() {
+        guard runningStreams != connectionLimitFor else { return }
+        connectionLimitFor = runningStreams
+        _ = parley_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, runningStreams + Self.idleConnectionsKept)
+    }
+
+    private func track(_ transfer: HTTPTransfer, easy: UnsafeMutableRawPointer) {
+        active[easy] = transfer
+        if transfer.isStream { runningStreams += 1 }
+    }
+
+    private func untrack(easy: UnsafeMutableRawPointer) -> HTTPTransfer? {
+        guard let transfer = active.removeValue(forKey: easy) else { return nil }
+        if transfer.isStream { runningStreams -= 1 }
+        return transfer
     }
 
     private static func curlSelectMask(_ events: UInt32) -> Int32 {
@@ -241,7 +268,7 @@ final class NetworkLoop: @unchecked Sendable {
                 .internalError, "cannot start the transfer: \(String(cString: curl_multi_strerror(code)))")))
             return
         }
-        active[easy] = transfer
+        track(transfer, easy: easy)
         if let deadline = transfer.idleDeadline {
             nextIdleCheck = min(nextIdleCheck ?? deadline, deadline)
         }
@@ -250,7 +277,7 @@ final class NetworkLoop: @unchecked Sendable {
     private func cancel(_ transfer: HTTPTransfer, _ error: ParleyError) {
         guard !transfer.isFinished else { return }
         if let easy = transfer.easy {
-            active[easy] = nil
+            _ = untrack(easy: easy)
             curl_multi_remove_handle(multi, easy)
             transfer.releaseHandle()
         }
@@ -263,7 +290,7 @@ final class NetworkLoop: @unchecked Sendable {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             // Read before removal: removing the handle invalidates the message.
             let code = message.pointee.data.result
-            guard let transfer = active.removeValue(forKey: easy) else { continue }
+            guard let transfer = untrack(easy: easy) else { continue }
             curl_multi_remove_handle(multi, easy)
             if let delay = transfer.retryDelayAfterRefusedConnect(code: code) {
                 transfer.prepareRetry()
