@@ -18,7 +18,7 @@
  *     so a new matching message is added at the top) or "relevance" (the first N results,
  *     N = "limit" times the loads so far: a better new result pushes the last one out, and
  *     results that go let the next ones in), which ranks the newest "relevance_window"
- *     matches (10,000) and every newer one that arrives; parley_message_search_load_older
+ *     matches (5,000) and every newer one that arrives; parley_message_search_load_older
  *     moves to the next window of older matches;
  *   - "search_server": true makes each load ask the server for its next page too; the view
  *     shows both, each message once (the cache's copy where the cache holds it), merged by
