@@ -32,8 +32,8 @@ public final class EventStreamConnection: Sendable {
     private let policy: ReconnectPolicy
     private let handler: EventStreamHandler
     private let core: Locked<Core>
-    /// Serial over the width-limited global pool (Sync/Engine.swift says why).
-    private let callbackQueue = DispatchQueue(label: "parley.event-stream.callbacks", target: .global())
+    /// Signalled when a delivery run ends, for `stop` waiting on another thread's.
+    private let deliveryEnded = ConditionLock()
 
     /// Bodies of error answers are kept up to this size for their error code.
     private static let maxErrorBodyBytes = 64 * 1024
@@ -122,7 +122,7 @@ public final class EventStreamConnection: Sendable {
             return fromHandler
         }
         if !fromHandler {
-            callbackQueue.sync {}
+            waitForDeliveries()
         }
     }
 
@@ -201,6 +201,8 @@ public final class EventStreamConnection: Sendable {
         var duplicateEvents = 0
         /// The thread running a handler closure right now, if any.
         var deliveringThread: pthread_t?
+        /// Handler calls not yet made, in order, each with the epoch it was queued in.
+        var pending: [(Notification, UInt64)] = []
         /// Work to run once the lock is released (starting requests, cancelling, timers).
         var effects: [Effect] = []
 
@@ -229,7 +231,8 @@ public final class EventStreamConnection: Sendable {
     }
 
     /// Runs `body` under the lock, then the effects it queued, outside the lock (starting a
-    /// request may complete it synchronously, which takes the lock again).
+    /// request may complete it synchronously, which takes the lock again), then the handler
+    /// calls it queued.
     @discardableResult
     private func perform<T>(_ body: (inout Core) -> T) -> T {
         let (result, effects) = core.withLock { core in
@@ -240,6 +243,7 @@ public final class EventStreamConnection: Sendable {
         for effect in effects {
             run(effect)
         }
+        deliverPending()
         return result
     }
 
@@ -281,10 +285,7 @@ public final class EventStreamConnection: Sendable {
     }
 
     private func enqueue(_ notification: Notification, _ core: inout Core) {
-        let epoch = core.epoch
-        callbackQueue.async { [weak self] in
-            self?.deliver(notification, epoch: epoch)
-        }
+        core.pending.append((notification, core.epoch))
     }
 
     /// Hands over the events parsed so far, as one notification.
@@ -295,20 +296,52 @@ public final class EventStreamConnection: Sendable {
         enqueue(.events(events), &core)
     }
 
-    private func deliver(_ notification: Notification, epoch: UInt64) {
-        let isCurrent = core.withLock { core -> Bool in
-            guard core.epoch == epoch else { return false }
-            switch notification {
-            case .events(let events): core.deliveredID = events.last?.id ?? core.deliveredID
-            case .resync(_, let newestID): core.deliveredID = newestID
-            case .connected(_, let adopted?, _): if core.deliveredID == nil { core.deliveredID = adopted }
-            default: break
+    /// Makes the queued handler calls, one at a time and in order, on the calling thread
+    /// (the network thread for what the wire brought: no hop before the handler, whose calls
+    /// only hand work on). When another thread is making them already, it makes these too;
+    /// a call queued from inside a handler runs right after that handler returns.
+    private func deliverPending() {
+        while true {
+            let next = core.withLock { core -> Notification? in
+                // Another thread's run picks this up when its handler returns (it looks again
+                // under the lock); so does this thread's, when called from inside a handler.
+                if core.deliveringThread != nil { return nil }
+                while !core.pending.isEmpty {
+                    let (notification, epoch) = core.pending.removeFirst()
+                    guard core.epoch == epoch else { continue }
+                    switch notification {
+                    case .events(let events): core.deliveredID = events.last?.id ?? core.deliveredID
+                    case .resync(_, let newestID): core.deliveredID = newestID
+                    case .connected(_, let adopted?, _): if core.deliveredID == nil { core.deliveredID = adopted }
+                    default: break
+                    }
+                    core.deliveringThread = pthread_self()
+                    return notification
+                }
+                return nil
             }
-            core.deliveringThread = pthread_self()
-            return true
+            guard let next else { break }
+            call(next)
+            let more = core.withLock { core -> Bool in
+                core.deliveringThread = nil
+                return !core.pending.isEmpty
+            }
+            deliveryEnded.withLock { deliveryEnded.broadcast() }
+            if !more { break }
         }
-        guard isCurrent else { return }
-        defer { core.withLock { $0.deliveringThread = nil } }
+    }
+
+    /// Waits until no handler call is running or queued (another thread's run included).
+    private func waitForDeliveries() {
+        deliverPending()
+        deliveryEnded.lock()
+        while core.withLock({ $0.deliveringThread != nil || !$0.pending.isEmpty }) {
+            deliveryEnded.wait(timeoutMs: 100)
+        }
+        deliveryEnded.unlock()
+    }
+
+    private func call(_ notification: Notification) {
         switch notification {
         case .stateChanged(let old, let new, let error): handler.stateChanged(old, new, error)
         case .connected(let resumedFrom, _, let replayThrough):
