@@ -28,12 +28,22 @@ func TestSenderAndRecipientGetTheirCategoriesAndPayloads(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every event the sender is given, kept to check at the end what it was not told.
+	var senderSaw []parley.Event
+	fromSender := func(what string, match func(parley.Event) bool) parley.Event {
+		t.Helper()
+		return receive(t, sent, "the sender's "+what, func(e parley.Event) bool {
+			senderSaw = append(senderSaw, e)
+			return match(e)
+		})
+	}
+
 	// The sender: pending, then sent; the payload is the message itself.
-	pending := receive(t, sent, "message_pending", isCategory(parley.CategoryMessagePending, channelURL))
+	pending := fromSender("message_pending", isCategory(parley.CategoryMessagePending, channelURL))
 	if pendingMessage, ok := pending.Message(); !ok || pendingMessage.ReqID != message.ReqID || pendingMessage.MessageID != 0 {
 		t.Fatalf("message_pending gave %+v, %v (sent %+v)", pendingMessage, ok, message)
 	}
-	sentEvent := receive(t, sent, "message_sent", isCategory(parley.CategoryMessageSent, channelURL))
+	sentEvent := fromSender("message_sent", isCategory(parley.CategoryMessageSent, channelURL))
 	sentMessage, ok := sentEvent.Message()
 	if !ok || sentMessage.MessageID != message.MessageID || sentMessage.Message != "hello recipient" ||
 		sentMessage.SendingStatus != "succeeded" || sentMessage.User == nil || sentMessage.User.UserID != senderID {
@@ -86,8 +96,13 @@ func TestSenderAndRecipientGetTheirCategoriesAndPayloads(t *testing.T) {
 	if _, err := sender.UpdateGroupChannel(ctx, parley.UpdateGroupChannelParams{ChannelURL: channelURL, Name: parley.Ptr("renamed")}); err != nil {
 		t.Fatal(err)
 	}
-	for who, events := range map[string]<-chan parley.Event{"sender": sent, "recipient": received} {
-		changed := receive(t, events, who+"'s channel_changed", isCategory(parley.CategoryChannelChanged, channelURL))
+	for _, who := range []string{"sender", "recipient"} {
+		var changed parley.Event
+		if who == "sender" {
+			changed = fromSender("channel_changed", isCategory(parley.CategoryChannelChanged, channelURL))
+		} else {
+			changed = receive(t, received, "the recipient's channel_changed", isCategory(parley.CategoryChannelChanged, channelURL))
+		}
 		if renamed, ok := changed.Channel(); !ok || renamed.ChannelURL != channelURL || renamed.Name != "renamed" {
 			t.Fatalf("%s's channel_changed gave %+v, %v", who, renamed, ok)
 		}
@@ -120,12 +135,22 @@ func TestSenderAndRecipientGetTheirCategoriesAndPayloads(t *testing.T) {
 		t.Fatal("channel_deleted gave a channel")
 	}
 
-	// The sender never hears of its own message as message_received.
-	drain(sent, func(e parley.Event) {
-		if e.Category == parley.CategoryMessageReceived {
-			t.Fatalf("the sender got message_received: %s", e.Payload)
+	// The sender, to the end: told of the deletion, never of its own message as
+	// message_received, nor of its own edit.
+	fromSender("channel_deleted", isCategory(parley.CategoryChannelDeleted, channelURL))
+	toldOfDeletion := false
+	for _, e := range senderSaw {
+		switch e.Category {
+		case parley.CategoryMessageReceived, parley.CategoryMessageUpdated:
+			t.Fatalf("the sender got %s: %s", e.Category, e.Payload)
+		case parley.CategoryMessageDeleted:
+			deleted, ok := e.DeletedMessage()
+			toldOfDeletion = ok && deleted.MessageID == message.MessageID
 		}
-	})
+	}
+	if !toldOfDeletion {
+		t.Fatalf("the sender was not told of the deletion: %v", senderSaw)
+	}
 }
 
 // A send the server refuses: message_failed, the message with the error.
