@@ -92,7 +92,7 @@ func parleyGoStart(handle C.uintptr_t, which C.int, err *C.parley_error, json *C
 func parleyGoEvent(handle C.uintptr_t, category, channelURL, payload *C.char) {
 	sink := cgo.Handle(handle).Value().(*queue[Event])
 	sink.push(Event{
-		Category:   C.GoString(category),
+		Category:   Category(C.GoString(category)),
 		ChannelURL: C.GoString(channelURL),
 		Payload:    rawJSON(payload),
 	})

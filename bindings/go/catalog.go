@@ -38,7 +38,9 @@ func Operations() ([]Operation, error) {
 	return operations, readTable("operations", func(out **C.char) C.int { return C.parley_operations(out) }, &operations)
 }
 
-// EventCategory is a category of Event: Source is "server", "sync" or "local".
+// EventCategory is an entry of the library's table of event categories: Name is an
+// Event's Category (Category(Name) is one of the Category constants), Source "server",
+// "sync" or "local".
 type EventCategory struct {
 	Name   string `json:"name"`
 	Source string `json:"source"`

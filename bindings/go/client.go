@@ -24,7 +24,10 @@ type Config struct {
 	ServerURL string
 	// APIToken is the admin token Request sends (not needed for a user's session).
 	APIToken string
-	// CacheDir holds the per-user cache files; default $XDG_CACHE_HOME/parley.
+	// CacheDir is the directory of the cache files, one per server and user
+	// (<CacheDir>/<server host>/<user_id>.sqlite, created with mode 0700). Empty:
+	// $XDG_CACHE_HOME/parley, or $HOME/.cache/parley when XDG_CACHE_HOME is not set (or
+	// not absolute).
 	CacheDir string
 	// MemoryCache keeps the cache in memory only: nothing survives the process.
 	MemoryCache bool
@@ -142,7 +145,8 @@ func (c *Client) dispatch(eventFD C.int) {
 
 // Close stops the client's views and queries, cancels its calls in flight (they return
 // ErrCancelled), destroys it and closes its channels. Safe from any goroutine, more than
-// once, and after any use; later calls return ErrClosed.
+// once, and after any use. It returns nil, also when called again; every other method
+// called after it returns ErrClosed.
 func (c *Client) Close() error {
 	if c.stopped == nil {
 		return nil // a Client not made by New holds nothing

@@ -4,7 +4,10 @@
 //
 // A Client runs the library's callbacks on one goroutine of its own (the library's manual
 // dispatch mode, driven by its event fd) and hands everything they report to channels:
-// Client.Events, Client.ConnectionChanges and each view's Changes. Calls that talk to the
+// Client.Events, Client.ConnectionChanges and each view's Changes. An Event's Category is one
+// of the Category constants (a sender gets CategoryMessageSent for its message, the other
+// members CategoryMessageReceived), and Event.Message, Event.Channel, Event.DeletedMessage,
+// Event.DeletedChannelURL and Event.Resync decode its payload. Calls that talk to the
 // server take a context.Context, whose end cancels the operation in the library. Failures
 // are *Error values matched with errors.Is against the status codes (ErrNotFound, ...) and
 // read with errors.As; Error.Retryable is the library's retry rule. Close is safe from any

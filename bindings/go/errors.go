@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 )
 
 // Code is one of the library's status codes (PARLEY_E_*). Each is also an error value, so
@@ -115,6 +116,8 @@ func errorFromC(op string, e *C.parley_error) *Error {
 
 // call runs one synchronous library call and turns its status into an error. The error text
 // is per OS thread, so the goroutine stays on its thread from the call to reading the text.
+// That text starts with the code's name ("invalid_argument: ..."), which Error.Error prints
+// already: Message keeps the rest.
 func call(op string, f func() C.int) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -122,7 +125,8 @@ func call(op string, f func() C.int) error {
 	if status == C.PARLEY_OK {
 		return nil
 	}
-	return &Error{Code: Code(status), Message: C.GoString(C.parley_last_error_message()), Op: op}
+	code := Code(status)
+	return &Error{Code: code, Message: strings.TrimPrefix(C.GoString(C.parley_last_error_message()), code.Name()+": "), Op: op}
 }
 
 // asError turns a decoding failure (an *Error or nil) into *Error.

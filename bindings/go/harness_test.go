@@ -38,11 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func runWithServer(m *testing.M) int {
-	binary := os.Getenv("PARLEY_SERVER_BIN")
-	if binary == "" {
-		here, _ := os.Getwd()
-		binary = filepath.Join(here, "..", "..", "server", ".build", "release", "parley-server")
-	}
+	binary := serverBinary()
 	if _, err := os.Stat(binary); err != nil {
 		fmt.Fprintf(os.Stderr, "parley-server not found at %s: build it (scripts/test.sh does) or set PARLEY_SERVER_BIN\n", binary)
 		return 2
@@ -70,20 +66,43 @@ func runWithServer(m *testing.M) int {
 	defer dropDatabase()
 	testServer.apiToken = randomHex(16)
 	testServer.database = database
-	command := exec.Command(binary, "--port", "0", "--database", database)
-	command.Env = append(os.Environ(), "PARLEY_API_TOKEN="+testServer.apiToken)
-	stdout, err := command.StdoutPipe()
+	serverURL, stop, err := startServer(database, testServer.apiToken)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	var serverLog bytes.Buffer
-	command.Stderr = &serverLog
-	if err := command.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting parley-server:", err)
-		return 2
+	defer stop()
+	testServer.url = serverURL
+	fmt.Fprintf(os.Stderr, "parley-server at %s on %s\n", testServer.url, strings.SplitN(database, "://", 2)[0])
+	return m.Run()
+}
+
+// serverBinary is the parley-server the tests run: PARLEY_SERVER_BIN, default the
+// repository's release build.
+func serverBinary() string {
+	if binary := os.Getenv("PARLEY_SERVER_BIN"); binary != "" {
+		return binary
 	}
-	defer func() {
+	here, _ := os.Getwd()
+	return filepath.Join(here, "..", "..", "server", ".build", "release", "parley-server")
+}
+
+// startServer starts parley-server on a free loopback port with database, the admin token
+// apiToken and the further flags extra; it returns the server's URL and the function that
+// stops it.
+func startServer(database, apiToken string, extra ...string) (string, func(), error) {
+	command := exec.Command(serverBinary(), append([]string{"--port", "0", "--database", database}, extra...)...)
+	command.Env = append(os.Environ(), "PARLEY_API_TOKEN="+apiToken)
+	stdout, err := command.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	serverLog := &bytes.Buffer{}
+	command.Stderr = serverLog
+	if err := command.Start(); err != nil {
+		return "", nil, fmt.Errorf("starting parley-server: %w", err)
+	}
+	stop := func() {
 		_ = command.Process.Signal(syscall.SIGTERM)
 		stopped := make(chan struct{})
 		go func() { _ = command.Wait(); close(stopped) }()
@@ -93,16 +112,14 @@ func runWithServer(m *testing.M) int {
 			_ = command.Process.Kill()
 			<-stopped
 		}
-	}()
+	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	const prefix = "parley-server listening on "
 	if err != nil || !strings.HasPrefix(line, prefix) {
-		fmt.Fprintf(os.Stderr, "unexpected first line from parley-server: %q (%v)\n%s", line, err, serverLog.String())
-		return 2
+		stop()
+		return "", nil, fmt.Errorf("unexpected first line from parley-server: %q (%v)\n%s", line, err, serverLog.String())
 	}
-	testServer.url = strings.TrimSpace(strings.TrimPrefix(line, prefix))
-	fmt.Fprintf(os.Stderr, "parley-server at %s on %s\n", testServer.url, strings.SplitN(database, "://", 2)[0])
-	return m.Run()
+	return strings.TrimSpace(strings.TrimPrefix(line, prefix)), stop, nil
 }
 
 // newDatabase gives the server's --database: a SQLite file in directory, or a new

@@ -156,15 +156,6 @@ type MetaArrayItem struct {
 	Value []string `json:"value"`
 }
 
-// Event is a real-time, sync or sending event, after it was applied to the cache. Category is
-// one of EventCategories (message_received, channel_changed, message_sent, resync, ...);
-// Payload is the event's data object, or the message or channel it concerns.
-type Event struct {
-	Category   string
-	ChannelURL string
-	Payload    json.RawMessage
-}
-
 // ConnectionEvent is a change of the session's connection (PARLEY_CONNECTION_*).
 type ConnectionEvent int
 

@@ -1,7 +1,7 @@
 package parley_test
 
-// The programs users copy: the README's Go blocks (each a whole program) are compiled, the
-// first one is run, and examples/go/chat_tail runs against the server.
+// The programs users copy: the README's Go blocks (each a whole program) are compiled, those
+// that talk to a server are run against it, and so is examples/go/chat_tail.
 
 import (
 	"bufio"
@@ -51,8 +51,8 @@ func readmePrograms(t *testing.T) []string {
 
 func TestReadmeExamples(t *testing.T) {
 	programs := readmePrograms(t)
-	if len(programs) < 3 {
-		t.Fatalf("README.md has %d Go blocks, expected at least 3", len(programs))
+	if len(programs) < 5 {
+		t.Fatalf("README.md has %d Go blocks, expected at least 5", len(programs))
 	}
 	here, err := os.Getwd()
 	if err != nil {
@@ -78,22 +78,78 @@ func TestReadmeExamples(t *testing.T) {
 	if output, err := vet.CombinedOutput(); err != nil {
 		t.Fatalf("go vet of the README's programs: %v\n%s", err, output)
 	}
-	first := buildProgram(t, filepath.Join(directory, "program0"), "readme-first")
-	// The first program runs: it connects, creates a channel, sends and sees the send's event.
-	me, token := newUser(t, "readme")
-	other, _ := newUser(t, "reader")
+	build := func(name string) string {
+		for i, program := range programs {
+			if strings.HasPrefix(program, "// "+name+" ") {
+				return buildProgram(t, filepath.Join(directory, fmt.Sprintf("program%d", i)), name)
+			}
+		}
+		t.Fatalf("README.md has no program %s", name)
+		return ""
+	}
+	makeUser, sendOne, receiveOne := build("make_user"), build("send_one"), build("receive_one")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	command := exec.CommandContext(ctx, first, testServer.url, me, other, token)
-	command.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
-	output, err := command.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the first program failed: %v\n%s", err, output)
+	run := func(binary string, args ...string) *exec.Cmd {
+		command := exec.CommandContext(ctx, binary, args...)
+		command.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir(),
+			"PARLEY_SERVER_URL="+testServer.url, "PARLEY_API_TOKEN="+testServer.apiToken)
+		return command
 	}
-	for _, want := range []string{"connected as readme", "sent message ", "message_sent "} {
-		if !strings.Contains(string(output), want) {
-			t.Fatalf("the first program's output lacks %q:\n%s", want, output)
+
+	// make_user: the users and their tokens.
+	me, other := uniqueID("readme"), uniqueID("reader")
+	output, err := run(makeUser, me, other).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make_user failed: %v\n%s", err, output)
+	}
+	tokens := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(output)), "\n") {
+		if fields := strings.Fields(line); len(fields) == 2 {
+			tokens[fields[0]] = fields[1]
 		}
+	}
+	if len(tokens) != 2 || tokens[me] == "" || tokens[other] == "" {
+		t.Fatalf("make_user printed:\n%s", output)
+	}
+	if user := admin(t, "GET", "/v3/users/"+other, nil); user["user_id"] != other {
+		t.Fatalf("the server has %v", user)
+	}
+
+	// receive_one waits for a message; send_one sends it, to a channel it creates.
+	receiver := run(receiveOne, testServer.url, other, tokens[other])
+	receiverOut, err := receiver.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var receiverErr bytes.Buffer
+	receiver.Stderr = &receiverErr
+	if err := receiver.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(receiverOut)
+	if !lines.Scan() || lines.Text() != "waiting" {
+		_ = receiver.Wait()
+		t.Fatalf("receive_one printed %q first\n%s", lines.Text(), receiverErr.String())
+	}
+	output, err = run(sendOne, testServer.url, me, other, tokens[me]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("send_one failed: %v\n%s", err, output)
+	}
+	for _, want := range []string{"connected as " + me, "sent message ", "message_pending ", "message_sent "} {
+		if !strings.Contains(string(output), want) {
+			t.Fatalf("send_one's output lacks %q:\n%s", want, output)
+		}
+	}
+	if strings.Contains(string(output), "message_received") {
+		t.Fatalf("the sender was told message_received:\n%s", output)
+	}
+	rest, _ := io.ReadAll(receiverOut)
+	if err := receiver.Wait(); err != nil {
+		t.Fatalf("receive_one failed: %v\n%s\n%s", err, rest, receiverErr.String())
+	}
+	if want := me + " in \"Go\": hello from Go\n"; string(rest) != want {
+		t.Fatalf("receive_one printed %q, expected %q\n%s", rest, want, receiverErr.String())
 	}
 }
 
