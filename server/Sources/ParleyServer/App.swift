@@ -150,8 +150,8 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "Event streams one user may have open at once (env PARLEY_MAX_STREAMS_PER_USER; default 20).")
     var maxStreamsPerUser: String?
     @Option(help: """
-        trace, debug, info (adds one access-log line per request), notice, warning, error or critical \
-        (env PARLEY_LOG_LEVEL; default error).
+        trace, debug, info (adds one access-log line per request), notice (the server's start and \
+        stop, and warnings), warning, error or critical (env PARLEY_LOG_LEVEL; default notice).
         """)
     var logLevel: String?
     @Option(help: "text, or json for one JSON object per line (env PARLEY_LOG_FORMAT; default text).")
