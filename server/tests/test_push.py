@@ -334,3 +334,41 @@ def test_a_deleted_users_tokens_and_preferences_go_with_them(server):
     assert server.ok("GET", f"/v3/users/{bob}/push_preference")["push_trigger_option"] == "all"
     server.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [bob]})
     assert server.ok("GET", f"/v3/users/{bob}/push_preference/{url}") == {"push_trigger_option": "default"}
+
+
+def test_only_the_first_ten_distinct_mentioned_members_are_mentioned(fresh_server, receivers):
+    """Twelve members named (one twice): the first ten distinct are the message's mentioned
+    users, everywhere: the message, the `mention` event, unread mention counts and the push."""
+    gateway = receivers()
+    server = push_server(fresh_server, gateway)
+    alice = server.user("alice")
+    named = [server.user(f"m{i}") for i in range(12)]
+    url = server.channel([alice, *named])["channel_url"]
+    for user in named:
+        register(server, user, f"{user}-phone")
+        server.ok("PUT", f"/v3/users/{user}/push_preference", json={"push_trigger_option": "mention_only"})
+    first_ten = named[:10]
+    # The tenth and the eleventh named watch their streams (and are not pushed: they are online).
+    tenth, eleventh = EventReader(server, named[9]), EventReader(server, named[10])
+    try:
+        wait_online(server, named[9], True)
+        wait_online(server, named[10], True)
+        sent = server.send(url, alice, "all of you", mentioned_user_ids=[named[0], named[1], named[0], *named[2:]])
+        assert [u["user_id"] for u in sent["mentioned_users"]] == first_ten
+        got = tenth.until("mention")[0]["json"]
+        assert got["message"]["message_id"] == sent["message_id"]
+        _, seen = eleventh.until("message_received")
+        assert "mention" not in [e.get("event") for e in seen + eleventh.drain(1.0)]
+    finally:
+        tenth.close()
+        eleventh.close()
+    [call] = gateway.wait_for(1, "push")
+    assert recipients([call]) == sorted(first_ten[:9])
+    assert all(r["mentioned"] for r in call["recipients"])
+    listed = server.ok("GET", f"/v3/group_channels/{url}/messages/{sent['message_id']}")
+    assert [u["user_id"] for u in listed["mentioned_users"]] == first_ten
+    for user in named:
+        c = server.ok("GET", f"/v3/users/{user}/my_group_channels", params={"channel_urls": url})["channels"][0]
+        assert c["unread_mention_count"] == (1 if user in first_ten else 0), user
+    assert len(quiet(gateway)) == 1
+

@@ -101,10 +101,23 @@ enum Messages {
     /// What the message service uses of a request (Services/Interfaces.swift).
     typealias Needs = UserRecords & ChannelRecords & MessageRecords & PollRecords & EventEmitter & Rendering
 
-    /// Mentioned ids as stored: users that exist (loaded), each once, in the order first named.
-    static func knownOnce(_ ids: [String], _ s: some Needs) -> [String] {
+    /// Users a message mentions by name, at most: of the ids given, the first this many
+    /// distinct ones are mentioned and the rest are not (PROTOCOL.md §7.1).
+    static let mentionLimit = 10
+
+    /// The first `mentionLimit` distinct ids given, in the order first named.
+    static func mentionable(_ ids: [String]) -> [String] {
         var seen = Set<String>()
-        return ids.filter { s.loadedUser($0) != nil && seen.insert($0).inserted }
+        var first: [String] = []
+        for id in ids where first.count < mentionLimit && seen.insert(id).inserted { first.append(id) }
+        return first
+    }
+
+    /// Mentioned ids as stored: of the `mentionable` ids, the users that exist (loaded).
+    static func mentioned(_ ids: [String], _ s: some Needs) async throws -> [String] {
+        let first = mentionable(ids)
+        try await s.loadUsers(first)
+        return first.filter { s.loadedUser($0) != nil }
     }
 
     /// What a send asks for, read from its body, before any number is taken.
@@ -194,9 +207,7 @@ enum Messages {
         r.customType = try i.string("custom_type", maxBytes: 128) ?? ""
         r.data = try i.string("data") ?? ""
         r.mentionType = try i.enumValue("mention_type", ["users", "channel"], default: "users")
-        let mentionedIds = try i.stringList("mentioned_user_ids") ?? []
-        try await s.loadUsers(mentionedIds)
-        r.mentioned = knownOnce(mentionedIds, s)
+        r.mentioned = try await mentioned(i.stringList("mentioned_user_ids") ?? [], s)
         r.metaArray = try parseMetaArray(i) ?? []
         r.parentId = try i.int("parent_message_id", min: 0) ?? 0
         r.replyToChannel = try i.bool("is_reply_to_channel", default: false)
@@ -470,10 +481,7 @@ enum Messages {
         if let customType { m.customType = customType }
         if let data { m.data = data }
         if let mentionType { m.mentionType = mentionType }
-        if let mentioned {
-            try await s.loadUsers(mentioned)
-            m.mentionedUserIds = knownOnce(mentioned, s)
-        }
+        if let mentioned { m.mentionedUserIds = try await Self.mentioned(mentioned, s) }
         if let metaArray { m.sortedMetaarray = metaArray }
         if let url, m.file != nil { m.file!.url = url; m.file!.fileId = nil }
         m.updatedAt = ctx.now

@@ -194,8 +194,6 @@ protocol PushRecords: AnyObject {
 enum Push {
     typealias Needs = PushRecords & UserRecords & ChannelRecords & Rendering
 
-    /// Mentioned members notified as such, at most (guide: "up to ten members").
-    static let mentionLimit = 10
     /// Recipients per gateway call: a bigger channel's notification is several calls.
     static let recipientsPerCall = 100
     static let category = "push"
@@ -220,7 +218,7 @@ enum Push {
         let preferences = try await s.pushPreferences(of: withTokens)
         let channelOptions = try await s.channelPushTriggers(c.url, users: withTokens)
         let mentioned: Set<String> = m.mentionType == "channel"
-            ? Set(withTokens) : Set(m.mentionedUserIds.prefix(mentionLimit))
+            ? Set(withTokens) : Set(m.mentionedUserIds)
         var chosen: [(user: String, tokens: [PushToken], mentioned: Bool)] = []
         for user in withTokens {
             let preference = preferences[user] ?? PushPreference()
