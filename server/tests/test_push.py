@@ -372,3 +372,34 @@ def test_only_the_first_ten_distinct_mentioned_members_are_mentioned(fresh_serve
         assert c["unread_mention_count"] == (1 if user in first_ten else 0), user
     assert len(quiet(gateway)) == 1
 
+
+
+def test_copied_and_admin_messages_notify_as_a_send_does(fresh_server, receivers):
+    gateway, hooks = receivers(), receivers()
+    server = push_server(fresh_server, gateway, "--webhook-urls", hooks.url, "--webhook-categories", "message_sent")
+    alice, bob, carol = server.user("alice", nickname="Alice"), server.user("bob"), server.user("carol")
+    source = server.channel([alice, bob, carol])["channel_url"]
+    dest = server.channel([alice, bob, carol], name="Dest")["channel_url"]
+    register(server, bob, "bob-phone")
+    original = server.send(source, alice, "worth copying", mentioned_user_ids=[bob, carol])
+    gateway.wait_for(1, "push")
+    watching = EventReader(server, carol)
+    try:
+        wait_online(server, carol, True)
+        copied = server.ok("POST", f"/v3/group_channels/{source}/messages/{original['message_id']}/copy",
+                           json={"dest_channel_url": dest})
+        mention = watching.until("mention")[0]["json"]
+    finally:
+        watching.close()
+    assert mention["channel_url"] == dest and mention["message"]["message_id"] == copied["message_id"]
+    admin = server.ok("POST", f"/v3/group_channels/{dest}/messages", json={"message_type": "ADMM", "message": "notice"})
+    calls = {c["message_id"]: c for c in gateway.wait_for(3, "push")[1:]}
+    assert set(calls) == {copied["message_id"], admin["message_id"]}
+    copy_call, admin_call = calls[copied["message_id"]], calls[admin["message_id"]]
+    assert copy_call["channel_url"] == dest and copy_call["sender"] == {"user_id": alice, "nickname": "Alice"}
+    assert recipients([copy_call]) == [bob] and copy_call["recipients"][0]["mentioned"] is True
+    assert copy_call["recipients"][0]["body"] == "Alice: worth copying"
+    assert recipients([admin_call]) == [bob] and "sender" not in admin_call
+    sent = {h["message"]["message_id"]: h for h in hooks.wait_for(3, "message_sent")}
+    assert set(sent) == {original["message_id"], copied["message_id"], admin["message_id"]}
+    assert sent[copied["message_id"]]["channel_url"] == dest and sent[admin["message_id"]]["channel_url"] == dest

@@ -587,7 +587,9 @@ enum Messages {
     static func pin(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: true) }
     static func unpin(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: false) }
 
-    static func copy(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
+    /// A copy is a new message of the destination: its events (mentions included), webhooks
+    /// and push notifications are a send's.
+    static func copy(_ s: some Needs & PushRecords, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let m = try await s.message(c, ctx.messageId)
@@ -602,6 +604,7 @@ enum Messages {
         if let me = ctx.caller.userId { sender = me } else { sender = try ctx.input.string("user_id", maxBytes: 80) ?? m.senderId ?? "" }
         _ = try await s.user(sender)
         try s.requireCanSend(dest, sender: sender, ctx: ctx)
+        let push = try PushDeliveryRequest(ctx.input)
         let (copyId, createdAt) = try await s.takeMessageNumbers(in: dest.url, at: ctx.now)
         var copy = m
         copy.id = copyId
@@ -626,8 +629,8 @@ enum Messages {
         s.unhideOnNewMessage(&dest, now: ctx.now)
         s.touch(&dest, ctx.now)
         try await s.save(dest)
-        let json = try await s.render(copy, .full)
-        s.emitMessageEvent("message_received", dest, about: copy, fields: [("message", json)], channelChanged: true, now: ctx.now)
+        let json = try await announceNewMessage(s, copy, in: dest, ctx)
+        try await Push.notify(s, copy, in: dest, request: push, now: ctx.now)
         return .json(json)
     }
 
