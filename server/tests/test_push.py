@@ -373,6 +373,66 @@ def test_only_the_first_ten_distinct_mentioned_members_are_mentioned(fresh_serve
     assert len(quiet(gateway)) == 1
 
 
+def test_a_member_whose_stream_has_just_closed_is_notified(fresh_server, receivers):
+    """A stream the client closes ends at once, not at the server's next write to it (a
+    heartbeat a minute away here): a message sent right after notifies its user."""
+    gateway = receivers()
+    server = push_server(fresh_server, gateway, "--heartbeat-seconds", "60")
+    alice, bob = server.user("alice"), server.user("bob")
+    url = server.channel([alice, bob])["channel_url"]
+    register(server, bob, "bob-phone")
+    for attempt in range(3):
+        stream = EventReader(server, bob)
+        stream.until("connected")
+        wait_online(server, bob, True)
+        stream.close()
+        sent = server.send(url, alice, f"right after {attempt}")
+        call = gateway.wait_for(attempt + 1, "push", timeout=5)[attempt]
+        assert call["message_id"] == sent["message_id"] and recipients([call]) == [bob]
+        deadline = time.monotonic() + 1
+        while server.ok("GET", f"/v3/users/{bob}")["is_online"]:
+            assert time.monotonic() < deadline, "bob still online a second after his stream closed"
+            time.sleep(0.02)
+
+
+def test_an_event_that_reached_its_member_is_not_pushed(fresh_server, receivers):
+    """Online at the send, the event read, the stream closed soon after: no push."""
+    gateway = receivers()
+    server = push_server(fresh_server, gateway, "--heartbeat-seconds", "60")
+    alice, bob = server.user("alice"), server.user("bob")
+    url = server.channel([alice, bob])["channel_url"]
+    register(server, bob, "bob-phone")
+    stream = EventReader(server, bob)
+    try:
+        wait_online(server, bob, True)
+        server.send(url, alice, "read at once")
+        stream.until("message_received")
+    finally:
+        stream.close()
+    wait_online(server, bob, False)
+    assert quiet(gateway, 2) == []
+    server.send(url, alice, "while away")
+    assert recipients(gateway.wait_for(1, "push")) == [bob]
+
+
+@pytest.mark.postgres_only
+def test_a_stream_closed_on_another_server_is_notified_at_once(fresh_server, receivers):
+    """Two servers on one database: bob's stream on one closes, alice sends on the other at
+    once; the sending server learns he is offline and notifies him."""
+    gateway = receivers()
+    here = push_server(fresh_server, gateway, "--heartbeat-seconds", "60")
+    there = push_server(fresh_server, gateway, "--heartbeat-seconds", "60")
+    alice, bob = here.user("alice"), here.user("bob")
+    url = here.channel([alice, bob])["channel_url"]
+    register(here, bob, "bob-phone")
+    stream = EventReader(there, bob)
+    stream.until("connected")
+    wait_online(here, bob, True)
+    stream.close()
+    sent = here.send(url, alice, "right after")
+    [call] = gateway.wait_for(1, "push", timeout=5)
+    assert call["message_id"] == sent["message_id"] and recipients([call]) == [bob]
+
 
 def test_copied_and_admin_messages_notify_as_a_send_does(fresh_server, receivers):
     gateway, hooks = receivers(), receivers()

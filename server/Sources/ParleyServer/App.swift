@@ -71,6 +71,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let responder = ParleyResponder(service: service, config: config, logger: logger)
         var app = Application(
             responder: responder,
+            // Each connection tells when it ends (an event stream ends with it, HTTP/ConnectionEnd.swift).
+            server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionEndHandler()])),
             configuration: .init(address: .hostname(host, port: port), serverName: "parley-server"),
             onServerRunning: { channel in
                 let actualPort = channel.localAddress?.port ?? 0
@@ -87,6 +89,10 @@ struct ParleyServerCommand: AsyncParsableCommand {
                                                 await Translation.applyQueuedAnswer(call, answer: answer, service: service)
                                             }])
         app.addServices(hookWorker)
+        // A held push notification that goes out is queued as the send would have queued it.
+        shared.pushHold.start { calls in
+            _ = try? await service.run { s in for call in calls { s.queueHookCall(call) } }
+        }
         // Once the pool runs and before the port opens: the schema, then what memory holds.
         app.beforeServerStarts { [legacyUploads, postgresURL, logger, hookWorker] in
             let applied = try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in
