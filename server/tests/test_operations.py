@@ -379,6 +379,31 @@ def test_metrics_move_with_traffic(tmp_path):
     assert not any(url in str(labels) for (_, labels) in after)
 
 
+def test_the_guide_lists_every_metric(fresh_server, receivers):
+    """docs/SERVER.md "Metrics": the table names each metric /metrics exports, with its type,
+    and nothing else (a webhook call made first, so that the labelled counters exist)."""
+    from hook_receiver import hook_server
+    receiver = receivers()
+    server = hook_server(fresh_server, "--webhook-urls", receiver.url, "--webhook-categories", "message_sent")
+    alice = server.user("alice")
+    server.send(server.channel([alice])["channel_url"], alice)
+    receiver.wait_for(1, "message_sent")
+    deadline = time.monotonic() + 10
+    while True:
+        text = requests.get(server.url("/metrics"), timeout=10).text
+        exported = dict(re.findall(r"^# TYPE (parley_\w+) (\w+)$", text, re.M))
+        if "parley_hook_deliveries_total" in exported or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    with open(os.path.join(os.path.dirname(ROOT), "docs", "SERVER.md"), encoding="utf-8") as f:
+        section = f.read().split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    listed = {}
+    for names, kind in re.findall(r"^\| ((?:`parley_[^`]+`(?:, )?)+) \| (\w+) \|", section, re.M):
+        for name in re.findall(r"`(parley_\w+)", names):
+            listed[name] = kind
+    assert listed == exported
+
+
 def test_metrics_behind_a_token(tmp_path):
     server = Server(databases.database_for(tmp_path, "metrics-token.sqlite"), ["--metrics-token", "scraper"])
     try:

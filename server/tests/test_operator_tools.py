@@ -352,6 +352,20 @@ def test_the_log_tells_the_servers_life(fresh_server):
     assert "shutdown begun" in messages and lines[messages.index("shutdown begun")]["signal"] == "SIGINT"
 
 
+def test_the_default_level_shows_the_lifecycle_and_no_requests(fresh_server, monkeypatch):
+    """Started without a level, the server logs its start and stop, not each request."""
+    monkeypatch.delenv("PARLEY_LOG_LEVEL", raising=False)
+    server = fresh_server()
+    server.user("quiet")
+    server.ok("GET", "/v3/users")
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=15) == 0
+    lines = server.log_text().splitlines()
+    for message in ("started", "shutdown begun", "shutdown done"):
+        assert any(" notice parley-server:" in line and line.endswith(" " + message) for line in lines), lines
+    assert not any(line.endswith(" request") for line in lines), lines
+
+
 @pytest.mark.postgres_only
 def test_the_log_says_when_postgresql_is_lost_and_back(fresh_server):
     server = fresh_server(["--log-level", "notice"])

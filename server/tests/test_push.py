@@ -334,3 +334,132 @@ def test_a_deleted_users_tokens_and_preferences_go_with_them(server):
     assert server.ok("GET", f"/v3/users/{bob}/push_preference")["push_trigger_option"] == "all"
     server.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [bob]})
     assert server.ok("GET", f"/v3/users/{bob}/push_preference/{url}") == {"push_trigger_option": "default"}
+
+
+def test_only_the_first_ten_distinct_mentioned_members_are_mentioned(fresh_server, receivers):
+    """Twelve members named (one twice): the first ten distinct are the message's mentioned
+    users, everywhere: the message, the `mention` event, unread mention counts and the push."""
+    gateway = receivers()
+    server = push_server(fresh_server, gateway)
+    alice = server.user("alice")
+    named = [server.user(f"m{i}") for i in range(12)]
+    url = server.channel([alice, *named])["channel_url"]
+    for user in named:
+        register(server, user, f"{user}-phone")
+        server.ok("PUT", f"/v3/users/{user}/push_preference", json={"push_trigger_option": "mention_only"})
+    first_ten = named[:10]
+    # The tenth and the eleventh named watch their streams (and are not pushed: they are online).
+    tenth, eleventh = EventReader(server, named[9]), EventReader(server, named[10])
+    try:
+        wait_online(server, named[9], True)
+        wait_online(server, named[10], True)
+        sent = server.send(url, alice, "all of you", mentioned_user_ids=[named[0], named[1], named[0], *named[2:]])
+        assert [u["user_id"] for u in sent["mentioned_users"]] == first_ten
+        got = tenth.until("mention")[0]["json"]
+        assert got["message"]["message_id"] == sent["message_id"]
+        _, seen = eleventh.until("message_received")
+        assert "mention" not in [e.get("event") for e in seen + eleventh.drain(1.0)]
+    finally:
+        tenth.close()
+        eleventh.close()
+    [call] = gateway.wait_for(1, "push")
+    assert recipients([call]) == sorted(first_ten[:9])
+    assert all(r["mentioned"] for r in call["recipients"])
+    listed = server.ok("GET", f"/v3/group_channels/{url}/messages/{sent['message_id']}")
+    assert [u["user_id"] for u in listed["mentioned_users"]] == first_ten
+    for user in named:
+        c = server.ok("GET", f"/v3/users/{user}/my_group_channels", params={"channel_urls": url})["channels"][0]
+        assert c["unread_mention_count"] == (1 if user in first_ten else 0), user
+    assert len(quiet(gateway)) == 1
+
+
+def test_a_member_whose_stream_has_just_closed_is_notified(fresh_server, receivers):
+    """A stream the client closes ends at once, not at the server's next write to it (a
+    heartbeat a minute away here): a message sent right after notifies its user."""
+    gateway = receivers()
+    server = push_server(fresh_server, gateway, "--heartbeat-seconds", "60")
+    alice, bob = server.user("alice"), server.user("bob")
+    url = server.channel([alice, bob])["channel_url"]
+    register(server, bob, "bob-phone")
+    for attempt in range(3):
+        stream = EventReader(server, bob)
+        stream.until("connected")
+        wait_online(server, bob, True)
+        stream.close()
+        sent = server.send(url, alice, f"right after {attempt}")
+        call = gateway.wait_for(attempt + 1, "push", timeout=5)[attempt]
+        assert call["message_id"] == sent["message_id"] and recipients([call]) == [bob]
+        deadline = time.monotonic() + 1
+        while server.ok("GET", f"/v3/users/{bob}")["is_online"]:
+            assert time.monotonic() < deadline, "bob still online a second after his stream closed"
+            time.sleep(0.02)
+
+
+def test_an_event_that_reached_its_member_is_not_pushed(fresh_server, receivers):
+    """Online at the send, the event read, the stream closed soon after: no push."""
+    gateway = receivers()
+    server = push_server(fresh_server, gateway, "--heartbeat-seconds", "60")
+    alice, bob = server.user("alice"), server.user("bob")
+    url = server.channel([alice, bob])["channel_url"]
+    register(server, bob, "bob-phone")
+    stream = EventReader(server, bob)
+    try:
+        wait_online(server, bob, True)
+        server.send(url, alice, "read at once")
+        stream.until("message_received")
+    finally:
+        stream.close()
+    wait_online(server, bob, False)
+    assert quiet(gateway, 2) == []
+    server.send(url, alice, "while away")
+    assert recipients(gateway.wait_for(1, "push")) == [bob]
+
+
+@pytest.mark.postgres_only
+def test_a_stream_closed_on_another_server_is_notified_at_once(fresh_server, receivers):
+    """Two servers on one database: bob's stream on one closes, alice sends on the other at
+    once; the sending server learns he is offline and notifies him."""
+    gateway = receivers()
+    here = push_server(fresh_server, gateway, "--heartbeat-seconds", "60")
+    there = push_server(fresh_server, gateway, "--heartbeat-seconds", "60")
+    alice, bob = here.user("alice"), here.user("bob")
+    url = here.channel([alice, bob])["channel_url"]
+    register(here, bob, "bob-phone")
+    stream = EventReader(there, bob)
+    stream.until("connected")
+    wait_online(here, bob, True)
+    stream.close()
+    sent = here.send(url, alice, "right after")
+    [call] = gateway.wait_for(1, "push", timeout=5)
+    assert call["message_id"] == sent["message_id"] and recipients([call]) == [bob]
+
+
+def test_copied_and_admin_messages_notify_as_a_send_does(fresh_server, receivers):
+    gateway, hooks = receivers(), receivers()
+    server = push_server(fresh_server, gateway, "--webhook-urls", hooks.url, "--webhook-categories", "message_sent")
+    alice, bob, carol = server.user("alice", nickname="Alice"), server.user("bob"), server.user("carol")
+    source = server.channel([alice, bob, carol])["channel_url"]
+    dest = server.channel([alice, bob, carol], name="Dest")["channel_url"]
+    register(server, bob, "bob-phone")
+    original = server.send(source, alice, "worth copying", mentioned_user_ids=[bob, carol])
+    gateway.wait_for(1, "push")
+    watching = EventReader(server, carol)
+    try:
+        wait_online(server, carol, True)
+        copied = server.ok("POST", f"/v3/group_channels/{source}/messages/{original['message_id']}/copy",
+                           json={"dest_channel_url": dest})
+        mention = watching.until("mention")[0]["json"]
+    finally:
+        watching.close()
+    assert mention["channel_url"] == dest and mention["message"]["message_id"] == copied["message_id"]
+    admin = server.ok("POST", f"/v3/group_channels/{dest}/messages", json={"message_type": "ADMM", "message": "notice"})
+    calls = {c["message_id"]: c for c in gateway.wait_for(3, "push")[1:]}
+    assert set(calls) == {copied["message_id"], admin["message_id"]}
+    copy_call, admin_call = calls[copied["message_id"]], calls[admin["message_id"]]
+    assert copy_call["channel_url"] == dest and copy_call["sender"] == {"user_id": alice, "nickname": "Alice"}
+    assert recipients([copy_call]) == [bob] and copy_call["recipients"][0]["mentioned"] is True
+    assert copy_call["recipients"][0]["body"] == "Alice: worth copying"
+    assert recipients([admin_call]) == [bob] and "sender" not in admin_call
+    sent = {h["message"]["message_id"]: h for h in hooks.wait_for(3, "message_sent")}
+    assert set(sent) == {original["message_id"], copied["message_id"], admin["message_id"]}
+    assert sent[copied["message_id"]]["channel_url"] == dest and sent[admin["message_id"]]["channel_url"] == dest

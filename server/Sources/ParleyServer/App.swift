@@ -71,6 +71,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let responder = ParleyResponder(service: service, config: config, logger: logger)
         var app = Application(
             responder: responder,
+            // Each connection tells when it ends (an event stream ends with it, HTTP/ConnectionEnd.swift).
+            server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionEndHandler()])),
             configuration: .init(address: .hostname(host, port: port), serverName: "parley-server"),
             onServerRunning: { channel in
                 let actualPort = channel.localAddress?.port ?? 0
@@ -87,6 +89,10 @@ struct ParleyServerCommand: AsyncParsableCommand {
                                                 await Translation.applyQueuedAnswer(call, answer: answer, service: service)
                                             }])
         app.addServices(hookWorker)
+        // A held push notification that goes out is queued as the send would have queued it.
+        shared.pushHold.start { calls in
+            _ = try? await service.run { s in for call in calls { s.queueHookCall(call) } }
+        }
         // Once the pool runs and before the port opens: the schema, then what memory holds.
         app.beforeServerStarts { [legacyUploads, postgresURL, logger, hookWorker] in
             let applied = try await Migrations.apply(to: storage, legacyUploads: legacyUploads) { line in
@@ -150,8 +156,8 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "Event streams one user may have open at once (env PARLEY_MAX_STREAMS_PER_USER; default 20).")
     var maxStreamsPerUser: String?
     @Option(help: """
-        trace, debug, info (adds one access-log line per request), notice, warning, error or critical \
-        (env PARLEY_LOG_LEVEL; default error).
+        trace, debug, info (adds one access-log line per request), notice (the server's start and \
+        stop, and warnings), warning, error or critical (env PARLEY_LOG_LEVEL; default notice).
         """)
     var logLevel: String?
     @Option(help: "text, or json for one JSON object per line (env PARLEY_LOG_FORMAT; default text).")

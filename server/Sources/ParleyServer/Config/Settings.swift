@@ -147,7 +147,7 @@ struct Settings: Sendable {
     var eventRetention = 10_000
     var heartbeatSeconds = 15.0
     var maxStreamsPerUser = 20
-    var logLevel: Logger.Level = .error
+    var logLevel: Logger.Level = .notice
     var logFormat: LogFormat = .text
     /// Nil: /metrics needs no token.
     var metricsToken: String?

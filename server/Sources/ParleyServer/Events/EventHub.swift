@@ -45,6 +45,11 @@ final class Outbox: @unchecked Sendable {
     private var finished = false
     private var cancelled = false
     private var waiter: CheckedContinuation<ByteBuffer?, Never>?
+    /// The newest event appended, the newest the writer took, and the newest it wrote to the
+    /// connection (what a held push notification asks, Services/Push.swift).
+    private var appendedThrough: Int64 = 0
+    private var takenThrough: Int64 = 0
+    private var wroteThrough: Int64 = 0
 
     /// Appends a frame (dropped once the stream is finished). True if nothing was pending.
     @discardableResult
@@ -57,12 +62,13 @@ final class Outbox: @unchecked Sendable {
         }
     }
 
-    /// Appends a frame given in three parts (see `RecordRenderer.framer`). True if nothing was
-    /// pending.
+    /// Appends the frame of event `id` given in three parts (see `RecordRenderer.framer`).
+    /// True if nothing was pending.
     @discardableResult
-    func append(_ prefix: String, _ middle: String, _ suffix: String) -> Bool {
+    func append(_ prefix: String, _ middle: String, _ suffix: String, event id: Int64) -> Bool {
         mutex.withLock {
             if finished { return false }
+            appendedThrough = max(appendedThrough, id)
             let wasEmpty = pending.readableBytes == 0
             if wasEmpty {
                 // Room for a few frames at once: under load a window gathers several.
@@ -103,8 +109,8 @@ final class Outbox: @unchecked Sendable {
         w?.resume(returning: bytes)
     }
 
-    /// The writer's task is cancelled: it ends now, whatever is pending.
-    private func cancel() {
+    /// The writer ends now, whatever is pending: its task is cancelled, or its client is gone.
+    func abandon() {
         let w: CheckedContinuation<ByteBuffer?, Never>? = mutex.withLock {
             cancelled = true
             finished = true
@@ -116,10 +122,17 @@ final class Outbox: @unchecked Sendable {
 
     private func take() -> ByteBuffer {
         ready = false
+        takenThrough = appendedThrough
         let bytes = pending
         pending = ByteBuffer()
         return bytes
     }
+
+    /// The writer wrote what it took last to the connection.
+    func wrote() { mutex.withLock { wroteThrough = takenThrough } }
+
+    /// The newest event written to the connection.
+    var writtenThrough: Int64 { mutex.withLock { wroteThrough } }
 
     /// The writer: what to write next, once woken; nil when the stream ends.
     func next() async -> ByteBuffer? {
@@ -136,7 +149,7 @@ final class Outbox: @unchecked Sendable {
                 if now { c.resume(returning: bytes) }
             }
         } onCancel: {
-            self.cancel()
+            self.abandon()
         }
     }
 }
@@ -430,7 +443,7 @@ final class EventHub: @unchecked Sendable {
                 let (prefix, suffix) = frame(subs[0].userId, &middle)
                 for sub in subs {
                     framesQueued += 1
-                    if sub.outbox.append(prefix, middle, suffix) { flushMutex.withLock { unflushed.append(sub.outbox) } }
+                    if sub.outbox.append(prefix, middle, suffix, event: event.id) { flushMutex.withLock { unflushed.append(sub.outbox) } }
                 }
             }
         }

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 enum RouteHandler: Sendable {
     case plain(Handler)
@@ -153,10 +154,10 @@ enum Routes {
     static let otherMethod = HTTPRequest.Method("X-PARLEY-OTHER")!
 
     /// The router for the table. `serve` runs a matched handler, given the route's template,
-    /// its decoded parameters and the request's record.
+    /// its decoded parameters, the request's record and its connection.
     static func router(
         logger: Logger, trustedProxies: TrustedProxies,
-        serve: @escaping @Sendable (RouteHandler, _ template: String, Request, PathParameters, RequestRecord) async throws -> Response
+        serve: @escaping @Sendable (RouteHandler, _ template: String, Request, PathParameters, RequestRecord, any Channel) async throws -> Response
     ) -> Router<ParleyRequestContext> {
         // HEAD gets the GET handler's answer without its body.
         let router = Router(context: ParleyRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -169,7 +170,8 @@ enum Routes {
             for (method, handler) in handlers {
                 router.on(path, method: method) { request, context in
                     context.record.route = template
-                    return try await serve(handler, template, request, PathParameters(context.parameters, names: names), context.record)
+                    return try await serve(handler, template, request, PathParameters(context.parameters, names: names), context.record,
+                                     context.connection)
                 }
             }
             // The event stream answers HEAD as it answers GET (a stream left open), not with a
@@ -177,7 +179,8 @@ enum Routes {
             if case .events = handlers[.get] {
                 router.on(path, method: .head) { request, context in
                     context.record.route = template
-                    return try await serve(.events, template, request, PathParameters(context.parameters, names: names), context.record)
+                    return try await serve(.events, template, request, PathParameters(context.parameters, names: names), context.record,
+                                     context.connection)
                 }
             }
             // Hummingbird hands a known path with another method to its not-found responder;

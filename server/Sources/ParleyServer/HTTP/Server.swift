@@ -172,7 +172,7 @@ struct Endpoint: Sendable {
     }
 
     @Sendable func handle(_ handler: RouteHandler, route: String, request: Request, params: PathParameters,
-                          record: RequestRecord) async throws -> Response {
+                          record: RequestRecord, connection: any Channel) async throws -> Response {
         let rawPath = request.head.path ?? "/"
         let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
         let method = request.method.rawValue.uppercased()
@@ -198,7 +198,7 @@ struct Endpoint: Sendable {
             contentType: contentType, headers: request.headers, record: record)
 
         if case .events = handler {
-            return try await EventStream.open(service: service, config: config, ctx: ctx)
+            return try await EventStream.open(service: service, config: config, ctx: ctx, connection: connection)
         }
         if case .outside(let handler) = handler {
             let reply = try await handler(service, ctx, config.apiToken)

@@ -80,7 +80,7 @@ enum AdminRun {
         }
     }
 
-    /// Settings for a command: logs go to stderr at the configured level (default error).
+    /// Settings for a command: logs go to stderr at the configured level (default notice).
     static func settings(_ commandLine: Settings.CommandLine) throws -> Settings {
         let settings = try Settings.resolveOrExit(commandLine)
         ServerLogging.bootstrap(format: settings.logFormat, level: settings.logLevel)

@@ -5,6 +5,7 @@
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 /// The context of every request: Hummingbird's own storage, the connection's peer, and the
 /// record the access log and the metrics read once the response head is ready.
@@ -13,10 +14,13 @@ struct ParleyRequestContext: RequestContext {
     let record: RequestRecord
     /// The address the connection comes from (nil for a Unix socket).
     let peerAddress: IPAddress?
+    /// The connection the request came on.
+    let connection: any Channel
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         record = RequestRecord()
+        connection = source.channel
         peerAddress = source.channel.remoteAddress?.ipAddress.flatMap { IPAddress($0) }
     }
 }

@@ -167,6 +167,7 @@ final class Service: @unchecked Sendable {
             writeLock.unlock()
             throw error
         }
+        shared.pushHold.hold(request.heldPushes)
         let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
         writeLock.unlock()
         // Writers faster than the streams wait for their events to go out (not holding a
@@ -209,6 +210,7 @@ final class Service: @unchecked Sendable {
             leave(error)
             throw error
         }
+        shared.pushHold.hold(request.heldPushes)
         let changes = request.committedChanges
         let delivery = shared.hub.finishWriter(ticket, changes)
         // The channel's next writer goes on now: what follows waits for nothing of it.
@@ -244,6 +246,7 @@ final class Service: @unchecked Sendable {
         ServerMetrics.shared.writeBatched()
         request.groupCommitted()
         let changes = request.committedChanges
+        shared.pushHold.hold(request.heldPushes)
         let delivery = shared.hub.finishWriter(ticket, changes)
         await afterCommit(changes, delivery)
         return result
@@ -324,6 +327,7 @@ final class Service: @unchecked Sendable {
             if case .failure(let error) = outcome { throw error }
             throw APIError.internal("storage commit failed: \(commitFailure.map { "\($0)" } ?? "")")
         }
+        shared.pushHold.hold(request.heldPushes)
         let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
         if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
         return result

@@ -73,6 +73,8 @@ final class SharedState: @unchecked Sendable {
     /// PostgreSQL: this server's writers among every server's (nil on SQLite, where one writer
     /// at a time numbers from the counters).
     let positions: StreamPositions?
+    /// Push notifications of members online at the send, until the event reaches them.
+    let pushHold: PushHold
     private let mutex = NSLock()
     private var baseURL = ""
 
@@ -88,6 +90,7 @@ final class SharedState: @unchecked Sendable {
         hub = EventHub(order: order)
         cluster = database.dialect == .postgres ? ClusterPresence(node: nodeId, database: database) : nil
         positions = database.dialect == .postgres ? StreamPositions(node: nodeId, order: order) : nil
+        pushHold = PushHold { [hub, cluster] userId in hub.isOnline(userId) || cluster?.isOnlineElsewhere(userId) == true }
     }
 
     /// The user has an event stream open on this server or on another running one.

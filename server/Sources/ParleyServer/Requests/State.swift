@@ -189,6 +189,9 @@ final class ServerState {
     /// What this member of a commit group wrote, for the members after it (`groupChannels`).
     var channelsWrittenInGroup: [(url: String, entry: CachedChannel?)] { stores.channels.writtenEntries(writtenAwaitingCommit) }
 
+    /// The push notifications this committed request held (Services/Push.swift).
+    var heldPushes: [HeldPush] { stores.events.heldPushes }
+
     /// What the hub needs to deliver this committed request's events.
     var committedChanges: CommittedChanges {
         CommittedChanges(events: stores.tx.pendingFanout, taken: stores.tx.taken, renderer: stores.renderer)

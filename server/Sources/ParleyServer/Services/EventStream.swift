@@ -9,7 +9,7 @@ enum EventStream {
     /// What the event stream uses of a request (Services/Interfaces.swift).
     typealias Needs = UserRecords & ChannelRecords & EventLog
 
-    static func open(service: Service, config: ServerConfig, ctx: Ctx) async throws -> Response {
+    static func open(service: Service, config: ServerConfig, ctx: Ctx, connection: any Channel) async throws -> Response {
         let userId = try ctx.param(.userId)
         let lastEventField = HTTPField.Name("Last-Event-ID")!
         let lastEventText = ctx.headers[lastEventField] ?? ctx.input.query.first("last_event_id")
@@ -73,9 +73,20 @@ enum EventStream {
             // On the queue, so that no event frame follows the error frame.
             _ = try? await hub.inOrder { hub.remove(subscriberId)?.end(code: 400302, message: "The session key expired.") }
         }
-        let cleanup: @Sendable () async -> Void = {
+        // The stream ends as soon as its client closes the connection, not at the next write;
+        // a connection lost without a close ends once a write stays unacknowledged
+        // (ConnectionEnd.swift): the user is online exactly while a stream of theirs is open.
+        await ConnectionEndHandler.limitUnacknowledged(connection)
+        let connectionEnd = await ConnectionEndHandler.end(of: connection)
+        connectionEnd?.onEnd { outbox.abandon() }
+        let cleanup: @Sendable (_ writeFailed: Bool) async -> Void = { writeFailed in
             heartbeat.cancel()
             expiry.cancel()
+            // Before the user may count as offline: the events written to a connection that
+            // was not lost reached the client, so their held push notifications are dropped.
+            if !writeFailed && connectionEnd?.lost != true {
+                service.shared.pushHold.reached(userId, through: outbox.writtenThrough)
+            }
             let removedHere = hub.remove(subscriberId) != nil
             // The last-seen time is committed before the other servers hear that the stream
             // closed: a server that shows the user offline shows when they were last seen.
@@ -85,19 +96,20 @@ enum EventStream {
             if admission.end() { await cluster?.release(userId) }
         }
         // Should the body never run (or once it is done and dropped), the stream ends all the same.
-        let dropped = OnDrop { Task { await cleanup() } }
+        let dropped = OnDrop { Task { await cleanup(false) } }
         let body = ResponseBody { writer in
             _ = dropped
             do {
                 while let bytes = await outbox.next() {
                     try await writer.write(bytes)
+                    outbox.wrote()
                 }
             } catch {
                 outbox.finish()
-                await cleanup()
+                await cleanup(true)
                 throw error
             }
-            await cleanup()
+            await cleanup(false)
             try await writer.finish(nil)
         }
         return Response(

@@ -101,10 +101,23 @@ enum Messages {
     /// What the message service uses of a request (Services/Interfaces.swift).
     typealias Needs = UserRecords & ChannelRecords & MessageRecords & PollRecords & EventEmitter & Rendering
 
-    /// Mentioned ids as stored: users that exist (loaded), each once, in the order first named.
-    static func knownOnce(_ ids: [String], _ s: some Needs) -> [String] {
+    /// Users a message mentions by name, at most: of the ids given, the first this many
+    /// distinct ones are mentioned and the rest are not (PROTOCOL.md §7.1).
+    static let mentionLimit = 10
+
+    /// The first `mentionLimit` distinct ids given, in the order first named.
+    static func mentionable(_ ids: [String]) -> [String] {
         var seen = Set<String>()
-        return ids.filter { s.loadedUser($0) != nil && seen.insert($0).inserted }
+        var first: [String] = []
+        for id in ids where first.count < mentionLimit && seen.insert(id).inserted { first.append(id) }
+        return first
+    }
+
+    /// Mentioned ids as stored: of the `mentionable` ids, the users that exist (loaded).
+    static func mentioned(_ ids: [String], _ s: some Needs) async throws -> [String] {
+        let first = mentionable(ids)
+        try await s.loadUsers(first)
+        return first.filter { s.loadedUser($0) != nil }
     }
 
     /// What a send asks for, read from its body, before any number is taken.
@@ -194,9 +207,7 @@ enum Messages {
         r.customType = try i.string("custom_type", maxBytes: 128) ?? ""
         r.data = try i.string("data") ?? ""
         r.mentionType = try i.enumValue("mention_type", ["users", "channel"], default: "users")
-        let mentionedIds = try i.stringList("mentioned_user_ids") ?? []
-        try await s.loadUsers(mentionedIds)
-        r.mentioned = knownOnce(mentionedIds, s)
+        r.mentioned = try await mentioned(i.stringList("mentioned_user_ids") ?? [], s)
         r.metaArray = try parseMetaArray(i) ?? []
         r.parentId = try i.int("parent_message_id", min: 0) ?? 0
         r.replyToChannel = try i.bool("is_reply_to_channel", default: false)
@@ -470,10 +481,7 @@ enum Messages {
         if let customType { m.customType = customType }
         if let data { m.data = data }
         if let mentionType { m.mentionType = mentionType }
-        if let mentioned {
-            try await s.loadUsers(mentioned)
-            m.mentionedUserIds = knownOnce(mentioned, s)
-        }
+        if let mentioned { m.mentionedUserIds = try await Self.mentioned(mentioned, s) }
         if let metaArray { m.sortedMetaarray = metaArray }
         if let url, m.file != nil { m.file!.url = url; m.file!.fileId = nil }
         m.updatedAt = ctx.now
@@ -579,7 +587,9 @@ enum Messages {
     static func pin(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: true) }
     static func unpin(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply { try await setPin(s, &ctx, pinned: false) }
 
-    static func copy(_ s: some Needs, _ ctx: inout Ctx) async throws -> Reply {
+    /// A copy is a new message of the destination: its events (mentions included), webhooks
+    /// and push notifications are a send's.
+    static func copy(_ s: some Needs & PushRecords, _ ctx: inout Ctx) async throws -> Reply {
         let c = try await s.channel(ctx.param(.channelURL))
         let reader = try s.readerMember(c, ctx)
         let m = try await s.message(c, ctx.messageId)
@@ -594,6 +604,7 @@ enum Messages {
         if let me = ctx.caller.userId { sender = me } else { sender = try ctx.input.string("user_id", maxBytes: 80) ?? m.senderId ?? "" }
         _ = try await s.user(sender)
         try s.requireCanSend(dest, sender: sender, ctx: ctx)
+        let push = try PushDeliveryRequest(ctx.input)
         let (copyId, createdAt) = try await s.takeMessageNumbers(in: dest.url, at: ctx.now)
         var copy = m
         copy.id = copyId
@@ -618,8 +629,8 @@ enum Messages {
         s.unhideOnNewMessage(&dest, now: ctx.now)
         s.touch(&dest, ctx.now)
         try await s.save(dest)
-        let json = try await s.render(copy, .full)
-        s.emitMessageEvent("message_received", dest, about: copy, fields: [("message", json)], channelChanged: true, now: ctx.now)
+        let json = try await announceNewMessage(s, copy, in: dest, ctx)
+        try await Push.notify(s, copy, in: dest, request: push, now: ctx.now)
         return .json(json)
     }
 

@@ -3,8 +3,10 @@ import Foundation
 // Push notifications (PROTOCOL.md §5.1, docs/SERVER.md "Push notifications"). The server
 // reaches no APNs, FCM or HMS itself: for each new message it decides which members are to be
 // notified and queues one call to the operator's push gateway, in the send's transaction, on
-// the queue of the webhooks (Operations/HookDeliveries.swift). The gateway talks to the
-// platforms. Users register their devices' tokens and set when they want to be notified.
+// the queue of the webhooks (Operations/HookDeliveries.swift); the notifications of members
+// online at the send are held until it is known whether the event reached them (`PushHold`).
+// The gateway talks to the platforms. Users register their devices' tokens and set when they
+// want to be notified.
 
 /// The push gateway the configuration names (Config/Settings.swift).
 struct PushGatewaySettings: Sendable, Equatable {
@@ -189,13 +191,96 @@ protocol PushRecords: AnyObject {
     func isOnline(_ userId: String) -> Bool
     /// Queues a call to a configured endpoint with the request's changes.
     func queueHookCall(_ call: QueuedHookCall)
+    /// Holds a notification of a member who is online, once the request commits (`PushHold`).
+    func holdPush(_ push: HeldPush)
+}
+
+/// A notification of one member who had an event stream open at the send: it goes to the
+/// gateway only if the event does not reach them (`PushHold`).
+struct HeldPush: Sendable {
+    let userId: String
+    let call: QueuedHookCall
+    /// The newest event of the send addressed to the member: it reached them once a stream
+    /// wrote it and was not lost.
+    var eventId: Int64 = 0
+}
+
+/// The notifications held for members who were online at the send. The event reaches a
+/// member through a stream of this server that wrote it and then stayed open, or was closed
+/// by the client (`reached`); it may not when their streams end just then: a stream the
+/// client closes ends at once, dropping what it had not written, and one whose connection is
+/// lost without a close ends within `ConnectionEndHandler.unacknowledgedLimitMillis` of the
+/// event's write to it. So a held notification goes to the gateway if, within `windowMillis`
+/// of the commit, the member has no stream left on any server and no stream of this server
+/// delivered the event; it is dropped once one did, or at the end of the window. Kept in
+/// memory: a server that stops drops those it holds.
+final class PushHold: @unchecked Sendable {
+    static let windowMillis = Int64(ConnectionEndHandler.unacknowledgedLimitMillis) + 3_000
+    /// How often the held members' presence is looked at.
+    static let checkNanos: UInt64 = 100_000_000
+
+    private let mutex = NSLock()
+    private var held: [(push: HeldPush, until: Int64)] = []
+    private var watching = false
+    private var release: (@Sendable ([QueuedHookCall]) async -> Void)?
+    private let isOnline: @Sendable (String) -> Bool
+
+    init(isOnline: @escaping @Sendable (String) -> Bool) {
+        self.isOnline = isOnline
+    }
+
+    /// `release` queues the calls of the notifications that go out (in a transaction of its own).
+    func start(release: @escaping @Sendable ([QueuedHookCall]) async -> Void) {
+        mutex.withLock { self.release = release }
+    }
+
+    /// A stream of the user ended having written the events up to `through` to a connection
+    /// that was not lost: their held notifications of those events are dropped.
+    func reached(_ userId: String, through: Int64) {
+        mutex.withLock {
+            if held.isEmpty { return }
+            held.removeAll { $0.push.userId == userId && $0.push.eventId <= through }
+        }
+    }
+
+    /// Held notifications of a request that committed now.
+    func hold(_ pushes: [HeldPush]) {
+        if pushes.isEmpty { return }
+        let until = nowMillis() + Self.windowMillis
+        let starts: Bool = mutex.withLock {
+            held += pushes.map { (push: $0, until: until) }
+            defer { watching = true }
+            return !watching
+        }
+        if starts { Task { await self.watch() } }
+    }
+
+    private func watch() async {
+        while true {
+            try? await Task.sleep(nanoseconds: Self.checkNanos)
+            let now = nowMillis()
+            let (due, stops, release): ([QueuedHookCall], Bool, (@Sendable ([QueuedHookCall]) async -> Void)?) = mutex.withLock {
+                var due: [QueuedHookCall] = []
+                held.removeAll { entry in
+                    if !isOnline(entry.push.userId) {
+                        due.append(entry.push.call)
+                        return true
+                    }
+                    return entry.until <= now
+                }
+                // The next `hold` starts a new watch.
+                if held.isEmpty { watching = false }
+                return (due, held.isEmpty, self.release)
+            }
+            if !due.isEmpty, let release { await release(due) }
+            if stops { return }
+        }
+    }
 }
 
 enum Push {
     typealias Needs = PushRecords & UserRecords & ChannelRecords & Rendering
 
-    /// Mentioned members notified as such, at most (guide: "up to ten members").
-    static let mentionLimit = 10
     /// Recipients per gateway call: a bigger channel's notification is several calls.
     static let recipientsPerCall = 100
     static let category = "push"
@@ -203,15 +288,16 @@ enum Push {
     // MARK: deciding
 
     /// After a new message is stored: queues the gateway call for the members to notify.
-    /// Notified: joined members but the sender who can see the message, have no open event
-    /// stream on any server, have a token, and whose options say so (the channel's over
-    /// their own: `all`, or `mention_only` when mentioned; not `off`), outside their quiet
-    /// times (a critical alert still reaches their APNs devices then). A silent message
-    /// notifies nobody.
+    /// Notified: joined members but the sender who can see the message, have a token, and
+    /// whose options say so (the channel's over their own: `all`, or `mention_only` when
+    /// mentioned; not `off`), outside their quiet times (a critical alert still reaches their
+    /// APNs devices then). A silent message notifies nobody. Members with no open event
+    /// stream on any server are notified with the send; those with one are held (`PushHold`),
+    /// and notified only if the event does not reach them.
     static func notify(_ s: some Needs, _ m: MessageRecord, in c: ChannelRecord, request: PushDeliveryRequest, now: Int64) async throws {
         guard let gateway = s.pushGateway.url, !request.suppressed, !m.silent else { return }
         let candidates = c.members.values
-            .filter { $0.state == "joined" && $0.userId != m.senderId && s.isVisible(m, to: $0) && !s.isOnline($0.userId) }
+            .filter { $0.state == "joined" && $0.userId != m.senderId && s.isVisible(m, to: $0) }
             .map(\.userId).sorted()
         if candidates.isEmpty { return }
         let tokens = try await s.pushTokens(of: candidates, type: nil)
@@ -220,7 +306,7 @@ enum Push {
         let preferences = try await s.pushPreferences(of: withTokens)
         let channelOptions = try await s.channelPushTriggers(c.url, users: withTokens)
         let mentioned: Set<String> = m.mentionType == "channel"
-            ? Set(withTokens) : Set(m.mentionedUserIds.prefix(mentionLimit))
+            ? Set(withTokens) : Set(m.mentionedUserIds)
         var chosen: [(user: String, tokens: [PushToken], mentioned: Bool)] = []
         for user in withTokens {
             let preference = preferences[user] ?? PushPreference()
@@ -246,17 +332,17 @@ enum Push {
         let settings = s.pushGateway
         let title = PushTemplate.fill(settings.titleTemplate, values)
         let body = PushTemplate.fill(settings.bodyTemplate, values)
-        for part in stride(from: 0, to: chosen.count, by: recipientsPerCall) {
-            let recipients: [JSON] = chosen[part..<min(chosen.count, part + recipientsPerCall)].map { r in
-                .obj([
-                    ("user_id", .string(r.user)),
-                    ("tokens", .array(r.tokens.map { .obj([("type", .string($0.type.answerName)), ("token", .string($0.token))]) })),
-                    ("title", .string(title)), ("body", .string(body)),
-                    ("badge", .int(badges[r.user, default: 0] + s.unreadCounts(c, r.user).messages)),
-                    ("mentioned", .bool(r.mentioned)),
-                ])
-            }
-            let call = JSON.obj([
+        func recipient(_ r: (user: String, tokens: [PushToken], mentioned: Bool)) -> JSON {
+            .obj([
+                ("user_id", .string(r.user)),
+                ("tokens", .array(r.tokens.map { .obj([("type", .string($0.type.answerName)), ("token", .string($0.token))]) })),
+                ("title", .string(title)), ("body", .string(body)),
+                ("badge", .int(badges[r.user, default: 0] + s.unreadCounts(c, r.user).messages)),
+                ("mentioned", .bool(r.mentioned)),
+            ])
+        }
+        func call(_ recipients: [JSON]) -> QueuedHookCall {
+            let json = JSON.obj([
                 ("category", .string(category)), ("ts", .int(now)), ("channel_url", .string(c.url)), ("channel_type", "group"),
                 ("channel", .obj([("channel_url", .string(c.url)), ("name", .string(c.name)), ("custom_type", .string(c.customType))])),
                 ("message_id", .int(m.id)), ("message_type", .string(m.type)),
@@ -265,7 +351,15 @@ enum Push {
                 ("apple_critical_alert_options", request.criticalAlert),
                 ("recipients", .array(recipients)),
             ])
-            s.queueHookCall(QueuedHookCall(endpoint: gateway, category: category, channelUrl: c.url, body: call.serialized()))
+            return QueuedHookCall(endpoint: gateway, category: category, channelUrl: c.url, body: json.serialized())
+        }
+        let online = Set(chosen.map(\.user).filter { s.isOnline($0) })
+        let offline = chosen.filter { !online.contains($0.user) }
+        for part in stride(from: 0, to: offline.count, by: recipientsPerCall) {
+            s.queueHookCall(call(offline[part..<min(offline.count, part + recipientsPerCall)].map(recipient)))
+        }
+        for r in chosen where online.contains(r.user) {
+            s.holdPush(HeldPush(userId: r.user, call: call([recipient(r)])))
         }
     }
 

@@ -116,6 +116,7 @@ extension ServerState: PushRecords, TranslationRecords {
     var translator: TranslatorSettings { shared.webhooks.defaults.translator }
 
     func queueHookCall(_ call: QueuedHookCall) { stores.events.queueHookCall(call) }
+    func holdPush(_ push: HeldPush) { stores.events.holdPush(push) }
 
     func pushTokens(of users: [String], type: PushTokenType?) async throws -> [String: [PushToken]] {
         try await PushQueries.tokens(of: users, type: type, db)

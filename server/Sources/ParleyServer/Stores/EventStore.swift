@@ -13,6 +13,8 @@ final class EventStore: EventEmitter {
     private var pendingHookCalls: [QueuedHookCall] = []
     /// The bodies of the webhook calls queued.
     private var queuedHookBodies: Set<String> = []
+    /// Push notifications held until the request commits (Services/Push.swift).
+    private(set) var heldPushes: [HeldPush] = []
 
     init(_ tx: RequestTransaction, channels: ChannelStore, users: UserStore) {
         self.tx = tx
@@ -228,6 +230,22 @@ final class EventStore: EventEmitter {
 
     /// A call to the push gateway or the translator (Services/Push.swift, Translation.swift).
     func queueHookCall(_ call: QueuedHookCall) { pendingHookCalls.append(call) }
+
+    func holdPush(_ push: HeldPush) {
+        var push = push
+        let userId = push.userId
+        // Recipients are sorted.
+        push.eventId = tx.pendingFanout.last { event in
+            let r = event.recipients
+            var low = 0, high = r.count
+            while low < high {
+                let middle = (low + high) / 2
+                if r[middle] < userId { low = middle + 1 } else { high = middle }
+            }
+            return low < r.count && r[low] == userId
+        }?.id ?? 0
+        heldPushes.append(push)
+    }
 
     func queueWebhook(_ category: WebhookCategory, channelUrl: String?, fields: [(String, JSON?)], now: Int64) {
         let endpoints = shared.webhooks.settings.endpoints(for: category)
