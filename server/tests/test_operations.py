@@ -18,7 +18,7 @@ from tests_support.processes import stop_process
 
 SETTING_KEYS = ["host", "port", "database", "database_file", "api_token", "api_token_file",
                 "upload_limit_bytes", "event_retention", "heartbeat_seconds", "max_streams_per_user",
-                "log_level", "log_format", "metrics_token", "metrics_token_file", "shutdown_grace_seconds"]
+                "listen_backlog", "log_level", "log_format", "metrics_token", "metrics_token_file", "shutdown_grace_seconds"]
 ENVIRONMENT = {"database": "PARLEY_DATABASE_URL", "database_file": "PARLEY_DATABASE_URL_FILE"}
 
 
@@ -168,6 +168,31 @@ def test_ready_turns_false_while_postgresql_is_stopped_and_back_after(fresh_serv
     finally:
         databases.start_cluster()
     assert ready_answer(server.url(""), 200, 20).json()["status"] == "ready"
+
+
+def listen_backlog(base_url):
+    """The backlog of the socket listening at base_url's port, as the kernel reports it."""
+    port = base_url.rsplit(":", 1)[1]
+    lines = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    return int(lines[2])  # State Recv-Q Send-Q: Send-Q of a listening socket is its backlog
+
+
+def test_the_listen_backlog_is_the_systems_largest_by_default_and_a_setting(tmp_path):
+    somaxconn = int(open("/proc/sys/net/core/somaxconn").read())
+    env = clean_environment()
+    default = Started(["--port", "0", "--database", str(tmp_path / "backlog.sqlite")], env)
+    try:
+        assert listen_backlog(default.base) == somaxconn
+    finally:
+        default.stop()
+    small = Started(["--port", "0", "--database", str(tmp_path / "backlog.sqlite"), "--listen-backlog", "17"], env)
+    try:
+        assert listen_backlog(small.base) == 17
+    finally:
+        small.stop()
+    refused = run_briefly(["--port", "0", "--database", str(tmp_path / "backlog.sqlite"), "--listen-backlog", "0"], env)
+    assert refused.returncode == 78 and "listen_backlog" in refused.stderr + refused.stdout
 
 
 def test_ready_turns_false_once_the_server_is_stopping(tmp_path):

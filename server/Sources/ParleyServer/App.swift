@@ -73,7 +73,8 @@ struct ParleyServerCommand: AsyncParsableCommand {
             responder: responder,
             // Each connection tells when it ends (an event stream ends with it, HTTP/ConnectionEnd.swift).
             server: .http1(configuration: .init(additionalChannelHandlers: [ConnectionEndHandler()])),
-            configuration: .init(address: .hostname(host, port: port), serverName: "parley-server"),
+            configuration: .init(address: .hostname(host, port: port), serverName: "parley-server",
+                                 backlog: settings.listenBacklog),
             onServerRunning: { channel in
                 let actualPort = channel.localAddress?.port ?? 0
                 let base = "http://\(displayHost):\(actualPort)"
@@ -155,6 +156,8 @@ struct ServerOptions: ParsableArguments {
     var heartbeatSeconds: String?
     @Option(help: "Event streams one user may have open at once (env PARLEY_MAX_STREAMS_PER_USER; default 20).")
     var maxStreamsPerUser: String?
+    @Option(help: "Connections queued before they are accepted (env PARLEY_LISTEN_BACKLOG; default the system's largest, net.core.somaxconn).")
+    var listenBacklog: String?
     @Option(help: """
         trace, debug, info (adds one access-log line per request), notice (the server's start and \
         stop, and warnings), warning, error or critical (env PARLEY_LOG_LEVEL; default notice).
@@ -232,7 +235,7 @@ struct ServerOptions: ParsableArguments {
             (.host, host), (.port, port), (.database, database), (.databaseFile, databaseFile),
             (.apiToken, apiToken), (.apiTokenFile, apiTokenFile), (.uploadLimitBytes, uploadLimitBytes),
             (.eventRetention, eventRetention), (.heartbeatSeconds, heartbeatSeconds),
-            (.maxStreamsPerUser, maxStreamsPerUser), (.logLevel, logLevel), (.logFormat, logFormat),
+            (.maxStreamsPerUser, maxStreamsPerUser), (.listenBacklog, listenBacklog), (.logLevel, logLevel), (.logFormat, logFormat),
             (.metricsToken, metricsToken), (.metricsTokenFile, metricsTokenFile),
             (.shutdownGraceSeconds, shutdownGraceSeconds), (.shutdownDrainSeconds, shutdownDrainSeconds),
             (.trustedProxies, trustedProxies), (.chatHistory, chatHistory),

@@ -43,7 +43,8 @@ extension Settings {
             ("translator_concurrency", String(hooks.translator.concurrency)),
         ]
         let others: [(key: String, value: String)] = [
-            ("host", host), ("port", String(port)), ("database", database.description),
+            ("host", host), ("port", String(port)), ("listen_backlog", String(listenBacklog)),
+            ("database", database.description),
             ("api_token", apiToken == nil ? "none (a random one at each start)" : "(set)"),
             ("upload_limit_bytes", String(uploadLimitBytes)), ("event_retention", String(eventRetention)),
             ("heartbeat_seconds", String(heartbeatSeconds)), ("max_streams_per_user", String(maxStreamsPerUser)),
@@ -88,6 +89,7 @@ struct SettingKey: Sendable {
 
     static let host = SettingKey("host")
     static let port = SettingKey("port")
+    static let listenBacklog = SettingKey("listen_backlog")
     static let database = SettingKey("database", environment: "PARLEY_DATABASE_URL")
     static let databaseFile = SettingKey("database_file", environment: "PARLEY_DATABASE_URL_FILE")
     static let apiToken = SettingKey("api_token")
@@ -126,7 +128,7 @@ struct SettingKey: Sendable {
 
     /// Every key a configuration file may hold.
     static let all: [SettingKey] = [
-        host, port, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
+        host, port, listenBacklog, database, databaseFile, apiToken, apiTokenFile, uploadLimitBytes, eventRetention,
         heartbeatSeconds, maxStreamsPerUser, logLevel, logFormat, metricsToken, metricsTokenFile,
         shutdownGraceSeconds, shutdownDrainSeconds, trustedProxies, chatHistory, maxChannelsPerUser,
         webhookURLs, webhookCategories, webhookSecret, webhookSecretFile, webhookTimeoutSeconds, webhookConcurrency,
@@ -138,8 +140,21 @@ struct SettingKey: Sendable {
 
 /// The settings once resolved: every value checked.
 struct Settings: Sendable {
+    /// `/proc/sys/net/core/somaxconn`, the kernel's cap on any listen backlog (4096 on current
+    /// Linux); 4096 when it cannot be read.
+    static let systemMaxBacklog: Int = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/net/core/somaxconn", encoding: .utf8),
+            let value = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), value > 0
+        else { return 4096 }
+        return value
+    }()
+
     var host = "127.0.0.1"
     var port = 8080
+    /// Connections the kernel queues before the server accepts them; by default the system's
+    /// largest (`net.core.somaxconn`), so that thousands of clients connecting together are
+    /// queued rather than refused or dropped.
+    var listenBacklog = Settings.systemMaxBacklog
     var database: DatabaseLocation = .sqlite(path: DatabaseLocation.defaultSQLitePath)
     /// Nil: none was given; the server makes one up and prints it.
     var apiToken: String?
@@ -195,6 +210,7 @@ struct Settings: Sendable {
         if let value = try source.integer(.eventRetention, in: 1...100_000_000) { settings.eventRetention = value }
         if let value = try source.seconds(.heartbeatSeconds) { settings.heartbeatSeconds = value }
         if let value = try source.integer(.maxStreamsPerUser, in: 1...100_000) { settings.maxStreamsPerUser = value }
+        if let value = try source.integer(.listenBacklog, in: 1...1_048_576) { settings.listenBacklog = value }
         if let value = try source.seconds(.shutdownGraceSeconds) { settings.shutdownGraceSeconds = value }
         if let value = try source.seconds(.shutdownDrainSeconds, allowingZero: true) { settings.shutdownDrainSeconds = value }
         if let (value, origin) = source.string(.trustedProxies) {
