@@ -198,7 +198,9 @@ extension Atomic where Value == Bool {
         let log = ClientLog()
         let finished = Atomic<Bool>(false)
         let wasCallbackThread = Atomic<Bool>(false)
+        let gate = Gate()  // holds the first callback until the others are queued
         dispatcher.enqueue {
+            gate.wait()
             wasCallbackThread.store(dispatcher.isCallbackThread, ordering: .sequentiallyConsistent)
             log.record(1)
             dispatcher.close()
@@ -207,6 +209,7 @@ extension Atomic where Value == Bool {
         }
         dispatcher.enqueue { log.record(2) }
         dispatcher.enqueue { log.record(3) }
+        gate.release()
         #expect(waitUntil { finished.current })
         #expect(wasCallbackThread.current == true)
         #expect(!dispatcher.isCallbackThread)
