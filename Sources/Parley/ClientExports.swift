@@ -64,6 +64,57 @@ public func exportClientDispatch(_ client: OpaquePointer?, _ maxCallbacks: Int32
     }
 }
 
+// Dispatch groups: one fd and one dispatch for many manual-mode clients.
+
+let dispatchGroups = HandleTable<CallbackGroup>(kind: "dispatch group")
+
+@_cdecl("parley_dispatch_group_create")
+public func exportDispatchGroupCreate(_ outGroup: UnsafeMutablePointer<OpaquePointer?>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        guard let outGroup else { throw .invalidArgument("out_group is NULL") }
+        outGroup.pointee = nil
+        outGroup.pointee = dispatchGroups.insert(try CallbackGroup())
+    }
+}
+
+@_cdecl("parley_dispatch_group_event_fd")
+public func exportDispatchGroupEventFD(_ group: OpaquePointer?, _ outFD: UnsafeMutablePointer<Int32>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try dispatchGroups.lookup(group)
+        guard let outFD else { throw .invalidArgument("out_fd is NULL") }
+        outFD.pointee = object.eventFD
+    }
+}
+
+@_cdecl("parley_dispatch_group_dispatch")
+public func exportDispatchGroupDispatch(
+    _ group: OpaquePointer?, _ maxCallbacks: Int32, _ outDispatched: UnsafeMutablePointer<Int32>?
+) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        outDispatched?.pointee = 0
+        let object = try dispatchGroups.lookup(group)
+        guard maxCallbacks >= 0 else { throw .invalidArgument("max_callbacks must be >= 0, got \(maxCallbacks)") }
+        outDispatched?.pointee = Int32(clamping: object.dispatch(max: Int(maxCallbacks)))
+    }
+}
+
+@_cdecl("parley_dispatch_group_destroy")
+public func exportDispatchGroupDestroy(_ group: OpaquePointer?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        // Closed first, so that a group with clients stays valid; of two destroys, the second finds it closed.
+        try dispatchGroups.lookup(group).close()
+        _ = try? dispatchGroups.remove(group)
+    }
+}
+
+@_cdecl("parley_client_set_dispatch_group")
+public func exportClientSetDispatchGroup(_ client: OpaquePointer?, _ group: OpaquePointer?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        try object.dispatcher.setGroup(group == nil ? nil : try dispatchGroups.lookup(group))
+    }
+}
+
 @_cdecl("parley_client_set_log_callback")
 public func exportClientSetLogCallback(
     _ client: OpaquePointer?, _ function: parley_log_fn?, _ userData: UnsafeMutableRawPointer?, _ maxLevel: Int32

@@ -1,6 +1,7 @@
 /* Callback delivery through the C ABI in both dispatch modes: ordering, no concurrency,
  * re-entrancy, drain on destroy, exactly-once completion (also when cancelled by
- * destroy), manual mode through the event fd, and the log callback. */
+ * destroy), manual mode through the event fd, the log callback, and dispatch groups
+ * (one fd for many manual-mode clients) with their bad input. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include <arpa/inet.h>
@@ -248,6 +249,164 @@ static void test_manual_mode(void) {
     CHECK(rec.order[14] == 24);
 }
 
+
+/* ---- Dispatch groups ------------------------------------------------------------ */
+
+#define GROUP_CLIENTS 3
+#define GROUP_RUNS 256
+
+static struct {
+    int runs[GROUP_RUNS]; /* client * 1000 + sequence, in the order they ran */
+    int count;
+    parley_client *clients[GROUP_CLIENTS];
+    int destroy_status;
+    int count_when_destroy_returned;
+} grp;
+
+static void on_group_post(void *user_data) {
+    if (grp.count < GROUP_RUNS) grp.runs[grp.count] = (int)(intptr_t)user_data;
+    grp.count++;
+}
+
+/* Destroys client 0 from inside its own callback, during a group dispatch. */
+static void destroy_client_zero(void *user_data) {
+    (void)user_data;
+    on_group_post((void *)(intptr_t)999);
+    grp.destroy_status = parley_client_destroy(grp.clients[0]);
+    grp.count_when_destroy_returned = grp.count;
+}
+
+/* The callbacks of `client` that ran, in order, as their sequence numbers. */
+static int runs_of(int client, int *out, int capacity) {
+    int found = 0;
+    for (int i = 0; i < grp.count && i < GROUP_RUNS; i++) {
+        if (grp.runs[i] / 1000 == client && found < capacity) out[found++] = grp.runs[i] % 1000;
+    }
+    return found;
+}
+
+static void test_dispatch_group_bad_input(void) {
+    parley_dispatch_group *group = NULL;
+    int fd = -1, ran = -1;
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_dispatch_group_create(NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_dispatch_group_event_fd(NULL, &fd));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_dispatch_group_dispatch(NULL, 0, &ran));
+    CHECK(ran == 0);
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_dispatch_group_destroy(NULL));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_create(&group));
+    CHECK(group != NULL);
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_dispatch_group_event_fd(group, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_dispatch_group_dispatch(group, -1, &ran));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_dispatch(group, 0, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_set_dispatch_group(NULL, group));
+
+    /* A thread-mode client joins no group. */
+    parley_client *threaded = NULL;
+    CHECK_STATUS(PARLEY_OK, parley_client_create(&threaded, NULL));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_set_dispatch_group(threaded, group));
+    CHECK_ERROR_MENTIONS("thread dispatch mode");
+    /* A client handle is not a group handle. */
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_dispatch_group_dispatch((parley_dispatch_group *)threaded, 0, &ran));
+    CHECK_STATUS(PARLEY_OK, parley_client_destroy(threaded));
+
+    /* One group at a time; destroyed handles are refused. */
+    parley_dispatch_group *other = NULL;
+    parley_client *client = NULL;
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_create(&other));
+    CHECK_STATUS(PARLEY_OK, parley_client_create(&client, "{\"dispatch_mode\": \"manual\"}"));
+    CHECK_STATUS(PARLEY_OK, parley_client_set_dispatch_group(client, group));
+    CHECK_STATUS(PARLEY_OK, parley_client_set_dispatch_group(client, group));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_client_set_dispatch_group(client, other));
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_dispatch_group_destroy(group));
+    CHECK_ERROR_MENTIONS("still attached");
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_event_fd(group, &fd)); /* still valid */
+    CHECK_STATUS(PARLEY_OK, parley_client_set_dispatch_group(client, NULL));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_destroy(group));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_dispatch_group_destroy(group));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_dispatch_group_dispatch(group, 0, &ran));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_set_dispatch_group(client, group));
+    CHECK_STATUS(PARLEY_OK, parley_client_destroy(client));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_set_dispatch_group(client, other));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_destroy(other));
+}
+
+static void test_dispatch_group(void) {
+    memset(&grp, 0, sizeof grp);
+    parley_dispatch_group *group = NULL;
+    int group_fd = -1, client_fd = -1, ran = -1;
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_create(&group));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_event_fd(group, &group_fd));
+    for (int c = 0; c < GROUP_CLIENTS; c++) {
+        CHECK_STATUS(PARLEY_OK, parley_client_create(&grp.clients[c], "{\"server_url\": \"http://127.0.0.1:9\", \"dispatch_mode\": \"manual\"}"));
+        CHECK_STATUS(PARLEY_OK, parley_client_set_dispatch_group(grp.clients[c], group));
+    }
+    CHECK(!fd_readable(group_fd, 0));
+    for (int i = 0; i < 20; i++) {
+        for (int c = 0; c < GROUP_CLIENTS; c++) {
+            CHECK_STATUS(PARLEY_OK, parley_client_post(grp.clients[c], on_group_post, (void *)(intptr_t)(c * 1000 + i)));
+        }
+    }
+    CHECK(grp.count == 0);
+    CHECK(fd_readable(group_fd, 0));
+    /* The client's own fd still tells its own queue. */
+    CHECK_STATUS(PARLEY_OK, parley_client_event_fd(grp.clients[1], &client_fd));
+    CHECK(fd_readable(client_fd, 0));
+
+    /* A limited dispatch takes the clients in turn, 16 callbacks each at most. */
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_dispatch(group, 45, &ran));
+    CHECK(ran == 45 && grp.count == 45);
+    int seen[GROUP_RUNS];
+    CHECK(runs_of(0, seen, GROUP_RUNS) == 16 && runs_of(1, seen, GROUP_RUNS) == 16 && runs_of(2, seen, GROUP_RUNS) == 13);
+    CHECK(fd_readable(group_fd, 0));
+    /* The client's own dispatch runs its own callbacks only. */
+    int before = runs_of(1, seen, GROUP_RUNS);
+    CHECK_STATUS(PARLEY_OK, parley_client_dispatch(grp.clients[1], 0, &ran));
+    CHECK(ran == 20 - before && runs_of(1, seen, GROUP_RUNS) == 20);
+    CHECK(!fd_readable(client_fd, 0));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_dispatch(group, 0, &ran));
+    CHECK(grp.count == 60);
+    CHECK(!fd_readable(group_fd, 0));
+    for (int c = 0; c < GROUP_CLIENTS; c++) {
+        int found = runs_of(c, seen, GROUP_RUNS);
+        CHECK(found == 20);
+        for (int i = 0; i < found; i++) {
+            if (seen[i] != i) { CHECK(seen[i] == i); break; }
+        }
+    }
+
+    /* A completion from the network thread wakes the group's fd. */
+    reset();
+    CHECK_STATUS(PARLEY_OK, parley_client_request(grp.clients[2], NULL, "GET", "/v3/users", NULL, on_result, NULL));
+    CHECK(fd_readable(group_fd, 10000));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_dispatch(group, 0, &ran));
+    CHECK(ran >= 1 && rec.completions == 1 && rec.last_code == PARLEY_E_NETWORK);
+
+    /* Destroy a client from inside its own callback during a group dispatch: its later
+     * callbacks run nested before destroy returns, and the group goes on with the others. */
+    grp.count = 0;
+    CHECK_STATUS(PARLEY_OK, parley_client_post(grp.clients[0], destroy_client_zero, NULL));
+    CHECK_STATUS(PARLEY_OK, parley_client_post(grp.clients[0], on_group_post, (void *)(intptr_t)1));
+    CHECK_STATUS(PARLEY_OK, parley_client_post(grp.clients[0], on_group_post, (void *)(intptr_t)2));
+    CHECK_STATUS(PARLEY_OK, parley_client_post(grp.clients[1], on_group_post, (void *)(intptr_t)1001));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_dispatch(group, 0, &ran));
+    CHECK(grp.destroy_status == PARLEY_OK);
+    CHECK(grp.count_when_destroy_returned == 3);
+    CHECK(grp.count == 4 && grp.runs[3] == 1001);
+    CHECK(!fd_readable(group_fd, 0));
+    CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_post(grp.clients[0], on_group_post, NULL));
+
+    /* The group is refused destruction while clients remain, then destroyed. */
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_dispatch_group_destroy(group));
+    /* Destroying an attached client drains it on the calling thread. */
+    CHECK_STATUS(PARLEY_OK, parley_client_post(grp.clients[1], on_group_post, (void *)(intptr_t)1002));
+    CHECK(fd_readable(group_fd, 0));
+    CHECK_STATUS(PARLEY_OK, parley_client_destroy(grp.clients[1]));
+    CHECK(grp.count == 5 && grp.runs[4] == 1002);
+    CHECK(!fd_readable(group_fd, 0));
+    CHECK_STATUS(PARLEY_OK, parley_client_destroy(grp.clients[2]));
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_destroy(group));
+}
+
 int main(void) {
     pthread_mutex_init(&rec.mutex, NULL);
     pthread_cond_init(&rec.cond, NULL);
@@ -255,6 +414,8 @@ int main(void) {
     test_cancel_on_destroy("thread");
     test_cancel_on_destroy("manual");
     test_manual_mode();
+    test_dispatch_group_bad_input();
+    test_dispatch_group();
     pthread_cond_destroy(&rec.cond);
     pthread_mutex_destroy(&rec.mutex);
     return check_report("test_dispatch");

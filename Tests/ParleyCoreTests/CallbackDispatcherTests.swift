@@ -105,7 +105,10 @@ private func pollReadable(_ fd: Int32, timeoutMs: Int32) -> Bool {
         let dispatcher = try CallbackDispatcher(mode: mode)
         let recorder = Recorder()
         let closeReturned = Atomic<Bool>(false)
+        let queued = Atomic<Bool>(false)
         dispatcher.enqueue {
+            // In thread mode, wait until the two callbacks after this one are queued.
+            while !queued.load(ordering: .sequentiallyConsistent) { usleep(100) }
             recorder.record(1)
             dispatcher.close()
             // The two callbacks queued after this one already ran, nested.
@@ -114,6 +117,7 @@ private func pollReadable(_ fd: Int32, timeoutMs: Int32) -> Bool {
         }
         dispatcher.enqueue { recorder.record(2) }
         dispatcher.enqueue { recorder.record(3) }
+        queued.store(true, ordering: .sequentiallyConsistent)
         if mode == .manual { _ = try dispatcher.dispatch() }
         #expect(waitUntil { closeReturned.load(ordering: .sequentiallyConsistent) })
         #expect(recorder.snapshot == [1, 2, 3])

@@ -1,5 +1,5 @@
-/* minimal_thread: one REST request, its answer run on the client's callback thread (the
- * default "thread" dispatch mode) while this thread waits for it.
+/* minimal_thread: one REST request, its answer run on a worker of the library's callback
+ * pool (the default "thread" dispatch mode) while this thread waits for it.
  *
  *   minimal_thread SERVER_URL API_TOKEN
  *   minimal_thread http://127.0.0.1:8080 "$PARLEY_API_TOKEN"
@@ -13,7 +13,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t answered = PTHREAD_COND_INITIALIZER;
 static int done = 0, failed = 0;
 
-/* Runs on the client's callback thread: what main reads is handed over under the lock. */
+/* Runs on a callback pool worker: what main reads is handed over under the lock. */
 static void on_answer(void *user_data, const parley_error *error, const char *json) {
     (void)user_data;
     if (error) fprintf(stderr, "failed: %s (%s, HTTP %d)\n", error->message, parley_error_name(error->code), error->http_status);

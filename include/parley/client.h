@@ -16,7 +16,7 @@ extern "C" {
 typedef struct parley_client parley_client;
 
 /* Callback delivery modes (configuration key "dispatch_mode"). */
-#define PARLEY_DISPATCH_THREAD 0 /* "thread": a callback thread per client (default) */
+#define PARLEY_DISPATCH_THREAD 0 /* "thread": the process-wide callback pool runs them (default) */
 #define PARLEY_DISPATCH_MANUAL 1 /* "manual": you run callbacks with parley_client_dispatch */
 
 /**
@@ -80,6 +80,8 @@ int parley_client_destroy(parley_client *client);
  * Manual dispatch mode: a file descriptor that is readable while callbacks are waiting.
  * Watch it with poll/epoll/your event loop, then call parley_client_dispatch. Owned by
  * the client (do not close or read it). Thread mode: PARLEY_E_INVALID_STATE.
+ * A client attached to a dispatch group keeps it: readable while this client's callbacks
+ * wait (watch the group's fd instead).
  */
 int parley_client_event_fd(parley_client *client, int *out_fd);
 
@@ -87,9 +89,52 @@ int parley_client_event_fd(parley_client *client, int *out_fd);
  * Manual dispatch mode: runs up to max_callbacks waiting callbacks (0: all waiting now)
  * on the calling thread and stores how many ran (may be NULL). If another thread is
  * dispatching, or this is called from inside a callback, runs none and returns PARLEY_OK.
- * Thread mode: PARLEY_E_INVALID_STATE.
+ * Thread mode: PARLEY_E_INVALID_STATE. For a client attached to a dispatch group it runs
+ * this client's callbacks only (those the group would run; the group's fd follows).
  */
 int parley_client_dispatch(parley_client *client, int max_callbacks, int *out_dispatched);
+
+/* ---- Dispatch groups: one fd for many manual-mode clients ---------------------- */
+
+/**
+ * A set of manual-mode clients dispatched together: one file descriptor, readable exactly
+ * while any attached client has callbacks waiting, and one dispatch call that runs them
+ * (each client's callbacks still one at a time and in order; clients in turn). An event
+ * loop serving thousands of clients watches one fd.
+ */
+typedef struct parley_dispatch_group parley_dispatch_group;
+
+/** Creates an empty dispatch group. Destroy it with parley_dispatch_group_destroy. */
+int parley_dispatch_group_create(parley_dispatch_group **out_group);
+
+/** The group's file descriptor (an eventfd), owned by the group: do not close or read it. */
+int parley_dispatch_group_event_fd(parley_dispatch_group *group, int *out_fd);
+
+/**
+ * Runs waiting callbacks of the attached clients on the calling thread and stores how many
+ * ran (out_dispatched may be NULL). max_callbacks 0: every client waiting when the call
+ * began runs the callbacks it has waiting at its turn; otherwise at most max_callbacks in
+ * all, taking clients in turn (round robin, a few callbacks each). If another thread is
+ * dispatching the group, or this is called from inside a callback it runs, runs none and
+ * returns PARLEY_OK.
+ */
+int parley_dispatch_group_dispatch(parley_dispatch_group *group, int max_callbacks, int *out_dispatched);
+
+/**
+ * Destroys an empty group. While clients are attached it is refused with
+ * PARLEY_E_INVALID_STATE (destroy or detach them first; the group stays valid).
+ * A second call, or any later use of the handle, gives PARLEY_E_INVALID_HANDLE.
+ */
+int parley_dispatch_group_destroy(parley_dispatch_group *group);
+
+/**
+ * Attaches a manual-mode client to a group (group NULL: detaches it). Callbacks already
+ * waiting count at once. Any time after creation; a client is in at most one group
+ * (attaching it to another gives PARLEY_E_INVALID_STATE: detach it first; attaching it to
+ * its own group again changes nothing). Thread mode: PARLEY_E_INVALID_STATE. Destroying
+ * the client detaches it (also from inside its own callback during a group dispatch).
+ */
+int parley_client_set_dispatch_group(parley_client *client, parley_dispatch_group *group);
 
 /* ---- Logging ------------------------------------------------------------------- */
 

@@ -3,10 +3,11 @@ import CParleySystem
 
 /// How a client delivers its callbacks to the application.
 public enum CallbackMode: String, Sendable {
-    /// A dedicated thread per client runs callbacks in FIFO order.
+    /// The process-wide callback pool (`CallbackPool.shared`) runs callbacks in FIFO order.
     case thread
     /// Callbacks wait in a queue; the application runs them with `dispatch` on a thread of
-    /// its own, woken by `eventFD` becoming readable (for event loops: asyncio, libuv, epoll).
+    /// its own, woken by `eventFD` becoming readable (for event loops: asyncio, libuv, epoll),
+    /// or with the `CallbackGroup` the client is attached to.
     case manual
 }
 
@@ -19,6 +20,10 @@ public enum CallbackMode: String, Sendable {
 ///
 /// Closing from inside a callback is allowed: the callbacks still queued run on that
 /// thread, nested, before `close()` returns (there is no other way to keep the last rule).
+///
+/// Thread mode: the dispatcher is in its pool's ready list (`scheduled`) from the moment a
+/// callback waits until a worker finds its queue empty; one worker at a time runs it.
+/// Manual mode: `dispatch` runs it, or its group's `dispatch` (`CallbackGroup`).
 public final class CallbackDispatcher: Sendable {
     public typealias Job = @Sendable () -> Void
 
@@ -28,7 +33,12 @@ public final class CallbackDispatcher: Sendable {
         var closed = false
         /// Thread currently running a callback (or draining), if any.
         var runner: pthread_t?
-        var callbackThreadFinished = false
+        /// Thread mode: in the pool's ready list, or a worker runs it.
+        var scheduled = false
+        /// Manual mode: the group it is attached to, and whether the group lists it (or a
+        /// visit of the group is starting on it).
+        var group: CallbackGroup?
+        var listedInGroup = false
         /// Callbacks run so far, and the longest one took (for the client's metrics).
         var callbacksRun = 0
         var slowestCallbackNs: Int64 = 0
@@ -63,17 +73,24 @@ public final class CallbackDispatcher: Sendable {
     nonisolated(unsafe) private var state = State()  // guarded by `lock`
     /// Manual mode: readable while the queue is non-empty. Thread mode: -1.
     public let eventFD: Int32
-    nonisolated(unsafe) private var callbackThread: NativeThread?  // written once in init
+    /// Thread mode: the pool whose workers run the callbacks.
+    private let pool: CallbackPool?
 
-    public init(mode: CallbackMode, name: String = "parley-callbacks") throws(ParleyError) {
+    public convenience init(mode: CallbackMode) throws(ParleyError) {
+        try self.init(mode: mode, pool: mode == .thread ? CallbackPool.shared : nil)
+    }
+
+    /// `pool`: thread mode's pool (a pool of its own in tests).
+    init(mode: CallbackMode, pool: CallbackPool?) throws(ParleyError) {
         self.mode = mode
         if mode == .manual {
             let fd = parley_eventfd_nonblocking()
             guard fd >= 0 else { throw ParleyError(.internalError, "eventfd failed: errno \(errno)") }
             eventFD = fd
+            self.pool = nil
         } else {
             eventFD = -1
-            callbackThread = try NativeThread.start(name: name) { [self] in runCallbackThread() }
+            self.pool = pool ?? CallbackPool.shared
         }
     }
 
@@ -87,12 +104,8 @@ public final class CallbackDispatcher: Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard !state.closed else { return false }
-        let wasEmpty = state.count == 0
         state.queue.append(job)
-        if wasEmpty {
-            if eventFD >= 0 { signalFD() }
-            lock.broadcast()
-        }
+        if state.count == 1 { becameNonEmpty() }
         return true
     }
 
@@ -105,10 +118,13 @@ public final class CallbackDispatcher: Sendable {
         }
     }
 
-    /// Runs a callback and returns how long it took: two clock reads, far below a callback's own cost.
-    private static func run(_ job: Job) -> Int64 {
+    /// Runs a callback and returns how long it took: two clock reads, far below a callback's own
+    /// cost. A pool worker's slot shows the monitor when the callback began.
+    private static func run(_ job: Job, slot: CallbackPool.WorkerSlot? = nil) -> Int64 {
         let start = monotonicNanoseconds()
+        slot?.callbackStartNs.store(start, ordering: .relaxed)
         job()
+        slot?.callbackStartNs.store(0, ordering: .relaxed)
         return monotonicNanoseconds() - start
     }
 
@@ -116,7 +132,35 @@ public final class CallbackDispatcher: Sendable {
 
     /// True when the calling thread is inside one of this dispatcher's callbacks.
     public var isCallbackThread: Bool {
-        lock.withLock { state.runner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        lock.withLock { isRunnerLocked }
+    }
+
+    private var isRunnerLocked: Bool { state.runner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+
+    /// The group this manual-mode dispatcher is attached to, if any.
+    public var group: CallbackGroup? { lock.withLock { state.group } }
+
+    /// Manual mode: attaches the dispatcher to `group` (its callbacks waiting now count at once),
+    /// or with nil detaches it. `.invalidState` in thread mode, once closed, or when attached to
+    /// another group (detach first); attaching to its own group again changes nothing.
+    public func setGroup(_ group: CallbackGroup?) throws(ParleyError) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard mode == .manual else {
+            throw .invalidState("the client is in thread dispatch mode: only manual-mode clients join a dispatch group")
+        }
+        guard !state.closed else { throw .invalidState("the client is closed") }
+        if state.group === group { return }
+        if let group {
+            guard state.group == nil else {
+                throw .invalidState("the client is attached to another dispatch group: detach it first")
+            }
+            try group.attach(waiting: state.count > 0, self)
+            state.group = group
+            state.listedInGroup = state.count > 0
+        } else {
+            detachLocked()
+        }
     }
 
     /// Manual mode: runs up to `max` queued callbacks (0 = all queued now) on the calling
@@ -131,88 +175,136 @@ public final class CallbackDispatcher: Sendable {
             lock.unlock()
             return 0
         }
-        state.runner = pthread_self()
-        let limit = max > 0 ? max : state.count
-        var ran = 0
-        while ran < limit, let job = state.pop() {
-            if state.count == 0 { drainFD() }
-            lock.unlock()
-            let took = Self.run(job)
-            ran += 1
-            lock.lock()
-            state.noteRun(tookNs: took)
-        }
-        state.runner = nil
+        let ran = runLocked(limit: max > 0 ? max : state.count)
         lock.broadcast()
         lock.unlock()
         return ran
     }
 
+    /// A pool worker runs up to `limit` callbacks. Returns true when callbacks still wait: the
+    /// worker then puts the dispatcher back in the ready list (it stays `scheduled`).
+    func runBatch(limit: Int, slot: CallbackPool.WorkerSlot) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        // Taken over by a closer on another worker thread, which runs the rest itself.
+        guard state.runner == nil else {
+            state.scheduled = false
+            return false
+        }
+        _ = runLocked(limit: limit, slot: slot)
+        lock.broadcast()
+        let more = state.count > 0
+        if !more { state.scheduled = false }
+        return more
+    }
+
+    /// A visit of `group.dispatch`: runs up to `limit` callbacks (0: those waiting now) and
+    /// lists the dispatcher again at the group's end when some are left.
+    func runForGroup(_ group: CallbackGroup, limit: Int) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        // Detached since it was listed: a stale entry.
+        guard state.group === group else { return 0 }
+        state.listedInGroup = false
+        var ran = 0
+        // Another thread runs it (its own dispatch or its destroy): what is left stays listed.
+        if state.runner == nil {
+            ran = runLocked(limit: limit > 0 ? limit : state.count)
+            lock.broadcast()
+        }
+        if state.count > 0 && state.group === group {
+            state.listedInGroup = true
+            group.relist(self)
+        }
+        return ran
+    }
+
+    /// Runs up to `limit` callbacks on the calling thread as the runner; the lock is held, and
+    /// released around each callback. Stops early once the queue is empty (a callback may
+    /// have closed the dispatcher, draining it nested).
+    private func runLocked(limit: Int, slot: CallbackPool.WorkerSlot? = nil) -> Int {
+        state.runner = pthread_self()
+        var ran = 0
+        while ran < limit, let job = takeNext() {
+            lock.unlock()
+            let took = Self.run(job, slot: slot)
+            ran += 1
+            lock.lock()
+            state.noteRun(tookNs: took)
+        }
+        state.runner = nil
+        return ran
+    }
+
     /// Stops accepting callbacks, runs every callback still queued, and returns when none
     /// can run any more. Idempotent.
+    ///
+    /// Thread mode: the pool's workers run what is queued, and this waits for them; called on
+    /// a worker thread (from another client's callback) it runs the rest itself, once the
+    /// worker running this client (if any) has finished its batch, so that a full pool never
+    /// waits for itself. Manual mode: it waits for a dispatch running on another thread, then
+    /// runs the rest on the calling thread.
     public func close() {
         lock.lock()
+        defer { lock.unlock() }
         state.closed = true
-        lock.broadcast()
-        let calledFromCallback = state.runner.map { pthread_equal($0, pthread_self()) != 0 } ?? false
-        if calledFromCallback {
-            // Drain nested on this thread; the runner loop around us finds the queue empty.
-            while let job = state.pop() {
+        if isRunnerLocked {
+            // Called from inside a callback: drain nested on this thread; the loop running the
+            // callback around us finds the queue empty.
+            while let job = takeNext() {
                 lock.unlock()
                 let took = Self.run(job)
                 lock.lock()
                 state.noteRun(tookNs: took)
             }
-            if eventFD >= 0 { drainFD() }
-            // The thread's closure holds this dispatcher: dropping the thread object here
-            // breaks that cycle (the thread ends by itself once the callback returns).
-            let thread = callbackThread
-            callbackThread = nil
-            lock.unlock()
-            if mode == .thread { thread?.detach() }
+            detachLocked()
             return
         }
+        if mode == .thread && !CallbackPool.isWorkerThread {
+            while state.runner != nil || state.count > 0 { lock.wait() }
+            return
+        }
+        while state.runner != nil { lock.wait() }
+        _ = runLocked(limit: Int.max)
+        lock.broadcast()
+        detachLocked()
+    }
+
+    /// Takes the next callback; the lock is held. The queue's emptiness is mirrored in the fd
+    /// and the group.
+    private func takeNext() -> Job? {
+        guard let job = state.pop() else { return nil }
+        if state.count == 0 { becameEmpty() }
+        return job
+    }
+
+    private func becameNonEmpty() {
         switch mode {
         case .thread:
-            while !state.callbackThreadFinished { lock.wait() }
-            lock.unlock()
-            callbackThread?.join()
-            callbackThread = nil
-        case .manual:
-            while state.runner != nil { lock.wait() }
-            state.runner = pthread_self()
-            while let job = state.pop() {
-                lock.unlock()
-                let took = Self.run(job)
-                lock.lock()
-                state.noteRun(tookNs: took)
+            if !state.scheduled {
+                state.scheduled = true
+                pool?.submit(self)
             }
-            drainFD()
-            state.runner = nil
-            lock.broadcast()
-            lock.unlock()
+        case .manual:
+            signalFD()
+            if let group = state.group {
+                group.noteWaiting(self, list: !state.listedInGroup)
+                state.listedInGroup = true
+            }
         }
     }
 
-    private func runCallbackThread() {
-        lock.lock()
-        while true {
-            if let job = state.pop() {
-                state.runner = pthread_self()
-                lock.unlock()
-                let took = Self.run(job)
-                lock.lock()
-                state.noteRun(tookNs: took)
-                state.runner = nil
-                lock.broadcast()
-                continue
-            }
-            if state.closed { break }
-            lock.wait()
-        }
-        state.callbackThreadFinished = true
-        lock.broadcast()
-        lock.unlock()
+    private func becameEmpty() {
+        guard mode == .manual else { return }
+        drainFD()
+        state.group?.noteEmpty()
+    }
+
+    private func detachLocked() {
+        guard let group = state.group else { return }
+        group.detach(waiting: state.count > 0)
+        state.group = nil
+        state.listedInGroup = false
     }
 
     // The fd mirrors "queue non-empty"; both helpers are called with the lock held.

@@ -100,7 +100,7 @@ public struct ClientConfiguration: Sendable, Equatable {
     public static let keys: [Key] = [
         Key("server_url", "string", nil, "an http:// or https:// URL", "base URL of the server; required for network calls"),
         Key("dispatch_mode", "string", "thread", #""thread" or "manual""#,
-            "where callbacks run: a callback thread per client, or the application's thread through parley_client_dispatch"),
+            "where callbacks run: the process-wide callback pool, or the application's thread through parley_client_dispatch or a dispatch group"),
         Key("log_level", "string", "warning", #""off", "error", "warning", "info", "debug" or "trace""#,
             "the most verbose log records kept (parley_client_set_log_callback sets it again)"),
         Key("request_timeout_ms", "integer", 30_000, "1..3600000", "time limit of one request"),

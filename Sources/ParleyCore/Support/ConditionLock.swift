@@ -27,6 +27,8 @@ final class ConditionLock: @unchecked Sendable {
     func lock() { pthread_mutex_lock(mutex) }
     func unlock() { pthread_mutex_unlock(mutex) }
     func broadcast() { pthread_cond_broadcast(condition) }
+    /// Wakes one waiter: for waiters that are interchangeable (the callback pool's idle workers).
+    func signal() { pthread_cond_signal(condition) }
 
     /// Waits for a broadcast; the lock must be held. Returns false on timeout.
     @discardableResult
@@ -51,7 +53,7 @@ final class ConditionLock: @unchecked Sendable {
 }
 
 /// Starts a detached-or-joinable pthread running `body`. Threads here are few and long-lived
-/// (network, callbacks), so a plain pthread is simpler than a pool.
+/// (network, the callback pool's workers), so a plain pthread is enough.
 struct NativeThread: @unchecked Sendable {
     let handle: pthread_t
 

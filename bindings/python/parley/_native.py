@@ -203,6 +203,11 @@ _declare("parley_client_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), 
 _declare("parley_client_destroy", ctypes.c_int, ctypes.c_void_p)
 _declare("parley_client_event_fd", ctypes.c_int, ctypes.c_void_p, c_int_p)
 _declare("parley_client_dispatch", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, c_int_p)
+_declare("parley_dispatch_group_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_declare("parley_dispatch_group_event_fd", ctypes.c_int, ctypes.c_void_p, c_int_p)
+_declare("parley_dispatch_group_dispatch", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, c_int_p)
+_declare("parley_dispatch_group_destroy", ctypes.c_int, ctypes.c_void_p)
+_declare("parley_client_set_dispatch_group", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 _declare("parley_client_set_log_callback", ctypes.c_int, ctypes.c_void_p, LOG_FN, ctypes.c_void_p, ctypes.c_int)
 _declare("parley_client_post", ctypes.c_int, ctypes.c_void_p, CALLBACK_FN, ctypes.c_void_p)
 _declare(

@@ -1,8 +1,10 @@
-"""asyncio integration: a manual-dispatch client driven by the event loop.
+"""asyncio integration: manual-dispatch clients driven by the event loop.
 
-The library signals waiting callbacks through an event fd; the loop watches it with
-``add_reader`` and runs them with ``dispatch`` on the loop's thread, so completions
-resolve asyncio futures directly, with no extra threads and no locking.
+Every :class:`AsyncClient` of a loop joins the loop's one :class:`parley.DispatchGroup`,
+whose fd is readable while any of them has callbacks waiting; the loop watches it with
+``add_reader`` (one reader however many clients) and runs them with ``dispatch`` on the
+loop's thread, so completions resolve asyncio futures directly, with no extra threads and
+no locking.
 
 What waits for the server is a coroutine (connecting, operations, requests, sends, loads);
 what answers from local state at once (the cache, the connection state, cancelling a
@@ -34,7 +36,7 @@ from ._operation_support import awaited, forwarding, missing_attribute, own_qual
 from ._operations import AsyncOperations
 from .channel_collection import ChannelChange, GroupChannelCollection
 from .client import (
-    _CATEGORIES, CONNECTION_EVENT_KINDS, LOG_INFO, Client, LogHandler, ResultCallback, operation_names,
+    _CATEGORIES, CONNECTION_EVENT_KINDS, LOG_INFO, Client, DispatchGroup, LogHandler, ResultCallback, operation_names,
     user_message_document,
 )
 from .errors import NetworkError, ParleyError, error_for
@@ -464,6 +466,51 @@ class AsyncMessageSearch(AsyncView[SearchChange]):
     results = _forwarded(MessageSearch.results)
 
 
+class _LoopDispatch:
+    """The dispatch group of one event loop: its fd is the loop's one reader for every
+    AsyncClient on the loop. Made with the loop's first client, closed with its last."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.group = DispatchGroup()
+        self.fd = self.group.fd
+        self.clients: weakref.WeakSet[Client] = weakref.WeakSet()
+        loop.add_reader(self.fd, self._on_readable)
+
+    def _on_readable(self) -> None:
+        if not self.group.closed:
+            self.group.dispatch()
+
+    @classmethod
+    def join(cls, loop: asyncio.AbstractEventLoop, client: Client) -> None:
+        dispatch = _loop_dispatch.get(loop)
+        if dispatch is None:
+            dispatch = _loop_dispatch[loop] = cls(loop)
+        client.set_dispatch_group(dispatch.group)
+        dispatch.clients.add(client)
+
+    @staticmethod
+    def leave(loop: asyncio.AbstractEventLoop, client: Client) -> None:
+        """After `client` closed: the last one out removes the reader and closes the group."""
+        dispatch = _loop_dispatch.get(loop)
+        if dispatch is None:
+            return
+        dispatch.clients.discard(client)
+        if dispatch.clients:
+            return
+        try:
+            dispatch.group.close()
+        except ParleyError:
+            return  # a client closed some other way is still attached: the group stays
+        del _loop_dispatch[loop]
+        if not loop.is_closed():
+            loop.remove_reader(dispatch.fd)
+
+
+# One per loop, forgotten with the loop.
+_loop_dispatch: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopDispatch] = weakref.WeakKeyDictionary()
+
+
 @own_qualnames
 class AsyncClient(AsyncOperations):
     """Like :class:`Client`, with awaitable operations. Create it inside a running loop.
@@ -475,6 +522,9 @@ class AsyncClient(AsyncOperations):
     ``await sent.delivered`` for the server's message). Connection changes and events are
     async iterators (:meth:`connection_events`, :meth:`events`) besides the handlers. The
     library's log lines go to ``logging.getLogger("parley")`` as with :class:`Client`.
+
+    The AsyncClients of one loop share one :class:`parley.DispatchGroup`: the loop watches
+    one fd however many clients it serves.
     """
 
     def __init__(self, config: Union[None, str, Mapping[str, Any]] = None, **options: Any) -> None:
@@ -482,15 +532,14 @@ class AsyncClient(AsyncOperations):
         self._loop = asyncio.get_running_loop()
         self.client = Client(config, **options)
         self._sync = self.client
-        self._fd = self.client.event_fd
         self._connection_streams: weakref.WeakSet[EventStream[ConnectionEvent]] = weakref.WeakSet()
         self._event_streams: weakref.WeakSet[EventStream[ClientEvent]] = weakref.WeakSet()
         self._fanning_out_connection = self._fanning_out_events = False  # the listeners are added once
-        self._loop.add_reader(self._fd, self._on_readable)
-
-    def _on_readable(self) -> None:
-        if not self.client.closed:
-            self.client.dispatch()
+        try:
+            _LoopDispatch.join(self._loop, self.client)
+        except BaseException:
+            self.client.close()
+            raise
 
     async def _await(self, start: Callable[[Any], int]) -> Any:
         future: asyncio.Future[Any] = self._loop.create_future()
@@ -694,11 +743,12 @@ class AsyncClient(AsyncOperations):
         ``async for change in search.changes()`` for what changes afterwards.""")
 
     async def close(self) -> None:
-        """Removes the fd watch and closes the client (pending operations get Cancelled); the
-        event iterators end after the events delivered while closing."""
+        """Closes the client (pending operations get Cancelled) and leaves the loop's dispatch
+        group (the last client out removes its fd watch); the event iterators end after the
+        events delivered while closing."""
         if not self.client.closed:
-            self._loop.remove_reader(self._fd)
             self.client.close()
+            _LoopDispatch.leave(self._loop, self.client)
         _end_streams(self._connection_streams, self._event_streams)
 
     async def __aenter__(self) -> AsyncClient:

@@ -183,14 +183,74 @@ def _close_open_clients() -> None:
             pass
 
 
+class DispatchGroup(_native.HandleOwner):
+    """One file descriptor and one :meth:`dispatch` for many manual-mode clients: :attr:`fd`
+    is readable exactly while an attached client has callbacks waiting, and :meth:`dispatch`
+    runs them on the calling thread, each client's in order, the clients in turn. Attach a
+    client with :meth:`Client.set_dispatch_group`. :class:`parley.AsyncClient` uses one per
+    event loop, so the loop watches one fd however many clients it serves.
+
+    :meth:`close` (or the end of a ``with`` block) raises InvalidState while clients are
+    attached: close them (or detach them) first."""
+
+    _released = "the dispatch group is closed"
+
+    def __init__(self) -> None:
+        super().__init__()
+        handle = ctypes.c_void_p()
+        _native.check(lib.parley_dispatch_group_create(ctypes.byref(handle)))
+        self._handle = handle.value
+        fd = ctypes.c_int(-1)
+        _native.check(lib.parley_dispatch_group_event_fd(self._handle, ctypes.byref(fd)))
+        self._fd = fd.value
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    @property
+    def fd(self) -> int:
+        """Readable while an attached client has callbacks waiting (do not close it)."""
+        _ = self.handle  # raises once closed
+        return self._fd
+
+    def dispatch(self, max_callbacks: int = 0) -> int:
+        """Runs up to `max_callbacks` waiting callbacks of the attached clients here (0: those
+        waiting now); returns how many ran."""
+        ran = ctypes.c_int(0)
+        _native.check(lib.parley_dispatch_group_dispatch(self.handle, max_callbacks, ctypes.byref(ran)))
+        return ran.value
+
+    def close(self) -> None:
+        """Frees the group. Raises InvalidState while clients are attached (it stays open).
+        Safe to call twice."""
+        if self._handle is None:
+            return
+        _native.check(lib.parley_dispatch_group_destroy(self._handle))
+        self._release()
+
+    def __enter__(self) -> DispatchGroup:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass  # clients still attached: the library keeps the group for them
+
+
 class Client(_native.HandleOwner, Operations):
     """A Parley client.
 
     `config` is the configuration document of `parley_client_create` (a mapping or JSON
     text); keyword arguments are merged into it. With ``dispatch_mode="thread"`` (the
-    default) callbacks run on the client's callback thread; with ``"manual"`` they wait
-    until you call :meth:`dispatch` (watch :attr:`event_fd` to know when). Use
-    :class:`parley.AsyncClient` for asyncio.
+    default) callbacks run on the library's callback pool (one client's one at a time, in
+    order); with ``"manual"`` they wait until you call :meth:`dispatch` (watch
+    :attr:`event_fd` to know when), or those of many clients in a :class:`DispatchGroup`.
+    Use :class:`parley.AsyncClient` for asyncio.
 
     Every operation of the library's catalog is a method with typed keyword parameters
     (``client.get_group_channel(channel_url=url)``) returning a Future of the server's
@@ -244,6 +304,7 @@ class Client(_native.HandleOwner, Operations):
         self._keyed_connection: Dict[str, int] = {}
         self._keyed_event: Dict[str, int] = {}
         self.dispatch_mode: str = document.get("dispatch_mode", "thread")
+        self._dispatch_group: Optional[DispatchGroup] = None
         configured = document.get("log_level")
         self.use_logging(level=_LOG_LEVEL_NAMES.get(configured) if isinstance(configured, str) else None)
 
@@ -301,6 +362,15 @@ class Client(_native.HandleOwner, Operations):
         ran = ctypes.c_int(0)
         _native.check(lib.parley_client_dispatch(self.handle, max_callbacks, ctypes.byref(ran)))
         return ran.value
+
+    def set_dispatch_group(self, group: Optional[DispatchGroup]) -> None:
+        """Manual mode: attaches the client to `group` (None: detaches it), whose fd and
+        dispatch then serve its callbacks with those of the group's other clients. Raises
+        InvalidState in thread mode, or when the client is in another group. :attr:`event_fd`
+        and :meth:`dispatch` still work for this client alone."""
+        _native.check(lib.parley_client_set_dispatch_group(self.handle, group.handle if group is not None else None))
+        # The group must outlive its clients: closing it is refused while they are attached.
+        self._dispatch_group = group
 
     def set_log_handler(self, handler: Optional[LogHandler], level: int = LOG_INFO) -> None:
         """Receives the library's log records ``handler(level, message)`` (`level` a LOG_*

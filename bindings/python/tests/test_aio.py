@@ -232,3 +232,48 @@ def test_an_async_relevance_search_loads_the_window_below(server: RunningServer,
                 assert search.relevance_window == parley.RelevanceWindow(2, False)
 
     run(scenario)
+
+
+def test_async_clients_of_one_loop_share_one_reader(server: RunningServer) -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        added: List[int] = []
+        removed: List[int] = []
+        add_reader, remove_reader = loop.add_reader, loop.remove_reader
+
+        def counting_add(fd: int, callback: Callable[..., Any], *args: Any) -> None:
+            added.append(fd)
+            add_reader(fd, callback, *args)
+
+        def counting_remove(fd: int) -> bool:
+            removed.append(fd)
+            return remove_reader(fd)
+
+        loop.add_reader, loop.remove_reader = counting_add, counting_remove  # type: ignore[method-assign]
+        clients = [parley.AsyncClient(server_url=server.url, api_token=server.api_token) for _ in range(40)]
+        assert len(added) == 1
+        answers = await asyncio.wait_for(asyncio.gather(*(client.request("GET", "/v3/users") for client in clients)), TIMEOUT)
+        assert all("users" in answer for answer in answers)
+        # Each client's callbacks still run in order, on the loop's thread.
+        order: List[Tuple[int, int]] = []
+        done = asyncio.Event()
+        for index in range(5):
+            for number, client in enumerate(clients):
+                client.post(lambda number=number, index=index: order.append((number, index)))
+        clients[-1].post(done.set)
+        await asyncio.wait_for(done.wait(), TIMEOUT)
+        for number in range(len(clients)):
+            assert [index for who, index in order if who == number] == list(range(5))
+        for client in clients[:39]:
+            await client.close()
+        assert removed == []  # one client left on the group
+        assert (await asyncio.wait_for(clients[39].request("GET", "/v3/users"), TIMEOUT))["users"] is not None
+        await clients[39].close()
+        assert removed == added
+        # A later client makes a new group and reader.
+        async with parley.AsyncClient(server_url=server.url, api_token=server.api_token) as again:
+            await asyncio.wait_for(again.request("GET", "/v3/users"), TIMEOUT)
+            assert len(added) == 2
+        assert len(removed) == 2
+
+    run(scenario)

@@ -124,6 +124,37 @@ def test_manual_mode_callbacks_wait_for_dispatch_and_fd_signals():
             parley.Client().dispatch()
 
 
+def test_a_dispatch_group_serves_several_manual_clients_through_one_fd():
+    with parley.DispatchGroup() as group:
+        clients = [parley.Client(dispatch_mode="manual") for _ in range(3)]
+        for client in clients:
+            client.set_dispatch_group(group)
+        ran: list[tuple[int, int]] = []
+        assert select.select([group.fd], [], [], 0)[0] == []
+        for index in range(4):
+            for number, client in enumerate(clients):
+                client.post(lambda number=number, index=index: ran.append((number, index)))
+        assert select.select([group.fd], [], [], 0)[0] == [group.fd]
+        assert group.dispatch(6) == 6
+        assert group.dispatch() == 6
+        assert select.select([group.fd], [], [], 0)[0] == []
+        for number in range(3):
+            assert [index for who, index in ran if who == number] == [0, 1, 2, 3]
+        with pytest.raises(parley.InvalidState):
+            group.close()  # clients are attached
+        with pytest.raises(parley.InvalidState):
+            parley.Client().set_dispatch_group(group)  # thread mode
+        clients[0].set_dispatch_group(None)
+        clients[0].post(lambda: ran.append((0, 4)))
+        assert select.select([group.fd], [], [], 0)[0] == []
+        assert clients[0].dispatch() == 1
+        for client in clients:
+            client.close()
+    assert group.closed
+    with pytest.raises(parley.InvalidHandle):
+        group.dispatch()
+
+
 def test_log_handler_receives_records():
     records: list[tuple[int, str]] = []
     with parley.Client(server_url=refused_url(), dispatch_mode="manual") as client:
