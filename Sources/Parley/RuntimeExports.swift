@@ -22,9 +22,13 @@ public func exportRuntimeInfo(_ outJSON: UnsafeMutablePointer<UnsafeMutablePoint
     withStatus { () throws(ParleyError) in
         guard let outJSON else { throw .invalidArgument("out_json is NULL") }
         outJSON.pointee = nil
+        let pool = CallbackPool.runningCoreWorkers.map { _ in CallbackPool.shared.statistics }
         let info: JSONValue = [
             "network_threads": .int(Int64(NetworkRuntime.runningThreads)),
             "default_network_threads": .int(Int64(NetworkRuntime.defaultThreadCount)),
+            "callback_threads": .int(Int64(CallbackPool.runningCoreWorkers ?? 0)),
+            "callback_extra_threads": .int(Int64(pool?.extraWorkers ?? 0)),
+            "default_callback_threads": .int(Int64(CallbackPool.defaultWorkerCount)),
         ]
         outJSON.pointee = try ownedCString(info.canonicalText)
     }

@@ -296,8 +296,10 @@ static void check_runtime_before_clients(void) {
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_configure("{\"network_threads\": \"2\"}"));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_configure("{\"network_thread\": 2}"));
     CHECK_ERROR_MENTIONS("network_thread");
+    CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_configure("{\"callback_threads\": 0}"));
+    CHECK_ERROR_MENTIONS("callback_threads");
     CHECK_STATUS(PARLEY_OK, parley_runtime_configure("{}"));
-    CHECK_STATUS(PARLEY_OK, parley_runtime_configure("{\"network_threads\": 3}"));
+    CHECK_STATUS(PARLEY_OK, parley_runtime_configure("{\"network_threads\": 3, \"callback_threads\": 3}"));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_runtime_info(NULL));
     CHECK_STATUS(PARLEY_OK, parley_runtime_info(&info));
     CHECK(info != NULL && strstr(info, "\"network_threads\":0") != NULL);
@@ -312,12 +314,19 @@ static void check_runtime_with_a_client(void) {
     CHECK_STATUS(PARLEY_OK, parley_runtime_configure("{\"network_threads\": 3}"));
     CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_runtime_configure("{\"network_threads\": 2}"));
     CHECK_ERROR_MENTIONS("before the first client");
+    CHECK_STATUS(PARLEY_E_INVALID_STATE, parley_runtime_configure("{\"callback_threads\": 3, \"network_threads\": 2}"));
+    CHECK_STATUS(PARLEY_OK, parley_runtime_info(&info));
+    CHECK(info != NULL && strstr(info, "\"network_threads\":3") != NULL && strstr(info, "\"callback_threads\":3") != NULL);
+    parley_free(info);
 }
 
 int main(void) {
     parley_client *client = NULL;
     int fd = -1, ran = -1;
     uint64_t operation = 99;
+
+    /* First, while no client has started the runtime. */
+    check_runtime_before_clients();
 
     /* Version and names. */
     CHECK(strcmp(parley_version(), PARLEY_VERSION_STRING) == 0);
@@ -328,7 +337,6 @@ int main(void) {
     CHECK(parley_last_error_message() != NULL);
     parley_free(NULL);
     check_retryable();
-    check_runtime_before_clients();
 
     /* NULL handles. */
     CHECK_STATUS(PARLEY_E_INVALID_HANDLE, parley_client_destroy(NULL));

@@ -12,7 +12,6 @@ import (
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 )
@@ -71,13 +70,14 @@ func (config Config) document() (string, error) {
 	return string(text), err
 }
 
-// Client is one user's connection to a server with its local cache. Its callbacks run on one
-// goroutine of its own, which hands every result, event and change to the channels and calls
-// waiting for them: an application reads them where it likes and needs no locks. Every
+// Client is one user's connection to a server with its local cache. Its callbacks run on the
+// one goroutine that dispatches every Client of the process (runtime.go), which hands every
+// result, event and change to the channels and calls waiting for them: an application reads
+// them where it likes and needs no locks. Every
 // method is safe to call from any goroutine; Close too, also more than once.
 type Client struct {
-	native  *C.parley_client
-	wakeFD  [2]int
+	native *C.parley_client
+	// stopped is closed by Close; nil in a Client not made by New.
 	stopped chan struct{}
 
 	closeOnce sync.Once
@@ -117,30 +117,15 @@ func New(config Config) (*Client, error) {
 	if err := call("new client", func() C.int { return C.parley_client_create(&client.native, documentText) }); err != nil {
 		return nil, err
 	}
-	var eventFD C.int
-	if err := call("event fd", func() C.int { return C.parley_client_event_fd(client.native, &eventFD) }); err != nil {
+	group, err := sharedDispatchGroup()
+	if err == nil {
+		err = call("dispatch group", func() C.int { return C.parley_client_set_dispatch_group(client.native, group) })
+	}
+	if err != nil {
 		C.parley_client_destroy(client.native)
 		return nil, err
 	}
-	if err := syscall.Pipe2(client.wakeFD[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
-		C.parley_client_destroy(client.native)
-		return nil, fmt.Errorf("parley: new client: wake pipe: %w", err)
-	}
-	go client.dispatch(eventFD)
 	return client, nil
-}
-
-// dispatch runs the library's callbacks whenever its event fd says some wait, until Close
-// writes to the wake pipe.
-func (c *Client) dispatch(eventFD C.int) {
-	defer close(c.stopped)
-	for {
-		ready := C.go_wait(eventFD, C.int(c.wakeFD[0]))
-		if ready < 0 || ready&2 != 0 {
-			return
-		}
-		C.parley_client_dispatch(c.native, 0, nil)
-	}
 }
 
 // Close stops the client's views and queries, cancels its calls in flight (they return
@@ -166,12 +151,10 @@ func (c *Client) Close() error {
 		for _, view := range views {
 			_ = view.Close()
 		}
-		_, _ = syscall.Write(c.wakeFD[1], []byte{1})
-		<-c.stopped
-		// Runs the callbacks still queued (calls in flight complete with ErrCancelled) here.
+		// Waits for a dispatch of this client in progress, then runs the callbacks still
+		// queued (calls in flight complete with ErrCancelled) here.
 		C.parley_client_destroy(c.native)
-		syscall.Close(c.wakeFD[0])
-		syscall.Close(c.wakeFD[1])
+		close(c.stopped)
 		c.mutex.Lock()
 		defer c.mutex.Unlock()
 		if c.events != nil && c.eventHandle != 0 {

@@ -2,8 +2,9 @@
 // and messages kept in a local SQLite cache, synchronized with a server, and shown as live
 // views. It calls the library's C ABI (include/parley.h) through cgo and pkg-config.
 //
-// A Client runs the library's callbacks on one goroutine of its own (the library's manual
-// dispatch mode, driven by its event fd) and hands everything they report to channels:
+// The library's callbacks of every Client run on one goroutine of the process (the library's
+// manual dispatch mode, all clients in one dispatch group, driven by its event fd), which
+// hands everything they report to channels:
 // Client.Events, Client.ConnectionChanges and each view's Changes. An Event's Category is one
 // of the Category constants (a sender gets CategoryMessageSent for its message, the other
 // members CategoryMessageReceived), and Event.Message, Event.Channel, Event.DeletedMessage,

@@ -55,6 +55,9 @@ public final class CallbackPool: Sendable {
         }
     }
 
+    /// The core worker count of the shared pool once it runs; nil before.
+    public static var runningCoreWorkers: Int? { sharedSetting.withLock { $0.pool?.limits.coreWorkers } }
+
     /// Sets the shared pool's core worker count (1...64). Only before the shared pool is first
     /// used (the first client in thread mode); afterwards `.invalidState`.
     public static func configure(workers: Int) throws(ParleyError) {
