@@ -11,4 +11,10 @@ static inline int parley_sqlite_set_checkpoint_on_close(sqlite3 *db, int enabled
     return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, enabled ? 0 : 1, (int *)0);
 }
 
+/* A connection's lookaside: a per-connection arena for small allocations, 120 KiB by
+   default; size 0 turns it off. */
+static inline int parley_sqlite_set_lookaside(sqlite3 *db, int slot_size, int slot_count) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_LOOKASIDE, (void *)0, slot_size, slot_count);
+}
+
 #endif

@@ -125,6 +125,9 @@ public final class ChatCache {
     /// The schema version in effect (the newest migration once opened).
     public var schemaVersion: Int32 { database.userVersion }
 
+    /// Gives the page cache's memory back (`SQLiteDatabase.releaseMemory`).
+    public func releaseMemory() { database.releaseMemory() }
+
     /// Closes the database; later calls throw `.invalidState`. Idempotent.
     public func close() {
         database.close()

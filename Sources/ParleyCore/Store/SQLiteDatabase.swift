@@ -207,6 +207,13 @@ public final class SQLiteDatabase {
 
     public var isClosed: Bool { connection.handle == nil }
 
+    /// Gives the memory of the connection's page cache back (pages are read again from the
+    /// file when needed): what an idle cache of a process with thousands of them does.
+    public func releaseMemory() {
+        guard let handle = connection.handle else { return }
+        _ = sqlite3_db_release_memory(handle)
+    }
+
     private func liveHandle(_ operation: String) throws(ParleyError) -> OpaquePointer {
         guard let handle = connection.handle else {
             throw ParleyError(.invalidState, "\(operation): the database is closed")
@@ -509,6 +516,7 @@ public final class SQLiteDatabase {
             throw error
         }
         sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
+        _ = parley_sqlite_set_lookaside(handle, 0, 0)
         try SQLiteFunctions.register(on: handle, path: path)
         return handle
     }

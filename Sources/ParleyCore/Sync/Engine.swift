@@ -243,6 +243,10 @@ final class Engine: @unchecked Sendable {
     /// Channels to read whole: cached without their member list, or whose copy in an
     /// answer was set aside because an event touched them meanwhile (Engine+Events.swift).
     var channelRereads = ChannelRereads()
+    /// When the cache was last written, and whether a look for idleness is scheduled
+    /// (`releaseMemoryWhenIdle`).
+    var lastWriteAt = ContinuousClock.now
+    var idleReleaseScheduled = false
     /// Channels with an open message collection, and how many: eviction spares them.
     var openMessageViews: [String: Int] = [:]
     /// Completions of hide / unhide waiting for the stream to show the change (Engine+HiddenState.swift).
@@ -317,6 +321,32 @@ final class Engine: @unchecked Sendable {
         } catch {
             log(.warning, "cache: \(what): \(error)")
         }
+        lastWriteAt = .now
+        if !idleReleaseScheduled {
+            idleReleaseScheduled = true
+            scheduleIdleRelease(after: Self.idleReleaseDelay)
+        }
+    }
+
+    /// A cache not written for this long gives its page cache's memory back: a process
+    /// holding thousands of mostly idle clients should not keep a page cache for each.
+    static let idleReleaseDelay = Duration.seconds(10)
+
+    private func scheduleIdleRelease(after delay: Duration) {
+        let (seconds, attoseconds) = delay.components
+        let deadline = DispatchTime.now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000) + 1)
+        let weakEngine = WeakReference(self)
+        queue.asyncAfter(deadline: deadline) { weakEngine.object?.releaseMemoryWhenIdle() }
+    }
+
+    private func releaseMemoryWhenIdle() {
+        let idle = ContinuousClock.now - lastWriteAt
+        guard idle >= Self.idleReleaseDelay else {
+            scheduleIdleRelease(after: Self.idleReleaseDelay - idle)
+            return
+        }
+        idleReleaseScheduled = false
+        cache?.releaseMemory()
     }
 
     /// Reads the cache; a failure is logged and gives nil.
