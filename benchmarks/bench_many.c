@@ -1,6 +1,6 @@
 /* bench_many: many clients in one process — what each one costs, and what they do together.
  *
- *   bench_many SERVER_BINARY [--quick]
+ *   bench_many SERVER_BINARY [--quick] [--file N[,N...]] [--memory N]
  *
  * It starts its own parley-server (SERVER_BINARY, on a fresh SQLite file, loopback, any free
  * port), because the reconnect storm kills it and starts it again on the same port and
@@ -17,7 +17,8 @@
  * Then one run per size, each in a process of its own (this program again, with --run), so
  * that what one run leaves behind (threads, memory, a crash) does not reach the next: N
  * clients with file caches (full: 100, 1,000, 4,000; quick: 100, 300), then with memory
- * caches (full: 10,000; quick: 1,000). Each run measures:
+ * caches (full: 10,000; quick: 1,000); --file and --memory choose other sizes (0: none).
+ * Each run measures:
  *   - threads and file descriptors of the process (/proc/self), and resident memory, before
  *     the clients, after creating them, and once all are connected;
  *   - connect all at once: every parley_client_connect called back to back; the time until
@@ -761,15 +762,36 @@ int main(int argc, char **argv) {
                                  atoi(argv[9]), atoi(argv[10]), atoi(argv[11]), atof(argv[12]), atoi(argv[13]), atoi(argv[14])};
         return run_clients(&settings);
     }
-    if (argc < 2 || (argc == 3 && strcmp(argv[2], "--quick") != 0) || argc > 3) {
-        fprintf(stderr, "usage: %s SERVER_BINARY [--quick]\n", argv[0]);
+    int quick = 0, file_runs[8] = {100, 1000, 4000}, file_run_count = 3, memory_clients = 10000;
+    int chosen_file = 0, chosen_memory = 0, usage = argc < 2;
+    for (int i = 2; i < argc && !usage; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (strcmp(argv[i], "--file") == 0 && i + 1 < argc) {
+            /* N[,N...]: these file-cache runs only (0: none) */
+            file_run_count = 0;
+            for (char *item = strtok(argv[++i], ","); item != NULL && file_run_count < 8; item = strtok(NULL, ",")) {
+                if (atoi(item) > 0) file_runs[file_run_count++] = atoi(item);
+            }
+            chosen_file = 1;
+        } else if (strcmp(argv[i], "--memory") == 0 && i + 1 < argc) {
+            memory_clients = atoi(argv[++i]); /* 0: no memory-cache run */
+            chosen_memory = 1;
+        } else {
+            usage = 1;
+        }
+    }
+    if (usage) {
+        fprintf(stderr, "usage: %s SERVER_BINARY [--quick] [--file N[,N...]] [--memory N]\n", argv[0]);
         return 2;
     }
-    int quick = argc == 3;
-    const int file_runs_full[] = {100, 1000, 4000}, file_runs_quick[] = {100, 300};
-    const int *file_runs = quick ? file_runs_quick : file_runs_full;
-    int file_run_count = quick ? 2 : 3;
-    int memory_clients = quick ? 1000 : 10000, big = quick ? 200 : 1000;
+    if (quick && !chosen_file) {
+        file_runs[0] = 100;
+        file_runs[1] = 300;
+        file_run_count = 2;
+    }
+    if (quick && !chosen_memory) memory_clients = 1000;
+    int big = quick ? 200 : 1000;
     int live = quick ? 5 : 10, idle = quick ? 3 : 5;
     int users = memory_clients;
     for (int i = 0; i < file_run_count; i++) users = file_runs[i] > users ? file_runs[i] : users;
@@ -851,7 +873,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < file_run_count; i++) {
         run_child(&server, self, run_id, tokens_file, file_runs[i], 0, big, live, idle, floor_file);
     }
-    run_child(&server, self, run_id, tokens_file, memory_clients, 1, big, live, idle, floor_memory);
+    if (memory_clients > 0) run_child(&server, self, run_id, tokens_file, memory_clients, 1, big, live, idle, floor_memory);
     server_kill(&server, SIGTERM);
     char command[700];
     snprintf(command, sizeof command, "rm -rf '%s'", work_dir);
