@@ -6,9 +6,11 @@ while clients are created and destroyed, also from inside their own callbacks.
 PARLEY_MANY_CLIENTS changes the number of clients."""
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -186,15 +188,6 @@ def population(admin: Admin) -> Population:
     return Population(admin)
 
 
-def warmed_up(server_url: str, population: Population) -> None:
-    """One client connected and gone, so that the process-wide parts exist before any count."""
-    user_id, token = population.users[0]
-    warm = Tracked(server_url, user_id, token)
-    wait_until(lambda: warm.is_open, "the first client to connect", 20)
-    warm.close()
-    time.sleep(1)
-
-
 def test_all_connecting_at_once_succeed(server: RunningServer, population: Population) -> None:
     started = time.monotonic()
     clients = population.connect_all(server.url)
@@ -202,13 +195,35 @@ def test_all_connecting_at_once_succeed(server: RunningServer, population: Popul
     close_all(clients)
 
 
-def test_the_process_threads_stay_flat(server: RunningServer, population: Population) -> None:
-    warmed_up(server.url, population)
+def measure_threads() -> None:
+    """Run in a process of its own by :func:`test_the_process_threads_stay_flat` (stdin: the
+    server's URL and the users with their tokens; stdout: the thread counts). Earlier tests of
+    a process leave threads behind (libdispatch's workers linger), which would hide some."""
+    given = json.load(sys.stdin)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    # The process-wide parts exist before the count: one client connected and gone.
+    warm = Tracked(given["url"], *given["users"][0])
+    wait_until(lambda: warm.is_open, "the first client to connect", 20)
+    warm.close()
+    time.sleep(1)
     before = process_threads()
-    clients = population.connect_all(server.url)
+    clients = [Tracked(given["url"], user_id, token) for user_id, token in given["users"]]
+    wait_until(lambda: all(client.is_open for client in clients), "every stream to open", 45)
     time.sleep(1)
     after = process_threads()
     close_all(clients)
+    print(json.dumps({"before": before, "after": after}))
+
+
+def test_the_process_threads_stay_flat(server: RunningServer, population: Population) -> None:
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+              "import conftest, test_many_clients; test_many_clients.measure_threads()")
+    measured = subprocess.run([sys.executable, "-c", script], input=json.dumps({"url": server.url, "users": population.users}),
+                              capture_output=True, text=True, timeout=120)
+    assert measured.returncode == 0, measured.stderr
+    counts = json.loads(measured.stdout.strip().splitlines()[-1])
+    before, after = counts["before"], counts["after"]
     print(f"threads: {before} before, {after} with {COUNT} clients connected: {after - before} added")
     assert after - before <= THREAD_GOAL + THREAD_SLACK, (
         f"{COUNT} clients added {after - before} threads ({before} -> {after}); "
