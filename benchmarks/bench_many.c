@@ -47,6 +47,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -680,6 +681,7 @@ static int server_start(owned_server *server) {
     snprintf(port, sizeof port, "%d", server->port);
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the benchmark */
         int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600), log = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
         dup2(out, STDOUT_FILENO);
         dup2(log, STDERR_FILENO);
@@ -741,6 +743,7 @@ static void run_child(owned_server *server, const char *self, const char *run_id
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a run ends with the benchmark */
         fcntl(to_child[0], F_SETFD, 0);
         fcntl(to_parent[1], F_SETFD, 0);
         execl(self, self, "--run", server->url, server->api_token, run_id, tokens_file, server->work_dir, arguments[0],
