@@ -53,7 +53,7 @@ if [ "$mode" = scale-out ]; then
     quietly cmake --build "$build_dir" -j "$(nproc)" --target bench_server delay_proxy
 else
     quietly cmake --build "$build_dir" -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views \
-        bench_server bench_search delay_proxy
+        bench_server bench_search bench_many delay_proxy
     # Built when CMake found libpq (scripts/setup.sh installs libpq-dev).
     if pkg-config --exists libpq; then quietly cmake --build "$build_dir" --target bench_pg_floor; fi
 fi
@@ -147,6 +147,11 @@ run "$build_dir/bench_views" "$url" "$token" "$viewed" 1000
 # The Python binding beside the platform package (scripts/setup.sh installs it from PyPI).
 run env PYTHONPATH="$root/bindings/python" PARLEY_LIBRARY="$build_dir/lib/libparley.so.0" \
     python3 "$root/benchmarks/bench_python.py" "$url" "$token" 15
+# Many clients in one process: it runs a server of its own (its reconnect storm kills and
+# restarts it), and each size in a process of its own.
+many_args=()
+[ "$mode" = quick ] && many_args=(--quick)
+run "$build_dir/bench_many" "$server_bin" "${many_args[@]}"
 else
     # P3 on SQLite, beside the PostgreSQL rows below.
     run "$build_dir/bench_live" "$url" "$token" "$live" 3 "$url" "SQLite"
