@@ -8,7 +8,6 @@ import "C"
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
