@@ -94,7 +94,9 @@ public func exportDispatchGroupDispatch(
         outDispatched?.pointee = 0
         let object = try dispatchGroups.lookup(group)
         guard maxCallbacks >= 0 else { throw .invalidArgument("max_callbacks must be >= 0, got \(maxCallbacks)") }
-        outDispatched?.pointee = Int32(clamping: object.dispatch(max: Int(maxCallbacks)))
+        // Not in the optional chain: with out_dispatched NULL the dispatch must still run.
+        let ran = object.dispatch(max: Int(maxCallbacks))
+        outDispatched?.pointee = Int32(clamping: ran)
     }
 }
 

@@ -363,7 +363,8 @@ static void test_dispatch_group(void) {
     CHECK_STATUS(PARLEY_OK, parley_client_dispatch(grp.clients[1], 0, &ran));
     CHECK(ran == 20 - before && runs_of(1, seen, GROUP_RUNS) == 20);
     CHECK(!fd_readable(client_fd, 0));
-    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_dispatch(group, 0, &ran));
+    /* Without out_dispatched the dispatch runs all the same. */
+    CHECK_STATUS(PARLEY_OK, parley_dispatch_group_dispatch(group, 0, NULL));
     CHECK(grp.count == 60);
     CHECK(!fd_readable(group_fd, 0));
     for (int c = 0; c < GROUP_CLIENTS; c++) {
