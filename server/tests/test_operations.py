@@ -192,7 +192,7 @@ def test_the_listen_backlog_is_the_systems_largest_by_default_and_a_setting(tmp_
     finally:
         small.stop()
     refused = run_briefly(["--port", "0", "--database", str(tmp_path / "backlog.sqlite"), "--listen-backlog", "0"], env)
-    assert refused.returncode == 78 and "listen_backlog" in refused.stderr + refused.stdout
+    assert refused.returncode == 78 and "listen-backlog" in refused.stderr + refused.stdout
 
 
 def test_ready_turns_false_once_the_server_is_stopping(tmp_path):
