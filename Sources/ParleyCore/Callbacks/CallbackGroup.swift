@@ -19,13 +19,30 @@ public final class CallbackGroup: Sendable {
     private struct State {
         /// Clients that began to wait, each listed at most once (an entry may be stale: a client
         /// emptied by its own dispatch or detached meanwhile; a visit then runs nothing).
-        var ready = FIFOQueue<CallbackDispatcher>()
+        var ready: [CallbackDispatcher] = []
+        var readyHead = 0
         /// Attached clients whose queue is not empty: the fd is readable while this is > 0.
         var waitingClients = 0
         var members = 0
         var closed = false
         /// The thread running `dispatch`, if any.
         var runner: pthread_t?
+
+        var readyCount: Int { ready.count - readyHead }
+
+        mutating func popReady() -> CallbackDispatcher? {
+            guard readyHead < ready.count else { return nil }
+            let dispatcher = ready[readyHead]
+            readyHead += 1
+            if readyHead == ready.count {
+                ready.removeAll(keepingCapacity: true)
+                readyHead = 0
+            } else if readyHead > 256 && readyHead * 2 > ready.count {
+                ready.removeFirst(readyHead)
+                readyHead = 0
+            }
+            return dispatcher
+        }
     }
 
     private let lock = ConditionLock()
@@ -61,9 +78,9 @@ public final class CallbackGroup: Sendable {
         state.runner = pthread_self()
         var ran = 0
         rounds: while true {
-            var visits = state.ready.count
+            var visits = state.readyCount
             var progressed = false
-            while visits > 0, let dispatcher = state.ready.popFirst() {
+            while visits > 0, let dispatcher = state.popReady() {
                 visits -= 1
                 lock.unlock()
                 let budget = max > 0 ? Swift.min(Self.visitBatch, max - ran) : 0
@@ -73,7 +90,7 @@ public final class CallbackGroup: Sendable {
                 progressed = progressed || count > 0
                 if max > 0 && ran >= max { break rounds }
             }
-            if max == 0 || !progressed || state.ready.count == 0 { break }
+            if max == 0 || !progressed || state.readyCount == 0 { break }
         }
         state.runner = nil
         lock.unlock()
@@ -91,6 +108,7 @@ public final class CallbackGroup: Sendable {
         }
         state.closed = true
         state.ready.removeAll()
+        state.readyHead = 0
     }
 
     public var isClosed: Bool { lock.withLock { state.closed } }

@@ -80,7 +80,8 @@ public final class CallbackPool: Sendable {
     }
 
     private struct State {
-        var ready = FIFOQueue<CallbackDispatcher>()
+        var ready: [CallbackDispatcher] = []
+        var readyHead = 0
         var coreStarted = 0
         var extraRunning = 0
         var extraStartedTotal = 0
@@ -88,6 +89,24 @@ public final class CallbackPool: Sendable {
         var slots: [WorkerSlot] = []
         var monitorArmed = false
         var monitorStarted = false
+
+        var readyIsEmpty: Bool { readyHead == ready.count }
+
+        mutating func pushReady(_ dispatcher: CallbackDispatcher) { ready.append(dispatcher) }
+
+        mutating func popReady() -> CallbackDispatcher? {
+            guard readyHead < ready.count else { return nil }
+            let dispatcher = ready[readyHead]
+            readyHead += 1
+            if readyHead == ready.count {
+                ready.removeAll(keepingCapacity: true)
+                readyHead = 0
+            } else if readyHead > 256 && readyHead * 2 > ready.count {
+                ready.removeFirst(readyHead)
+                readyHead = 0
+            }
+            return dispatcher
+        }
     }
 
     public let limits: Limits
@@ -116,7 +135,7 @@ public final class CallbackPool: Sendable {
         lock.withLock {
             Statistics(
                 coreWorkers: state.coreStarted, extraWorkers: state.extraRunning, extraWorkersStarted: state.extraStartedTotal,
-                idleWorkers: state.idleWorkers, clientsWaiting: state.ready.count)
+                idleWorkers: state.idleWorkers, clientsWaiting: state.ready.count - state.readyHead)
         }
     }
 
@@ -133,7 +152,7 @@ public final class CallbackPool: Sendable {
     /// once per stretch of waiting (`scheduled`), so it is in the ready list at most once.
     func submit(_ dispatcher: CallbackDispatcher) {
         lock.lock()
-        state.ready.append(dispatcher)
+        state.pushReady(dispatcher)
         var kickMonitor = false
         if state.idleWorkers > 0 {
             lock.signal()
@@ -176,19 +195,19 @@ public final class CallbackPool: Sendable {
         pthread_setspecific(Self.workerKey, UnsafeRawPointer(bitPattern: 1))
         lock.lock()
         while true {
-            if let dispatcher = state.ready.popFirst() {
+            if let dispatcher = state.popReady() {
                 lock.unlock()
                 let more = dispatcher.runBatch(limit: limits.batchSize, slot: slot)
                 lock.lock()
                 // Behind every client that waited meanwhile: one busy client cannot starve them.
-                if more { state.ready.append(dispatcher) }
+                if more { state.pushReady(dispatcher) }
                 continue
             }
             state.idleWorkers += 1
             if slot.isExtra {
                 let woken = lock.wait(timeoutMs: limits.extraIdleExitMs)
                 state.idleWorkers -= 1
-                if !woken && state.ready.isEmpty { break }
+                if !woken && state.readyIsEmpty { break }
             } else {
                 lock.wait()
                 state.idleWorkers -= 1
@@ -213,7 +232,7 @@ public final class CallbackPool: Sendable {
                 monitorLock.wait(timeoutMs: tickMs)
                 monitorLock.unlock()
                 lock.lock()
-                if state.ready.isEmpty || state.idleWorkers > 0 {
+                if state.readyIsEmpty || state.idleWorkers > 0 {
                     state.monitorArmed = false
                     lock.unlock()
                     break
