@@ -115,7 +115,8 @@ import Testing
         #expect(failing.wait(timeoutMs: 3000))
         #expect(failing.errorCodes == [.network])
         let elapsed = (ContinuousClock.now - started).wholeMilliseconds
-        #expect(elapsed >= 300 && elapsed < 2000, "gave up after \(elapsed) ms")
+        // It gives up once the next wait (at most 500 ms) would pass the connect timeout.
+        #expect(elapsed >= 100 && elapsed < 2000, "gave up after \(elapsed) ms")
     }
 
     @Test func clientsShareTheNetworkThreadsAndTheirConnections() throws {
@@ -137,6 +138,28 @@ import Testing
         #expect(NetworkRuntime.runningThreads <= NetworkRuntime.defaultThreadCount)
         // One after another, each client's request finds a kept-alive connection of its loop.
         #expect(peer.connectionCount <= NetworkRuntime.runningThreads, "\(peer.connectionCount) connections for 100 clients")
+        for client in clients { client.shutdown() }
+    }
+
+    @Test func aLoopRunsAtMostItsShareOfRequestsAtOnceAndTheRestWait() throws {
+        let peer = try LoopbackPeer { connection in
+            while connection.readRequest() != nil {
+                connection.pause(ms: 100)
+                connection.respond(body: Array("ok".utf8))
+            }
+        }
+        let clients = try (0..<100).map { _ in try Self.makeClient() }
+        let log = CompletionLog()
+        for (index, client) in clients.enumerated() {
+            for round in 0..<3 {
+                client.send(HTTPRequest(url: "\(peer.baseURL)/\(index)/\(round)"), completion: log.callback)
+            }
+        }
+        #expect(log.wait(count: 300, timeoutMs: 30_000))
+        #expect(log.all.allSatisfy { (try? $0.get().bodyText) == "ok" })
+        // 300 requests at once, 100 ms each: without the loops' limit, one connection each.
+        let perLoop = NetworkLoop.maxRunningRequests + NetworkLoop.idleConnectionsKept
+        #expect(peer.connectionCount <= NetworkRuntime.runningThreads * perLoop, "\(peer.connectionCount) connections")
         for client in clients { client.shutdown() }
     }
 

@@ -229,6 +229,7 @@ final class HTTPTransfer: @unchecked Sendable {
         setLong(CURLOPT_CONNECTTIMEOUT_MS, remaining(ofMs: request.connectTimeoutMs), "the connect timeout")
         // Notices a dead peer on a long idle stream.
         setLong(CURLOPT_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE")
+        setLong(CURLOPT_MAXAGE_CONN, NetworkLoop.idleConnectionMaxAgeSeconds, "MAXAGE_CONN")
         check(parley_curl_easy_setopt_write_fn(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback), "the write callback")
         check(parley_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, context), "the write context")
         check(parley_curl_easy_setopt_write_fn(easy, CURLOPT_HEADERFUNCTION, curlHeaderCallback), "the header callback")

@@ -109,9 +109,16 @@ final class NetworkLoop: @unchecked Sendable {
     /// Idle keep-alive connections a loop keeps for the requests of its clients. curl's own
     /// limit counts the connections in use too and defaults to four per transfer: after a
     /// thousand clients connected together, a thousand idle sockets would stay. So the limit
-    /// is the streams running (each holds a connection) plus these; a request ending while
-    /// more are open closes the oldest idle one (`limitIdleConnections`).
+    /// follows the transfers running, plus these (`limitIdleConnections`): a request ending
+    /// while more are open closes the oldest idle one, and curl closes those idle for
+    /// `idleConnectionMaxAgeSeconds`.
     static let idleConnectionsKept = 16
+    static let idleConnectionMaxAgeSeconds = 30
+    /// Requests (not streams) running at once on a loop; more wait here, in order. Thousands
+    /// of clients catching up together would otherwise each hold connections of their own
+    /// for their requests in flight, and the process could run out of descriptors.
+    static let maxRunningRequests = 64
+    private var waitingRequests: [HTTPTransfer] = []
     private var runningStreams = 0
     private var connectionLimitFor = -1
 
@@ -201,14 +208,24 @@ final class NetworkLoop: @unchecked Sendable {
             }
             collectFinished()
             if let check = nextIdleCheck, check <= .now { enforceIdleDeadlines() }
+            startWaitingRequests()
             limitIdleConnections()
         }
     }
 
+    private func startWaitingRequests() {
+        var started = 0
+        while started < waitingRequests.count, active.count - runningStreams < Self.maxRunningRequests {
+            start(waitingRequests[started])
+            started += 1
+        }
+        if started > 0 { waitingRequests.removeFirst(started) }
+    }
+
     private func limitIdleConnections() {
-        guard runningStreams != connectionLimitFor else { return }
-        connectionLimitFor = runningStreams
-        _ = parley_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, runningStreams + Self.idleConnectionsKept)
+        guard active.count != connectionLimitFor else { return }
+        connectionLimitFor = active.count
+        _ = parley_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, active.count + Self.idleConnectionsKept)
     }
 
     private func track(_ transfer: HTTPTransfer, easy: UnsafeMutableRawPointer) {
@@ -254,8 +271,12 @@ final class NetworkLoop: @unchecked Sendable {
     }
 
     private func start(_ transfer: HTTPTransfer) {
-        // Cancelled while it waited for its client's turn.
+        // Cancelled while it waited for its client's turn or the loop's.
         guard !transfer.isFinished, transfer.easy == nil else { return }
+        if !transfer.isStream && active.count - runningStreams >= Self.maxRunningRequests {
+            waitingRequests.append(transfer)
+            return
+        }
         if let error = transfer.validationError ?? transfer.makeHandle() {
             transfer.finish(.failure(error))
             return
