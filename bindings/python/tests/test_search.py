@@ -600,6 +600,8 @@ def test_better_matches_after_the_last_load_fill_a_relevance_window_to_its_size_
                 assert set(ids_of(search.results)[:4]) == set(strong)
                 assert ids_of(search.results)[4] in weak
                 poll_until(lambda: search.has_more)
+                # The list changes just before the callbacks that report it run (docs/THREADING.md, rule 7).
+                poll_until(lambda: sum(len(batch) for batch in deleted) >= 2)
                 assert sorted(m for batch in deleted for m in batch) == sorted(set(weak) - {ids_of(search.results)[4]})
                 assert (ids_of(search.results), search.has_more) == fresh_search(client, "probe", order, 5)
 
