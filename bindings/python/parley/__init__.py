@@ -9,7 +9,7 @@ from .channel_collection import (
     SuperChannelFilter, UnreadChannelFilter, UserIdsQueryType, collection_sources,
 )
 from .client import (
-    LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, TRACE, Client, DispatchGroup, configuration_keys, event_categories, library_path,
+    LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_OFF, LOG_TRACE, LOG_WARNING, TRACE, Client, DispatchGroup, configuration_keys, configure_runtime, event_categories, runtime_info, library_path,
     log_level_for, operations, version,
 )
 from .events import ClientEvent, ConnectionEvent, ConnectionEventKind, EventCategory
@@ -44,7 +44,7 @@ __all__ = [
     "collection_sources", "NEWEST", "MessageChange", "MessageChangeKind", "MessageCollection", "MessageContext",
     "MessageListParams", "MessageTypeFilter", "ReplyType", "SendingStatus", "AsyncMessageCollection",
     "NEWEST_VIEWPOINT", "FetchResult", "SyncAction", "SyncActionKind", "SyncDirection", "SyncList", "SyncView",
-    "SyncViewOptions", "AsyncSyncView", "AsyncClient", "AsyncQuery", "Query", "QUERY_KINDS", "Client", "DispatchGroup", "EventCategory", "configuration_keys", "event_categories", "library_path", "operations", "version", "ParleyError", "error_for",
+    "SyncViewOptions", "AsyncSyncView", "AsyncClient", "AsyncQuery", "Query", "QUERY_KINDS", "Client", "DispatchGroup", "EventCategory", "configuration_keys", "configure_runtime", "event_categories", "runtime_info", "library_path", "operations", "version", "ParleyError", "error_for",
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE", "TRACE", "log_level_for",
     "ClientEvent", "ConnectionEvent", "ConnectionEventKind", "EventStream", "PendingSend", "Send",
     "Freshness", "FreshnessHandler", "Page", "PageOrigin", "ConnectionStateName", "Metrics",

@@ -140,6 +140,23 @@ def configuration_keys() -> List[Dict[str, Any]]:
     return cast(List[Dict[str, Any]], json.loads(_native.take_string(out)))
 
 
+def configure_runtime(network_threads: Optional[int] = None, callback_threads: Optional[int] = None) -> None:
+    """Sets the threads all clients of the process share (``parley_runtime_configure``), before
+    the first client: a different number once they run raises ``PARLEY_E_INVALID_STATE``."""
+    settings = {key: value for key, value in
+                (("network_threads", network_threads), ("callback_threads", callback_threads)) if value is not None}
+    _native.check(lib.parley_runtime_configure(json.dumps(settings).encode("utf-8")))
+
+
+def runtime_info() -> Dict[str, int]:
+    """The shared runtime's threads (``parley_runtime_info``): "network_threads",
+    "callback_threads", "callback_extra_threads", "default_network_threads",
+    "default_callback_threads" (0 before the first client)."""
+    out = ctypes.c_void_p()
+    _native.check(lib.parley_runtime_info(ctypes.byref(out)))
+    return cast(Dict[str, int], json.loads(_native.take_string(out)))
+
+
 def event_categories() -> List[Dict[str, str]]:
     """Every event category the library reports: [{"name", "source"}, ...]."""
     out = ctypes.c_void_p()
