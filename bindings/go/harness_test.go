@@ -34,6 +34,10 @@ var testServer struct {
 }
 
 func TestMain(m *testing.M) {
+	// A test that runs itself again in a process of its own needs no server there.
+	if os.Getenv(runtimeChildVariable) == "1" {
+		os.Exit(m.Run())
+	}
 	os.Exit(runWithServer(m))
 }
 

@@ -6,8 +6,10 @@ package parley
 import "C"
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
+	"unsafe"
 )
 
 // Every Client of the process is attached to one dispatch group of the library: one file
@@ -48,4 +50,45 @@ func dispatchForever(group *C.parley_dispatch_group, fd C.int) {
 		}
 		C.parley_dispatch_group_dispatch(group, 0, nil)
 	}
+}
+
+// RuntimeSettings are the threads every Client of the process shares
+// (parley_runtime_configure): NetworkThreads run the HTTP requests and event streams of all
+// clients (1..64; default one per core, at most 4), CallbackThreads are the callback pool's
+// core threads for clients that dispatch on library threads (1..64; default one per core, at
+// least 2, at most 8). Go's Clients dispatch through one goroutine, so only NetworkThreads
+// concerns them. A zero field keeps its default.
+type RuntimeSettings struct {
+	NetworkThreads  int `json:"network_threads,omitempty"`
+	CallbackThreads int `json:"callback_threads,omitempty"`
+}
+
+// ConfigureRuntime sets the shared threads before the first Client is created. Once clients
+// started them, a different number fails with ErrInvalidState and nothing changes (the
+// numbers in force are accepted); a number out of range fails with ErrInvalidArgument.
+func ConfigureRuntime(settings RuntimeSettings) error {
+	encoded, err := json.Marshal(settings)
+	if err != nil {
+		return &Error{Code: ErrInvalidArgument, Message: err.Error(), Op: "configure runtime"}
+	}
+	text := C.CString(string(encoded))
+	defer C.free(unsafe.Pointer(text))
+	return call("configure runtime", func() C.int { return C.parley_runtime_configure(text) })
+}
+
+// RuntimeInfo is the shared runtime's state (parley_runtime_info): the numbers of threads in
+// force (0 before the first Client), the callback threads running past blocked callbacks
+// now, and the defaults of this machine.
+type RuntimeInfo struct {
+	NetworkThreads         int `json:"network_threads"`
+	CallbackThreads        int `json:"callback_threads"`
+	CallbackExtraThreads   int `json:"callback_extra_threads"`
+	DefaultNetworkThreads  int `json:"default_network_threads"`
+	DefaultCallbackThreads int `json:"default_callback_threads"`
+}
+
+// Runtime reads the shared runtime's state.
+func Runtime() (RuntimeInfo, error) {
+	var info RuntimeInfo
+	return info, readTable("runtime info", func(out **C.char) C.int { return C.parley_runtime_info(out) }, &info)
 }
