@@ -61,8 +61,11 @@ static int wait_slot(result_slot *slot) {
     return done;
 }
 
-/* Starts parley-server on an ephemeral port; fills in its URL. */
-static pid_t start_server(const char *binary, const char *database, char *url, size_t url_size) {
+/* Starts parley-server on `port` (0: an ephemeral one); fills in its URL. A restart after a
+ * kill passes the port and database the server had. */
+static pid_t start_server_on_port(const char *binary, const char *database, int port, char *url, size_t url_size) {
+    char port_text[16];
+    snprintf(port_text, sizeof port_text, "%d", port);
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0) return -1;
     pid_t pid = fork();
@@ -70,7 +73,7 @@ static pid_t start_server(const char *binary, const char *database, char *url, s
         dup2(pipe_fds[1], STDOUT_FILENO);
         close(pipe_fds[0]);
         /* No balancer watches a test's server: its stop closes the port at once. */
-        execl(binary, binary, "--port", "0", "--database", database, "--api-token", "c-test-token",
+        execl(binary, binary, "--port", port_text, "--database", database, "--api-token", "c-test-token",
               "--shutdown-drain-seconds", "0", (char *)NULL);
         _exit(127);
     }
@@ -86,6 +89,10 @@ static pid_t start_server(const char *binary, const char *database, char *url, s
     line[strcspn(line, "\n")] = '\0';
     snprintf(url, url_size, "%s", line + strlen(prefix));
     return pid;
+}
+
+static pid_t start_server(const char *binary, const char *database, char *url, size_t url_size) {
+    return start_server_on_port(binary, database, 0, url, url_size);
 }
 
 /* The server's database: a SQLite file in `directory`, or with PARLEY_TEST_BACKEND=postgres

@@ -166,30 +166,6 @@ static void destroy_client(tracked_client *t) {
     atomic_store(&t->destroyed, 1);
 }
 
-/* Starts parley-server on `port` (after a kill: same port, same database). */
-static pid_t start_server_on(const char *binary, const char *database, int port) {
-    char port_text[16], url[256];
-    snprintf(port_text, sizeof port_text, "%d", port);
-    int pipe_fds[2];
-    if (pipe(pipe_fds) != 0) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pipe_fds[1], STDOUT_FILENO);
-        close(pipe_fds[0]);
-        execl(binary, binary, "--port", port_text, "--database", database, "--api-token", "c-test-token",
-              "--shutdown-drain-seconds", "0", (char *)NULL);
-        _exit(127);
-    }
-    close(pipe_fds[1]);
-    FILE *out = fdopen(pipe_fds[0], "r");
-    if (out == NULL || fgets(url, sizeof url, out) == NULL || strstr(url, "listening on") == NULL) {
-        fprintf(stderr, "parley-server did not start again on port %d\n", port);
-        kill(pid, SIGKILL);
-        return -1;
-    }
-    return pid;
-}
-
 /* The --database the server at `pid` runs on (its command line): a restart reuses it, on
  * either backend. */
 static int database_of(pid_t pid, char *out, size_t size) {
@@ -307,7 +283,8 @@ int main(void) {
     kill(server.pid, SIGKILL);
     waitpid(server.pid, NULL, 0);
     pause_ms(1000);
-    server.pid = start_server_on(getenv("PARLEY_SERVER_BIN"), database, port);
+    char restarted_url[256];
+    server.pid = start_server_on_port(getenv("PARLEY_SERVER_BIN"), database, port, restarted_url, sizeof restarted_url);
     CHECK(server.pid > 0);
     double restarted = seconds_now();
     for (int k = restart_messages / 2; k < restart_messages; k++) {
