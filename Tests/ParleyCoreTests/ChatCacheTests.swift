@@ -312,6 +312,30 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         #expect(throws: ParleyError.self) { try cache.channels(order: .chronological, limit: -1) }
     }
 
+    @Test func theTextAnUpsertGivesIsTheChannelAsStoredAndAsWrittenWhole() throws {
+        let cache = try makeCache()
+        defer { cache.close() }
+        // Keys before and after "members", escapes, and members in the server's order (not sorted).
+        let members: [JSONValue] = ["zed", "amy", "m\"q"].map { id in
+            ["user_id": .string(id), "nickname": .string("N \(id)\n"), "is_online": .bool(id == "amy"), "state": "joined"]
+        }
+        let channel: JSONValue = [
+            "channel_url": "c-text", "name": "a/b", "created_at": .int(base), "custom_type": "",
+            "member_count": .int(3), "members": .array(members), "url": "c-text", "data": "",
+        ]
+        for round in 0..<2 {
+            var storedText: String?
+            _ = try cache.upsertChannel(channel, columns: try ChatCache.ChannelColumns(channel), storedText: &storedText)
+            #expect(storedText == channel.canonicalText, "round \(round)")
+            #expect(try cache.channel(url: "c-text")?.json == channel.canonicalText, "round \(round)")
+        }
+        var withoutMembers = channel
+        if case .object(var fields) = channel { fields["members"] = nil; withoutMembers = .object(fields) }
+        var storedText: String?
+        _ = try cache.upsertChannel(withoutMembers, columns: try ChatCache.ChannelColumns(withoutMembers), storedText: &storedText)
+        #expect(storedText == withoutMembers.canonicalText)
+    }
+
     @Test func removingAChannelTakesTheServersDataOfItAndNothingElse() throws {
         let cache = try makeCache()
         defer { cache.close() }

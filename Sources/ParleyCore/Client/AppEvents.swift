@@ -94,24 +94,39 @@ struct AppEventReporter: Sendable {
         guard !handlers.event.isEmpty else { return }
         let handlers = self.handlers
         for (name, channelURL, payload) in Self.events(of: batch) {
-            let text = payload.canonicalText
+            let text = payload.text
             dispatcher.enqueue { handlers.event.forEach { $0(name, channelURL, text) } }
         }
     }
 
+    /// An event's payload: a value, or a stored channel whose canonical text the cache writer
+    /// already has (a channel of many members is not written out again).
+    enum Payload {
+        case value(JSONValue)
+        case channel(ChannelUpsert)
+
+        var text: String {
+            switch self {
+            case .value(let value): value.canonicalText
+            case .channel(let upsert): upsert.channelText.text
+            }
+        }
+    }
+
     /// The application events a batch stands for, in order.
-    static func events(of batch: ChangeBatch) -> [(String, String, JSONValue)] {
-        var events: [(String, String, JSONValue)] = []
+    static func events(of batch: ChangeBatch) -> [(String, String, Payload)] {
+        var events: [(String, String, Payload)] = []
+        func add(_ name: String, _ channelURL: String, _ value: JSONValue) { events.append((name, channelURL, .value(value))) }
         switch batch.cause {
         case .realtime(let event) where !event.isOwnEcho && !event.isOwnEdit:
-            events.append((event.name, event.channelURL, event.data))
+            add(event.name, event.channelURL, event.data)
         case .channelChangelog:
             for change in batch.changes {
                 switch change {
                 case .channelUpserted(let upsert):
-                    events.append((EventCategory.channelChangelog.name, upsert.url, upsert.channel))
+                    events.append((EventCategory.channelChangelog.name, upsert.url, .channel(upsert)))
                 case .channelRemoved(let url, _):
-                    events.append((EventCategory.channelChangelogDeleted.name, url, .object([WireField.channelURL: .string(url)])))
+                    add(EventCategory.channelChangelogDeleted.name, url, .object([WireField.channelURL: .string(url)]))
                 default: break
                 }
             }
@@ -119,22 +134,22 @@ struct AppEventReporter: Sendable {
             for change in batch.changes {
                 switch change {
                 case .messageUpserted(let upsert) where !upsert.inserted:
-                    events.append((EventCategory.messageChangelog.name, upsert.channelURL, upsert.message))
+                    add(EventCategory.messageChangelog.name, upsert.channelURL, upsert.message)
                 case .messageRemoved(let url, let id):
-                    events.append((EventCategory.messageChangelogDeleted.name, url, .object([
+                    add(EventCategory.messageChangelogDeleted.name, url, .object([
                         WireField.channelURL: .string(url), WireField.messageID: .int(id),
-                    ])))
+                    ]))
                 default: break
                 }
             }
         case .pollChangelog:
             for change in batch.changes {
                 if case .messageUpserted(let upsert) = change, !upsert.inserted {
-                    events.append((EventCategory.pollChangelog.name, upsert.channelURL, upsert.message))
+                    add(EventCategory.pollChangelog.name, upsert.channelURL, upsert.message)
                 }
             }
         case .cacheUnavailable(let reason):
-            events.append((EventCategory.cacheUnavailable.name, "", .object(["reason": .string(reason)])))
+            add(EventCategory.cacheUnavailable.name, "", .object(["reason": .string(reason)]))
         case .cacheRecovered(let salvage):
             var fields: [String: JSONValue] = [
                 "reason": .string(salvage.reason), "moved_to": .string(salvage.movedTo),
@@ -149,11 +164,11 @@ struct AppEventReporter: Sendable {
             // Unsent messages the file held but could not even list, and the outbox journal
             // could not list either, are in no count: say so.
             fields["lost_unknown"] = .bool(salvage.lostUnknown)
-            events.append((EventCategory.cacheRecovered.name, "", .object(fields)))
+            add(EventCategory.cacheRecovered.name, "", .object(fields))
         case .resync(let reason, let channelURLs):
-            events.append((EventCategory.resync.name, "", .object([
+            add(EventCategory.resync.name, "", .object([
                 "reason": .string(reason), "channel_urls": .array(channelURLs.map(JSONValue.string)),
-            ])))
+            ]))
         default:
             break
         }
@@ -167,7 +182,7 @@ struct AppEventReporter: Sendable {
                 case .canceled: .messageCanceled
                 case .succeeded: .messageSent
                 }
-            events.append((category.name, local.channelURL, local.message))
+            add(category.name, local.channelURL, local.message)
         }
         return events
     }

@@ -50,8 +50,18 @@ extension ChatCache {
 
     /// `upsertChannel(_:)` with the columns the caller already read from `channel`.
     func upsertChannel(_ channel: JSONValue, columns: ChannelColumns) throws(ParleyError) -> ChannelUpsertOutcome {
+        var storedText: String?
+        return try upsertChannel(channel, columns: columns, storedText: &storedText)
+    }
+
+    /// `upsertChannel(_:columns:)` that also gives `channel`'s canonical text, made from the
+    /// texts it wrote (a `members` list spliced in as `channel(url:)` reads it): a caller that
+    /// reports the channel does not write a long member list out a second time.
+    func upsertChannel(_ channel: JSONValue, columns: ChannelColumns, storedText: inout String?) throws(ParleyError) -> ChannelUpsertOutcome {
         guard case .object(var fields) = channel, let members = fields.removeValue(forKey: "members") else {
-            return try storeChannel(columns, json: channel.canonicalText, members: nil)
+            let json = channel.canonicalText
+            storedText = json
+            return try storeChannel(columns, json: json, members: nil)
         }
         guard case .array(let list) = members else {
             throw ParleyError(.protocolViolation, "channel.members: expected an array")
@@ -65,6 +75,7 @@ extension ChatCache {
             memberRows.append((userID, member.canonicalText))
         }
         let json = JSONValue.object(fields).canonicalText
+        storedText = Self.withMemberList(memberRows.map(\.json), in: json)
         // The member rows and the channel row change together.
         return try transaction { () throws(ParleyError) in try storeChannel(columns, json: json, members: memberRows) }
     }
@@ -281,12 +292,17 @@ extension ChatCache {
 
     static let channelColumns = "channel_url, created_at, last_message_created_at, name, json, members_known"
 
+    /// A stored channel's text with its stored member texts as `members`, in their order.
+    static func withMemberList(_ memberTexts: [String], in channelText: String) -> String {
+        CanonicalObjectText.inserting(name: "members", value: "[" + memberTexts.joined(separator: ",") + "]", into: channelText)
+    }
+
     func readChannel(_ row: SQLiteStatement, withMembers: Bool = true) throws(ParleyError) -> CachedChannel {
         let url = row.string(0) ?? ""
         var json = try storedJSON(row, 4, "a channel")
         if withMembers, row.int64(5) != 0 {
             let members = try memberTexts(url: url)
-            json = CanonicalObjectText.inserting(name: "members", value: "[" + members.joined(separator: ",") + "]", into: json)
+            json = Self.withMemberList(members, in: json)
         }
         return CachedChannel(
             orderKey: ChannelOrderKey(

@@ -249,7 +249,8 @@ final class StoredChannelValue: Sendable {
 
     private let state: Locked<State>
 
-    init(_ value: JSONValue) { state = Locked(State(value: value)) }
+    /// `text`, when given, is `value`'s canonical text (the one the cache wrote).
+    init(_ value: JSONValue, text: String? = nil) { state = Locked(State(value: value, text: text)) }
 
     /// `read` (the stored channel's text) runs at most once, on the thread of the first use;
     /// `ChatCache` is not `Sendable`: the feed seals the value (`seal`) once its batch was

@@ -208,7 +208,8 @@ final class CacheTransaction {
         }
         let value = JSONValue.object(merged)
         let columns = try ChatCache.ChannelColumns(value)
-        var outcome = try cache.upsertChannel(value, columns: columns)
+        var storedText: String?
+        var outcome = try cache.upsertChannel(value, columns: columns, storedText: &storedText)
         if merged[WireField.members] == nil, !changedMembers.isEmpty, try cache.updateChannelMembers(url: url, changedMembers),
             outcome == .unchanged
         {
@@ -219,7 +220,7 @@ final class CacheTransaction {
             let newKey = columns.orderKey
             let current: StoredChannelValue
             if merged[WireField.members] != nil {
-                current = StoredChannelValue(value)
+                current = StoredChannelValue(value, text: storedText)
             } else {
                 let cache = self.cache
                 current = StoredChannelValue(
