@@ -336,6 +336,32 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         #expect(storedText == withoutMembers.canonicalText)
     }
 
+    @Test func aStoredMemberListFollowsChangesInPlaceAndNewOrders() throws {
+        let cache = try makeCache()
+        defer { cache.close() }
+        func channel(_ members: [(String, Bool)]) -> JSONValue {
+            [
+                "channel_url": "c-members", "name": "m", "created_at": .int(base), "custom_type": "",
+                "members": .array(members.map { ["user_id": .string($0.0), "is_online": .bool($0.1)] }),
+            ]
+        }
+        func stored() throws -> [String] {
+            try (cache.channelMemberTexts(url: "c-members") ?? []).map { try JSONValue.parse($0)["user_id"]?.stringValue ?? "" }
+        }
+        let first = [("u1", false), ("u2", false), ("u3", false)]
+        #expect(try cache.upsertChannel(channel(first)) == .inserted)
+        #expect(try cache.upsertChannel(channel(first)) == .unchanged)
+        // One member's object changes: that member only, in place.
+        let second = [("u1", false), ("u2", true), ("u3", false)]
+        #expect(try cache.upsertChannel(channel(second)) == .updated)
+        #expect(try cache.channel(url: "c-members")?.json == channel(second).canonicalText)
+        // Another order, a member gone, one new: the list as sent.
+        let third = [("u3", true), ("u4", false), ("u1", false)]
+        #expect(try cache.upsertChannel(channel(third)) == .updated)
+        #expect(try stored() == ["u3", "u4", "u1"])
+        #expect(try cache.channel(url: "c-members")?.json == channel(third).canonicalText)
+    }
+
     @Test func removingAChannelTakesTheServersDataOfItAndNothingElse() throws {
         let cache = try makeCache()
         defer { cache.close() }

@@ -153,9 +153,18 @@ extension ChatCache {
                 try database.statement("SELECT user_id, json FROM channel_members WHERE channel_url = ?1 ORDER BY position")
                     .rows([.text(key.channelURL)]) { row in storedMembers.append((row.string(0) ?? "", row.string(1) ?? "")) }
             }
-            membersChanged = !storedMembersKnown || storedMembers.count != members.count
-                || !zip(storedMembers, members).allSatisfy { $0.userID == $1.userID && utf8Equal($0.json, $1.json) }
-            if membersChanged {
+            let sameMembers = storedMembersKnown && storedMembers.count == members.count
+                && zip(storedMembers, members).allSatisfy { $0.userID == $1.userID }
+            if sameMembers {
+                // The same members in the same order: only the ones whose objects changed are
+                // written (presence moves a few at a time in a channel of many).
+                let update = try database.statement("UPDATE channel_members SET json = ?3 WHERE channel_url = ?1 AND user_id = ?2")
+                for (old, new) in zip(storedMembers, members) where !utf8Equal(old.json, new.json) {
+                    try update.run([.text(key.channelURL), .text(new.userID), .text(new.json)])
+                    membersChanged = true
+                }
+            } else {
+                membersChanged = true
                 try database.statement("DELETE FROM channel_members WHERE channel_url = ?1").run([.text(key.channelURL)])
                 let insert = try database.statement(
                     "INSERT OR REPLACE INTO channel_members (channel_url, user_id, position, json) VALUES (?1, ?2, ?3, ?4)")
