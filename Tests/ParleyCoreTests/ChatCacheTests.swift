@@ -362,6 +362,31 @@ private func key(_ id: Int64, at createdAt: Int64? = nil) -> MessageKey {
         #expect(try cache.channel(url: "c-members")?.json == channel(third).canonicalText)
     }
 
+    @Test func aNewCacheHasTheSchemaTheMigrationsLeaveTextForText() throws {
+        func schema(_ database: SQLiteDatabase) throws -> [String] {
+            var rows: [String] = []
+            try database.statement("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name").rows { row in
+                rows.append([row.string(0), row.string(1), row.string(2), row.string(3)].map { $0 ?? "NULL" }.joined(separator: " | "))
+            }
+            return rows
+        }
+        let replayed = try SQLiteDatabase(location: .memory, migrations: ChatCache.migrations, replayingMigrations: true)
+        defer { replayed.close() }
+        let directory = try temporaryDirectory(prefix: "parley-fresh-schema")
+        defer { removeTree(directory) }
+        let created = try SQLiteDatabase(location: .file(path: directory + "/fresh.sqlite"), migrations: ChatCache.migrations)
+        defer { created.close() }
+        #expect(FreshSchema.statements(for: ChatCache.migrations) != nil)
+        #expect(try schema(created) == schema(replayed))
+        #expect(created.userVersion == replayed.userVersion)
+        #expect(created.userVersion == ChatCache.migrations.last?.version)
+        // And it works as a cache, search index included.
+        let cache = try ChatCache(location: .file(path: directory + "/cache.sqlite"))
+        defer { cache.close() }
+        _ = try cache.upsertMessage(message(1))
+        #expect(try cache.searchIndexCount() == 1)
+    }
+
     @Test func removingAChannelTakesTheServersDataOfItAndNothingElse() throws {
         let cache = try makeCache()
         defer { cache.close() }

@@ -105,6 +105,8 @@ public final class SQLiteDatabase {
 
     private var connection: SQLiteConnection
     private var cachedStatements: [String: SQLiteStatement] = [:]
+    /// Migrations run one by one even on a new database (`FreshSchema` captures with it).
+    private var replaysMigrations = true
     private var savepointDepth = 0
 
     /// Runs at the end of every outermost `transaction`, just before its COMMIT, inside it
@@ -120,12 +122,17 @@ public final class SQLiteDatabase {
     /// A file is created with mode 0600 (whatever the umask) before SQLite sees it, and
     /// an existing one is set to 0600; SQLite creates `-wal`/`-shm` with the same mode.
     /// A failing migration throws and leaves the database at the last good version.
+    ///
+    /// A new, empty database gets the schema the migrations leave in one transaction
+    /// (`FreshSchema`), not each migration in turn; `replayingMigrations` forces the steps.
     public init(
         location: SQLiteLocation,
         migrations: [SQLiteMigration],
-        busyTimeoutMilliseconds: Int32 = SQLiteDatabase.defaultBusyTimeoutMilliseconds
+        busyTimeoutMilliseconds: Int32 = SQLiteDatabase.defaultBusyTimeoutMilliseconds,
+        replayingMigrations: Bool = false
     ) throws(ParleyError) {
         try Self.validate(migrations)
+        self.replaysMigrations = replayingMigrations
         let newest = migrations.last?.version ?? 0
         let handle: OpaquePointer
         switch location {
@@ -415,6 +422,18 @@ public final class SQLiteDatabase {
         switch Self.firstColumn(handle, "PRAGMA user_version") {
         case (SQLITE_OK, .integer(let version)): current = version
         case (let code, _): throw connection.failure("read user_version", code: code)
+        }
+        if current == 0, !replaysMigrations, let schema = FreshSchema.statements(for: migrations) {
+            let created = try transaction { () throws(ParleyError) -> Bool in
+                // Under the write lock: another process may have created it meanwhile.
+                guard case (SQLITE_OK, .integer(0)) = Self.firstColumn(handle, "PRAGMA user_version"),
+                    case (SQLITE_OK, .integer(0)) = Self.firstColumn(handle, "SELECT count(*) FROM sqlite_schema")
+                else { return false }
+                for statement in schema { try execute(statement) }
+                try execute("PRAGMA user_version = \(migrations.last?.version ?? 0)")
+                return true
+            }
+            if created { return }
         }
         for migration in migrations where Int64(migration.version) > current {
             do throws(ParleyError) {
