@@ -245,7 +245,11 @@ extension ChatCache {
     /// A page of channels in `order`, starting strictly after `after` (nil: from the
     /// start). Keyset pagination: channels inserted or moved meanwhile never cause a skip
     /// or a duplicate among the unchanged ones.
-    public func channels(order: ChannelListOrder, after: ChannelOrderKey? = nil, limit: Int) throws(ParleyError) -> [CachedChannel] {
+    /// `withMembers` false: each channel's text without its stored member list (a walk
+    /// over the channels that needs only their keys does not read every member).
+    public func channels(
+        order: ChannelListOrder, after: ChannelOrderKey? = nil, limit: Int, withMembers: Bool = true
+    ) throws(ParleyError) -> [CachedChannel] {
         guard limit >= 0 else { throw ParleyError.invalidArgument("channel page limit must not be negative, got \(limit)") }
         if limit == 0 { return [] }
         let sortColumns: String
@@ -272,7 +276,9 @@ extension ChatCache {
         sql += " ORDER BY \(sortColumns) LIMIT ?\(values.count + 1)"
         values.append(.integer(Int64(limit)))
         var result: [CachedChannel] = []
-        try database.statement(sql).rows(values) { row throws(ParleyError) in result.append(try self.readChannel(row)) }
+        try database.statement(sql).rows(values) { row throws(ParleyError) in
+            result.append(try self.readChannel(row, withMembers: withMembers))
+        }
         return result
     }
 

@@ -83,7 +83,7 @@ extension Engine {
             var urls: [String] = []
             var after: ChannelOrderKey?
             while true {
-                let page = try cache.channels(order: .chronological, after: after, limit: 200)
+                let page = try cache.channels(order: .chronological, after: after, limit: 200, withMembers: false)
                 // Whether any is cached, not how many: a count walks every cached message of the channel.
                 for channel in page where try cache.hasMessages(channelURL: channel.channelURL) {
                     urls.append(channel.channelURL)
