@@ -487,8 +487,9 @@ static int run_clients(const run_settings *settings) {
     }
     int connect_failures = count - connected;
     /* The figures are the clients' steady state: every connect's catch-up has stored the
-     * client's channels (the big one carries 1,000 members), and the cache connections that
-     * the catch-ups opened for reading have closed after their idle time (5 s). */
+     * client's channels (the big one carries 1,000 members), the cache connections that the
+     * catch-ups opened for reading have closed (after 5 s idle) and the caches have given
+     * their page cache back (after 10 s without writes). */
     double settle_started = now_us();
     int caught_up = 0;
     while (now_us() - settle_started < 300e6) {
@@ -504,7 +505,7 @@ static int run_clients(const run_settings *settings) {
     double settle_wall = now_us() - settle_started, catch_up_cpu = process_cpu_us() - cpu;
     printf("  catch-ups done %.2f s after the last connect (%d of %d clients); connect and catch-up %.2f ms CPU per client\n",
            settle_wall / 1e6, caught_up, connected, started > 0 ? catch_up_cpu / 1e3 / started : 0);
-    sleep_ms(6000);
+    sleep_ms(11000);
     process_figures all_open = process_now();
     print_figures("connected and caught up, idle", all_open);
     double added_threads = all_open.threads - before.threads;
