@@ -247,3 +247,61 @@ private func markersFound(in directory: String) -> [String] {
         }
     }
 }
+
+/// The client: a key error fails `connect`, and `rekeyCache` changes the key of the open file.
+@Suite(.serialized) struct CacheEncryptionClientTests {
+    private func client(_ server: EngineTestServer, secret: CacheSecret?) throws -> ParleyClient {
+        var configuration = ClientConfiguration()
+        configuration.serverURL = server.url
+        configuration.cacheDirectory = server.directory + "/cache"
+        configuration.cacheSecret = secret
+        return try ParleyClient(configuration: configuration)
+    }
+
+    @Test func connectFailsWithTheWrongKeyAndRekeyChangesIt() throws {
+        let server = try EngineTestServer()
+        defer { server.stop() }
+        let admin = try server.adminClient()
+        defer { admin.close() }
+        let tokens = try server.createUsers(["MARKERUSERID", "bob"], admin: admin)
+        _ = try waitFor { done throws(ParleyError) in
+            try admin.request(method: "POST", path: "/v3/group_channels",
+                              body: ["user_ids": ["MARKERUSERID", "bob"], "channel_url": "enc-room", "name": "MARKERCHANNELNAME"],
+                              completion: done)
+        }
+        let token = try #require(tokens["MARKERUSERID"])
+        let first = try CacheSecret(keyHex: testKey)
+        do {
+            let user = try client(server, secret: first)
+            defer { user.close() }
+            _ = try waitFor { done throws(ParleyError) in try user.connect(userID: "MARKERUSERID", sessionToken: token, completion: done) }
+            _ = try waitFor { done throws(ParleyError) in
+                _ = try user.sendUserMessage(channelURL: "enc-room", params: ["message": "ZEBRAMARKERTEXT MARKERSEARCHWORD"], completion: done)
+                return 0
+            }
+            #expect(try user.cachedMessages(channelURL: "enc-room").contains("ZEBRAMARKERTEXT"))
+            let directory = server.directory + "/cache/" + URLEncoding.percentEncode(String(server.url.dropFirst("http://".count)))
+            #expect(markersFound(in: directory) == [])
+            let second = try CacheSecret(passphrase: "MARKERPENDINGTEXT passphrase", iterations: 1, memoryBytes: 8 << 20)
+            try user.rekeyCache(secret: second)
+            #expect(try user.cachedMessages(channelURL: "enc-room").contains("ZEBRAMARKERTEXT"))
+            #expect(markersFound(in: directory) == [])
+            try user.rekeyCache(json: #"{"cache_key":"\#(otherKey)"}"#)
+            #expect(try user.cachedMessages(channelURL: "enc-room").contains("ZEBRAMARKERTEXT"))
+            user.disconnect()
+        }
+        for secret in [first, nil] {
+            let user = try client(server, secret: secret)
+            defer { user.close() }
+            #expect {
+                _ = try waitFor { done throws(ParleyError) in try user.connect(userID: "MARKERUSERID", sessionToken: token, completion: done) }
+            } throws: { error in
+                (error as? ParleyError)?.code == .cacheKey
+            }
+        }
+        let user = try client(server, secret: try CacheSecret(keyHex: otherKey))
+        defer { user.close() }
+        _ = try waitFor { done throws(ParleyError) in try user.connect(userID: "MARKERUSERID", sessionToken: token, completion: done) }
+        #expect(try user.cachedMessages(channelURL: "enc-room").contains("ZEBRAMARKERTEXT"))
+    }
+}

@@ -24,7 +24,7 @@ extension Engine {
         }
         var opened: ChatCache?
         do throws(ParleyError) {
-            opened = try ChatCache(location: location, sizeLimitBytes: limit, secret: configuration.cacheSecret)
+            opened = try ChatCache(location: location, sizeLimitBytes: limit, secret: cacheSecret)
         } catch where error.code == .cacheKey {
             store = StoreState()
             throw error
@@ -91,6 +91,29 @@ extension Engine {
             log(.error, "cache: \(fallback); using an in-memory cache")
             feed.publish(cause: .cacheUnavailable(reason: fallback), changes: [])
         }
+    }
+
+    /// `rekey_cache`: the open cache file is closed, rewritten under `secret` (nil: plain)
+    /// atomically (`CacheSealing.rewrite`) and opened again with it.
+    func rekeyCache(to secret: CacheSecret?) throws(ParleyError) {
+        assertOnQueue()
+        guard let cache, case .file(let path) = cache.database.location, let userID = store.userID else {
+            throw .invalidState("rekey_cache: no cache file is open (connect first; an in-memory cache has no key)")
+        }
+        let kept = store
+        closeCache()
+        var failure: ParleyError?
+        do throws(ParleyError) {
+            try CacheSealing.rewrite(path: path, from: cacheSecret, to: secret)
+            cacheSecret = secret
+        } catch {
+            failure = error
+        }
+        try openCache(userID: userID)
+        store.lastTouched = kept.lastTouched
+        store.openSearchViews = kept.openSearchViews
+        self.cache?.appliesSearchNotesAtEveryCommit = kept.openSearchViews > 0
+        if let failure { throw failure }
     }
 
     func closeCache() {
