@@ -19,6 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Internal to libparley: kept out of its exported symbols (which are parley_* otherwise). */
+#pragma GCC visibility push(hidden)
+
 #define PARLEY_CIPHER_VFS_NAME "parley-cipher"
 #define PARLEY_CIPHER_KEY_BYTES 32
 #define PARLEY_CIPHER_SALT_BYTES 16
@@ -96,5 +99,7 @@ uint64_t parley_cipher_opslimit_min(void);
 uint64_t parley_cipher_opslimit_max(void);
 uint64_t parley_cipher_memlimit_min(void);
 uint64_t parley_cipher_memlimit_max(void);
+
+#pragma GCC visibility pop
 
 #endif
