@@ -232,6 +232,32 @@ private func markersFound(in directory: String) -> [String] {
         #expect(try cache.outboxEntries().map(\.reqID) == ["unsent"])
     }
 
+    @Test func aDamagedPlainFileGivenAKeyIsReplacedByAnEncryptedOneKeepingTheUnsentMessage() throws {
+        let directory = try temporaryDirectory(prefix: "parley-enc")
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        var pageCount: Int64 = 0
+        do {
+            let cache = try ChatCache(location: .file(path: path))
+            try writeCorpus(cache, count: 200)
+            try cache.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            pageCount = try cache.scalarInt("PRAGMA page_count")
+            cache.close()
+        }
+        let descriptor = open(path, O_RDWR)
+        let garbage = [UInt8](repeating: 0xAB, count: 4096)
+        _ = garbage.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, off_t((pageCount - 3) * 4096)) }
+        close(descriptor)
+        let cache = try ChatCache(location: .file(path: path), secret: try CacheSecret(keyHex: testKey))
+        defer { cache.close() }
+        #expect(cache.recovery?.movedTo.hasPrefix(path + ".corrupt-") == true)
+        #expect(cache.isEncrypted)
+        #expect(try cache.outboxEntries().map(\.reqID) == ["unsent"])
+        for file in [path, path + "-wal", path + ".outbox"] {
+            #expect(!markers.contains { contains(fileBytes(file), $0) }, "\(file)")
+        }
+    }
+
     @Test func theConfigurationReadsAKeyOrAPassphraseAndRefusesBadOnes() throws {
         let keyed = try ClientConfiguration(json: #"{"cache_key":"\#(testKey)"}"#)
         #expect(keyed.cacheSecret?.kind == .key)

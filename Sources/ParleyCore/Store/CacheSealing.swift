@@ -75,7 +75,13 @@ enum CacheSealing {
         case .sealed(let kdf):
             return try attach(path: path, secret: secret, kdf: kdf, requireMatch: true)
         case .plain:
-            try rewrite(path: path, from: nil, to: secret)
+            do throws(ParleyError) {
+                try rewrite(path: path, from: nil, to: secret)
+            } catch {
+                // A damaged plain file cannot be copied: the recovery replaces it (sealed).
+                guard SQLiteDatabase.quickCheck(path: path) != nil else { throw error }
+                return try attach(path: path, secret: secret, kdf: secret.freshDerivation(), requireMatch: false)
+            }
             return try register(path: path, secret: secret)
         case .empty, .other, .sealedDamaged:
             // A new file, or one the recovery replaces: the fresh file gets this key.

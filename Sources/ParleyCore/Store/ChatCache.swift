@@ -98,8 +98,11 @@ public final class ChatCache {
         let sealedBy = sealedKey == nil ? nil : path
         let contents = OutboxJournal.read(path: journalPath, sealedBy: sealedBy)
         if case .movedAside(.corrupt(let detail), let movedTo)? = database.recovery {
-            // The damaged file is read under the same key.
-            let movedKey = sealedKey == nil ? nil : SealedFileKey.sharing(path, with: movedTo)
+            // A damaged sealed file is read under the same key (a plain one as it is).
+            var movedKey: SealedFileKey?
+            if sealedKey != nil, case .sealed? = try? CacheSealing.kind(of: movedTo) {
+                movedKey = SealedFileKey.sharing(path, with: movedTo)
+            }
             var salvage = salvageUnsentMessages(from: movedTo, reason: detail)
             movedKey?.release()
             restoreFromJournal(contents, into: &salvage)
