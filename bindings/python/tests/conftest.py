@@ -55,10 +55,17 @@ if os.environ.get("PARLEY_TEST_CACHE_KEY"):
 
 def pytest_configure(config: pytest.Config) -> None:
     databases.register_markers(config)
+    config.addinivalue_line("markers", "plain_cache_file: reads the cache file itself (Python's sqlite3, its bytes): "
+                                       "skipped in the encrypted lane (PARLEY_TEST_CACHE_KEY)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     databases.skip_by_backend(items)
+    if os.environ.get("PARLEY_TEST_CACHE_KEY"):
+        skip = pytest.mark.skip(reason="plain_cache_file: the encrypted lane's cache files are encrypted")
+        for item in items:
+            if item.get_closest_marker("plain_cache_file"):
+                item.add_marker(skip)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
