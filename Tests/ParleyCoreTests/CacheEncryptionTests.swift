@@ -32,6 +32,26 @@ private func writeCorpus(_ cache: ChatCache, count: Int64 = 300) throws {
         outbox: OutboxRequest(kind: "user", requestJSON: #"{"message":"MARKERPENDINGTEXT","message_type":"MESG","req_id":"unsent"}"#))
 }
 
+/// An encrypted cache at `path` holding the corpus, checkpointed and closed; its page count.
+@discardableResult
+private func writeEncryptedCorpus(path: String, count: Int64) throws -> Int64 {
+    let cache = try ChatCache(location: .file(path: path), secret: try CacheSecret(keyHex: testKey))
+    defer { cache.close() }
+    try writeCorpus(cache, count: count)
+    try cache.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return try cache.scalarInt("PRAGMA page_count")
+}
+
+/// Flips the bits of `mask` in the byte at `offset` of the file.
+private func flipByte(_ path: String, at offset: off_t, mask: UInt8) {
+    let descriptor = open(path, O_RDWR)
+    var byte: UInt8 = 0
+    _ = pread(descriptor, &byte, 1, offset)
+    byte ^= mask
+    _ = pwrite(descriptor, &byte, 1, offset)
+    close(descriptor)
+}
+
 private func fileBytes(_ path: String) -> [UInt8] {
     let descriptor = open(path, O_RDONLY)
     guard descriptor >= 0 else { return [] }
@@ -145,19 +165,9 @@ private func markersFound(in directory: String) -> [String] {
         let directory = try temporaryDirectory(prefix: "parley-enc")
         defer { removeTree(directory) }
         let path = directory + "/user.sqlite"
-        do {
-            let cache = try ChatCache(location: .file(path: path), secret: try CacheSecret(keyHex: testKey))
-            try writeCorpus(cache, count: 200)
-            try cache.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            cache.close()
-        }
+        try writeEncryptedCorpus(path: path, count: 200)
         // One byte of page 1 (after the 4096-byte header), which every open reads.
-        let descriptor = open(path, O_RDWR)
-        var byte: UInt8 = 0
-        _ = pread(descriptor, &byte, 1, 4096 + 200)
-        byte ^= 0x01
-        _ = pwrite(descriptor, &byte, 1, 4096 + 200)
-        close(descriptor)
+        flipByte(path, at: 4096 + 200, mask: 0x01)
 
         let cache = try ChatCache(location: .file(path: path), secret: try CacheSecret(keyHex: testKey))
         defer { cache.close() }
@@ -173,21 +183,8 @@ private func markersFound(in directory: String) -> [String] {
         let directory = try temporaryDirectory(prefix: "parley-enc")
         defer { removeTree(directory) }
         let path = directory + "/user.sqlite"
-        var pageCount: Int64 = 0
-        do {
-            let cache = try ChatCache(location: .file(path: path), secret: try CacheSecret(keyHex: testKey))
-            try writeCorpus(cache, count: 400)
-            try cache.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            pageCount = try cache.scalarInt("PRAGMA page_count")
-            cache.close()
-        }
-        let descriptor = open(path, O_RDWR)
-        var byte: UInt8 = 0
-        let offset = off_t(4096 + (pageCount - 2) * 4096 + 10)
-        _ = pread(descriptor, &byte, 1, offset)
-        byte ^= 0x80
-        _ = pwrite(descriptor, &byte, 1, offset)
-        close(descriptor)
+        let pageCount = try writeEncryptedCorpus(path: path, count: 400)
+        flipByte(path, at: off_t(4096 + (pageCount - 2) * 4096 + 10), mask: 0x80)
         // A file this small gets the full structural check at open: it reads the page.
         let cache = try ChatCache(location: .file(path: path), secret: try CacheSecret(keyHex: testKey))
         defer { cache.close() }
