@@ -16,6 +16,9 @@ public final class CacheSecret: @unchecked Sendable, Equatable, CustomStringConv
     /// Argon2id's defaults (libsodium's "interactive" limits: about 0.1–0.3 s on one core).
     public static let defaultPassphraseIterations: UInt64 = 2
     public static let defaultPassphraseMemoryBytes: UInt64 = 64 << 20
+    /// The limits `cache_passphrase_iterations` and `cache_passphrase_memory_mb` accept.
+    public static let iterationRange: ClosedRange<UInt64> = 1...100
+    public static let memoryRange: ClosedRange<UInt64> = (8 << 20)...(4096 << 20)
 
     public let kind: Kind
     /// Argon2id's limits for a file this secret creates or rekeys; a file keeps the limits
@@ -100,6 +103,10 @@ public final class CacheSecret: @unchecked Sendable, Equatable, CustomStringConv
         case .passphrase:
             guard kdf.algorithm == UInt32(PARLEY_CIPHER_KDF_ARGON2ID) else {
                 throw ParleyError(.cacheKey, "the cache file was encrypted with a key; a passphrase (cache_passphrase) cannot open it")
+            }
+            // Limits beyond what the configuration allows would make opening take minutes or all memory.
+            guard Self.iterationRange.contains(kdf.opslimit), Self.memoryRange.contains(kdf.memlimit) else {
+                throw ParleyError(.cacheKey, "the cache file asks for Argon2id limits out of range (\(kdf.opslimit) iterations, \(kdf.memlimit >> 20) MiB)")
             }
             var derivation = kdf
             let derived = storage.withMemoryRebound(to: CChar.self) { text in

@@ -222,8 +222,10 @@ public struct ClientConfiguration: Sendable, Equatable {
     static func cacheSecret(_ reader: JSONReader) throws(ParleyError) -> CacheSecret? {
         let keyHex = try reader.optionalString("cache_key")
         let passphrase = try reader.optionalString("cache_passphrase")
-        let iterations = try reader.optionalInt("cache_passphrase_iterations", in: 1...100)
-        let memoryMB = try reader.optionalInt("cache_passphrase_memory_mb", in: 8...4096)
+        let iterations = try reader.optionalInt(
+            "cache_passphrase_iterations", in: Int64(CacheSecret.iterationRange.lowerBound)...Int64(CacheSecret.iterationRange.upperBound))
+        let memoryMB = try reader.optionalInt(
+            "cache_passphrase_memory_mb", in: Int64(CacheSecret.memoryRange.lowerBound >> 20)...Int64(CacheSecret.memoryRange.upperBound >> 20))
         if keyHex != nil && passphrase != nil {
             throw .invalidArgument("config.cache_key and config.cache_passphrase: give one of them")
         }
