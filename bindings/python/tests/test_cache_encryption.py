@@ -182,3 +182,25 @@ def test_a_rekey_killed_at_random_points_leaves_the_cache_whole_under_one_key(se
             assert client.cached_messages("room", limit=1000) == expected
     assert opened == 1
     assert not any(".corrupt-" in path.name for path in cache_dir.rglob("*"))
+
+
+def test_open_views_and_searches_keep_working_across_a_rekey(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    token = room(admin)
+    admin.send("room", "bob", "before MARKERSEARCHWORD")
+    with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache"), cache_key=KEY) as client:
+        client.connect("MARKERUSERID", token).result(TIMEOUT)
+        wait_until(lambda: client.connection_state == "open", "the stream")
+        with client.message_collection("room") as collection, client.search_messages("MARKERSEARCHWORD") as search:
+            collection.start()[1].result(TIMEOUT)
+            search.load_more().result(TIMEOUT)
+            client.rekey_cache(passphrase="another secret", passphrase_iterations=1, passphrase_memory_mb=8)
+            admin.send("room", "bob", "after MARKERSEARCHWORD")
+            wait_until(lambda: [m["message"] for m in collection.messages][-1:] == ["after MARKERSEARCHWORD"], "the new message in the view")
+            wait_until(lambda: len(search.results) == 2, "the new message in the search")
+            client.send_user_message("room", "mine after the rekey")[1].result(TIMEOUT)
+            assert "mine after the rekey" in str(client.cached_messages("room"))
+        with pytest.raises(parley.InvalidArgument):
+            client.rekey_cache(key="not hex")
+    with parley.Client(server_url=server.url, cache_dir=str(tmp_path / "cache"), cache_passphrase="another secret") as client:
+        client.connect("MARKERUSERID", token).result(TIMEOUT)
+        assert "mine after the rekey" in str(client.cached_messages("room"))
