@@ -236,7 +236,7 @@ static int header_is_sound(const uint8_t *header) {
 }
 
 static void build_header(uint8_t *header, const registered_key *key) {
-    memset(header, 0, PARLEY_CIPHER_HEADER_BYTES);
+    memset(header, 0, HEADER_USED);
     memcpy(header, header_magic, sizeof header_magic);
     put32(header + AT_PAGE_SIZE, 0);
     put32(header + AT_RESERVE, PARLEY_CIPHER_RESERVE_BYTES);
@@ -403,7 +403,7 @@ typedef struct sealed_file {
     uint8_t file_id[FILE_ID_BYTES];
     uint8_t page_key[PARLEY_CIPHER_KEY_BYTES];
     uint8_t *scratch; /* one page, for sealing and for partial reads */
-    uint8_t header[PARLEY_CIPHER_HEADER_BYTES];
+    uint8_t header[HEADER_USED]; /* the used part: the rest of the header is zeros */
 } sealed_file;
 
 static const sqlite3_io_methods sealed_methods;
@@ -559,7 +559,9 @@ static int sealed_read(sqlite3_file *handle, void *out, int amount, sqlite3_int6
 }
 
 static int write_header(sealed_file *file) {
-    return file->real->pMethods->xWrite(file->real, file->header, PARLEY_CIPHER_HEADER_BYTES, 0);
+    uint8_t block[PARLEY_CIPHER_HEADER_BYTES] = {0};
+    memcpy(block, file->header, HEADER_USED);
+    return file->real->pMethods->xWrite(file->real, block, PARLEY_CIPHER_HEADER_BYTES, 0);
 }
 
 static int sealed_write(sqlite3_file *handle, const void *data, int amount, sqlite3_int64 offset) {
@@ -705,8 +707,8 @@ static int prepare_database(sealed_file *file, const registered_key *key, int re
         memcpy(file->file_id, file->header + AT_FILE_ID, FILE_ID_BYTES);
         return write_header(file);
     }
-    rc = file->real->pMethods->xRead(file->real, file->header, PARLEY_CIPHER_HEADER_BYTES, 0);
-    if (rc == SQLITE_IOERR_SHORT_READ || memcmp(file->header, header_magic, sizeof header_magic) != 0
+    rc = file->real->pMethods->xRead(file->real, file->header, HEADER_USED, 0);
+    if (rc == SQLITE_IOERR_SHORT_READ || size < PARLEY_CIPHER_HEADER_BYTES || memcmp(file->header, header_magic, sizeof header_magic) != 0
         || !header_is_sound(file->header)) {
         file->unreadable = 1;
         file->offset = 0;
