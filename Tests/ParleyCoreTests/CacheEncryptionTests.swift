@@ -125,6 +125,15 @@ private func markersFound(in directory: String) -> [String] {
         #expect(SQLiteDatabase.quickCheck(path: path) == nil)
     }
 
+    @Test func theCheckOfAnEncryptedFileWithoutItsKeyFindsNoDamage() throws {
+        let directory = try temporaryDirectory(prefix: "parley-enc")
+        defer { removeTree(directory) }
+        let path = directory + "/user.sqlite"
+        try writeEncryptedCorpus(path: path, count: 10)
+        #expect(!CacheSealing.isSealed(path: path))
+        #expect(SQLiteDatabase.quickCheck(path: path) == nil)
+    }
+
     @Test func aPlainControlShowsTheMarkers() throws {
         let directory = try temporaryDirectory(prefix: "parley-enc")
         defer { removeTree(directory) }

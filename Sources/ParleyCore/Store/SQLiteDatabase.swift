@@ -442,9 +442,12 @@ public final class SQLiteDatabase {
     }
 
     /// Walks every page of the file on a connection of its own, read-only (a deferred check
-    /// at open); nil when the structure is sound, else what is wrong. Safe beside the owner's
+    /// at open); nil when the structure is sound (or it is encrypted and its key is not
+    /// registered: it cannot be read), else what is wrong. Safe beside the owner's
     /// connection (WAL: it reads a snapshot).
     public static func quickCheck(path: String) -> String? {
+        // An encrypted file without its key cannot be read, which says nothing of its health.
+        if !CacheSealing.isSealed(path: path), case .sealed? = try? CacheSealing.kind(of: path) { return nil }
         let result = salvageRows(path: path, sql: "PRAGMA quick_check(1)")
         if let failure = result.failure { return failure }
         guard let first = result.rows.first?.first else { return "quick_check gave no answer" }
