@@ -40,6 +40,20 @@ static const uint8_t record_context[] = "parley outbox record v1";
 
 /* ---- key registry -------------------------------------------------------------------- */
 
+/* The last WAL page opened: a checkpoint reads a page from the WAL and writes it to the
+   database at once, and a page sealed for the WAL opens in the database too (the same
+   associated data), so the write reuses the sealed bytes instead of sealing them again. */
+typedef struct page_stash {
+    pthread_mutex_t lock;
+    uint32_t page_number; /* 0: empty */
+    uint32_t page_size;
+    uint8_t file_id[16];
+    uint8_t *plain;
+    uint8_t *sealed;
+} page_stash;
+
+/* A key registered for a database path. Counted: each attach and each open sealed file
+   holds it; the last release zeroes and frees it. */
 typedef struct registered_key {
     struct registered_key *next;
     char *path;
@@ -49,6 +63,7 @@ typedef struct registered_key {
     uint8_t page_key[PARLEY_CIPHER_KEY_BYTES];
     uint8_t check_key[PARLEY_CIPHER_KEY_BYTES];
     uint8_t record_key[PARLEY_CIPHER_KEY_BYTES];
+    page_stash stash;
 } registered_key;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -90,7 +105,35 @@ static void derive_subkeys(registered_key *entry, const uint8_t key[PARLEY_CIPHE
 
 static void free_key(registered_key *entry) {
     free(entry->path);
+    pthread_mutex_destroy(&entry->stash.lock);
+    if (entry->stash.plain != NULL) sodium_memzero(entry->stash.plain, entry->stash.page_size);
+    free(entry->stash.plain);
+    free(entry->stash.sealed);
     sodium_free(entry); /* zeroes it */
+}
+
+/* A new entry's list link, path, count and stash (the rest is the caller's). */
+static void start_key(registered_key *entry, char *path) {
+    entry->path = path;
+    entry->references = 1;
+    entry->page_size = 0;
+    memset(&entry->stash, 0, sizeof entry->stash);
+    pthread_mutex_init(&entry->stash.lock, NULL);
+    entry->next = registry;
+    registry = entry;
+}
+
+/* Ends one hold of `entry`; caller holds registry_lock. */
+static void release_key(registered_key *entry) {
+    entry->references -= 1;
+    if (entry->references > 0) return;
+    for (registered_key **link = &registry; *link != NULL; link = &(*link)->next) {
+        if (*link == entry) {
+            *link = entry->next;
+            break;
+        }
+    }
+    free_key(entry);
 }
 
 int parley_cipher_attach(const char *path, const uint8_t key[PARLEY_CIPHER_KEY_BYTES], const parley_cipher_kdf *kdf) {
@@ -121,14 +164,11 @@ int parley_cipher_attach(const char *path, const uint8_t key[PARLEY_CIPHER_KEY_B
             return -1;
         }
         memset(entry, 0, sizeof *entry);
-        entry->path = full;
-        entry->references = 1;
         entry->kdf = *kdf;
         memcpy(entry->page_key, fresh.page_key, sizeof fresh.page_key);
         memcpy(entry->check_key, fresh.check_key, sizeof fresh.check_key);
         memcpy(entry->record_key, fresh.record_key, sizeof fresh.record_key);
-        entry->next = registry;
-        registry = entry;
+        start_key(entry, full);
     }
     pthread_mutex_unlock(&registry_lock);
     sodium_memzero(&fresh, sizeof fresh);
@@ -150,12 +190,8 @@ int parley_cipher_alias(const char *existing, const char *other) {
             target = sodium_malloc(sizeof *target);
             if (target != NULL) {
                 memcpy(target, source, sizeof *target);
-                target->path = to;
+                start_key(target, to);
                 to = NULL;
-                target->references = 1;
-                target->page_size = 0;
-                target->next = registry;
-                registry = target;
                 result = 0;
             }
         }
@@ -180,16 +216,8 @@ void parley_cipher_detach(const char *path) {
     char *full = full_path(path);
     if (full == NULL) return;
     pthread_mutex_lock(&registry_lock);
-    for (registered_key **link = &registry; *link != NULL; link = &(*link)->next) {
-        registered_key *entry = *link;
-        if (strcmp(entry->path, full) != 0) continue;
-        entry->references -= 1;
-        if (entry->references <= 0) {
-            *link = entry->next;
-            free_key(entry);
-        }
-        break;
-    }
+    registered_key *entry = find_key(full, strlen(full));
+    if (entry != NULL) release_key(entry);
     pthread_mutex_unlock(&registry_lock);
     free(full);
 }
@@ -400,6 +428,10 @@ typedef struct sealed_file {
     uint32_t page_size;
     const char *database_path; /* SQLite's name of the file, valid until xClose */
     size_t database_path_length;
+    registered_key *key; /* held while the file is open */
+    /* WAL: the page number of the frame header written last, and where. */
+    uint32_t frame_page_number;
+    sqlite3_int64 frame_header_offset;
     uint8_t file_id[FILE_ID_BYTES];
     uint8_t page_key[PARLEY_CIPHER_KEY_BYTES];
     uint8_t *scratch; /* one page, for sealing and for partial reads */
@@ -411,10 +443,49 @@ static const sqlite3_io_methods passing_methods;
 
 static size_t usable(const sealed_file *file) { return file->page_size - PARLEY_CIPHER_RESERVE_BYTES; }
 
+/* A database page, in the file or in a WAL frame, is named by its page number (so that the
+   checkpoint can copy a sealed WAL page as it is); a journal page by its offset. */
 static void associated_data(const sealed_file *file, sqlite3_int64 position, uint8_t out[FILE_ID_BYTES + 9]) {
     memcpy(out, file->file_id, FILE_ID_BYTES);
-    out[FILE_ID_BYTES] = (uint8_t)file->kind;
+    out[FILE_ID_BYTES] = file->kind == KIND_JOURNAL ? 'J' : 'P';
     put64(out + FILE_ID_BYTES + 1, (uint64_t)position);
+}
+
+/* Keeps `sealed` and `plain` (one page of `file`, a WAL) as the last page opened. */
+static void stash_page(sealed_file *file, uint32_t page_number, const uint8_t *sealed, const uint8_t *plain) {
+    page_stash *stash = &file->key->stash;
+    pthread_mutex_lock(&stash->lock);
+    if (stash->page_size != file->page_size) {
+        if (stash->plain != NULL) sodium_memzero(stash->plain, stash->page_size);
+        free(stash->plain);
+        free(stash->sealed);
+        stash->plain = malloc(file->page_size);
+        stash->sealed = malloc(file->page_size);
+        stash->page_size = stash->plain && stash->sealed ? file->page_size : 0;
+    }
+    if (stash->page_size != 0) {
+        memcpy(stash->plain, plain, file->page_size);
+        memcpy(stash->sealed, sealed, file->page_size);
+        memcpy(stash->file_id, file->file_id, FILE_ID_BYTES);
+        stash->page_number = page_number;
+    }
+    pthread_mutex_unlock(&stash->lock);
+}
+
+/* Copies into `out` the sealed form of `page` (page `page_number` of the database `file`)
+   when it is the page the WAL opened last: 1, else 0. */
+static int reuse_stashed_page(sealed_file *file, uint32_t page_number, const uint8_t *page, uint8_t *out) {
+    page_stash *stash = &file->key->stash;
+    int reused = 0;
+    pthread_mutex_lock(&stash->lock);
+    if (stash->page_number == page_number && stash->page_size == file->page_size
+        && memcmp(stash->file_id, file->file_id, FILE_ID_BYTES) == 0
+        && memcmp(stash->plain, page, file->page_size - PARLEY_CIPHER_RESERVE_BYTES) == 0) {
+        memcpy(out, stash->sealed, file->page_size);
+        reused = 1;
+    }
+    pthread_mutex_unlock(&stash->lock);
+    return reused;
 }
 
 /* Seals `page` (page_size bytes) into `out`. */
@@ -477,6 +548,12 @@ static void publish_page_size(sealed_file *file) {
 static int sealed_close(sqlite3_file *handle) {
     sealed_file *file = (sealed_file *)handle;
     int rc = file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
+    if (file->key != NULL) {
+        pthread_mutex_lock(&registry_lock);
+        release_key(file->key);
+        pthread_mutex_unlock(&registry_lock);
+    }
+    if (file->scratch != NULL) sodium_memzero(file->scratch, file->page_size);
     sqlite3_free(file->scratch);
     sodium_memzero(file->page_key, sizeof file->page_key);
     return rc;
@@ -514,6 +591,15 @@ static int read_database(sealed_file *file, uint8_t *out, int amount, sqlite3_in
     return SQLITE_OK;
 }
 
+/* The page number in the WAL frame header at `offset`: the one written last, or read from
+   the file; 0 when it cannot be read. */
+static uint32_t frame_page_number(sealed_file *file, sqlite3_int64 offset) {
+    if (offset == file->frame_header_offset) return file->frame_page_number;
+    uint8_t number[4];
+    if (offset < WAL_HEADER_BYTES || file->real->pMethods->xRead(file->real, number, 4, offset) != SQLITE_OK) return 0;
+    return get32_big_endian(number);
+}
+
 /* WAL frames: the page images are sealed, the WAL header and frame headers are not. A
    read of a whole frame (header and page: WAL recovery) gives a page that does not open
    as zeros, so that SQLite's checksum rejects the frame as it rejects a torn write; a read
@@ -536,12 +622,15 @@ static int read_log(sealed_file *file, uint8_t *out, int amount, sqlite3_int64 o
     if (file->kind == KIND_WAL && (amount == size || amount == size + WAL_FRAME_HEADER_BYTES)) {
         int frame = amount != size;
         uint8_t *page = out + (frame ? WAL_FRAME_HEADER_BYTES : 0);
-        sqlite3_int64 position = offset + (frame ? WAL_FRAME_HEADER_BYTES : 0);
         if (rc == SQLITE_IOERR_SHORT_READ && all_zero(page, (size_t)size)) return rc;
-        if (rc != SQLITE_OK || open_page(file, page, position) != 0) {
+        uint32_t page_number = 0;
+        if (rc == SQLITE_OK) page_number = frame ? get32_big_endian(out) : frame_page_number(file, offset - WAL_FRAME_HEADER_BYTES);
+        if (!frame && page_number != 0 && ensure_scratch(file) == SQLITE_OK) memcpy(file->scratch, page, (size_t)size);
+        if (page_number == 0 || open_page(file, page, page_number) != 0) {
             memset(page, 0, (size_t)size);
             return frame ? SQLITE_OK : SQLITE_CORRUPT;
         }
+        if (!frame && file->scratch != NULL) stash_page(file, page_number, file->scratch, page);
         return SQLITE_OK;
     }
     if (file->kind == KIND_JOURNAL && amount == size && offset % 8 == 4) {
@@ -584,7 +673,8 @@ static int sealed_write(sqlite3_file *handle, const void *data, int amount, sqli
         }
         if (amount != (int)file->page_size || offset % file->page_size != 0) return SQLITE_IOERR_WRITE;
         if (ensure_scratch(file) != SQLITE_OK) return SQLITE_NOMEM;
-        seal_page(file, bytes, file->scratch, offset / file->page_size + 1);
+        uint32_t page_number = (uint32_t)(offset / file->page_size + 1);
+        if (!reuse_stashed_page(file, page_number, bytes, file->scratch)) seal_page(file, bytes, file->scratch, page_number);
         return file->real->pMethods->xWrite(file->real, file->scratch, amount, file->offset + offset);
     }
     if (file->kind == KIND_WAL && offset == 0 && amount >= WAL_HEADER_BYTES) {
@@ -601,10 +691,19 @@ static int sealed_write(sqlite3_file *handle, const void *data, int amount, sqli
     int sealed = size != 0 && amount == size && (file->kind == KIND_WAL || offset % 8 == 4);
     if (!sealed) {
         if (file->kind == KIND_WAL && amount > WAL_HEADER_BYTES) return SQLITE_IOERR_WRITE; /* part of a page */
+        if (file->kind == KIND_WAL && amount == WAL_FRAME_HEADER_BYTES) {
+            file->frame_page_number = get32_big_endian(bytes);
+            file->frame_header_offset = offset;
+        }
         return file->real->pMethods->xWrite(file->real, data, amount, offset);
     }
+    sqlite3_int64 position = offset;
+    if (file->kind == KIND_WAL) {
+        position = frame_page_number(file, offset - WAL_FRAME_HEADER_BYTES);
+        if (position == 0) return SQLITE_IOERR_WRITE;
+    }
     if (ensure_scratch(file) != SQLITE_OK) return SQLITE_NOMEM;
-    seal_page(file, bytes, file->scratch, offset);
+    seal_page(file, bytes, file->scratch, position);
     return file->real->pMethods->xWrite(file->real, file->scratch, amount, offset);
 }
 
@@ -763,6 +862,8 @@ static int sealed_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *handle,
         registered_key *entry = find_key(name, length);
         if (entry != NULL) {
             memcpy(&key, entry, sizeof key);
+            entry->references += 1;
+            file->key = entry;
             registered = 1;
         }
         pthread_mutex_unlock(&registry_lock);
@@ -774,6 +875,7 @@ static int sealed_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *handle,
     file->kind = kind;
     file->database_path = name;
     file->database_path_length = length;
+    file->frame_header_offset = -1;
     memcpy(file->page_key, key.page_key, sizeof key.page_key);
     if (kind == KIND_DATABASE) {
         rc = prepare_database(file, &key, (flags & SQLITE_OPEN_READONLY) != 0);
@@ -803,6 +905,10 @@ static int sealed_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *handle,
         file->real->pMethods->xClose(file->real);
         file->real->pMethods = NULL;
         sodium_memzero(file->page_key, sizeof file->page_key);
+        pthread_mutex_lock(&registry_lock);
+        release_key(file->key);
+        pthread_mutex_unlock(&registry_lock);
+        file->key = NULL;
         return rc;
     }
     handle->pMethods = &sealed_methods;
