@@ -9,10 +9,11 @@
    SQLite's pages follow it, each one sealed in place: the first page_size - 40 bytes
    encrypted, then the 24-byte nonce and the 16-byte tag in the page's reserved bytes
    (SQLite leaves them alone: the file is created with 40 reserved bytes per page). The
-   associated data of a page names the file (its id), the kind of file and the page's
-   position, so that a page cannot be moved or swapped unnoticed. WAL frame headers and the
-   WAL header stay as SQLite writes them (page numbers, sizes, salts, checksums over the
-   plaintext); the page images in the frames are sealed.
+   associated data of a page names the file (its id) and the page (its number, in the file
+   and in a WAL frame alike, so that a checkpoint copies a sealed page as it is; a rollback
+   journal's page by its offset), so that a page cannot be moved unnoticed. WAL frame
+   headers and the WAL header stay as SQLite writes them (page numbers, sizes, salts,
+   checksums over the plaintext); the page images in the frames are sealed.
 
    Keys are registered per database path (as SQLite names it: the full path) while a
    connection may open it; files whose path has no key pass through unchanged. */
