@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // The Parley client library. No package dependencies: only the system libraries
-// SQLite, libcurl and jansson. The reference server is a separate package (server/).
+// SQLite, libcurl, jansson and libsodium (the cache's encryption at rest). The reference server is a separate package (server/).
 import PackageDescription
 
 let versionScript = Context.packageDirectory + "/Sources/Parley/exports.map"
@@ -18,11 +18,14 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CJansson", pkgConfig: "jansson", providers: [.apt(["libjansson-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CParleySystem"),
         .systemLibrary(name: "CParleyABI"),
+        // The SQLite VFS that seals the cache's pages (C: SQLite's VFS is a C interface).
+        .target(name: "CParleyCipher", dependencies: ["CSQLite", "CSodium"]),
         .target(
             name: "ParleyCore",
-            dependencies: ["CSQLite", "CCurl", "CJansson", "CParleySystem"]
+            dependencies: ["CSQLite", "CCurl", "CJansson", "CParleySystem", "CParleyCipher"]
         ),
         .target(
             name: "Parley",

@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
     sscanf(found + 9, "%255[^\"]", token);
 
     parley_client *client = NULL;
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", url, cache_dir);
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"%s}", url, cache_dir, cache_key_member());
     if (parley_client_create(&client, config) != PARLEY_OK) return 1;
     char user[64];
     snprintf(user, sizeof user, "bench-a-%s", suffix);
@@ -207,8 +207,10 @@ int main(int argc, char **argv) {
     sqlite3_stmt *select = NULL;
     sqlite3_prepare_v2(db, "SELECT json FROM messages WHERE channel_url = ?1 ORDER BY created_at DESC, message_id DESC LIMIT 50", -1, &select, NULL);
     double *raw = malloc(sizeof(double) * (size_t)reads);
+    /* An encrypted file has no raw floor to read: its row stands beside the plain run's. */
+    int encrypted = *cache_key_member() != '\0';
     started = now_us();
-    for (int i = 0; i < reads; i++) {
+    for (int i = 0; i < (encrypted ? 0 : reads); i++) {
         double t0 = now_us();
         sqlite3_bind_text(select, 1, channel, -1, SQLITE_STATIC);
         size_t bytes = 0;
@@ -217,7 +219,7 @@ int main(int argc, char **argv) {
         raw[i] = now_us() - t0;
         if (bytes == 0) { fprintf(stderr, "the cache holds no messages\n"); return 1; }
     }
-    double raw_select = report("raw sqlite3 SELECT on the cache file (floor)", raw, reads, now_us() - started);
+    double raw_select = encrypted ? 0 : report("raw sqlite3 SELECT on the cache file (floor)", raw, reads, now_us() - started);
     double engine_read = report("parley_client_cached_messages", samples, reads, engine_total);
     char figure[64], comparison[96];
     snprintf(figure, sizeof figure, "%.0f us (%.2fx)", engine_send, engine_send / raw_post);
@@ -235,6 +237,10 @@ int main(int argc, char **argv) {
         snprintf(figure, sizeof figure, "%.1f us (%.2fx)", engine_read, engine_read / raw_select);
         snprintf(comparison, sizeof comparison, "raw sqlite3 SELECT %.1f us", raw_select);
         summary_row("cached page of 50 (parley_client_cached_messages)", figure, comparison, "(P1 uses a collection)");
+    } else if (encrypted) {
+        snprintf(figure, sizeof figure, "%.1f us", engine_read);
+        snprintf(measure, sizeof measure, "cached page of 50 (parley_client_cached_messages)%s", variant);
+        summary_row(measure, figure, "the plain row above", "<= 1.15x");
     }
     sqlite3_finalize(select);
     sqlite3_close(db);

@@ -142,13 +142,25 @@ static inline int solo_user_and_channel(parley_client *root, waiter *w, const ch
 
 /* A client with its cache under `cache_dir`, the event handler set (when `on_event` is not
  * NULL), connected as `user`, its event stream open. NULL on failure (printed). */
+/* With PARLEY_BENCH_CACHE_KEY (64 hexadecimal digits) in the environment, the clients the
+ * benchmarks measure encrypt their cache with it (docs/C-API.md "Encryption at rest");
+ * scripts/bench.sh runs the sends, the cached reads and the catch-up both ways. The
+ * configuration member to add ("" without it). */
+static inline const char *cache_key_member(void) {
+    static char member[128];
+    const char *key = getenv("PARLEY_BENCH_CACHE_KEY");
+    if (key == NULL || *key == '\0') return "";
+    snprintf(member, sizeof member, ", \"cache_key\": \"%.64s\"", key);
+    return member;
+}
+
 static inline parley_client *connected_client(const char *url, const char *cache_dir, const char *user, const char *token,
                                               parley_event_fn on_event) {
     char config[1024];
     /* A limit above every cache the benchmarks build: a client that keeps a million messages is
      * configured to (with the default 256 MB the connect would start evicting them). */
-    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\", \"cache_size_limit_mb\": 8192}", url,
-             cache_dir);
+    snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\", \"cache_size_limit_mb\": 8192%s}", url,
+             cache_dir, cache_key_member());
     parley_client *client = NULL;
     waiter w = WAITER_INIT;
     if (parley_client_create(&client, config) != PARLEY_OK) return NULL;
@@ -186,9 +198,11 @@ static inline const char *cache_file_in(const char *directory) {
 /* With PARLEY_BENCH_WITHOUT_SEARCH_INDEX=1 in the environment, removes the search index
  * (its triggers and table) from the cache file under `directory`, so that the run
  * measures the cache's writes without it; scripts/bench.sh runs the sends and the catch-up
- * both ways. Returns what to add to the rows' names ("" normally). The client keeps its
+ * both ways. Returns what to add to the rows' names ("" normally; " [cache encrypted]" with
+ * PARLEY_BENCH_CACHE_KEY, which this does not combine with). The client keeps its
  * connection: SQLite sees the changed schema at its next statement. */
 static inline const char *search_index_variant(const char *directory) {
+    if (*cache_key_member() != '\0') return " [cache encrypted]";
     const char *flag = getenv("PARLEY_BENCH_WITHOUT_SEARCH_INDEX");
     if (flag == NULL || strcmp(flag, "1") != 0) return "";
     const char *path = cache_file_in(directory);

@@ -140,6 +140,10 @@ run "$build_dir/bench_catchup" "$url" "$token" "$missed" "$channels"
 # P8 and P4 again with the cache's search index removed: what keeping it costs.
 run env PARLEY_BENCH_WITHOUT_SEARCH_INDEX=1 "$build_dir/bench_engine" "$url" "$token" "$sends" "$reads"
 run env PARLEY_BENCH_WITHOUT_SEARCH_INDEX=1 "$build_dir/bench_catchup" "$url" "$token" "$missed" "$channels"
+# P8, the cached reads and P4 again with every measured cache encrypted (a random key).
+cache_key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+run env PARLEY_BENCH_CACHE_KEY="$cache_key" "$build_dir/bench_engine" "$url" "$token" "$sends" "$reads"
+run env PARLEY_BENCH_CACHE_KEY="$cache_key" "$build_dir/bench_catchup" "$url" "$token" "$missed" "$channels"
 run "$build_dir/bench_search" "$url" "$token" "$searched"
 run "$build_dir/bench_open" "$url" "$token" "$cache_mb"
 run "$build_dir/bench_live" "$url" "$token" "$live" "$members"

@@ -3,7 +3,7 @@
 #   bash scripts/build-wheel.sh
 # leaves dist/parley_chat-<version>-py3-none-manylinux_<glibc>_x86_64.whl (the distribution
 # parley-chat, import name `parley`) with libparley.so.0 inside the `parley` package and the
-# system libraries it needs (libcurl, libsqlite3, libjansson and theirs) grafted in by
+# system libraries it needs (libcurl, libsqlite3, libjansson, libsodium and theirs) grafted in by
 # auditwheel, so that it installs and runs without any -dev package.
 #
 # The library is build/cmake/lib/libparley.so.0 when it is newer than every file under

@@ -3,7 +3,7 @@
 # The Swift 6 toolchain itself must already be on PATH (see README).
 set -euo pipefail
 
-apt_packages=(libsqlite3-dev sqlite3 libvips-dev libcurl4-openssl-dev libjansson-dev libpq-dev pkg-config cmake make gcc g++ binutils valgrind python3 python3-pip python3-venv golang-go)
+apt_packages=(libsqlite3-dev sqlite3 libvips-dev libcurl4-openssl-dev libjansson-dev libsodium-dev libpq-dev pkg-config cmake make gcc g++ binutils valgrind python3 python3-pip python3-venv golang-go)
 pip_packages=(pytest requests mypy pillow sendbird-platform-sdk==2.1.5 prometheus_client)
 
 missing=()

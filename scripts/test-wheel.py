@@ -6,8 +6,9 @@ only the parley-chat wheel, from outside the repository, without PARLEY_LIBRARY:
 It checks that `parley` and the libparley it loaded are the ones inside that environment's
 site-packages (nothing from the repository or its build tree), then, against the running
 parley-server, creates a user, a group channel and messages through the admin API, connects
-a Client with a cache directory as that user, starts a MessageCollection on the channel and
-compares what it shows with the server's own listing (message_id and text, in order).
+a Client with a cache directory as that user, its cache encrypted (the grafted libsodium at
+work), starts a MessageCollection on the channel and compares what it shows with the
+server's own listing (message_id and text, in order); no text of them is in the cache files.
 Standard library only: the environment has nothing else.
 """
 from __future__ import annotations
@@ -75,7 +76,7 @@ def main(server_url: str, api_token: str, repository: str) -> None:
     check(len(truth) == 3, f"the server lists {len(truth)} messages, 3 were sent")
 
     with tempfile.TemporaryDirectory() as cache_dir:
-        client = parley.Client(server_url=server_url, cache_dir=cache_dir)
+        client = parley.Client(server_url=server_url, cache_dir=cache_dir, cache_key="6b" * 32)
         try:
             client.connect(user, token).result(TIMEOUT)
             with client.message_collection(channel) as collection:
@@ -85,6 +86,8 @@ def main(server_url: str, api_token: str, repository: str) -> None:
                 shown = [(m["message_id"], m["message"]) for m in collection.messages]
         finally:
             client.close()
+        in_files = [path.name for path in Path(cache_dir).rglob("*") if path.is_file() and b"first from the wheel" in path.read_bytes()]
+        check(not in_files, f"a message's text is readable in the encrypted cache's files {in_files}")
     check(shown == truth, f"the collection shows {shown}, the server lists {truth}")
     print(f"wheel check: ok (parley {parley.__version__} from {package}, library {library}; "
           f"{len(shown)} messages as the server lists them)")

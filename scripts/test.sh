@@ -132,6 +132,15 @@ lane_one() {
     phase "Python binding tests on PostgreSQL"
     PARLEY_TEST_BACKEND=postgres limited 1800 python3 -m pytest -q bindings/python/tests
     echo "python on postgres: ok"
+    # The suites of the cache and its views again, every client's cache encrypted with a random
+    # key (conftest.py; the tests that read the cache file themselves are skipped): about 4 min.
+    phase "Python cache, view, search and outbox tests with the cache encrypted"
+    PARLEY_TEST_BACKEND=sqlite PARLEY_TEST_CACHE_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') \
+        limited 1200 python3 -m pytest -q bindings/python/tests/test_cache_encryption.py \
+        bindings/python/tests/test_message_collection.py bindings/python/tests/test_channel_collection.py \
+        bindings/python/tests/test_clear_with_views.py bindings/python/tests/test_send_outcomes.py \
+        bindings/python/tests/test_sync_view.py bindings/python/tests/test_search.py bindings/python/tests/test_engine.py
+    echo "python with the cache encrypted: ok"
     phase "Reference server tests on SQLite"
     PARLEY_TEST_BACKEND=sqlite limited 1800 bash scripts/test-server.sh
     echo "server on sqlite: ok"

@@ -72,3 +72,12 @@ private func cachedMessages(
 public func exportClearCachedData(_ client: OpaquePointer?) -> Int32 {
     withStatus { () throws(ParleyError) in try clients.lookup(client).clearCachedData() }
 }
+
+@_cdecl("parley_client_rekey_cache")
+public func exportRekeyCache(_ client: OpaquePointer?, _ keyJSON: UnsafePointer<CChar>?) -> Int32 {
+    withStatus { () throws(ParleyError) in
+        let object = try clients.lookup(client)
+        let json = try keyJSON.map { p throws(ParleyError) in try validatedString(p, "key_json") } ?? "{}"
+        try object.rekeyCache(json: json)
+    }
+}

@@ -5,7 +5,10 @@ package parley
 */
 import "C"
 
-import "unsafe"
+import (
+	"encoding/json"
+	"unsafe"
+)
 
 // The local cache, read directly: these work offline and after Disconnect (the last user's
 // cache stays open).
@@ -70,6 +73,52 @@ func (c *Client) CachedMessages(channelURL string, beforeTS int64, limit int) (C
 func (c *Client) ClearCachedData() error {
 	return c.use(func(native *C.parley_client) error {
 		return call("clear cached data", func() C.int { return C.parley_client_clear_cached_data(native) })
+	})
+}
+
+// CacheKeys names the key RekeyCache gives the cache file: Key (64 hexadecimal digits) or
+// Passphrase (with its Argon2id limits, 0 for the defaults); neither removes the encryption.
+type CacheKeys struct {
+	Key                  string
+	Passphrase           string
+	PassphraseIterations int
+	PassphraseMemoryMB   int
+}
+
+// RekeyCache rewrites the current user's cache file under another key, or plain: beside
+// itself, synced, renamed over the old one (a crash leaves it whole under one key or the
+// other). The client uses the new key from then on. ErrInvalidState when no cache file is
+// open (Connect first), ErrCacheKey when the current key does not open the file.
+func (c *Client) RekeyCache(keys CacheKeys) error {
+	document := map[string]any{}
+	if keys.Key != "" {
+		document["cache_key"] = keys.Key
+	}
+	if keys.Passphrase != "" {
+		document["cache_passphrase"] = keys.Passphrase
+	}
+	if keys.PassphraseIterations != 0 {
+		document["cache_passphrase_iterations"] = keys.PassphraseIterations
+	}
+	if keys.PassphraseMemoryMB != 0 {
+		document["cache_passphrase_memory_mb"] = keys.PassphraseMemoryMB
+	}
+	text, err := json.Marshal(document)
+	if err != nil {
+		return err
+	}
+	// C memory holds the only other copy; both are wiped after the call.
+	text = append(text, 0)
+	keyJSON := (*C.char)(C.CBytes(text))
+	defer func() {
+		C.go_wipe(unsafe.Pointer(keyJSON), C.size_t(len(text)))
+		C.free(unsafe.Pointer(keyJSON))
+		for index := range text {
+			text[index] = 0
+		}
+	}()
+	return c.use(func(native *C.parley_client) error {
+		return call("rekey cache", func() C.int { return C.parley_client_rekey_cache(native, keyJSON) })
 	})
 }
 

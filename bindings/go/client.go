@@ -29,6 +29,14 @@ type Config struct {
 	CacheDir string
 	// MemoryCache keeps the cache in memory only: nothing survives the process.
 	MemoryCache bool
+	// CacheKey encrypts the cache file at rest: 32 bytes as 64 hexadecimal digits
+	// ("cache_key"). A wrong key, or none for an encrypted file, fails Connect with
+	// ErrCacheKey and leaves the file as it was (docs/C-API.md "Encryption at rest").
+	CacheKey string
+	// CachePassphrase encrypts the cache file with a key derived from it by Argon2id
+	// ("cache_passphrase"; its limits through Extra: "cache_passphrase_iterations",
+	// "cache_passphrase_memory_mb"). Not with CacheKey.
+	CachePassphrase string
 	// LogLevel is "off", "error", "warning" (the default), "info", "debug" or "trace": the
 	// most verbose records kept, which Client.Logs delivers (Logs sets the level again).
 	LogLevel string
@@ -55,6 +63,12 @@ func (config Config) document() (string, error) {
 	}
 	if config.MemoryCache {
 		document["cache_mode"] = "memory"
+	}
+	if config.CacheKey != "" {
+		document["cache_key"] = config.CacheKey
+	}
+	if config.CachePassphrase != "" {
+		document["cache_passphrase"] = config.CachePassphrase
 	}
 	if config.LogLevel != "" {
 		document["log_level"] = config.LogLevel

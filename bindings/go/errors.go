@@ -33,6 +33,7 @@ const (
 	ErrTLS             Code = C.PARLEY_E_TLS
 	ErrIO              Code = C.PARLEY_E_IO
 	ErrLimitExceeded   Code = C.PARLEY_E_LIMIT_EXCEEDED
+	ErrCacheKey        Code = C.PARLEY_E_CACHE_KEY
 	ErrInternal        Code = C.PARLEY_E_INTERNAL
 )
 

@@ -11,6 +11,11 @@ enum { CHANNELS_ADDED = 1, CHANNELS_UPDATED = 2, CHANNELS_DELETED = 3, CHANNELS_
 enum { SEARCH_ADDED = 1, SEARCH_UPDATED = 2, SEARCH_DELETED = 3 };
 
 int go_wait(int event_fd, int wake_fd);
+/* Zeroes memory that held a secret (volatile: the compiler keeps the stores). */
+static inline void go_wipe(void *bytes, size_t count) {
+    volatile unsigned char *at = (volatile unsigned char *)bytes;
+    while (count-- > 0) *at++ = 0;
+}
 int go_request(parley_client *c, uint64_t *op, const char *method, const char *path, const char *body, uintptr_t h);
 int go_connect(parley_client *c, uint64_t *op, const char *user, const char *token, uintptr_t h);
 int go_perform(parley_client *c, uint64_t *op, const char *name, const char *params, uintptr_t h);

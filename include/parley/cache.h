@@ -52,6 +52,17 @@ int parley_client_cached_message_page(parley_client *client, char **out_json, co
  * views open". */
 int parley_client_clear_cached_data(parley_client *client);
 
+/** Encrypts the current user's cache file with another key, or removes its encryption.
+ * key_json is {"cache_key": "<64 hex digits>"} or {"cache_passphrase": "...", with optional
+ * "cache_passphrase_iterations" and "cache_passphrase_memory_mb"}; {} or NULL removes the
+ * encryption. The file is rewritten beside itself under the new key, synced and renamed
+ * over the old one (a crash leaves it whole under one key or the other), then opened again;
+ * the client uses the new key from then on. Blocks while the file is rewritten (about as
+ * long as VACUUM takes). PARLEY_E_INVALID_STATE when no cache file is open (connect
+ * first), PARLEY_E_CACHE_KEY when the client's current key does not open the file.
+ * docs/C-API.md "Encryption at rest". */
+int parley_client_rekey_cache(parley_client *client, const char *key_json);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,7 @@ const char *parley_version(void);
 #define PARLEY_E_TLS               -15  /* TLS handshake or certificate verification failed */
 #define PARLEY_E_IO                -16  /* a local file could not be read or written */
 #define PARLEY_E_LIMIT_EXCEEDED    -17  /* a size, depth or count limit was exceeded */
+#define PARLEY_E_CACHE_KEY         -18  /* the cache file is encrypted and the key given does not open it, or none was given */
 #define PARLEY_E_INTERNAL          -99  /* a bug: please report it */
 
 /**

@@ -99,4 +99,22 @@ extension ParleyClient {
         let engine = self.engine
         try engine.sync { () throws(ParleyError) in try engine.clearCache() }
     }
+
+    /// `rekey_cache`: encrypts the current user's cache file with another key, given as
+    /// `{"cache_key": ...}` or `{"cache_passphrase": ...}` (with `cache_passphrase_iterations`,
+    /// `cache_passphrase_memory_mb`), or removes its encryption (`{}`); the client uses that
+    /// key from then on. The file is rewritten beside itself and renamed over the old one: a
+    /// crash leaves it whole under one key or the other. Blocks while the file is rewritten.
+    public func rekeyCache(json: String) throws(ParleyError) {
+        let reader = try JSONReader(try JSONValue.parse(json.isEmpty ? "{}" : json), path: "key")
+        try reader.rejectUnknownKeys(allowed: ["cache_key", "cache_passphrase", "cache_passphrase_iterations", "cache_passphrase_memory_mb"])
+        let secret = try ClientConfiguration.cacheSecret(reader)
+        try rekeyCache(secret: secret)
+    }
+
+    /// `rekeyCache(json:)` with the secret itself (nil: no encryption).
+    public func rekeyCache(secret: CacheSecret?) throws(ParleyError) {
+        let engine = self.engine
+        try engine.sync { () throws(ParleyError) in try engine.rekeyCache(to: secret) }
+    }
 }

@@ -59,20 +59,34 @@ public final class ChatCache {
     /// Opens (creating or migrating) the cache at `location`. A corrupt file, or one
     /// written by a newer version, is moved aside and a fresh cache created: `recovery`
     /// says so, for the log. `sizeLimitBytes` below `minimumSizeLimitBytes` is refused.
-    public convenience init(location: SQLiteLocation, sizeLimitBytes: Int64 = ChatCache.defaultSizeLimitBytes) throws(ParleyError) {
+    /// With a `secret` the file is encrypted at rest (a plain one is encrypted first); a
+    /// secret that does not open an encrypted file, or none for one, throws `.cacheKey` and
+    /// leaves the file as it was (`CacheSealing`).
+    public convenience init(location: SQLiteLocation, sizeLimitBytes: Int64 = ChatCache.defaultSizeLimitBytes,
+                            secret: CacheSecret? = nil) throws(ParleyError) {
         guard sizeLimitBytes >= Self.minimumSizeLimitBytes else {
             throw ParleyError.invalidArgument(
                 "cache size limit must be at least \(Self.minimumSizeLimitBytes) bytes (64 MiB), got \(sizeLimitBytes)")
         }
-        try self.init(location: location, uncheckedSizeLimitBytes: sizeLimitBytes)
+        try self.init(location: location, uncheckedSizeLimitBytes: sizeLimitBytes, secret: secret)
     }
 
     /// Any positive limit, so that tests can exercise eviction with small files.
-    init(location: SQLiteLocation, uncheckedSizeLimitBytes: Int64) throws(ParleyError) {
+    init(location: SQLiteLocation, uncheckedSizeLimitBytes: Int64, secret: CacheSecret? = nil) throws(ParleyError) {
         guard uncheckedSizeLimitBytes > 0 else {
             throw ParleyError.invalidArgument("cache size limit must be positive, got \(uncheckedSizeLimitBytes)")
         }
-        database = try SQLiteDatabase(location: location, migrations: Self.migrations)
+        if case .file(let path) = location {
+            sealedKey = try CacheSealing.register(path: path, secret: secret)
+        } else {
+            sealedKey = nil
+        }
+        do throws(ParleyError) {
+            database = try SQLiteDatabase(location: location, migrations: Self.migrations)
+        } catch {
+            sealedKey?.release()
+            throw error
+        }
         sizeLimitBytes = uncheckedSizeLimitBytes
         readsOnly = false
         let perCommit = searchNotesPerCommit
@@ -81,9 +95,16 @@ public final class ChatCache {
         }
         guard case .file(let path) = location else { return }
         let journalPath = OutboxJournal.path(forCache: path)
-        let contents = OutboxJournal.read(path: journalPath)
+        let sealedBy = sealedKey == nil ? nil : path
+        let contents = OutboxJournal.read(path: journalPath, sealedBy: sealedBy)
         if case .movedAside(.corrupt(let detail), let movedTo)? = database.recovery {
+            // A damaged sealed file is read under the same key (a plain one as it is).
+            var movedKey: SealedFileKey?
+            if sealedKey != nil, case .sealed? = try? CacheSealing.kind(of: movedTo) {
+                movedKey = SealedFileKey.sharing(path, with: movedTo)
+            }
             var salvage = salvageUnsentMessages(from: movedTo, reason: detail)
+            movedKey?.release()
             restoreFromJournal(contents, into: &salvage)
             self.salvage = salvage
             if contents.failure != nil && SQLiteFiles.exists(journalPath) {
@@ -95,7 +116,7 @@ public final class ChatCache {
         // version kept none, a crash fell between a commit and its append) or it grew: from
         // here on, each change is appended after its commit. Without a journal (it could not
         // be written) the cache works as before, and a later recovery says its losses are unknown.
-        journal = try? OutboxJournal(path: journalPath, records: journalRecordsFromCache(), current: contents)
+        journal = try? OutboxJournal(path: journalPath, records: journalRecordsFromCache(), current: contents, sealedBy: sealedBy)
     }
 
     /// A read-only second connection to the cache file at `path` (opened by a `ChatCache`
@@ -104,7 +125,15 @@ public final class ChatCache {
         database = try SQLiteDatabase(readingExisting: path)
         sizeLimitBytes = Self.minimumSizeLimitBytes
         readsOnly = true
+        sealedKey = nil
     }
+
+    /// The registration of the key of an encrypted cache file (nil: plain, in memory, or a
+    /// reader, which uses its writer's).
+    let sealedKey: SealedFileKey?
+
+    /// The file is encrypted at rest.
+    public var isEncrypted: Bool { sealedKey != nil }
 
     /// After a damaged file was replaced: the unsent messages carried over from it, and
     /// what could not be (see `CacheSalvage`). Nil when the file opened as it was.
@@ -133,6 +162,7 @@ public final class ChatCache {
         database.close()
         journal?.close()
         journal = nil
+        sealedKey?.release()
     }
 
     /// Runs `body` atomically: everything it does to the cache is committed together or

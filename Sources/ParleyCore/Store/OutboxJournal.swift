@@ -1,3 +1,4 @@
+import CParleyCipher
 import Glibc
 
 // The outbox journal: a small append-only file beside a file cache, `<cache file>.outbox`,
@@ -12,6 +13,9 @@ import Glibc
 // The live set is every `add` without a later `done`. A last line without its newline is a
 // write torn by a crash and ignored; any other line that does not parse makes the journal
 // unreadable (the live set is then unknown).
+// Beside an encrypted cache each line is sealed with the cache's key (CacheSealing): "S"
+// then the base64 of nonce, ciphertext and tag (XChaCha20-Poly1305); a plain line found
+// there makes the journal rewritten sealed at open.
 //
 // Guarantee and window: records are appended with one plain write(2) on an O_APPEND
 // descriptor after the SQLite commit that made the change (a change rolled back is never
@@ -49,6 +53,8 @@ final class OutboxJournal {
         var live: [Record] = []
         var recordCount = 0
         var byteCount = 0
+        /// Lines written in the clear (none may stay beside an encrypted cache).
+        var plainLineCount = 0
         /// Why the live set is not known (missing file, a bad line, a read error); nil when
         /// the journal was read to its end.
         var failure: String?
@@ -58,6 +64,8 @@ final class OutboxJournal {
     static let compactionRatio = 4
 
     let path: String
+    /// The cache file whose registered key seals the lines; nil: plain lines.
+    let sealedBy: String?
     /// The file is there and complete: appends go to it. Each append opens it, so that a
     /// client holds no descriptor for a file written once per send.
     private var isOpen = false
@@ -70,9 +78,11 @@ final class OutboxJournal {
 
     /// Opens `path` for appending, rewriting it first with exactly `records` (what the cache
     /// holds), unless its contents `current` already say the same in a compact file.
-    init(path: String, records: [Record], current: Contents) throws(ParleyError) {
+    init(path: String, records: [Record], current: Contents, sealedBy: String? = nil) throws(ParleyError) {
         self.path = path
+        self.sealedBy = sealedBy
         let sameSet = current.failure == nil && current.live.map(\.reqID) == records.map(\.reqID)
+            && (sealedBy == nil || current.plainLineCount == 0)
         let compact = current.recordCount <= max(1, records.count) * Self.compactionRatio && current.byteCount <= Self.compactionBytes
         if sameSet && compact {
             try openForAppending()
@@ -106,13 +116,14 @@ final class OutboxJournal {
         for operation in operations {
             switch operation {
             case .add(let record):
-                Self.appendLine(record, to: &bytes)
+                try appendLine(Self.addLine(record), to: &bytes)
                 live.insert(record.reqID)
             case .done(let reqID):
                 guard live.remove(reqID) != nil else { continue }
-                bytes.append(contentsOf: "{\"op\":\"done\",\"req_id\":".utf8)
-                bytes.append(contentsOf: JSONValue.string(reqID).canonicalText.utf8)
-                bytes.append(contentsOf: "}\n".utf8)
+                var line = Array("{\"op\":\"done\",\"req_id\":".utf8)
+                line.append(contentsOf: JSONValue.string(reqID).canonicalText.utf8)
+                line.append(contentsOf: "}".utf8)
+                try appendLine(line, to: &bytes)
             }
             count += 1
         }
@@ -139,7 +150,7 @@ final class OutboxJournal {
         recordCount = records.count
         byteCount = 0
         var bytes: [UInt8] = []
-        for record in records { Self.appendLine(record, to: &bytes) }
+        for record in records { try appendLine(Self.addLine(record), to: &bytes) }
         byteCount = bytes.count
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(0o600))
@@ -184,9 +195,25 @@ final class OutboxJournal {
         }
     }
 
-    private static func appendLine(_ record: Record, to bytes: inout [UInt8]) {
+    /// Appends `line` (a record without its newline) to `bytes`, sealed when the cache is.
+    private func appendLine(_ line: [UInt8], to bytes: inout [UInt8]) throws(ParleyError) {
+        guard let sealedBy else {
+            bytes.append(contentsOf: line)
+            bytes.append(UInt8(ascii: "\n"))
+            return
+        }
+        var text = [CChar](repeating: 0, count: parley_cipher_sealed_text_size(line.count))
+        guard parley_cipher_seal_text(sealedBy, line, line.count, &text) == 0 else {
+            throw ParleyError(.cacheKey, "outbox journal \(path): the cache's key is not registered")
+        }
+        bytes.append(UInt8(ascii: "S"))
+        bytes.append(contentsOf: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) })
+        bytes.append(UInt8(ascii: "\n"))
+    }
+
+    private static func addLine(_ record: Record) -> [UInt8] {
         // Built as text: the message and request are stored JSON object texts already.
-        bytes.append(contentsOf: "{\"op\":\"add\",\"req_id\":".utf8)
+        var bytes = Array("{\"op\":\"add\",\"req_id\":".utf8)
         bytes.append(contentsOf: JSONValue.string(record.reqID).canonicalText.utf8)
         bytes.append(contentsOf: ",\"channel_url\":".utf8)
         bytes.append(contentsOf: JSONValue.string(record.channelURL).canonicalText.utf8)
@@ -196,7 +223,8 @@ final class OutboxJournal {
         bytes.append(contentsOf: record.messageJSON.utf8)
         bytes.append(contentsOf: ",\"request\":".utf8)
         bytes.append(contentsOf: record.requestJSON.utf8)
-        bytes.append(contentsOf: "}\n".utf8)
+        bytes.append(contentsOf: "}".utf8)
+        return bytes
     }
 
     private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
@@ -214,8 +242,9 @@ final class OutboxJournal {
 
     // MARK: Reading
 
-    /// Reads the journal at `path`: its live records, or why they are not known.
-    static func read(path: String) -> Contents {
+    /// Reads the journal at `path` (its lines sealed by the key of the cache file `sealedBy`,
+    /// or plain): its live records, or why they are not known.
+    static func read(path: String, sealedBy: String? = nil) -> Contents {
         var contents = Contents()
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
@@ -235,10 +264,10 @@ final class OutboxJournal {
             if count == 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
         }
-        return parse(bytes)
+        return parse(bytes, sealedBy: sealedBy)
     }
 
-    static func parse(_ bytes: [UInt8]) -> Contents {
+    static func parse(_ bytes: [UInt8], sealedBy: String? = nil) -> Contents {
         var contents = Contents()
         contents.byteCount = bytes.count
         var order: [String] = []
@@ -251,8 +280,17 @@ final class OutboxJournal {
                 // The last write was torn by a crash: that change was never journaled whole.
                 break
             }
-            let line = Array(bytes[start..<end])
+            var line = Array(bytes[start..<end])
             start = end + 1
+            if line.first == UInt8(ascii: "S") {
+                guard let sealedBy, let opened = openLine(line.dropFirst(), sealedBy: sealedBy) else {
+                    contents.failure = "outbox journal: line \(lineNumber) does not open (damaged, or sealed with another key)"
+                    return contents
+                }
+                line = opened
+            } else {
+                contents.plainLineCount += 1
+            }
             guard let operation = operation(line) else {
                 contents.failure = "outbox journal: line \(lineNumber) is not a record"
                 return contents
@@ -267,6 +305,15 @@ final class OutboxJournal {
         }
         contents.live = order.compactMap { records[$0] }
         return contents
+    }
+
+    private static func openLine(_ text: ArraySlice<UInt8>, sealedBy: String) -> [UInt8]? {
+        var plain = [UInt8](repeating: 0, count: text.count)
+        var length = 0
+        let opened = text.withUnsafeBufferPointer { characters in
+            characters.withMemoryRebound(to: CChar.self) { parley_cipher_open_text(sealedBy, $0.baseAddress, $0.count, &plain, &length) }
+        }
+        return opened == 0 ? Array(plain.prefix(length)) : nil
     }
 
     private static func operation(_ line: [UInt8]) -> Operation? {

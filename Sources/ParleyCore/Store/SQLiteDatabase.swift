@@ -180,13 +180,14 @@ public final class SQLiteDatabase {
         throws(ParleyError)
     {
         var handle: OpaquePointer?
-        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
+        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, Self.vfs(for: path))
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { SQLiteErrorText.message(handle: $0, code: code) } ?? String(cString: sqlite3_errstr(code))
             sqlite3_close_v2(handle)
             throw ParleyError(.cache, "opening \(path) for reading: \(message)")
         }
         sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
+        Self.keepTemporaryFilesInMemory(handle, path: path)
         try SQLiteFunctions.register(on: handle, path: path)
         location = .file(path: path)
         connection = SQLiteConnection(handle: handle)
@@ -460,9 +461,12 @@ public final class SQLiteDatabase {
     }
 
     /// Walks every page of the file on a connection of its own, read-only (a deferred check
-    /// at open); nil when the structure is sound, else what is wrong. Safe beside the owner's
+    /// at open); nil when the structure is sound (or it is encrypted and its key is not
+    /// registered: it cannot be read), else what is wrong. Safe beside the owner's
     /// connection (WAL: it reads a snapshot).
     public static func quickCheck(path: String) -> String? {
+        // An encrypted file without its key cannot be read, which says nothing of its health.
+        if !CacheSealing.isSealed(path: path), case .sealed? = try? CacheSealing.kind(of: path) { return nil }
         let result = salvageRows(path: path, sql: "PRAGMA quick_check(1)")
         if let failure = result.failure { return failure }
         guard let first = result.rows.first?.first else { return "quick_check gave no answer" }
@@ -494,9 +498,10 @@ public final class SQLiteDatabase {
     /// failure, and the failure.
     public static func salvageRows(path: String, sql: String) -> (rows: [[SQLiteValue]], failure: String?) {
         var handle: OpaquePointer?
-        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
+        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, vfs(for: path))
         defer { sqlite3_close_v2(handle) }
         guard code == SQLITE_OK, let handle else { return ([], "open: \(String(cString: sqlite3_errstr(code)))") }
+        keepTemporaryFilesInMemory(handle, path: path)
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {
             return ([], String(cString: sqlite3_errmsg(handle)))
@@ -528,16 +533,75 @@ public final class SQLiteDatabase {
     private static func openHandle(_ path: String, busyTimeoutMilliseconds: Int32) throws(ParleyError) -> OpaquePointer {
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
-        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        let code = sqlite3_open_v2(path, &handle, flags, vfs(for: path))
         guard code == SQLITE_OK, let handle else {
-            let error = SQLiteErrorText.error("open \(path)", handle: handle, code: code)
+            let error = code == SQLITE_AUTH
+                ? ParleyError(.cacheKey, "open \(path): the key registered for it does not open it")
+                : SQLiteErrorText.error("open \(path)", handle: handle, code: code)
             sqlite3_close_v2(handle)
             throw error
         }
         sqlite3_busy_timeout(handle, max(0, busyTimeoutMilliseconds))
+        if keepTemporaryFilesInMemory(handle, path: path) {
+            // Room for each page's nonce and tag, from the first page of a new file on.
+            var reserve = CacheSealing.reserveBytes
+            _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
+        }
         _ = parley_sqlite_set_lookaside(handle, 0, 0)
         try SQLiteFunctions.register(on: handle, path: path)
         return handle
+    }
+
+    /// The sealing VFS for a path whose key is registered (CacheSealing), else the default.
+    private static func vfs(for path: String) -> String? {
+        CacheSealing.isSealed(path: path) ? CacheSealing.vfsName : nil
+    }
+
+    /// A sealed file's connection keeps its temporary tables and indexes in memory (they
+    /// would be written unsealed otherwise). Returns whether the file is sealed.
+    @discardableResult
+    private static func keepTemporaryFilesInMemory(_ handle: OpaquePointer, path: String) -> Bool {
+        guard CacheSealing.isSealed(path: path) else { return false }
+        _ = firstColumn(handle, "PRAGMA temp_store=MEMORY")
+        return true
+    }
+
+    /// Writes a compact copy of the database at `path` (closed by its owner) to `target`,
+    /// which must not exist, with `reserveBytes` per page at least: through the sealing VFS,
+    /// so that each file is read and written under the key registered for it (or plain).
+    /// The source's WAL is checkpointed into it first and goes when the copy's connection closes.
+    static func copy(path: String, into target: String, reserveBytes: Int32) throws(ParleyError) {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let code = sqlite3_open_v2(path, &handle, flags, CacheSealing.vfsName)
+        defer { sqlite3_close_v2(handle) }
+        guard code == SQLITE_OK, let handle else {
+            throw SQLiteErrorText.error("open \(path) to copy it", handle: handle, code: code)
+        }
+        sqlite3_busy_timeout(handle, Self.defaultBusyTimeoutMilliseconds)
+        _ = firstColumn(handle, "PRAGMA temp_store=MEMORY")
+        var reserve = reserveBytes
+        _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve)
+        let checkpoint = firstColumn(handle, "PRAGMA wal_checkpoint(TRUNCATE)")
+        guard checkpoint.code == SQLITE_OK else {
+            throw copyFailure(path, handle, checkpoint.code, "PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        var statement: OpaquePointer?
+        let sql = "VACUUM INTO ?1"
+        var result = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        defer { sqlite3_finalize(statement) }
+        if result == SQLITE_OK {
+            result = sqlite3_bind_text(statement, 1, target, -1, parley_sqlite_transient())
+        }
+        if result == SQLITE_OK {
+            result = sqlite3_step(statement)
+        }
+        guard result == SQLITE_DONE else { throw copyFailure(path, handle, result, sql) }
+    }
+
+    private static func copyFailure(_ path: String, _ handle: OpaquePointer, _ code: Int32, _ sql: String) -> ParleyError {
+        let text = SQLiteErrorText.make("copying \(path)", message: SQLiteErrorText.message(handle: handle, code: code), code: code, sql: sql)
+        return ParleyError(code & 0xFF == SQLITE_AUTH ? .cacheKey : .cache, text)
     }
 
     private enum FileHealth {

@@ -155,6 +155,29 @@ enum SQLiteFiles {
         return target
     }
 
+    /// fsync of a file by its path.
+    static func syncFile(_ path: String) throws(ParleyError) {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ParleyError(.cache, "open \(path) to sync it: \(errnoText())") }
+        defer { _ = close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw ParleyError(.cache, "fsync \(path): \(errnoText())") }
+    }
+
+    /// fsync of the directory holding `path`, so that a rename in it is durable (best effort).
+    static func syncDirectory(of path: String) {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let descriptor = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        _ = close(descriptor)
+    }
+
+    /// Whether the file exists and is not empty.
+    static func hasContent(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_size > 0
+    }
+
     static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0

@@ -37,6 +37,8 @@ public struct ClientConfiguration: Sendable, Equatable {
     public var cacheDirectory: String?
     /// The cache's size limit; eviction keeps it below (minimum 64 MiB).
     public var cacheSizeLimitBytes: Int64 = 256 << 20
+    /// Encrypts the cache file at rest (nil: a plain file). See `CacheSecret`.
+    public var cacheSecret: CacheSecret?
     /// What happens to a message whose send failed (see `ResendPolicy`).
     public var resendPolicy: ResendPolicy = .automatic
     /// With `.automatic`: how many times a message is resent after its first failure before
@@ -113,6 +115,14 @@ public struct ClientConfiguration: Sendable, Equatable {
             "a SQLite file per user and server (<cache_dir>/<server>/<user_id>.sqlite, mode 0600), or memory only"),
         Key("cache_dir", "string", nil, "a non-empty path", "directory of the cache files; without it $XDG_CACHE_HOME/parley, else $HOME/.cache/parley"),
         Key("cache_size_limit_mb", "integer", 256, "64..1048576", "size limit of the cache file: whole channels are evicted beyond it"),
+        Key("cache_key", "string", nil, "64 hexadecimal digits",
+            "encrypts the cache at rest with this 32-byte key (XChaCha20-Poly1305); a plain cache is encrypted when opened. Not with cache_passphrase"),
+        Key("cache_passphrase", "string", nil, "non-empty text",
+            "encrypts the cache at rest with a key derived from this passphrase (Argon2id, its salt and limits kept in the file). Not with cache_key"),
+        Key("cache_passphrase_iterations", "integer", .int(Int64(CacheSecret.defaultPassphraseIterations)), "1..100",
+            "Argon2id's passes for a cache file the passphrase encrypts (an existing file keeps its own)"),
+        Key("cache_passphrase_memory_mb", "integer", .int(Int64(CacheSecret.defaultPassphraseMemoryBytes >> 20)), "8..4096",
+            "Argon2id's memory for a cache file the passphrase encrypts (an existing file keeps its own)"),
         Key("resend_policy", "string", "automatic", #""none", "manual" or "automatic""#,
             "what a failed send becomes: none drops it at once; manual keeps it as failed until resent or removed; automatic also resends it by itself after a connection failure, up to resend_retry_count times"),
         Key("auto_resend", "boolean", true, "", "the older switch: true is resend_policy \"automatic\", false \"manual\" (given with it, it must agree)"),
@@ -174,6 +184,7 @@ public struct ClientConfiguration: Sendable, Equatable {
         if let megabytes = try reader.optionalInt("cache_size_limit_mb", in: 64...1_048_576) {
             cacheSizeLimitBytes = megabytes << 20
         }
+        cacheSecret = try Self.cacheSecret(reader)
         if let value = try reader.optionalBool("auto_resend") { autoResend = value }
         if let name = try reader.optionalString("resend_policy") {
             guard let policy = ResendPolicy(rawValue: name) else {
@@ -205,6 +216,24 @@ public struct ClientConfiguration: Sendable, Equatable {
         if let value = try reader.optionalInt("reconnect_max_attempts", in: 0...1_000_000) { reconnectPolicy.maxAttempts = Int(value) }
         if let value = try reader.optionalInt("stream_idle_timeout_s", in: 0...3600) { reconnectPolicy.idleTimeoutSec = Int(value) }
         try validate()
+    }
+
+    /// `cache_key` or `cache_passphrase` (with its limits), or nil.
+    static func cacheSecret(_ reader: JSONReader) throws(ParleyError) -> CacheSecret? {
+        let keyHex = try reader.optionalString("cache_key")
+        let passphrase = try reader.optionalString("cache_passphrase")
+        let iterations = try reader.optionalInt(
+            "cache_passphrase_iterations", in: Int64(CacheSecret.iterationRange.lowerBound)...Int64(CacheSecret.iterationRange.upperBound))
+        let memoryMB = try reader.optionalInt(
+            "cache_passphrase_memory_mb", in: Int64(CacheSecret.memoryRange.lowerBound >> 20)...Int64(CacheSecret.memoryRange.upperBound >> 20))
+        if keyHex != nil && passphrase != nil {
+            throw .invalidArgument("config.cache_key and config.cache_passphrase: give one of them")
+        }
+        if let keyHex { return try CacheSecret(keyHex: keyHex) }
+        guard let passphrase else { return nil }
+        return try CacheSecret(
+            passphrase: passphrase, iterations: iterations.map { UInt64($0) } ?? CacheSecret.defaultPassphraseIterations,
+            memoryBytes: memoryMB.map { UInt64($0) << 20 } ?? CacheSecret.defaultPassphraseMemoryBytes)
     }
 
     /// Refuses values that would change the requests they go into: a control character in

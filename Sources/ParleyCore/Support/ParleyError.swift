@@ -23,6 +23,8 @@ public enum ParleyErrorCode: Int32, Sendable, CaseIterable {
     case io = -16
     /// A size, depth or count limit was exceeded.
     case limitExceeded = -17
+    /// The cache file is encrypted and the key does not open it, or no key was given.
+    case cacheKey = -18
     case internalError = -99
 
     /// Stable lower-case name, used in messages and by the bindings.
@@ -45,6 +47,7 @@ public enum ParleyErrorCode: Int32, Sendable, CaseIterable {
         case .tls: "tls"
         case .io: "io"
         case .limitExceeded: "limit_exceeded"
+        case .cacheKey: "cache_key"
         case .internalError: "internal"
         }
     }

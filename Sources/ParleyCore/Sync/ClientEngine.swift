@@ -48,6 +48,7 @@ protocol ClientEngine: MessageViewContext, ChannelViewContext, SearchViewContext
     func readOpenCache<T>(_ body: (ChatCache) throws(ParleyError) -> T) throws(ParleyError) -> T
     func recordAccess(channelURL: String, at now: Int64)
     func clearCache() throws(ParleyError)
+    func rekeyCache(to secret: CacheSecret?) throws(ParleyError)
     func closeCache()
     /// The open cache's sizes (all zero when none is open).
     func cacheStatistics() throws(ParleyError) -> CacheStatistics

@@ -6,8 +6,10 @@ import Glibc
 
 extension Engine {
     /// Opens the cache of `userID` (closing another user's). A cache that cannot be opened
-    /// is never fatal: the engine logs why and continues with an in-memory cache.
-    func openCache(userID: String) {
+    /// is never fatal: the engine logs why and continues with an in-memory cache. The one
+    /// exception: an encrypted cache file that the configured secret does not open (or no
+    /// secret) throws `.cacheKey`, and the file stays as it is.
+    func openCache(userID: String) throws(ParleyError) {
         assertOnQueue()
         if cache != nil, store.userID == userID { return }
         closeCache()
@@ -21,8 +23,11 @@ extension Engine {
             }
         }
         var opened: ChatCache?
-        do {
-            opened = try ChatCache(location: location, sizeLimitBytes: limit)
+        do throws(ParleyError) {
+            opened = try ChatCache(location: location, sizeLimitBytes: limit, secret: cacheSecret)
+        } catch where error.code == .cacheKey {
+            store = StoreState()
+            throw error
         } catch {
             fallback = "cannot open \(location): \(error)"
             opened = try? ChatCache(location: .memory, sizeLimitBytes: limit)
@@ -46,10 +51,13 @@ extension Engine {
             // file; reads and writes right after connect must not wait for it); damage it
             // finds is replaced at the next open, like a bad row.
             let weak = WeakReference(self)
+            // An encrypted file stays readable for the walk after the cache closes.
+            let walkKey = opened.isEncrypted ? SealedFileKey.sharing(path, with: path) : nil
             // A thread of its own that ends with the walk: its priority is never handed back
             // (raising it again needs a privilege) and must not stay on a shared pool's thread.
             let thread = try? NativeThread.start(name: "parley-check") {
                 SQLiteFiles.lowerThisThreadsPriority()
+                defer { walkKey?.release() }
                 guard let problem = SQLiteDatabase.quickCheck(path: path) else {
                     SQLiteFiles.writeSmallFile(path + SQLiteDatabase.checkedMarkerSuffix, "quick_check ok")
                     return
@@ -83,6 +91,29 @@ extension Engine {
             log(.error, "cache: \(fallback); using an in-memory cache")
             feed.publish(cause: .cacheUnavailable(reason: fallback), changes: [])
         }
+    }
+
+    /// `rekey_cache`: the open cache file is closed, rewritten under `secret` (nil: plain)
+    /// atomically (`CacheSealing.rewrite`) and opened again with it.
+    func rekeyCache(to secret: CacheSecret?) throws(ParleyError) {
+        assertOnQueue()
+        guard let cache, case .file(let path) = cache.database.location, let userID = store.userID else {
+            throw .invalidState("rekey_cache: no cache file is open (connect first; an in-memory cache has no key)")
+        }
+        let kept = store
+        closeCache()
+        var failure: ParleyError?
+        do throws(ParleyError) {
+            try CacheSealing.rewrite(path: path, from: cacheSecret, to: secret)
+            cacheSecret = secret
+        } catch {
+            failure = error
+        }
+        try openCache(userID: userID)
+        store.lastTouched = kept.lastTouched
+        store.openSearchViews = kept.openSearchViews
+        self.cache?.appliesSearchNotesAtEveryCommit = kept.openSearchViews > 0
+        if let failure { throw failure }
     }
 
     func closeCache() {

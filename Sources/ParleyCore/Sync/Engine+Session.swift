@@ -77,7 +77,7 @@ extension Engine {
         if let current = session.current, current.userID != userID {
             throw .invalidState("already connected as '\(current.userID)': disconnect first")
         }
-        openCache(userID: userID)
+        try openCache(userID: userID)
         return cachedUser() != nil
     }
 

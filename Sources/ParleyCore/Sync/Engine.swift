@@ -235,6 +235,8 @@ final class Engine: @unchecked Sendable {
     // Guarded by `queue`.
     var session = SessionState()
     var store = StoreState()
+    /// The cache's secret: the configuration's, until `rekeyCache` changes it.
+    lazy var cacheSecret: CacheSecret? = configuration.cacheSecret
     var outbox = OutboxState()
     var catchUp = CatchUpState()
     var channelReads = ChannelReadGuard()

@@ -32,7 +32,7 @@ from .message_collection import (
 from .freshness import Freshness, FreshnessHandler, Page, PageOrigin
 from .metrics import ConnectionStateName, Metrics
 from .errors import (
-    CacheError, Cancelled, Forbidden, InternalError, InvalidArgument, InvalidHandle, InvalidJSON, InvalidState,
+    CacheError, CacheKeyError, Cancelled, Forbidden, InternalError, InvalidArgument, InvalidHandle, InvalidJSON, InvalidState,
     IOFailure, LimitExceeded, NetworkError, NoMemory, NotFound, ParleyError, ProtocolError, ServerError, Timeout,
     TLSError, Unauthorized, error_for,
 )
@@ -48,7 +48,7 @@ __all__ = [
     "LOG_OFF", "LOG_ERROR", "LOG_WARNING", "LOG_INFO", "LOG_DEBUG", "LOG_TRACE", "TRACE", "log_level_for",
     "ClientEvent", "ConnectionEvent", "ConnectionEventKind", "EventStream", "PendingSend", "Send",
     "Freshness", "FreshnessHandler", "Page", "PageOrigin", "ConnectionStateName", "Metrics",
-    "CacheError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
+    "CacheError", "CacheKeyError", "Cancelled", "Forbidden", "InternalError", "InvalidArgument", "InvalidHandle", "InvalidJSON",
     "InvalidState", "IOFailure", "LimitExceeded", "NetworkError", "NoMemory", "NotFound", "ProtocolError",
     "ServerError", "Timeout", "TLSError", "Unauthorized",
     # The protocol's objects and the options, for type checkers (parley.objects; docs/PROTOCOL.md).

@@ -272,6 +272,7 @@ _declare(
     ctypes.c_int64, ctypes.c_int,
 )
 _declare("parley_client_clear_cached_data", ctypes.c_int, ctypes.c_void_p)
+_declare("parley_client_rekey_cache", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
 _declare("parley_client_metrics", ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
 
 # Collections.

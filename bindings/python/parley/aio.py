@@ -720,6 +720,7 @@ class AsyncClient(AsyncOperations):
     cached_messages = _forward(Client.cached_messages)
     cached_message_page = _forward(Client.cached_message_page)
     clear_cached_data = _forward(Client.clear_cached_data)
+    rekey_cache = _forward(Client.rekey_cache)
     metrics = _forward(Client.metrics)
 
     group_channel_collection = _wrapping(

@@ -936,3 +936,22 @@ class Client(_native.HandleOwner, Operations):
         Open collections and sync views report what they showed as deleted, then reload
         from the server (after the next catch-up when offline)."""
         _native.check(lib.parley_client_clear_cached_data(self.handle))
+
+    def rekey_cache(self, key: Optional[str] = None, passphrase: Optional[str] = None,
+                    passphrase_iterations: Optional[int] = None, passphrase_memory_mb: Optional[int] = None) -> None:
+        """Encrypts the current user's cache file with another key (``key``: 64 hexadecimal
+        digits) or passphrase, or removes its encryption (neither). The file is rewritten
+        beside itself and renamed over the old one: a crash leaves it whole under one key or
+        the other. The client uses the new key from then on. Blocks while the file is
+        rewritten; raises :class:`InvalidState` when no cache file is open (connect first),
+        :class:`CacheKeyError` when the client's current key does not open the file."""
+        document: Dict[str, Any] = {}
+        if key is not None:
+            document["cache_key"] = key
+        if passphrase is not None:
+            document["cache_passphrase"] = passphrase
+        if passphrase_iterations is not None:
+            document["cache_passphrase_iterations"] = passphrase_iterations
+        if passphrase_memory_mb is not None:
+            document["cache_passphrase_memory_mb"] = passphrase_memory_mb
+        _native.check(lib.parley_client_rekey_cache(self.handle, _encode_json(document)))

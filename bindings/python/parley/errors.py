@@ -26,6 +26,7 @@ class Status(enum.IntEnum):
     TLS = -15
     IO = -16
     LIMIT_EXCEEDED = -17
+    CACHE_KEY = -18
     INTERNAL = -99
 
 
@@ -181,6 +182,14 @@ class LimitExceeded(ParleyError):
     name = "LimitExceeded"
 
 
+class CacheKeyError(ParleyError):
+    """The cache file is encrypted and the key given does not open it, or none was given.
+    The file is left as it was."""
+
+    code = Status.CACHE_KEY.value
+    name = "CacheKeyError"
+
+
 class InternalError(ParleyError):
     """A bug in the library: please report it."""
 
@@ -193,7 +202,7 @@ _BY_CODE: Dict[int, Type[ParleyError]] = {
     for kind in (
         InvalidArgument, InvalidHandle, InvalidJSON, NoMemory, InvalidState, NetworkError, Timeout, Cancelled,
         ServerError, Unauthorized, Forbidden, NotFound, CacheError, ProtocolError, TLSError, IOFailure,
-        LimitExceeded, InternalError,
+        LimitExceeded, CacheKeyError, InternalError,
     )
 }
 

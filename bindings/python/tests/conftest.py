@@ -21,12 +21,51 @@ from tests_support.processes import stop_process  # noqa: E402
 os.environ.setdefault("PARLEY_SHUTDOWN_DRAIN_SECONDS", "0")
 
 
+def _give_every_client_the_lane_key(key: str) -> None:
+    """The encrypted lane (PARLEY_TEST_CACHE_KEY: 64 hexadecimal digits): every client the
+    tests create gets that cache_key, unless its configuration names a key, a passphrase or
+    a memory cache, so that the cache suites run on encrypted files."""
+    import json
+
+    import parley.client
+
+    original = parley.client.Client.__init__
+
+    def with_key(self: Any, config: Any = None, **options: Any) -> None:
+        document = config
+        if isinstance(config, str):
+            try:
+                document = json.loads(config) if config.strip() else {}
+            except ValueError:
+                return original(self, config, **options)
+        if isinstance(document, dict) or document is None:
+            merged = dict(document or {})
+            merged.update(options)
+            if not {"cache_key", "cache_passphrase"} & merged.keys() and merged.get("cache_mode") != "memory":
+                merged["cache_key"] = key
+            return original(self, merged)
+        return original(self, config, **options)
+
+    parley.client.Client.__init__ = with_key  # type: ignore[method-assign]
+
+
+if os.environ.get("PARLEY_TEST_CACHE_KEY"):
+    _give_every_client_the_lane_key(os.environ["PARLEY_TEST_CACHE_KEY"])
+
+
 def pytest_configure(config: pytest.Config) -> None:
     databases.register_markers(config)
+    config.addinivalue_line("markers", "plain_cache_file: reads the cache file itself (Python's sqlite3, its bytes): "
+                                       "skipped in the encrypted lane (PARLEY_TEST_CACHE_KEY)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     databases.skip_by_backend(items)
+    if os.environ.get("PARLEY_TEST_CACHE_KEY"):
+        skip = pytest.mark.skip(reason="plain_cache_file: the encrypted lane's cache files are encrypted")
+        for item in items:
+            if item.get_closest_marker("plain_cache_file"):
+                item.add_marker(skip)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

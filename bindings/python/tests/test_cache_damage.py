@@ -19,6 +19,8 @@ import parley
 from conftest import Admin, RunningServer, server_database
 
 TIMEOUT = 20.0
+# Every test here reads or damages the cache file with Python's sqlite3 or by its bytes.
+pytestmark = pytest.mark.plain_cache_file
 
 
 class Events:

@@ -689,6 +689,7 @@ def test_catch_up_by_changelogs_after_retention_is_exceeded(tmp_path: Path) -> N
             assert [(m["message_id"], m["message"]) for m in cached] == [(keep["message_id"], "edited while away")]
 
 
+@pytest.mark.plain_cache_file
 def test_after_a_resync_the_cache_claims_no_continuity_over_the_hole(tmp_path: Path) -> None:
     """Events lost beyond the server's retention: the range that reached the newest end
     before must not be extended over the messages that were never received."""
@@ -774,6 +775,7 @@ def test_a_resync_is_reported_and_cached_pages_mark_the_hole(tmp_path: Path) -> 
             assert len(missed) == 6 and page["continuous"] is True
 
 
+@pytest.mark.plain_cache_file
 def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     # More channels than the engine fetches changelogs for at once (4): every one is caught up.
     alice_token, _, _ = setup_pair(admin)
@@ -802,6 +804,7 @@ def test_message_changelogs_catch_up_every_cached_channel(server: RunningServer,
             assert client.cached_messages(url)[0]["message"] == f"edited {url}"
 
 
+@pytest.mark.plain_cache_file
 def test_refused_changelog_token_resets_instead_of_failing(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     import sqlite3
 

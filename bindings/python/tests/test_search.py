@@ -163,6 +163,7 @@ def sentence(rng: random.Random) -> str:
 
 
 # PARLEY_SEARCH_SEEDS=N runs N seeds (a longer campaign); the suite runs three.
+@pytest.mark.plain_cache_file
 @pytest.mark.parametrize("seed", range(1, 1 + int(os.environ.get("PARLEY_SEARCH_SEEDS", "3"))))
 def test_search_views_equal_a_brute_force_scan_of_the_cache_after_every_step(server: RunningServer, admin: Admin,
                                                                              tmp_path: Path, seed: int) -> None:
