@@ -93,30 +93,17 @@ struct AppEventReporter: Sendable {
         // Nobody listening: skip formatting the payloads (a handler added now hears later events).
         guard !handlers.event.isEmpty else { return }
         let handlers = self.handlers
-        for (name, channelURL, payload) in Self.events(of: batch) {
-            let text = payload.text
+        for (name, channelURL, text) in Self.events(of: batch) {
             dispatcher.enqueue { handlers.event.forEach { $0(name, channelURL, text) } }
         }
     }
 
-    /// An event's payload: a value, or a stored channel whose canonical text the cache writer
-    /// already has (a channel of many members is not written out again).
-    enum Payload {
-        case value(JSONValue)
-        case channel(ChannelUpsert)
-
-        var text: String {
-            switch self {
-            case .value(let value): value.canonicalText
-            case .channel(let upsert): upsert.channelText.text
-            }
-        }
-    }
-
-    /// The application events a batch stands for, in order.
-    static func events(of batch: ChangeBatch) -> [(String, String, Payload)] {
-        var events: [(String, String, Payload)] = []
-        func add(_ name: String, _ channelURL: String, _ value: JSONValue) { events.append((name, channelURL, .value(value))) }
+    /// The application events a batch stands for, in order, each with its payload's text. A
+    /// stored channel's is the text the cache writer already has (a channel of many members
+    /// is not written out again).
+    static func events(of batch: ChangeBatch) -> [(String, String, String)] {
+        var events: [(String, String, String)] = []
+        func add(_ name: String, _ channelURL: String, _ value: JSONValue) { events.append((name, channelURL, value.canonicalText)) }
         switch batch.cause {
         case .realtime(let event) where !event.isOwnEcho && !event.isOwnEdit:
             add(event.name, event.channelURL, event.data)
@@ -124,7 +111,7 @@ struct AppEventReporter: Sendable {
             for change in batch.changes {
                 switch change {
                 case .channelUpserted(let upsert):
-                    events.append((EventCategory.channelChangelog.name, upsert.url, .channel(upsert)))
+                    events.append((EventCategory.channelChangelog.name, upsert.url, upsert.channelText.text))
                 case .channelRemoved(let url, _):
                     add(EventCategory.channelChangelogDeleted.name, url, .object([WireField.channelURL: .string(url)]))
                 default: break
