@@ -114,7 +114,7 @@ struct ServerConfig: Sendable {
     var trustedProxies = TrustedProxies()
     /// PARLEY_TEST_HOOKS=1: an admin write may carry `Parley-Test-Hold-Ms: N` (at most 10,000)
     /// and then waits N ms after its handler ran, before its last statement (its numbers
-    /// taken; on PostgreSQL the write turn held, its transaction usually not yet begun). Tests
+    /// taken; on PostgreSQL its locks held, its transaction usually not yet begun). Tests
     /// use it to hold one writer while others run.
     var testHooks = false
 }

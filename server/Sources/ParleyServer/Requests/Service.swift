@@ -26,11 +26,12 @@ final class Service: @unchecked Sendable {
         return min(milliseconds, 10_000) * 1_000_000
     }()
 
-    /// Reads the counters and starts the event hub (at start).
+    /// Starts the event hub (at start): on SQLite from the counters it reads, on PostgreSQL,
+    /// which numbers from sequences, from the bound once this server is registered.
     func load() async throws {
-        let counters = try await Counters.load(shared.database)
-        shared.committed = counters
         guard let positions = shared.positions else {
+            let counters = try await Counters.load(shared.database)
+            shared.committed = counters
             shared.hub.start(deliveredThrough: counters.seq)
             return
         }
@@ -151,30 +152,8 @@ final class Service: @unchecked Sendable {
 
     private func write<T>(channel: String?, sendsMessage: Bool, _ body: (ServerState) async throws -> T) async throws -> T {
         if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
-        if shared.positions != nil {
-            return try await writeSideBySide(channel: channel, sendsMessage: sendsMessage, body)
-        }
-        await writeLock.lock()
-        // The numbers this server committed last, the only writer of its file: this is the
-        // first number the writer takes.
-        let ticket = shared.order.beginWriter(firstNumber: shared.committed.seq + 1)
-        let request = ServerState(shared: shared, readOnly: false)
-        let result: T
-        do {
-            result = try await request.handleWriting(channelHint: channel, body)
-        } catch {
-            _ = shared.hub.finishWriter(ticket, nil)
-            writeLock.unlock()
-            throw error
-        }
-        shared.pushHold.hold(request.heldPushes)
-        let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
-        writeLock.unlock()
-        // Writers faster than the streams wait for their events to go out (not holding a
-        // lock), so that the queue, and the finished requests it holds, stays bounded: at most
-        // `deliveryBacklog` plus one per writer in flight.
-        if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
-        return result
+        // The other backend, PostgreSQL, always has stream positions (SharedState.init).
+        return try await writeSideBySide(channel: channel, sendsMessage: sendsMessage, body)
     }
 
     // MARK: writers side by side (PostgreSQL)

@@ -62,8 +62,8 @@ final class SharedState: @unchecked Sendable {
     let hub: EventHub
     /// Set once a stop was asked for (Operations/Lifecycle.swift): readiness answers 503.
     let stop = StopRequest()
-    /// The counters as of this server's last commit (a SQLite writer starts from a copy of
-    /// them; on PostgreSQL they are read at start only, for the hub's first watermark).
+    /// SQLite: the counters as of this server's last commit (a writer starts from a copy of
+    /// them). PostgreSQL numbers from sequences and leaves them at their start.
     var committed = Counters()
     /// This server among others on one PostgreSQL database: it ignores its own announcements.
     let nodeId = randomHex(8)

@@ -72,8 +72,7 @@ final class EventStore: EventEmitter {
         if tx.sideBySide { return }
         let retention = shared.retention
         tx.counters.storedEvents += added
-        let slack = db.dialect == .postgres ? retention / 10 : 0
-        guard tx.counters.storedEvents > retention + slack else { return }
+        guard tx.counters.storedEvents > retention else { return }
         let drop = tx.counters.storedEvents - retention
         guard let boundary = try await db.queryOne("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET \(drop - 1)")?.int(0)
         else { return }
@@ -81,9 +80,6 @@ final class EventStore: EventEmitter {
         tx.pending.counters["pruned_through"] = boundary
         tx.counters.prunedThrough = boundary
         tx.counters.storedEvents = retention
-        // Also when this write takes no number (and so announces nothing): the next writer
-        // reads the log's size from here.
-        if db.dialect == .postgres { tx.pending.counters["stored_events"] = Int64(retention) }
     }
 
     /// The retained events after `last` up to `through` addressed to `userId`, oldest first.
