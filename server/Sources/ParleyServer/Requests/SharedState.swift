@@ -43,7 +43,7 @@ struct Counters: Sendable, Equatable {
 
 /// What every request shares: the database, the counters as committed, the record cache, the
 /// open event streams and who is online. Each part guards itself; `committed` is
-/// changed only by the writer that holds `Service`'s lock.
+/// changed only by the writer that holds `RequestRunner`'s lock.
 final class SharedState: @unchecked Sendable {
     let database: any SQLDatabase
     let retention: Int
@@ -53,7 +53,7 @@ final class SharedState: @unchecked Sendable {
     let uploadLimit: Int
     /// The application settings where the database stores none (the command line's).
     let applicationDefaults: ApplicationSettings
-    /// The webhook endpoints in force (Services/Webhooks.swift).
+    /// The webhook endpoints in force (OutgoingCalls/Webhooks.swift).
     let webhooks: WebhookRegistry
     /// Committed channels and users kept between requests.
     let cache = RecordCache(channels: 2_000, users: 20_000)

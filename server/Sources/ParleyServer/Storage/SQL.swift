@@ -179,7 +179,7 @@ extension SQLDatabase {
 /// A database whose writers can share one commit (SQLite: one writer, and a commit's fsync
 /// costs more than most requests). A member's changes are its own — they roll back alone
 /// when it fails — but become durable only with `commitGroup` and `durable`, which every
-/// member waits for before it answers (Service.swift).
+/// member waits for before it answers (RequestRunner.swift).
 protocol GroupCommitting: SQLDatabase {
     /// Runs `body` in the open group transaction (beginning one if none is open), inside a
     /// savepoint of its own: undone alone when it throws.

@@ -32,7 +32,7 @@ final class ChannelStore: ChannelRecords {
     /// The messages this request stored, by id: a channel's new last message is usually one.
     private var storedMessages: [Int64: MessageRecord] = [:]
     /// A writer of a SQLite commit group or of a PostgreSQL channel batch: the channels the
-    /// earlier members wrote, as they left them (`ServerState.groupChannels`).
+    /// earlier members wrote, as they left them (`RequestState.groupChannels`).
     private let groupChannels: GroupChannels?
 
     init(_ tx: RequestTransaction, users: UserStore, groupChannels: GroupChannels?) {

@@ -6,7 +6,7 @@ import Synchronization
 /// on PostgreSQL writers of different channels run side by side (`writeSideBySide`). A writer
 /// registers in the write order (Events/WriteOrder.swift) before it takes a number and, once
 /// committed, hands its events to the hub, which delivers them in id order.
-final class Service: @unchecked Sendable {
+final class RequestRunner: @unchecked Sendable {
     private let writeLock = AsyncLock()
     let shared: SharedState
     /// Queued deliveries past which a writer waits for its own.
@@ -115,11 +115,11 @@ final class Service: @unchecked Sendable {
     /// passes, each pause longer, up to 2 s. Numbers at or below the retention boundary (read
     /// in the same snapshot) may have lost their events to pruning: the result says so.
     private func committedEvents(in ranges: [ClosedRange<Int64>]) async -> PulledEvents {
-        if Service.testReadDelay > 0 { try? await Task.sleep(nanoseconds: Service.testReadDelay) }
+        if RequestRunner.testReadDelay > 0 { try? await Task.sleep(nanoseconds: RequestRunner.testReadDelay) }
         var pause: UInt64 = 50_000_000
         let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
         while true {
-            let reader = ServerState(shared: shared, readOnly: true)
+            let reader = RequestState(shared: shared, readOnly: true)
             if let (events, pruned) = try? await reader.handleReading(statementByStatement: true, { s in
                 try await s.committedEvents(in: ranges)
             }) {
@@ -133,15 +133,15 @@ final class Service: @unchecked Sendable {
 
     /// `readOnly`: the request only reads the database (a GET). One that changes something
     /// all the same (a first login) runs again as a write request. `channel`: the channel the
-    /// request names in its path, if any (`ServerState.handleWriting`).
-    /// `sendsMessage`: the request most likely stores one new message (`ServerState.handleWriting`).
+    /// request names in its path, if any (`RequestState.handleWriting`).
+    /// `sendsMessage`: the request most likely stores one new message (`RequestState.handleWriting`).
     /// `readsNow`: the request answers with a changelog's "now" (`RequestTransaction.currentSeq`); on
     /// PostgreSQL the hub first catches up with every commit made so far, so that the token
     /// covers the writes the client made before it asked.
     func run<T>(readOnly: Bool = false, channel: String? = nil, sendsMessage: Bool = false, readsNow: Bool = false,
-                _ body: (ServerState) async throws -> T) async throws -> T {
+                _ body: (RequestState) async throws -> T) async throws -> T {
         if readsNow { try await catchUp() }
-        if readOnly, let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) {
+        if readOnly, let result = try await RequestState(shared: shared, readOnly: true).handleReading(body) {
             return result
         }
         let result = try await write(channel: channel, sendsMessage: sendsMessage, body)
@@ -150,7 +150,7 @@ final class Service: @unchecked Sendable {
         return result
     }
 
-    private func write<T>(channel: String?, sendsMessage: Bool, _ body: (ServerState) async throws -> T) async throws -> T {
+    private func write<T>(channel: String?, sendsMessage: Bool, _ body: (RequestState) async throws -> T) async throws -> T {
         if let group = shared.database as? any GroupCommitting { return try await writeInGroup(group, body) }
         // The other backend, PostgreSQL, always has stream positions (SharedState.init).
         return try await writeSideBySide(channel: channel, sendsMessage: sendsMessage, body)
@@ -170,13 +170,13 @@ final class Service: @unchecked Sendable {
     /// once committed it hands its events to the hub, which delivers them when the bound says
     /// no lower number can still commit.
     private func writeSideBySide<T>(channel: String?, sendsMessage: Bool,
-                                    _ body: (ServerState) async throws -> T) async throws -> T {
+                                    _ body: (RequestState) async throws -> T) async throws -> T {
         if let channel, let batch = await channelWriters.enter(channel) {
             return try await writeInBatch(batch, channel: channel, sendsMessage: sendsMessage, body)
         }
         let lead = channel.map { ChannelBatchLead(channel: $0, writers: channelWriters) }
         let ticket = shared.order.beginWriter()
-        let request = ServerState(shared: shared, readOnly: false)
+        let request = RequestState(shared: shared, readOnly: false)
         // Once handed on, the channel's turn is the batch's last member's to give up.
         func leave(_ failure: (any Error)?) {
             if let batch = lead?.batch { batch.committed.decide(failure) } else if let channel { channelWriters.leave(channel) }
@@ -201,10 +201,10 @@ final class Service: @unchecked Sendable {
     /// PostgreSQL: a writer that joined the open transaction of an earlier writer of its
     /// channel. It answers once that one committed for all; its own failure is its own.
     private func writeInBatch<T>(_ batch: ChannelBatch, channel: String, sendsMessage: Bool,
-                                 _ body: (ServerState) async throws -> T) async throws -> T {
+                                 _ body: (RequestState) async throws -> T) async throws -> T {
         // Numbers read for it by the member before it are below the floor it would have.
         let ticket = shared.order.beginWriter(atMost: (batch.prefetched?.numbers.first).map { $0 - 1 } ?? .max)
-        let request = ServerState(shared: shared, readOnly: false)
+        let request = RequestState(shared: shared, readOnly: false)
         request.groupChannels = batch.channels
         let outcome: Result<T, any Error>
         do {
@@ -237,7 +237,7 @@ final class Service: @unchecked Sendable {
     private func afterCommit(_ changes: CommittedChanges, _ delivery: Delivery) async {
         followUp?.ask(announce: !changes.taken.isEmpty)
         if prunesAfter(changes.events.count) { try? await pruneLog() }
-        if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
+        if shared.hub.backlog > RequestRunner.deliveryBacklog { await delivery.wait() }
     }
 
     // MARK: group commit (SQLite)
@@ -256,7 +256,7 @@ final class Service: @unchecked Sendable {
     /// that sync (WALSyncer.swift). Every member answers, and hands its events to the hub,
     /// only once the commit is durable; if it fails, every member fails, and a failed COMMIT
     /// puts the counters back where the group began.
-    private func writeInGroup<T>(_ database: any GroupCommitting, _ body: (ServerState) async throws -> T) async throws -> T {
+    private func writeInGroup<T>(_ database: any GroupCommitting, _ body: (RequestState) async throws -> T) async throws -> T {
         await writeLock.lock()
         let group: CommitGroup
         if let open = openGroup {
@@ -267,7 +267,7 @@ final class Service: @unchecked Sendable {
         }
         group.members += 1
         let ticket = shared.order.beginWriter(firstNumber: shared.committed.seq + 1)
-        let request = ServerState(shared: shared, readOnly: false)
+        let request = RequestState(shared: shared, readOnly: false)
         request.groupChannels = group.channels
         let outcome: Result<T, any Error>
         do {
@@ -278,7 +278,7 @@ final class Service: @unchecked Sendable {
             outcome = .failure(error)
         }
         let commitFailure: (any Error)?
-        if writeLock.hasWaiters && group.members < Service.groupLimit {
+        if writeLock.hasWaiters && group.members < RequestRunner.groupLimit {
             writeLock.unlock()
             commitFailure = await group.committed.wait()
         } else {
@@ -308,27 +308,27 @@ final class Service: @unchecked Sendable {
         }
         shared.pushHold.hold(request.heldPushes)
         let delivery = shared.hub.finishWriter(ticket, request.committedChanges)
-        if shared.hub.backlog > Service.deliveryBacklog { await delivery.wait() }
+        if shared.hub.backlog > RequestRunner.deliveryBacklog { await delivery.wait() }
         return result
     }
 
     /// A read request that must not write (a stream's replay, run on the hub's queue).
-    func read<T>(_ body: (ServerState) async throws -> T) async throws -> T {
-        guard let result = try await ServerState(shared: shared, readOnly: true).handleReading(body) else {
+    func read<T>(_ body: (RequestState) async throws -> T) async throws -> T {
+        guard let result = try await RequestState(shared: shared, readOnly: true).handleReading(body) else {
             throw APIError.internal("a read-only request changed something")
         }
         return result
     }
 }
 
-/// Writers sharing one SQLite commit (`Service.writeInGroup`): the counters as they stood
+/// Writers sharing one SQLite commit (`RequestRunner.writeInGroup`): the counters as they stood
 /// before the first, to go back to if the commit fails, and the members waiting for it.
 final class CommitGroup: @unchecked Sendable {
     let countersBefore: Counters
     /// Guarded by the service's write lock.
     var members = 0
     /// The members whose changes the commit keeps (guarded by the write lock).
-    var succeeded: [ServerState] = []
+    var succeeded: [RequestState] = []
     /// The channels they wrote, for the members after them (guarded by the write lock).
     let channels = GroupChannels()
     /// The commit's outcome, for every member.
@@ -337,7 +337,7 @@ final class CommitGroup: @unchecked Sendable {
     init(countersBefore: Counters) { self.countersBefore = countersBefore }
 }
 
-/// The channels a commit group's members wrote, as they left them (`ServerState.groupChannels`).
+/// The channels a commit group's members wrote, as they left them (`RequestState.groupChannels`).
 /// Read and written only by the member holding the service's write lock.
 final class GroupChannels: @unchecked Sendable {
     private var entries: [String: CachedChannel] = [:]
