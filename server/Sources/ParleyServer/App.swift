@@ -41,22 +41,27 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let storage: any SQLDatabase
         var legacyUploads: String? = nil
         var postgresURL: PostgresURL? = nil
+        // The backend's write coordinator (Writers/Writers.swift), made once the shared state is.
+        let makeWriters: (SharedState) -> any Writers
         switch location {
         case .sqlite(let path):
-            storage = try SQLiteDatabase(path: path)
+            let sqlite = try SQLiteDatabase(path: path)
+            storage = sqlite
             legacyUploads = path + ".files"
+            makeWriters = { shared in SQLiteWriters(shared: shared, database: sqlite) }
         case .postgres(let url):
             var postgresLogger = Logger(label: "parley-server.postgres")
             postgresLogger.logLevel = logLevel
             let postgres = try await PostgresDatabase.open(url: url, logger: postgresLogger)
             storage = postgres
             postgresURL = url
+            makeWriters = { shared in PostgresWriters(shared: shared) }
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
         let shared = SharedState(database: storage, retention: settings.eventRetention, uploadLimit: settings.uploadLimitBytes,
                                  applicationDefaults: settings.applicationDefaults, hookDefaults: settings.hookDefaults,
                                  verify: verify)
-        let runner = RequestRunner(shared: shared)
+        let runner = RequestRunner(shared: shared, writers: makeWriters(shared))
         let config = ServerConfig(apiToken: token, uploadLimit: settings.uploadLimitBytes,
                                   heartbeatSeconds: settings.heartbeatSeconds,
                                   maxStreamsPerUser: settings.maxStreamsPerUser,

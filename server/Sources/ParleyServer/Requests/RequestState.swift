@@ -48,12 +48,12 @@ final class RequestState {
     }
 
     /// Runs `body` as a write request in one write transaction, which commits the request's
-    /// changes (`pending`) with what it wrote directly. The caller holds `RequestRunner`'s lock; on
-    /// return the committed counters are this request's.
+    /// changes (`pending`) with what it wrote directly. The backend's write coordinator calls it
+    /// (Writers/); on return the committed counters are this request's.
     ///
     /// `group`: the request joins the group transaction of a database that groups commits
-    /// (RequestRunner.swift); its changes are then durable, and kept in the cache, only once the
-    /// group commits (`groupCommitted`).
+    /// (Writers/SQLiteWriters.swift); its changes are then durable, and kept in the cache, only
+    /// once the group commits (`groupCommitted`).
     ///
     /// `channelHint`: the channel the request names, if any. On PostgreSQL the writer's first
     /// statement locks it and reads its version, which spares the check of a cached copy a
@@ -62,7 +62,7 @@ final class RequestState {
     /// the first statement on PostgreSQL).
     ///
     /// `batch`: on PostgreSQL, the request joins the open transaction of an earlier writer of
-    /// its channel (Requests/ChannelBatch.swift); its changes are then kept in the cache only
+    /// its channel (Writers/ChannelBatch.swift); its changes are then kept in the cache only
     /// once the batch commits (`groupCommitted`). `batchLead`: the request may open such a
     /// batch for the writers queued behind it.
     func handleWriting<T>(group: (any GroupCommitting)? = nil, batch: ChannelBatch? = nil, batchLead: ChannelBatchLead? = nil,
@@ -117,7 +117,7 @@ final class RequestState {
         // Pruned first, so that the boundary and the log's size go out with the other
         // counters; unless the request adds more events than the log retains (a tiny
         // retention), which must then prune some of its own.
-        // (PostgreSQL prunes the log apart: `RequestRunner.pruneLog`.)
+        // (PostgreSQL prunes the log apart: `PostgresWriters.pruneLog`.)
         let added = tx.pending.events.count
         let prunesFirst = added <= shared.retention || tx.sideBySide
         if prunesFirst { try await stores.events.pruneEvents(adding: added, session) }
@@ -139,7 +139,7 @@ final class RequestState {
                 try await RecordTables.putCounter("pruned_through", tx.counters.prunedThrough, session)
             }
         }
-        if continued, batch == nil, let batchLead, let session = session as? PostgresSession {
+        if continued, batch == nil, let batchLead {
             try await batchLead.handOn(session, channels: stores.channels.writtenEntries(written))
         }
         return written

@@ -72,7 +72,7 @@ final class RequestTransaction {
 
     // Only writers take numbers: on SQLite one writer at a time, each from the counters the
     // previous one committed; on PostgreSQL from sequences, after the locks of the channels
-    // the numbers change (StreamPositions.swift). A read request that takes one fails
+    // the numbers change (Writers/StreamPositions.swift). A read request that takes one fails
     // (`RequestState.handleReading`).
 
     /// Notes that the request takes a number (a reader that does must run again as a writer).

@@ -43,7 +43,7 @@ struct Counters: Sendable, Equatable {
 
 /// What every request shares: the database, the counters as committed, the record cache, the
 /// open event streams and who is online. Each part guards itself; `committed` is
-/// changed only by the writer that holds `RequestRunner`'s lock.
+/// changed only by the SQLite writer that holds the write lock (Writers/SQLiteWriters.swift).
 final class SharedState: @unchecked Sendable {
     let database: any SQLDatabase
     let retention: Int

@@ -1,5 +1,5 @@
 // PostgreSQL: the functions migrations 4 to 16 create, a lock every writer of every server
-// took in turn, numbering from `meta`. Migration 18 drops them (StreamPositions.swift); they
+// took in turn, numbering from `meta`. Migration 18 drops them (Writers/StreamPositions.swift); they
 // stay here so that a database of any earlier version migrates through the same steps.
 
 enum WriteTurn {

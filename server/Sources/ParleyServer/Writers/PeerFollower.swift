@@ -4,7 +4,7 @@
 // are wake-ups only: the server then reads the bound (StreamPositions.swift) and the hub reads
 // the events up to it from the log. The bound is read again every `pollInterval` and after
 // every (re)connection, so a missed announcement only delays delivery. The same connection hears
-// which users' streams open and close on the other servers (`ClusterPresence`, Presence.swift).
+// which users' streams open and close on the other servers (`ClusterPresence`, Storage/Postgres/Presence.swift).
 import Logging
 
 final class PeerFollower: Sendable {
