@@ -19,7 +19,11 @@
  *    keep up with only measures its queue). Per message: the time from its POST being handed
  *    to curl to the moment the last stream has it (p50, p99, max), and loss (accepted
  *    messages some stream still lacks after a grace period). Throughput = 2xx answers / wall
- *    time of the burst.
+ *    time of the burst. CPU per accepted message over the five runs, from /proc: of each server
+ *    process (found by the port it listens on, when it runs on this machine) and, with
+ *    PARLEY_BENCH_POSTGRES_DIR set to a cluster's data directory, of every process of that
+ *    cluster (the postmaster and its children); PARLEY_BENCH_CPU_BESIDE, a figure to print
+ *    beside it (scripts/bench.sh: the SQLite run's).
  *    With OTHER_URL, a second server on the same PostgreSQL database, LAYOUT says where the
  *    streams and sends go: "streams-there" opens every stream on OTHER_URL and sends to
  *    SERVER_URL (each delivery crosses servers); "both" sends message n to SERVER_URL or
@@ -51,6 +55,7 @@
 #define _GNU_SOURCE
 #include "bench_support.h"
 #include <curl/curl.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -432,6 +437,158 @@ static void print_run(const char *title, const run_result *r, int streams) {
     printf("  %-26s POST answered p50 %.1f ms; first stream p50 %.1f ms; last of %d streams p50 %.1f  p99 %.1f  max %.1f ms; "
            "lost %d (%d partly delivered)\n",
            "", r->answer_p50, r->first_p50, streams, r->p50, r->p99, r->max, r->lost, r->partial);
+}
+
+/* ---- CPU of the server's processes and of PostgreSQL's, from /proc ----------------------- */
+
+/* Seconds of CPU a process used (utime + stime of /proc/PID/stat, every thread included), with
+ * `reaped` also those of its children it waited for (cutime + cstime); its parent's pid in
+ * `parent` when given. -1 when the process is gone or not readable. */
+static double process_cpu_s(pid_t pid, int reaped, pid_t *parent) {
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[got] = '\0';
+    /* The command name (field 2) may hold spaces and parentheses: fields count from its end. */
+    char *rest = strrchr(text, ')');
+    if (rest == NULL) return -1;
+    int ppid = 0;
+    unsigned long long utime = 0, stime = 0;
+    long long cutime = 0, cstime = 0;
+    if (sscanf(rest + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &ppid, &utime, &stime, &cutime,
+               &cstime) != 5)
+        return -1;
+    if (parent) *parent = ppid;
+    double ticks = (double)(utime + stime) + (reaped ? (double)(cutime + cstime) : 0);
+    return ticks / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The socket inode listening on loopback or any address at `port`, from /proc/net/tcp and
+ * tcp6; 0 if none. */
+static unsigned long listening_inode(int port) {
+    const char *tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    for (int t = 0; t < 2; t++) {
+        FILE *f = fopen(tables[t], "r");
+        if (f == NULL) continue;
+        char line[512];
+        unsigned long found = 0;
+        while (found == 0 && fgets(line, sizeof line, f)) {
+            char local[64];
+            unsigned state;
+            unsigned long inode;
+            if (sscanf(line, " %*d: %63s %*s %x %*s %*s %*s %*d %*d %lu", local, &state, &inode) != 3) continue;
+            char *colon = strrchr(local, ':');
+            if (colon && state == 0x0A && (int)strtol(colon + 1, NULL, 16) == port) found = inode;
+        }
+        fclose(f);
+        if (found) return found;
+    }
+    return 0;
+}
+
+/* The process holding the socket that listens on `port` of this machine (the server at a
+ * URL "http://127.0.0.1:PORT"), or 0. */
+static pid_t listening_pid(const char *url) {
+    const char *host = strstr(url, "://");
+    const char *colon = host ? strrchr(host + 3, ':') : NULL;
+    if (colon == NULL) return 0;
+    unsigned long inode = listening_inode(atoi(colon + 1));
+    if (inode == 0) return 0;
+    char wanted[64];
+    snprintf(wanted, sizeof wanted, "socket:[%lu]", inode);
+    DIR *proc = opendir("/proc");
+    if (proc == NULL) return 0;
+    pid_t found = 0;
+    struct dirent *entry;
+    while (found == 0 && (entry = readdir(proc)) != NULL) {
+        if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+        char fds[300];
+        snprintf(fds, sizeof fds, "/proc/%s/fd", entry->d_name);
+        DIR *dir = opendir(fds);
+        if (dir == NULL) continue;
+        struct dirent *fd;
+        while ((fd = readdir(dir)) != NULL) {
+            char link[600], target[64];
+            snprintf(link, sizeof link, "%s/%s", fds, fd->d_name);
+            ssize_t length = readlink(link, target, sizeof target - 1);
+            if (length <= 0) continue;
+            target[length] = '\0';
+            if (strcmp(target, wanted) == 0) {
+                found = (pid_t)atoi(entry->d_name);
+                break;
+            }
+        }
+        closedir(dir);
+    }
+    closedir(proc);
+    return found;
+}
+
+/* The postmaster of the PostgreSQL cluster whose data directory is `data_dir` (the first line
+ * of its postmaster.pid), or 0. */
+static pid_t postmaster_pid(const char *data_dir) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/postmaster.pid", data_dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return 0;
+    int pid = 0;
+    if (fscanf(f, "%d", &pid) != 1) pid = 0;
+    fclose(f);
+    return (pid_t)pid;
+}
+
+/* Seconds of CPU the cluster used: the postmaster with the children it reaped (backends of
+ * connections closed), plus its children still running (backends, WAL writer, checkpointer,
+ * ...). A child that ends between two readings moves its whole CPU time, also the time before
+ * the first reading, into the postmaster's: rare here, the servers keep their connections. */
+static double cluster_cpu_s(pid_t postmaster) {
+    double total = process_cpu_s(postmaster, 1, NULL);
+    if (total < 0) return -1;
+    DIR *proc = opendir("/proc");
+    if (proc == NULL) return -1;
+    struct dirent *entry;
+    while ((entry = readdir(proc)) != NULL) {
+        if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+        pid_t parent = 0;
+        double used = process_cpu_s((pid_t)atoi(entry->d_name), 0, &parent);
+        if (used > 0 && parent == postmaster) total += used;
+    }
+    closedir(proc);
+    return total;
+}
+
+/* The processes whose CPU a fanout run measures: each server (found by its port) and, with
+ * PARLEY_BENCH_POSTGRES_DIR set, the cluster in that data directory. */
+typedef struct {
+    int servers;
+    pid_t server_pids[2];
+    const char *server_urls[2];
+    pid_t postmaster;
+    double server_s[2], cluster_s;
+} cpu_reading;
+
+static cpu_reading cpu_processes(const char *const *urls, int url_count) {
+    cpu_reading r = {0};
+    for (int i = 0; i < url_count && r.servers < 2; i++) {
+        pid_t pid = listening_pid(urls[i]);
+        if (pid == 0) continue;
+        r.server_pids[r.servers] = pid;
+        r.server_urls[r.servers++] = urls[i];
+    }
+    const char *data_dir = getenv("PARLEY_BENCH_POSTGRES_DIR");
+    if (data_dir && *data_dir) {
+        r.postmaster = postmaster_pid(data_dir);
+        if (r.postmaster == 0) printf("  PostgreSQL's CPU not measured: no postmaster.pid in %s\n", data_dir);
+    }
+    return r;
+}
+
+static void cpu_read(cpu_reading *r) {
+    for (int i = 0; i < r->servers; i++) r->server_s[i] = process_cpu_s(r->server_pids[i], 0, NULL);
+    r->cluster_s = r->postmaster ? cluster_cpu_s(r->postmaster) : 0;
 }
 
 /* ---- start: servers of our own, started on prepared databases --------------------------- */
@@ -864,6 +1021,42 @@ static int start_main(int argc, char **argv) {
     return verified ? 0 : 1;
 }
 
+/* The CPU per accepted message over the five runs: each server's, PostgreSQL's (all of the
+ * cluster's processes) and their sum, as a line and a summary row. PARLEY_BENCH_CPU_BESIDE
+ * (set by scripts/bench.sh to the SQLite run's figure) is printed beside it. */
+static void print_cpu(const char *backend_name, const cpu_reading *before, const cpu_reading *after, int accepted) {
+    if (before->servers == 0 || accepted == 0) {
+        printf("  CPU per accepted message: not measured (no server process listening on this machine at the URL)\n");
+        return;
+    }
+    char parts[256] = "";
+    size_t used = 0;
+    double total = 0;
+    int complete = 1;
+    for (int i = 0; i < before->servers; i++) {
+        double spent = after->server_s[i] - before->server_s[i];
+        if (before->server_s[i] < 0 || after->server_s[i] < 0) complete = 0;
+        total += spent;
+        const char *port = strrchr(before->server_urls[i], ':');
+        used += (size_t)snprintf(parts + used, sizeof parts - used, "%sserver%s%s %.0f", i ? ", " : "",
+                                 before->servers > 1 ? " " : "", before->servers > 1 && port ? port : "", spent * 1e6 / accepted);
+    }
+    if (before->postmaster) {
+        double spent = after->cluster_s - before->cluster_s;
+        if (before->cluster_s < 0 || after->cluster_s < 0) complete = 0;
+        total += spent;
+        snprintf(parts + used, sizeof parts - used, ", PostgreSQL %.0f", spent * 1e6 / accepted);
+    }
+    printf("  CPU per accepted message (%d accepted over the five runs): %s us; in all %.0f us%s\n", accepted, parts,
+           total * 1e6 / accepted, complete ? "" : " (a process ended meanwhile: incomplete)");
+    char measure[128], figure[64], comparison[256];
+    const char *beside = getenv("PARLEY_BENCH_CPU_BESIDE");
+    snprintf(measure, sizeof measure, "  %s: CPU per accepted message", backend_name);
+    snprintf(figure, sizeof figure, "%.0f us", total * 1e6 / accepted);
+    snprintf(comparison, sizeof comparison, "%s us%s%s", parts, beside && *beside ? "; " : "", beside ? beside : "");
+    summary_row(measure, figure, comparison, "-");
+}
+
 /* ---- fanout ---------------------------------------------------------------------------- */
 
 static int fanout_main(int argc, char **argv) {
@@ -967,6 +1160,9 @@ static int fanout_main(int argc, char **argv) {
         spread_list[k] = spread_urls[k];
     }
 
+    /* CPU from here to the end of the last run, of each server and of PostgreSQL. */
+    cpu_reading cpu_before = cpu_processes(nodes, other ? 2 : 1);
+    cpu_read(&cpu_before);
     /* The same burst into 2 of the members first: what the server does without the fan-out. */
     run *small = run_new('s', messages, 2);
     send_run(send_multi, senders, SENDERS, small, pair_urls, node_count, members, 2, 0, seconds / 2);
@@ -995,6 +1191,8 @@ static int fanout_main(int argc, char **argv) {
     send_run(send_multi, senders, SENDERS, slow, big_urls, node_count, members, MEMBERS, rate, seconds * 2 + 5);
     wait_deliveries(slow, 5);
     run_result paced_result = summarize(slow);
+    cpu_reading cpu_after = cpu_before;
+    cpu_read(&cpu_after);
 
     printf("Messages posted (Api-Token, %d in flight, sender = the next member in turn) -> every member's stream\n", SENDERS);
     print_run("2 members, burst:", &small_result, 2);
@@ -1048,6 +1246,10 @@ static int fanout_main(int argc, char **argv) {
     snprintf(figure, sizeof figure, "p50 %.0f p99 %.0f ms", burst_result.p50, burst_result.p99);
     snprintf(comparison, sizeof comparison, "max %.0f ms, lost %d of %d", burst_result.max, burst_result.lost, burst_result.accepted);
     summary_row(measure, figure, comparison, "p99 <= 50 ms");
+
+    int accepted = small_result.accepted + spread_result.accepted + burst_result.accepted + wide_result.accepted +
+                   paced_result.accepted;
+    print_cpu(backend_name, &cpu_before, &cpu_after, accepted);
 
     run_free(small);
     run_free(spread_run);

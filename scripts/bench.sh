@@ -163,6 +163,9 @@ fi
 # The server itself under fan-out, raw libcurl (last on this server: it leaves a 50-member
 # channel behind), then the same on a second server on PostgreSQL, started for it alone.
 run "$build_dir/bench_server" fanout SQLite "$url" "$token" 5000 "$fanout_seconds"
+# The PostgreSQL runs count the cluster's CPU too, and show the SQLite run's CPU per message beside theirs.
+sqlite_cpu=$(awk -F'\t' '$2 ~ /SQLite: CPU per accepted message/ { print $3 }' "$work/rows")
+export PARLEY_BENCH_POSTGRES_DIR="$PARLEY_PG_DIR/data" PARLEY_BENCH_CPU_BESIDE="SQLite ${sqlite_cpu:-not measured}"
 "$PARLEY_PG_BIN/createdb" --maintenance-db="$PARLEY_TEST_PG/postgres" parley_bench_fanout
 start_server "$PARLEY_TEST_PG/parley_bench_fanout" postgres
 pg_server_pid=$started_pid
@@ -187,6 +190,7 @@ run "$build_dir/bench_server" fanout "PostgreSQL, streams on another server" "$p
     "$fanout_seconds" "$started_url" streams-there
 run "$build_dir/bench_server" fanout "PostgreSQL, 2 servers" "$pg_url" "$token" 5000 "$fanout_seconds" \
     "$started_url" both
+unset PARLEY_BENCH_POSTGRES_DIR PARLEY_BENCH_CPU_BESIDE
 for pid in $pg_server_pid $pg_second_pid; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
 pg_server_pid="" pg_second_pid=""
 # The scale-out rows, PostgreSQL 1 ms away (scale_out above): servers and a database of their own.

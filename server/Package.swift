@@ -15,7 +15,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
-        // Outgoing calls to operator-configured endpoints (webhooks, Services/Hooks.swift).
+        // Outgoing calls to operator-configured endpoints (webhooks, OutgoingCalls/HookDeliveries.swift).
         .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
         // HMAC-SHA256 signatures of those calls.
         .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),

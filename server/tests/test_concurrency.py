@@ -174,8 +174,8 @@ def test_send_burst_stores_orders_and_streams_every_message_once(server):
 
 def test_failed_requests_among_concurrent_sends_undo_only_themselves(server):
     """Writers that queue behind one another share one commit, each in a savepoint of its own
-    (on SQLite every writer: Service.writeInGroup; on PostgreSQL the writers of one channel:
-    Requests/ChannelBatch.swift): a request that fails in such a group must leave the others
+    (on SQLite every writer: SQLiteWriters.write; on PostgreSQL the writers of one channel:
+    Writers/ChannelBatch.swift): a request that fails in such a group must leave the others
     of its group stored and acknowledged, and leave nothing of its own."""
     members = [server.user("grp") for _ in range(4)]
     outsider = server.user("grp-out")

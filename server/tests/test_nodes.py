@@ -728,7 +728,7 @@ def test_a_server_frozen_while_holding_a_channel_lock_stalls_the_others_only_unt
 
 def test_writes_that_fail_leave_no_lock_held(two_servers):
     """A writer holds the locks of its channels and its server's busy lock to the end of its
-    transaction (Storage/Postgres/StreamPositions.swift); a write that fails, however, leaves
+    transaction (Writers/StreamPositions.swift); a write that fails, however, leaves
     none held by a pooled connection. After failures of several kinds on A, no session holds an
     advisory lock and B writes the same channel at once."""
     a, b = two_servers

@@ -98,7 +98,7 @@ def test_a_writer_on_another_server_sees_a_changed_user(tmp_path):
 def test_a_writer_on_another_server_does_not_write_back_a_stale_channel(tmp_path, monkeypatch):
     """A writer writes back the whole channel it loaded, so a cached copy must be current
     when it sends: the version of the channel its path names is read once the writer holds
-    the channel's lock (Storage/Postgres/StreamPositions.swift). A change made through another server since the copy
+    the channel's lock (Writers/StreamPositions.swift). A change made through another server since the copy
     was kept must survive the send. The second server reads the first's events late (a test
     hook), so that its copy is not refreshed by rendering them before it sends."""
     db = databases.database_for(tmp_path, "shared.sqlite")

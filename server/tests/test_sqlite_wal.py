@@ -102,7 +102,7 @@ def test_nothing_is_answered_read_or_delivered_before_its_sync(fresh_server, mon
 
 
 def test_members_of_one_commit_group_take_the_channel_from_the_one_before(fresh_server):
-    """SQLite's writers share commits (server Service.swift): a writer held open makes the
+    """SQLite's writers share commits (server Writers/SQLiteWriters.swift): a writer held open makes the
     seven sends behind it one group. Each member writes the channel the member before it
     wrote, which the record cache takes only once the group commits; the group hands it on
     instead, so no member reads the channel from the database again."""

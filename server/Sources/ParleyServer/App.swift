@@ -41,22 +41,27 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let storage: any SQLDatabase
         var legacyUploads: String? = nil
         var postgresURL: PostgresURL? = nil
+        // The backend's write coordinator (Writers/Writers.swift), made once the shared state is.
+        let makeWriters: (SharedState) -> any Writers
         switch location {
         case .sqlite(let path):
-            storage = try SQLiteDatabase(path: path)
+            let sqlite = try SQLiteDatabase(path: path)
+            storage = sqlite
             legacyUploads = path + ".files"
+            makeWriters = { shared in SQLiteWriters(shared: shared, database: sqlite) }
         case .postgres(let url):
             var postgresLogger = Logger(label: "parley-server.postgres")
             postgresLogger.logLevel = logLevel
             let postgres = try await PostgresDatabase.open(url: url, logger: postgresLogger)
             storage = postgres
             postgresURL = url
+            makeWriters = { shared in PostgresWriters(shared: shared) }
         }
         let verify = ProcessInfo.processInfo.environment["PARLEY_VERIFY_COUNTERS"] == "1"
         let shared = SharedState(database: storage, retention: settings.eventRetention, uploadLimit: settings.uploadLimitBytes,
                                  applicationDefaults: settings.applicationDefaults, hookDefaults: settings.hookDefaults,
                                  verify: verify)
-        let service = Service(shared: shared)
+        let runner = RequestRunner(shared: shared, writers: makeWriters(shared))
         let config = ServerConfig(apiToken: token, uploadLimit: settings.uploadLimitBytes,
                                   heartbeatSeconds: settings.heartbeatSeconds,
                                   maxStreamsPerUser: settings.maxStreamsPerUser,
@@ -68,7 +73,7 @@ struct ParleyServerCommand: AsyncParsableCommand {
         let displayHost = host
         var logger = Logger(label: "parley-server")
         logger.logLevel = logLevel
-        let responder = ParleyResponder(service: service, config: config, logger: logger)
+        let responder = ParleyResponder(runner: runner, config: config, logger: logger)
         var app = Application(
             responder: responder,
             // Each connection tells when it ends (an event stream ends with it, HTTP/ConnectionEnd.swift).
@@ -85,14 +90,14 @@ struct ParleyServerCommand: AsyncParsableCommand {
             logger: logger)
         // The database outlives the services: a stop ends the worker with its deliveries in
         // flight recorded.
-        let hookWorker = HookDeliveryWorker(service: service, registry: shared.webhooks, apiToken: token, logger: logger,
+        let hookWorker = HookDeliveryWorker(runner: runner, registry: shared.webhooks, apiToken: token, logger: logger,
                                             answerHandlers: [Translation.category: { call, answer in
-                                                await Translation.applyQueuedAnswer(call, answer: answer, service: service)
+                                                await Translation.applyQueuedAnswer(call, answer: answer, runner: runner)
                                             }])
         app.addServices(hookWorker)
         // A held push notification that goes out is queued as the send would have queued it.
         shared.pushHold.start { calls in
-            _ = try? await service.run { s in for call in calls { s.queueHookCall(call) } }
+            _ = try? await runner.run { s in for call in calls { s.queueHookCall(call) } }
         }
         // Once the pool runs and before the port opens: the schema, then what memory holds.
         app.beforeServerStarts { [legacyUploads, postgresURL, logger, hookWorker] in
@@ -101,13 +106,13 @@ struct ParleyServerCommand: AsyncParsableCommand {
             }
             // From here on the schema has the table of noted changes (migration 10).
             (storage as? SQLiteDatabase)?.beforeCommit = SearchQueries.indexNotedChanges
-            (storage as? SQLiteDatabase)?.afterOtherProcessCommits = { [cache = service.shared.cache] in cache.forgetUsers() }
-            try await service.load()
+            (storage as? SQLiteDatabase)?.afterOtherProcessCommits = { [cache = runner.shared.cache] in cache.forgetUsers() }
+            try await runner.load()
             await hookWorker.begin()
             // Other servers may write the same PostgreSQL database: their events reach this
             // server's streams too.
             if let postgresURL {
-                let follower = PeerFollower(url: postgresURL, service: service, logger: logger)
+                let follower = PeerFollower(url: postgresURL, runner: runner, logger: logger)
                 // The first heartbeat says this server runs before any stream can open.
                 await follower.beat()
                 follower.start()

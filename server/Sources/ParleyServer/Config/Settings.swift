@@ -177,7 +177,7 @@ struct Settings: Sendable {
     /// over them (Services/Application.swift).
     var applicationDefaults = ApplicationSettings()
     /// The webhook endpoints a database starts with (the admin API's stored ones win) and how
-    /// deliveries are made (Services/Webhooks.swift).
+    /// deliveries are made (OutgoingCalls/Webhooks.swift).
     var hookDefaults = HookDefaults()
 
     /// The values given on the command line (nil: not given there).
@@ -283,7 +283,7 @@ struct Settings: Sendable {
         }
     }
 
-    /// The push gateway and the translator (Services/Push.swift, Translation.swift).
+    /// The push gateway and the translator (OutgoingCalls/Push.swift, Translation.swift).
     private static func resolveOutgoingServices(_ source: Source, into hooks: inout HookDefaults) throws(SettingsError) {
         func url(_ key: SettingKey) throws(SettingsError) -> String? {
             guard let (value, origin) = source.string(key) else { return nil }

@@ -4,7 +4,7 @@ import Synchronization
 
 // The open event streams and the one ordered queue that feeds them (PROTOCOL.md §9). Writers
 // of this server may finish in another order than they took their numbers (SQLite's group
-// commit): each registers in the write order (WriteOrder.swift) before it takes a sequence
+// commit): each registers in the write order (Writers/WriteOrder.swift) before it takes a sequence
 // number and hands its committed events to the hub when it is done. The hub queues events in id order, and only those no
 // unfinished writer can still precede (the watermark, `resolvedThrough`). Numbers that no
 // writer of this server took were taken by another server on the same PostgreSQL database:
@@ -46,7 +46,7 @@ final class Outbox: @unchecked Sendable {
     private var cancelled = false
     private var waiter: CheckedContinuation<ByteBuffer?, Never>?
     /// The newest event appended, the newest the writer took, and the newest it wrote to the
-    /// connection (what a held push notification asks, Services/Push.swift).
+    /// connection (what a held push notification asks, OutgoingCalls/Push.swift).
     private var appendedThrough: Int64 = 0
     private var takenThrough: Int64 = 0
     private var wroteThrough: Int64 = 0
@@ -217,7 +217,7 @@ final class EventHub: @unchecked Sendable {
     /// The highest sequence number a finished writer took.
     private var highestFinished: Int64 = 0
     /// PostgreSQL: every number up to here that another server took is committed or never
-    /// will be (StreamPositions.swift; `advance`). On SQLite this server takes every number.
+    /// will be (Writers/StreamPositions.swift; `advance`). On SQLite this server takes every number.
     private var othersBound: Int64 = .max
     /// Every sequence number up to here is committed or will never be: no writer can still
     /// commit one. A changelog's "now" (read before its snapshot).
@@ -242,7 +242,7 @@ final class EventHub: @unchecked Sendable {
     private let queue: AsyncStream<@Sendable () async -> Void>
 
     /// The hub's thread: its queue runs there, and so do the tasks that feed it announcements
-    /// of other servers' commits (PeerFollower.swift), one hand-off between threads fewer.
+    /// of other servers' commits (Writers/PeerFollower.swift), one hand-off between threads fewer.
     let thread = ThreadExecutor(name: "parley-hub")
 
     init(order: WriteOrder) {
@@ -296,7 +296,7 @@ final class EventHub: @unchecked Sendable {
         }
     }
 
-    /// The writer registered as `ticket` (WriteOrder.swift) is done: `changes` are what it committed (nil when it failed; the next
+    /// The writer registered as `ticket` (Writers/WriteOrder.swift) is done: `changes` are what it committed (nil when it failed; the next
     /// writer takes the numbers it took). Queues every held event that no unfinished writer can
     /// still precede, and returns at once; `wait` later resumes when that batch is delivered.
     func finishWriter(_ ticket: Int, _ changes: CommittedChanges?) -> Delivery {
@@ -323,7 +323,7 @@ final class EventHub: @unchecked Sendable {
     }
 
     /// Every number up to `seq` that another server took is committed or never will be (the
-    /// bound, StreamPositions.swift, read after an announcement heard at `heardAt` or a commit
+    /// bound, Writers/StreamPositions.swift, read after an announcement heard at `heardAt` or a commit
     /// of this server's): their events are delivered once no unfinished writer of this server
     /// can precede them.
     func advance(committedThrough seq: Int64, heardAt: ContinuousClock.Instant? = nil) {
@@ -594,44 +594,6 @@ final class Delivery: @unchecked Sendable {
                 return false
             }
             if finished { continuation.resume() }
-        }
-    }
-}
-
-/// A task executor with a thread of its own, which runs its jobs in the order they come.
-final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
-    private let condition = NSCondition()
-    private var jobs: [UnownedJob] = []
-    /// The thread's pthread id once it runs (0 before).
-    private let threadID = Atomic<UInt>(0)
-
-    /// True on the executor's own thread.
-    var isCurrent: Bool { threadID.load(ordering: .acquiring) == UInt(pthread_self()) }
-
-    init(name: String) {
-        let thread = Thread { [self] in self.run() }
-        thread.name = name
-        thread.start()
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        condition.lock()
-        jobs.append(job)
-        condition.signal()
-        condition.unlock()
-    }
-
-    private func run() {
-        threadID.store(UInt(pthread_self()), ordering: .releasing)
-        var batch: [UnownedJob] = []
-        while true {
-            condition.lock()
-            while jobs.isEmpty { condition.wait() }
-            swap(&batch, &jobs)
-            condition.unlock()
-            for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
-            batch.removeAll(keepingCapacity: true)
         }
     }
 }

@@ -3,15 +3,26 @@ import Hummingbird
 import Logging
 import NIOCore
 
+/// What a route tells the request runner before its handler runs (`RequestRunner.run`).
+struct RouteHints: OptionSet, Sendable {
+    let rawValue: Int
+    /// The request most likely stores one new message: on PostgreSQL the writer takes its id
+    /// with its first statement.
+    static let sendsMessage = RouteHints(rawValue: 1 << 0)
+    /// The request answers with a changelog's "now": on PostgreSQL the hub first catches up
+    /// with every commit made so far.
+    static let readsNow = RouteHints(rawValue: 1 << 1)
+}
+
 enum RouteHandler: Sendable {
-    case plain(Handler)
+    case plain(Handler, RouteHints = [])
     /// A handler whose request is first worked on outside the write lock (CPU work on its body:
     /// Messages.prepareUpload makes the thumbnails of an upload), not yet authorized for it.
-    case prepared(@Sendable (inout Ctx) throws -> Void, Handler)
+    case prepared(@Sendable (inout Ctx) throws -> Void, Handler, RouteHints = [])
     /// A handler that runs its own transactions around an outgoing call it waits for
-    /// (Services/Translation.swift), given the admin token to authenticate with.
-    case outside(@Sendable (Service, Ctx, _ apiToken: String) async throws -> Reply)
-    /// The event stream: a long-lived response, opened outside `Service.run` (Services/EventStream.swift).
+    /// (OutgoingCalls/Translation.swift), given the admin token to authenticate with.
+    case outside(@Sendable (RequestRunner, Ctx, _ apiToken: String) async throws -> Reply)
+    /// The event stream: a long-lived response, opened outside `RequestRunner.run` (Services/EventStream.swift).
     case events
     /// A health check: answered before any credential check (Services/Health.swift).
     case health(HealthProbe)
@@ -92,7 +103,7 @@ enum Routes {
         ("/v3/users/:user_id/push_preference", [.get: .plain(Push.getPreference), .put: .plain(Push.setPreference)]),
         ("/v3/users/:user_id/push_preference/:channel_url", [.get: .plain(Push.getChannelPreference), .put: .plain(Push.setChannelPreference)]),
         ("/v3/users/:user_id/my_group_channels", [.get: .plain(Channels.listMine)]),
-        ("/v3/users/:user_id/my_group_channels/changelogs", [.get: .plain(Sync.channelChangelogs)]),
+        ("/v3/users/:user_id/my_group_channels/changelogs", [.get: .plain(Sync.channelChangelogs, .readsNow)]),
         ("/v3/users/:user_id/my_group_channels/leave", [.put: .plain(Users.leaveAll)]),
         ("/v3/users/:user_id/events", [.get: .events]),
         ("/v3/group_channels", [.get: .plain(Channels.listAll), .post: .plain(Channels.create)]),
@@ -117,12 +128,12 @@ enum Routes {
         ("/v3/group_channels/:channel_url/metadata/:key", [.get: .plain(Meta.getOne), .put: .plain(Meta.updateOne), .delete: .plain(Meta.deleteOne)]),
         ("/v3/group_channels/:channel_url/metacounter", [.get: .plain(Meta.getAll), .post: .plain(Meta.create), .put: .plain(Meta.updateMany), .delete: .plain(Meta.deleteAll)]),
         ("/v3/group_channels/:channel_url/metacounter/:key", [.get: .plain(Meta.getOne), .put: .plain(Meta.updateOne), .delete: .plain(Meta.deleteOne)]),
-        ("/v3/group_channels/:channel_url/messages", [.get: .plain(Messages.list), .post: .prepared(Messages.prepareUpload, Messages.send)]),
+        ("/v3/group_channels/:channel_url/messages", [.get: .plain(Messages.list), .post: .prepared(Messages.prepareUpload, Messages.send, .sendsMessage)]),
         // Literal segments are matched before a parameter in the same place (".../messages/:message_id").
         ("/v3/group_channels/:channel_url/messages/mark_as_read", [.put: .plain(Channels.markAsRead)]),
         ("/v3/group_channels/:channel_url/messages/mark_as_delivered", [.put: .plain(Channels.markAsDelivered)]),
         ("/v3/group_channels/:channel_url/messages/total_count", [.get: .plain(Messages.totalCount)]),
-        ("/v3/group_channels/:channel_url/messages/changelogs", [.get: .plain(Sync.messageChangelogs)]),
+        ("/v3/group_channels/:channel_url/messages/changelogs", [.get: .plain(Sync.messageChangelogs, .readsNow)]),
         ("/v3/group_channels/:channel_url/messages_gap", [.get: .plain(Sync.messagesGap)]),
         ("/v3/group_channels/:channel_url/messages/:message_id", [.get: .plain(Messages.get), .put: .plain(Messages.update), .delete: .plain(Messages.delete)]),
         ("/v3/group_channels/:channel_url/messages/:message_id/reactions", [.get: .plain(Messages.listReactions), .post: .plain(Messages.addReaction), .delete: .plain(Messages.removeReaction)]),
@@ -131,7 +142,7 @@ enum Routes {
         ("/v3/group_channels/:channel_url/messages/:message_id/translation", [.post: .outside(Translation.translateMessage)]),
         ("/v3/group_channels/:channel_url/messages/:message_id/sorted_metaarray", [.post: .plain(Messages.addMetaArray), .put: .plain(Messages.updateMetaArray)]),
         ("/v3/group_channels/:channel_url/polls", [.get: .plain(Polls.list), .post: .plain(Polls.create)]),
-        ("/v3/group_channels/:channel_url/polls/changelogs", [.get: .plain(Polls.changelogs)]),
+        ("/v3/group_channels/:channel_url/polls/changelogs", [.get: .plain(Polls.changelogs, .readsNow)]),
         ("/v3/group_channels/:channel_url/polls/:poll_id", [.get: .plain(Polls.get), .put: .plain(Polls.update), .delete: .plain(Polls.delete)]),
         ("/v3/group_channels/:channel_url/polls/:poll_id/close", [.put: .plain(Polls.close)]),
         ("/v3/group_channels/:channel_url/polls/:poll_id/vote", [.put: .plain(Polls.vote)]),

@@ -101,7 +101,7 @@ enum Reply {
     case file(bytes: [UInt8], contentType: String)
 }
 
-typealias Handler = @Sendable (ServerState, inout Ctx) async throws -> Reply
+typealias Handler = @Sendable (RequestState, inout Ctx) async throws -> Reply
 
 struct ServerConfig: Sendable {
     let apiToken: String
@@ -114,7 +114,7 @@ struct ServerConfig: Sendable {
     var trustedProxies = TrustedProxies()
     /// PARLEY_TEST_HOOKS=1: an admin write may carry `Parley-Test-Hold-Ms: N` (at most 10,000)
     /// and then waits N ms after its handler ran, before its last statement (its numbers
-    /// taken; on PostgreSQL the write turn held, its transaction usually not yet begun). Tests
+    /// taken; on PostgreSQL its locks held, its transaction usually not yet begun). Tests
     /// use it to hold one writer while others run.
     var testHooks = false
 }
@@ -125,8 +125,8 @@ struct ParleyResponder: HTTPResponder {
     typealias Context = ParleyRequestContext
     private let router: RouterResponder<ParleyRequestContext>
 
-    init(service: Service, config: ServerConfig, logger: Logger) {
-        let endpoint = Endpoint(service: service, config: config)
+    init(runner: RequestRunner, config: ServerConfig, logger: Logger) {
+        let endpoint = Endpoint(runner: runner, config: config)
         router = Routes.router(logger: logger, trustedProxies: config.trustedProxies, serve: endpoint.handle).buildResponder()
     }
 
@@ -155,18 +155,18 @@ struct ParleyResponder: HTTPResponder {
 /// A request the router matched to a handler (unknown paths and methods never get here, so
 /// they are 404 and 405 without credentials).
 struct Endpoint: Sendable {
-    let service: Service
+    let runner: RequestRunner
     let config: ServerConfig
 
     /// GET /metrics: with a metrics token configured, only for `Authorization: Bearer TOKEN`.
-    static func metrics(_ request: Request, service: Service, config: ServerConfig) async throws -> Response {
+    static func metrics(_ request: Request, runner: RequestRunner, config: ServerConfig) async throws -> Response {
         if let token = config.metricsToken {
             guard let given = request.headers[.authorization], given == "Bearer " + token else {
                 throw APIError(status: 401, code: 400108, message: "/metrics needs \"Authorization: Bearer\" with the metrics token.")
             }
         }
         var buffer = ByteBuffer()
-        buffer.writeBytes(await ServerMetrics.shared.exposition(shared: service.shared))
+        buffer.writeBytes(await ServerMetrics.shared.exposition(shared: runner.shared))
         return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                         body: ResponseBody(byteBuffer: buffer))
     }
@@ -177,8 +177,8 @@ struct Endpoint: Sendable {
         let queryPart = rawPath.firstIndex(of: "?").map { rawPath[rawPath.index(after: $0)...] }
         let method = request.method.rawValue.uppercased()
         let contentType = request.headers[.contentType] ?? ""
-        if case .health(let probe) = handler { return await Health.answer(probe, service: service) }
-        if case .metrics = handler { return try await Self.metrics(request, service: service, config: config) }
+        if case .health(let probe) = handler { return await Health.answer(probe, runner: runner) }
+        if case .metrics = handler { return try await Self.metrics(request, runner: runner, config: config) }
 
         // Credentials and size before a byte of the body is read: a stranger's request, or an
         // oversized one, costs no more than its head. A first login is committed here, so
@@ -186,7 +186,7 @@ struct Endpoint: Sendable {
         // reload of everything from storage).
         let now = nowMillis()
         if try !Caller.hasAdminToken(request.headers, apiToken: config.apiToken) {
-            _ = try await service.run(readOnly: true) { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
+            _ = try await runner.run(readOnly: true) { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
         }
         let (body, bodyObject) = try await Self.readBody(request, contentType: contentType, config: config)
         let query = Query(queryPart)
@@ -198,19 +198,22 @@ struct Endpoint: Sendable {
             contentType: contentType, headers: request.headers, record: record)
 
         if case .events = handler {
-            return try await EventStream.open(service: service, config: config, ctx: ctx, connection: connection)
+            return try await EventStream.open(runner: runner, config: config, ctx: ctx, connection: connection)
         }
         if case .outside(let handler) = handler {
-            let reply = try await handler(service, ctx, config.apiToken)
+            let reply = try await handler(runner, ctx, config.apiToken)
             return Self.response(reply)
         }
         let run: Handler
+        let hints: RouteHints
         switch handler {
-        case .plain(let handler):
+        case .plain(let handler, let routeHints):
             run = handler
-        case .prepared(let prepare, let handler):
+            hints = routeHints
+        case .prepared(let prepare, let handler, let routeHints):
             try prepare(&ctx)
             run = handler
+            hints = routeHints
         default:
             throw APIError.notFound("Route")
         }
@@ -219,9 +222,8 @@ struct Endpoint: Sendable {
         // A statement the database refuses, after the handler: the request fails in the
         // database itself, inside whatever transaction it shares with others.
         let failsStatement = config.testHooks && request.headers[HTTPField.Name("Parley-Test-Fail-Statement")!] == "1"
-        let sendsMessage = method == "POST" && route == "/v3/group_channels/:channel_url/messages"
-        let reply = try await service.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL],
-                                          sendsMessage: sendsMessage, readsNow: route.hasSuffix("/changelogs")) { state in
+        let reply = try await runner.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL],
+                                         sendsMessage: hints.contains(.sendsMessage), readsNow: hints.contains(.readsNow)) { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
             let reply = try await run(state, &ctx)

@@ -98,13 +98,13 @@ final class ServerMetrics: Sendable {
             "Channels read in the same statement as other servers' events that changed them (PostgreSQL); counted in channel_loads too."))
         announcementsSent = registry.makeCounter(descriptor: Self.name(
             "commit_announcements", "total",
-            "PostgreSQL: wake-ups sent to the other servers after commits, each for every commit since the last (Storage/Postgres/CommitFollowUp.swift)."))
+            "PostgreSQL: wake-ups sent to the other servers after commits, each for every commit since the last (Writers/CommitFollowUp.swift)."))
         writesRetried = registry.makeCounter(descriptor: Self.name(
             "writes_retried", "total",
             "PostgreSQL: write transactions run again after a deadlock, a serialization failure or a user changed by another writer meanwhile."))
         writesBatched = registry.makeCounter(descriptor: Self.name(
             "writes_batched", "total",
-            "PostgreSQL: writes committed in the transaction of an earlier writer of their channel, not in one of their own (Requests/ChannelBatch.swift)."))
+            "PostgreSQL: writes committed in the transaction of an earlier writer of their channel, not in one of their own (Writers/ChannelBatch.swift)."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
             "event_stream_resyncs", "total",
             "resync frames sent to this server's streams because it fell behind the event log's retention."))

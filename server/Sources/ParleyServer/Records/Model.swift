@@ -193,7 +193,7 @@ struct MessageRecord: Codable, Sendable {
     /// The poll the message carries (Services/Polls.swift); nil or 0: none. Optional so that
     /// records of the old layout (LegacyImport.swift), which have no poll, still decode.
     var pollId: Int64? = nil
-    /// Translations of `message` by language tag (Services/Translation.swift); nil: none.
+    /// Translations of `message` by language tag (OutgoingCalls/Translation.swift); nil: none.
     var translations: [String: String]? = nil
 }
 

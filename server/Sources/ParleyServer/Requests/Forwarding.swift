@@ -1,8 +1,8 @@
 // What the services see of a request (Services/Interfaces.swift): each protocol is the
-// interface of one store of the request's current attempt (Stores/), and `ServerState`
+// interface of one store of the request's current attempt (Stores/), and `RequestState`
 // passes each call to it.
 
-extension ServerState: UserRecords {
+extension RequestState: UserRecords {
     func loadUsers<S: Sequence>(_ ids: S) async throws where S.Element == String { try await stores.users.loadUsers(ids) }
     func user(_ id: String) async throws -> UserRecord { try await stores.users.user(id) }
     func userIfExists(_ id: String) async throws -> UserRecord? { try await stores.users.userIfExists(id) }
@@ -22,7 +22,7 @@ extension ServerState: UserRecords {
     }
 }
 
-extension ServerState: ChannelRecords {
+extension RequestState: ChannelRecords {
     func loadChannels(_ urls: [String]) async throws { try await stores.channels.loadChannels(urls) }
     func channel(_ url: String) async throws -> ChannelRecord { try await stores.channels.channel(url) }
     func channelIfExists(_ url: String) async throws -> ChannelRecord? { try await stores.channels.channelIfExists(url) }
@@ -57,7 +57,7 @@ extension ServerState: ChannelRecords {
     var verify: Bool { shared.verify }
 }
 
-extension ServerState: MessageRecords {
+extension RequestState: MessageRecords {
     func save(_ m: MessageRecord) async throws { try await stores.messages.save(m) }
     func messageRecord(_ id: Int64) async throws -> MessageRecord? { try await stores.messages.messageRecord(id) }
     func deleteMessage(_ m: MessageRecord, at now: Int64) async throws { try await stores.messages.deleteMessage(m, at: now) }
@@ -96,7 +96,7 @@ extension ServerState: MessageRecords {
     func deleteFile(_ id: String) async throws { try await stores.messages.deleteFile(id) }
 }
 
-extension ServerState: PollRecords {
+extension RequestState: PollRecords {
     func allocatePollId() async throws -> Int64 { try await stores.polls.allocatePollId() }
     func save(_ p: PollRecord) async throws { try await stores.polls.save(p) }
     func pollRecord(_ id: Int64) async throws -> PollRecord? { try await stores.polls.pollRecord(id) }
@@ -126,14 +126,14 @@ extension ServerState: PollRecords {
     }
 }
 
-extension ServerState: ReportRecords {
+extension RequestState: ReportRecords {
     func allocateReportId() async throws -> Int64 { try await stores.reports.allocateReportId() }
     func save(_ r: ReportRecord) async throws { try await stores.reports.save(r) }
     func reports(after: Int64, limit: Int) async throws -> [ReportRecord] { try await stores.reports.reports(after: after, limit: limit) }
     func hasReports() async throws -> Bool { try await stores.reports.hasReports() }
 }
 
-extension ServerState: EventEmitter, EventLog, ChangeSequence {
+extension RequestState: EventEmitter, EventLog, ChangeSequence {
     func emit(_ category: String, channelUrl: String, to recipients: Set<String>, fields: [(String, JSON?)], now: Int64) {
         stores.events.emit(category, channelUrl: channelUrl, to: recipients, fields: fields, now: now)
     }
@@ -154,7 +154,7 @@ extension ServerState: EventEmitter, EventLog, ChangeSequence {
     func currentSeq() async throws -> Int64 { stores.tx.currentSeq() }
 }
 
-extension ServerState: Rendering {
+extension RequestState: Rendering {
     func render(_ messages: [MessageRecord], _ view: MessageView) async throws -> [JSON] {
         try await stores.renderer.render(messages, view)
     }
@@ -175,13 +175,13 @@ extension ServerState: Rendering {
     func lastMessage(_ channel: ChannelRecord, for userId: String?) -> MessageRecord? { stores.renderer.lastMessage(channel, for: userId) }
 }
 
-extension ServerState: ApplicationRecords {
+extension RequestState: ApplicationRecords {
     func applicationSettings() async throws -> ApplicationSettings { try await stores.settings.applicationSettings() }
     func storeApplicationSettings(_ values: [String: String?]) async throws { try await stores.settings.storeApplicationSettings(values) }
     func joinedChannelCount(of userId: String) async throws -> Int { try await stores.channels.joinedChannelCount(of: userId) }
 }
 
-extension ServerState: WebhookRecords {
+extension RequestState: WebhookRecords {
     var hookDefaults: HookDefaults { shared.webhooks.defaults }
     func storedWebhookSettings() async throws -> String? { try await stores.settings.storedWebhookSettings() }
     func webhookSettings() async throws -> WebhookSettings { try await stores.settings.webhookSettings() }

@@ -3,7 +3,7 @@
 /// request writes the changes of the records kept in memory (`pending`) at its end, with what
 /// the stores wrote as they went, and commits before it answers; a read request (a GET) runs
 /// in a read transaction beside the writers. A backend may run a transaction again: each
-/// attempt has a transaction, and stores, of its own (`ServerState.startAttempt`).
+/// attempt has a transaction, and stores, of its own (`RequestState.startAttempt`).
 final class RequestTransaction {
     let shared: SharedState
     let readOnly: Bool
@@ -72,8 +72,8 @@ final class RequestTransaction {
 
     // Only writers take numbers: on SQLite one writer at a time, each from the counters the
     // previous one committed; on PostgreSQL from sequences, after the locks of the channels
-    // the numbers change (StreamPositions.swift). A read request that takes one fails
-    // (`ServerState.handleReading`).
+    // the numbers change (Writers/StreamPositions.swift). A read request that takes one fails
+    // (`RequestState.handleReading`).
 
     /// Notes that the request takes a number (a reader that does must run again as a writer).
     func willTakeNumber() {
@@ -85,7 +85,7 @@ final class RequestTransaction {
         if sideBySide {
             if let number = freshNumbers.popFirst() { return number }
             // Ran out: the attempt fails at its end and runs again taking more
-            // (`ServerState.handleWriting`). A number no row keeps until then.
+            // (`RequestState.handleWriting`). A number no row keeps until then.
             numbersShort += 1
             return -Int64(numbersShort)
         }

@@ -43,7 +43,7 @@ struct Counters: Sendable, Equatable {
 
 /// What every request shares: the database, the counters as committed, the record cache, the
 /// open event streams and who is online. Each part guards itself; `committed` is
-/// changed only by the writer that holds `Service`'s lock.
+/// changed only by the SQLite writer that holds the write lock (Writers/SQLiteWriters.swift).
 final class SharedState: @unchecked Sendable {
     let database: any SQLDatabase
     let retention: Int
@@ -53,7 +53,7 @@ final class SharedState: @unchecked Sendable {
     let uploadLimit: Int
     /// The application settings where the database stores none (the command line's).
     let applicationDefaults: ApplicationSettings
-    /// The webhook endpoints in force (Services/Webhooks.swift).
+    /// The webhook endpoints in force (OutgoingCalls/Webhooks.swift).
     let webhooks: WebhookRegistry
     /// Committed channels and users kept between requests.
     let cache = RecordCache(channels: 2_000, users: 20_000)
@@ -62,8 +62,8 @@ final class SharedState: @unchecked Sendable {
     let hub: EventHub
     /// Set once a stop was asked for (Operations/Lifecycle.swift): readiness answers 503.
     let stop = StopRequest()
-    /// The counters as of this server's last commit (a SQLite writer starts from a copy of
-    /// them; on PostgreSQL they are read at start only, for the hub's first watermark).
+    /// SQLite: the counters as of this server's last commit (a writer starts from a copy of
+    /// them). PostgreSQL numbers from sequences and leaves them at their start.
     var committed = Counters()
     /// This server among others on one PostgreSQL database: it ignores its own announcements.
     let nodeId = randomHex(8)

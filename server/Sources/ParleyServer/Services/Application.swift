@@ -52,7 +52,8 @@ protocol ApplicationRecords: AnyObject {
     /// Stores values (nil: the server's default again) in the request's transaction.
     func storeApplicationSettings(_ values: [String: String?]) async throws
     /// The group channels the user has joined, counted in the request's (write) transaction:
-    /// writers take turns, so two joins of one user count one after the other.
+    /// two joins of one user count one after the other (one SQLite writer at a time; on
+    /// PostgreSQL a lock named by the user, `ChannelStore.joinedChannelCount`).
     func joinedChannelCount(of userId: String) async throws -> Int
 }
 

@@ -9,7 +9,7 @@ enum EventStream {
     /// What the event stream uses of a request (Services/Interfaces.swift).
     typealias Needs = UserRecords & ChannelRecords & EventLog
 
-    static func open(service: Service, config: ServerConfig, ctx: Ctx, connection: any Channel) async throws -> Response {
+    static func open(runner: RequestRunner, config: ServerConfig, ctx: Ctx, connection: any Channel) async throws -> Response {
         let userId = try ctx.param(.userId)
         let lastEventField = HTTPField.Name("Last-Event-ID")!
         let lastEventText = ctx.headers[lastEventField] ?? ctx.input.query.first("last_event_id")
@@ -20,11 +20,11 @@ enum EventStream {
         }
         let lastEventId = requestedLastEventId
         let outbox = Outbox()
-        let expiresAt: Int64 = try await service.run(readOnly: true) { s in
+        let expiresAt: Int64 = try await runner.run(readOnly: true) { s in
             try await admit(s, userId: userId, ctx: ctx, config: config, now: ctx.now)
         }
-        let hub = service.shared.hub
-        let cluster = service.shared.cluster
+        let hub = runner.shared.hub
+        let cluster = runner.shared.cluster
         // Several servers: the limit counts the user's streams on every one of them.
         try await cluster?.admit(userId, limit: config.maxStreamsPerUser)
         let admission = Admission()
@@ -34,7 +34,7 @@ enum EventStream {
             // A resume replays what every server committed up to now: a client may come from
             // another server, or have written just before (on PostgreSQL this server's own
             // commits are delivered once the bound, read after them, passes them).
-            if lastEventId != nil { try await service.catchUp() }
+            if lastEventId != nil { try await runner.catchUp() }
             // On the hub's queue: the replay covers the events delivered so far, the stream is
             // registered before the next delivery, so nothing falls between the two.
             subscriberId = try await hub.inOrder {
@@ -44,7 +44,7 @@ enum EventStream {
                                    message: "\"\(userId)\" already has \(open) open event streams (at most \(config.maxStreamsPerUser)).")
                 }
                 let delivered = hub.deliveredThrough
-                let frames: [String] = try await service.read { s in
+                let frames: [String] = try await runner.read { s in
                     try await replay(s, userId: userId, after: lastEventId, delivered: delivered, ctx: ctx, config: config, now: now)
                 }
                 for frame in frames { outbox.append(frame) }
@@ -85,13 +85,13 @@ enum EventStream {
             // Before the user may count as offline: the events written to a connection that
             // was not lost reached the client, so their held push notifications are dropped.
             if !writeFailed && connectionEnd?.lost != true {
-                service.shared.pushHold.reached(userId, through: outbox.writtenThrough)
+                runner.shared.pushHold.reached(userId, through: outbox.writtenThrough)
             }
             let removedHere = hub.remove(subscriberId) != nil
             // The last-seen time is committed before the other servers hear that the stream
             // closed: a server that shows the user offline shows when they were last seen.
-            if removedHere, !service.shared.isOnline(userId) {
-                _ = try? await service.run { s in try await markLastSeen(s, userId: userId, at: nowMillis()) }
+            if removedHere, !runner.shared.isOnline(userId) {
+                _ = try? await runner.run { s in try await markLastSeen(s, userId: userId, at: nowMillis()) }
             }
             if admission.end() { await cluster?.release(userId) }
         }

@@ -14,12 +14,12 @@ enum Health {
     /// How long the database may take to answer the readiness check.
     static let databaseTimeoutMillis = 2_000
 
-    static func answer(_ probe: HealthProbe, service: Service) async -> Response {
+    static func answer(_ probe: HealthProbe, runner: RequestRunner) async -> Response {
         switch probe {
         case .live:
             return ParleyResponder.json(object([("status", "live"), ("version", ServerVersion.string)]))
         case .ready:
-            let shared = service.shared
+            let shared = runner.shared
             let schema = await schemaState(shared.database)
             // From the stop signal on, through the drain: a balancer takes the server out.
             let streams = shared.hub.isShuttingDown || shared.stop.isRequested ? "closing" : "accepting"

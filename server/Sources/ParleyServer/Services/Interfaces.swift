@@ -3,11 +3,11 @@
 // `ReportStore`, `EventStore` for events and typing, `SettingsStore` for the application's and
 // webhooks' settings; `RecordRenderer`, Events/Render.swift), each with its queries beside it,
 // over one `RequestTransaction` (its transaction, the numbers it took, what it writes and
-// announces at its end). The protocols below are the stores' interfaces; `ServerState`, the
+// announces at its end). The protocols below are the stores' interfaces; `RequestState`, the
 // request, passes each call on to its store (Requests/Forwarding.swift), and each service
 // names the protocols it uses (`Channels.Needs`, `Messages.Needs`, `EventStream.Needs`, ...). A
 // handler that runs inside a request sees no SQL, transaction, record cache, counters or hub:
-// the compiler holds each to what it names. Two entry points are given the `Service` itself:
+// the compiler holds each to what it names. Two entry points are given the `RequestRunner` itself:
 // the health check (its own SQL) and the opening of an event stream (the hub's queue and the
 // cluster's presence).
 //

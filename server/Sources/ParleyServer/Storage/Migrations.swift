@@ -217,7 +217,7 @@ enum Migrations {
 
     /// Writers of different channels run side by side on every server: numbers come from
     /// sequences (started after the counters of `meta`) and readers deliver up to the bound of
-    /// Storage/Postgres/StreamPositions.swift. Every server of the database must run this
+    /// Writers/StreamPositions.swift. Every server of the database must run this
     /// version or later (docs/SERVER.md, upgrades).
     static let streamPositions = Migration(
         version: 18, summary: "PostgreSQL: numbers from sequences; writers of different channels side by side", ddl: "",

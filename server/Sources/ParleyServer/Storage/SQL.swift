@@ -159,7 +159,7 @@ protocol SQLDatabase: Sendable {
     /// commits with it. PostgreSQL thus spares BEGIN and COMMIT, a round trip each, where the
     /// body reads, then writes once; the channel locks a body takes there are the session's
     /// until its last statement keeps them to the commit (`parley_hold_to_commit`,
-    /// Storage/Postgres/StreamPositions.swift).
+    /// Writers/StreamPositions.swift).
     /// By default a `write`.
     func writeBeginningLate<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
     /// Closes every connection; later calls fail.
@@ -179,7 +179,7 @@ extension SQLDatabase {
 /// A database whose writers can share one commit (SQLite: one writer, and a commit's fsync
 /// costs more than most requests). A member's changes are its own — they roll back alone
 /// when it fails — but become durable only with `commitGroup` and `durable`, which every
-/// member waits for before it answers (Service.swift).
+/// member waits for before it answers (Writers/SQLiteWriters.swift).
 protocol GroupCommitting: SQLDatabase {
     /// Runs `body` in the open group transaction (beginning one if none is open), inside a
     /// savepoint of its own: undone alone when it throws.

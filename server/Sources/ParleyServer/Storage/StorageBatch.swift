@@ -1,7 +1,7 @@
 import Foundation
 
 // What a request changed of the channels and users it loaded, written in its transaction
-// before it commits (ServerState.handleWriting). The tables are the schema of Storage/Migrations.swift.
+// before it commits (RequestState.handleWriting). The tables are the schema of Storage/Migrations.swift.
 
 /// One entry of the global event log (drives SSE fan-out and `Last-Event-ID` resume).
 struct StoredEvent: Sendable {

@@ -237,10 +237,8 @@ enum ChannelQueries {
             """, [id, id, id, id, id]).map { $0.text(0) }.sorted()
     }
 
-    /// The group channels the user has joined. Writers take turns (one SQLite writer; on
-    /// PostgreSQL the write turn, Storage/Postgres/WriteTurn.swift, held from a writer's start
-    /// to its commit), so a count and the join it allows are not interleaved with another
-    /// join of the same user.
+    /// The group channels the user has joined. The caller keeps a count and the join it allows
+    /// apart from another join of the same user (`ChannelStore.joinedChannelCount`).
     static func joinedChannelCount(of userId: String, _ db: any SQLSession) async throws -> Int {
         let row = try await db.queryOne("SELECT count(*) FROM members WHERE user_id = ? AND state = 'joined'", [.text(userId)])
         return Int(row?.int(0) ?? 0)

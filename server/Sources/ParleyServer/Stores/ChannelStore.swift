@@ -32,7 +32,7 @@ final class ChannelStore: ChannelRecords {
     /// The messages this request stored, by id: a channel's new last message is usually one.
     private var storedMessages: [Int64: MessageRecord] = [:]
     /// A writer of a SQLite commit group or of a PostgreSQL channel batch: the channels the
-    /// earlier members wrote, as they left them (`ServerState.groupChannels`).
+    /// earlier members wrote, as they left them (`RequestState.groupChannels`).
     private let groupChannels: GroupChannels?
 
     init(_ tx: RequestTransaction, users: UserStore, groupChannels: GroupChannels?) {
@@ -347,7 +347,7 @@ final class ChannelStore: ChannelRecords {
     private func lockChannels(_ urls: [String], busyKey: Int64, messageIds: Int = 0, users shown: [String] = [],
                               _ db: any SQLSession) async throws {
         // Noted before it is sent: a failure gives up whatever it took.
-        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)))
+        StreamPositions.noteSessionLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)), in: db)
         let rows: [SQLRow]
         do {
             rows = try await db.query("SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?)",
@@ -377,7 +377,7 @@ final class ChannelStore: ChannelRecords {
     }
 
     /// PostgreSQL: a member of a channel batch starts from what the member before it read for
-    /// it (Requests/ChannelBatch.swift) instead of its own first statement: the batch holds the
+    /// it (Writers/ChannelBatch.swift) instead of its own first statement: the batch holds the
     /// channel's lock, and `channel` is the channel as that member left it.
     private func usePrefetched(_ prefetched: ChannelBatch.Prefetched, channel: CachedChannel, sendsMessage: Bool) {
         lockedChannels[channel.channel.url] = (channel.version, channel.lastMessageSeq)
@@ -392,14 +392,14 @@ final class ChannelStore: ChannelRecords {
     private func lockForWriters(_ name: String) async throws {
         guard tx.sideBySide, !tx.readOnly else { return }
         let db = try db
-        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(names: [name]))
+        StreamPositions.noteSessionLocks(StreamPositions.Locks(names: [name]), in: db)
         _ = try await db.query("SELECT 1 FROM pg_advisory_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
     }
 
     // MARK: the record cache
 
     /// What a writer whose channel batch continues reads for the next member with its last
-    /// statement (Requests/ChannelBatch.swift): numbers, and the users the channel shows.
+    /// statement (Writers/ChannelBatch.swift): numbers, and the users the channel shows.
     func prefetchExpression(for channelHint: String?) -> SQLExpression? {
         channelHint.flatMap { loadedChannels[$0] }.map {
             ChannelBatch.Prefetched.expression(numbers: tx.numbersPerLock, users: usersShown(by: $0).sorted())

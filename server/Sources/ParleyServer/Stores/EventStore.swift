@@ -9,11 +9,11 @@ final class EventStore: EventEmitter {
     private var cache: RecordCache { shared.cache }
     private var db: any SQLSession { get throws { try tx.db } }
 
-    /// Webhook calls this request queues, stored with its changes (Operations/HookDeliveries.swift).
+    /// Webhook calls this request queues, stored with its changes (OutgoingCalls/HookDeliveries.swift).
     private var pendingHookCalls: [QueuedHookCall] = []
     /// The bodies of the webhook calls queued.
     private var queuedHookBodies: Set<String> = []
-    /// Push notifications held until the request commits (Services/Push.swift).
+    /// Push notifications held until the request commits (OutgoingCalls/Push.swift).
     private(set) var heldPushes: [HeldPush] = []
 
     init(_ tx: RequestTransaction, channels: ChannelStore, users: UserStore) {
@@ -66,14 +66,13 @@ final class EventStore: EventEmitter {
     /// SQLite: keeps the newest `retention` events for resumes, pruned back to it in every
     /// write that takes the log past it: older ones go, and `prunedThrough` says up to where
     /// (a pending counter). Runs before the request's events are written (see
-    /// `ServerState.handleWriting`), or after them when they alone are more than the retention.
-    /// PostgreSQL prunes apart from the writers (`Service.pruneLog`).
+    /// `RequestState.handleWriting`), or after them when they alone are more than the retention.
+    /// PostgreSQL prunes apart from the writers (`PostgresWriters.pruneLog`).
     func pruneEvents(adding added: Int, _ db: any SQLSession) async throws {
         if tx.sideBySide { return }
         let retention = shared.retention
         tx.counters.storedEvents += added
-        let slack = db.dialect == .postgres ? retention / 10 : 0
-        guard tx.counters.storedEvents > retention + slack else { return }
+        guard tx.counters.storedEvents > retention else { return }
         let drop = tx.counters.storedEvents - retention
         guard let boundary = try await db.queryOne("SELECT id FROM events ORDER BY id LIMIT 1 OFFSET \(drop - 1)")?.int(0)
         else { return }
@@ -81,9 +80,6 @@ final class EventStore: EventEmitter {
         tx.pending.counters["pruned_through"] = boundary
         tx.counters.prunedThrough = boundary
         tx.counters.storedEvents = retention
-        // Also when this write takes no number (and so announces nothing): the next writer
-        // reads the log's size from here.
-        if db.dialect == .postgres { tx.pending.counters["stored_events"] = Int64(retention) }
     }
 
     /// The retained events after `last` up to `through` addressed to `userId`, oldest first.
@@ -228,7 +224,7 @@ final class EventStore: EventEmitter {
         tx.append(event)
     }
 
-    /// A call to the push gateway or the translator (Services/Push.swift, Translation.swift).
+    /// A call to the push gateway or the translator (OutgoingCalls/Push.swift, Translation.swift).
     func queueHookCall(_ call: QueuedHookCall) { pendingHookCalls.append(call) }
 
     func holdPush(_ push: HeldPush) {

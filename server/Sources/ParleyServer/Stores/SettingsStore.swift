@@ -25,7 +25,7 @@ final class SettingsStore {
         }
     }
 
-    // MARK: webhooks (Services/Webhooks.swift)
+    // MARK: webhooks (OutgoingCalls/Webhooks.swift)
 
     var hookDefaults: HookDefaults { shared.webhooks.defaults }
 

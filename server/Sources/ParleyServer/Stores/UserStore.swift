@@ -138,7 +138,7 @@ final class UserStore: UserRecords {
         let ids = tx.pending.users.keys.sorted()
         guard !ids.isEmpty else { return }
         var current: [String: Int64] = [:]
-        (db as? PostgresSession)?.holdLocks(StreamPositions.Locks(users: Set(ids)))
+        StreamPositions.noteSessionLocks(StreamPositions.Locks(users: Set(ids)), in: db)
         for row in try await db.query("SELECT user_id, version FROM parley_lock_users(?)",
                                       [.text(JSON.array(ids.map { .string($0) }).serialized())]) {
             current[row.text(0)] = row.int(1)

@@ -18,7 +18,7 @@ final class PostgresDatabase: SQLDatabase {
     /// Pings the pools' idle connections (`PQPool.keepIdleAlive`).
     private let keepAlive: Task<Void, Never>
 
-    /// False while this server's own connection to PostgreSQL (PeerFollower.swift) is lost
+    /// False while this server's own connection to PostgreSQL (Writers/PeerFollower.swift) is lost
     /// and not yet back: requests then fail at once with `.unavailable` instead of waiting on
     /// a database that cannot answer, and those running are cut (`PQPool.abandonLeased`).
     private let reachable = Mutex(true)
@@ -37,7 +37,7 @@ final class PostgresDatabase: SQLDatabase {
 
     /// How long a session may sit between statements, in a transaction or holding a write's
     /// locks, before PostgreSQL ends it (docs/DEPLOYMENT.md): the longest a hung server holds
-    /// back the others (StreamPositions.swift). Longer than any pause of a healthy write,
+    /// back the others (Writers/StreamPositions.swift). Longer than any pause of a healthy write,
     /// including the test hook's hold (at most 5 s, ServerConfig.testHooks).
     static let idleSessionSeconds = 6
 
@@ -61,7 +61,7 @@ final class PostgresDatabase: SQLDatabase {
     /// connection holds a write's locks would hold them, and with them its channels' writers
     /// and every server's delivery of later numbers, for as long as it hangs: PostgreSQL ends
     /// such a session once it has been idle this long, inside a transaction or not (a write
-    /// takes its locks before it begins one, StreamPositions.swift). The check in `open` sends
+    /// takes its locks before it begins one, Writers/StreamPositions.swift). The check in `open` sends
     /// them too, so that a PostgreSQL that refuses one (`idle_session_timeout` needs 14) says
     /// so at startup. The application_name shows in pg_stat_activity.
     private static let poolStartupParameters = [
@@ -260,7 +260,7 @@ final class PostgresSession: SQLSession {
     private var late = LateTransaction.notBegun
 
     /// The advisory locks this session holds at session level for its write
-    /// (StreamPositions.swift): taken by statements that may run before BEGIN, they outlive
+    /// (Writers/StreamPositions.swift): taken by statements that may run before BEGIN, they outlive
     /// each statement; the write's last statement takes them again to the end of its
     /// transaction and gives up the session's (`StreamPositions.holdToCommitCall`), so they
     /// are held until the commit is visible.
@@ -283,10 +283,10 @@ final class PostgresSession: SQLSession {
     }
 
     /// Makes sure the transaction has begun (a write that will be continued by others:
-    /// Requests/ChannelBatch.swift).
+    /// Writers/ChannelBatch.swift).
     func beginTransaction() async throws { try await beginIfLate() }
 
-    /// A savepoint of a batch's member (Requests/ChannelBatch.swift); each member's shadows the
+    /// A savepoint of a batch's member (Writers/ChannelBatch.swift); each member's shadows the
     /// one before it.
     func savepoint() async throws { try await run("SAVEPOINT batch_member") }
 

@@ -21,8 +21,8 @@ final class ClusterPresence: @unchecked Sendable {
     static let forgetAfter: Int64 = 60_000
     /// Heartbeats between full reads of the other servers' rows (30 s).
     static let fullReadEvery = 15
-    /// The class of the per-user transaction lock that serializes stream admissions (the
-    /// two-key advisory locks are a space apart from the write turn's one-key lock).
+    /// The class of the per-user transaction lock that serializes stream admissions (two-key
+    /// advisory locks are a space apart from one-key locks such as a server's busy lock).
     private static let admissionLockClass: Int32 = 0x5052_4553  // "PRES"
     /// The class of the per-server lock: shared by admissions and releases, exclusive for a
     /// rewrite of the server's rows.

@@ -1,21 +1,13 @@
-// PostgreSQL: the functions of the write turn that migrations 4 to 16 made, through which
-// every write of every server on one database ran one at a time, numbering from `meta`.
-// Migration 18 replaced the turn (StreamPositions.swift) and drops them; they stay here so
-// that a database of any earlier version migrates through the same steps as it did.
+// PostgreSQL: the functions migrations 4 to 16 create, a lock every writer of every server
+// took in turn, numbering from `meta`. Migration 18 drops them (Writers/StreamPositions.swift); they
+// stay here so that a database of any earlier version migrates through the same steps.
 
 enum WriteTurn {
     /// The key of the turn's lock ("parleyWT" in ASCII); the migrations' lock is another key.
     static let lockKey: Int64 = 0x7061_726C_6579_5754
-    /// Where committed numbers are announced: the payload is "NODE SEQ", the server that
-    /// committed and the highest number it committed (a hint: readers go by the counters).
-    static let channel = "parley_events"
 
-    /// Takes the lock, waits for the writer that handed the turn over to end (`handover`),
-    /// then reads the counters in a snapshot taken after both (a PL/pgSQL statement in READ
-    /// COMMITTED takes a new snapshot per statement): one round trip for all. This form
-    /// (migration 4) holds the turn to the end of the transaction; the server now takes
-    /// `heldFunctionDefinition`'s, held by the connection. Both transaction forms stay for
-    /// servers of earlier migrations during an upgrade.
+    /// Takes the lock to the end of the transaction, waits for the writer that handed the
+    /// turn over to end, then reads the counters in a snapshot taken after both (migration 4).
     static let functionDefinition = """
         CREATE OR REPLACE FUNCTION parley_write_turn() RETURNS TABLE (counter TEXT, amount BIGINT)
         LANGUAGE plpgsql VOLATILE AS $$
@@ -71,53 +63,21 @@ enum WriteTurn {
     /// The turn to the end of the transaction, with the rows for a channel (migration 12).
     static let functionForChannelDefinition = turnForChannel("parley_write_turn_for", lock: "pg_advisory_xact_lock")
 
-    /// The turn held by the connection (a session lock), outside any transaction, with the
-    /// rows for a channel. The writer that holds it gives it up in its last statement
-    /// (`handover`); that statement also updates the row of `write_turn`, whose lock it keeps
-    /// to its commit, so the next writer, granted the turn at once, waits here for that
-    /// commit before it reads. The turn thus changes hands without a round trip of its own
-    /// after the commit, and a write that fits one statement needs no BEGIN or COMMIT.
+    /// The turn held by the connection (a session lock), with the rows for a channel; it
+    /// waits for the commit of the writer that updated the row of `write_turn` last
+    /// (migration 14).
     static let heldFunctionDefinition = turnForChannel("parley_take_write_turn", lock: "pg_advisory_lock")
 
-    /// The held turn taken by a statement that is a transaction of its own, as the server's
-    /// writes take it (migration 15). Waiting for the handover locks the handover row, which
-    /// gives that transaction an id, so its commit waited for a flush of the WAL to the disk
-    /// (with `synchronous_commit` on), inside the turn: every write paid a second sync, the
-    /// next writer waiting behind it. The transaction changes no data, so its commit need not
-    /// be durable: after a crash it is simply not there, and the write that follows (a
-    /// transaction of its own, synchronous) flushes the WAL up to its own commit, this one's
-    /// included. It must never run inside a larger transaction, whose commit would then not
-    /// wait for the disk either: `PostgresSession.turnStatementIsItsOwnTransaction` decides.
+    /// The held turn for a statement that is a transaction of its own, whose commit changes no
+    /// data and so waits for no sync of the WAL (migration 15).
     static let heldAloneFunctionDefinition = turnForChannel("parley_take_write_turn_alone", lock: "pg_advisory_lock", alone: true)
 
-    /// What a held turn's last statement adds: a write of the handover row (its lock held to
-    /// the commit) and, reading that write's result so that it runs after it, the number of
-    /// handovers it made (the writer's generation, see `claimFunctionDefinition`) and the
-    /// release of the turn. `name`: the name of the WITH part.
-    static func handover(as name: String) -> (write: String, generation: String, release: String) {
-        ("\(name) AS (UPDATE write_turn SET handovers = handovers + 1 WHERE id = 1 RETURNING handovers)",
-         "(SELECT handovers FROM \(name))",
-         "(SELECT pg_advisory_unlock(\(lockKey)) FROM \(name))")
-    }
-
     /// The SQLSTATE of a claim that finds the database moved on (`claimFunctionDefinition`).
-    static let claimRefusedState = "PRL01"
+    private static let claimRefusedState = "PRL01"
 
-    /// A turn claimed by the write's own statement, by a server that was the last to write
-    /// (migration 16). Every writer moves `write_turn.handovers` as it gives the turn up (the
-    /// handover; the transaction forms below move it as they take the turn), so a server that
-    /// handed over at number N and finds N there, holding the turn, knows nobody wrote since:
-    /// the counters are still the ones it committed and the snapshot of the statement that
-    /// claims is current. Such a server runs the request on its own copies of the counters and
-    /// of the named channel (`expected_version`, `expected_last_seq`: the cached copy's) and
-    /// sends the claim as the first column of its only statement; PostgreSQL evaluates it
-    /// before any part of the WITH, so the statement locks no row before it holds the turn
-    /// (a row locked while waiting for the turn could deadlock with the writer holding it).
-    /// If anything differs the claim fails with `claimRefusedState` and nothing is written:
-    /// the server gives the turn up and runs the write again the usual way (`take`).
-    ///
-    /// `take` 0: only checks, without the turn (a write that wrote nothing): what the
-    /// request read was current when the check ran.
+    /// A turn claimed in the write's own statement by the server that wrote last: it fails
+    /// with `claimRefusedState` when `write_turn.handovers` or the named channel moved since
+    /// (migration 16). `take` 0 only checks, without the turn.
     static let claimFunctionDefinition = """
         CREATE OR REPLACE FUNCTION parley_claim_write_turn(expected_handovers BIGINT, wanted_url TEXT,
             expected_version BIGINT, expected_last_seq BIGINT, take BIGINT) RETURNS BIGINT

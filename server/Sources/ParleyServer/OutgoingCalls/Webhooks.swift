@@ -3,7 +3,7 @@ import Synchronization
 
 // Webhooks (PROTOCOL.md §6.6): the operator subscribes URLs to categories of events; each
 // event of a subscribed category is queued for each such URL in the transaction of the change
-// that caused it, and sent once that commits (Operations/HookDeliveries.swift).
+// that caused it, and sent once that commits (OutgoingCalls/HookDeliveries.swift).
 // The configuration (Config/Settings.swift) gives the endpoints a database starts with; the
 // admin API stores endpoints in the database, which every server on it reads, and those win.
 

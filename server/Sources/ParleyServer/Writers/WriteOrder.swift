@@ -4,7 +4,7 @@ import Synchronization
 /// handed out. Both bounds that order delivery come from it: how far this server's streams
 /// may go past its own writers (EventHub's `finishWriter` and `advance`), and, on PostgreSQL,
 /// the floor the server publishes for the other servers (StreamPositions.swift,
-/// Storage/Postgres/CommitFollowUp.swift). A writer registers before it takes any number and
+/// Writers/CommitFollowUp.swift). A writer registers before it takes any number and
 /// is removed by the hub once it finished (committed or failed).
 final class WriteOrder: Sendable {
     private struct State {
@@ -32,7 +32,7 @@ final class WriteOrder: Sendable {
 
     /// PostgreSQL: registers a writer that takes its numbers from the sequence, so above every
     /// number known handed out; `atMost`: lower, for a writer given numbers taken before it
-    /// began (Requests/ChannelBatch.swift): every number it holds is above it.
+    /// began (Writers/ChannelBatch.swift): every number it holds is above it.
     func beginWriter(atMost: Int64 = .max) -> Int {
         state.withLock { s in
             let ticket = s.nextWriter

@@ -1,21 +1,5 @@
 import Foundation
 
-func nowMillis() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-}
-
-func randomHex(_ bytes: Int) -> String {
-    var g = SystemRandomNumberGenerator()
-    var out = ""
-    for _ in 0..<bytes {
-        let b = UInt8.random(in: 0...255, using: &g)
-        out += String(b >> 4, radix: 16) + String(b & 15, radix: 16)
-    }
-    return out
-}
-
 /// One request. Each attempt at the database (a backend may run a transaction again) gets
 /// a transaction of its own (RequestTransaction.swift) and the stores over it (Stores/),
 /// which hold what it loaded and changed. The request runs its handler over them and,
@@ -27,7 +11,7 @@ func randomHex(_ bytes: Int) -> String {
 /// events from the channels and users it loaded, as they stood at the commit. Between
 /// requests only `shared.cache` keeps records (RecordCache.swift: bounded, and checked
 /// against the database before each use).
-final class ServerState {
+final class RequestState {
     let shared: SharedState
     let readOnly: Bool
     /// The stores of the current (or last) attempt.
@@ -64,12 +48,12 @@ final class ServerState {
     }
 
     /// Runs `body` as a write request in one write transaction, which commits the request's
-    /// changes (`pending`) with what it wrote directly. The caller holds `Service`'s lock; on
-    /// return the committed counters are this request's.
+    /// changes (`pending`) with what it wrote directly. The backend's write coordinator calls it
+    /// (Writers/); on return the committed counters are this request's.
     ///
     /// `group`: the request joins the group transaction of a database that groups commits
-    /// (Service.swift); its changes are then durable, and kept in the cache, only once the
-    /// group commits (`groupCommitted`).
+    /// (Writers/SQLiteWriters.swift); its changes are then durable, and kept in the cache, only
+    /// once the group commits (`groupCommitted`).
     ///
     /// `channelHint`: the channel the request names, if any. On PostgreSQL the writer's first
     /// statement locks it and reads its version, which spares the check of a cached copy a
@@ -78,12 +62,12 @@ final class ServerState {
     /// the first statement on PostgreSQL).
     ///
     /// `batch`: on PostgreSQL, the request joins the open transaction of an earlier writer of
-    /// its channel (Requests/ChannelBatch.swift); its changes are then kept in the cache only
+    /// its channel (Writers/ChannelBatch.swift); its changes are then kept in the cache only
     /// once the batch commits (`groupCommitted`). `batchLead`: the request may open such a
     /// batch for the writers queued behind it.
     func handleWriting<T>(group: (any GroupCommitting)? = nil, batch: ChannelBatch? = nil, batchLead: ChannelBatchLead? = nil,
                           channelHint: String? = nil, sendsMessage: Bool = false,
-                          _ body: (ServerState) async throws -> T) async throws -> T {
+                          _ body: (RequestState) async throws -> T) async throws -> T {
         var bodyDone = false
         do {
             func attempt(_ session: any SQLSession) async throws -> (T, RecordTables.WrittenVersions) {
@@ -133,7 +117,7 @@ final class ServerState {
         // Pruned first, so that the boundary and the log's size go out with the other
         // counters; unless the request adds more events than the log retains (a tiny
         // retention), which must then prune some of its own.
-        // (PostgreSQL prunes the log apart: `Service.pruneLog`.)
+        // (PostgreSQL prunes the log apart: `PostgresWriters.pruneLog`.)
         let added = tx.pending.events.count
         let prunesFirst = added <= shared.retention || tx.sideBySide
         if prunesFirst { try await stores.events.pruneEvents(adding: added, session) }
@@ -155,7 +139,7 @@ final class ServerState {
                 try await RecordTables.putCounter("pruned_through", tx.counters.prunedThrough, session)
             }
         }
-        if continued, batch == nil, let batchLead, let session = session as? PostgresSession {
+        if continued, batch == nil, let batchLead {
             try await batchLead.handOn(session, channels: stores.channels.writtenEntries(written))
         }
         return written
@@ -168,7 +152,7 @@ final class ServerState {
     ///
     /// `statementByStatement`: each statement in a snapshot of its own
     /// (`SQLDatabase.readStatementByStatement`).
-    func handleReading<T>(statementByStatement: Bool = false, _ body: (ServerState) async throws -> T) async throws -> T? {
+    func handleReading<T>(statementByStatement: Bool = false, _ body: (RequestState) async throws -> T) async throws -> T? {
         func run(_ session: any SQLSession) async throws -> T {
             let stores = startAttempt(session)
             defer { stores.tx.close() }
@@ -189,7 +173,7 @@ final class ServerState {
     /// What this member of a commit group wrote, for the members after it (`groupChannels`).
     var channelsWrittenInGroup: [(url: String, entry: CachedChannel?)] { stores.channels.writtenEntries(writtenAwaitingCommit) }
 
-    /// The push notifications this committed request held (Services/Push.swift).
+    /// The push notifications this committed request held (OutgoingCalls/Push.swift).
     var heldPushes: [HeldPush] { stores.events.heldPushes }
 
     /// What the hub needs to deliver this committed request's events.

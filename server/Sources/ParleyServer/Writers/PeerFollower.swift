@@ -4,18 +4,18 @@
 // are wake-ups only: the server then reads the bound (StreamPositions.swift) and the hub reads
 // the events up to it from the log. The bound is read again every `pollInterval` and after
 // every (re)connection, so a missed announcement only delays delivery. The same connection hears
-// which users' streams open and close on the other servers (`ClusterPresence`, Presence.swift).
+// which users' streams open and close on the other servers (`ClusterPresence`, Storage/Postgres/Presence.swift).
 import Logging
 
 final class PeerFollower: Sendable {
     private let url: PostgresURL
-    private let service: Service
+    private let runner: RequestRunner
     private let logger: Logger
     static let pollInterval: UInt64 = 1_000_000_000
 
-    init(url: PostgresURL, service: Service, logger: Logger) {
+    init(url: PostgresURL, runner: RequestRunner, logger: Logger) {
         self.url = url
-        self.service = service
+        self.runner = runner
         self.logger = logger
     }
 
@@ -25,8 +25,8 @@ final class PeerFollower: Sendable {
         Task {
             while true {
                 try? await Task.sleep(nanoseconds: Self.pollInterval)
-                try? await self.service.catchUp()
-                try? await self.service.pruneLog()
+                try? await self.runner.catchUp()
+                try? await self.runner.pruneLog()
             }
         }
         Task {
@@ -40,7 +40,7 @@ final class PeerFollower: Sendable {
     /// One presence heartbeat; the users of servers found dead were last seen with them. The
     /// log tells when another server begins running and when it is taken for dead.
     func beat() async {
-        guard let cluster = service.shared.cluster else { return }
+        guard let cluster = runner.shared.cluster else { return }
         do {
             let beat = try await cluster.heartbeat()
             for other in beat.serversFound {
@@ -50,8 +50,8 @@ final class PeerFollower: Sendable {
                 logger.warning("another server lost: no heartbeat for \(ClusterPresence.aliveWindow / 1000) s",
                                metadata: ["node_id": .string(other)])
             }
-            for (userId, seenAt) in beat.forgotten where !service.shared.isOnline(userId) {
-                _ = try await service.run { s in try await EventStream.markLastSeen(s, userId: userId, at: seenAt) }
+            for (userId, seenAt) in beat.forgotten where !runner.shared.isOnline(userId) {
+                _ = try await runner.run { s in try await EventStream.markLastSeen(s, userId: userId, at: seenAt) }
             }
         } catch {
             logger.warning("presence heartbeat failed: \(String(reflecting: error))")
@@ -62,9 +62,9 @@ final class PeerFollower: Sendable {
     private let listeningThread = ThreadExecutor(name: "parley-pg-listen")
 
     private func listen() async {
-        let node = service.shared.nodeId
-        let cluster = service.shared.cluster
-        let database = service.shared.database as? PostgresDatabase
+        let node = runner.shared.nodeId
+        let cluster = runner.shared.cluster
+        let database = runner.shared.database as? PostgresDatabase
         // Named apart from the pool's sessions in pg_stat_activity. No idle timeout: it waits
         // for announcements, idle, for as long as nobody writes.
         let settings = PostgresDatabase.connectionSettings(url, [("application_name", "parley-server listening")])
@@ -79,12 +79,12 @@ final class PeerFollower: Sendable {
                 // Whatever was committed before the listening began, and who opened or closed
                 // streams meanwhile (read at the next heartbeat).
                 cluster?.requireFullRead()
-                try await service.catchUp()
+                try await runner.catchUp()
                 pause = 100_000_000
                 while true {
                     for notice in try await connection.notifications(waitingUpTo: 1_000) {
                         if notice.channel == CommitFollowUp.channel {
-                            if notice.payload != node { service.catchUpSoon(heardAt: .now) }
+                            if notice.payload != node { runner.catchUpSoon(heardAt: .now) }
                         } else {
                             cluster?.heard(notice.payload)
                         }

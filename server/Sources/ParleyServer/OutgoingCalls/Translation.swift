@@ -10,7 +10,7 @@ import NIOCore
 // - `translate_message` asks at once and answers with the translated message: the request
 //   waits for the translator, at most its timeout.
 // - A send with `target_languages` is not held up: the call is queued with the send (the
-//   webhooks' queue, Operations/HookDeliveries.swift), and the answer, once it comes, is
+//   webhooks' queue, OutgoingCalls/HookDeliveries.swift), and the answer, once it comes, is
 //   stored and announced as `message_updated`. A translator that is slow or down delays the
 //   translations (tried again with the queue's backoff), never the message.
 
@@ -118,7 +118,7 @@ enum Translation {
 
     /// The worker's handler of a translator's answer to a queued call: nil when stored (or
     /// no longer wanted), else why not (the call is then tried again).
-    static func applyQueuedAnswer(_ call: ClaimedHookCall, answer: String, service: Service) async -> String? {
+    static func applyQueuedAnswer(_ call: ClaimedHookCall, answer: String, runner: RequestRunner) async -> String? {
         guard case .object(let asked)? = try? JSONParser.parse(call.body), case .string(let url)? = asked["channel_url"],
               case .int(let id)? = asked["message_id"], case .string(let text)? = asked["text"],
               case .array(let list)? = asked["target_languages"] else { return nil }
@@ -127,7 +127,7 @@ enum Translation {
         case .failure(let failure): return failure.description
         case .success(let translations):
             do {
-                _ = try await service.run(channel: url) { s in
+                _ = try await runner.run(channel: url) { s in
                     try await store(s, channelUrl: url, messageId: id, text: text, translations: translations, now: nowMillis())
                 }
                 return nil
@@ -151,10 +151,10 @@ enum Translation {
     /// user or admin message into `target_langs` / `target_languages` (default: the caller's
     /// preferred languages), stores the translations and answers the message. Runs outside
     /// any transaction while the translator works: a read, the call, then a write.
-    static func translateMessage(_ service: Service, _ ctx: Ctx, apiToken: String) async throws -> Reply {
+    static func translateMessage(_ runner: RequestRunner, _ ctx: Ctx, apiToken: String) async throws -> Reply {
         let channelUrl = try ctx.param(.channelURL)
         let messageId = try ctx.messageId
-        let asked = try await service.run(readOnly: true) { s -> (text: String, languages: [String]) in
+        let asked = try await runner.run(readOnly: true) { s -> (text: String, languages: [String]) in
             var ctx = ctx
             ctx.caller = try await s.authenticate(ctx.headers, apiToken: apiToken, now: ctx.now)
             let settings = s.translator
@@ -171,7 +171,7 @@ enum Translation {
             if languages.isEmpty { throw APIError.missing("target_langs") }
             return (m.message, languages)
         }
-        let shared = service.shared.webhooks.defaults
+        let shared = runner.shared.webhooks.defaults
         guard let url = shared.translator.url else { throw notConfigured }
         let body = requestBody(channelUrl: channelUrl, messageId: messageId, text: asked.text, languages: asked.languages, now: ctx.now)
         var request = HTTPClientRequest(url: url)
@@ -208,7 +208,7 @@ enum Translation {
             throw APIError(status: 502, code: 500903, message: "The translator failed: \(failure).")
         }
         ServerMetrics.shared.hookDelivery(endpoint: url, outcome: "delivered")
-        let json = try await service.run(channel: channelUrl) { s -> JSON in
+        let json = try await runner.run(channel: channelUrl) { s -> JSON in
             _ = try await s.authenticate(ctx.headers, apiToken: apiToken, now: ctx.now)
             guard let m = try await store(s, channelUrl: channelUrl, messageId: messageId, text: asked.text,
                                           translations: translations, now: nowMillis()) else {

@@ -111,7 +111,7 @@ enum PushQueries {
     }
 }
 
-extension ServerState: PushRecords, TranslationRecords {
+extension RequestState: PushRecords, TranslationRecords {
     var pushGateway: PushGatewaySettings { shared.webhooks.defaults.push }
     var translator: TranslatorSettings { shared.webhooks.defaults.translator }
 

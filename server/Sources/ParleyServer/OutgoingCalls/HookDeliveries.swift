@@ -6,7 +6,7 @@ import NIOCore
 import ServiceLifecycle
 import Synchronization
 
-// Outgoing calls to endpoints the operator configured (webhooks: Services/Webhooks.swift).
+// Outgoing calls to endpoints the operator configured (webhooks: OutgoingCalls/Webhooks.swift).
 // A call is a row of `hook_deliveries`, inserted in the transaction of the change that causes
 // it: a change rolled back queues nothing, and a queued call survives a restart. After the
 // commit the worker below claims the rows that are due and posts them, off every request's
@@ -157,7 +157,7 @@ enum HookSignature {
 /// deliveries in flight end (each within its endpoint's timeout) and records them, so that a
 /// clean restart sends nothing twice.
 final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
-    private let service: Service
+    private let runner: RequestRunner
     private let registry: WebhookRegistry
     private let secret: String
     private let logger: Logger
@@ -174,10 +174,10 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
     typealias AnswerHandler = @Sendable (_ call: ClaimedHookCall, _ answer: String) async -> String?
     private let answerHandlers: [String: AnswerHandler]
 
-    init(service: Service, registry: WebhookRegistry, apiToken: String, logger: Logger,
+    init(runner: RequestRunner, registry: WebhookRegistry, apiToken: String, logger: Logger,
          answerHandlers: [String: AnswerHandler] = [:]) {
         self.answerHandlers = answerHandlers
-        self.service = service
+        self.runner = runner
         self.registry = registry
         secret = registry.defaults.secret ?? apiToken
         self.logger = logger
@@ -237,7 +237,7 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
     /// before its commit, which a pass reading meanwhile must not undo with the row before it.
     private func refreshEndpoints() async {
         do {
-            let stored = try await service.run(readOnly: true, { s in try await s.storedWebhookSettings() })
+            let stored = try await runner.run(readOnly: true, { s in try await s.storedWebhookSettings() })
             let changed = storedSeen.withLock { seen in
                 defer { seen = .some(stored) }
                 return seen.map { $0 != stored } ?? true
@@ -257,9 +257,9 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
     private func claimDue() async -> [ClaimedHookCall] {
         let now = nowMillis()
         do {
-            guard try await service.run(readOnly: true, { s in try await HookQueue.anyDue(now: now, s.db) }) else { return [] }
+            guard try await runner.run(readOnly: true, { s in try await HookQueue.anyDue(now: now, s.db) }) else { return [] }
             var places: [String: Int] = [:]
-            let claimed = try await service.run { s in
+            let claimed = try await runner.run { s in
                 places = [:]
                 return try await HookQueue.claim(now: now, leaseMillis: { url in Int64((self.timeout(url) + 60) * 1000) }, take: { url in
                     let limit = self.endpoint(url)?.concurrency ?? self.registry.defaults.concurrency
@@ -330,7 +330,7 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
         var pause: UInt64 = 50_000_000
         for _ in 0..<40 {
             do {
-                try await service.run { s in
+                try await runner.run { s in
                     if let failure {
                         try await HookQueue.markFailed(call.id, statusCode: statusCode, error: failure, retryAt: retryAt, now: now, s.db)
                     } else {
@@ -351,7 +351,7 @@ final class HookDeliveryWorker: ServiceLifecycle.Service, Sendable {
     }
 
     private func prune() async {
-        _ = try? await service.run { s in try await HookQueue.pruneFinished(s.db) }
+        _ = try? await runner.run { s in try await HookQueue.pruneFinished(s.db) }
     }
 
     /// A short reason for the log: "connection refused", "timed out", ...

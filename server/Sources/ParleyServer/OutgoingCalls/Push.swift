@@ -3,7 +3,7 @@ import Foundation
 // Push notifications (PROTOCOL.md §5.1, docs/SERVER.md "Push notifications"). The server
 // reaches no APNs, FCM or HMS itself: for each new message it decides which members are to be
 // notified and queues one call to the operator's push gateway, in the send's transaction, on
-// the queue of the webhooks (Operations/HookDeliveries.swift); the notifications of members
+// the queue of the webhooks (OutgoingCalls/HookDeliveries.swift); the notifications of members
 // online at the send are held until it is known whether the event reached them (`PushHold`).
 // The gateway talks to the platforms. Users register their devices' tokens and set when they
 // want to be notified.

@@ -1,12 +1,12 @@
 import Foundation
 
-/// PostgreSQL: writers of one channel sharing one transaction (`Service.writeSideBySide`).
+/// PostgreSQL: writers of one channel sharing one transaction (`PostgresWriters.write`).
 ///
 /// Writers of a channel run one at a time, and each would otherwise pay a commit (a WAL
 /// flush) while the others wait. The writer that finds others queued behind it for its
 /// channel keeps its transaction open, writes without committing and hands its session to
 /// them: each runs in a savepoint of its own on that session, so its failure is undone alone
-/// and answered alone. The last one (nobody queued behind it, or the `Service.groupLimit`th)
+/// and answered alone. The last one (nobody queued behind it, or the `WriterLimits.groupLimit`th)
 /// closes the batch; the first commits for all, and every member answers only then.
 ///
 /// A writer that knows another member follows it reads, with its last statement, what that
@@ -36,7 +36,7 @@ final class ChannelBatch: @unchecked Sendable {
     }
 
     /// The member holding the turn will hand it on to another member (`ChannelWriters.memberDone`).
-    var nextMemberCertain: Bool { writers.othersWaiting(channel) && members + 1 < Service.groupLimit }
+    var nextMemberCertain: Bool { writers.othersWaiting(channel) && members + 1 < WriterLimits.groupLimit }
 
     /// What a writer's first statement reads after it locks its channel
     /// (`ChannelStore.lockChannels`): event numbers, a message id, and the versions of the users
@@ -150,7 +150,7 @@ final class ChannelWriters: @unchecked Sendable {
     /// closed it: it keeps the turn until the commit (`leave`).
     func memberDone(_ channel: String, _ batch: ChannelBatch) -> Bool {
         batch.members += 1
-        if locks.hasWaiters(channel), batch.members < Service.groupLimit {
+        if locks.hasWaiters(channel), batch.members < WriterLimits.groupLimit {
             locks.unlock(channel)
             return false
         }
@@ -163,7 +163,7 @@ final class ChannelWriters: @unchecked Sendable {
 }
 
 /// The first writer of a channel's turn: it opens a batch if others are queued once it has
-/// written (`ServerState.handleWriting`).
+/// written (`RequestState.handleWriting`).
 final class ChannelBatchLead: @unchecked Sendable {
     let channel: String
     private let writers: ChannelWriters
@@ -186,9 +186,9 @@ final class ChannelBatchLead: @unchecked Sendable {
     }
 
     /// Hands the open transaction on to the writers queued behind it and waits until they had
-    /// their turns; the caller then commits for all.
-    func handOn(_ session: PostgresSession, channels: [(url: String, entry: CachedChannel?)]) async throws {
-        guard othersWaiting() else { return }
+    /// their turns; the caller then commits for all. Only a PostgreSQL transaction is handed on.
+    func handOn(_ session: any SQLSession, channels: [(url: String, entry: CachedChannel?)]) async throws {
+        guard othersWaiting(), let session = session as? PostgresSession else { return }
         try await session.beginTransaction()
         let batch = ChannelBatch(channel: channel, session: session, writers: writers)
         batch.channels.keep(channels)

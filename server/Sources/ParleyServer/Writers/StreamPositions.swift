@@ -184,7 +184,7 @@ final class StreamPositions: Sendable {
 
     /// Migration 19: the writer's first statement names its server and checks, once it holds
     /// the busy lock, that the server's row is there. A heartbeat removes the rows of servers
-    /// gone for `ClusterPresence.forgetAfter` whose busy lock is free (Presence.swift), so a
+    /// gone for `ClusterPresence.forgetAfter` whose busy lock is free (Storage/Postgres/Presence.swift), so a
     /// server that was frozen that long finds its row gone: its writer fails before taking a
     /// number, and the server publishes its row again before the writer runs again
     /// (`ChannelStore.lockChannels`). Rows are never inserted here: a row inserted in the
@@ -255,7 +255,7 @@ final class StreamPositions: Sendable {
         """
     }
 
-    /// The heartbeat's removal of the rows of servers gone (Presence.swift): not heard from
+    /// The heartbeat's removal of the rows of servers gone (Storage/Postgres/Presence.swift): not heard from
     /// for `forgetAfter` (no `server_nodes` row, no floor published since) and not busy. The
     /// probe of the busy lock comes last (CASE keeps the order), so a live server's lock is
     /// never taken; it is held to the heartbeat's commit, so no writer of that server can
@@ -289,6 +289,12 @@ final class StreamPositions: Sendable {
             users.formUnion(other.users)
             names.formUnion(other.names)
         }
+    }
+
+    /// Notes locks a write in `session` took at session level (their statement was sent), so
+    /// that its last statement keeps them to its commit. Only PostgreSQL's sessions hold them.
+    static func noteSessionLocks(_ locks: Locks, in session: any SQLSession) {
+        (session as? PostgresSession)?.holdLocks(locks)
     }
 
     /// The last statement's column that keeps `locks` to its commit (`parley_hold_to_commit`).

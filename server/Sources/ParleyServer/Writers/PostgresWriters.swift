@@ -1,0 +1,190 @@
+import Foundation
+import Synchronization
+
+/// PostgreSQL's writers: side by side, on this server and across servers, each in a
+/// transaction of its own. Those of one channel queue here first, then on the channel's lock
+/// in the database (writers of other servers); writers of different channels do not wait for
+/// each other. A writer that finds others of its channel queued behind it lets them continue
+/// its transaction, and commits for all (ChannelBatch.swift). Once committed a writer hands
+/// its events to the hub, which delivers them when the bound says no lower number can still
+/// commit (StreamPositions.swift, CommitFollowUp.swift).
+final class PostgresWriters: Writers, @unchecked Sendable {
+    private let shared: SharedState
+    private let positions: StreamPositions
+    /// The floor, the announcement and the bound after commits.
+    private let followUp: CommitFollowUp
+    /// The writers of each channel on this server, one at a time, and their batches.
+    private let channelWriters = ChannelWriters()
+
+    init(shared: SharedState) {
+        guard let positions = shared.positions else { preconditionFailure("PostgreSQL's shared state has stream positions") }
+        self.shared = shared
+        self.positions = positions
+        followUp = CommitFollowUp(positions: positions, database: shared.database, executor: shared.hub.thread) {
+            [hub = shared.hub] bound, heardAt in hub.advance(committedThrough: bound, heardAt: heardAt)
+        }
+    }
+
+    /// Tests only (`PARLEY_TEST_HOOKS=1` with `PARLEY_TEST_PEER_READ_DELAY_MS`, at most
+    /// 10,000): each read of other servers' events starts this much later, so that a test
+    /// sees announcements arrive while one waits.
+    private static let testReadDelay: UInt64 = {
+        let environment = ProcessInfo.processInfo.environment
+        guard environment["PARLEY_TEST_HOOKS"] == "1",
+              let milliseconds = environment["PARLEY_TEST_PEER_READ_DELAY_MS"].flatMap({ UInt64($0) }) else { return 0 }
+        return min(milliseconds, 10_000) * 1_000_000
+    }()
+
+    /// Registers this server among the writers and starts the hub from the bound: numbers come
+    /// from sequences, the counters of `meta` are SQLite's.
+    func start() async throws {
+        _ = try await positions.register(shared.database)
+        let bound = try await positions.bound(shared.database).bound
+        shared.hub.start(deliveredThrough: bound, puller: { @Sendable ranges in await self.committedEvents(in: ranges) })
+    }
+
+    /// Before a stream resumes from an id this server has not delivered yet; after this
+    /// server's commits and others' announcements; periodically, in case an announcement was
+    /// missed (PeerFollower.swift).
+    func catchUp(heardAt: ContinuousClock.Instant?) async throws {
+        shared.hub.advance(committedThrough: try await positions.bound(shared.database).bound, heardAt: heardAt)
+    }
+
+    /// In the statement that follows commits (CommitFollowUp.swift).
+    func catchUpSoon(heardAt: ContinuousClock.Instant?) {
+        followUp.ask(announce: false, heardAt: heardAt)
+    }
+
+    /// The log's size as this server last counted it, plus the events it wrote since (nil:
+    /// not counted yet). Other servers' events are counted by the pruning every second.
+    private let estimatedLogSize = Mutex<(size: Int?, added: Int)>((nil, 0))
+
+    /// True when this server's own writes may have taken the log past the retention and its
+    /// tenth (the writer that passes it prunes before it answers).
+    private func prunesAfter(_ added: Int) -> Bool {
+        guard added > 0 else { return false }
+        let retention = shared.retention
+        return estimatedLogSize.withLock { estimate in
+            estimate.added += added
+            guard let known = estimate.size else { return true }
+            estimate.size = known + added
+            return known + added > retention + retention / 10
+        }
+    }
+
+    /// Keeps the newest `retention` events of the log for resumes, letting it pass that by a
+    /// tenth between prunings (every second, PeerFollower.swift, and after this server's writes
+    /// pass it), and never past what this server delivered. Writers do not prune here as they
+    /// do on SQLite: they write side by side, and the size of the log would be a row every one
+    /// of them updates.
+    func pruneLog() async throws {
+        let retention = Int64(shared.retention)
+        let delivered = shared.hub.deliveredThrough
+        // Events this server adds while the count runs may be missing from it: they are added
+        // to the count (some twice, which only prunes a little early).
+        let addedBefore = estimatedLogSize.withLock { $0.added }
+        let kept: Int64 = try await shared.database.write { db in
+            // Counted up to the limit only (a bounded scan of the key).
+            let limit = retention + retention / 10
+            guard let counted = try await db.queryOne("SELECT count(*) FROM (SELECT 1 FROM events LIMIT ?) e",
+                                                      [.int(limit + 1)])?.int(0) else { return 0 }
+            guard counted > limit,
+                  let boundary = try await db.queryOne("SELECT id FROM events ORDER BY id DESC OFFSET ? LIMIT 1",
+                                                       [.int(retention)])?.int(0)
+            else { return counted }
+            let cut = min(boundary, delivered)
+            let dropped = try await db.execute("DELETE FROM events WHERE id <= ?", [.int(cut)])
+            try await db.execute("""
+                INSERT INTO meta (name, value) VALUES ('pruned_through', ?)
+                ON CONFLICT (name) DO UPDATE SET value = GREATEST(meta.value, excluded.value)
+                """, [.int(cut)])
+            return counted - Int64(dropped)
+        }
+        estimatedLogSize.withLock { $0.size = Int(kept) + ($0.added - addedBefore) }
+    }
+
+    /// Another server's events for the hub, with the renderer of the request that read them.
+    /// The hub must not skip them, so a failure (the database unreachable) is retried until it
+    /// passes, each pause longer, up to 2 s. Numbers at or below the retention boundary (read
+    /// in the same snapshot) may have lost their events to pruning: the result says so.
+    private func committedEvents(in ranges: [ClosedRange<Int64>]) async -> PulledEvents {
+        if Self.testReadDelay > 0 { try? await Task.sleep(nanoseconds: Self.testReadDelay) }
+        var pause: UInt64 = 50_000_000
+        let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
+        while true {
+            let reader = RequestState(shared: shared, readOnly: true)
+            if let (events, pruned) = try? await reader.handleReading(statementByStatement: true, { s in
+                try await s.committedEvents(in: ranges)
+            }) {
+                let renderer = reader.stores.renderer
+                return PulledEvents(events: events.map { HeldEvent(event: $0, renderer: renderer) }, pruned: lowest <= pruned)
+            }
+            try? await Task.sleep(nanoseconds: pause)
+            pause = min(pause * 2, 2_000_000_000)
+        }
+    }
+
+    func write<T>(channel: String?, sendsMessage: Bool, _ body: (RequestState) async throws -> T) async throws -> T {
+        if let channel, let batch = await channelWriters.enter(channel) {
+            return try await writeInBatch(batch, channel: channel, sendsMessage: sendsMessage, body)
+        }
+        let lead = channel.map { ChannelBatchLead(channel: $0, writers: channelWriters) }
+        let writer = WriterScope(shared: shared, givenFrom: nil, groupChannels: nil)
+        // Once handed on, the channel's turn is the batch's last member's to give up.
+        func leave(_ failure: (any Error)?) {
+            if let batch = lead?.batch { batch.committed.decide(failure) } else if let channel { channelWriters.leave(channel) }
+        }
+        let result: T
+        do {
+            result = try await writer.request.handleWriting(batchLead: lead, channelHint: channel, sendsMessage: sendsMessage, body)
+        } catch {
+            writer.failed()
+            leave(error)
+            throw error
+        }
+        let (changes, delivery) = writer.committed()
+        // The channel's next writer goes on now: what follows waits for nothing of it.
+        leave(nil)
+        await afterCommit(writer, changes, delivery)
+        return result
+    }
+
+    /// A writer that joined the open transaction of an earlier writer of its channel. It
+    /// answers once that one committed for all; its own failure is its own.
+    private func writeInBatch<T>(_ batch: ChannelBatch, channel: String, sendsMessage: Bool,
+                                 _ body: (RequestState) async throws -> T) async throws -> T {
+        // Numbers read for it by the member before it are below the floor it would have.
+        let writer = WriterScope(shared: shared, givenFrom: batch.prefetched?.numbers.first, groupChannels: batch.channels)
+        let outcome: Result<T, any Error>
+        do {
+            outcome = .success(try await writer.request.handleWriting(batch: batch, channelHint: channel,
+                                                                      sendsMessage: sendsMessage, body))
+            batch.channels.keep(writer.request.channelsWrittenInGroup)
+        } catch {
+            outcome = .failure(error)
+        }
+        let closed = channelWriters.memberDone(channel, batch)
+        let commitFailure = await batch.committed.wait()
+        if closed { channelWriters.leave(channel) }
+        guard case .success(let result) = outcome, commitFailure == nil else {
+            writer.failed()
+            if case .failure(let error) = outcome { throw error }
+            if let storage = commitFailure as? StorageError, storage.kind == .unavailable { throw storage }
+            throw APIError.internal("storage commit failed: \(commitFailure.map { "\($0)" } ?? "")")
+        }
+        ServerMetrics.shared.writeBatched()
+        writer.request.groupCommitted()
+        let (changes, delivery) = writer.committed()
+        await afterCommit(writer, changes, delivery)
+        return result
+    }
+
+    /// After a writer's commit: the floor published, this server's hub caught up, the other
+    /// servers told, the log pruned if it grew past its retention, and a writer faster than
+    /// the streams held until its events went out.
+    private func afterCommit(_ writer: WriterScope, _ changes: CommittedChanges, _ delivery: Delivery) async {
+        followUp.ask(announce: !changes.taken.isEmpty)
+        if prunesAfter(changes.events.count) { try? await pruneLog() }
+        await writer.waitIfBacklogged(delivery)
+    }
+}
