@@ -61,6 +61,12 @@ def room(admin: Admin) -> str:
 
 
 # A client that connects, then sends messages in a loop until it is killed.
+def child_environment() -> Dict[str, str]:
+    """The environment of a child Python that imports this package (however the tests found it)."""
+    package = str(Path(parley.__file__).resolve().parents[1])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package, os.environ.get("PYTHONPATH")])))
+
+
 SENDER = textwrap.dedent("""
     import sys, parley
     url, cache_dir, token, key = sys.argv[1:5]
@@ -108,7 +114,7 @@ def test_a_process_killed_mid_send_leaves_no_text_in_the_cache_folder(server: Ru
     cache_dir = tmp_path / "cache"
     token = room(admin)
     sender = subprocess.Popen([sys.executable, "-c", SENDER, server.url, str(cache_dir), token, KEY],
-                              stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+                              stdout=subprocess.PIPE, text=True, env=child_environment())
     assert sender.stdout is not None and sender.stdout.readline().strip() == "connected"
     time.sleep(1.0 + random.random())
     sender.send_signal(signal.SIGKILL)
@@ -175,7 +181,7 @@ def test_a_rekey_killed_at_random_points_leaves_the_cache_whole_under_one_key(se
     rng = random.Random(77)
     for _ in range(8):
         rekeyer = subprocess.Popen([sys.executable, "-c", REKEYER, server.url, str(cache_dir), token, KEY, OTHER_KEY],
-                                   stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+                                   stdout=subprocess.PIPE, text=True, env=child_environment())
         assert rekeyer.stdout is not None and rekeyer.stdout.readline().strip() == "connected"
         time.sleep(rng.random() * 0.5)
         rekeyer.send_signal(signal.SIGKILL)
