@@ -95,6 +95,7 @@ final class RequestState {
             return result
         } catch {
             if let storage = error as? StorageError, storage.kind == .unavailable { throw error }
+            if error is LeftBatch { throw error }
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }

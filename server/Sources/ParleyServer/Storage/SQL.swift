@@ -66,6 +66,8 @@ enum SQLFailureKind: Sendable {
 struct StorageError: Error, CustomStringConvertible {
     var kind: SQLFailureKind = .other
     let description: String
+    /// PostgreSQL's SQLSTATE, when the database refused a statement.
+    var sqlState: String? = nil
 
     init(_ description: String, kind: SQLFailureKind = .other) {
         self.kind = kind

@@ -73,7 +73,13 @@ final class ChannelBatch: @unchecked Sendable {
 
     /// Runs one member's `attempt` in a savepoint of the batch's transaction: undone alone if
     /// it throws, and run again (in a new savepoint) when it failed in a way that may pass
-    /// next time (a deadlock, a user changed meanwhile, too few event numbers taken).
+    /// next time (a user changed meanwhile, too few event numbers taken).
+    ///
+    /// A member that waited for a lock in a cycle (PostgreSQL's deadlock or serialization
+    /// failure) leaves the batch instead (`LeftBatch`): the batch holds the locks its earlier
+    /// members took, in no global order, so the other side of the cycle may be waiting for one
+    /// of them and would meet the member again at each try. It runs alone once the batch
+    /// committed.
     func run<T>(_ attempt: (any SQLSession) async throws -> T) async throws -> T {
         var retriesLeft = PostgresDatabase.writeRetries
         while true {
@@ -85,12 +91,20 @@ final class ChannelBatch: @unchecked Sendable {
                 return value
             } catch {
                 try await session.rollbackToSavepoint()
-                guard retriesLeft > 0, let storage = error as? StorageError, storage.kind == .retryable else { throw error }
+                guard let storage = error as? StorageError, storage.kind == .retryable else { throw error }
+                if storage.sqlState != nil { throw LeftBatch(cause: storage) }
+                guard retriesLeft > 0 else { throw error }
                 retriesLeft -= 1
                 ServerMetrics.shared.writeRetried()
             }
         }
     }
+}
+
+/// A member of a batch met a lock cycle and left the batch (`ChannelBatch.run`).
+struct LeftBatch: Error, CustomStringConvertible {
+    let cause: StorageError
+    var description: String { "left its batch of writes after: \(cause)" }
 }
 
 /// An outcome many wait for and one decides, once: nil when it succeeded, else why not.

@@ -156,16 +156,23 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         // Numbers read for it by the member before it are below the floor it would have.
         let writer = WriterScope(shared: shared, givenFrom: batch.prefetched?.numbers.first, groupChannels: batch.channels)
         let outcome: Result<T, any Error>
+        var leftBatch = false
         do {
             outcome = .success(try await writer.request.handleWriting(batch: batch, channelHint: channel,
                                                                       sendsMessage: sendsMessage, body))
             batch.channels.keep(writer.request.channelsWrittenInGroup)
         } catch {
             outcome = .failure(error)
+            leftBatch = error is LeftBatch
         }
         let closed = channelWriters.memberDone(channel, batch)
         let commitFailure = await batch.committed.wait()
         if closed { channelWriters.leave(channel) }
+        if leftBatch {
+            writer.failed()
+            ServerMetrics.shared.writeRetried()
+            return try await write(channel: channel, sendsMessage: sendsMessage, body)
+        }
         guard case .success(let result) = outcome, commitFailure == nil else {
             writer.failed()
             if case .failure(let error) = outcome { throw error }

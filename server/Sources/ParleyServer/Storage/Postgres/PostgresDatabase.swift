@@ -288,12 +288,22 @@ final class PostgresSession: SQLSession {
 
     /// A savepoint of a batch's member (Writers/ChannelBatch.swift); each member's shadows the
     /// one before it.
-    func savepoint() async throws { try await run("SAVEPOINT batch_member") }
+    func savepoint() async throws {
+        locksAtSavepoint = sessionLocks
+        try await run("SAVEPOINT batch_member")
+    }
+
+    /// The locks noted when the member's savepoint was taken.
+    private var locksAtSavepoint = StreamPositions.Locks()
 
     /// Undoes what a member did since its savepoint, what it held included; the transaction
-    /// is usable again even if a statement failed.
+    /// is usable again even if a statement failed. The member's lock notes go too: a lock
+    /// whose statement failed was never taken, and the batch's last statement must not wait
+    /// for it. (Locks it did take stay held at session level, as a rollback leaves them, until
+    /// that statement gives up all of the session's.)
     func rollbackToSavepoint() async throws {
         discardHeld()
+        sessionLocks = locksAtSavepoint
         try await run("ROLLBACK TO SAVEPOINT batch_member")
     }
 
@@ -740,7 +750,9 @@ enum PostgresErrors {
             description += "; an earlier statement of this transaction failed, and PostgreSQL ignores everything after it"
         }
         description += " in: \(sql.prefix(300))"
-        return StorageError(description, kind: kind)
+        var error = StorageError(description, kind: kind)
+        error.sqlState = state
+        return error
     }
 
     /// An error before a connection was leased: it could not connect.
