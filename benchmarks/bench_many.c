@@ -308,6 +308,9 @@ typedef struct {
     atomic_int storm_small[2];
     atomic_int resyncs;
     atomic_int channels_caught_up; /* channel_changelog events: one per channel of the first catch-up */
+    atomic_llong reconnected_at;   /* the last reconnect_succeeded (now_us) */
+    atomic_int reconnect_failures; /* reconnect_failed events */
+    atomic_llong last_storm_at;    /* when the client first held its last storm message (now_us) */
 } many_client;
 
 static atomic_int connects_done, streams_open, live_first[max_live], storm_first;
@@ -329,6 +332,8 @@ static void on_connection(void *user_data, int event, const parley_error *error)
     (void)error;
     many_client *client = user_data;
     if (event == PARLEY_CONNECTION_CONNECTED && atomic_exchange(&client->open, 1) == 0) atomic_fetch_add(&streams_open, 1);
+    if (event == PARLEY_CONNECTION_RECONNECT_SUCCEEDED) atomic_store(&client->reconnected_at, (long long)now_us());
+    if (event == PARLEY_CONNECTION_RECONNECT_FAILED) atomic_fetch_add(&client->reconnect_failures, 1);
 }
 
 /* Counts each message the client is told of (live, or by the catch-up after a reconnect);
@@ -359,12 +364,14 @@ static void on_event(void *user_data, const char *category, const char *channel_
         if (k >= 0 && k < storm_big_messages && atomic_fetch_add(&client->storm_big[k], 1) == 0) {
             atomic_fetch_add(&storm_first, 1);
             atomic_store(&storm_last_at, (long long)now);
+            atomic_store(&client->last_storm_at, (long long)now);
         }
     } else if (strncmp(at, "small ", 6) == 0) {
         int k = atoi(at + 6);
         if (k >= 0 && k < 2 && atomic_fetch_add(&client->storm_small[k], 1) == 0) {
             atomic_fetch_add(&storm_first, 1);
             atomic_store(&storm_last_at, (long long)now);
+            atomic_store(&client->last_storm_at, (long long)now);
         }
     }
 }
@@ -670,6 +677,29 @@ static int run_clients(const run_settings *settings) {
     printf("  reconnect storm (server killed, 2 s down, started again): every client held every message after %s;"
            " lost %ld, duplicated %ld of %ld; resync events %d\n",
            storm_time, storm_lost, storm_duplicated, expected, resyncs);
+    /* Where the time went: each client's reconnect (stream back and caught up) and its last
+     * storm message, in seconds after the restart, and the attempts that failed on the way. */
+    double *reconnected = malloc(sizeof(double) * (size_t)(count > 0 ? count : 1));
+    double *all_held = malloc(sizeof(double) * (size_t)(count > 0 ? count : 1));
+    int reconnected_count = 0, held_count = 0;
+    long failed_attempts = 0;
+    for (int i = 0; i < count && reconnected != NULL && all_held != NULL; i++) {
+        many_client *client = &clients[i];
+        if (client->client == NULL || client->connect_code != 0 || !atomic_load(&client->open)) continue;
+        failed_attempts += atomic_load(&client->reconnect_failures);
+        long long back = atomic_load(&client->reconnected_at), held = atomic_load(&client->last_storm_at);
+        if (back > wall) reconnected[reconnected_count++] = (back - wall) / 1e6;
+        if (held > wall) all_held[held_count++] = (held - wall) / 1e6;
+    }
+    if (reconnected != NULL && all_held != NULL) {
+        printf("  storm, seconds after the restart: reconnected and caught up p50 %.1f p90 %.1f max %.1f (%d clients);"
+               " last message held p50 %.1f p90 %.1f max %.1f; failed reconnect attempts %ld\n",
+               quantile(reconnected, reconnected_count, 0.5), quantile(reconnected, reconnected_count, 0.9),
+               quantile(reconnected, reconnected_count, 1), reconnected_count, quantile(all_held, held_count, 0.5),
+               quantile(all_held, held_count, 0.9), quantile(all_held, held_count, 1), failed_attempts);
+    }
+    free(reconnected);
+    free(all_held);
     snprintf(figure, sizeof figure, "%s, lost %ld, twice %ld", storm_time, storm_lost, storm_duplicated);
     snprintf(comparison, sizeof comparison, "%ld deliveries expected; 2 s down", expected);
     summary_row("  reconnect storm, restart to all held", figure, comparison, "<= 60 s at 4,000; 0 lost, 0 twice");

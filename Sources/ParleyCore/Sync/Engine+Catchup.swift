@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 
 // Catching the cache up after (re)connecting: channel changelogs with the global token,
@@ -30,6 +31,7 @@ extension Engine {
         self.catchUp.resync?.collecting = true
         self.catchUp.passChannelURLs = []
         self.catchUp.passFailed = false
+        self.catchUp.passIncomplete = false
         self.catchUp.passBreaks = self.session.streamBreaks
         self.catchUp.passStartedNs = monotonicNanoseconds()
         let epoch = self.session.epoch
@@ -44,6 +46,7 @@ extension Engine {
                     self.runCatchUp(then: nil)
                     return
                 }
+                self.scheduleCatchUpRetry(epoch: epoch)
                 self.write(.eviction, "keeping the size limit") { transaction throws(ParleyError) in
                     try self.evictIfNeeded(transaction)
                 }
@@ -52,6 +55,28 @@ extension Engine {
                 self.finishCatchUp()
               }
             }
+        }
+    }
+
+    /// After a pass: one that could not read every changelog (the server overloaded, the
+    /// network down while the stream stayed up) runs again after the stream's reconnect
+    /// delays (`reconnect_initial_delay_ms` doubling up to `reconnect_max_delay_ms`, with
+    /// jitter), as long as the session lasts: the stream alone would not bring what it missed.
+    private func scheduleCatchUpRetry(epoch: UInt64) {
+        guard catchUp.passIncomplete, session.epoch == epoch, session.current != nil else {
+            catchUp.incompletePasses = 0
+            return
+        }
+        catchUp.incompletePasses += 1
+        guard !catchUp.retryScheduled else { return }
+        catchUp.retryScheduled = true
+        let delayMs = configuration.reconnectPolicy.delayMs(attempt: catchUp.incompletePasses)
+        log(.info, "sync: a catch-up could not read every changelog; another in \(delayMs) ms")
+        queue.asyncAfter(deadline: .now() + .milliseconds(delayMs)) { [weak self] in
+            guard let self else { return }
+            self.catchUp.retryScheduled = false
+            guard self.session.epoch == epoch, self.catchUp.incompletePasses > 0 else { return }
+            self.runCatchUp(then: nil)
         }
     }
 
@@ -149,6 +174,7 @@ extension Engine {
                 self.log(.warning, "sync: channel changelogs failed: \(error)")
                 // Not read to the end: the resync is reported after a later pass.
                 self.catchUp.passFailed = true
+                if error.isRetryable { self.catchUp.passIncomplete = true }
                 next()
             }
         }
@@ -269,6 +295,7 @@ extension Engine {
                 self.syncChangelog(kind, epoch: epoch, channelURL: channelURL, resetOnce: false, then: next)
             case .failure(let error):
                 self.log(.warning, "sync: \(kind.noun) changelogs of \(channelURL) failed: \(error)")
+                if error.isRetryable { self.catchUp.passIncomplete = true }
                 next()
             }
         }

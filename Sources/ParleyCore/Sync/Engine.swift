@@ -135,6 +135,13 @@ struct CatchUpState {
     /// finds everything missed in it).
     var passChannelURLs: Set<String> = []
     var passFailed = false
+    /// A changelog of the running pass failed in a way that may pass later (the network, a
+    /// timeout, the server's 5xx or 429): another pass follows (`scheduleCatchUpRetry`).
+    var passIncomplete = false
+    /// Passes in a row that were incomplete, for the wait before the next; and whether that
+    /// next pass is scheduled.
+    var incompletePasses = 0
+    var retryScheduled = false
     var passBreaks: UInt64 = 0
     /// When the running pass started (`monotonicNanoseconds`), for the metrics' catch-up time.
     var passStartedNs: Int64 = 0

@@ -84,3 +84,56 @@ class AnswerHoldingProxy:
         self.released.set()
         self.listener.close()
         shut_down(*self.sockets)
+
+
+class RequestRefusingProxy:
+    """Forwards TCP connections to the server, except that the next `refusals` requests whose
+    bytes contain `marker` are answered 503 by the proxy itself, which then closes that
+    connection (the other connections, the event stream's among them, carry on)."""
+
+    def __init__(self, server_url: str, marker: bytes, refusals: int) -> None:
+        self.target_port = int(server_url.rsplit(":", 1)[1])
+        self.marker = marker
+        self.lock = threading.Lock()
+        self.left = refusals
+        self.refused = 0
+        self.listener = loopback_listener(16)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.sockets: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            upstream.settimeout(None)
+            self.sockets += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if from_client and self.marker in data:
+                    with self.lock:
+                        refuse = self.left > 0
+                        if refuse:
+                            self.left -= 1
+                            self.refused += 1
+                    if refuse:
+                        body = b'{"error":true,"code":500902,"message":"refused by the test proxy"}'
+                        source.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                       b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                        break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            shut_down(source, sink)
+
+    def close(self) -> None:
+        self.listener.close()
+        shut_down(*self.sockets)

@@ -19,7 +19,7 @@ import pytest
 
 import parley
 from conftest import ROOT, Admin, RunningServer, server_binary, server_database
-from tcp_relay import AnswerHoldingProxy, shut_down
+from tcp_relay import AnswerHoldingProxy, RequestRefusingProxy, shut_down
 
 TIMEOUT = 20.0
 
@@ -841,6 +841,35 @@ def test_refused_changelog_token_resets_instead_of_failing(server: RunningServer
         tokens = [row[0] for row in db.execute("SELECT token FROM sync_tokens")]
     assert len(tokens) == 2 and "garbage-token" not in tokens
     assert not any("changelogs failed" in line for line in logs), logs
+
+
+def test_a_catch_up_refused_by_the_server_runs_again_while_the_stream_stays_up(server: RunningServer, admin: Admin,
+                                                                             tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    admin.send(url, "bob", "hello")
+    # The first two reads of a changelog get a 503; the event stream is not touched.
+    proxy = RequestRefusingProxy(server.url, b"/changelogs", refusals=2)
+    logs: List[str] = []
+    client, recorder = make_client(proxy.url, tmp_path / "cache")
+    client.set_log_handler(lambda level, message: logs.append(message), parley.LOG_INFO)
+    try:
+        with client:
+            connect(client, recorder, "alice", alice_token)
+            recorder.wait(lambda: client.cached_channel(url) is not None)
+            assert proxy.refused == 2
+            assert sum("another in" in line for line in logs) == 2, logs
+            assert recorder.names().count("connected") == 1 and "reconnect_started" not in recorder.names()
+            cached = client.cached_channel(url)
+            listed = admin.call("GET", "/v3/users/alice/my_group_channels", show_member="true")["channels"]
+            truth = next(c for c in listed if c["channel_url"] == url)
+            for field in ("name", "member_count", "unread_message_count"):
+                assert cached[field] == truth[field], field
+            assert cached["last_message"]["message_id"] == truth["last_message"]["message_id"]
+            # A complete pass schedules nothing more.
+            time.sleep(1.5)
+            assert sum("another in" in line for line in logs) == 2, logs
+    finally:
+        proxy.close()
 
 
 def test_reaction_and_thread_events_patch_the_cached_message(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
