@@ -17,5 +17,9 @@ static inline CURLMcode parley_curl_multi_setopt_ptr(CURLM *m, CURLMoption o, vo
 static inline CURLMcode parley_curl_multi_setopt_socket_fn(CURLM *m, curl_socket_callback v) { return curl_multi_setopt(m, CURLMOPT_SOCKETFUNCTION, v); }
 static inline CURLMcode parley_curl_multi_setopt_timer_fn(CURLM *m, curl_multi_timer_callback v) { return curl_multi_setopt(m, CURLMOPT_TIMERFUNCTION, v); }
 static inline unsigned int parley_curl_version_now(void) { return CURLVERSION_NOW; }
+static inline CURLcode parley_curl_easy_setopt_opensocket(CURL *h, curl_opensocket_callback v, void *data) {
+    CURLcode code = curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, v);
+    return code == CURLE_OK ? curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, data) : code;
+}
 
 #endif

@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 long syscall(long number, ...);
@@ -39,6 +40,34 @@ static inline int parley_epoll_wait(int epoll_fd, int *fds, unsigned int *events
         events[index] = ready[index].events;
     }
     return count;
+}
+
+/* Descriptors the library leaves unused below the process's soft RLIMIT_NOFILE. A process
+   whose clients took every descriptor dies: libdispatch's worker monitor (linked into the
+   library) treats a failed open of /proc/<tid>/stat as fatal. SQLite also opens a cache's
+   -wal and -shm when the cache is first used. */
+#define PARLEY_DESCRIPTOR_RESERVE 64
+
+/* The soft descriptor limit, or 0 when there is none. */
+static inline long parley_descriptor_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
+    return (long)limit.rlim_cur;
+}
+
+/* Whether descriptor number `fd` is inside the reserve (Linux hands out the lowest free
+   number, so every number below it is taken). */
+static inline int parley_descriptor_in_reserve(long fd) {
+    long limit = parley_descriptor_limit();
+    return limit > 0 && fd + PARLEY_DESCRIPTOR_RESERVE >= limit;
+}
+
+/* The lowest free descriptor number (an fd is opened and closed), or -1 when none is free. */
+static inline long parley_lowest_free_descriptor(void) {
+    int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (probe < 0) return -1;
+    close(probe);
+    return probe;
 }
 
 #endif

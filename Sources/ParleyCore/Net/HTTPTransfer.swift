@@ -1,4 +1,6 @@
 import CCurl
+import CParleySystem
+import Glibc
 
 /// One request's life on the network thread: its curl easy handle, the bytes received so
 /// far and the callbacks to run.
@@ -40,6 +42,9 @@ final class HTTPTransfer: @unchecked Sendable {
     private var uploadedSoFar: Int64 = 0
     private var lastReportedUpload: (sent: Int64, total: Int64, at: ContinuousClock.Instant)?
     private let errorBuffer: UnsafeMutablePointer<CChar>
+    /// Set by the socket opener when a connection would have taken one of the descriptors the
+    /// library keeps free (`parley_descriptor_reserve`).
+    private let descriptorRefused: UnsafeMutablePointer<Int32>
     private var status = 0
     private var headers: [HTTPHeader] = []
     private var body: [UInt8] = []
@@ -75,11 +80,14 @@ final class HTTPTransfer: @unchecked Sendable {
         self.validationError = HTTPTransfer.validate(request)
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        descriptorRefused = .allocate(capacity: 1)
+        descriptorRefused.initialize(to: 0)
     }
 
     deinit {
         // The network thread always releases the easy handle before dropping its reference.
         errorBuffer.deallocate()
+        descriptorRefused.deallocate()
     }
 
     var isStream: Bool {
@@ -117,6 +125,8 @@ final class HTTPTransfer: @unchecked Sendable {
             result = .failure(abortReason)
         } else if let readFailure = uploadSources.lazy.compactMap(\.failure).first {
             result = .failure(readFailure)
+        } else if descriptorRefused.pointee != 0 {
+            result = .failure(Self.descriptorsExhausted())
         } else {
             let detail = String(cString: errorBuffer)
             result = .failure(parleyError(forCurlCode: code, detail: detail))
@@ -129,7 +139,9 @@ final class HTTPTransfer: @unchecked Sendable {
     /// After curl's `code`: how long to wait before trying again, when the connection was
     /// refused, the request asks to ride that out and its connect timeout leaves room.
     func retryDelayAfterRefusedConnect(code: CURLcode) -> Duration? {
+        // A connection refused for want of descriptors fails at once: waiting would not free any.
         guard request.retriesRefusedConnect, code == CURLE_COULDNT_CONNECT, abortReason == nil, !responseStarted,
+            descriptorRefused.pointee == 0,
             let firstStartedAt
         else { return nil }
         let ceilingMs = min(50 << min(refusedConnects, 4), 500)
@@ -154,6 +166,14 @@ final class HTTPTransfer: @unchecked Sendable {
         uploadedSoFar = 0
         lastReportedUpload = nil
         errorBuffer[0] = 0
+        descriptorRefused.pointee = 0
+    }
+
+    /// A connection refused because the process is out of descriptors but for the reserve.
+    static func descriptorsExhausted() -> ParleyError {
+        ParleyError(.network, "no file descriptor left for a connection: the process holds all but the last "
+            + "\(PARLEY_DESCRIPTOR_RESERVE) of its limit (RLIMIT_NOFILE \(parley_descriptor_limit())), "
+            + "which the library leaves free; close clients or raise the limit")
     }
 
     /// Milliseconds left of `limitMs` since the first try (at least 1); 0 stays 0 (no limit).
@@ -214,6 +234,7 @@ final class HTTPTransfer: @unchecked Sendable {
 
         let context = Unmanaged.passUnretained(self).toOpaque()
         check(parley_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer), "the error buffer")
+        check(parley_curl_easy_setopt_opensocket(easy, curlOpenSocketCallback, descriptorRefused), "the socket opener")
         setString(CURLOPT_URL, request.url, "the URL")
         // Signals cannot be used for timeouts in a multi-threaded host process.
         setLong(CURLOPT_NOSIGNAL, 1, "NOSIGNAL")
@@ -511,4 +532,17 @@ private let curlHeaderCallback: curl_write_callback = { data, size, count, conte
     guard let data, let context else { return 0 }
     let transfer = Unmanaged<HTTPTransfer>.fromOpaque(context).takeUnretainedValue()
     return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: data, count: size * count))
+}
+
+/// curl's socket opener: refuses a socket that would take one of the descriptors the library
+/// keeps free (`PARLEY_DESCRIPTOR_RESERVE`), and sets the transfer's flag to say why.
+private let curlOpenSocketCallback: curl_opensocket_callback = { refused, _, address in
+    guard let address else { return CURL_SOCKET_BAD }
+    let fd = socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
+    if fd >= 0, parley_descriptor_in_reserve(Int(fd)) != 0 {
+        close(fd)
+        refused?.assumingMemoryBound(to: Int32.self).pointee = 1
+        return CURL_SOCKET_BAD
+    }
+    return fd
 }

@@ -17,6 +17,7 @@
 /// permission denied) are thrown instead: moving a good cache aside because of them
 /// would throw away data for nothing.
 
+import CParleySystem
 import CSQLite
 import Glibc
 
@@ -179,6 +180,7 @@ public final class SQLiteDatabase {
     public init(readingExisting path: String, busyTimeoutMilliseconds: Int32 = SQLiteDatabase.defaultBusyTimeoutMilliseconds)
         throws(ParleyError)
     {
+        try Self.checkDescriptorsLeft(1, opening: path)
         var handle: OpaquePointer?
         let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, Self.vfs(for: path))
         guard code == SQLITE_OK, let handle else {
@@ -530,6 +532,16 @@ public final class SQLiteDatabase {
         }
     }
 
+    /// Refuses to open a file whose descriptors (`count`) would come from those the library
+    /// keeps free below the process's limit (`PARLEY_DESCRIPTOR_RESERVE`).
+    private static func checkDescriptorsLeft(_ count: Int, opening path: String) throws(ParleyError) {
+        let lowest = parley_lowest_free_descriptor()
+        guard lowest < 0 || parley_descriptor_in_reserve(lowest + count - 1) != 0 else { return }
+        throw ParleyError(.io, "open \(path): no file descriptor left for the cache: the process holds all but the last "
+            + "\(PARLEY_DESCRIPTOR_RESERVE) of its limit (RLIMIT_NOFILE \(parley_descriptor_limit())), which the library "
+            + "leaves free; close clients or raise the limit")
+    }
+
     private static func openHandle(_ path: String, busyTimeoutMilliseconds: Int32) throws(ParleyError) -> OpaquePointer {
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
@@ -613,6 +625,8 @@ public final class SQLiteDatabase {
     private static func openFile(
         path: String, newest: Int32, busyTimeoutMilliseconds: Int32
     ) throws(ParleyError) -> (handle: OpaquePointer, recovery: SQLiteRecovery?, checkDeferred: Bool) {
+        // The file, its -wal and -shm, and a reading connection's file.
+        try checkDescriptorsLeft(4, opening: path)
         try SQLiteFiles.prepare(path: path)
         let existing = try openHandle(path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         // Until the file is judged, closing must not checkpoint: that would write a

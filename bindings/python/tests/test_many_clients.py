@@ -300,3 +300,47 @@ def test_callbacks_run_in_order_and_exactly_once_while_clients_come_and_go(serve
         assert client.after_destroy == 0, f"{client.user_id}: {client.after_destroy} callbacks after close returned"
     for client in clients[churned + self_destroying:]:
         assert client.ordered("order ") == list(range(messages)), client.user_id
+
+
+def exhaust_descriptors() -> None:
+    """Run in a process of its own by
+    :func:`test_clients_past_the_descriptor_limit_fail_clearly_and_the_process_lives` (stdin:
+    the server's URL, a cache folder, the users with their tokens and a descriptor limit;
+    stdout: the clients connected and the failures' messages)."""
+    given = json.load(sys.stdin)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (given["limit"], hard))
+    clients, failures = [], []
+    for user_id, token in given["users"]:
+        client = parley.Client(server_url=given["url"], cache_dir=given["cache_dir"])
+        try:
+            client.connect(user_id, token).result(30)
+            clients.append(client)
+        except parley.ParleyError as error:
+            failures.append(str(error))
+            client.close()
+        print(f"{user_id}: {len(clients)} connected, {len(failures)} failed", file=sys.stderr, flush=True)
+    # Whatever the clients hold, the process still opens files of its own.
+    with open("/proc/self/status") as status:
+        status.read()
+    time.sleep(1)
+    for client in clients:
+        client.close()
+    print(json.dumps({"connected": len(clients), "failures": failures}))
+
+
+def test_clients_past_the_descriptor_limit_fail_clearly_and_the_process_lives(server: RunningServer, population: Population,
+                                                                            tmp_path: Path) -> None:
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+              "import conftest, test_many_clients; test_many_clients.exhaust_descriptors()")
+    package = str(Path(parley.__file__).resolve().parents[1])
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package, os.environ.get("PYTHONPATH")])))
+    given = {"url": server.url, "cache_dir": str(tmp_path / "caches"), "users": population.users[:90], "limit": 300}
+    measured = subprocess.run([sys.executable, "-c", script], input=json.dumps(given), capture_output=True, text=True,
+                              timeout=120, env=environment)
+    assert measured.returncode == 0, f"the process ended with {measured.returncode}: {measured.stderr[-2000:]}"
+    outcome = json.loads(measured.stdout.strip().splitlines()[-1])
+    # 300 descriptors, 64 of them kept free, about 4 per client with a file cache.
+    assert 10 <= outcome["connected"] < 90, outcome
+    assert outcome["failures"], outcome
+    assert all("no file descriptor left" in failure for failure in outcome["failures"]), outcome["failures"][:3]
