@@ -37,8 +37,10 @@ enum Endpoints {
     }
 
     /// A page of channel changelogs from `token` (nil: from the beginning).
-    static func channelChangelogs(userID: String, token: String?, limit: Int) -> String {
-        user(userID) + "/my_group_channels/changelogs?" + changelogPosition(token) + "&limit=\(limit)&" + fullChannelView
+    /// `withMembers` false: the channels without their member lists (`Engine.changelogsMayOmitMembers`).
+    static func channelChangelogs(userID: String, token: String?, limit: Int, withMembers: Bool = true) -> String {
+        user(userID) + "/my_group_channels/changelogs?" + changelogPosition(token) + "&limit=\(limit)&"
+            + (withMembers ? fullChannelView : "show_member=false&show_metadata=true&show_metacounter=true")
     }
 
     /// A page of a channel's message changelogs from `token` (nil: from the beginning).

@@ -130,12 +130,17 @@ extension Engine {
             try cache.syncToken(scope: ChatCache.channelsTokenScope)
         } ?? nil
         let hadToken = token != nil
-        let path = Endpoints.channelChangelogs(userID: session.userID, token: token, limit: 100)
+        // From the start (a first sync, a refused token) every list is read.
+        let withMembers = token == nil || !changelogsMayOmitMembers
+        let path = Endpoints.channelChangelogs(userID: session.userID, token: token, limit: 100, withMembers: withMembers)
         let readStart = channelReads.begin()
         call("GET", path) { result in
             let touchedByEvents = self.channelReads.end(readStart)
             guard self.session.epoch == epoch else { return next() }
             switch result {
+            case .success where !withMembers && !self.changelogsMayOmitMembers:
+                // Events were lost or the stream dropped while the page travelled: read it with members.
+                self.syncChannelChangelogs(epoch: epoch, resetOnce: resetOnce, rereads: rereads, then: next)
             case .success(let answer):
                 let page = WireChangelogPage(answer)
                 var pageURLs: Set<String> = []
@@ -151,6 +156,14 @@ extension Engine {
                 }
                 self.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
                     self.channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
+                    if !withMembers {
+                        // A channel whose member list the cache does not hold is read whole.
+                        for channel in page.updated ?? [] {
+                            guard let url = WireChannel(channel).channelURL else { continue }
+                            self.channelRereads.storedWithoutMembers.insert(url)
+                            if try !transaction.cache.channelMembersKnown(url: url) { self.channelRereads.wanted.insert(url) }
+                        }
+                    }
                     if let next = page.next, !next.isEmpty {
                         try transaction.setSyncToken(next, scope: ChatCache.channelsTokenScope)
                     }
@@ -178,6 +191,17 @@ extension Engine {
                 next()
             }
         }
+    }
+
+    /// Whether the channel changelogs may leave member lists out: the stream is open and
+    /// resumed from a position, with no event lost since. Every change of a member list
+    /// reaches the user as an event carrying the channel with its members (PROTOCOL.md §9.1),
+    /// and a resumed stream's replay gives each channel's list as it is now, so the
+    /// changelogs would only repeat them (in a reconnect storm, a channel of 1,000 members
+    /// per client, rendered and stored twice). A `resync` reads the channels stored meanwhile
+    /// again whole (`ChannelRereads.storedWithoutMembers`).
+    var changelogsMayOmitMembers: Bool {
+        session.linkOpen && session.resumedAtBreaks == session.streamBreaks
     }
 
     /// Times in a row a channel changelog page is asked for again because events touched

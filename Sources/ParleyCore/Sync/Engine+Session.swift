@@ -208,8 +208,8 @@ extension Engine {
             stateChanged: { old, new, error in
                 onEngine { $0.streamStateChanged(old, new, error) }
             },
-            connected: { _ in
-                onEngine { $0.streamOpened() }
+            connected: { resumedFrom in
+                onEngine { $0.streamOpened(resumed: resumedFrom != nil) }
             },
             replaying: { throughID in
                 onEngine { $0.session.replayThrough = throughID }
@@ -236,6 +236,10 @@ extension Engine {
                     let found = passSinceBreak ? engine.catchUp.lastPassChannelURLs : []
                     engine.catchUp.resync = PendingResync(reason: reason, collecting: passCovers, alreadyFound: found)
                     engine.session.streamBreaks &+= 1
+                    // Member lists the changelogs left out may have changed in the events lost.
+                    engine.channelRereads.wanted.formUnion(engine.channelRereads.storedWithoutMembers)
+                    engine.channelRereads.storedWithoutMembers = []
+                    engine.fetchWantedChannels()
                     // The catch-up is announced first: what the loss does to the views comes
                     // while they are catching up (never as a live view's change).
                     engine.runCatchUp(then: nil)
@@ -256,7 +260,8 @@ extension Engine {
     /// position is stored as the resume point before anything is reported (on a fresh
     /// connection it is the server's newest event id, so a client that sees no event before it
     /// goes away, or exits, still resumes from there and misses nothing); then the catch-up.
-    private func streamOpened() {
+    private func streamOpened(resumed: Bool) {
+        session.resumedAtBreaks = resumed ? session.streamBreaks : nil
         storeStreamPosition()
         // Open before the catch-up is announced, published after: a view never sees an open
         // stream without the catch-up that follows it (it would pass for live in between).

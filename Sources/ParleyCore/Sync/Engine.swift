@@ -73,6 +73,10 @@ struct SessionState {
     /// Bumped whenever events may have been missed (the stream dropped, or resumed past the
     /// server's retention): a page asked for before a bump cannot vouch for the newest end.
     var streamBreaks: UInt64 = 0
+    /// `streamBreaks` when the stream last opened resuming from a position (the server then
+    /// replays what was missed, each channel's first replayed event with its member list);
+    /// nil when it opened fresh.
+    var resumedAtBreaks: UInt64?
 }
 
 /// The open cache: its writer (reads go through `writer.cache`).
@@ -177,6 +181,9 @@ enum ChannelTouch {
 struct ChannelRereads {
     var wanted: Set<String> = []
     var inFlight: Set<String> = []
+    /// Channels this session stored from channel changelogs read without member lists: a
+    /// `resync` (events lost) reads them again whole.
+    var storedWithoutMembers: Set<String> = []
 }
 
 struct ChannelReadGuard {

@@ -89,7 +89,8 @@ class AnswerHoldingProxy:
 class RequestRefusingProxy:
     """Forwards TCP connections to the server, except that the next `refusals` requests whose
     bytes contain `marker` are answered 503 by the proxy itself, which then closes that
-    connection (the other connections, the event stream's among them, carry on)."""
+    connection (the other connections, the event stream's among them, carry on). `requests`:
+    the request lines seen, in order."""
 
     def __init__(self, server_url: str, marker: bytes, refusals: int) -> None:
         self.target_port = int(server_url.rsplit(":", 1)[1])
@@ -97,6 +98,7 @@ class RequestRefusingProxy:
         self.lock = threading.Lock()
         self.left = refusals
         self.refused = 0
+        self.requests: List[bytes] = []
         self.listener = loopback_listener(16)
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.sockets: List[socket.socket] = []
@@ -117,6 +119,9 @@ class RequestRefusingProxy:
     def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool) -> None:
         try:
             while data := source.recv(65536):
+                if from_client and data.split(b" ", 1)[0] in (b"GET", b"POST", b"PUT", b"DELETE", b"PATCH"):
+                    with self.lock:
+                        self.requests.append(data.split(b"\r\n", 1)[0])
                 if from_client and self.marker in data:
                     with self.lock:
                         refuse = self.left > 0

@@ -872,6 +872,58 @@ def test_a_catch_up_refused_by_the_server_runs_again_while_the_stream_stays_up(s
         proxy.close()
 
 
+def member_states(channel: Any) -> List[Tuple[str, str]]:
+    return [(m["user_id"], m["state"]) for m in channel.get("members") or []]
+
+
+def test_a_resumed_stream_brings_member_lists_and_the_changelogs_leave_them_out(server: RunningServer, admin: Admin,
+                                                                                tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    admin.user("carol")
+    proxy = RequestRefusingProxy(server.url, b"no request has this", refusals=0)
+    client, recorder = make_client(proxy.url, tmp_path / "cache")
+    try:
+        with client:
+            connect(client, recorder, "alice", alice_token)
+            recorder.wait(lambda: client.cached_channel(url) is not None)
+            client.disconnect()
+            # While away: a member list change and a message. The stream resumes with their events.
+            admin.call("POST", f"/v3/group_channels/{url}/invite", {"user_ids": ["carol"]})
+            admin.send(url, "bob", "while away")
+            client.connect("alice", alice_token).result(TIMEOUT)
+            truth = admin.call("GET", f"/v3/group_channels/{url}", show_member="true")
+            assert ("carol", "joined") in member_states(truth)
+            poll_until(lambda: member_states(client.cached_channel(url)) == member_states(truth))
+            poll_until(lambda: (client.cached_channel(url).get("last_message") or {}).get("message") == "while away")
+            changelogs = [line for line in proxy.requests if b"/my_group_channels/changelogs" in line]
+            # The first sync reads every list; the resumed one leaves them to the replay.
+            assert b"show_member=true" in changelogs[0], changelogs
+            assert b"show_member=false" in changelogs[-1], changelogs
+    finally:
+        proxy.close()
+
+
+def test_after_a_resync_member_lists_left_out_by_the_changelogs_are_read_again(tmp_path: Path) -> None:
+    with short_retention(tmp_path) as server:
+        admin = Admin(server.running())
+        alice_token, _, url = setup_pair(admin)
+        admin.user("carol")
+        with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
+            recorder.wait(lambda: client.cached_channel(url) is not None)
+            client.disconnect()
+            # More events than the server keeps: the resumed stream gets a resync, which may come
+            # after the catch-up's changelog (read without members) was applied.
+            admin.call("POST", f"/v3/group_channels/{url}/invite", {"user_ids": ["carol"]})
+            for i in range(5):
+                admin.call("PUT", f"/v3/group_channels/{url}", {"data": f"churn {i}"})
+            client.connect("alice", alice_token).result(TIMEOUT)
+            recorder.wait(lambda: len(recorder.of("resync")) == 1)
+            truth = admin.call("GET", f"/v3/group_channels/{url}", show_member="true")
+            assert ("carol", "joined") in member_states(truth)
+            poll_until(lambda: member_states(client.cached_channel(url)) == member_states(truth))
+            assert client.cached_channel(url)["data"] == "churn 4"
+
+
 def test_reaction_and_thread_events_patch_the_cached_message(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     alice_token, _, url = setup_pair(admin)
     parent = admin.send(url, "bob", "parent")
