@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import List
+from typing import Any, List
 
 
 def loopback_listener(backlog: int) -> socket.socket:
@@ -25,28 +25,18 @@ def shut_down(*ends: socket.socket) -> None:
             pass
 
 
-class AnswerHoldingProxy:
-    """Forwards TCP connections to the server. Once armed, the answer to the next request
-    whose bytes contain `marker` is held when it arrives from the server (so the server has
-    read what it answers) until `release`."""
+class ForwardingProxy:
+    """Forwards each TCP connection to the server with two pump threads (`_pump`, one per
+    direction, `from_client` telling which), started in the listener's thread."""
 
-    def __init__(self, server_url: str, marker: bytes) -> None:
+    def __init__(self, server_url: str) -> None:
         self.target_port = int(server_url.rsplit(":", 1)[1])
-        self.marker = marker
         self.listener = loopback_listener(16)
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.armed = False
-        self.answered = threading.Event()  # the held answer came from the server
-        self.released = threading.Event()
-        self.forwarded = threading.Event()  # the held answer went on to the client
         self.sockets: List[socket.socket] = []
+
+    def start(self) -> None:
         threading.Thread(target=self._accept, daemon=True).start()
-
-    def arm(self) -> None:
-        self.armed = True
-
-    def release(self) -> None:
-        self.released.set()
 
     def _accept(self) -> None:
         while True:
@@ -57,17 +47,52 @@ class AnswerHoldingProxy:
             upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             upstream.settimeout(None)
             self.sockets += [client, upstream]
-            hold = threading.Event()
-            threading.Thread(target=self._pump, args=(client, upstream, hold, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, hold, True), daemon=True).start()
+            connection = self._connection_state()
+            threading.Thread(target=self._pump, args=(client, upstream, connection, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, connection, False), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, hold: threading.Event, from_server: bool) -> None:
+    def _connection_state(self) -> Any:
+        """What the two pumps of one connection share."""
+        return None
+
+    def _pump(self, source: socket.socket, sink: socket.socket, connection: Any, from_client: bool) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.listener.close()
+        shut_down(*self.sockets)
+
+
+class AnswerHoldingProxy(ForwardingProxy):
+    """Forwards TCP connections to the server. Once armed, the answer to the next request
+    whose bytes contain `marker` is held when it arrives from the server (so the server has
+    read what it answers) until `release`."""
+
+    def __init__(self, server_url: str, marker: bytes) -> None:
+        super().__init__(server_url)
+        self.marker = marker
+        self.armed = False
+        self.answered = threading.Event()  # the held answer came from the server
+        self.released = threading.Event()
+        self.forwarded = threading.Event()  # the held answer went on to the client
+        self.start()
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def release(self) -> None:
+        self.released.set()
+
+    def _connection_state(self) -> Any:
+        return threading.Event()  # set: the connection's next answer is held
+
+    def _pump(self, source: socket.socket, sink: socket.socket, hold: Any, from_client: bool) -> None:
         try:
             while data := source.recv(65536):
-                if not from_server and self.armed and self.marker in data:
+                if from_client and self.armed and self.marker in data:
                     self.armed = False
                     hold.set()  # before the request goes on: its answer is the next bytes back
-                held = from_server and hold.is_set()
+                held = not from_client and hold.is_set()
                 if held:
                     hold.clear()
                     self.answered.set()
@@ -82,41 +107,25 @@ class AnswerHoldingProxy:
 
     def close(self) -> None:
         self.released.set()
-        self.listener.close()
-        shut_down(*self.sockets)
+        super().close()
 
 
-class RequestRefusingProxy:
+class RequestRefusingProxy(ForwardingProxy):
     """Forwards TCP connections to the server, except that the next `refusals` requests whose
     bytes contain `marker` are answered 503 by the proxy itself, which then closes that
     connection (the other connections, the event stream's among them, carry on). `requests`:
     the request lines seen, in order."""
 
     def __init__(self, server_url: str, marker: bytes, refusals: int) -> None:
-        self.target_port = int(server_url.rsplit(":", 1)[1])
+        super().__init__(server_url)
         self.marker = marker
         self.lock = threading.Lock()
         self.left = refusals
         self.refused = 0
         self.requests: List[bytes] = []
-        self.listener = loopback_listener(16)
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.sockets: List[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.start()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-            upstream.settimeout(None)
-            self.sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, connection: Any, from_client: bool) -> None:
         try:
             while data := source.recv(65536):
                 if from_client and data.split(b" ", 1)[0] in (b"GET", b"POST", b"PUT", b"DELETE", b"PATCH"):
@@ -138,7 +147,3 @@ class RequestRefusingProxy:
             pass
         finally:
             shut_down(source, sink)
-
-    def close(self) -> None:
-        self.listener.close()
-        shut_down(*self.sockets)
