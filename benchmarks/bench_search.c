@@ -13,7 +13,10 @@
  *     order also the ranking of every match by FTS5's bm25 (what relevance cost when it
  *     ranked them all), beside the window of the newest 5,000 matches the library ranks;
  *   - writing the messages with the index beside the same writes without it (the trigger
- *     removed on a copy), and the cache file with and without the index. */
+ *     removed on a copy), and the cache file with and without the index;
+ *   - with PARLEY_BENCH_CACHE_KEY set, the same first pages on a compact plain copy of the
+ *     cache and on the same copy encrypted with that key (bench_support.h, `twin_copies`),
+ *     a fresh client on each: the first search of each query, then 5 alternated. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_support.h"
 #include <sqlite3.h>
@@ -296,6 +299,103 @@ static long long count_matches(sqlite3 *db, const char *expression) {
     return count;
 }
 
+typedef struct {
+    const char *label;
+    char query[64];
+    char expression[96];
+} query_case;
+
+enum { query_cases = 5 };
+
+/* The first pages of every query in both orders on a plain and an encrypted copy of the
+ * cache at `path` (under the cache directory `directory`), printed with the ratios and as summary rows; beside them `raw_ms`, the
+ * raw sqlite3 runs on the plain file measured earlier in the run (an encrypted file has no
+ * raw floor). */
+static int compare_encrypted(const char *url, const char *directory, const char *path, const char *user, const char *token,
+                             int cached, const query_case *cases, double raw_ms[query_cases][2]) {
+    char plain_dir[] = "/tmp/parley-bench-search-plain-XXXXXX", keyed_dir[] = "/tmp/parley-bench-search-keyed-XXXXXX";
+    char plain_file[1100], keyed_file[1100], command[2300];
+    printf("\ncopying the cache for the comparison with encryption on...\n");
+    fflush(stdout);
+    if (!twin_copies(directory, path, plain_dir, keyed_dir, plain_file, keyed_file, sizeof plain_file)) return 0;
+    parley_client *plain = connected_client_keyed(url, plain_dir, user, token, NULL, "");
+    double started = now_us();
+    parley_client *keyed = connected_client_keyed(url, keyed_dir, user, token, NULL, cache_key_member());
+    double encrypt_seconds = (now_us() - started) / 1e6;
+    if (plain == NULL || keyed == NULL) return 0;
+    /* Each client's first connect starts a full check of its file: not beside the searches. */
+    if (!file_is_sealed(keyed_file)) {
+        fprintf(stderr, "the keyed connect left %s plain\n", keyed_file);
+        return 0;
+    }
+    if (wait_checked(plain_file, 300) < 0 || wait_checked(keyed_file, 300) < 0) return 0;
+    printf("Encryption at rest, search over a cache of %d (compact copies, a client on each; the first search of each\n"
+           "query, then the median of 5, alternated)\n",
+           cached);
+    printf("  encrypting the copy at its first connect %6.1f s   (%.0f MB)\n", encrypt_seconds, file_bytes(keyed_file) / 1048576.0);
+    /* Per order: the slowest query encrypted, the range of the ratios, and the first searches
+     * (single samples, so summed over the queries). */
+    double worst[2] = {0, 0}, worst_plain[2] = {0, 0}, worst_raw[2] = {0, 0}, low[2] = {1e9, 1e9}, high[2] = {0, 0};
+    double plain_firsts[2] = {0, 0}, keyed_firsts[2] = {0, 0};
+    const char *worst_label[2] = {"", ""};
+    for (int c = 0; c < query_cases; c++) {
+        for (int o = 0; o < 2; o++) {
+            const char *order = o == 0 ? "time" : "relevance";
+            double plain_samples[5], keyed_samples[5];
+            int plain_count = 0, keyed_count = 0;
+            double plain_first = library_first_page(plain, cases[c].query, order, &plain_count);
+            double keyed_first = library_first_page(keyed, cases[c].query, order, &keyed_count);
+            for (int i = 0; i < 5; i++) {
+                int keyed_first_turn = i % 2;
+                for (int turn = 0; turn < 2; turn++) {
+                    if ((turn == 0) == keyed_first_turn)
+                        keyed_samples[i] = library_first_page(keyed, cases[c].query, order, &keyed_count);
+                    else
+                        plain_samples[i] = library_first_page(plain, cases[c].query, order, &plain_count);
+                }
+            }
+            double plain_median = median(plain_samples, 5), keyed_median = median(keyed_samples, 5);
+            if (plain_first < 0 || keyed_first < 0 || plain_median < 0 || keyed_median < 0 || plain_count != keyed_count) {
+                fprintf(stderr, "search %s (%s): failed, or the copies gave different pages\n", cases[c].label, order);
+                return 0;
+            }
+            double ratio = keyed_median / plain_median;
+            printf("  %-12s %-9s  plain first %6.2f median %6.2f ms   encrypted first %6.2f median %6.2f ms   %.2fx"
+                   "   (raw sqlite3 %6.2f ms)\n",
+                   cases[c].label, order, plain_first / 1e3, plain_median / 1e3, keyed_first / 1e3, keyed_median / 1e3, ratio,
+                   raw_ms[c][o]);
+            plain_firsts[o] += plain_first;
+            keyed_firsts[o] += keyed_first;
+            if (ratio < low[o]) low[o] = ratio;
+            if (ratio > high[o]) high[o] = ratio;
+            if (keyed_median > worst[o]) {
+                worst[o] = keyed_median;
+                worst_plain[o] = plain_median;
+                worst_raw[o] = raw_ms[c][o];
+                worst_label[o] = cases[c].label;
+            }
+        }
+    }
+    for (int o = 0; o < 2; o++) {
+        printf("  first searches, %-9s order, the %d queries: plain %.2f ms, encrypted %.2f ms (%.2fx)\n", o == 0 ? "time" : "relevance",
+               query_cases, plain_firsts[o] / 1e3, keyed_firsts[o] / 1e3, keyed_firsts[o] / plain_firsts[o]);
+    }
+    for (int o = 0; o < 2; o++) {
+        char measure[192], figure[128], comparison[192];
+        snprintf(measure, sizeof measure, "search first page, %d cached, slowest query in %s order (%s) [cache encrypted]", cached,
+                 o == 0 ? "time" : "relevance", worst_label[o]);
+        snprintf(figure, sizeof figure, "%.2f ms (%.2fx; every query %.2f-%.2fx)", worst[o] / 1e3, worst[o] / worst_plain[o], low[o],
+                 high[o]);
+        snprintf(comparison, sizeof comparison, "plain copy %.2f ms; raw sqlite3 %.2f ms; first searches %.2fx", worst_plain[o] / 1e3,
+                 worst_raw[o], keyed_firsts[o] / plain_firsts[o]);
+        summary_row(measure, figure, comparison, "<= 1.15x plain");
+    }
+    parley_client_destroy(plain);
+    parley_client_destroy(keyed);
+    snprintf(command, sizeof command, "rm -rf '%s' '%s'", plain_dir, keyed_dir);
+    return system(command) == 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s SERVER_URL API_TOKEN [CACHED_MESSAGES]\n", argv[0]);
@@ -313,7 +413,8 @@ int main(int argc, char **argv) {
     if (root == NULL) return 1;
     char user[128], channel[128], token[256];
     if (!solo_user_and_channel(root, &w, "search", user, sizeof user, channel, sizeof channel, token, sizeof token)) return 1;
-    parley_client *client = connected_client(url, cache_dir, user, token, NULL);
+    /* Plain whatever PARLEY_BENCH_CACHE_KEY says: the messages are written raw. */
+    parley_client *client = connected_client_keyed(url, cache_dir, user, token, NULL, "");
     if (client == NULL) return 1;
     const char *found = cache_file_in(cache_dir);
     if (found == NULL) return 1;
@@ -354,8 +455,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "registering parley_search_page: %s\n", sqlite3_errmsg(db));
         return 1;
     }
-    typedef struct { const char *label; char query[64]; char expression[96]; } query_case;
-    query_case cases[5];
+    query_case cases[query_cases];
     int ranks[] = {2, 300, 15000};
     const char *labels[] = {"common word", "medium word", "rare word"};
     for (int i = 0; i < 3; i++) {
@@ -376,7 +476,8 @@ int main(int argc, char **argv) {
     /* The slowest query of each order: [0] time, [1] relevance. */
     double worst[2] = {0, 0}, worst_raw[2] = {0, 0}, worst_first[2] = {0, 0}, worst_every[2] = {0, 0};
     const char *worst_label[2] = {"", ""};
-    for (int c = 0; c < 5; c++) {
+    double raw_ms[query_cases][2];
+    for (int c = 0; c < query_cases; c++) {
         long long matches = count_matches(db, cases[c].expression);
         for (int o = 0; o < 2; o++) {
             const char *order = o == 0 ? "time" : "relevance";
@@ -389,6 +490,7 @@ int main(int argc, char **argv) {
                 every[i] = o == 0 ? 0 : raw_rank_every_match(db, cases[c].expression);
             }
             double library_median = median(samples, 5), raw_median = median(raw, 5), every_median = median(every, 5);
+            raw_ms[c][o] = raw_median / 1e3;
             printf("  %-12s %-9s %8lld matches  first %8.2f ms  median %8.2f ms  raw sqlite3 %8.2f ms  (%d results)",
                    cases[c].label, order, matches, first / 1e3, library_median / 1e3, raw_median / 1e3, count);
             if (o == 1) printf("  every match ranked by bm25 %8.2f ms", every_median / 1e3);
@@ -425,6 +527,8 @@ int main(int argc, char **argv) {
     summary_row("cache size with the search index", figure, comparison, "(reported)");
     sqlite3_close(db);
     parley_client_destroy(client);
+    fflush(stdout);
+    if (*cache_key_member() != '\0' && !compare_encrypted(url, cache_dir, path, user, token, cached, cases, raw_ms)) return 1;
     parley_client_destroy(root);
     snprintf(command, sizeof command, "rm -rf '%s'", cache_dir);
     return system(command) == 0 ? 0 : 1;

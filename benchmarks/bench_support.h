@@ -140,12 +140,12 @@ static inline int solo_user_and_channel(parley_client *root, waiter *w, const ch
     return user_token(root, w, user, token, token_size);
 }
 
-/* A client with its cache under `cache_dir`, the event handler set (when `on_event` is not
- * NULL), connected as `user`, its event stream open. NULL on failure (printed). */
 /* With PARLEY_BENCH_CACHE_KEY (64 hexadecimal digits) in the environment, the clients the
  * benchmarks measure encrypt their cache with it (docs/C-API.md "Encryption at rest");
- * scripts/bench.sh runs the sends, the cached reads and the catch-up both ways. The
- * configuration member to add ("" without it). */
+ * scripts/bench.sh runs the sends, the cached reads and the catch-up both ways. bench_views
+ * and bench_search fill a plain cache (their raw writes and floors need one) and time their
+ * first pages on a plain and an encrypted copy of it (`twin_copies`). The configuration
+ * member to add ("" without it). */
 static inline const char *cache_key_member(void) {
     static char member[128];
     const char *key = getenv("PARLEY_BENCH_CACHE_KEY");
@@ -154,13 +154,16 @@ static inline const char *cache_key_member(void) {
     return member;
 }
 
-static inline parley_client *connected_client(const char *url, const char *cache_dir, const char *user, const char *token,
-                                              parley_event_fn on_event) {
+/* A client with its cache under `cache_dir` (`key_member`: "" or cache_key_member()), the
+ * event handler set (when `on_event` is not NULL), connected as `user`, its event stream
+ * open. NULL on failure (printed). */
+static inline parley_client *connected_client_keyed(const char *url, const char *cache_dir, const char *user, const char *token,
+                                                    parley_event_fn on_event, const char *key_member) {
     char config[1024];
     /* A limit above every cache the benchmarks build: a client that keeps a million messages is
      * configured to (with the default 256 MB the connect would start evicting them). */
     snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\", \"cache_size_limit_mb\": 8192%s}", url,
-             cache_dir, cache_key_member());
+             cache_dir, key_member);
     parley_client *client = NULL;
     waiter w = WAITER_INIT;
     if (parley_client_create(&client, config) != PARLEY_OK) return NULL;
@@ -179,6 +182,12 @@ static inline parley_client *connected_client(const char *url, const char *cache
         sleep_ms(10);
     }
     return client;
+}
+
+/* The same, encrypted with PARLEY_BENCH_CACHE_KEY when it is set. */
+static inline parley_client *connected_client(const char *url, const char *cache_dir, const char *user, const char *token,
+                                              parley_event_fn on_event) {
+    return connected_client_keyed(url, cache_dir, user, token, on_event, cache_key_member());
 }
 
 /* The path of the cache file under `directory` (static storage), NULL when there is none. */
@@ -307,6 +316,72 @@ static inline int add_message_copies(const char *path, int count, int pad_bytes,
     sqlite3_finalize(copy);
     sqlite3_close(db);
     return ok;
+}
+
+/* For the comparisons with encryption on (bench_views, bench_search): two compact copies of
+ * the plain cache file `path` (under the cache directory `directory`) at the same place under
+ * new cache directories (mkdtemp templates): a plain one (VACUUM INTO) and a byte copy of it
+ * that its first keyed connect encrypts, which writes it again with VACUUM INTO
+ * (docs/C-API.md, "A plain cache opened with a key"): the two are laid out alike, unlike the
+ * file the raw writes left. The plain copy's path into `plain_file`, the other's into
+ * `keyed_file`. */
+static inline int twin_copies(const char *directory, const char *path, char *plain_dir, char *keyed_dir, char *plain_file,
+                              char *keyed_file, size_t size) {
+    size_t prefix = strlen(directory);
+    const char *name = strrchr(path, '/');
+    if (strncmp(path, directory, prefix) != 0 || name == NULL || mkdtemp(plain_dir) == NULL || mkdtemp(keyed_dir) == NULL) return 0;
+    snprintf(plain_file, size, "%s%s", plain_dir, path + prefix);
+    snprintf(keyed_file, size, "%s%s", keyed_dir, path + prefix);
+    char command[2300];
+    /* The file's folder (the server's) under each new directory. */
+    snprintf(command, sizeof command, "mkdir -p '%.*s' '%.*s'", (int)(strlen(plain_file) - strlen(name)), plain_file,
+             (int)(strlen(keyed_file) - strlen(name)), keyed_file);
+    if (system(command) != 0) return 0;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *copy = NULL;
+    int ok = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+             sqlite3_prepare_v2(db, "VACUUM INTO ?1", -1, &copy, NULL) == SQLITE_OK &&
+             sqlite3_bind_text(copy, 1, plain_file, -1, SQLITE_STATIC) == SQLITE_OK && sqlite3_step(copy) == SQLITE_DONE;
+    if (!ok) fprintf(stderr, "copying %s: %s\n", path, sqlite3_errmsg(db));
+    sqlite3_finalize(copy);
+    sqlite3_close(db);
+    snprintf(command, sizeof command, "cp '%s' '%s'", plain_file, keyed_file);
+    return ok && system(command) == 0;
+}
+
+/* Whether the file at `path` is an encrypted cache (does not begin with SQLite's header). */
+static inline int file_is_sealed(const char *path) {
+    char start[16] = {0};
+    FILE *file = fopen(path, "rb");
+    size_t got = file ? fread(start, 1, sizeof start, file) : 0;
+    if (file) fclose(file);
+    return got == sizeof start && memcmp(start, "SQLite format 3", 16) != 0;
+}
+
+/* Waits up to `seconds` for the full check the library runs once beside a large file's first
+ * connects (it writes `<file>.checked` when done, `<file>.damaged` when it found damage), so
+ * that it does not share the cores with the timed reads. 1 when it finished, 0 when it did
+ * not in time, -1 when it found damage (printed). */
+static inline int wait_checked(const char *file, int seconds) {
+    /* Up to 64 MiB the check runs inside the connect (SQLiteDatabase.fullCheckLimitBytes). */
+    if (file_bytes(file) <= (64LL << 20)) return 1;
+    char checked[1100], damaged[1100], detail[512] = "";
+    snprintf(checked, sizeof checked, "%s.checked", file);
+    snprintf(damaged, sizeof damaged, "%s.damaged", file);
+    for (int i = 0; i < seconds * 10; i++) {
+        if (access(checked, F_OK) == 0) return 1;
+        FILE *marker = fopen(damaged, "r");
+        if (marker != NULL) {
+            size_t got = fread(detail, 1, sizeof detail - 1, marker);
+            detail[got] = '\0';
+            fclose(marker);
+            fprintf(stderr, "the full check of %s found damage: %s\n", file, detail);
+            return -1;
+        }
+        sleep_ms(100);
+    }
+    fprintf(stderr, "the full check of %s did not finish in %d s: the timed reads run beside it\n", file, seconds);
+    return 0;
 }
 
 #endif

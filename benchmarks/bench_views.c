@@ -23,7 +23,11 @@
  *     parley_client_connection_state, a call that only waits for the engine queue;
  *   - process start to the first page: this program run again (`--first-page`), which
  *     creates a client, connects and opens the collection, timed from before its exec to
- *     the line it prints when the first page arrived (P5). */
+ *     the line it prints when the first page arrived (P5);
+ *   - with PARLEY_BENCH_CACHE_KEY set, P5's first page and P1's pages on a compact plain copy
+ *     of the big cache and on the same copy encrypted with that key (bench_support.h,
+ *     `twin_copies`): a fresh client on each, alternated, 9 rounds; and the time the first
+ *     keyed connect takes to encrypt the copy. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_support.h"
 #include "page_floor.h"
@@ -129,7 +133,7 @@ static int measure_metrics(parley_client *client, parley_client *root, waiter *w
 /* Connects on cache_dir, measures, disconnects. */
 static int measure(parley_client *root, waiter *w, const char *url, const char *cache_dir, const char *user, const char *token,
                    const char *channel, int pages, view_figures *out) {
-    parley_client *client = connected_client(url, cache_dir, user, token, NULL);
+    parley_client *client = connected_client_keyed(url, cache_dir, user, token, NULL, "");
     if (client == NULL) return 0;
     /* The view's own cost: opened once the connection's catch-up has run (right after
      * connect the first page would also wait for that catch-up's writes). */
@@ -212,6 +216,113 @@ static int measure(parley_client *root, waiter *w, const char *url, const char *
     return 1;
 }
 
+/* The comparison with encryption on: per round, a fresh client on each copy. */
+enum { twin_rounds = 9 };
+
+typedef struct {
+    double first_page_us[twin_rounds], page_us[twin_rounds * pages_per_view];
+    int pages;
+} twin_figures;
+
+/* One round on one copy, timed as `measure` times P5 and P1: connect, then a new view's first
+ * page, then pages of 100 once the server has confirmed the view's start. */
+static int twin_round(const char *url, const char *dir, const char *key_member, const char *user, const char *token,
+                      const char *channel, int round, twin_figures *out) {
+    parley_client *client = connected_client_keyed(url, dir, user, token, NULL, key_member);
+    if (client == NULL) return 0;
+    sleep_ms(500);
+    parley_message_collection *view = NULL;
+    page_slot first;
+    page_init(&first);
+    double t0 = now_us();
+    if (parley_message_collection_create(&view, client, channel, PARLEY_STARTING_POINT_NEWEST, "{\"previous_result_size\": 100}", NULL) !=
+            PARLEY_OK ||
+        parley_message_collection_start(view, on_page, on_ignored, &first) != PARLEY_OK) {
+        return 0;
+    }
+    wait_page(&first);
+    if (first.code != 0) return 0;
+    out->first_page_us[round] = first.at - t0;
+    int freshness = 0;
+    for (int waited = 0; waited < 2000 && (parley_message_collection_freshness(view, &freshness) != PARLEY_OK ||
+                                            freshness != PARLEY_FRESHNESS_LIVE);
+         waited++) {
+        sleep_ms(1);
+    }
+    for (int i = 0; i < pages_per_view; i++) {
+        page_slot page;
+        page_init(&page);
+        double start = now_us();
+        if (parley_message_collection_load_previous(view, on_page, &page) != PARLEY_OK) return 0;
+        wait_page(&page);
+        if (page.code != 0) break;
+        out->page_us[out->pages++] = page.at - start;
+    }
+    parley_message_collection_dispose(view);
+    parley_client_destroy(client);
+    return 1;
+}
+
+/* P5 and P1 on a plain and an encrypted copy of `big_file`, the cache under `big_dir`
+ * (bench_support.h, `twin_copies`), printed with the ratios and as summary rows; beside them
+ * `raw_median`, P1's raw read of the plain file earlier in the run (an encrypted file has no
+ * raw floor). */
+static int compare_encrypted(const char *url, const char *big_dir, const char *big_file, const char *user, const char *token,
+                             const char *channel, int cached, double raw_median) {
+    char plain_dir[] = "/tmp/parley-bench-views-plain-XXXXXX", keyed_dir[] = "/tmp/parley-bench-views-keyed-XXXXXX";
+    char plain_file[1100], keyed_file[1100], command[2300];
+    printf("\ncopying the cache for the comparison with encryption on...\n");
+    fflush(stdout);
+    if (!twin_copies(big_dir, big_file, plain_dir, keyed_dir, plain_file, keyed_file, sizeof plain_file)) return 0;
+    /* The first connects: the keyed one encrypts its copy; each starts its file's full check. */
+    parley_client *client = connected_client_keyed(url, plain_dir, user, token, NULL, "");
+    if (client == NULL) return 0;
+    parley_client_destroy(client);
+    double started = now_us();
+    client = connected_client_keyed(url, keyed_dir, user, token, NULL, cache_key_member());
+    if (client == NULL) return 0;
+    double encrypt_seconds = (now_us() - started) / 1e6;
+    parley_client_destroy(client);
+    if (!file_is_sealed(keyed_file)) {
+        fprintf(stderr, "the keyed connect left %s plain\n", keyed_file);
+        return 0;
+    }
+    if (wait_checked(plain_file, 300) < 0 || wait_checked(keyed_file, 300) < 0) return 0;
+    twin_figures plain = {0}, keyed = {0};
+    for (int round = 0; round < twin_rounds; round++) {
+        /* Alternated, so that a slower minute of the host weighs on both. */
+        int keyed_goes_first = round % 2;
+        for (int turn = 0; turn < 2; turn++) {
+            int is_keyed = turn == 0 ? keyed_goes_first : !keyed_goes_first;
+            if (!twin_round(url, is_keyed ? keyed_dir : plain_dir, is_keyed ? cache_key_member() : "", user, token, channel, round,
+                            is_keyed ? &keyed : &plain)) {
+                return 0;
+            }
+        }
+    }
+    double plain_first = median(plain.first_page_us, twin_rounds), keyed_first = median(keyed.first_page_us, twin_rounds);
+    double plain_page = median(plain.page_us, plain.pages), keyed_page = median(keyed.page_us, keyed.pages);
+    printf("Encryption at rest, a cache of %d (compact copies; a fresh client on each, alternated, medians of %d)\n", cached,
+           twin_rounds);
+    printf("  encrypting the copy at its first connect %6.1f s   (%.0f MB)\n", encrypt_seconds, file_bytes(keyed_file) / 1048576.0);
+    printf("  P5 create + start to the first page      plain %6.2f ms   encrypted %6.2f ms   %.2fx\n", plain_first / 1e3,
+           keyed_first / 1e3, keyed_first / plain_first);
+    printf("  P1 page of 100 on a new client           plain %6.1f us   encrypted %6.1f us   %.2fx   (%d / %d pages; raw sqlite3 on the "
+           "plain file %.1f us)\n",
+           plain_page, keyed_page, keyed_page / plain_page, plain.pages, keyed.pages, raw_median);
+    char measure_text[128], figure[64], comparison[96];
+    snprintf(measure_text, sizeof measure_text, "P5 open a collection on %d cached: first page [cache encrypted]", cached);
+    snprintf(figure, sizeof figure, "%.2f ms (%.2fx)", keyed_first / 1e3, keyed_first / plain_first);
+    snprintf(comparison, sizeof comparison, "plain copy %.2f ms (medians of %d, alternated)", plain_first / 1e3, twin_rounds);
+    summary_row(measure_text, figure, comparison, "<= 1.15x plain");
+    snprintf(measure_text, sizeof measure_text, "P1 page of 100 on a new client, %d cached [cache encrypted]", cached);
+    snprintf(figure, sizeof figure, "%.0f us (%.2fx)", keyed_page, keyed_page / plain_page);
+    snprintf(comparison, sizeof comparison, "plain copy %.0f us; raw sqlite3 read %.0f us", plain_page, raw_median);
+    summary_row(measure_text, figure, comparison, "<= 1.15x plain");
+    snprintf(command, sizeof command, "rm -rf '%s' '%s'", plain_dir, keyed_dir);
+    return system(command) == 0;
+}
+
 /* The raw sqlite3 read of pages of 100 on `db`, walking down from the newest. */
 static void raw_pages_on(sqlite3 *db, const char *channel, int pages, double *samples) {
     sqlite3_stmt *select = NULL;
@@ -249,7 +360,7 @@ static int setup_cache(parley_client *root, waiter *w, const char *url, const ch
                        const char *channel, int fetched) {
     (void)root;
     (void)w;
-    parley_client *client = connected_client(url, dir, user, token, NULL);
+    parley_client *client = connected_client_keyed(url, dir, user, token, NULL, "");
     if (client == NULL) return 0;
     parley_message_collection *view = NULL;
     if (parley_message_collection_create(&view, client, channel, PARLEY_STARTING_POINT_NEWEST, "{\"previous_result_size\": 200}", NULL) !=
@@ -271,7 +382,7 @@ static int setup_cache(parley_client *root, waiter *w, const char *url, const ch
 
 /* The `--first-page` mode: a fresh process shows the channel's first page, then says so. */
 static int first_page_only(const char *url, const char *cache_dir, const char *user, const char *token, const char *channel) {
-    parley_client *client = connected_client(url, cache_dir, user, token, NULL);
+    parley_client *client = connected_client_keyed(url, cache_dir, user, token, NULL, "");
     if (client == NULL) return 1;
     parley_message_collection *view = NULL;
     page_slot first;
@@ -436,6 +547,8 @@ int main(int argc, char **argv) {
     snprintf(comparison, sizeof comparison, "connection_state %.0f us; counting the rows %.1f ms", state_median,
              big_figures.metrics_us[0] / 1e3);
     summary_row(measure_text, figure, comparison, "-");
+    fflush(stdout);
+    if (*cache_key_member() != '\0' && !compare_encrypted(url, big_dir, big_file, user, token, channel, cached, raw_median)) return 1;
     parley_client_destroy(root);
     snprintf(config, sizeof config, "rm -rf '%s' '%s'", big_dir, small_dir);
     return system(config) == 0 ? 0 : 1;

@@ -9,7 +9,7 @@
 # (benchmarks/delay_proxy.c, 1 ms each way) and count accepted msg/s at 1 to 16 requests in
 # flight, on one server and on two: what a write's waits on the database allow, which this
 # machine's busy cores would otherwise hide.
-#   bash scripts/bench.sh               full run (about 7 minutes here once built, and bench_many's 12)
+#   bash scripts/bench.sh               full run (about 8 minutes here once built, and bench_many's 12)
 #   bash scripts/bench.sh --quick       smaller sizes (a few minutes, bench_many's 2 among them)
 #   bash scripts/bench.sh --scale-out   the scale-out rows alone (about 1 minute once built)
 #   bash scripts/bench.sh --server      the server's rows alone, both backends (about 4 minutes)
@@ -140,14 +140,16 @@ run "$build_dir/bench_catchup" "$url" "$token" "$missed" "$channels"
 # P8 and P4 again with the cache's search index removed: what keeping it costs.
 run env PARLEY_BENCH_WITHOUT_SEARCH_INDEX=1 "$build_dir/bench_engine" "$url" "$token" "$sends" "$reads"
 run env PARLEY_BENCH_WITHOUT_SEARCH_INDEX=1 "$build_dir/bench_catchup" "$url" "$token" "$missed" "$channels"
-# P8, the cached reads and P4 again with every measured cache encrypted (a random key).
+# P8, the cached reads and P4 again with every measured cache encrypted (a random key);
+# bench_search and bench_views, given the key, also time their first pages on an encrypted
+# copy of their (plain) cache beside a plain copy.
 cache_key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 run env PARLEY_BENCH_CACHE_KEY="$cache_key" "$build_dir/bench_engine" "$url" "$token" "$sends" "$reads"
 run env PARLEY_BENCH_CACHE_KEY="$cache_key" "$build_dir/bench_catchup" "$url" "$token" "$missed" "$channels"
-run "$build_dir/bench_search" "$url" "$token" "$searched"
+run env PARLEY_BENCH_CACHE_KEY="$cache_key" "$build_dir/bench_search" "$url" "$token" "$searched"
 run "$build_dir/bench_open" "$url" "$token" "$cache_mb"
 run "$build_dir/bench_live" "$url" "$token" "$live" "$members"
-run "$build_dir/bench_views" "$url" "$token" "$viewed" 1000
+run env PARLEY_BENCH_CACHE_KEY="$cache_key" "$build_dir/bench_views" "$url" "$token" "$viewed" 1000
 # The Python binding beside the platform package (scripts/setup.sh installs it from PyPI).
 run env PYTHONPATH="$root/bindings/python" PARLEY_LIBRARY="$build_dir/lib/libparley.so.0" \
     python3 "$root/benchmarks/bench_python.py" "$url" "$token" 15

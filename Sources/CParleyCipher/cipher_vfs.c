@@ -659,8 +659,10 @@ static int sealed_write(sqlite3_file *handle, const void *data, int amount, sqli
     if (file->kind == KIND_DATABASE) {
         if (file->unreadable) return SQLITE_IOERR_WRITE;
         if (file->page_size == 0) {
-            /* The first page written sets the page size, recorded in the header. */
-            if (offset != 0 || !valid_page_size((uint32_t)amount)) return SQLITE_IOERR_WRITE;
+            /* The first page written sets the page size, recorded in the header. It need not
+               be page 1: a copy (VACUUM INTO) larger than its page cache spills other pages
+               before it. */
+            if (!valid_page_size((uint32_t)amount) || offset % amount != 0) return SQLITE_IOERR_WRITE;
             file->page_size = (uint32_t)amount;
             put32(file->header + AT_PAGE_SIZE, file->page_size);
             header_checksum(file->header, file->header + AT_CHECKSUM);

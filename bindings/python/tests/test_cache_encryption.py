@@ -8,6 +8,7 @@ import hashlib
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -163,6 +164,35 @@ REKEYER = textwrap.dedent("""
         client.rekey_cache(key=other)
         key, other = other, key
 """)
+
+
+@pytest.mark.plain_cache_file
+def test_a_plain_cache_larger_than_the_copys_page_cache_is_encrypted(server: RunningServer, admin: Admin,
+                                                                     tmp_path: Path) -> None:
+    # The sealed copy (VACUUM INTO) outgrows its page cache (2 MB): pages are written before page 1.
+    cache_dir = tmp_path / "cache"
+    token = room(admin)
+    admin.send("room", "bob", "ZEBRAMARKERTEXT the newest")
+    with parley.Client(server_url=server.url, cache_dir=str(cache_dir)) as client:
+        client.connect("MARKERUSERID", token).result(TIMEOUT)
+        with client.message_collection("room") as collection:
+            collection.start()[1].result(TIMEOUT)
+    [path] = list(cache_dir.rglob("*.sqlite"))
+    db = sqlite3.connect(str(path))
+    # Copies of the message below it, written as bench_support.h's add_message_copies writes them.
+    db.executescript("CREATE TEMP TABLE template AS SELECT * FROM messages LIMIT 1;"
+                     "UPDATE template SET message_id = 1000000000;")
+    with db:
+        for _ in range(20000):
+            db.execute("UPDATE template SET message_id = message_id + 1, created_at = created_at - 1")
+            db.execute("INSERT INTO messages SELECT * FROM template")
+    db.close()
+    assert path.stat().st_size > 4 << 20
+    with parley.Client(server_url=server.url, cache_dir=str(cache_dir), cache_key=KEY) as client:
+        client.connect("MARKERUSERID", token).result(TIMEOUT)
+        assert not path.read_bytes().startswith(b"SQLite format 3")
+        assert client.metrics()["cache_messages"] > 20000
+    assert markers_found(cache_dir) == []
 
 
 def test_a_rekey_killed_at_random_points_leaves_the_cache_whole_under_one_key(server: RunningServer, admin: Admin,
