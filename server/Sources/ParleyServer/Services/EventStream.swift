@@ -35,6 +35,21 @@ enum EventStream {
             // another server, or have written just before (on PostgreSQL this server's own
             // commits are delivered once the bound, read after them, passes them).
             if lastEventId != nil { try await runner.catchUp() }
+            // The bulk of a resume's replay, rendered before the hub's queue: its renders (a
+            // channel and its members per channel) are the costly part, and the queue's other
+            // jobs (every live delivery) would wait behind them, in a reconnect storm behind
+            // thousands. It covers what was delivered before it began.
+            var early: EarlyReplay? = nil
+            if let lastEventId {
+                let through = hub.deliveredThrough
+                if through > lastEventId {
+                    let frames: [String] = try await runner.read { s in
+                        try await replayFrames(s, userId: userId, after: lastEventId, through: through, now: now)
+                    }
+                    early = EarlyReplay(through: through, frames: frames)
+                }
+            }
+            let earlyPart = early
             // On the hub's queue: the replay covers the events delivered so far, the stream is
             // registered before the next delivery, so nothing falls between the two.
             subscriberId = try await hub.inOrder {
@@ -45,7 +60,8 @@ enum EventStream {
                 }
                 let delivered = hub.deliveredThrough
                 let frames: [String] = try await runner.read { s in
-                    try await replay(s, userId: userId, after: lastEventId, delivered: delivered, ctx: ctx, config: config, now: now)
+                    try await replay(s, userId: userId, after: lastEventId, delivered: delivered, early: earlyPart, ctx: ctx,
+                                     config: config, now: now)
                 }
                 for frame in frames { outbox.append(frame) }
                 outbox.wake()
@@ -130,10 +146,17 @@ enum EventStream {
         return 0
     }
 
+    /// The frames of a replay's events rendered before the hub's queue, up to `through`.
+    private struct EarlyReplay: Sendable {
+        let through: Int64
+        let frames: [String]
+    }
+
     /// The frames a stream starts with: `connected`, then the events after `last` up to
-    /// `delivered` (or a `resync` when they are gone or unknown).
-    private static func replay(_ s: some Needs, userId: String, after lastEventId: Int64?, delivered: Int64, ctx: Ctx,
-                               config: ServerConfig, now: Int64) async throws -> [String] {
+    /// `delivered` (or a `resync` when they are gone or unknown): those of `early`, then the
+    /// ones after it.
+    private static func replay(_ s: some Needs, userId: String, after lastEventId: Int64?, delivered: Int64, early: EarlyReplay?,
+                               ctx: Ctx, config: ServerConfig, now: Int64) async throws -> [String] {
         // Again, in a snapshot taken after every delivered commit: a deactivation or
         // deletion delivered since the check above found no stream to end, so this
         // one must not open.
@@ -149,10 +172,23 @@ enum EventStream {
             frames.append("id: \(delivered)\nevent: resync\ndata: \(data)\n\n")
             return frames
         }
+        var from = last
+        if let early, early.through <= delivered {
+            frames += early.frames
+            from = early.through
+        }
+        frames += try await replayFrames(s, userId: userId, after: from, through: delivered, now: now)
+        return frames
+    }
+
+    /// The replayed events after `after` up to `through`, the first of each channel with the
+    /// channel as it stands now (PROTOCOL.md §9.1).
+    private static func replayFrames(_ s: some Needs, userId: String, after: Int64, through: Int64, now: Int64) async throws -> [String] {
+        guard through > after else { return [] }
+        var frames: [String] = []
         var rendered: Set<String> = []
-        let events = try await s.events(after: last, through: delivered, for: userId)
+        let events = try await s.events(after: after, through: through, for: userId)
         let data = events.map(\.parsedData)
-        // The channels the replay renders, each once, as they stand now.
         var urls = Set<String>()
         for case let fields? in data { if case .string(let url)? = fields["channel_url"] { urls.insert(url) } }
         try await s.loadChannels(Array(urls))
