@@ -71,6 +71,21 @@ static void on_ignored(void *user_data, const parley_error *error, const char *j
     (void)user_data; (void)error; (void)json;
 }
 
+/* Up to `count` pages of 100 loaded backwards on `view`, each one's time appended to `times`
+ * at `*filled`. Returns 0 when a load could not start. */
+static int load_previous_pages(parley_message_collection *view, int count, double *times, int *filled) {
+    for (int i = 0; i < count; i++) {
+        page_slot page;
+        page_init(&page);
+        double start = now_us();
+        if (parley_message_collection_load_previous(view, on_page, &page) != PARLEY_OK) return 0;
+        wait_page(&page);
+        if (page.code != 0) break;
+        times[(*filled)++] = page.at - start;
+    }
+    return 1;
+}
+
 static long rss_kb(void) {
     FILE *status = fopen("/proc/self/status", "r");
     char line[256];
@@ -170,15 +185,7 @@ static int measure(parley_client *root, waiter *w, const char *url, const char *
              waited++) {
             sleep_ms(1);
         }
-        for (int i = 0; i < pages && i < pages_per_view; i++) {
-            page_slot page;
-            page_init(&page);
-            double start = now_us();
-            if (parley_message_collection_load_previous(view, on_page, &page) != PARLEY_OK) return 0;
-            wait_page(&page);
-            if (page.code != 0) break;
-            out->page_us[out->pages++] = page.at - start;
-        }
+        if (!load_previous_pages(view, pages < pages_per_view ? pages : pages_per_view, out->page_us, &out->pages)) return 0;
         if (round > 0) parley_message_collection_dispose(view);
     }
     /* The same call where nothing precedes the view (started at the oldest end): no read,
@@ -249,15 +256,7 @@ static int twin_round(const char *url, const char *dir, const char *key_member, 
          waited++) {
         sleep_ms(1);
     }
-    for (int i = 0; i < pages_per_view; i++) {
-        page_slot page;
-        page_init(&page);
-        double start = now_us();
-        if (parley_message_collection_load_previous(view, on_page, &page) != PARLEY_OK) return 0;
-        wait_page(&page);
-        if (page.code != 0) break;
-        out->page_us[out->pages++] = page.at - start;
-    }
+    if (!load_previous_pages(view, pages_per_view, out->page_us, &out->pages)) return 0;
     parley_message_collection_dispose(view);
     parley_client_destroy(client);
     return 1;
