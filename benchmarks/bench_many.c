@@ -709,12 +709,69 @@ static int run_clients(const run_settings *settings) {
     for (int i = 0; i < count; i++) {
         if (clients[i].client != NULL) parley_client_destroy(clients[i].client);
     }
-    printf("  destroying them all: %.2f s, %.2f ms CPU per client\n\n", (now_us() - wall) / 1e6,
+    printf("  destroying them all: %.2f s, %.2f ms CPU per client\n", (now_us() - wall) / 1e6,
            count > 0 ? (process_cpu_us() - cpu) / 1e3 / count : 0);
+    if (!settings->memory) {
+        connect_one_at_a_time(settings, clients, tokens, cache_dir, "warm", "<= 3 ms");
+        char fresh_dir[700];
+        snprintf(fresh_dir, sizeof fresh_dir, "%s-fresh", cache_dir);
+        mkdir(fresh_dir, 0700);
+        connect_one_at_a_time(settings, clients, tokens, fresh_dir, "fresh", "<= 5 ms");
+    }
+    printf("\n");
 
     free(clients);
     free(tokens);
     return 0;
+}
+
+/* One connect at a time, with no other client in the process, so that its CPU is its own:
+ * from parley_client_connect until the connect completed and the stream is open. `samples`
+ * users spread over the run's, each on a client created for it in `cache_dir` (a cache left by
+ * the run: warm; a new folder: fresh). Between two connects the catch-up of the first ends
+ * (its channels reported, or 1 s) and the client is destroyed, neither counted. */
+static void connect_one_at_a_time(const run_settings *settings, many_client *clients, token_text *tokens, const char *cache_dir,
+                                  const char *which, const char *goal) {
+    enum { samples = 40 };
+    double costs[samples];
+    int measured = 0, failed = 0;
+    for (int k = 0; k < samples && settings->clients > 0; k++) {
+        int i = (int)((long)k * settings->clients / samples);
+        many_client *client = &clients[i];
+        memset(client, 0, sizeof *client);
+        client->index = i;
+        char config[1024], user[128];
+        snprintf(config, sizeof config, "{\"server_url\": \"%s\", \"cache_dir\": \"%s\"}", settings->url, cache_dir);
+        user_name(user, sizeof user, settings->run_id, i);
+        if (parley_client_create(&client->client, config) != PARLEY_OK) {
+            failed++;
+            continue;
+        }
+        parley_client_set_event_handler(client->client, on_event, client);
+        parley_client_set_connection_handler(client->client, on_connection, client);
+        double cpu = process_cpu_us(), wall = now_us();
+        int ok = parley_client_connect(client->client, NULL, user, tokens[i], on_connected, client) == PARLEY_OK;
+        while (ok && !(atomic_load(&client->connect_done) && atomic_load(&client->open)) && now_us() - wall < 10e6) sleep_ms(1);
+        double cost = process_cpu_us() - cpu;
+        if (ok && atomic_load(&client->connect_done) && client->connect_code == 0 && atomic_load(&client->open)) {
+            costs[measured++] = cost / 1e3;
+        } else {
+            failed++;
+        }
+        int channels = i < settings->big - 1 ? 2 : 1;
+        wall = now_us();
+        while (atomic_load(&client->channels_caught_up) < channels && now_us() - wall < 1e6) sleep_ms(2);
+        parley_client_destroy(client->client);
+        client->client = NULL;
+    }
+    double p50 = quantile(costs, measured, 0.5), p90 = quantile(costs, measured, 0.9);
+    printf("  connect one at a time, %s cache: %.2f ms CPU p50, %.2f p90 (%d connects, %d failed)\n", which, p50, p90, measured,
+           failed);
+    char measure[160], figure[160], comparison[160];
+    snprintf(measure, sizeof measure, "  connect one at a time, %s cache (CPU until open)", which);
+    snprintf(figure, sizeof figure, "p50 %.2f ms, p90 %.2f ms", p50, p90);
+    snprintf(comparison, sizeof comparison, "%d connects, %d failed", measured, failed);
+    summary_row(measure, figure, comparison, goal);
 }
 
 /* ---- The parent: the server, the setup, the floor, and the runs ------------------------- */

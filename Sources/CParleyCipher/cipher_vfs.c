@@ -1002,3 +1002,14 @@ int parley_cipher_register_vfs(void) {
     pthread_once(&once, register_once);
     return registration_result;
 }
+
+/* Not the VFS, but the library's other setting under SQLite, made as early as it can be.
+   SQLite keeps process-wide memory statistics by default (SQLITE_DEFAULT_MEMSTATUS=1 in
+   Debian's build, which also omits lookaside): every sqlite3_malloc and sqlite3_free then
+   takes one global mutex, the hottest lock of a process whose many clients write their
+   caches on different threads. They are turned off when the library is loaded, before SQLite
+   initializes; if the process initialized SQLite earlier, the call is refused and nothing
+   changes (docs/C-API.md, "Many users in one process"). */
+__attribute__((constructor)) static void parley_sqlite_memory_statistics_off(void) {
+    (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}

@@ -106,7 +106,7 @@ struct AppEventReporter: Sendable {
         func add(_ name: String, _ channelURL: String, _ value: JSONValue) { events.append((name, channelURL, value.canonicalText)) }
         switch batch.cause {
         case .realtime(let event) where !event.isOwnEcho && !event.isOwnEdit:
-            add(event.name, event.channelURL, event.data)
+            events.append((event.name, event.channelURL, event.dataText ?? event.data.canonicalText))
         case .channelChangelog:
             for change in batch.changes {
                 switch change {

@@ -596,7 +596,7 @@ public final class EventStreamConnection: Sendable {
                 return
             }
             core.resumeID = id
-            core.eventBatch.append(StreamEvent(id: id, category: category, data: data))
+            core.eventBatch.append(StreamEvent(id: id, category: category, data: data, dataText: event.data))
         }
     }
 

@@ -19,11 +19,15 @@ public struct StreamEvent: Sendable, Equatable {
     public let category: String
     /// The parsed `data` object.
     public let data: JSONValue
+    /// `data` as the server wrote it: what the app is handed, so that a received event is
+    /// not written out again for each client (nil: `data`'s canonical text).
+    public let dataText: String?
 
-    public init(id: Int64, category: String, data: JSONValue) {
+    public init(id: Int64, category: String, data: JSONValue, dataText: String? = nil) {
         self.id = id
         self.category = category
         self.data = data
+        self.dataText = dataText
     }
 }
 

@@ -136,15 +136,29 @@ extension ChatCache {
 
     /// `json` is the channel without `members`; `members` (nil: not listed) replace the
     /// stored list when they differ from it.
+    /// The values of a channel row that its indexes order by.
+    private struct ChannelIndexKeys {
+        var chronological: Int64
+        var activityRank: Int64
+        var activity: Int64
+        var name: String
+    }
+
     private func storeChannel(
         _ columns: ChannelColumns, json: String, members: [(userID: String, json: String)]?
     ) throws(ParleyError) -> ChannelUpsertOutcome {
         let key = columns.orderKey
         var stored: String?
         var storedMembersKnown = false
-        try database.statement("SELECT json, members_known FROM channels WHERE channel_url = ?1").rows([.text(key.channelURL)]) { row in
+        var storedIndexKeys: ChannelIndexKeys?
+        try database.statement("""
+            SELECT json, members_known, chronological_key, activity_rank, activity_key, name_key
+            FROM channels WHERE channel_url = ?1
+            """).rows([.text(key.channelURL)]) { row in
             stored = row.string(0)
             storedMembersKnown = row.int64(1) != 0
+            storedIndexKeys = ChannelIndexKeys(
+                chronological: row.int64(2), activityRank: row.int64(3), activity: row.int64(4), name: row.string(5) ?? "")
         }
         var membersChanged = false
         if let members {
@@ -180,7 +194,28 @@ extension ChatCache {
             }
             return .updated
         }
-        let activityRank: Int64 = key.lastMessageCreatedAt == nil ? 1 : 0
+        let indexKeys = ChannelIndexKeys(
+            chronological: -key.createdAt, activityRank: key.lastMessageCreatedAt == nil ? 1 : 0,
+            activity: -(key.lastMessageCreatedAt ?? key.createdAt), name: nameOrderKey(key.name))
+        let membersKnown: Int64 = members != nil || storedMembersKnown ? 1 : 0
+        if let storedIndexKeys, storedIndexKeys.chronological == indexKeys.chronological, storedIndexKeys.name == indexKeys.name {
+            // SQLite rewrites every index that has a column in the SET list, whether its value
+            // changed or not: a new message moves only the activity order, so only that
+            // index is written (a page fewer per index left alone, for every live message).
+            let sameActivity = storedIndexKeys.activityRank == indexKeys.activityRank && storedIndexKeys.activity == indexKeys.activity
+            let activity = sameActivity ? "" : "activity_rank = ?7, activity_key = ?8, "
+            try database.statement("""
+                UPDATE channels SET \(activity)created_at = ?2, last_message_created_at = ?3, name = ?4, custom_type = ?5,
+                    json = ?9, history_offset = ?10, operator_ids = ?11, pinned_message_ids = ?12, members_known = ?13
+                WHERE channel_url = ?1
+                """).run([
+                    .text(key.channelURL), .integer(key.createdAt), SQLiteValue(key.lastMessageCreatedAt),
+                    .text(key.name), .text(columns.customType), .null, .integer(indexKeys.activityRank), .integer(indexKeys.activity),
+                    .text(json), .integer(columns.historyOffset), .text(columns.operatorIDs), .text(columns.pinnedMessageIDs),
+                    .integer(membersKnown),
+                ])
+            return .updated
+        }
         try database.statement("""
             INSERT INTO channels (channel_url, created_at, last_message_created_at, name, custom_type,
                                   chronological_key, activity_rank, activity_key, json,
@@ -196,9 +231,9 @@ extension ChatCache {
             """).run([
                 .text(key.channelURL), .integer(key.createdAt), SQLiteValue(key.lastMessageCreatedAt),
                 .text(key.name), .text(columns.customType),
-                .integer(-key.createdAt), .integer(activityRank), .integer(-(key.lastMessageCreatedAt ?? key.createdAt)),
+                .integer(indexKeys.chronological), .integer(indexKeys.activityRank), .integer(indexKeys.activity),
                 .text(json), .integer(columns.historyOffset), .text(columns.operatorIDs), .text(columns.pinnedMessageIDs),
-                .integer(members != nil || storedMembersKnown ? 1 : 0), .text(nameOrderKey(key.name)),
+                .integer(membersKnown), .text(indexKeys.name),
             ])
         return stored == nil ? .inserted : .updated
     }

@@ -105,6 +105,8 @@ public struct RealtimeEvent: Sendable {
     /// The category's name as the server sent it.
     public var name: String
     public var data: JSONValue
+    /// `data` as the server wrote it (`StreamEvent.dataText`).
+    public var dataText: String? = nil
     public var channelURL: String
     /// The server's copy of a message this client sent itself: the app learns of it as
     /// `message_sent`, not as a received message.

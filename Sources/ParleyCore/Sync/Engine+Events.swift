@@ -260,7 +260,7 @@ extension Engine {
 
     static func realtimeEvent(_ stream: StreamEvent, isOwnEcho: Bool) -> RealtimeEvent {
         RealtimeEvent(id: stream.id, category: EventCategory(rawValue: stream.category), name: stream.category, data: stream.data,
-                      channelURL: WireEventData(stream.data).channelURL ?? "", isOwnEcho: isOwnEcho)
+                      dataText: stream.dataText, channelURL: WireEventData(stream.data).channelURL ?? "", isOwnEcho: isOwnEcho)
     }
 
     /// One event's step of `applyStreamEvents`: returns the event as applied and, for the
