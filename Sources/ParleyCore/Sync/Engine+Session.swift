@@ -94,8 +94,12 @@ extension Engine {
         assertOnQueue()
         switch fetchedUser {
         case .success(let user):
-            write(.operation("connect"), "storing the user") { transaction throws(ParleyError) in
-                try transaction.setMetaValue(user.canonicalText, forKey: "current_user")
+            // A reconnecting user is most often unchanged: no write then (a connect's CPU).
+            let text = user.canonicalText
+            if read("reading the cached user", { cache throws(ParleyError) in try cache.metaValue("current_user") }) != text {
+                write(.operation("connect"), "storing the user") { transaction throws(ParleyError) in
+                    try transaction.setMetaValue(text, forKey: "current_user")
+                }
             }
             beginSession(userID: userID, token: token, user: user)
             return .success(user)
