@@ -797,6 +797,37 @@ def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
     assert int(plans) * 4 <= int(calls), f"{plans} plans for {calls} reads"
 
 
+def test_the_statements_of_every_send_are_prepared(tmp_path):
+    """A send's lock statement, its earlier-send lookup and the follow-up after its commit run
+    as prepared statements (Storage/Postgres/HotStatements.swift): PostgreSQL plans each a few
+    times per connection, then keeps a generic plan, instead of parsing and planning it at
+    every send."""
+    db = databases.database_for(tmp_path, "prepared.sqlite")
+    if "pg_stat_statements" not in databases.psql(db, "SHOW shared_preload_libraries"):
+        pytest.skip("pg_stat_statements is not loaded in this cluster (scripts/pg-test-cluster.sh loads it)")
+    databases.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    server = Server(db)
+    try:
+        a, b = server.user(), server.user()
+        url = server.channel([a, b])["channel_url"]
+        this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+        databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
+        sends = 120
+        for n in range(sends):
+            server.send(url, a, text=f"m{n}", req_id=f"prepared-{n}")
+        for pattern in ("%parley_lock_channels%", "%coalesce(sender_id%", "SELECT b.bound, b.handed_out%"):
+            row = databases.psql(db, f"SELECT sum(calls), sum(plans) FROM pg_stat_statements WHERE dbid = {this_database} "
+                                     f"AND query LIKE '{pattern}' AND query NOT LIKE '%pg_stat_statements%'").strip()
+            calls, plans = (int(x or 0) for x in row.split("|"))
+            # The follow-up serves the commits of a few milliseconds at once.
+            assert calls >= sends // 4, (pattern, calls, plans)
+            # Unprepared, every call is planned: plans == calls.
+            assert plans * 2 <= calls, f"{pattern}: {plans} plans for {calls} calls"
+    finally:
+        server.stop()
+        databases.drop_database(db)
+
+
 def test_the_log_says_when_another_server_is_found_and_lost(tmp_path):
     """Each server's heartbeat reads which others run: B logs A found once both run, and A
     lost once A, killed, has sent no heartbeat for the alive window (10 s)."""

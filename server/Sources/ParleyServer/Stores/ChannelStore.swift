@@ -341,6 +341,9 @@ final class ChannelStore: ChannelRecords {
                                messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), db)
     }
 
+    /// The lock statement of `lockChannels`, run by every write (prepared: HotStatements.swift).
+    static let lockChannelsSQL = "SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?)"
+
     /// PostgreSQL: takes the locks of `urls` (in the order given) and, the first time, the
     /// server's busy lock, then a new batch of event numbers: every change this request makes
     /// from now on is numbered after every writer that held one of these locks before it.
@@ -350,7 +353,7 @@ final class ChannelStore: ChannelRecords {
         StreamPositions.noteSessionLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)), in: db)
         let rows: [SQLRow]
         do {
-            rows = try await db.query("SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?)",
+            rows = try await db.query(Self.lockChannelsSQL,
                                       [.int(busyKey), .text(shared.positions?.node ?? ""),
                                        .text(JSON.array(urls.map { .string($0) }).serialized()),
                                        .int(Int64(tx.numbersPerLock)), .int(Int64(messageIds)),

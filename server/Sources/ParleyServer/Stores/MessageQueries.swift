@@ -73,14 +73,17 @@ enum MessageQueries {
     /// its message's id, stored or deleted since (idempotent sends). One statement: a new send,
     /// the usual case, finds neither. (`req_id <> ''` lets the partial indexes serve it, and a plan
     /// made for any value.)
+    static let earlierSendSQL = """
+        SELECT (SELECT id FROM messages
+                 WHERE channel_url = ? AND coalesce(sender_id, '') = ? AND req_id = ? AND req_id <> '' LIMIT 1),
+               (SELECT message_id FROM message_tombstones
+                 WHERE channel_url = ? AND sender_id = ? AND req_id = ? AND req_id <> '' LIMIT 1)
+        """
+
     static func earlierSend(_ db: any SQLSession, channel: String, sender: String?, requestId: String) async throws -> EarlierSend? {
         let sender = sender ?? ""
-        guard let row = try await db.queryOne("""
-            SELECT (SELECT id FROM messages
-                     WHERE channel_url = ? AND coalesce(sender_id, '') = ? AND req_id = ? AND req_id <> '' LIMIT 1),
-                   (SELECT message_id FROM message_tombstones
-                     WHERE channel_url = ? AND sender_id = ? AND req_id = ? AND req_id <> '' LIMIT 1)
-            """, [.text(channel), .text(sender), .text(requestId), .text(channel), .text(sender), .text(requestId)])
+        guard let row = try await db.queryOne(
+            earlierSendSQL, [.text(channel), .text(sender), .text(requestId), .text(channel), .text(sender), .text(requestId)])
         else { return nil }
         if let id = row.optionalInt(0) { return .stored(id) }
         return row.optionalInt(1).map(EarlierSend.deleted)

@@ -79,21 +79,27 @@ final class CommitFollowUp: Sendable {
         }
     }
 
+    /// The follow-up statement: the bound, and the floor and the announcement when there are
+    /// some. Each of the four texts is prepared (HotStatements.swift).
+    static func statementSQL(publishesFloor: Bool, announces: Bool) -> String {
+        var columns = ["b.bound", "b.handed_out"]
+        // Both return void, which the storage layer does not read: as text, empty.
+        if publishesFloor { columns.append("parley_publish_floor(?, ?, ?)::text") }
+        if announces { columns.append("pg_notify('\(channel)', ?)::text") }
+        return "SELECT \(columns.joined(separator: ", ")) FROM parley_stream_bound(?) b"
+    }
+
+    static let statementTexts = [false, true].flatMap { floor in
+        [false, true].map { announce in statementSQL(publishesFloor: floor, announces: announce) }
+    }
+
     private func followUp(announce: Bool, heardAt: ContinuousClock.Instant?) async {
         let floor = positions.order.floorToPublish()
-        var columns = ["b.bound", "b.handed_out"]
         var binds: [SQLValue] = []
-        if let floor {
-            // Both return void, which the storage layer does not read: as text, empty.
-            columns.append("parley_publish_floor(?, ?, ?)::text")
-            binds += [.text(positions.node), .int(positions.busyKey), .int(floor)]
-        }
-        if announce {
-            columns.append("pg_notify('\(Self.channel)', ?)::text")
-            binds.append(.text(positions.node))
-        }
+        if let floor { binds += [.text(positions.node), .int(positions.busyKey), .int(floor)] }
+        if announce { binds.append(.text(positions.node)) }
         binds.append(.text(positions.node))
-        let sql = "SELECT \(columns.joined(separator: ", ")) FROM parley_stream_bound(?) b"
+        let sql = Self.statementSQL(publishesFloor: floor != nil, announces: announce)
         guard let row = try? await database.readStatementByStatement({ db in try await db.queryOne(sql, binds) }) else {
             // The periodic catch-up (PeerFollower.swift) reads the bound again; the floor and
             // the announcement go with the next statement that has them.

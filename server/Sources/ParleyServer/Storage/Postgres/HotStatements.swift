@@ -23,9 +23,11 @@ enum HotStatements {
         RecordTables.upsertChannelSQL,
         RecordTables.insertEventSQL,
         EventStore.committedEventsOneRangeSQL,
-    ]
-    /// Slots: the fixed texts first, then those for learned ones.
-    static let slotCount = 24
+        ChannelStore.lockChannelsSQL,
+        MessageQueries.earlierSendSQL,
+    ] + CommitFollowUp.statementTexts
+    /// Slots: the fixed texts first, then 16 for learned ones.
+    static let slotCount = texts.count + 16
     /// Times a built text is seen before it gets a slot: one-off shapes stay unnamed.
     static let learnAfter = 3
     /// Combined writes with more values than this are not learned (`PostgresSession.writeTogether`).
