@@ -203,17 +203,18 @@ extension ChatCache {
             // changed or not: a new message moves only the activity order, so only that
             // index is written (a page fewer per index left alone, for every live message).
             let sameActivity = storedIndexKeys.activityRank == indexKeys.activityRank && storedIndexKeys.activity == indexKeys.activity
-            let activity = sameActivity ? "" : "activity_rank = ?7, activity_key = ?8, "
+            var values: [SQLiteValue] = [
+                .text(key.channelURL), .integer(key.createdAt), SQLiteValue(key.lastMessageCreatedAt), .text(key.name),
+                .text(columns.customType), .text(json), .integer(columns.historyOffset), .text(columns.operatorIDs),
+                .text(columns.pinnedMessageIDs), .integer(membersKnown),
+            ]
+            if !sameActivity { values += [.integer(indexKeys.activityRank), .integer(indexKeys.activity)] }
             try database.statement("""
-                UPDATE channels SET \(activity)created_at = ?2, last_message_created_at = ?3, name = ?4, custom_type = ?5,
-                    json = ?9, history_offset = ?10, operator_ids = ?11, pinned_message_ids = ?12, members_known = ?13
+                UPDATE channels SET created_at = ?2, last_message_created_at = ?3, name = ?4, custom_type = ?5, json = ?6,
+                    history_offset = ?7, operator_ids = ?8, pinned_message_ids = ?9, members_known = ?10\(
+                        sameActivity ? "" : ", activity_rank = ?11, activity_key = ?12")
                 WHERE channel_url = ?1
-                """).run([
-                    .text(key.channelURL), .integer(key.createdAt), SQLiteValue(key.lastMessageCreatedAt),
-                    .text(key.name), .text(columns.customType), .null, .integer(indexKeys.activityRank), .integer(indexKeys.activity),
-                    .text(json), .integer(columns.historyOffset), .text(columns.operatorIDs), .text(columns.pinnedMessageIDs),
-                    .integer(membersKnown),
-                ])
+                """).run(values)
             return .updated
         }
         try database.statement("""
