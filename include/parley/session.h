@@ -111,7 +111,7 @@ int parley_client_remove_connection_handler(parley_client *client, const char *i
  * retention, events were lost; reported once the channel changelogs ran, naming the
  * channels they found changed or removed meanwhile — messages of theirs may never have
  * been reported; reload them, see parley_client_cached_message_page). `channel_url` may be "". `payload_json` is the event's data
- * object (server events) or the message / channel (sync and local events; message_failed
+ * object as the server wrote it (server events) or the message / channel (sync and local events; message_failed
  * adds error_code and error_message). All borrowed. A message this
  * client sent is reported once, as message_sent, never also as message_received (the
  * server's echo of it only updates the cache).
