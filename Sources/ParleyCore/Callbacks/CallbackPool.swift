@@ -86,11 +86,21 @@ public final class CallbackPool: Sendable {
         var extraRunning = 0
         var extraStartedTotal = 0
         var idleWorkers = 0
+        /// Idle workers signalled and not yet awake: a burst of submissions wakes each idle
+        /// worker once, not once per submission.
+        var wakingWorkers = 0
         var slots: [WorkerSlot] = []
         var monitorArmed = false
         var monitorStarted = false
 
         var readyIsEmpty: Bool { readyHead == ready.count }
+
+        /// A waiting worker is running again (signalled, timed out or woken spuriously).
+        mutating func workerAwoke() {
+            idleWorkers -= 1
+            wakingWorkers = min(max(0, wakingWorkers - 1), idleWorkers)
+        }
+
 
         mutating func pushReady(_ dispatcher: CallbackDispatcher) { ready.append(dispatcher) }
 
@@ -155,7 +165,10 @@ public final class CallbackPool: Sendable {
         state.pushReady(dispatcher)
         var kickMonitor = false
         if state.idleWorkers > 0 {
-            lock.signal()
+            if state.idleWorkers > state.wakingWorkers {
+                state.wakingWorkers += 1
+                lock.signal()
+            }
         } else if state.coreStarted < limits.coreWorkers {
             startWorker(isExtra: false)
         } else if !state.monitorArmed {
@@ -206,11 +219,11 @@ public final class CallbackPool: Sendable {
             state.idleWorkers += 1
             if slot.isExtra {
                 let woken = lock.wait(timeoutMs: limits.extraIdleExitMs)
-                state.idleWorkers -= 1
+                state.workerAwoke()
                 if !woken && state.readyIsEmpty { break }
             } else {
                 lock.wait()
-                state.idleWorkers -= 1
+                state.workerAwoke()
             }
         }
         state.extraRunning -= 1

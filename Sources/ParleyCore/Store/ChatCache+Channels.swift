@@ -29,7 +29,13 @@ extension ChatCache {
             var pinned: [Int64]?
             if let list = reader.fields["pinned_message_ids"]?.arrayValue { pinned = list.compactMap(\.int64Value) }
             pinnedMessageIDs = pinned.map { JSONValue.array($0.sorted().map { .int($0) }).canonicalText } ?? ""
+            messageContext = MessageChannelContext(
+                historyOffset: historyOffset, operatorIDs: operators.map { Set($0) }, pinnedMessageIDs: pinned.map { Set($0) })
         }
+
+        /// What `messageContext(channelURL:)` reads once these columns are stored.
+        var messageContext: MessageChannelContext
+
 
         var historyOffset: Int64
         /// JSON array text of the operators' user ids, "" when the render did not list them.
@@ -57,11 +63,13 @@ extension ChatCache {
     /// `upsertChannel(_:columns:)` that also gives `channel`'s canonical text, made from the
     /// texts it wrote (a `members` list spliced in as `channel(url:)` reads it): a caller that
     /// reports the channel does not write a long member list out a second time.
-    func upsertChannel(_ channel: JSONValue, columns: ChannelColumns, storedText: inout String?) throws(ParleyError) -> ChannelUpsertOutcome {
+    func upsertChannel(
+        _ channel: JSONValue, columns: ChannelColumns, storedText: inout String?, before: ChannelRowLookup = .unread
+    ) throws(ParleyError) -> ChannelUpsertOutcome {
         guard case .object(var fields) = channel, let members = fields.removeValue(forKey: "members") else {
             let json = channel.canonicalText
             storedText = json
-            return try storeChannel(columns, json: json, members: nil)
+            return try storeChannel(columns, json: json, members: nil, before: before)
         }
         guard case .array(let list) = members else {
             throw ParleyError(.protocolViolation, "channel.members: expected an array")
@@ -77,15 +85,65 @@ extension ChatCache {
         let json = JSONValue.object(fields).canonicalText
         storedText = Self.withMemberList(memberRows.map(\.json), in: json)
         // The member rows and the channel row change together.
-        return try transaction { () throws(ParleyError) in try storeChannel(columns, json: json, members: memberRows) }
+        return try transaction { () throws(ParleyError) in
+            try storeChannel(columns, json: json, members: memberRows, before: before)
+        }
     }
+
+    /// A channel's row as a write finds it, read once by a caller that merges into it and
+    /// then stores the result (`upsertChannel(_:columns:storedText:before:)`).
+    struct ChannelRowBefore {
+        /// The row's text, without its member list.
+        var channel: CachedChannel
+        var membersKnown: Bool
+        fileprivate var indexKeys: ChannelIndexKeys
+    }
+
+    /// Whether the caller has read the row a write changes (`.read(nil)`: not cached).
+    enum ChannelRowLookup {
+        case unread
+        case read(ChannelRowBefore?)
+    }
+
+    /// The channel's row before a write, nil when the channel is not cached.
+    func channelRowBefore(url: String) throws(ParleyError) -> ChannelRowBefore? {
+        var result: ChannelRowBefore?
+        try database.statement(Self.channelRowBeforeByURL).rows([.text(url)]) { row throws(ParleyError) in
+            result = ChannelRowBefore(
+                channel: try readChannel(row, withMembers: false), membersKnown: row.int64(5) != 0,
+                indexKeys: ChannelIndexKeys(
+                    chronological: row.int64(6), activityRank: row.int64(7), activity: row.int64(8), name: row.string(9) ?? ""))
+        }
+        return result
+    }
+
+    private static let updateChannelKeepingOrdersSQL = """
+        UPDATE channels SET created_at = ?2, last_message_created_at = ?3, name = ?4, custom_type = ?5, json = ?6,
+            history_offset = ?7, operator_ids = ?8, pinned_message_ids = ?9, members_known = ?10
+        WHERE channel_url = ?1
+        """
+    private static let updateChannelAndActivitySQL = """
+        UPDATE channels SET created_at = ?2, last_message_created_at = ?3, name = ?4, custom_type = ?5, json = ?6,
+            history_offset = ?7, operator_ids = ?8, pinned_message_ids = ?9, members_known = ?10,
+            activity_rank = ?11, activity_key = ?12
+        WHERE channel_url = ?1
+        """
+    private static let channelRowBeforeByURL = """
+
+        SELECT \(channelColumns), chronological_key, activity_rank, activity_key, name_key FROM channels WHERE channel_url = ?1
+        """
 
     /// Replaces the stored objects of the members in `members` (by `user_id`, keeping their
     /// place in the list) when the channel's member list is stored; members not in it are
     /// not added (a list that misses one is stale and is replaced by the next full render).
     /// True when a stored member changed.
     public func updateChannelMembers(url: String, _ members: [JSONValue]) throws(ParleyError) -> Bool {
-        guard try channelMembersKnown(url: url) else { return false }
+        try updateChannelMembers(url: url, members, membersKnown: try channelMembersKnown(url: url))
+    }
+
+    /// `updateChannelMembers(url:_:)` where the caller knows whether the list is stored.
+    func updateChannelMembers(url: String, _ members: [JSONValue], membersKnown: Bool) throws(ParleyError) -> Bool {
+        guard membersKnown else { return false }
         var changed = false
         for (index, member) in members.enumerated() {
             guard case .object = member, let userID = member["user_id"]?.stringValue else {
@@ -137,7 +195,7 @@ extension ChatCache {
     /// `json` is the channel without `members`; `members` (nil: not listed) replace the
     /// stored list when they differ from it.
     /// The values of a channel row that its indexes order by.
-    private struct ChannelIndexKeys {
+    fileprivate struct ChannelIndexKeys {
         var chronological: Int64
         var activityRank: Int64
         var activity: Int64
@@ -145,21 +203,18 @@ extension ChatCache {
     }
 
     private func storeChannel(
-        _ columns: ChannelColumns, json: String, members: [(userID: String, json: String)]?
+        _ columns: ChannelColumns, json: String, members: [(userID: String, json: String)]?, before: ChannelRowLookup
     ) throws(ParleyError) -> ChannelUpsertOutcome {
         let key = columns.orderKey
-        var stored: String?
-        var storedMembersKnown = false
-        var storedIndexKeys: ChannelIndexKeys?
-        try database.statement("""
-            SELECT json, members_known, chronological_key, activity_rank, activity_key, name_key
-            FROM channels WHERE channel_url = ?1
-            """).rows([.text(key.channelURL)]) { row in
-            stored = row.string(0)
-            storedMembersKnown = row.int64(1) != 0
-            storedIndexKeys = ChannelIndexKeys(
-                chronological: row.int64(2), activityRank: row.int64(3), activity: row.int64(4), name: row.string(5) ?? "")
-        }
+        let row: ChannelRowBefore? =
+            switch before {
+            case .read(let row): row
+            case .unread: try channelRowBefore(url: key.channelURL)
+            }
+        let stored = row?.channel.json
+        let storedMembersKnown = row?.membersKnown ?? false
+        let storedIndexKeys = row?.indexKeys
+
         var membersChanged = false
         if let members {
             var storedMembers: [(userID: String, json: String)] = []
@@ -209,12 +264,7 @@ extension ChatCache {
                 .text(columns.pinnedMessageIDs), .integer(membersKnown),
             ]
             if !sameActivity { values += [.integer(indexKeys.activityRank), .integer(indexKeys.activity)] }
-            try database.statement("""
-                UPDATE channels SET created_at = ?2, last_message_created_at = ?3, name = ?4, custom_type = ?5, json = ?6,
-                    history_offset = ?7, operator_ids = ?8, pinned_message_ids = ?9, members_known = ?10\(
-                        sameActivity ? "" : ", activity_rank = ?11, activity_key = ?12")
-                WHERE channel_url = ?1
-                """).run(values)
+            try database.statement(sameActivity ? Self.updateChannelKeepingOrdersSQL : Self.updateChannelAndActivitySQL).run(values)
             return .updated
         }
         try database.statement("""
@@ -244,7 +294,7 @@ extension ChatCache {
     /// merges into: reading it costs nothing per member).
     public func channel(url: String, withMembers: Bool = true) throws(ParleyError) -> CachedChannel? {
         var result: CachedChannel?
-        try database.statement("SELECT \(Self.channelColumns) FROM channels WHERE channel_url = ?1")
+        try database.statement(Self.channelByURL)
             .rows([.text(url)]) { row throws(ParleyError) in result = try self.readChannel(row, withMembers: withMembers) }
         return result
     }
@@ -342,6 +392,7 @@ extension ChatCache {
     }
 
     static let channelColumns = "channel_url, created_at, last_message_created_at, name, json, members_known"
+    private static let channelByURL = "SELECT \(channelColumns) FROM channels WHERE channel_url = ?1"
 
     /// A stored channel's text with its stored member texts as `members`, in their order.
     static func withMemberList(_ memberTexts: [String], in channelText: String) -> String {

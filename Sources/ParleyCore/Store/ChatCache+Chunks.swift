@@ -85,19 +85,17 @@ extension ChatCache {
     /// The channel's chunks of `scope` (or of every scope when nil), ordered by start.
     public func chunks(channelURL: String, scope: String? = nil) throws(ParleyError) -> [MessageChunk] {
         var result: [MessageChunk] = []
-        try database.statement("""
-            SELECT \(Self.chunkColumns) FROM chunks WHERE channel_url = ?1 AND (?2 IS NULL OR scope = ?2)
-            ORDER BY scope, start_created_at, start_message_id
-            """).rows([.text(channelURL), SQLiteValue(scope)]) { row in result.append(Self.readChunk(row).chunk) }
+        try database.statement(Self.chunksOfAnyScopeSQL).rows([.text(channelURL), SQLiteValue(scope)]) { row in
+            result.append(Self.readChunk(row).chunk)
+        }
         return result
     }
 
     private func storedChunks(channelURL: String, scope: String) throws(ParleyError) -> [(id: Int64, chunk: MessageChunk)] {
         var result: [(id: Int64, chunk: MessageChunk)] = []
-        try database.statement("""
-            SELECT \(Self.chunkColumns) FROM chunks WHERE channel_url = ?1 AND scope = ?2
-            ORDER BY start_created_at, start_message_id
-            """).rows([.text(channelURL), .text(scope)]) { row in result.append(Self.readChunk(row)) }
+        try database.statement(Self.chunksOfScopeSQL).rows([.text(channelURL), .text(scope)]) { row in
+            result.append(Self.readChunk(row))
+        }
         return result
     }
 
@@ -214,4 +212,17 @@ extension ChatCache {
             end: MessageKey(createdAt: row.int64(5), messageID: row.int64(6)),
             reachesOldest: row.bool(7), reachesNewest: row.bool(8)))
     }
+}
+
+/// SQL texts made once: a statement looked up by the same text storage skips hashing it
+/// (`SQLiteDatabase.statement(_:)`).
+extension ChatCache {
+    static let chunksOfAnyScopeSQL = """
+        SELECT \(chunkColumns) FROM chunks WHERE channel_url = ?1 AND (?2 IS NULL OR scope = ?2)
+        ORDER BY scope, start_created_at, start_message_id
+        """
+    static let chunksOfScopeSQL = """
+        SELECT \(chunkColumns) FROM chunks WHERE channel_url = ?1 AND scope = ?2
+        ORDER BY start_created_at, start_message_id
+        """
 }

@@ -173,7 +173,7 @@ extension ChatCache {
     /// The stored server message with this id.
     public func message(id messageID: Int64) throws(ParleyError) -> CachedMessage? {
         var result: CachedMessage?
-        try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE message_id = ?1")
+        try database.statement(Self.messageByID)
             .rows([.integer(messageID)]) { row throws(ParleyError) in result = try self.readMessage(row) }
         return result
     }
@@ -283,12 +283,9 @@ extension ChatCache {
         values.insert(contentsOf: [.text(channelURL), .integer(from.createdAt), .integer(from.messageID)], at: 0)
         values.append(contentsOf: [.integer(through.createdAt), .integer(through.messageID)])
         var result: [CachedMessage] = []
-        try database.statement("""
-            SELECT \(Self.messageColumns) FROM messages
-            WHERE channel_url = ?1 AND (created_at, message_id) >= (?2, ?3) AND (created_at, message_id) <= (?8, ?9)
-            AND \(Self.filterSQL)
-            ORDER BY created_at, message_id
-            """).rows(values) { row throws(ParleyError) in result.append(try self.readMessage(row, channelURL: channelURL)) }
+        try database.statement(Self.messagesInRangeSQL).rows(values) { row throws(ParleyError) in
+            result.append(try self.readMessage(row, channelURL: channelURL))
+        }
         return result
     }
 
@@ -372,6 +369,7 @@ extension ChatCache {
         message_id, channel_url, created_at, updated_at, req_id, json, json_check,
         CASE WHEN json_check IS NULL THEN json_valid(json) END, optional_members
         """
+    private static let messageByID = "SELECT \(messageColumns) FROM messages WHERE message_id = ?1"
 
     /// Whether a message text read in `row` is the one the cache wrote: its check value in
     /// column `check` matches, or (none kept) SQLite's JSON check in column `parsed` passed.
@@ -426,7 +424,7 @@ extension ChatCache {
     /// the sender's role in the channel).
     public func messages(channelURL: String, senderID: String) throws(ParleyError) -> [CachedMessage] {
         var result: [CachedMessage] = []
-        try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE channel_url = ?1 AND sender_id = ?2")
+        try database.statement(Self.messagesBySenderSQL)
             .rows([.text(channelURL), .text(senderID)]) { row throws(ParleyError) in result.append(try self.readMessage(row, channelURL: channelURL)) }
         return result
     }
@@ -434,7 +432,7 @@ extension ChatCache {
     /// The cached replies to `parentMessageID` (they carry a summary of their parent).
     public func replies(to parentMessageID: Int64) throws(ParleyError) -> [CachedMessage] {
         var result: [CachedMessage] = []
-        try database.statement("SELECT \(Self.messageColumns) FROM messages WHERE parent_message_id = ?1")
+        try database.statement(Self.repliesToParentSQL)
             .rows([.integer(parentMessageID)]) { row throws(ParleyError) in result.append(try self.readMessage(row)) }
         return result
     }
@@ -475,4 +473,17 @@ extension ChatCache {
         database.markDamaged(detail)
         return ParleyError(.cache, "the cache is damaged (\(detail)); it is replaced, unsent messages kept, when it is next opened")
     }
+}
+
+/// SQL texts made once: a statement looked up by the same text storage skips hashing it
+/// (`SQLiteDatabase.statement(_:)`).
+extension ChatCache {
+    static let messagesInRangeSQL = """
+        SELECT \(messageColumns) FROM messages
+        WHERE channel_url = ?1 AND (created_at, message_id) >= (?2, ?3) AND (created_at, message_id) <= (?8, ?9)
+        AND \(filterSQL)
+        ORDER BY created_at, message_id
+        """
+    static let messagesBySenderSQL = "SELECT \(messageColumns) FROM messages WHERE channel_url = ?1 AND sender_id = ?2"
+    static let repliesToParentSQL = "SELECT \(messageColumns) FROM messages WHERE parent_message_id = ?1"
 }

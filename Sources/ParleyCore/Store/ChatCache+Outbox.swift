@@ -63,7 +63,7 @@ extension ChatCache {
     /// The local message with `reqID`, nil when there is none.
     public func localMessage(reqID: String) throws(ParleyError) -> CachedLocalMessage? {
         var result: CachedLocalMessage?
-        try database.statement("SELECT \(Self.localMessageColumns) FROM local_messages WHERE req_id = ?1")
+        try database.statement(Self.localMessageByReqIDSQL)
             .rows([.text(reqID)]) { row throws(ParleyError) in result = try self.readLocalMessage(row) }
         return result
     }
@@ -72,10 +72,8 @@ extension ChatCache {
     /// order they were created. They sort after every succeeded message of the channel.
     public func localMessages(channelURL: String, status: LocalSendingStatus? = nil) throws(ParleyError) -> [CachedLocalMessage] {
         var result: [CachedLocalMessage] = []
-        try database.statement("""
-            SELECT \(Self.localMessageColumns) FROM local_messages
-            WHERE channel_url = ?1 AND (?2 IS NULL OR sending_status = ?2) ORDER BY local_id
-            """).rows([.text(channelURL), SQLiteValue(status?.rawValue)]) { row throws(ParleyError) in
+        try database.statement(Self.localMessagesOfChannelSQL).rows([.text(channelURL), SQLiteValue(status?.rawValue)]) {
+            row throws(ParleyError) in
             result.append(try self.readLocalMessage(row))
         }
         return result
@@ -283,4 +281,14 @@ extension ChatCache {
             status: LocalSendingStatus(rawValue: row.string(3) ?? "") ?? .failed,
             errorCode: Int32(truncatingIfNeeded: row.int64(4)), errorMessage: row.string(5) ?? "", json: try storedJSON(row, 6, "a local message"))
     }
+}
+
+/// SQL texts made once: a statement looked up by the same text storage skips hashing it
+/// (`SQLiteDatabase.statement(_:)`).
+extension ChatCache {
+    static let localMessageByReqIDSQL = "SELECT \(localMessageColumns) FROM local_messages WHERE req_id = ?1"
+    static let localMessagesOfChannelSQL = """
+        SELECT \(localMessageColumns) FROM local_messages
+        WHERE channel_url = ?1 AND (?2 IS NULL OR sending_status = ?2) ORDER BY local_id
+        """
 }

@@ -106,6 +106,11 @@ public final class SQLiteDatabase {
 
     private var connection: SQLiteConnection
     private var cachedStatements: [String: SQLiteStatement] = [:]
+    /// The cached statements by where their SQL text's bytes live: most SQL is a literal or
+    /// a `static let`, whose bytes stay put, so a lookup hashes one integer instead of the
+    /// whole text (this runs for every statement of every received message). A hit is
+    /// confirmed by comparing the texts, which is immediate for the same storage.
+    private var statementsByTextAddress: [Int: SQLiteStatement] = [:]
     /// Migrations run one by one even on a new database (`FreshSchema` captures with it).
     private var replaysMigrations = true
     private var savepointDepth = 0
@@ -212,6 +217,7 @@ public final class SQLiteDatabase {
             statement.finalize()
         }
         cachedStatements.removeAll()
+        statementsByTextAddress.removeAll()
         connection.close()
     }
 
@@ -288,19 +294,47 @@ public final class SQLiteDatabase {
     /// `rows(_:)`, a separate uncached statement is returned instead, so that a loop body
     /// may run the same query without restarting the loop under it.
     public func statement(_ sql: String) throws(ParleyError) -> SQLiteStatement {
+        let address = Self.textAddress(sql)
+        if let address, let cached = statementsByTextAddress[address], cached.sql == sql {
+            return try reused(cached)
+        }
         if let cached = cachedStatements[sql] {
-            guard !cached.isIterating else { return try prepare(sql, persistent: false) }
-            cached.resetForReuse()
-            return cached
+            if let address { rememberAddress(address, of: cached) }
+            return try reused(cached)
         }
         let statement = try prepare(sql, persistent: true)
         if cachedStatements.count >= Self.statementCacheLimit {
             // Dropped statements are finalized when their last holder lets go.
             cachedStatements.removeAll(keepingCapacity: true)
+            statementsByTextAddress.removeAll(keepingCapacity: true)
         }
         cachedStatements[sql] = statement
+        if let address { rememberAddress(address, of: statement) }
         return statement
     }
+
+    private func reused(_ cached: SQLiteStatement) throws(ParleyError) -> SQLiteStatement {
+        guard !cached.isIterating else { return try prepare(cached.sql, persistent: false) }
+        cached.resetForReuse()
+        return cached
+    }
+
+    /// SQL built anew for each call has a new address each time: the map is emptied when it
+    /// outgrows the cache, and its literals come back at their next use.
+    private func rememberAddress(_ address: Int, of statement: SQLiteStatement) {
+        if statementsByTextAddress.count >= 2 * Self.statementCacheLimit {
+            statementsByTextAddress.removeAll(keepingCapacity: true)
+        }
+        statementsByTextAddress[address] = statement
+    }
+
+    /// Nil for a text of up to 15 bytes: Swift keeps those inside the value, so their address
+    /// is a temporary one (and hashing them costs little).
+    private static func textAddress(_ sql: String) -> Int? {
+        guard sql.utf8.count > 15 else { return nil }
+        return sql.utf8.withContiguousStorageIfAvailable { bytes in bytes.baseAddress.map { Int(bitPattern: $0) } } ?? nil
+    }
+
 
     /// A new statement that is not cached (finalized when released).
     public func prepare(_ sql: String) throws(ParleyError) -> SQLiteStatement {
@@ -372,7 +406,8 @@ public final class SQLiteDatabase {
         savepointDepth += 1
         defer { savepointDepth -= 1 }
         let name = "parley_savepoint_\(savepointDepth)"
-        try runPrepared("SAVEPOINT \(name)")
+        let texts = Self.savepointTexts(depth: savepointDepth)
+        try runPrepared(texts.open)
         let value: T
         do throws(ParleyError) {
             value = try body()
@@ -385,9 +420,23 @@ public final class SQLiteDatabase {
             }
             throw error
         }
-        try runPrepared("RELEASE \(name)")
+        try runPrepared(texts.release)
         return value
     }
+
+    /// The statements that open and release the savepoint at `depth`. The usual depths are
+    /// made once: a statement looked up by the same text storage skips hashing it
+    /// (`statement(_:)`), and several savepoints open for every received message.
+    private static func savepointTexts(depth: Int) -> (open: String, release: String) {
+        depth < commonSavepointTexts.count ? commonSavepointTexts[depth] : makeSavepointTexts(depth: depth)
+    }
+
+    private static let commonSavepointTexts = (0..<16).map(makeSavepointTexts)
+
+    private static func makeSavepointTexts(depth: Int) -> (open: String, release: String) {
+        ("SAVEPOINT parley_savepoint_\(depth)", "RELEASE parley_savepoint_\(depth)")
+    }
+
 
     /// Runs one statement through the statement cache: the statements that open and close
     /// every write are compiled once, not parsed again at each use as `execute` would.

@@ -172,8 +172,10 @@ final class CacheTransaction {
         if !fromEvent, case .array(let members)? = incoming[WireField.members], let stored = try cache.channelMemberTexts(url: url) {
             incoming[WireField.members] = .array(Self.keepingLaterReceipts(members, stored: stored))
         }
-        // The row without its member list: merging into it costs nothing per member.
-        let stored = try cache.channel(url: url, withMembers: false)
+        // The row without its member list: merging into it costs nothing per member. It is
+        // read once: the store below writes over it without reading it again.
+        let before = try cache.channelRowBefore(url: url)
+        let stored = before?.channel
         var merged = incoming
         // Only the answer to creating a channel says whether it was created: not channel state.
         merged[WireField.isCreated] = nil
@@ -209,13 +211,18 @@ final class CacheTransaction {
         let value = JSONValue.object(merged)
         let columns = try ChatCache.ChannelColumns(value)
         var storedText: String?
-        var outcome = try cache.upsertChannel(value, columns: columns, storedText: &storedText)
-        if merged[WireField.members] == nil, !changedMembers.isEmpty, try cache.updateChannelMembers(url: url, changedMembers),
+        var outcome = try cache.upsertChannel(value, columns: columns, storedText: &storedText, before: .read(before))
+        // Stored without a member list, the row keeps whether it had one.
+        if merged[WireField.members] == nil, !changedMembers.isEmpty,
+            try cache.updateChannelMembers(url: url, changedMembers, membersKnown: before?.membersKnown ?? false),
             outcome == .unchanged
         {
+
             outcome = .updated
         }
-        contexts[url] = nil
+        // What the messages after it in this transaction copy from the channel, as stored now.
+        contexts[url] = .some(columns.messageContext)
+
         if outcome != .unchanged {
             let newKey = columns.orderKey
             let current: StoredChannelValue
