@@ -41,7 +41,7 @@ final class RequestRunner: Sendable {
     func run<T>(readOnly: Bool = false, channel: String? = nil, sendsMessage: Bool = false, readsNow: Bool = false,
                 _ body: (RequestState) async throws -> T) async throws -> T {
         if readsNow { try await catchUp() }
-        if readOnly, let result = try await RequestState(shared: shared, readOnly: true).handleReading(body) {
+        if readOnly, let result = try await RequestState(shared: shared, rules: writers.rules, readOnly: true).handleReading(body) {
             return result
         }
         let result = try await writers.write(channel: channel, sendsMessage: sendsMessage, body)
@@ -52,7 +52,7 @@ final class RequestRunner: Sendable {
 
     /// A read request that must not write (a stream's replay, run on the hub's queue).
     func read<T>(_ body: (RequestState) async throws -> T) async throws -> T {
-        guard let result = try await RequestState(shared: shared, readOnly: true).handleReading(body) else {
+        guard let result = try await RequestState(shared: shared, rules: writers.rules, readOnly: true).handleReading(body) else {
             throw APIError.internal("a read-only request changed something")
         }
         return result

@@ -13,6 +13,8 @@ import Foundation
 /// against the database before each use).
 final class RequestState {
     let shared: SharedState
+    /// The backend's rules for its writers, which the write coordinator provides.
+    let rules: any WriterRules
     let readOnly: Bool
     /// The stores of the current (or last) attempt.
     private var current: RequestStores?
@@ -34,14 +36,15 @@ final class RequestState {
     /// What a request of a commit group wrote, kept in the cache once the group commits.
     private var writtenAwaitingCommit = RecordTables.WrittenVersions()
 
-    init(shared: SharedState, readOnly: Bool) {
+    init(shared: SharedState, rules: any WriterRules, readOnly: Bool) {
         self.shared = shared
+        self.rules = rules
         self.readOnly = readOnly
     }
 
     /// A new attempt in `session`: a transaction and stores of its own, nothing loaded yet.
     private func startAttempt(_ session: any SQLSession) -> RequestStores {
-        let tx = RequestTransaction(shared: shared, readOnly: readOnly, session: session, numbersPerLock: numbersPerLock)
+        let tx = RequestTransaction(shared: shared, rules: rules, readOnly: readOnly, session: session, numbersPerLock: numbersPerLock)
         let stores = RequestStores(tx, groupChannels: groupChannels)
         current = stores
         return stores
@@ -49,7 +52,7 @@ final class RequestState {
 
     /// Runs `body` as a write request in one write transaction, which commits the request's
     /// changes (`pending`) with what it wrote directly. The backend's write coordinator calls it
-    /// (Writers/); on return the committed counters are this request's.
+    /// (Writers/).
     ///
     /// `group`: the request joins the group transaction of a database that groups commits
     /// (Writers/SQLiteWriters.swift); its changes are then durable, and kept in the cache, only
@@ -76,10 +79,7 @@ final class RequestState {
                 let stores = startAttempt(session)
                 bodyDone = false
                 defer { stores.tx.close() }
-                if let positions = shared.positions {
-                    try await stores.channels.lockBeforeNumbers(positions, batch: batch, channelHint: channelHint,
-                                                                sendsMessage: sendsMessage, session)
-                }
+                try await rules.startWrite(stores, batch: batch, channelHint: channelHint, sendsMessage: sendsMessage, session)
                 let result = try await body(self)
                 bodyDone = true
                 let written = try await endWrite(stores, session, batch: batch, batchLead: batchLead, channelHint: channelHint)
@@ -90,7 +90,6 @@ final class RequestState {
             } else {
                 try await shared.database.writeBeginningLate(attempt)
             }
-            if shared.positions == nil { shared.committed = stores.tx.counters }
             if group == nil, batch == nil { keepInCache(written) } else { writtenAwaitingCommit = written }
             return result
         } catch {
@@ -113,14 +112,14 @@ final class RequestState {
             numbersPerLock += tx.numbersShort + 8
             throw StorageError("a write needed more event numbers than it took; it runs again taking more", kind: .retryable)
         }
-        if tx.sideBySide { try await stores.users.checkWrittenUsers(session) }
+        if rules.checksWrittenUsers { try await stores.users.checkWrittenUsers(session) }
         try await stores.events.insertHookCalls(session)
         // Pruned first, so that the boundary and the log's size go out with the other
         // counters; unless the request adds more events than the log retains (a tiny
-        // retention), which must then prune some of its own.
-        // (PostgreSQL prunes the log apart: `PostgresWriters.pruneLog`.)
+        // retention), which must then prune some of its own. (Where writers do not prune the
+        // log, nothing is pruned here.)
         let added = tx.pending.events.count
-        let prunesFirst = added <= shared.retention || tx.sideBySide
+        let prunesFirst = added <= shared.retention || !rules.writersPruneLog
         if prunesFirst { try await stores.events.pruneEvents(adding: added, session) }
         // A writer whose transaction others continue does not end it here, and reads for the
         // next one when it knows one follows.
@@ -176,6 +175,10 @@ final class RequestState {
 
     /// The push notifications this committed request held (OutgoingCalls/Push.swift).
     var heldPushes: [HeldPush] { stores.events.heldPushes }
+
+    /// The counters as this request left them: the committed ones once it commits, where
+    /// writers number from counters (SQLite).
+    var counters: Counters { stores.tx.counters }
 
     /// What the hub needs to deliver this committed request's events.
     var committedChanges: CommittedChanges {

@@ -6,6 +6,8 @@
 /// attempt has a transaction, and stores, of its own (`RequestState.startAttempt`).
 final class RequestTransaction {
     let shared: SharedState
+    /// How the backend's writers take numbers and what they lock and check (Writers/WriterRules.swift).
+    let rules: any WriterRules
     let readOnly: Bool
     /// The attempt's transaction, until it ends.
     private var session: (any SQLSession)?
@@ -19,18 +21,18 @@ final class RequestTransaction {
     /// (the ones the previous writer committed). PostgreSQL writers number from sequences.
     var counters: Counters
     /// The sequence as a SQLite writer began: the numbers it took are the ones after it.
-    private let seqAtStart: Int64
+    let seqAtStart: Int64
     /// Every sequence number up to here was resolved when the request began (read before its
     /// snapshot, so everything it covers is in the snapshot).
-    private let resolvedAtStart: Int64
+    let resolvedAtStart: Int64
     /// A read request took a sequence number (which only writers may do).
     private var allocatedWhileReading = false
     /// A PostgreSQL writer: event numbers taken and not used yet, in order, and every number
     /// taken (`StreamPositions`).
-    private var freshNumbers: ArraySlice<Int64> = []
-    private var takenNumbers: [ClosedRange<Int64>] = []
+    var freshNumbers: ArraySlice<Int64> = []
+    private(set) var takenNumbers: [ClosedRange<Int64>] = []
     /// Numbers asked for once `freshNumbers` ran out: the attempt runs again, taking more.
-    private(set) var numbersShort = 0
+    var numbersShort = 0
     /// How many numbers each lock of channels takes (raised for an attempt run again).
     let numbersPerLock: Int
     /// A PostgreSQL writer: a message id taken with its first statement.
@@ -41,8 +43,9 @@ final class RequestTransaction {
     /// The events the hub delivers once the request committed.
     private(set) var pendingFanout: [StoredEvent] = []
 
-    init(shared: SharedState, readOnly: Bool, session: any SQLSession, numbersPerLock: Int) {
+    init(shared: SharedState, rules: any WriterRules, readOnly: Bool, session: any SQLSession, numbersPerLock: Int) {
         self.shared = shared
+        self.rules = rules
         self.readOnly = readOnly
         self.session = session
         self.numbersPerLock = numbersPerLock
@@ -55,10 +58,6 @@ final class RequestTransaction {
     /// The attempt's transaction has ended: nothing reads through it any more.
     func close() { session = nil }
 
-    /// Writers of different channels run side by side (PostgreSQL): numbers come from
-    /// sequences, not from `counters`.
-    var sideBySide: Bool { shared.positions != nil }
-
     /// Nothing to write or announce, and no number taken: a read request that may end as one.
     var changedNothing: Bool { pending.isEmpty && pendingFanout.isEmpty && !allocatedWhileReading }
 
@@ -70,10 +69,8 @@ final class RequestTransaction {
 
     // MARK: numbers
 
-    // Only writers take numbers: on SQLite one writer at a time, each from the counters the
-    // previous one committed; on PostgreSQL from sequences, after the locks of the channels
-    // the numbers change (Writers/StreamPositions.swift). A read request that takes one fails
-    // (`RequestState.handleReading`).
+    // Only writers take numbers, as their backend's rules say (Writers/WriterRules.swift). A
+    // read request that takes one fails (`RequestState.handleReading`).
 
     /// Notes that the request takes a number (a reader that does must run again as a writer).
     func willTakeNumber() {
@@ -82,27 +79,13 @@ final class RequestTransaction {
 
     func nextSeq() -> Int64 {
         willTakeNumber()
-        if sideBySide {
-            if let number = freshNumbers.popFirst() { return number }
-            // Ran out: the attempt fails at its end and runs again taking more
-            // (`RequestState.handleWriting`). A number no row keeps until then.
-            numbersShort += 1
-            return -Int64(numbersShort)
-        }
-        counters.seq += 1
-        pending.counters["seq"] = counters.seq
-        return counters.seq
+        return rules.nextSeq(self)
     }
 
-    /// A new id: from `sequence` on PostgreSQL, else the counter at `counter`, which then
-    /// moves on (stored as `name` in `meta`).
-    func takeId(sequence: String, counter: WritableKeyPath<Counters, Int64>, name: String) async throws -> Int64 {
+    /// A new id of `kind`.
+    func takeId(_ kind: IdKind) async throws -> Int64 {
         willTakeNumber()
-        if sideBySide { return try await StreamPositions.next(sequence, db) }
-        let id = counters[keyPath: counter]
-        counters[keyPath: counter] += 1
-        pending.counters[name] = counters[keyPath: counter]
-        return id
+        return try await rules.takeId(kind, self)
     }
 
     /// Event numbers taken for this request (sorted): the next ones it uses, and noted as its own.
@@ -118,17 +101,12 @@ final class RequestTransaction {
     }
 
     /// The sequence numbers the request took, used or not, in order (for the hub).
-    var taken: [ClosedRange<Int64>] {
-        sideBySide ? takenNumbers : counters.seq > seqAtStart ? [(seqAtStart + 1)...counters.seq] : []
-    }
+    var taken: [ClosedRange<Int64>] { rules.taken(self) }
 
     /// A changelog's "now": every change up to here is in what this request reads (the
     /// changelogs list nothing past it). A writer on SQLite, the only one running, knows the
     /// exact number. Otherwise the hub's watermark as the request began, read before its
     /// snapshot: every number up to it was committed (or never will be) by then, by a writer
     /// of a commit group on SQLite or by any server on PostgreSQL.
-    func currentSeq() -> Int64 {
-        if !readOnly, !sideBySide { return counters.seq }
-        return resolvedAtStart
-    }
+    func currentSeq() -> Int64 { rules.currentSeq(self) }
 }

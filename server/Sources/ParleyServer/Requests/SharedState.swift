@@ -70,9 +70,6 @@ final class SharedState: @unchecked Sendable {
     /// PostgreSQL: the streams of every server on the database, per user (nil on SQLite,
     /// where the hub's streams are all there are).
     let cluster: ClusterPresence?
-    /// PostgreSQL: this server's writers among every server's (nil on SQLite, where one writer
-    /// at a time numbers from the counters).
-    let positions: StreamPositions?
     /// Push notifications of members online at the send, until the event reaches them.
     let pushHold: PushHold
     private let mutex = NSLock()
@@ -89,7 +86,6 @@ final class SharedState: @unchecked Sendable {
         self.verify = verify
         hub = EventHub(order: order)
         cluster = database.dialect == .postgres ? ClusterPresence(node: nodeId, database: database) : nil
-        positions = database.dialect == .postgres ? StreamPositions(node: nodeId, order: order) : nil
         pushHold = PushHold { [hub, cluster] userId in hub.isOnline(userId) || cluster?.isOnlineElsewhere(userId) == true }
     }
 

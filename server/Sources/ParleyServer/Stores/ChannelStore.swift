@@ -53,11 +53,8 @@ final class ChannelStore: ChannelRecords {
         let cached = missing.compactMap { url in
             channelsKnownChanged.contains(url) ? nil : groupChannels?.entry(url) ?? cache.channel(url)
         }
-        if tx.sideBySide, !tx.readOnly {
-            // A writer holds the lock of every channel it loads, from before it reads it.
-            let unlocked = missing.filter { lockedChannels[$0] == nil }.sorted()
-            if !unlocked.isEmpty { try await lockChannels(unlocked, busyKey: 0, db) }
-        }
+        // Writers side by side lock them first (`lockBeforeReading`).
+        try await tx.rules.willLoadChannels(missing, self)
         if !cached.isEmpty {
             for entry in try await currentEntries(cached) {
                 found.append(entry)
@@ -257,11 +254,7 @@ final class ChannelStore: ChannelRecords {
     func messagesChanged(in url: String) { touchedChannels.insert(url) }
 
     func allocateChannelNumber() async throws -> Int64 {
-        tx.willTakeNumber()
-        if tx.sideBySide { return try await StreamPositions.next("parley_channel_numbers", db) }
-        tx.counters.channelCounter += 1
-        tx.pending.counters["channel_counter"] = tx.counters.channelCounter
-        return tx.counters.channelCounter
+        try await tx.takeId(.channelNumber)
     }
 
     /// Marks a change to the channel itself (for channel changelogs; `updated_at` moves).
@@ -295,13 +288,13 @@ final class ChannelStore: ChannelRecords {
 
     func distinctChannel(members ids: Set<String>, customType: String) async throws -> String? {
         // PostgreSQL: two creations of one distinct channel at once find one channel.
-        try await lockForWriters("distinct \(customType) \(ids.sorted().joined(separator: " "))")
+        try await tx.rules.lockForWriters("distinct \(customType) \(ids.sorted().joined(separator: " "))", tx)
         return try await ChannelQueries.distinctChannel(members: ids, customType: customType, db)
     }
 
     func joinedChannelCount(of userId: String) async throws -> Int {
         // PostgreSQL: two joins of one user at once count each other (the channel limit).
-        try await lockForWriters("joins \(userId)")
+        try await tx.rules.lockForWriters("joins \(userId)", tx)
         return try await ChannelQueries.joinedChannelCount(of: userId, db)
     }
 
@@ -337,8 +330,16 @@ final class ChannelStore: ChannelRecords {
             return
         }
         let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
-        try await lockChannels(channelHint.map { [$0] } ?? [], busyKey: positions.busyKey,
+        try await lockChannels(channelHint.map { [$0] } ?? [], positions, busyKey: positions.busyKey,
                                messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), db)
+    }
+
+    /// PostgreSQL: a writer holds the lock of every channel it loads, from before it reads it
+    /// (`urls`: channels about to be read); a reader takes none.
+    func lockBeforeReading(_ urls: Set<String>, _ positions: StreamPositions) async throws {
+        guard !tx.readOnly else { return }
+        let unlocked = urls.filter { lockedChannels[$0] == nil }.sorted()
+        if !unlocked.isEmpty { try await lockChannels(unlocked, positions, busyKey: 0, db) }
     }
 
     /// The lock statement of `lockChannels`, run by every write (prepared: HotStatements.swift).
@@ -347,21 +348,21 @@ final class ChannelStore: ChannelRecords {
     /// PostgreSQL: takes the locks of `urls` (in the order given) and, the first time, the
     /// server's busy lock, then a new batch of event numbers: every change this request makes
     /// from now on is numbered after every writer that held one of these locks before it.
-    private func lockChannels(_ urls: [String], busyKey: Int64, messageIds: Int = 0, users shown: [String] = [],
-                              _ db: any SQLSession) async throws {
+    private func lockChannels(_ urls: [String], _ positions: StreamPositions, busyKey: Int64, messageIds: Int = 0,
+                              users shown: [String] = [], _ db: any SQLSession) async throws {
         // Noted before it is sent: a failure gives up whatever it took.
         StreamPositions.noteSessionLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)), in: db)
         let rows: [SQLRow]
         do {
             rows = try await db.query(Self.lockChannelsSQL,
-                                      [.int(busyKey), .text(shared.positions?.node ?? ""),
+                                      [.int(busyKey), .text(positions.node),
                                        .text(JSON.array(urls.map { .string($0) }).serialized()),
                                        .int(Int64(tx.numbersPerLock)), .int(Int64(messageIds)),
                                        .text(JSON.array(shown.map { .string($0) }).serialized())])
         } catch let error as StorageError where error.description.contains("error \(StreamPositions.missingRowState)") {
             // Taken for gone while frozen (StreamPositions.definitionsWithOwnRow): no number
             // was taken; the row is published again before the attempt runs again.
-            _ = try await shared.positions?.register(shared.database)
+            _ = try await positions.register(shared.database)
             throw StorageError("this server's stream position was published again; the write runs again", kind: .retryable)
         }
         for url in urls { lockedChannels[url] = .some(nil) }
@@ -387,16 +388,6 @@ final class ChannelStore: ChannelRecords {
         tx.takeNumbers(prefetched.numbers)
         if sendsMessage { tx.prefetchedMessageId = prefetched.messageId }
         users.knownUserVersions = prefetched.userVersions
-    }
-
-    /// PostgreSQL: a writer that reads something another writer of another channel may change
-    /// meanwhile holds a lock named by it from before that read to its commit. Nothing on
-    /// SQLite, where writers run one at a time.
-    private func lockForWriters(_ name: String) async throws {
-        guard tx.sideBySide, !tx.readOnly else { return }
-        let db = try db
-        StreamPositions.noteSessionLocks(StreamPositions.Locks(names: [name]), in: db)
-        _ = try await db.query("SELECT 1 FROM pg_advisory_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
     }
 
     // MARK: the record cache

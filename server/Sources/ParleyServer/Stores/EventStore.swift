@@ -67,9 +67,9 @@ final class EventStore: EventEmitter {
     /// write that takes the log past it: older ones go, and `prunedThrough` says up to where
     /// (a pending counter). Runs before the request's events are written (see
     /// `RequestState.handleWriting`), or after them when they alone are more than the retention.
-    /// PostgreSQL prunes apart from the writers (`PostgresWriters.pruneLog`).
+    /// PostgreSQL prunes apart from the writers (`WriterRules.writersPruneLog`, `PostgresWriters.pruneLog`).
     func pruneEvents(adding added: Int, _ db: any SQLSession) async throws {
-        if tx.sideBySide { return }
+        guard tx.rules.writersPruneLog else { return }
         let retention = shared.retention
         tx.counters.storedEvents += added
         guard tx.counters.storedEvents > retention else { return }

@@ -50,30 +50,17 @@ final class MessageStore: MessageRecords {
         try await MessageQueries.deleteChannelMessages(db, channel: url)
     }
 
-    /// A new message's id and creation time, taken together: creation times never go
-    /// backwards (server-wide on SQLite, in the channel on PostgreSQL, whose lock the writer
-    /// holds), so id order is time order.
+    /// A new message's id and creation time, taken together (`WriterRules.takeMessageNumbers`):
+    /// id order is time order.
     func takeMessageNumbers(in channel: String, at now: Int64) async throws -> (id: Int64, createdAt: Int64) {
         tx.willTakeNumber()
-        if tx.sideBySide {
-            let id: Int64
-            if let prefetched = tx.prefetchedMessageId { id = prefetched } else { id = try await StreamPositions.next("parley_message_ids", db) }
-            tx.prefetchedMessageId = nil
-            unstoredIds.insert(id)
-            return (id, max(now, lastMessageTs(in: channel)))
-        }
-        tx.counters.lastMessageTs = max(tx.counters.lastMessageTs, now)
-        let numbers = (id: tx.counters.nextMessageId, createdAt: tx.counters.lastMessageTs)
-        tx.counters.nextMessageId += 1
-        tx.pending.counters["next_message_id"] = tx.counters.nextMessageId
-        tx.pending.counters["last_message_ts"] = tx.counters.lastMessageTs
+        let numbers = try await tx.rules.takeMessageNumbers(in: channel, at: now, tx, channels: channels)
         unstoredIds.insert(numbers.id)
         return numbers
     }
 
     func lastMessageTs(in channel: String) -> Int64 {
-        if tx.sideBySide { return channels.lastMessages[channel]?.createdAt ?? 0 }
-        return tx.counters.lastMessageTs
+        tx.rules.lastMessageTs(in: channel, tx, channels: channels)
     }
 
     func touch(_ message: inout MessageRecord, _ now: Int64) {

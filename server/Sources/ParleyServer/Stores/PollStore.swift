@@ -7,7 +7,7 @@ final class PollStore: PollRecords {
     init(_ tx: RequestTransaction) { self.tx = tx }
 
     func allocatePollId() async throws -> Int64 {
-        try await tx.takeId(sequence: "parley_poll_ids", counter: \.nextPollId, name: "next_poll_id")
+        try await tx.takeId(.poll)
     }
 
     func save(_ p: PollRecord) async throws {

@@ -6,7 +6,7 @@ final class ReportStore: ReportRecords {
     init(_ tx: RequestTransaction) { self.tx = tx }
 
     func allocateReportId() async throws -> Int64 {
-        try await tx.takeId(sequence: "parley_report_ids", counter: \.nextReportId, name: "next_report_id")
+        try await tx.takeId(.report)
     }
 
     func save(_ r: ReportRecord) async throws {

@@ -41,9 +41,10 @@ final class UserStore: UserRecords {
         var missing = Set(ids).filter { loadedUsers[$0] == nil && !absentUsers.contains($0) }
         if missing.isEmpty { return }
         var unchecked: [CachedUser] = []
-        // A writer that has written no user yet sees users as committed at its start. On
-        // PostgreSQL writers of other channels change users meanwhile: every copy is checked.
-        let unchangedSince: Int64? = tx.sideBySide ? nil : tx.readOnly ? usersWrittenInSnapshot
+        // A writer that has written no user yet sees users as committed at its start. Where
+        // writers do not count the users they write (writers of other channels change users
+        // meanwhile), every copy is checked.
+        let unchangedSince: Int64? = !tx.rules.countsUsersWritten ? nil : tx.readOnly ? usersWrittenInSnapshot
             : tx.counters.usersWritten != usersWrittenAtStart ? nil : usersWrittenAtStart
         for entry in missing.compactMap({ cache.user($0) }) {
             if let unchangedSince, entry.currentAt == unchangedSince {
@@ -127,7 +128,7 @@ final class UserStore: UserRecords {
 
     /// Moves `users_written` once per transaction that writes users (RecordCache.swift).
     private func noteUserWritten() {
-        guard !tx.sideBySide, tx.counters.usersWritten == usersWrittenAtStart else { return }
+        guard tx.rules.countsUsersWritten, tx.counters.usersWritten == usersWrittenAtStart else { return }
         tx.counters.usersWritten += 1
         tx.pending.counters["users_written"] = tx.counters.usersWritten
     }

@@ -11,15 +11,17 @@ import Synchronization
 final class PostgresWriters: Writers, @unchecked Sendable {
     private let shared: SharedState
     private let positions: StreamPositions
+    let rules: any WriterRules
     /// The floor, the announcement and the bound after commits.
     private let followUp: CommitFollowUp
     /// The writers of each channel on this server, one at a time, and their batches.
     private let channelWriters = ChannelWriters()
 
     init(shared: SharedState) {
-        guard let positions = shared.positions else { preconditionFailure("PostgreSQL's shared state has stream positions") }
+        let positions = StreamPositions(node: shared.nodeId, order: shared.order)
         self.shared = shared
         self.positions = positions
+        rules = PostgresWriterRules(positions: positions)
         followUp = CommitFollowUp(positions: positions, database: shared.database, executor: shared.hub.thread) {
             [hub = shared.hub] bound, heardAt in hub.advance(committedThrough: bound, heardAt: heardAt)
         }
@@ -112,7 +114,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         var pause: UInt64 = 50_000_000
         let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
         while true {
-            let reader = RequestState(shared: shared, readOnly: true)
+            let reader = RequestState(shared: shared, rules: rules, readOnly: true)
             if let (events, pruned) = try? await reader.handleReading(statementByStatement: true, { s in
                 try await s.committedEvents(in: ranges)
             }) {
@@ -129,7 +131,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
             return try await writeInBatch(batch, channel: channel, sendsMessage: sendsMessage, body)
         }
         let lead = channel.map { ChannelBatchLead(channel: $0, writers: channelWriters) }
-        let writer = WriterScope(shared: shared, givenFrom: nil, groupChannels: nil)
+        let writer = WriterScope(shared: shared, rules: rules, givenFrom: nil, groupChannels: nil)
         // Once handed on, the channel's turn is the batch's last member's to give up.
         func leave(_ failure: (any Error)?) {
             if let batch = lead?.batch { batch.committed.decide(failure) } else if let channel { channelWriters.leave(channel) }
@@ -154,7 +156,8 @@ final class PostgresWriters: Writers, @unchecked Sendable {
     private func writeInBatch<T>(_ batch: ChannelBatch, channel: String, sendsMessage: Bool,
                                  _ body: (RequestState) async throws -> T) async throws -> T {
         // Numbers read for it by the member before it are below the floor it would have.
-        let writer = WriterScope(shared: shared, givenFrom: batch.prefetched?.numbers.first, groupChannels: batch.channels)
+        let writer = WriterScope(shared: shared, rules: rules, givenFrom: batch.prefetched?.numbers.first,
+                                 groupChannels: batch.channels)
         let outcome: Result<T, any Error>
         var leftBatch = false
         do {

@@ -10,6 +10,7 @@
 final class SQLiteWriters: Writers, @unchecked Sendable {
     private let shared: SharedState
     private let database: any GroupCommitting
+    let rules: any WriterRules = SQLiteWriterRules()
     private let writeLock = AsyncLock()
     /// The commit group writers are joining (guarded by `writeLock`).
     private var openGroup: CommitGroup? = nil
@@ -41,10 +42,13 @@ final class SQLiteWriters: Writers, @unchecked Sendable {
             openGroup = group
         }
         group.members += 1
-        let writer = WriterScope(shared: shared, firstNumber: shared.committed.seq + 1, groupChannels: group.channels)
+        let writer = WriterScope(shared: shared, rules: rules, firstNumber: shared.committed.seq + 1,
+                                 groupChannels: group.channels)
         let outcome: Result<T, any Error>
         do {
             outcome = .success(try await writer.request.handleWriting(group: database, body))
+            // The next writer starts from this one's counters (put back if the group's commit fails).
+            shared.committed = writer.request.counters
             group.succeeded.append(writer.request)
             group.channels.keep(writer.request.channelsWrittenInGroup)
         } catch {

@@ -61,7 +61,7 @@ final class StreamPositions: Sendable {
     static let channelLockSpace: Int32 = 0x7063
     /// The namespace of the users' advisory locks: "pu".
     static let userLockSpace: Int32 = 0x7075
-    /// The namespace of other named locks of writers (`ChannelStore.lockForWriters`): "pk".
+    /// The namespace of other named locks of writers (`WriterRules.lockForWriters`): "pk".
     static let keyLockSpace: Int32 = 0x706B
 
     static let definitions = [

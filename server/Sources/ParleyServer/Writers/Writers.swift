@@ -7,6 +7,9 @@
 /// The write coordinator of one backend: how its writers run and what lets the hub deliver
 /// their events in id order. `RequestRunner` runs every write through it.
 protocol Writers: Sendable {
+    /// What its writers do differently from the other backend's, for every request's
+    /// transaction (WriterRules.swift).
+    var rules: any WriterRules { get }
     /// Starts the hub, before the port opens.
     func start() async throws
     /// Runs `body` as one writer. `channel`: the channel the request names in its path, if any;
@@ -40,21 +43,22 @@ struct WriterScope {
 
     /// A writer whose numbers start at `firstNumber` (SQLite: the counters' next, read under
     /// the write lock).
-    init(shared: SharedState, firstNumber: Int64, groupChannels: GroupChannels?) {
-        self.init(shared: shared, ticket: shared.order.beginWriter(firstNumber: firstNumber), groupChannels: groupChannels)
+    init(shared: SharedState, rules: any WriterRules, firstNumber: Int64, groupChannels: GroupChannels?) {
+        self.init(shared: shared, rules: rules, ticket: shared.order.beginWriter(firstNumber: firstNumber),
+                  groupChannels: groupChannels)
     }
 
     /// A writer that takes its numbers from a sequence (PostgreSQL), or was given numbers from
     /// `givenFrom` on (read for it by the member before it in its channel batch).
-    init(shared: SharedState, givenFrom: Int64?, groupChannels: GroupChannels?) {
+    init(shared: SharedState, rules: any WriterRules, givenFrom: Int64?, groupChannels: GroupChannels?) {
         let ticket = shared.order.beginWriter(atMost: givenFrom.map { $0 - 1 } ?? .max)
-        self.init(shared: shared, ticket: ticket, groupChannels: groupChannels)
+        self.init(shared: shared, rules: rules, ticket: ticket, groupChannels: groupChannels)
     }
 
-    private init(shared: SharedState, ticket: Int, groupChannels: GroupChannels?) {
+    private init(shared: SharedState, rules: any WriterRules, ticket: Int, groupChannels: GroupChannels?) {
         self.shared = shared
         self.ticket = ticket
-        request = RequestState(shared: shared, readOnly: false)
+        request = RequestState(shared: shared, rules: rules, readOnly: false)
         request.groupChannels = groupChannels
     }
 
