@@ -63,7 +63,17 @@ class FaultyProxy:
                 client.close()
                 continue
             with self.lock:
-                self.pairs.append((client, upstream))
+                # Looked at again with the pair registered under the same lock: a `go_offline`
+                # that ran since the check above (its `cut` could not see this pair) would
+                # otherwise leave this connection working while "offline".
+                refused = self.refusing or self.closed
+                if not refused:
+                    self.pairs.append((client, upstream))
+            if refused:
+                shut_down(client, upstream)
+                client.close()
+                upstream.close()
+                continue
             threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
 
