@@ -22,6 +22,8 @@ private final class StreamRecorder: Sendable {
     }
 
     private let entries = Locked<[Entry]>([])
+    /// The events as handed over, data unparsed.
+    let frames = Locked<[StreamFrame]>([])
     private let errors = Locked<[ParleyError]>([])
     /// Runs inside the handler for each entry (on the callback queue).
     let onEntry: Locked<(@Sendable (Entry) -> Void)?> = Locked(nil)
@@ -52,7 +54,10 @@ private final class StreamRecorder: Sendable {
                 self.add(.state(old, new, error?.code))
             },
             connected: { self.add(.connected($0)) },
-            event: { self.add(.event($0.id, $0.category)) },
+            event: { frame in
+                self.frames.withLock { $0.append(frame) }
+                self.add(.event(frame.id, frame.type))
+            },
             resyncRequired: { self.add(.resync($0, $1)) },
             tokenExpired: { self.add(.tokenExpired) },
             reconnectAttempt: { attempt, _ in self.add(.attempt(attempt)) },
@@ -207,7 +212,7 @@ extension LoopbackConnection {
         #expect(recorder.all.isEmpty)
     }
 
-    @Test func malformedEventsAreSkippedAndTheStreamStaysUp() throws {
+    @Test func eventsWithoutAnIntegerIdAreSkippedAndTheStreamStaysUp() throws {
         let peer = try streamPeer { _, connection in
             guard connection.openStream() != nil else { return }
             connection.sendConnected(lastEventID: 0)
@@ -225,14 +230,25 @@ extension LoopbackConnection {
         let (stream, http) = try makeConnection(peer, recorder)
         defer { http.shutdown() }
         stream.start()
-        #expect(pollUntil(timeoutMs: 5000) { recorder.eventIDs == [3, 4] }, "\(recorder.all)")
-        #expect(stream.skippedEventCount == 4)
-        #expect(recorder.count(.skipped) == 4)
-        #expect(recorder.all.contains(.event(4, "channel_changed")))
+        // Data is handed on unparsed: the engine parses it (`StreamEvent(frame:)`, below).
+        #expect(pollUntil(timeoutMs: 5000) { recorder.eventIDs == [1, 2, 3, 4] }, "\(recorder.all)")
+        #expect(stream.skippedEventCount == 2)
+        #expect(recorder.count(.skipped) == 2)
         #expect(stream.state == .open)
         #expect(peer.connectionCount == 1)
         stream.stop()
+        let parsed = recorder.frames.withLock { $0 }.map { frame in Result { () throws(ParleyError) in try StreamEvent(frame: frame) } }
+        #expect(parsed.count == 4)
+        guard parsed.count == 4 else { return }
+        #expect((try? parsed[0].get()) == nil)
+        if case .failure(let error) = parsed[0] { #expect(error.message.hasPrefix("event 1: data is not JSON")) }
+        if case .failure(let error) = parsed[1] { #expect(error.message == "event 2: data is a JSON array, not an object") }
+        #expect((try? parsed[1].get()) == nil)
+        #expect((try? parsed[2].get())?.id == 3)
+        // Sent without an `event:` line's name, the event is named by its data's category.
+        #expect((try? parsed[3].get())?.category == "channel_changed")
     }
+
 
     @Test func resyncMovesTheResumePointAndTellsTheOwner() throws {
         let peer = try streamPeer { number, connection in

@@ -18,8 +18,9 @@ import Glibc
 ///
 /// Events reach the handler in id order, each id at most once: ids not above the last
 /// one accepted are dropped as duplicates (the server's replay makes them impossible, this
-/// is a defence). A malformed event (data not a JSON object, id missing or not an integer)
-/// is skipped, counted and reported through `eventSkipped`; the connection stays up.
+/// is a defence). An event whose id is missing or not an integer is skipped, counted and
+/// reported through `eventSkipped`; the connection stays up. Event data is handed on as the
+/// server wrote it, not parsed (`StreamFrame`).
 ///
 /// The resume point: `lastEventID` is the id of the last event handed to the handler (or
 /// of the last `resync`). A fresh connection (no id yet) adopts the server's newest id from
@@ -185,7 +186,7 @@ public final class EventStreamConnection: Sendable {
         var task: HTTPTask?
         var parser = SSEParser()
         /// Events parsed from the chunk being read, handed over together (one hop per chunk).
-        var eventBatch: [StreamEvent] = []
+        var eventBatch: [StreamFrame] = []
         var responseStatus = 0
         var errorBody: [UInt8] = []
         /// The refused attempt's `Retry-After`, in ms (0: none).
@@ -223,7 +224,7 @@ public final class EventStreamConnection: Sendable {
         case stateChanged(ConnectionState, ConnectionState, ParleyError?)
         case connected(resumedFrom: Int64?, adoptedPosition: Int64?, replayThrough: Int64?)
         /// Consecutive events, in order.
-        case events([StreamEvent])
+        case events([StreamFrame])
         case resync(reason: String, newestID: Int64)
         case tokenExpired
         case reconnectAttempt(attempt: Int, delayMs: Int)
@@ -576,27 +577,13 @@ public final class EventStreamConnection: Sendable {
                 skip("an event of type '\(event.type)' without an integer id (id: \(event.id ?? "none"))", &core)
                 return
             }
-            let data: JSONValue
-            do throws(ParleyError) {
-                data = try JSONValue.parse(event.data)
-            } catch {
-                skip("event \(id): data is not JSON (\(error.message))", &core)
-                return
-            }
-            guard case .object = data else {
-                skip("event \(id): data is a JSON \(data.typeName), not an object", &core)
-                return
-            }
-            var category = event.type
-            if category == "message", let named = WireEventData(data).category, !named.isEmpty {
-                category = named
-            }
             if let resumeID = core.resumeID, id <= resumeID {
                 core.duplicateEvents += 1
                 return
             }
             core.resumeID = id
-            core.eventBatch.append(StreamEvent(id: id, category: category, data: data, dataText: event.data))
+            core.eventBatch.append(StreamFrame(id: id, type: event.type, dataText: event.data))
+
         }
     }
 

@@ -11,7 +11,25 @@ public enum ConnectionState: String, Sendable {
     case reconnecting
 }
 
-/// One event of the user's stream (docs/PROTOCOL.md §9), as handed to the engine.
+/// One event of the user's stream (docs/PROTOCOL.md §9) as the connection frames it: its id,
+/// its SSE type and its data as the server wrote it. The data is parsed by the engine
+/// (`StreamEvent(frame:)`), on the thread that then applies and frees it: the network
+/// threads of all clients only read and frame.
+public struct StreamFrame: Sendable, Equatable {
+    /// The server's event id: strictly increasing, global (not contiguous for one user).
+    public let id: Int64
+    /// The SSE `event:` name ("message" when the line is missing).
+    public let type: String
+    public let dataText: String
+
+    public init(id: Int64, type: String, dataText: String) {
+        self.id = id
+        self.type = type
+        self.dataText = dataText
+    }
+}
+
+/// One event of the user's stream (docs/PROTOCOL.md §9), parsed.
 public struct StreamEvent: Sendable, Equatable {
     /// The server's event id: strictly increasing, global (not contiguous for one user).
     public let id: Int64
@@ -28,6 +46,26 @@ public struct StreamEvent: Sendable, Equatable {
         self.category = category
         self.data = data
         self.dataText = dataText
+    }
+
+    /// Parses a frame's data, which must be a JSON object; an event sent without an `event:`
+    /// line is named by the data's `category`. Throws with the reason ("event 12: data is not
+    /// JSON (...)") otherwise.
+    public init(frame: StreamFrame) throws(ParleyError) {
+        let data: JSONValue
+        do throws(ParleyError) {
+            data = try JSONValue.parse(frame.dataText)
+        } catch {
+            throw ParleyError(error.code, "event \(frame.id): data is not JSON (\(error.message))")
+        }
+        guard case .object = data else {
+            throw ParleyError(.protocolViolation, "event \(frame.id): data is a JSON \(data.typeName), not an object")
+        }
+        var category = frame.type
+        if category == "message", let named = WireEventData(data).category, !named.isEmpty {
+            category = named
+        }
+        self.init(id: frame.id, category: category, data: data, dataText: frame.dataText)
     }
 }
 
@@ -134,8 +172,8 @@ public struct EventStreamHandler: Sendable {
     /// `throughID` that follow are the server's replay of what was missed, not live ones.
     /// Called just before `connected`.
     public var replaying: @Sendable (_ throughID: Int64) -> Void
-    /// An event, in id order, each id once across reconnects.
-    public var event: @Sendable (StreamEvent) -> Void
+    /// An event, in id order, each id once across reconnects; its data is not parsed yet.
+    public var event: @Sendable (StreamFrame) -> Void
     /// The server could not replay from our resume point (`reason` "retention" or
     /// "unknown_id"): the engine must run changelogs. The stream continues from `newestID`.
     public var resyncRequired: @Sendable (_ reason: String, _ newestID: Int64) -> Void
@@ -144,15 +182,17 @@ public struct EventStreamHandler: Sendable {
     /// A reconnection attempt is scheduled after `delayMs` (`attempt` is 1-based since the
     /// stream was last open).
     public var reconnectAttempt: @Sendable (_ attempt: Int, _ delayMs: Int) -> Void
-    /// An event was dropped because it was malformed (data not a JSON object, id missing or
-    /// not an integer). The connection stays up; `EventStreamConnection.skippedEventCount` counts them.
+    /// An event was dropped because its id is missing or not an integer. The connection stays
+    /// up; `EventStreamConnection.skippedEventCount` counts them. (Data that is not a JSON
+    /// object is found where it is parsed: `StreamEvent(frame:)`.)
     public var eventSkipped: @Sendable (_ reason: String) -> Void
 
     public init(
         stateChanged: @escaping @Sendable (_ old: ConnectionState, _ new: ConnectionState, _ error: ParleyError?) -> Void = { _, _, _ in },
         connected: @escaping @Sendable (_ resumedFrom: Int64?) -> Void = { _ in },
         replaying: @escaping @Sendable (_ throughID: Int64) -> Void = { _ in },
-        event: @escaping @Sendable (StreamEvent) -> Void = { _ in },
+        event: @escaping @Sendable (StreamFrame) -> Void = { _ in },
+
         resyncRequired: @escaping @Sendable (_ reason: String, _ newestID: Int64) -> Void = { _, _ in },
         tokenExpired: @escaping @Sendable () -> Void = {},
         reconnectAttempt: @escaping @Sendable (_ attempt: Int, _ delayMs: Int) -> Void = { _, _ in },

@@ -8,7 +8,7 @@
 /// while anything waits.
 final class StreamInbox: Sendable {
     enum Item: Sendable {
-        case event(StreamEvent)
+        case event(StreamFrame)
         case control(@Sendable (Engine) -> Void)
     }
 
@@ -54,9 +54,17 @@ extension Engine {
         var events: [StreamEvent] = []
         for (epoch, item) in items where epoch == session.epoch {
             switch item {
-            case .event(let event):
+            case .event(let frame):
                 metrics.eventsReceived.add()
-                events.append(event)
+                // Parsed here rather than on the network thread: the values are made, used and
+                // freed on one thread (freeing another thread's allocations costs both malloc's
+                // arena lock and the allocating thread's cache of free blocks).
+                do throws(ParleyError) {
+                    events.append(try StreamEvent(frame: frame))
+                } catch {
+                    log(.warning, "event stream: skipped an event: \(error.message)")
+                }
+
             case .control(let work):
                 if !events.isEmpty { applyStreamEvents(events) }
                 events = []
