@@ -51,7 +51,9 @@
  *    posting into channel i and sending the next message when its answer came: accepted
  *    msg/s per N, and 8 in flight / 1 in flight. With OTHER_URL (a second server on the same
  *    database), request i goes to SERVER_URL or OTHER_URL by i mod 2. A second of all 16 in
- *    flight comes first, not measured. Setup always goes through SERVER_URL. */
+ *    flight comes first, not measured. Then 1 and 8 in flight once more, sent as a client
+ *    library sends: with the sender's Session-Key and a req_id in each message. Setup always
+ *    goes through SERVER_URL. */
 #define _GNU_SOURCE
 #include "bench_support.h"
 #include <curl/curl.h>
@@ -304,6 +306,9 @@ typedef struct {
      * turn; NULL: message n goes to urls[n mod url_count] from members[n mod senders_count]. */
     const char *url;
     const char *pair[2];
+    /* inflight mode, sending as a client library does: the slot's first member's Session-Key
+     * header (the member sends every message) and a req_id in each body; NULL: Api-Token. */
+    struct curl_slist *session_headers;
 } sender;
 
 /* Sends r->count messages to `url` through `in_flight` requests at once, at `rate` per second
@@ -324,11 +329,19 @@ static void send_run(CURLM *multi, sender *senders, int in_flight, run *r, const
             if (rate > 0 && now < r->started + next * 1e6 / rate) break;
             sender *s = &senders[i];
             s->n = next;
-            const char *user = s->url ? s->pair[next % 2] : members[next % senders_count];
-            snprintf(s->body, sizeof s->body, "{\"message_type\":\"MESG\",\"user_id\":\"%s\",\"message\":\"p7 %c %d\"}",
-                     user, r->tag, next);
+            if (s->session_headers) {
+                /* Unique across runs: a repeated req_id would be answered with the first message. */
+                static long requests_made;
+                snprintf(s->body, sizeof s->body, "{\"message_type\":\"MESG\",\"req_id\":\"bench-%d-%ld\",\"message\":\"p7 %c %d\"}",
+                         (int)getpid(), ++requests_made, r->tag, next);
+            } else {
+                const char *user = s->url ? s->pair[next % 2] : members[next % senders_count];
+                snprintf(s->body, sizeof s->body, "{\"message_type\":\"MESG\",\"user_id\":\"%s\",\"message\":\"p7 %c %d\"}",
+                         user, r->tag, next);
+            }
             /* Message n into channel n mod count, unless the slot has a channel of its own. */
             curl_easy_setopt(s->easy, CURLOPT_URL, s->url ? s->url : urls[next % url_count]);
+            if (s->session_headers) curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->session_headers);
             curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
             curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
             r->sent_at[next] = now_us();
@@ -1345,9 +1358,37 @@ static int inflight_main(int argc, char **argv) {
     }
     double ratio = rates[0] > 0 ? rates[3] / rates[0] : 0;
     printf("  8 in flight / 1 in flight: %.2fx\n", ratio);
+
+    /* As a client library sends: its user's session key, and a req_id with every message (so
+     * that a resend is answered with the first copy). Each slot's first member sends. */
+    struct curl_slist *session_headers[INFLIGHT_MAX] = {0};
+    for (int i = 0; i < INFLIGHT_MAX; i++) {
+        char token[128], key[192];
+        snprintf(path, sizeof path, "%s/v3/users/%.63s/token", url, users[2 * i]);
+        if (!call("POST", path, auth, "{}", &answer) || !json_string(answer.data, "token", token, sizeof token)) return 1;
+        snprintf(key, sizeof key, "Session-Key: %s", token);
+        senders[i].session_headers = session_headers[i] = curl_slist_append(curl_slist_append(NULL, key), "Content-Type: application/json");
+    }
+    static const int session_counts[] = {1, 8};
+    double session_rates[2];
+    printf("  Sent as a client library sends (Session-Key, a req_id in each message):\n");
+    for (int k = 0; k < 2; k++) {
+        run *r = run_new('s', INFLIGHT_MESSAGES, 2);
+        send_run(multi, senders, session_counts[k], r, unused_urls, 1, unused_members, 1, 0, seconds);
+        run_result result = summarize(r);
+        session_rates[k] = result.rate;
+        refused += result.refused;
+        printf("  %2d in flight: %7.1f msg/s accepted (%d in %.1f s); POST answered p50 %.1f ms, p99 %.1f ms%s\n",
+               session_counts[k], result.rate, result.accepted, (r->finished - r->started) / 1e6, result.answer_p50,
+               result.answer_p99, result.refused ? "; some refused" : "");
+        run_free(r);
+    }
     if (refused > 0) printf("  %d requests refused (not counted as accepted)\n", refused);
 
-    for (int i = 0; i < INFLIGHT_MAX; i++) curl_easy_cleanup(senders[i].easy);
+    for (int i = 0; i < INFLIGHT_MAX; i++) {
+        curl_easy_cleanup(senders[i].easy);
+        curl_slist_free_all(session_headers[i]);
+    }
     curl_slist_free_all(headers);
     curl_multi_cleanup(multi);
     free(answer.data);
@@ -1359,6 +1400,10 @@ static int inflight_main(int argc, char **argv) {
     snprintf(comparison, sizeof comparison, "msg/s at 1: %.0f, 2: %.0f, 4: %.0f, 16: %.0f in flight", rates[0], rates[1],
              rates[2], rates[4]);
     summary_row(measure, figure, comparison, "8 in flight \u2265 4\u00d7 1 in flight");
+    snprintf(measure, sizeof measure, "Scale-out, %s, %s: 1 in flight, Session-Key and req_id", backend_name, layout);
+    snprintf(figure, sizeof figure, "%.0f msg/s", session_rates[0]);
+    snprintf(comparison, sizeof comparison, "Api-Token, no req_id: %.0f msg/s; 8 in flight: %.0f msg/s", rates[0], session_rates[1]);
+    summary_row(measure, figure, comparison, "");
     return 0;
 }
 

@@ -233,10 +233,10 @@ class EventReader:
 # Migrations 12, 14, 15 and 16 only add PostgreSQL functions and a table, defined again when
 # they are applied again; 17 gave message tombstones their sender and request id; 20 made the
 # table of queued webhook calls; 22 the push tables and the messages' translations.
-# Migrations 22 and later undone: the push tables and the messages' translations (23 only
-# defines a PostgreSQL function again, as its next application does).
+# Migrations 22 and later undone: the push tables and the messages' translations (23 and 24
+# only define PostgreSQL functions again, as their next application does).
 UNDO_SCHEMA_22 = """
-    DELETE FROM schema_migrations WHERE version = 23;
+    DELETE FROM schema_migrations WHERE version >= 23;
     DROP TABLE push_tokens;
     DROP TABLE push_preferences;
     DROP TABLE push_channel_preferences;

@@ -798,10 +798,10 @@ def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
 
 
 def test_the_statements_of_every_send_are_prepared(tmp_path):
-    """A send's lock statement, its earlier-send lookup and the follow-up after its commit run
-    as prepared statements (Storage/Postgres/HotStatements.swift): PostgreSQL plans each a few
-    times per connection, then keeps a generic plan, instead of parsing and planning it at
-    every send."""
+    """A send's authentication, its lock statement (which reads its earlier send too) and the
+    follow-up after its commit run as prepared statements (Storage/Postgres/HotStatements.swift):
+    PostgreSQL plans each a few times per connection, then keeps a generic plan, instead of
+    parsing and planning it at every send."""
     db = databases.database_for(tmp_path, "prepared.sqlite")
     if "pg_stat_statements" not in databases.psql(db, "SHOW shared_preload_libraries"):
         pytest.skip("pg_stat_statements is not loaded in this cluster (scripts/pg-test-cluster.sh loads it)")
@@ -810,12 +810,14 @@ def test_the_statements_of_every_send_are_prepared(tmp_path):
     try:
         a, b = server.user(), server.user()
         url = server.channel([a, b])["channel_url"]
+        key = server.session(a)
         this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
         databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
         sends = 120
         for n in range(sends):
-            server.send(url, a, text=f"m{n}", req_id=f"prepared-{n}")
-        for pattern in ("%parley_lock_channels%", "%coalesce(sender_id%", "SELECT b.bound, b.handed_out%"):
+            server.ok("POST", f"/v3/group_channels/{url}/messages", session=key,
+                      json={"message_type": "MESG", "message": f"m{n}", "req_id": f"prepared-{n}"})
+        for pattern in ("%parley_lock_channels%", "%FROM sessions s LEFT JOIN users%", "SELECT b.bound, b.handed_out%"):
             row = databases.psql(db, f"SELECT sum(calls), sum(plans) FROM pg_stat_statements WHERE dbid = {this_database} "
                                      f"AND query LIKE '{pattern}' AND query NOT LIKE '%pg_stat_statements%'").strip()
             calls, plans = (int(x or 0) for x in row.split("|"))
@@ -824,6 +826,125 @@ def test_the_statements_of_every_send_are_prepared(tmp_path):
             # Unprepared, every call is planned: plans == calls.
             assert plans * 2 <= calls, f"{pattern}: {plans} plans for {calls} calls"
     finally:
+        server.stop()
+        databases.drop_database(db)
+
+
+def test_a_send_makes_three_statements_and_no_transaction_of_its_own(tmp_path, monkeypatch):
+    """A plain send with a session key and a request id, the caches warm, makes three round
+    trips to PostgreSQL (docs/ARCHITECTURE.md "Order across servers", *A send's round trips*):
+    the authentication before the body is read (the session with its user's version), the
+    writer's first statement (locks, numbers, the session again and the earlier send), and its
+    one write. No read transaction, no lookup of its own for the session inside the write or
+    for the earlier send. The server runs without the suites' self-checks, whose reads would
+    count as the send's."""
+    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", "0")
+    db = databases.database_for(tmp_path, "round-trips")
+    if "pg_stat_statements" not in databases.psql(db, "SHOW shared_preload_libraries"):
+        pytest.skip("pg_stat_statements is not loaded in this cluster (scripts/pg-test-cluster.sh loads it)")
+    databases.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    server = Server(db)
+    try:
+        a, b = server.user(), server.user()
+        url = server.channel([a, b])["channel_url"]
+        key = server.session(a)
+
+        def send(n):
+            return server.ok("POST", f"/v3/group_channels/{url}/messages", session=key,
+                             json={"message_type": "MESG", "message": f"r{n}", "req_id": f"round-trip-{n}"})
+
+        for n in range(5):
+            send(n)
+        this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+
+        def calls(pattern):
+            return int(databases.psql(db, f"SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = {this_database} "
+                                          f"AND query LIKE '{pattern}' AND query NOT LIKE '%pg_stat_statements%'").strip())
+
+        databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
+        sends = 20
+        for n in range(5, 5 + sends):
+            send(n)
+        # Statements run once per send or more (what runs in the background is rarer), less the
+        # follow-up after the commit, which runs apart.
+        per_send = int(databases.psql(db, f"SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = {this_database} "
+                                          f"AND calls >= {sends} AND query NOT LIKE 'SELECT b.bound, b.handed_out%' "
+                                          "AND query NOT LIKE '%pg_stat_statements%'").strip())
+        assert per_send == 3 * sends, per_send
+        assert calls("%FROM sessions%") == sends
+        assert calls("%parley_lock_channels%") == sends
+        assert calls("%parley_hold_to_commit%") == sends
+        assert calls("%coalesce(sender_id%") == 0
+        assert calls("SELECT user_id, version FROM users%") == 0
+        # A read transaction per send would make 20; the server's own background reads are rarer.
+        assert calls("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") < sends // 4
+        # A repeated request id still answers with the message stored first.
+        first = send(5)
+        again = send(5)
+        assert again["message_id"] == first["message_id"]
+    finally:
+        server.stop()
+        databases.drop_database(db)
+
+
+def test_a_session_revoked_while_its_write_waits_fails_the_write(tmp_path):
+    """A session key revoked after the request's authentication but before its write reads it
+    fails the write with 401 and stores nothing: whether the write waits for the channel's
+    lock held elsewhere (its first statement reads the session after the lock) or queues
+    behind a writer of its channel on the same server (it joins that writer's transaction)."""
+    db = databases.database_for(tmp_path, "revoked")
+    server = Server(db)
+    holder = databases.PsqlSession(db)
+    try:
+        a, b = server.user(), server.user()
+        url = server.channel([a, b])["channel_url"]
+        channel_lock = f"{0x7063}, hashtext('{url}')"
+
+        def waiting_send(key, req_id, outcome):
+            outcome.append(server.request("POST", f"/v3/group_channels/{url}/messages", session=key, timeout=30,
+                                          json={"message_type": "MESG", "message": req_id, "req_id": req_id}))
+
+        def wait_for(condition):
+            deadline = time.monotonic() + 10
+            while not condition():
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+        # The channel's lock held by another session: the write waits in its first statement.
+        key = server.session(a)
+        holder.run(f"SELECT pg_advisory_lock({channel_lock})")
+        outcome = []
+        sender = threading.Thread(target=waiting_send, args=(key, "revoked-1", outcome))
+        sender.start()
+        wait_for(lambda: databases.psql(db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'parley-server' "
+                                            "AND wait_event_type = 'Lock' AND wait_event = 'advisory'").strip() != "0")
+        databases.psql(db, f"DELETE FROM sessions WHERE token = '{key}'")
+        holder.run(f"SELECT pg_advisory_unlock({channel_lock})")
+        sender.join(30)
+        assert outcome and outcome[0].status_code == 401, outcome and outcome[0].text
+
+        # A writer of the channel on this server holds its transaction open: the send queues
+        # behind it and continues its transaction.
+        key = server.session(a)
+        held = threading.Thread(target=lambda: server.request(
+            "POST", f"/v3/group_channels/{url}/messages", headers={"Parley-Test-Hold-Ms": "1500"}, timeout=30,
+            json={"message_type": "MESG", "user_id": b, "message": "held"}))
+        held.start()
+        time.sleep(0.3)
+        outcome = []
+        sender = threading.Thread(target=waiting_send, args=(key, "revoked-2", outcome))
+        sender.start()
+        time.sleep(0.3)
+        databases.psql(db, f"DELETE FROM sessions WHERE token = '{key}'")
+        held.join(30)
+        sender.join(30)
+        assert outcome and outcome[0].status_code == 401, outcome and outcome[0].text
+
+        texts = [m["message"] for m in server.ok("GET", f"/v3/group_channels/{url}/messages",
+                                                 params={"message_ts": 2**62, "prev_limit": 20})["messages"]]
+        assert "held" in texts and "revoked-1" not in texts and "revoked-2" not in texts, texts
+    finally:
+        holder.close()
         server.stop()
         databases.drop_database(db)
 

@@ -183,10 +183,16 @@ struct Endpoint: Sendable {
         // Credentials and size before a byte of the body is read: a stranger's request, or an
         // oversized one, costs no more than its head. A first login is committed here, so
         // that a refused request later leaves nothing half done in memory (which would cost a
-        // reload of everything from storage).
+        // reload of everything from storage). The request checks them again where it runs, so
+        // this check needs no snapshot of its own: on PostgreSQL its one statement reads the
+        // session with its user's version (a cached user whose version differs is read by a
+        // second one).
         let now = nowMillis()
+        var caller: Caller? = nil
         if try !Caller.hasAdminToken(request.headers, apiToken: config.apiToken) {
-            _ = try await runner.run(readOnly: true) { state in try await state.authenticate(request.headers, apiToken: config.apiToken, now: now) }
+            caller = try await runner.run(readOnly: true, statementByStatement: true) { state in
+                try await state.authenticate(request.headers, apiToken: config.apiToken, now: now)
+            }
         }
         let (body, bodyObject) = try await Self.readBody(request, contentType: contentType, config: config)
         let query = Query(queryPart)
@@ -223,7 +229,8 @@ struct Endpoint: Sendable {
         // database itself, inside whatever transaction it shares with others.
         let failsStatement = config.testHooks && request.headers[HTTPField.Name("Parley-Test-Fail-Statement")!] == "1"
         let reply = try await runner.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL],
-                                         sendsMessage: hints.contains(.sendsMessage), readsNow: hints.contains(.readsNow)) { state in
+                                         firstReads: Self.firstReads(ctx, hints: hints, caller: caller),
+                                         readsNow: hints.contains(.readsNow)) { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
             let reply = try await run(state, &ctx)
@@ -236,6 +243,21 @@ struct Endpoint: Sendable {
             return reply
         }
         return Self.response(reply)
+    }
+
+    /// What a write's first statement may read for the handler (`FirstReads`): the session
+    /// its own check of the credentials reads, and a send's earlier send with the request id
+    /// and sender its body names. Each is used only if the handler asks exactly it.
+    private static func firstReads(_ ctx: Ctx, hints: RouteHints, caller: Caller?) -> FirstReads {
+        var reads = FirstReads(messageId: hints.contains(.sendsMessage))
+        reads.sessionKey = caller == nil ? nil : ctx.headers[HTTPField.Name("Session-Key")!]
+        if hints.contains(.sendsMessage), let channel = ctx.params[.channelURL],
+           let requestId = (try? ctx.input.string("req_id")) ?? (try? ctx.input.string("dedup_id")) ?? nil {
+            // A session's user sends as themselves; the admin names the sender, or none.
+            let sender = caller?.userId ?? (try? ctx.input.string("user_id")) ?? nil
+            reads.earlierSend = EarlierSendKey(channel: channel, sender: sender ?? "", requestId: requestId)
+        }
+        return reads
     }
 
     private static func response(_ reply: Reply) -> Response {

@@ -34,17 +34,21 @@ final class RequestRunner: Sendable {
     /// `readOnly`: the request only reads the database (a GET). One that changes something
     /// all the same (a first login) runs again as a write request. `channel`: the channel the
     /// request names in its path, if any (`RequestState.handleWriting`).
-    /// `sendsMessage`: the request most likely stores one new message (`RequestState.handleWriting`).
+    /// `firstReads`: what a write's first statement may read for the handler (`FirstReads`).
     /// `readsNow`: the request answers with a changelog's "now" (`RequestTransaction.currentSeq`); on
     /// PostgreSQL the hub first catches up with every commit made so far, so that the token
     /// covers the writes the client made before it asked.
-    func run<T>(readOnly: Bool = false, channel: String? = nil, sendsMessage: Bool = false, readsNow: Bool = false,
+    /// `statementByStatement`: a read whose first statement reads together what must be
+    /// consistent runs without a transaction of its own (`SQLDatabase.readStatementByStatement`).
+    func run<T>(readOnly: Bool = false, statementByStatement: Bool = false, channel: String? = nil,
+                firstReads: FirstReads = FirstReads(), readsNow: Bool = false,
                 _ body: (RequestState) async throws -> T) async throws -> T {
         if readsNow { try await catchUp() }
-        if readOnly, let result = try await RequestState(shared: shared, rules: writers.rules, readOnly: true).handleReading(body) {
+        if readOnly, let result = try await RequestState(shared: shared, rules: writers.rules, readOnly: true)
+            .handleReading(mode: statementByStatement ? .requestStatementByStatement : .oneSnapshot, body) {
             return result
         }
-        let result = try await writers.write(channel: channel, sendsMessage: sendsMessage, body)
+        let result = try await writers.write(channel: channel, firstReads: firstReads, body)
         // Committed: the webhook calls it may have queued can go.
         shared.webhooks.wake()
         return result

@@ -61,15 +61,15 @@ final class RequestState {
     /// `channelHint`: the channel the request names, if any. On PostgreSQL the writer's first
     /// statement locks it and reads its version, which spares the check of a cached copy a
     /// round trip (`ChannelStore.lockBeforeNumbers`, `loadChannels`).
-    /// `sendsMessage`: the request most likely stores one new message (its id is taken with
-    /// the first statement on PostgreSQL).
+    /// `firstReads`: what the first statement may read for the handler on PostgreSQL
+    /// (`FirstReads`).
     ///
     /// `batch`: on PostgreSQL, the request joins the open transaction of an earlier writer of
     /// its channel (Writers/ChannelBatch.swift); its changes are then kept in the cache only
     /// once the batch commits (`groupCommitted`). `batchLead`: the request may open such a
     /// batch for the writers queued behind it.
     func handleWriting<T>(group: (any GroupCommitting)? = nil, batch: ChannelBatch? = nil, batchLead: ChannelBatchLead? = nil,
-                          channelHint: String? = nil, sendsMessage: Bool = false,
+                          channelHint: String? = nil, firstReads: FirstReads = FirstReads(),
                           _ body: (RequestState) async throws -> T) async throws -> T {
         var bodyDone = false
         do {
@@ -79,7 +79,7 @@ final class RequestState {
                 let stores = startAttempt(session)
                 bodyDone = false
                 defer { stores.tx.close() }
-                try await rules.startWrite(stores, batch: batch, channelHint: channelHint, sendsMessage: sendsMessage, session)
+                try await rules.startWrite(stores, batch: batch, channelHint: channelHint, firstReads: firstReads, session)
                 let result = try await body(self)
                 bodyDone = true
                 let written = try await endWrite(stores, session, batch: batch, batchLead: batchLead, channelHint: channelHint)
@@ -150,9 +150,9 @@ final class RequestState {
     /// instead of a result when the request changed something (a first login): it must then
     /// run again as a write request.
     ///
-    /// `statementByStatement`: each statement in a snapshot of its own
+    /// `mode`: in one snapshot, or each statement in a snapshot of its own
     /// (`SQLDatabase.readStatementByStatement`).
-    func handleReading<T>(statementByStatement: Bool = false, _ body: (RequestState) async throws -> T) async throws -> T? {
+    func handleReading<T>(mode: ReadMode = .oneSnapshot, _ body: (RequestState) async throws -> T) async throws -> T? {
         func run(_ session: any SQLSession) async throws -> T {
             let stores = startAttempt(session)
             defer { stores.tx.close() }
@@ -161,7 +161,11 @@ final class RequestState {
             return result
         }
         let database = shared.database
-        let result = statementByStatement ? try await database.readStatementByStatement(run) : try await database.read(run)
+        let result = switch mode {
+        case .oneSnapshot: try await database.read(run)
+        case .statementByStatement: try await database.readStatementByStatement(run)
+        case .requestStatementByStatement: try await database.readStatementByStatement(onRequestConnections: true, run)
+        }
         if !stores.tx.changedNothing || !stores.events.queuedNoCalls { return nil }
         keepInCache(RecordTables.WrittenVersions())
         return result
@@ -198,6 +202,16 @@ final class RequestState {
     func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
         try await stores.events.committedEvents(in: ranges)
     }
+}
+
+/// How a read request runs (`RequestState.handleReading`).
+enum ReadMode {
+    /// In one snapshot (a read transaction).
+    case oneSnapshot
+    /// Each statement in a snapshot of its own, on the connections for other servers' events.
+    case statementByStatement
+    /// Each statement in a snapshot of its own, on the requests' connections.
+    case requestStatementByStatement
 }
 
 /// The stores of one attempt of a request, over its transaction.

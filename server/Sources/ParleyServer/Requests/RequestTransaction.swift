@@ -37,6 +37,9 @@ final class RequestTransaction {
     let numbersPerLock: Int
     /// A PostgreSQL writer: a message id taken with its first statement.
     var prefetchedMessageId: Int64? = nil
+    /// A PostgreSQL writer: an earlier-send lookup made with its first statement, under the
+    /// channel's lock, and what it found.
+    var prefetchedEarlierSend: (key: EarlierSendKey, found: EarlierSend?)? = nil
 
     /// What the request changed of the records kept in memory, written at its end.
     var pending = StorageBatch()

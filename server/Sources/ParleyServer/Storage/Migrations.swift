@@ -213,6 +213,12 @@ enum Migrations {
                       guard db.dialect == .postgres else { return }
                       for definition in StreamPositions.definitionsByKey { try await db.execute(definition, []) }
                   }),
+        Migration(version: 24, summary: "PostgreSQL: a writer's first statement also reads its session and a send's earlier send",
+                  ddl: "", onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in StreamPositions.definitionsWithFirstReads { try await db.execute(definition, []) }
+                  }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from

@@ -310,6 +310,11 @@ enum RecordTables {
     static let upsertChannelSQL = versionedUpsertSQL("channels", channelColumns + channelKeyColumns, key: ["url"])
     static let deleteMentionsSQL = "DELETE FROM message_mentions WHERE message_id = ?"
     static let sessionSQL = "SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?"
+    /// A session with its user's version (NULL: no such user), read together in one statement.
+    static let sessionWithUserVersionSQL = """
+        SELECT s.token, s.user_id, s.expires_at, s.created_at, u.version
+        FROM sessions s LEFT JOIN users u ON u.user_id = s.user_id WHERE s.token = ?
+        """
 
     static func putEvent(_ e: StoredEvent, _ db: any SQLSession) async throws {
         try await db.execute(insertEventSQL, eventRow(e))

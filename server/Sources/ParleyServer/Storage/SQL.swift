@@ -153,8 +153,9 @@ protocol SQLDatabase: Sendable {
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
     /// A read whose statements each see their own snapshot, for a body whose first statement
     /// reads together what must be consistent: PostgreSQL then spares BEGIN and COMMIT, a
-    /// round trip each. By default a `read`.
-    func readStatementByStatement<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
+    /// round trip each. `onRequestConnections`: on the connections of requests rather than
+    /// those for other servers' events (PostgreSQL). By default a `read`.
+    func readStatementByStatement<T>(onRequestConnections: Bool, _ body: (any SQLSession) async throws -> T) async throws -> T
     func write<T>(_ body: (any SQLSession) async throws -> T) async throws -> T
     /// A write whose transaction begins at its first write: statements before it run each on
     /// its own, and a write that fits the body's last statement (`writeTogether`'s `last`)
@@ -169,8 +170,12 @@ protocol SQLDatabase: Sendable {
 }
 
 extension SQLDatabase {
-    func readStatementByStatement<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+    func readStatementByStatement<T>(onRequestConnections: Bool, _ body: (any SQLSession) async throws -> T) async throws -> T {
         try await read(body)
+    }
+
+    func readStatementByStatement<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await readStatementByStatement(onRequestConnections: false, body)
     }
 
     func writeBeginningLate<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {

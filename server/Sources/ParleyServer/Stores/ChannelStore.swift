@@ -323,15 +323,15 @@ final class ChannelStore: ChannelRecords {
     /// PostgreSQL, before any number: the channel the request names locked, then the busy
     /// lock; or, in a batch that holds the channel locked, what the member before read for it.
     func lockBeforeNumbers(_ positions: StreamPositions, batch: ChannelBatch?, channelHint: String?,
-                           sendsMessage: Bool, _ db: any SQLSession) async throws {
+                           firstReads: FirstReads, _ db: any SQLSession) async throws {
         if let batch, let hint = channelHint, let entry = groupChannels?.entry(hint), let prefetched = batch.prefetched {
             batch.prefetched = nil
-            usePrefetched(prefetched, channel: entry, sendsMessage: sendsMessage)
+            usePrefetched(prefetched, channel: entry, firstReads: firstReads)
             return
         }
         let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
         try await lockChannels(channelHint.map { [$0] } ?? [], positions, busyKey: positions.busyKey,
-                               messageIds: sendsMessage ? 1 : 0, users: shown.sorted(), db)
+                               messageIds: firstReads.messageId ? 1 : 0, users: shown.sorted(), firstReads: firstReads, db)
     }
 
     /// PostgreSQL: a writer holds the lock of every channel it loads, from before it reads it
@@ -343,22 +343,27 @@ final class ChannelStore: ChannelRecords {
     }
 
     /// The lock statement of `lockChannels`, run by every write (prepared: HotStatements.swift).
-    static let lockChannelsSQL = "SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?)"
+    static let lockChannelsSQL = "SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
     /// PostgreSQL: takes the locks of `urls` (in the order given) and, the first time, the
     /// server's busy lock, then a new batch of event numbers: every change this request makes
     /// from now on is numbered after every writer that held one of these locks before it.
+    /// `firstReads`: what the statement reads for the handler after the locks (the first time).
     private func lockChannels(_ urls: [String], _ positions: StreamPositions, busyKey: Int64, messageIds: Int = 0,
-                              users shown: [String] = [], _ db: any SQLSession) async throws {
+                              users shown: [String] = [], firstReads: FirstReads? = nil, _ db: any SQLSession) async throws {
         // Noted before it is sent: a failure gives up whatever it took.
         StreamPositions.noteSessionLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)), in: db)
+        let sessionKey = firstReads?.sessionKey.flatMap { $0.isEmpty ? nil : $0 }
+        let earlierSend = firstReads?.earlierSend.flatMap { $0.requestId.isEmpty ? nil : $0 }
         let rows: [SQLRow]
         do {
             rows = try await db.query(Self.lockChannelsSQL,
                                       [.int(busyKey), .text(positions.node),
                                        .text(JSON.array(urls.map { .string($0) }).serialized()),
                                        .int(Int64(tx.numbersPerLock)), .int(Int64(messageIds)),
-                                       .text(JSON.array(shown.map { .string($0) }).serialized())])
+                                       .text(JSON.array(shown.map { .string($0) }).serialized()),
+                                       .text(sessionKey ?? ""), .text(earlierSend?.channel ?? ""),
+                                       .text(earlierSend?.sender ?? ""), .text(earlierSend?.requestId ?? "")])
         } catch let error as StorageError where error.description.contains("error \(StreamPositions.missingRowState)") {
             // Taken for gone while frozen (StreamPositions.definitionsWithOwnRow): no number
             // was taken; the row is published again before the attempt runs again.
@@ -367,14 +372,21 @@ final class ChannelStore: ChannelRecords {
         }
         for url in urls { lockedChannels[url] = .some(nil) }
         var numbers: [Int64] = []
+        var session: SessionRecord? = nil
+        var earlierFound: EarlierSend? = nil
         for row in rows {
             switch row.text(0) {
             case "c": lockedChannels[row.text(1)] = (row.int(2), row.int(3))
             case "e": numbers.append(row.int(2))
             case "m": tx.prefetchedMessageId = row.int(2)
+            case "s": session = SessionRecord(token: sessionKey ?? "", userId: row.text(1), expiresAt: row.int(2), createdAt: row.int(3))
+            case "r": earlierFound = row.optionalInt(2).map(EarlierSend.stored) ?? row.optionalInt(3).map(EarlierSend.deleted)
             default: users.knownUserVersions[row.text(1)] = row.int(2)
             }
         }
+        // Read under the locks, as the handler's own statements would have been.
+        if let sessionKey { users.heldSession = (sessionKey, session) }
+        if let earlierSend { tx.prefetchedEarlierSend = (earlierSend, earlierFound) }
         numbers.sort()
         tx.takeNumbers(numbers)
         if let highest = numbers.last { shared.order.saw(highest) }
@@ -383,10 +395,10 @@ final class ChannelStore: ChannelRecords {
     /// PostgreSQL: a member of a channel batch starts from what the member before it read for
     /// it (Writers/ChannelBatch.swift) instead of its own first statement: the batch holds the
     /// channel's lock, and `channel` is the channel as that member left it.
-    private func usePrefetched(_ prefetched: ChannelBatch.Prefetched, channel: CachedChannel, sendsMessage: Bool) {
+    private func usePrefetched(_ prefetched: ChannelBatch.Prefetched, channel: CachedChannel, firstReads: FirstReads) {
         lockedChannels[channel.channel.url] = (channel.version, channel.lastMessageSeq)
         tx.takeNumbers(prefetched.numbers)
-        if sendsMessage { tx.prefetchedMessageId = prefetched.messageId }
+        if firstReads.messageId { tx.prefetchedMessageId = prefetched.messageId }
         users.knownUserVersions = prefetched.userVersions
     }
 

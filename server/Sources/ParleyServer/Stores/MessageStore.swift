@@ -71,7 +71,12 @@ final class MessageStore: MessageRecords {
     // MARK: queries
 
     func earlierSend(channel: String, sender: String?, requestId: String) async throws -> EarlierSend? {
-        try await MessageQueries.earlierSend(db, channel: channel, sender: sender, requestId: requestId)
+        // Used once: what the request writes afterwards is not in it.
+        if let prefetched = tx.prefetchedEarlierSend {
+            tx.prefetchedEarlierSend = nil
+            if prefetched.key == EarlierSendKey(channel: channel, sender: sender ?? "", requestId: requestId) { return prefetched.found }
+        }
+        return try await MessageQueries.earlierSend(db, channel: channel, sender: sender, requestId: requestId)
     }
 
     func messagePage(_ base: SQLCondition, _ bounds: [KeyBound], descending: Bool, limit: Int) async throws -> [MessageRecord] {

@@ -22,8 +22,8 @@ final class UserStore: UserRecords {
     /// A PostgreSQL writer: the versions of the users it loaded (nil: absent), checked under
     /// their locks before it writes them.
     private var loadedUserVersions: [String: Int64?] = [:]
-    /// A PostgreSQL writer: versions of users read with its first statement (for the users
-    /// the cached copy of its channel shows).
+    /// PostgreSQL: versions of users read with a writer's first statement (the users the
+    /// cached copy of its channel shows, the session's user) or with a reader's session.
     var knownUserVersions: [String: Int64] = [:]
     /// A render asked for a user no request loaded (a missing `loadUsers`): with verification
     /// on, the request fails instead of showing an empty profile.
@@ -155,16 +155,35 @@ final class UserStore: UserRecords {
     // MARK: sessions
 
     func save(_ s: SessionRecord) async throws {
+        heldSession = nil
         try await RecordTables.putSession(s, db)
     }
 
     /// A session by its key: one primary-key read per request (sessions are not kept in memory).
+    /// A PostgreSQL writer finds it read by its first statement (`heldSession`); a PostgreSQL
+    /// reader reads its user's version with it, which spares the check of a cached copy a
+    /// round trip (and lets the authentication before a body is read be one statement).
     func session(_ token: String) async throws -> SessionRecord? {
-        try await db.queryOne(RecordTables.sessionSQL, [.text(token)])
-            .map { SessionRecord(token: $0.text(0), userId: $0.text(1), expiresAt: $0.int(2), createdAt: $0.int(3)) }
+        if let held = heldSession {
+            // Used once: a later read sees what the request changed since.
+            heldSession = nil
+            if held.token == token { return held.session }
+        }
+        guard tx.readOnly, tx.rules.readsUserVersionWithSession else {
+            return try await db.queryOne(RecordTables.sessionSQL, [.text(token)])
+                .map { SessionRecord(token: $0.text(0), userId: $0.text(1), expiresAt: $0.int(2), createdAt: $0.int(3)) }
+        }
+        guard let row = try await db.queryOne(RecordTables.sessionWithUserVersionSQL, [.text(token)]) else { return nil }
+        if let version = row.optionalInt(4) { knownUserVersions[row.text(1)] = version }
+        return SessionRecord(token: row.text(0), userId: row.text(1), expiresAt: row.int(2), createdAt: row.int(3))
     }
 
+    /// A PostgreSQL writer: the session its first statement read under its locks, by key
+    /// (nil: none has that key).
+    var heldSession: (token: String, session: SessionRecord?)? = nil
+
     func deleteSessions(of userId: String) async throws {
+        heldSession = nil
         try await db.execute("DELETE FROM sessions WHERE user_id = ?", [.text(userId)])
     }
 

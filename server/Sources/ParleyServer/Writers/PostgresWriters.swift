@@ -115,7 +115,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
         while true {
             let reader = RequestState(shared: shared, rules: rules, readOnly: true)
-            if let (events, pruned) = try? await reader.handleReading(statementByStatement: true, { s in
+            if let (events, pruned) = try? await reader.handleReading(mode: .statementByStatement, { s in
                 try await s.committedEvents(in: ranges)
             }) {
                 let renderer = reader.stores.renderer
@@ -126,9 +126,9 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         }
     }
 
-    func write<T>(channel: String?, sendsMessage: Bool, _ body: (RequestState) async throws -> T) async throws -> T {
+    func write<T>(channel: String?, firstReads: FirstReads, _ body: (RequestState) async throws -> T) async throws -> T {
         if let channel, let batch = await channelWriters.enter(channel) {
-            return try await writeInBatch(batch, channel: channel, sendsMessage: sendsMessage, body)
+            return try await writeInBatch(batch, channel: channel, firstReads: firstReads, body)
         }
         let lead = channel.map { ChannelBatchLead(channel: $0, writers: channelWriters) }
         let writer = WriterScope(shared: shared, rules: rules, givenFrom: nil, groupChannels: nil)
@@ -138,7 +138,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         }
         let result: T
         do {
-            result = try await writer.request.handleWriting(batchLead: lead, channelHint: channel, sendsMessage: sendsMessage, body)
+            result = try await writer.request.handleWriting(batchLead: lead, channelHint: channel, firstReads: firstReads, body)
         } catch {
             writer.failed()
             leave(error)
@@ -153,7 +153,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
 
     /// A writer that joined the open transaction of an earlier writer of its channel. It
     /// answers once that one committed for all; its own failure is its own.
-    private func writeInBatch<T>(_ batch: ChannelBatch, channel: String, sendsMessage: Bool,
+    private func writeInBatch<T>(_ batch: ChannelBatch, channel: String, firstReads: FirstReads,
                                  _ body: (RequestState) async throws -> T) async throws -> T {
         // Numbers read for it by the member before it are below the floor it would have.
         let writer = WriterScope(shared: shared, rules: rules, givenFrom: batch.prefetched?.numbers.first,
@@ -162,7 +162,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         var leftBatch = false
         do {
             outcome = .success(try await writer.request.handleWriting(batch: batch, channelHint: channel,
-                                                                      sendsMessage: sendsMessage, body))
+                                                                      firstReads: firstReads, body))
             batch.channels.keep(writer.request.channelsWrittenInGroup)
         } catch {
             outcome = .failure(error)
@@ -174,7 +174,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         if leftBatch {
             writer.failed()
             ServerMetrics.shared.writeRetried()
-            return try await write(channel: channel, sendsMessage: sendsMessage, body)
+            return try await write(channel: channel, firstReads: firstReads, body)
         }
         guard case .success(let result) = outcome, commitFailure == nil else {
             writer.failed()

@@ -32,7 +32,7 @@ final class SQLiteWriters: Writers, @unchecked Sendable {
     /// Writers prune the log in their own transactions (`EventStore.pruneEvents`).
     func pruneLog() async throws {}
 
-    func write<T>(channel: String?, sendsMessage: Bool, _ body: (RequestState) async throws -> T) async throws -> T {
+    func write<T>(channel: String?, firstReads: FirstReads, _ body: (RequestState) async throws -> T) async throws -> T {
         await writeLock.lock()
         let group: CommitGroup
         if let open = openGroup {

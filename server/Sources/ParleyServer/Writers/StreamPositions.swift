@@ -210,8 +210,10 @@ final class StreamPositions: Sendable {
     /// over whole tables (every channel with its last message, every user), which took about
     /// a quarter of PostgreSQL's CPU per message in P7 (docs/BENCHMARKS.md); by key they cost
     /// one index probe per name.
-    static let definitionsByKey = [
-        lockChannelsDefinition(declaring: "wanted_users TEXT[];", lookups: """
+    static let definitionsByKey = [lockChannelsDefinition(declaring: "wanted_users TEXT[];", lookups: lookupsByKey)]
+
+    /// The lookups of migration 23, by key.
+    private static let lookupsByKey = """
             FOR wanted IN SELECT value FROM json_array_elements_text(urls::json) LOOP
                 RETURN QUERY SELECT 'c'::text, c.url::text, c.version, coalesce(msg.change_seq, -1)
                     FROM channels c LEFT JOIN messages msg ON msg.id = c.last_message_id
@@ -223,16 +225,42 @@ final class StreamPositions: Sendable {
             RETURN QUERY SELECT 'u'::text, u.user_id::text, u.version, NULL::bigint
                 FROM unnest(wanted_users) AS w(id)
                 CROSS JOIN LATERAL (SELECT x.user_id, x.version FROM users x WHERE x.user_id = w.id) u;
-            """),
+            """
+
+    /// Migration 24: a variant with four more arguments, read after the lookups of migration 23
+    /// for the handler of a write (`FirstReads`), each a round trip spared. With `session_key`
+    /// (not ''): the session, as 's' (its user, expiry, creation), and its user's version as a
+    /// 'u' row; none when no session has that key. With `send_req_id` (not ''): one 'r' row,
+    /// the earlier send of `MessageQueries.earlierSendSQL` (a stored message's id, else a deleted
+    /// one's). Read under the channel's lock, they see every commit of the channel's writers
+    /// before it, as the handler's statements would. Servers of migrations 19 to 23 keep
+    /// calling the function of six arguments, which stays.
+    static let definitionsWithFirstReads = [
+        lockChannelsDefinition(declaring: "wanted_users TEXT[];", lookups: lookupsByKey + "\n" + """
+            IF session_key <> '' THEN
+                RETURN QUERY SELECT 's'::text, s.user_id::text, s.expires_at, s.created_at
+                    FROM sessions s WHERE s.token = session_key;
+                RETURN QUERY SELECT 'u'::text, u.user_id::text, u.version, NULL::bigint
+                    FROM sessions s JOIN users u ON u.user_id = s.user_id WHERE s.token = session_key;
+            END IF;
+            IF send_req_id <> '' THEN
+                RETURN QUERY SELECT 'r'::text, NULL::text,
+                    (SELECT x.id FROM messages x WHERE x.channel_url = send_channel
+                        AND coalesce(x.sender_id, '') = send_sender AND x.req_id = send_req_id AND x.req_id <> '' LIMIT 1),
+                    (SELECT t.message_id FROM message_tombstones t WHERE t.channel_url = send_channel
+                        AND t.sender_id = send_sender AND t.req_id = send_req_id AND t.req_id <> '' LIMIT 1);
+            END IF;
+            """, moreArguments: ", session_key TEXT, send_channel TEXT, send_sender TEXT, send_req_id TEXT"),
     ]
 
     /// The writer's first statement from migration 19 on: the channels' locks in the order
     /// given, the busy lock and the check of the server's row, then `lookups` (the rows the
     /// writer reads).
-    private static func lockChannelsDefinition(declaring declarations: String, lookups: String) -> String {
+    private static func lockChannelsDefinition(declaring declarations: String, lookups: String,
+                                               moreArguments: String = "") -> String {
         """
         CREATE OR REPLACE FUNCTION parley_lock_channels(busy_key BIGINT, me TEXT, urls TEXT, numbers BIGINT,
-            message_ids BIGINT, user_ids TEXT)
+            message_ids BIGINT, user_ids TEXT\(moreArguments))
         RETURNS TABLE (kind TEXT, name TEXT, a BIGINT, b BIGINT)
         LANGUAGE plpgsql VOLATILE AS $$
         DECLARE

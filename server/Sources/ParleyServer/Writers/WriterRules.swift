@@ -21,7 +21,7 @@ protocol WriterRules: Sendable {
     /// A changelog's "now" (`RequestTransaction.currentSeq`).
     func currentSeq(_ tx: RequestTransaction) -> Int64
     /// A write attempt's first step, before its handler runs.
-    func startWrite(_ stores: RequestStores, batch: ChannelBatch?, channelHint: String?, sendsMessage: Bool,
+    func startWrite(_ stores: RequestStores, batch: ChannelBatch?, channelHint: String?, firstReads: FirstReads,
                     _ db: any SQLSession) async throws
     /// Before the request reads `urls`, channels it has not loaded yet.
     func willLoadChannels(_ urls: Set<String>, _ channels: ChannelStore) async throws
@@ -36,6 +36,29 @@ protocol WriterRules: Sendable {
     /// Writers prune the log in their own transactions (`EventStore.pruneEvents`); otherwise
     /// the write coordinator prunes it apart (`Writers.pruneLog`).
     var writersPruneLog: Bool { get }
+    /// A reader reads a session together with its user's version (`UserStore.session`), so
+    /// that the check of a cached copy of that user needs no statement of its own.
+    var readsUserVersionWithSession: Bool { get }
+}
+
+/// What a write's first statement may read for its handler besides its locks and numbers:
+/// on PostgreSQL each spares a round trip (`ChannelStore.lockChannels`); SQLite's writers read
+/// nothing ahead. A read is used only by the call that asks exactly it.
+struct FirstReads: Sendable {
+    /// The request most likely stores one new message (HTTP/Routes.swift `RouteHints`): its id is taken.
+    var messageId = false
+    /// The request's session key, for the write's own check of the credentials.
+    var sessionKey: String? = nil
+    /// A send's lookup of an earlier send with its request id (`MessageQueries.earlierSend`).
+    var earlierSend: EarlierSendKey? = nil
+}
+
+/// The arguments of `MessageQueries.earlierSend`.
+struct EarlierSendKey: Sendable, Equatable {
+    var channel: String
+    /// The sender's id, "" for none.
+    var sender: String
+    var requestId: String
 }
 
 /// The ids writers take besides change numbers and message ids.
@@ -95,13 +118,14 @@ struct SQLiteWriterRules: WriterRules {
         tx.readOnly ? tx.resolvedAtStart : tx.counters.seq
     }
 
-    func startWrite(_ stores: RequestStores, batch: ChannelBatch?, channelHint: String?, sendsMessage: Bool,
+    func startWrite(_ stores: RequestStores, batch: ChannelBatch?, channelHint: String?, firstReads: FirstReads,
                     _ db: any SQLSession) async throws {}
     func willLoadChannels(_ urls: Set<String>, _ channels: ChannelStore) async throws {}
     func lockForWriters(_ name: String, _ tx: RequestTransaction) async throws {}
     var countsUsersWritten: Bool { true }
     var checksWrittenUsers: Bool { false }
     var writersPruneLog: Bool { true }
+    var readsUserVersionWithSession: Bool { false }
 }
 
 /// PostgreSQL: writers side by side, numbering from sequences after the locks of the channels
@@ -147,10 +171,10 @@ struct PostgresWriterRules: WriterRules {
     func currentSeq(_ tx: RequestTransaction) -> Int64 { tx.resolvedAtStart }
 
     /// The channel the request names locked, then the busy lock and the first numbers.
-    func startWrite(_ stores: RequestStores, batch: ChannelBatch?, channelHint: String?, sendsMessage: Bool,
+    func startWrite(_ stores: RequestStores, batch: ChannelBatch?, channelHint: String?, firstReads: FirstReads,
                     _ db: any SQLSession) async throws {
         try await stores.channels.lockBeforeNumbers(positions, batch: batch, channelHint: channelHint,
-                                                    sendsMessage: sendsMessage, db)
+                                                    firstReads: firstReads, db)
     }
 
     /// A writer holds the lock of every channel it loads, from before it reads it.
@@ -171,4 +195,6 @@ struct PostgresWriterRules: WriterRules {
     var checksWrittenUsers: Bool { true }
     /// The log's size would be a row every writer updates (`PostgresWriters.pruneLog`).
     var writersPruneLog: Bool { false }
+    /// Every statement is a round trip.
+    var readsUserVersionWithSession: Bool { true }
 }

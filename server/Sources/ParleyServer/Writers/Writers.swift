@@ -13,9 +13,8 @@ protocol Writers: Sendable {
     /// Starts the hub, before the port opens.
     func start() async throws
     /// Runs `body` as one writer. `channel`: the channel the request names in its path, if any;
-    /// `sendsMessage`: the request most likely stores one new message (HTTP/Routes.swift
-    /// `RouteHints`).
-    func write<T>(channel: String?, sendsMessage: Bool, _ body: (RequestState) async throws -> T) async throws -> T
+    /// `firstReads`: what the writer's first statement may read for its handler (`FirstReads`).
+    func write<T>(channel: String?, firstReads: FirstReads, _ body: (RequestState) async throws -> T) async throws -> T
     /// Makes the hub deliver what every server committed up to now (`heardAt`: after another
     /// server's announcement heard then).
     func catchUp(heardAt: ContinuousClock.Instant?) async throws

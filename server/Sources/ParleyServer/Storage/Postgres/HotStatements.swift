@@ -16,6 +16,7 @@ enum HotStatements {
     /// The SQL texts exactly as the storage code passes them to `query`/`execute`.
     static let texts: [String] = [
         RecordTables.sessionSQL,
+        RecordTables.sessionWithUserVersionSQL,
         MessageQueries.byIdSQL,
         MessageQueries.unreadSQL,
         RecordTables.upsertMessageSQL,

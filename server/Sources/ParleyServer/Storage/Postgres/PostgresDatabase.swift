@@ -156,17 +156,17 @@ final class PostgresDatabase: SQLDatabase {
     }
 
     func read<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try await read(inOneSnapshot: true, body)
+        try await read(inOneSnapshot: true, pool, body)
     }
 
     /// Without a transaction: each statement commits on its own (the body only reads).
-    func readStatementByStatement<T>(_ body: (any SQLSession) async throws -> T) async throws -> T {
-        try await read(inOneSnapshot: false, body)
+    func readStatementByStatement<T>(onRequestConnections: Bool, _ body: (any SQLSession) async throws -> T) async throws -> T {
+        try await read(inOneSnapshot: false, onRequestConnections ? pool : peerReadsPool, body)
     }
 
-    private func read<T>(inOneSnapshot: Bool, _ body: (any SQLSession) async throws -> T) async throws -> T {
+    private func read<T>(inOneSnapshot: Bool, _ pool: PQPool, _ body: (any SQLSession) async throws -> T) async throws -> T {
         try await ServerMetrics.shared.transaction(.read) {
-            try await withConnection(inOneSnapshot ? pool : peerReadsPool) { connection in
+            try await withConnection(pool) { connection in
                 let session = PostgresSession(connection: connection, placeholders: placeholders)
                 guard inOneSnapshot else { return try await body(session) }
                 try await session.run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
