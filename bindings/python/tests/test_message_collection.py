@@ -594,6 +594,38 @@ def test_edits_and_deletions_made_while_away_are_the_changelogs(world: Tuple[par
         assert [m["message"] for m in recorder.of(Kind.UPDATED, Source.MESSAGE_UPDATED)] == ["edited live"]
 
 
+@pytest.mark.postgres_only
+def test_a_resume_replays_an_edit_held_back_by_a_writer_in_flight(
+        world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
+    """PostgreSQL: the server delivers events in id order, so an edit committed while one of its
+    writers with a lower number is still in flight (here the user's last-seen time, written as
+    their stream closed, held up by a row lock) waits for that writer. A resume that opens
+    meanwhile still replays the edit (the stream waits for the writers that began before it):
+    it is the changelog's, not a live `message_updated` after `connected`."""
+    from tests_support import databases
+    client, token, admin = world
+    sent = [admin.send(CHANNEL, "bob", f"before {i}") for i in range(2)]
+    recorder = Recorder()
+    lock = databases.PsqlSession(server.database)
+    try:
+        with started(client.message_collection(CHANNEL, previous_result_size=10), recorder) as view:
+            lock.run("BEGIN; SELECT user_id FROM users WHERE user_id = 'me' FOR UPDATE")
+            client.disconnect()
+            wait_until(lambda: lock.run("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                        "AND datname = current_database()").strip() != "0", "the last-seen writer to wait")
+            admin.call("PUT", f"/v3/group_channels/{CHANNEL}/messages/{sent[1]['message_id']}", {"message": "edited while away"})
+            client.connect(ME, token).result(TIMEOUT)
+            time.sleep(0.3)
+            lock.run("COMMIT")
+            wait_until(lambda: recorder.of(Kind.UPDATED), "the edit")
+            wait_until(lambda: view.freshness == parley.Freshness.LIVE, "the catch-up to end")
+            changes = [(c.kind.name, c.context.source.value) for c in recorder.snapshot()]
+            assert [m["message"] for m in recorder.of(Kind.UPDATED, Source.MESSAGE_CHANGELOG)] == ["edited while away"], changes
+            assert len(recorder.of(Kind.UPDATED)) == 1, changes
+    finally:
+        lock.close()
+
+
 def test_huge_gap_counts_only_what_the_filter_keeps(world: Tuple[parley.Client, str, Admin], server: RunningServer) -> None:
     client, token, admin = world
     seed(admin, 10)

@@ -34,7 +34,15 @@ enum EventStream {
             // A resume replays what every server committed up to now: a client may come from
             // another server, or have written just before (on PostgreSQL this server's own
             // commits are delivered once the bound, read after them, passes them).
-            if lastEventId != nil { try await runner.catchUp() }
+            // A writer of this server still in flight holds back the events committed after
+            // it took its number (EventHub delivers in id order): an edit committed before this
+            // request, behind such a writer (say the user's last-seen time, written as their
+            // previous stream closed), would otherwise come after `connected` as a live event
+            // rather than in the replay. The writers that began before the request finish first.
+            if lastEventId != nil {
+                await runner.shared.order.waitForWriters(through: runner.shared.order.lastTicket)
+                try await runner.catchUp()
+            }
             // The bulk of a resume's replay, rendered before the hub's queue: its renders (a
             // channel and its members per channel) are the costly part, and the queue's other
             // jobs (every live delivery) would wait behind them, in a reconnect storm behind

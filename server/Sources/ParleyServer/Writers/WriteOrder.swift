@@ -16,6 +16,8 @@ final class WriteOrder: Sendable {
         var nextWriter = 1
         /// PostgreSQL: the floor committed in `stream_writers`.
         var published: Int64 = -1
+        /// `waitForWriters` callers, each with the last ticket it waits for.
+        var waiters: [(through: Int, done: CheckedContinuation<Void, Never>)] = []
     }
     private let state = Mutex(State())
 
@@ -42,9 +44,34 @@ final class WriteOrder: Sendable {
         }
     }
 
-    /// Called by the hub as the writer finishes, under the hub's lock.
+    /// Called by the hub as the writer finishes, under the hub's lock. A `waitForWriters`
+    /// caller resumed here takes the hub's lock next, so the hub has queued the writer's events by then.
     func endWriter(_ ticket: Int) {
-        _ = state.withLock { $0.writers.removeValue(forKey: ticket) }
+        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.writers.removeValue(forKey: ticket)
+            guard !s.waiters.isEmpty else { return [] }
+            let lowest = s.writers.keys.min() ?? .max
+            let ready = s.waiters.filter { $0.through < lowest }.map(\.done)
+            s.waiters.removeAll { $0.through < lowest }
+            return ready
+        }
+        for done in ready { done.resume() }
+    }
+
+    /// The last writer registered so far (0: none yet).
+    var lastTicket: Int { state.withLock { $0.nextWriter - 1 } }
+
+    /// Returns once every writer up to `ticket` has finished (committed or failed), so that
+    /// what they held back is handed to the hub.
+    func waitForWriters(through ticket: Int) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let finished = state.withLock { s -> Bool in
+                guard let lowest = s.writers.keys.min(), lowest <= ticket else { return true }
+                s.waiters.append((ticket, done))
+                return false
+            }
+            if finished { done.resume() }
+        }
     }
 
     /// The lowest number an unfinished writer may still commit (nil: none is in flight).
