@@ -1282,6 +1282,24 @@ static const int inflight_counts[] = {1, 2, 4, 8, 16};
  * ends before its SECONDS, its rate still counted over its own time. */
 #define INFLIGHT_MESSAGES 1000000
 
+/* One row of the inflight table: `in_flight` requests at once for `seconds`, each slot
+ * posting into its own channel; prints the row, adds the refused requests to `refused` and
+ * returns the accepted msg/s. */
+static double inflight_row(CURLM *multi, sender *senders, int in_flight, double seconds, int *refused) {
+    /* Each slot has a channel of its own (`sender.url`): the shared list is never read. */
+    const char *unused_urls[1] = {senders[0].url};
+    char unused_members[1][64] = {""};
+    run *r = run_new('i', INFLIGHT_MESSAGES, 2);
+    send_run(multi, senders, in_flight, r, unused_urls, 1, unused_members, 1, 0, seconds);
+    run_result result = summarize(r);
+    *refused += result.refused;
+    printf("  %2d in flight: %7.1f msg/s accepted (%d in %.1f s); POST answered p50 %.1f ms, p99 %.1f ms%s\n", in_flight,
+           result.rate, result.accepted, (r->finished - r->started) / 1e6, result.answer_p50, result.answer_p99,
+           result.refused ? "; some refused" : "");
+    run_free(r);
+    return result.rate;
+}
+
 static int inflight_main(int argc, char **argv) {
     const char *backend_name = argv[2], *url = argv[3], *api_token = argv[4], *other = argc > 6 ? argv[6] : NULL;
     char *end;
@@ -1345,17 +1363,7 @@ static int inflight_main(int argc, char **argv) {
     int count = (int)(sizeof inflight_counts / sizeof inflight_counts[0]);
     double rates[sizeof inflight_counts / sizeof inflight_counts[0]];
     int refused = 0;
-    for (int k = 0; k < count; k++) {
-        run *r = run_new('i', INFLIGHT_MESSAGES, 2);
-        send_run(multi, senders, inflight_counts[k], r, unused_urls, 1, unused_members, 1, 0, seconds);
-        run_result result = summarize(r);
-        rates[k] = result.rate;
-        refused += result.refused;
-        printf("  %2d in flight: %7.1f msg/s accepted (%d in %.1f s); POST answered p50 %.1f ms, p99 %.1f ms%s\n",
-               inflight_counts[k], result.rate, result.accepted, (r->finished - r->started) / 1e6, result.answer_p50,
-               result.answer_p99, result.refused ? "; some refused" : "");
-        run_free(r);
-    }
+    for (int k = 0; k < count; k++) rates[k] = inflight_row(multi, senders, inflight_counts[k], seconds, &refused);
     double ratio = rates[0] > 0 ? rates[3] / rates[0] : 0;
     printf("  8 in flight / 1 in flight: %.2fx\n", ratio);
 
@@ -1372,17 +1380,7 @@ static int inflight_main(int argc, char **argv) {
     static const int session_counts[] = {1, 8};
     double session_rates[2];
     printf("  Sent as a client library sends (Session-Key, a req_id in each message):\n");
-    for (int k = 0; k < 2; k++) {
-        run *r = run_new('s', INFLIGHT_MESSAGES, 2);
-        send_run(multi, senders, session_counts[k], r, unused_urls, 1, unused_members, 1, 0, seconds);
-        run_result result = summarize(r);
-        session_rates[k] = result.rate;
-        refused += result.refused;
-        printf("  %2d in flight: %7.1f msg/s accepted (%d in %.1f s); POST answered p50 %.1f ms, p99 %.1f ms%s\n",
-               session_counts[k], result.rate, result.accepted, (r->finished - r->started) / 1e6, result.answer_p50,
-               result.answer_p99, result.refused ? "; some refused" : "");
-        run_free(r);
-    }
+    for (int k = 0; k < 2; k++) session_rates[k] = inflight_row(multi, senders, session_counts[k], seconds, &refused);
     if (refused > 0) printf("  %d requests refused (not counted as accepted)\n", refused);
 
     for (int i = 0; i < INFLIGHT_MAX; i++) {

@@ -2,6 +2,7 @@
 writers of different channels run side by side on every server, and each server delivers
 every server's events to its own streams in id order, once, as far as the stream positions
 allow; a stream resumes on any server exactly where it left off."""
+import contextlib
 import json
 import threading
 import time
@@ -797,12 +798,12 @@ def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
     assert int(plans) * 4 <= int(calls), f"{plans} plans for {calls} reads"
 
 
-def test_the_statements_of_every_send_are_prepared(tmp_path):
-    """A send's authentication, its lock statement (which reads its earlier send too) and the
-    follow-up after its commit run as prepared statements (Storage/Postgres/HotStatements.swift):
-    PostgreSQL plans each a few times per connection, then keeps a generic plan, instead of
-    parsing and planning it at every send."""
-    db = databases.database_for(tmp_path, "prepared.sqlite")
+@contextlib.contextmanager
+def counted_statements(tmp_path, name):
+    """A PostgreSQL database with pg_stat_statements and a server on it, with a channel of two
+    users and a session key of the first: (database, server, channel url, session key). Skips
+    the test when the cluster does not load pg_stat_statements."""
+    db = databases.database_for(tmp_path, name)
     if "pg_stat_statements" not in databases.psql(db, "SHOW shared_preload_libraries"):
         pytest.skip("pg_stat_statements is not loaded in this cluster (scripts/pg-test-cluster.sh loads it)")
     databases.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
@@ -810,7 +811,18 @@ def test_the_statements_of_every_send_are_prepared(tmp_path):
     try:
         a, b = server.user(), server.user()
         url = server.channel([a, b])["channel_url"]
-        key = server.session(a)
+        yield db, server, url, server.session(a)
+    finally:
+        server.stop()
+        databases.drop_database(db)
+
+
+def test_the_statements_of_every_send_are_prepared(tmp_path):
+    """A send's authentication, its lock statement (which reads its earlier send too) and the
+    follow-up after its commit run as prepared statements (Storage/Postgres/HotStatements.swift):
+    PostgreSQL plans each a few times per connection, then keeps a generic plan, instead of
+    parsing and planning it at every send."""
+    with counted_statements(tmp_path, "prepared") as (db, server, url, key):
         this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
         databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
         sends = 120
@@ -825,9 +837,6 @@ def test_the_statements_of_every_send_are_prepared(tmp_path):
             assert calls >= sends // 4, (pattern, calls, plans)
             # Unprepared, every call is planned: plans == calls.
             assert plans * 2 <= calls, f"{pattern}: {plans} plans for {calls} calls"
-    finally:
-        server.stop()
-        databases.drop_database(db)
 
 
 def test_a_send_makes_three_statements_and_no_transaction_of_its_own(tmp_path, monkeypatch):
@@ -839,16 +848,7 @@ def test_a_send_makes_three_statements_and_no_transaction_of_its_own(tmp_path, m
     for the earlier send. The server runs without the suites' self-checks, whose reads would
     count as the send's."""
     monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", "0")
-    db = databases.database_for(tmp_path, "round-trips")
-    if "pg_stat_statements" not in databases.psql(db, "SHOW shared_preload_libraries"):
-        pytest.skip("pg_stat_statements is not loaded in this cluster (scripts/pg-test-cluster.sh loads it)")
-    databases.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    server = Server(db)
-    try:
-        a, b = server.user(), server.user()
-        url = server.channel([a, b])["channel_url"]
-        key = server.session(a)
-
+    with counted_statements(tmp_path, "round-trips") as (db, server, url, key):
         def send(n):
             return server.ok("POST", f"/v3/group_channels/{url}/messages", session=key,
                              json={"message_type": "MESG", "message": f"r{n}", "req_id": f"round-trip-{n}"})
@@ -882,9 +882,6 @@ def test_a_send_makes_three_statements_and_no_transaction_of_its_own(tmp_path, m
         first = send(5)
         again = send(5)
         assert again["message_id"] == first["message_id"]
-    finally:
-        server.stop()
-        databases.drop_database(db)
 
 
 def test_a_session_revoked_while_its_write_waits_fails_the_write(tmp_path):
