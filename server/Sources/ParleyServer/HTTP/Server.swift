@@ -249,7 +249,7 @@ struct Endpoint: Sendable {
     /// its own check of the credentials reads, and a send's earlier send with the request id
     /// and sender its body names. Each is used only if the handler asks exactly it.
     private static func firstReads(_ ctx: Ctx, hints: RouteHints, caller: Caller?) -> FirstReads {
-        var reads = FirstReads(messageId: hints.contains(.sendsMessage))
+        var reads = FirstReads(takesMessageId: hints.contains(.sendsMessage))
         reads.sessionKey = caller == nil ? nil : ctx.headers[HTTPField.Name("Session-Key")!]
         if hints.contains(.sendsMessage), let channel = ctx.params[.channelURL],
            let requestId = (try? ctx.input.string("req_id")) ?? (try? ctx.input.string("dedup_id")) ?? nil {

@@ -40,7 +40,7 @@ enum EventStream {
             // previous stream closed), would otherwise come after `connected` as a live event
             // rather than in the replay. The writers that began before the request finish first.
             if lastEventId != nil {
-                await runner.shared.order.waitForWriters(through: runner.shared.order.lastTicket)
+                await runner.shared.order.waitForWritersInFlight()
                 try await runner.catchUp()
             }
             // The bulk of a resume's replay, rendered before the hub's queue: its renders (a

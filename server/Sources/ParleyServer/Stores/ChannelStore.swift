@@ -331,7 +331,7 @@ final class ChannelStore: ChannelRecords {
         }
         let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
         try await lockChannels(channelHint.map { [$0] } ?? [], positions, busyKey: positions.busyKey,
-                               messageIds: firstReads.messageId ? 1 : 0, users: shown.sorted(), firstReads: firstReads, db)
+                               messageIds: firstReads.takesMessageId ? 1 : 0, users: shown.sorted(), firstReads: firstReads, db)
     }
 
     /// PostgreSQL: a writer holds the lock of every channel it loads, from before it reads it
@@ -398,7 +398,7 @@ final class ChannelStore: ChannelRecords {
     private func usePrefetched(_ prefetched: ChannelBatch.Prefetched, channel: CachedChannel, firstReads: FirstReads) {
         lockedChannels[channel.channel.url] = (channel.version, channel.lastMessageSeq)
         tx.takeNumbers(prefetched.numbers)
-        if firstReads.messageId { tx.prefetchedMessageId = prefetched.messageId }
+        if firstReads.takesMessageId { tx.prefetchedMessageId = prefetched.messageId }
         users.knownUserVersions = prefetched.userVersions
     }
 

@@ -16,7 +16,7 @@ final class WriteOrder: Sendable {
         var nextWriter = 1
         /// PostgreSQL: the floor committed in `stream_writers`.
         var published: Int64 = -1
-        /// `waitForWriters` callers, each with the last ticket it waits for.
+        /// `waitForWritersInFlight` callers, each with the last ticket it waits for.
         var waiters: [(through: Int, done: CheckedContinuation<Void, Never>)] = []
     }
     private let state = Mutex(State())
@@ -44,7 +44,7 @@ final class WriteOrder: Sendable {
         }
     }
 
-    /// Called by the hub as the writer finishes, under the hub's lock. A `waitForWriters`
+    /// Called by the hub as the writer finishes, under the hub's lock. A `waitForWritersInFlight`
     /// caller resumed here takes the hub's lock next, so the hub has queued the writer's events by then.
     func endWriter(_ ticket: Int) {
         let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
@@ -58,16 +58,14 @@ final class WriteOrder: Sendable {
         for done in ready { done.resume() }
     }
 
-    /// The last writer registered so far (0: none yet).
-    var lastTicket: Int { state.withLock { $0.nextWriter - 1 } }
-
-    /// Returns once every writer up to `ticket` has finished (committed or failed), so that
-    /// what they held back is handed to the hub.
-    func waitForWriters(through ticket: Int) async {
+    /// Returns once every writer registered before the call has finished (committed or
+    /// failed), so that what they held back is handed to the hub.
+    func waitForWritersInFlight() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let finished = state.withLock { s -> Bool in
-                guard let lowest = s.writers.keys.min(), lowest <= ticket else { return true }
-                s.waiters.append((ticket, done))
+                let last = s.nextWriter - 1
+                guard !s.writers.isEmpty else { return true }
+                s.waiters.append((last, done))
                 return false
             }
             if finished { done.resume() }

@@ -46,7 +46,7 @@ protocol WriterRules: Sendable {
 /// nothing ahead. A read is used only by the call that asks exactly it.
 struct FirstReads: Sendable {
     /// The request most likely stores one new message (HTTP/Routes.swift `RouteHints`): its id is taken.
-    var messageId = false
+    var takesMessageId = false
     /// The request's session key, for the write's own check of the credentials.
     var sessionKey: String? = nil
     /// A send's lookup of an earlier send with its request id (`MessageQueries.earlierSend`).
