@@ -136,6 +136,59 @@ private func makeDatabase(at path: String, rows: Int) throws {
         }
     }
 
+    @Test func aNewFileIsACopyOfTheFreshSchemaAndAnEmptyOneGetsTheSameSchema() throws {
+        try withTemporaryDirectory { directory in
+            func schemaRows(_ database: SQLiteDatabase) throws -> [String] {
+                var rows: [String] = []
+                try database.statement("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name").rows { row in
+                    rows.append([row.string(0), row.string(1), row.string(2), row.string(3)].map { $0 ?? "NULL" }.joined(separator: " | "))
+                }
+                return rows
+            }
+            let copiedPath = directory + "/copied.db"
+            let copied = try SQLiteDatabase(location: .file(path: copiedPath), migrations: schema)
+            defer { copied.close() }
+            // Copied, not built: no transaction wrote the schema into the WAL.
+            #expect((readFile(copiedPath + "-wal") ?? []).isEmpty)
+            // An empty file already there is built by the statements, to the same schema.
+            writeFile(directory + "/built.db", [])
+            let built = try SQLiteDatabase(location: .file(path: directory + "/built.db"), migrations: schema)
+            defer { built.close() }
+            #expect((readFile(directory + "/built.db-wal") ?? []).count > 0)
+            #expect(try schemaRows(copied) == schemaRows(built))
+            #expect(copied.userVersion == 2 && copied.journalMode == "wal")
+            let check = try copied.statement("PRAGMA integrity_check")
+            #expect(try check.step())
+            #expect(check.string(0) == "ok")
+            try copied.statement("INSERT INTO notes (body, pinned) VALUES (?, ?)").run(["works", true])
+            #expect(try count(copied, "SELECT count(*) FROM notes WHERE pinned = 1") == 1)
+        }
+    }
+
+    @Test func aFileIsCreatedHoldingBytesOnlyWhenItDoesNotExist() throws {
+        try withTemporaryDirectory { directory in
+            let taken = directory + "/taken.db"
+            writeFile(taken, [1, 2, 3])
+            #expect(!SQLiteFiles.createHolding([9, 9], at: taken))
+            #expect(readFile(taken) == [1, 2, 3])
+            let made = directory + "/made.db"
+            let previous = umask(0)
+            defer { umask(previous) }
+            #expect(SQLiteFiles.createHolding([4, 5], at: made))
+            #expect(readFile(made) == [4, 5])
+            #expect(fileMode(made) == 0o600)
+            var names: [String] = []
+            if let handle = opendir(directory) {
+                while let entry = readdir(handle) {
+                    names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+                }
+                closedir(handle)
+            }
+            // The name it was written under is gone.
+            #expect(names.sorted() == [".", "..", "made.db", "taken.db"])
+        }
+    }
+
     @Test func filesAreMode0600EvenWithUmaskZero() throws {
         try withTemporaryDirectory { directory in
             let path = directory + "/cache.db"

@@ -47,6 +47,11 @@ struct WireChangelogPage: WireObject {
     var deletedMessageIDs: [Int64] { (deleted ?? []).compactMap { $0[WireField.messageID]?.int64Value } }
     var next: String? { json[WireField.next]?.stringValue }
     var hasMore: Bool? { json[WireField.hasMore]?.boolValue }
+    /// Nothing to apply, and the token it hands back is `token` again (or none): the page
+    /// changes nothing in a cache that holds `token`.
+    func changesNothing(since token: String?) -> Bool {
+        (updated ?? []).isEmpty && (deleted ?? []).isEmpty && (next == nil || next == "" || next == token)
+    }
 }
 
 /// The answer of a gap check (docs/PROTOCOL.md §8.4); its messages are under `prev_messages`.

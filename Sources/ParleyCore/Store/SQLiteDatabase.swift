@@ -148,7 +148,9 @@ public final class SQLiteDatabase {
             guard !path.isEmpty, !path.utf8.contains(0) else {
                 throw ParleyError.invalidArgument("database path must be non-empty and contain no NUL byte")
             }
-            let opened = try Self.openFile(path: path, newest: newest, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+            let freshImage = { replayingMigrations ? nil : FreshSchema.fileImage(for: migrations) }
+            let opened = try Self.openFile(path: path, newest: newest, busyTimeoutMilliseconds: busyTimeoutMilliseconds,
+                                           freshImage: freshImage)
             handle = opened.handle
             recovery = opened.recovery
             integrityCheckDeferred = opened.checkDeferred
@@ -177,6 +179,16 @@ public final class SQLiteDatabase {
                 throw error
             }
         }
+    }
+
+    /// The main database's bytes as a file would hold them (`sqlite3_serialize`), nil
+    /// when SQLite cannot produce them.
+    func serializedImage() -> [UInt8]? {
+        guard let handle = connection.handle else { return nil }
+        var size: sqlite3_int64 = 0
+        guard let bytes = sqlite3_serialize(handle, "main", &size, 0) else { return nil }
+        defer { sqlite3_free(bytes) }
+        return Array(UnsafeBufferPointer(start: bytes, count: Int(size)))
     }
 
     /// Opens an existing database file read-only, as is (no check, no migration): a second
@@ -672,10 +684,15 @@ public final class SQLiteDatabase {
 
     /// Opens the file; if it is corrupt or newer, moves it aside and opens a fresh one.
     private static func openFile(
-        path: String, newest: Int32, busyTimeoutMilliseconds: Int32
+        path: String, newest: Int32, busyTimeoutMilliseconds: Int32, freshImage: () -> [UInt8]?
     ) throws(ParleyError) -> (handle: OpaquePointer, recovery: SQLiteRecovery?, checkDeferred: Bool) {
         // The file, its -wal and -shm, and a reading connection's file.
         try checkDescriptorsLeft(4, opening: path)
+        // A new plain file starts as a copy of the fresh schema's file: no DDL to parse and
+        // run, no first transaction. (A sealed file's pages need its key: it runs the DDL.)
+        if !SQLiteFiles.exists(path), !CacheSealing.isSealed(path: path), let image = freshImage() {
+            _ = SQLiteFiles.createHolding(image, at: path)
+        }
         try SQLiteFiles.prepare(path: path)
         let existing = try openHandle(path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         // Until the file is judged, closing must not checkpoint: that would write a

@@ -11,12 +11,16 @@
 /// So the new database's schema is the replayed one, text for text (ChatCacheTests checks
 /// it). Nil, and the migrations run, when a migration is code, or the capture fails (an
 /// SQLite older than 3.37 has no `table_list`).
+///
+/// A new plain file skips even those statements: it starts as a copy of a database that ran
+/// them (`fileImage`), so creating a cache costs a file write, not parsing and running the
+/// schema in a transaction whose commit creates the WAL and syncs it.
 enum FreshSchema {
     private static let captured = Locked<[String: [String]]>([:])
 
     static func statements(for migrations: [SQLiteMigration]) -> [String]? {
         guard !migrations.isEmpty, migrations.allSatisfy({ $0.apply == nil }) else { return nil }
-        let key = migrations.map { "\($0.version)\u{1}\($0.sql)" }.joined(separator: "\u{1}")
+        let key = key(migrations)
         if let known = captured.withLock({ $0[key] }) { return known }
         guard let statements = try? capture(migrations) else { return nil }
         captured.withLock { $0[key] = statements }
@@ -38,5 +42,30 @@ enum FreshSchema {
             statements.append(sql)
         }
         return statements
+    }
+
+    private static let images = Locked<[String: [UInt8]]>([:])
+
+    /// The bytes of a database file that holds the fresh schema at the migrations' version,
+    /// marked for WAL (header bytes 18 and 19 set to 2, as `PRAGMA journal_mode=WAL` sets
+    /// them): a new cache file is a copy of it (`SQLiteFiles.createHolding`). Made once per
+    /// process and list, in memory, from `statements`.
+    static func fileImage(for migrations: [SQLiteMigration]) -> [UInt8]? {
+        let key = key(migrations)
+        if let known = images.withLock({ $0[key] }) { return known }
+        guard statements(for: migrations) != nil else { return nil }
+        guard let database = try? SQLiteDatabase(location: .memory, migrations: migrations) else { return nil }
+        defer { database.close() }
+        guard var image = database.serializedImage(), image.count >= 100, database.userVersion == migrations.last?.version else {
+            return nil
+        }
+        image[18] = 2
+        image[19] = 2
+        images.withLock { $0[key] = image }
+        return image
+    }
+
+    private static func key(_ migrations: [SQLiteMigration]) -> String {
+        migrations.map { "\($0.version)\u{1}\($0.sql)" }.joined(separator: "\u{1}")
     }
 }

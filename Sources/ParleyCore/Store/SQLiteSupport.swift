@@ -101,8 +101,30 @@ enum SQLiteFiles {
         }
     }
 
-    /// Renames `path` to "<path>.<label>-<unix ms>" (plus "-N" if taken) and its companions
-    /// to "<that>-wal" etc., so the moved file still opens with its WAL. Returns the new path.
+    /// Creates `path` holding `bytes` (mode 0600) if it does not exist, all at once: written
+    /// under another name, then linked to `path`, so another opener sees no file or the
+    /// whole one. False when `path` existed or the file could not be made (the caller then
+    /// creates the database as usual).
+    static func createHolding(_ bytes: [UInt8], at path: String) -> Bool {
+        let temporary = path + ".creating-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(0o600))
+        guard descriptor >= 0 else { return false }
+        defer { unlink(temporary) }
+        _ = fchmod(descriptor, 0o600)
+        var written = 0
+        let complete = bytes.withUnsafeBytes { buffer -> Bool in
+            while written < buffer.count {
+                let count = write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return false }
+                written += count
+            }
+            return true
+        }
+        guard Glibc.close(descriptor) == 0, complete else { return false }
+        return link(temporary, path) == 0
+    }
+
     /// The first KiB of a small file, nil when it does not exist.
     static func readSmallFile(_ path: String) -> String? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
@@ -113,7 +135,6 @@ enum SQLiteFiles {
         return String(decoding: buffer.prefix(max(0, count)), as: UTF8.self)
     }
 
-    /// Writes a small file (best effort: the caller reports the failure it describes anyway).
     /// Whether the file exists and was written less than `seconds` ago.
     static func modifiedWithin(_ path: String, seconds: Int) -> Bool {
         var info = stat()
@@ -127,6 +148,7 @@ enum SQLiteFiles {
         _ = parley_thread_lower_priority(19)
     }
 
+    /// Writes a small file (best effort: the caller reports the failure it describes anyway).
     static func writeSmallFile(_ path: String, _ text: String) {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return }
@@ -136,6 +158,8 @@ enum SQLiteFiles {
         fsync(descriptor)
     }
 
+    /// Renames `path` to "<path>.<label>-<unix ms>" (plus "-N" if taken) and its companions
+    /// to "<that>-wal" etc., so the moved file still opens with its WAL. Returns the new path.
     static func moveAside(path: String, label: String) throws(ParleyError) -> String {
         let base = "\(path).\(label)-\(unixMilliseconds())"
         var target = base

@@ -154,18 +154,21 @@ extension Engine {
                 if rereads < Self.maxChangelogRereads, pageURLs.contains(where: { touchedByEvents[$0] != nil }) {
                     return self.syncChannelChangelogs(epoch: epoch, resetOnce: resetOnce, rereads: rereads + 1, then: next)
                 }
-                self.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
-                    self.channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
-                    if !withMembers {
-                        // A channel whose member list the cache does not hold is read whole.
-                        for channel in page.updated ?? [] {
-                            guard let url = WireChannel(channel).channelURL else { continue }
-                            self.channelRereads.storedWithoutMembers.insert(url)
-                            if try !transaction.cache.channelMembersKnown(url: url) { self.channelRereads.wanted.insert(url) }
+                // A warm reconnect's page is most often empty: no write (no commit) then.
+                if !page.changesNothing(since: token) {
+                    self.write(.channelChangelog, "applying channel changelogs") { transaction throws(ParleyError) in
+                        self.channelRereads.wanted.formUnion(try Self.applyChannelChangelog(answer, touchedByEvents: touchedByEvents, transaction))
+                        if !withMembers {
+                            // A channel whose member list the cache does not hold is read whole.
+                            for channel in page.updated ?? [] {
+                                guard let url = WireChannel(channel).channelURL else { continue }
+                                self.channelRereads.storedWithoutMembers.insert(url)
+                                if try !transaction.cache.channelMembersKnown(url: url) { self.channelRereads.wanted.insert(url) }
+                            }
                         }
-                    }
-                    if let next = page.next, !next.isEmpty {
-                        try transaction.setSyncToken(next, scope: ChatCache.channelsTokenScope)
+                        if let next = page.next, !next.isEmpty {
+                            try transaction.setSyncToken(next, scope: ChatCache.channelsTokenScope)
+                        }
                     }
                 }
                 self.fetchWantedChannels()
@@ -292,12 +295,14 @@ extension Engine {
                                               then: next)
                 }
                 let page = WireChangelogPage(answer)
-                self.write(kind.cause(channelURL), "applying \(kind.noun) changelogs") { transaction throws(ParleyError) in
-                    switch kind {
-                    case .messages: try Self.applyMessageChangelog(answer, replaceCached: !touched, transaction)
-                    case .polls: try Self.applyPollChangelog(answer, channelURL: channelURL, transaction)
+                if !page.changesNothing(since: token) {
+                    self.write(kind.cause(channelURL), "applying \(kind.noun) changelogs") { transaction throws(ParleyError) in
+                        switch kind {
+                        case .messages: try Self.applyMessageChangelog(answer, replaceCached: !touched, transaction)
+                        case .polls: try Self.applyPollChangelog(answer, channelURL: channelURL, transaction)
+                        }
+                        if let next = page.next, !next.isEmpty { try transaction.setSyncToken(next, scope: scope) }
                     }
-                    if let next = page.next, !next.isEmpty { try transaction.setSyncToken(next, scope: scope) }
                 }
                 if page.hasMore == true {
                     self.syncChangelog(kind, epoch: epoch, channelURL: channelURL, resetOnce: resetOnce, then: next)

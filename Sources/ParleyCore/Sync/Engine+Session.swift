@@ -95,6 +95,15 @@ extension Engine {
         } ?? nil
     }
 
+    /// The user without the fields that change at every connection (`is_online`,
+    /// `last_seen_at`): the cached copy is rewritten only when another field changed.
+    private static func withoutPresence(_ user: JSONValue) -> JSONValue {
+        guard case .object(var fields) = user else { return user }
+        fields["is_online"] = nil
+        fields["last_seen_at"] = nil
+        return .object(fields)
+    }
+
     /// `connect` fetched the user (or failed to): the session starts with the user, stored
     /// for offline starts; when the server is unreachable, with the user the cache kept. The
     /// result is what `connect` completes with.
@@ -102,9 +111,12 @@ extension Engine {
         assertOnQueue()
         switch fetchedUser {
         case .success(let user):
-            // A reconnecting user is most often unchanged: no write then (a connect's CPU).
+            // A reconnecting user is most often unchanged but for its presence (the last
+            // disconnect moved `last_seen_at`): no write then. A warm connect's first write
+            // would create the WAL and sync its header, the largest part of its CPU.
             let text = user.canonicalText
-            if read("reading the cached user", { cache throws(ParleyError) in try cache.metaValue("current_user") }) != text {
+            let stored = read("reading the cached user") { cache throws(ParleyError) in try cache.metaValue("current_user") } ?? nil
+            if stored != text, stored.flatMap({ try? JSONValue.parse($0) }).map(Self.withoutPresence) != Self.withoutPresence(user) {
                 write(.operation("connect"), "storing the user") { transaction throws(ParleyError) in
                     try transaction.setMetaValue(text, forKey: "current_user")
                 }

@@ -166,6 +166,30 @@ def caught_up(client, recorder) -> None:
     recorder.wait(lambda: len([n for n in recorder.names() if n == "reconnect_succeeded"]) > done)
 
 
+def test_a_connect_with_nothing_new_leaves_the_cache_file_as_it_was(server: RunningServer, admin: Admin,
+                                                                    tmp_path: Path) -> None:
+    """The second connect finds the user changed only in presence (`last_seen_at` moved when
+    the first client left) and empty changelogs: nothing is written, so the file keeps its
+    bytes (a write would create the WAL and sync it, most of a warm connect's CPU)."""
+    tokens, url = setup(admin)
+    admin.send(url, "bob", "hello")
+    cache = tmp_path / "cache"
+    client, recorder = make_client(server.url, cache)
+    with client:
+        first_user = connect(client, recorder, "alice", tokens["alice"])
+        caught_up(client, recorder)
+        wait_equal(client, server.url, tokens["alice"], url)
+    [path] = list(cache.rglob("*.sqlite"))
+    before = path.read_bytes()
+    client, recorder = make_client(server.url, cache)
+    with client:
+        second_user = connect(client, recorder, "alice", tokens["alice"])
+        assert second_user["last_seen_at"] != first_user["last_seen_at"]
+        caught_up(client, recorder)
+        assert client.cached_channel(url)["last_message"]["message"] == "hello"
+    assert path.read_bytes() == before
+
+
 def test_a_changelog_read_before_an_event_does_not_undo_it(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     """A channel changelog answer read before a change whose event is applied first must not
     put the older copy back (it used to: the metadata below vanished from the cache)."""
