@@ -106,8 +106,8 @@ private func makeDatabase(at path: String, rows: Int) throws {
         }
     }
     database.close()
-    // On the last close SQLite checkpoints and removes the WAL: everything is in the file.
-    #expect(!fileExists(path + "-wal"))
+    // On the last close SQLite checkpoints and empties the WAL: everything is in the file.
+    #expect((readFile(path + "-wal") ?? []).isEmpty)
 }
 
 @Suite struct SQLiteTests {
@@ -162,6 +162,33 @@ private func makeDatabase(at path: String, rows: Int) throws {
             #expect(check.string(0) == "ok")
             try copied.statement("INSERT INTO notes (body, pinned) VALUES (?, ?)").run(["works", true])
             #expect(try count(copied, "SELECT count(*) FROM notes WHERE pinned = 1") == 1)
+        }
+    }
+
+    @Test func aClosedFileKeepsAnEmptyWALAndItsSharedMemoryFileForTheNextOpen() throws {
+        try withTemporaryDirectory { directory in
+            func inode(_ path: String) -> ino_t? {
+                var info = stat()
+                return stat(path, &info) == 0 ? info.st_ino : nil
+            }
+            let path = directory + "/cache.db"
+            let first = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            try first.statement("INSERT INTO notes (body) VALUES (?)").run(["kept"])
+            #expect((readFile(path + "-wal") ?? []).count > 0)
+            first.close()
+            // Checkpointed into the file and emptied, not removed.
+            #expect(readFile(path + "-wal") == [])
+            let (wal, shm) = (inode(path + "-wal"), inode(path + "-shm"))
+            #expect(wal != nil && shm != nil)
+            let second = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            try second.statement("INSERT INTO notes (body) VALUES (?)").run(["again"])
+            #expect(try count(second, "SELECT count(*) FROM notes") == 2)
+            // The same files: opening and writing created none.
+            #expect(inode(path + "-wal") == wal && inode(path + "-shm") == shm)
+            second.close()
+            let reader = try SQLiteDatabase(readingExisting: path)
+            #expect(try count(reader, "SELECT count(*) FROM notes") == 2)
+            reader.close()
         }
     }
 

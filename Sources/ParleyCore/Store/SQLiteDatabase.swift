@@ -813,6 +813,15 @@ public final class SQLiteDatabase {
                 throw connection.failure(pragma, code: result.code, sql: pragma)
             }
         }
+        if case .file = location, mode.value == .text("wal") {
+            // The last close keeps the WAL, emptied, and the -shm beside the file, so that
+            // opening it again creates no file: two new inodes per connect cost a process
+            // that reconnects thousands of users (on ext4 without a journal, each is a search
+            // past the inodes recently freed).
+            var persist: Int32 = 1
+            _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
+            _ = Self.firstColumn(handle, "PRAGMA journal_size_limit=0")
+        }
         if case .text(let name) = mode.value { return name }
         return ""
     }
