@@ -113,6 +113,8 @@ public final class SQLiteDatabase {
     private var statementsByTextAddress: [Int: SQLiteStatement] = [:]
     /// Migrations run one by one even on a new database (`FreshSchema` captures with it).
     private var replaysMigrations = true
+    /// The file's WAL outlives the connection, emptied (`configure`, `close`).
+    private var keepsEmptyWAL = false
     private var savepointDepth = 0
 
     /// Runs at the end of every outermost `transaction`, just before its COMMIT, inside it
@@ -230,6 +232,13 @@ public final class SQLiteDatabase {
         }
         cachedStatements.removeAll()
         statementsByTextAddress.removeAll()
+        if keepsEmptyWAL, let handle = connection.handle {
+            // Only now: a limit while open would shrink the WAL at each restart after a
+            // checkpoint, and every later frame would then extend the file (new blocks,
+            // zeroed by the kernel) instead of overwriting it. With it, the last close
+            // truncates the WAL it keeps to nothing.
+            _ = Self.firstColumn(handle, "PRAGMA journal_size_limit=0")
+        }
         connection.close()
     }
 
@@ -814,13 +823,13 @@ public final class SQLiteDatabase {
             }
         }
         if case .file = location, mode.value == .text("wal") {
-            // The last close keeps the WAL, emptied, and the -shm beside the file, so that
-            // opening it again creates no file: two new inodes per connect cost a process
+            // The last close keeps the WAL, emptied (`close`), and the -shm beside the file, so
+            // that opening it again creates no file: two new inodes per connect cost a process
             // that reconnects thousands of users (on ext4 without a journal, each is a search
             // past the inodes recently freed).
             var persist: Int32 = 1
             _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &persist)
-            _ = Self.firstColumn(handle, "PRAGMA journal_size_limit=0")
+            keepsEmptyWAL = true
         }
         if case .text(let name) = mode.value { return name }
         return ""
