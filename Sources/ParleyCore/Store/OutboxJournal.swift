@@ -156,7 +156,7 @@ final class OutboxJournal {
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(0o600))
         guard fd >= 0 else { throw ParleyError(.cache, "outbox journal \(temporary): open: \(SQLiteFiles.errnoText())") }
         _ = fchmod(fd, 0o600)
-        let written = Self.writeAll(fd, bytes) && fsync(fd) == 0
+        let written = SQLiteFiles.writeAll(fd, bytes) && fsync(fd) == 0
         let reason = SQLiteFiles.errnoText()
         _ = Glibc.close(fd)
         guard written, rename(temporary, path) == 0 else {
@@ -180,7 +180,7 @@ final class OutboxJournal {
     private func appendToFile(_ bytes: [UInt8]) -> Bool {
         let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard fd >= 0 else { return false }
-        let written = Self.writeAll(fd, bytes)
+        let written = SQLiteFiles.writeAll(fd, bytes)
         let reason = errno
         _ = Glibc.close(fd)
         errno = reason
@@ -225,19 +225,6 @@ final class OutboxJournal {
         bytes.append(contentsOf: record.requestJSON.utf8)
         bytes.append(contentsOf: "}".utf8)
         return bytes
-    }
-
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { buffer in write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            offset += written
-        }
-        return true
     }
 
     // MARK: Reading

@@ -111,18 +111,21 @@ enum SQLiteFiles {
         guard descriptor >= 0 else { return false }
         defer { unlink(temporary) }
         _ = fchmod(descriptor, 0o600)
-        var written = 0
-        let complete = bytes.withUnsafeBytes { buffer -> Bool in
-            while written < buffer.count {
-                let count = write(descriptor, buffer.baseAddress! + written, buffer.count - written)
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { return false }
-                written += count
-            }
-            return true
-        }
+        let complete = writeAll(descriptor, bytes)
         guard Glibc.close(descriptor) == 0, complete else { return false }
         return link(temporary, path) == 0
+    }
+
+    /// Writes all of `bytes` at the descriptor's offset (again after a signal); false on an error.
+    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return false }
+            offset += count
+        }
+        return true
     }
 
     /// The first KiB of a small file, nil when it does not exist.
