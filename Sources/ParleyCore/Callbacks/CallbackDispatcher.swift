@@ -102,10 +102,17 @@ public final class CallbackDispatcher: Sendable {
     @discardableResult
     public func enqueue(_ job: @escaping Job) -> Bool {
         lock.lock()
-        defer { lock.unlock() }
-        guard !state.closed else { return false }
+        guard !state.closed else {
+            lock.unlock()
+            return false
+        }
         state.queue.append(job)
-        if state.count == 1 { becameNonEmpty() }
+        let schedules = state.count == 1 && becameNonEmpty()
+        lock.unlock()
+        // The pool is told after the lock is given up: the worker it wakes takes this lock
+        // first thing, and would otherwise block on it and be woken a second time. Until then
+        // the dispatcher is `scheduled` but in no ready list, which only delays its callbacks.
+        if schedules { pool?.submit(self) }
         return true
     }
 
@@ -278,19 +285,21 @@ public final class CallbackDispatcher: Sendable {
         return job
     }
 
-    private func becameNonEmpty() {
+    /// The queue was empty; the lock is held. Returns true when the caller must hand the
+    /// dispatcher to the pool (thread mode), once the lock is given up.
+    private func becameNonEmpty() -> Bool {
         switch mode {
         case .thread:
-            if !state.scheduled {
-                state.scheduled = true
-                pool?.submit(self)
-            }
+            if state.scheduled { return false }
+            state.scheduled = true
+            return true
         case .manual:
             signalFD()
             if let group = state.group {
                 group.noteWaiting(self, list: !state.listedInGroup)
                 state.listedInGroup = true
             }
+            return false
         }
     }
 

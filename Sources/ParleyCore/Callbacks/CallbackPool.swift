@@ -158,16 +158,17 @@ public final class CallbackPool: Sendable {
         return key
     }()
 
-    /// Queues a dispatcher whose callbacks wait. The dispatcher calls it with its own lock held,
-    /// once per stretch of waiting (`scheduled`), so it is in the ready list at most once.
+    /// Queues a dispatcher whose callbacks wait. The dispatcher calls it once per stretch of
+    /// waiting (`scheduled`), so it is in the ready list at most once.
     func submit(_ dispatcher: CallbackDispatcher) {
         lock.lock()
         state.pushReady(dispatcher)
         var kickMonitor = false
+        var wakesWorker = false
         if state.idleWorkers > 0 {
             if state.idleWorkers > state.wakingWorkers {
                 state.wakingWorkers += 1
-                lock.signal()
+                wakesWorker = true
             }
         } else if state.coreStarted < limits.coreWorkers {
             startWorker(isExtra: false)
@@ -180,6 +181,9 @@ public final class CallbackPool: Sendable {
             }
         }
         lock.unlock()
+        // Signalled after the lock is given up, so that the worker does not wake only to block
+        // on it. A worker that woke meanwhile on its own finds the dispatcher all the same.
+        if wakesWorker { lock.signal() }
         if kickMonitor {
             monitorLock.withLock {
                 monitorKicked = true

@@ -166,10 +166,15 @@ final class NetworkLoop: @unchecked Sendable {
     }
 
     private func post(_ change: (inout Mailbox) -> Void) {
-        mailbox.withLock { box in
+        let wakes = mailbox.withLock { box in
             change(&box)
-            guard !box.signalled else { return }
+            guard !box.signalled else { return false }
             box.signalled = true
+            return true
+        }
+        // Written after the lock is given up: the loop it wakes takes the mailbox at once and
+        // would otherwise block on the lock and be woken a second time.
+        if wakes {
             var one: UInt64 = 1
             _ = write(wakeFD, &one, 8)
         }
