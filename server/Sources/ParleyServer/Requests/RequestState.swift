@@ -131,6 +131,7 @@ final class RequestState {
             let read = ChannelBatch.Prefetched(written.selected)
             if let batch { batch.prefetched = read } else { batchLead?.prefetched = read }
             if let highest = read?.numbers.last { shared.order.saw(highest) }
+            if let handedOut = read?.bound.handedOut { shared.order.saw(handedOut) }
         }
         if !prunesFirst {
             let prunedBefore = tx.counters.prunedThrough
@@ -176,6 +177,9 @@ final class RequestState {
 
     /// What this member of a commit group wrote, for the members after it (`groupChannels`).
     var channelsWrittenInGroup: [(url: String, entry: CachedChannel?)] { stores.channels.writtenEntries(writtenAwaitingCommit) }
+
+    /// PostgreSQL: the bound this writer read after taking its last numbers (nil: it took none).
+    var boundAfterNumbers: WriterBound? { stores.tx.boundAfterNumbers }
 
     /// The push notifications this committed request held (OutgoingCalls/Push.swift).
     var heldPushes: [HeldPush] { stores.events.heldPushes }

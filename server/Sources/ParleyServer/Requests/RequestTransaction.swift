@@ -35,6 +35,9 @@ final class RequestTransaction {
     var numbersShort = 0
     /// How many numbers each lock of channels takes (raised for an attempt run again).
     let numbersPerLock: Int
+    /// A PostgreSQL writer: the bound read after its last numbers were taken
+    /// (`StreamPositions.definitionsWithBound`), nil before any.
+    private(set) var boundAfterNumbers: WriterBound? = nil
     /// A PostgreSQL writer: a message id taken with its first statement.
     var prefetchedMessageId: Int64? = nil
     /// A PostgreSQL writer: an earlier-send lookup made with its first statement, under the
@@ -103,6 +106,11 @@ final class RequestTransaction {
         }
     }
 
+    /// The bound read in the statement that took numbers, after them.
+    func noteBound(_ bound: WriterBound) {
+        boundAfterNumbers = boundAfterNumbers.map { $0.bound >= bound.bound ? $0 : bound } ?? bound
+    }
+
     /// The sequence numbers the request took, used or not, in order (for the hub).
     var taken: [ClosedRange<Int64>] { rules.taken(self) }
 
@@ -112,4 +120,16 @@ final class RequestTransaction {
     /// snapshot: every number up to it was committed (or never will be) by then, by a writer
     /// of a commit group on SQLite or by any server on PostgreSQL.
     func currentSeq() -> Int64 { rules.currentSeq(self) }
+}
+
+/// PostgreSQL: the bound a writer read right after taking its numbers: every number up to
+/// `bound` that another server took was committed or never will be (Writers/StreamPositions.swift),
+/// so its own events up to there may go out once it commits, with no read of its own.
+struct WriterBound: Sendable {
+    var bound: Int64
+    /// The sequence's last value, read with it.
+    var handedOut: Int64
+    /// Other servers registered in `stream_writers` then: with none, nobody listens for this
+    /// server's announcements or reads its floor.
+    var otherServers: Int
 }

@@ -219,6 +219,12 @@ enum Migrations {
                       guard db.dialect == .postgres else { return }
                       for definition in StreamPositions.definitionsWithFirstReads { try await db.execute(definition, []) }
                   }),
+        Migration(version: 25, summary: "PostgreSQL: a writer reads its own bound with its numbers",
+                  ddl: "", onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in StreamPositions.definitionsWithBound { try await db.execute(definition, []) }
+                  }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from

@@ -343,7 +343,7 @@ final class ChannelStore: ChannelRecords {
     }
 
     /// The lock statement of `lockChannels`, run by every write (prepared: HotStatements.swift).
-    static let lockChannelsSQL = "SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    static let lockChannelsSQL = "SELECT kind, name, a, b FROM parley_lock_channels(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true)"
 
     /// PostgreSQL: takes the locks of `urls` (in the order given) and, the first time, the
     /// server's busy lock, then a new batch of event numbers: every change this request makes
@@ -374,6 +374,7 @@ final class ChannelStore: ChannelRecords {
         var numbers: [Int64] = []
         var session: SessionRecord? = nil
         var earlierFound: EarlierSend? = nil
+        var bound: WriterBound? = nil
         for row in rows {
             switch row.text(0) {
             case "c": lockedChannels[row.text(1)] = (row.int(2), row.int(3))
@@ -381,6 +382,7 @@ final class ChannelStore: ChannelRecords {
             case "m": tx.prefetchedMessageId = row.int(2)
             case "s": session = SessionRecord(token: sessionKey ?? "", userId: row.text(1), expiresAt: row.int(2), createdAt: row.int(3))
             case "r": earlierFound = row.optionalInt(2).map(EarlierSend.stored) ?? row.optionalInt(3).map(EarlierSend.deleted)
+            case "b": bound = WriterBound(bound: row.int(2), handedOut: row.int(3), otherServers: Int(row.text(1)) ?? 1)
             default: users.knownUserVersions[row.text(1)] = row.int(2)
             }
         }
@@ -390,6 +392,10 @@ final class ChannelStore: ChannelRecords {
         numbers.sort()
         tx.takeNumbers(numbers)
         if let highest = numbers.last { shared.order.saw(highest) }
+        if let bound {
+            tx.noteBound(bound)
+            shared.order.saw(bound.handedOut)
+        }
     }
 
     /// PostgreSQL: a member of a channel batch starts from what the member before it read for
@@ -398,6 +404,7 @@ final class ChannelStore: ChannelRecords {
     private func usePrefetched(_ prefetched: ChannelBatch.Prefetched, channel: CachedChannel, firstReads: FirstReads) {
         lockedChannels[channel.channel.url] = (channel.version, channel.lastMessageSeq)
         tx.takeNumbers(prefetched.numbers)
+        tx.noteBound(prefetched.bound)
         if firstReads.takesMessageId { tx.prefetchedMessageId = prefetched.messageId }
         users.knownUserVersions = prefetched.userVersions
     }
@@ -408,7 +415,7 @@ final class ChannelStore: ChannelRecords {
     /// statement (Writers/ChannelBatch.swift): numbers, and the users the channel shows.
     func prefetchExpression(for channelHint: String?) -> SQLExpression? {
         channelHint.flatMap { loadedChannels[$0] }.map {
-            ChannelBatch.Prefetched.expression(numbers: tx.numbersPerLock, users: usersShown(by: $0).sorted())
+            ChannelBatch.Prefetched.expression(node: shared.nodeId, numbers: tx.numbersPerLock, users: usersShown(by: $0).sorted())
         }
     }
 

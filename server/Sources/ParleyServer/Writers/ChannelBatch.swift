@@ -46,28 +46,28 @@ final class ChannelBatch: @unchecked Sendable {
         var numbers: [Int64]
         var messageId: Int64
         var userVersions: [String: Int64]
+        /// The bound read after the numbers were taken (`WriterBound`).
+        var bound: WriterBound
 
-        /// The column of the last statement that reads them (`numbers` event numbers, and the
-        /// versions of `users`), as one JSON text.
-        static func expression(numbers: Int, users: [String]) -> SQLExpression {
-            SQLExpression(sql: """
-                (SELECT json_build_object(
-                    'e', (SELECT json_agg(nextval('parley_event_ids')) FROM generate_series(1, ?)),
-                    'm', nextval('parley_message_ids'),
-                    'u', (SELECT coalesce(json_object_agg(u.user_id, u.version), '{}') FROM users u
-                          WHERE u.user_id IN (SELECT value FROM json_array_elements_text(?::json))))::text)
-                """, binds: [.int(Int64(numbers)), .text(JSON.array(users.map { .string($0) }).serialized())])
+        /// The column of the last statement that reads them (`numbers` event numbers, a message
+        /// id, the versions of `users`, then the bound of server `node`), as one JSON text
+        /// (`parley_take_numbers`, StreamPositions.swift).
+        static func expression(node: String, numbers: Int, users: [String]) -> SQLExpression {
+            SQLExpression(sql: "parley_take_numbers(?, ?, ?)",
+                          binds: [.text(node), .int(Int64(numbers)), .text(JSON.array(users.map { .string($0) }).serialized())])
         }
 
         init?(_ value: SQLValue?) {
             guard case .text(let text) = value, case .object(let object)? = try? JSONParser.parse(text),
                   case .array(let numbers)? = object["e"], case .int(let messageId)? = object["m"],
-                  case .object(let users)? = object["u"] else { return nil }
+                  case .object(let users)? = object["u"], case .int(let bound)? = object["b"],
+                  case .int(let handedOut)? = object["h"], case .int(let others)? = object["o"] else { return nil }
             self.numbers = numbers.compactMap { if case .int(let n) = $0 { n } else { nil } }.sorted()
             self.messageId = messageId
             var versions: [String: Int64] = [:]
             for (id, version) in users.entries { if case .int(let v) = version { versions[id] = v } }
             userVersions = versions
+            self.bound = WriterBound(bound: bound, handedOut: handedOut, otherServers: Int(others))
         }
     }
 

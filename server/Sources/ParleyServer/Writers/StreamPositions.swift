@@ -236,7 +236,13 @@ final class StreamPositions: Sendable {
     /// before it, as the handler's statements would. Servers of migrations 19 to 23 keep
     /// calling the function of six arguments, which stays.
     static let definitionsWithFirstReads = [
-        lockChannelsDefinition(declaring: "wanted_users TEXT[];", lookups: lookupsByKey + "\n" + """
+        lockChannelsDefinition(declaring: "wanted_users TEXT[];", lookups: lookupsByKey + "\n" + firstReadLookups,
+                               moreArguments: firstReadArguments),
+    ]
+
+    /// The arguments and the lookups migration 24 adds (`definitionsWithFirstReads`).
+    private static let firstReadArguments = ", session_key TEXT, send_channel TEXT, send_sender TEXT, send_req_id TEXT"
+    private static let firstReadLookups = """
             IF session_key <> '' THEN
                 RETURN QUERY SELECT 's'::text, s.user_id::text, s.expires_at, s.created_at
                     FROM sessions s WHERE s.token = session_key;
@@ -250,7 +256,45 @@ final class StreamPositions: Sendable {
                     (SELECT t.message_id FROM message_tombstones t WHERE t.channel_url = send_channel
                         AND t.sender_id = send_sender AND t.req_id = send_req_id AND t.req_id <> '' LIMIT 1);
             END IF;
-            """, moreArguments: ", session_key TEXT, send_channel TEXT, send_sender TEXT, send_req_id TEXT"),
+            """
+
+    /// Migration 25: the writer's own bound, read in the statements that take its numbers,
+    /// after them, so that its events go out as soon as it commits, with no read of its own
+    /// (docs/ARCHITECTURE.md, *Order across servers*, "A writer's own bound"). The lock
+    /// statement gains an eleventh argument, `reads_bound` (servers of migration 24 keep calling
+    /// the function of ten, which stays), and returns one more row: 'b', the bound (a) and the
+    /// sequence's last value (b) as `parley_stream_bound` reads them, with the number of other
+    /// servers in `stream_writers` as its name. `parley_take_numbers` is what a channel batch's
+    /// member reads for the next one with its last statement (ChannelBatch.swift): `numbers`
+    /// event numbers, a message id, the versions of `user_ids`, then the bound, as one JSON text.
+    static let definitionsWithBound = [
+        lockChannelsDefinition(declaring: "wanted_users TEXT[];", lookups: lookupsByKey + "\n" + firstReadLookups + "\n" + """
+            IF reads_bound AND numbers > 0 THEN
+                RETURN QUERY SELECT 'b'::text, (SELECT count(*) FROM stream_writers w WHERE w.node <> me)::text,
+                    sb.bound, sb.handed_out FROM parley_stream_bound(me) sb;
+            END IF;
+            """, moreArguments: firstReadArguments + ", reads_bound BOOLEAN"),
+        """
+        CREATE OR REPLACE FUNCTION parley_take_numbers(me TEXT, numbers BIGINT, user_ids TEXT) RETURNS TEXT
+        LANGUAGE plpgsql VOLATILE AS $$
+        DECLARE
+            taken JSON;
+            next_message_id BIGINT;
+            user_versions JSON;
+            bound_row RECORD;
+            other_servers BIGINT;
+        BEGIN
+            SELECT json_agg(nextval('parley_event_ids')) INTO taken FROM generate_series(1, numbers);
+            next_message_id := nextval('parley_message_ids');
+            SELECT coalesce(json_object_agg(u.user_id, u.version), '{}') INTO user_versions
+                FROM unnest(ARRAY(SELECT json_array_elements_text(user_ids::json))) AS w(id)
+                CROSS JOIN LATERAL (SELECT x.user_id, x.version FROM users x WHERE x.user_id = w.id) u;
+            SELECT sb.bound, sb.handed_out INTO bound_row FROM parley_stream_bound(me) sb;
+            SELECT count(*) INTO other_servers FROM stream_writers w WHERE w.node <> me;
+            RETURN json_build_object('e', taken, 'm', next_message_id, 'u', user_versions,
+                'b', bound_row.bound, 'h', bound_row.handed_out, 'o', other_servers)::text;
+        END $$
+        """,
     ]
 
     /// The writer's first statement from migration 19 on: the channels' locks in the order
