@@ -192,6 +192,83 @@ private func makeDatabase(at path: String, rows: Int) throws {
         }
     }
 
+    @Test func aFileAsTheLastCleanCloseLeftItIsNotWalkedAgainUntilAByteChangesOrADayPasses() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/cache.db"
+            let marker = path + SQLiteDatabase.closedMarkerSuffix
+            let first = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(first.walkedAtOpen)
+            try first.statement("INSERT INTO notes (body) VALUES (?)").run(["kept"])
+            first.close()
+            #expect(readFile(marker) != nil)
+
+            // As the close left it: not walked, and what it holds reads back.
+            let second = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(!second.walkedAtOpen && second.recovery == nil)
+            #expect(try count(second, "SELECT count(*) FROM notes") == 1)
+            try second.statement("INSERT INTO notes (body) VALUES (?)").run(["again"])
+            second.close()
+            let third = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(!third.walkedAtOpen)
+            third.close()
+
+            // One byte changed after the close, anywhere (here the header's unused "reserved for
+            // expansion" bytes, which SQLite ignores): walked again, and healthy.
+            var bytes = readFile(path) ?? []
+            bytes[80] ^= 1
+            writeFile(path, bytes)
+            let fourth = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(fourth.walkedAtOpen && fourth.recovery == nil)
+            fourth.close()
+            let fifth = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(!fifth.walkedAtOpen)
+            fifth.close()
+
+            // The walk the marker names is more than a day old: walked again.
+            let text = String(decoding: readFile(marker) ?? [], as: UTF8.self)
+            let stale = SQLiteFiles.unixMilliseconds() - Int64(SQLiteDatabase.fullCheckIntervalSeconds + 60) * 1000
+            let aged = text.split(separator: " ").map { $0.hasPrefix("walked=") ? "walked=\(stale)\n" : String($0) }
+            writeFile(marker, Array(aged.joined(separator: " ").utf8))
+            let sixth = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(sixth.walkedAtOpen)
+            sixth.close()
+
+            // A WAL left with bytes in it (a connection that did not close): walked.
+            let seventh = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(!seventh.walkedAtOpen)
+            seventh.close()
+            writeFile(path + "-wal", [UInt8](repeating: 7, count: 64))
+            let eighth = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(eighth.walkedAtOpen)
+            #expect(try count(eighth, "SELECT count(*) FROM notes") == 2)
+            eighth.close()
+        }
+    }
+
+    @Test func aFileDamagedAfterItsCleanCloseIsWalkedAndMovedAside() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory + "/cache.db"
+            let first = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            for index in 0..<200 {
+                try first.statement("INSERT INTO notes (body) VALUES (?)").run([.text("note \(index) " + String(repeating: "x", count: 100))])
+            }
+            first.close()
+            // The notes table's b-tree pages past the first become garbage.
+            var bytes = readFile(path) ?? []
+            let pageSize = 4096
+            #expect(bytes.count >= 4 * pageSize)
+            for offset in (bytes.count - 2 * pageSize)..<bytes.count { bytes[offset] = 0xDE }
+            writeFile(path, bytes)
+            let second = try SQLiteDatabase(location: .file(path: path), migrations: schema)
+            #expect(second.walkedAtOpen)
+            guard case .movedAside? = second.recovery else {
+                Issue.record("the damaged file was not moved aside: \(String(describing: second.recovery))")
+                return
+            }
+            second.close()
+        }
+    }
+
     @Test func aFileIsCreatedHoldingBytesOnlyWhenItDoesNotExist() throws {
         try withTemporaryDirectory { directory in
             let taken = directory + "/taken.db"

@@ -9,20 +9,11 @@
 
 enum StoredTextCheck {
     static func value(of bytes: UnsafeBufferPointer<UInt8>) -> Int64 {
-        let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
-        var state: UInt64 = 0x5045_524C_4559_0001 ^ (UInt64(bytes.count) &* multiplier)
-        guard let base = UnsafeRawPointer(bytes.baseAddress) else { return Int64(bitPattern: finalized(state)) }
+        var mixer = Mixer(length: bytes.count)
+        guard let base = UnsafeRawPointer(bytes.baseAddress) else { return Int64(bitPattern: mixer.finalized) }
         let words = bytes.count / 8
-        for index in 0..<words {
-            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self))
-            state = ((state ^ word) &* multiplier).rotatedLeft(by: 29)
-        }
-        var tail: UInt64 = 0
-        for offset in stride(from: bytes.count - 1, through: words * 8, by: -1) {
-            tail = (tail << 8) | UInt64(bytes[offset])
-        }
-        state = ((state ^ tail) &* multiplier).rotatedLeft(by: 29)
-        return Int64(bitPattern: finalized(state))
+        mixer.add(words: base, count: words)
+        return Int64(bitPattern: mixer.finished(tail: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[(words * 8)...])))
     }
 
     static func value(of text: String) -> Int64 {
@@ -30,12 +21,46 @@ enum StoredTextCheck {
         return text.withUTF8 { value(of: $0) }
     }
 
-    /// The finalizer of splitmix64: each output bit depends on every input bit.
-    private static func finalized(_ input: UInt64) -> UInt64 {
-        var state = input
-        state = (state ^ (state >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        state = (state ^ (state >> 27)) &* 0x94D0_49BB_1331_11EB
-        return state ^ (state >> 31)
+    /// The value over bytes given in parts (a file read in chunks): `length` in all, every
+    /// part but the last a whole number of words.
+    struct Mixer {
+        private static let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
+        private var state: UInt64
+
+        init(length: Int) {
+            state = 0x5045_524C_4559_0001 ^ (UInt64(length) &* Self.multiplier)
+        }
+
+        /// Mixes in `count` 64-bit little-endian words from `base`.
+        mutating func add(words base: UnsafeRawPointer, count: Int) {
+            for index in 0..<count {
+                add(word: base.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self))
+            }
+        }
+
+        /// Mixes in one word, read little-endian.
+        @inline(__always)
+        mutating func add(word: UInt64) {
+            state = ((state ^ UInt64(littleEndian: word)) &* Self.multiplier).rotatedLeft(by: 29)
+        }
+
+        /// Mixes in the last bytes (fewer than 8) and returns the value.
+        mutating func finished(tail bytes: UnsafeRawBufferPointer) -> UInt64 {
+            var tail: UInt64 = 0
+            for offset in stride(from: bytes.count - 1, through: 0, by: -1) {
+                tail = (tail << 8) | UInt64(bytes[offset])
+            }
+            state = ((state ^ tail) &* Self.multiplier).rotatedLeft(by: 29)
+            return finalized
+        }
+
+        /// The finalizer of splitmix64: each output bit depends on every input bit.
+        var finalized: UInt64 {
+            var value = state
+            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+            return value ^ (value >> 31)
+        }
     }
 }
 
