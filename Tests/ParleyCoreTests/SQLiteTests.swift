@@ -265,6 +265,8 @@ private func makeDatabase(at path: String, rows: Int) throws {
                 Issue.record("the damaged file was not moved aside: \(String(describing: second.recovery))")
                 return
             }
+            // The fresh file starts without the old file's note.
+            #expect(readFile(path + SQLiteDatabase.closedMarkerSuffix) == nil)
             second.close()
         }
     }

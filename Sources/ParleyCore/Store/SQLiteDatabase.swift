@@ -793,6 +793,7 @@ public final class SQLiteDatabase {
 
         let movedTo = try SQLiteFiles.moveAside(path: path, label: reason.fileLabel)
         unlink(marker)
+        unlink(path + closedMarkerSuffix)
         try SQLiteFiles.prepare(path: path)
         let fresh = try openHandle(path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
         do throws(ParleyError) {
