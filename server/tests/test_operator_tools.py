@@ -46,6 +46,30 @@ def as_user(server, token, user):
     return requests.get(server.url(f"/v3/users/{user}"), headers={"Session-Key": token}, timeout=10)
 
 
+def test_a_key_revoked_right_after_its_use_is_refused_for_writes_and_reads(fresh_server):
+    """The server does not read a session key found valid in the last seconds again before the
+    request's body (docs/PROTOCOL.md §1): the request itself checks it, so a key revoked just
+    after a request used it is refused by the next one, which stores nothing."""
+    server = fresh_server()
+    db = server.db_path
+    created = ok(tool("admin", "create-user", "rv-alice", "--issue-token", database=db))
+    key = created[1]
+    bob = server.user("rv-bob")
+    url = server.channel(["rv-alice", bob], name="revoked")["channel_url"]
+
+    def send(text):
+        return requests.post(server.url(f"/v3/group_channels/{url}/messages"), headers={"Session-Key": key},
+                             json={"message_type": "MESG", "message": text, "req_id": text}, timeout=10)
+
+    assert send("before").status_code == 200
+    assert ok(tool("admin", "revoke-token", key, database=db)) == ["revoked 1 session token"]
+    refused = send("after")
+    assert refused.status_code == 401 and refused.json()["code"] == 400301, refused.text
+    assert as_user(server, key, "rv-alice").status_code == 401
+    texts = [m["message"] for m in server.ok("GET", f"/v3/group_channels/{url}/messages?prev_limit=10")["messages"]]
+    assert texts == ["before"], texts
+
+
 def test_admin_commands_work_on_the_database_a_running_server_uses(fresh_server, tmp_path):
     server = fresh_server()
     db = server.db_path

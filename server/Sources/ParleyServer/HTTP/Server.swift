@@ -187,11 +187,19 @@ struct Endpoint: Sendable {
         // this check needs no snapshot of its own: on PostgreSQL its one statement reads the
         // session with its user's version (a cached user whose version differs is read by a
         // second one).
+        // A key found valid in the last seconds is not read again here (`RecentSessions`).
         let now = nowMillis()
         var caller: Caller? = nil
         if try !Caller.hasAdminToken(request.headers, apiToken: config.apiToken) {
-            caller = try await runner.run(readOnly: true, statementByStatement: true) { state in
-                try await state.authenticate(request.headers, apiToken: config.apiToken, now: now)
+            let key = request.headers[HTTPField.Name("Session-Key")!]
+            if let key, let recent = runner.shared.recentSessions.caller(key: key, now: now) {
+                caller = recent
+            } else {
+                let checked = try await runner.run(readOnly: true, statementByStatement: true) { state in
+                    try await state.authenticate(request.headers, apiToken: config.apiToken, now: now)
+                }
+                if let key, let userId = checked.userId { runner.shared.recentSessions.note(key: key, userId: userId, now: now) }
+                caller = checked
             }
         }
         let (body, bodyObject) = try await Self.readBody(request, contentType: contentType, config: config)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // What requests share, and the counters a writer takes its numbers from.
 
@@ -72,6 +73,8 @@ final class SharedState: @unchecked Sendable {
     let cluster: ClusterPresence?
     /// Push notifications of members online at the send, until the event reaches them.
     let pushHold: PushHold
+    /// Session keys found valid before a body was read, for a few seconds (RecentSessions).
+    let recentSessions = RecentSessions()
     private let mutex = NSLock()
     private var baseURL = ""
 
@@ -98,5 +101,35 @@ final class SharedState: @unchecked Sendable {
     var publicBaseURL: String {
         get { mutex.withLock { baseURL } }
         set { mutex.withLock { baseURL = newValue } }
+    }
+}
+
+/// Session keys this server found valid in its check before a request's body, each for
+/// `lifetime`: a request with one is let in to its body without that check, a statement (a
+/// round trip on PostgreSQL) spared. The request checks its key again where it runs (every
+/// handler authenticates in its own transaction; a PostgreSQL write reads the session under its
+/// locks), so a key revoked meanwhile is refused all the same, after its body was read.
+final class RecentSessions: Sendable {
+    static let lifetimeMilliseconds: Int64 = 10_000
+    /// Keys kept at most; past it, those that expired go, or all.
+    static let capacity = 20_000
+    private let entries = Mutex<[String: (userId: String, until: Int64)]>([:])
+
+    /// The caller of a key found valid less than `lifetime` ago, if any.
+    func caller(key: String, now: Int64) -> Caller? {
+        entries.withLock { entries in
+            guard let entry = entries[key], entry.until > now else { return nil }
+            return Caller(isAdmin: false, userId: entry.userId)
+        }
+    }
+
+    func note(key: String, userId: String, now: Int64) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity {
+                entries = entries.filter { $0.value.until > now }
+                if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            }
+            entries[key] = (userId, now + Self.lifetimeMilliseconds)
+        }
     }
 }
