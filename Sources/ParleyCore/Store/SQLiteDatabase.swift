@@ -102,7 +102,7 @@ public final class SQLiteDatabase {
     /// the last clean close left them as they are (`closedMarkerSuffix`).
     public static let fullCheckLimitBytes: Int64 = 64 << 20
     /// This open walked the file whole (`quick_check`).
-    public private(set) var walkedAtOpen = false
+    public var walkedAtOpen: Bool { walkedAt != nil && printAtOpen == nil }
     /// When the file was last walked whole (unix ms): at this open, or at an earlier one
     /// whose file every clean close since left byte for byte as this open found it. Nil:
     /// not walked at open (a large file, a reading connection, memory).
@@ -166,7 +166,6 @@ public final class SQLiteDatabase {
             recovery = opened.recovery
             integrityCheckDeferred = opened.checkDeferred
             walkedAt = opened.walkedAt
-            walkedAtOpen = opened.walkedAtOpen
             printAtOpen = opened.printAtOpen
         }
         self.location = location
@@ -752,7 +751,7 @@ public final class SQLiteDatabase {
     private static func openFile(
         path: String, newest: Int32, busyTimeoutMilliseconds: Int32, freshImage: () -> [UInt8]?
     ) throws(ParleyError) -> (handle: OpaquePointer, recovery: SQLiteRecovery?, checkDeferred: Bool, walkedAt: Int64?,
-                               walkedAtOpen: Bool, printAtOpen: SQLiteFiles.FilePrint?) {
+                               printAtOpen: SQLiteFiles.FilePrint?) {
         // The file, its -wal and -shm, and a reading connection's file.
         try checkDescriptorsLeft(4, opening: path)
         // A new plain file starts as a copy of the fresh schema's file: no DDL to parse and
@@ -784,7 +783,7 @@ public final class SQLiteDatabase {
         switch health {
         case .healthy(let checkDeferred, let walked):
             parley_sqlite_set_checkpoint_on_close(existing, 1)
-            return (existing, nil, checkDeferred, walked ? SQLiteFiles.unixMilliseconds() : walkedBefore?.walked, walked,
+            return (existing, nil, checkDeferred, walked ? SQLiteFiles.unixMilliseconds() : walkedBefore?.walked,
                     walkedBefore?.print)
         case .unusable(let found):
             reason = found
@@ -804,7 +803,7 @@ public final class SQLiteDatabase {
             sqlite3_close_v2(fresh)
             throw error
         }
-        return (fresh, .movedAside(reason: reason, movedTo: movedTo), false, SQLiteFiles.unixMilliseconds(), true, nil)
+        return (fresh, .movedAside(reason: reason, movedTo: movedTo), false, SQLiteFiles.unixMilliseconds(), nil)
     }
 
     /// Decides whether the file can be used. Reading `user_version` loads page 1 (so a

@@ -201,8 +201,7 @@ enum SQLiteFiles {
 
     /// Whether the file exists and is not empty.
     static func hasContent(_ path: String) -> Bool {
-        var info = stat()
-        return stat(path, &info) == 0 && info.st_size > 0
+        (size(path) ?? 0) > 0
     }
 
     static func exists(_ path: String) -> Bool {
