@@ -26,7 +26,8 @@
  *   - idle: process CPU over a few seconds with every client connected and nothing sent;
  *   - live messages into the big channel (posted by the sender, raw libcurl): from the POST
  *     to each in-process member's event callback, p50 and p99 over every (message, client);
- *     process CPU per received message per client, beside the floor;
+ *     process CPU per received message per client, beside the floor replayed in this same
+ *     process (from the parent's capture, saved to a file) right before and right after them;
  *   - the reconnect storm: messages posted into the big channel and into every small channel
  *     holding clients, the server killed (SIGKILL), started again on the same port and
  *     database, more messages posted at once; the time from the restart until every client
@@ -388,7 +389,28 @@ typedef struct {
     int clients, memory, big, live_messages, idle_seconds;
     double floor_cpu_us;
     int control_in, control_out; /* the parent's pipes: this run asks it to kill and start the server */
+    const char *floor_capture;   /* the floor's frames (capture_save), replayed here around the live messages */
+    int floor_passes;
 } run_settings;
+
+/* The floor replayed in this process, on a cache of this run's kind: beside the live messages,
+ * among the clients, so that the ratio does not span the minutes (and the host's changes of
+ * speed) between the parent's floor and this run. 0 if the capture is not there. */
+static double floor_here(const run_settings *settings, const stream_capture *capture) {
+    if (capture == NULL || settings->floor_passes <= 0) return 0;
+    char path[700] = ":memory:";
+    if (!settings->memory) snprintf(path, sizeof path, "%s/floor-%d.sqlite", settings->work_dir, settings->clients);
+    receive_floor_result result = receive_floor_run(capture, path, settings->floor_passes);
+    if (!settings->memory) {
+        char side[720];
+        unlink(path);
+        snprintf(side, sizeof side, "%s-wal", path);
+        unlink(side);
+        snprintf(side, sizeof side, "%s-shm", path);
+        unlink(side);
+    }
+    return result.failed ? 0 : result.cpu_per_message;
+}
 
 /* Asks the parent (which owns the server) to `request` ("kill", "start"); its answer's first
  * word into `answer`. */
@@ -628,6 +650,8 @@ static int run_clients(const run_settings *settings) {
     }
     double sent_at[max_live] = {0};
     int live = settings->live_messages < max_live ? settings->live_messages : max_live;
+    stream_capture *floor_frames = settings->floor_passes > 0 ? capture_load(settings->floor_capture) : NULL;
+    double floor_before = floor_here(settings, floor_frames);
     cpu = process_cpu_us();
     wall = now_us();
     for (int k = 0; k < live; k++) {
@@ -641,6 +665,9 @@ static int run_clients(const run_settings *settings) {
         sleep_ms(300);
     }
     double live_wall = (now_us() - wall) / 1e6, live_cpu = process_cpu_us() - cpu;
+    double floor_after = floor_here(settings, floor_frames);
+    capture_free(floor_frames);
+    double floor = floor_before > 0 && floor_after > 0 ? (floor_before + floor_after) / 2 : settings->floor_cpu_us;
     int samples = 0, live_missing = 0, live_duplicated = 0;
     long delivered = 0;
     for (int i = 0; i < count && i < settings->big - 1; i++) {
@@ -661,15 +688,15 @@ static int run_clients(const run_settings *settings) {
     printf("  %d live messages into the channel of %d members, %d of them in this process: delivery p50 %.1f ms, p99 %.1f ms;"
            " not delivered %d, twice %d\n",
            live, settings->big, receivers, p50 / 1e3, p99 / 1e3, live_missing, live_duplicated);
-    printf("  CPU per received message per client: %.1f us (%.1f us above idle); the floor %.1f us (%s)\n", cpu_per_received,
-           above_idle, settings->floor_cpu_us, kind);
+    printf("  CPU per received message per client: %.1f us (%.1f us above idle); the floor %.1f us (%s, in this process: %.1f"
+           " before the messages, %.1f after; %.1f at the benchmark's start)\n",
+           cpu_per_received, above_idle, floor, kind, floor_before, floor_after, settings->floor_cpu_us);
     snprintf(measure, sizeof measure, "  live message to %d members in the process (channel of %d)", receivers, settings->big);
     snprintf(figure, sizeof figure, "p50 %.1f p99 %.1f ms", p50 / 1e3, p99 / 1e3);
     snprintf(comparison, sizeof comparison, "not delivered %d, twice %d", live_missing, live_duplicated);
     summary_row(measure, figure, comparison, "p50 <= 300 ms at 1,000 members");
-    snprintf(figure, sizeof figure, "%.1f us = %.2fx floor", cpu_per_received,
-             settings->floor_cpu_us > 0 ? cpu_per_received / settings->floor_cpu_us : 0);
-    snprintf(comparison, sizeof comparison, "floor (%s) %.1f us; above idle %.1f us", kind, settings->floor_cpu_us, above_idle);
+    snprintf(figure, sizeof figure, "%.1f us = %.2fx floor", cpu_per_received, floor > 0 ? cpu_per_received / floor : 0);
+    snprintf(comparison, sizeof comparison, "floor (%s, beside it) %.1f us; above idle %.1f us", kind, floor, above_idle);
     summary_row("  CPU per received message per client", figure, comparison, "<= 2x floor");
 
     /* The reconnect storm. Every client expects the big channel's messages (if a member) and
@@ -864,12 +891,13 @@ static void server_kill(owned_server *server, int signal_number) {
 
 /* Runs one size in a process of its own, serving its requests to kill and start the server. */
 static void run_child(owned_server *server, const char *self, const char *run_id, const char *tokens_file, int clients,
-                      int memory, int big, int live, int idle, double floor_cpu) {
+                      int memory, int big, int live, int idle, double floor_cpu, const char *floor_capture, int floor_passes) {
     /* Close-on-exec: the servers started meanwhile must not hold them (the run's own ends are
      * kept across its exec below). */
     int to_parent[2], to_child[2];
     if (pipe2(to_parent, O_CLOEXEC) != 0 || pipe2(to_child, O_CLOEXEC) != 0) return;
-    char arguments[12][64];
+    char arguments[12][64], passes[32];
+    snprintf(passes, sizeof passes, "%d", floor_passes);
     snprintf(arguments[0], 64, "%d", clients);
     snprintf(arguments[1], 64, "%s", memory ? "memory" : "file");
     snprintf(arguments[2], 64, "%d", big);
@@ -885,7 +913,7 @@ static void run_child(owned_server *server, const char *self, const char *run_id
         fcntl(to_child[0], F_SETFD, 0);
         fcntl(to_parent[1], F_SETFD, 0);
         execl(self, self, "--run", server->url, server->api_token, run_id, tokens_file, server->work_dir, arguments[0],
-              arguments[1], arguments[2], arguments[3], arguments[4], arguments[5], arguments[6], arguments[7], (char *)NULL);
+              arguments[1], arguments[2], arguments[3], arguments[4], arguments[5], arguments[6], arguments[7], floor_capture, passes, (char *)NULL);
         _exit(127);
     }
     close(to_child[0]);
@@ -936,9 +964,10 @@ static void run_child(owned_server *server, const char *self, const char *run_id
 int main(int argc, char **argv) {
     raise_fd_limit();
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc == 15 && strcmp(argv[1], "--run") == 0) {
+    if (argc == 17 && strcmp(argv[1], "--run") == 0) {
         run_settings settings = {argv[2], argv[3], argv[4], argv[5], argv[6], atoi(argv[7]), strcmp(argv[8], "memory") == 0,
-                                 atoi(argv[9]), atoi(argv[10]), atoi(argv[11]), atof(argv[12]), atoi(argv[13]), atoi(argv[14])};
+                                 atoi(argv[9]), atoi(argv[10]), atoi(argv[11]), atof(argv[12]), atoi(argv[13]), atoi(argv[14]),
+                                 argv[15], atoi(argv[16])};
         open_process_files();
         sem_init(&client_news, 0, 0);
         return run_clients(&settings);
@@ -1012,6 +1041,8 @@ int main(int argc, char **argv) {
     /* The floor: user 0's stream while the sender posts into the big channel. */
     enum { floor_messages = 60, floor_total = 3000 };
     double floor_file = 0, floor_memory = 0;
+    int floor_passes = 0;
+    char floor_capture[700] = "";
     char user0[128], sender[128], big_channel[128];
     user_name(user0, sizeof user0, run_id, 0);
     sender_name(sender, sizeof sender, run_id);
@@ -1032,6 +1063,8 @@ int main(int argc, char **argv) {
         char floor_path[700];
         snprintf(floor_path, sizeof floor_path, "%s/floor.sqlite", work_dir);
         int passes = floor_total / (capture_messages(capture) > 0 ? capture_messages(capture) : 1);
+        snprintf(floor_capture, sizeof floor_capture, "%s/floor.capture", work_dir);
+        if (capture_save(capture, floor_capture)) floor_passes = passes;
         receive_floor_result on_file = receive_floor_run(capture, floor_path, passes);
         receive_floor_result in_memory = receive_floor_run(capture, ":memory:", passes);
         floor_file = on_file.cpu_per_message;
@@ -1052,9 +1085,10 @@ int main(int argc, char **argv) {
     capture_free(capture);
 
     for (int i = 0; i < file_run_count; i++) {
-        run_child(&server, self, run_id, tokens_file, file_runs[i], 0, big, live, idle, floor_file);
+        run_child(&server, self, run_id, tokens_file, file_runs[i], 0, big, live, idle, floor_file, floor_capture, floor_passes);
     }
-    if (memory_clients > 0) run_child(&server, self, run_id, tokens_file, memory_clients, 1, big, live, idle, floor_memory);
+    if (memory_clients > 0) run_child(&server, self, run_id, tokens_file, memory_clients, 1, big, live, idle, floor_memory, floor_capture,
+                                     floor_passes);
     server_kill(&server, SIGTERM);
     char command[700];
     snprintf(command, sizeof command, "rm -rf '%s'", work_dir);

@@ -138,6 +138,47 @@ static void capture_free(stream_capture *capture) {
     free(capture);
 }
 
+/* Writes a stopped capture to `path` (the message count, then each chunk's length and bytes),
+ * so that another process can replay it; 1 on success. */
+static int capture_save(const stream_capture *capture, const char *path) {
+    FILE *out = fopen(path, "wb");
+    if (out == NULL) return 0;
+    long long header[2] = {capture->messages, capture->chunk_count};
+    int ok = fwrite(header, sizeof header, 1, out) == 1;
+    for (int i = 0; ok && i < capture->chunk_count; i++) {
+        unsigned long long length = capture->chunks[i].length;
+        ok = fwrite(&length, sizeof length, 1, out) == 1 && fwrite(capture->chunks[i].bytes, 1, length, out) == length;
+    }
+    return fclose(out) == 0 && ok;
+}
+
+/* A capture written by capture_save, for replay only; NULL if the file is missing or short. */
+static stream_capture *capture_load(const char *path) {
+    FILE *in = fopen(path, "rb");
+    if (in == NULL) return NULL;
+    stream_capture *capture = calloc(1, sizeof *capture);
+    long long header[2];
+    int ok = capture != NULL && fread(header, sizeof header, 1, in) == 1 && header[1] >= 0 && header[1] < 1000000;
+    if (ok) {
+        capture->messages = (int)header[0];
+        capture->chunks = calloc((size_t)header[1] + 1, sizeof *capture->chunks);
+        ok = capture->chunks != NULL;
+    }
+    for (long long i = 0; ok && i < header[1]; i++) {
+        unsigned long long length = 0;
+        ok = fread(&length, sizeof length, 1, in) == 1 && length < (1ULL << 30);
+        char *bytes = ok ? malloc(length + 1) : NULL;
+        ok = ok && bytes != NULL && fread(bytes, 1, length, in) == length;
+        if (bytes != NULL) capture->chunks[capture->chunk_count++] = (captured_chunk){bytes, length};
+    }
+    fclose(in);
+    if (!ok) {
+        capture_free(capture);
+        return NULL;
+    }
+    return capture;
+}
+
 /* ---- The callback thread and its queue -------------------------------------------- */
 
 typedef struct floor_event {
