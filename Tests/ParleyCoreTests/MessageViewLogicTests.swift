@@ -299,4 +299,27 @@ final class PagingStandIn: FeedStandIn, MessageViewContext, @unchecked Sendable 
         #expect(context.runNow { context.calls.filter { $0 == "gap" }.count } == 1)
         #expect(harness.collection.hasNext)
     }
+
+    @Test func aGapFillThatBringsAShownMessageChangedReportsItUpdated() throws {
+        let harness = try Harness(serverCount: 5)
+        _ = try harness.start()
+        let context = harness.context
+        let edited = PagingStandIn.message(5, "m5 edited")
+        let fill = GapFill(
+            stored: StoredMessages(messages: [PagingStandIn.message(4, "m4"), edited, PagingStandIn.message(6, "m6")], confirmedLocals: []),
+            from: PagingStandIn.message(4, "").key, through: PagingStandIn.message(6, "").key, count: 3, more: false,
+            streamHeld: true, live: true)
+        context.runNow { context.gapAnswer = .filled(fill) }
+        context.publish(.connectionLost, [.newestEndUnknown(channelURL: nil)])
+        context.publish(.catchUpStarted, [])
+        context.publish(.catchUpFinished, [])
+        _ = engineWaitUntil { harness.reported.value.count >= 2 }
+        harness.settle()
+        let reports = harness.reported.value
+        // The unchanged m4 is not news; the edited m5 is an update, m6 an addition.
+        #expect(reports.count == 2)
+        #expect(reports.contains { $0.kind == "updated" && $0.source == .messageFill && $0.texts == ["m5 edited"] })
+        #expect(reports.contains { $0.kind == "added" && $0.source == .messageFill && $0.texts == ["m6"] })
+        #expect(harness.shown == ["m1", "m2", "m3", "m4", "m5 edited", "m6"])
+    }
 }

@@ -288,7 +288,12 @@ extension MessageCollection {
                     }
                     for message in fill.stored.messages {
                         let item = MessageItem(stored: message)
-                        guard self.view.put(item, key: message.key, id: message.messageID) else { continue }
+                        let shown = self.view.item(at: message.key)
+                        guard self.view.put(item, key: message.key, id: message.messageID) else {
+                            // A shown message the fill brought again, changed while the stream was away.
+                            if let shown, !shown.sameContent(as: item) { events.add(.updated, .succeeded, item) }
+                            continue
+                        }
                         if !self.adoptConfirmedLocal(item) && !self.replacesShownLocal(item) {
                             events.add(.added, .succeeded, item)
                         }
