@@ -401,13 +401,10 @@ static double floor_here(const run_settings *settings, const stream_capture *cap
     char path[700] = ":memory:";
     if (!settings->memory) snprintf(path, sizeof path, "%s/floor-%d.sqlite", settings->work_dir, settings->clients);
     receive_floor_result result = receive_floor_run(capture, path, settings->floor_passes);
-    if (!settings->memory) {
-        char side[720];
-        unlink(path);
-        snprintf(side, sizeof side, "%s-wal", path);
-        unlink(side);
-        snprintf(side, sizeof side, "%s-shm", path);
-        unlink(side);
+    for (const char *const *suffix = (const char *const[]){"", "-wal", "-shm", NULL}; !settings->memory && *suffix; suffix++) {
+        char file[720];
+        snprintf(file, sizeof file, "%s%s", path, *suffix);
+        unlink(file);
     }
     return result.failed ? 0 : result.cpu_per_message;
 }
@@ -896,8 +893,7 @@ static void run_child(owned_server *server, const char *self, const char *run_id
      * kept across its exec below). */
     int to_parent[2], to_child[2];
     if (pipe2(to_parent, O_CLOEXEC) != 0 || pipe2(to_child, O_CLOEXEC) != 0) return;
-    char arguments[12][64], passes[32];
-    snprintf(passes, sizeof passes, "%d", floor_passes);
+    char arguments[12][64];
     snprintf(arguments[0], 64, "%d", clients);
     snprintf(arguments[1], 64, "%s", memory ? "memory" : "file");
     snprintf(arguments[2], 64, "%d", big);
@@ -906,6 +902,7 @@ static void run_child(owned_server *server, const char *self, const char *run_id
     snprintf(arguments[5], 64, "%.3f", floor_cpu);
     snprintf(arguments[6], 64, "%d", to_child[0]);
     snprintf(arguments[7], 64, "%d", to_parent[1]);
+    snprintf(arguments[8], 64, "%d", floor_passes);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -913,7 +910,8 @@ static void run_child(owned_server *server, const char *self, const char *run_id
         fcntl(to_child[0], F_SETFD, 0);
         fcntl(to_parent[1], F_SETFD, 0);
         execl(self, self, "--run", server->url, server->api_token, run_id, tokens_file, server->work_dir, arguments[0],
-              arguments[1], arguments[2], arguments[3], arguments[4], arguments[5], arguments[6], arguments[7], floor_capture, passes, (char *)NULL);
+              arguments[1], arguments[2], arguments[3], arguments[4], arguments[5], arguments[6], arguments[7], floor_capture,
+              arguments[8], (char *)NULL);
         _exit(127);
     }
     close(to_child[0]);
