@@ -348,51 +348,72 @@ def test_replay_renders_the_channel_for_the_recipient(server):
         assert [e["json"]["message"]["message"] for e in replayed] == ["second", "third"]
         # the current state, the truth the client converges to, in the channel's first
         # replayed event only (the same rendering would repeat in every later one)
+        # (without members: messages change none but their sender's, listed beside it)
         first_replayed = channel_of(replayed[0])
         assert first_replayed["unread_message_count"] == 3 and first_replayed["member_state"] == "joined"
-        assert_same_as_get(server, first_replayed, sb)
+        truth = without_presence(full_get(server, url, sb))
+        assert without_presence(first_replayed) == {k: v for k, v in truth.items() if k != "members"}
+        assert [member_without_presence(m) for m in replayed[0]["json"]["changed_members"]] == \
+            [m for m in truth["members"] if m["user_id"] == a]
         assert "channel" not in replayed[1]["json"] and replayed[1]["json"]["channel_url"] == url
     finally:
         rb.close()
 
 
-def test_replay_carries_the_full_channel_once_and_live_receipts_their_reader(server):
-    """A replay gives the first replayed event of each channel the full render, members
-    included, whatever its category, and the channel's later events only its url; no replayed
-    event lists changed members. Live again, a read receipt carries the reader's member object
-    with the new read_ts, and a message its sender's, beside the channel without members."""
-    a, b = server.user(), server.user()
+def test_replay_carries_each_channel_once_and_live_receipts_their_reader(server):
+    """A replay gives the first replayed event of each channel the channel as it is now and
+    the channel's later events only its url. Where every replayed event of the channel changes
+    no membership, that render leaves out `members` and lists the members those events changed
+    (each once, rendered now); where one changes the membership, it is the full render, members
+    included, whatever its category, and no event lists changed members. Live again, a read
+    receipt carries the reader's member object with the new read_ts, and a message its
+    sender's, beside the channel without members."""
+    a, b, d = server.user(), server.user(), server.user()
     sa, sb = server.session(a), server.session(b)
     url = server.channel([a, b])["channel_url"]
     other = server.channel([a, b])["channel_url"]
+    joined = server.channel([a, b])["channel_url"]
     rb = reader(server, b, sb)
     server.send(url, a, "before")
     mark, _ = rb.until("message_received")
     rb.close()
+    # what the client holds at its last event: each channel as it was then
+    held = {c: full_get(server, c, sb) for c in (url, other, joined)}
     time.sleep(0.2)
     server.send(url, a, "r0")
     server.send(other, a, "o0")
+    server.send(joined, a, "j0")
     mine = server.send(url, b, "r1")
     server.send(url, a, "r2")
+    server.ok("POST", f"/v3/group_channels/{joined}/invite", json={"user_ids": [d]})  # accepted at once: user_joined
     rb = reader(server, b, sb, last_event_id=mark["id"])
     try:
         replayed = rb.drain(0.6)
-        assert [e["event"] for e in replayed] == ["message_received"] * 4
-        assert [(e["json"]["channel_url"], e["json"]["message"]["message"]) for e in replayed] == \
-            [(url, "r0"), (other, "o0"), (url, "r1"), (url, "r2")]
-        assert all("changed_members" not in e["json"] for e in replayed)
-        for e, s in ((replayed[0], url), (replayed[1], other)):
+        assert [e["event"] for e in replayed] == ["message_received"] * 5 + ["user_joined"]
+        assert [(e["json"]["channel_url"], e["json"]["message"]["message"]) for e in replayed[:5]] == \
+            [(url, "r0"), (other, "o0"), (joined, "j0"), (url, "r1"), (url, "r2")]
+        # memberless: the channel without members, the senders of its messages as changed
+        for e, s, changed in ((replayed[0], url, [a, b]), (replayed[1], other, [a])):
             c = channel_of(e)
-            assert c["channel_url"] == s and "members" in c
-            assert {m["user_id"] for m in c["members"]} == {a, b}
-            assert_same_as_get(server, c, sb)
+            assert c["channel_url"] == s and "members" not in c
+            assert [m["user_id"] for m in e["json"]["changed_members"]] == changed
+            truth = without_presence(full_get(server, s, sb))
+            assert without_presence(c) == {k: v for k, v in truth.items() if k != "members"}
+            by_id = {m["user_id"]: m for m in truth["members"]}
+            assert [member_without_presence(m) for m in e["json"]["changed_members"]] == [by_id[u] for u in changed]
         assert channel_of(replayed[0])["unread_message_count"] == 1  # r2: sending r1 marked b read
-        assert [m["read_ts"] for m in channel_of(replayed[0])["members"] if m["user_id"] == b] == [mine["created_at"]]
-        assert all("channel" not in e["json"] for e in replayed[2:])
-        # what the client holds after the replay: each channel's first replayed render
-        held = {}
+        assert [m["read_ts"] for m in replayed[0]["json"]["changed_members"] if m["user_id"] == b] == [mine["created_at"]]
+        # a membership change among them: the full render on the channel's first event
+        c = channel_of(replayed[2])
+        assert c["channel_url"] == joined and {m["user_id"] for m in c["members"]} == {a, b, d}
+        assert "changed_members" not in replayed[2]["json"]
+        assert_same_as_get(server, c, sb)
+        assert all("channel" not in e["json"] for e in replayed[3:])
+        assert all("changed_members" not in e["json"] for e in replayed[2:])
+        # what the client holds after the replay is what GET shows, presence aside
         follow(held, replayed)
-        assert held == {url: channel_of(replayed[0]), other: channel_of(replayed[1])}
+        for s in (url, other, joined):
+            assert without_presence(held[s]) == without_presence(full_get(server, s, sb))
 
         # live: b reads the channel; the receipt carries b's member object, read_ts moved
         ts = server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", session=sb, json={})["ts"]

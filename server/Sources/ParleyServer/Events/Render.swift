@@ -540,22 +540,59 @@ extension RecordRenderer {
 
     /// The frame of a replayed event for one recipient. A replay renders the newest state of
     /// each channel (see `framer`), the same for every replayed event of the channel: only
-    /// the channel's first replayed event carries it (PROTOCOL.md §9), so replaying
+    /// the channel's first replayed event carries it (PROTOCOL.md §9.1), so replaying
     /// thousands of events of a few channels costs neither thousands of channel renders nor
-    /// thousands of copies of their member lists on the wire.
+    /// thousands of copies of their member lists on the wire. When none of the channel's
+    /// replayed events changes its membership, that render leaves out `members` and lists
+    /// the members those events changed (`ReplayPlan`), as live events do: a reconnecting
+    /// member of a large channel does not fetch its whole member list again.
     /// `data` is the event's data, parsed (`StoredEvent.parsedData`).
     func replayFrame(_ event: StoredEvent, data parsed: JSONObject?, for userId: String, now: Int64,
-                     rendered: inout Set<String>) -> String {
+                     plan: inout ReplayPlan) -> String {
         let head = "id: \(event.id)\nevent: \(event.category)\ndata: "
         guard var data = parsed, data["channel"] != nil, case .string(let url)? = data["channel_url"], let c = loadedChannels[url]
         else {
             return head + event.data + "\n\n"
         }
-        if rendered.insert(url).inserted {
-            data["channel"] = recipientChannelJSON(c, for: userId, now: now)
+        if plan.rendered.insert(url).inserted {
+            let viewer = c.members[userId] != nil || c.isPublic
+            if viewer, let changed = plan.changedMembers[url] {
+                data["channel"] = channelJSON(
+                    c, ChannelView(viewer: userId, showMember: false, showMetadata: true, showMetacounter: true), now: now)
+                data["changed_members"] = .array(changed.compactMap { c.members[$0] }.map { memberJSON(c, $0, now: now) })
+            } else {
+                data["channel"] = recipientChannelJSON(c, for: userId, now: now)
+            }
         } else {
             data["channel"] = nil
         }
         return head + JSON.object(data).serialized() + "\n\n"
+    }
+}
+
+/// How a replay renders each channel's first event (PROTOCOL.md §9.1), worked out from all the
+/// replayed events before the first frame is written.
+struct ReplayPlan {
+    /// The channels whose first replayed event has been written.
+    var rendered: Set<String> = []
+    /// For each channel whose replayed events all change no membership (`memberlessCategories`),
+    /// the members any of them changed (`changedMemberIDs`), in order of first change; a
+    /// channel absent here gets the full render, members included.
+    private(set) var changedMembers: [String: [String]] = [:]
+
+    init<Events: Sequence>(_ events: Events) where Events.Element == (StoredEvent, JSONObject?) {
+        var full = Set<String>()
+        var listed: [String: Set<String>] = [:]
+        for (event, fields) in events {
+            guard let fields, case .string(let url)? = fields["channel_url"], !full.contains(url) else { continue }
+            guard RecordRenderer.memberlessCategories.contains(event.category) else {
+                full.insert(url)
+                changedMembers[url] = nil
+                continue
+            }
+            changedMembers[url, default: []].append(contentsOf: RecordRenderer.changedMemberIDs(event.category, fields).filter {
+                listed[url, default: []].insert($0).inserted
+            })
+        }
     }
 }

@@ -146,8 +146,8 @@ extension RequestState: EventEmitter, EventLog, ChangeSequence {
     }
     func prunedThrough() async throws -> Int64 { try await stores.events.prunedThrough() }
     func replayFrame(_ event: StoredEvent, data parsed: JSONObject?, for userId: String, now: Int64,
-                     rendered: inout Set<String>) -> String {
-        stores.renderer.replayFrame(event, data: parsed, for: userId, now: now, rendered: &rendered)
+                     plan: inout ReplayPlan) -> String {
+        stores.renderer.replayFrame(event, data: parsed, for: userId, now: now, plan: &plan)
     }
     func isOnline(_ userId: String) -> Bool { shared.isOnline(userId) }
 

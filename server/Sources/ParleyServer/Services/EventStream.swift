@@ -190,18 +190,19 @@ enum EventStream {
     }
 
     /// The replayed events after `after` up to `through`, the first of each channel with the
-    /// channel as it stands now (PROTOCOL.md §9.1).
+    /// channel as it stands now, its members or the ones the events changed (PROTOCOL.md §9.1).
     private static func replayFrames(_ s: some Needs, userId: String, after: Int64, through: Int64, now: Int64) async throws -> [String] {
         guard through > after else { return [] }
         var frames: [String] = []
-        var rendered: Set<String> = []
         let events = try await s.events(after: after, through: through, for: userId)
         let data = events.map(\.parsedData)
         var urls = Set<String>()
         for case let fields? in data { if case .string(let url)? = fields["channel_url"] { urls.insert(url) } }
         try await s.loadChannels(Array(urls))
-        for (event, fields) in zip(events, data) where event.category != StoredEvent.endStreamsCategory {
-            frames.append(s.replayFrame(event, data: fields, for: userId, now: now, rendered: &rendered))
+        let replayed = zip(events, data).filter { event, _ in event.category != StoredEvent.endStreamsCategory }
+        var plan = ReplayPlan(replayed)
+        for (event, fields) in replayed {
+            frames.append(s.replayFrame(event, data: fields, for: userId, now: now, plan: &plan))
         }
         return frames
     }

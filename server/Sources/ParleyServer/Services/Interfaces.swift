@@ -183,7 +183,7 @@ protocol EventLog: AnyObject {
     func prunedThrough() async throws -> Int64
     /// One replayed event as the user's stream sends it (Render.swift).
     func replayFrame(_ event: StoredEvent, data parsed: JSONObject?, for userId: String, now: Int64,
-                     rendered: inout Set<String>) -> String
+                     plan: inout ReplayPlan) -> String
     /// The user has a stream open on this server or another one on the database.
     func isOnline(_ userId: String) -> Bool
 }
