@@ -842,6 +842,33 @@ def test_the_statements_of_every_send_are_prepared(tmp_path):
         assert calls_and_plans("%FROM sessions s LEFT JOIN users%")[0] <= 3
 
 
+def test_no_statement_of_a_send_is_planned_at_every_call(tmp_path):
+    """Nested statements too (pg_stat_statements tracks every level here): the statements of the
+    writer's lock function, those over `generate_series(1, numbers)` among them, keep a plan
+    per connection (migration 26, Writers/StreamPositions.swift `definitionsPlannedOnce`)."""
+    with counted_statements(tmp_path, "planned") as (db, server, url, key):
+        this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+        name = databases.psql(db, "SELECT current_database()").strip()
+        databases.psql(db, f'ALTER DATABASE "{name}" SET pg_stat_statements.track = \'all\'')
+        # The server's connections were opened before: new ones take the setting.
+        server.stop()
+        server.start()
+        for n in range(10):
+            server.ok("POST", f"/v3/group_channels/{url}/messages", session=key,
+                      json={"message_type": "MESG", "message": f"w{n}", "req_id": f"planned-warm-{n}"})
+        databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
+        sends = 120
+        for n in range(sends):
+            server.ok("POST", f"/v3/group_channels/{url}/messages", session=key,
+                      json={"message_type": "MESG", "message": f"m{n}", "req_id": f"planned-{n}"})
+        rows = databases.psql(db, f"SELECT calls, plans, regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
+                                  f"WHERE dbid = {this_database} AND calls >= {sends} AND query NOT LIKE '%pg_stat_statements%'")
+        statements = [line.split("|", 2) for line in rows.splitlines() if line]
+        assert any("generate_series(1, numbers)" in query for _, _, query in statements), rows
+        for calls, plans, query in statements:
+            assert int(plans) * 2 <= int(calls), f"{plans} plans for {calls} calls: {query[:160]}"
+
+
 def test_a_server_alone_delivers_its_commits_with_no_statement_after_them(tmp_path):
     """A writer reads the bound with its numbers (docs/ARCHITECTURE.md "Order across servers",
     *A writer's own bound*): a server alone on its database delivers each send's event once it

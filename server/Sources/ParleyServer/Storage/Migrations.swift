@@ -225,6 +225,12 @@ enum Migrations {
                       guard db.dialect == .postgres else { return }
                       for definition in StreamPositions.definitionsWithBound { try await db.execute(definition, []) }
                   }),
+        Migration(version: 26, summary: "PostgreSQL: the statements of a writer's numbers are planned once per session",
+                  ddl: "", onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in StreamPositions.definitionsPlannedOnce { try await db.execute(definition, []) }
+                  }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from
