@@ -199,9 +199,9 @@ extension Engine {
     /// Whether the channel changelogs may leave member lists out: the stream is open and
     /// resumed from a position, with no event lost since. Every change of a member list
     /// reaches the user as an event carrying the channel with its members (PROTOCOL.md §9.1),
-    /// and a resumed stream's replay gives each channel's list as it is now, so the
-    /// changelogs would only repeat them (in a reconnect storm, a channel of 1,000 members
-    /// per client, rendered and stored twice). A `resync` reads the channels stored meanwhile
+    /// and a resumed stream's replay gives each changed channel's list as it is now, or the
+    /// members its replayed events changed, so the changelogs would only repeat them (in a
+    /// reconnect storm, a channel of 1,000 members per client, rendered and stored again). A `resync` reads the channels stored meanwhile
     /// again whole (`ChannelRereads.storedWithoutMembers`).
     var changelogsMayOmitMembers: Bool {
         session.linkOpen && session.resumedAtBreaks == session.streamBreaks
