@@ -350,12 +350,18 @@ extension RecordRenderer {
     /// (they left, declined or were banned) learns only that: `member_state` is `none`, and
     /// neither members, metadata nor the last message are shown. `framer` splices the same
     /// fields from parts rendered once per event: keep the two in step.
-    func recipientChannelJSON(_ c: ChannelRecord, for userId: String, now: Int64) -> JSON {
-        if c.members[userId] != nil || c.isPublic {
-            return channelJSON(c, ChannelView(viewer: userId, showMember: true, showMetadata: true, showMetacounter: true), now: now)
+    /// `withMembers` false: the same without `members` (what events that change no membership
+    /// carry, §9.1).
+    func recipientChannelJSON(_ c: ChannelRecord, for userId: String, now: Int64, withMembers: Bool = true) -> JSON {
+        if canView(c, userId) {
+            return channelJSON(c, ChannelView(viewer: userId, showMember: withMembers, showMetadata: true, showMetacounter: true),
+                               now: now)
         }
         return channelJSON(c, ChannelView(viewer: userId, showLastMessage: false), now: now)
     }
+
+    /// A member or invitee of the channel, or anyone for a public channel.
+    func canView(_ c: ChannelRecord, _ userId: String) -> Bool { c.members[userId] != nil || c.isPublic }
 
     /// The SSE frame of an event for each recipient: the stored data with its `channel`
     /// rendered for that recipient from the current state. Live delivery runs right after the
@@ -555,10 +561,8 @@ extension RecordRenderer {
             return head + event.data + "\n\n"
         }
         if plan.rendered.insert(url).inserted {
-            let viewer = c.members[userId] != nil || c.isPublic
-            if viewer, let changed = plan.changedMembers[url] {
-                data["channel"] = channelJSON(
-                    c, ChannelView(viewer: userId, showMember: false, showMetadata: true, showMetacounter: true), now: now)
+            if canView(c, userId), let changed = plan.changedMembers[url] {
+                data["channel"] = recipientChannelJSON(c, for: userId, now: now, withMembers: false)
                 data["changed_members"] = .array(changed.compactMap { c.members[$0] }.map { memberJSON(c, $0, now: now) })
             } else {
                 data["channel"] = recipientChannelJSON(c, for: userId, now: now)

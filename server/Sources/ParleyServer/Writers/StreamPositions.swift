@@ -299,11 +299,10 @@ final class StreamPositions: Sendable {
 
     /// Migration 26: the functions that take numbers keep one plan per statement and session.
     /// A statement over `generate_series(1, numbers)` is estimated at 1,000 rows with a generic
-    /// plan and a handful with one made for the value, so PL/pgSQL's plan cache judged the
-    /// generic plan dearer and planned the statement again at every call: twice per send, about
-    /// 0.045 ms of PostgreSQL's CPU (pg_stat_statements with `track = all`: 601 plans for 600
-    /// calls). Every other statement of the two functions is a lookup by key, whose generic
-    /// plan is the one the cache settled on already.
+    /// plan and a handful with one made for the value, so PL/pgSQL's plan cache, left to
+    /// choose, judges the generic plan dearer and plans the statement again at every call:
+    /// twice per send, about 0.045 ms of PostgreSQL's CPU. Every other statement of the two
+    /// functions is a lookup by key, whose generic plan is the one the cache settles on anyway.
     static let definitionsPlannedOnce = [
         """
         ALTER FUNCTION parley_lock_channels(BIGINT, TEXT, TEXT, BIGINT, BIGINT, TEXT, TEXT, TEXT, TEXT, TEXT, BOOLEAN)
