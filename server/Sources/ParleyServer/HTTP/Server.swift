@@ -236,8 +236,11 @@ struct Endpoint: Sendable {
         // A statement the database refuses, after the handler: the request fails in the
         // database itself, inside whatever transaction it shares with others.
         let failsStatement = config.testHooks && request.headers[HTTPField.Name("Parley-Test-Fail-Statement")!] == "1"
+        var firstReads = Self.firstReads(ctx, hints: hints, caller: caller)
+        // The hooks' pause and failing statement belong where the usual write runs, under its locks.
+        if holdMilliseconds != nil || failsStatement { firstReads.inOneFlight = false }
         let reply = try await runner.run(readOnly: method == "GET" || method == "HEAD", channel: params[.channelURL],
-                                         firstReads: Self.firstReads(ctx, hints: hints, caller: caller),
+                                         firstReads: firstReads,
                                          readsNow: hints.contains(.readsNow)) { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
@@ -258,6 +261,7 @@ struct Endpoint: Sendable {
     /// and sender its body names. Each is used only if the handler asks exactly it.
     private static func firstReads(_ ctx: Ctx, hints: RouteHints, caller: Caller?) -> FirstReads {
         var reads = FirstReads(takesMessageId: hints.contains(.sendsMessage))
+        reads.inOneFlight = hints.contains(.sendsMessage)
         reads.sessionKey = caller == nil ? nil : ctx.headers[HTTPField.Name("Session-Key")!]
         if hints.contains(.sendsMessage), let channel = ctx.params[.channelURL],
            let requestId = (try? ctx.input.string("req_id")) ?? (try? ctx.input.string("dedup_id")) ?? nil {

@@ -56,6 +56,8 @@ final class ServerMetrics: Sendable {
     private let announcementsSent: Counter
     private let writesRetried: Counter
     private let writesBatched: Counter
+    private let writesInOneFlight: Counter
+    private let oneFlightFallbacks: Counter
     private let logFirstId: Gauge
     private let logLastId: Gauge
     private let deliveredId: Gauge
@@ -105,6 +107,12 @@ final class ServerMetrics: Sendable {
         writesBatched = registry.makeCounter(descriptor: Self.name(
             "writes_batched", "total",
             "PostgreSQL: writes committed in the transaction of an earlier writer of their channel, not in one of their own (Writers/ChannelBatch.swift)."))
+        writesInOneFlight = registry.makeCounter(descriptor: Self.name(
+            "writes_one_flight", "total",
+            "PostgreSQL: sends whose lock, numbers and write went to the database in one round trip (Writers/OneFlightSend.swift)."))
+        oneFlightFallbacks = registry.makeCounter(descriptor: Self.name(
+            "one_flight_fallbacks", "total",
+            "PostgreSQL: sends tried in one round trip that ran the usual way instead (a record they used had changed, or they needed another statement)."))
         lagResyncs = registry.makeCounter(descriptor: Self.name(
             "event_stream_resyncs", "total",
             "resync frames sent to this server's streams because it fell behind the event log's retention."))
@@ -192,6 +200,12 @@ final class ServerMetrics: Sendable {
 
     /// A PostgreSQL writer committed in the transaction of an earlier writer of its channel.
     func writeBatched() { writesBatched.increment() }
+
+    /// A PostgreSQL send committed in one round trip (Writers/OneFlightSend.swift).
+    func wroteInOneFlight() { writesInOneFlight.increment() }
+
+    /// A send tried in one round trip ran the usual way instead.
+    func oneFlightFellBack() { oneFlightFallbacks.increment() }
 
     func resyncedAfterLag(streams: Int) {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }

@@ -111,16 +111,32 @@ extension ChannelStore {
     func verifyUnreadCounters(_ urls: Set<String>) async throws {
         for url in urls.sorted() {
             guard let c = loadedChannels[url] else { continue }
-            for member in c.members.values where member.state == "joined" {
-                let kept = c.unreadCounts(of: member.userId)
-                if kept.messages > 64, Int64.random(in: 0..<(kept.messages / 32)) != 0 { continue }
-                let (count, mentions) = try await MessageQueries.unread(
-                    db, channel: url, user: member.userId, floor: max(member.readTs, member.tsMessageOffset))
-                if count != kept.messages || mentions != kept.mentions {
-                    throw APIError.internal("unread counters of \(member.userId) in \(url) are "
-                        + "\(kept.messages)/\(kept.mentions), the messages say \(count)/\(mentions)")
-                }
+            try await Self.verifyUnreadCounters(of: c, db)
+        }
+    }
+
+    /// The counters of `c`'s joined members against its messages in `db` (a few members of
+    /// those with many unread, at random).
+    static func verifyUnreadCounters(of c: ChannelRecord, _ db: any SQLSession) async throws {
+        for member in c.members.values where member.state == "joined" {
+            let kept = c.unreadCounts(of: member.userId)
+            if kept.messages > 64, Int64.random(in: 0..<(kept.messages / 32)) != 0 { continue }
+            let (count, mentions) = try await MessageQueries.unread(
+                db, channel: c.url, user: member.userId, floor: max(member.readTs, member.tsMessageOffset))
+            if count != kept.messages || mentions != kept.mentions {
+                throw APIError.internal("unread counters of \(member.userId) in \(c.url) are "
+                    + "\(kept.messages)/\(kept.mentions), the messages say \(count)/\(mentions)")
             }
+        }
+    }
+
+    /// With verification on, a send in one round trip checks its channels' counters once
+    /// committed, as stored, in a snapshot of their own (Writers/OneFlightSend.swift): its
+    /// transaction had no room for the check's reads, and every committed snapshot keeps the
+    /// counters equal to what the messages say.
+    static func verifyStoredUnreadCounters(_ urls: [String], _ database: any SQLDatabase) async throws {
+        try await database.read { db in
+            for entry in try await ChannelQueries.channels(urls, db) { try await verifyUnreadCounters(of: entry.channel, db) }
         }
     }
 }

@@ -72,10 +72,24 @@ final class RequestState {
                           channelHint: String? = nil, firstReads: FirstReads = FirstReads(),
                           _ body: (RequestState) async throws -> T) async throws -> T {
         var bodyDone = false
+        // Once, first; only a writer that would commit alone (no group, no batch, nobody
+        // queued behind it for its channel) on a server with few writers in flight, to a
+        // channel no other server wrote under it lately.
+        var tryOneFlight = firstReads.inOneFlight && rules.writesInOneFlight && group == nil && batch == nil
+            && channelHint != nil && batchLead?.othersWaiting() != true
+            && shared.order.writersInFlight <= OneFlightSend.mostWritersInFlight
+            && !OneFlightSend.isContested(channelHint ?? "")
         do {
             func attempt(_ session: any SQLSession) async throws -> (T, RecordTables.WrittenVersions) {
                 // Run again after its batch was handed on: the others ran in the transaction lost.
                 try batchLead?.checkNotHandedOn()
+                if tryOneFlight {
+                    tryOneFlight = false
+                    if let done = try await attemptInOneFlight(session, channelHint: channelHint, firstReads: firstReads, body) {
+                        bodyDone = true
+                        return done
+                    }
+                }
                 let stores = startAttempt(session)
                 bodyDone = false
                 defer { stores.tx.close() }
@@ -98,6 +112,59 @@ final class RequestState {
             if bodyDone, !(error is APIError) { throw APIError.internal("storage commit failed: \(error)") }
             throw error
         }
+    }
+
+    /// A send in one round trip (Writers/OneFlightSend.swift): the handler runs on what the
+    /// record cache holds, with stand-in numbers and nothing sent; its lock statement and write
+    /// then go out together; once they committed it runs again with the numbers taken, over
+    /// what the database answered, and builds what the request keeps and answers. Nil: nothing
+    /// was kept, and the usual attempt follows on the same session.
+    private func attemptInOneFlight<T>(_ session: any SQLSession, channelHint: String?, firstReads: FirstReads,
+                                       _ body: (RequestState) async throws -> T) async throws -> (T, RecordTables.WrittenVersions)? {
+        let flight = OneFlightSend(channel: channelHint ?? "", eventNumbers: numbersPerLock)
+        let capturing = CapturingSession(flight, dialect: session.dialect)
+        let first = startAttempt(capturing)
+        first.tx.oneFlight = flight
+        let ready: Bool = await VersionTape.$current.withValue(flight.versions) {
+            defer { first.tx.close() }
+            do {
+                try await rules.startWrite(first, batch: nil, channelHint: channelHint, firstReads: firstReads, capturing)
+                _ = try await body(self)
+                _ = try await endWrite(first, capturing, batch: nil, batchLead: nil, channelHint: channelHint)
+                return true
+            } catch {
+                // Whatever stopped it (a record not cached, a statement, a refusal on what the
+                // cache says): the usual attempt decides.
+                OneFlightSend.fellBack(because: error)
+                return false
+            }
+        }
+        guard ready else { return nil }
+        do {
+            guard try await flight.send(on: session) else { return nil }
+        } catch let error as NotInOneFlight {
+            OneFlightSend.fellBack(because: error)
+            return nil
+        }
+        let replaying = ReplayingSession(flight, dialect: session.dialect)
+        let second = startAttempt(replaying)
+        second.tx.oneFlight = flight
+        let built = try await VersionTape.$current.withValue(flight.versions) {
+            defer { second.tx.close() }
+            do {
+                try await rules.startWrite(second, batch: nil, channelHint: channelHint, firstReads: firstReads, replaying)
+                let result = try await body(self)
+                let written = try await endWrite(second, replaying, batch: nil, batchLead: nil, channelHint: channelHint)
+                try replaying.checkDone()
+                ServerMetrics.shared.wroteInOneFlight()
+                return (result, written)
+            } catch {
+                flight.failedAfterCommit(error, cache: shared.cache)
+                throw APIError.internal("the send was stored, but the server could not build its answer: \(error)")
+            }
+        }
+        if shared.verify { try await ChannelStore.verifyStoredUnreadCounters(second.channels.channelsTouched, shared.database) }
+        return built
     }
 
     /// The end of a write attempt, after its handler: the checks, the webhook calls, the log

@@ -44,6 +44,21 @@ final class RequestTransaction {
     /// channel's lock, and what it found.
     var prefetchedEarlierSend: (key: EarlierSendKey, found: EarlierSend?)? = nil
 
+    /// A send tried in one round trip (Writers/OneFlightSend.swift): its stand-in numbers, and
+    /// the cached records both of its runs read.
+    var oneFlight: OneFlightSend? = nil
+
+    /// The record cache's copy of a channel (the one the first run of a send in one round trip read).
+    func cachedChannel(_ url: String) -> CachedChannel? {
+        guard let oneFlight else { return shared.cache.channel(url) }
+        return oneFlight.channel(url) { shared.cache.channel(url) }
+    }
+
+    func cachedUser(_ id: String) -> CachedUser? {
+        guard let oneFlight else { return shared.cache.user(id) }
+        return oneFlight.user(id) { shared.cache.user(id) }
+    }
+
     /// What the request changed of the records kept in memory, written at its end.
     var pending = StorageBatch()
     /// The events the hub delivers once the request committed.

@@ -123,6 +123,19 @@ final class RecentSessions: Sendable {
         }
     }
 
+    /// Sessions as last read, by key, whatever became of them since: what the first run of a
+    /// send in one round trip assumes (Writers/OneFlightSend.swift), and its flight checks.
+    private let records = Mutex<[String: SessionRecord]>([:])
+
+    func session(_ key: String) -> SessionRecord? { records.withLock { $0[key] } }
+
+    func keep(_ session: SessionRecord) {
+        records.withLock { records in
+            if records.count >= Self.capacity, records[session.token] == nil { records.removeAll(keepingCapacity: true) }
+            records[session.token] = session
+        }
+    }
+
     func note(key: String, userId: String, now: Int64) {
         entries.withLock { entries in
             if entries.count >= Self.capacity {

@@ -231,6 +231,12 @@ enum Migrations {
                       guard db.dialect == .postgres else { return }
                       for definition in StreamPositions.definitionsPlannedOnce { try await db.execute(definition, []) }
                   }),
+        Migration(version: 27, summary: "PostgreSQL: a send's lock and write in one round trip",
+                  ddl: "", onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in OneFlightSend.definitions { try await db.execute(definition, []) }
+                  }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from

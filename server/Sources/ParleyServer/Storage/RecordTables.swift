@@ -121,7 +121,11 @@ enum RecordTables {
 
     static let upsertUserSQL = versionedUpsertSQL("users", userColumns, key: ["user_id"])
 
-    static func firstVersion() -> SQLValue { .int(Int64.random(in: 1...(1 << 60))) }
+    static func firstVersion() -> SQLValue {
+        let draw = { Int64.random(in: 1...(1 << 60)) }
+        // Both runs of a send in one round trip draw the same (Writers/OneFlightSend.swift).
+        return .int(VersionTape.current?.next(draw) ?? draw())
+    }
 
     /// Returns the user's new version.
     @discardableResult
@@ -426,7 +430,8 @@ enum RecordTables {
         stride(from: 0, to: rows.count, by: 500).map { start in
             let chunk = rows[start..<min(rows.count, start + 500)]
             let shape = MultiRowUpsert(table: table, columns: columns, key: key, rows: chunk.count)
-            return SQLWrite(sql: multiRowUpsertTexts.text(for: shape), binds: chunk.flatMap { $0 }, table: table)
+            return SQLWrite(sql: multiRowUpsertTexts.text(for: shape), binds: chunk.flatMap { $0 }, table: table,
+                            rowWidth: columns.count)
         }
     }
 

@@ -5,7 +5,7 @@
 
 /// A value bound to a statement or read from a row. Integers are 64-bit everywhere;
 /// booleans are stored as 0/1 integers so that one statement serves both engines.
-enum SQLValue: Sendable, Equatable {
+enum SQLValue: Sendable, Hashable {
     case null
     case int(Int64)
     case text(String)
@@ -98,6 +98,13 @@ protocol SQLSession: AnyObject {
     /// `last`: no statement follows in this transaction (a write that began late may then
     /// commit with it, `SQLDatabase.writeBeginningLate`).
     func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue]
+    /// A write that has sent nothing yet sends `lock`, then its held writes and `writes` as
+    /// `writeTogether` with `last` would, in one round trip and one transaction, with each
+    /// write statement as `rewritten` gives it (PostgreSQL: Writers/OneFlightSend.swift).
+    /// Returns `lock`'s rows and the write's values. Engines without it throw.
+    func writeInOneFlight(lock: SQLExpression, locks: StreamPositions.Locks, writes: [SQLWrite], selecting: SQLExpression?,
+                          rewritten: (String, [SQLValue]) throws -> (String, [SQLValue])) async throws
+        -> (lockRows: [SQLRow], values: [SQLValue])
 }
 
 /// One data-changing statement (INSERT, UPDATE or DELETE) for `SQLSession.executeHeld` or
@@ -110,6 +117,9 @@ struct SQLWrite: Sendable {
     let table: String
     /// The statement ends in `RETURNING` one column and changes exactly one row.
     var returnsOne = false
+    /// The binds are rows of this many values each, in no order that matters (a multi-row
+    /// upsert built from a dictionary).
+    var rowWidth: Int? = nil
 }
 
 /// An expression with its own `?` values.
@@ -137,6 +147,12 @@ extension SQLSession {
             values.append(try await query("SELECT " + selecting.sql, selecting.binds).first?.values.first ?? .null)
         }
         return values
+    }
+
+    func writeInOneFlight(lock: SQLExpression, locks: StreamPositions.Locks, writes: [SQLWrite], selecting: SQLExpression?,
+                          rewritten: (String, [SQLValue]) throws -> (String, [SQLValue])) async throws
+        -> (lockRows: [SQLRow], values: [SQLValue]) {
+        throw StorageError("this database cannot send a write in one round trip")
     }
 
     func query(_ sql: String) async throws -> [SQLRow] { try await query(sql, []) }

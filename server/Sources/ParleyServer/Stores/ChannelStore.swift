@@ -51,7 +51,7 @@ final class ChannelStore: ChannelRecords {
         let requested = missing
         var found: [CachedChannel] = []
         let cached = missing.compactMap { url in
-            channelsKnownChanged.contains(url) ? nil : groupChannels?.entry(url) ?? cache.channel(url)
+            channelsKnownChanged.contains(url) ? nil : groupChannels?.entry(url) ?? tx.cachedChannel(url)
         }
         // Writers side by side lock them first (`lockBeforeReading`).
         try await tx.rules.willLoadChannels(missing, self)
@@ -280,9 +280,14 @@ final class ChannelStore: ChannelRecords {
 
     /// With verification on: the unread counters of the channels the request touched equal
     /// a count of their messages (UnreadCounters.swift).
+    /// With verification on: the counters this request changed, as it changed them, against
+    /// its messages. A send in one round trip checks them once committed instead.
     func verifyTouchedCounters() async throws {
-        if shared.verify { try await verifyUnreadCounters(touchedChannels) }
+        if shared.verify, tx.oneFlight == nil { try await verifyUnreadCounters(touchedChannels) }
     }
+
+    /// The channels whose counters this request changed.
+    var channelsTouched: [String] { touchedChannels.sorted() }
 
     // MARK: queries
 
@@ -329,7 +334,7 @@ final class ChannelStore: ChannelRecords {
             usePrefetched(prefetched, channel: entry, firstReads: firstReads)
             return
         }
-        let shown = channelHint.flatMap { cache.channel($0) }.map { usersShown(by: $0) } ?? []
+        let shown = channelHint.flatMap { tx.cachedChannel($0) }.map { usersShown(by: $0) } ?? []
         try await lockChannels(channelHint.map { [$0] } ?? [], positions, busyKey: positions.busyKey,
                                messageIds: firstReads.takesMessageId ? 1 : 0, users: shown.sorted(), firstReads: firstReads, db)
     }
@@ -355,15 +360,23 @@ final class ChannelStore: ChannelRecords {
         StreamPositions.noteSessionLocks(StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)), in: db)
         let sessionKey = firstReads?.sessionKey.flatMap { $0.isEmpty ? nil : $0 }
         let earlierSend = firstReads?.earlierSend.flatMap { $0.requestId.isEmpty ? nil : $0 }
+        let binds: [SQLValue] = [.int(busyKey), .text(positions.node),
+                                 .text(JSON.array(urls.map { .string($0) }).serialized()),
+                                 .int(Int64(tx.numbersPerLock)), .int(Int64(messageIds)),
+                                 .text(JSON.array(shown.map { .string($0) }).serialized()),
+                                 .text(sessionKey ?? ""), .text(earlierSend?.channel ?? ""),
+                                 .text(earlierSend?.sender ?? ""), .text(earlierSend?.requestId ?? "")]
+        // The first run of a send in one round trip: the statement goes out later, with the write.
+        let speculating = tx.oneFlight.map { !$0.replaying } ?? false
         let rows: [SQLRow]
         do {
-            rows = try await db.query(Self.lockChannelsSQL,
-                                      [.int(busyKey), .text(positions.node),
-                                       .text(JSON.array(urls.map { .string($0) }).serialized()),
-                                       .int(Int64(tx.numbersPerLock)), .int(Int64(messageIds)),
-                                       .text(JSON.array(shown.map { .string($0) }).serialized()),
-                                       .text(sessionKey ?? ""), .text(earlierSend?.channel ?? ""),
-                                       .text(earlierSend?.sender ?? ""), .text(earlierSend?.requestId ?? "")])
+            if speculating, let flight = tx.oneFlight {
+                let known = try rowsAsCached(urls, busyKey: busyKey, shown: shown, sessionKey: sessionKey, earlierSend: earlierSend)
+                rows = flight.lockRows(binds: binds, locks: StreamPositions.Locks(busyKey: busyKey, channels: Set(urls)),
+                                       known: known, messageIds: messageIds)
+            } else {
+                rows = try await db.query(Self.lockChannelsSQL, binds)
+            }
         } catch let error as StorageError where error.description.contains("error \(StreamPositions.missingRowState)") {
             // Taken for gone while frozen (StreamPositions.definitionsWithOwnRow): no number
             // was taken; the row is published again before the attempt runs again.
@@ -391,11 +404,33 @@ final class ChannelStore: ChannelRecords {
         if let earlierSend { tx.prefetchedEarlierSend = (earlierSend, earlierFound) }
         numbers.sort()
         tx.takeNumbers(numbers)
+        if let bound { tx.noteBound(bound) }
+        guard !speculating else { return }
         if let highest = numbers.last { shared.order.saw(highest) }
-        if let bound {
-            tx.noteBound(bound)
-            shared.order.saw(bound.handedOut)
+        if let bound { shared.order.saw(bound.handedOut) }
+    }
+
+    /// The rows of kinds c, u, s and r the lock statement would return if nothing the record
+    /// cache holds of them changed: what the first run of a send in one round trip reads
+    /// (Writers/OneFlightSend.swift), and what the flight's lock statement checks.
+    private func rowsAsCached(_ urls: [String], busyKey: Int64, shown: [String], sessionKey: String?,
+                              earlierSend: EarlierSendKey?) throws -> [SQLRow] {
+        guard busyKey != 0, urls.count == 1, let entry = tx.cachedChannel(urls[0]) else {
+            throw NotInOneFlight("a channel the record cache does not hold")
         }
+        var rows = [SQLRow(values: [.text("c"), .text(urls[0]), .int(entry.version), .int(entry.lastMessageSeq)])]
+        func userRow(_ id: String) throws -> SQLRow {
+            guard let user = tx.cachedUser(id) else { throw NotInOneFlight("a user the record cache does not hold") }
+            return SQLRow(values: [.text("u"), .text(id), .int(user.version), .null])
+        }
+        for id in shown { rows.append(try userRow(id)) }
+        if let sessionKey {
+            guard let session = shared.recentSessions.session(sessionKey) else { throw NotInOneFlight("a session not read lately") }
+            rows.append(SQLRow(values: [.text("s"), .text(session.userId), .int(session.expiresAt), .int(session.createdAt)]))
+            rows.append(try userRow(session.userId))
+        }
+        if earlierSend != nil { rows.append(SQLRow(values: [.text("r"), .null, .null, .null])) }
+        return rows
     }
 
     /// PostgreSQL: a member of a channel batch starts from what the member before it read for

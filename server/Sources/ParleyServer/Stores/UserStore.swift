@@ -46,7 +46,7 @@ final class UserStore: UserRecords {
         // meanwhile), every copy is checked.
         let unchangedSince: Int64? = !tx.rules.countsUsersWritten ? nil : tx.readOnly ? usersWrittenInSnapshot
             : tx.counters.usersWritten != usersWrittenAtStart ? nil : usersWrittenAtStart
-        for entry in missing.compactMap({ cache.user($0) }) {
+        for entry in missing.compactMap({ tx.cachedUser($0) }) {
             if let unchangedSince, entry.currentAt == unchangedSince {
                 loadedUsers[entry.user.userId] = entry.user
                 missing.remove(entry.user.userId)
@@ -164,6 +164,12 @@ final class UserStore: UserRecords {
     /// reader reads its user's version with it, which spares the check of a cached copy a
     /// round trip (and lets the authentication before a body is read be one statement).
     func session(_ token: String) async throws -> SessionRecord? {
+        let session = try await storedSession(token)
+        if let session { shared.recentSessions.keep(session) }
+        return session
+    }
+
+    private func storedSession(_ token: String) async throws -> SessionRecord? {
         if let held = heldSession {
             // Used once: a later read sees what the request changed since.
             heldSession = nil

@@ -72,6 +72,9 @@ final class WriteOrder: Sendable {
         }
     }
 
+    /// Unfinished writers.
+    var writersInFlight: Int { state.withLock { $0.writers.count } }
+
     /// The lowest number an unfinished writer may still commit (nil: none is in flight).
     var lowestInFlight: Int64? { state.withLock { $0.writers.values.min() } }
 

@@ -39,6 +39,8 @@ protocol WriterRules: Sendable {
     /// A reader reads a session together with its user's version (`UserStore.session`), so
     /// that the check of a cached copy of that user needs no statement of its own.
     var readsUserVersionWithSession: Bool { get }
+    /// A send may take its lock and write in one round trip (Writers/OneFlightSend.swift).
+    var writesInOneFlight: Bool { get }
 }
 
 /// What a write's first statement may read for its handler besides its locks and numbers:
@@ -47,6 +49,9 @@ protocol WriterRules: Sendable {
 struct FirstReads: Sendable {
     /// The request most likely stores one new message (HTTP/Routes.swift `RouteHints`): its id is taken.
     var takesMessageId = false
+    /// The request may go to the database in one round trip, its lock and its write together
+    /// (a send: Writers/OneFlightSend.swift), where the backend can.
+    var inOneFlight = false
     /// The request's session key, for the write's own check of the credentials.
     var sessionKey: String? = nil
     /// A send's lookup of an earlier send with its request id (`MessageQueries.earlierSend`).
@@ -126,6 +131,7 @@ struct SQLiteWriterRules: WriterRules {
     var checksWrittenUsers: Bool { false }
     var writersPruneLog: Bool { true }
     var readsUserVersionWithSession: Bool { false }
+    var writesInOneFlight: Bool { false }
 }
 
 /// PostgreSQL: writers side by side, numbering from sequences after the locks of the channels
@@ -197,4 +203,5 @@ struct PostgresWriterRules: WriterRules {
     var writersPruneLog: Bool { false }
     /// Every statement is a round trip.
     var readsUserVersionWithSession: Bool { true }
+    var writesInOneFlight: Bool { OneFlightSend.enabled }
 }

@@ -25,6 +25,7 @@ enum HotStatements {
         RecordTables.insertEventSQL,
         EventStore.committedEventsOneRangeSQL,
         ChannelStore.lockChannelsSQL,
+        OneFlightSend.lockExpectingSQL,
         MessageQueries.earlierSendSQL,
     ] + CommitFollowUp.statementTexts
     /// Slots: the fixed texts first, then 16 for learned ones.

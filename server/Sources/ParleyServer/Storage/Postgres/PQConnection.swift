@@ -112,6 +112,71 @@ final class PQConnection: @unchecked Sendable {
         }
     }
 
+    /// One statement of `runInOneFlight`: a hot statement's slot, or a text with `$n` parameters.
+    struct FlightStatement {
+        var slot: Int?
+        var sql: String
+        var values: [SQLValue]
+    }
+
+    /// Statements sent together and answered together: one round trip. They run in one
+    /// implicit transaction, which commits at the Sync that ends them when all succeeded; once
+    /// one fails, PostgreSQL skips the rest and rolls it back. Returns each statement's result;
+    /// throws the first failure once every result was read (the connection is then idle again).
+    func runInOneFlight(_ statements: [FlightStatement]) async throws -> [PQResult] {
+        try await onThread {
+            // Prepared first, one round trip each, the first time a slot runs on this connection.
+            for statement in statements {
+                guard let slot = statement.slot, !self.prepared.contains(slot) else { continue }
+                let sql = HotStatements.postgresText(slot)
+                _ = try self.checked(PQprepare(self.handle, "parley_hot_\(slot)", sql, Int32(statement.values.count), nil), sql: sql)
+                self.prepared.insert(slot)
+            }
+            guard PQenterPipelineMode(self.handle) == 1 else { throw self.connectionError() }
+            for statement in statements {
+                let sent = if let slot = statement.slot {
+                    try Self.withParameters(statement.values, declaringTypes: false) { count, _, pointers, lengths, formats in
+                        PQsendQueryPrepared(self.handle, "parley_hot_\(slot)", count, pointers, lengths, formats, 0)
+                    }
+                } else {
+                    try Self.withParameters(statement.values, declaringTypes: true) { count, types, pointers, lengths, formats in
+                        PQsendQueryParams(self.handle, statement.sql, count, types, pointers, lengths, formats, 0)
+                    }
+                }
+                guard sent == 1 else { throw self.connectionError() }
+            }
+            guard PQpipelineSync(self.handle) == 1 else { throw self.connectionError() }
+            var results: [PQResult] = []
+            var failure: (any Error)? = nil
+            for statement in statements {
+                var kept: PQResult? = nil
+                while let result = PQgetResult(self.handle) {
+                    if PQresultStatus(result) == PGRES_PIPELINE_ABORTED {
+                        PQclear(result)
+                        continue
+                    }
+                    do {
+                        let checked = try self.checked(result, sql: statement.sql)
+                        if kept == nil { kept = checked }
+                    } catch {
+                        if failure == nil { failure = error }
+                    }
+                }
+                if PQstatus(self.handle) != CONNECTION_OK { throw self.connectionError() }
+                if let kept { results.append(kept) }
+            }
+            guard let sync = PQgetResult(self.handle) else { throw self.connectionError() }
+            let status = PQresultStatus(sync)
+            PQclear(sync)
+            guard status == PGRES_PIPELINE_SYNC, PQexitPipelineMode(self.handle) == 1 else { throw self.connectionError() }
+            if let failure { throw failure }
+            guard results.count == statements.count else {
+                throw StorageError("PostgreSQL answered \(results.count) of \(statements.count) statements sent together")
+            }
+            return results
+        }
+    }
+
     /// Waits up to `milliseconds` for notifications (after LISTEN) and returns those that came,
     /// as (channel, payload). Blocks the connection's thread: for a connection that only listens.
     func notifications(waitingUpTo milliseconds: Int32) async throws -> [(channel: String, payload: String)] {

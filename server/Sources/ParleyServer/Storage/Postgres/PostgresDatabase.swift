@@ -366,60 +366,121 @@ final class PostgresSession: SQLSession {
     /// (`StreamPositions.holdToCommitCall`); a write that began late and has all its writes in
     /// that one statement commits with it, without BEGIN.
     func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue] {
-        var pending = held + writes
+        let statements = Self.tableGroups(held + writes)
         held = []
-        var statements: [[SQLWrite]] = []
-        while !pending.isEmpty {
-            var tables = Set<String>()
-            let count = pending.prefix { tables.insert($0.table).inserted }.count
-            statements.append(Array(pending.prefix(count)))
-            pending.removeFirst(count)
-        }
         let keepsLocks = last && !sessionLocks.isEmpty
-        if keepsLocks || selecting != nil, statements.isEmpty { statements.append([]) }
-        if beginsLate, late == .ended, !statements.isEmpty { throw StorageError("a statement after the last one of a write") }
-        if beginsLate, late == .notBegun, !(last && statements.count == 1) { try await beginIfLate() }
+        let groups = (keepsLocks || selecting != nil) && statements.isEmpty ? [[]] : statements
+        if beginsLate, late == .ended, !groups.isEmpty { throw StorageError("a statement after the last one of a write") }
+        if beginsLate, late == .notBegun, !(last && groups.count == 1) { try await beginIfLate() }
         var values: [SQLValue] = []
-        for (index, part) in statements.enumerated() {
-            let isLast = index == statements.count - 1
+        for (index, part) in groups.enumerated() {
+            let isLast = index == groups.count - 1
             let selected = isLast ? selecting : nil
             let kept = isLast && keepsLocks ? StreamPositions.holdToCommitCall(sessionLocks) : nil
             if part.count == 1, selected == nil, kept == nil, !part[0].returnsOne {
                 try await execute(part[0].sql, part[0].binds)
                 continue
             }
-            var sql = "WITH "
-            var binds: [SQLValue] = []
-            // The locks go first: PostgreSQL evaluates the columns in order, and a WITH part
-            // when a column reads it or, if none does, after them all.
-            var columns: [String] = kept.map { [$0.sql] } ?? []
-            let leading = columns.count
-            for (index, write) in part.enumerated() {
-                sql += (index == 0 ? "" : ", ") + "w\(index) AS (\(write.sql))"
-                binds += write.binds
-                if write.returnsOne { columns.append("(SELECT * FROM w\(index))") }
-            }
-            if sql == "WITH " { sql = "" }
-            // In the order of their placeholders in the text: the WITH parts, then the columns.
-            if let kept { binds += kept.binds }
-            if let selected {
-                columns.append(selected.sql)
-                binds += selected.binds
-            }
-            let returned = columns.count - leading
-            sql += (sql.isEmpty ? "" : " ") + "SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
-            // A send writes the same shape again and again: worth preparing. Large ones (a
-            // channel's whole member list, chunks of 500 rows) come in too many sizes.
-            if binds.count <= HotStatements.learnedValuesLimit { _ = HotStatements.learn(sql) }
+            let statement = Self.combined(part, selecting: selected, keeping: kept)
             // A write that began late and has not begun: its one statement, outside any
             // transaction, commits as it ends.
             let endsWrite = beginsLate && late == .notBegun
-            let row = try await send(sql, binds).first
-            values += (row?.values ?? []).dropFirst(leading).prefix(returned)
+            let row = try await send(statement.sql, statement.binds).first
+            values += statement.values(of: row)
             if kept != nil { sessionLocks = StreamPositions.Locks() }
             if endsWrite { late = .ended }
         }
         return values
+    }
+
+    /// Writes split into statements: consecutive writes of different tables share one.
+    private static func tableGroups(_ writes: [SQLWrite]) -> [[SQLWrite]] {
+        var pending = writes[...]
+        var statements: [[SQLWrite]] = []
+        while !pending.isEmpty {
+            var tables = Set<String>()
+            let count = pending.prefix { tables.insert($0.table).inserted }.count
+            statements.append(Array(pending.prefix(count)))
+            pending = pending.dropFirst(count)
+        }
+        return statements
+    }
+
+    /// One statement of `writeTogether` and what its row holds.
+    private struct Combined {
+        var sql: String
+        var binds: [SQLValue]
+        /// Columns before the values (the locks kept), and the values after them.
+        var leading: Int
+        var returned: Int
+
+        func values(of row: SQLRow?) -> [SQLValue] { Array((row?.values ?? []).dropFirst(leading).prefix(returned)) }
+    }
+
+    /// `WITH w0 AS (write), w1 AS (write RETURNING v), … SELECT kept, (SELECT * FROM w1), …, selecting`.
+    private static func combined(_ part: [SQLWrite], selecting: SQLExpression?, keeping kept: SQLExpression?) -> Combined {
+        var sql = "WITH "
+        var binds: [SQLValue] = []
+        // The locks go first: PostgreSQL evaluates the columns in order, and a WITH part
+        // when a column reads it or, if none does, after them all.
+        var columns: [String] = kept.map { [$0.sql] } ?? []
+        let leading = columns.count
+        for (index, write) in part.enumerated() {
+            sql += (index == 0 ? "" : ", ") + "w\(index) AS (\(write.sql))"
+            binds += write.binds
+            if write.returnsOne { columns.append("(SELECT * FROM w\(index))") }
+        }
+        if sql == "WITH " { sql = "" }
+        // In the order of their placeholders in the text: the WITH parts, then the columns.
+        if let kept { binds += kept.binds }
+        if let selecting {
+            columns.append(selecting.sql)
+            binds += selecting.binds
+        }
+        sql += (sql.isEmpty ? "" : " ") + "SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
+        // A send writes the same shape again and again: worth preparing. Large ones (a
+        // channel's whole member list, chunks of 500 rows) come in too many sizes.
+        if binds.count <= HotStatements.learnedValuesLimit { _ = HotStatements.learn(sql) }
+        return Combined(sql: sql, binds: binds, leading: leading, returned: columns.count - leading)
+    }
+
+    /// A write that has not begun sends `lock` (the statement that takes its locks and
+    /// numbers), then what it holds and `writes` as `writeTogether` with `last` would, all in one
+    /// round trip and one transaction (Writers/OneFlightSend.swift). `locks`: what `lock` takes
+    /// at session level, kept to the commit by the last statement. `rewritten` gives each
+    /// write statement's text and values as they go out. Returns the lock's rows and the
+    /// write's values; nothing is kept if it throws.
+    func writeInOneFlight(lock: SQLExpression, locks: StreamPositions.Locks, writes: [SQLWrite], selecting: SQLExpression?,
+                          rewritten: (String, [SQLValue]) throws -> (String, [SQLValue])) async throws
+        -> (lockRows: [SQLRow], values: [SQLValue]) {
+        guard beginsLate, late == .notBegun else { throw StorageError("a write in one round trip after its first statement") }
+        let groups = Self.tableGroups(held + writes)
+        held = []
+        holdLocks(locks)
+        var statements: [Combined] = []
+        for (index, part) in (groups.isEmpty ? [[]] : groups).enumerated() {
+            let isLast = index == max(groups.count, 1) - 1
+            var statement = Self.combined(part, selecting: isLast ? selecting : nil,
+                                          keeping: isLast ? StreamPositions.holdToCommitCall(sessionLocks) : nil)
+            (statement.sql, statement.binds) = try rewritten(statement.sql, statement.binds)
+            if statement.binds.count <= HotStatements.learnedValuesLimit { _ = HotStatements.learn(statement.sql) }
+            statements.append(statement)
+        }
+        func flight(_ sql: String, _ binds: [SQLValue]) throws -> PQConnection.FlightStatement {
+            if let slot = HotStatements.slot(for: sql) { return PQConnection.FlightStatement(slot: slot, sql: sql, values: binds) }
+            let numbered = placeholders.rewritten(sql)
+            guard numbered.parameterCount == binds.count else {
+                throw StorageError("statement has \(numbered.parameterCount) placeholders but \(binds.count) values: \(sql.prefix(200))")
+            }
+            return PQConnection.FlightStatement(slot: nil, sql: numbered.sql, values: binds)
+        }
+        let results = try await connection.runInOneFlight(
+            [try flight(lock.sql, lock.binds)] + statements.map { try flight($0.sql, $0.binds) })
+        late = .ended
+        sessionLocks = StreamPositions.Locks()
+        var values: [SQLValue] = []
+        for (statement, result) in zip(statements, results.dropFirst()) { values += statement.values(of: try result.rows().first) }
+        return (try results[0].rows(), values)
     }
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
@@ -595,20 +656,29 @@ enum SQLScanner {
 
     /// `sql` with each `?` in code replaced by `$1`, `$2`, … and the number of them.
     static func numberingPlaceholders(in sql: String) -> (sql: String, count: Int) {
+        guard sql.utf8.contains(UInt8(ascii: "?")) else { return (sql, 0) }
+        return rewritingPlaceholders(in: sql) { "$\($0 + 1)" }
+    }
+
+    /// `sql` with the n-th `?` in code replaced by `replacements[n]` where that is not nil
+    /// (an expression, which may hold a `?` of its own).
+    static func replacingPlaceholders(in sql: String, with replacements: [String?]) -> String {
+        rewritingPlaceholders(in: sql) { $0 < replacements.count ? replacements[$0] : nil }.sql
+    }
+
+    /// `sql` with the n-th `?` in code (from 0) replaced by `replacement(n)` unless that is
+    /// nil, and the number of them.
+    private static func rewritingPlaceholders(in sql: String, _ replacement: (Int) -> String?) -> (sql: String, count: Int) {
         let bytes = Array(sql.utf8)
-        guard bytes.contains(UInt8(ascii: "?")) else { return (sql, 0) }
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count + 16)
         var count = 0
         for segment in segments(bytes) {
             guard segment.isCode else { output += bytes[segment.range]; continue }
             for byte in bytes[segment.range] {
-                if byte == UInt8(ascii: "?") {
-                    count += 1
-                    output += Array("$\(count)".utf8)
-                } else {
-                    output.append(byte)
-                }
+                guard byte == UInt8(ascii: "?") else { output.append(byte); continue }
+                if let text = replacement(count) { output += Array(text.utf8) } else { output.append(byte) }
+                count += 1
             }
         }
         return (String(decoding: output, as: UTF8.self), count)
