@@ -487,12 +487,6 @@ final class CapturingSession: SQLSession {
         // Stand-in versions: the first run's outcome is never kept.
         return all.filter(\.returnsOne).map { _ in .int(1) } + (selecting == nil ? [] : [.null])
     }
-
-    func writeInOneFlight(lock: SQLExpression, locks: StreamPositions.Locks, writes: [SQLWrite], selecting: SQLExpression?,
-                          rewritten: (String, [SQLValue]) throws -> (String, [SQLValue])) async throws
-        -> (lockRows: [SQLRow], values: [SQLValue]) {
-        throw NotInOneFlight("a flight inside a flight")
-    }
 }
 
 /// The session of the second run, after the commit: it answers the lock statement and the
@@ -550,12 +544,6 @@ final class ReplayingSession: SQLSession {
         }
         answeredWrite = true
         return flight.writeAnswer
-    }
-
-    func writeInOneFlight(lock: SQLExpression, locks: StreamPositions.Locks, writes: [SQLWrite], selecting: SQLExpression?,
-                          rewritten: (String, [SQLValue]) throws -> (String, [SQLValue])) async throws
-        -> (lockRows: [SQLRow], values: [SQLValue]) {
-        throw StorageError("a flight inside the second run of a send in one round trip")
     }
 
     /// Equal values; with `rowWidth`, equal rows in any order (each run builds them from a

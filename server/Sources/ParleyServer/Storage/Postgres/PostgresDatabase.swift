@@ -382,6 +382,7 @@ final class PostgresSession: SQLSession {
                 continue
             }
             let statement = Self.combined(part, selecting: selected, keeping: kept)
+            Self.learn(statement)
             // A write that began late and has not begun: its one statement, outside any
             // transaction, commits as it ends.
             let endsWrite = beginsLate && late == .notBegun
@@ -438,10 +439,13 @@ final class PostgresSession: SQLSession {
             binds += selecting.binds
         }
         sql += (sql.isEmpty ? "" : " ") + "SELECT " + (columns.isEmpty ? "1" : columns.joined(separator: ", "))
-        // A send writes the same shape again and again: worth preparing. Large ones (a
-        // channel's whole member list, chunks of 500 rows) come in too many sizes.
-        if binds.count <= HotStatements.learnedValuesLimit { _ = HotStatements.learn(sql) }
         return Combined(sql: sql, binds: binds, leading: leading, returned: columns.count - leading)
+    }
+
+    /// A send writes the same shape again and again: worth preparing. Large ones (a channel's
+    /// whole member list, chunks of 500 rows) come in too many sizes.
+    private static func learn(_ statement: Combined) {
+        if statement.binds.count <= HotStatements.learnedValuesLimit { _ = HotStatements.learn(statement.sql) }
     }
 
     /// A write that has not begun sends `lock` (the statement that takes its locks and
@@ -463,7 +467,7 @@ final class PostgresSession: SQLSession {
             var statement = Self.combined(part, selecting: isLast ? selecting : nil,
                                           keeping: isLast ? StreamPositions.holdToCommitCall(sessionLocks) : nil)
             (statement.sql, statement.binds) = try rewritten(statement.sql, statement.binds)
-            if statement.binds.count <= HotStatements.learnedValuesLimit { _ = HotStatements.learn(statement.sql) }
+            Self.learn(statement)
             statements.append(statement)
         }
         func flight(_ sql: String, _ binds: [SQLValue]) throws -> PQConnection.FlightStatement {
