@@ -1018,6 +1018,22 @@ def test_a_send_is_one_round_trip_until_a_record_it_was_run_on_changed(tmp_path,
         assert [f[1] for f in delivered][-sends:] == ids
         assert [f[0] for f in delivered] == sorted(f[0] for f in delivered)
 
+        # User ids holding the separators of the lock statement's comparison, and a letter of two
+        # bytes: each side writes every name with its length, so the rows still compare equal.
+        odd = server.user(prefix="a|b;c:é")
+        odd_url = server.channel([odd, server.user(prefix="|;")])["channel_url"]
+        odd_key = server.session(odd)
+        for n in range(2):
+            server.ok("POST", f"/v3/group_channels/{odd_url}/messages", session=odd_key,
+                      json={"message_type": "MESG", "message": f"odd{n}"})
+        flights = metric(server, "parley_writes_one_flight_total")
+        fallbacks = metric(server, "parley_one_flight_fallbacks_total")
+        odd_sent = server.ok("POST", f"/v3/group_channels/{odd_url}/messages", session=odd_key,
+                             json={"message_type": "MESG", "message": "odd", "req_id": "odd-flight"})
+        assert metric(server, "parley_writes_one_flight_total") == flights + 1
+        assert metric(server, "parley_one_flight_fallbacks_total") == fallbacks
+        assert server.ok("GET", f"/v3/group_channels/{odd_url}/messages/{odd_sent['message_id']}") == odd_sent
+
         # A request id used before: the flight is refused, and the send answers with the
         # message stored first, once.
         fallbacks = metric(server, "parley_one_flight_fallbacks_total")

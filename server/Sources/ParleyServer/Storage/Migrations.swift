@@ -237,6 +237,14 @@ enum Migrations {
                       guard db.dialect == .postgres else { return }
                       for definition in OneFlightSend.definitions { try await db.execute(definition, []) }
                   }),
+        Migration(version: 28, summary: "PostgreSQL: a writer's functions in fewer statements",
+                  ddl: "", onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in StreamPositions.definitionsInFewerStatements + OneFlightSend.definitionsWithLengths {
+                          try await db.execute(definition, [])
+                      }
+                  }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from

@@ -49,6 +49,16 @@ struct SQLRow: Sendable {
 
 enum SQLDialect: String, Sendable {
     case sqlite, postgres
+
+    /// A condition that `column` is one of the texts of a JSON array, bound as one value: one
+    /// statement text for any number of them, which PostgreSQL can keep prepared (an IN list
+    /// of placeholders is a new text, planned anew, for every count).
+    func isInJSONList(_ column: String) -> String {
+        switch self {
+        case .sqlite: "\(column) IN (SELECT value FROM json_each(?))"
+        case .postgres: "\(column) = ANY (ARRAY(SELECT json_array_elements_text(?::json)))"
+        }
+    }
 }
 
 /// Why a statement failed, as far as callers act on it.

@@ -117,17 +117,24 @@ enum ChannelQueries {
     /// each padded with NULLs where the other kinds' columns are (`OneStatementParts`).
     private static func partsInOneStatement(_ part: ArraySlice<String>, _ db: any SQLSession) async throws -> ChannelParts {
         let binds = part.map { SQLValue.text($0) }
-        let branches = OneStatementParts.branches(SQLCondition.placeholders(part.count))
-        let sql = branches.joined(separator: " UNION ALL ")
-        // One channel is the common load (another server's message): worth preparing. Loads
-        // of several (listings) come in many sizes, and would take the slots one by one.
-        if part.count == 1 { _ = HotStatements.learn(sql) }
+        let sql: String
+        // One channel is the common load (another server's message): worth preparing, and its
+        // text (about 6 KB) built once. Loads of several (listings) come in many sizes, and
+        // would take the slots one by one.
+        if part.count == 1 {
+            sql = oneChannelInOneStatement
+            _ = HotStatements.learn(sql)
+        } else {
+            sql = OneStatementParts.branches(SQLCondition.placeholders(part.count)).joined(separator: " UNION ALL ")
+        }
         var reader = OneStatementParts.Reader(offset: 0)
-        for row in try await db.query(sql, Array(repeating: binds, count: branches.count).flatMap { $0 }) {
+        for row in try await db.query(sql, Array(repeating: binds, count: OneStatementParts.branchCount).flatMap { $0 }) {
             try reader.add(row)
         }
         return reader.parts
     }
+
+    private static let oneChannelInOneStatement = OneStatementParts.branches("?").joined(separator: " UNION ALL ")
 
     /// PostgreSQL: the rows of `partsInOneStatement`, which a longer statement may put after
     /// columns of its own (`EventStore.committedEvents`).
@@ -147,6 +154,9 @@ enum ChannelQueries {
             + RecordTables.memberColumns.map { "(NULL::members).\($0)" }
             + ["NULL::text", "NULL::text", "NULL::text", "NULL::text", "NULL::bigint", "NULL::bigint"]
             + RecordTables.messageColumns.map { "(NULL::messages).\($0)" } + ["NULL::text"]
+
+        /// How many `branches` there are: each binds the channels' list once.
+        static let branchCount = branches("?").count
 
         /// The branches for the channels `list` names (an IN list or a subquery), each after
         /// `leading` (columns, or NULLs, ending with a comma). The first carries typed NULLs.

@@ -36,13 +36,15 @@ enum UserQueries {
         return out
     }
 
+    /// The versions of the users of `ids` that exist. Every message of another server checks
+    /// those of its channel's members: one statement text for any number of them, prepared once hot.
     static func versions(ofUsers ids: [String], _ db: any SQLSession) async throws -> [String: Int64] {
+        guard !ids.isEmpty else { return [:] }
+        let sql = "SELECT user_id, version FROM users WHERE \(db.dialect.isInJSONList("user_id"))"
+        if db.dialect == .postgres { _ = HotStatements.learn(sql) }
         var out: [String: Int64] = [:]
-        for part in ChannelQueries.chunks(ids.sorted()) {
-            for row in try await db.query("SELECT user_id, version FROM users WHERE user_id IN (\(SQLCondition.placeholders(part.count)))",
-                                          part.map { .text($0) }) {
-                out[row.text(0)] = row.int(1)
-            }
+        for row in try await db.query(sql, [.text(JSON.array(ids.sorted().map { .string($0) }).serialized())]) {
+            out[row.text(0)] = row.int(1)
         }
         return out
     }

@@ -502,8 +502,8 @@ final class PostgresSession: SQLSession {
         guard start.count > 6 else { return false }
         let word = start.prefix(6).map { $0 & 0xDF }
         guard word.elementsEqual("SELECT".utf8), [0x20, 0x0A, 0x09, 0x28].contains(start.dropFirst(6).first!) else { return false }
-        return !sql.contains(" FOR UPDATE") && !sql.contains(" FOR SHARE") && !sql.contains(" FOR NO KEY UPDATE")
-            && !sql.contains(" FOR KEY SHARE")
+        return !sql.containsBytes(of: " FOR UPDATE") && !sql.containsBytes(of: " FOR SHARE")
+            && !sql.containsBytes(of: " FOR NO KEY UPDATE") && !sql.containsBytes(of: " FOR KEY SHARE")
     }
 
     /// One statement as it is, prepared if it is hot.
