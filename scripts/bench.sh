@@ -55,7 +55,7 @@ else
     quietly cmake --build "$build_dir" -j "$(nproc)" --target bench_engine bench_catchup bench_open bench_live bench_views \
         bench_server bench_search bench_many delay_proxy
     # Built when CMake found libpq (scripts/setup.sh installs libpq-dev).
-    if pkg-config --exists libpq; then quietly cmake --build "$build_dir" --target bench_pg_floor; fi
+    if pkg-config --exists libpq; then quietly cmake --build "$build_dir" --target bench_pg_floor bench_pg_writer; fi
 fi
 [ -n "${PARLEY_SERVER_BIN:-}" ] || quietly swift build --package-path server -c release
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -173,6 +173,13 @@ start_server "$PARLEY_TEST_PG/parley_bench_fanout" postgres
 pg_server_pid=$started_pid
 pg_url=$started_url
 run "$build_dir/bench_server" fanout PostgreSQL "$pg_url" "$token" 5000 "$fanout_seconds"
+# PostgreSQL's CPU per call of the writer's functions, on the channels that run left, its
+# server idle.
+if [ -x "$build_dir/bench_pg_writer" ]; then
+    run "$build_dir/bench_pg_writer" "$PARLEY_TEST_PG/parley_bench_fanout"
+else
+    echo "bench_pg_writer: not built (libpq-dev missing), the writer's functions not measured"
+fi
 # Two servers on that database (docs/DEPLOYMENT.md): every stream on the second while the
 # sends go to the first (each delivery crosses servers), then sends and streams spread over
 # both. On this machine both servers, PostgreSQL and the benchmark share the same cores:
