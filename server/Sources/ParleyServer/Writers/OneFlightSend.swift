@@ -407,18 +407,7 @@ struct Sentinels {
 
     /// Where `baseText` first appears in `bytes` at or after `from`.
     private func firstBase(in bytes: UnsafeBufferPointer<UInt8>, from: Int) -> Int? {
-        guard let start = bytes.baseAddress, bytes.count - from >= baseBytes.count else { return nil }
-        return baseBytes.withUnsafeBufferPointer { needle -> Int? in
-            var at = from
-            let last = bytes.count - needle.count
-            while at <= last {
-                guard let hit = memchr(start + at, Int32(needle[0]), last - at + 1) else { return nil }
-                let offset = UnsafeRawPointer(hit) - UnsafeRawPointer(start)
-                if memcmp(start + offset, needle.baseAddress!, needle.count) == 0 { return offset }
-                at = offset + 1
-            }
-            return nil
-        }
+        baseBytes.withUnsafeBufferPointer { firstOffset(of: $0, in: bytes, from: from) }
     }
 
     /// The stand-in written at `offset` of `bytes` (where `baseText` appears): its index, if
