@@ -180,51 +180,81 @@ def test_a_server_rendering_another_servers_events_sees_changed_users_and_channe
 
 
 @pytest.mark.postgres_only
-def test_events_that_do_not_name_their_channel_are_rendered_with_it_loaded_apart(tmp_path, monkeypatch):
-    """Another server's events come with the channels they changed, in one statement, by the
-    channel each event names in `events.changed_channel` (migration 13). Events written before
-    that migration name none: the second server then loads their channels apart, and a cached
-    copy older than the event is still loaded again. Here the column is cleared before the
-    second server (which reads late, a test hook) reads the events."""
+def test_a_server_reads_only_the_members_written_since_its_copy(tmp_path):
+    """A server that holds a copy of a channel another server changed reads the channel's row
+    and only the member rows written since its copy (each write numbers its rows,
+    ChannelQueries.swift "Members written since a copy"); a channel that lost members since
+    is read again whole. What it renders, and what it answers afterwards, equal what the
+    server that made the changes answers, field by field."""
     from concurrency_support import EventCollector
     db = databases.database_for(tmp_path, "shared.sqlite")
     first = Server(db)
-    second = server_reading_peers_late(db, monkeypatch, 2500)
+    second = Server(db)
     try:
-        a, b = first.user(), first.user()
-        url = first.channel([a, b], name="old name")["channel_url"]
+        a, b, c, d = first.user(), first.user(), first.user(), first.user()
+        url = first.channel([a, b, c], name="copies")["channel_url"]
         stream = EventCollector(second, b, session_key=first.session(b))
         assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
 
-        def received(count):
-            return nth_message_received(stream, count)
+        def caught_up():
+            made = int(databases.psql(db, "SELECT coalesce(max(id), 0) FROM events").strip())
+            deadline = time.monotonic() + 15
+            while metric(second, "parley_events_delivered_through_id") < made:
+                assert time.monotonic() < deadline, "the second server did not catch up"
+                time.sleep(0.1)
 
         def loads():
-            return (metric(second, "parley_channel_loads_total"), metric(second, "parley_channel_loads_with_events_total"))
+            return (metric(second, "parley_channel_loads_total"), metric(second, "parley_channel_loads_from_copies_total"))
 
-        # The second server has read what came before (the channel's creation) first.
-        made = int(databases.psql(db, "SELECT value FROM meta WHERE name = 'seq'").strip())
-        deadline = time.monotonic() + 15
-        while metric(second, "parley_events_delivered_through_id") < made:
-            assert time.monotonic() < deadline, "the second server did not catch up"
-            time.sleep(0.1)
-        # Rendered from the channel read with the events: the second server caches it.
-        before = loads()
+        def same_channel_on_both():
+            params = {"user_id": b, "show_member": "true"}
+            theirs = first.ok("GET", f"/v3/group_channels/{url}", params=params)
+            ours = second.ok("GET", f"/v3/group_channels/{url}", params=params)
+            assert ours == theirs
+
+        # Warm: the second server has read the channel with the events that made it.
+        caught_up()
         first.send(url, a, text="one")
-        seen = received(1)
-        assert (seen["channel"]["name"], seen["channel"]["unread_message_count"]) == ("old name", 1)
+        seen = nth_message_received(stream, 1)
+        assert seen["channel"]["unread_message_count"] == 1
+        before = loads()
+        first.send(url, a, text="two")
+        seen = nth_message_received(stream, 2)
+        assert seen["channel"]["unread_message_count"] == 2
         after = loads()
-        assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
-        first.ok("PUT", f"/v3/group_channels/{url}", json={"name": "new name"})
-        sent = first.send(url, a, text="two")
-        cleared = databases.psql(db, "UPDATE events SET changed_channel = NULL WHERE id > 0 RETURNING id")
-        assert len(cleared.split()) >= 2, cleared
-        seen = received(2)
-        assert seen["message"]["message_id"] == sent["message_id"]
-        assert (seen["channel"]["name"], seen["channel"]["unread_message_count"]) == ("new name", 2)
-        # Loaded apart (once per read: the rename and the message may be read together or not).
-        last = loads()
-        assert last[0] - after[0] >= 1 and last[1] - after[1] == 0, (after, last)
+        assert (after[0] - before[0], after[1] - before[1]) == (1, 1), (before, after)
+        same_channel_on_both()
+
+        # b read up to "two" on the first server: b's row, written since the copy, is read.
+        first.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", json={"user_id": b})
+        first.send(url, a, text="three")
+        seen = nth_message_received(stream, 3)
+        assert seen["channel"]["unread_message_count"] == 1
+        same_channel_on_both()
+
+        # c left: no row says so, the count does; the channel is read whole.
+        caught_up()
+        before = loads()
+        first.ok("PUT", f"/v3/group_channels/{url}/leave", json={"user_ids": [c]})
+        caught_up()
+        after = loads()
+        assert after[1] - before[1] == 0 and after[0] - before[0] == 1, (before, after)
+        first.send(url, a, text="four")
+        seen = nth_message_received(stream, 4)
+        assert seen["channel"]["member_count"] == 2 and seen["channel"]["unread_message_count"] == 2
+        same_channel_on_both()
+
+        # d joined: a new row, read from the copy again.
+        first.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [d]})
+        before = loads()
+        first.send(url, a, text="five")
+        seen = nth_message_received(stream, 5)
+        assert seen["channel"]["member_count"] == 3 and seen["channel"]["unread_message_count"] == 3
+        after = loads()
+        assert after[1] - before[1] >= 1, (before, after)
+        same_channel_on_both()
+        members = second.ok("GET", f"/v3/group_channels/{url}/members", params={"limit": 10})["members"]
+        assert sorted(m["user_id"] for m in members) == sorted([a, b, d])
         stream.close()
     finally:
         first.stop()

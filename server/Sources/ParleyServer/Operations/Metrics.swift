@@ -51,7 +51,7 @@ final class ServerMetrics: Sendable {
     private let logReadDelivery: DurationHistogram
     private let messagesStored: Counter
     private let channelLoads: Counter
-    private let channelLoadsWithEvents: Counter
+    private let channelLoadsFromCopies: Counter
     private let lagResyncs: Counter
     private let announcementsSent: Counter
     private let writesRetried: Counter
@@ -95,9 +95,9 @@ final class ServerMetrics: Sendable {
         channelLoads = registry.makeCounter(descriptor: Self.name(
             "channel_loads", "total",
             "Channels read whole from the database: not in the record cache, or changed since it kept them."))
-        channelLoadsWithEvents = registry.makeCounter(descriptor: Self.name(
-            "channel_loads_with_events", "total",
-            "Channels read in the same statement as other servers' events that changed them (PostgreSQL); counted in channel_loads too."))
+        channelLoadsFromCopies = registry.makeCounter(descriptor: Self.name(
+            "channel_loads_from_copies", "total",
+            "Channels read from an older copy the record cache held: their rows, and only the members written since (PostgreSQL); counted in channel_loads too."))
         announcementsSent = registry.makeCounter(descriptor: Self.name(
             "commit_announcements", "total",
             "PostgreSQL: wake-ups sent to the other servers after commits, each for every commit since the last (Writers/CommitFollowUp.swift)."))
@@ -211,9 +211,12 @@ final class ServerMetrics: Sendable {
         if streams > 0 { lagResyncs.increment(by: Int64(streams)) }
     }
 
-    func loaded(channels: Int, withEvents: Bool = false) {
+    func loaded(channels: Int) {
         if channels > 0 { channelLoads.increment(by: Int64(channels)) }
-        if channels > 0, withEvents { channelLoadsWithEvents.increment(by: Int64(channels)) }
+    }
+
+    func loaded(fromCopies channels: Int) {
+        if channels > 0 { channelLoadsFromCopies.increment(by: Int64(channels)) }
     }
 
     /// The collectors of each (endpoint, outcome) met so far.

@@ -29,6 +29,10 @@ struct CachedChannel {
     var lastMessage: MessageRecord?
     /// The last message's `change_seq`, -1 without one.
     var lastMessageSeq: Int64
+    /// PostgreSQL: every member row numbered up to here is in `channel` as stored, so a load
+    /// from this copy reads only the rows numbered above (ChannelQueries.swift, "Members
+    /// written since a copy"); -1: unknown, the next load reads every member.
+    var memberMark: Int64 = -1
 }
 
 struct CachedUser {

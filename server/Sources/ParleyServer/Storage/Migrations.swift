@@ -245,6 +245,12 @@ enum Migrations {
                           try await db.execute(definition, [])
                       }
                   }),
+        Migration(version: 29, summary: "PostgreSQL: member rows numbered by write, so that a cached channel reloads only its changed members",
+                  ddl: "", onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in ChannelQueries.memberWritesDefinitions { try await db.execute(definition, []) }
+                  }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from

@@ -307,7 +307,7 @@ enum RecordTables {
     }
 
     /// The columns `eventRow` fills, in order.
-    private static let eventColumns = ["id", "created_at", "category", "recipients", "data", "changed_channel"]
+    private static let eventColumns = ["id", "created_at", "category", "recipients", "data"]
     private static let eventRowPlaceholders = "(" + Array(repeating: "?", count: eventColumns.count).joined(separator: ", ") + ")"
     static let insertEventSQL = "INSERT INTO events (\(eventColumns.joined(separator: ", "))) VALUES \(eventRowPlaceholders)"
     static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
@@ -328,8 +328,7 @@ enum RecordTables {
     /// one finds no other).
     private static func eventRow(_ e: StoredEvent) -> [SQLValue] {
         [.int(e.id), .int(e.createdAt), .text(e.category),
-         .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator), .text(e.data),
-         .optional(e.changedChannel)]
+         .text(recipientSeparator + e.recipients.joined(separator: recipientSeparator) + recipientSeparator), .text(e.data)]
     }
 
     static func putCounter(_ name: String, _ value: Int64, _ db: any SQLSession) async throws {

@@ -52,11 +52,13 @@ enum SQLDialect: String, Sendable {
 
     /// A condition that `column` is one of the texts of a JSON array, bound as one value: one
     /// statement text for any number of them, which PostgreSQL can keep prepared (an IN list
-    /// of placeholders is a new text, planned anew, for every count).
+    /// of placeholders is a new text, planned anew, for every count). On PostgreSQL a subquery,
+    /// which the plan joins by hash or by key: `= ANY (ARRAY(…))` compared each row with every
+    /// element in turn (17 ms for 1,000 users of a channel of 1,000, against 1.2 ms).
     func isInJSONList(_ column: String) -> String {
         switch self {
         case .sqlite: "\(column) IN (SELECT value FROM json_each(?))"
-        case .postgres: "\(column) = ANY (ARRAY(SELECT json_array_elements_text(?::json)))"
+        case .postgres: "\(column) IN (SELECT json_array_elements_text(?::json))"
         }
     }
 }

@@ -10,10 +10,6 @@ struct StoredEvent: Sendable {
     let category: String
     let recipients: [String]
     let data: String
-    /// The channel the event changed, which a server rendering it must load again: the one
-    /// it names, unless it is a typing indicator (which changes only `typing`). Stored
-    /// (`events.changed_channel`) but not read back into this field.
-    var changedChannel: String? = nil
     /// The object `data` was serialized from, kept while the event is delivered live so that
     /// the hub does not parse what the request has just written (nil when read back).
     var fields: JSONObject? = nil

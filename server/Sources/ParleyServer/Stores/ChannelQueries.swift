@@ -19,21 +19,68 @@ enum ChannelQueries {
     /// The channels of `urls` that exist, whole: members, operators, restrictions, metadata
     /// and counters; and the last message of each that has one. On PostgreSQL one statement
     /// per 500 channels, since there every statement is a round trip: a server reading
-    /// another server's events loads the channel again after every message. SQLite, in
-    /// process, reads the parts apart.
-    static func channels(_ urls: [String], _ db: any SQLSession) async throws -> [CachedChannel] {
+    /// another server's events loads the channel again after every message. There a channel
+    /// with an older copy in `bases` reads only the members written since the copy
+    /// ("Members written since a copy" below). SQLite, in process, reads the parts apart.
+    static func channels(_ urls: [String], bases: [String: CachedChannel] = [:],
+                         _ db: any SQLSession) async throws -> [CachedChannel] {
         var out: [CachedChannel] = []
         for part in chunks(Array(Set(urls)).sorted()) {
-            let parts = db.dialect == .postgres ? try await partsInOneStatement(part, db) : try await partsApart(part, db)
-            out += try parts.assembled()
+            guard db.dialect == .postgres else {
+                out += try await partsApart(part, db).assembled(bases: [:]).channels
+                continue
+            }
+            let read = try await partsInOneStatement(part, bases: bases, db).assembled(bases: bases)
+            out += read.channels
+            ServerMetrics.shared.loaded(fromCopies: read.fromCopies)
+            if !read.membersLeft.isEmpty {
+                out += try await partsInOneStatement(read.membersLeft[...], bases: [:], db).assembled(bases: [:]).channels
+            }
         }
         return out
     }
 
+    // Members written since a copy (PostgreSQL). Every write of a member row gives it the next
+    // number of one sequence (`members.written`, set by a trigger, migration 29). A channel's
+    // members are written only by the writer holding its lock, which takes the number after
+    // the lock and gives the lock up once its commit is visible: so the numbers of one
+    // channel's rows grow in commit order, and a snapshot that sees a row numbered n sees
+    // every row of the channel numbered below n as it stands. A load notes the highest
+    // number it saw (`CachedChannel.memberMark`); a later load from that copy reads only the
+    // rows numbered above it, the members written since, and takes the rest from the copy.
+    // Rows deleted since (members who left) do not show that way: the load also counts the
+    // channel's members, and a channel whose count differs from the copy's members with the
+    // new rows is read again whole. A writer's copy keeps the mark of the copy it loaded
+    // (its own rows are numbered above it and read again: a row or two).
+
+    /// Migration 29 (PostgreSQL): the number of each member row's last write, from one
+    /// sequence (its default cache of 1 hands numbers out in the order they are asked for),
+    /// set on every insert and update whatever the statement, and the index a load from a copy
+    /// reads by. Each may run again on a database that has them (a schema taken back by a test).
+    static let memberWritesDefinitions = [
+        "CREATE SEQUENCE IF NOT EXISTS member_writes",
+        "ALTER TABLE members ADD COLUMN IF NOT EXISTS written BIGINT NOT NULL DEFAULT 0",
+        "CREATE INDEX IF NOT EXISTS members_by_write ON members (channel_url, written)",
+        """
+        CREATE OR REPLACE FUNCTION parley_member_written() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.written := nextval('member_writes');
+            RETURN NEW;
+        END $$
+        """,
+        """
+        CREATE OR REPLACE TRIGGER members_written BEFORE INSERT OR UPDATE ON members
+            FOR EACH ROW EXECUTE FUNCTION parley_member_written()
+        """,
+    ]
+
     /// What `channels` assembles: each channel's row (`channelColumns` and `version`) with
-    /// its members, the entries of the four small tables by channel, the last messages by id.
+    /// its members, the entries of the four small tables by channel, the last messages by id;
+    /// on PostgreSQL each channel's member mark and count ("Members written since a copy"),
+    /// and the members are those written since the copy in `bases`, if it had one.
     struct ChannelParts {
         var channels: [(row: SQLRow, members: [String: MemberRecord])] = []
+        var memberMarks: [String: (mark: Int64, count: Int64)] = [:]
         var operators: [String: [(Int64, String)]] = [:]
         var bans: [String: [String: RestrictionRecord]] = [:]
         var mutes: [String: [String: RestrictionRecord]] = [:]
@@ -41,10 +88,24 @@ enum ChannelQueries {
         var metacounters: [String: [String: Int64]] = [:]
         var lastMessages: [Int64: MessageRecord] = [:]
 
-        /// The channels whole, each with its last message.
-        func assembled() throws -> [CachedChannel] {
-            try channels.map { row, members in
+        /// The channels whole, each with its last message; and the channels read from a copy
+        /// that lost members since, which must be read again whole.
+        func assembled(bases: [String: CachedChannel]) throws
+            -> (channels: [CachedChannel], membersLeft: [String], fromCopies: Int) {
+            var membersLeft: [String] = []
+            var fromCopies = 0
+            let whole = try channels.compactMap { row, members -> CachedChannel? in
                 let url = row.text(0)
+                var members = members
+                let stored = memberMarks[url]
+                if let stored, let base = bases[url], base.memberMark >= 0 {
+                    members = base.channel.members.merging(members) { _, written in written }
+                    guard members.count == stored.count else {
+                        membersLeft.append(url)
+                        return nil
+                    }
+                    fromCopies += 1
+                }
                 var c = ChannelRecord(
                     url: url, name: row.text(1), coverUrl: row.text(2), customType: row.text(3), data: row.text(4),
                     createdAt: row.int(5), updatedAt: row.int(6), createdBy: row.optionalText(7), isDistinct: row.bool(8),
@@ -59,8 +120,9 @@ enum ChannelQueries {
                 c.countedMentions = row.int(18)
                 let message = c.lastMessageId != 0 ? lastMessages[c.lastMessageId] : nil
                 return CachedChannel(version: row.int(19), channel: c, lastMessage: message,
-                                     lastMessageSeq: message?.changeSeq ?? -1)
+                                     lastMessageSeq: message?.changeSeq ?? -1, memberMark: stored?.mark ?? -1)
             }
+            return (whole, membersLeft, fromCopies)
         }
 
         /// A row of the four small tables: (table, channel, user or key, text, number, number).
@@ -115,31 +177,30 @@ enum ChannelQueries {
     /// PostgreSQL: one `UNION ALL` of four kinds of rows side by side — the channels' rows,
     /// their members' rows, the small tables' entries, the last messages with their mentions —
     /// each padded with NULLs where the other kinds' columns are (`OneStatementParts`).
-    private static func partsInOneStatement(_ part: ArraySlice<String>, _ db: any SQLSession) async throws -> ChannelParts {
-        let binds = part.map { SQLValue.text($0) }
+    /// Members are those written since the copy in `bases`, or all of a channel without one.
+    private static func partsInOneStatement(_ part: ArraySlice<String>, bases: [String: CachedChannel],
+                                            _ db: any SQLSession) async throws -> ChannelParts {
+        let marks = part.map { bases[$0]?.memberMark ?? -1 }
         let sql: String
-        // One channel is the common load (another server's message): worth preparing, and its
-        // text (about 6 KB) built once. Loads of several (listings) come in many sizes, and
-        // would take the slots one by one.
+        // One channel is the common load (another server's message): prepared
+        // (HotStatements.swift), its text (about 6 KB) built once. Loads of several (listings)
+        // come in many sizes.
         if part.count == 1 {
-            sql = oneChannelInOneStatement
-            _ = HotStatements.learn(sql)
+            sql = OneStatementParts.oneChannelSQL
         } else {
-            sql = OneStatementParts.branches(SQLCondition.placeholders(part.count)).joined(separator: " UNION ALL ")
+            sql = OneStatementParts.statement(channels: part.count)
         }
-        var reader = OneStatementParts.Reader(offset: 0)
-        for row in try await db.query(sql, Array(repeating: binds, count: OneStatementParts.branchCount).flatMap { $0 }) {
+        var reader = OneStatementParts.Reader()
+        for row in try await db.query(sql, OneStatementParts.binds(Array(part), marks: marks)) {
             try reader.add(row)
         }
         return reader.parts
     }
 
-    private static let oneChannelInOneStatement = OneStatementParts.branches("?").joined(separator: " UNION ALL ")
-
-    /// PostgreSQL: the rows of `partsInOneStatement`, which a longer statement may put after
-    /// columns of its own (`EventStore.committedEvents`).
+    /// PostgreSQL: the statement of `partsInOneStatement` and its rows.
     enum OneStatementParts {
-        static let memberOffset = RecordTables.channelColumns.count + 1
+        /// The channel's row: its columns, its version, its members' mark and count.
+        static let memberOffset = RecordTables.channelColumns.count + 3
         static let entryOffset = memberOffset + RecordTables.memberColumns.count
         static let messageOffset = entryOffset + 6
         static let messageWidth = RecordTables.messageColumns.count + 1
@@ -149,56 +210,70 @@ enum ChannelQueries {
         /// Every column as a NULL of its type, for a first branch of a `UNION ALL` that has
         /// none of them: PostgreSQL types a UNION's columns pairwise from the left, and two
         /// untyped NULLs would make a text column.
-        static let typedNulls = typedNullColumns.joined(separator: ", ")
-        private static let typedNullColumns = RecordTables.channelColumns.map { "(NULL::channels).\($0)" } + ["NULL::bigint"]
+        private static let typedNullColumns = RecordTables.channelColumns.map { "(NULL::channels).\($0)" }
+            + ["NULL::bigint", "NULL::bigint", "NULL::bigint"]
             + RecordTables.memberColumns.map { "(NULL::members).\($0)" }
             + ["NULL::text", "NULL::text", "NULL::text", "NULL::text", "NULL::bigint", "NULL::bigint"]
             + RecordTables.messageColumns.map { "(NULL::messages).\($0)" } + ["NULL::text"]
 
-        /// How many `branches` there are: each binds the channels' list once.
-        static let branchCount = branches("?").count
+        static let oneChannelSQL = statement(channels: 1)
 
-        /// The branches for the channels `list` names (an IN list or a subquery), each after
-        /// `leading` (columns, or NULLs, ending with a comma). The first carries typed NULLs.
-        static func branches(_ list: String, leading: String = "") -> [String] {
+        /// The statement for `count` channels: binds `binds` gives.
+        static func statement(channels count: Int) -> String {
+            let list = SQLCondition.placeholders(count)
             let typedAfterChannel = typedNullColumns.dropFirst(memberOffset).joined(separator: ", ")
+            // Each channel with the mark of its copy (-1: none), as rows of known number, so
+            // that the plan looks each channel's rows up by the index of migration 29.
+            let marks = Array(repeating: "(CAST(? AS text) COLLATE \"C\", CAST(? AS bigint))", count: count).joined(separator: ", ")
             var branches = [
-                "SELECT \(leading)\(channelSelectColumns), \(typedAfterChannel) FROM channels c WHERE c.url IN (\(list))",
-                "SELECT \(leading)\(nulls(memberOffset)), \(memberSelectColumns), \(nulls(6)), \(nulls(messageWidth)) FROM members m WHERE m.channel_url IN (\(list))",
+                """
+                SELECT \(channelSelectColumns),
+                    (SELECT coalesce(max(mw.written), 0) FROM members mw WHERE mw.channel_url = c.url),
+                    (SELECT count(*) FROM members mc WHERE mc.channel_url = c.url), \(typedAfterChannel)
+                FROM channels c WHERE c.url IN (\(list))
+                """,
+                """
+                SELECT \(nulls(memberOffset)), \(memberSelectColumns), \(nulls(6)), \(nulls(messageWidth))
+                FROM (VALUES \(marks)) AS k(url, mark) JOIN members m ON m.channel_url = k.url AND m.written > k.mark
+                """,
             ]
-            branches += smallTablesSQL(list, before: leading + nulls(entryOffset) + ", ", after: ", " + nulls(messageWidth))
+            branches += smallTablesSQL(list, before: nulls(entryOffset) + ", ", after: ", " + nulls(messageWidth))
             // The last messages by an array of their ids, not `IN (subquery)`: the plan then
             // looks each id up by the primary key, however many channels the planner guessed.
-            // (A generic plan of the other servers' read, PostgresDatabase.peerReadsPool,
-            // guessed about 90 from the events' range, and scanned the whole table for them.)
             branches.append("""
-                SELECT \(leading)\(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),
+                SELECT \(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),
                     array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm WHERE mm.message_id = lm.id ORDER BY mm.position))::text
                 FROM messages lm WHERE lm.id = ANY (ARRAY(SELECT last_message_id FROM channels WHERE url IN (\(list))))
                 """)
-            return branches
+            return branches.joined(separator: " UNION ALL ")
         }
 
-        /// Collects the rows of `branches`, whose columns start at `offset`.
+        /// The values of `statement`, branch by branch: the URLs, then each with its mark,
+        /// then the URLs once for each of the five other branches.
+        static func binds(_ urls: [String], marks: [Int64]) -> [SQLValue] {
+            let list = urls.map { SQLValue.text($0) }
+            let withMarks = zip(urls, marks).flatMap { [SQLValue.text($0), .int($1)] }
+            return list + withMarks + Array(repeating: list, count: 5).flatMap { $0 }
+        }
+
+        /// Collects the rows of `statement`.
         struct Reader {
-            let offset: Int
             private var channelRows: [SQLRow] = []
             private var members: [String: [String: MemberRecord]] = [:]
             private var collected = ChannelParts()
 
-            init(offset: Int) { self.offset = offset }
-
             mutating func add(_ row: SQLRow) throws {
-                let o = offset
-                if row.optionalText(o) != nil {
-                    channelRows.append(o == 0 ? row : SQLRow(values: Array(row.values[o...])))
-                } else if let url = row.optionalText(o + memberOffset) {
-                    let member = RecordTables.memberRecord(row, from: o + memberOffset)
+                if row.optionalText(0) != nil {
+                    channelRows.append(row)
+                    let columns = RecordTables.channelColumns.count
+                    collected.memberMarks[row.text(0)] = (row.int(columns + 1), row.int(columns + 2))
+                } else if let url = row.optionalText(memberOffset) {
+                    let member = RecordTables.memberRecord(row, from: memberOffset)
                     members[url, default: [:]][member.userId] = member
-                } else if row.optionalText(o + entryOffset) != nil {
-                    collected.addEntry(row, from: o + entryOffset)
-                } else if row.optionalInt(o + messageOffset) != nil {
-                    let fields = SQLRow(values: Array(row.values[(o + messageOffset)..<(o + messageOffset + messageWidth)]))
+                } else if row.optionalText(entryOffset) != nil {
+                    collected.addEntry(row, from: entryOffset)
+                } else if row.optionalInt(messageOffset) != nil {
+                    let fields = SQLRow(values: Array(row.values[messageOffset..<(messageOffset + messageWidth)]))
                     let mentions = try RecordTables.decodeList([String].self, fields.text(messageWidth - 1), "mentions")
                     let message = try RecordTables.messageRecord(fields, mentions: mentions)
                     collected.lastMessages[message.id] = message

@@ -16,6 +16,9 @@ final class ChannelStore: ChannelRecords {
     /// The channels this request loaded (`loadChannels`), with their members, by URL.
     private(set) var loadedChannels: [String: ChannelRecord] = [:]
     private var absentChannels: Set<String> = []
+    /// The member mark of each loaded channel's copy (`CachedChannel.memberMark`), which the
+    /// copy this request writes keeps.
+    private var loadedMemberMarks: [String: Int64] = [:]
     /// The last message of each loaded channel that has one, by channel URL.
     private(set) var lastMessages: [String: MessageRecord] = [:]
     /// What this request read from the database whole, for the cache once the request ends well.
@@ -50,28 +53,38 @@ final class ChannelStore: ChannelRecords {
         if missing.isEmpty { return }
         let requested = missing
         var found: [CachedChannel] = []
-        let cached = missing.compactMap { url in
-            channelsKnownChanged.contains(url) ? nil : groupChannels?.entry(url) ?? tx.cachedChannel(url)
+        // Copies known to be stale or found so: the loads start from them (`ChannelQueries.channels`).
+        var bases: [String: CachedChannel] = [:]
+        var cached: [CachedChannel] = []
+        for url in missing {
+            if channelsKnownChanged.contains(url) {
+                bases[url] = tx.cachedChannel(url)
+            } else if let entry = groupChannels?.entry(url) ?? tx.cachedChannel(url) {
+                cached.append(entry)
+            }
         }
         // Writers side by side lock them first (`lockBeforeReading`).
         try await tx.rules.willLoadChannels(missing, self)
         if !cached.isEmpty {
-            for entry in try await currentEntries(cached) {
+            let checked = try await checkedEntries(cached)
+            for entry in checked.current {
                 found.append(entry)
                 missing.remove(entry.channel.url)
             }
+            for entry in checked.stale { bases[entry.channel.url] = entry }
         }
         if !missing.isEmpty {
             ServerMetrics.shared.loaded(channels: missing.count)
-            let read = try await ChannelQueries.channels(Array(missing), db)
+            let read = try await ChannelQueries.channels(Array(missing), bases: bases, db)
             readChannels.append(contentsOf: read)
             found.append(contentsOf: read)
         }
         try await take(found, requested: requested)
     }
 
-    /// The cached copies whose versions are still the stored ones; the others are forgotten.
-    private func currentEntries(_ cached: [CachedChannel]) async throws -> [CachedChannel] {
+    /// The cached copies whose versions are still the stored ones, and the others (forgotten
+    /// by the cache).
+    private func checkedEntries(_ cached: [CachedChannel]) async throws -> (current: [CachedChannel], stale: [CachedChannel]) {
         var versions: [String: (version: Int64, lastMessageSeq: Int64)] = [:]
         var unknown = cached.map(\.channel.url)
         // Read as its lock was taken: unchanged since, as this request has not loaded it
@@ -84,11 +97,18 @@ final class ChannelStore: ChannelRecords {
         if !unknown.isEmpty {
             versions.merge(try await ChannelQueries.versions(ofChannels: unknown, db)) { _, read in read }
         }
-        return cached.filter { entry in
-            guard let stored = versions[entry.channel.url], stored.version == entry.version,
-                  stored.lastMessageSeq == entry.lastMessageSeq else { cache.forgetChannel(entry.channel.url); return false }
-            return true
+        var current: [CachedChannel] = []
+        var stale: [CachedChannel] = []
+        for entry in cached {
+            if let stored = versions[entry.channel.url], stored.version == entry.version,
+               stored.lastMessageSeq == entry.lastMessageSeq {
+                current.append(entry)
+            } else {
+                cache.forgetChannel(entry.channel.url)
+                stale.append(entry)
+            }
         }
+        return (current, stale)
     }
 
     /// Makes `found` this request's copies of its channels, and notes the channels of
@@ -97,6 +117,7 @@ final class ChannelStore: ChannelRecords {
         var shown = Set<String>()
         for entry in found {
             loadedChannels[entry.channel.url] = entry.channel
+            loadedMemberMarks[entry.channel.url] = entry.memberMark
             if let last = entry.lastMessage { lastMessages[entry.channel.url] = last }
             shown.formUnion(usersShown(by: entry.channel))
         }
@@ -104,14 +125,7 @@ final class ChannelStore: ChannelRecords {
         try await users.loadUsers(shown)
     }
 
-    /// Channels read whole with something else (`EventStore.committedEvents`): this request's
-    /// copies, kept in the cache as read ones.
-    func takeRead(_ read: [CachedChannel], requested: Set<String>) async throws {
-        readChannels.append(contentsOf: read)
-        try await take(read, requested: requested)
-    }
-
-    /// The channel changed since its cached copy: loaded without checking the copy first.
+    /// The channel changed since its cached copy: loaded from the copy without checking it first.
     func knownChanged(_ url: String) { channelsKnownChanged.insert(url) }
 
     /// Everyone a render of the channel names: members, operators, banned and muted users,
@@ -460,7 +474,8 @@ final class ChannelStore: ChannelRecords {
         tx.pending.channels.map { url, channel in
             guard channel != nil, let version = written.channels[url], let full = loadedChannels[url] else { return (url, nil) }
             let last = lastMessages[url]
-            return (url, CachedChannel(version: version, channel: full, lastMessage: last, lastMessageSeq: last?.changeSeq ?? -1))
+            return (url, CachedChannel(version: version, channel: full, lastMessage: last, lastMessageSeq: last?.changeSeq ?? -1,
+                                       memberMark: loadedMemberMarks[url] ?? -1))
         }
     }
 

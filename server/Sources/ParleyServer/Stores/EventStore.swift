@@ -90,79 +90,36 @@ final class EventStore: EventEmitter {
             """, [.int(last), .int(through), .text(recipientSeparator + userId + recipientSeparator)]).map { RecordTables.event($0) }
     }
 
-    private static let committedEventColumnList = ["b.pruned", "b.users", "e.id", "e.created_at", "e.category", "e.recipients",
-                                                   "e.data", "e.changed_channel"]
-    private static let committedEventColumns = committedEventColumnList.joined(separator: ", ")
+    private static let committedEventColumns = "b.pruned, b.users, e.id, e.created_at, e.category, e.recipients, e.data"
     private static let committedEventsFrom = """
         FROM (SELECT coalesce((SELECT value FROM meta WHERE name = 'pruned_through'), 0) AS pruned,
                      coalesce((SELECT value FROM meta WHERE name = 'users_written'), 0) AS users) b
             LEFT JOIN events e ON e.id >= ? AND e.id <= ?
         """
 
-    /// PostgreSQL: `committedEvents`' statement for `rangeCount` ranges of ids.
-    static func committedEventsWithChannelsSQL(rangeCount: Int) -> String {
-        let inRanges = Array(repeating: "id BETWEEN ? AND ?", count: rangeCount).joined(separator: " OR ")
-        let leading = String(repeating: "NULL, ", count: committedEventColumnList.count)
-        let branches = ChannelQueries.OneStatementParts.branches("SELECT url FROM changed", leading: leading)
-        return "WITH changed AS (SELECT DISTINCT changed_channel AS url FROM events WHERE (\(inRanges)) AND changed_channel IS NOT NULL) "
-            + "SELECT \(committedEventColumns), \(ChannelQueries.OneStatementParts.typedNulls) \(committedEventsFrom)"
-            + " UNION ALL " + branches.joined(separator: " UNION ALL ")
-    }
-
-    /// The statement of the common read, one range: prepared on every connection that runs it
-    /// (HotStatements.swift), whatever else took the slots first.
-    static let committedEventsOneRangeSQL = committedEventsWithChannelsSQL(rangeCount: 1)
-
-    /// `committedEventsWithChannelsSQL` for 1 to `exactRangesLimit` ranges, built once: the text
-    /// is about 8 KB, and building it took about 80 µs of every read, which follows every
-    /// message of another server.
-    private static let committedEventsSQLByRangeCount: [String] =
-        [committedEventsOneRangeSQL] + (2...exactRangesLimit).map { committedEventsWithChannelsSQL(rangeCount: $0) }
-
-    /// SQLite: the events alone (it loads their channels after them).
-    private static let committedEventsAloneSQL = "SELECT \(committedEventColumns) \(committedEventsFrom) ORDER BY e.id"
-
-    /// Reads of more ranges than this read their whole span and drop what is outside them.
-    private static let exactRangesLimit = 16
+    /// The statement of `committedEvents`: it follows every message of another server
+    /// (prepared on PostgreSQL, HotStatements.swift).
+    static let committedEventsSQL = "SELECT \(committedEventColumns) \(committedEventsFrom) ORDER BY e.id"
 
     /// The committed events whose ids are in `ranges` (whoever receives them), oldest first,
     /// parsed, with their channels loaded to render them: what another server's writers
     /// committed (EventHub.swift); and where the retained events begin (events up to there
     /// were pruned). One statement over the span of the ranges, which also reads the users
     /// counter (on SQLite users current at it are not checked again; on PostgreSQL, where it
-    /// does not move, every user is): this read follows every message of another server,
-    /// round trips are its cost.
+    /// does not move, every user is); then one for the channels, read from the copies the
+    /// record cache holds where it holds one (on PostgreSQL only the members written since,
+    /// ChannelQueries.swift).
     func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
         guard let low = ranges.map(\.lowerBound).min(), let high = ranges.map(\.upperBound).max() else { return ([], 0) }
         var events: [StoredEvent] = []
         var urls = Set<String>()
         var pruned: Int64 = 0
-        var sql = Self.committedEventsAloneSQL
-        var binds: [SQLValue] = [.int(low), .int(high)]
-        // PostgreSQL: the channels the events changed in the same statement (and so the same
-        // snapshot), after the events' rows, which lead with columns of their own: every
-        // message of another server costs this server one round trip.
-        var channelRows: ChannelQueries.OneStatementParts.Reader? = nil
-        if try db.dialect == .postgres {
-            let exact = ranges.count <= Self.exactRangesLimit
-            sql = Self.committedEventsSQLByRangeCount[exact ? ranges.count - 1 : 0]
-            let rangeBinds: [SQLValue] = exact ? ranges.flatMap { [.int($0.lowerBound), .int($0.upperBound)] } : [.int(low), .int(high)]
-            binds = rangeBinds + binds
-            channelRows = ChannelQueries.OneStatementParts.Reader(offset: Self.committedEventColumnList.count)
-        }
-        var changed = Set<String>()
-        for row in try await db.query(sql, binds) {
-            // The channels' rows: NULL where the events' rows have their first column.
-            guard row.optionalInt(0) != nil else {
-                try channelRows?.add(row)
-                continue
-            }
+        for row in try await db.query(Self.committedEventsSQL, [.int(low), .int(high)]) {
             pruned = row.int(0)
             users.usersWrittenInSnapshot = row.int(1)
             guard row.optionalInt(2) != nil else { continue }
             var event = RecordTables.event(row, from: 2)
             guard ranges.contains(where: { $0.contains(event.id) }) else { continue }
-            if channelRows != nil, let url = row.optionalText(7) { changed.insert(url) }
             event.fields = event.parsedData
             if case .string(let url)? = event.fields?["channel_url"] {
                 urls.insert(url)
@@ -175,14 +132,6 @@ final class EventStore: EventEmitter {
             }
             events.append(event)
         }
-        if let channelRows {
-            events.sort { $0.id < $1.id }
-            let read = try channelRows.parts.assembled()
-            ServerMetrics.shared.loaded(channels: read.count, withEvents: true)
-            try await channels.takeRead(read, requested: changed)
-        }
-        // The rest: channels of typing indicators, and of events stored before the log named
-        // the channels they changed.
         try await channels.loadChannels(Array(urls))
         return (events, pruned)
     }
@@ -219,7 +168,6 @@ final class EventStore: EventEmitter {
         }
         data += "}"
         let event = StoredEvent(id: id, createdAt: now, category: category, recipients: recipients.sorted(), data: data,
-                                changedChannel: category == "typing_status" ? nil : channelUrl,
                                 fields: fields, channelRange: channelRange)
         tx.append(event)
     }

@@ -7,8 +7,8 @@ import Synchronization
 //
 // Two kinds: the fixed texts below, and texts built at run time that keep coming back (a
 // combined write of at most `learnedValuesLimit` values, `PostgresSession.writeTogether`,
-// such as a send's; the load of one channel, `ChannelQueries`), each given a slot once it
-// was seen `learnAfter` times, while slots are free. A slot's text never changes once given:
+// such as a send's), each given a slot once it was seen `learnAfter` times, while slots are
+// free. A slot's text never changes once given:
 // connections that prepared it keep it. Slots are first come, first served: shapes that
 // grow hot after all are taken run unprepared (as correct, a little slower).
 
@@ -23,7 +23,8 @@ enum HotStatements {
         RecordTables.deleteMentionsSQL,
         RecordTables.upsertChannelSQL,
         RecordTables.insertEventSQL,
-        EventStore.committedEventsOneRangeSQL,
+        EventStore.committedEventsSQL,
+        ChannelQueries.OneStatementParts.oneChannelSQL,
         ChannelStore.lockChannelsSQL,
         OneFlightSend.lockExpectingSQL,
         MessageQueries.earlierSendSQL,
