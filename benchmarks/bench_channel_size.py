@@ -1,16 +1,18 @@
 """bench_channel_size: what a message costs the server that follows another one, by channel size.
 
-    python3 bench_channel_size.py SERVER_BIN POSTGRES_URL PG_BIN_DIR [MESSAGES]
+    python3 bench_channel_size.py SERVER_BIN POSTGRES_URL PG_BIN_DIR PG_DATA_DIR [MESSAGES]
 
-POSTGRES_URL names the cluster without a database (`postgres://user@host:port`); each size
-gets a database of its own there (made with PG_BIN_DIR/createdb, dropped after). Two servers
+POSTGRES_URL names the cluster without a database (`postgres://user@host:port`), PG_DATA_DIR
+its data directory; each size gets a database of its own there (made with PG_BIN_DIR/createdb,
+dropped after). Two servers
 on it: A takes the sends, B streams them to one member of the channel, so every message
 crosses servers (B reads the events and loads the channel they changed from its copy:
 docs/ARCHITECTURE.md "The record cache"). For a channel of 50 and of 1,000 members, MESSAGES
 sends (default 300) one after another from 7 members in turn, after 20 to warm up; CPU per
-message of A, of B and of the cluster's backends (every `postgres` process), from /proc over
-the sends and their delivery. The ratio 1,000 ÷ 50 says how far each stays flat in the
-channel's size.
+message of A, of B and of the cluster (its postmaster and every process it started), from
+/proc over the sends and their delivery. B reads what was committed when it wakes, so it may
+read a few messages at once, as it would under that load. The ratio 1,000 ÷ 50 says how far
+each stays flat in the channel's size.
 """
 from __future__ import annotations
 
@@ -29,25 +31,31 @@ SENDERS = 7
 WARM_UP = 20
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, with_children: bool = False) -> Tuple[float, int]:
+    """CPU seconds of a process (and of its children it reaped), and its parent's pid."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if with_children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK"), int(fields[1])
 
 
-def backends_cpu() -> float:
-    total = 0.0
+def cluster_cpu(data_dir: str) -> float:
+    """The cluster's CPU seconds: its postmaster, the backends it reaped, the ones alive."""
+    postmaster = int(open(os.path.join(data_dir, "postmaster.pid")).readline())
+    total = cpu_seconds(postmaster, with_children=True)[0]
     for path in glob.glob("/proc/[0-9]*"):
         try:
-            if open(path + "/comm").read().strip() == "postgres":
-                total += cpu_seconds(int(path[6:]))
-        except (OSError, ValueError):
-            pass  # gone meanwhile
+            used, parent = cpu_seconds(int(path[6:]))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if parent == postmaster:
+            total += used
     return total
 
 
-def start_server(binary: str, database: str) -> Tuple[subprocess.Popen, str]:
+def start_server(binary: str, database: str, started: List[subprocess.Popen]) -> Tuple[subprocess.Popen, str]:
     server = subprocess.Popen([binary, "--port", "0", "--database", database], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True, env=dict(os.environ, PARLEY_API_TOKEN=TOKEN))
+    started.append(server)
     assert server.stdout is not None
     for line in server.stdout:
         if "listening on" in line:
@@ -80,13 +88,14 @@ class Receiver:
         return self.count >= count
 
 
-def measure(binary: str, cluster: str, pg_bin: str, members: int, messages: int) -> Dict[str, float]:
+def measure(binary: str, cluster: str, pg_bin: str, data_dir: str, members: int, messages: int) -> Dict[str, float]:
     name = f"parley_bench_size_{members}_{os.getpid()}"
     subprocess.run([f"{pg_bin}/createdb", f"--maintenance-db={cluster}/postgres", name], check=True)
-    a, url_a = start_server(binary, f"{cluster}/{name}")
-    b, url_b = start_server(binary, f"{cluster}/{name}")
+    servers: List[subprocess.Popen] = []
     receiver = None
     try:
+        a, url_a = start_server(binary, f"{cluster}/{name}", servers)
+        b, url_b = start_server(binary, f"{cluster}/{name}", servers)
         s = requests.Session()
         s.headers["Api-Token"] = TOKEN
 
@@ -110,33 +119,33 @@ def measure(binary: str, cluster: str, pg_bin: str, members: int, messages: int)
             send(n)
         if not receiver.wait_for(WARM_UP, 60):
             raise SystemExit(f"{members} members: the other server delivered {receiver.count} of {WARM_UP}")
-        before = (cpu_seconds(a.pid), cpu_seconds(b.pid), backends_cpu())
+        before = (cpu_seconds(a.pid)[0], cpu_seconds(b.pid)[0], cluster_cpu(data_dir))
         for n in range(messages):
             send(WARM_UP + n)
         if not receiver.wait_for(WARM_UP + messages, 120):
             raise SystemExit(f"{members} members: the other server delivered {receiver.count - WARM_UP} of {messages}")
-        after = (cpu_seconds(a.pid), cpu_seconds(b.pid), backends_cpu())
+        after = (cpu_seconds(a.pid)[0], cpu_seconds(b.pid)[0], cluster_cpu(data_dir))
         per = [1e6 * (end - start) / messages for start, end in zip(before, after)]
         return {"writer": per[0], "follower": per[1], "backends": per[2]}
     finally:
         if receiver is not None:
             receiver.response.close()
-        for server in (a, b):
+        for server in servers:
             server.terminate()
             server.wait()
         subprocess.run([f"{pg_bin}/dropdb", f"--maintenance-db={cluster}/postgres", name], check=False)
 
 
 def main() -> None:
-    if len(sys.argv) < 4:
+    if len(sys.argv) < 5:
         raise SystemExit(__doc__)
-    binary, cluster, pg_bin = sys.argv[1], sys.argv[2].rstrip("/"), sys.argv[3]
-    messages = int(sys.argv[4]) if len(sys.argv) > 4 else 300
+    binary, cluster, pg_bin, data_dir = sys.argv[1], sys.argv[2].rstrip("/"), sys.argv[3], sys.argv[4]
+    messages = int(sys.argv[5]) if len(sys.argv) > 5 else 300
     print(f"Channel size: two servers on PostgreSQL, {messages} sends to A one at a time, "
           "one stream on B; CPU per message in us (/proc, 10 ms ticks)")
-    small, large = (measure(binary, cluster, pg_bin, n, messages) for n in (50, 1000))
+    small, large = (measure(binary, cluster, pg_bin, data_dir, n, messages) for n in (50, 1000))
     for part, label in (("follower", "B, the server that follows"), ("writer", "A, the server that writes"),
-                        ("backends", "PostgreSQL's backends")):
+                        ("backends", "PostgreSQL")):
         ratio = large[part] / small[part] if small[part] > 0 else float("nan")
         print(f"  {label:<30} 50 members {small[part]:7.0f}   1,000 members {large[part]:7.0f}   ratio {ratio:5.1f}")
         print(f"ROW\tchannel size, {label}: CPU per message, 1,000 members\t{large[part]:.0f} us = {ratio:.1f}x 50's"

@@ -204,7 +204,8 @@ for pid in $pg_server_pid $pg_second_pid; do kill "$pid" 2>/dev/null || true; wa
 pg_server_pid="" pg_second_pid=""
 # What a message crossing servers costs by channel size: 50 members against 1,000, servers
 # and databases of its own.
-run python3 "$root/benchmarks/bench_channel_size.py" "$server_bin" "${PARLEY_TEST_PG%/}" "$PARLEY_PG_BIN"
+run python3 "$root/benchmarks/bench_channel_size.py" "$server_bin" "${PARLEY_TEST_PG%/}" "$PARLEY_PG_BIN" \
+    "$PARLEY_PG_DIR/data"
 # The scale-out rows, PostgreSQL 1 ms away (scale_out above): servers and a database of their own.
 scale_out
 # The start with stored messages on both backends: servers of its own, on databases of its own.

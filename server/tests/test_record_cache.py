@@ -260,3 +260,40 @@ def test_a_server_reads_only_the_members_written_since_its_copy(tmp_path):
         first.stop()
         second.stop()
         databases.drop_database(db)
+
+
+@pytest.mark.postgres_only
+def test_a_read_of_one_snapshot_takes_no_member_newer_than_it(tmp_path):
+    """A read runs in one snapshot. A writer that commits after that snapshot began leaves a
+    newer copy of the channel in the record cache; the read finds the copy stale against its
+    snapshot and reads the channel whole in it, members included, not the member rows written
+    since the copy (which its snapshot does not see) beside the newer members of the copy.
+    Here the read takes its snapshot and waits (a test hook) while its user reads the channel:
+    it must show the channel as it was, one message unread. The channel was made through
+    another server, so that this one's copy comes from a whole read, which numbers it."""
+    import threading
+    db = databases.database_for(tmp_path, "snapshot")
+    first = Server(db)
+    server = Server(db)
+    try:
+        a, b = first.user(), first.user()
+        url = first.channel([a, b], name="snapshot")["channel_url"]
+        first.send(url, a, text="one")
+        params = {"user_id": b, "show_member": "true"}
+        assert server.ok("GET", f"/v3/group_channels/{url}", params=params)["unread_message_count"] == 1
+        answers = []
+        held = threading.Thread(target=lambda: answers.append(server.ok(
+            "GET", f"/v3/group_channels/{url}", params=params, headers={"Parley-Test-Hold-Ms": "1500"})))
+        held.start()
+        time.sleep(0.5)
+        server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", json={"user_id": b})
+        held.join(10)
+        assert answers, "the held read did not answer"
+        seen = answers[0]
+        assert (seen["unread_message_count"], seen["user_last_read"]) == (1, 0)
+        now = server.ok("GET", f"/v3/group_channels/{url}", params=params)
+        assert now["unread_message_count"] == 0 and now["user_last_read"] > 0
+    finally:
+        first.stop()
+        server.stop()
+        databases.drop_database(db)

@@ -115,7 +115,8 @@ struct ServerConfig: Sendable {
     /// PARLEY_TEST_HOOKS=1: an admin write may carry `Parley-Test-Hold-Ms: N` (at most 10,000)
     /// and then waits N ms after its handler ran, before its last statement (its numbers
     /// taken; on PostgreSQL its locks held, its transaction usually not yet begun). Tests
-    /// use it to hold one writer while others run.
+    /// use it to hold one writer while others run. An admin read with it takes its snapshot
+    /// (a first statement), then waits N ms before its handler runs: writers commit meanwhile.
     var testHooks = false
 }
 
@@ -244,6 +245,10 @@ struct Endpoint: Sendable {
                                          readsNow: hints.contains(.readsNow)) { state in
             ctx.caller = try await state.authenticate(ctx.headers, apiToken: config.apiToken, now: ctx.now)
             record.caller = ctx.caller.isAdmin ? "admin" : ctx.caller.userId ?? "-"
+            if let holdMilliseconds, ctx.caller.isAdmin, state.readOnly {
+                _ = try await state.db.query("SELECT 1", [])
+                try await Task.sleep(for: .milliseconds(holdMilliseconds))
+            }
             let reply = try await run(state, &ctx)
             if let holdMilliseconds, ctx.caller.isAdmin, !state.readOnly {
                 try await Task.sleep(for: .milliseconds(holdMilliseconds))

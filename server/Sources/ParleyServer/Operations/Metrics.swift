@@ -94,7 +94,7 @@ final class ServerMetrics: Sendable {
             "messages_stored", "total", "Messages this server stored (sent and copied)."))
         channelLoads = registry.makeCounter(descriptor: Self.name(
             "channel_loads", "total",
-            "Channels read whole from the database: not in the record cache, or changed since it kept them."))
+            "Channels read from the database (whole, or from an older copy): not in the record cache, or changed since it kept them."))
         channelLoadsFromCopies = registry.makeCounter(descriptor: Self.name(
             "channel_loads_from_copies", "total",
             "Channels read from an older copy the record cache held: their rows, and only the members written since (PostgreSQL); counted in channel_loads too."))

@@ -223,6 +223,7 @@ final class RequestState {
     func handleReading<T>(mode: ReadMode = .oneSnapshot, _ body: (RequestState) async throws -> T) async throws -> T? {
         func run(_ session: any SQLSession) async throws -> T {
             let stores = startAttempt(session)
+            stores.tx.loadsFromCopies = mode != .oneSnapshot
             defer { stores.tx.close() }
             let result = try await body(self)
             try stores.users.checkRendering()

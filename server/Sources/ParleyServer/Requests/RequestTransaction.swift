@@ -48,6 +48,12 @@ final class RequestTransaction {
     /// the cached records both of its runs read.
     var oneFlight: OneFlightSend? = nil
 
+    /// Each statement reads in a snapshot taken as it starts (a writer's, or a read statement
+    /// by statement): a copy the record cache held before it is no newer than what it reads,
+    /// so a stale copy may be the base of a load (ChannelQueries.swift, "Members written since
+    /// a copy"). Not in a read of one snapshot, which may have begun before the copy was committed.
+    var loadsFromCopies = true
+
     /// The record cache's copy of a channel (the one the first run of a send in one round trip read).
     func cachedChannel(_ url: String) -> CachedChannel? {
         guard let oneFlight else { return shared.cache.channel(url) }

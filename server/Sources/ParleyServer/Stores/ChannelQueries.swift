@@ -51,7 +51,10 @@ enum ChannelQueries {
     // Rows deleted since (members who left) do not show that way: the load also counts the
     // channel's members, and a channel whose count differs from the copy's members with the
     // new rows is read again whole. A writer's copy keeps the mark of the copy it loaded
-    // (its own rows are numbered above it and read again: a row or two).
+    // (its own rows are numbered above it and read again: a row or two). A copy is a base only
+    // for statements whose snapshots are taken after it was committed
+    // (`RequestTransaction.loadsFromCopies`): a read in one snapshot that began earlier would
+    // take rows newer than its snapshot from the copy.
 
     /// Migration 29 (PostgreSQL): the number of each member row's last write, from one
     /// sequence (its default cache of 1 hands numbers out in the order they are asked for),

@@ -58,7 +58,7 @@ final class ChannelStore: ChannelRecords {
         var cached: [CachedChannel] = []
         for url in missing {
             if channelsKnownChanged.contains(url) {
-                bases[url] = tx.cachedChannel(url)
+                if tx.loadsFromCopies { bases[url] = tx.cachedChannel(url) }
             } else if let entry = groupChannels?.entry(url) ?? tx.cachedChannel(url) {
                 cached.append(entry)
             }
@@ -71,7 +71,7 @@ final class ChannelStore: ChannelRecords {
                 found.append(entry)
                 missing.remove(entry.channel.url)
             }
-            for entry in checked.stale { bases[entry.channel.url] = entry }
+            for entry in checked.stale where tx.loadsFromCopies { bases[entry.channel.url] = entry }
         }
         if !missing.isEmpty {
             ServerMetrics.shared.loaded(channels: missing.count)
