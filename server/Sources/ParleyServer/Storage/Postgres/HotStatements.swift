@@ -25,6 +25,7 @@ enum HotStatements {
         RecordTables.insertEventSQL,
         EventStore.committedEventsSQL,
         ChannelQueries.OneStatementParts.oneChannelSQL,
+        ChannelQueries.OneStatementParts.channelsSQL,
         ChannelStore.lockChannelsSQL,
         OneFlightSend.lockExpectingSQL,
         MessageQueries.earlierSendSQL,
