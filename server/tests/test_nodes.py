@@ -800,6 +800,50 @@ def test_the_reads_that_follow_another_server_are_planned_once(two_servers):
         assert int(plans) * 4 <= int(calls), f"{statement}: {plans} plans for {calls} reads"
 
 
+def test_the_reads_that_follow_another_server_do_not_grow_with_the_stored_messages(two_servers):
+    """Server B loads the channel of each message server A commits with a prepared statement
+    whose generic plan is made once per session, here while `messages` holds a handful of
+    rows. The last message is looked up by its id whatever that plan guessed: once the table
+    holds thousands of rows more (not analyzed since), a load reads about as many pages as
+    before. (Looked up by an array of ids, the plan scanned the whole table: every load read
+    every page of `messages`.)"""
+    a, b = two_servers
+    db = a.db_path
+    if "pg_stat_statements" not in databases.psql(db, "SHOW shared_preload_libraries"):
+        pytest.skip("pg_stat_statements is not loaded in this cluster (scripts/pg-test-cluster.sh loads it)")
+    databases.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    # Plans are made again when a table they read is analyzed: not during this test.
+    databases.psql(db, "ALTER TABLE messages SET (autovacuum_enabled = false)")
+    members = [a.user("pages") for _ in range(2)]
+    url = a.channel(members, name="pages")["channel_url"]
+    stream = EventCollector(b, members[1], session_key=b.session(members[1]))
+    assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+    this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+    load = f"FROM pg_stat_statements WHERE dbid = {this_database} AND query LIKE '% AS k(url, mark) %'"
+
+    def pages_per_load(first, count):
+        databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
+        for n in range(first, first + count):
+            a.send(url, members[0], text=f"p{n}")
+            assert wait_for_texts(stream, n + 1), n
+        calls, pages = databases.psql(db, f"SELECT sum(calls), sum(shared_blks_hit + shared_blks_read) {load}").strip().split("|")
+        assert int(calls) >= count, (calls, pages)
+        return int(pages) / int(calls)
+
+    try:
+        # Past the plans made for the values (five per session), to the generic one.
+        before = pages_per_load(0, 12)
+        # Other channels' messages, 2 KB each, ids below any the servers take: about 6,000 pages.
+        databases.psql(db, "INSERT INTO messages SELECT (jsonb_populate_record(m, jsonb_build_object("
+                           "'id', -n, 'channel_url', 'elsewhere-' || n % 100, 'req_id', '', "
+                           "'message', repeat('x', 2000)))).* "
+                           "FROM messages m, generate_series(1, 20000) AS n WHERE m.id = (SELECT max(id) FROM messages)")
+        after = pages_per_load(12, 12)
+    finally:
+        stream.close()
+    assert after <= before + 20, f"{before:.0f} pages per load before, {after:.0f} with 20,000 messages more"
+
+
 @contextlib.contextmanager
 def counted_statements(tmp_path, name):
     """A PostgreSQL database with pg_stat_statements and a server on it, with a channel of two

@@ -241,12 +241,16 @@ enum ChannelQueries {
                 """,
             ]
             branches += smallTablesSQL(list, before: nulls(entryOffset) + ", ", after: ", " + nulls(messageWidth))
-            // The last messages by an array of their ids, not `IN (subquery)`: the plan then
-            // looks each id up by the primary key, however many channels the planner guessed.
+            // Each last message looked up by its id from its channel's row, in a subquery the
+            // planner cannot merge into a join (OFFSET 0): a prepared statement's generic plan
+            // is made once, often while `messages` is nearly empty, and a plan chosen then
+            // (a scan of the whole table, or a hash join over it) would stay in use as the
+            // table grows, until the next ANALYZE.
             branches.append("""
                 SELECT \(nulls(messageOffset)), \(RecordTables.messageColumns.map { "lm.\($0)" }.joined(separator: ", ")),
                     array_to_json(ARRAY(SELECT mm.user_id FROM message_mentions mm WHERE mm.message_id = lm.id ORDER BY mm.position))::text
-                FROM messages lm WHERE lm.id = ANY (ARRAY(SELECT last_message_id FROM channels WHERE url IN (\(list))))
+                FROM channels lc CROSS JOIN LATERAL (SELECT * FROM messages m WHERE m.id = lc.last_message_id OFFSET 0) lm
+                WHERE lc.url IN (\(list))
                 """)
             return branches.joined(separator: " UNION ALL ")
         }
@@ -301,6 +305,13 @@ enum ChannelQueries {
     static func versions(ofChannels urls: [String],
                          _ db: any SQLSession) async throws -> [String: (version: Int64, lastMessageSeq: Int64)] {
         var out: [String: (Int64, Int64)] = [:]
+        if db.dialect == .postgres {
+            let binds: [SQLValue] = urls.count == 1 ? [.text(urls[0])] : [.text(JSON.array(urls.map { .string($0) }).serialized())]
+            for row in try await db.query(urls.count == 1 ? versionOfOneChannelSQL : versionsOfChannelsSQL, binds) {
+                out[row.text(0)] = (row.int(1), row.int(2))
+            }
+            return out
+        }
         for part in chunks(urls.sorted()) {
             for row in try await db.query("""
                 SELECT c.url, c.version, coalesce(m.change_seq, -1) FROM channels c LEFT JOIN messages m ON m.id = c.last_message_id
@@ -311,6 +322,18 @@ enum ChannelQueries {
         }
         return out
     }
+
+    /// PostgreSQL: the statements of `versions(ofChannels:)`, for one channel and for a JSON
+    /// array of URLs (prepared: HotStatements.swift). The last message is found by its id
+    /// per channel, whatever the plan made while `messages` was small.
+    static let versionOfOneChannelSQL = """
+        SELECT c.url, c.version, coalesce((SELECT m.change_seq FROM messages m WHERE m.id = c.last_message_id), -1)
+        FROM channels c WHERE c.url = ?
+        """
+    static let versionsOfChannelsSQL = """
+        SELECT c.url, c.version, coalesce((SELECT m.change_seq FROM messages m WHERE m.id = c.last_message_id), -1)
+        FROM channels c WHERE c.url IN (SELECT json_array_elements_text(?::json))
+        """
 
     /// The channels a user is a member of (joined or invited), by URL.
     static func urls(memberOf userId: String, _ db: any SQLSession) async throws -> [String] {

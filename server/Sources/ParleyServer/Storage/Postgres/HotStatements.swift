@@ -26,6 +26,8 @@ enum HotStatements {
         EventStore.committedEventsSQL,
         ChannelQueries.OneStatementParts.oneChannelSQL,
         ChannelQueries.OneStatementParts.channelsSQL,
+        ChannelQueries.versionOfOneChannelSQL,
+        ChannelQueries.versionsOfChannelsSQL,
         ChannelStore.lockChannelsSQL,
         OneFlightSend.lockExpectingSQL,
         MessageQueries.earlierSendSQL,
