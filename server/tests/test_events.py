@@ -343,3 +343,46 @@ def test_open_streams_per_user_are_limited(fresh_server):
     finally:
         for reader in readers:
             reader.close()
+
+
+def test_a_send_renders_every_member_for_an_invitee_and_only_what_it_shows_for_members(server):
+    """A send loads its channel without its members' users (its events leave members out,
+    PROTOCOL.md §9.1), except where one of its events shows them: an invitee, who cannot read
+    the message, receives `channel_changed` with the channel whole. Its members are those a
+    GET shows the invitee, field by field; a member's `message_received` names the sender,
+    the mentioned users and the operators with their profiles."""
+    op = server.user("op", nickname="Op", profile_url="https://example.com/op.png")
+    members = [server.user("m", nickname=f"Member {n}", metadata={"n": str(n)}) for n in range(4)]
+    invitee = server.user("inv", nickname="Invitee")
+    server.ok("PUT", f"/v3/users/{invitee}/channel_invitation_preference", json={"auto_accept": False})
+    url = server.channel([op] + members, operator_ids=[op])["channel_url"]
+    server.ok("POST", f"/v3/group_channels/{url}/invite", json={"user_ids": [invitee], "inviter_id": op})
+    ri = EventReader(server, invitee, session=server.session(invitee))
+    rm = EventReader(server, members[0], session=server.session(members[0]))
+    try:
+        ri.next()
+        rm.next()
+        server.send(url, members[1], "hello", mentioned_user_ids=[members[2]])
+        changed, _ = ri.until("channel_changed")
+        received, _ = rm.until("message_received")
+    finally:
+        ri.close()
+        rm.close()
+    whole = server.ok("GET", f"/v3/group_channels/{url}", params={"show_member": "true", "user_id": invitee})
+
+    def lasting(member):
+        # Presence moved since: the streams closed.
+        return {k: v for k, v in member.items() if k not in ("is_online", "last_seen_at")}
+
+    assert changed["json"]["channel"]["member_state"] == "invited"
+    assert len(changed["json"]["channel"]["members"]) == 6
+    assert [lasting(m) for m in changed["json"]["channel"]["members"]] == [lasting(m) for m in whole["members"]]
+    assert [m["nickname"] for m in changed["json"]["channel"]["members"] if m["user_id"] in members] == \
+        [f"Member {n}" for n in range(4)]
+    channel = received["json"]["channel"]
+    assert "members" not in channel
+    assert channel["operators"][0]["profile_url"] == "https://example.com/op.png"
+    assert channel["last_message"]["user"]["nickname"] == "Member 1"
+    assert channel["last_message"]["user"]["metadata"] == {"n": "1"}
+    assert [u["nickname"] for u in received["json"]["message"]["mentioned_users"]] == ["Member 2"]
+    assert [m["nickname"] for m in received["json"]["changed_members"]] == ["Member 1"]

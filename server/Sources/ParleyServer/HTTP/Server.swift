@@ -267,6 +267,7 @@ struct Endpoint: Sendable {
     private static func firstReads(_ ctx: Ctx, hints: RouteHints, caller: Caller?) -> FirstReads {
         var reads = FirstReads(takesMessageId: hints.contains(.sendsMessage))
         reads.inOneFlight = hints.contains(.sendsMessage)
+        reads.leavesMembersOut = hints.contains(.sendsMessage)
         reads.sessionKey = caller == nil ? nil : ctx.headers[HTTPField.Name("Session-Key")!]
         if hints.contains(.sendsMessage), let channel = ctx.params[.channelURL],
            let requestId = (try? ctx.input.string("req_id")) ?? (try? ctx.input.string("dedup_id")) ?? nil {

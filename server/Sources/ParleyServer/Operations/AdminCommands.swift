@@ -267,7 +267,7 @@ struct AdminCommand: AsyncParsableCommand {
                         let urls = try await ChannelQueries.listing(
                             member.map { .memberOf($0) } ?? .visibleTo(nil), filter: Channels.ListFilter(),
                             order: "chronological", metadataOrderKey: nil, after: nil, limit: limit, db)
-                        let loaded = Dictionary(try await ChannelQueries.channels(urls, db).map { ($0.channel.url, $0.channel) },
+                        let loaded = Dictionary(try await ChannelQueries.channels(urls, db).channels.map { ($0.channel.url, $0.channel) },
                                                 uniquingKeysWith: { first, _ in first })
                         return urls.compactMap { loaded[$0] }
                     }

@@ -136,7 +136,7 @@ extension ChannelStore {
     /// counters equal to what the messages say.
     static func verifyStoredUnreadCounters(_ urls: [String], _ database: any SQLDatabase) async throws {
         try await database.read { db in
-            for entry in try await ChannelQueries.channels(urls, db) { try await verifyUnreadCounters(of: entry.channel, db) }
+            for entry in try await ChannelQueries.channels(urls, db).channels { try await verifyUnreadCounters(of: entry.channel, db) }
         }
     }
 }

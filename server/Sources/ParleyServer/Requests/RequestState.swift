@@ -93,6 +93,7 @@ final class RequestState {
                 let stores = startAttempt(session)
                 bodyDone = false
                 defer { stores.tx.close() }
+                if firstReads.leavesMembersOut { stores.channels.leaveMembersOut(of: channelHint) }
                 try await rules.startWrite(stores, batch: batch, channelHint: channelHint, firstReads: firstReads, session)
                 let result = try await body(self)
                 bodyDone = true
@@ -125,6 +126,7 @@ final class RequestState {
         let capturing = CapturingSession(flight, dialect: session.dialect)
         let first = startAttempt(capturing)
         first.tx.oneFlight = flight
+        if firstReads.leavesMembersOut { first.channels.leaveMembersOut(of: channelHint) }
         let ready: Bool = await VersionTape.$current.withValue(flight.versions) {
             defer { first.tx.close() }
             do {
@@ -149,6 +151,7 @@ final class RequestState {
         let replaying = ReplayingSession(flight, dialect: session.dialect)
         let second = startAttempt(replaying)
         second.tx.oneFlight = flight
+        if firstReads.leavesMembersOut { second.channels.leaveMembersOut(of: channelHint) }
         let built = try await VersionTape.$current.withValue(flight.versions) {
             defer { second.tx.close() }
             do {
@@ -173,6 +176,7 @@ final class RequestState {
     private func endWrite(_ stores: RequestStores, _ session: any SQLSession, batch: ChannelBatch?,
                           batchLead: ChannelBatchLead?, channelHint: String?) async throws -> RecordTables.WrittenVersions {
         let tx = stores.tx
+        try await stores.channels.loadMembersShown(by: tx.pending.events)
         try stores.users.checkRendering()
         try await stores.channels.verifyTouchedCounters()
         if tx.numbersShort > 0 {

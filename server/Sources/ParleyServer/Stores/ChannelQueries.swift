@@ -22,22 +22,30 @@ enum ChannelQueries {
     /// another server's events loads the channel again after every message. There a channel
     /// with an older copy in `bases` reads only the members written since the copy
     /// ("Members written since a copy" below). SQLite, in process, reads the parts apart.
-    static func channels(_ urls: [String], bases: [String: CachedChannel] = [:],
-                         _ db: any SQLSession) async throws -> [CachedChannel] {
+    /// On PostgreSQL the same statement reads the versions of the users of `users` (those the
+    /// copies show, so that a load from a copy needs no statement of its own to check them),
+    /// returned by id; SQLite reads none.
+    static func channels(_ urls: [String], bases: [String: CachedChannel] = [:], users: [String] = [],
+                         _ db: any SQLSession) async throws -> (channels: [CachedChannel], userVersions: [String: Int64]) {
         var out: [CachedChannel] = []
+        var userVersions: [String: Int64] = [:]
+        var users = users
         for part in chunks(Array(Set(urls)).sorted()) {
             guard db.dialect == .postgres else {
                 out += try await partsApart(part, db).assembled(bases: [:]).channels
                 continue
             }
-            let read = try await partsInOneStatement(part, bases: bases, db).assembled(bases: bases)
+            let parts = try await partsInOneStatement(part, bases: bases, users: users, db)
+            users = []
+            userVersions.merge(parts.userVersions) { _, read in read }
+            let read = try parts.assembled(bases: bases)
             out += read.channels
             ServerMetrics.shared.loaded(fromCopies: read.fromCopies)
             if !read.membersLeft.isEmpty {
-                out += try await partsInOneStatement(read.membersLeft[...], bases: [:], db).assembled(bases: [:]).channels
+                out += try await partsInOneStatement(read.membersLeft[...], bases: [:], users: [], db).assembled(bases: [:]).channels
             }
         }
-        return out
+        return (out, userVersions)
     }
 
     // Members written since a copy (PostgreSQL). Every write of a member row gives it the next
@@ -90,6 +98,8 @@ enum ChannelQueries {
         var metadata: [String: [String: String]] = [:]
         var metacounters: [String: [String: Int64]] = [:]
         var lastMessages: [Int64: MessageRecord] = [:]
+        /// PostgreSQL: the versions of the users the statement was asked for that exist.
+        var userVersions: [String: Int64] = [:]
 
         /// The channels whole, each with its last message; and the channels read from a copy
         /// that lost members since, which must be read again whole.
@@ -135,6 +145,7 @@ enum ChannelQueries {
             case "operator": operators[url, default: []].append((row.int(o + 4), row.text(o + 2)))
             case "metadata": metadata[url, default: [:]][row.text(o + 2)] = row.text(o + 3)
             case "metacounter": metacounters[url, default: [:]][row.text(o + 2)] = row.int(o + 4)
+            case "user": userVersions[row.text(o + 2)] = row.int(o + 4)
             case let kind:
                 let r = RestrictionRecord(userId: row.text(o + 2), startAt: row.int(o + 4), endAt: row.int(o + 5),
                                           description: row.text(o + 3))
@@ -181,9 +192,9 @@ enum ChannelQueries {
     /// their members' rows, the small tables' entries, the last messages with their mentions —
     /// each padded with NULLs where the other kinds' columns are (`OneStatementParts`).
     /// Members are those written since the copy in `bases`, or all of a channel without one.
-    private static func partsInOneStatement(_ part: ArraySlice<String>, bases: [String: CachedChannel],
+    private static func partsInOneStatement(_ part: ArraySlice<String>, bases: [String: CachedChannel], users: [String],
                                             _ db: any SQLSession) async throws -> ChannelParts {
-        let statement = OneStatementParts.statement(Array(part), marks: part.map { bases[$0]?.memberMark ?? -1 })
+        let statement = OneStatementParts.statement(Array(part), marks: part.map { bases[$0]?.memberMark ?? -1 }, users: users)
         var reader = OneStatementParts.Reader()
         for row in try await db.query(statement.sql, statement.binds) {
             try reader.add(row)
@@ -211,7 +222,8 @@ enum ChannelQueries {
             + RecordTables.messageColumns.map { "(NULL::messages).\($0)" } + ["NULL::text"]
 
         /// One channel (another server's message): its URL, its URL with its copy's mark (-1:
-        /// none), then its URL once for each of the five other branches.
+        /// none), then its URL once for each of the five other branches, then the users whose
+        /// versions it reads as a JSON array.
         static let oneChannelSQL = statement(
             list: "?", marked: "(VALUES (CAST(? AS text) COLLATE \"C\", CAST(? AS bigint))) AS k(url, mark)")
 
@@ -219,7 +231,7 @@ enum ChannelQueries {
         /// (HotStatements.swift). The URLs as a JSON array, then the URLs with their marks as a
         /// JSON array of objects, then the URLs once for each of the five other branches. An IN
         /// list of placeholders was a new text for every count, planned each time (about 3.7 ms
-        /// for this statement).
+        /// for this statement). Then the users, as for one channel.
         static let channelsSQL = statement(
             list: "SELECT json_array_elements_text(?::json)", marked: "json_to_recordset(?::json) AS k(url text, mark bigint)")
 
@@ -252,20 +264,27 @@ enum ChannelQueries {
                 FROM channels lc CROSS JOIN LATERAL (SELECT * FROM messages m WHERE m.id = lc.last_message_id OFFSET 0) lm
                 WHERE lc.url IN (\(list))
                 """)
+            // The users' versions, as entries of kind "user"; each a probe of its key, as above.
+            branches.append("""
+                SELECT \(nulls(entryOffset)), 'user', '', u.user_id, '', u.version, 0, \(nulls(messageWidth))
+                FROM json_array_elements_text(?::json) AS w(id)
+                CROSS JOIN LATERAL (SELECT x.user_id, x.version FROM users x WHERE x.user_id = w.id OFFSET 0) u
+                """)
             return branches.joined(separator: " UNION ALL ")
         }
 
-        /// The statement for `urls` with the marks of their copies, and its values.
-        static func statement(_ urls: [String], marks: [Int64]) -> (sql: String, binds: [SQLValue]) {
+        /// The statement for `urls` with the marks of their copies and the users of `users`, and its values.
+        static func statement(_ urls: [String], marks: [Int64], users: [String]) -> (sql: String, binds: [SQLValue]) {
+            let userList = SQLValue.text(JSON.array(users.map { .string($0) }).serialized())
             if urls.count == 1 {
                 let url = SQLValue.text(urls[0])
-                return (oneChannelSQL, [url, url, .int(marks[0])] + Array(repeating: url, count: 5))
+                return (oneChannelSQL, [url, url, .int(marks[0])] + Array(repeating: url, count: 5) + [userList])
             }
             let list = SQLValue.text(JSON.array(urls.map { .string($0) }).serialized())
             let marked = SQLValue.text(JSON.array(zip(urls, marks).map { url, mark in
                 JSON.obj([("url", .string(url)), ("mark", .int(mark))])
             }).serialized())
-            return (channelsSQL, [list, marked] + Array(repeating: list, count: 5))
+            return (channelsSQL, [list, marked] + Array(repeating: list, count: 5) + [userList])
         }
 
         /// Collects the rows of `statement`.

@@ -16,6 +16,27 @@ final class ChannelStore: ChannelRecords {
     /// The channels this request loaded (`loadChannels`), with their members, by URL.
     private(set) var loadedChannels: [String: ChannelRecord] = [:]
     private var absentChannels: Set<String> = []
+    /// Loaded channels whose members' users were not loaded (`loadChannels`' `membersLeftOut`).
+    private var membersNotLoaded: Set<String> = []
+    /// The channel of a request whose renders leave its members out (`FirstReads.leavesMembersOut`).
+    private var membersLeftOutOf: Set<String> = []
+
+    /// The request's renders of the channel leave its members out: its loads (and a writer's
+    /// first statement) do not read its members' users.
+    func leaveMembersOut(of url: String?) {
+        if let url { membersLeftOutOf.insert(url) }
+    }
+
+    /// Before the request's end: the members' users of the channels loaded without them whose
+    /// events show members (`framer` renders those after the commit, from what this request loaded).
+    func loadMembersShown(by events: [StoredEvent]) async throws {
+        guard !membersNotLoaded.isEmpty else { return }
+        var urls = Set<String>()
+        for event in events where !RecordRenderer.memberlessCategories.contains(event.category) {
+            if case .string(let url)? = event.fields?["channel_url"], membersNotLoaded.contains(url) { urls.insert(url) }
+        }
+        if !urls.isEmpty { try await loadChannels(Array(urls), membersLeftOut: [], alsoShown: []) }
+    }
     /// The member mark of each loaded channel's copy (`CachedChannel.memberMark`), which the
     /// copy this request writes keeps.
     private var loadedMemberMarks: [String: Int64] = [:]
@@ -47,10 +68,20 @@ final class ChannelStore: ChannelRecords {
     // MARK: loading
 
     /// Loads the channels of `urls` not loaded yet this request, with their last messages and
-    /// every user their renders show.
-    func loadChannels(_ urls: [String]) async throws {
+    /// every user their renders show. For those of `membersLeftOut`, whose renders leave out
+    /// their members (live events of `RecordRenderer.memberlessCategories`), only the users
+    /// shown besides the members, and `alsoShown`: what the load of a message of a channel of
+    /// 1,000 costs then does not grow with its members.
+    func loadChannels(_ urls: [String]) async throws { try await loadChannels(urls, membersLeftOut: membersLeftOutOf, alsoShown: []) }
+
+    func loadChannels(_ urls: [String], membersLeftOut: Set<String>, alsoShown: Set<String>) async throws {
+        let lacking = urls.filter { membersNotLoaded.contains($0) && !membersLeftOut.contains($0) }
+        if !lacking.isEmpty {
+            membersNotLoaded.subtract(lacking)
+            try await users.loadUsers(lacking.compactMap { loadedChannels[$0] }.flatMap { usersShown(by: $0) })
+        }
         var missing = Set(urls).filter { loadedChannels[$0] == nil && !absentChannels.contains($0) }
-        if missing.isEmpty { return }
+        if missing.isEmpty { return try await users.loadUsers(alsoShown) }
         let requested = missing
         var found: [CachedChannel] = []
         // Copies known to be stale or found so: the loads start from them (`ChannelQueries.channels`).
@@ -75,11 +106,17 @@ final class ChannelStore: ChannelRecords {
         }
         if !missing.isEmpty {
             ServerMetrics.shared.loaded(channels: missing.count)
-            let read = try await ChannelQueries.channels(Array(missing), bases: bases, db)
-            readChannels.append(contentsOf: read)
-            found.append(contentsOf: read)
+            // The users the copies show, checked by the load's own statement.
+            let shownByCopies = bases.values.reduce(into: alsoShown) { shown, base in
+                shown.formUnion(usersShown(by: base, members: !membersLeftOut.contains(base.channel.url)))
+            }
+            let read = try await ChannelQueries.channels(Array(missing), bases: bases,
+                                                         users: shownByCopies.filter { users.needsVersion($0) }.sorted(), db)
+            users.knownUserVersions.merge(read.userVersions) { _, read in read }
+            readChannels.append(contentsOf: read.channels)
+            found.append(contentsOf: read.channels)
         }
-        try await take(found, requested: requested)
+        try await take(found, requested: requested, membersLeftOut: membersLeftOut, alsoShown: alsoShown)
     }
 
     /// The cached copies whose versions are still the stored ones, and the others (forgotten
@@ -113,13 +150,17 @@ final class ChannelStore: ChannelRecords {
 
     /// Makes `found` this request's copies of its channels, and notes the channels of
     /// `requested` it lacks as absent; loads the users they show.
-    private func take(_ found: [CachedChannel], requested: Set<String>) async throws {
-        var shown = Set<String>()
+    private func take(_ found: [CachedChannel], requested: Set<String>, membersLeftOut: Set<String>,
+                      alsoShown: Set<String>) async throws {
+        var shown = alsoShown
         for entry in found {
-            loadedChannels[entry.channel.url] = entry.channel
-            loadedMemberMarks[entry.channel.url] = entry.memberMark
-            if let last = entry.lastMessage { lastMessages[entry.channel.url] = last }
-            shown.formUnion(usersShown(by: entry.channel))
+            let url = entry.channel.url
+            loadedChannels[url] = entry.channel
+            loadedMemberMarks[url] = entry.memberMark
+            if let last = entry.lastMessage { lastMessages[url] = last }
+            let members = !membersLeftOut.contains(url)
+            if !members { membersNotLoaded.insert(url) }
+            shown.formUnion(usersShown(by: entry, members: members))
         }
         for url in requested where loadedChannels[url] == nil { absentChannels.insert(url) }
         try await users.loadUsers(shown)
@@ -129,12 +170,16 @@ final class ChannelStore: ChannelRecords {
     func knownChanged(_ url: String) { channelsKnownChanged.insert(url) }
 
     /// Everyone a render of the channel names: members, operators, banned and muted users,
-    /// creator, inviters, and the sender and mentions of its last message.
-    func usersShown(by c: ChannelRecord) -> Set<String> {
-        var ids = Set(c.members.keys)
+    /// creator, inviters, and the sender and mentions of its last message. Without `members`,
+    /// those a render without its members names: operators, creator, inviters (each recipient
+    /// sees their own), and the last message's sender and mentions.
+    func usersShown(by c: ChannelRecord, members: Bool = true) -> Set<String> {
+        var ids = members ? Set(c.members.keys) : []
         ids.formUnion(c.operatorIds)
-        ids.formUnion(c.bans.keys)
-        ids.formUnion(c.mutes.keys)
+        if members {
+            ids.formUnion(c.bans.keys)
+            ids.formUnion(c.mutes.keys)
+        }
         if let creator = c.createdBy { ids.insert(creator) }
         for m in c.members.values { if let inviter = m.inviterId { ids.insert(inviter) } }
         if let last = lastMessages[c.url] {
@@ -145,8 +190,8 @@ final class ChannelStore: ChannelRecords {
     }
 
     /// The same for a cached copy (with its last message).
-    private func usersShown(by entry: CachedChannel) -> Set<String> {
-        var ids = usersShown(by: entry.channel)
+    private func usersShown(by entry: CachedChannel, members: Bool = true) -> Set<String> {
+        var ids = usersShown(by: entry.channel, members: members)
         if let last = entry.lastMessage {
             if let sender = last.senderId { ids.insert(sender) }
             ids.formUnion(last.mentionedUserIds)
@@ -348,7 +393,9 @@ final class ChannelStore: ChannelRecords {
             usePrefetched(prefetched, channel: entry, firstReads: firstReads)
             return
         }
-        let shown = channelHint.flatMap { tx.cachedChannel($0) }.map { usersShown(by: $0) } ?? []
+        let shown = channelHint.flatMap { tx.cachedChannel($0) }.map {
+            usersShown(by: $0, members: !membersLeftOutOf.contains($0.channel.url))
+        } ?? []
         try await lockChannels(channelHint.map { [$0] } ?? [], positions, busyKey: positions.busyKey,
                                messageIds: firstReads.takesMessageId ? 1 : 0, users: shown.sorted(), firstReads: firstReads, db)
     }
@@ -464,7 +511,8 @@ final class ChannelStore: ChannelRecords {
     /// statement (Writers/ChannelBatch.swift): numbers, and the users the channel shows.
     func prefetchExpression(for channelHint: String?) -> SQLExpression? {
         channelHint.flatMap { loadedChannels[$0] }.map {
-            ChannelBatch.Prefetched.expression(node: shared.nodeId, numbers: tx.numbersPerLock, users: usersShown(by: $0).sorted())
+            ChannelBatch.Prefetched.expression(node: shared.nodeId, numbers: tx.numbersPerLock,
+                                               users: usersShown(by: $0, members: !membersLeftOutOf.contains($0.url)).sorted())
         }
     }
 

@@ -113,6 +113,10 @@ final class EventStore: EventEmitter {
         guard let low = ranges.map(\.lowerBound).min(), let high = ranges.map(\.upperBound).max() else { return ([], 0) }
         var events: [StoredEvent] = []
         var urls = Set<String>()
+        // Channels whose events here all leave members out (`RecordRenderer.framer`), and the
+        // members those events change, which they show.
+        var membersShown = Set<String>()
+        var changedMembers = Set<String>()
         var pruned: Int64 = 0
         for row in try await db.query(Self.committedEventsSQL, [.int(low), .int(high)]) {
             pruned = row.int(0)
@@ -123,6 +127,11 @@ final class EventStore: EventEmitter {
             event.fields = event.parsedData
             if case .string(let url)? = event.fields?["channel_url"] {
                 urls.insert(url)
+                if RecordRenderer.memberlessCategories.contains(event.category), let fields = event.fields {
+                    changedMembers.formUnion(RecordRenderer.changedMemberIDs(event.category, fields))
+                } else {
+                    membersShown.insert(url)
+                }
                 // A cached copy older than the event is stale if the event changed the
                 // channel, as all but typing do: loaded at once, not after a version check
                 // that fails.
@@ -132,7 +141,7 @@ final class EventStore: EventEmitter {
             }
             events.append(event)
         }
-        try await channels.loadChannels(Array(urls))
+        try await channels.loadChannels(Array(urls), membersLeftOut: urls.subtracting(membersShown), alsoShown: changedMembers)
         return (events, pruned)
     }
 

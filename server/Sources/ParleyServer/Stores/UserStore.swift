@@ -67,12 +67,22 @@ final class UserStore: UserRecords {
         }
     }
 
+    /// A cached user not loaded yet whose version no statement of this request read: what a
+    /// statement that runs anyway may read beside its own rows (`knownUserVersions`).
+    func needsVersion(_ id: String) -> Bool {
+        loadedUsers[id] == nil && !absentUsers.contains(id) && knownUserVersions[id] == nil && tx.cachedUser(id) != nil
+    }
+
     /// Takes the cached users whose versions are still the stored ones, and forgets the others.
     private func takeCurrent(_ unchecked: [CachedUser], missing: inout Set<String>) async throws {
-        // Read with a PostgreSQL writer's first statement, if all of them were.
-        let known = unchecked.compactMap { entry in knownUserVersions[entry.user.userId].map { (entry.user.userId, $0) } }
-        let versions = known.count == unchecked.count ? Dictionary(uniqueKeysWithValues: known)
-            : try await UserQueries.versions(ofUsers: unchecked.map(\.user.userId), db)
+        // Those read with an earlier statement (PostgreSQL: a writer's first one, a channel's
+        // load from its copy), the others read now.
+        var versions: [String: Int64] = [:]
+        var unknown: [String] = []
+        for entry in unchecked {
+            if let known = knownUserVersions[entry.user.userId] { versions[entry.user.userId] = known } else { unknown.append(entry.user.userId) }
+        }
+        if !unknown.isEmpty { versions.merge(try await UserQueries.versions(ofUsers: unknown, db)) { _, read in read } }
         for entry in unchecked {
             // A stale entry goes, so that the fresh read replaces it (a channel or user made
             // again can have a lower version than the one it replaced).

@@ -56,6 +56,11 @@ struct FirstReads: Sendable {
     var sessionKey: String? = nil
     /// A send's lookup of an earlier send with its request id (`MessageQueries.earlierSend`).
     var earlierSend: EarlierSendKey? = nil
+    /// The renders of the channel the request names leave its members out (a send: its events
+    /// are of `RecordRenderer.memberlessCategories`), so its members' users are neither read
+    /// with the first statement nor loaded, unless an event that shows them needs them
+    /// (`ChannelStore.loadMembersShown`).
+    var leavesMembersOut = false
 }
 
 /// The arguments of `MessageQueries.earlierSend`.
