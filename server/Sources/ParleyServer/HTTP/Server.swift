@@ -268,6 +268,13 @@ struct Endpoint: Sendable {
         var reads = FirstReads(takesMessageId: hints.contains(.sendsMessage))
         reads.inOneFlight = hints.contains(.sendsMessage)
         reads.leavesMembersOut = hints.contains(.sendsMessage)
+        if hints.contains(.sendsMessage) {
+            // The session's user is read with the session; the admin names the sender.
+            if caller == nil, let sender = (try? ctx.input.string("user_id")) ?? nil { reads.users.append(sender) }
+            if let mentioned = (try? ctx.input.stringList("mentioned_user_ids")) ?? nil {
+                reads.users += Messages.mentionable(mentioned)
+            }
+        }
         reads.sessionKey = caller == nil ? nil : ctx.headers[HTTPField.Name("Session-Key")!]
         if hints.contains(.sendsMessage), let channel = ctx.params[.channelURL],
            let requestId = (try? ctx.input.string("req_id")) ?? (try? ctx.input.string("dedup_id")) ?? nil {

@@ -393,9 +393,10 @@ final class ChannelStore: ChannelRecords {
             usePrefetched(prefetched, channel: entry, firstReads: firstReads)
             return
         }
-        let shown = channelHint.flatMap { tx.cachedChannel($0) }.map {
+        var shown = channelHint.flatMap { tx.cachedChannel($0) }.map {
             usersShown(by: $0, members: !membersLeftOutOf.contains($0.channel.url))
         } ?? []
+        shown.formUnion(firstReads.users)
         try await lockChannels(channelHint.map { [$0] } ?? [], positions, busyKey: positions.busyKey,
                                messageIds: firstReads.takesMessageId ? 1 : 0, users: shown.sorted(), firstReads: firstReads, db)
     }

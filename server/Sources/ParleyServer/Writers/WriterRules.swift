@@ -61,6 +61,9 @@ struct FirstReads: Sendable {
     /// with the first statement nor loaded, unless an event that shows them needs them
     /// (`ChannelStore.loadMembersShown`).
     var leavesMembersOut = false
+    /// Users the handler will load besides those its channel's render names (a send's sender
+    /// and mentions, named in its body): read with the first statement on PostgreSQL.
+    var users: [String] = []
 }
 
 /// The arguments of `MessageQueries.earlierSend`.
