@@ -330,6 +330,8 @@ enum Messages {
             }
             s.touch(&parent, ctx.now)
             try await s.save(parent)
+            // A send loads no member's user it does not show (FirstReads.leavesMembersOut).
+            try await s.loadUsers(parent.recentReplierIds)
             s.emitMessageEvent("thread_info_updated", c, about: parent, fields: [
                 ("parent_message_id", .int(m.parentId)), ("thread_info", s.threadInfoJSON(parent)),
             ], channelChanged: false, now: ctx.now)
