@@ -865,8 +865,7 @@ def test_a_server_checks_the_users_of_another_servers_channel_with_its_load(two_
     this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
 
     def calls(pattern):
-        return int(databases.psql(db, f"SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = {this_database} "
-                                      f"AND query LIKE '{pattern}' AND query NOT LIKE '%pg_stat_statements%'").strip())
+        return statement_calls(db, pattern)
 
     try:
         for n in range(3):
@@ -933,6 +932,13 @@ def test_a_message_reaches_a_user_the_same_from_either_server(two_servers):
     assert first["channel"]["inviter"]["metadata"] == {"team": "blue"}
     assert [u["nickname"] for u in first["channel"]["last_message"]["mentioned_users"]] == ["Inviter", "Receiver"]
     assert [m["nickname"] for m in mine[3]["data"]["changed_members"]] == ["Other 2"]
+
+
+def statement_calls(db, pattern):
+    """Calls of this database's statements whose text is like `pattern`, since pg_stat_statements' last reset."""
+    this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+    return int(databases.psql(db, f"SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = {this_database} "
+                                  f"AND query LIKE '{pattern}' AND query NOT LIKE '%pg_stat_statements%'").strip())
 
 
 @contextlib.contextmanager
@@ -1079,8 +1085,7 @@ def test_a_send_makes_two_statements_and_no_transaction_of_its_own(tmp_path, mon
         this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
 
         def calls(pattern):
-            return int(databases.psql(db, f"SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = {this_database} "
-                                          f"AND query LIKE '{pattern}' AND query NOT LIKE '%pg_stat_statements%'").strip())
+            return statement_calls(db, pattern)
 
         databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
         sends = 20
@@ -1126,8 +1131,7 @@ def test_an_admin_send_reads_its_sender_and_mentions_with_its_first_statement(tm
         this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
 
         def calls(pattern):
-            return int(databases.psql(db, f"SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = {this_database} "
-                                          f"AND query LIKE '{pattern}' AND query NOT LIKE '%pg_stat_statements%'").strip())
+            return statement_calls(db, pattern)
 
         databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
         sends = 20
