@@ -43,9 +43,11 @@ final class RequestState {
     }
 
     /// A new attempt in `session`: a transaction and stores of its own, nothing loaded yet.
-    private func startAttempt(_ session: any SQLSession) -> RequestStores {
+    /// `leavingMembersOutOf`: the channel whose renders leave its members out (`FirstReads.leavesMembersOut`).
+    private func startAttempt(_ session: any SQLSession, leavingMembersOutOf channel: String? = nil) -> RequestStores {
         let tx = RequestTransaction(shared: shared, rules: rules, readOnly: readOnly, session: session, numbersPerLock: numbersPerLock)
         let stores = RequestStores(tx, groupChannels: groupChannels)
+        stores.channels.leaveMembersOut(of: channel)
         current = stores
         return stores
     }
@@ -90,10 +92,9 @@ final class RequestState {
                         return done
                     }
                 }
-                let stores = startAttempt(session)
+                let stores = startAttempt(session, leavingMembersOutOf: firstReads.leavesMembersOut ? channelHint : nil)
                 bodyDone = false
                 defer { stores.tx.close() }
-                if firstReads.leavesMembersOut { stores.channels.leaveMembersOut(of: channelHint) }
                 try await rules.startWrite(stores, batch: batch, channelHint: channelHint, firstReads: firstReads, session)
                 let result = try await body(self)
                 bodyDone = true
@@ -124,9 +125,8 @@ final class RequestState {
                                        _ body: (RequestState) async throws -> T) async throws -> (T, RecordTables.WrittenVersions)? {
         let flight = OneFlightSend(channel: channelHint ?? "", eventNumbers: numbersPerLock)
         let capturing = CapturingSession(flight, dialect: session.dialect)
-        let first = startAttempt(capturing)
+        let first = startAttempt(capturing, leavingMembersOutOf: firstReads.leavesMembersOut ? channelHint : nil)
         first.tx.oneFlight = flight
-        if firstReads.leavesMembersOut { first.channels.leaveMembersOut(of: channelHint) }
         let ready: Bool = await VersionTape.$current.withValue(flight.versions) {
             defer { first.tx.close() }
             do {
@@ -149,9 +149,8 @@ final class RequestState {
             return nil
         }
         let replaying = ReplayingSession(flight, dialect: session.dialect)
-        let second = startAttempt(replaying)
+        let second = startAttempt(replaying, leavingMembersOutOf: firstReads.leavesMembersOut ? channelHint : nil)
         second.tx.oneFlight = flight
-        if firstReads.leavesMembersOut { second.channels.leaveMembersOut(of: channelHint) }
         let built = try await VersionTape.$current.withValue(flight.versions) {
             defer { second.tx.close() }
             do {
@@ -196,7 +195,8 @@ final class RequestState {
         // next one when it knows one follows.
         let continued = batch != nil || batchLead?.othersWaiting() == true
         let followed = batch?.nextMemberCertain ?? continued
-        let prefetch = followed ? stores.channels.prefetchExpression(for: channelHint) : nil
+        let prefetch = followed ? stores.channels.prefetchExpression(
+            for: channelHint, alsoNaming: batch?.usersNamedByWaiting ?? batchLead?.usersNamedByWaiting ?? []) : nil
         let written = try await RecordTables.write(tx.pending, last: prunesFirst && !continued, selecting: prefetch, session)
         if prefetch != nil {
             let read = ChannelBatch.Prefetched(written.selected)

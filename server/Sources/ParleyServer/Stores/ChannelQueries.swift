@@ -23,8 +23,8 @@ enum ChannelQueries {
     /// with an older copy in `bases` reads only the members written since the copy
     /// ("Members written since a copy" below). SQLite, in process, reads the parts apart.
     /// On PostgreSQL the same statement reads the versions of the users of `users` (those the
-    /// copies show, so that a load from a copy needs no statement of its own to check them),
-    /// returned by id; SQLite reads none.
+    /// copies show) and of the last messages' senders and mentions, returned by id, so that a
+    /// load needs no statement of its own to check the cached users it shows; SQLite reads none.
     static func channels(_ urls: [String], bases: [String: CachedChannel] = [:], users: [String] = [],
                          _ db: any SQLSession) async throws -> (channels: [CachedChannel], userVersions: [String: Int64]) {
         var out: [CachedChannel] = []
@@ -223,7 +223,7 @@ enum ChannelQueries {
 
         /// One channel (another server's message): its URL, its URL with its copy's mark (-1:
         /// none), then its URL once for each of the five other branches, then the users whose
-        /// versions it reads as a JSON array.
+        /// versions it reads as a JSON array, then its URL for the users of its last message.
         static let oneChannelSQL = statement(
             list: "?", marked: "(VALUES (CAST(? AS text) COLLATE \"C\", CAST(? AS bigint))) AS k(url, mark)")
 
@@ -231,7 +231,7 @@ enum ChannelQueries {
         /// (HotStatements.swift). The URLs as a JSON array, then the URLs with their marks as a
         /// JSON array of objects, then the URLs once for each of the five other branches. An IN
         /// list of placeholders was a new text for every count, planned each time (about 3.7 ms
-        /// for this statement). Then the users, as for one channel.
+        /// for this statement). Then the users and the URLs again, as for one channel.
         static let channelsSQL = statement(
             list: "SELECT json_array_elements_text(?::json)", marked: "json_to_recordset(?::json) AS k(url text, mark bigint)")
 
@@ -265,9 +265,17 @@ enum ChannelQueries {
                 WHERE lc.url IN (\(list))
                 """)
             // The users' versions, as entries of kind "user"; each a probe of its key, as above.
+            // Those given, and the sender and mentions of each last message: a copy's last
+            // message is older than the one loaded, whose users its render shows too.
             branches.append("""
                 SELECT \(nulls(entryOffset)), 'user', '', u.user_id, '', u.version, 0, \(nulls(messageWidth))
-                FROM json_array_elements_text(?::json) AS w(id)
+                FROM (SELECT json_array_elements_text(?::json)
+                      UNION ALL
+                      SELECT lu.id FROM channels lc CROSS JOIN LATERAL (
+                          SELECT m.sender_id FROM messages m WHERE m.id = lc.last_message_id
+                          UNION ALL SELECT mm.user_id FROM message_mentions mm WHERE mm.message_id = lc.last_message_id
+                          OFFSET 0) AS lu(id)
+                      WHERE lc.url IN (\(list))) AS w(id)
                 CROSS JOIN LATERAL (SELECT x.user_id, x.version FROM users x WHERE x.user_id = w.id OFFSET 0) u
                 """)
             return branches.joined(separator: " UNION ALL ")
@@ -278,13 +286,13 @@ enum ChannelQueries {
             let userList = SQLValue.text(JSON.array(users.map { .string($0) }).serialized())
             if urls.count == 1 {
                 let url = SQLValue.text(urls[0])
-                return (oneChannelSQL, [url, url, .int(marks[0])] + Array(repeating: url, count: 5) + [userList])
+                return (oneChannelSQL, [url, url, .int(marks[0])] + Array(repeating: url, count: 5) + [userList, url])
             }
             let list = SQLValue.text(JSON.array(urls.map { .string($0) }).serialized())
             let marked = SQLValue.text(JSON.array(zip(urls, marks).map { url, mark in
                 JSON.obj([("url", .string(url)), ("mark", .int(mark))])
             }).serialized())
-            return (channelsSQL, [list, marked] + Array(repeating: list, count: 5) + [userList])
+            return (channelsSQL, [list, marked] + Array(repeating: list, count: 5) + [userList, list])
         }
 
         /// Collects the rows of `statement`.
@@ -320,16 +328,20 @@ enum ChannelQueries {
     }
 
     /// What `RecordCache` compares: each existing channel's version and its last message's
-    /// `change_seq` (-1 without one).
-    static func versions(ofChannels urls: [String],
-                         _ db: any SQLSession) async throws -> [String: (version: Int64, lastMessageSeq: Int64)] {
+    /// `change_seq` (-1 without one). On PostgreSQL the same statement reads the versions of
+    /// the users of `users` (those the copies show), so that their check needs no statement
+    /// of its own; SQLite reads none.
+    static func versions(ofChannels urls: [String], users: [String] = [], _ db: any SQLSession) async throws
+        -> (channels: [String: (version: Int64, lastMessageSeq: Int64)], users: [String: Int64]) {
         var out: [String: (Int64, Int64)] = [:]
         if db.dialect == .postgres {
-            let binds: [SQLValue] = urls.count == 1 ? [.text(urls[0])] : [.text(JSON.array(urls.map { .string($0) }).serialized())]
-            for row in try await db.query(urls.count == 1 ? versionOfOneChannelSQL : versionsOfChannelsSQL, binds) {
-                out[row.text(0)] = (row.int(1), row.int(2))
+            let list: SQLValue = urls.count == 1 ? .text(urls[0]) : .text(JSON.array(urls.map { .string($0) }).serialized())
+            let userList = SQLValue.text(JSON.array(users.map { .string($0) }).serialized())
+            var userVersions: [String: Int64] = [:]
+            for row in try await db.query(urls.count == 1 ? versionOfOneChannelSQL : versionsOfChannelsSQL, [list, userList]) {
+                if let url = row.optionalText(0) { out[url] = (row.int(1), row.int(2)) } else { userVersions[row.text(3)] = row.int(1) }
             }
-            return out
+            return (out, userVersions)
         }
         for part in chunks(urls.sorted()) {
             for row in try await db.query("""
@@ -339,20 +351,25 @@ enum ChannelQueries {
                 out[row.text(0)] = (row.int(1), row.int(2))
             }
         }
-        return out
+        return (out, [:])
     }
 
     /// PostgreSQL: the statements of `versions(ofChannels:)`, for one channel and for a JSON
     /// array of URLs (prepared: HotStatements.swift). The last message is found by its id
     /// per channel, whatever the plan made while `messages` was small.
-    static let versionOfOneChannelSQL = """
-        SELECT c.url, c.version, coalesce((SELECT m.change_seq FROM messages m WHERE m.id = c.last_message_id), -1)
-        FROM channels c WHERE c.url = ?
+    /// The users' versions follow as rows with no URL, the user's id last.
+    static let versionOfOneChannelSQL = versionsSQL(of: "?")
+    static let versionsOfChannelsSQL = versionsSQL(of: "SELECT json_array_elements_text(?::json)")
+
+    private static func versionsSQL(of list: String) -> String {
         """
-    static let versionsOfChannelsSQL = """
-        SELECT c.url, c.version, coalesce((SELECT m.change_seq FROM messages m WHERE m.id = c.last_message_id), -1)
-        FROM channels c WHERE c.url IN (SELECT json_array_elements_text(?::json))
+        SELECT c.url, c.version, coalesce((SELECT m.change_seq FROM messages m WHERE m.id = c.last_message_id), -1), NULL::text
+        FROM channels c WHERE c.url IN (\(list))
+        UNION ALL
+        SELECT NULL, u.version, 0, u.user_id FROM json_array_elements_text(?::json) AS w(id)
+        CROSS JOIN LATERAL (SELECT x.user_id, x.version FROM users x WHERE x.user_id = w.id OFFSET 0) u
         """
+    }
 
     /// The channels a user is a member of (joined or invited), by URL.
     static func urls(memberOf userId: String, _ db: any SQLSession) async throws -> [String] {

@@ -97,7 +97,11 @@ final class ChannelStore: ChannelRecords {
         // Writers side by side lock them first (`lockBeforeReading`).
         try await tx.rules.willLoadChannels(missing, self)
         if !cached.isEmpty {
-            let checked = try await checkedEntries(cached)
+            // Where cached users are checked by version, those the copies show are read with them.
+            let shownByCached = tx.rules.countsUsersWritten ? [] : cached.reduce(into: alsoShown) { shown, entry in
+                shown.formUnion(usersShown(by: entry, members: !membersLeftOut.contains(entry.channel.url)))
+            }.filter { users.needsVersion($0) }.sorted()
+            let checked = try await checkedEntries(cached, users: shownByCached)
             for entry in checked.current {
                 found.append(entry)
                 missing.remove(entry.channel.url)
@@ -120,8 +124,9 @@ final class ChannelStore: ChannelRecords {
     }
 
     /// The cached copies whose versions are still the stored ones, and the others (forgotten
-    /// by the cache).
-    private func checkedEntries(_ cached: [CachedChannel]) async throws -> (current: [CachedChannel], stale: [CachedChannel]) {
+    /// by the cache). The versions of `shown` are read with them where a statement runs.
+    private func checkedEntries(_ cached: [CachedChannel], users shown: [String]) async throws
+        -> (current: [CachedChannel], stale: [CachedChannel]) {
         var versions: [String: (version: Int64, lastMessageSeq: Int64)] = [:]
         var unknown = cached.map(\.channel.url)
         // Read as its lock was taken: unchanged since, as this request has not loaded it
@@ -132,7 +137,9 @@ final class ChannelStore: ChannelRecords {
             return true
         }
         if !unknown.isEmpty {
-            versions.merge(try await ChannelQueries.versions(ofChannels: unknown, db)) { _, read in read }
+            let read = try await ChannelQueries.versions(ofChannels: unknown, users: shown, db)
+            versions.merge(read.channels) { _, read in read }
+            users.knownUserVersions.merge(read.users) { _, read in read }
         }
         var current: [CachedChannel] = []
         var stale: [CachedChannel] = []
@@ -509,11 +516,13 @@ final class ChannelStore: ChannelRecords {
     // MARK: the record cache
 
     /// What a writer whose channel batch continues reads for the next member with its last
-    /// statement (Writers/ChannelBatch.swift): numbers, and the users the channel shows.
-    func prefetchExpression(for channelHint: String?) -> SQLExpression? {
+    /// statement (Writers/ChannelBatch.swift): numbers, and the users the channel shows and
+    /// those the writers waiting for it name (`named`: a send's sender and mentions).
+    func prefetchExpression(for channelHint: String?, alsoNaming named: [String]) -> SQLExpression? {
         channelHint.flatMap { loadedChannels[$0] }.map {
             ChannelBatch.Prefetched.expression(node: shared.nodeId, numbers: tx.numbersPerLock,
-                                               users: usersShown(by: $0, members: !membersLeftOutOf.contains($0.url)).sorted())
+                                               users: usersShown(by: $0, members: !membersLeftOutOf.contains($0.url))
+                                                   .union(named).sorted())
         }
     }
 

@@ -38,6 +38,9 @@ final class ChannelBatch: @unchecked Sendable {
     /// The member holding the turn will hand it on to another member (`ChannelWriters.memberDone`).
     var nextMemberCertain: Bool { writers.othersWaiting(channel) && members + 1 < WriterLimits.groupLimit }
 
+    /// The users the writers queued for the channel name in their bodies.
+    var usersNamedByWaiting: [String] { writers.usersNamedByWaiting(channel) }
+
     /// What a writer's first statement reads after it locks its channel
     /// (`ChannelStore.lockChannels`): event numbers, a message id, and the versions of the users
     /// the channel shows. Read with the last statement of the member before, in the same
@@ -144,10 +147,28 @@ final class ChannelWriters: @unchecked Sendable {
     private let open = NSLock()
     private var batches: [String: ChannelBatch] = [:]
 
+    /// The users the writers waiting for each channel's turn name in their bodies
+    /// (`FirstReads.users`), counted per writer.
+    private var usersNamedByWaiting: [String: [String: Int]] = [:]
+
     /// Waits for the channel's turn; returns the batch the writer joins, if one is open.
-    func enter(_ channel: String) async -> ChannelBatch? {
+    /// `naming`: the users its body names, whose versions the member before it may read for it.
+    func enter(_ channel: String, naming users: [String]) async -> ChannelBatch? {
+        if !users.isEmpty { open.withLock { for id in users { usersNamedByWaiting[channel, default: [:]][id, default: 0] += 1 } } }
         await locks.lock(channel)
-        return open.withLock { batches[channel] }
+        return open.withLock {
+            if !users.isEmpty, var named = usersNamedByWaiting[channel] {
+                for id in users { named[id] = named[id].flatMap { $0 > 1 ? $0 - 1 : nil } }
+                usersNamedByWaiting[channel] = named.isEmpty ? nil : named
+            }
+            return batches[channel]
+        }
+    }
+
+    /// The users named by the writers waiting for the channel's turn (at most `limit`), for the
+    /// versions a batch's member reads for the next (`ChannelBatch.Prefetched`).
+    func usersNamedByWaiting(_ channel: String, limit: Int = 64) -> [String] {
+        open.withLock { usersNamedByWaiting[channel].map { Array($0.keys.sorted().prefix(limit)) } ?? [] }
     }
 
     /// The holder of the channel's turn has writers queued behind it.
@@ -190,6 +211,9 @@ final class ChannelBatchLead: @unchecked Sendable {
     }
 
     func othersWaiting() -> Bool { writers.othersWaiting(channel) }
+
+    /// The users the writers queued for the channel name in their bodies.
+    var usersNamedByWaiting: [String] { writers.usersNamedByWaiting(channel) }
 
     /// Read for the first member by the first writer's last statement.
     var prefetched: ChannelBatch.Prefetched? = nil

@@ -134,7 +134,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
     }
 
     func write<T>(channel: String?, firstReads: FirstReads, _ body: (RequestState) async throws -> T) async throws -> T {
-        if let channel, let batch = await channelWriters.enter(channel) {
+        if let channel, let batch = await channelWriters.enter(channel, naming: firstReads.users) {
             return try await writeInBatch(batch, channel: channel, firstReads: firstReads, body)
         }
         let lead = channel.map { ChannelBatchLead(channel: $0, writers: channelWriters) }
