@@ -5,7 +5,7 @@ For each POST of a message to the sending server (A), the first packet of each l
 before the next POST: A's statements to PostgreSQL and their answers (the first one takes the
 channel's lock and the event numbers, the last one writes and commits), A's answer to the
 POST, A's statement that reads the bound and announces the commit, PostgreSQL's notification
-to the receiving server (B), B's read of the bound, B's read of the events and its first
+to the receiving server (B), which tells B its bound, B's read of the events and its first
 rows, and B's event frame to the receiver (docs/ARCHITECTURE.md, "Order across servers").
 Printed as p50 and p90 from the POST's arrival, over the messages whose every step was seen.
 Packets carry time stamps from the kernel, so nothing here slows the servers.
@@ -88,7 +88,7 @@ def main(argv: List[str]) -> int:
     steps: Dict[str, List[float]] = {name: [] for name in (
         "A sends its first statement", "the first answered", "A sends the write", "the write answered",
         "A answers the POST", "A sends the bound and announcement", "B holds the notification",
-        "B sends its bound read", "B sends its read of the events", "B has the events", "B writes the frame")}
+        "B sends its read of the events", "B has the events", "B writes the frame")}
     matched = 0
     packets.sort(key=lambda p: p.time)
     times = [p.time for p in packets]
@@ -109,7 +109,7 @@ def main(argv: List[str]) -> int:
             return next((p.time for p in following if p.time >= after and test(p)), None)
 
         def bound_read(p: Packet) -> bool:
-            return b"parley_stream_bound" in p.payload
+            return b"parley_stream_bound" in p.payload or b"parley_follow_up" in p.payload
 
         answer = first(lambda p: p.source == a_port and p.payload.startswith(b"HTTP/"))
         if answer is None:
@@ -125,14 +125,12 @@ def main(argv: List[str]) -> int:
             return next_one(lambda p: p.source == pg_port and p.destination == sent.source, sent.time)
 
         first_answered, write_answered = answered(to_pg[0]), answered(to_pg[-1])
-        announced = next_one(lambda p: p.source in a_pg and b"pg_notify" in p.payload, write_answered)
+        announced = next_one(lambda p: p.source in a_pg and bound_read(p), write_answered)
         notified = next_one(lambda p: p.source == pg_port and p.destination in b_pg and p.payload[:1] == b"A", announced)
-        bound = next_one(lambda p: p.source in b_pg and bound_read(p), notified)
-        bound_answered = next_one(lambda p: p.source == pg_port and p.destination in b_pg, bound)
-        read = next_one(lambda p: p.source in b_pg and p.destination == pg_port and not bound_read(p), bound_answered)
+        read = next_one(lambda p: p.source in b_pg and p.destination == pg_port and not bound_read(p), notified)
         rows = next_one(lambda p: p.source == pg_port and p.destination in b_pg, read)
         frame = next_one(lambda p: p.source == b_port and b"message_received" in p.payload, rows)
-        found = [to_pg[0].time, first_answered, to_pg[-1].time, write_answered, answer, announced, notified, bound,
+        found = [to_pg[0].time, first_answered, to_pg[-1].time, write_answered, answer, announced, notified,
                  read, rows, frame]
         moments = [moment for moment in found if moment is not None]
         if len(moments) < len(found):

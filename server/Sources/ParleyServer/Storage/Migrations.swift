@@ -251,6 +251,12 @@ enum Migrations {
                       guard db.dialect == .postgres else { return }
                       for definition in ChannelQueries.memberWritesDefinitions { try await db.execute(definition, []) }
                   }),
+        Migration(version: 30, summary: "PostgreSQL: a commit's announcement carries what every server needs to compute its bound",
+                  ddl: "", onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in CommitFollowUp.definitions { try await db.execute(definition, []) }
+                  }),
     ]
 
     /// Writers of different channels run side by side on every server: numbers come from

@@ -1,8 +1,8 @@
 // PostgreSQL: how a server learns what the other servers on its database committed, so that
 // its streams receive their events (docs/ARCHITECTURE.md "Requests and locks", *Other servers' events*).
-// A connection of its own listens for the writers' announcements (CommitFollowUp.swift), which
-// are wake-ups only: the server then reads the bound (StreamPositions.swift) and the hub reads
-// the events up to it from the log. The bound is read again every `pollInterval` and after
+// A connection of its own listens for the writers' announcements (CommitFollowUp.swift): each
+// tells this server's bound (StreamPositions.swift), and the hub reads the events up to it
+// from the log. The bound is read again every `pollInterval` and after
 // every (re)connection, so a missed announcement only delays delivery. The same connection hears
 // which users' streams open and close on the other servers (`ClusterPresence`, Storage/Postgres/Presence.swift).
 import Logging
@@ -84,7 +84,14 @@ final class PeerFollower: Sendable {
                 while true {
                     for notice in try await connection.notifications(waitingUpTo: 1_000) {
                         if notice.channel == CommitFollowUp.channel {
-                            if notice.payload != node { runner.catchUpSoon(heardAt: .now) }
+                            let heard = CommitFollowUp.Announcement(notice.payload)
+                            guard heard.node != node else { continue }
+                            if let bound = heard.bound(for: node), let handedOut = heard.handedOut {
+                                runner.shared.order.saw(handedOut)
+                                runner.shared.hub.advance(committedThrough: bound, heardAt: .now)
+                            } else {
+                                runner.catchUpSoon(heardAt: .now)
+                            }
                         } else {
                             cluster?.heard(notice.payload)
                         }
