@@ -180,18 +180,24 @@ struct PulledEvents: Sendable {
     var pruned: Bool
 }
 
-/// A delivery's numbers to read from the log and its bound, which later announcements may
-/// extend until the delivery begins (`EventHub.openPull`). Read and written under the hub's lock.
+/// A delivery's numbers to read from the log, its bound, this server's events it sends and
+/// the writers waiting for it, which later bounds and writers may extend until the delivery
+/// begins (`EventHub.openPull`). Read and written under the hub's lock.
 private final class QueuedPull: @unchecked Sendable {
     var ranges: [ClosedRange<Int64>]
     var through: Int64
     /// When the first announcement this read serves was heard (nil: only catch-ups asked).
     var heardAt: ContinuousClock.Instant?
+    var ready: [HeldEvent]
+    var deliveries: [Delivery]
 
-    init(ranges: [ClosedRange<Int64>], through: Int64, heardAt: ContinuousClock.Instant?) {
+    init(ranges: [ClosedRange<Int64>], through: Int64, heardAt: ContinuousClock.Instant?, ready: [HeldEvent],
+         delivery: Delivery?) {
         self.ranges = ranges
         self.through = through
         self.heardAt = heardAt
+        self.ready = ready
+        deliveries = delivery.map { [$0] } ?? []
     }
 }
 
@@ -209,6 +215,8 @@ final class EventHub: @unchecked Sendable {
     private var delivered: Int64 = 0
     /// Deliveries queued and not yet done.
     private var queuedDeliveries = 0
+    /// Writers whose events are in a delivery queued and not yet done (`backlog`).
+    private var waitingWriters = 0
     /// This server's writers that have not finished (they register there).
     private let order: WriteOrder
     /// Committed events held back because an unfinished writer may still commit a lower id,
@@ -228,10 +236,12 @@ final class EventHub: @unchecked Sendable {
     private var resyncOwed = false
     /// The numbers finished writers of this server took, past `scheduled`.
     private var localRanges: [ClosedRange<Int64>] = []
-    /// The queue's last job while it is a read of other servers' events that has not begun:
-    /// an announcement that arrives meanwhile adds its numbers to that read instead of
-    /// queuing one of its own, so announcements that come faster than reads complete share
-    /// one read transaction rather than each waiting behind the last (the cross-server tail).
+    /// PostgreSQL: the queue's last job while it has not begun. A bound that arrives meanwhile
+    /// adds its numbers to that job, and a writer that finishes its events, instead of queuing
+    /// one of their own: bounds and writers that come faster than reads complete share one
+    /// read of other servers' events rather than each waiting behind the last (the
+    /// cross-server tail; with writers on two servers each finished writer's delivery used
+    /// to be a read of its own).
     private var openPull: QueuedPull?
     /// Reads the committed events whose ids are in the given ranges, with what renders them:
     /// numbers no writer of this server took (another server's, on PostgreSQL). Returns only
@@ -355,9 +365,8 @@ final class EventHub: @unchecked Sendable {
             localRanges.removeAll { $0.upperBound <= bound }
             scheduled = bound
         }
-        let pull = gaps.isEmpty ? nil : puller
         let through = resolved
-        if ready.isEmpty, delivery == nil, pull != nil, let open = openPull {
+        if let open = openPull {
             // Adjacent ranges merged: the read checks each event against every range.
             for gap in gaps {
                 if let last = open.ranges.last, last.upperBound + 1 >= gap.lowerBound {
@@ -368,9 +377,14 @@ final class EventHub: @unchecked Sendable {
             }
             open.through = through
             if open.heardAt == nil { open.heardAt = heardAt }
+            open.ready += ready
+            if let delivery {
+                open.deliveries.append(delivery)
+                waitingWriters += 1
+            }
             return
         }
-        if ready.isEmpty, pull == nil, queuedDeliveries == 0 {
+        if ready.isEmpty, gaps.isEmpty || puller == nil, queuedDeliveries == 0 {
             // Nothing to send and every earlier batch is out: the watermark moves now
             // rather than by a job of the queue.
             delivered = max(delivered, through)
@@ -378,18 +392,22 @@ final class EventHub: @unchecked Sendable {
             return
         }
         queuedDeliveries += 1
-        let queued = QueuedPull(ranges: gaps, through: through, heardAt: heardAt)
-        openPull = ready.isEmpty && delivery == nil && pull != nil ? queued : nil
+        if delivery != nil { waitingWriters += 1 }
+        let queued = QueuedPull(ranges: gaps, through: through, heardAt: heardAt, ready: Array(ready), delivery: delivery)
+        // Only where other servers' events are read: on SQLite each writer's delivery stays a
+        // job of its own.
+        let pull = puller
+        openPull = pull != nil ? queued : nil
         // Yielded under the lock, so that batches queue in the order of their bounds.
         jobs.yield {
-            let (missing, through, heardAt) = self.mutex.withLock {
+            let (missing, through, heardAt, ready) = self.mutex.withLock {
                 if self.openPull === queued { self.openPull = nil }
-                return (queued.ranges, queued.through, queued.heardAt)
+                return (queued.ranges, queued.through, queued.heardAt, queued.ready)
             }
-            if let pull {
+            if let pull, !missing.isEmpty {
                 let readBegan = ContinuousClock.now
                 let pulled = await pull(missing)
-                var events = Array(ready) + pulled.events
+                var events = ready + pulled.events
                 events.sort { $0.event.id < $1.event.id }
                 let deliveryBegan = ContinuousClock.now
                 self.deliver(events, through: through, lost: pulled.pruned)
@@ -397,19 +415,20 @@ final class EventHub: @unchecked Sendable {
                                                             read: readBegan.duration(to: deliveryBegan),
                                                             delivered: deliveryBegan.duration(to: .now))
             } else {
-                self.deliver(Array(ready), through: through)
+                self.deliver(ready.sorted { $0.event.id < $1.event.id }, through: through)
             }
-            let drained = self.mutex.withLock {
+            let (drained, deliveries) = self.mutex.withLock {
                 self.queuedDeliveries -= 1
-                return self.queuedDeliveries == 0
+                self.waitingWriters -= queued.deliveries.count
+                return (self.queuedDeliveries == 0, queued.deliveries)
             }
             if drained { self.flushSoon() }
-            delivery?.finish()
+            for delivery in deliveries { delivery.finish() }
         }
     }
 
-    /// Deliveries queued and not yet done.
-    var backlog: Int { mutex.withLock { queuedDeliveries } }
+    /// Writers whose events are in deliveries queued and not yet done.
+    var backlog: Int { mutex.withLock { waitingWriters } }
 
     /// `lost`: events up to `through` may be missing (PulledEvents.pruned). Every stream then
     /// gets a `resync` after the events that were found, so that its client runs changelogs

@@ -29,7 +29,7 @@ enum WriterLimits {
     /// Writers one commit covers at most (a SQLite commit group, a PostgreSQL channel batch),
     /// so that the first one's answer does not wait long.
     static let groupLimit = 16
-    /// Queued deliveries past which a writer waits for its own.
+    /// Writers waiting in queued deliveries past which a writer waits for its own.
     static let deliveryBacklog = 32
 }
 
