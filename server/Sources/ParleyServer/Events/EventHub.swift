@@ -240,8 +240,7 @@ final class EventHub: @unchecked Sendable {
     /// adds its numbers to that job, and a writer that finishes its events, instead of queuing
     /// one of their own: bounds and writers that come faster than reads complete share one
     /// read of other servers' events rather than each waiting behind the last (the
-    /// cross-server tail; with writers on two servers each finished writer's delivery used
-    /// to be a read of its own).
+    /// cross-server tail).
     private var openPull: QueuedPull?
     /// Reads the committed events whose ids are in the given ranges, with what renders them:
     /// numbers no writer of this server took (another server's, on PostgreSQL). Returns only
