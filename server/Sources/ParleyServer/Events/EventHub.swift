@@ -286,6 +286,12 @@ final class EventHub: @unchecked Sendable {
 
     func isOnline(_ userId: String) -> Bool { mutex.withLock { openStreams[userId] != nil } }
 
+    /// Some of `users` has a stream here. Asked by a read of other servers' events, which runs
+    /// in a job of the queue: no stream registers (`inOrder`) between it and their delivery.
+    func streamsAny(of users: [String]) -> Bool {
+        mutex.withLock { !subscribersByUser.isEmpty && users.contains { subscribersByUser[$0] != nil } }
+    }
+
     func openStreamCount(of userId: String) -> Int { mutex.withLock { openStreams[userId] ?? 0 } }
 
     /// Every open stream of this server.
@@ -399,11 +405,13 @@ final class EventHub: @unchecked Sendable {
         openPull = pull != nil ? queued : nil
         // Yielded under the lock, so that batches queue in the order of their bounds.
         jobs.yield {
-            let (missing, through, heardAt, ready) = self.mutex.withLock {
+            let (missing, through, heardAt, ready, streams) = self.mutex.withLock {
                 if self.openPull === queued { self.openPull = nil }
-                return (queued.ranges, queued.through, queued.heardAt, queued.ready)
+                return (queued.ranges, queued.through, queued.heardAt, queued.ready, !self.subscribersByUser.isEmpty)
             }
-            if let pull, !missing.isEmpty {
+            // With no stream here (none registers while this job runs), other servers' events
+            // reach no one: they are not read.
+            if let pull, !missing.isEmpty, streams {
                 let readBegan = ContinuousClock.now
                 let pulled = await pull(missing)
                 var events = ready + pulled.events

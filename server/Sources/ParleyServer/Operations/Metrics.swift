@@ -77,7 +77,7 @@ final class ServerMetrics: Sendable {
             "events_delivered", "total", "Events this server delivered to its streams, its own and other servers'."))
         logReads = registry.makeCounter(descriptor: Self.name(
             "event_log_reads", "total",
-            "Reads of other servers' events from the log (PostgreSQL): one read transaction per delivery that needs them."))
+            "Reads of other servers' events from the log (PostgreSQL): one per delivery that needs them, while this server has streams."))
         logReadWait = registry.makeDurationHistogram(descriptor: Self.name(
             "event_log_read_wait", "seconds",
             "PostgreSQL: from an announcement of another server's commit to the start of the read it asked for."),

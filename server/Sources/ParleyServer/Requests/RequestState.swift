@@ -274,9 +274,10 @@ final class RequestState {
         stores.users.keepWritten(written)
     }
 
-    /// Another server's events with their channels loaded (EventStore.committedEvents).
-    func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
-        try await stores.events.committedEvents(in: ranges)
+    /// Another server's events, with the channels loaded of those `rendered` here (EventStore.committedEvents).
+    func committedEvents(in ranges: [ClosedRange<Int64>], rendered: ([String]) -> Bool)
+        async throws -> (events: [StoredEvent], prunedThrough: Int64) {
+        try await stores.events.committedEvents(in: ranges, rendered: rendered)
     }
 }
 

@@ -101,15 +101,17 @@ final class EventStore: EventEmitter {
     /// (prepared on PostgreSQL, HotStatements.swift).
     static let committedEventsSQL = "SELECT \(committedEventColumns) \(committedEventsFrom) ORDER BY e.id"
 
-    /// The committed events whose ids are in `ranges` (whoever receives them), oldest first,
-    /// parsed, with their channels loaded to render them: what another server's writers
-    /// committed (EventHub.swift); and where the retained events begin (events up to there
-    /// were pruned). One statement over the span of the ranges, which also reads the users
+    /// The committed events whose ids are in `ranges` (whoever receives them), oldest first:
+    /// what another server's writers committed (EventHub.swift); and where the retained events
+    /// begin (events up to there were pruned). Those with a recipient in `rendered` are parsed,
+    /// with their channels loaded to render them; the others reach no stream here and are
+    /// left as read. One statement over the span of the ranges, which also reads the users
     /// counter (on SQLite users current at it are not checked again; on PostgreSQL, where it
     /// does not move, every user is); then one for the channels, read from the copies the
     /// record cache holds where it holds one (on PostgreSQL only the members written since,
     /// ChannelQueries.swift).
-    func committedEvents(in ranges: [ClosedRange<Int64>]) async throws -> (events: [StoredEvent], prunedThrough: Int64) {
+    func committedEvents(in ranges: [ClosedRange<Int64>], rendered: ([String]) -> Bool)
+        async throws -> (events: [StoredEvent], prunedThrough: Int64) {
         guard let low = ranges.map(\.lowerBound).min(), let high = ranges.map(\.upperBound).max() else { return ([], 0) }
         var events: [StoredEvent] = []
         var urls = Set<String>()
@@ -124,6 +126,11 @@ final class EventStore: EventEmitter {
             guard row.optionalInt(2) != nil else { continue }
             var event = RecordTables.event(row, from: 2)
             guard ranges.contains(where: { $0.contains(event.id) }) else { continue }
+            // Ending streams needs no render; an event no stream here receives needs nothing.
+            guard event.category != StoredEvent.endStreamsCategory, rendered(event.recipients) else {
+                events.append(event)
+                continue
+            }
             event.fields = event.parsedData
             if case .string(let url)? = event.fields?["channel_url"] {
                 urls.insert(url)

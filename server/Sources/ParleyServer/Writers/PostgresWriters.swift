@@ -122,8 +122,9 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         let lowest = ranges.map(\.lowerBound).min() ?? Int64.max
         while true {
             let reader = RequestState(shared: shared, rules: rules, readOnly: true)
+            let hub = shared.hub
             if let (events, pruned) = try? await reader.handleReading(mode: .statementByStatement, { s in
-                try await s.committedEvents(in: ranges)
+                try await s.committedEvents(in: ranges, rendered: { hub.streamsAny(of: $0) })
             }) {
                 let renderer = reader.stores.renderer
                 return PulledEvents(events: events.map { HeldEvent(event: $0, renderer: renderer) }, pruned: lowest <= pruned)
