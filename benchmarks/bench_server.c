@@ -28,7 +28,10 @@
  *    streams and sends go: "streams-there" opens every stream on OTHER_URL and sends to
  *    SERVER_URL (each delivery crosses servers); "both" sends message n to SERVER_URL or
  *    OTHER_URL in turn and opens member i's stream on one or the other in turn (two servers
- *    sharing the load). Setup always goes through SERVER_URL.
+ *    sharing the load); "by-channel" opens the streams as "both" does and sends each
+ *    channel's messages to one server, as a balancer hashing by channel does
+ *    (docs/DEPLOYMENT.md): the 50 members' channel and 2 of the 4 channels to SERVER_URL, the
+ *    2 members' channel and the other 2 to OTHER_URL. Setup always goes through SERVER_URL.
  * start: the server's start with SMALL (default 10,000) and then LARGE (default 1,000,000)
  *    stored messages, on SQLite and, when POSTGRES_URL (postgres://USER@HOST:PORT of a
  *    cluster, no database) is given, on PostgreSQL. Per backend, a server this program
@@ -1078,8 +1081,10 @@ static int fanout_main(int argc, char **argv) {
     double seconds = argc > 6 ? atof(argv[6]) : 8;
     const char *other = argc > 8 ? argv[7] : NULL, *layout = argc > 8 ? argv[8] : "";
     int streams_there = other && strcmp(layout, "streams-there") == 0, both = other && strcmp(layout, "both") == 0;
-    if (messages < 1 || seconds <= 0 || (other && !streams_there && !both)) return 2;
-    /* Where member i's stream opens, and where message n is sent (n mod node_count). */
+    int by_channel = other && strcmp(layout, "by-channel") == 0;
+    if (messages < 1 || seconds <= 0 || (other && !streams_there && !both && !by_channel)) return 2;
+    /* Where member i's stream opens, and where message n is sent (n mod node_count); by
+     * channel, one node per channel. */
     const char *nodes[2] = {url, other ? other : url};
     int node_count = both ? 2 : 1;
 
@@ -1127,7 +1132,7 @@ static int fanout_main(int argc, char **argv) {
         streams[i] = (stream){i, {0}, 0, 0};
         snprintf(key, sizeof key, "Session-Key: %s", tokens[i]);
         stream_headers[i] = curl_slist_append(curl_slist_append(NULL, key), "Accept: text/event-stream");
-        const char *stream_base = streams_there ? other : both ? nodes[i % 2] : url;
+        const char *stream_base = streams_there ? other : both || by_channel ? nodes[i % 2] : url;
         snprintf(path, sizeof path, "%s/v3/users/%s/events", stream_base, members[i]);
         CURL *h = stream_handles[i] = curl_easy_init();
         curl_easy_setopt(h, CURLOPT_URL, path);
@@ -1161,14 +1166,16 @@ static int fanout_main(int argc, char **argv) {
     const char *big_urls[2], *pair_urls[2], *spread_list[2 * SPREAD_CHANNELS];
     for (int k = 0; k < node_count; k++) {
         snprintf(big_url[k], sizeof big_url[k], "%s/v3/group_channels/%s/messages", nodes[k], channel);
-        snprintf(pair_url[k], sizeof pair_url[k], "%s/v3/group_channels/%s/messages", nodes[k], pair);
+        snprintf(pair_url[k], sizeof pair_url[k], "%s/v3/group_channels/%s/messages", nodes[by_channel ? 1 : k], pair);
         big_urls[k] = big_url[k];
         pair_urls[k] = pair_url[k];
     }
-    /* With two servers, 8 entries: entry k is channel k mod 4 on server k / 4. */
-    int spread_count = SPREAD_CHANNELS * node_count;
+    /* With two servers, 8 entries: entry k is channel k mod 4 on server k / 4 (by channel,
+     * on server (k mod 4) mod 2). */
+    int spread_count = SPREAD_CHANNELS * (other && !streams_there ? 2 : 1);
     for (int k = 0; k < spread_count; k++) {
-        snprintf(spread_urls[k], sizeof spread_urls[k], "%s/v3/group_channels/%s/messages", nodes[k / SPREAD_CHANNELS],
+        int node = by_channel ? (k % SPREAD_CHANNELS) % 2 : k / SPREAD_CHANNELS;
+        snprintf(spread_urls[k], sizeof spread_urls[k], "%s/v3/group_channels/%s/messages", nodes[node],
                  spread[k % SPREAD_CHANNELS]);
         spread_list[k] = spread_urls[k];
     }
@@ -1412,7 +1419,7 @@ int main(int argc, char **argv) {
     int inflight = argc >= 6 && argc <= 7 && strcmp(argv[1], "inflight") == 0;
     if (!fanout && !start && !inflight) {
         fprintf(stderr,
-                "usage: %s fanout BACKEND SERVER_URL API_TOKEN [MESSAGES] [SECONDS] [OTHER_URL streams-there|both]\n"
+                "usage: %s fanout BACKEND SERVER_URL API_TOKEN [MESSAGES] [SECONDS] [OTHER_URL streams-there|both|by-channel]\n"
                 "       %s start SERVER_BINARY [SMALL] [LARGE] [POSTGRES_URL]\n"
                 "       %s inflight BACKEND SERVER_URL API_TOKEN SECONDS [OTHER_URL]\n",
                 argv[0], argv[0], argv[0]);

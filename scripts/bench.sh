@@ -182,7 +182,7 @@ else
 fi
 # Two servers on that database (docs/DEPLOYMENT.md): every stream on the second while the
 # sends go to the first (each delivery crosses servers), then sends and streams spread over
-# both. On this machine both servers, PostgreSQL and the benchmark share the same cores:
+# both, then each channel's sends to one of them (a balancer hashing by channel). On this machine both servers, PostgreSQL and the benchmark share the same cores:
 # this measures what a second server costs, not how far two machines scale.
 start_server "$PARLEY_TEST_PG/parley_bench_fanout" postgres-second
 pg_second_pid=$started_pid
@@ -199,6 +199,8 @@ run "$build_dir/bench_server" fanout "PostgreSQL, streams on another server" "$p
     "$fanout_seconds" "$started_url" streams-there
 run "$build_dir/bench_server" fanout "PostgreSQL, 2 servers" "$pg_url" "$token" 5000 "$fanout_seconds" \
     "$started_url" both
+run "$build_dir/bench_server" fanout "PostgreSQL, 2 servers, by channel" "$pg_url" "$token" 5000 "$fanout_seconds" \
+    "$started_url" by-channel
 unset PARLEY_BENCH_POSTGRES_DIR PARLEY_BENCH_CPU_BESIDE
 for pid in $pg_server_pid $pg_second_pid; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
 pg_server_pid="" pg_second_pid=""

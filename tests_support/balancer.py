@@ -1,7 +1,8 @@
 """HAProxy (Debian's `haproxy` package) in front of several parley-server nodes on loopback,
 configured as docs/DEPLOYMENT.md says a deployment should be: event streams pass through
 unbuffered with long idle timeouts, a node is checked twice a second and taken out after
-one failed check, and a request whose connection to a node failed goes to another node.
+one failed check, a request whose connection to a node failed goes to another node, and (with
+`by_channel`) a channel's requests go to one node.
 
 The tests start it themselves (`Balancer(directory, ["127.0.0.1:PORT", ...])`); it runs in
 the foreground of its own process and goes with `stop()`.
@@ -53,10 +54,10 @@ defaults
 
 frontend parley
     bind 127.0.0.1:{port}
-    default_backend nodes
+{by_channel_key}    default_backend nodes
 
 backend nodes
-    balance roundrobin
+{balance}
 {ready_check}    default-server check inter 500ms fall 1 rise 1
 {servers}
 """
@@ -69,6 +70,16 @@ READY_CHECK = """\
 """
 
 
+# What docs/DEPLOYMENT.md recommends so that a channel's requests reach one node: the
+# channel's URL (the path's fourth field) is hashed; any other request goes round robin.
+BY_CHANNEL_KEY = """\
+    http-request set-var(txn.channel) path,field(4,/) if { path_beg /v3/group_channels/ }
+"""
+BY_CHANNEL_BALANCE = """\
+    balance hash var(txn.channel)
+    hash-type consistent"""
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -76,10 +87,11 @@ def free_port() -> int:
 
 
 class Balancer:
-    """HAProxy listening on a loopback port, spreading requests over `nodes` ("HOST:PORT").
-    Its health checks are TCP connects, or with `ready_check` requests of /health/ready."""
+    """HAProxy listening on a loopback port, spreading requests over `nodes` ("HOST:PORT"):
+    round robin, or with `by_channel` each channel's requests to one node. Its health checks
+    are TCP connects, or with `ready_check` requests of /health/ready."""
 
-    def __init__(self, directory: Path, nodes: List[str], ready_check: bool = False) -> None:
+    def __init__(self, directory: Path, nodes: List[str], ready_check: bool = False, by_channel: bool = False) -> None:
         if not os.path.exists(HAPROXY):
             pytest.fail("haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)")
         directory.mkdir(parents=True, exist_ok=True)
@@ -92,8 +104,10 @@ class Balancer:
         self.admin_socket = self.admin_directory / "haproxy.sock"
         try:
             servers = "\n".join(f"    server node{i} {node}" for i, node in enumerate(nodes))
-            self.config_path.write_text(CONFIG.format(admin_socket=self.admin_socket, port=self.port, servers=servers,
-                                                      ready_check=READY_CHECK if ready_check else ""))
+            self.config_path.write_text(CONFIG.format(
+                admin_socket=self.admin_socket, port=self.port, servers=servers,
+                ready_check=READY_CHECK if ready_check else "", by_channel_key=BY_CHANNEL_KEY if by_channel else "",
+                balance=BY_CHANNEL_BALANCE if by_channel else "    balance roundrobin"))
             check = subprocess.run([HAPROXY, "-c", "-f", str(self.config_path)], capture_output=True, text=True)
             if check.returncode != 0:
                 pytest.fail(f"haproxy refused its configuration: {check.stdout}{check.stderr}")

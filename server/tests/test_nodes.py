@@ -12,6 +12,7 @@ import requests
 
 from concurrency_support import EventCollector
 from conftest import API_TOKEN, UNDO_TO_SCHEMA_10, Server, databases, metric, server_reading_peers_late
+from tests_support.balancer import Balancer
 from tests_support.round_trips import RoundTripCounter
 
 pytestmark = pytest.mark.postgres_only
@@ -983,6 +984,89 @@ def test_a_message_reaches_a_user_the_same_from_either_server(two_servers):
     assert first["channel"]["inviter"]["metadata"] == {"team": "blue"}
     assert [u["nickname"] for u in first["channel"]["last_message"]["mentioned_users"]] == ["Inviter", "Receiver"]
     assert [m["nickname"] for m in mine[3]["data"]["changed_members"]] == ["Other 2"]
+
+
+def test_a_server_loads_the_channels_of_another_servers_events_only_for_its_own_streams(two_servers):
+    """Server B loads and renders a channel of server A's events only when one of their
+    recipients has a stream on B: with no stream open there, B does not read A's events at
+    all; with one, ten messages into a channel none of whose members is connected there cost
+    B reads and no load; one into the channel streamed there is loaded and delivered."""
+    a, b = two_servers
+    quiet = [a.user("quiet") for _ in range(2)]
+    watched = [a.user("watched") for _ in range(2)]
+    quiet_url = a.channel(quiet, name="quiet")["channel_url"]
+    watched_url = a.channel(watched, name="watched")["channel_url"]
+    reads = metric(b, "parley_event_log_reads_total")
+    for n in range(3):
+        a.send(quiet_url, quiet[0], text=f"unseen {n}")
+    time.sleep(1.5)  # past B's catch-up, every second
+    assert metric(b, "parley_event_log_reads_total") == reads
+    stream = EventCollector(b, watched[1], session_key=b.session(watched[1]))
+    try:
+        assert stream.wait_for(lambda fs: any(f["event"] == "connected" for f in fs), 10)
+        loads = metric(b, "parley_channel_loads_total")
+        for n in range(10):
+            reads = metric(b, "parley_event_log_reads_total")
+            a.send(quiet_url, quiet[n % 2], text=f"quiet {n}")
+            assert wait_until(lambda: metric(b, "parley_event_log_reads_total") > reads), n
+        assert metric(b, "parley_channel_loads_total") == loads
+        a.send(watched_url, watched[0], text="watched")
+        assert wait_for_texts(stream, 1)
+        assert metric(b, "parley_channel_loads_total") > loads
+    finally:
+        stream.close()
+    assert message_texts(stream) == ["watched"]
+
+
+SENDS = 'parley_http_requests_total{method="POST",route="/v3/group_channels/:channel_url/messages",status="200"}'
+
+
+def sends_answered(server):
+    try:
+        return metric(server, SENDS)
+    except AssertionError:  # no send answered yet: the series is not there
+        return 0
+
+
+def test_the_balancer_of_docs_deployment_sends_a_channels_requests_to_one_server(two_servers, tmp_path):
+    """HAProxy configured by channel (docs/DEPLOYMENT.md): every send into one channel, with or
+    without a query, reaches the same server, and sends into 16 channels reach both; with that
+    server stopped, the channel's sends go to the other and are answered."""
+    a, b = two_servers
+    balancer = Balancer(tmp_path / "haproxy", [a.base.removeprefix("http://"), b.base.removeprefix("http://")],
+                        by_channel=True)
+    try:
+        # The test's helpers, through the balancer (a view of no process of its own).
+        entry = object.__new__(Server)
+        entry.base = balancer.url
+        alice, bob = entry.user("alice"), entry.user("bob")
+        hot = entry.channel([alice, bob], channel_url=f"hot-{alice}")["channel_url"]
+        spread = [entry.channel([alice, bob], channel_url=f"spread-{n}-{alice}")["channel_url"] for n in range(16)]
+
+        before = [sends_answered(a), sends_answered(b)]
+        for n in range(10):
+            entry.send(hot, alice if n % 2 else bob, text=f"hot {n}")
+        assert entry.request("POST", f"/v3/group_channels/{hot}/messages", params={"x": "1"},
+                             json={"message_type": "MESG", "user_id": alice, "message": "hot 10"}).status_code == 200
+        after = [sends_answered(a), sends_answered(b)]
+        assert sorted(now - then for now, then in zip(after, before)) == [0, 11], (before, after)
+        owner, other = (a, b) if after[0] > before[0] else (b, a)
+
+        for url in spread:
+            entry.send(url, alice, text="spread")
+        spread_counts = [sends_answered(a) - after[0], sends_answered(b) - after[1]]
+        assert sum(spread_counts) == 16 and min(spread_counts) > 0, spread_counts
+
+        owner.stop()
+        taken_over = sends_answered(other)
+        for n in range(3):
+            entry.send(hot, alice, text=f"after the stop {n}")
+        assert sends_answered(other) - taken_over == 3
+        texts = [m["message"] for m in other.ok("GET", f"/v3/group_channels/{hot}/messages",
+                                                  params={"message_ts": 0, "prev_limit": 0, "next_limit": 50})["messages"]]
+        assert texts == [f"hot {n}" for n in range(11)] + [f"after the stop {n}" for n in range(3)]
+    finally:
+        balancer.stop()
 
 
 def statement_calls(db, pattern):
