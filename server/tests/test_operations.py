@@ -154,6 +154,21 @@ def test_health_live_and_ready_need_no_credentials_and_say_nothing_sensitive(ser
 
 
 @pytest.mark.postgres_only
+def test_the_event_log_compresses_its_large_values_with_lz4_where_postgresql_has_it(fresh_server):
+    """Migration 31: an event of a channel of 50 is large enough for its data to be compressed,
+    with LZ4 when the cluster was built with it (Debian's is)."""
+    server = fresh_server()
+    db = server.db_path
+    has_lz4 = databases.psql(db, "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'")
+    members = [server.user("m") for _ in range(50)]
+    url = server.channel(members, name="large")["channel_url"]
+    server.send(url, members[0], text="large")
+    methods = databases.psql(db, """
+        SELECT string_agg(DISTINCT pg_column_compression(data), ',') FROM events WHERE category = 'message_received'""")
+    assert methods.strip() == ("lz4" if has_lz4.strip() == "t" else "pglz"), (methods, has_lz4)
+
+
+@pytest.mark.postgres_only
 def test_ready_turns_false_while_postgresql_is_stopped_and_back_after(fresh_server):
     server = fresh_server()
     assert requests.get(server.url("/health/ready"), timeout=10).status_code == 200
