@@ -285,7 +285,8 @@ def test_a_database_of_schema_3_numbers_past_the_bounds_it_reserved(tmp_path):
         DROP FUNCTION IF EXISTS parley_write_turn();
         DROP TABLE typing, server_nodes, presence, application_settings, polls, poll_options, poll_votes, poll_tombstones;
         ALTER TABLE messages DROP COLUMN poll_id;
-        DROP TRIGGER messages_search ON messages; DROP FUNCTION parley_message_search_trigger();
+        DROP TRIGGER messages_search_insert ON messages; DROP TRIGGER messages_search_update ON messages;
+        DROP FUNCTION parley_message_search_trigger();
         ALTER TABLE messages DROP COLUMN search_vector; DROP FUNCTION parley_message_search_vector(text, text);
         DROP FUNCTION parley_search_text(text);
         DELETE FROM meta WHERE name = 'stored_events';

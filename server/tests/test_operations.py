@@ -168,6 +168,42 @@ def test_the_event_log_compresses_its_large_values_with_lz4_where_postgresql_has
     assert methods.strip() == ("lz4" if has_lz4.strip() == "t" else "pglz"), (methods, has_lz4)
 
 
+def search_trigger_calls(db):
+    return int(databases.psql(db, """
+        SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'parley_message_search_trigger'""") or 0)
+
+
+@pytest.mark.postgres_only
+def test_a_message_write_runs_the_search_trigger_only_where_it_has_work(fresh_server):
+    """Migration 32: the server's upsert carries the message's search vector, so its sends run
+    the trigger function not at all; an edit of the text runs it once, and so does an insert
+    without a vector (an older server's, a copy made in SQL). Every vector is the one the
+    function computes from the text and the file."""
+    server = fresh_server()
+    db = server.db_path
+    databases.psql(db, "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_functions = pl', current_database()); END $$")
+    server.stop()
+    server.start()  # sessions that count their function calls
+    alice = server.user("alice")
+    url = server.channel([alice])["channel_url"]
+    ids = [server.send(url, alice, text=f"needle {n}")["message_id"] for n in range(5)]
+    server.ok("PUT", f"/v3/group_channels/{url}/messages/{ids[0]}", json={"message": "haystack"})
+    databases.psql(db, f"""
+        CREATE TEMP TABLE copied AS SELECT * FROM messages WHERE id = {ids[1]};
+        UPDATE copied SET id = id + 1000000, req_id = 'copied', message = 'copied needle', search_vector = NULL;
+        INSERT INTO messages SELECT * FROM copied""")
+    # Sessions report their counts when idle, at the latest 10 s after their last statement.
+    deadline = time.monotonic() + 15
+    while search_trigger_calls(db) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(11)
+    assert search_trigger_calls(db) == 2
+    assert databases.psql(db, """
+        SELECT count(*) FROM messages WHERE search_vector IS DISTINCT FROM parley_message_search_vector(message, file)""").strip() == "0"
+    found = server.ok("GET", "/v3/search/messages", params={"query": "needle", "channel_url": url, "user_id": alice})
+    assert sorted(r["message"]["message"] for r in found["results"]) == ["copied needle", "needle 1", "needle 2", "needle 3", "needle 4"]
+
+
 @pytest.mark.postgres_only
 def test_ready_turns_false_while_postgresql_is_stopped_and_back_after(fresh_server):
     server = fresh_server()

@@ -536,7 +536,8 @@ def test_a_database_from_before_migration_9_is_searchable(fresh_server):
         db.close()
     else:
         databases.psql(s.db_path, UNDO_TO_SCHEMA_10 + """
-            DROP TRIGGER messages_search ON messages; DROP FUNCTION parley_message_search_trigger();
+            DROP TRIGGER messages_search_insert ON messages; DROP TRIGGER messages_search_update ON messages;
+            DROP FUNCTION parley_message_search_trigger();
             ALTER TABLE messages DROP COLUMN search_vector; DROP FUNCTION parley_message_search_vector(text, text);
             DROP FUNCTION parley_search_text(text); DELETE FROM schema_migrations WHERE version >= 9;
             """)

@@ -263,6 +263,12 @@ enum Migrations {
                       guard db.dialect == .postgres else { return }
                       try await db.execute(eventsCompressedWithLZ4, [])
                   }),
+        Migration(version: 32, summary: "PostgreSQL: a message's search vector computed in the server's upsert, the trigger only where it has work",
+                  ddl: "", onlyFor: .postgres,
+                  backfill: { db in
+                      guard db.dialect == .postgres else { return }
+                      for definition in SearchQueries.triggersWithConditions { try await db.execute(definition, []) }
+                  }),
     ]
 
     /// An event of a channel of 50 is about 2 KB of data and recipients, past the size from

@@ -249,7 +249,12 @@ enum RecordTables {
     /// request's next statement, usually its final write (`write`).
     static func putMessage(_ m: MessageRecord, isNew: Bool, _ db: any SQLSession) async throws {
         if !isNew { try await db.execute(deleteMentionsSQL, [.int(m.id)]) }
-        try await db.executeHeld(SQLWrite(sql: upsertMessageSQL, binds: messageRow(m), table: "messages"))
+        if db.dialect == .postgres {
+            let vectorOf = [SQLValue.text(m.message), m.file.map { json($0) } ?? .null]
+            try await db.executeHeld(SQLWrite(sql: upsertMessageWithVectorSQL, binds: messageRow(m) + vectorOf, table: "messages"))
+        } else {
+            try await db.executeHeld(SQLWrite(sql: upsertMessageSQL, binds: messageRow(m), table: "messages"))
+        }
         // A user named twice keeps the later position (as one upsert after another did): one
         // statement may not upsert a row twice.
         var lastPosition: [String: Int] = [:]
@@ -311,6 +316,15 @@ enum RecordTables {
     private static let eventRowPlaceholders = "(" + Array(repeating: "?", count: eventColumns.count).joined(separator: ", ") + ")"
     static let insertEventSQL = "INSERT INTO events (\(eventColumns.joined(separator: ", "))) VALUES \(eventRowPlaceholders)"
     static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
+    /// PostgreSQL: the same with the search vector, computed from the message's text and file
+    /// (Stores/SearchQueries.swift), so that the insert trigger has nothing to do.
+    static let upsertMessageWithVectorSQL: String = {
+        let columns = messageColumns + ["search_vector"]
+        let values = Array(repeating: "?", count: messageColumns.count) + ["parley_message_search_vector(?, ?)"]
+        let updates = columns.filter { $0 != "id" }.map { "\($0) = excluded.\($0)" }
+        return "INSERT INTO messages (\(columns.joined(separator: ", "))) VALUES (\(values.joined(separator: ", "))) "
+            + "ON CONFLICT (id) DO UPDATE SET " + updates.joined(separator: ", ")
+    }()
     static let upsertChannelSQL = versionedUpsertSQL("channels", channelColumns + channelKeyColumns, key: ["url"])
     static let deleteMentionsSQL = "DELETE FROM message_mentions WHERE message_id = ?"
     static let sessionSQL = "SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?"

@@ -19,7 +19,7 @@ enum HotStatements {
         RecordTables.sessionWithUserVersionSQL,
         MessageQueries.byIdSQL,
         MessageQueries.unreadSQL,
-        RecordTables.upsertMessageSQL,
+        RecordTables.upsertMessageWithVectorSQL,
         RecordTables.deleteMentionsSQL,
         RecordTables.upsertChannelSQL,
         RecordTables.insertEventSQL,
