@@ -33,8 +33,9 @@ enum RecordTables {
     }
 
     /// `INSERT … ON CONFLICT (key) DO UPDATE`: one statement that both engines run.
-    static func upsertSQL(_ table: String, _ columns: [String], key: [String]) -> String {
-        let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
+    /// `values`: what goes in for each column, a placeholder unless given.
+    static func upsertSQL(_ table: String, _ columns: [String], key: [String], values: [String]? = nil) -> String {
+        let placeholders = (values ?? Array(repeating: "?", count: columns.count)).joined(separator: ", ")
         let updates = columns.filter { !key.contains($0) }.map { "\($0) = excluded.\($0)" }
         let action = updates.isEmpty ? "DO NOTHING" : "DO UPDATE SET " + updates.joined(separator: ", ")
         return "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders)) "
@@ -318,13 +319,9 @@ enum RecordTables {
     static let upsertMessageSQL = upsertSQL("messages", messageColumns, key: ["id"])
     /// PostgreSQL: the same with the search vector, computed from the message's text and file
     /// (Stores/SearchQueries.swift), so that the insert trigger has nothing to do.
-    static let upsertMessageWithVectorSQL: String = {
-        let columns = messageColumns + ["search_vector"]
-        let values = Array(repeating: "?", count: messageColumns.count) + ["parley_message_search_vector(?, ?)"]
-        let updates = columns.filter { $0 != "id" }.map { "\($0) = excluded.\($0)" }
-        return "INSERT INTO messages (\(columns.joined(separator: ", "))) VALUES (\(values.joined(separator: ", "))) "
-            + "ON CONFLICT (id) DO UPDATE SET " + updates.joined(separator: ", ")
-    }()
+    static let upsertMessageWithVectorSQL = upsertSQL(
+        "messages", messageColumns + ["search_vector"], key: ["id"],
+        values: Array(repeating: "?", count: messageColumns.count) + ["parley_message_search_vector(?, ?)"])
     static let upsertChannelSQL = versionedUpsertSQL("channels", channelColumns + channelKeyColumns, key: ["url"])
     static let deleteMentionsSQL = "DELETE FROM message_mentions WHERE message_id = ?"
     static let sessionSQL = "SELECT token, user_id, expires_at, created_at FROM sessions WHERE token = ?"
