@@ -143,7 +143,12 @@ def test_a_slow_or_failing_translator_does_not_hold_sends(fresh_server, receiver
         time.sleep(0.05)
     log = server.ok("GET", DELIVERIES, params={"limit": 10})["deliveries"]
     assert {e["category"] for e in log} == {"translation"} and len(log) == 5
-    assert max(e["attempts"] for e in log) == 2
+    # Every attempt the log counts reached the translator, and the one answered 500 was tried
+    # again. (A call that a loaded machine holds past the timeout is tried again too, so the
+    # attempts are compared with the calls rather than fixed.)
+    assert [c["status"] for c in translator.calls].count(500) == 1
+    assert max(e["attempts"] for e in log) >= 2
+    assert sum(e["attempts"] for e in log) == len(translator.calls)
 
 
 def test_without_a_translator_translation_is_refused(server):

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
@@ -83,6 +84,25 @@ def short_retention(tmp_path: Path) -> Iterator[RestartableServer]:
         yield server
     finally:
         server.stop()
+
+
+def event_log_bounds(server: RestartableServer) -> Tuple[int, int]:
+    """The oldest and the newest event id the server's log keeps (its `/metrics`)."""
+    found = {}
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as answer:
+        for line in answer.read().decode().splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("parley_event_log_first_id", "parley_event_log_last_id"):
+                found[name] = int(float(value))
+    return found["parley_event_log_first_id"], found["parley_event_log_last_id"]
+
+
+def wait_until_pruned_past(server: RestartableServer, event_id: int) -> None:
+    """Waits until the log has lost the event after `event_id`, so that a client whose last
+    event is at most `event_id` resumes with a resync. PostgreSQL's log is pruned only through
+    what the server has delivered (server/Sources/ParleyServer/Writers/PostgresWriters.swift),
+    which may trail the write that took it past the retention."""
+    poll_until(lambda: event_log_bounds(server)[0] > event_id + 1)
 
 
 @pytest.fixture
@@ -705,7 +725,9 @@ def test_after_a_resync_the_cache_claims_no_continuity_over_the_hole(tmp_path: P
             db.execute("INSERT INTO chunks (channel_url, scope, start_created_at, start_message_id, end_created_at, "
                        "end_message_id, reaches_oldest, reaches_newest) VALUES (?, '', ?, ?, ?, ?, 1, 1)",
                        (url, before["created_at"], before["message_id"], before["created_at"], before["message_id"]))
+        away_from = event_log_bounds(server)[1]
         missed = [admin.send(url, "bob", f"missed {i}") for i in range(10)]
+        wait_until_pruned_past(server, away_from)
         client, recorder = make_client(server.url, tmp_path / "cache")
         with client:
             connect(client, recorder, "alice", alice_token)  # resync: the missed events are gone
@@ -753,7 +775,9 @@ def test_a_resync_is_reported_and_cached_pages_mark_the_hole(tmp_path: Path) -> 
             recorder.wait(lambda: any(p["message"]["message_id"] == seen["message_id"] for p in recorder.of("message_received")))
             assert client.cached_message_page(url)["continuous"] is True
             client.disconnect()
+            away_from = event_log_bounds(server)[1]
             missed = [admin.send(url, "bob", f"missed {index}") for index in range(6)]
+            wait_until_pruned_past(server, away_from)
             connect(client, recorder, "alice", alice_token)  # past the retention: the stream says resync
             recorder.wait(lambda: recorder.of("resync"))
             resync = recorder.of("resync")
@@ -914,11 +938,13 @@ def test_after_a_resync_member_lists_left_out_by_the_changelogs_are_read_again(t
         with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
             recorder.wait(lambda: client.cached_channel(url) is not None)
             client.disconnect()
+            away_from = event_log_bounds(server)[1]
             # More events than the server keeps: the resumed stream gets a resync, which may come
             # after the catch-up's changelog (read without members) was applied.
             admin.call("POST", f"/v3/group_channels/{url}/invite", {"user_ids": ["carol"]})
             for i in range(5):
                 admin.call("PUT", f"/v3/group_channels/{url}", {"data": f"churn {i}"})
+            wait_until_pruned_past(server, away_from)
             client.connect("alice", alice_token).result(TIMEOUT)
             recorder.wait(lambda: len(recorder.of("resync")) == 1)
             truth = admin.call("GET", f"/v3/group_channels/{url}", show_member="true")

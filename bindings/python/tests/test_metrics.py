@@ -16,7 +16,8 @@ import pytest
 import parley
 from conftest import ROOT, Admin, RunningServer
 from test_engine import (
-    TIMEOUT, RestartableServer, connect, connected, make_client, poll_until, setup_pair, short_retention,
+    TIMEOUT, RestartableServer, connect, connected, event_log_bounds, make_client, poll_until, setup_pair,
+    short_retention, wait_until_pruned_past,
 )
 
 
@@ -163,8 +164,10 @@ def test_a_resync_is_counted(tmp_path: Path) -> None:
         with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
             assert client.metrics()["resyncs_total"] == 0
             client.disconnect()
+            away_from = event_log_bounds(server)[1]
             for index in range(6):
                 admin.send(url, "bob", f"missed {index}")
+            wait_until_pruned_past(server, away_from)
             connect(client, recorder, "alice", alice_token)  # past the retention: the stream says resync
             recorder.wait(lambda: recorder.of("resync"))
             metrics = client.metrics()
