@@ -409,7 +409,21 @@ static void wait_deliveries(run *r, double grace_s) {
 typedef struct {
     double rate, p50, p99, max, first_p50, answer_p50, answer_p99, frame_kb;
     int sent, accepted, refused, lost, partial;
+    char missing[200]; /* the first lost message and the streams of the run that lack it */
 } run_result;
+
+/* "message N: K of S streams; lacking stream i (server j), ...": the streams of the run (those
+ * that received any of its messages) that lack message n, each with the server it is on in
+ * the layouts both and by-channel (stream i on OTHER_URL when i is odd). Under runs_lock. */
+static void describe_missing(const run *r, int n, char *out, size_t size) {
+    int written = snprintf(out, size, "message %d: %d of %d streams; lacking", n, r->got[n], r->streams);
+    for (int s = 0; s < MEMBERS && written > 0 && (size_t)written < size; s++) {
+        if (r->seen[(size_t)n * MEMBERS + (size_t)s]) continue;
+        int receives = 0;
+        for (int m = 0; m < r->count && !receives; m++) receives = r->seen[(size_t)m * MEMBERS + (size_t)s];
+        if (receives) written += snprintf(out + written, size - (size_t)written, " %d", s);
+    }
+}
 
 static run_result summarize(run *r) {
     run_result out = {0};
@@ -426,7 +440,7 @@ static run_result summarize(run *r) {
         if (r->got[i] > 0) first[n_first++] = r->first_at[i] - r->sent_at[i];
         if (r->got[i] == r->streams) last[n_last++] = r->last_at[i] - r->sent_at[i];
         else {
-            out.lost++;
+            if (out.lost++ == 0) describe_missing(r, i, out.missing, sizeof out.missing);
             if (r->got[i] > 0) out.partial++;
         }
     }
@@ -453,6 +467,9 @@ static void print_run(const char *title, const run_result *r, int streams) {
     printf("  %-26s POST answered p50 %.1f ms; first stream p50 %.1f ms; last of %d streams p50 %.1f  p99 %.1f  max %.1f ms; "
            "lost %d (%d partly delivered)\n",
            "", r->answer_p50, r->first_p50, streams, r->p50, r->p99, r->max, r->lost, r->partial);
+    if (r->lost > 0)
+        printf("  %-26s first lost: %s (stream i: member i's; in the layouts both and by-channel the odd ones are on OTHER_URL); %ld events of no run, "
+               "%d streams ended\n", "", r->missing, stray_events, atomic_load(&ended_streams));
 }
 
 /* ---- CPU of the server's processes and of PostgreSQL's, from /proc ----------------------- */
