@@ -1,6 +1,8 @@
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import requests
 
 from conftest import API_TOKEN, EventReader, Server, assert_error, databases
@@ -174,6 +176,51 @@ def stored_log(db):
             return [r[0] for r in c.execute(sql_ids)], c.execute(sql_pruned).fetchone()[0]
     ids = [int(line) for line in databases.psql(db, sql_ids).split()]
     return ids, int(databases.psql(db, sql_pruned).strip())
+
+
+def test_writers_passing_the_retention_side_by_side_leave_the_log_to_one_pruning(tmp_path):
+    """PostgreSQL: a writer whose commit takes the log a tenth past its retention prunes it
+    (count, boundary, delete); writers that pass the limit while that runs leave the log to it.
+    Every count then finds the log over its limit and deletes: a count that finds nothing to
+    delete is a second pruning run beside the first."""
+    if databases.backend() == "sqlite":
+        pytest.skip("SQLite prunes in each write, under its one writer")
+    retention = 100
+    db = databases.database_for(tmp_path, "prunings.sqlite")
+    if "pg_stat_statements" not in databases.psql(db, "SHOW shared_preload_libraries"):
+        pytest.skip("pg_stat_statements is not loaded in this cluster (scripts/pg-test-cluster.sh loads it)")
+    databases.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+    server = Server(db, ["--event-retention", str(retention)])
+    try:
+        pairs = [(server.user(), server.user()) for _ in range(8)]
+        urls = [server.channel(list(pair))["channel_url"] for pair in pairs]
+        databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
+
+        def send_all(index):
+            for n in range(60):
+                server.send(urls[index], pairs[index][0], f"m{n}")
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(send_all, range(8)))
+
+        def calls(pattern):
+            found = databases.psql(db, f"SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
+                                       f"WHERE dbid = {this_database} AND query LIKE '{pattern}'")
+            return int(found.strip())
+        counts, deletes = calls("SELECT count(*) FROM (SELECT % FROM events LIMIT %"), calls("DELETE FROM events WHERE id <= %")
+        # 480 events past a limit of 110: at most about 480 / 10 prunings, fewer as more
+        # commits fall into one.
+        assert 10 <= deletes <= 60 and counts <= deletes + 2, (counts, deletes)
+        # Commits during the last pruning are left to the next: the one of every second.
+        deadline = time.monotonic() + 10
+        while len(stored_log(db)[0]) > retention + retention // 10:
+            assert time.monotonic() < deadline, len(stored_log(db)[0])
+            time.sleep(0.1)
+        assert len(stored_log(db)[0]) >= retention
+    finally:
+        server.stop()
+        databases.drop_database(db)
 
 
 def test_the_log_keeps_its_retention_pruned_at_once_on_sqlite_by_tenths_on_postgresql(tmp_path):

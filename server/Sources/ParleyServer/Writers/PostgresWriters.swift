@@ -77,12 +77,20 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         }
     }
 
+    /// A pruning of this server is running: the writers that pass the limit meanwhile leave the
+    /// log to it rather than count it again each (under load most commits would, while one
+    /// pruning's three statements run).
+    private let pruning = Atomic<Bool>(false)
+
     /// Keeps the newest `retention` events of the log for resumes, letting it pass that by a
     /// tenth between prunings (every second, PeerFollower.swift, and after this server's writes
     /// pass it), and never past what this server delivered. Writers do not prune here as they
     /// do on SQLite: they write side by side, and the size of the log would be a row every one
-    /// of them updates.
+    /// of them updates. One pruning at a time: events committed while it runs count toward
+    /// the next (`estimatedLogSize`).
     func pruneLog() async throws {
+        guard pruning.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
+        defer { pruning.store(false, ordering: .releasing) }
         let retention = Int64(shared.retention)
         // Alone, the count would only confirm the estimate (about 2.5 ms of PostgreSQL's CPU
         // for a log of 10,000 events, every second).
