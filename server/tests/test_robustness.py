@@ -85,6 +85,46 @@ def raw_body(rng):
     return json.dumps(junk(rng)).encode()
 
 
+def test_json_strings_are_read_whole_with_or_without_escapes_and_bad_ones_refused(server):
+    """The server's JSON parser (server/Sources/ParleyServer/HTTP/JSON.swift) reads a string
+    without escapes in place and one with escapes byte by byte: both must give the same text
+    as Python's parser, keys as values; raw bytes that are not UTF-8, control characters and
+    an unterminated string are refused with the body named malformed, on either path."""
+    a, b = server.user("js-a"), server.user("js-b")
+    url = server.channel([a, b])["channel_url"]
+    path = server.url(f"/v3/group_channels/{url}/messages")
+    headers = {"Api-Token": API_TOKEN, "Content-Type": "application/json"}
+
+    def post(text_literal, key=b'"message"'):
+        body = b'{"message_type": "MESG", "user_id": "' + a.encode() + b'", ' + key + b": " + text_literal + b"}"
+        return requests.post(path, data=body, headers=headers, timeout=10)
+
+    texts = [
+        b'"plain ascii"',
+        b'"h\\u00e9llo w\\u00f6rld \\u65e5\\u672c \\ud83c\\udf89"',
+        '"héllo wörld 日本 🎉"'.encode(),
+        b'"tab\\there \\"quoted\\" back\\\\slash \\/ line\\nend"',
+        '"日本 first, then an escape: \\u00e9 and raw é after"'.encode(),
+        b'"\\\\"',
+        b'"ends with an escape\\n"',
+    ]
+    for literal in texts:
+        answer = post(literal)
+        assert answer.status_code == 200, (literal, answer.text)
+        assert answer.json()["message"] == json.loads(literal), literal
+        stored = server.ok("GET", f"/v3/group_channels/{url}/messages/{answer.json()['message_id']}")
+        assert stored["message"] == json.loads(literal), literal
+    # A key with an escape is the same key.
+    answer = post(b'"by an escaped key"', key=b'"mess\\u0061ge"')
+    assert answer.status_code == 200 and answer.json()["message"] == "by an escaped key", answer.text
+    bad = [b'"\xff\xfe"', b'"caf\xc3"', b'"\\n then \xff"', b'"a\x01b"', b'"\\n\x1f"', b'"unterminated']
+    for literal in bad:
+        answer = post(literal)
+        assert answer.status_code == 400 and answer.json()["code"] == 400102, (literal, answer.text)
+    assert len(server.ok("GET", f"/v3/group_channels/{url}/messages",
+                         params={"message_ts": 0, "next_limit": 50, "prev_limit": 0})["messages"]) == len(texts) + 1
+
+
 def test_fuzz_10000_requests_no_500_state_unchanged(fresh_server):
     server = fresh_server()
     a, b = server.user("fa"), server.user("fb")

@@ -287,7 +287,24 @@ struct JSONParser {
 
     private mutating func parseString() throws(JSONParseError) -> String {
         index += 1
-        var raw: [UInt8] = []
+        let start = index
+        // Most strings have no escape: their bytes are the string's, validated in place.
+        while index < bytes.count {
+            let b = bytes[index]
+            if b == UInt8(ascii: "\"") {
+                let end = index
+                index += 1
+                let text = bytes.withUnsafeBufferPointer { all in
+                    String(validating: UnsafeBufferPointer(rebasing: all[start..<end]), as: UTF8.self)
+                }
+                guard let text else { throw fail("invalid UTF-8 in string") }
+                return text
+            }
+            if b == UInt8(ascii: "\\") { break }
+            if b < 0x20 { throw fail("control character in string") }
+            index += 1
+        }
+        var raw = Array(bytes[start..<index])
         while true {
             guard index < bytes.count else { throw fail("unterminated string") }
             let b = bytes[index]
