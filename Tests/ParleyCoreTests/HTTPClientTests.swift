@@ -136,8 +136,11 @@ import Testing
         let threadsAfter = try processThreadCount()
         #expect(threadsAfter - threadsBefore <= NetworkRuntime.maxThreads, "threads \(threadsBefore) -> \(threadsAfter)")
         #expect(NetworkRuntime.runningThreads <= NetworkRuntime.defaultThreadCount)
-        // One after another, each client's request finds a kept-alive connection of its loop.
-        #expect(peer.connectionCount <= NetworkRuntime.runningThreads, "\(peer.connectionCount) connections for 100 clients")
+        // One after another, each client's request finds a kept-alive connection of its loop:
+        // a handful for 100 clients, not one each. (A request sent as the previous answer's
+        // callback runs may find that connection not yet handed back and open one more: seen
+        // once under the test suites' load, so one spare per loop is allowed.)
+        #expect(peer.connectionCount <= 2 * NetworkRuntime.runningThreads, "\(peer.connectionCount) connections for 100 clients")
         for client in clients { client.shutdown() }
     }
 
