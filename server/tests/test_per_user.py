@@ -5,7 +5,7 @@ import copy
 import json
 import time
 
-from conftest import EventReader, assert_error
+from conftest import EventReader, assert_error, metric
 
 FULL = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
 # Presence fields change without events (PROTOCOL.md §4.2).
@@ -342,6 +342,12 @@ def test_replay_renders_the_channel_for_the_recipient(server):
     time.sleep(0.2)
     server.send(url, a, "second")
     server.send(url, a, "third")
+    # Both come in the replay only once the hub has delivered them: a replay ends where
+    # delivery stands, and an event delivered later comes live, with its channel.
+    deadline = time.monotonic() + 10
+    while metric(server, "parley_events_delivered_through_id") < metric(server, "parley_event_log_last_id"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     rb = reader(server, b, sb, last_event_id=first["id"])
     try:
         replayed = [e for e in rb.drain(0.6) if e["event"] == "message_received"]
