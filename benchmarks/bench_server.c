@@ -412,9 +412,9 @@ typedef struct {
     char missing[200]; /* the first lost message and the streams of the run that lack it */
 } run_result;
 
-/* "message N: K of S streams; lacking stream i (server j), ...": the streams of the run (those
- * that received any of its messages) that lack message n, each with the server it is on in
- * the layouts both and by-channel (stream i on OTHER_URL when i is odd). Under runs_lock. */
+/* "message N: K of S streams; lacking i j ...": the streams of the run (those that received any
+ * of its messages) that lack message n, by index (in the layouts both and by-channel stream i
+ * is on OTHER_URL when i is odd). Under runs_lock. */
 static void describe_missing(const run *r, int n, char *out, size_t size) {
     int written = snprintf(out, size, "message %d: %d of %d streams; lacking", n, r->got[n], r->streams);
     for (int s = 0; s < MEMBERS && written > 0 && (size_t)written < size; s++) {
