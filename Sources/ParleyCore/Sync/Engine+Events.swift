@@ -316,7 +316,12 @@ extension Engine {
             case .invitationDeclined where me != nil && data.invitee?.userID == me: .invitationDeclined
             default: nil
             }
-        if let removal {
+        // A replay renders the channel as it is now, on the channel's first replayed event only
+        // (PROTOCOL.md §9.1): the user's old leave, ban or decline followed by a new invite or
+        // join carries a render with the user a member, and the events after it no channel.
+        // That render, not the event, says whether the channel is still the user's.
+        let stillMember = data.channel.map { ($0.memberState ?? "none") != "none" } ?? event.isReplayed
+        if let removal, event.category == .channelDeleted || !stillMember {
             if !url.isEmpty { try transaction.removeChannel(url, reason: removal) }
             return
         }

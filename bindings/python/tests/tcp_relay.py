@@ -110,6 +110,60 @@ class AnswerHoldingProxy(ForwardingProxy):
         super().close()
 
 
+class StreamHoldingProxy(ForwardingProxy):
+    """Forwards TCP connections to the server. Once armed, the next event stream opened
+    (a request whose bytes contain `marker`) passes its answer through the `connected` event;
+    what follows (the replay, live events) is held until `release`."""
+
+    def __init__(self, server_url: str, marker: bytes) -> None:
+        super().__init__(server_url)
+        self.marker = marker
+        self.armed = False
+        self.holding = threading.Event()  # `connected` went on; the rest is held
+        self.released = threading.Event()
+        self.start()
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def release(self) -> None:
+        self.released.set()
+
+    def _connection_state(self) -> Any:
+        return threading.Event()  # set: this connection's answer is the held stream
+
+    def _pump(self, source: socket.socket, sink: socket.socket, held: Any, from_client: bool) -> None:
+        pending = b""
+        try:
+            while data := source.recv(65536):
+                if from_client and self.armed and self.marker in data:
+                    self.armed = False
+                    held.set()
+                if from_client or not held.is_set():
+                    sink.sendall(data)
+                    continue
+                pending += data
+                start = pending.find(b"event: connected")
+                end = pending.find(b"\n\n", start) if start >= 0 else -1
+                if end < 0:
+                    continue
+                held.clear()
+                sink.sendall(pending[:end + 2])
+                # Later bytes wait in the socket meanwhile.
+                self.holding.set()
+                self.released.wait(30)
+                sink.sendall(pending[end + 2:])
+                pending = b""
+        except OSError:
+            pass
+        finally:
+            shut_down(source, sink)
+
+    def close(self) -> None:
+        self.released.set()
+        super().close()
+
+
 class RequestRefusingProxy(ForwardingProxy):
     """Forwards TCP connections to the server, except that the next `refusals` requests whose
     bytes contain `marker` are answered 503 by the proxy itself, which then closes that

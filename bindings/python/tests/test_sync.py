@@ -13,7 +13,7 @@ import requests
 
 from conftest import Admin, RunningServer
 from test_engine import connect, connected, make_client, poll_until, short_retention
-from tcp_relay import AnswerHoldingProxy
+from tcp_relay import AnswerHoldingProxy, StreamHoldingProxy
 
 FULL_VIEW = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
 PRESENCE_FIELDS = ("is_online", "last_seen_at")
@@ -237,6 +237,40 @@ def test_a_changelog_read_before_an_event_does_not_undo_it(server: RunningServer
             cached = client.cached_channel(url)
             assert cached["metadata"] == {"topic": "cats"} and cached["name"] == "Renamed"
             assert without_presence(cached) == without_presence(server_channel(server.url, tokens["alice"], url))
+    finally:
+        proxy.close()
+
+
+def test_a_replayed_leave_does_not_drop_a_channel_joined_again(server: RunningServer, admin: Admin,
+                                                               tmp_path: Path) -> None:
+    """Offline, the user leaves a channel and joins it again. On reconnecting, the catch-up's
+    changelog stores the channel before the replay brings the old leave: the leave carries the
+    channel as it is now (joined) and the events after it none, so the channel stays (it used
+    to be dropped for good, its new messages cached without it)."""
+    tokens, url = setup(admin)
+    proxy = StreamHoldingProxy(server.url, b"/events")
+    client, recorder = make_client(proxy.url, tmp_path / "cache")
+    try:
+        with client:
+            connect(client, recorder, "alice", tokens["alice"])
+            caught_up(client, recorder)
+            client.disconnect()
+            admin.call("PUT", f"/v3/group_channels/{url}/leave", {"user_ids": ["alice"]})
+            admin.call("POST", f"/v3/group_channels/{url}/invite", {"user_ids": ["alice"], "inviter_id": "bob"})
+            assert server_channel(server.url, tokens["alice"], url)["member_state"] == "joined"
+            sent = admin.send(url, "bob", "welcome back")
+            proxy.arm()
+            client.connect("alice", tokens["alice"]).result(10)
+            assert proxy.holding.wait(10), "the stream did not open"
+            # The changelog (read while the replay is held) finds the channel joined again.
+            poll_until(lambda: ((client.cached_channel(url) or {}).get("last_message") or {}).get("message_id")
+                       == sent["message_id"], timeout=10)
+            proxy.release()
+            poll_until(lambda: any(m["message_id"] == sent["message_id"] for m in client.cached_messages(url)), timeout=10)
+            replayed = [category for category, channel, _ in list(recorder.events) if channel == url]
+            assert "user_left" in replayed, replayed
+            assert without_presence(client.cached_channel(url) or {}) == without_presence(
+                server_channel(server.url, tokens["alice"], url))
     finally:
         proxy.close()
 
