@@ -163,6 +163,13 @@ extension ChatCache {
         try channelMembersKnown(url: url) ? try memberTexts(url: url) : nil
     }
 
+    /// Whether the channel is cached.
+    public func hasChannel(url: String) throws(ParleyError) -> Bool {
+        var found = false
+        try database.statement("SELECT 1 FROM channels WHERE channel_url = ?1").rows([.text(url)]) { _ in found = true }
+        return found
+    }
+
     /// Whether the channel is cached with its member list (false when not cached).
     public func channelMembersKnown(url: String) throws(ParleyError) -> Bool {
         var known = false

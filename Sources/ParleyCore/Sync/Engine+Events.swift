@@ -325,6 +325,9 @@ extension Engine {
             if !url.isEmpty { try transaction.removeChannel(url, reason: removal) }
             return
         }
+        // The channel's first replayed event found it no longer the user's and removed it: the
+        // later ones change nothing (their messages would be cached without their channel).
+        if data.channel == nil, event.isReplayed, !url.isEmpty, try !transaction.cache.hasChannel(url: url) { return }
         if let channel = data.channel, case .object = channel.json {
             // Rendered for this user without a membership (e.g. unbanned after the ban
             // removed them): not one of the user's channels.

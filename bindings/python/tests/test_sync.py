@@ -304,6 +304,23 @@ def test_a_replayed_deletion_does_not_drop_a_channel_made_again_under_its_url(se
         proxy.close()
 
 
+def test_a_replay_after_leaving_caches_nothing_of_the_channel(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    """Offline, messages come and then the user leaves. The replay renders the channel as it is
+    now (no longer the user's) on its first event only: the channel goes, and the later events
+    store none of its messages."""
+    tokens, url = setup(admin)
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, recorder):
+        caught_up(client, recorder)
+        client.disconnect()
+        for i in range(3):
+            admin.send(url, "bob", f"before leaving {i}")
+        admin.call("PUT", f"/v3/group_channels/{url}/leave", {"user_ids": ["alice"]})
+        client.connect("alice", tokens["alice"]).result(10)
+        recorder.wait(lambda: any(c == "user_left" and u == url for c, u, _ in recorder.events))
+        assert client.cached_channel(url) is None
+        assert client.cached_messages(url) == []
+
+
 def test_a_channel_first_seen_in_a_message_event_gets_its_members(server: RunningServer, admin: Admin,
                                                                   tmp_path: Path) -> None:
     """A message event carries the channel without its member list; a channel the cache did
