@@ -23,7 +23,8 @@ import parley
 from conftest import Admin, RunningServer
 
 TIMEOUT = 20.0
-BASE_SEED = int(os.environ.get("PARLEY_CONVERGENCE_SEED", "20261123"))
+DEFAULT_SEED = 20261123
+BASE_SEED = int(os.environ.get("PARLEY_CONVERGENCE_SEED", str(DEFAULT_SEED)))
 RUNS = int(os.environ.get("PARLEY_CONVERGENCE_RUNS", "1"))
 # Seeds that once found a defect, run in the suite as well (each a few seconds): the
 # long mode found them, the suite keeps them found.
@@ -373,7 +374,9 @@ def converge(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path:
         assert converged, (f"seed {seed}: caches differ from the server after {STEPS} operations "
                                f"({world.performed}, {world.refusals} refused):\n{report}")
         assert sum(world.performed.values()) > STEPS // 2, f"seed {seed}: too few operations took effect: {world.performed}"
-        if STEPS >= 100:  # polls take part: some were sent and voted on
+        # The suite's seeds are known to send and vote on polls and to race leaves and deletes
+        # with sends; another seed of the long mode may draw none of them.
+        if STEPS >= 100 and seed in {DEFAULT_SEED, *REGRESSION_SEEDS}:
             assert world.performed.get("poll", 0) > 0 and world.performed.get("vote", 0) > 0, world.performed
             assert world.performed.get("leave_while_sending", 0) > 0 and world.performed.get("delete_at_once", 0) > 0, \
                 world.performed
