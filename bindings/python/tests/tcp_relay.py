@@ -63,19 +63,16 @@ class ForwardingProxy:
         shut_down(*self.sockets)
 
 
-class AnswerHoldingProxy(ForwardingProxy):
-    """Forwards TCP connections to the server. Once armed, the answer to the next request
-    whose bytes contain `marker` is held when it arrives from the server (so the server has
-    read what it answers) until `release`."""
+class HoldingProxy(ForwardingProxy):
+    """Forwards TCP connections to the server. Once armed, the connection of the next request
+    whose bytes contain `marker` has (part of) its answer held until `release` (how much: the
+    subclass's `_pump`). Each connection's state is an event, set while its answer is held."""
 
     def __init__(self, server_url: str, marker: bytes) -> None:
         super().__init__(server_url)
         self.marker = marker
         self.armed = False
-        self.answered = threading.Event()  # the held answer came from the server
         self.released = threading.Event()
-        self.forwarded = threading.Event()  # the held answer went on to the client
-        self.start()
 
     def arm(self) -> None:
         self.armed = True
@@ -84,14 +81,34 @@ class AnswerHoldingProxy(ForwardingProxy):
         self.released.set()
 
     def _connection_state(self) -> Any:
-        return threading.Event()  # set: the connection's next answer is held
+        return threading.Event()
+
+    def _marks(self, data: bytes, held: Any) -> None:
+        """Marks the connection whose request `data` is, if it is the one armed for."""
+        if self.armed and self.marker in data:
+            self.armed = False
+            held.set()  # before the request goes on: its answer is the next bytes back
+
+    def close(self) -> None:
+        self.released.set()
+        super().close()
+
+
+class AnswerHoldingProxy(HoldingProxy):
+    """A `HoldingProxy` that holds the whole answer to the marked request when it arrives from
+    the server (so the server has read what it answers)."""
+
+    def __init__(self, server_url: str, marker: bytes) -> None:
+        super().__init__(server_url, marker)
+        self.answered = threading.Event()  # the held answer came from the server
+        self.forwarded = threading.Event()  # the held answer went on to the client
+        self.start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, hold: Any, from_client: bool) -> None:
         try:
             while data := source.recv(65536):
-                if from_client and self.armed and self.marker in data:
-                    self.armed = False
-                    hold.set()  # before the request goes on: its answer is the next bytes back
+                if from_client:
+                    self._marks(data, hold)
                 held = not from_client and hold.is_set()
                 if held:
                     hold.clear()
@@ -105,40 +122,22 @@ class AnswerHoldingProxy(ForwardingProxy):
         finally:
             shut_down(source, sink)
 
-    def close(self) -> None:
-        self.released.set()
-        super().close()
 
-
-class StreamHoldingProxy(ForwardingProxy):
-    """Forwards TCP connections to the server. Once armed, the next event stream opened
-    (a request whose bytes contain `marker`) passes its answer through the `connected` event;
-    what follows (the replay, live events) is held until `release`."""
+class StreamHoldingProxy(HoldingProxy):
+    """A `HoldingProxy` for an event stream: the marked stream's answer passes through its
+    `connected` event; what follows (the replay, live events) is held."""
 
     def __init__(self, server_url: str, marker: bytes) -> None:
-        super().__init__(server_url)
-        self.marker = marker
-        self.armed = False
+        super().__init__(server_url, marker)
         self.holding = threading.Event()  # `connected` went on; the rest is held
-        self.released = threading.Event()
         self.start()
-
-    def arm(self) -> None:
-        self.armed = True
-
-    def release(self) -> None:
-        self.released.set()
-
-    def _connection_state(self) -> Any:
-        return threading.Event()  # set: this connection's answer is the held stream
 
     def _pump(self, source: socket.socket, sink: socket.socket, held: Any, from_client: bool) -> None:
         pending = b""
         try:
             while data := source.recv(65536):
-                if from_client and self.armed and self.marker in data:
-                    self.armed = False
-                    held.set()
+                if from_client:
+                    self._marks(data, held)
                 if from_client or not held.is_set():
                     sink.sendall(data)
                     continue
@@ -158,10 +157,6 @@ class StreamHoldingProxy(ForwardingProxy):
             pass
         finally:
             shut_down(source, sink)
-
-    def close(self) -> None:
-        self.released.set()
-        super().close()
 
 
 class RequestRefusingProxy(ForwardingProxy):

@@ -7,7 +7,7 @@ import contextlib
 import sqlite3
 import urllib.parse
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Iterator, Tuple
 
 import requests
 
@@ -241,12 +241,14 @@ def test_a_changelog_read_before_an_event_does_not_undo_it(server: RunningServer
         proxy.close()
 
 
-def test_a_replayed_leave_does_not_drop_a_channel_joined_again(server: RunningServer, admin: Admin,
-                                                               tmp_path: Path) -> None:
-    """Offline, the user leaves a channel and joins it again. On reconnecting, the catch-up's
-    changelog stores the channel before the replay brings the old leave: the leave carries the
-    channel as it is now (joined) and the events after it none, so the channel stays (it used
-    to be dropped for good, its new messages cached without it)."""
+@contextlib.contextmanager
+def replay_held_past_the_catch_up(server: RunningServer, admin: Admin, tmp_path: Path,
+                                  while_away: Callable[[str], Dict[str, Any]]) -> Iterator[Tuple[Any, Any, Dict[str, str], str, Dict[str, Any]]]:
+    """Alice's client, offline while `while_away(url)` changes the channel and returns the last
+    message it sent, then reconnected with the stream's replay held (`StreamHoldingProxy`)
+    until the catch-up's changelog has stored that message as the channel's last: the replay
+    comes after the changelog. Yields the client, its recorder, the tokens, the url and the
+    message."""
     tokens, url = setup(admin)
     proxy = StreamHoldingProxy(server.url, b"/events")
     client, recorder = make_client(proxy.url, tmp_path / "cache")
@@ -255,53 +257,49 @@ def test_a_replayed_leave_does_not_drop_a_channel_joined_again(server: RunningSe
             connect(client, recorder, "alice", tokens["alice"])
             caught_up(client, recorder)
             client.disconnect()
-            admin.call("PUT", f"/v3/group_channels/{url}/leave", {"user_ids": ["alice"]})
-            admin.call("POST", f"/v3/group_channels/{url}/invite", {"user_ids": ["alice"], "inviter_id": "bob"})
-            assert server_channel(server.url, tokens["alice"], url)["member_state"] == "joined"
-            sent = admin.send(url, "bob", "welcome back")
+            sent = while_away(url)
             proxy.arm()
             client.connect("alice", tokens["alice"]).result(10)
             assert proxy.holding.wait(10), "the stream did not open"
-            # The changelog (read while the replay is held) finds the channel joined again.
             poll_until(lambda: ((client.cached_channel(url) or {}).get("last_message") or {}).get("message_id")
                        == sent["message_id"], timeout=10)
             proxy.release()
-            # The replay applied to its last event (the message: the catch-up may bring it too).
-            recorder.wait(lambda: {"user_left", "message_received"} <= {c for c, u, _ in recorder.events if u == url})
-            assert any(m["message_id"] == sent["message_id"] for m in client.cached_messages(url))
-            assert without_presence(client.cached_channel(url) or {}) == without_presence(
-                server_channel(server.url, tokens["alice"], url))
+            yield client, recorder, tokens, url, sent
     finally:
         proxy.close()
+
+
+def test_a_replayed_leave_does_not_drop_a_channel_joined_again(server: RunningServer, admin: Admin,
+                                                               tmp_path: Path) -> None:
+    """Offline, the user leaves a channel and joins it again. The replay's old leave carries
+    the channel as it is now (joined) and the events after it none: the channel stays (it used
+    to be dropped for good, its new messages cached without it)."""
+    def leave_and_come_back(url: str) -> Dict[str, Any]:
+        admin.call("PUT", f"/v3/group_channels/{url}/leave", {"user_ids": ["alice"]})
+        admin.call("POST", f"/v3/group_channels/{url}/invite", {"user_ids": ["alice"], "inviter_id": "bob"})
+        return admin.send(url, "bob", "welcome back")
+
+    with replay_held_past_the_catch_up(server, admin, tmp_path, leave_and_come_back) as (client, recorder, tokens, url, sent):
+        # The replay applied to its last event (the message: the catch-up may bring it too).
+        recorder.wait(lambda: {"user_left", "message_received"} <= {c for c, u, _ in recorder.events if u == url})
+        assert any(m["message_id"] == sent["message_id"] for m in client.cached_messages(url))
+        assert without_presence(client.cached_channel(url) or {}) == without_presence(
+            server_channel(server.url, tokens["alice"], url))
 
 
 def test_a_replayed_deletion_does_not_drop_a_channel_made_again_under_its_url(server: RunningServer, admin: Admin,
                                                                              tmp_path: Path) -> None:
-    """Offline, the channel is deleted and made again under the same url. On reconnecting, the
-    catch-up's changelog stores the new channel before the replay brings the old deletion:
-    the new channel stays cached, equal to the server's."""
-    tokens, url = setup(admin)
-    proxy = StreamHoldingProxy(server.url, b"/events")
-    client, recorder = make_client(proxy.url, tmp_path / "cache")
-    try:
-        with client:
-            connect(client, recorder, "alice", tokens["alice"])
-            caught_up(client, recorder)
-            client.disconnect()
-            admin.call("DELETE", f"/v3/group_channels/{url}")
-            admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": url, "name": "Again"})
-            sent = admin.send(url, "bob", "a new start")
-            proxy.arm()
-            client.connect("alice", tokens["alice"]).result(10)
-            assert proxy.holding.wait(10), "the stream did not open"
-            poll_until(lambda: ((client.cached_channel(url) or {}).get("last_message") or {}).get("message_id")
-                       == sent["message_id"], timeout=10)
-            proxy.release()
-            recorder.wait(lambda: any(category == "channel_deleted" for category, _, _ in recorder.events))
-            wait_equal(client, server.url, tokens["alice"], url)
-            poll_until(lambda: [m["message_id"] for m in client.cached_messages(url)] == [sent["message_id"]], timeout=10)
-    finally:
-        proxy.close()
+    """Offline, the channel is deleted and made again under the same url; the replay's old
+    deletion comes after the changelog stored the new channel: the new channel stays."""
+    def delete_and_make_again(url: str) -> Dict[str, Any]:
+        admin.call("DELETE", f"/v3/group_channels/{url}")
+        admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "channel_url": url, "name": "Again"})
+        return admin.send(url, "bob", "a new start")
+
+    with replay_held_past_the_catch_up(server, admin, tmp_path, delete_and_make_again) as (client, recorder, tokens, url, sent):
+        recorder.wait(lambda: any(category == "channel_deleted" for category, _, _ in recorder.events))
+        wait_equal(client, server.url, tokens["alice"], url)
+        poll_until(lambda: [m["message_id"] for m in client.cached_messages(url)] == [sent["message_id"]], timeout=10)
 
 
 def test_a_replay_after_leaving_caches_nothing_of_the_channel(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
