@@ -1,9 +1,11 @@
 """Pieces the tests' TCP proxies share (test_fault_injection.py, test_sync.py)."""
 from __future__ import annotations
 
+import random
 import socket
 import threading
-from typing import Any, List
+import time
+from typing import Any, Callable, List
 
 
 def loopback_listener(backlog: int) -> socket.socket:
@@ -63,6 +65,35 @@ class ForwardingProxy:
         shut_down(*self.sockets)
 
 
+def pump_stream(source: socket.socket, sink: socket.socket, stream: Any, from_client: bool,
+                marks: Callable[[bytes], bool], pause: Callable[[], None]) -> None:
+    """One direction of a connection that may be an event stream: a request for which `marks`
+    is true sets `stream`; that stream's answer passes through its `connected` event, then
+    `pause()` runs before the rest goes on (later bytes wait in the socket meanwhile)."""
+    pending = b""
+    try:
+        while data := source.recv(65536):
+            if from_client and marks(data):
+                stream.set()
+            if from_client or not stream.is_set():
+                sink.sendall(data)
+                continue
+            pending += data
+            start = pending.find(b"event: connected")
+            end = pending.find(b"\n\n", start) if start >= 0 else -1
+            if end < 0:
+                continue
+            stream.clear()
+            sink.sendall(pending[:end + 2])
+            pause()
+            sink.sendall(pending[end + 2:])
+            pending = b""
+    except OSError:
+        pass
+    finally:
+        shut_down(source, sink)
+
+
 class HoldingProxy(ForwardingProxy):
     """Forwards TCP connections to the server. Once armed, the connection of the next request
     whose bytes contain `marker` has (part of) its answer held until `release` (how much: the
@@ -83,11 +114,12 @@ class HoldingProxy(ForwardingProxy):
     def _connection_state(self) -> Any:
         return threading.Event()
 
-    def _marks(self, data: bytes, held: Any) -> None:
-        """Marks the connection whose request `data` is, if it is the one armed for."""
-        if self.armed and self.marker in data:
+    def _takes(self, data: bytes) -> bool:
+        """Whether `data` is the request armed for (which disarms the proxy)."""
+        taken = self.armed and self.marker in data
+        if taken:
             self.armed = False
-            held.set()  # before the request goes on: its answer is the next bytes back
+        return taken
 
     def close(self) -> None:
         self.released.set()
@@ -107,8 +139,8 @@ class AnswerHoldingProxy(HoldingProxy):
     def _pump(self, source: socket.socket, sink: socket.socket, hold: Any, from_client: bool) -> None:
         try:
             while data := source.recv(65536):
-                if from_client:
-                    self._marks(data, hold)
+                if from_client and self._takes(data):
+                    hold.set()  # before the request goes on: its answer is the next bytes back
                 held = not from_client and hold.is_set()
                 if held:
                     hold.clear()
@@ -133,30 +165,37 @@ class StreamHoldingProxy(HoldingProxy):
         self.start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, held: Any, from_client: bool) -> None:
-        pending = b""
-        try:
-            while data := source.recv(65536):
-                if from_client:
-                    self._marks(data, held)
-                if from_client or not held.is_set():
-                    sink.sendall(data)
-                    continue
-                pending += data
-                start = pending.find(b"event: connected")
-                end = pending.find(b"\n\n", start) if start >= 0 else -1
-                if end < 0:
-                    continue
-                held.clear()
-                sink.sendall(pending[:end + 2])
-                # Later bytes wait in the socket meanwhile.
-                self.holding.set()
-                self.released.wait(30)
-                sink.sendall(pending[end + 2:])
-                pending = b""
-        except OSError:
-            pass
-        finally:
-            shut_down(source, sink)
+        def pause() -> None:
+            self.holding.set()
+            self.released.wait(30)
+
+        pump_stream(source, sink, held, from_client, self._takes, pause)
+
+
+class ReplayDelayingProxy(ForwardingProxy):
+    """Forwards TCP connections to the server; each event stream (a request whose bytes contain
+    `marker`) passes its answer through the `connected` event, then waits a random time up to
+    `most` seconds (drawn from `seed`) before the rest goes on: a replay that comes after the
+    catch-up's first answers, as a slow link would make it."""
+
+    def __init__(self, server_url: str, marker: bytes, most: float, seed: int) -> None:
+        super().__init__(server_url)
+        self.marker = marker
+        self.most = most
+        self.random = random.Random(seed)
+        self.lock = threading.Lock()
+        self.start()
+
+    def _connection_state(self) -> Any:
+        return threading.Event()  # set: this connection is a stream whose `connected` has not passed
+
+    def _pump(self, source: socket.socket, sink: socket.socket, stream: Any, from_client: bool) -> None:
+        def pause() -> None:
+            with self.lock:
+                seconds = self.random.uniform(0, self.most)
+            time.sleep(seconds)
+
+        pump_stream(source, sink, stream, from_client, lambda data: self.marker in data, pause)
 
 
 class RequestRefusingProxy(ForwardingProxy):

@@ -6,7 +6,9 @@ One fixed seed and the seeds that once found a defect (REGRESSION_SEEDS) run in 
 suite. The long mode runs more seeds:
 ``PARLEY_CONVERGENCE_RUNS=20 python3 -m pytest bindings/python/tests/test_convergence.py``
 (seeds are ``PARLEY_CONVERGENCE_SEED`` + 0 .. RUNS-1; ``PARLEY_CONVERGENCE_STEPS`` sets the
-number of operations, 300 by default). A failure names its seed.
+number of operations, 300 by default; ``PARLEY_CONVERGENCE_REPLAY_DELAY_MS`` holds each event
+stream's replay up to that long after its ``connected`` event, so that the catch-up's
+changelogs often come before it). A failure names its seed.
 """
 from __future__ import annotations
 
@@ -14,13 +16,14 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import pytest
 import requests
 
 import parley
 from conftest import Admin, RunningServer
+from tcp_relay import ForwardingProxy, ReplayDelayingProxy
 
 TIMEOUT = 20.0
 DEFAULT_SEED = 20261123
@@ -34,6 +37,9 @@ REGRESSION_SEEDS = [
     20261139,  # a changelog page older than the events applied meanwhile put old fields back
 ]
 STEPS = int(os.environ.get("PARLEY_CONVERGENCE_STEPS", "300"))
+# Each event stream's replay held a random time up to this after its `connected` event
+# (`ReplayDelayingProxy`), so the catch-up's changelogs often come first.
+REPLAY_DELAY_MS = int(os.environ.get("PARLEY_CONVERGENCE_REPLAY_DELAY_MS", "0"))
 USERS = ["ann", "ben", "cat"]
 CLIENTS_PER_USER = 2
 # Member fields that follow presence (connecting, disconnecting), which no event reports:
@@ -48,7 +54,7 @@ FULL_MESSAGE_VIEW = {"include_reactions": "true", "include_thread_info": "true",
 class Device:
     """One client of one user, with its own cache file."""
 
-    def __init__(self, server: RunningServer, user: str, token: str, cache_dir: Path) -> None:
+    def __init__(self, server: Union[RunningServer, ForwardingProxy], user: str, token: str, cache_dir: Path) -> None:
         self.user = user
         self.token = token
         self.client = parley.Client(server_url=server.url, cache_dir=str(cache_dir), reconnect_initial_delay_ms=50,
@@ -346,7 +352,8 @@ def converge(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path:
     rng = random.Random(seed)
     tokens = create_users_and_channels(admin)
     world = World(truth, admin, tokens, rng)
-    devices = [Device(entry, user, tokens[user], tmp_path / f"cache-{user}-{index}")
+    proxy = ReplayDelayingProxy(entry.url, b"/events", REPLAY_DELAY_MS / 1000, seed) if REPLAY_DELAY_MS else None
+    devices = [Device(proxy or entry, user, tokens[user], tmp_path / f"cache-{user}-{index}")
                for user in USERS for index in range(CLIENTS_PER_USER)]
     try:
         for device in devices:
@@ -383,3 +390,5 @@ def converge(entry: RunningServer, truth: RunningServer, admin: Admin, tmp_path:
     finally:
         for device in devices:
             device.client.close()
+        if proxy:
+            proxy.close()
