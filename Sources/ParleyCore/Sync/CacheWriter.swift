@@ -321,6 +321,11 @@ final class CacheTransaction {
         if try cache.deleteChannel(url: url) { record(.channelRemoved(url: url, reason: reason)) }
     }
 
+    /// Drops a channel's cached messages, chunks and tokens, keeping the channel (as eviction does).
+    func forgetChannelMessages(_ url: String) throws(ParleyError) {
+        if try cache.removeChannelMessages(url: url) > 0 { record(.channelMessagesEvicted(channelURL: url)) }
+    }
+
     // MARK: Server messages
 
     private func recordUpsert(_ outcome: MessageUpsertOutcome, _ message: JSONValue, extendedRange: Bool) throws(ParleyError) {

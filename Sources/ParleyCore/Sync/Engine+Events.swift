@@ -325,6 +325,12 @@ extension Engine {
             if !url.isEmpty { try transaction.removeChannel(url, reason: removal) }
             return
         }
+        if removal != nil, !url.isEmpty {
+            // A member again after being away: what changed in its messages meanwhile reached
+            // the user by no event, and its message token may have passed it. Its cached
+            // messages go; views and the next catch-up list them again.
+            try transaction.forgetChannelMessages(url)
+        }
         // The channel's first replayed event found it no longer the user's and removed it: the
         // later ones change nothing (their messages would be cached without their channel).
         if data.channel == nil, event.isReplayed, !url.isEmpty, try !transaction.cache.hasChannel(url: url) { return }

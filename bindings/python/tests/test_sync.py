@@ -7,7 +7,7 @@ import contextlib
 import sqlite3
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import requests
 
@@ -243,12 +243,13 @@ def test_a_changelog_read_before_an_event_does_not_undo_it(server: RunningServer
 
 @contextlib.contextmanager
 def replay_held_past_the_catch_up(server: RunningServer, admin: Admin, tmp_path: Path,
-                                  while_away: Callable[[str], Dict[str, Any]]) -> Iterator[Tuple[Any, Any, Dict[str, str], str, Dict[str, Any]]]:
+                                  while_away: Callable[[str], Dict[str, Any]],
+                                  cached_first: Optional[str] = None) -> Iterator[Tuple[Any, Any, Dict[str, str], str, Dict[str, Any]]]:
     """Alice's client, offline while `while_away(url)` changes the channel and returns the last
     message it sent, then reconnected with the stream's replay held (`StreamHoldingProxy`)
     until the catch-up's changelog has stored that message as the channel's last: the replay
-    comes after the changelog. Yields the client, its recorder, the tokens, the url and the
-    message."""
+    comes after the changelog. `cached_first`: a message bob sends before, cached before the
+    client goes away. Yields the client, its recorder, the tokens, the url and the message."""
     tokens, url = setup(admin)
     proxy = StreamHoldingProxy(server.url, b"/events")
     client, recorder = make_client(proxy.url, tmp_path / "cache")
@@ -256,6 +257,10 @@ def replay_held_past_the_catch_up(server: RunningServer, admin: Admin, tmp_path:
         with client:
             connect(client, recorder, "alice", tokens["alice"])
             caught_up(client, recorder)
+            if cached_first:
+                first = admin.send(url, "bob", cached_first)
+                poll_until(lambda: any(m["message_id"] == first["message_id"] for m in client.cached_messages(url)),
+                           timeout=10)
             client.disconnect()
             sent = while_away(url)
             proxy.arm()
@@ -285,6 +290,32 @@ def test_a_replayed_leave_does_not_drop_a_channel_joined_again(server: RunningSe
         assert any(m["message_id"] == sent["message_id"] for m in client.cached_messages(url))
         assert without_presence(client.cached_channel(url) or {}) == without_presence(
             server_channel(server.url, tokens["alice"], url))
+
+
+def test_a_channel_joined_again_keeps_no_message_changed_while_the_user_was_away(server: RunningServer, admin: Admin,
+                                                                                 tmp_path: Path) -> None:
+    """Offline, the user leaves, a cached message is edited, the user joins again: no event told
+    the user of the edit, and what the cache holds of the channel's messages equals the
+    server's (the engine drops them on the replayed leave; long-mode seed 20270429 with
+    PARLEY_CONVERGENCE_REPLAY_DELAY_MS=300 kept an edit out of the cache before it did)."""
+    def leave_edit_and_come_back(url: str) -> Dict[str, Any]:
+        admin.call("PUT", f"/v3/group_channels/{url}/leave", {"user_ids": ["alice"]})
+        old = [m for m in requests.get(f"{server.url}/v3/group_channels/{url}/messages",
+                                       params={"message_ts": 2**62, "prev_limit": 10, "next_limit": 0},
+                                       headers={"Api-Token": server.api_token}, timeout=10).json()["messages"]]
+        admin.call("PUT", f"/v3/group_channels/{url}/messages/{old[0]['message_id']}",
+                   {"message_type": "MESG", "message": "edited while alice was away"})
+        admin.call("POST", f"/v3/group_channels/{url}/invite", {"user_ids": ["alice"], "inviter_id": "bob"})
+        return admin.send(url, "bob", "welcome back")
+
+    with replay_held_past_the_catch_up(server, admin, tmp_path, leave_edit_and_come_back,
+                                       cached_first="before leaving") as (client, recorder, tokens, url, sent):
+        recorder.wait(lambda: {"user_left", "message_received"} <= {c for c, u, _ in recorder.events if u == url})
+        truth = {m["message_id"]: m["message"] for m in requests.get(
+            f"{server.url}/v3/group_channels/{url}/messages", params={"message_ts": 2**62, "prev_limit": 10, "next_limit": 0},
+            headers={"Session-Key": tokens["alice"]}, timeout=10).json()["messages"]}
+        for message in client.cached_messages(url):
+            assert truth.get(message["message_id"]) == message["message"], (message, truth)
 
 
 def test_a_replayed_deletion_does_not_drop_a_channel_made_again_under_its_url(server: RunningServer, admin: Admin,
