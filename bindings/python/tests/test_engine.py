@@ -971,6 +971,28 @@ def test_reaction_and_thread_events_patch_the_cached_message(server: RunningServ
         assert parent_cached["thread_info"]["reply_count"] == 1
 
 
+def test_deleting_a_reply_leaves_the_other_repliers_whole_in_the_thread_info(
+        server: RunningServer, admin: Admin, tmp_path: Path) -> None:
+    alice_token, _, url = setup_pair(admin)
+    admin.user("carol")
+    admin.call("POST", f"/v3/group_channels/{url}/invite", {"user_ids": ["carol"]})
+    parent = admin.send(url, "bob", "parent")
+    admin.send(url, "carol", "carol's reply", parent_message_id=parent["message_id"])
+    # No longer a member, carol is loaded by no request about the channel, yet still a replier.
+    admin.call("PUT", f"/v3/group_channels/{url}/leave", {"user_ids": ["carol"]})
+    with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):
+        client.list_messages(channel_url=url).result(TIMEOUT)
+        mine = admin.send(url, "alice", "alice's reply", parent_message_id=parent["message_id"])
+        recorder.wait(lambda: len(recorder.of("thread_info_updated")) == 1)
+        client.delete_message(channel_url=url, message_id=mine["message_id"]).result(TIMEOUT)
+        recorder.wait(lambda: len(recorder.of("thread_info_updated")) == 2)
+        truth = admin.call("GET", f"/v3/group_channels/{url}/messages/{parent['message_id']}",
+                           include_thread_info="true")["thread_info"]
+        assert [u["nickname"] for u in truth["most_replies"]] == ["Carol"]
+        cached = next(m for m in client.cached_messages(url) if m["message_id"] == parent["message_id"])
+        assert cached["thread_info"] == truth
+
+
 def test_channel_removed_from_cache_when_user_leaves(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     alice_token, _, url = setup_pair(admin)
     with connected(server.url, tmp_path / "cache", "alice", alice_token) as (client, recorder):

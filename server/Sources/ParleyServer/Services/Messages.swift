@@ -519,6 +519,7 @@ enum Messages {
             parent.recentReplierIds = parent.recentReplierIds.filter { uid in remaining.contains { $0.senderId == uid } }
             s.touch(&parent, ctx.now)
             try await s.save(parent)
+            try await s.loadUsers(parent.recentReplierIds)
             s.emitMessageEvent("thread_info_updated", c, about: parent, fields: [
                 ("parent_message_id", .int(parent.id)), ("thread_info", s.threadInfoJSON(parent)),
             ], channelChanged: false, now: ctx.now)
