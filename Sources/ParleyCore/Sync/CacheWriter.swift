@@ -384,10 +384,27 @@ final class CacheTransaction {
                     fields[WireField.parentMessageInfo] = nil
                     return
                 }
-                for key in [WireField.message, WireField.customType, WireField.type] { if let value = parent[key] { info[key] = value } }
+                Self.summarize(parent, into: &info)
                 fields[WireField.parentMessageInfo] = .object(info)
             }
         }
+    }
+
+    /// The parent's fields a reply's `parent_message_info` repeats.
+    private static func summarize(_ parent: JSONValue, into info: inout [String: JSONValue]) {
+        for key in [WireField.message, WireField.customType, WireField.type] { if let value = parent[key] { info[key] = value } }
+    }
+
+    /// A reply's summary of its parent as the cached parent reads, when cached. A replayed
+    /// event renders the parent as it was when the reply was sent; an edit of the parent the
+    /// cache already holds (from a changelog) comes again as an event that changes nothing.
+    private func mirrorCachedParent(_ fields: inout [String: JSONValue]) throws(ParleyError) {
+        guard case .object(var info)? = fields[WireField.parentMessageInfo],
+              let parentID = fields[WireField.parentMessageID]?.int64Value, parentID != 0,
+              let stored = try cache.message(id: parentID)
+        else { return }
+        Self.summarize(try JSONValue.parse(stored.json), into: &info)
+        fields[WireField.parentMessageInfo] = .object(info)
     }
 
     /// Stores messages of a list answer.
@@ -401,6 +418,7 @@ final class CacheTransaction {
         let outcomes = try cache.upsertMessages(messages)
         for (outcome, message) in zip(outcomes, messages) {
             try recordUpsert(outcome, message, extendedRange: false)
+            if outcome == .updated || outcome == .inserted { try updateReplies(of: message) }
         }
     }
 
@@ -436,6 +454,7 @@ final class CacheTransaction {
                                                           messageID: fields[WireField.messageID]?.int64Value)
             fields[WireField.poll] = .object(poll)
         }
+        try mirrorCachedParent(&fields)
         return .object(fields)
     }
 

@@ -318,6 +318,34 @@ def test_a_channel_joined_again_keeps_no_message_changed_while_the_user_was_away
             assert truth.get(message["message_id"]) == message["message"], (message, truth)
 
 
+def test_a_replayed_reply_summarizes_its_parent_as_edited_since(server: RunningServer, admin: Admin,
+                                                                tmp_path: Path) -> None:
+    """Offline, a cached message gets a reply and is then edited. The catch-up stores the edit;
+    the replay's reply renders the parent as it was, and the replayed edit changes nothing of
+    the parent: the cached reply still summarizes the parent as it reads now."""
+    reply: Dict[str, Any] = {}
+
+    def reply_then_edit_the_parent(url: str) -> Dict[str, Any]:
+        parent = requests.get(f"{server.url}/v3/group_channels/{url}/messages",
+                              params={"message_ts": 2**62, "prev_limit": 1, "next_limit": 0},
+                              headers={"Api-Token": server.api_token}, timeout=10).json()["messages"][0]
+        reply.update(admin.send(url, "bob", "a reply", parent_message_id=parent["message_id"]))
+        admin.call("PUT", f"/v3/group_channels/{url}/messages/{parent['message_id']}",
+                   {"message_type": "MESG", "message": "the parent, edited"})
+        return admin.send(url, "bob", "after the edit")
+
+    with replay_held_past_the_catch_up(server, admin, tmp_path, reply_then_edit_the_parent,
+                                       cached_first="the parent") as (client, recorder, tokens, url, sent):
+        recorder.wait(lambda: "message_updated" in {c for c, u, _ in recorder.events if u == url})
+        truth = requests.get(f"{server.url}/v3/group_channels/{url}/messages/{reply['message_id']}",
+                             params={"include_parent_message_info": "true"},
+                             headers={"Session-Key": tokens["alice"]}, timeout=10).json()["parent_message_info"]
+        assert truth["message"] == "the parent, edited"
+        poll_until(lambda: any(m["message_id"] == reply["message_id"] for m in client.cached_messages(url)), timeout=10)
+        cached = next(m for m in client.cached_messages(url) if m["message_id"] == reply["message_id"])
+        assert cached["parent_message_info"] == truth
+
+
 def test_a_replayed_deletion_does_not_drop_a_channel_made_again_under_its_url(server: RunningServer, admin: Admin,
                                                                              tmp_path: Path) -> None:
     """Offline, the channel is deleted and made again under the same url; the replay's old
