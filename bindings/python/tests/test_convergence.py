@@ -262,8 +262,11 @@ class World:
                 perform("create_group_channel", user_ids=members, operator_ids=[user],
                         name=f"room {self.rng.randrange(1000)}")
             self.performed[kind] = self.performed.get(kind, 0) + 1
-        except parley.ParleyError:
-            # Refusals are part of the game (muted, frozen, not an operator, already exists...).
+        except parley.ParleyError as error:
+            # Refusals are part of the game (muted, frozen, not an operator, already exists...);
+            # a failure of the server's own is not one.
+            if error.http_status == 500:
+                raise
             self.refusals += 1
 
     def perform_extra(self, kind: str, device: Device, channel: str) -> None:
