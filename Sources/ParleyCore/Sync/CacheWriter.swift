@@ -418,7 +418,9 @@ final class CacheTransaction {
         let outcomes = try cache.upsertMessages(messages)
         for (outcome, message) in zip(outcomes, messages) {
             try recordUpsert(outcome, message, extendedRange: false)
-            if outcome == .updated || outcome == .inserted { try updateReplies(of: message) }
+            // The parent's own event may come after and change nothing. A page's new messages
+            // cost no lookup: a parent's event or changelog reaches its cached replies first.
+            if outcome == .updated { try updateReplies(of: message) }
         }
     }
 

@@ -346,6 +346,42 @@ def test_a_replayed_reply_summarizes_its_parent_as_edited_since(server: RunningS
         assert cached["parent_message_info"] == truth
 
 
+def test_a_listed_edit_reaches_the_cached_replies_before_its_event(server: RunningServer, admin: Admin,
+                                                                   tmp_path: Path) -> None:
+    """A list answer brings a parent message edited since it was cached while the edit's event
+    is held: the cached reply summarizes the edit at once, and the event, which then changes
+    nothing of the parent, leaves it so."""
+    tokens, url = setup(admin)
+    proxy = StreamHoldingProxy(server.url, b"/events")
+    client, recorder = make_client(proxy.url, tmp_path / "cache")
+    try:
+        with client:
+            connect(client, recorder, "alice", tokens["alice"])
+            parent = admin.send(url, "bob", "the parent")
+            reply = admin.send(url, "bob", "a reply", parent_message_id=parent["message_id"])
+            poll_until(lambda: {parent["message_id"], reply["message_id"]} <= {m["message_id"] for m in client.cached_messages(url)},
+                       timeout=10)
+            proxy.arm()
+            caught_up(client, recorder)
+            assert proxy.holding.wait(10), "the stream did not open"
+            admin.call("PUT", f"/v3/group_channels/{url}/messages/{parent['message_id']}",
+                       {"message_type": "MESG", "message": "the parent, edited"})
+            page = client.list_messages(channel_url=url, message_id=parent["message_id"], prev_limit=0, next_limit=0,
+                                        include=True).result(10)
+            assert [m["message_id"] for m in page["messages"]] == [parent["message_id"]]
+
+            def cached_summary() -> str:
+                cached = next(m for m in client.cached_messages(url) if m["message_id"] == reply["message_id"])
+                return cached["parent_message_info"]["message"]
+
+            assert cached_summary() == "the parent, edited"
+            proxy.release()
+            recorder.wait(lambda: "message_updated" in {c for c, u, _ in recorder.events if u == url})
+            assert cached_summary() == "the parent, edited"
+    finally:
+        proxy.close()
+
+
 def test_a_replayed_deletion_does_not_drop_a_channel_made_again_under_its_url(server: RunningServer, admin: Admin,
                                                                              tmp_path: Path) -> None:
     """Offline, the channel is deleted and made again under the same url; the replay's old
