@@ -211,34 +211,41 @@ def test_a_connect_with_nothing_new_writes_nothing_but_positions(server: Running
         assert path.read_bytes() == before_bytes
 
 
+@contextlib.contextmanager
+def alice_through(proxy: Any, tokens: Dict[str, str], tmp_path: Path) -> Iterator[Tuple[Any, Any]]:
+    """Alice's client, connected through `proxy`; the proxy is closed after."""
+    client, recorder = make_client(proxy.url, tmp_path / "cache")
+    try:
+        with client:
+            connect(client, recorder, "alice", tokens["alice"])
+            yield client, recorder
+    finally:
+        proxy.close()
+
+
 def test_a_changelog_read_before_an_event_does_not_undo_it(server: RunningServer, admin: Admin, tmp_path: Path) -> None:
     """A channel changelog answer read before a change whose event is applied first must not
     put the older copy back (it used to: the metadata below vanished from the cache)."""
     tokens, url = setup(admin)
     proxy = AnswerHoldingProxy(server.url, b"/my_group_channels/changelogs")
-    client, recorder = make_client(proxy.url, tmp_path / "cache")
-    try:
-        with client:
-            connect(client, recorder, "alice", tokens["alice"])
-            caught_up(client, recorder)  # the changelog token predates the rename
-            admin.call("PUT", f"/v3/group_channels/{url}", {"name": "Renamed"})  # listed by the next changelog
-            poll_until(lambda: (client.cached_channel(url) or {}).get("name") == "Renamed", timeout=10)
-            proxy.arm()
-            done = len([n for n in recorder.names() if n == "reconnect_succeeded"])
-            client.reconnect()
-            assert proxy.answered.wait(10), "the catch-up read no channel changelog"
-            # Read by the server before this change; its event is applied while the answer is held.
-            admin.call("POST", f"/v3/group_channels/{url}/metadata", {"metadata": {"topic": "cats"}})
-            poll_until(lambda: (client.cached_channel(url) or {}).get("metadata") == {"topic": "cats"}, timeout=10)
-            proxy.release()
-            assert proxy.forwarded.wait(10)
-            # After the catch-up applied the answer.
-            recorder.wait(lambda: len([n for n in recorder.names() if n == "reconnect_succeeded"]) > done)
-            cached = client.cached_channel(url)
-            assert cached["metadata"] == {"topic": "cats"} and cached["name"] == "Renamed"
-            assert without_presence(cached) == without_presence(server_channel(server.url, tokens["alice"], url))
-    finally:
-        proxy.close()
+    with alice_through(proxy, tokens, tmp_path) as (client, recorder):
+        caught_up(client, recorder)  # the changelog token predates the rename
+        admin.call("PUT", f"/v3/group_channels/{url}", {"name": "Renamed"})  # listed by the next changelog
+        poll_until(lambda: (client.cached_channel(url) or {}).get("name") == "Renamed", timeout=10)
+        proxy.arm()
+        done = len([n for n in recorder.names() if n == "reconnect_succeeded"])
+        client.reconnect()
+        assert proxy.answered.wait(10), "the catch-up read no channel changelog"
+        # Read by the server before this change; its event is applied while the answer is held.
+        admin.call("POST", f"/v3/group_channels/{url}/metadata", {"metadata": {"topic": "cats"}})
+        poll_until(lambda: (client.cached_channel(url) or {}).get("metadata") == {"topic": "cats"}, timeout=10)
+        proxy.release()
+        assert proxy.forwarded.wait(10)
+        # After the catch-up applied the answer.
+        recorder.wait(lambda: len([n for n in recorder.names() if n == "reconnect_succeeded"]) > done)
+        cached = client.cached_channel(url)
+        assert cached["metadata"] == {"topic": "cats"} and cached["name"] == "Renamed"
+        assert without_presence(cached) == without_presence(server_channel(server.url, tokens["alice"], url))
 
 
 @contextlib.contextmanager
@@ -252,26 +259,21 @@ def replay_held_past_the_catch_up(server: RunningServer, admin: Admin, tmp_path:
     client goes away. Yields the client, its recorder, the tokens, the url and the message."""
     tokens, url = setup(admin)
     proxy = StreamHoldingProxy(server.url, b"/events")
-    client, recorder = make_client(proxy.url, tmp_path / "cache")
-    try:
-        with client:
-            connect(client, recorder, "alice", tokens["alice"])
-            caught_up(client, recorder)
-            if cached_first:
-                first = admin.send(url, "bob", cached_first)
-                poll_until(lambda: any(m["message_id"] == first["message_id"] for m in client.cached_messages(url)),
-                           timeout=10)
-            client.disconnect()
-            sent = while_away(url)
-            proxy.arm()
-            client.connect("alice", tokens["alice"]).result(10)
-            assert proxy.holding.wait(10), "the stream did not open"
-            poll_until(lambda: ((client.cached_channel(url) or {}).get("last_message") or {}).get("message_id")
-                       == sent["message_id"], timeout=10)
-            proxy.release()
-            yield client, recorder, tokens, url, sent
-    finally:
-        proxy.close()
+    with alice_through(proxy, tokens, tmp_path) as (client, recorder):
+        caught_up(client, recorder)
+        if cached_first:
+            first = admin.send(url, "bob", cached_first)
+            poll_until(lambda: any(m["message_id"] == first["message_id"] for m in client.cached_messages(url)),
+                       timeout=10)
+        client.disconnect()
+        sent = while_away(url)
+        proxy.arm()
+        client.connect("alice", tokens["alice"]).result(10)
+        assert proxy.holding.wait(10), "the stream did not open"
+        poll_until(lambda: ((client.cached_channel(url) or {}).get("last_message") or {}).get("message_id")
+                   == sent["message_id"], timeout=10)
+        proxy.release()
+        yield client, recorder, tokens, url, sent
 
 
 def test_a_replayed_leave_does_not_drop_a_channel_joined_again(server: RunningServer, admin: Admin,
@@ -353,33 +355,28 @@ def test_a_listed_edit_reaches_the_cached_replies_before_its_event(server: Runni
     nothing of the parent, leaves it so."""
     tokens, url = setup(admin)
     proxy = StreamHoldingProxy(server.url, b"/events")
-    client, recorder = make_client(proxy.url, tmp_path / "cache")
-    try:
-        with client:
-            connect(client, recorder, "alice", tokens["alice"])
-            parent = admin.send(url, "bob", "the parent")
-            reply = admin.send(url, "bob", "a reply", parent_message_id=parent["message_id"])
-            poll_until(lambda: {parent["message_id"], reply["message_id"]} <= {m["message_id"] for m in client.cached_messages(url)},
-                       timeout=10)
-            proxy.arm()
-            caught_up(client, recorder)
-            assert proxy.holding.wait(10), "the stream did not open"
-            admin.call("PUT", f"/v3/group_channels/{url}/messages/{parent['message_id']}",
-                       {"message_type": "MESG", "message": "the parent, edited"})
-            page = client.list_messages(channel_url=url, message_id=parent["message_id"], prev_limit=0, next_limit=0,
-                                        include=True).result(10)
-            assert [m["message_id"] for m in page["messages"]] == [parent["message_id"]]
+    with alice_through(proxy, tokens, tmp_path) as (client, recorder):
+        parent = admin.send(url, "bob", "the parent")
+        reply = admin.send(url, "bob", "a reply", parent_message_id=parent["message_id"])
+        poll_until(lambda: {parent["message_id"], reply["message_id"]} <= {m["message_id"] for m in client.cached_messages(url)},
+                   timeout=10)
+        proxy.arm()
+        caught_up(client, recorder)
+        assert proxy.holding.wait(10), "the stream did not open"
+        admin.call("PUT", f"/v3/group_channels/{url}/messages/{parent['message_id']}",
+                   {"message_type": "MESG", "message": "the parent, edited"})
+        page = client.list_messages(channel_url=url, message_id=parent["message_id"], prev_limit=0, next_limit=0,
+                                    include=True).result(10)
+        assert [m["message_id"] for m in page["messages"]] == [parent["message_id"]]
 
-            def cached_summary() -> str:
-                cached = next(m for m in client.cached_messages(url) if m["message_id"] == reply["message_id"])
-                return cached["parent_message_info"]["message"]
+        def cached_summary() -> str:
+            cached = next(m for m in client.cached_messages(url) if m["message_id"] == reply["message_id"])
+            return cached["parent_message_info"]["message"]
 
-            assert cached_summary() == "the parent, edited"
-            proxy.release()
-            recorder.wait(lambda: "message_updated" in {c for c, u, _ in recorder.events if u == url})
-            assert cached_summary() == "the parent, edited"
-    finally:
-        proxy.close()
+        assert cached_summary() == "the parent, edited"
+        proxy.release()
+        recorder.wait(lambda: "message_updated" in {c for c, u, _ in recorder.events if u == url})
+        assert cached_summary() == "the parent, edited"
 
 
 def test_a_replayed_deletion_does_not_drop_a_channel_made_again_under_its_url(server: RunningServer, admin: Admin,
