@@ -428,9 +428,18 @@ final class CacheTransaction {
     /// before the channel's history offset: a replayed event may bring it back after the
     /// history was cut). Its copies of channel state (the sender's `role`, `is_pinned`) are
     /// set from the cached channel: a replayed event carries them as they were when it was
-    /// sent, the channel as it is now.
+    /// sent, the channel as it is now. Its poll's votes and its parent's summary are the
+    /// cache's whether or not the channel is cached (a send's answer may come first).
     private func prepared(_ message: JSONValue) throws(ParleyError) -> JSONValue? {
         guard case .object(var fields) = message, let url = fields[WireField.channelURL]?.stringValue else { return message }
+        if case .object(var poll)? = fields[WireField.poll], poll[WireField.votedOptionIDs] == nil {
+            // A message event's copy of the poll is every recipient's, without anyone's votes;
+            // the user's own come with the poll's events and renders for the user.
+            poll[WireField.votedOptionIDs] = try ownVotes(pollID: poll[WireField.id]?.int64Value,
+                                                          messageID: fields[WireField.messageID]?.int64Value)
+            fields[WireField.poll] = .object(poll)
+        }
+        try mirrorCachedParent(&fields)
         let context: MessageChannelContext?
         if let known = contexts[url] {
             context = known
@@ -438,7 +447,7 @@ final class CacheTransaction {
             context = try cache.messageContext(channelURL: url)
             contexts[url] = context
         }
-        guard let context else { return message }
+        guard let context else { return .object(fields) }
         if let createdAt = fields[WireField.createdAt]?.int64Value, createdAt <= context.historyOffset { return nil }
         if let operators = context.operatorIDs, case .object(var sender)? = fields[WireField.user], sender[WireField.role] != nil,
             let id = sender[WireField.userID]?.stringValue
@@ -449,14 +458,6 @@ final class CacheTransaction {
         if let pinned = context.pinnedMessageIDs, fields[WireField.isPinned] != nil, let id = fields[WireField.messageID]?.int64Value {
             fields[WireField.isPinned] = .bool(pinned.contains(id))
         }
-        if case .object(var poll)? = fields[WireField.poll], poll[WireField.votedOptionIDs] == nil {
-            // A message event's copy of the poll is every recipient's, without anyone's votes;
-            // the user's own come with the poll's events and renders for the user.
-            poll[WireField.votedOptionIDs] = try ownVotes(pollID: poll[WireField.id]?.int64Value,
-                                                          messageID: fields[WireField.messageID]?.int64Value)
-            fields[WireField.poll] = .object(poll)
-        }
-        try mirrorCachedParent(&fields)
         return .object(fields)
     }
 

@@ -379,6 +379,31 @@ def test_a_listed_edit_reaches_the_cached_replies_before_its_event(server: Runni
         assert cached_summary() == "the parent, edited"
 
 
+def test_a_poll_sent_to_a_channel_not_cached_yet_is_cached_as_the_server_shows_it(server: RunningServer, admin: Admin,
+                                                                                  tmp_path: Path) -> None:
+    """The user sends a poll into a channel whose event is still on its way: the send's answer
+    is stored before the channel, and the poll keeps the user's votes (none) as the server's
+    render for the user shows them; the message's own event, the same version, changes nothing."""
+    tokens, _ = setup(admin)
+    proxy = StreamHoldingProxy(server.url, b"/events")
+    with alice_through(proxy, tokens, tmp_path) as (client, recorder):
+        proxy.arm()
+        caught_up(client, recorder)
+        assert proxy.holding.wait(10), "the stream did not open"
+        url = admin.call("POST", "/v3/group_channels", {"user_ids": ["alice", "bob"], "name": "Polls"})["channel_url"]
+        assert client.cached_channel(url) is None
+        poll = client.create_poll(channel_url=url, title="Ready?", options=["yes", "no"]).result(10)
+        _, done = client.send_user_message(url, "vote, please", poll_id=poll["id"])
+        sent = done.result(10)
+        proxy.release()
+        poll_until(lambda: client.cached_channel(url) is not None, timeout=10)
+        truth = requests.get(f"{server.url}/v3/group_channels/{url}/messages/{sent['message_id']}",
+                             headers={"Session-Key": tokens["alice"]}, timeout=10).json()["poll"]
+        assert truth["voted_option_ids"] == []
+        cached = next(m for m in client.cached_messages(url) if m["message_id"] == sent["message_id"])
+        assert cached["poll"] == truth
+
+
 def test_a_replayed_deletion_does_not_drop_a_channel_made_again_under_its_url(server: RunningServer, admin: Admin,
                                                                              tmp_path: Path) -> None:
     """Offline, the channel is deleted and made again under the same url; the replay's old
