@@ -370,6 +370,18 @@ final class CacheTransaction {
         return outcome
     }
 
+    /// A message as an event of its change brought it: stored when cached. One the cache does
+    /// not hold stays out, as reactions, polls and thread info of such messages do: the event
+    /// renders its poll without the user's votes, which a listing would bring. Its cached
+    /// replies still summarize it.
+    func updateCachedMessage(_ message: JSONValue) throws(ParleyError) {
+        guard let id = WireMessage(message).messageID, try cache.message(id: id) != nil else {
+            try updateReplies(of: message)
+            return
+        }
+        try storeMessage(message)
+    }
+
     /// Replies carry a summary of their parent (`parent_message_info`); an edit of the
     /// parent rewrites it, a deletion removes it (as the server renders them).
     func updateReplies(of parent: JSONValue?, deletedID: Int64? = nil) throws(ParleyError) {

@@ -358,7 +358,7 @@ extension Engine {
         case .messageReceived:
             if let message = data.message { try transaction.appendRealtimeMessage(message.json) }
         case .messageUpdated:
-            if let message = data.message { try transaction.storeMessage(message.json) }
+            if let message = data.message { try transaction.updateCachedMessage(message.json) }
         case .messageDeleted:
             if let id = data.messageID { try transaction.removeMessage(id) }
         case .reactionUpdated:

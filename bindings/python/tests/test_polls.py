@@ -179,3 +179,20 @@ def test_sending_a_message_with_a_poll_through_the_library(server: RunningServer
         assert cached["message_id"] == sent["message_id"] and cached["voted_option_ids"] == []
         voters = client.list_poll_voters(channel_url=url, poll_id=created["id"], option_id=1).result(TIMEOUT)
         assert voters["vote_count"] == 0 and voters["voters"] == []
+
+
+def test_an_edit_of_a_poll_message_not_cached_leaves_it_to_a_listing(server: RunningServer, admin: Admin,
+                                                                     tmp_path: Path) -> None:
+    """The user votes on a poll whose message the cache does not hold, then the message is
+    edited. The edit's event renders the poll without anyone's votes: the cache does not take
+    the message from it (it would show the user's votes as none), and a listing caches it as
+    the server shows it to the user."""
+    tokens, url, poll_id, message_id = setup_poll(admin)
+    with connected(server.url, tmp_path / "cache", "bob", tokens["bob"]) as (client, recorder):
+        assert cached_poll(client, url, message_id) is None
+        client.vote_poll(channel_url=url, poll_id=poll_id, option_ids=[2]).result(TIMEOUT)
+        admin.call("PUT", f"/v3/group_channels/{url}/messages/{message_id}", {"message_type": "MESG", "message": "vote now"})
+        recorder.wait(lambda: any(u == url for c, u, _ in recorder.events if c == "message_updated"))
+        assert cached_poll(client, url, message_id) is None
+        client.list_messages(channel_url=url).result(TIMEOUT)
+        assert wait_poll_equal(client, server, tokens["bob"], url, message_id)["voted_option_ids"] == [2]
