@@ -370,16 +370,16 @@ final class CacheTransaction {
         return outcome
     }
 
-    /// A message as an event of its change brought it: stored when cached. One the cache does
-    /// not hold stays out, as reactions, polls and thread info of such messages do: the event
-    /// renders its poll without the user's votes, which a listing would bring. Its cached
-    /// replies still summarize it.
-    func updateCachedMessage(_ message: JSONValue) throws(ParleyError) {
+    /// A changed message (an event's, a changelog's): stored when cached (newer-only unless
+    /// `force`). One the cache does not hold stays out, as reactions, polls and thread info of
+    /// such messages do (an event renders its poll without the user's votes; new messages come
+    /// by listing); its cached replies still summarize it.
+    func updateCachedMessage(_ message: JSONValue, force: Bool = false) throws(ParleyError) {
         guard let id = WireMessage(message).messageID, try cache.message(id: id) != nil else {
             try updateReplies(of: message)
             return
         }
-        try storeMessage(message)
+        try storeMessage(message, force: force)
     }
 
     /// Replies carry a summary of their parent (`parent_message_info`); an edit of the

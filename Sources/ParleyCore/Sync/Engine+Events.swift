@@ -696,14 +696,7 @@ extension Engine {
     /// when their `updated_at` did not move (no event touched the channel while it was read).
     static func applyMessageChangelog(_ answer: JSONValue, replaceCached: Bool, _ transaction: CacheTransaction) throws(ParleyError) {
         let page = WireChangelogPage(answer)
-        for message in page.updated ?? [] {
-            guard let id = WireMessage(message).messageID, try transaction.cache.message(id: id) != nil else {
-                // Not cached (e.g. hidden by the user's offset): its cached replies still summarize it.
-                try transaction.updateReplies(of: message)
-                continue
-            }
-            try transaction.storeMessage(message, force: replaceCached)
-        }
+        for message in page.updated ?? [] { try transaction.updateCachedMessage(message, force: replaceCached) }
         for id in page.deletedMessageIDs { try transaction.removeMessage(id) }
     }
 
