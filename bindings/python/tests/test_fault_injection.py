@@ -122,12 +122,18 @@ class FaultyProxy:
         threading.Timer(seconds, lambda: self._set(stalled=False)).start()
 
     def swallow(self, seconds: float) -> None:
-        """A black hole: bytes vanish, connections stay open; then they are cut."""
+        """A black hole: bytes vanish, connections stay open; then they are cut. The cut comes
+        before the hole closes, in one turn of the lock: no connection passes bytes after some
+        vanished (TCP never does; a stream that did would skip events)."""
         self._set(blackhole=True)
 
         def end() -> None:
-            self._set(blackhole=False)
-            self.cut()
+            with self.lock:
+                pairs, self.pairs = self.pairs, []
+                for pair in pairs:
+                    shut_down(*pair)
+                self.blackhole = False
+                self.lock.notify_all()
 
         threading.Timer(seconds, end).start()
 
