@@ -104,11 +104,15 @@ class FaultyProxy:
             source.close()
             sink.close()
 
-    def cut(self) -> None:
+    def cut(self, **faults: bool) -> None:
+        """Cuts every connection; then sets `faults` (as `_set`) in the same turn of the lock."""
         with self.lock:
             pairs, self.pairs = self.pairs, []
-        for pair in pairs:
-            shut_down(*pair)
+            for pair in pairs:
+                shut_down(*pair)
+            for name, on in faults.items():
+                setattr(self, name, on)
+            self.lock.notify_all()
 
     def _set(self, **faults: bool) -> None:
         """Turns faults on or off (the pumps waiting out a stall look again)."""
@@ -126,16 +130,7 @@ class FaultyProxy:
         before the hole closes, in one turn of the lock: no connection passes bytes after some
         vanished (TCP never does; a stream that did would skip events)."""
         self._set(blackhole=True)
-
-        def end() -> None:
-            with self.lock:
-                pairs, self.pairs = self.pairs, []
-                for pair in pairs:
-                    shut_down(*pair)
-                self.blackhole = False
-                self.lock.notify_all()
-
-        threading.Timer(seconds, end).start()
+        threading.Timer(seconds, lambda: self.cut(blackhole=False)).start()
 
     def cut_inside_next_frame(self) -> None:
         self._set(cut_in_frame=True)
