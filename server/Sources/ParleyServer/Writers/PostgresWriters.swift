@@ -57,67 +57,112 @@ final class PostgresWriters: Writers, @unchecked Sendable {
         followUp.ask(announce: false, heardAt: heardAt)
     }
 
-    /// The log's size as this server last counted it, plus the events it wrote since (nil:
-    /// not counted yet). Other servers' events are counted by the pruning every second.
-    private let estimatedLogSize = Mutex<(size: Int?, added: Int)>((nil, 0))
+    /// The log's size as this server's last count saw it, plus this server's events committed
+    /// since with a higher id than any it saw (an event can be told here after a count saw it).
+    /// Other servers' events are counted by the pruning every second.
+    private struct LogEstimate {
+        /// nil: not counted yet.
+        var size: Int?
+        /// The newest id the last count saw.
+        var countedThrough: Int64 = 0
+        /// False when the last count may have missed some of this server's events: one at or
+        /// below `countedThrough` told after it began (committed after its snapshot, or before
+        /// and told after). Counted again once writes stop.
+        var exact = true
+        /// The ids of this server's events told while a count runs (nil: none runs).
+        var addedDuringCount: [Int64]?
+        /// Events told since the last pruning every second.
+        var addedSinceTick = 0
+    }
+    private let estimate = Mutex(LogEstimate())
     /// How many other servers this server's last writer saw in `stream_writers` (nil: none
-    /// read yet). With none, every event of the log is this server's and the estimate is exact.
+    /// read yet). With none, every event of the log is this server's.
     private let otherServersSeen = Mutex<Int?>(nil)
+
+    private var pruneLimit: Int { shared.retention + shared.retention / 10 }
 
     /// True when this server's own writes may have taken the log past the retention and its
     /// tenth (the writer that passes it prunes before it answers).
-    private func prunesAfter(_ added: Int) -> Bool {
-        guard added > 0 else { return false }
-        let retention = shared.retention
-        return estimatedLogSize.withLock { estimate in
-            estimate.added += added
+    private func prunesAfter(_ events: [StoredEvent]) -> Bool {
+        guard !events.isEmpty else { return false }
+        let limit = pruneLimit
+        return estimate.withLock { estimate in
+            estimate.addedDuringCount?.append(contentsOf: events.map(\.id))
+            estimate.addedSinceTick += events.count
+            let new = events.count(where: { $0.id > estimate.countedThrough })
+            if new < events.count { estimate.exact = false }
             guard let known = estimate.size else { return true }
-            estimate.size = known + added
-            return known + added > retention + retention / 10
+            estimate.size = known + new
+            return known + new > limit
         }
     }
 
     /// A pruning of this server is running: the writers that pass the limit meanwhile leave the
     /// log to it rather than count it again each (under load most commits would, while one
-    /// pruning's three statements run).
+    /// pruning's statements run).
     private let pruning = Atomic<Bool>(false)
 
-    /// Keeps the newest `retention` events of the log for resumes, letting it pass that by a
-    /// tenth between prunings (every second, PeerFollower.swift, and after this server's writes
-    /// pass it), and never past what this server delivered. Writers do not prune here as they
-    /// do on SQLite: they write side by side, and the size of the log would be a row every one
-    /// of them updates. One pruning at a time: events committed while it runs count toward
-    /// the next (`estimatedLogSize`).
+    /// Every second (PeerFollower.swift). Alone, a count would only confirm the estimate
+    /// (about 2.5 ms of PostgreSQL's CPU for a log of 10,000 events); one that may have missed
+    /// events is confirmed once this server's writes stop (while they go on, they prune).
     func pruneLog() async throws {
+        let limit = pruneLimit
+        let settled = estimate.withLock { estimate in
+            defer { estimate.addedSinceTick = 0 }
+            guard let size = estimate.size, size <= limit else { return false }
+            return estimate.exact || estimate.addedSinceTick > 0
+        }
+        if settled && otherServersSeen.withLock({ $0 == 0 }) { return }
+        try await prune()
+    }
+
+    /// Keeps the newest `retention` events of the log for resumes, letting it pass that by a
+    /// tenth between prunings (every second, and after this server's writes pass it), and
+    /// never past what this server delivered. Writers do not prune here as they do on SQLite:
+    /// they write side by side, and the size of the log would be a row every one of them
+    /// updates. One pruning at a time: events committed while it runs count toward the next.
+    private func prune() async throws {
         guard pruning.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
         defer { pruning.store(false, ordering: .releasing) }
-        let retention = Int64(shared.retention)
-        // Alone, the count would only confirm the estimate (about 2.5 ms of PostgreSQL's CPU
-        // for a log of 10,000 events, every second).
-        if otherServersSeen.withLock({ $0 == 0 }), let size = estimatedLogSize.withLock({ $0.size }),
-           Int64(size) <= retention + retention / 10 { return }
+        let retention = Int64(shared.retention), limit = Int64(pruneLimit)
         let delivered = shared.hub.deliveredThrough
-        // Events this server adds while the count runs may be missing from it: they are added
-        // to the count (some twice, which only prunes a little early).
-        let addedBefore = estimatedLogSize.withLock { $0.added }
-        let kept: Int64 = try await shared.database.write { db in
-            // Counted up to the limit only (a bounded scan of the key).
-            let limit = retention + retention / 10
-            guard let counted = try await db.queryOne("SELECT count(*) FROM (SELECT 1 FROM events LIMIT ?) e",
-                                                      [.int(limit + 1)])?.int(0) else { return 0 }
-            guard counted > limit,
-                  let boundary = try await db.queryOne("SELECT id FROM events ORDER BY id DESC OFFSET ? LIMIT 1",
-                                                       [.int(retention)])?.int(0)
-            else { return counted }
-            let cut = min(boundary, delivered)
-            let dropped = try await db.execute("DELETE FROM events WHERE id <= ?", [.int(cut)])
-            try await db.execute("""
-                INSERT INTO meta (name, value) VALUES ('pruned_through', ?)
-                ON CONFLICT (name) DO UPDATE SET value = GREATEST(meta.value, excluded.value)
-                """, [.int(cut)])
-            return counted - Int64(dropped)
+        estimate.withLock { $0.addedDuringCount = [] }
+        // A count stops past the limit (a bounded scan of the key); the newest id it saw tells
+        // which of this server's events committed meanwhile it left out.
+        let counted: (size: Int64, newest: Int64)
+        do {
+            counted = try await shared.database.write { db in
+                let row = try await db.queryOne("""
+                    SELECT (SELECT count(*) FROM (SELECT 1 FROM events LIMIT ?) e), (SELECT coalesce(max(id), 0) FROM events)
+                    """, [.int(limit + 1)])
+                let before = (size: row?.int(0) ?? 0, newest: row?.int(1) ?? 0)
+                guard before.size > limit,
+                      let boundary = try await db.queryOne("SELECT id FROM events ORDER BY id DESC OFFSET ? LIMIT 1",
+                                                           [.int(retention)])?.int(0)
+                else { return before }
+                // What is left is counted in the delete's snapshot (an event at or below the
+                // cut that commits after it is one `exact` leaves in doubt).
+                let cut = min(boundary, delivered)
+                let left = try await db.queryOne("""
+                    WITH gone AS (DELETE FROM events WHERE id <= ?),
+                         mark AS (INSERT INTO meta (name, value) VALUES ('pruned_through', ?)
+                                  ON CONFLICT (name) DO UPDATE SET value = GREATEST(meta.value, excluded.value))
+                    SELECT (SELECT count(*) FROM (SELECT 1 FROM events WHERE id > ? LIMIT ?) e),
+                           (SELECT coalesce(max(id), 0) FROM events)
+                    """, [.int(cut), .int(cut), .int(cut), .int(limit + 1)])
+                return (left?.int(0) ?? limit + 1, left?.int(1) ?? before.newest)
+            }
+        } catch {
+            estimate.withLock { $0.addedDuringCount = nil }
+            throw error
         }
-        estimatedLogSize.withLock { $0.size = Int(kept) + ($0.added - addedBefore) }
+        estimate.withLock { estimate in
+            let added = estimate.addedDuringCount ?? []
+            estimate.addedDuringCount = nil
+            estimate.size = Int(counted.size) + added.count(where: { $0 > counted.newest })
+            estimate.countedThrough = counted.newest
+            estimate.exact = !added.contains(where: { $0 <= counted.newest })
+        }
     }
 
     /// Another server's events for the hub, with the renderer of the request that read them.
@@ -221,7 +266,7 @@ final class PostgresWriters: Writers, @unchecked Sendable {
             otherServersSeen.withLock { $0 = own.otherServers }
         }
         if own.map({ $0.otherServers > 0 }) ?? true { followUp.ask(announce: !changes.taken.isEmpty) }
-        if prunesAfter(changes.events.count) { try? await pruneLog() }
+        if prunesAfter(changes.events) { try? await prune() }
         await writer.waitIfBacklogged(delivery)
     }
 }
