@@ -31,7 +31,7 @@ if [ "$mode" = address ]; then
     mkdir -p .build-address-lib/soname
     cp .build-address-lib/release/libparley.so .build-address-lib/soname/libparley.so.0
     runtime=$(ls "$(dirname "$(dirname "$(command -v swift)")")"/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.so | head -1)
-    for test in test_abi_errors test_dispatch test_session test_channel_collection test_message_collection test_sync_view test_search test_freshness; do
+    for test in test_abi_errors test_dispatch test_session test_channel_collection test_message_collection test_sync_view test_search test_freshness test_many_clients test_cache_key; do
         echo "-- $test"
         env LD_LIBRARY_PATH="$root/.build-address-lib/soname" LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=1 \
             PARLEY_DISPOSE_ROUNDS=300 "build/cmake/Tests/C/$test"
@@ -46,7 +46,7 @@ if [ "$mode" = thread ]; then
     mkdir -p .build-thread-lib/soname
     cp .build-thread-lib/release/libparley.so .build-thread-lib/soname/libparley.so.0
     toolchain=$(dirname "$(dirname "$(command -v swift)")")
-    for test in test_abi_errors test_dispatch test_session test_channel_collection test_message_collection test_sync_view test_search test_freshness; do
+    for test in test_abi_errors test_dispatch test_session test_channel_collection test_message_collection test_sync_view test_search test_freshness test_many_clients test_cache_key; do
         echo "-- $test"
         "$toolchain/bin/clang" -fsanitize=thread -g -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -ITests/C \
             -c "Tests/C/$test.c" -o ".build-thread-lib/$test.o"

@@ -121,7 +121,9 @@ public final class CallbackPool: Sendable {
 
     public let limits: Limits
     private let lock = ConditionLock()
-    nonisolated(unsafe) private var state = State()  // guarded by `lock`
+    // Every access holds `lock`. Built with -sanitize=thread, the compiler widens one access
+    // scope of the worker loop over the next, and the runtime reports that as a conflict.
+    @exclusivity(unchecked) nonisolated(unsafe) private var state = State()  // guarded by `lock`
     /// The monitor sleeps here, apart from the workers, so that waking one worker never wakes it instead.
     private let monitorLock = ConditionLock()
     nonisolated(unsafe) private var monitorKicked = false  // guarded by `monitorLock`
