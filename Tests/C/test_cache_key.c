@@ -24,6 +24,7 @@ static int connect_with_key(const char *url, const char *directory, const char *
     slot_init(&slot);
     CHECK_STATUS(PARLEY_OK, parley_client_connect(*out, NULL, "alice", token, on_result, &slot));
     CHECK(wait_slot(&slot));
+    free(slot.json);
     return slot.code;
 }
 
@@ -44,6 +45,7 @@ int main(void) {
     CHECK(admin_call(server.admin, "POST", "/v3/users/alice/token", "{}", &slot));
     CHECK(json_field_text(slot.json, "token", token, sizeof token));
     CHECK(admin_call(server.admin, "POST", "/v3/group_channels", "{\"user_ids\": [\"alice\"], \"channel_url\": \"sealed-room\"}", &slot));
+    free(slot.json);
     snprintf(cache, sizeof cache, "%s/cache", server.directory);
 
     parley_client *client = NULL;
@@ -54,6 +56,7 @@ int main(void) {
     CHECK_STATUS(PARLEY_OK, parley_client_send_user_message(client, NULL, NULL, "sealed-room", "{\"message\": \"SEALEDMARKER\"}",
                                                             on_result, &sent));
     CHECK(wait_slot(&sent) && sent.code == 0);
+    free(sent.json);
     CHECK(!text_in_files(cache, "SEALEDMARKER"));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_rekey_cache(client, "{\"cache_key\": \"abc\"}"));
     CHECK_STATUS(PARLEY_E_INVALID_ARGUMENT, parley_client_rekey_cache(client, "{\"cache_kee\": \"abc\"}"));

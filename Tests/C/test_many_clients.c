@@ -242,6 +242,7 @@ int main(void) {
     snprintf(members + used, capacity - used, "]}");
     CHECK(admin_call(admin, "POST", "/v3/group_channels", members, &slot));
     free(members);
+    free(slot.json);
     if (check_failures > 0) return check_report("test_many_clients");
 
     /* The process-wide parts exist before the count starts: one client connected and gone. */
