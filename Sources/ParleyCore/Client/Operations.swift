@@ -400,7 +400,7 @@ public enum OperationCatalog {
         OperationSpec("update_message", "PUT", message, summary: "Edits a message (its sender or an operator).",
                       optional: "message_type message custom_type data mention_type mentioned_user_ids " +
                                 "sorted_metaarray url",
-                      effect: .storeMessage),
+                      effect: .updateCachedMessage),
         OperationSpec("delete_message", "DELETE", message,
                       summary: "Deletes a message (its sender or an operator); it leaves the cache.",
                       effect: .removeMessage),
@@ -418,17 +418,17 @@ public enum OperationCatalog {
         OperationSpec("translate_message", "POST", message + "/translation",
                       summary: "Translates a user message into `target_languages` (default: the user's preferred " +
                                "languages) through the server's translator; answers the message with its " +
-                               "`translations`, which the cache stores.",
-                      optional: "target_languages", effect: .storeMessage),
+                               "`translations`, which a cached copy takes.",
+                      optional: "target_languages", effect: .updateCachedMessage),
         OperationSpec("pin_message", "POST", message + "/pin", summary: "Pins a message to the channel."),
         OperationSpec("unpin_message", "DELETE", message + "/pin", summary: "Unpins a message."),
         OperationSpec("add_message_meta_array", "POST", message + "/sorted_metaarray",
                       summary: "Adds keys to a message's sorted meta array, or values to its keys; answers the " +
                                "message.",
-                      required: [WireField.sortedMetaarray], effect: .storeMessage),
+                      required: [WireField.sortedMetaarray], effect: .updateCachedMessage),
         OperationSpec("update_message_meta_array", "PUT", message + "/sorted_metaarray",
                       summary: "Adds or removes (`mode`) values of a message's sorted meta array; answers the message.",
-                      required: [WireField.sortedMetaarray], optional: "mode upsert", effect: .storeMessage),
+                      required: [WireField.sortedMetaarray], optional: "mode upsert", effect: .updateCachedMessage),
         // Polls (docs/PROTOCOL.md §7.6): the cached message carrying a poll shows it as answered.
         OperationSpec("create_poll", "POST", channel + "/polls",
                       summary: "Creates a poll in the channel; send a message with its `poll_id` to show it.",

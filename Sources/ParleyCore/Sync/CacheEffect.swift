@@ -12,6 +12,9 @@ public enum CacheEffect: Sendable, Equatable {
     case removeChannel(ChannelRemovalReason)
     /// The answer is a message: store it.
     case storeMessage
+    /// The answer is a changed message, rendered without the reader's poll votes (an edit's
+    /// answer, docs/PROTOCOL.md): it changes the cached copy only, as the change's event does.
+    case updateCachedMessage
     /// The answer holds messages under this key: store them (continuity is recorded by the collections).
     case storeMessages(key: String)
     /// The message of `message_id` in `channel_url` was deleted: remove it.

@@ -572,6 +572,8 @@ extension Engine {
                 if let url = params[WireField.channelURL]?.stringValue { try transaction.removeChannel(url, reason: reason) }
             case .storeMessage:
                 try transaction.storeMessage(answer)
+            case .updateCachedMessage:
+                try transaction.updateCachedMessage(answer)
             case .storeMessages(let key):
                 try transaction.storeMessages(answer[key]?.arrayValue ?? [])
                 if let listedRange, let url = params[WireField.channelURL]?.stringValue {

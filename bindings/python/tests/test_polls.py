@@ -196,3 +196,21 @@ def test_an_edit_of_a_poll_message_not_cached_leaves_it_to_a_listing(server: Run
         assert cached_poll(client, url, message_id) is None
         client.list_messages(channel_url=url).result(TIMEOUT)
         assert wait_poll_equal(client, server, tokens["bob"], url, message_id)["voted_option_ids"] == [2]
+
+
+def test_the_users_own_edit_of_a_poll_message_not_cached_leaves_it_to_a_listing(server: RunningServer, admin: Admin,
+                                                                                tmp_path: Path) -> None:
+    """As above, through the user's own edit: its answer renders the poll without anyone's
+    votes (docs/PROTOCOL.md), so it changes a cached message only."""
+    tokens, url, poll_id, message_id = setup_poll(admin)
+    with connected(server.url, tmp_path / "cache", "alice", tokens["alice"]) as (client, _):
+        assert cached_poll(client, url, message_id) is None
+        client.vote_poll(channel_url=url, poll_id=poll_id, option_ids=[2]).result(TIMEOUT)
+        edited = client.update_message(channel_url=url, message_id=message_id, message="vote now").result(TIMEOUT)
+        assert edited["message"] == "vote now" and "voted_option_ids" not in edited["poll"]
+        assert cached_poll(client, url, message_id) is None
+        client.list_messages(channel_url=url).result(TIMEOUT)
+        assert wait_poll_equal(client, server, tokens["alice"], url, message_id)["voted_option_ids"] == [2]
+        # Cached now: the next edit's answer changes the message and keeps the user's votes.
+        client.update_message(channel_url=url, message_id=message_id, message="vote today").result(TIMEOUT)
+        assert wait_poll_equal(client, server, tokens["alice"], url, message_id)["voted_option_ids"] == [2]
