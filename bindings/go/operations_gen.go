@@ -1225,7 +1225,7 @@ type TranslateMessageParams struct {
 	TargetLanguages []string `json:"target_languages,omitempty"`
 }
 
-// TranslateMessage performs translate_message: Translates a user message into target_languages (default: the user's preferred languages) through the server's translator; answers the message with its translations, which the cache stores.
+// TranslateMessage performs translate_message: Translates a user message into target_languages (default: the user's preferred languages) through the server's translator; answers the message with its translations, which a cached copy takes.
 //
 // POST /v3/group_channels/{channel_url}/messages/{message_id}/translation.
 func (c *Client) TranslateMessage(ctx context.Context, params TranslateMessageParams) (json.RawMessage, error) {

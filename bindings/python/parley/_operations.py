@@ -1008,7 +1008,7 @@ class Operations:
     ) -> Future[Message]:
         """Translates a user message into ``target_languages`` (default: the user's preferred
         languages) through the server's translator; answers the message with its ``translations``,
-        which the cache stores.
+        which a cached copy takes.
 
         ``POST /v3/group_channels/{channel_url}/messages/{message_id}/translation``
         (docs/PROTOCOL.md §7.8).
