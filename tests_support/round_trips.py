@@ -1,6 +1,8 @@
 """A TCP relay in front of PostgreSQL that counts round trips: each time a client connection
 sends after the database last spoke on it (or sends first) is one. A test points a server's
-`--database` at `RoundTripCounter.url(database_url)` and reads `turns` around what it measures.
+`--database` at `RoundTripCounter.url(database_url)` and reads `turns` around what it measures;
+with `recording` set, what the client sent in each round trip is kept too (`sent`, and per
+connection `sent_by_connection`), and `statements_in` tells the statements in it.
 """
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ class RoundTripCounter:
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._turns = 0
+        # What clients sent in each round trip while `recording` was set, in order.
+        self.recording = False
+        self._sent: list[tuple[int, bytearray]] = []
+        self._connections = 0
         self._sockets: list[socket.socket] = []
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -38,6 +44,20 @@ class RoundTripCounter:
     def turns(self) -> int:
         with self._lock:
             return self._turns
+
+    @property
+    def sent(self) -> list[bytes]:
+        with self._lock:
+            return [bytes(turn) for _, turn in self._sent]
+
+    @property
+    def sent_by_connection(self) -> list[list[bytes]]:
+        """The round trips recorded, connection by connection, each in its order."""
+        with self._lock:
+            by_connection: dict[int, list[bytes]] = {}
+            for connection, turn in self._sent:
+                by_connection.setdefault(connection, []).append(bytes(turn))
+            return list(by_connection.values())
 
     def close(self) -> None:
         self._closed = True
@@ -59,7 +79,8 @@ class RoundTripCounter:
             self._sockets += [client, upstream]
             # Who spoke last on this connection: the client's next bytes after the database's
             # begin a round trip.
-            state = {"last": "database"}
+            self._connections += 1
+            state: dict = {"last": "database", "turn": None, "connection": self._connections}
             threading.Thread(target=self._pump, args=(client, upstream, "client", state), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, "database", state), daemon=True).start()
 
@@ -72,6 +93,12 @@ class RoundTripCounter:
                 with self._lock:
                     if side == "client" and state["last"] != "client":
                         self._turns += 1
+                        state["turn"] = None
+                        if self.recording:
+                            state["turn"] = bytearray()
+                            self._sent.append((state["connection"], state["turn"]))
+                    if side == "client" and state["turn"] is not None:
+                        state["turn"].extend(data)
                     state["last"] = side
                 sink.sendall(data)
         except OSError:
@@ -82,3 +109,33 @@ class RoundTripCounter:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def statements_in(sent: bytes) -> list[str]:
+    """The statements a round trip's bytes run, in PostgreSQL's frontend protocol: each simple
+    query (`Q`) by its text, each execution (`E`) of an extended-protocol statement by the text
+    of the `Parse` before it, or `prepared` for a statement parsed in an earlier round trip.
+    Messages without a type byte (the startup) end the reading."""
+    statements: list[str] = []
+    parsed = "prepared"
+    at = 0
+    while at + 5 <= len(sent):
+        kind = chr(sent[at])
+        length = int.from_bytes(sent[at + 1:at + 5], "big")
+        if length < 4 or not kind.isalpha():
+            break
+        body = sent[at + 5:at + 1 + length]
+        if kind == "Q":
+            statements.append(body.split(b"\0", 1)[0].decode(errors="replace"))
+        elif kind == "P":
+            # Parse: the statement's name, then its text.
+            parsed = body.split(b"\0", 2)[1].decode(errors="replace")
+        elif kind == "B":
+            # Bind of a statement parsed earlier (named) or just now (unnamed).
+            if body.split(b"\0", 2)[1]:
+                parsed = "prepared"
+        elif kind == "E":
+            statements.append(parsed)
+            parsed = "prepared"
+        at += 1 + length
+    return statements

@@ -13,7 +13,7 @@ import requests
 from concurrency_support import EventCollector
 from conftest import API_TOKEN, UNDO_TO_SCHEMA_10, Server, databases, metric, server_reading_peers_late
 from tests_support.balancer import Balancer
-from tests_support.round_trips import RoundTripCounter
+from tests_support.round_trips import RoundTripCounter, statements_in
 
 pytestmark = pytest.mark.postgres_only
 
@@ -1139,6 +1139,80 @@ def test_a_batch_member_reads_the_sender_of_the_next_with_its_last_statement(tmp
     # Apart, one lookup per member whose sender the member before did not read (40 of 40);
     # a writer that joins the queue as the member before reads may still look one up.
     assert checks * 8 <= batched, f"{checks} lookups of users for {batched} batched sends"
+
+
+def test_a_begin_a_savepoint_or_a_batchs_commit_takes_no_round_trip_of_its_own(tmp_path, monkeypatch):
+    """A transaction's BEGIN and the savepoint of a writer that joins its channel's batch
+    (Writers/ChannelBatch.swift) go out with the statement after them, and the batch's COMMIT
+    with its last statement, each in one round trip: read from what the server sends
+    PostgreSQL through a relay while sends batch and reads and other writes run, no round trip
+    holds only those; every member stored its sends in order."""
+    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", "0")
+    db = databases.database_for(tmp_path, "batch-savepoints")
+    relay = RoundTripCounter.before(db)
+    server = None
+    try:
+        server = Server(relay.url(db))
+        senders = [server.user("sender") for _ in range(8)]
+        url = server.channel(senders)["channel_url"]
+        for n, sender in enumerate(senders):
+            server.send(url, sender, text=f"warm{n}")
+        batched_before = metric(server, "parley_writes_batched_total")
+        rounds = 8
+        gate = threading.Barrier(len(senders))
+        failures = []
+
+        def send_all(sender):
+            gate.wait()
+            try:
+                for n in range(rounds):
+                    server.send(url, sender, text=f"{sender}-{n}")
+            except Exception as error:  # noqa: BLE001 - reported by the main thread
+                failures.append(error)
+
+        relay.recording = True
+        threads = [threading.Thread(target=send_all, args=(sender,)) for sender in senders]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        server.ok("PUT", f"/v3/group_channels/{url}", json={"name": "renamed"})
+        server.ok("GET", f"/v3/users/{senders[0]}/my_group_channels", params={"limit": 10})
+        relay.recording = False
+        assert not failures, failures
+        batched = metric(server, "parley_writes_batched_total") - batched_before
+        listed = server.ok("GET", f"/v3/group_channels/{url}/messages",
+                           params={"message_ts": 2 ** 53, "prev_limit": 200, "next_limit": 0})["messages"]
+    finally:
+        if server:
+            server.stop()
+        relay.close()
+        databases.drop_database(db)
+    turns = [statements_in(sent) for sent in relay.sent]
+    with_savepoint = [t for t in turns if any(s.startswith("SAVEPOINT") for s in t)]
+    with_begin = [t for t in turns if any(s.startswith("BEGIN") for s in t)]
+    assert batched >= rounds, f"only {batched} of {len(senders) * rounds} sends joined a batch"
+    # Each member that joined a batch took a savepoint (one more for each attempt run again);
+    # each batch, the rename and the listing's read began a transaction.
+    assert len(with_savepoint) >= batched, (len(with_savepoint), batched)
+    assert len(with_begin) >= 3, with_begin
+    alone = [t for t in turns if t and all(s.startswith(("SAVEPOINT", "BEGIN")) for s in t)]
+    assert not alone, f"{len(alone)} round trips held only a BEGIN or a savepoint: {alone[:3]}"
+    # A batch's COMMIT goes with its last statement (the one that keeps its locks to the commit).
+    batch_commits, lone = 0, 0
+    for connection in relay.sent_by_connection:
+        batch = False
+        for statements in map(statements_in, connection):
+            if any(s.startswith("BEGIN") for s in statements):
+                batch = False
+            batch = batch or any(s.startswith("SAVEPOINT") for s in statements)
+            if "COMMIT" in statements and batch:
+                batch_commits += 1
+                lone += statements == ["COMMIT"]
+    assert batch_commits >= 1, batch_commits
+    assert lone == 0, f"{lone} of {batch_commits} batches sent their COMMIT alone"
+    for sender in senders:
+        assert [m["message"] for m in listed if m["user"]["user_id"] == sender][-rounds:] == [f"{sender}-{n}" for n in range(rounds)]
 
 
 def test_the_statements_of_every_send_are_prepared(tmp_path):

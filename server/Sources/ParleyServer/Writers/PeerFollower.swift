@@ -82,20 +82,30 @@ final class PeerFollower: Sendable {
                 try await runner.catchUp()
                 pause = 100_000_000
                 while true {
-                    for notice in try await connection.notifications(waitingUpTo: 1_000) {
+                    // The announcements heard together make one advance, to the highest of
+                    // their bounds (each holds when heard, so the highest holds too): a
+                    // server that was held up reads what it missed in one pull, and, if the
+                    // log lost some of it, tells its streams one `resync`.
+                    var highest: Int64? = nil
+                    var boundUnknown = false
+                    let notices = try await connection.notifications(waitingUpTo: 1_000)
+                    let heardAt = ContinuousClock.now
+                    for notice in notices {
                         if notice.channel == CommitFollowUp.channel {
                             let heard = CommitFollowUp.Announcement(notice.payload)
                             guard heard.node != node else { continue }
                             if let bound = heard.bound(for: node), let handedOut = heard.handedOut {
                                 runner.shared.order.saw(handedOut)
-                                runner.shared.hub.advance(committedThrough: bound, heardAt: .now)
+                                highest = max(highest ?? bound, bound)
                             } else {
-                                runner.catchUpSoon(heardAt: .now)
+                                boundUnknown = true
                             }
                         } else {
                             cluster?.heard(notice.payload)
                         }
                     }
+                    if let highest { runner.shared.hub.advance(committedThrough: highest, heardAt: heardAt) }
+                    if boundUnknown { runner.catchUpSoon(heardAt: heardAt) }
                 }
             } catch {
                 logger.warning("listening for other servers' commits failed, retrying: \(String(reflecting: error))")

@@ -119,10 +119,12 @@ final class PQConnection: @unchecked Sendable {
         var values: [SQLValue]
     }
 
-    /// Statements sent together and answered together: one round trip. They run in one
-    /// implicit transaction, which commits at the Sync that ends them when all succeeded; once
-    /// one fails, PostgreSQL skips the rest and rolls it back. Returns each statement's result;
-    /// throws the first failure once every result was read (the connection is then idle again).
+    /// Statements sent together and answered together: one round trip. Outside a transaction
+    /// block they run in one implicit transaction, which commits at the Sync that ends them
+    /// when all succeeded; inside one they are statements of it. Once one fails, PostgreSQL
+    /// skips the rest and rolls back the implicit transaction (an open block is left aborted).
+    /// Returns each statement's result; throws the first failure once every result was read
+    /// (the connection is then idle again).
     func runInOneFlight(_ statements: [FlightStatement]) async throws -> [PQResult] {
         try await onThread {
             // Prepared first, one round trip each, the first time a slot runs on this connection.

@@ -286,15 +286,20 @@ final class PostgresSession: SQLSession {
     /// Writers/ChannelBatch.swift).
     func beginTransaction() async throws { try await beginIfLate() }
 
-    /// A savepoint of a batch's member (Writers/ChannelBatch.swift); each member's shadows the
-    /// one before it.
+    /// A savepoint of a batch's member (Writers/ChannelBatch.swift), sent with the member's
+    /// first statement (`deferred`). Each member's has a name of its own, so that a rollback
+    /// can never reach an earlier member's savepoint if its own failed.
     func savepoint() async throws {
         locksAtSavepoint = sessionLocks
-        try await run("SAVEPOINT batch_member")
+        savepoints += 1
+        memberSavepoint = "batch_member_\(savepoints)"
+        try await run("SAVEPOINT \(memberSavepoint)")
     }
 
     /// The locks noted when the member's savepoint was taken.
     private var locksAtSavepoint = StreamPositions.Locks()
+    private var savepoints = 0
+    private var memberSavepoint = ""
 
     /// Undoes what a member did since its savepoint, what it held included; the transaction
     /// is usable again even if a statement failed. The member's lock notes go too: a lock
@@ -304,14 +309,37 @@ final class PostgresSession: SQLSession {
     func rollbackToSavepoint() async throws {
         discardHeld()
         sessionLocks = locksAtSavepoint
-        try await run("ROLLBACK TO SAVEPOINT batch_member")
+        let savepoint = "SAVEPOINT \(memberSavepoint)"
+        // Nothing went out since the savepoint: nothing to undo.
+        if deferred.last == savepoint {
+            deferred.removeLast()
+            return
+        }
+        try await run("ROLLBACK TO \(savepoint)")
     }
 
-    /// After the body: sends what is still held (with the locks kept to the commit), then
-    /// COMMIT if the transaction began; gives the locks up if nothing was written.
+    /// Statements that open a transaction or a savepoint, waiting to go out with the next
+    /// statement in one round trip: a BEGIN costs no round trip of its own, nor does a batch
+    /// member's savepoint. A transaction that sends nothing else sends neither its BEGIN nor
+    /// its end.
+    private var deferred: [String] = []
+
+    private static func isDeferred(_ sql: String) -> Bool { sql.hasPrefix("BEGIN") || sql.hasPrefix("SAVEPOINT ") }
+
+    /// Sends `statement` after what is deferred, all in one round trip; nil when nothing is.
+    private func sendingDeferredFirst(_ statement: PQConnection.FlightStatement) async throws -> PQResult? {
+        guard !deferred.isEmpty else { return nil }
+        let first = deferred.map { PQConnection.FlightStatement(slot: nil, sql: $0, values: []) }
+        deferred = []
+        return try await connection.runInOneFlight(first + [statement]).last
+    }
+
+    /// After the body: sends what is still held (with the locks kept to the commit) and
+    /// COMMIT if the transaction began, in one round trip; gives the locks up if nothing was
+    /// written.
     fileprivate func finishLateWrite() async throws {
         if !held.isEmpty || (!sessionLocks.isEmpty && late == .begun) {
-            _ = try await writeTogether([], selecting: nil, last: true)
+            _ = try await writeTogether([], selecting: nil, last: true, committing: true)
         }
         switch late {
         case .begun:
@@ -366,27 +394,41 @@ final class PostgresSession: SQLSession {
     /// (`StreamPositions.holdToCommitCall`); a write that began late and has all its writes in
     /// that one statement commits with it, without BEGIN.
     func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue] {
+        try await writeTogether(writes, selecting: selecting, last: last, committing: false)
+    }
+
+    /// `committing` (a write that began late, at its end): a transaction that began commits
+    /// with the last statement, in the same round trip; COMMIT does not run if that fails.
+    private func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool,
+                               committing: Bool) async throws -> [SQLValue] {
         let statements = Self.tableGroups(held + writes)
         held = []
         let keepsLocks = last && !sessionLocks.isEmpty
         let groups = (keepsLocks || selecting != nil) && statements.isEmpty ? [[]] : statements
         if beginsLate, late == .ended, !groups.isEmpty { throw StorageError("a statement after the last one of a write") }
         if beginsLate, late == .notBegun, !(last && groups.count == 1) { try await beginIfLate() }
+        let commits = committing && beginsLate && late == .begun
         var values: [SQLValue] = []
         for (index, part) in groups.enumerated() {
             let isLast = index == groups.count - 1
             let selected = isLast ? selecting : nil
             let kept = isLast && keepsLocks ? StreamPositions.holdToCommitCall(sessionLocks) : nil
             if part.count == 1, selected == nil, kept == nil, !part[0].returnsOne {
-                try await execute(part[0].sql, part[0].binds)
+                if isLast && commits {
+                    _ = try await resultThenCommit(part[0].sql, part[0].binds)
+                    late = .ended
+                } else {
+                    try await execute(part[0].sql, part[0].binds)
+                }
                 continue
             }
             let statement = Self.combined(part, selecting: selected, keeping: kept)
             Self.learn(statement)
             // A write that began late and has not begun: its one statement, outside any
             // transaction, commits as it ends.
-            let endsWrite = beginsLate && late == .notBegun
-            let row = try await send(statement.sql, statement.binds).first
+            let endsWrite = (beginsLate && late == .notBegun) || (isLast && commits)
+            let row = try await (isLast && commits ? resultThenCommit(statement.sql, statement.binds)
+                                                   : result(statement.sql, statement.binds)).rows().first
             values += statement.values(of: row)
             if kept != nil { sessionLocks = StreamPositions.Locks() }
             if endsWrite { late = .ended }
@@ -457,7 +499,9 @@ final class PostgresSession: SQLSession {
     func writeInOneFlight(lock: SQLExpression, locks: StreamPositions.Locks, writes: [SQLWrite], selecting: SQLExpression?,
                           rewritten: (String, [SQLValue]) throws -> (String, [SQLValue])) async throws
         -> (lockRows: [SQLRow], values: [SQLValue]) {
-        guard beginsLate, late == .notBegun else { throw StorageError("a write in one round trip after its first statement") }
+        guard beginsLate, late == .notBegun, deferred.isEmpty else {
+            throw StorageError("a write in one round trip after its first statement")
+        }
         let groups = Self.tableGroups(held + writes)
         held = []
         holdLocks(locks)
@@ -470,16 +514,8 @@ final class PostgresSession: SQLSession {
             Self.learn(statement)
             statements.append(statement)
         }
-        func flight(_ sql: String, _ binds: [SQLValue]) throws -> PQConnection.FlightStatement {
-            if let slot = HotStatements.slot(for: sql) { return PQConnection.FlightStatement(slot: slot, sql: sql, values: binds) }
-            let numbered = placeholders.rewritten(sql)
-            guard numbered.parameterCount == binds.count else {
-                throw StorageError("statement has \(numbered.parameterCount) placeholders but \(binds.count) values: \(sql.prefix(200))")
-            }
-            return PQConnection.FlightStatement(slot: nil, sql: numbered.sql, values: binds)
-        }
         let results = try await connection.runInOneFlight(
-            [try flight(lock.sql, lock.binds)] + statements.map { try flight($0.sql, $0.binds) })
+            [try flightStatement(lock.sql, lock.binds)] + statements.map { try flightStatement($0.sql, $0.binds) })
         late = .ended
         sessionLocks = StreamPositions.Locks()
         var values: [SQLValue] = []
@@ -512,13 +548,31 @@ final class PostgresSession: SQLSession {
     }
 
     private func result(_ sql: String, _ binds: [SQLValue]) async throws -> PQResult {
-        if let slot = HotStatements.slot(for: sql) { return try await connection.executePrepared(slot: slot, binds) }
+        let statement = try flightStatement(sql, binds)
+        if let result = try await sendingDeferredFirst(statement) { return result }
+        if let slot = statement.slot { return try await connection.executePrepared(slot: slot, binds) }
+        return try await connection.execute(statement.sql, binds)
+    }
+
+    /// `sql`, then COMMIT, in one round trip (after what is deferred). If `sql` fails,
+    /// PostgreSQL skips the COMMIT and the transaction is left aborted.
+    private func resultThenCommit(_ sql: String, _ binds: [SQLValue]) async throws -> PQResult {
+        let statements = deferred.map { PQConnection.FlightStatement(slot: nil, sql: $0, values: []) }
+            + [try flightStatement(sql, binds), PQConnection.FlightStatement(slot: nil, sql: "COMMIT", values: [])]
+        deferred = []
+        let results = try await connection.runInOneFlight(statements)
+        return results[results.count - 2]
+    }
+
+    /// A hot statement by its slot, any other with `$n` placeholders.
+    private func flightStatement(_ sql: String, _ binds: [SQLValue]) throws -> PQConnection.FlightStatement {
+        if let slot = HotStatements.slot(for: sql) { return PQConnection.FlightStatement(slot: slot, sql: sql, values: binds) }
         let rewritten = placeholders.rewritten(sql)
         guard rewritten.parameterCount == binds.count else {
             throw StorageError(
                 "statement has \(rewritten.parameterCount) placeholders but \(binds.count) values: \(sql.prefix(200))")
         }
-        return try await connection.execute(rewritten.sql, binds)
+        return PQConnection.FlightStatement(slot: nil, sql: rewritten.sql, values: binds)
     }
 
     /// The count is what was inserted, updated or deleted (the command tag's); use `query`
@@ -543,7 +597,19 @@ final class PostgresSession: SQLSession {
     /// aborted transaction).
     fileprivate func run(_ sql: String) async throws {
         // BEGIN goes before what is held (a write that begins late holds its first writes).
-        if sql.hasPrefix("ROLLBACK") { discardHeld() } else if sql != "BEGIN" { try await sendHeld() }
+        if sql.hasPrefix("ROLLBACK") { discardHeld() } else if !sql.hasPrefix("BEGIN") { try await sendHeld() }
+        if Self.isDeferred(sql) {
+            deferred.append(sql)
+            return
+        }
+        if sql == "COMMIT" || sql == "ROLLBACK" {
+            // A transaction whose BEGIN never went out has nothing to end; a savepoint nothing
+            // followed, nothing to keep.
+            let unopened = deferred.first?.hasPrefix("BEGIN") == true
+            deferred = []
+            if unopened { return }
+        }
+        if try await sendingDeferredFirst(.init(slot: nil, sql: sql, values: [])) != nil { return }
         _ = try await connection.run(sql)
     }
 }
