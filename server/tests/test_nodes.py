@@ -1096,6 +1096,28 @@ def counted_statements(tmp_path, name):
         databases.drop_database(db)
 
 
+def send_at_once(server, url, senders, rounds):
+    """Each sender sends `rounds` messages into `url` ("<sender>-<n>"), one after another, all
+    senders starting together: many sends queue behind another of the channel."""
+    gate = threading.Barrier(len(senders))
+    failures = []
+
+    def send_all(sender):
+        gate.wait()
+        try:
+            for n in range(rounds):
+                server.send(url, sender, text=f"{sender}-{n}")
+        except Exception as error:  # noqa: BLE001 - reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=send_all, args=(sender,)) for sender in senders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures, failures
+
+
 def test_a_batch_member_reads_the_sender_of_the_next_with_its_last_statement(tmp_path, monkeypatch):
     """Writers of one channel queued behind each other share a transaction; each reads, with
     its last statement, what the next one's first would: its numbers and the versions of the
@@ -1111,23 +1133,7 @@ def test_a_batch_member_reads_the_sender_of_the_next_with_its_last_statement(tmp
         databases.psql(db, f"SELECT pg_stat_statements_reset(0, {this_database}, 0)")
         batched_before = metric(server, "parley_writes_batched_total")
         rounds = 8
-        gate = threading.Barrier(len(senders))
-        failures = []
-
-        def send_all(sender):
-            gate.wait()
-            try:
-                for n in range(rounds):
-                    server.send(url, sender, text=f"{sender}-{n}")
-            except Exception as error:  # noqa: BLE001 - reported by the main thread
-                failures.append(error)
-
-        threads = [threading.Thread(target=send_all, args=(sender,)) for sender in senders]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert not failures, failures
+        send_at_once(server, url, senders, rounds)
         batched = metric(server, "parley_writes_batched_total") - batched_before
         checks = statement_calls(db, "SELECT user_id, version FROM users%")
         listed = server.ok("GET", f"/v3/group_channels/{url}/messages",
@@ -1159,27 +1165,11 @@ def test_a_begin_a_savepoint_or_a_batchs_commit_takes_no_round_trip_of_its_own(t
             server.send(url, sender, text=f"warm{n}")
         batched_before = metric(server, "parley_writes_batched_total")
         rounds = 8
-        gate = threading.Barrier(len(senders))
-        failures = []
-
-        def send_all(sender):
-            gate.wait()
-            try:
-                for n in range(rounds):
-                    server.send(url, sender, text=f"{sender}-{n}")
-            except Exception as error:  # noqa: BLE001 - reported by the main thread
-                failures.append(error)
-
         relay.recording = True
-        threads = [threading.Thread(target=send_all, args=(sender,)) for sender in senders]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        send_at_once(server, url, senders, rounds)
         server.ok("PUT", f"/v3/group_channels/{url}", json={"name": "renamed"})
         server.ok("GET", f"/v3/users/{senders[0]}/my_group_channels", params={"limit": 10})
         relay.recording = False
-        assert not failures, failures
         batched = metric(server, "parley_writes_batched_total") - batched_before
         listed = server.ok("GET", f"/v3/group_channels/{url}/messages",
                            params={"message_ts": 2 ** 53, "prev_limit": 200, "next_limit": 0})["messages"]
