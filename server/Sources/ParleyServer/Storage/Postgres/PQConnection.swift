@@ -123,19 +123,22 @@ final class PQConnection: @unchecked Sendable {
     /// block they run in one implicit transaction, which commits at the Sync that ends them
     /// when all succeeded; inside one they are statements of it. Once one fails, PostgreSQL
     /// skips the rest and rolls back the implicit transaction (an open block is left aborted).
-    /// Returns each statement's result; throws the first failure once every result was read
-    /// (the connection is then idle again).
+    /// A hot statement not yet prepared on this connection is prepared in the same round trip,
+    /// right before it runs. Returns each statement's result; throws the first failure once
+    /// every result was read (the connection is then idle again).
     func runInOneFlight(_ statements: [FlightStatement]) async throws -> [PQResult] {
         try await onThread {
-            // Prepared first, one round trip each, the first time a slot runs on this connection.
-            for statement in statements {
-                guard let slot = statement.slot, !self.prepared.contains(slot) else { continue }
-                let sql = HotStatements.postgresText(slot)
-                _ = try self.checked(PQprepare(self.handle, "parley_hot_\(slot)", sql, Int32(statement.values.count), nil), sql: sql)
-                self.prepared.insert(slot)
-            }
+            enum Answer { case preparation(Int, String), statement(String) }
+            var answers: [Answer] = []
             guard PQenterPipelineMode(self.handle) == 1 else { throw self.connectionError() }
             for statement in statements {
+                if let slot = statement.slot, !self.prepared.contains(slot),
+                   !answers.contains(where: { if case .preparation(slot, _) = $0 { true } else { false } }) {
+                    let sql = HotStatements.postgresText(slot)
+                    guard PQsendPrepare(self.handle, "parley_hot_\(slot)", sql, Int32(statement.values.count), nil) == 1
+                    else { throw self.connectionError() }
+                    answers.append(.preparation(slot, sql))
+                }
                 let sent = if let slot = statement.slot {
                     try Self.withParameters(statement.values, declaringTypes: false) { count, _, pointers, lengths, formats in
                         PQsendQueryPrepared(self.handle, "parley_hot_\(slot)", count, pointers, lengths, formats, 0)
@@ -146,11 +149,13 @@ final class PQConnection: @unchecked Sendable {
                     }
                 }
                 guard sent == 1 else { throw self.connectionError() }
+                answers.append(.statement(statement.sql))
             }
             guard PQpipelineSync(self.handle) == 1 else { throw self.connectionError() }
             var results: [PQResult] = []
             var failure: (any Error)? = nil
-            for statement in statements {
+            for answer in answers {
+                let sql = switch answer { case .preparation(_, let sql), .statement(let sql): sql }
                 var kept: PQResult? = nil
                 while let result = PQgetResult(self.handle) {
                     if PQresultStatus(result) == PGRES_PIPELINE_ABORTED {
@@ -158,14 +163,19 @@ final class PQConnection: @unchecked Sendable {
                         continue
                     }
                     do {
-                        let checked = try self.checked(result, sql: statement.sql)
+                        let checked = try self.checked(result, sql: sql)
                         if kept == nil { kept = checked }
                     } catch {
                         if failure == nil { failure = error }
                     }
                 }
                 if PQstatus(self.handle) != CONNECTION_OK { throw self.connectionError() }
-                if let kept { results.append(kept) }
+                switch answer {
+                case .preparation(let slot, _):
+                    if kept != nil { self.prepared.insert(slot) }
+                case .statement:
+                    if let kept { results.append(kept) }
+                }
             }
             guard let sync = PQgetResult(self.handle) else { throw self.connectionError() }
             let status = PQresultStatus(sync)
