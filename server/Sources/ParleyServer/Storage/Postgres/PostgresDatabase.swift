@@ -326,12 +326,12 @@ final class PostgresSession: SQLSession {
 
     private static func isDeferred(_ sql: String) -> Bool { sql.hasPrefix("BEGIN") || sql.hasPrefix("SAVEPOINT ") }
 
-    /// Sends `statement` after what is deferred, all in one round trip; nil when nothing is.
-    private func sendingDeferredFirst(_ statement: PQConnection.FlightStatement) async throws -> PQResult? {
-        guard !deferred.isEmpty else { return nil }
+    /// Sends what is deferred, then `statements`, in one round trip; returns the results of
+    /// `statements`.
+    private func afterDeferred(_ statements: [PQConnection.FlightStatement]) async throws -> [PQResult] {
         let first = deferred.map { PQConnection.FlightStatement(slot: nil, sql: $0, values: []) }
         deferred = []
-        return try await connection.runInOneFlight(first + [statement]).last
+        return Array(try await connection.runInOneFlight(first + statements).suffix(statements.count))
     }
 
     /// After the body: sends what is still held (with the locks kept to the commit) and
@@ -549,7 +549,7 @@ final class PostgresSession: SQLSession {
 
     private func result(_ sql: String, _ binds: [SQLValue]) async throws -> PQResult {
         let statement = try flightStatement(sql, binds)
-        if let result = try await sendingDeferredFirst(statement) { return result }
+        if !deferred.isEmpty { return try await afterDeferred([statement])[0] }
         if let slot = statement.slot { return try await connection.executePrepared(slot: slot, binds) }
         return try await connection.execute(statement.sql, binds)
     }
@@ -557,11 +557,8 @@ final class PostgresSession: SQLSession {
     /// `sql`, then COMMIT, in one round trip (after what is deferred). If `sql` fails,
     /// PostgreSQL skips the COMMIT and the transaction is left aborted.
     private func resultThenCommit(_ sql: String, _ binds: [SQLValue]) async throws -> PQResult {
-        let statements = deferred.map { PQConnection.FlightStatement(slot: nil, sql: $0, values: []) }
-            + [try flightStatement(sql, binds), PQConnection.FlightStatement(slot: nil, sql: "COMMIT", values: [])]
-        deferred = []
-        let results = try await connection.runInOneFlight(statements)
-        return results[results.count - 2]
+        let commit = PQConnection.FlightStatement(slot: nil, sql: "COMMIT", values: [])
+        return try await afterDeferred([try flightStatement(sql, binds), commit])[0]
     }
 
     /// A hot statement by its slot, any other with `$n` placeholders.
@@ -609,8 +606,11 @@ final class PostgresSession: SQLSession {
             deferred = []
             if unopened { return }
         }
-        if try await sendingDeferredFirst(.init(slot: nil, sql: sql, values: [])) != nil { return }
-        _ = try await connection.run(sql)
+        if deferred.isEmpty {
+            _ = try await connection.run(sql)
+        } else {
+            _ = try await afterDeferred([.init(slot: nil, sql: sql, values: [])])
+        }
     }
 }
 
