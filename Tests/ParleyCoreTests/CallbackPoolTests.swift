@@ -42,16 +42,6 @@ private func waitUntil(timeoutMs: Int = 10_000, _ condition: () -> Bool) -> Bool
     return condition()
 }
 
-private func threadCount() -> Int {
-    guard let directory = opendir("/proc/self/task") else { return -1 }
-    defer { closedir(directory) }
-    var count = 0
-    while let entry = readdir(directory) {
-        if entry.pointee.d_name.0 != UInt8(ascii: ".") { count += 1 }
-    }
-    return count
-}
-
 private func pool(workers: Int, batch: Int = 32, extraIdleExitMs: Int = 5_000) -> CallbackPool {
     var limits = CallbackPool.Limits(coreWorkers: workers)
     limits.batchSize = batch
@@ -217,17 +207,18 @@ extension Atomic where Value == Bool {
     }
 
     @Test func threadsDoNotGrowWithThreeHundredClients() throws {
-        let before = threadCount()
+        let before = processThreadNames().filter { $0.hasPrefix("parley-cb") }.count
         let dispatchers = try (0..<300).map { _ in try CallbackDispatcher(mode: .thread) }
         let ran = Atomic<Int>(0)
         for _ in 0..<3 {
             for dispatcher in dispatchers { dispatcher.enqueue { ran.add(1, ordering: .sequentiallyConsistent) } }
         }
         #expect(waitUntil { ran.current == 900 })
-        let after = threadCount()
+        let after = processThreadNames().filter { $0.hasPrefix("parley-cb") }.count
         let shared = CallbackPool.shared
         #expect(shared.statistics.coreWorkers <= shared.limits.coreWorkers)
-        // At most the core workers and the monitor (other suites running meanwhile add a few).
+        // At most the core workers and the monitor (the private pools of other tests running
+        // meanwhile add a few).
         #expect(after - before < shared.limits.coreWorkers + 40, "threads before \(before), after \(after)")
         dispatchers.forEach { $0.close() }
     }

@@ -132,9 +132,7 @@ import Testing
             #expect(log.wait(timeoutMs: 5000))
             #expect(try log.all.first?.get().bodyText == "ok")
         }
-        // Counted by name: the other tests of this process run beside this one and start
-        // threads of their own, so the process's thread count says nothing about clients.
-        let networkThreads = try threadNames().filter { $0.hasPrefix("parley-net-") }.count
+        let networkThreads = processThreadNames().filter { $0.hasPrefix("parley-net-") }.count
         #expect(networkThreads == NetworkRuntime.runningThreads, "\(networkThreads) network threads for 100 clients")
         #expect(NetworkRuntime.runningThreads <= NetworkRuntime.defaultThreadCount)
         // One after another, each client's request finds a kept-alive connection of its loop:
@@ -165,24 +163,6 @@ import Testing
         let perLoop = NetworkLoop.maxRunningRequests + NetworkLoop.idleConnectionsKept
         #expect(peer.connectionCount <= NetworkRuntime.runningThreads * perLoop, "\(peer.connectionCount) connections")
         for client in clients { client.shutdown() }
-    }
-
-    /// The names of the process's threads, as /proc/self/task/*/comm gives them.
-    private func threadNames() throws -> [String] {
-        guard let directory = opendir("/proc/self/task") else { throw ParleyError(.io, "cannot list /proc/self/task") }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let task = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard task.first != ".", let file = fopen("/proc/self/task/\(task)/comm", "r") else { continue }
-            defer { fclose(file) }
-            var buffer = [CChar](repeating: 0, count: 64)
-            // A thread that ended between readdir and fopen has no comm: skipped above.
-            if fgets(&buffer, Int32(buffer.count), file) != nil {
-                names.append(String(decoding: buffer.prefix { $0 != 0 && $0 != 10 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-            }
-        }
-        return names
     }
 
     @Test func cancellingAnInFlightRequestCompletesOnceWithCancelled() throws {
