@@ -7,6 +7,8 @@ membership and counts (§4.2, §6.3), changelogs (§8), event streams (§9)."""
 import random
 import threading
 
+import pytest
+
 from conftest import metric
 from tests_support import databases
 
@@ -723,3 +725,59 @@ def test_a_write_failing_in_the_database_inside_a_shared_transaction_undoes_only
     for u in members:
         mine = [m["message"] for m in listed if m["user"]["user_id"] == u]
         assert mine == [f"{u}#{i:03d}" for i in range(rounds)], f"{u}: {len(mine)} of {rounds} stored, or out of order"
+
+
+@pytest.mark.parametrize("where", ["last", "commit"])
+def test_a_write_failing_with_the_commit_of_its_batch_leaves_nothing_answered_unstored(server, where):
+    """On PostgreSQL a channel's batch ends with its last member's statement, which carries
+    the COMMIT (Writers/ChannelBatch.swift). A failure in that statement (`last`) is the
+    member's alone: the others stay stored and answered. A failure at the COMMIT itself
+    (`commit`, a deferred check) loses the whole transaction: the writers in it answer errors,
+    and every write answered 200 is stored, in order, and no other."""
+    if where == "commit":
+        if databases.backend() == "sqlite":
+            pytest.skip("a check deferred to the commit is made here with PostgreSQL's psql")
+        databases.psql(server.db_path, "CREATE TABLE IF NOT EXISTS parley_test_refs (id BIGINT PRIMARY KEY); "
+                                       "CREATE TABLE IF NOT EXISTS parley_test_fails_at_commit (ref BIGINT "
+                                       "REFERENCES parley_test_refs (id) DEFERRABLE INITIALLY DEFERRED)")
+    members = [server.user("endfail") for _ in range(3)]
+    sessions = {u: server.session(u) for u in members}
+    url = server.channel(members, name=f"fails-{where}")["channel_url"]
+    rounds = 40
+    answers: dict[str, list[tuple[str, int]]] = {}
+
+    def good(u):
+        def run(gate):
+            client = Client(server, sessions[u])
+            gate.wait()
+            for i in range(rounds):
+                text = f"{u}#{i:03d}"
+                r = client.request("POST", f"/v3/group_channels/{url}/messages",
+                                   json={"message_type": "MESG", "message": text, "req_id": f"{u}-{i}"})
+                answers.setdefault(u, []).append((text, r.status_code))
+        return run
+
+    def failing(gate):
+        admin = Client(server)
+        gate.wait()
+        for i in range(rounds):
+            r = admin.request("POST", f"/v3/group_channels/{url}/messages", headers={"Parley-Test-Fail-Statement": where},
+                              json={"message_type": "MESG", "user_id": members[0], "message": f"failed#{i:03d}"})
+            answers.setdefault("failing", []).append((f"failed#{i:03d}", r.status_code))
+
+    run_threads([(u, good(u)) for u in members] + [("failing", failing)], timeout=180, barrier=True)
+    assert {status for _, status in answers["failing"]} == {500}, answers["failing"]
+    listed = all_messages(Client(server), url)
+    assert not [m for m in listed if m["message"].startswith("failed#")], "a write that failed left its message"
+    lost = 0
+    for u in members:
+        mine = [m["message"] for m in listed if m["user"]["user_id"] == u]
+        answered = [text for text, status in answers[u] if status == 200]
+        assert mine == answered, f"{u}: {len(answered)} answered 200, {len(mine)} stored, or out of order"
+        assert {status for _, status in answers[u]} <= {200, 500}, answers[u]
+        lost += rounds - len(answered)
+    if where == "last":
+        assert lost == 0, f"{lost} writes failed beside a failing one"
+    elif databases.backend() != "sqlite":
+        # Writers that shared a transaction with a failing one: each lost it with it.
+        assert lost > 0, "no write shared a transaction with one failing at its commit"

@@ -1150,7 +1150,7 @@ def test_a_batch_member_reads_the_sender_of_the_next_with_its_last_statement(tmp
 def test_a_begin_a_savepoint_or_a_batchs_commit_takes_no_round_trip_of_its_own(tmp_path, monkeypatch):
     """A transaction's BEGIN and the savepoint of a writer that joins its channel's batch
     (Writers/ChannelBatch.swift) go out with the statement after them, and the batch's COMMIT
-    with its last statement, each in one round trip: read from what the server sends
+    with its last member's write, each in one round trip: read from what the server sends
     PostgreSQL through a relay while sends batch and reads and other writes run, no round trip
     holds only those; every member stored its sends in order."""
     monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", "0")
@@ -1188,8 +1188,9 @@ def test_a_begin_a_savepoint_or_a_batchs_commit_takes_no_round_trip_of_its_own(t
     assert len(with_begin) >= 3, with_begin
     alone = [t for t in turns if t and all(s.startswith(("SAVEPOINT", "BEGIN")) for s in t)]
     assert not alone, f"{len(alone)} round trips held only a BEGIN or a savepoint: {alone[:3]}"
-    # A batch's COMMIT goes with its last statement (the one that keeps its locks to the commit).
-    batch_commits, lone = 0, 0
+    # A batch's COMMIT goes with its last statement (the one that keeps its locks to the commit),
+    # the last member's write: a member that nobody queued behind ends the batch.
+    batch_commits, lone, with_last_member = 0, 0, 0
     for connection in relay.sent_by_connection:
         batch = False
         for statements in map(statements_in, connection):
@@ -1199,8 +1200,10 @@ def test_a_begin_a_savepoint_or_a_batchs_commit_takes_no_round_trip_of_its_own(t
             if "COMMIT" in statements and batch:
                 batch_commits += 1
                 lone += statements == ["COMMIT"]
+                with_last_member += any(s.startswith("SAVEPOINT") for s in statements)
     assert batch_commits >= 1, batch_commits
     assert lone == 0, f"{lone} of {batch_commits} batches sent their COMMIT alone"
+    assert with_last_member == batch_commits, f"{batch_commits - with_last_member} of {batch_commits} batches ended in a round trip of their own"
     for sender in senders:
         assert [m["message"] for m in listed if m["user"]["user_id"] == sender][-rounds:] == [f"{sender}-{n}" for n in range(rounds)]
 

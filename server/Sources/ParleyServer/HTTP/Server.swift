@@ -235,8 +235,12 @@ struct Endpoint: Sendable {
         let holdMilliseconds = config.testHooks
             ? request.headers[HTTPField.Name("Parley-Test-Hold-Ms")!].flatMap { Int($0) }.map { min(max($0, 0), 5_000) } : nil
         // A statement the database refuses, after the handler: the request fails in the
-        // database itself, inside whatever transaction it shares with others.
-        let failsStatement = config.testHooks && request.headers[HTTPField.Name("Parley-Test-Fail-Statement")!] == "1"
+        // database itself, inside whatever transaction it shares with others. `last`: in the
+        // request's last statement (which may carry its transaction's COMMIT); `commit`: at
+        // the COMMIT (a row of `parley_test_fails_at_commit`, a table with a deferred check
+        // the test made, that the check refuses).
+        let failure = config.testHooks ? request.headers[HTTPField.Name("Parley-Test-Fail-Statement")!] : nil
+        let failsStatement = failure == "1" || failure == "last" || failure == "commit"
         var firstReads = Self.firstReads(ctx, hints: hints, caller: caller)
         // The hooks' pause and failing statement belong where the usual write runs, under its locks.
         if holdMilliseconds != nil || failsStatement { firstReads.inOneFlight = false }
@@ -254,7 +258,16 @@ struct Endpoint: Sendable {
                 try await Task.sleep(for: .milliseconds(holdMilliseconds))
             }
             if failsStatement, ctx.caller.isAdmin, !state.readOnly {
-                try await state.db.execute("INSERT INTO parley_test_no_such_table VALUES (1)", [])
+                switch failure {
+                case "last":
+                    try await state.db.executeHeld(SQLWrite(sql: "INSERT INTO parley_test_no_such_table VALUES (1)", binds: [],
+                                                            table: "parley_test_no_such_table"))
+                case "commit":
+                    try await state.db.executeHeld(SQLWrite(sql: "INSERT INTO parley_test_fails_at_commit VALUES (0)", binds: [],
+                                                            table: "parley_test_fails_at_commit"))
+                default:
+                    try await state.db.execute("INSERT INTO parley_test_no_such_table VALUES (1)", [])
+                }
             }
             return reply
         }

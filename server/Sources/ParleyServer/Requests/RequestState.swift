@@ -192,8 +192,12 @@ final class RequestState {
         let prunesFirst = added <= shared.retention || !rules.writersPruneLog
         if prunesFirst { try await stores.events.pruneEvents(adding: added, session) }
         // A writer whose transaction others continue does not end it here, and reads for the
-        // next one when it knows one follows.
-        let continued = batch != nil || batchLead?.othersWaiting() == true
+        // next one when it knows one follows. A batch's member that nobody is certain to
+        // follow ends the batch: its last statement carries the COMMIT (and a writer queued
+        // after it waits for the next turn).
+        let endsBatch = batch.map { prunesFirst && !$0.nextMemberCertain } ?? false
+        if endsBatch { batch?.session.commitsWithLastStatement = true }
+        let continued = (batch != nil && !endsBatch) || batchLead?.othersWaiting() == true
         let followed = batch?.nextMemberCertain ?? continued
         let prefetch = followed ? stores.channels.prefetchExpression(
             for: channelHint, alsoNaming: batch?.usersNamedByWaiting ?? batchLead?.usersNamedByWaiting ?? []) : nil

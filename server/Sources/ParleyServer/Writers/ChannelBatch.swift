@@ -7,7 +7,8 @@ import Foundation
 /// channel keeps its transaction open, writes without committing and hands its session to
 /// them: each runs in a savepoint of its own on that session, so its failure is undone alone
 /// and answered alone. The last one (nobody queued behind it, or the `WriterLimits.groupLimit`th)
-/// closes the batch; the first commits for all, and every member answers only then.
+/// closes the batch: when it writes knowing that, the batch's COMMIT goes out with its last
+/// statement; otherwise the first commits for all. Every member answers only once it did.
 ///
 /// A writer that knows another member follows it reads, with its last statement, what that
 /// one's first statement would (`Prefetched`): the follower, whose channel the batch holds
@@ -87,6 +88,7 @@ final class ChannelBatch: @unchecked Sendable {
         var retriesLeft = PostgresDatabase.writeRetries
         while true {
             try await session.savepoint()
+            session.commitsWithLastStatement = false
             do {
                 let value = try await attempt(session)
                 // Sent now, so that a failure is this member's, not the next one's.
@@ -185,7 +187,7 @@ final class ChannelWriters: @unchecked Sendable {
     /// closed it: it keeps the turn until the commit (`leave`).
     func memberDone(_ channel: String, _ batch: ChannelBatch) -> Bool {
         batch.members += 1
-        if locks.hasWaiters(channel), batch.members < WriterLimits.groupLimit {
+        if !batch.session.hasEnded, locks.hasWaiters(channel), batch.members < WriterLimits.groupLimit {
             locks.unlock(channel)
             return false
         }

@@ -23,6 +23,9 @@ final class PQConnection: @unchecked Sendable {
         !broken.load(ordering: .relaxed) && PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
     }
 
+    /// Idle, not inside a transaction block (read between statements, by the lessee).
+    var isOutsideTransaction: Bool { PQtransactionStatus(handle) == PQTRANS_IDLE }
+
     private init(handle: OpaquePointer, thread: ThreadExecutor) {
         self.handle = handle
         self.thread = thread

@@ -308,6 +308,7 @@ final class PostgresSession: SQLSession {
     /// that statement gives up all of the session's.)
     func rollbackToSavepoint() async throws {
         discardHeld()
+        if let lostTransaction { throw lostTransaction }
         sessionLocks = locksAtSavepoint
         let savepoint = "SAVEPOINT \(memberSavepoint)"
         // Nothing went out since the savepoint: nothing to undo.
@@ -334,10 +335,22 @@ final class PostgresSession: SQLSession {
         return Array(try await connection.runInOneFlight(first + statements).suffix(statements.count))
     }
 
+    /// Set by a channel batch's member that ends the batch (Writers/ChannelBatch.swift): its
+    /// last statement carries the batch's COMMIT, as a write that began late ends.
+    var commitsWithLastStatement = false
+
+    /// The transaction is over: committed, or lost to a COMMIT that failed.
+    var hasEnded: Bool { late == .ended }
+
+    /// A COMMIT sent with a last statement failed after that statement passed: the
+    /// transaction ended rolled back. What would continue it gets this error.
+    private var lostTransaction: (any Error)? = nil
+
     /// After the body: sends what is still held (with the locks kept to the commit) and
     /// COMMIT if the transaction began, in one round trip; gives the locks up if nothing was
     /// written.
     fileprivate func finishLateWrite() async throws {
+        if let lostTransaction { throw lostTransaction }
         if !held.isEmpty || (!sessionLocks.isEmpty && late == .begun) {
             _ = try await writeTogether([], selecting: nil, last: true, committing: true)
         }
@@ -407,7 +420,7 @@ final class PostgresSession: SQLSession {
         let groups = (keepsLocks || selecting != nil) && statements.isEmpty ? [[]] : statements
         if beginsLate, late == .ended, !groups.isEmpty { throw StorageError("a statement after the last one of a write") }
         if beginsLate, late == .notBegun, !(last && groups.count == 1) { try await beginIfLate() }
-        let commits = committing && beginsLate && late == .begun
+        let commits = (committing || (last && commitsWithLastStatement)) && beginsLate && late == .begun
         var values: [SQLValue] = []
         for (index, part) in groups.enumerated() {
             let isLast = index == groups.count - 1
@@ -558,7 +571,16 @@ final class PostgresSession: SQLSession {
     /// PostgreSQL skips the COMMIT and the transaction is left aborted.
     private func resultThenCommit(_ sql: String, _ binds: [SQLValue]) async throws -> PQResult {
         let commit = PQConnection.FlightStatement(slot: nil, sql: "COMMIT", values: [])
-        return try await afterDeferred([try flightStatement(sql, binds), commit])[0]
+        do {
+            return try await afterDeferred([try flightStatement(sql, binds), commit])[0]
+        } catch {
+            // Outside a transaction now: the statement passed and the COMMIT failed.
+            if connection.isOutsideTransaction {
+                late = .ended
+                lostTransaction = error
+            }
+            throw error
+        }
     }
 
     /// A hot statement by its slot, any other with `$n` placeholders.
