@@ -196,7 +196,6 @@ final class RequestState {
         // follow ends the batch: its last statement carries the COMMIT (and a writer queued
         // after it waits for the next turn).
         let endsBatch = batch.map { prunesFirst && !$0.nextMemberCertain } ?? false
-        if endsBatch { batch?.session.commitsWithLastStatement = true }
         let continued = (batch != nil && !endsBatch) || batchLead?.othersWaiting() == true
         let followed = batch?.nextMemberCertain ?? continued
         let prefetch = followed ? stores.channels.prefetchExpression(

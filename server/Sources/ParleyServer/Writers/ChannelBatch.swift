@@ -88,7 +88,6 @@ final class ChannelBatch: @unchecked Sendable {
         var retriesLeft = PostgresDatabase.writeRetries
         while true {
             try await session.savepoint()
-            session.commitsWithLastStatement = false
             do {
                 let value = try await attempt(session)
                 // Sent now, so that a failure is this member's, not the next one's.

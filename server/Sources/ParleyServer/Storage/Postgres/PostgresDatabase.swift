@@ -335,10 +335,6 @@ final class PostgresSession: SQLSession {
         return Array(try await connection.runInOneFlight(first + statements).suffix(statements.count))
     }
 
-    /// Set by a channel batch's member that ends the batch (Writers/ChannelBatch.swift): its
-    /// last statement carries the batch's COMMIT, as a write that began late ends.
-    var commitsWithLastStatement = false
-
     /// The transaction is over: committed, or lost to a COMMIT that failed.
     var hasEnded: Bool { late == .ended }
 
@@ -352,7 +348,7 @@ final class PostgresSession: SQLSession {
     fileprivate func finishLateWrite() async throws {
         if let lostTransaction { throw lostTransaction }
         if !held.isEmpty || (!sessionLocks.isEmpty && late == .begun) {
-            _ = try await writeTogether([], selecting: nil, last: true, committing: true)
+            _ = try await writeTogether([], selecting: nil, last: true)
         }
         switch late {
         case .begun:
@@ -404,23 +400,17 @@ final class PostgresSession: SQLSession {
     /// one snapshot: the parts change different tables, so none misses another's change.
     /// Writes of a table already in the statement go into the next one. The last statement
     /// of a write that holds session locks keeps them to its commit
-    /// (`StreamPositions.holdToCommitCall`); a write that began late and has all its writes in
-    /// that one statement commits with it, without BEGIN.
+    /// (`StreamPositions.holdToCommitCall`). A write that began late ends with its `last`
+    /// statement: without BEGIN if it has all its writes in that one statement, else with
+    /// COMMIT in the same round trip (which does not run if the statement fails).
     func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue] {
-        try await writeTogether(writes, selecting: selecting, last: last, committing: false)
-    }
-
-    /// `committing` (a write that began late, at its end): a transaction that began commits
-    /// with the last statement, in the same round trip; COMMIT does not run if that fails.
-    private func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool,
-                               committing: Bool) async throws -> [SQLValue] {
         let statements = Self.tableGroups(held + writes)
         held = []
         let keepsLocks = last && !sessionLocks.isEmpty
         let groups = (keepsLocks || selecting != nil) && statements.isEmpty ? [[]] : statements
         if beginsLate, late == .ended, !groups.isEmpty { throw StorageError("a statement after the last one of a write") }
         if beginsLate, late == .notBegun, !(last && groups.count == 1) { try await beginIfLate() }
-        let commits = (committing || (last && commitsWithLastStatement)) && beginsLate && late == .begun
+        let commits = last && beginsLate && late == .begun
         var values: [SQLValue] = []
         for (index, part) in groups.enumerated() {
             let isLast = index == groups.count - 1
