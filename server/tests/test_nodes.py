@@ -1208,6 +1208,64 @@ def test_a_begin_a_savepoint_or_a_batchs_commit_takes_no_round_trip_of_its_own(t
         assert [m["message"] for m in listed if m["user"]["user_id"] == sender][-rounds:] == [f"{sender}-{n}" for n in range(rounds)]
 
 
+def test_a_writes_statements_go_in_one_round_trip(tmp_path, monkeypatch):
+    """What a request writes once its reads are done goes to PostgreSQL in one round trip,
+    however many statements it takes (RecordTables.write): a channel made with its operators,
+    metadata set, a ban, a member leaving, a user with metadata changed, a channel deleted.
+    Read from what the server sends through a relay: exactly one round trip of each request
+    changes a table. What each request changed reads back as the request answered."""
+    monkeypatch.setenv("PARLEY_VERIFY_COUNTERS", "0")
+    db = databases.database_for(tmp_path, "one-write")
+    relay = RoundTripCounter.before(db)
+    server = None
+    changing = ("INSERT", "UPDATE", "DELETE", "WITH")
+    try:
+        server = Server(relay.url(db))
+        a, b, c = server.user(), server.user(), server.user()
+        server.channel([a, b])
+
+        def writes_of(request):
+            before = len(relay.sent)
+            answer = request()
+            turns = [statements_in(sent) for sent in relay.sent[before:]]
+            return answer, [t for t in turns if any(s.lstrip().upper().startswith(changing) for s in t)]
+
+        relay.recording = True
+        made, turns = writes_of(lambda: server.ok("POST", "/v3/group_channels", json={
+            "user_ids": [a, b, c], "operator_ids": [a], "name": "one trip"}))
+        url = made["channel_url"]
+        assert len(turns) == 1, turns
+        _, turns = writes_of(lambda: server.ok("POST", f"/v3/group_channels/{url}/metadata",
+                                               json={"metadata": {"k1": "v1", "k2": "v2"}}))
+        assert len(turns) == 1, turns
+        _, turns = writes_of(lambda: server.ok("POST", f"/v3/group_channels/{url}/ban",
+                                               json={"user_id": c, "seconds": 600}))
+        assert len(turns) == 1, turns
+        _, turns = writes_of(lambda: server.ok("PUT", f"/v3/group_channels/{url}/leave", json={"user_ids": [b]}))
+        assert len(turns) == 1, turns
+        _, turns = writes_of(lambda: server.ok("PUT", f"/v3/users/{a}", json={
+            "nickname": "renamed", "metadata": {"x": "1", "y": "2", "z": "3"}}))
+        assert len(turns) == 1, turns
+        channel = server.ok("GET", f"/v3/group_channels/{url}", params={"show_member": "true", "show_metadata": "true"})
+        assert channel["name"] == "one trip" and channel["metadata"] == {"k1": "v1", "k2": "v2"}
+        operators = server.ok("GET", f"/v3/group_channels/{url}/operators")["operators"]
+        assert [o["user_id"] for o in operators] == [a]
+        assert sorted(m["user_id"] for m in channel["members"]) == [a]
+        banned = server.ok("GET", f"/v3/group_channels/{url}/ban")["banned_list"]
+        assert [x["user"]["user_id"] for x in banned] == [c]
+        user = server.ok("GET", f"/v3/users/{a}")
+        assert user["nickname"] == "renamed" and user["metadata"] == {"x": "1", "y": "2", "z": "3"}
+        _, turns = writes_of(lambda: server.ok("DELETE", f"/v3/group_channels/{url}"))
+        assert len(turns) == 1, turns
+        assert server.request("GET", f"/v3/group_channels/{url}").status_code == 404
+    finally:
+        relay.recording = False
+        if server:
+            server.stop()
+        relay.close()
+        databases.drop_database(db)
+
+
 def test_the_statements_of_every_send_are_prepared(tmp_path):
     """A send's lock statement (which reads its session and earlier send too) and its write run
     as prepared statements (Storage/Postgres/HotStatements.swift): PostgreSQL plans each a few

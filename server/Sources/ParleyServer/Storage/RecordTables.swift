@@ -131,13 +131,26 @@ enum RecordTables {
     /// Returns the user's new version.
     @discardableResult
     static func putUser(_ u: UserRecord, _ db: any SQLSession) async throws -> Int64 {
-        let version = try await db.query(upsertUserSQL, userRow(u) + [firstVersion()]).first?.int(0) ?? 0
-        try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(u.userId)])
-        for (key, value) in u.metadata {
-            try await db.execute("INSERT INTO user_metadata (user_id, key, value) VALUES (?, ?, ?)",
-                                 [.text(u.userId), .text(key), .text(value)])
+        let values = try await db.writeTogether(userWrites(u), selecting: nil, last: false)
+        if case .int(let version) = values.first { return version }
+        return 0
+    }
+
+    /// A user's row and its metadata; the first write returns the user's new version.
+    static func userWrites(_ u: UserRecord) -> [SQLWrite] {
+        let id = SQLValue.text(u.userId)
+        return [SQLWrite(sql: upsertUserSQL, binds: userRow(u) + [firstVersion()], table: "users", returnsOne: true),
+                SQLWrite(sql: "DELETE FROM user_metadata WHERE user_id = ?", binds: [id], table: "user_metadata")]
+            + multiRowWrites("user_metadata", ["user_id", "key", "value"], key: ["user_id", "key"],
+                             u.metadata.map { [id, .text($0.key), .text($0.value)] })
+    }
+
+    /// A user's deletion, with what hangs off the user. A user made again under this id must
+    /// not inherit the devices and push settings.
+    static func userDeletion(_ id: String) -> [SQLWrite] {
+        ["user_metadata", "push_tokens", "push_preferences", "push_channel_preferences", "users"].map { table in
+            SQLWrite(sql: "DELETE FROM \(table) WHERE user_id = ?", binds: [.text(id)], table: table)
         }
-        return version
     }
 
     /// Whether a session had the token.
@@ -160,34 +173,43 @@ enum RecordTables {
     @discardableResult
     static func putChannel(_ c: ChannelRecord, lastMessageAt: Int64, parts: ChannelParts = .all,
                            _ db: any SQLSession) async throws -> Int64 {
-        let version = try await db.query(upsertChannelSQL, channelRow(c, lastMessageAt: lastMessageAt) + [firstVersion()]).first?.int(0) ?? 0
+        let values = try await db.writeTogether(channelWrites(c, lastMessageAt: lastMessageAt, parts: parts),
+                                                selecting: nil, last: false)
+        if case .int(let version) = values.first { return version }
+        return 0
+    }
+
+    /// `putChannel`'s writes; the first returns the channel's new version.
+    static func channelWrites(_ c: ChannelRecord, lastMessageAt: Int64, parts: ChannelParts) -> [SQLWrite] {
         let url = SQLValue.text(c.url)
+        var writes = [SQLWrite(sql: upsertChannelSQL, binds: channelRow(c, lastMessageAt: lastMessageAt) + [firstVersion()],
+                               table: "channels", returnsOne: true)]
+        func replace(_ table: String, _ columns: [String], key: [String], _ rows: [[SQLValue]]) {
+            writes.append(SQLWrite(sql: "DELETE FROM \(table) WHERE channel_url = ?", binds: [url], table: table))
+            writes += multiRowWrites(table, columns, key: key, rows)
+        }
         if parts.contains(.operators) {
-            try await db.execute("DELETE FROM channel_operators WHERE channel_url = ?", [url])
-            try await putRows("channel_operators", ["channel_url", "user_id", "position"], key: ["channel_url", "user_id"],
-                              c.operatorIds.enumerated().map { [url, .text($1), .int(Int64($0))] }, db)
+            replace("channel_operators", ["channel_url", "user_id", "position"], key: ["channel_url", "user_id"],
+                    c.operatorIds.enumerated().map { [url, .text($1), .int(Int64($0))] })
         }
         if parts.contains(.restrictions) {
-            try await db.execute("DELETE FROM channel_restrictions WHERE channel_url = ?", [url])
             let rows = [("ban", c.bans), ("mute", c.mutes)].flatMap { kind, restrictions in
                 restrictions.values.map { r -> [SQLValue] in
                     [url, .text(kind), .text(r.userId), .int(r.startAt), .int(r.endAt), .text(r.description)]
                 }
             }
-            try await putRows("channel_restrictions", ["channel_url", "kind", "user_id", "start_at", "end_at", "description"],
-                              key: ["channel_url", "kind", "user_id"], rows, db)
+            replace("channel_restrictions", ["channel_url", "kind", "user_id", "start_at", "end_at", "description"],
+                    key: ["channel_url", "kind", "user_id"], rows)
         }
         if parts.contains(.metadata) {
-            try await db.execute("DELETE FROM channel_metadata WHERE channel_url = ?", [url])
-            try await putRows("channel_metadata", ["channel_url", "key", "value", "value_key"], key: ["channel_url", "key"],
-                              c.metadata.map { [url, .text($0.key), .text($0.value), .text(orderKeyText($0.value))] }, db)
+            replace("channel_metadata", ["channel_url", "key", "value", "value_key"], key: ["channel_url", "key"],
+                    c.metadata.map { [url, .text($0.key), .text($0.value), .text(orderKeyText($0.value))] })
         }
         if parts.contains(.metacounters) {
-            try await db.execute("DELETE FROM channel_metacounters WHERE channel_url = ?", [url])
-            try await putRows("channel_metacounters", ["channel_url", "key", "value"], key: ["channel_url", "key"],
-                              c.metacounters.map { [url, .text($0.key), .int($0.value)] }, db)
+            replace("channel_metacounters", ["channel_url", "key", "value"], key: ["channel_url", "key"],
+                    c.metacounters.map { [url, .text($0.key), .int($0.value)] })
         }
-        return version
+        return writes
     }
 
     /// Rows of one table in as few statements as the engines allow (one per 500 rows).
@@ -233,11 +255,11 @@ enum RecordTables {
 
     static let multiRowUpsertTexts = StatementTexts()
 
-    static func deleteChannel(_ url: String, _ db: any SQLSession) async throws {
-        for table in ["channel_operators", "channel_restrictions", "channel_metadata", "channel_metacounters", "typing"] {
-            try await db.execute("DELETE FROM \(table) WHERE channel_url = ?", [.text(url)])
-        }
-        try await db.execute("DELETE FROM channels WHERE url = ?", [.text(url)])
+    /// A channel's deletion: its row and the tables that hang off it, except members.
+    static func channelDeletion(_ url: String) -> [SQLWrite] {
+        ["channel_operators", "channel_restrictions", "channel_metadata", "channel_metacounters", "typing"].map { table in
+            SQLWrite(sql: "DELETE FROM \(table) WHERE channel_url = ?", binds: [.text(url)], table: table)
+        } + [SQLWrite(sql: "DELETE FROM channels WHERE url = ?", binds: [.text(url)], table: "channels")]
     }
 
     static func putMember(_ url: String, _ m: MemberRecord, _ db: any SQLSession) async throws {
@@ -249,7 +271,7 @@ enum RecordTables {
     /// The writes are held (`SQLSession.executeHeld`): on PostgreSQL they go with the
     /// request's next statement, usually its final write (`write`).
     static func putMessage(_ m: MessageRecord, isNew: Bool, _ db: any SQLSession) async throws {
-        if !isNew { try await db.execute(deleteMentionsSQL, [.int(m.id)]) }
+        if !isNew { try await db.executeHeld(SQLWrite(sql: deleteMentionsSQL, binds: [.int(m.id)], table: "message_mentions")) }
         if db.dialect == .postgres {
             let vectorOf = [SQLValue.text(m.message), m.file.map { json($0) } ?? .null]
             try await db.executeHeld(SQLWrite(sql: upsertMessageWithVectorSQL, binds: messageRow(m) + vectorOf, table: "messages"))
@@ -268,21 +290,30 @@ enum RecordTables {
         }
     }
 
+    /// Held, as `putMessage`'s writes.
     static func deleteMessage(_ id: Int64, _ db: any SQLSession) async throws {
-        try await db.execute("DELETE FROM message_mentions WHERE message_id = ?", [.int(id)])
-        try await db.execute("DELETE FROM messages WHERE id = ?", [.int(id)])
+        try await db.executeHeld(SQLWrite(sql: deleteMentionsSQL, binds: [.int(id)], table: "message_mentions"))
+        try await db.executeHeld(SQLWrite(sql: "DELETE FROM messages WHERE id = ?", binds: [.int(id)], table: "messages"))
     }
 
+    /// Held, as `putMessage`'s writes.
     static func putMessageTombstone(_ t: MessageTombstoneRecord, _ db: any SQLSession) async throws {
-        try await db.execute(upsertSQL("message_tombstones", ["message_id", "channel_url", "deleted_at", "seq", "sender_id", "req_id"],
-                                       key: ["message_id"]),
-                             [.int(t.messageId), .text(t.channelUrl), .int(t.deletedAt), .int(t.seq), .text(t.senderId ?? ""),
-                              .text(t.reqId ?? "")])
+        try await db.executeHeld(SQLWrite(
+            sql: upsertSQL("message_tombstones", ["message_id", "channel_url", "deleted_at", "seq", "sender_id", "req_id"],
+                           key: ["message_id"]),
+            binds: [.int(t.messageId), .text(t.channelUrl), .int(t.deletedAt), .int(t.seq), .text(t.senderId ?? ""),
+                    .text(t.reqId ?? "")],
+            table: "message_tombstones"))
     }
 
     static func putMembershipTombstone(_ t: MembershipTombstoneRecord, _ db: any SQLSession) async throws {
-        try await db.execute(upsertSQL("membership_tombstones", ["user_id", "channel_url", "at", "seq"], key: ["user_id", "channel_url"]),
-                             [.text(t.userId), .text(t.channelUrl), .int(t.at), .int(t.seq)])
+        let write = membershipTombstoneWrite(t)
+        try await db.execute(write.sql, write.binds)
+    }
+
+    static func membershipTombstoneWrite(_ t: MembershipTombstoneRecord) -> SQLWrite {
+        SQLWrite(sql: upsertSQL("membership_tombstones", ["user_id", "channel_url", "at", "seq"], key: ["user_id", "channel_url"]),
+                 binds: [.text(t.userId), .text(t.channelUrl), .int(t.at), .int(t.seq)], table: "membership_tombstones")
     }
 
     /// An uploaded file: its description and its bytes, in the database so that every server
@@ -354,12 +385,14 @@ enum RecordTables {
         var selected: SQLValue? = nil
     }
 
-    /// The rows most requests write — the rows of channels whose other tables did not change,
-    /// the members', the events, the counters, and on PostgreSQL with them the writes the
-    /// request held (its messages) — go last, in one statement on PostgreSQL
-    /// (`SQLSession.writeTogether`): each statement there is a round trip, made while the
-    /// writer holds its channels' locks. The rest (users, deletions, channels whose other
-    /// tables changed, tombstones, typing) runs first, one statement each.
+    /// A request's writes, in one call of `SQLSession.writeTogether`: on PostgreSQL one round
+    /// trip, made while the writer holds its channels' locks, where consecutive writes of
+    /// different tables share a statement. First what replaces or removes rows (users,
+    /// deleted channels, channels whose other tables changed, members who left, tombstones,
+    /// typing), then the rows most requests write: channels whose other tables did not
+    /// change, members, the events and the counters, and with them on PostgreSQL the writes
+    /// the request held (its messages). Keys go in order, so that both runs of a send in one
+    /// round trip (Writers/OneFlightSend.swift) build the same statements.
     ///
     /// `last`: no statement follows in the transaction (`SQLSession.writeTogether`).
     /// `selecting`: a value read with the last statement (`WrittenVersions.selected`).
@@ -367,67 +400,75 @@ enum RecordTables {
     static func write(_ batch: StorageBatch, last: Bool = false, selecting: SQLExpression? = nil,
                       _ db: any SQLSession) async throws -> WrittenVersions {
         var written = WrittenVersions()
+        var writes: [SQLWrite] = []
+        // Whose version each write with `returnsOne` gives, in order.
+        enum Versioned { case user(String), channel(String) }
+        var versioned: [Versioned] = []
         for (id, user) in batch.users.sorted(by: { $0.key < $1.key }) {
-            if let user { written.users[id] = try await putUser(user, db) } else {
-                try await db.execute("DELETE FROM user_metadata WHERE user_id = ?", [.text(id)])
-                // A user made again under this id must not inherit the devices and push settings.
-                for table in ["push_tokens", "push_preferences", "push_channel_preferences"] {
-                    try await db.execute("DELETE FROM \(table) WHERE user_id = ?", [.text(id)])
-                }
-                try await db.execute("DELETE FROM users WHERE user_id = ?", [.text(id)])
+            if let user {
+                writes += userWrites(user)
+                versioned.append(.user(id))
+            } else {
+                writes += userDeletion(id)
             }
         }
-        var together: [SQLWrite] = []
-        // The channels whose versions the returning writes of `together` give, in order.
-        var versioned: [String] = []
-        for (url, channel) in batch.channels {
+        var channelRows: [SQLWrite] = []
+        var rowVersions: [Versioned] = []
+        for (url, channel) in batch.channels.sorted(by: { $0.key < $1.key }) {
             guard let channel else {
-                try await deleteChannel(url, db)
+                writes += channelDeletion(url)
                 continue
             }
             let parts = batch.channelParts[url] ?? .all
             let lastMessageAt = batch.lastMessageAt[url] ?? 0
             if parts.isEmpty {
-                together.append(SQLWrite(sql: upsertChannelSQL, binds: channelRow(channel, lastMessageAt: lastMessageAt) + [firstVersion()],
-                                         table: "channels", returnsOne: true))
-                versioned.append(url)
+                channelRows.append(SQLWrite(sql: upsertChannelSQL, binds: channelRow(channel, lastMessageAt: lastMessageAt) + [firstVersion()],
+                                            table: "channels", returnsOne: true))
+                rowVersions.append(.channel(url))
             } else {
-                written.channels[url] = try await putChannel(channel, lastMessageAt: lastMessageAt, parts: parts, db)
+                writes += channelWrites(channel, lastMessageAt: lastMessageAt, parts: parts)
+                versioned.append(.channel(url))
             }
         }
         // Members in one statement: a message moves the unread counters of every member.
         var memberRows: [[SQLValue]] = []
-        for (key, member) in batch.members {
+        for (key, member) in batch.members.sorted(by: { ($0.key.channelUrl, $0.key.userId) < ($1.key.channelUrl, $1.key.userId) }) {
             if let member { memberRows.append(memberRow(key.channelUrl, member)) } else {
-                try await db.execute("DELETE FROM members WHERE channel_url = ? AND user_id = ?",
-                                     [.text(key.channelUrl), .text(key.userId)])
+                writes.append(SQLWrite(sql: "DELETE FROM members WHERE channel_url = ? AND user_id = ?",
+                                       binds: [.text(key.channelUrl), .text(key.userId)], table: "members"))
             }
         }
-        together += multiRowWrites("members", memberColumns, key: ["channel_url", "user_id"], memberRows)
-        for (key, tombstone) in batch.membershipTombstones {
-            if let tombstone { try await putMembershipTombstone(tombstone, db) } else {
-                try await db.execute("DELETE FROM membership_tombstones WHERE user_id = ? AND channel_url = ?",
-                                     [.text(key.userId), .text(key.channelUrl)])
+        for (key, tombstone) in batch.membershipTombstones.sorted(by: { ($0.key.userId, $0.key.channelUrl) < ($1.key.userId, $1.key.channelUrl) }) {
+            if let tombstone { writes.append(membershipTombstoneWrite(tombstone)) } else {
+                writes.append(SQLWrite(sql: "DELETE FROM membership_tombstones WHERE user_id = ? AND channel_url = ?",
+                                       binds: [.text(key.userId), .text(key.channelUrl)], table: "membership_tombstones"))
             }
         }
-        for (key, since) in batch.typing {
+        for (key, since) in batch.typing.sorted(by: { ($0.key.channelUrl, $0.key.userId) < ($1.key.channelUrl, $1.key.userId) }) {
             if let since {
-                try await db.execute(upsertSQL("typing", ["channel_url", "user_id", "since"], key: ["channel_url", "user_id"]),
-                                     [.text(key.channelUrl), .text(key.userId), .int(since)])
+                writes.append(SQLWrite(sql: upsertSQL("typing", ["channel_url", "user_id", "since"], key: ["channel_url", "user_id"]),
+                                       binds: [.text(key.channelUrl), .text(key.userId), .int(since)], table: "typing"))
             } else {
-                try await db.execute("DELETE FROM typing WHERE channel_url = ? AND user_id = ?",
-                                     [.text(key.channelUrl), .text(key.userId)])
+                writes.append(SQLWrite(sql: "DELETE FROM typing WHERE channel_url = ? AND user_id = ?",
+                                       binds: [.text(key.channelUrl), .text(key.userId)], table: "typing"))
             }
         }
+        writes += channelRows
+        versioned += rowVersions
+        writes += multiRowWrites("members", memberColumns, key: ["channel_url", "user_id"], memberRows)
         let logTogether = db.dialect == .postgres && batch.events.count <= logStatementLimit
             && batch.counters.count <= logStatementLimit
-        if logTogether { together += logAndCounterWrites(batch.events, batch.counters) }
+        if logTogether { writes += logAndCounterWrites(batch.events, batch.counters) }
         let selectedNow = logTogether ? selecting : nil
-        let versions = try await db.writeTogether(together, selecting: selectedNow, last: last && logTogether)
-        for (url, version) in zip(versioned, versions) {
-            if case .int(let number) = version { written.channels[url] = number } else { written.channels[url] = 0 }
+        let values = try await db.writeTogether(writes, selecting: selectedNow, last: last && logTogether)
+        for (owner, value) in zip(versioned, values) {
+            let version: Int64 = if case .int(let number) = value { number } else { 0 }
+            switch owner {
+            case .user(let id): written.users[id] = version
+            case .channel(let url): written.channels[url] = version
+            }
         }
-        if selectedNow != nil { written.selected = versions.last }
+        if selectedNow != nil { written.selected = values.last }
         if logTogether { return written }
         for event in batch.events { try await putEvent(event, db) }
         try await putRows("meta", ["name", "value"], key: ["name"], batch.counters.map { [.text($0.key), .int($0.value)] }, db)

@@ -99,14 +99,17 @@ protocol SQLSession: AnyObject {
     func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int
     /// Runs statements without parameters separated by semicolons (DDL of a migration).
     func executeScript(_ sql: String) async throws
+    /// A statement whose rows nobody reads, that must run before the session's next one and
+    /// may run outside the transaction (an advisory lock before a read). PostgreSQL sends it
+    /// with that statement, in the same round trip; by default it runs at once.
+    func runBeforeNext(_ sql: String, _ binds: [SQLValue]) async throws
     /// A write whose row count nobody reads. PostgreSQL holds it and sends it with the
-    /// transaction's next statement, in the same round trip where that one is
-    /// `writeTogether`; SQLite runs it at once. A failure of a held write shows at the
-    /// statement that sends it.
+    /// transaction's next statement, in the same round trip; SQLite runs it at once. A
+    /// failure of a held write shows at the statement that sends it.
     func executeHeld(_ write: SQLWrite) async throws
-    /// Runs the held writes and `writes`, in one statement where the engine allows it, and
-    /// returns the value each write with `returnsOne` produced, in order, followed by the
-    /// value of `selecting` (an SQL expression such as a notification) when given.
+    /// Runs the held writes and `writes` in order, in one round trip where the engine allows
+    /// it, and returns the value each write with `returnsOne` produced, in order, followed by
+    /// the value of `selecting` (an SQL expression such as a notification) when given.
     /// `last`: no statement follows in this transaction (a write that began late may then
     /// commit with it, `SQLDatabase.writeBeginningLate`).
     func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue]
@@ -141,6 +144,8 @@ struct SQLExpression: Sendable {
 }
 
 extension SQLSession {
+    func runBeforeNext(_ sql: String, _ binds: [SQLValue]) async throws { _ = try await query(sql, binds) }
+
     /// One statement at a time, at once: for engines where a round trip costs nothing (SQLite).
     func executeHeld(_ write: SQLWrite) async throws {
         try await execute(write.sql, write.binds)

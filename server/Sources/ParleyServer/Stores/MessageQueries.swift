@@ -215,14 +215,17 @@ enum MessageQueries {
     }
 
     /// Drops a deleted channel's messages, their uploads and their tombstones (the channel's
-    /// own tombstone covers them).
+    /// own tombstone covers them). Held (`SQLSession.executeHeld`): on PostgreSQL they go with
+    /// the request's write, children before what they hang off.
     static func deleteChannelMessages(_ db: any SQLSession, channel: String) async throws {
-        try await db.execute("DELETE FROM file_blobs WHERE file_id IN (SELECT file_id FROM files WHERE channel_url = ?)",
-                             [.text(channel)])
-        try await db.execute("DELETE FROM files WHERE channel_url = ?", [.text(channel)])
-        try await db.execute("DELETE FROM message_mentions WHERE message_id IN (SELECT id FROM messages WHERE channel_url = ?)",
-                             [.text(channel)])
-        try await db.execute("DELETE FROM messages WHERE channel_url = ?", [.text(channel)])
-        try await db.execute("DELETE FROM message_tombstones WHERE channel_url = ?", [.text(channel)])
+        for (table, condition) in [
+            ("file_blobs", "file_id IN (SELECT file_id FROM files WHERE channel_url = ?)"),
+            ("files", "channel_url = ?"),
+            ("message_mentions", "message_id IN (SELECT id FROM messages WHERE channel_url = ?)"),
+            ("messages", "channel_url = ?"),
+            ("message_tombstones", "channel_url = ?"),
+        ] {
+            try await db.executeHeld(SQLWrite(sql: "DELETE FROM \(table) WHERE \(condition)", binds: [.text(channel)], table: table))
+        }
     }
 }

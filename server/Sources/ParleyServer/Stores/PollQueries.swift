@@ -124,13 +124,13 @@ enum PollQueries {
     }
 
     /// Drops a deleted channel's polls with everything they hold, tombstones included (the
-    /// channel's own tombstone covers them).
+    /// channel's own tombstone covers them). Held, as `MessageQueries.deleteChannelMessages`.
     static func deleteChannelPolls(_ db: any SQLSession, channel: String) async throws {
-        let ofChannel = "SELECT id FROM polls WHERE channel_url = ?"
-        try await db.execute("DELETE FROM poll_votes WHERE poll_id IN (\(ofChannel))", [.text(channel)])
-        try await db.execute("DELETE FROM poll_options WHERE poll_id IN (\(ofChannel))", [.text(channel)])
-        try await db.execute("DELETE FROM polls WHERE channel_url = ?", [.text(channel)])
-        try await db.execute("DELETE FROM poll_tombstones WHERE channel_url = ?", [.text(channel)])
+        let ofChannel = "poll_id IN (SELECT id FROM polls WHERE channel_url = ?)"
+        for (table, condition) in [("poll_votes", ofChannel), ("poll_options", ofChannel), ("polls", "channel_url = ?"),
+                                   ("poll_tombstones", "channel_url = ?")] {
+            try await db.executeHeld(SQLWrite(sql: "DELETE FROM \(table) WHERE \(condition)", binds: [.text(channel)], table: table))
+        }
     }
 
     /// The votes of each poll, counted per option and per voter.

@@ -202,7 +202,9 @@ struct PostgresWriterRules: WriterRules {
         guard !tx.readOnly else { return }
         let db = try tx.db
         StreamPositions.noteSessionLocks(StreamPositions.Locks(names: [name]), in: db)
-        _ = try await db.query("SELECT 1 FROM pg_advisory_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
+        // Sent with the read it guards, in one round trip: that statement's snapshot is taken
+        // after the lock is held.
+        try await db.runBeforeNext("SELECT 1 FROM pg_advisory_lock(\(StreamPositions.keyLockSpace), hashtext(?))", [.text(name)])
     }
 
     var countsUsersWritten: Bool { false }

@@ -312,25 +312,32 @@ final class PostgresSession: SQLSession {
         sessionLocks = locksAtSavepoint
         let savepoint = "SAVEPOINT \(memberSavepoint)"
         // Nothing went out since the savepoint: nothing to undo.
-        if deferred.last == savepoint {
+        if deferred.last?.sql == savepoint {
             deferred.removeLast()
             return
         }
         try await run("ROLLBACK TO \(savepoint)")
     }
 
-    /// Statements that open a transaction or a savepoint, waiting to go out with the next
-    /// statement in one round trip: a BEGIN costs no round trip of its own, nor does a batch
-    /// member's savepoint. A transaction that sends nothing else sends neither its BEGIN nor
-    /// its end.
-    private var deferred: [String] = []
+    /// Statements waiting to go out with the next statement in one round trip: a BEGIN, a
+    /// batch member's savepoint, a lock taken before a read (`runBeforeNext`). None costs a
+    /// round trip of its own, and a transaction that sends nothing else sends neither its
+    /// BEGIN nor its end.
+    private var deferred: [PQConnection.FlightStatement] = []
+
+    /// Goes out with the next statement (Writers/WriterRules.swift `lockForWriters`). Its
+    /// rows are not read; its failure shows at that statement.
+    func runBeforeNext(_ sql: String, _ binds: [SQLValue]) async throws {
+        if beginsLate, late == .ended { throw StorageError("a statement after the last one of a write") }
+        deferred.append(try flightStatement(sql, binds))
+    }
 
     private static func isDeferred(_ sql: String) -> Bool { sql.hasPrefix("BEGIN") || sql.hasPrefix("SAVEPOINT ") }
 
     /// Sends what is deferred, then `statements`, in one round trip; returns the results of
     /// `statements`.
     private func afterDeferred(_ statements: [PQConnection.FlightStatement]) async throws -> [PQResult] {
-        let first = deferred.map { PQConnection.FlightStatement(slot: nil, sql: $0, values: []) }
+        let first = deferred
         deferred = []
         return Array(try await connection.runInOneFlight(first + statements).suffix(statements.count))
     }
@@ -381,10 +388,7 @@ final class PostgresSession: SQLSession {
     /// Writes waiting for the next statement (`executeHeld`), in the order they were made.
     private var held: [SQLWrite] = []
 
-    func executeHeld(_ write: SQLWrite) async throws {
-        if held.contains(where: { $0.table == write.table }) { try await sendHeld() }
-        held.append(write)
-    }
+    func executeHeld(_ write: SQLWrite) async throws { held.append(write) }
 
     /// A transaction that fails drops what it held.
     func discardHeld() { held = [] }
@@ -395,46 +399,52 @@ final class PostgresSession: SQLSession {
         _ = try await writeTogether([], selecting: nil, last: false)
     }
 
-    /// One statement: `WITH w0 AS (write), w1 AS (write RETURNING v), … SELECT (SELECT * FROM
-    /// w1), …, selecting`. PostgreSQL runs every data-modifying WITH part exactly once, all in
-    /// one snapshot: the parts change different tables, so none misses another's change.
-    /// Writes of a table already in the statement go into the next one. The last statement
-    /// of a write that holds session locks keeps them to its commit
-    /// (`StreamPositions.holdToCommitCall`). A write that began late ends with its `last`
-    /// statement: without BEGIN if it has all its writes in that one statement, else with
-    /// COMMIT in the same round trip (which does not run if the statement fails).
+    /// The held writes and `writes` in one round trip (with what is deferred). Consecutive
+    /// writes of different tables share a statement, `WITH w0 AS (write), w1 AS (write
+    /// RETURNING v), … SELECT (SELECT * FROM w1), …, selecting`: PostgreSQL runs every
+    /// data-modifying WITH part exactly once, all in one snapshot, and the parts change
+    /// different tables, so none misses another's change. A write of a table already in the
+    /// statement starts the next one, which sees what those before it did; the statements go
+    /// out together, in order, in one libpq pipeline, and once one fails PostgreSQL runs none
+    /// after it. The last statement of a write that holds session locks keeps them to its
+    /// commit (`StreamPositions.holdToCommitCall`). A write that began late ends with its
+    /// `last` statement: without BEGIN if it has all its writes in that one statement, else
+    /// with COMMIT in the same round trip (which does not run if a statement fails).
     func writeTogether(_ writes: [SQLWrite], selecting: SQLExpression?, last: Bool) async throws -> [SQLValue] {
-        let statements = Self.tableGroups(held + writes)
+        let parts = Self.tableGroups(held + writes)
         held = []
         let keepsLocks = last && !sessionLocks.isEmpty
-        let groups = (keepsLocks || selecting != nil) && statements.isEmpty ? [[]] : statements
-        if beginsLate, late == .ended, !groups.isEmpty { throw StorageError("a statement after the last one of a write") }
-        if beginsLate, late == .notBegun, !(last && groups.count == 1) { try await beginIfLate() }
+        let groups = (keepsLocks || selecting != nil) && parts.isEmpty ? [[]] : parts
+        guard !groups.isEmpty else { return [] }
+        if beginsLate, late == .ended { throw StorageError("a statement after the last one of a write") }
+        // A write that began late and has not begun: its one statement, outside any
+        // transaction, commits as it ends.
+        let commitsAlone = beginsLate && late == .notBegun && last && groups.count == 1
+        if beginsLate, late == .notBegun, !commitsAlone { try await beginIfLate() }
         let commits = last && beginsLate && late == .begun
-        var values: [SQLValue] = []
-        for (index, part) in groups.enumerated() {
+        let kept = keepsLocks ? StreamPositions.holdToCommitCall(sessionLocks) : nil
+        let statements = groups.enumerated().map { index, part in
             let isLast = index == groups.count - 1
-            let selected = isLast ? selecting : nil
-            let kept = isLast && keepsLocks ? StreamPositions.holdToCommitCall(sessionLocks) : nil
-            if part.count == 1, selected == nil, kept == nil, !part[0].returnsOne {
-                if isLast && commits {
-                    _ = try await resultThenCommit(part[0].sql, part[0].binds)
-                    late = .ended
-                } else {
-                    try await execute(part[0].sql, part[0].binds)
-                }
-                continue
+            return Self.statement(part, selecting: isLast ? selecting : nil, keeping: isLast ? kept : nil)
+        }
+        var flight = try statements.map { try flightStatement($0.sql, $0.binds) }
+        if commits { flight.append(PQConnection.FlightStatement(slot: nil, sql: "COMMIT", values: [])) }
+        let results: [PQResult]
+        do {
+            results = flight.count == 1 ? [try await result(flight[0])] : try await afterDeferred(flight)
+        } catch {
+            // Outside a transaction now: the statements passed and the COMMIT failed.
+            if commits, connection.isOutsideTransaction {
+                late = .ended
+                lostTransaction = error
             }
-            let statement = Self.combined(part, selecting: selected, keeping: kept)
-            Self.learn(statement)
-            // A write that began late and has not begun: its one statement, outside any
-            // transaction, commits as it ends.
-            let endsWrite = (beginsLate && late == .notBegun) || (isLast && commits)
-            let row = try await (isLast && commits ? resultThenCommit(statement.sql, statement.binds)
-                                                   : result(statement.sql, statement.binds)).rows().first
-            values += statement.values(of: row)
-            if kept != nil { sessionLocks = StreamPositions.Locks() }
-            if endsWrite { late = .ended }
+            throw error
+        }
+        if kept != nil { sessionLocks = StreamPositions.Locks() }
+        if commitsAlone || commits { late = .ended }
+        var values: [SQLValue] = []
+        for (statement, result) in zip(statements, results) where statement.returned > 0 {
+            values += statement.values(of: try result.rows().first)
         }
         return values
     }
@@ -461,6 +471,16 @@ final class PostgresSession: SQLSession {
         var returned: Int
 
         func values(of row: SQLRow?) -> [SQLValue] { Array((row?.values ?? []).dropFirst(leading).prefix(returned)) }
+    }
+
+    /// A lone write that returns nothing, as it is; any other part as `combined`.
+    private static func statement(_ part: [SQLWrite], selecting: SQLExpression?, keeping kept: SQLExpression?) -> Combined {
+        if part.count == 1, selecting == nil, kept == nil, !part[0].returnsOne {
+            return Combined(sql: part[0].sql, binds: part[0].binds, leading: 0, returned: 0)
+        }
+        let statement = combined(part, selecting: selecting, keeping: kept)
+        learn(statement)
+        return statement
     }
 
     /// `WITH w0 AS (write), w1 AS (write RETURNING v), … SELECT kept, (SELECT * FROM w1), …, selecting`.
@@ -527,9 +547,20 @@ final class PostgresSession: SQLSession {
     }
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-        try await sendHeld()
-        if beginsLate, !Self.isPlainRead(sql) || late == .ended { try await beginIfLate() }
-        return try await send(sql, binds)
+        if beginsLate, !Self.isPlainRead(sql) || late == .ended || !held.isEmpty { try await beginIfLate() }
+        return try await resultAfterHeld(try flightStatement(sql, binds)).rows()
+    }
+
+    /// `statement` after what is held (and deferred), in one round trip. Held writes are
+    /// part of the transaction: it has begun (`beginIfLate`) before they are taken.
+    private func resultAfterHeld(_ statement: PQConnection.FlightStatement) async throws -> PQResult {
+        guard !held.isEmpty else { return try await result(statement) }
+        let writes = try Self.tableGroups(held).map { part in
+            let write = Self.statement(part, selecting: nil, keeping: nil)
+            return try flightStatement(write.sql, write.binds)
+        }
+        held = []
+        return try await afterDeferred(writes + [statement]).last!
     }
 
     /// A statement that starts with SELECT: in a write that began late, one that may run
@@ -545,32 +576,14 @@ final class PostgresSession: SQLSession {
             && !sql.containsBytes(of: " FOR NO KEY UPDATE") && !sql.containsBytes(of: " FOR KEY SHARE")
     }
 
-    /// One statement as it is, prepared if it is hot.
-    private func send(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-        try await result(sql, binds).rows()
-    }
-
     private func result(_ sql: String, _ binds: [SQLValue]) async throws -> PQResult {
-        let statement = try flightStatement(sql, binds)
-        if !deferred.isEmpty { return try await afterDeferred([statement])[0] }
-        if let slot = statement.slot { return try await connection.executePrepared(slot: slot, binds) }
-        return try await connection.execute(statement.sql, binds)
+        try await result(try flightStatement(sql, binds))
     }
 
-    /// `sql`, then COMMIT, in one round trip (after what is deferred). If `sql` fails,
-    /// PostgreSQL skips the COMMIT and the transaction is left aborted.
-    private func resultThenCommit(_ sql: String, _ binds: [SQLValue]) async throws -> PQResult {
-        let commit = PQConnection.FlightStatement(slot: nil, sql: "COMMIT", values: [])
-        do {
-            return try await afterDeferred([try flightStatement(sql, binds), commit])[0]
-        } catch {
-            // Outside a transaction now: the statement passed and the COMMIT failed.
-            if connection.isOutsideTransaction {
-                late = .ended
-                lostTransaction = error
-            }
-            throw error
-        }
+    private func result(_ statement: PQConnection.FlightStatement) async throws -> PQResult {
+        if !deferred.isEmpty { return try await afterDeferred([statement])[0] }
+        if let slot = statement.slot { return try await connection.executePrepared(slot: slot, statement.values) }
+        return try await connection.execute(statement.sql, statement.values)
     }
 
     /// A hot statement by its slot, any other with `$n` placeholders.
@@ -588,9 +601,8 @@ final class PostgresSession: SQLSession {
     /// for the rows of a RETURNING clause.
     @discardableResult
     func execute(_ sql: String, _ binds: [SQLValue]) async throws -> Int {
-        try await sendHeld()
         try await beginIfLate()
-        return try await result(sql, binds).affectedRows
+        return try await resultAfterHeld(try flightStatement(sql, binds)).affectedRows
     }
 
     func executeScript(_ sql: String) async throws {
@@ -608,13 +620,13 @@ final class PostgresSession: SQLSession {
         // BEGIN goes before what is held (a write that begins late holds its first writes).
         if sql.hasPrefix("ROLLBACK") { discardHeld() } else if !sql.hasPrefix("BEGIN") { try await sendHeld() }
         if Self.isDeferred(sql) {
-            deferred.append(sql)
+            deferred.append(PQConnection.FlightStatement(slot: nil, sql: sql, values: []))
             return
         }
         if sql == "COMMIT" || sql == "ROLLBACK" {
             // A transaction whose BEGIN never went out has nothing to end; a savepoint nothing
             // followed, nothing to keep.
-            let unopened = deferred.first?.hasPrefix("BEGIN") == true
+            let unopened = deferred.first?.sql.hasPrefix("BEGIN") == true
             deferred = []
             if unopened { return }
         }
