@@ -99,15 +99,14 @@ final class PQConnection: @unchecked Sendable {
     }
 
     /// A hot statement (HotStatements.swift), prepared on this connection the first time it
-    /// runs here. Its parameters' types are PostgreSQL's inference from the text.
+    /// runs here, in the same round trip. Its parameters' types are PostgreSQL's inference
+    /// from the text.
     func executePrepared(slot: Int, _ values: [SQLValue]) async throws -> PQResult {
-        try await onThread {
+        if !prepared.contains(slot) {
+            return try await runInOneFlight([FlightStatement(slot: slot, sql: HotStatements.postgresText(slot), values: values)])[0]
+        }
+        return try await onThread {
             let name = "parley_hot_\(slot)"
-            if !self.prepared.contains(slot) {
-                let sql = HotStatements.postgresText(slot)
-                _ = try self.checked(PQprepare(self.handle, name, sql, Int32(values.count), nil), sql: sql)
-                self.prepared.insert(slot)
-            }
             return try Self.withParameters(values, declaringTypes: false) { count, _, pointers, lengths, formats in
                 try self.checked(PQexecPrepared(self.handle, name, count, pointers, lengths, formats, 0),
                                  sql: HotStatements.postgresText(slot))
