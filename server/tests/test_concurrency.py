@@ -6,10 +6,11 @@ req_id (§7.1), list order (created_at, message_id) (§7.2), distinct channels (
 membership and counts (§4.2, §6.3), changelogs (§8), event streams (§9)."""
 import random
 import threading
+from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import metric
+from conftest import Server, metric
 from tests_support import databases
 
 from concurrency_support import (Client, Countdown, EventCollector, all_messages, count_event, describe_ids, member_list,
@@ -299,6 +300,29 @@ def test_same_req_id_raced_stores_one_message(server):
 
 
 def test_distinct_channel_create_raced_yields_one_channel(server):
+    distinct_creates_race_to_one_channel(server)
+
+
+@pytest.mark.postgres_only
+def test_a_database_defaulting_to_repeatable_read_changes_no_writers_reads(tmp_path):
+    """A writer's named lock goes out with the read it guards, in one round trip, and that
+    read must see what was committed while it waited for the lock: its snapshot is its own
+    statement's (READ COMMITTED). The server's sessions ask for that whatever the database's
+    default, so the distinct-channel race still makes one channel where the default is
+    REPEATABLE READ (one snapshot for the round trip, taken before the lock)."""
+    database = databases.new_database(tmp_path, "db.sqlite")
+    name = urlsplit(database).path.lstrip("/")
+    databases.psql(database, f"ALTER DATABASE \"{name}\" SET default_transaction_isolation = 'repeatable read'")
+    assert databases.psql(database, "SHOW default_transaction_isolation").strip() == "repeatable read"
+    server = Server(database)
+    try:
+        distinct_creates_race_to_one_channel(server)
+    finally:
+        server.stop()
+        databases.drop_database(database)
+
+
+def distinct_creates_race_to_one_channel(server):
     admin = Client(server)
     for round_no in range(10):
         members = sorted(server.user(f"d{round_no}") for _ in range(3))

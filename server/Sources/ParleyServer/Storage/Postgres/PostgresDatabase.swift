@@ -63,11 +63,15 @@ final class PostgresDatabase: SQLDatabase {
     /// such a session once it has been idle this long, inside a transaction or not (a write
     /// takes its locks before it begins one, Writers/StreamPositions.swift). The check in `open` sends
     /// them too, so that a PostgreSQL that refuses one (`idle_session_timeout` needs 14) says
-    /// so at startup. The application_name shows in pg_stat_activity.
+    /// so at startup. The application_name shows in pg_stat_activity. Writes read each
+    /// statement in a snapshot of its own, taken after the locks the statements before it
+    /// took (a lock function's reads, a read sent after its named lock): READ COMMITTED,
+    /// whatever the database's default (reads ask REPEATABLE READ themselves).
     private static let poolStartupParameters = [
         ("application_name", "parley-server"),
         ("idle_in_transaction_session_timeout", "\(idleSessionSeconds)s"),
         ("idle_session_timeout", "\(idleSessionSeconds)s"),
+        ("default_transaction_isolation", "read committed"),
     ]
 
     /// The sessions of `peerReadsPool`. Their one statement per message of another server
@@ -105,7 +109,13 @@ final class PostgresDatabase: SQLDatabase {
         }
         var options: [String] = []
         for (name, value) in parameters {
-            if name == "application_name" { settings.append((name, value)) } else { options.append("-c \(name)=\(value)") }
+            guard name != "application_name" else {
+                settings.append((name, value))
+                continue
+            }
+            // libpq splits `options` at spaces; a backslash keeps one (or itself) in a value.
+            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: " ", with: "\\ ")
+            options.append("-c \(name)=\(escaped)")
         }
         if !options.isEmpty { settings.append(("options", options.joined(separator: " "))) }
         return settings
