@@ -131,9 +131,7 @@ enum RecordTables {
     /// Returns the user's new version.
     @discardableResult
     static func putUser(_ u: UserRecord, _ db: any SQLSession) async throws -> Int64 {
-        let values = try await db.writeTogether(userWrites(u), selecting: nil, last: false)
-        if case .int(let version) = values.first { return version }
-        return 0
+        try await db.writeTogether(userWrites(u), selecting: nil, last: false).first?.intOrZero ?? 0
     }
 
     /// A user's row and its metadata; the first write returns the user's new version.
@@ -173,10 +171,8 @@ enum RecordTables {
     @discardableResult
     static func putChannel(_ c: ChannelRecord, lastMessageAt: Int64, parts: ChannelParts = .all,
                            _ db: any SQLSession) async throws -> Int64 {
-        let values = try await db.writeTogether(channelWrites(c, lastMessageAt: lastMessageAt, parts: parts),
-                                                selecting: nil, last: false)
-        if case .int(let version) = values.first { return version }
-        return 0
+        try await db.writeTogether(channelWrites(c, lastMessageAt: lastMessageAt, parts: parts), selecting: nil,
+                                   last: false).first?.intOrZero ?? 0
     }
 
     /// `putChannel`'s writes; the first returns the channel's new version.
@@ -462,10 +458,9 @@ enum RecordTables {
         let selectedNow = logTogether ? selecting : nil
         let values = try await db.writeTogether(writes, selecting: selectedNow, last: last && logTogether)
         for (owner, value) in zip(versioned, values) {
-            let version: Int64 = if case .int(let number) = value { number } else { 0 }
             switch owner {
-            case .user(let id): written.users[id] = version
-            case .channel(let url): written.channels[url] = version
+            case .user(let id): written.users[id] = value.intOrZero
+            case .channel(let url): written.channels[url] = value.intOrZero
             }
         }
         if selectedNow != nil { written.selected = values.last }

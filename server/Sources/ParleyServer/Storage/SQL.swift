@@ -14,6 +14,9 @@ enum SQLValue: Sendable, Hashable {
     static func bool(_ value: Bool) -> SQLValue { .int(value ? 1 : 0) }
     static func optional(_ value: String?) -> SQLValue { value.map { .text($0) } ?? .null }
     static func optional(_ value: Int64?) -> SQLValue { value.map { .int($0) } ?? .null }
+
+    /// The integer held; 0 for any other value (a version a write did not return).
+    var intOrZero: Int64 { if case .int(let number) = self { number } else { 0 } }
 }
 
 /// One result row. Accessors are by column position, in the order of the SELECT list.
@@ -21,10 +24,7 @@ struct SQLRow: Sendable {
     var values: [SQLValue]
 
     /// NULL reads as 0: columns the schema declares NOT NULL never are.
-    func int(_ i: Int) -> Int64 {
-        if case .int(let v) = values[i] { return v }
-        return 0
-    }
+    func int(_ i: Int) -> Int64 { values[i].intOrZero }
     func bool(_ i: Int) -> Bool { int(i) != 0 }
     func optionalInt(_ i: Int) -> Int64? {
         if case .int(let v) = values[i] { return v }

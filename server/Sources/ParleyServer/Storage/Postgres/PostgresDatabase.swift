@@ -403,7 +403,8 @@ final class PostgresSession: SQLSession {
     /// A transaction that fails drops what it held.
     func discardHeld() { held = [] }
 
-    /// Sends what is held (before a statement that may read it, and before COMMIT).
+    /// Sends what is held (before COMMIT and the statements `run` sends; `query` and `execute`
+    /// send it with their own statement).
     func sendHeld() async throws {
         guard !held.isEmpty else { return }
         _ = try await writeTogether([], selecting: nil, last: false)
