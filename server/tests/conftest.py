@@ -154,6 +154,17 @@ def metric(server, name, labels=""):
     raise AssertionError(f"no {name}{labels} in /metrics")
 
 
+def wait_for_a_held_request(server, margin=0.2, timeout=15):
+    """Returns once a transaction runs on `server` (a request held by `Parley-Test-Hold-Ms`
+    has begun), plus `margin` seconds for its handler to reach the hold. A fixed sleep alone
+    does not cover a thread's start and its request on a loaded host."""
+    deadline = time.monotonic() + timeout
+    while metric(server, "parley_db_transactions_in_flight") < 1:
+        assert time.monotonic() < deadline, "the held request never began its transaction"
+        time.sleep(0.02)
+    time.sleep(margin)
+
+
 def server_reading_peers_late(db, monkeypatch, milliseconds):
     """A server whose reads of other servers' events each start `milliseconds` later (a
     test hook): what it caches is not refreshed by rendering their events meanwhile."""

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import Server, metric
+from conftest import Server, metric, wait_for_a_held_request
 from tests_support import databases
 
 from concurrency_support import (Client, Countdown, EventCollector, all_messages, count_event, describe_ids, member_list,
@@ -631,7 +631,7 @@ def test_a_writer_held_open_keeps_event_order(server):
 
     thread = threading.Thread(target=held_send)
     thread.start()
-    time.sleep(0.5)  # X has taken its numbers and is holding
+    wait_for_a_held_request(server, margin=0.3)  # X has taken its numbers and is holding
     started = time.monotonic()
     y_message = server.send(y, sender, "free in y")
     y_took = time.monotonic() - started

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from concurrency_support import EventCollector
-from conftest import API_TOKEN, UNDO_TO_SCHEMA_10, Server, databases, metric, server_reading_peers_late
+from conftest import API_TOKEN, UNDO_TO_SCHEMA_10, Server, databases, metric, server_reading_peers_late, wait_for_a_held_request
 from tests_support.balancer import Balancer
 from tests_support.round_trips import RoundTripCounter, statements_in
 
@@ -77,7 +77,7 @@ def test_a_write_held_on_one_server_comes_first_on_both(two_servers):
 
     thread = threading.Thread(target=held_send)
     thread.start()
-    time.sleep(0.5)  # A has taken its locks and its numbers, and holds them
+    wait_for_a_held_request(a, margin=0.3)  # A has taken its locks and its numbers, and holds them
     y_message = b.send(y, sender, "free in y")
     y_done = time.monotonic()
     # Not delivered before X: X's lower number is still in flight.

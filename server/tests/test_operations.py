@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from concurrency_support import EventCollector
-from conftest import ROOT, Server, databases, ready_answer, server_binary
+from conftest import ROOT, Server, databases, ready_answer, server_binary, wait_for_a_held_request
 from tests_support.processes import stop_process
 
 SETTING_KEYS = ["host", "port", "database", "database_file", "api_token", "api_token_file",
@@ -515,7 +515,7 @@ def test_sigterm_finishes_requests_in_flight_ends_streams_with_a_retry_hint_and_
         outcome = []
         writer = threading.Thread(target=held_create, args=(server, "written-while-stopping", 1500, outcome))
         writer.start()
-        time.sleep(0.5)
+        wait_for_a_held_request(server)
         started = time.monotonic()
         server.proc.terminate()
         assert server.proc.wait(timeout=15) == 0
@@ -538,7 +538,7 @@ def test_a_stop_gives_up_requests_still_running_after_the_grace_period(tmp_path)
         outcome = []
         writer = threading.Thread(target=held_create, args=(server, "never-answered", 8000, outcome))
         writer.start()
-        time.sleep(0.5)
+        wait_for_a_held_request(server)
         started = time.monotonic()
         server.proc.terminate()
         assert server.proc.wait(timeout=15) == 0

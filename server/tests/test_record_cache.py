@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import Server, databases, metric, server_reading_peers_late
+from conftest import Server, databases, metric, server_reading_peers_late, wait_for_a_held_request
 
 
 def nth_message_received(stream, count):
@@ -285,7 +285,7 @@ def test_a_read_of_one_snapshot_takes_no_member_newer_than_it(tmp_path):
         held = threading.Thread(target=lambda: answers.append(server.ok(
             "GET", f"/v3/group_channels/{url}", params=params, headers={"Parley-Test-Hold-Ms": "1500"})))
         held.start()
-        time.sleep(0.5)
+        wait_for_a_held_request(server, margin=0.3)
         server.ok("PUT", f"/v3/group_channels/{url}/messages/mark_as_read", json={"user_id": b})
         held.join(10)
         assert answers, "the held read did not answer"

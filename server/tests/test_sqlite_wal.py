@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from conftest import API_TOKEN, EventReader, metric
+from conftest import API_TOKEN, EventReader, metric, wait_for_a_held_request
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -122,7 +122,7 @@ def test_members_of_one_commit_group_take_the_channel_from_the_one_before(fresh_
 
     held = threading.Thread(target=send, args=("held", {"Parley-Test-Hold-Ms": "600"}))
     held.start()
-    time.sleep(0.2)
+    wait_for_a_held_request(s, margin=0.1)
     behind = [threading.Thread(target=send, args=(f"behind {n}",)) for n in range(7)]
     for t in behind:
         t.start()

@@ -190,7 +190,8 @@ def test_a_send_stored_then_deleted_before_its_resend_shows_nothing(tmp_path: Pa
                            f"the view to equal the server (shows {[(m['message'], m.get('sending_status')) for m in view.messages]})")
                 assert [m["message"] for m in server_messages(admin, url)] == ["first", "after"]
                 wait_until(lambda: [m["message"] for m in client.cached_messages(url)] == ["first", "after"], "the cache")
-                assert pending["req_id"] not in replayed(changes.snapshot())
+                # The view's list changes just before its listener is told: wait for the listener.
+                wait_until(lambda: pending["req_id"] not in replayed(changes.snapshot()), "the listener told of the removal")
                 if retention == "events expired":
                     gone = [p for p in recorder.of("message_failed") if p.get("error_code") == Status.NOT_FOUND]
                     assert [p["req_id"] for p in gone] == [pending["req_id"]]
