@@ -9,10 +9,10 @@
 # (benchmarks/delay_proxy.c, 1 ms each way) and count accepted msg/s at 1 to 16 requests in
 # flight, on one server and on two: what a write's waits on the database allow, which this
 # machine's busy cores would otherwise hide.
-#   bash scripts/bench.sh               full run (about 8 minutes here once built, and bench_many's 12)
+#   bash scripts/bench.sh               full run (about 20 minutes once built, bench_many's 12-14 among them)
 #   bash scripts/bench.sh --quick       smaller sizes (a few minutes, bench_many's 2 among them)
 #   bash scripts/bench.sh --scale-out   the scale-out rows alone (about 1 minute once built)
-#   bash scripts/bench.sh --server      the server's rows alone, both backends (about 4 minutes)
+#   bash scripts/bench.sh --server      the server's rows alone, both backends (about 7 minutes)
 # Environment (both optional):
 #   PARLEY_SERVER_BIN=PATH       a release parley-server already built: `swift build` of the
 #                                server is skipped and this binary is run

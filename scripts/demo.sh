@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: sets the machine up, builds libparley and parley-server, then runs, each
+# The demo: sets the machine up, builds libparley and parley-server, then runs, each
 # against a local parley-server on its embedded defaults (SQLite storage):
 # - the live view (examples/python/live_view.py): a channel list and two chat views in the
 #   terminal while bob chats, alice's connection is cut and comes back (changelog, fill,

@@ -2,6 +2,7 @@
 # Builds the reference server (unless PARLEY_SERVER_BIN names a binary) and runs its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 
 if [[ -z "${PARLEY_SERVER_BIN:-}" ]]; then
     swift build --package-path server -c release

@@ -20,7 +20,7 @@ trap 'rm -rf "$run_tmp"' EXIT
 bash scripts/setup.sh
 
 # Every server the tests start checks its unread counters against the messages after each
-# request (server/Sources/ParleyServer/UnreadCounters.swift).
+# request (server/Sources/ParleyServer/Records/UnreadCounters.swift).
 export PARLEY_VERIFY_COUNTERS=1
 # The tests stop and restart servers hundreds of times, with no balancer to drain: a stop
 # closes the port at once (docs/SERVER.md "Stopping"; tests of the drain set their own).

@@ -402,7 +402,7 @@ static char *generate(const char *root, size_t *out_size) {
                  "     Regenerate: cmake --build build/cmake --target c_reference (configured with\n"
                  "     -DPARLEY_BUILD_TESTS=ON); the ctest test c_reference_current fails while it differs. -->\n\n"
                  "The tables of the C interface (version %s), as the library itself lists them. docs/C-API.md\n"
-                 "explains the conventions and the behaviour; `include/parley.h` documents every function.\n\n"
+                 "explains the conventions and the behaviour; the headers under `include/parley/` document every function.\n\n"
                  "- [Status codes](#status-codes)\n"
                  "- [Connection events](#connection-events)\n"
                  "- [Freshness states](#freshness-states)\n"
