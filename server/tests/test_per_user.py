@@ -42,6 +42,14 @@ def reader(server, user, session, **kw):
     return r
 
 
+def wait_for_delivery(server):
+    """Until the hub has delivered every event written: a replay ends where delivery stands."""
+    deadline = time.monotonic() + 10
+    while metric(server, "parley_events_delivered_through_id") < metric(server, "parley_event_log_last_id"):
+        assert time.monotonic() < deadline, "the hub did not deliver the events written"
+        time.sleep(0.02)
+
+
 def channel_of(event):
     return event["json"]["channel"]
 
@@ -344,10 +352,7 @@ def test_replay_renders_the_channel_for_the_recipient(server):
     server.send(url, a, "third")
     # Both come in the replay only once the hub has delivered them: a replay ends where
     # delivery stands, and an event delivered later comes live, with its channel.
-    deadline = time.monotonic() + 10
-    while metric(server, "parley_events_delivered_through_id") < metric(server, "parley_event_log_last_id"):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for_delivery(server)
     rb = reader(server, b, sb, last_event_id=first["id"])
     try:
         first_two = [rb.until("message_received")[0] for _ in range(2)]
@@ -393,6 +398,7 @@ def test_replay_carries_each_channel_once_and_live_receipts_their_reader(server)
     mine = server.send(url, b, "r1")
     server.send(url, a, "r2")
     server.ok("POST", f"/v3/group_channels/{joined}/invite", json={"user_ids": [d]})  # accepted at once: user_joined
+    wait_for_delivery(server)  # else the last events can come live, after a replay without them
     rb = reader(server, b, sb, last_event_id=mark["id"])
     try:
         _, replayed = rb.until("user_joined")
