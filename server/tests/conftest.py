@@ -154,14 +154,22 @@ def metric(server, name, labels=""):
     raise AssertionError(f"no {name}{labels} in /metrics")
 
 
+def wait_until(predicate, timeout=8, step=0.1):
+    """Whether `predicate` became true within `timeout` seconds (checked every `step`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
 def wait_for_a_held_request(server, margin=0.2, timeout=15):
     """Returns once a transaction runs on `server` (a request held by `Parley-Test-Hold-Ms`
     has begun), plus `margin` seconds for its handler to reach the hold. A fixed sleep alone
     does not cover a thread's start and its request on a loaded host."""
-    deadline = time.monotonic() + timeout
-    while metric(server, "parley_db_transactions_in_flight") < 1:
-        assert time.monotonic() < deadline, "the held request never began its transaction"
-        time.sleep(0.02)
+    assert wait_until(lambda: metric(server, "parley_db_transactions_in_flight") >= 1, timeout, step=0.02), \
+        "the held request never began its transaction"
     time.sleep(margin)
 
 

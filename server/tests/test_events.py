@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from conftest import API_TOKEN, EventReader, Server, assert_error, databases
+from conftest import API_TOKEN, EventReader, Server, assert_error, databases, wait_until
 
 
 def test_stream_delivers_member_events_only(server):
@@ -134,10 +134,7 @@ def test_resume_with_last_event_id_no_missing_no_repeats(server):
         e, _ = r2.until("message_received")
         assert e["json"]["message"]["message_id"] == live and int(e["id"]) > ids[-1]
         # heartbeats arrive (0.5 s interval in tests)
-        deadline = time.monotonic() + 5
-        while r2.comments < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert r2.comments >= 1
+        assert wait_until(lambda: r2.comments >= 1, timeout=5, step=0.05)
     finally:
         r2.close()
 

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from concurrency_support import EventCollector
-from conftest import API_TOKEN, UNDO_TO_SCHEMA_10, Server, databases, metric, server_reading_peers_late, wait_for_a_held_request
+from conftest import API_TOKEN, UNDO_TO_SCHEMA_10, Server, databases, metric, server_reading_peers_late, wait_for_a_held_request, wait_until
 from tests_support.balancer import Balancer
 from tests_support.round_trips import RoundTripCounter, statements_in
 
@@ -358,15 +358,6 @@ def test_one_req_id_sent_to_two_servers_at_once_stores_one_message(two_servers):
     for stream in streams:
         assert [f[1] for f in stream.message_frames()] == [m["message_id"] for m in listed], stream.message_frames()
         stream.close()
-
-
-def wait_until(predicate, timeout=8, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
 
 
 def presence_of(server, user_id):

@@ -5,7 +5,7 @@ import copy
 import json
 import time
 
-from conftest import EventReader, assert_error, metric
+from conftest import EventReader, assert_error, metric, wait_until
 
 FULL = {"show_member": "true", "show_metadata": "true", "show_metacounter": "true"}
 # Presence fields change without events (PROTOCOL.md §4.2).
@@ -44,10 +44,9 @@ def reader(server, user, session, **kw):
 
 def wait_for_delivery(server):
     """Until the hub has delivered every event written: a replay ends where delivery stands."""
-    deadline = time.monotonic() + 10
-    while metric(server, "parley_events_delivered_through_id") < metric(server, "parley_event_log_last_id"):
-        assert time.monotonic() < deadline, "the hub did not deliver the events written"
-        time.sleep(0.02)
+    assert wait_until(lambda: metric(server, "parley_events_delivered_through_id")
+                      >= metric(server, "parley_event_log_last_id"), timeout=10, step=0.02), \
+        "the hub did not deliver the events written"
 
 
 def channel_of(event):
